@@ -1,0 +1,1 @@
+//! Filesystem logic (in progress).

@@ -1,0 +1,1 @@
+//! fuser adapter (in progress).

@@ -1,0 +1,28 @@
+//! topicfs: Kafka partition logs as a filesystem.
+//!
+//! Layers, each depending only on the ones above it:
+//!
+//! 1. [`format`]: Kafka's on-disk byte formats (record batches, records, codecs, index entries,
+//!    file names, checkpoint files). Pure: no I/O.
+//! 2. [`storage`]: the log engine (segments, offset and time indexes, append, roll, recovery,
+//!    retention, the log directory with its checkpoints). Implements [`source`].
+//! 3. [`source`]: the narrow interface the filesystem uses to talk to partitions. Today the
+//!    log engine implements it; a live Kafka cluster can implement it later.
+//! 4. [`view`]: path names and specs (`by-offset/-10.json`, `by-time/2026-12-02..`), rendering of
+//!    records as value lines, kcat-style JSON or raw batches, and the sparse render index that
+//!    gives streams exact sizes.
+//! 5. [`fs`]: filesystem logic on plain structs (inodes, handles, lookup/read/write); no fuser
+//!    types.
+//! 6. [`fuse`] and [`mount`]: the thin fuser adapter and the mount/daemon lifecycle. Only these
+//!    two files name fuser types.
+
+pub mod error;
+pub mod format;
+pub mod fs;
+pub mod fuse;
+pub mod mount;
+pub mod source;
+pub mod storage;
+pub mod view;
+
+pub use error::{Error, Result};

@@ -1,0 +1,1 @@
+//! Mount and daemon lifecycle (in progress).

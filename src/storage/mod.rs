@@ -1,0 +1,1 @@
+//! The log engine (in progress).

@@ -1,0 +1,1 @@
+//! Views: specs and rendering (in progress).
