@@ -16,6 +16,11 @@ pub mod index_entry;
 pub mod legacy;
 pub mod varint;
 
+pub use batch::{
+    Batch, BatchSpec, EntryHeader, RecordIter, decode_batch, encode_batch, encode_batch_into,
+    parse_batch_info, peek_entry, set_base_offset, set_log_append_time, set_partition_leader_epoch,
+    verify_crc,
+};
 pub use compression::Compression;
 
 use std::fmt;

@@ -1,1 +1,211 @@
-//! (in progress)
+//! Kafka's variable-length integers (`ByteUtils.writeVarint` / `readVarint` and the `long`
+//! variants): ZigZag, then unsigned LEB128, least significant 7-bit group first, `0x80` set on
+//! every byte but the last. This is Protocol Buffers' `sint32` / `sint64`.
+//!
+//! Invariants mirrored from the Java reader: a varint is at most 5 bytes and a varlong at most 10;
+//! a longer encoding is [`DecodeErrorKind::InvalidVarint`]. As in Java, the bits of the last byte
+//! that do not fit the width are silently dropped.
+
+use super::{DecodeError, DecodeErrorKind};
+
+/// Longest encoding of a varint (`int32`).
+pub const MAX_VARINT_SIZE: usize = 5;
+/// Longest encoding of a varlong (`int64`).
+pub const MAX_VARLONG_SIZE: usize = 10;
+
+/// Appends `v` as a ZigZag varint.
+#[inline]
+pub fn write_varint(out: &mut Vec<u8>, v: i32) {
+    let mut u = ((v << 1) ^ (v >> 31)) as u32;
+    while u >= 0x80 {
+        out.push((u as u8) | 0x80);
+        u >>= 7;
+    }
+    out.push(u as u8);
+}
+
+/// Appends `v` as a ZigZag varlong.
+#[inline]
+pub fn write_varlong(out: &mut Vec<u8>, v: i64) {
+    let mut u = ((v << 1) ^ (v >> 63)) as u64;
+    while u >= 0x80 {
+        out.push((u as u8) | 0x80);
+        u >>= 7;
+    }
+    out.push(u as u8);
+}
+
+/// Reads a ZigZag varint at `*pos`, advancing `*pos` past it.
+///
+/// Errors: [`DecodeErrorKind::Truncated`] if the buffer ends inside the varint,
+/// [`DecodeErrorKind::InvalidVarint`] if it is longer than 5 bytes. `at` is the varint's start.
+#[inline]
+pub fn read_varint(buf: &[u8], pos: &mut usize) -> Result<i32, DecodeError> {
+    let start = *pos;
+    let mut value: u32 = 0;
+    let mut shift = 0u32;
+    let mut i = start;
+    loop {
+        let Some(&b) = buf.get(i) else {
+            return Err(truncated(start, i + 1 - start, buf.len().saturating_sub(start)));
+        };
+        i += 1;
+        if b & 0x80 == 0 {
+            value |= u32::from(b).wrapping_shl(shift);
+            break;
+        }
+        value |= u32::from(b & 0x7f) << shift;
+        shift += 7;
+        if shift > 28 {
+            return Err(DecodeError::new(start, DecodeErrorKind::InvalidVarint));
+        }
+    }
+    *pos = i;
+    Ok(((value >> 1) as i32) ^ -((value & 1) as i32))
+}
+
+/// Reads a ZigZag varlong at `*pos`, advancing `*pos` past it.
+///
+/// Errors as [`read_varint`], with a limit of 10 bytes.
+#[inline]
+pub fn read_varlong(buf: &[u8], pos: &mut usize) -> Result<i64, DecodeError> {
+    let start = *pos;
+    let mut value: u64 = 0;
+    let mut shift = 0u32;
+    let mut i = start;
+    loop {
+        let Some(&b) = buf.get(i) else {
+            return Err(truncated(start, i + 1 - start, buf.len().saturating_sub(start)));
+        };
+        i += 1;
+        if b & 0x80 == 0 {
+            value |= u64::from(b).wrapping_shl(shift);
+            break;
+        }
+        value |= u64::from(b & 0x7f) << shift;
+        shift += 7;
+        if shift > 63 {
+            return Err(DecodeError::new(start, DecodeErrorKind::InvalidVarint));
+        }
+    }
+    *pos = i;
+    Ok(((value >> 1) as i64) ^ -((value & 1) as i64))
+}
+
+/// Number of bytes [`write_varint`] emits for `v` (`ByteUtils.sizeOfVarint`).
+#[inline]
+pub fn size_of_varint(v: i32) -> usize {
+    let u = ((v << 1) ^ (v >> 31)) as u32;
+    // 1 byte per started group of 7 significant bits, at least 1.
+    let bits = 32 - (u | 1).leading_zeros() as usize;
+    bits.div_ceil(7)
+}
+
+/// Number of bytes [`write_varlong`] emits for `v` (`ByteUtils.sizeOfVarlong`).
+#[inline]
+pub fn size_of_varlong(v: i64) -> usize {
+    let u = ((v << 1) ^ (v >> 63)) as u64;
+    let bits = 64 - (u | 1).leading_zeros() as usize;
+    bits.div_ceil(7)
+}
+
+fn truncated(at: usize, needed: usize, available: usize) -> DecodeError {
+    DecodeError::new(at, DecodeErrorKind::Truncated { needed, available })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn enc32(v: i32) -> Vec<u8> {
+        let mut out = Vec::new();
+        write_varint(&mut out, v);
+        out
+    }
+
+    #[test]
+    fn varint_examples_match_the_spec() {
+        // §2.3: 0->00, -1->01, 1->02, 5->0A, 63->7E, -64->7F, 64->80 01.
+        let cases: [(i32, &[u8]); 7] = [
+            (0, &[0x00]),
+            (-1, &[0x01]),
+            (1, &[0x02]),
+            (5, &[0x0a]),
+            (63, &[0x7e]),
+            (-64, &[0x7f]),
+            (64, &[0x80, 0x01]),
+        ];
+        for (v, bytes) in cases {
+            assert_eq!(enc32(v), bytes, "encoding of {v}");
+            let mut pos = 0;
+            assert_eq!(read_varint(bytes, &mut pos).unwrap(), v);
+            assert_eq!(pos, bytes.len());
+            assert_eq!(size_of_varint(v), bytes.len());
+        }
+    }
+
+    #[test]
+    fn extreme_values_use_the_maximum_width() {
+        assert_eq!(enc32(i32::MIN).len(), MAX_VARINT_SIZE);
+        assert_eq!(enc32(i32::MAX).len(), MAX_VARINT_SIZE);
+        let mut out = Vec::new();
+        write_varlong(&mut out, i64::MIN);
+        assert_eq!(out.len(), MAX_VARLONG_SIZE);
+        let mut pos = 0;
+        assert_eq!(read_varlong(&out, &mut pos).unwrap(), i64::MIN);
+    }
+
+    #[test]
+    fn varint_longer_than_five_bytes_is_invalid() {
+        let bytes = [0x80, 0x80, 0x80, 0x80, 0x80, 0x01];
+        let mut pos = 0;
+        let err = read_varint(&bytes, &mut pos).unwrap_err();
+        assert_eq!(err.kind, DecodeErrorKind::InvalidVarint);
+        assert_eq!(pos, 0, "position is not advanced on error");
+    }
+
+    #[test]
+    fn varlong_longer_than_ten_bytes_is_invalid() {
+        let mut bytes = vec![0x80; 10];
+        bytes.push(0x01);
+        let err = read_varlong(&bytes, &mut 0).unwrap_err();
+        assert_eq!(err.kind, DecodeErrorKind::InvalidVarint);
+    }
+
+    #[test]
+    fn varint_cut_short_is_truncated_at_its_start() {
+        let bytes = [0x00, 0x80, 0x80];
+        let mut pos = 1;
+        let err = read_varint(&bytes, &mut pos).unwrap_err();
+        assert_eq!(err.at, 1);
+        assert!(matches!(err.kind, DecodeErrorKind::Truncated { .. }));
+    }
+
+    proptest! {
+        #[test]
+        fn varint_roundtrips_and_size_matches(v in any::<i32>()) {
+            let out = enc32(v);
+            prop_assert_eq!(out.len(), size_of_varint(v));
+            let mut pos = 0;
+            prop_assert_eq!(read_varint(&out, &mut pos).unwrap(), v);
+            prop_assert_eq!(pos, out.len());
+        }
+
+        #[test]
+        fn varlong_roundtrips_and_size_matches(v in any::<i64>()) {
+            let mut out = Vec::new();
+            write_varlong(&mut out, v);
+            prop_assert_eq!(out.len(), size_of_varlong(v));
+            let mut pos = 0;
+            prop_assert_eq!(read_varlong(&out, &mut pos).unwrap(), v);
+            prop_assert_eq!(pos, out.len());
+        }
+
+        #[test]
+        fn random_bytes_never_panic_the_varint_readers(bytes in proptest::collection::vec(any::<u8>(), 0..12)) {
+            let _ = read_varint(&bytes, &mut 0);
+            let _ = read_varlong(&bytes, &mut 0);
+        }
+    }
+}
