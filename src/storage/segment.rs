@@ -1,0 +1,904 @@
+//! One segment of a partition log: Kafka's `LogSegment`.
+//!
+//! A segment is a `.log` file of concatenated batches plus its `.index` (offset → position) and
+//! `.timeindex` (timestamp → offset), all named after the segment's **base offset** (20 digits).
+//! The base offset is `<=` the least offset in the segment and `>` every offset in earlier
+//! segments. Only the last segment of a log (the *active* segment) is appended to.
+//!
+//! **Concurrency.** Any number of readers and one writer (the owning [`super::log::Log`] holds
+//! its append lock) use a segment at once:
+//! - the `.log` is written with `pwrite` and read with `pread`; the committed `size` is published
+//!   (release) only after the bytes of a whole batch are written, and readers never read past
+//!   the `size` they loaded (acquire), so a reader never sees part of a batch;
+//! - each index sits behind its own `RwLock`; appends hold the write lock for an 8- or 12-byte
+//!   store, lookups hold the read lock; fsync never holds either (it goes through a duplicated
+//!   file handle, see [`LogSegment::sync`]);
+//! - index entries are added after `size` is published, so an index never points past `size`.
+//!
+//! **Lazy indexes (KIP-263).** Opening a segment reads no `.log` bytes and maps no index; the
+//! indexes are opened on first use (sealed ones mapped read-only, the active ones read-write and
+//! preallocated, or copied into memory in read-only mode).
+
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, RwLock};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use crate::error::{Error, Result};
+use crate::format::file_name::format_base_offset;
+use crate::format::{
+    HEADER_SIZE_UP_TO_MAGIC, NO_TIMESTAMP, Offset, Position, Timestamp, decode_batch,
+    parse_batch_info, peek_entry, verify_crc,
+};
+
+use super::offset_index::OffsetIndex;
+use super::scan::{BatchLocation, ChunkReader, corrupt_at, read_fully_at};
+use super::time_index::TimeIndex;
+
+/// Largest relative offset an index entry can hold.
+const MAX_RELATIVE_OFFSET: i64 = i32::MAX as i64;
+
+/// Path of one file of the segment with base offset `base` in `dir` (`suffix` with its dot).
+pub fn segment_file_path(dir: &Path, base: Offset, suffix: &str) -> PathBuf {
+    dir.join(format!("{}{suffix}", format_base_offset(base)))
+}
+
+/// Milliseconds since the Unix epoch now.
+pub(crate) fn now_ms() -> Timestamp {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+fn mtime_ms(t: SystemTime) -> Timestamp {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// How a segment was opened.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum SegmentMode {
+    /// The log dir is locked by us: files may be written, indexes are mapped.
+    Writable,
+    /// Nothing under the log dir is changed; indexes are copied or rebuilt in memory.
+    ReadOnly,
+}
+
+/// What [`LogSegment::read`] returns: whole batches and where they end.
+#[derive(Clone, Debug, Default)]
+pub struct SegmentRead {
+    /// Concatenated whole batches.
+    pub bytes: Vec<u8>,
+    /// Position after the last batch in `bytes`.
+    pub next_position: Position,
+    /// Last offset of the last batch in `bytes` plus one.
+    pub next_offset: Offset,
+}
+
+/// What recovery did to one segment.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct RecoveryResult {
+    /// Bytes dropped from the end of the `.log` (torn or invalid tail).
+    pub truncated_bytes: u64,
+    /// Position of the first dropped byte (the new size).
+    pub valid_bytes: u64,
+}
+
+/// State only the appending thread touches.
+#[derive(Debug)]
+struct WriterState {
+    /// Log bytes appended since the last offset-index entry (`bytesSinceLastIndexEntry`).
+    bytes_since_last_index_entry: u64,
+    /// Max timestamp of the first set appended (Kafka's `rollingBasedTimestamp`); `None` until
+    /// known, `Some(None)`-like [`NO_TIMESTAMP`] when the first batch had none.
+    rolling_based_timestamp: Option<Timestamp>,
+    /// Creation time of this in-memory segment (roll by `segment.ms` without timestamps).
+    created: Instant,
+}
+
+/// A segment; see the module doc.
+#[derive(Debug)]
+pub struct LogSegment {
+    base_offset: Offset,
+    dir: PathBuf,
+    log_path: PathBuf,
+    log: File,
+    mode: SegmentMode,
+    max_index_size: u32,
+    index_interval_bytes: u32,
+    active: AtomicBool,
+    /// **Invariant**: bytes `[0, size)` of the `.log` are whole, fully written batches.
+    size: AtomicU64,
+    /// Last offset of the last batch plus one; [`i64::MIN`] until computed.
+    next_offset: AtomicI64,
+    offset_index: RwLock<Option<OffsetIndex>>,
+    time_index: RwLock<Option<TimeIndex>>,
+    /// `(max timestamp, shallow offset of it)` so far; `None` until loaded from the time index.
+    max_timestamp: Mutex<Option<(Timestamp, Offset)>>,
+    writer: Mutex<WriterState>,
+    last_modified: Mutex<SystemTime>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl LogSegment {
+    /// Creates a new, empty active segment (writable mode); existing files with this base offset
+    /// are replaced (KAFKA-6388).
+    pub fn create(
+        dir: &Path,
+        base_offset: Offset,
+        max_index_size: u32,
+        index_interval_bytes: u32,
+    ) -> Result<LogSegment> {
+        for suffix in [".log", ".index", ".timeindex", ".txnindex"] {
+            let path = segment_file_path(dir, base_offset, suffix);
+            match std::fs::remove_file(&path) {
+                Ok(()) => log::warn!("replaced existing segment file {}", path.display()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io(&path, "remove", e)),
+            }
+        }
+        let log_path = segment_file_path(dir, base_offset, ".log");
+        let log = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&log_path)
+            .map_err(|e| Error::io(&log_path, "create", e))?;
+        let segment = LogSegment::new(
+            dir,
+            base_offset,
+            log_path,
+            log,
+            SegmentMode::Writable,
+            max_index_size,
+            index_interval_bytes,
+            0,
+            true,
+        );
+        segment.next_offset.store(base_offset.0, Ordering::Release);
+        *lock(&segment.max_timestamp) = Some((NO_TIMESTAMP, base_offset));
+        lock(&segment.writer).rolling_based_timestamp = None;
+        // Create the index files now (Kafka creates them at first access, i.e. first append).
+        segment.with_offset_index(|_| ())?;
+        segment.with_time_index(|_| ())?;
+        Ok(segment)
+    }
+
+    /// Opens an existing segment without reading its `.log` (KIP-263): only its size is taken.
+    pub fn open(
+        dir: &Path,
+        base_offset: Offset,
+        mode: SegmentMode,
+        max_index_size: u32,
+        index_interval_bytes: u32,
+        active: bool,
+    ) -> Result<LogSegment> {
+        let log_path = segment_file_path(dir, base_offset, ".log");
+        let log = OpenOptions::new()
+            .read(true)
+            .write(mode == SegmentMode::Writable)
+            .open(&log_path)
+            .map_err(|e| Error::io(&log_path, "open", e))?;
+        let meta = log.metadata().map_err(|e| Error::io(&log_path, "stat", e))?;
+        let segment = LogSegment::new(
+            dir,
+            base_offset,
+            log_path,
+            log,
+            mode,
+            max_index_size,
+            index_interval_bytes,
+            meta.len(),
+            active,
+        );
+        if let Ok(t) = meta.modified() {
+            *lock(&segment.last_modified) = t;
+        }
+        Ok(segment)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        dir: &Path,
+        base_offset: Offset,
+        log_path: PathBuf,
+        log: File,
+        mode: SegmentMode,
+        max_index_size: u32,
+        index_interval_bytes: u32,
+        size: u64,
+        active: bool,
+    ) -> LogSegment {
+        LogSegment {
+            base_offset,
+            dir: dir.to_path_buf(),
+            log_path,
+            log,
+            mode,
+            max_index_size,
+            index_interval_bytes,
+            active: AtomicBool::new(active),
+            size: AtomicU64::new(size),
+            next_offset: AtomicI64::new(i64::MIN),
+            offset_index: RwLock::new(None),
+            time_index: RwLock::new(None),
+            max_timestamp: Mutex::new(None),
+            writer: Mutex::new(WriterState {
+                bytes_since_last_index_entry: 0,
+                rolling_based_timestamp: None,
+                created: Instant::now(),
+            }),
+            last_modified: Mutex::new(SystemTime::now()),
+        }
+    }
+
+    /// The segment's base offset.
+    pub fn base_offset(&self) -> Offset {
+        self.base_offset
+    }
+
+    /// Committed size of the `.log` in bytes.
+    pub fn size(&self) -> u64 {
+        self.size.load(Ordering::Acquire)
+    }
+
+    /// Path of the `.log` file.
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+
+    /// Path of one of this segment's files.
+    pub fn file_path(&self, suffix: &str) -> PathBuf {
+        segment_file_path(&self.dir, self.base_offset, suffix)
+    }
+
+    /// Whether this is the active (last, appendable) segment.
+    pub fn is_active(&self) -> bool {
+        self.active.load(Ordering::Acquire)
+    }
+
+    /// When the segment last changed (append, or the file's mtime at open).
+    pub fn last_modified(&self) -> SystemTime {
+        *lock(&self.last_modified)
+    }
+
+    /// Runs `f` on the offset index, opening it on first use.
+    pub fn with_offset_index<R>(&self, f: impl FnOnce(&OffsetIndex) -> R) -> Result<R> {
+        {
+            let guard = self.offset_index.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(index) = guard.as_ref() {
+                return Ok(f(index));
+            }
+        }
+        self.with_offset_index_mut(|index| Ok(f(index)))
+    }
+
+    fn with_offset_index_mut<R>(&self, f: impl FnOnce(&mut OffsetIndex) -> Result<R>) -> Result<R> {
+        let mut guard = self.offset_index.write().unwrap_or_else(|e| e.into_inner());
+        let mut index = match guard.take() {
+            Some(index) => index,
+            None => self.load_offset_index()?,
+        };
+        let result = f(&mut index);
+        *guard = Some(index);
+        result
+    }
+
+    /// Runs `f` on the time index, opening it on first use.
+    pub fn with_time_index<R>(&self, f: impl FnOnce(&TimeIndex) -> R) -> Result<R> {
+        {
+            let guard = self.time_index.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(index) = guard.as_ref() {
+                return Ok(f(index));
+            }
+        }
+        self.with_time_index_mut(|index| Ok(f(index)))
+    }
+
+    fn with_time_index_mut<R>(&self, f: impl FnOnce(&mut TimeIndex) -> Result<R>) -> Result<R> {
+        let mut guard = self.time_index.write().unwrap_or_else(|e| e.into_inner());
+        let mut index = match guard.take() {
+            Some(index) => index,
+            None => self.load_time_index()?,
+        };
+        let result = f(&mut index);
+        *guard = Some(index);
+        result
+    }
+
+    fn load_offset_index(&self) -> Result<OffsetIndex> {
+        let path = self.file_path(".index");
+        match self.mode {
+            SegmentMode::Writable if self.is_active() => {
+                OffsetIndex::open_writable(&path, self.base_offset, self.max_index_size, true)
+            }
+            SegmentMode::Writable => OffsetIndex::open_sealed(&path, self.base_offset),
+            SegmentMode::ReadOnly => {
+                let index = OffsetIndex::load_read_only(&path, self.base_offset, self.max_index_size)?;
+                match index.sanity_check() {
+                    Ok(()) => Ok(index),
+                    Err(e) => {
+                        log::warn!("{e}; rebuilding the offset index in memory");
+                        Ok(self.rebuild_in_memory()?.0)
+                    }
+                }
+            }
+        }
+    }
+
+    fn load_time_index(&self) -> Result<TimeIndex> {
+        let path = self.file_path(".timeindex");
+        match self.mode {
+            SegmentMode::Writable if self.is_active() => {
+                TimeIndex::open_writable(&path, self.base_offset, self.max_index_size, true)
+            }
+            SegmentMode::Writable => TimeIndex::open_sealed(&path, self.base_offset),
+            SegmentMode::ReadOnly => {
+                let index = TimeIndex::load_read_only(&path, self.base_offset, self.max_index_size)?;
+                match index.sanity_check() {
+                    Ok(()) => Ok(index),
+                    Err(e) => {
+                        log::warn!("{e}; rebuilding the time index in memory");
+                        Ok(self.rebuild_in_memory()?.1)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Builds both indexes in memory from the `.log` (read-only mode), without changing files.
+    fn rebuild_in_memory(&self) -> Result<(OffsetIndex, TimeIndex)> {
+        let mut offset_index =
+            OffsetIndex::in_memory(&self.file_path(".index"), self.base_offset, self.max_index_size);
+        let mut time_index =
+            TimeIndex::in_memory(&self.file_path(".timeindex"), self.base_offset, self.max_index_size);
+        self.walk_and_index(&mut offset_index, &mut time_index, self.size())?;
+        Ok((offset_index, time_index))
+    }
+
+    /// The batch containing `target` or the first after it: the first batch whose last offset
+    /// is `>= target`, found from the floor index entry by a forward header scan (Kafka's
+    /// `translateOffset`). `None` if no batch of the segment qualifies.
+    pub fn translate_offset(&self, target: Offset) -> Result<Option<BatchLocation>> {
+        let end = self.size();
+        let (_, mut position) = self.with_offset_index(|idx| idx.lookup(target))?;
+        if position.0 > end {
+            // A read-only copy can be newer than our view of the `.log`; scan from the start.
+            position = Position(0);
+        }
+        let mut reader = ChunkReader::new(&self.log, &self.log_path, end);
+        let mut pos = position.0;
+        while let Some(batch) = reader.batch_at(pos)? {
+            if batch.info.last_offset >= target {
+                return Ok(Some(batch));
+            }
+            pos = batch.end();
+        }
+        Ok(None)
+    }
+
+    /// Whole batches starting at `position`, at most `max_bytes` unless the first batch alone is
+    /// larger (then exactly that batch). Each batch's CRC is checked: a bad first batch is an
+    /// error naming the file and position, a bad later batch ends the chunk before it.
+    /// `None` when `position` is at (or past) the committed end.
+    pub fn read(&self, position: Position, max_bytes: usize) -> Result<Option<SegmentRead>> {
+        let end = self.size();
+        if position.0 >= end {
+            return Ok(None);
+        }
+        let available = end - position.0;
+        let span = available.min(max_bytes.max(HEADER_SIZE_UP_TO_MAGIC) as u64) as usize;
+        let mut bytes = vec![0u8; span];
+        let n = read_fully_at(&self.log, &mut bytes, position.0)
+            .map_err(|e| Error::io(&self.log_path, "read", e))?;
+        bytes.truncate(n);
+        // The first batch alone may be larger than `max_bytes`: then read exactly it.
+        if let Some(first) = peek_entry(&bytes).map_err(|e| corrupt_at(&self.log_path, position.0, e))?
+            && first.total_size() > bytes.len()
+            && first.total_size() as u64 <= available
+        {
+            bytes.resize(first.total_size(), 0);
+            let n = read_fully_at(&self.log, &mut bytes, position.0)
+                .map_err(|e| Error::io(&self.log_path, "read", e))?;
+            bytes.truncate(n);
+        }
+        let mut cut = 0usize;
+        let mut next_offset = Offset(0);
+        while let Some(rest) = bytes.get(cut..) {
+            let pos = position.0 + cut as u64;
+            let header = match peek_entry(rest) {
+                Ok(Some(h)) => h,
+                Ok(None) => break,
+                Err(e) if cut == 0 => return Err(corrupt_at(&self.log_path, pos, e)),
+                Err(_) => break,
+            };
+            let Some(entry) = rest.get(..header.total_size()) else { break };
+            let checked = parse_batch_info(entry).and_then(|info| verify_crc(entry).map(|()| info));
+            match checked {
+                Ok(info) => {
+                    cut += entry.len();
+                    next_offset = info.last_offset.plus(1);
+                }
+                Err(e) if cut == 0 => return Err(corrupt_at(&self.log_path, pos, e)),
+                Err(_) => break,
+            }
+        }
+        if cut == 0 {
+            return Ok(None);
+        }
+        bytes.truncate(cut);
+        let next_position = Position(position.0 + cut as u64);
+        Ok(Some(SegmentRead { bytes, next_position, next_offset }))
+    }
+
+    /// Offset after the last batch (the log end offset when active), computed from the last
+    /// index entry and a scan to the committed end on first use.
+    pub fn next_offset(&self) -> Result<Offset> {
+        let cached = self.next_offset.load(Ordering::Acquire);
+        if cached != i64::MIN {
+            return Ok(Offset(cached));
+        }
+        let end = self.size();
+        let (_, mut pos) = self.with_offset_index(|idx| idx.lookup(Offset(i64::MAX)))?;
+        if pos.0 > end {
+            pos = Position(0);
+        }
+        let mut reader = ChunkReader::new(&self.log, &self.log_path, end);
+        let mut next = self.base_offset;
+        let mut at = pos.0;
+        while let Some(batch) = reader.batch_at(at)? {
+            next = batch.info.last_offset.plus(1);
+            at = batch.end();
+        }
+        self.next_offset.store(next.0, Ordering::Release);
+        Ok(next)
+    }
+
+    /// `(max timestamp, shallow offset)` of the segment, `None` if no batch has a timestamp.
+    /// Taken from memory, or on first use from the time index's last entry.
+    pub fn max_timestamp_so_far(&self) -> Result<Option<(Timestamp, Offset)>> {
+        let known = *lock(&self.max_timestamp);
+        let value = match known {
+            Some(v) => v,
+            None => {
+                let v = self.with_time_index(|idx| idx.last_entry())?;
+                let mut guard = lock(&self.max_timestamp);
+                *guard.get_or_insert(v)
+            }
+        };
+        Ok((value.0 >= 0).then_some(value))
+    }
+
+    /// Kafka's `largestTimestamp`: the max timestamp, or the `.log` file's mtime when the
+    /// segment has no timestamps (v0 data, empty time index).
+    pub fn largest_timestamp(&self) -> Result<Timestamp> {
+        match self.max_timestamp_so_far()? {
+            Some((ts, _)) => Ok(ts),
+            None => {
+                let meta = self.log.metadata().map_err(|e| Error::io(&self.log_path, "stat", e))?;
+                Ok(meta.modified().map(mtime_ms).unwrap_or(0))
+            }
+        }
+    }
+
+    /// The first record (in log order) with timestamp `>= target` and offset `>=
+    /// start_offset`, as `(offset, its timestamp)` (Kafka's `findOffsetByTimestamp`): time
+    /// index floor, offset index floor, skip batches whose max timestamp is older, then the
+    /// first qualifying record. `None` if this segment has none.
+    pub fn find_offset_by_timestamp(
+        &self,
+        target: Timestamp,
+        start_offset: Offset,
+    ) -> Result<Option<(Offset, Timestamp)>> {
+        let (_, indexed_offset) = self.with_time_index(|idx| idx.lookup(target))?;
+        let from = indexed_offset.max(start_offset);
+        self.scan_records(from, |batch_max| batch_max >= target, |offset, ts| {
+            ts >= target && offset >= start_offset
+        })
+    }
+
+    /// The first record carrying the segment's max timestamp (KIP-734 / KAFKA-16310), as
+    /// `(offset, timestamp)`; `None` without timestamps.
+    pub fn find_max_timestamp_record(&self) -> Result<Option<(Offset, Timestamp)>> {
+        let Some((max_ts, shallow_offset)) = self.max_timestamp_so_far()? else { return Ok(None) };
+        self.scan_records(shallow_offset, |batch_max| batch_max == max_ts, |_, ts| ts == max_ts)
+    }
+
+    /// Scans batches from the offset-index floor of `from`: in each batch accepted by
+    /// `batch_filter(max timestamp)`, returns the first record accepted by `record_filter`.
+    fn scan_records(
+        &self,
+        from: Offset,
+        batch_filter: impl Fn(Timestamp) -> bool,
+        record_filter: impl Fn(Offset, Timestamp) -> bool,
+    ) -> Result<Option<(Offset, Timestamp)>> {
+        let end = self.size();
+        let (_, mut position) = self.with_offset_index(|idx| idx.lookup(from))?;
+        if position.0 > end {
+            position = Position(0);
+        }
+        let mut reader = ChunkReader::new(&self.log, &self.log_path, end);
+        let mut pos = position.0;
+        while let Some(batch) = reader.batch_at(pos)? {
+            pos = batch.end();
+            if !batch_filter(batch.info.max_timestamp) || batch.info.is_control {
+                continue;
+            }
+            let at = batch.position.0;
+            let Some(entry) = reader.entry(&batch)? else { break };
+            let decoded = decode_batch(entry).map_err(|e| corrupt_at(&self.log_path, at, e))?;
+            for record in decoded.records() {
+                let record = record.map_err(|e| corrupt_at(&self.log_path, at, e))?;
+                if record_filter(record.offset, record.timestamp) {
+                    return Ok(Some((record.offset, record.timestamp)));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether the next append of `set_size` bytes with max timestamp `max_timestamp` and last
+    /// offset `last_offset` must go to a new segment (Kafka's `shouldRoll`).
+    pub fn should_roll(
+        &self,
+        set_size: u64,
+        max_timestamp: Timestamp,
+        last_offset: Offset,
+        segment_bytes: u64,
+        max_segment_ms: i64,
+    ) -> Result<bool> {
+        let size = self.size();
+        if size > segment_bytes.saturating_sub(set_size) {
+            return Ok(true);
+        }
+        if size > 0 && self.time_waited_for_roll(max_timestamp)? > max_segment_ms {
+            return Ok(true);
+        }
+        if self.with_offset_index(|idx| idx.is_full())? || self.with_time_index(|i| i.is_full())? {
+            return Ok(true);
+        }
+        let relative = last_offset.0.checked_sub(self.base_offset.0);
+        Ok(!relative.is_some_and(|r| (0..=MAX_RELATIVE_OFFSET).contains(&r)))
+    }
+
+    /// Kafka's `timeWaitedForRoll`: record time since the first batch when it had a timestamp,
+    /// else wall time since this segment object was created.
+    fn time_waited_for_roll(&self, max_timestamp: Timestamp) -> Result<i64> {
+        let known = lock(&self.writer).rolling_based_timestamp;
+        let first = match known {
+            Some(ts) => ts,
+            None => {
+                let ts = self.first_batch_max_timestamp()?;
+                lock(&self.writer).rolling_based_timestamp = Some(ts);
+                ts
+            }
+        };
+        if first >= 0 {
+            Ok(max_timestamp.saturating_sub(first))
+        } else {
+            Ok(lock(&self.writer).created.elapsed().as_millis() as i64)
+        }
+    }
+
+    fn first_batch_max_timestamp(&self) -> Result<Timestamp> {
+        let mut reader = ChunkReader::new(&self.log, &self.log_path, self.size());
+        Ok(reader.batch_at(0)?.map_or(NO_TIMESTAMP, |b| b.info.max_timestamp))
+    }
+
+    /// Appends a set of whole batches (Kafka's `LogSegment.append`): one `pwrite`, then the
+    /// committed size is published, then the sparse indexes are updated (an entry for
+    /// `largest_offset` at the set's position when more than `index.interval.bytes` were
+    /// appended since the last entry). Only the log's writer calls this.
+    pub fn append(
+        &self,
+        bytes: &[u8],
+        largest_offset: Offset,
+        max_timestamp: Timestamp,
+        shallow_offset_of_max_timestamp: Offset,
+    ) -> Result<()> {
+        if self.mode == SegmentMode::ReadOnly {
+            return Err(Error::ReadOnly);
+        }
+        let position = self.size();
+        if let Err(e) = write_all_at(&self.log, bytes, position) {
+            // Nothing was published; drop whatever part reached the file.
+            let _ = self.log.set_len(position);
+            return Err(Error::io(&self.log_path, "write", e));
+        }
+        let new_size = position + bytes.len() as u64;
+        self.size.store(new_size, Ordering::Release);
+        self.next_offset.store(largest_offset.plus(1).0, Ordering::Release);
+        *lock(&self.last_modified) = SystemTime::now();
+
+        let max_so_far = {
+            let mut guard = lock(&self.max_timestamp);
+            let current = guard.unwrap_or((NO_TIMESTAMP, self.base_offset));
+            let updated = if max_timestamp > current.0 {
+                (max_timestamp, shallow_offset_of_max_timestamp)
+            } else {
+                current
+            };
+            *guard = Some(updated);
+            updated
+        };
+        let mut writer = lock(&self.writer);
+        if position == 0 {
+            writer.rolling_based_timestamp = Some(max_timestamp);
+        }
+        if writer.bytes_since_last_index_entry > u64::from(self.index_interval_bytes) {
+            self.with_offset_index_mut(|idx| idx.append(largest_offset, Position(position)))?;
+            self.with_time_index_mut(|idx| idx.maybe_append(max_so_far.0, max_so_far.1, false))?;
+            writer.bytes_since_last_index_entry = 0;
+        }
+        writer.bytes_since_last_index_entry += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Kafka's `LogSegment.recover`: re-reads every batch from position 0, checks framing, CRC
+    /// and offset order, rebuilds both indexes with the per-batch interval rule, and drops
+    /// everything from the first invalid or torn batch on (the `.log` is truncated in writable
+    /// mode; in read-only mode the committed size stops there and indexes live in memory).
+    pub fn recover(&self) -> Result<RecoveryResult> {
+        let file_len =
+            self.log.metadata().map_err(|e| Error::io(&self.log_path, "stat", e))?.len();
+        let (mut offset_index, mut time_index) = match self.mode {
+            SegmentMode::Writable => {
+                let mut o = OffsetIndex::open_writable(
+                    &self.file_path(".index"),
+                    self.base_offset,
+                    self.max_index_size,
+                    true,
+                )?;
+                let mut t = TimeIndex::open_writable(
+                    &self.file_path(".timeindex"),
+                    self.base_offset,
+                    self.max_index_size,
+                    true,
+                )?;
+                o.reset()?;
+                t.reset()?;
+                (o, t)
+            }
+            SegmentMode::ReadOnly => (
+                OffsetIndex::in_memory(&self.file_path(".index"), self.base_offset, self.max_index_size),
+                TimeIndex::in_memory(&self.file_path(".timeindex"), self.base_offset, self.max_index_size),
+            ),
+        };
+        // Readers must not use the old indexes while they are rebuilt.
+        let mut offset_guard = self.offset_index.write().unwrap_or_else(|e| e.into_inner());
+        let mut time_guard = self.time_index.write().unwrap_or_else(|e| e.into_inner());
+        *offset_guard = None;
+        *time_guard = None;
+        let valid = self.walk_and_index(&mut offset_index, &mut time_index, file_len)?;
+        let truncated = file_len - valid;
+        if truncated > 0 {
+            log::warn!(
+                "recovery of {}: invalid or incomplete data at position {valid}, {truncated} bytes \
+                 dropped",
+                self.log_path.display()
+            );
+            if self.mode == SegmentMode::Writable {
+                self.log.set_len(valid).map_err(|e| Error::io(&self.log_path, "truncate", e))?;
+            }
+        }
+        self.size.store(valid, Ordering::Release);
+        let (max_ts, max_offset) = *lock(&self.max_timestamp).get_or_insert((NO_TIMESTAMP, self.base_offset));
+        offset_index.trim_to_valid_size()?;
+        time_index.maybe_append(max_ts, max_offset, true)?;
+        time_index.trim_to_valid_size()?;
+        if self.is_active() {
+            offset_index.resize(self.max_index_size)?;
+            time_index.resize(self.max_index_size)?;
+        }
+        *offset_guard = Some(offset_index);
+        *time_guard = Some(time_index);
+        Ok(RecoveryResult { truncated_bytes: truncated, valid_bytes: valid })
+    }
+
+    /// The recovery walk shared by [`LogSegment::recover`] and read-only index rebuilds: returns
+    /// the end of the last valid batch and leaves the segment's next offset, max timestamp and
+    /// rolling timestamp set from what it read.
+    fn walk_and_index(
+        &self,
+        offset_index: &mut OffsetIndex,
+        time_index: &mut TimeIndex,
+        end: u64,
+    ) -> Result<u64> {
+        let mut reader = ChunkReader::new(&self.log, &self.log_path, end);
+        let mut valid = 0u64;
+        let mut last_index_entry = 0u64;
+        let mut max = (NO_TIMESTAMP, self.base_offset);
+        let mut next = self.base_offset;
+        let mut first_ts = None;
+        loop {
+            let batch = match reader.batch_at(valid) {
+                Ok(Some(b)) => b,
+                Ok(None) => break,
+                Err(e) => {
+                    log::warn!("{e}");
+                    break;
+                }
+            };
+            let Some(entry) = reader.entry(&batch)? else { break };
+            if let Err(e) = verify_crc(entry) {
+                log::warn!("{}", corrupt_at(&self.log_path, valid, e));
+                break;
+            }
+            let info = &batch.info;
+            let relative = info.last_offset.0.checked_sub(self.base_offset.0);
+            let ordered = info.base_offset >= next && info.last_offset >= info.base_offset;
+            if !ordered || !relative.is_some_and(|r| (0..=MAX_RELATIVE_OFFSET).contains(&r)) {
+                log::warn!(
+                    "{}: batch at position {valid} has offsets {}..={} out of order or outside \
+                     the segment (expected >= {next})",
+                    self.log_path.display(),
+                    info.base_offset,
+                    info.last_offset
+                );
+                break;
+            }
+            if info.max_timestamp > max.0 {
+                max = (info.max_timestamp, info.last_offset);
+            }
+            if valid - last_index_entry > u64::from(self.index_interval_bytes) {
+                offset_index.append(info.last_offset, Position(valid))?;
+                time_index.maybe_append(max.0, max.1, true)?;
+                last_index_entry = valid;
+            }
+            first_ts.get_or_insert(info.max_timestamp);
+            next = info.last_offset.plus(1);
+            valid = batch.end();
+        }
+        self.next_offset.store(next.0, Ordering::Release);
+        *lock(&self.max_timestamp) = Some(max);
+        let mut writer = lock(&self.writer);
+        writer.rolling_based_timestamp = Some(first_ts.unwrap_or(NO_TIMESTAMP));
+        writer.bytes_since_last_index_entry = valid - last_index_entry;
+        Ok(valid)
+    }
+
+    /// The segment stops being active (roll): final time-index entry, indexes trimmed to their
+    /// valid size (Kafka's `onBecomeInactiveSegment`).
+    pub fn on_become_inactive(&self) -> Result<()> {
+        self.close_indexes()?;
+        self.active.store(false, Ordering::Release);
+        Ok(())
+    }
+
+    /// The segment becomes active again after load: its indexes are extended back to
+    /// `segment.index.bytes` (dropping lazily opened read-only maps first).
+    pub fn on_become_active(&self) -> Result<()> {
+        self.active.store(true, Ordering::Release);
+        if self.mode == SegmentMode::ReadOnly {
+            return Ok(());
+        }
+        let path = self.file_path(".index");
+        self.with_offset_index_mut(|idx| {
+            if !idx.file().is_in_memory() {
+                *idx = OffsetIndex::open_writable(&path, self.base_offset, self.max_index_size, true)?;
+            }
+            Ok(())
+        })?;
+        let path = self.file_path(".timeindex");
+        self.with_time_index_mut(|idx| {
+            if !idx.file().is_in_memory() {
+                *idx = TimeIndex::open_writable(&path, self.base_offset, self.max_index_size, true)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Appends the final time-index entry and trims both index files (roll and clean close).
+    /// Indexes never opened are left untouched (KAFKA-9373).
+    pub fn close_indexes(&self) -> Result<()> {
+        if self.mode == SegmentMode::ReadOnly {
+            return Ok(());
+        }
+        let max = *lock(&self.max_timestamp);
+        let mut time_guard = self.time_index.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(idx) = time_guard.as_mut() {
+            if let Some((ts, offset)) = max {
+                idx.maybe_append(ts, offset, true)?;
+            }
+            idx.trim_to_valid_size()?;
+        }
+        let mut offset_guard = self.offset_index.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(idx) = offset_guard.as_mut() {
+            idx.trim_to_valid_size()?;
+        }
+        Ok(())
+    }
+
+    /// Makes the `.log` and both index files durable. Holds no lock while it waits: the index
+    /// files are synced through duplicated handles (`fsync` of a file also writes back pages
+    /// dirtied through a shared mapping of it), so lookups never wait for the disk.
+    pub fn sync(&self) -> Result<()> {
+        if self.mode == SegmentMode::ReadOnly {
+            return Ok(());
+        }
+        self.log.sync_data().map_err(|e| Error::io(&self.log_path, "fsync", e))?;
+        let offset = self
+            .offset_index
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .and_then(|i| i.file().sync_handle());
+        let time = self
+            .time_index
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .and_then(|i| i.file().sync_handle());
+        for (handle, suffix) in [(offset, ".index"), (time, ".timeindex")] {
+            if let Some(file) = handle {
+                file.sync_data().map_err(|e| Error::io(self.file_path(suffix), "fsync", e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Size of an index file as a reader should see it: the valid entries of an opened index
+    /// (no preallocated zero tail), else the file's length on disk.
+    pub fn index_file_size(&self, time: bool) -> Result<u64> {
+        let len = if time {
+            self.with_time_index(|i| i.valid_bytes().len())?
+        } else {
+            self.with_offset_index(|i| i.valid_bytes().len())?
+        };
+        Ok(len as u64)
+    }
+
+    /// Copies valid index bytes from `pos` into `buf` (the preallocated tail is not shown).
+    pub fn read_index_bytes(&self, time: bool, pos: u64, buf: &mut [u8]) -> Result<usize> {
+        let copy = |bytes: &[u8], buf: &mut [u8]| -> usize {
+            let Some(src) = usize::try_from(pos).ok().and_then(|p| bytes.get(p..)) else { return 0 };
+            let n = src.len().min(buf.len());
+            buf[..n].copy_from_slice(&src[..n]);
+            n
+        };
+        if time {
+            self.with_time_index(|i| copy(i.valid_bytes(), buf))
+        } else {
+            self.with_offset_index(|i| copy(i.valid_bytes(), buf))
+        }
+    }
+
+    /// Reads raw `.log` bytes at `pos`, never past the committed size.
+    pub fn read_log_bytes(&self, pos: u64, buf: &mut [u8]) -> Result<usize> {
+        let end = self.size();
+        if pos >= end {
+            return Ok(0);
+        }
+        let n = ((end - pos) as usize).min(buf.len());
+        read_fully_at(&self.log, &mut buf[..n], pos).map_err(|e| Error::io(&self.log_path, "read", e))
+    }
+
+    /// Removes the segment's files (retention, or later segments after a truncating recovery):
+    /// each is renamed to `.deleted` first, as Kafka does, so a crash midway leaves files the
+    /// next start removes, then deleted.
+    pub fn delete_files(&self) -> Result<()> {
+        if self.mode == SegmentMode::ReadOnly {
+            return Err(Error::ReadOnly);
+        }
+        // Unmap the indexes before their files go away.
+        *self.offset_index.write().unwrap_or_else(|e| e.into_inner()) = None;
+        *self.time_index.write().unwrap_or_else(|e| e.into_inner()) = None;
+        for suffix in [".log", ".index", ".timeindex", ".txnindex"] {
+            let path = self.file_path(suffix);
+            let deleted = self.file_path(&format!("{suffix}.deleted"));
+            match std::fs::rename(&path, &deleted) {
+                Ok(()) => std::fs::remove_file(&deleted).map_err(|e| Error::io(&deleted, "remove", e))?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io(&path, "rename", e)),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `pwrite` of all of `bytes` at `pos`.
+fn write_all_at(file: &File, bytes: &[u8], pos: u64) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    file.write_all_at(bytes, pos)
+}
