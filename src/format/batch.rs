@@ -277,8 +277,6 @@ pub fn decode_batch(entry: &[u8]) -> Result<Batch<'_>, DecodeError> {
             return Ok(Batch { info, body: Cow::Borrowed(entry), kind });
         }
         let w = legacy::decode_wrapper(entry)?;
-        let value_at = legacy::parse_message(entry)?.size
-            - legacy::parse_message(entry)?.value.map_or(0, <[u8]>::len);
         info.records_count = w.count;
         if let Some(first) = peek_entry(&w.inner).ok().flatten() {
             info.base_offset = Offset(first.offset.0.wrapping_add(w.offset_adjust));
@@ -286,7 +284,7 @@ pub fn decode_batch(entry: &[u8]) -> Result<Batch<'_>, DecodeError> {
         let kind = Kind::Legacy {
             offset_adjust: w.offset_adjust,
             forced_timestamp: w.forced_timestamp,
-            inner_at: Some(value_at),
+            inner_at: Some(w.value_at),
         };
         return Ok(Batch { info, body: Cow::Owned(w.inner), kind });
     }
@@ -773,5 +771,526 @@ mod tests {
         assert_eq!(records[0].key, None);
         assert_eq!(records[0].value, Some(&b"hello"[..]));
         assert_eq!(records[0].sequence, -1);
+    }
+
+    fn rec(ts: Timestamp, key: Option<&[u8]>, value: Option<&[u8]>) -> NewRecord {
+        NewRecord {
+            timestamp: ts,
+            key: key.map(<[u8]>::to_vec),
+            value: value.map(<[u8]>::to_vec),
+            headers: vec![],
+        }
+    }
+
+    fn sample_records() -> Vec<NewRecord> {
+        let mut with_headers = rec(1_700_000_000_500, Some(b"k2"), Some(b"v2"));
+        with_headers.headers =
+            vec![(b"trace".to_vec(), Some(b"abc".to_vec())), (b"empty".to_vec(), None)];
+        vec![
+            rec(1_700_000_000_100, Some(b"k0"), Some(b"hello")),
+            rec(1_700_000_000_000, None, None),
+            with_headers,
+            rec(1_699_999_999_000, Some(b""), Some(&[0u8; 300])),
+        ]
+    }
+
+    /// Recomputes `batchLength` and the CRC of a hand-edited v2 batch.
+    fn refresh(bytes: &mut [u8]) {
+        let len = (bytes.len() - LOG_OVERHEAD) as i32;
+        bytes[LENGTH_AT..LENGTH_AT + 4].copy_from_slice(&len.to_be_bytes());
+        let crc = crc32c::crc32c(&bytes[ATTRIBUTES_AT..]);
+        bytes[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+    }
+
+    fn all<'b>(batch: &'b Batch<'_>) -> Result<Vec<Record<'b>>, DecodeError> {
+        batch.records().collect()
+    }
+
+    #[test]
+    fn every_codec_roundtrips_keys_values_nulls_and_headers() {
+        let input = sample_records();
+        for compression in Compression::ALL {
+            let spec = BatchSpec {
+                base_offset: Offset(1000),
+                partition_leader_epoch: 7,
+                compression,
+                producer_id: 42,
+                producer_epoch: 3,
+                base_sequence: 10,
+                ..BatchSpec::default()
+            };
+            let bytes = encode_batch(&spec, &input).unwrap();
+            let batch = decode_batch(&bytes).unwrap();
+            let info = batch.info();
+            assert_eq!(info.compression, compression);
+            assert_eq!(info.base_offset, Offset(1000));
+            assert_eq!(info.last_offset, Offset(1003));
+            assert_eq!(info.records_count, 4);
+            assert_eq!(info.base_timestamp, 1_700_000_000_100);
+            assert_eq!(info.max_timestamp, 1_700_000_000_500);
+            assert_eq!(info.partition_leader_epoch, 7);
+            assert_eq!((info.producer_id, info.producer_epoch, info.base_sequence), (42, 3, 10));
+            assert_eq!(info.size as usize, bytes.len());
+            let out = all(&batch).unwrap();
+            assert_eq!(out.len(), input.len());
+            for (i, (r, n)) in out.iter().zip(&input).enumerate() {
+                assert_eq!(r.offset, Offset(1000 + i as i64));
+                assert_eq!(r.timestamp, n.timestamp);
+                assert_eq!(r.key, n.key.as_deref());
+                assert_eq!(r.value, n.value.as_deref());
+                assert_eq!(r.sequence, 10 + i as i32);
+                let headers: Vec<_> = r
+                    .headers
+                    .iter()
+                    .map(|h| (h.key.to_vec(), h.value.map(<[u8]>::to_vec)))
+                    .collect();
+                assert_eq!(headers, n.headers);
+            }
+        }
+    }
+
+    #[test]
+    fn encode_batch_into_appends_and_returns_the_batch_length() {
+        let mut out = b"prefix".to_vec();
+        let n = encode_batch_into(&mut out, &BatchSpec::default(), &[hello()]).unwrap();
+        assert_eq!(n, 73);
+        assert_eq!(&out[..6], b"prefix");
+        assert_eq!(out[6..], hex(APPENDIX_B_HELLO));
+    }
+
+    #[test]
+    fn empty_record_list_is_refused_and_leaves_out_untouched() {
+        let mut out = vec![1, 2, 3];
+        assert!(encode_batch_into(&mut out, &BatchSpec::default(), &[]).is_err());
+        assert_eq!(out, [1, 2, 3]);
+    }
+
+    #[test]
+    fn log_append_time_overrides_every_record_timestamp() {
+        let spec = BatchSpec {
+            timestamp_type: TimestampType::LogAppendTime,
+            log_append_time: 1_800_000_000_000,
+            ..BatchSpec::default()
+        };
+        let bytes = encode_batch(&spec, &sample_records()).unwrap();
+        let batch = decode_batch(&bytes).unwrap();
+        assert_eq!(batch.info().timestamp_type, TimestampType::LogAppendTime);
+        assert_eq!(batch.info().max_timestamp, 1_800_000_000_000);
+        assert!(all(&batch).unwrap().iter().all(|r| r.timestamp == 1_800_000_000_000));
+    }
+
+    #[test]
+    fn set_log_append_time_stamps_the_batch_and_keeps_the_crc_valid() {
+        let mut bytes = encode_batch(&BatchSpec::default(), &sample_records()).unwrap();
+        set_log_append_time(&mut bytes, 1_900_000_000_000).unwrap();
+        verify_crc(&bytes).unwrap();
+        let batch = decode_batch(&bytes).unwrap();
+        assert_eq!(batch.info().timestamp_type, TimestampType::LogAppendTime);
+        assert_eq!(batch.info().base_timestamp, 1_700_000_000_100, "base timestamp unchanged");
+        assert!(all(&batch).unwrap().iter().all(|r| r.timestamp == 1_900_000_000_000));
+    }
+
+    #[test]
+    fn base_offset_and_leader_epoch_rewrites_do_not_touch_the_crc() {
+        let mut bytes = hex(APPENDIX_B_HELLO);
+        set_base_offset(&mut bytes, Offset(5000)).unwrap();
+        set_partition_leader_epoch(&mut bytes, 9).unwrap();
+        assert_eq!(&bytes[CRC_AT..CRC_AT + 4], &0xE641_A44Bu32.to_be_bytes());
+        let batch = decode_batch(&bytes).unwrap();
+        assert_eq!(batch.info().partition_leader_epoch, 9);
+        assert_eq!(all(&batch).unwrap()[0].offset, Offset(5000));
+    }
+
+    #[test]
+    fn crc_mismatch_is_reported_at_the_crc_field() {
+        let mut bytes = hex(APPENDIX_B_HELLO);
+        bytes[70] ^= 0x01; // inside the value
+        for e in [verify_crc(&bytes).unwrap_err(), decode_batch(&bytes).unwrap_err()] {
+            assert_eq!(e.at, CRC_AT);
+            assert!(matches!(e.kind, DecodeErrorKind::CrcMismatch { stored: 0xE641_A44B, .. }));
+        }
+        // Header facts are still readable: parse_batch_info does not check the CRC.
+        assert_eq!(parse_batch_info(&bytes).unwrap().records_count, 1);
+    }
+
+    #[test]
+    fn peek_entry_stops_quietly_below_17_bytes_and_rejects_small_sizes() {
+        let bytes = hex(APPENDIX_B_HELLO);
+        assert_eq!(peek_entry(&bytes[..16]).unwrap(), None);
+        let h = peek_entry(&bytes[..17]).unwrap().unwrap();
+        assert_eq!(h, EntryHeader { offset: Offset(0), size: 61, magic: 2 });
+        assert_eq!(h.total_size(), 73);
+        let mut small = bytes.clone();
+        small[LENGTH_AT..LENGTH_AT + 4].copy_from_slice(&13i32.to_be_bytes());
+        let e = peek_entry(&small).unwrap_err();
+        assert_eq!((e.at, e.kind), (LENGTH_AT, DecodeErrorKind::InvalidSize(13)));
+    }
+
+    #[test]
+    fn torn_entry_is_truncated_not_decoded() {
+        let bytes = hex(APPENDIX_B_HELLO);
+        let e = decode_batch(&bytes[..72]).unwrap_err();
+        assert_eq!(e.kind, DecodeErrorKind::Truncated { needed: 73, available: 72 });
+        assert!(parse_batch_info(&bytes[..60]).is_err());
+        assert!(parse_batch_info(&bytes[..61]).is_ok());
+    }
+
+    #[test]
+    fn bytes_after_the_entry_are_ignored() {
+        let mut bytes = hex(APPENDIX_B_HELLO);
+        bytes.extend_from_slice(&[0xff; 10]);
+        assert_eq!(all(&decode_batch(&bytes).unwrap()).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn v2_batch_shorter_than_its_header_or_with_unknown_magic_is_invalid() {
+        let mut bytes = hex(APPENDIX_B_HELLO);
+        bytes[MAGIC_AT] = 3;
+        assert_eq!(decode_batch(&bytes).unwrap_err().kind, DecodeErrorKind::UnknownMagic(3));
+        let mut short = hex(APPENDIX_B_HELLO);
+        short[LENGTH_AT..LENGTH_AT + 4].copy_from_slice(&48i32.to_be_bytes());
+        assert!(matches!(
+            parse_batch_info(&short).unwrap_err().kind,
+            DecodeErrorKind::InvalidSize(48)
+        ));
+    }
+
+    #[test]
+    fn invalid_codec_bits_are_rejected_at_the_attributes() {
+        let mut bytes = hex(APPENDIX_B_HELLO);
+        bytes[ATTRIBUTES_AT + 1] = 0x05;
+        refresh(&mut bytes);
+        let e = decode_batch(&bytes).unwrap_err();
+        assert_eq!((e.at, e.kind), (ATTRIBUTES_AT, DecodeErrorKind::InvalidCompression(5)));
+    }
+
+    #[test]
+    fn record_length_larger_than_its_contents_is_invalid() {
+        let mut bytes = hex(APPENDIX_B_HELLO);
+        bytes[RECORDS_AT] = 0x18; // length 12, one byte more than the record holds
+        bytes.push(0);
+        refresh(&mut bytes);
+        let batch = decode_batch(&bytes).unwrap();
+        let e = all(&batch).unwrap_err();
+        assert_eq!(e.at, RECORDS_AT);
+        assert!(
+            matches!(e.kind, DecodeErrorKind::InvalidRecord(m) if m.contains("length does not match"))
+        );
+    }
+
+    #[test]
+    fn record_length_past_the_batch_end_is_invalid() {
+        let mut bytes = hex(APPENDIX_B_HELLO);
+        bytes[RECORDS_AT] = 0x7e; // 63 bytes, the batch holds 11
+        refresh(&mut bytes);
+        let e = all(&decode_batch(&bytes).unwrap()).unwrap_err();
+        assert_eq!(e.at, RECORDS_AT);
+    }
+
+    #[test]
+    fn fewer_records_than_records_count_is_invalid() {
+        let mut bytes = hex(APPENDIX_B_HELLO);
+        bytes[RECORDS_COUNT_AT + 3] = 2;
+        refresh(&mut bytes);
+        let batch = decode_batch(&bytes).unwrap();
+        let mut it = batch.records();
+        assert!(it.next().unwrap().is_ok());
+        let e = it.next().unwrap().unwrap_err();
+        assert_eq!(e.at, 73);
+        assert!(it.next().is_none(), "the iterator ends after an error");
+    }
+
+    #[test]
+    fn bytes_after_the_last_record_fail_the_last_record() {
+        let mut bytes = hex(APPENDIX_B_HELLO);
+        bytes.extend_from_slice(&[0x16, 0, 0]);
+        refresh(&mut bytes);
+        let batch = decode_batch(&bytes).unwrap();
+        let mut it = batch.records();
+        let e = it.next().unwrap().unwrap_err();
+        assert!(
+            matches!(e.kind, DecodeErrorKind::InvalidRecord(m) if m.contains("declared batch size"))
+        );
+        assert!(it.next().is_none());
+        // The same with zero declared records.
+        let mut zero = hex(APPENDIX_B_HELLO);
+        zero[RECORDS_COUNT_AT + 3] = 0;
+        refresh(&mut zero);
+        assert!(all(&decode_batch(&zero).unwrap()).is_err());
+    }
+
+    #[test]
+    fn negative_records_count_and_null_header_keys_are_invalid() {
+        let mut bytes = hex(APPENDIX_B_HELLO);
+        bytes[RECORDS_COUNT_AT..RECORDS_AT].copy_from_slice(&(-1i32).to_be_bytes());
+        refresh(&mut bytes);
+        assert!(decode_batch(&bytes).is_err());
+
+        let mut r = hello();
+        r.headers = vec![(b"h".to_vec(), None)];
+        let mut bytes = encode_batch(&BatchSpec::default(), &[r]).unwrap();
+        // Header key length varint (1 -> 0x02) sits 4 bytes before the end: turn it into -1.
+        let n = bytes.len();
+        assert_eq!(bytes[n - 3], 0x02);
+        bytes.splice(n - 3..n - 1, [0x01]);
+        bytes[RECORDS_AT] -= 2; // record length minus one byte
+        refresh(&mut bytes);
+        let e = all(&decode_batch(&bytes).unwrap()).unwrap_err();
+        assert!(matches!(e.kind, DecodeErrorKind::InvalidRecord("null header key")), "{e:?}");
+    }
+
+    #[test]
+    fn emptied_batch_with_no_payload_yields_no_records() {
+        let mut bytes = hex(APPENDIX_B_HELLO);
+        bytes.truncate(RECORD_BATCH_OVERHEAD);
+        bytes[RECORDS_COUNT_AT + 3] = 0;
+        bytes[ATTRIBUTES_AT + 1] = Compression::Gzip.id();
+        refresh(&mut bytes);
+        let batch = decode_batch(&bytes).unwrap();
+        assert_eq!(all(&batch).unwrap().len(), 0);
+    }
+
+    #[test]
+    fn sequences_wrap_past_i32_max() {
+        assert_eq!(increment_sequence(i32::MAX, 1), 0);
+        assert_eq!(increment_sequence(i32::MAX - 1, 3), 1);
+        assert_eq!(increment_sequence(5, 2), 7);
+        assert_eq!(increment_sequence(-1, 2), -1);
+    }
+
+    #[test]
+    fn legacy_messages_decode_with_their_offsets_and_timestamps() {
+        let v0 = legacy::encode_message(Offset(7), 0, 0, 123, Some(b"k"), Some(b"v0"));
+        let batch = decode_batch(&v0).unwrap();
+        assert_eq!(batch.info().magic, 0);
+        assert_eq!(batch.info().timestamp_type, TimestampType::NoTimestampType);
+        let r = &all(&batch).unwrap()[0];
+        assert_eq!(
+            (r.offset, r.timestamp, r.key, r.value),
+            (Offset(7), -1, Some(&b"k"[..]), Some(&b"v0"[..]))
+        );
+
+        let v1 = legacy::encode_message(Offset(8), 1, 0, 1_600_000_000_000, None, None);
+        let batch = decode_batch(&v1).unwrap();
+        assert_eq!(batch.info().timestamp_type, TimestampType::CreateTime);
+        assert_eq!(batch.info().max_timestamp, 1_600_000_000_000);
+        let r = &all(&batch).unwrap()[0];
+        assert_eq!(
+            (r.offset, r.timestamp, r.key, r.value),
+            (Offset(8), 1_600_000_000_000, None, None)
+        );
+    }
+
+    #[test]
+    fn legacy_crc_mismatch_is_reported_at_byte_12() {
+        let mut v1 = legacy::encode_message(Offset(8), 1, 0, 5, None, Some(b"value"));
+        let n = v1.len();
+        v1[n - 1] ^= 0xff;
+        let e = decode_batch(&v1).unwrap_err();
+        assert_eq!(e.at, 12);
+        assert!(matches!(e.kind, DecodeErrorKind::CrcMismatch { .. }));
+    }
+
+    #[test]
+    fn legacy_wrappers_yield_inner_messages_with_absolute_offsets() {
+        let records = sample_records();
+        for magic in [0i8, 1] {
+            for c in [Compression::Gzip, Compression::Snappy, Compression::Lz4] {
+                let bytes = legacy::encode_wrapper(magic, c, Offset(500), &records, None).unwrap();
+                let batch = decode_batch(&bytes).unwrap();
+                let info = batch.info();
+                assert_eq!((info.base_offset, info.last_offset), (Offset(500), Offset(503)));
+                assert_eq!(info.records_count, 4);
+                assert_eq!(info.compression, c);
+                let out = all(&batch).unwrap();
+                let offsets: Vec<i64> = out.iter().map(|r| r.offset.0).collect();
+                assert_eq!(offsets, [500, 501, 502, 503], "magic {magic} {}", c.name());
+                assert_eq!(out[0].value, Some(&b"hello"[..]));
+                let expected_ts = if magic == 0 { -1 } else { records[1].timestamp };
+                assert_eq!(out[1].timestamp, expected_ts);
+            }
+        }
+    }
+
+    #[test]
+    fn v1_wrapper_offset_is_its_last_inner_offset_and_zero_means_base_zero() {
+        // Inner relative offsets 0..3, wrapper at 109: absolute = 109 - 3 + relative.
+        let bytes =
+            legacy::encode_wrapper(1, Compression::Gzip, Offset(106), &sample_records(), None)
+                .unwrap();
+        let offsets: Vec<i64> =
+            all(&decode_batch(&bytes).unwrap()).unwrap().iter().map(|r| r.offset.0).collect();
+        assert_eq!(offsets, [106, 107, 108, 109]);
+        let mut zero = bytes.clone();
+        set_base_offset(&mut zero, Offset(0)).unwrap();
+        let offsets: Vec<i64> =
+            all(&decode_batch(&zero).unwrap()).unwrap().iter().map(|r| r.offset.0).collect();
+        assert_eq!(offsets, [0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn v1_log_append_time_wrapper_overrides_inner_timestamps() {
+        let bytes =
+            legacy::encode_wrapper(1, Compression::Snappy, Offset(0), &sample_records(), Some(77))
+                .unwrap();
+        let batch = decode_batch(&bytes).unwrap();
+        assert_eq!(batch.info().timestamp_type, TimestampType::LogAppendTime);
+        assert!(all(&batch).unwrap().iter().all(|r| r.timestamp == 77));
+    }
+
+    #[test]
+    fn v0_lz4_wrapper_with_kafka_08_header_checksum_decodes() {
+        // Kafka before KIP-57 computed HC over the magic bytes too; readers ignore HC for v0.
+        let inner = legacy::encode_message(Offset(3), 0, 0, 0, None, Some(b"old"));
+        let mut packed = compression::compress(Compression::Lz4, &inner).unwrap();
+        packed[6] = packed[6].wrapping_add(1);
+        let bytes =
+            legacy::encode_message(Offset(3), 0, Compression::Lz4.id(), 0, None, Some(&packed));
+        let batch = decode_batch(&bytes).unwrap();
+        let out = all(&batch).unwrap();
+        assert_eq!(out[0].value, Some(&b"old"[..]));
+        // The same frame in a v1 wrapper is rejected.
+        let inner1 = legacy::encode_message(Offset(0), 1, 0, 0, None, Some(b"old"));
+        let mut packed1 = compression::compress(Compression::Lz4, &inner1).unwrap();
+        packed1[6] = packed1[6].wrapping_add(1);
+        let bytes1 =
+            legacy::encode_message(Offset(3), 1, Compression::Lz4.id(), 0, None, Some(&packed1));
+        assert!(decode_batch(&bytes1).is_err());
+    }
+
+    #[test]
+    fn legacy_wrappers_with_zstd_or_no_inner_messages_are_invalid() {
+        let packed = compression::compress(Compression::Zstd, b"").unwrap();
+        let z =
+            legacy::encode_message(Offset(0), 1, Compression::Zstd.id(), 0, None, Some(&packed));
+        assert!(matches!(
+            decode_batch(&z).unwrap_err().kind,
+            DecodeErrorKind::InvalidCompression(4)
+        ));
+        let empty = compression::compress(Compression::Gzip, b"").unwrap();
+        let e = legacy::encode_message(Offset(0), 1, Compression::Gzip.id(), 0, None, Some(&empty));
+        assert!(matches!(decode_batch(&e).unwrap_err().kind, DecodeErrorKind::InvalidRecord(_)));
+    }
+
+    mod fuzz {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Runs every decoder entry point over `bytes`, draining record iterators.
+        fn exercise(bytes: &[u8]) {
+            let _ = peek_entry(bytes);
+            let _ = parse_batch_info(bytes);
+            let _ = verify_crc(bytes);
+            if let Ok(b) = decode_batch(bytes) {
+                for r in b.records() {
+                    if r.is_err() {
+                        break;
+                    }
+                }
+            }
+            let mut copy = bytes.to_vec();
+            let _ = set_log_append_time(&mut copy, 1);
+            let _ = set_partition_leader_epoch(&mut copy, 1);
+            let _ = set_base_offset(&mut copy, Offset(1));
+        }
+
+        fn valid_entry(kind: u8, compression: Compression) -> Vec<u8> {
+            let records = sample_records();
+            match kind % 3 {
+                0 => encode_batch(&BatchSpec { compression, ..BatchSpec::default() }, &records)
+                    .unwrap(),
+                1 => {
+                    let c = if compression == Compression::Zstd {
+                        Compression::None
+                    } else {
+                        compression
+                    };
+                    if c == Compression::None {
+                        legacy::encode_message(Offset(4), 1, 0, 9, Some(b"k"), Some(b"v"))
+                    } else {
+                        legacy::encode_wrapper(1, c, Offset(9), &records, None).unwrap()
+                    }
+                }
+                _ => legacy::encode_message(Offset(4), 0, 0, 0, None, Some(b"v0")),
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            #[test]
+            fn random_bytes_never_panic_the_decoders(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+                exercise(&bytes);
+            }
+
+            #[test]
+            fn random_bytes_behind_a_plausible_header_never_panic(
+                magic in 0u8..4, size in 0i32..300, tail in proptest::collection::vec(any::<u8>(), 0..300)
+            ) {
+                let mut bytes = vec![0u8; 8];
+                bytes.extend_from_slice(&size.to_be_bytes());
+                bytes.extend_from_slice(&[0, 0, 0, 0, magic]);
+                bytes.extend(tail);
+                exercise(&bytes);
+                if bytes.len() > ATTRIBUTES_AT && magic == 2 {
+                    let crc = crc32c::crc32c(&bytes[ATTRIBUTES_AT..]);
+                    bytes[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+                    exercise(&bytes);
+                }
+            }
+
+            #[test]
+            fn mutated_valid_entries_never_panic(
+                kind in any::<u8>(), codec in 0usize..5,
+                flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..6),
+                cut in any::<usize>(), fix_crc in any::<bool>()
+            ) {
+                let mut bytes = valid_entry(kind, Compression::ALL[codec]);
+                for &(i, x) in &flips {
+                    let n = bytes.len();
+                    bytes[i % n] ^= x;
+                }
+                let n = bytes.len();
+                bytes.truncate(n - cut % (n / 4 + 1));
+                if fix_crc && bytes.len() > ATTRIBUTES_AT {
+                    if bytes[MAGIC_AT] == 2 {
+                        let crc = crc32c::crc32c(&bytes[ATTRIBUTES_AT..]);
+                        bytes[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+                    } else {
+                        let crc = crc32fast::hash(&bytes[16..]);
+                        bytes[12..16].copy_from_slice(&crc.to_be_bytes());
+                    }
+                }
+                exercise(&bytes);
+            }
+
+            #[test]
+            fn encoded_batches_always_decode_to_their_records(
+                records in proptest::collection::vec(
+                    (any::<i64>(), proptest::option::of(proptest::collection::vec(any::<u8>(), 0..40)),
+                     proptest::option::of(proptest::collection::vec(any::<u8>(), 0..40)),
+                     proptest::collection::vec((proptest::collection::vec(any::<u8>(), 0..8),
+                                                proptest::option::of(proptest::collection::vec(any::<u8>(), 0..8))), 0..3)),
+                    1..20),
+                codec in 0usize..5, base in 0i64..i64::MAX / 2
+            ) {
+                let input: Vec<NewRecord> = records
+                    .into_iter()
+                    .map(|(timestamp, key, value, headers)| NewRecord { timestamp, key, value, headers })
+                    .collect();
+                let spec = BatchSpec { base_offset: Offset(base), compression: Compression::ALL[codec], ..BatchSpec::default() };
+                let bytes = encode_batch(&spec, &input).unwrap();
+                let batch = decode_batch(&bytes).unwrap();
+                let out: Vec<Record<'_>> = batch.records().collect::<Result<_, _>>().unwrap();
+                prop_assert_eq!(out.len(), input.len());
+                for (i, (r, n)) in out.iter().zip(&input).enumerate() {
+                    prop_assert_eq!(r.offset, Offset(base + i as i64));
+                    prop_assert_eq!(r.timestamp, n.timestamp);
+                    prop_assert_eq!(r.key, n.key.as_deref());
+                    prop_assert_eq!(r.value, n.value.as_deref());
+                    prop_assert_eq!(r.headers.len(), n.headers.len());
+                }
+            }
+        }
     }
 }

@@ -168,6 +168,8 @@ pub struct WrapperContents {
     pub offset_adjust: i64,
     /// Timestamp forced on every inner message (v1 LogAppendTime wrappers), if any.
     pub forced_timestamp: Option<Timestamp>,
+    /// Position of the wrapper's value inside the entry (where inner errors are reported).
+    pub value_at: usize,
 }
 
 /// Decompresses a wrapper's value and validates the inner set as Kafka's deep iterator does:
@@ -208,7 +210,7 @@ pub fn decode_wrapper(entry: &[u8]) -> Result<WrapperContents, DecodeError> {
         if m.magic == 0 || m.offset.0 == 0 { 0 } else { m.offset.0.wrapping_sub(last_inner) };
     let forced_timestamp =
         (m.magic == 1 && m.timestamp_type == TimestampType::LogAppendTime).then_some(m.timestamp);
-    Ok(WrapperContents { inner, count, offset_adjust, forced_timestamp })
+    Ok(WrapperContents { inner, count, offset_adjust, forced_timestamp, value_at })
 }
 
 /// Iterator over the records of a legacy entry: the message itself, or a wrapper's inner messages.
