@@ -1,0 +1,80 @@
+//! Names listed in `by-offset/` and `by-time/` directories.
+//!
+//! Any valid spec can be looked up in these directories; the listings only offer useful starting
+//! points, one per segment, so `ls` shows where the data is and each name opens a stream from
+//! there to the end of the log:
+//!
+//! * `by-offset/`: the log start offset and every segment's base offset above it, in decimal
+//!   (`0`, `5000`, ...).
+//! * `by-time/`: the timestamp of the first record at the log start offset and of the first
+//!   record of every later segment, as RFC 3339 UTC with milliseconds
+//!   (`2026-12-02T08:00:00.000Z`, see [`time_name`]). Opening such a name starts at the first
+//!   record whose timestamp is at least that time, which is that record or an earlier one when
+//!   CreateTime timestamps are out of order. Records without a timestamp (v0) list nothing.
+
+use crate::error::{Error, Result};
+use crate::format::{Offset, Position, Timestamp, decode_batch};
+use crate::source::{PartitionSource, ReadCursor};
+use crate::view::spec::time_name;
+
+/// Names for `by-offset/`: the log start offset and each later segment base offset, ascending.
+pub fn by_offset_names(part: &dyn PartitionSource) -> Result<Vec<String>> {
+    let log_start = part.summary()?.log_start_offset;
+    let mut offsets = vec![log_start];
+    offsets.extend(part.segments()?.iter().map(|s| s.base_offset).filter(|b| *b > log_start));
+    offsets.sort_unstable();
+    offsets.dedup();
+    Ok(offsets.iter().map(|o| o.0.to_string()).collect())
+}
+
+/// Names for `by-time/`: the first timestamp at the log start and of each later segment, as
+/// RFC 3339 (distinct names in log order; timestamps need not ascend).
+pub fn by_time_names(part: &dyn PartitionSource) -> Result<Vec<String>> {
+    let summary = part.summary()?;
+    let log_start = summary.log_start_offset;
+    let mut times: Vec<Timestamp> = summary.first_timestamp.into_iter().collect();
+    for segment in part.segments()? {
+        if segment.base_offset <= log_start {
+            continue;
+        }
+        match first_timestamp(part, segment.base_offset) {
+            Ok(Some(t)) => times.push(t),
+            Ok(None) => {}
+            // Deleted by retention since `segments()`: nothing to list.
+            Err(Error::NotFound(_) | Error::OffsetOutOfRange { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let mut names: Vec<String> = Vec::with_capacity(times.len());
+    for name in times.into_iter().filter(|t| *t >= 0).filter_map(time_name) {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    Ok(names)
+}
+
+/// Timestamp of the first record of the segment at `base` (control records included: their
+/// timestamp is when the transaction ended), or `None` for an empty segment or a v0 record.
+fn first_timestamp(part: &dyn PartitionSource, base: Offset) -> Result<Option<Timestamp>> {
+    let cursor = ReadCursor { segment_base: base, position: Position(0), next_offset: base };
+    let chunk = part.read(&cursor, 1)?;
+    if chunk.bytes.is_empty() {
+        return Ok(None);
+    }
+    let corrupt = |at: usize, what: String| {
+        Error::corrupt(
+            format!(
+                "{}-{}/{}.log",
+                part.topic(),
+                part.partition(),
+                crate::format::file_name::format_base_offset(base)
+            ),
+            at as u64,
+            what,
+        )
+    };
+    let batch = decode_batch(&chunk.bytes).map_err(|e| corrupt(e.at, e.to_string()))?;
+    let first = batch.records().next().transpose().map_err(|e| corrupt(e.at, e.to_string()))?;
+    Ok(first.map(|r| r.timestamp).filter(|t| *t >= 0))
+}

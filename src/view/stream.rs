@@ -1,0 +1,805 @@
+//! Streams: `by-offset/` and `by-time/` files that behave like growing regular files.
+//!
+//! # Model
+//!
+//! A partition rendered in one format is a single, append-only byte sequence: the *rendering*
+//! of every record (value lines, JSON) or every batch (raw) from the log start offset on, in log
+//! order, control batches contributing nothing to the record formats. A *rendered position* is
+//! a byte position in that sequence, counted from the *origin* of its render index (the log
+//! start offset when the index was built). A stream for `[start, end)` is the slice of the
+//! rendering between the rendered position of `start` and that of `end` (or the current end of
+//! the rendering for an open stream), so
+//!
+//! * `size()` is exactly the number of bytes a full read returns at that moment, and
+//! * a read at file offset `X` is the rendering at rendered position `start_position + X`.
+//!
+//! For the record formats the rendered position of offset `x` is the number of rendered bytes of
+//! all records with offsets below `x`. For raw streams the units are whole batches: a stream
+//! starts at the batch holding `start` (the first batch whose last offset is `>= start`) and ends
+//! after the last batch holding an offset below `end` (before the first batch whose base offset
+//! is `>= end`); a raw stream may therefore hold records outside `[start, end)`, as a Kafka Fetch
+//! response does. An empty range is empty in every format.
+//!
+//! # The render index
+//!
+//! [`RenderIndex`] is shared by every stream of one (topic, partition, format) through the
+//! [`StreamRegistry`]. It is a sparse list of [`Checkpoint`]s (a cursor at a batch boundary, the
+//! offset bound at that cursor, and the rendered position there): one at the start of every
+//! segment it has seen, and one every [`CHECKPOINT_INTERVAL`] bytes of log between them, up to
+//! [`MAX_CHECKPOINTS`] (then every other interval checkpoint is dropped and the interval doubles,
+//! so memory stays bounded whatever the partition's size). The last checkpoint, the *frontier*,
+//! is where rendering stopped; extending the index renders only the batches after it, counting
+//! bytes without keeping them. Finding a rendered position, or reading a window, renders forward
+//! from the nearest checkpoint at or before it: at most one interval of log plus the window.
+//! `tail -n 10` on a large partition therefore costs one interval, not the whole partition, once
+//! the index exists; building the index renders each batch once per format.
+//!
+//! **Invariant** (of every checkpoint `c`): `c.cursor` is a batch boundary; every batch before it
+//! holds only offsets `< c.bound`, every batch at or after it only offsets `>= c.bound`; and
+//! `c.position` is the rendered size of everything before `c.cursor` since the origin.
+//! Checkpoints are ordered by cursor, bound and position alike.
+//!
+//! Each [`Stream`] also remembers where its last read stopped (a checkpoint of its own), so a
+//! sequential reader (`cat`, `tail -f`) continues from there instead of searching.
+//!
+//! # Retention
+//!
+//! Rendered positions of a stream never change, so its size never shrinks and `tail -f` keeps
+//! following across retention. When retention deletes segments, the checkpoints inside them are
+//! dropped; reading bytes of records that no longer exist fails with [`Error::StaleHandle`]
+//! (`ESTALE`), while later bytes remain readable. If retention overtakes the whole index (its
+//! frontier's segment is gone) or the log shrinks below the frontier, the index is rebuilt from
+//! the new log start under a new generation, and streams opened before fail with
+//! [`Error::StaleHandle`]: reopening them gives consistent new positions.
+//!
+//! # Transactions
+//!
+//! Streams show every record of non-control batches, committed or aborted (Kafka's
+//! `read_uncommitted`, the default of the Java console consumer); control batches (transaction
+//! markers) are never rendered in the record formats and are kept, as stored, in raw streams.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::error::{Error, Result};
+use crate::format::{
+    BatchInfo, Compression, DecodeError, Offset, Position, Timestamp, decode_batch,
+    file_name::format_base_offset, parse_batch_info, peek_entry,
+};
+use crate::source::{OffsetQuery, PartitionSource, ReadCursor};
+use crate::view::render::{ByteCounter, Renderer};
+use crate::view::spec::{Bound, Format, StreamSpec};
+
+/// Bytes of log between two interval checkpoints of a fresh render index.
+pub const CHECKPOINT_INTERVAL: u64 = 64 * 1024;
+/// Most checkpoints kept per render index before thinning (about 4 GiB of log at the initial
+/// interval; 64 bytes each).
+pub const MAX_CHECKPOINTS: usize = 64 * 1024;
+/// Bytes asked of [`PartitionSource::read`] at a time.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// A place in a partition's rendering: see the invariant in the module docs.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// A batch boundary.
+    pub cursor: ReadCursor,
+    /// Every batch before `cursor` holds only offsets below this; every later batch only offsets
+    /// at or above it.
+    pub bound: Offset,
+    /// Rendered bytes before `cursor`, counted from the index's origin.
+    pub position: u64,
+    /// Whether `cursor` is the start of a segment (kept when thinning; survives retention of
+    /// earlier segments).
+    segment_start: bool,
+}
+
+/// The mutable part of a render index.
+#[derive(Debug)]
+struct IndexState {
+    /// Changes when the index is rebuilt; streams of an older generation are stale.
+    generation: u64,
+    /// Sparse checkpoints in order; never empty (the first is the origin or a segment start).
+    checkpoints: Vec<Checkpoint>,
+    /// Where rendering stopped.
+    frontier: Checkpoint,
+    /// Log bytes between interval checkpoints (doubles when thinning).
+    interval: u64,
+    /// Log bytes rendered since the last checkpoint.
+    since_checkpoint: u64,
+    /// Segment base offsets last seen, ascending.
+    bases: Arc<Vec<Offset>>,
+    /// The log start offset last seen.
+    log_start: Offset,
+}
+
+/// The shared sparse render index of one partition in one format (see the module docs).
+pub struct RenderIndex {
+    renderer: Renderer,
+    state: Mutex<IndexState>,
+}
+
+/// Key of a render index: rendered bytes depend on the topic and partition (JSON) and format.
+type IndexKey = (String, u32, Format);
+
+/// One per mount: caches a [`RenderIndex`] per (topic, partition, format) and opens streams.
+#[derive(Default)]
+pub struct StreamRegistry {
+    indexes: Mutex<HashMap<IndexKey, Arc<RenderIndex>>>,
+}
+
+impl StreamRegistry {
+    /// An empty registry.
+    pub fn new() -> StreamRegistry {
+        StreamRegistry::default()
+    }
+
+    /// Resolves `spec` against `part` at `now` (epoch ms, the anchor of relative times) and
+    /// opens the stream. Errors as [`StreamSpec::resolve`] does (`OffsetOutOfRange` for a start
+    /// outside the log).
+    pub fn open(
+        &self,
+        part: Arc<dyn PartitionSource>,
+        spec: &StreamSpec,
+        now: Timestamp,
+    ) -> Result<Arc<Stream>> {
+        let resolved = spec.resolve(part.as_ref(), now)?;
+        let index = self.index(part.as_ref(), spec.format)?;
+        Stream::open(index, part, resolved.start, resolved.end).map(Arc::new)
+    }
+
+    /// The render index of `part` in `format`, created (empty) on first use.
+    pub fn index(&self, part: &dyn PartitionSource, format: Format) -> Result<Arc<RenderIndex>> {
+        let key = (part.topic().to_string(), part.partition(), format);
+        let mut indexes = lock(&self.indexes);
+        if let Some(index) = indexes.get(&key) {
+            return Ok(Arc::clone(index));
+        }
+        let index = Arc::new(RenderIndex::new(part, format)?);
+        indexes.insert(key, Arc::clone(&index));
+        Ok(index)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock leaves consistent state (every update is a plain store
+    // after the work is done), so a poisoned lock is still usable.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// What a locate walk looks for: the rendered position of the first unit that satisfies it.
+#[derive(Copy, Clone, Debug)]
+enum Target {
+    /// Record formats: the first record with offset `>= x`.
+    Record(Offset),
+    /// Raw: the first batch whose last offset is `>= x` (the batch holding `x`).
+    BatchHolding(Offset),
+    /// Raw: the first batch whose base offset is `>= x`.
+    BatchFrom(Offset),
+}
+
+impl Target {
+    fn offset(self) -> Offset {
+        match self {
+            Target::Record(x) | Target::BatchHolding(x) | Target::BatchFrom(x) => x,
+        }
+    }
+}
+
+impl RenderIndex {
+    /// An index with one checkpoint: the log start offset at rendered position 0.
+    pub fn new(part: &dyn PartitionSource, format: Format) -> Result<RenderIndex> {
+        let renderer = Renderer::new(format, part.topic(), part.partition());
+        let state = Mutex::new(IndexState::origin(part, 0)?);
+        Ok(RenderIndex { renderer, state })
+    }
+
+    /// Number of checkpoints held (frontier excluded): for tests and statistics.
+    pub fn checkpoint_count(&self) -> usize {
+        lock(&self.state).checkpoints.len()
+    }
+
+    /// Notices retention and truncation: drops checkpoints in deleted segments, rebuilds the
+    /// index when its frontier is gone.
+    fn sync(&self, st: &mut IndexState, part: &dyn PartitionSource) -> Result<()> {
+        let summary = part.summary()?;
+        let frontier_lost = summary.log_end_offset < st.frontier.bound;
+        if summary.log_start_offset > st.log_start || frontier_lost {
+            st.log_start = summary.log_start_offset;
+            st.bases = Arc::new(segment_bases(part)?);
+            let first = st.bases.first().copied();
+            match first {
+                Some(first) if !frontier_lost && st.frontier.cursor.segment_base >= first => {
+                    st.checkpoints.retain(|c| c.cursor.segment_base >= first);
+                    if st.checkpoints.is_empty() {
+                        st.checkpoints.push(st.frontier);
+                    }
+                }
+                _ => *st = IndexState::origin(part, st.generation.wrapping_add(1))?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Renders (counting only) from the frontier until its bound reaches `until`, or to the
+    /// current end of the log when `until` is `None`, adding checkpoints on the way.
+    fn extend(
+        &self,
+        st: &mut IndexState,
+        part: &dyn PartitionSource,
+        until: Option<Offset>,
+    ) -> Result<()> {
+        let mut w = Walker::new(part, &self.renderer, st.frontier, Arc::clone(&st.bases));
+        loop {
+            if until.is_some_and(|u| w.here.bound >= u) {
+                break;
+            }
+            let Some(step) = w.peek()? else { break };
+            if w.here.cursor.position == Position(0) && st.is_new_checkpoint(&w.here) {
+                let mut c = w.here;
+                c.segment_start = true;
+                st.push(c);
+            }
+            let rendered = w.count_batch(&step, None)?;
+            w.advance(&step, rendered);
+            st.since_checkpoint = st.since_checkpoint.saturating_add(u64::from(step.info.size));
+            if st.since_checkpoint >= st.interval {
+                st.push(w.here);
+            }
+            st.frontier = w.here;
+        }
+        st.bases = w.bases;
+        Ok(())
+    }
+
+    /// The rendered position of `target`; extends the index as far as needed first.
+    fn locate(
+        &self,
+        st: &mut IndexState,
+        part: &dyn PartitionSource,
+        target: Target,
+    ) -> Result<u64> {
+        let x = target.offset();
+        self.extend(st, part, Some(x))?;
+        let from = st.floor_by_bound(x).ok_or(Error::StaleHandle)?;
+        let mut w = Walker::new(part, &self.renderer, from, Arc::clone(&st.bases));
+        while let Some(step) = w.peek()? {
+            let rendered = match target {
+                Target::Record(x) => {
+                    let n = w.count_batch(&step, Some(x))?;
+                    if step.info.last_offset >= x {
+                        return Ok(w.here.position.saturating_add(n));
+                    }
+                    n
+                }
+                Target::BatchHolding(x) => {
+                    if step.info.last_offset >= x {
+                        return Ok(w.here.position);
+                    }
+                    u64::from(step.info.size)
+                }
+                Target::BatchFrom(x) => {
+                    let first = first_offset(w.entry(&step), &step.info)
+                        .map_err(|e| w.corrupt(w.here.cursor.position.0, &e))?;
+                    if first >= x {
+                        return Ok(w.here.position);
+                    }
+                    u64::from(step.info.size)
+                }
+            };
+            w.advance(&step, rendered);
+        }
+        Ok(w.here.position)
+    }
+
+    /// Extends the index to the current log end and returns the frontier's rendered position.
+    fn end_position(&self, st: &mut IndexState, part: &dyn PartitionSource) -> Result<u64> {
+        self.extend(st, part, None)?;
+        Ok(st.frontier.position)
+    }
+}
+
+impl IndexState {
+    /// A fresh index at the log start offset, rendered position 0.
+    fn origin(part: &dyn PartitionSource, generation: u64) -> Result<IndexState> {
+        let summary = part.summary()?;
+        let log_start = summary.log_start_offset;
+        let cursor = part.seek(log_start)?;
+        let origin = Checkpoint { cursor, bound: log_start, position: 0, segment_start: false };
+        Ok(IndexState {
+            generation,
+            checkpoints: vec![origin],
+            frontier: origin,
+            interval: CHECKPOINT_INTERVAL,
+            since_checkpoint: 0,
+            bases: Arc::new(segment_bases(part)?),
+            log_start,
+        })
+    }
+
+    fn is_new_checkpoint(&self, c: &Checkpoint) -> bool {
+        self.checkpoints.last().is_none_or(|last| last.cursor != c.cursor)
+    }
+
+    /// Adds a checkpoint (not twice at one cursor), thinning when over [`MAX_CHECKPOINTS`].
+    fn push(&mut self, c: Checkpoint) {
+        self.since_checkpoint = 0;
+        if !self.is_new_checkpoint(&c) {
+            return;
+        }
+        self.checkpoints.push(c);
+        if self.checkpoints.len() > MAX_CHECKPOINTS {
+            let mut keep = false;
+            let first = self.checkpoints.first().map(|c| c.cursor);
+            self.checkpoints.retain(|c| {
+                keep = !keep;
+                keep || c.segment_start || Some(c.cursor) == first
+            });
+            self.interval = self.interval.saturating_mul(2);
+        }
+    }
+
+    /// The last checkpoint (frontier included) whose bound is `<= x`.
+    fn floor_by_bound(&self, x: Offset) -> Option<Checkpoint> {
+        if self.frontier.bound <= x {
+            return Some(self.frontier);
+        }
+        let i = self.checkpoints.partition_point(|c| c.bound <= x);
+        i.checked_sub(1).and_then(|i| self.checkpoints.get(i)).copied()
+    }
+
+    /// The last checkpoint (frontier included) whose rendered position is `<= p`.
+    fn floor_by_position(&self, p: u64) -> Option<Checkpoint> {
+        if self.frontier.position <= p {
+            return Some(self.frontier);
+        }
+        let i = self.checkpoints.partition_point(|c| c.position <= p);
+        i.checked_sub(1).and_then(|i| self.checkpoints.get(i)).copied()
+    }
+}
+
+fn segment_bases(part: &dyn PartitionSource) -> Result<Vec<Offset>> {
+    let mut bases: Vec<Offset> = part.segments()?.iter().map(|s| s.base_offset).collect();
+    bases.sort_unstable();
+    Ok(bases)
+}
+
+/// The first offset a batch holds: its base offset, or for a legacy compressed wrapper (whose
+/// entry offset is its last inner offset) the first inner offset, which needs decompression.
+fn first_offset(entry: &[u8], info: &BatchInfo) -> Result<Offset, DecodeError> {
+    if info.magic < 2 && info.compression != Compression::None {
+        return Ok(decode_batch(entry)?.info().base_offset);
+    }
+    Ok(info.base_offset)
+}
+
+/// One batch found by a [`Walker`]: where it lies in the walker's chunk, and its header facts.
+struct Step {
+    at: usize,
+    len: usize,
+    info: BatchInfo,
+}
+
+/// Walks batches forward from a checkpoint, tracking the cursor (segment and position) and the
+/// offset bound at every batch boundary. Positions inside a chunk are computed: a batch whose
+/// last offset reaches a later segment's base offset starts that segment at position 0.
+struct Walker<'a> {
+    part: &'a dyn PartitionSource,
+    renderer: &'a Renderer,
+    /// The checkpoint before the next batch (its `position` is the rendered position).
+    here: Checkpoint,
+    bases: Arc<Vec<Offset>>,
+    chunk: Vec<u8>,
+    chunk_at: usize,
+    chunk_next: Option<ReadCursor>,
+}
+
+impl<'a> Walker<'a> {
+    fn new(
+        part: &'a dyn PartitionSource,
+        renderer: &'a Renderer,
+        from: Checkpoint,
+        bases: Arc<Vec<Offset>>,
+    ) -> Walker<'a> {
+        let mut here = from;
+        here.segment_start = false;
+        Walker { part, renderer, here, bases, chunk: Vec::new(), chunk_at: 0, chunk_next: None }
+    }
+
+    fn corrupt(&self, at: u64, e: &DecodeError) -> Error {
+        let file = format!(
+            "{}-{}/{}.log",
+            self.part.topic(),
+            self.part.partition(),
+            format_base_offset(self.here.cursor.segment_base)
+        );
+        Error::corrupt(file, at, e.to_string())
+    }
+
+    /// The next batch, reading a chunk when needed; `None` at the current end of the log.
+    fn peek(&mut self) -> Result<Option<Step>> {
+        if self.chunk_at >= self.chunk.len() {
+            let chunk = self.part.read(&self.here.cursor, READ_CHUNK)?;
+            if chunk.bytes.is_empty() {
+                return Ok(None);
+            }
+            if let Some(next) = chunk.next {
+                if self.bases.binary_search(&next.segment_base).is_err() {
+                    self.bases = Arc::new(segment_bases(self.part)?);
+                }
+            }
+            self.chunk = chunk.bytes;
+            self.chunk_at = 0;
+            self.chunk_next = chunk.next;
+        }
+        let rest = self.chunk.get(self.chunk_at..).unwrap_or_default();
+        let position = self.here.cursor.position.0;
+        let header = match peek_entry(rest) {
+            Ok(Some(h)) => h,
+            Ok(None) => {
+                let e = DecodeError::new(
+                    0,
+                    crate::format::DecodeErrorKind::Truncated { needed: 17, available: rest.len() },
+                );
+                return Err(self.corrupt(position, &e));
+            }
+            Err(e) => return Err(self.corrupt(position.saturating_add(e.at as u64), &e)),
+        };
+        let len = header.total_size();
+        let Some(entry) = rest.get(..len) else {
+            let e = DecodeError::new(
+                0,
+                crate::format::DecodeErrorKind::Truncated { needed: len, available: rest.len() },
+            );
+            return Err(self.corrupt(position, &e));
+        };
+        let info = parse_batch_info(entry)
+            .map_err(|e| self.corrupt(position.saturating_add(e.at as u64), &e))?;
+        // Which segment holds this batch: the last base offset <= its last offset.
+        let seg = self.here.cursor.segment_base;
+        let i = self.bases.partition_point(|b| *b <= info.last_offset);
+        if let Some(&b) = i.checked_sub(1).and_then(|i| self.bases.get(i)) {
+            if b > seg {
+                self.here.cursor.segment_base = b;
+                self.here.cursor.position = Position(0);
+            }
+        }
+        Ok(Some(Step { at: self.chunk_at, len, info }))
+    }
+
+    fn entry(&self, step: &Step) -> &[u8] {
+        self.chunk.get(step.at..step.at.saturating_add(step.len)).unwrap_or_default()
+    }
+
+    /// Moves past `step`, which rendered to `rendered` bytes.
+    fn advance(&mut self, step: &Step, rendered: u64) {
+        self.here.position = self.here.position.saturating_add(rendered);
+        let after = Offset(step.info.last_offset.0.saturating_add(1));
+        self.here.bound = self.here.bound.max(after);
+        self.here.cursor.position =
+            Position(self.here.cursor.position.0.saturating_add(step.len as u64));
+        self.chunk_at = step.at.saturating_add(step.len);
+        if self.chunk_at >= self.chunk.len() {
+            if let Some(next) = self.chunk_next {
+                self.here.cursor = next;
+            }
+        }
+        self.here.cursor.next_offset = self.here.bound;
+    }
+
+    /// Rendered bytes of `step`: the whole batch for raw; for the record formats its records
+    /// (below `below`, when given), nothing for a control batch.
+    fn count_batch(&self, step: &Step, below: Option<Offset>) -> Result<u64> {
+        if self.renderer.format() == Format::Raw {
+            return Ok(u64::from(step.info.size));
+        }
+        if step.info.is_control {
+            return Ok(0);
+        }
+        let position = self.here.cursor.position.0;
+        let err = |e: DecodeError| self.corrupt(position.saturating_add(e.at as u64), &e);
+        let batch = decode_batch(self.entry(step)).map_err(err)?;
+        let mut counter = ByteCounter(0);
+        for record in batch.records() {
+            let record = record.map_err(err)?;
+            if below.is_some_and(|b| record.offset >= b) {
+                break;
+            }
+            self.renderer.render(batch.info(), &record, &mut counter);
+        }
+        Ok(counter.0)
+    }
+
+    /// Renders `step` into `out`, keeping only rendered positions in `[from, to)` and records
+    /// below `end`. Returns the rendered bytes walked over and whether the walk must stop
+    /// inside this batch (a record at or past `end`, or rendered position `to` reached).
+    fn render_batch(
+        &self,
+        step: &Step,
+        from: u64,
+        to: u64,
+        end: Option<Offset>,
+        out: &mut Vec<u8>,
+    ) -> Result<(u64, bool)> {
+        let start = self.here.position;
+        let position = self.here.cursor.position.0;
+        let err = |e: DecodeError| self.corrupt(position.saturating_add(e.at as u64), &e);
+        if self.renderer.format() == Format::Raw {
+            let entry = self.entry(step);
+            if let Some(e) = end {
+                if first_offset(entry, &step.info).map_err(err)? >= e {
+                    return Ok((0, true));
+                }
+            }
+            copy_window(entry, start, from, to, out);
+            return Ok((u64::from(step.info.size), false));
+        }
+        if step.info.is_control {
+            return Ok((0, false));
+        }
+        let batch = decode_batch(self.entry(step)).map_err(err)?;
+        let mut pos = start;
+        for record in batch.records() {
+            let record = record.map_err(err)?;
+            if end.is_some_and(|e| record.offset >= e) || pos >= to {
+                return Ok((pos - start, true));
+            }
+            let n = if pos >= from {
+                // Inside the window: render straight into `out`, cut at `to`.
+                let before = out.len();
+                self.renderer.render(batch.info(), &record, out);
+                let n = (out.len() - before) as u64;
+                out.truncate(before + to.saturating_sub(pos).min(n) as usize);
+                n
+            } else {
+                // Before the window: count, and render only a record straddling `from`.
+                let mut counter = ByteCounter(0);
+                self.renderer.render(batch.info(), &record, &mut counter);
+                if pos.saturating_add(counter.0) > from {
+                    let mut scratch = Vec::with_capacity(counter.0 as usize);
+                    self.renderer.render(batch.info(), &record, &mut scratch);
+                    copy_window(&scratch, pos, from, to, out);
+                }
+                counter.0
+            };
+            pos = pos.saturating_add(n);
+        }
+        Ok((pos - start, false))
+    }
+}
+
+/// Appends the part of `bytes` (which sit at rendered position `at`) inside `[from, to)`.
+fn copy_window(bytes: &[u8], at: u64, from: u64, to: u64, out: &mut Vec<u8>) {
+    let end = at.saturating_add(bytes.len() as u64);
+    let lo = from.max(at);
+    let hi = to.min(end);
+    if lo < hi {
+        let (lo, hi) = ((lo - at) as usize, (hi - at) as usize);
+        out.extend_from_slice(bytes.get(lo..hi).unwrap_or_default());
+    }
+}
+
+/// The end of an open stream, as far as it is known.
+#[derive(Debug)]
+struct EndState {
+    bound: Bound,
+    /// The rendered position of the end, once it can never change.
+    final_position: Option<u64>,
+}
+
+/// A `by-offset/` or `by-time/` file: records `[start, end)` of one partition in one format,
+/// with an exact, growing size. Cheap to open; `Send + Sync`.
+pub struct Stream {
+    index: Arc<RenderIndex>,
+    part: Arc<dyn PartitionSource>,
+    start: Offset,
+    generation: u64,
+    /// Rendered position of the stream's first byte.
+    start_position: u64,
+    end: Mutex<EndState>,
+    /// Where the last read stopped: a checkpoint at a batch boundary at or before it.
+    last_read: Mutex<Option<Checkpoint>>,
+}
+
+impl Stream {
+    /// Opens `[start, end)` of `part` on `index` (which must be `part`'s index).
+    pub fn open(
+        index: Arc<RenderIndex>,
+        part: Arc<dyn PartitionSource>,
+        start: Offset,
+        end: Bound,
+    ) -> Result<Stream> {
+        let (generation, start_position) = {
+            let mut st = lock(&index.state);
+            index.sync(&mut st, part.as_ref())?;
+            let target = match index.renderer.format() {
+                Format::Raw => Target::BatchHolding(start),
+                Format::Values | Format::Json => Target::Record(start),
+            };
+            let p = index.locate(&mut st, part.as_ref(), target)?;
+            (st.generation, p)
+        };
+        let end = Mutex::new(EndState { bound: end, final_position: None });
+        Ok(Stream {
+            index,
+            part,
+            start,
+            generation,
+            start_position,
+            end,
+            last_read: Mutex::new(None),
+        })
+    }
+
+    /// The first offset of the stream.
+    pub fn start(&self) -> Offset {
+        self.start
+    }
+
+    /// The current end bound (an [`Bound::UntilTimestamp`] becomes [`Bound::Fixed`] once a
+    /// record reaches its time).
+    pub fn end(&self) -> Bound {
+        lock(&self.end).bound
+    }
+
+    /// Whether the stream is a bounded range whose records all exist: its size and bytes never
+    /// change again (as observed by the last [`Stream::size`]).
+    pub fn is_complete(&self) -> bool {
+        lock(&self.end).final_position.is_some()
+    }
+
+    /// Exactly the number of bytes a full read returns now.
+    pub fn size(&self) -> Result<u64> {
+        let end = self.end_position()?;
+        Ok(end.saturating_sub(self.start_position))
+    }
+
+    /// Fixes an [`Bound::UntilTimestamp`] end once some record reaches its time.
+    fn refresh_bound(&self, end: &mut EndState) -> Result<()> {
+        if let Bound::UntilTimestamp(t) = end.bound {
+            let log_end = self.part.summary()?.log_end_offset;
+            let o = self.part.offset_for(OffsetQuery::Timestamp(t))?;
+            if o < log_end {
+                end.bound = Bound::Fixed(o.max(self.start));
+            }
+        }
+        Ok(())
+    }
+
+    /// The rendered position of the end of the stream now.
+    fn end_position(&self) -> Result<u64> {
+        let mut end = lock(&self.end);
+        if let Some(p) = end.final_position {
+            return Ok(p);
+        }
+        self.refresh_bound(&mut end)?;
+        let index = &self.index;
+        let part = self.part.as_ref();
+        let mut st = lock(&index.state);
+        index.sync(&mut st, part)?;
+        if st.generation != self.generation {
+            return Err(Error::StaleHandle);
+        }
+        let position = match end.bound {
+            Bound::Open | Bound::UntilTimestamp(_) => index.end_position(&mut st, part)?,
+            Bound::Fixed(e) if e <= self.start => {
+                end.final_position = Some(self.start_position);
+                self.start_position
+            }
+            Bound::Fixed(e) => {
+                index.extend(&mut st, part, Some(e))?;
+                if st.frontier.bound >= e {
+                    let target = match index.renderer.format() {
+                        Format::Raw => Target::BatchFrom(e),
+                        Format::Values | Format::Json => Target::Record(e),
+                    };
+                    let p = index.locate(&mut st, part, target)?;
+                    end.final_position = Some(p);
+                    p
+                } else {
+                    st.frontier.position
+                }
+            }
+        };
+        Ok(position.max(self.start_position))
+    }
+
+    /// Reads up to `len` bytes at file offset `offset`: exactly the bytes a full read has there
+    /// (fewer at the current end; none past it).
+    pub fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let from = self.start_position.saturating_add(offset);
+        let mut to = from.saturating_add(len as u64);
+        let bound = {
+            let mut end = lock(&self.end);
+            self.refresh_bound(&mut end)?;
+            if let Some(p) = end.final_position {
+                to = to.min(p);
+            }
+            end.bound
+        };
+        if from >= to {
+            return Ok(Vec::new());
+        }
+        let end = match bound {
+            Bound::Fixed(e) => Some(e),
+            Bound::Open | Bound::UntilTimestamp(_) => None,
+        };
+        match self.read_window(from, to, end) {
+            Err(e) if !matches!(e, Error::StaleHandle) => {
+                // The checkpoint may have been deleted by retention meanwhile: notice it, retry.
+                let mut st = lock(&self.index.state);
+                self.index.sync(&mut st, self.part.as_ref())?;
+                drop(st);
+                self.read_window(from, to, end).map_err(|_| e)
+            }
+            other => other,
+        }
+    }
+
+    /// Renders rendered positions `[from, to)` (records below `end`) from the nearest checkpoint.
+    fn read_window(&self, from: u64, to: u64, end: Option<Offset>) -> Result<Vec<u8>> {
+        let (checkpoint, bases) = {
+            let st = lock(&self.index.state);
+            if st.generation != self.generation {
+                return Err(Error::StaleHandle);
+            }
+            let Some(first) = st.checkpoints.first() else { return Err(Error::StaleHandle) };
+            if from < first.position {
+                return Err(Error::StaleHandle);
+            }
+            let mut c = st.floor_by_position(from).ok_or(Error::StaleHandle)?;
+            if let Some(last) = *lock(&self.last_read) {
+                let alive = last.cursor.segment_base >= first.cursor.segment_base;
+                if alive && last.position <= from && last.position > c.position {
+                    c = last;
+                }
+            }
+            (c, Arc::clone(&st.bases))
+        };
+        let part = self.part.as_ref();
+        let mut w = Walker::new(part, &self.index.renderer, checkpoint, bases);
+        let cap = usize::try_from(to - from).unwrap_or(usize::MAX).min(1 << 20);
+        let mut out = Vec::with_capacity(cap);
+        let mut resume = None;
+        while w.here.position < to {
+            let Some(step) = w.peek()? else { break };
+            // Taken after `peek`, which moves the cursor when the batch starts a new segment.
+            let before = w.here;
+            let (rendered, stop) = w.render_batch(&step, from, to, end, &mut out)?;
+            if stop {
+                resume = Some(before);
+                break;
+            }
+            w.advance(&step, rendered);
+            resume = Some(if w.here.position <= to { w.here } else { before });
+        }
+        if let Some(c) = resume {
+            *lock(&self.last_read) = Some(c);
+        }
+        Ok(out)
+    }
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stream")
+            .field("topic", &self.part.topic())
+            .field("partition", &self.part.partition())
+            .field("format", &self.index.renderer.format())
+            .field("start", &self.start)
+            .field("end", &lock(&self.end).bound)
+            .field("start_position", &self.start_position)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for RenderIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let st = lock(&self.state);
+        f.debug_struct("RenderIndex")
+            .field("format", &self.renderer.format())
+            .field("generation", &st.generation)
+            .field("checkpoints", &st.checkpoints.len())
+            .field("frontier", &st.frontier)
+            .finish()
+    }
+}
