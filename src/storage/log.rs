@@ -1,0 +1,937 @@
+//! One partition: Kafka's `UnifiedLog` / `LocalLog` over a `<topic>-<partition>` directory.
+//!
+//! A log is a sequence of segments keyed by base offset; the last one is the *active* segment,
+//! the only one appended to. The **log start offset** is the first offset readers may see (at
+//! or above the first segment's base offset); the **log end offset** is the offset the next
+//! appended record gets.
+//!
+//! **Concurrency and lock order.** Readers (`seek`, `read`, `offset_for`, `summary`) take the
+//! `segments` read lock only long enough to clone `Arc`s of the segments they need, then work on
+//! the segments (whose committed sizes and index locks keep them consistent, see
+//! [`super::segment`]). One writer at a time holds `append_lock` for an append, roll, retention
+//! pass or close; the order is `append_lock` → `segments` (write, only to insert or remove) →
+//! a segment's index locks. `sync` takes only `sync_lock` and never blocks readers. The log end
+//! offset is published after the batch bytes and their segment size, so a reader that sees an
+//! offset below it always finds the batch.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::hash::BuildHasher;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::SystemTime;
+
+use crate::error::{Error, Result};
+use crate::format::file_name::{FileKind, FileState, parse_segment_file_name};
+use crate::format::{
+    BatchSpec, NO_TIMESTAMP, NewRecord, Offset, Position, Timestamp, TimestampType, decode_batch,
+    encode_batch, set_base_offset,
+};
+use crate::source::{
+    AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, PartitionSummary, ReadCursor,
+    SegmentFileKind, SegmentSummary,
+};
+
+use super::config::{LogConfig, MessageTimestampType};
+use super::scan::read_fully_at;
+use super::segment::{LogSegment, SegmentMode, Translated, now_ms, segment_file_path};
+
+/// Bytes of one `.txnindex` entry (`AbortedTxn.TOTAL_SIZE`).
+const TXN_INDEX_ENTRY_SIZE: usize = 34;
+/// Per-record overhead bound used to pre-split large appends (`DefaultRecord.MAX_RECORD_OVERHEAD`
+/// is 21; header framing adds up to 10 per header).
+const MAX_RECORD_OVERHEAD: usize = 21;
+
+/// What the log dir knows about a partition before opening it.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct LoadState {
+    /// `.kafka_cleanshutdown` was present: trust the files, recover nothing.
+    pub had_clean_shutdown: bool,
+    /// Entry of `recovery-point-offset-checkpoint` (recovery starts at 0 without one).
+    pub recovery_point: Option<Offset>,
+    /// Entry of `log-start-offset-checkpoint`.
+    pub log_start_offset: Option<Offset>,
+}
+
+/// One partition's log; see the module doc.
+#[derive(Debug)]
+pub struct Log {
+    topic: String,
+    partition: u32,
+    dir: PathBuf,
+    config: LogConfig,
+    mode: SegmentMode,
+    /// Segments by base offset. Lock order: after `append_lock`.
+    segments: RwLock<BTreeMap<Offset, Arc<LogSegment>>>,
+    log_start_offset: AtomicI64,
+    log_end_offset: AtomicI64,
+    /// Offset below which everything is known to be on disk (fsynced).
+    recovery_point: AtomicI64,
+    /// Random reduction of `segment.ms` for the active segment (`segment.jitter.ms`).
+    active_roll_jitter_ms: AtomicI64,
+    /// Serializes appends, rolls, retention and close.
+    append_lock: Mutex<()>,
+    /// Serializes `sync` calls (separate so readers and appends never wait for the disk).
+    sync_lock: Mutex<()>,
+    last_modified: Mutex<SystemTime>,
+    closed: AtomicBool,
+    /// Segments re-read by recovery at open (diagnostics; 0 after a clean shutdown).
+    recovered_segments: AtomicUsize,
+    /// `(log start offset, timestamp of its first record)` of the last summary.
+    first_timestamp: Mutex<Option<(Offset, Option<Timestamp>)>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// One encoded batch ready to be appended.
+struct EncodedBatch {
+    bytes: Vec<u8>,
+    records: usize,
+    max_timestamp: Timestamp,
+}
+
+impl Log {
+    /// Opens the partition directory `dir` (Kafka's `LogLoader`): temporary-file passes (in
+    /// writable mode), segment load, recovery after an unclean stop from the recovery point,
+    /// log start and end offsets.
+    pub fn open(
+        dir: &Path,
+        topic: &str,
+        partition: u32,
+        config: LogConfig,
+        mode: SegmentMode,
+        state: LoadState,
+    ) -> Result<Log> {
+        let log = Log {
+            topic: topic.to_string(),
+            partition,
+            dir: dir.to_path_buf(),
+            config,
+            mode,
+            segments: RwLock::new(BTreeMap::new()),
+            log_start_offset: AtomicI64::new(0),
+            log_end_offset: AtomicI64::new(0),
+            recovery_point: AtomicI64::new(0),
+            active_roll_jitter_ms: AtomicI64::new(0),
+            append_lock: Mutex::new(()),
+            sync_lock: Mutex::new(()),
+            last_modified: Mutex::new(SystemTime::now()),
+            closed: AtomicBool::new(false),
+            recovered_segments: AtomicUsize::new(0),
+            first_timestamp: Mutex::new(None),
+        };
+        log.load(state)?;
+        Ok(log)
+    }
+
+    /// Creates the directory of a new, empty partition and opens it (writable mode).
+    pub fn create(dir: &Path, topic: &str, partition: u32, config: LogConfig) -> Result<Log> {
+        std::fs::create_dir(dir).map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => {
+                Error::AlreadyExists(format!("{topic} partition {partition}"))
+            }
+            _ => Error::io(dir, "mkdir", e),
+        })?;
+        let state = LoadState { had_clean_shutdown: true, ..LoadState::default() };
+        Log::open(dir, topic, partition, config, SegmentMode::Writable, state)
+    }
+
+    fn writable(&self) -> bool {
+        self.mode == SegmentMode::Writable
+    }
+
+    fn load(&self, state: LoadState) -> Result<()> {
+        let mut logs = self.scan_files()?;
+        logs.sort();
+        logs.dedup();
+        let max_index = self.config.segment_index_bytes;
+        let interval = self.config.index_interval_bytes;
+        let mut segments = BTreeMap::new();
+        for (i, base) in logs.iter().enumerate() {
+            let active = i + 1 == logs.len();
+            let seg = LogSegment::open(&self.dir, *base, self.mode, max_index, interval, active)?;
+            if !seg.file_path(".index").exists()
+                || (self.mode == SegmentMode::ReadOnly && !seg.file_path(".timeindex").exists())
+            {
+                // Kafka rebuilds a segment missing its offset index at load.
+                log::info!("{}: index missing, rebuilding", seg.log_path().display());
+                self.recover_segment(&seg)?;
+            }
+            segments.insert(*base, Arc::new(seg));
+        }
+
+        if !state.had_clean_shutdown {
+            let recovery_point = state.recovery_point.unwrap_or(Offset(0));
+            let from = segments
+                .range(..=recovery_point)
+                .next_back()
+                .map_or(Offset(i64::MIN), |(b, _)| *b);
+            let to_recover: Vec<Offset> = segments.range(from..).map(|(b, _)| *b).collect();
+            for base in to_recover {
+                let Some(seg) = segments.get(&base).cloned() else { continue };
+                let result = self.recover_segment(&seg)?;
+                if result.truncated_bytes > 0 {
+                    let later: Vec<Offset> =
+                        segments.range((Bound::Excluded(base), Bound::Unbounded)).map(|(b, _)| *b).collect();
+                    for b in later {
+                        if let Some(s) = segments.remove(&b) {
+                            log::warn!(
+                                "{}: deleting segment {} after the truncated one",
+                                self.dir.display(),
+                                s.log_path().display()
+                            );
+                            if self.writable() {
+                                s.delete_files()?;
+                            }
+                        }
+                    }
+                    if let Some(last) = segments.values().next_back()
+                        && !last.is_active()
+                    {
+                        last.on_become_active()?;
+                    }
+                    break;
+                }
+            }
+        }
+
+        let checkpoint_start = state.log_start_offset.unwrap_or(Offset(0));
+        if segments.is_empty() && self.writable() {
+            let seg = LogSegment::create(&self.dir, checkpoint_start, max_index, interval)?;
+            segments.insert(checkpoint_start, Arc::new(seg));
+        }
+        let log_end = match segments.values().next_back() {
+            Some(active) => {
+                if self.writable() {
+                    active.on_become_active()?;
+                }
+                active.next_offset()?
+            }
+            None => checkpoint_start,
+        };
+        if self.writable() && log_end < checkpoint_start {
+            // Everything is below the checkpointed log start offset: start over there.
+            log::warn!(
+                "{}: log end offset {log_end} is below the log start offset {checkpoint_start}; \
+                 deleting all segments",
+                self.dir.display()
+            );
+            for (_, s) in std::mem::take(&mut segments) {
+                s.delete_files()?;
+            }
+            let seg = LogSegment::create(&self.dir, checkpoint_start, max_index, interval)?;
+            segments.insert(checkpoint_start, Arc::new(seg));
+        }
+        let log_end = match segments.values().next_back() {
+            Some(active) => active.next_offset()?,
+            None => log_end,
+        };
+        let first_base = segments.keys().next().copied().unwrap_or(log_end);
+        let log_start = checkpoint_start.max(first_base).min(log_end);
+        let recovery_point = if state.had_clean_shutdown {
+            log_end
+        } else {
+            state.recovery_point.unwrap_or(Offset(0)).min(log_end)
+        };
+        self.log_start_offset.store(log_start.0, Ordering::Release);
+        self.log_end_offset.store(log_end.0, Ordering::Release);
+        self.recovery_point.store(recovery_point.0, Ordering::Release);
+        if let Some(last) = segments.values().next_back() {
+            *lock(&self.last_modified) = last.last_modified();
+        }
+        self.active_roll_jitter_ms.store(self.draw_roll_jitter(log_end), Ordering::Relaxed);
+        *self.segments.write().unwrap_or_else(|e| e.into_inner()) = segments;
+        Ok(())
+    }
+
+    fn recover_segment(&self, seg: &LogSegment) -> Result<super::segment::RecoveryResult> {
+        self.recovered_segments.fetch_add(1, Ordering::Relaxed);
+        seg.recover()
+    }
+
+    /// Lists the base offsets of the `.log` files, after Kafka's temporary-file passes in
+    /// writable mode (delete `.deleted` and `.cleaned`, finish or drop `.swap`, delete orphaned
+    /// index files). Read-only mode ignores every temporary file and changes nothing.
+    fn scan_files(&self) -> Result<Vec<Offset>> {
+        let mut names = Vec::new();
+        let entries = std::fs::read_dir(&self.dir).map_err(|e| Error::io(&self.dir, "readdir", e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io(&self.dir, "readdir", e))?;
+            if let Some(name) = entry.file_name().to_str() {
+                names.push(name.to_string());
+            }
+        }
+        let parsed: Vec<(String, _)> =
+            names.into_iter().filter_map(|n| parse_segment_file_name(&n).map(|p| (n, p))).collect();
+        if self.mode == SegmentMode::ReadOnly {
+            return Ok(parsed
+                .iter()
+                .filter(|(_, p)| p.kind == FileKind::Log && p.state.is_none())
+                .map(|(_, p)| p.base_offset)
+                .collect());
+        }
+        let remove = |name: &str| -> Result<()> {
+            let path = self.dir.join(name);
+            log::info!("removing {}", path.display());
+            std::fs::remove_file(&path).map_err(|e| Error::io(&path, "remove", e))
+        };
+        // Pass 1: `.deleted` go; `.swap` at or above the smallest `.cleaned` go; `.cleaned` go.
+        let min_cleaned = parsed
+            .iter()
+            .filter(|(_, p)| p.state == Some(FileState::Cleaned))
+            .map(|(_, p)| p.base_offset)
+            .min();
+        let mut swaps = Vec::new();
+        let mut live = Vec::new();
+        for (name, p) in parsed {
+            match p.state {
+                Some(FileState::Deleted) | Some(FileState::Cleaned) => remove(&name)?,
+                Some(FileState::Swap) if min_cleaned.is_some_and(|m| p.base_offset >= m) => {
+                    remove(&name)?
+                }
+                Some(FileState::Swap) => swaps.push((name, p)),
+                None => live.push((name, p)),
+            }
+        }
+        // Pass 2: originals replaced by a `.swap` go, then the `.swap` suffixes are dropped.
+        let swap_ranges: Vec<(Offset, Offset)> = swaps
+            .iter()
+            .filter(|(_, p)| p.kind == FileKind::Log)
+            .map(|(name, p)| Ok((p.base_offset, self.next_offset_of_file(name, p.base_offset)?)))
+            .collect::<Result<_>>()?;
+        if let (Some(min), Some(max)) = (
+            swap_ranges.iter().map(|r| r.0).min(),
+            swap_ranges.iter().map(|r| r.1).max(),
+        ) {
+            live.retain(|(name, p)| {
+                let replaced = p.base_offset >= min && p.base_offset < max;
+                if replaced {
+                    let _ = remove(name);
+                }
+                !replaced
+            });
+        }
+        for (name, p) in swaps {
+            let from = self.dir.join(&name);
+            let to = self.dir.join(name.trim_end_matches(FileState::Swap.suffix()));
+            std::fs::rename(&from, &to).map_err(|e| Error::io(&from, "rename", e))?;
+            live.push((name.trim_end_matches(FileState::Swap.suffix()).to_string(), p));
+        }
+        // Pass 3: index files without a `.log` are orphans.
+        let logs: Vec<Offset> =
+            live.iter().filter(|(_, p)| p.kind == FileKind::Log).map(|(_, p)| p.base_offset).collect();
+        for (name, p) in &live {
+            let is_index = matches!(p.kind, FileKind::Index | FileKind::TimeIndex | FileKind::TxnIndex);
+            if is_index && !logs.contains(&p.base_offset) {
+                remove(name)?;
+            }
+        }
+        Ok(logs)
+    }
+
+    /// Next offset of a `.log.swap` file (its range end), by a header scan.
+    fn next_offset_of_file(&self, name: &str, base: Offset) -> Result<Offset> {
+        let path = self.dir.join(name);
+        let file = File::open(&path).map_err(|e| Error::io(&path, "open", e))?;
+        let len = file.metadata().map_err(|e| Error::io(&path, "stat", e))?.len();
+        let mut reader = super::scan::ChunkReader::new(&file, &path, len);
+        let (mut next, mut pos) = (base, 0);
+        while let Some(b) = reader.batch_at(pos)? {
+            next = b.info.last_offset.plus(1);
+            pos = b.end();
+        }
+        Ok(next)
+    }
+
+    fn draw_roll_jitter(&self, base: Offset) -> i64 {
+        let jitter = self.config.segment_jitter_ms;
+        if jitter <= 0 {
+            return 0;
+        }
+        let random = std::hash::RandomState::new().hash_one(base.0);
+        (random % jitter.min(self.config.segment_ms).max(1) as u64) as i64
+    }
+
+    /// Topic name.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// Partition number.
+    pub fn partition(&self) -> u32 {
+        self.partition
+    }
+
+    /// The partition directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The configuration this log was opened with.
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    /// First offset readers may see.
+    pub fn log_start_offset(&self) -> Offset {
+        Offset(self.log_start_offset.load(Ordering::Acquire))
+    }
+
+    /// Offset the next appended record gets.
+    pub fn log_end_offset(&self) -> Offset {
+        Offset(self.log_end_offset.load(Ordering::Acquire))
+    }
+
+    /// Offset below which everything was fsynced (what `recovery-point-offset-checkpoint` gets).
+    pub fn recovery_point(&self) -> Offset {
+        Offset(self.recovery_point.load(Ordering::Acquire))
+    }
+
+    /// Number of segments recovery re-read when this log was opened.
+    pub fn recovered_segments(&self) -> usize {
+        self.recovered_segments.load(Ordering::Relaxed)
+    }
+
+    /// The segments in base-offset order (a snapshot).
+    pub fn segment_list(&self) -> Vec<Arc<LogSegment>> {
+        self.segments.read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
+    }
+
+    fn segment(&self, base: Offset) -> Option<Arc<LogSegment>> {
+        self.segments.read().unwrap_or_else(|e| e.into_inner()).get(&base).cloned()
+    }
+
+    fn active_segment(&self) -> Option<Arc<LogSegment>> {
+        self.segments.read().unwrap_or_else(|e| e.into_inner()).values().next_back().cloned()
+    }
+
+    /// Segments with base offset `>= from` in order, starting with the floor segment of `from`.
+    fn segments_from(&self, from: Offset) -> Vec<Arc<LogSegment>> {
+        let map = self.segments.read().unwrap_or_else(|e| e.into_inner());
+        let floor = map.range(..=from).next_back().map_or(Offset(i64::MIN), |(b, _)| *b);
+        map.range(floor..).map(|(_, s)| Arc::clone(s)).collect()
+    }
+
+    fn out_of_range(&self, requested: Offset) -> Error {
+        Error::OffsetOutOfRange {
+            requested,
+            log_start: self.log_start_offset(),
+            log_end: self.log_end_offset(),
+        }
+    }
+
+    // ---- appends ----------------------------------------------------------------------------
+
+    /// Appends `records` as one batch (several only when one would exceed `max.message.bytes`),
+    /// assigning offsets from the log end offset. Records without a timestamp get "now"; with
+    /// `message.timestamp.type=LogAppendTime` every batch is stamped with the append time; the
+    /// topic's `compression.type` codec is used. Refuses the whole call, writing nothing, if a
+    /// single record does not fit in a batch of `max.message.bytes` (or `segment.bytes`).
+    pub fn append(&self, records: &[NewRecord]) -> Result<AppendInfo> {
+        if !self.writable() {
+            return Err(Error::ReadOnly);
+        }
+        if records.is_empty() {
+            return Err(Error::InvalidInput("an append needs at least one record".to_string()));
+        }
+        let now = now_ms();
+        let filled: Vec<NewRecord>;
+        let records = if records.iter().any(|r| r.timestamp == NO_TIMESTAMP) {
+            filled = records
+                .iter()
+                .map(|r| {
+                    let mut r = r.clone();
+                    if r.timestamp == NO_TIMESTAMP {
+                        r.timestamp = now;
+                    }
+                    r
+                })
+                .collect();
+            &filled[..]
+        } else {
+            records
+        };
+        let batches = self.encode_batches(records, now)?;
+        let batch_count = batches.len();
+
+        let _guard = lock(&self.append_lock);
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::StaleHandle);
+        }
+        let first_offset = self.log_end_offset();
+        let mut last_offset = first_offset;
+        for mut batch in batches {
+            let base = self.log_end_offset();
+            let last = base.plus(batch.records as i64 - 1);
+            set_base_offset(&mut batch.bytes, base)
+                .map_err(|e| Error::InvalidInput(format!("encoded batch: {e}")))?;
+            let active = self.maybe_roll(batch.bytes.len() as u64, batch.max_timestamp, last)?;
+            active.append(&batch.bytes, last, batch.max_timestamp, last)?;
+            self.log_end_offset.store(last.plus(1).0, Ordering::Release);
+            last_offset = last;
+        }
+        *lock(&self.last_modified) = SystemTime::now();
+        Ok(AppendInfo { first_offset, last_offset, batches: batch_count })
+    }
+
+    /// Encodes `records` into batches of at most `max.message.bytes` each: one batch when it
+    /// fits, otherwise consecutive chunks, halved until each fits.
+    fn encode_batches(&self, records: &[NewRecord], now: Timestamp) -> Result<Vec<EncodedBatch>> {
+        let max = self.config.max_message_bytes as usize;
+        let limit = max.min(usize::try_from(self.config.segment_bytes).unwrap_or(usize::MAX));
+        let spec = BatchSpec {
+            compression: self.config.compression_type.codec(),
+            timestamp_type: match self.config.message_timestamp_type {
+                MessageTimestampType::CreateTime => TimestampType::CreateTime,
+                MessageTimestampType::LogAppendTime => TimestampType::LogAppendTime,
+            },
+            log_append_time: now,
+            ..BatchSpec::default()
+        };
+        // Pre-split by an upper bound of the uncompressed size, so one huge append does not
+        // encode everything many times over.
+        let mut chunks = Vec::new();
+        let (mut start, mut estimate) = (0usize, crate::format::RECORD_BATCH_OVERHEAD);
+        for (i, r) in records.iter().enumerate() {
+            let size = MAX_RECORD_OVERHEAD
+                + r.key.as_ref().map_or(0, Vec::len)
+                + r.value.as_ref().map_or(0, Vec::len)
+                + r.headers.iter().map(|(k, v)| 10 + k.len() + v.as_ref().map_or(0, Vec::len)).sum::<usize>();
+            if i > start && estimate.saturating_add(size) > limit {
+                chunks.push(&records[start..i]);
+                start = i;
+                estimate = crate::format::RECORD_BATCH_OVERHEAD;
+            }
+            estimate = estimate.saturating_add(size);
+        }
+        chunks.push(&records[start..]);
+        let mut out = Vec::with_capacity(chunks.len());
+        for chunk in chunks {
+            self.encode_split(chunk, &spec, limit, &mut out)?;
+        }
+        Ok(out)
+    }
+
+    fn encode_split(
+        &self,
+        records: &[NewRecord],
+        spec: &BatchSpec,
+        limit: usize,
+        out: &mut Vec<EncodedBatch>,
+    ) -> Result<()> {
+        let bytes = encode_batch(spec, records).map_err(|e| Error::InvalidInput(e.to_string()))?;
+        if bytes.len() <= limit {
+            let max_timestamp = match spec.timestamp_type {
+                TimestampType::LogAppendTime => spec.log_append_time,
+                _ => records.iter().map(|r| r.timestamp).max().unwrap_or(NO_TIMESTAMP),
+            };
+            out.push(EncodedBatch { bytes, records: records.len(), max_timestamp });
+            return Ok(());
+        }
+        if records.len() == 1 {
+            return Err(Error::RecordTooLarge { size: bytes.len(), max: limit });
+        }
+        let mid = records.len() / 2;
+        self.encode_split(&records[..mid], spec, limit, out)?;
+        self.encode_split(&records[mid..], spec, limit, out)
+    }
+
+    /// The active segment, rolled first if the next set must not go into it (Kafka's
+    /// `maybeRoll`: `segment.bytes`, `segment.ms` by record time, a full index, or a relative
+    /// offset overflow). Caller holds `append_lock`.
+    fn maybe_roll(&self, set_size: u64, max_timestamp: Timestamp, last: Offset) -> Result<Arc<LogSegment>> {
+        let active = self.active_segment().ok_or(Error::StaleHandle)?;
+        let max_segment_ms = self
+            .config
+            .segment_ms
+            .saturating_sub(self.active_roll_jitter_ms.load(Ordering::Relaxed));
+        if !active.should_roll(set_size, max_timestamp, last, self.config.segment_bytes, max_segment_ms)? {
+            return Ok(active);
+        }
+        self.roll()
+    }
+
+    /// Starts a new active segment at the log end offset. Caller holds `append_lock`.
+    fn roll(&self) -> Result<Arc<LogSegment>> {
+        let new_base = self.log_end_offset();
+        if let Some(active) = self.active_segment() {
+            if active.base_offset() == new_base && active.size() == 0 {
+                return Ok(active);
+            }
+            active.on_become_inactive()?;
+        }
+        let segment = Arc::new(LogSegment::create(
+            &self.dir,
+            new_base,
+            self.config.segment_index_bytes,
+            self.config.index_interval_bytes,
+        )?);
+        self.segments
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(new_base, Arc::clone(&segment));
+        self.active_roll_jitter_ms.store(self.draw_roll_jitter(new_base), Ordering::Relaxed);
+        log::debug!("rolled {} to a new segment at {new_base}", self.dir.display());
+        Ok(segment)
+    }
+
+    /// Rolls the active segment now if it is not empty (tests and tools).
+    pub fn force_roll(&self) -> Result<()> {
+        if !self.writable() {
+            return Err(Error::ReadOnly);
+        }
+        let _guard = lock(&self.append_lock);
+        self.roll().map(|_| ())
+    }
+
+    // ---- reads ------------------------------------------------------------------------------
+
+    /// Cursor at the first batch whose last offset is `>= target` (floor segment, floor index
+    /// entry, forward scan; later segments if the floor one has none). `target` equal to the log
+    /// end offset gives a cursor at the end. `OffsetOutOfRange` outside `[log start, log end]`.
+    pub fn seek(&self, target: Offset) -> Result<ReadCursor> {
+        let log_end = self.log_end_offset();
+        if target < self.log_start_offset() || target > log_end {
+            return Err(self.out_of_range(target));
+        }
+        let mut end_cursor = None;
+        for seg in self.segments_from(target) {
+            match seg.translate_offset(target)? {
+                Translated::Batch(b) => {
+                    return Ok(ReadCursor {
+                        segment_base: seg.base_offset(),
+                        position: b.position,
+                        next_offset: target,
+                    });
+                }
+                Translated::End(position) => {
+                    end_cursor = Some(ReadCursor {
+                        segment_base: seg.base_offset(),
+                        position,
+                        next_offset: target,
+                    });
+                }
+            }
+        }
+        end_cursor.ok_or_else(|| self.out_of_range(target))
+    }
+
+    /// Whole batches from `cursor`, at most `max_bytes` unless the first batch alone is larger;
+    /// moves on to the next segment when one is exhausted; empty at the current end.
+    pub fn read(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchChunk> {
+        let mut cursor = *cursor;
+        let mut reseeked = false;
+        loop {
+            let Some(seg) = self.segment(cursor.segment_base) else {
+                // The segment was deleted by retention since the cursor was made.
+                if cursor.next_offset < self.log_start_offset() || reseeked {
+                    return Err(self.out_of_range(cursor.next_offset));
+                }
+                cursor = self.seek(cursor.next_offset)?;
+                reseeked = true;
+                continue;
+            };
+            if let Some(r) = seg.read(cursor.position, max_bytes)? {
+                let next = ReadCursor {
+                    segment_base: cursor.segment_base,
+                    position: r.next_position,
+                    next_offset: r.next_offset.max(cursor.next_offset),
+                };
+                return Ok(BatchChunk { bytes: r.bytes, next: Some(next) });
+            }
+            let next_segment = self
+                .segments
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .range((Bound::Excluded(cursor.segment_base), Bound::Unbounded))
+                .next()
+                .map(|(b, _)| *b);
+            match next_segment {
+                Some(base) if cursor.position.0 >= seg.size() => {
+                    cursor = ReadCursor { segment_base: base, position: Position(0), ..cursor };
+                }
+                _ => return Ok(BatchChunk { bytes: Vec::new(), next: Some(cursor) }),
+            }
+        }
+    }
+
+    /// ListOffsets semantics (see [`OffsetQuery`]); never "not found": a timestamp later than
+    /// every record gives the log end offset.
+    pub fn offset_for(&self, query: OffsetQuery) -> Result<Offset> {
+        match query {
+            OffsetQuery::Latest => Ok(self.log_end_offset()),
+            OffsetQuery::Earliest => Ok(self.log_start_offset()),
+            OffsetQuery::MaxTimestamp => {
+                let mut best: Option<(Timestamp, Arc<LogSegment>)> = None;
+                for seg in self.segment_list() {
+                    if let Some((ts, _)) = seg.max_timestamp_so_far()?
+                        && best.as_ref().is_none_or(|(b, _)| ts > *b)
+                    {
+                        best = Some((ts, seg));
+                    }
+                }
+                let found = match best {
+                    Some((_, seg)) => seg.find_max_timestamp_record()?,
+                    None => None,
+                };
+                Ok(found.map_or_else(|| self.log_end_offset(), |(o, _)| o))
+            }
+            OffsetQuery::Timestamp(target) => {
+                Ok(self.find_offset_by_timestamp(target)?.map_or_else(|| self.log_end_offset(), |(o, _)| o))
+            }
+        }
+    }
+
+    /// The first record (in log order, at or after the log start offset) with timestamp `>=
+    /// target`, as `(offset, its timestamp)`; `None` when no record is that new. Unlike Kafka,
+    /// the search continues into later segments when the first candidate segment has no match.
+    pub fn find_offset_by_timestamp(&self, target: Timestamp) -> Result<Option<(Offset, Timestamp)>> {
+        let log_start = self.log_start_offset();
+        let segments = self.segment_list();
+        for (i, seg) in segments.iter().enumerate() {
+            let below_start = segments.get(i + 1).is_some_and(|next| next.base_offset() <= log_start);
+            if below_start || seg.largest_timestamp()? < target {
+                continue;
+            }
+            if let Some(found) = seg.find_offset_by_timestamp(target, log_start)? {
+                return Ok(Some(found));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Offsets, sizes and timestamps now.
+    pub fn summary(&self) -> Result<PartitionSummary> {
+        let segments = self.segment_list();
+        let log_start = self.log_start_offset();
+        let log_end = self.log_end_offset();
+        let mut max_timestamp = None;
+        for seg in &segments {
+            if let Some((ts, _)) = seg.max_timestamp_so_far()? {
+                max_timestamp = Some(max_timestamp.map_or(ts, |m: Timestamp| m.max(ts)));
+            }
+        }
+        Ok(PartitionSummary {
+            log_start_offset: log_start,
+            log_end_offset: log_end,
+            segment_count: segments.len(),
+            size_bytes: segments.iter().map(|s| s.size()).sum(),
+            first_timestamp: self.first_timestamp(log_start, log_end)?,
+            max_timestamp,
+            last_modified: *lock(&self.last_modified),
+        })
+    }
+
+    /// Timestamp of the first record at or after the log start offset (cached per log start).
+    fn first_timestamp(&self, log_start: Offset, log_end: Offset) -> Result<Option<Timestamp>> {
+        if log_start >= log_end {
+            return Ok(None);
+        }
+        if let Some((start, ts)) = *lock(&self.first_timestamp)
+            && start == log_start
+        {
+            return Ok(ts);
+        }
+        let cursor = self.seek(log_start)?;
+        let chunk = self.read(&cursor, 1)?;
+        let mut found = None;
+        if !chunk.bytes.is_empty() {
+            let batch = decode_batch(&chunk.bytes).map_err(|e| {
+                Error::corrupt(
+                    segment_file_path(&self.dir, cursor.segment_base, ".log"),
+                    cursor.position.0 + e.at as u64,
+                    e.to_string(),
+                )
+            })?;
+            for record in batch.records() {
+                let Ok(record) = record else { break };
+                if record.offset >= log_start {
+                    found = Some(record.timestamp);
+                    break;
+                }
+            }
+        }
+        *lock(&self.first_timestamp) = Some((log_start, found));
+        Ok(found)
+    }
+
+    /// Segments in base-offset order, as listed under `segments/`.
+    pub fn segment_summaries(&self) -> Result<Vec<SegmentSummary>> {
+        let mut out = Vec::new();
+        for seg in self.segment_list() {
+            let txn = std::fs::metadata(seg.file_path(".txnindex")).ok().map(|m| m.len());
+            out.push(SegmentSummary {
+                base_offset: seg.base_offset(),
+                log_size: seg.size(),
+                index_size: seg.index_file_size(false)?,
+                time_index_size: seg.index_file_size(true)?,
+                txn_index_size: txn,
+                max_timestamp: seg.max_timestamp_so_far()?.map(|(ts, _)| ts),
+                is_active: seg.is_active(),
+                last_modified: seg.last_modified(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Aborted transactions from the `.txnindex` files whose range overlaps `[from, to)`
+    /// (`lastOffset >= from` and `firstOffset < to`). A trailing partial entry is ignored.
+    pub fn aborted_transactions(&self, from: Offset, to: Offset) -> Result<Vec<AbortedTxn>> {
+        let mut out = Vec::new();
+        for seg in self.segments_from(from) {
+            let path = seg.file_path(".txnindex");
+            let bytes = match super::index::read_whole_file(&path) {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(Error::io(&path, "read", e)),
+            };
+            for (n, entry) in bytes.chunks_exact(TXN_INDEX_ENTRY_SIZE).enumerate() {
+                let txn = parse_aborted_txn(entry)
+                    .ok_or_else(|| Error::corrupt(&path, (n * TXN_INDEX_ENTRY_SIZE) as u64, "unknown txn index entry version"))?;
+                if txn.last_offset >= from && txn.first_offset < to {
+                    out.push(txn);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Raw bytes of one segment file at `pos`; index files end at their last valid entry.
+    pub fn read_segment_file(
+        &self,
+        base_offset: Offset,
+        kind: SegmentFileKind,
+        pos: u64,
+        buf: &mut [u8],
+    ) -> Result<usize> {
+        let seg = self
+            .segment(base_offset)
+            .ok_or_else(|| Error::NotFound(format!("segment {base_offset} of {}", self.dir.display())))?;
+        match kind {
+            SegmentFileKind::Log => seg.read_log_bytes(pos, buf),
+            SegmentFileKind::Index => seg.read_index_bytes(false, pos, buf),
+            SegmentFileKind::TimeIndex => seg.read_index_bytes(true, pos, buf),
+            SegmentFileKind::TxnIndex => {
+                let path = seg.file_path(".txnindex");
+                let file = File::open(&path).map_err(|e| match e.kind() {
+                    std::io::ErrorKind::NotFound => Error::NotFound(path.display().to_string()),
+                    _ => Error::io(&path, "open", e),
+                })?;
+                read_fully_at(&file, buf, pos).map_err(|e| Error::io(&path, "read", e))
+            }
+        }
+    }
+
+    // ---- durability, retention, close -------------------------------------------------------
+
+    /// Makes everything appended so far durable (fsync of `.log` and index files from the
+    /// recovery point on, and of the directory) and advances the recovery point. Readers are
+    /// never blocked; appends continue meanwhile.
+    pub fn sync(&self) -> Result<()> {
+        if !self.writable() {
+            return Ok(());
+        }
+        let _guard = lock(&self.sync_lock);
+        let log_end = self.log_end_offset();
+        for seg in self.segments_from(self.recovery_point()) {
+            seg.sync()?;
+        }
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| Error::io(&self.dir, "fsync", e))?;
+        self.recovery_point.fetch_max(log_end.0, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Deletes old segments by Kafka's retention rules (log start offset breach, then
+    /// `retention.bytes`, then `retention.ms` by each segment's max timestamp), each rule
+    /// removing a prefix of the segments; the active segment is never deleted. Advances the log
+    /// start offset to the first remaining segment. Returns the number of segments deleted.
+    pub fn delete_old_segments(&self, now: Timestamp) -> Result<usize> {
+        if !self.writable() {
+            return Ok(0);
+        }
+        let _guard = lock(&self.append_lock);
+        let mut deleted = 0;
+        let segments = self.segment_list();
+        let sealed = segments.len().saturating_sub(1);
+        let log_start = self.log_start_offset();
+        // 1. Segments entirely below the log start offset.
+        let mut prefix = 0;
+        while prefix < sealed && segments.get(prefix + 1).is_some_and(|n| n.base_offset() <= log_start) {
+            prefix += 1;
+        }
+        // 2. Size: while the log minus this segment is still at least retention.bytes.
+        if let Some(limit) = self.config.retention_bytes {
+            let remaining: u64 = segments.iter().skip(prefix).map(|s| s.size()).sum();
+            let mut excess = i128::from(remaining) - i128::from(limit);
+            while prefix < sealed {
+                let size = i128::from(segments.get(prefix).map_or(0, |s| s.size()));
+                if excess < size {
+                    break;
+                }
+                excess -= size;
+                prefix += 1;
+            }
+        }
+        // 3. Time: segments whose newest record is older than retention.ms.
+        if let Some(retention_ms) = self.config.retention_ms {
+            while prefix < sealed {
+                let Some(seg) = segments.get(prefix) else { break };
+                if now.saturating_sub(seg.largest_timestamp()?) <= retention_ms {
+                    break;
+                }
+                prefix += 1;
+            }
+        }
+        for seg in segments.iter().take(prefix) {
+            // Readers stop finding it first; then the files go.
+            self.segments.write().unwrap_or_else(|e| e.into_inner()).remove(&seg.base_offset());
+            if let Some(next) = segments.get(deleted + 1) {
+                self.log_start_offset.fetch_max(next.base_offset().0, Ordering::AcqRel);
+            }
+            log::info!("retention: deleting segment {}", seg.log_path().display());
+            seg.delete_files()?;
+            deleted += 1;
+        }
+        if deleted > 0 {
+            *lock(&self.last_modified) = SystemTime::now();
+        }
+        Ok(deleted)
+    }
+
+    /// Closes cleanly: final time-index entry and trimmed indexes for the active segment, then
+    /// everything fsynced. Appends fail afterwards. Idempotent.
+    pub fn close(&self) -> Result<()> {
+        let _guard = lock(&self.append_lock);
+        if self.closed.swap(true, Ordering::AcqRel) || !self.writable() {
+            return Ok(());
+        }
+        for seg in self.segment_list() {
+            seg.close_indexes()?;
+        }
+        drop(_guard);
+        self.sync()
+    }
+}
+
+/// One `.txnindex` entry (`AbortedTxn`): version 0, producer id, first, last and last stable
+/// offsets, all big-endian. `None` for a version above 0.
+fn parse_aborted_txn(entry: &[u8]) -> Option<AbortedTxn> {
+    let i64_at = |at: usize| -> Option<i64> {
+        Some(i64::from_be_bytes(entry.get(at..at + 8)?.try_into().ok()?))
+    };
+    if *entry.first()? > 0 {
+        return None;
+    }
+    Some(AbortedTxn {
+        producer_id: i64_at(2)?,
+        first_offset: Offset(i64_at(10)?),
+        last_offset: Offset(i64_at(18)?),
+        last_stable_offset: Offset(i64_at(26)?),
+    })
+}

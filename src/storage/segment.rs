@@ -73,6 +73,15 @@ pub struct SegmentRead {
     pub next_offset: Offset,
 }
 
+/// Result of [`LogSegment::translate_offset`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Translated {
+    /// The first batch whose last offset is `>= target`.
+    Batch(BatchLocation),
+    /// No such batch: the scan reached this position (the committed end, or a torn tail).
+    End(Position),
+}
+
 /// What recovery did to one segment.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct RecoveryResult {
@@ -359,8 +368,9 @@ impl LogSegment {
 
     /// The batch containing `target` or the first after it: the first batch whose last offset
     /// is `>= target`, found from the floor index entry by a forward header scan (Kafka's
-    /// `translateOffset`). `None` if no batch of the segment qualifies.
-    pub fn translate_offset(&self, target: Offset) -> Result<Option<BatchLocation>> {
+    /// `translateOffset`). [`Translated::End`] with the committed end when no batch of the
+    /// segment qualifies.
+    pub fn translate_offset(&self, target: Offset) -> Result<Translated> {
         let end = self.size();
         let (_, mut position) = self.with_offset_index(|idx| idx.lookup(target))?;
         if position.0 > end {
@@ -371,11 +381,11 @@ impl LogSegment {
         let mut pos = position.0;
         while let Some(batch) = reader.batch_at(pos)? {
             if batch.info.last_offset >= target {
-                return Ok(Some(batch));
+                return Ok(Translated::Batch(batch));
             }
             pos = batch.end();
         }
-        Ok(None)
+        Ok(Translated::End(Position(pos)))
     }
 
     /// Whole batches starting at `position`, at most `max_bytes` unless the first batch alone is
