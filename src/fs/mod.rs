@@ -1,1 +1,768 @@
-//! Filesystem logic (in progress).
+//! Filesystem logic on plain structs: [`TopicFs`] answers lookup, getattr, readdir, open, read,
+//! write, flush, release and mkdir with the structs of [`attr`], talking to partitions only
+//! through [`TopicSource`]. No fuser type appears here; `crate::fuse` converts.
+//!
+//! What each path is and does is described in [`node`]; the user-visible promises:
+//!
+//! - **Streams** (`by-offset/<spec>`, `by-time/<spec>`) are regular files whose `st_size` is
+//!   exactly what a full read returns at that moment, with attribute TTL 0 and direct I/O, and
+//!   whose mtime is the partition's last modification, so `tail -f` (which polls `fstat`) sees
+//!   them grow. A name is resolved (a relative `-10` or `-1h` pinned to offsets) when it is
+//!   looked up while no handle has it open; while one does, the name keeps meaning the same
+//!   records, so a follower never sees its file shift under it.
+//! - **Appends** (`append`, `append.json`): see [`append`]. Size 0; `O_TRUNC` and `O_APPEND`
+//!   are both accepted; errors surface from `write` or `flush`, never only from `release`.
+//! - **Refusals**: unknown names and unparsable specs are `NotFound`; changing anything other
+//!   than by `mkdir` or an append is `NotPermitted`, or `ReadOnly` on a read-only mount.
+
+pub mod append;
+pub mod attr;
+pub mod handle;
+pub mod info;
+pub mod inode;
+pub mod node;
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use crate::error::{Error, Result};
+use crate::format::Timestamp;
+use crate::source::{PartitionSource, SegmentSummary, TopicSource};
+use crate::view::spec::StreamSpec;
+use crate::view::stream::{Stream, StreamRegistry};
+
+use append::{AppendFormat, AppendState};
+use attr::{
+    Attr, AttrReply, DYNAMIC_TTL, DirEntry, Entry, FileKind, OpenRequest, Opened, STABLE_TTL,
+    SetAttrRequest,
+};
+use handle::{Handle, HandleTable, lock};
+use inode::InodeTable;
+use node::{INFO, Node, PartitionId, StreamDir, parse_partition, parse_segment_file_name};
+
+/// Settings of one mount that the filesystem logic needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FsOptions {
+    /// Refuse every change with `ReadOnly` (`EROFS`).
+    pub read_only: bool,
+    /// Partitions of a topic created by `mkdir <topic>`.
+    pub partitions_per_topic: u32,
+    /// Longest line an append handle keeps waiting for its newline (`max.message.bytes`).
+    pub max_line_bytes: usize,
+    /// Owner shown on every file.
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// A stream resolved for one inode, and how many open handles read it.
+#[derive(Debug)]
+struct Pin {
+    stream: Arc<Stream>,
+    /// **Invariant**: the number of live `Handle::Stream` with this inode.
+    open: usize,
+}
+
+/// The filesystem: inodes, handles and the rules of each path, over a [`TopicSource`].
+///
+/// Thread-safe: every method takes `&self`. Locks (inode table, handle table, pins, one
+/// handle's state) are each held only for map operations, never two at once and never across a
+/// call into the source, except a handle's own state lock, held across its append so one
+/// handle's writes stay in order.
+pub struct TopicFs {
+    source: Arc<dyn TopicSource>,
+    streams: StreamRegistry,
+    options: FsOptions,
+    inodes: InodeTable,
+    handles: HandleTable,
+    /// Resolved streams by inode number; an entry lives while its inode does.
+    pins: Mutex<HashMap<u64, Pin>>,
+    /// Shown as the mtime of the root and of topics without partitions.
+    started: SystemTime,
+}
+
+impl std::fmt::Debug for TopicFs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TopicFs")
+            .field("options", &self.options)
+            .field("inodes", &self.inodes.len())
+            .field("handles", &self.handles.len())
+            .finish()
+    }
+}
+
+impl TopicFs {
+    /// A filesystem over `source`.
+    pub fn new(source: Arc<dyn TopicSource>, options: FsOptions) -> TopicFs {
+        TopicFs {
+            source,
+            streams: StreamRegistry::new(),
+            options,
+            inodes: InodeTable::new(),
+            handles: HandleTable::new(),
+            pins: Mutex::new(HashMap::new()),
+            started: SystemTime::now(),
+        }
+    }
+
+    /// The options this filesystem was built with.
+    pub fn options(&self) -> &FsOptions {
+        &self.options
+    }
+
+    /// Looks `name` up in directory `parent`, taking one kernel reference on the result.
+    pub fn lookup(&self, parent: u64, name: &OsStr) -> Result<Entry> {
+        let parent = self.node(parent)?;
+        let node = self.child(&parent, name)?;
+        if let Node::Stream(..) = node {
+            let stream = self.resolve_for_lookup(&node)?;
+            let mut reply = self.stream_attr(0, &node, &stream)?;
+            let ino = self.inodes.lookup(&node);
+            let pinned = self.pin(ino, Arc::clone(&stream));
+            if !Arc::ptr_eq(&pinned, &stream) {
+                // A reader opened the name meanwhile: answer with what it reads.
+                reply = match self.stream_attr(ino, &node, &pinned) {
+                    Ok(reply) => reply,
+                    Err(err) => {
+                        self.forget(ino, 1);
+                        return Err(err);
+                    }
+                };
+            }
+            let attr = Attr { ino, ..reply.attr };
+            return Ok(Entry { attr, entry_ttl: STABLE_TTL, attr_ttl: reply.ttl });
+        }
+        // Attributes first: they check the node exists before it gets an inode.
+        let reply = self.attr_of(0, &node)?;
+        let ino = self.inodes.lookup(&node);
+        Ok(Entry { attr: Attr { ino, ..reply.attr }, entry_ttl: STABLE_TTL, attr_ttl: reply.ttl })
+    }
+
+    /// Drops `nlookup` kernel references to `ino`.
+    pub fn forget(&self, ino: u64, nlookup: u64) {
+        if self.inodes.forget(ino, nlookup) {
+            lock(&self.pins).remove(&ino);
+        }
+    }
+
+    /// Attributes of `ino`; `fh` (when the kernel passes one) selects an open stream's view.
+    pub fn getattr(&self, ino: u64, fh: Option<u64>) -> Result<AttrReply> {
+        let node = self.node(ino)?;
+        if let Node::Stream(..) = node {
+            let stream = match fh.map(|fh| self.handles.get(fh)) {
+                Some(Ok(handle)) => match &*handle {
+                    Handle::Stream { stream, .. } => Arc::clone(stream),
+                    _ => self.pinned(ino, &node)?,
+                },
+                _ => self.pinned(ino, &node)?,
+            };
+            return self.stream_attr(ino, &node, &stream);
+        }
+        self.attr_of(ino, &node)
+    }
+
+    /// `setattr`: only `append` files accept a change, and only truncation to 0 (what `>`
+    /// does) and time updates (`touch`), both without effect. Everything else is refused.
+    pub fn setattr(&self, ino: u64, request: &SetAttrRequest) -> Result<AttrReply> {
+        let node = self.node(ino)?;
+        let reply = self.getattr(ino, None)?;
+        match node {
+            Node::Append(_) | Node::AppendJson(_) => {
+                self.check_writable()?;
+                if request.mode.is_some() || request.uid.is_some() || request.gid.is_some() {
+                    return Err(Error::NotPermitted("changing the mode or owner of a file"));
+                }
+                match request.size {
+                    None | Some(0) => Ok(reply),
+                    Some(_) => Err(Error::NotPermitted("an append file can only be truncated to 0")),
+                }
+            }
+            _ => {
+                self.check_writable()?;
+                Err(Error::NotPermitted("changing the attributes of a file other than append"))
+            }
+        }
+    }
+
+    /// Opens a directory: its entries are listed now, and served from this list until
+    /// `releasedir` (or a `readdir` from offset 0, which lists again).
+    pub fn opendir(&self, ino: u64) -> Result<Opened> {
+        let node = self.node(ino)?;
+        if !node.is_dir() {
+            return Err(Error::NotFound(format!("{} is not a directory", describe(&node))));
+        }
+        let entries = self.list(ino, &node)?;
+        let fh = self.handles.insert(Handle::Dir { ino, entries: Mutex::new(entries) });
+        Ok(Opened { fh, direct_io: false, keep_cache: false })
+    }
+
+    /// Lists the directory from `offset` (0, or an entry's `next_offset`), calling `add` for
+    /// each entry until it returns `true` (the reply buffer is full) or the entries end.
+    pub fn readdir(
+        &self,
+        ino: u64,
+        fh: u64,
+        offset: u64,
+        add: &mut dyn FnMut(&DirEntry) -> bool,
+    ) -> Result<()> {
+        let handle = self.handles.get(fh)?;
+        let Handle::Dir { ino: dir_ino, entries } = &*handle else {
+            return Err(Error::StaleHandle);
+        };
+        if *dir_ino != ino {
+            return Err(Error::StaleHandle);
+        }
+        if offset == 0 {
+            let node = self.node(ino)?;
+            let fresh = self.list(ino, &node)?;
+            *lock(entries) = fresh;
+        }
+        let entries = lock(entries);
+        let skip = usize::try_from(offset).unwrap_or(usize::MAX);
+        for entry in entries.iter().skip(skip) {
+            if add(entry) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes a directory handle.
+    pub fn releasedir(&self, fh: u64) -> Result<()> {
+        self.handles.remove(fh).map(drop)
+    }
+
+    /// Opens a file. Streams, info and segment files are read-only (direct I/O, so reads follow
+    /// the current size); `append` files are write-only in effect (reading them gives nothing).
+    pub fn open(&self, ino: u64, request: OpenRequest) -> Result<Opened> {
+        let node = self.node(ino)?;
+        let direct = |fh| Opened { fh, direct_io: true, keep_cache: false };
+        match &node {
+            Node::Root
+            | Node::Topic(_)
+            | Node::Partition(_)
+            | Node::ByOffsetDir(_)
+            | Node::ByTimeDir(_)
+            | Node::SegmentsDir(_) => Err(Error::Unsupported("open of a directory as a file")),
+            Node::TopicInfo(_) | Node::PartitionInfo(_) => {
+                self.refuse_write(request, "writing an info file")?;
+                let text = self.info_text(&node)?;
+                Ok(direct(self.handles.insert(Handle::Text(text.into_bytes()))))
+            }
+            Node::Stream(..) => {
+                self.refuse_write(request, "writing a stream")?;
+                let stream = self.pinned(ino, &node)?;
+                self.pin_open(ino, &stream);
+                Ok(direct(self.handles.insert(Handle::Stream { ino, stream })))
+            }
+            Node::SegmentFile(id, base_offset, kind) => {
+                self.refuse_write(request, "writing a segment file")?;
+                // Fails with NotFound once retention deleted the segment.
+                self.attr_of(ino, &node)?;
+                let partition = self.partition(id)?;
+                let handle = Handle::Segment { partition, base_offset: *base_offset, kind: *kind };
+                Ok(direct(self.handles.insert(handle)))
+            }
+            Node::Append(id) | Node::AppendJson(id) => {
+                if request.write || request.truncate {
+                    self.check_writable()?;
+                }
+                let format = match node {
+                    Node::AppendJson(_) => AppendFormat::Json,
+                    _ => AppendFormat::Lines,
+                };
+                let partition = self.partition(id)?;
+                let state = AppendState::new(partition, format, self.options.max_line_bytes);
+                Ok(direct(self.handles.insert(Handle::Append(Mutex::new(state)))))
+            }
+        }
+    }
+
+    /// Reads up to `size` bytes at `offset` of an open file (fewer at its current end).
+    pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
+        let size = size as usize;
+        match &*self.handles.get(fh)? {
+            Handle::Text(text) => {
+                let start = usize::try_from(offset).unwrap_or(usize::MAX).min(text.len());
+                let end = start.saturating_add(size).min(text.len());
+                Ok(text.get(start..end).unwrap_or_default().to_vec())
+            }
+            Handle::Stream { stream, .. } => stream.read_at(offset, size),
+            Handle::Segment { partition, base_offset, kind } => {
+                let mut buf = vec![0; size];
+                let n = partition.read_segment_file(*base_offset, *kind, offset, &mut buf)?;
+                buf.truncate(n);
+                Ok(buf)
+            }
+            Handle::Append(_) => Ok(Vec::new()),
+            Handle::Dir { .. } => Err(Error::Unsupported("read of a directory")),
+        }
+    }
+
+    /// Writes to an open `append` file: complete lines become one append, visible when this
+    /// returns. Returns the bytes accepted (all of `data`).
+    pub fn write(&self, fh: u64, data: &[u8]) -> Result<u32> {
+        match &*self.handles.get(fh)? {
+            Handle::Append(state) => {
+                let n = lock(state).write(data)?;
+                Ok(u32::try_from(n).unwrap_or(u32::MAX))
+            }
+            _ => Err(self.write_refusal("writing a file other than append")),
+        }
+    }
+
+    /// `flush` (every `close()` of a descriptor): appends an open `append` file's partial last
+    /// line, so its errors reach `close()`.
+    pub fn flush(&self, fh: u64) -> Result<()> {
+        match &*self.handles.get(fh)? {
+            Handle::Append(state) => lock(state).flush(),
+            _ => Ok(()),
+        }
+    }
+
+    /// `fsync`: makes an append file's records durable. Nothing to do for read-only files.
+    pub fn fsync(&self, fh: u64) -> Result<()> {
+        match &*self.handles.get(fh)? {
+            Handle::Append(state) => lock(state).sync(),
+            _ => Ok(()),
+        }
+    }
+
+    /// Closes a file handle. A partial line still pending (no `flush` came) is appended; its
+    /// error, if any, is returned for logging (the kernel does not pass it to anyone).
+    pub fn release(&self, fh: u64) -> Result<()> {
+        let handle = self.handles.remove(fh)?;
+        match &*handle {
+            Handle::Stream { ino, .. } => {
+                self.pin_close(*ino);
+                Ok(())
+            }
+            Handle::Append(state) => lock(state).flush(),
+            Handle::Text(_) | Handle::Segment { .. } | Handle::Dir { .. } => Ok(()),
+        }
+    }
+
+    /// `mkdir`: a topic in the root (with [`FsOptions::partitions_per_topic`] partitions), or
+    /// the next partition in a topic. Nowhere else.
+    pub fn mkdir(&self, parent: u64, name: &OsStr) -> Result<Entry> {
+        let parent = self.node(parent)?;
+        self.check_writable()?;
+        let name = name_str(name)?;
+        let node = match &parent {
+            Node::Root => {
+                self.source.create_topic(name, self.options.partitions_per_topic)?;
+                Node::Topic(name.to_string())
+            }
+            Node::Topic(topic) => {
+                let partition = parse_partition(name).ok_or_else(|| {
+                    Error::InvalidInput(format!(
+                        "{name:?}: a partition directory is named by its number"
+                    ))
+                })?;
+                self.source.create_partition(topic, partition)?;
+                Node::Partition(PartitionId { topic: topic.clone(), partition })
+            }
+            _ => return Err(Error::NotPermitted("mkdir outside the root and topic directories")),
+        };
+        let reply = self.attr_of(0, &node)?;
+        let ino = self.inodes.lookup(&node);
+        Ok(Entry { attr: Attr { ino, ..reply.attr }, entry_ttl: STABLE_TTL, attr_ttl: reply.ttl })
+    }
+
+    /// The answer to a change of `name` in `parent` (unlink, rmdir, rename): `NotFound` if there
+    /// is no such name, else `ReadOnly` or `NotPermitted`. Never a success.
+    pub fn refuse_change(&self, parent: u64, name: &OsStr, what: &'static str) -> Error {
+        let exists = self.node(parent).and_then(|parent| {
+            let node = self.child(&parent, name)?;
+            match node {
+                Node::Stream(..) => self.resolve_for_lookup(&node).map(drop),
+                _ => self.attr_of(0, &node).map(drop),
+            }
+        });
+        match exists {
+            Err(err) => err,
+            Ok(()) => self.write_refusal(what),
+        }
+    }
+
+    /// The answer to creating a new name (`create`, `mknod`, `symlink`, `link`): only `mkdir`
+    /// of topics and partitions creates anything. `ReadOnly` or `NotPermitted`, never a success.
+    pub fn refuse_create(&self, parent: u64, what: &'static str) -> Error {
+        match self.node(parent) {
+            Err(err) => err,
+            Ok(_) => self.write_refusal(what),
+        }
+    }
+
+    /// Flushes every open append handle's pending line, then shuts the source down cleanly
+    /// (indexes trimmed, checkpoints and the clean-shutdown marker written). Idempotent.
+    pub fn shutdown(&self) -> Result<()> {
+        for handle in self.handles.all() {
+            if let Handle::Append(state) = &*handle {
+                let mut state = lock(state);
+                if let Err(err) = state.flush() {
+                    log::log!(err.log_level(), "shutdown: pending line of {state:?} lost: {err}");
+                }
+            }
+        }
+        self.source.shutdown()
+    }
+
+    // ---- nodes and attributes ----
+
+    fn node(&self, ino: u64) -> Result<Node> {
+        self.inodes.node(ino).ok_or(Error::StaleHandle)
+    }
+
+    fn partition(&self, id: &PartitionId) -> Result<Arc<dyn PartitionSource>> {
+        self.source.partition(&id.topic, id.partition)
+    }
+
+    /// The node `name` names in `parent`, parsed only: existence is checked by `attr_of` (or
+    /// the stream resolution).
+    fn child(&self, parent: &Node, name: &OsStr) -> Result<Node> {
+        let name = name_str(name)?;
+        let absent = || Error::NotFound(format!("{name:?} in {}", describe(parent)));
+        let node = match parent {
+            Node::Root => Node::Topic(name.to_string()),
+            Node::Topic(topic) if name == INFO => Node::TopicInfo(topic.clone()),
+            Node::Topic(topic) => Node::Partition(PartitionId {
+                topic: topic.clone(),
+                partition: parse_partition(name).ok_or_else(absent)?,
+            }),
+            Node::Partition(id) => Node::partition_child(id, name).ok_or_else(absent)?,
+            Node::ByOffsetDir(id) => {
+                StreamSpec::parse_by_offset(name)?;
+                Node::Stream(id.clone(), StreamDir::ByOffset, name.to_string())
+            }
+            Node::ByTimeDir(id) => {
+                StreamSpec::parse_by_time(name)?;
+                Node::Stream(id.clone(), StreamDir::ByTime, name.to_string())
+            }
+            Node::SegmentsDir(id) => {
+                let (base, kind) = parse_segment_file_name(name).ok_or_else(absent)?;
+                Node::SegmentFile(id.clone(), base, kind)
+            }
+            Node::TopicInfo(_)
+            | Node::PartitionInfo(_)
+            | Node::Stream(..)
+            | Node::Append(_)
+            | Node::AppendJson(_)
+            | Node::SegmentFile(..) => return Err(absent()),
+        };
+        Ok(node)
+    }
+
+    /// Attributes of a node that is not a stream, checking that it exists.
+    fn attr_of(&self, ino: u64, node: &Node) -> Result<AttrReply> {
+        let rw_dir = if self.options.read_only { 0o555 } else { 0o755 };
+        let (kind, size, perm, mtime, ttl) = match node {
+            Node::Root => (FileKind::Directory, 0, rw_dir, self.started, STABLE_TTL),
+            Node::Topic(topic) => {
+                let mtime = self.topic_mtime(topic)?;
+                (FileKind::Directory, 0, rw_dir, mtime, STABLE_TTL)
+            }
+            Node::TopicInfo(topic) => {
+                let mtime = self.topic_mtime(topic)?;
+                let size = self.info_text(node)?.len() as u64;
+                (FileKind::RegularFile, size, 0o444, mtime, DYNAMIC_TTL)
+            }
+            Node::Partition(id)
+            | Node::ByOffsetDir(id)
+            | Node::ByTimeDir(id)
+            | Node::SegmentsDir(id) => {
+                let mtime = self.partition(id)?.summary()?.last_modified;
+                (FileKind::Directory, 0, 0o555, mtime, STABLE_TTL)
+            }
+            Node::PartitionInfo(id) => {
+                let summary = self.partition(id)?.summary()?;
+                let size = info::partition_info(&id.topic, id.partition, &summary).len() as u64;
+                (FileKind::RegularFile, size, 0o444, summary.last_modified, DYNAMIC_TTL)
+            }
+            Node::Append(id) | Node::AppendJson(id) => {
+                let mtime = self.partition(id)?.summary()?.last_modified;
+                (FileKind::RegularFile, 0, 0o220, mtime, DYNAMIC_TTL)
+            }
+            Node::SegmentFile(id, base, file_kind) => {
+                let segment = self.segment(id, *base)?;
+                let size = segment_file_size(&segment, *file_kind).ok_or_else(|| {
+                    Error::NotFound(format!("{} has no {}", describe(node), file_kind.suffix()))
+                })?;
+                let ttl = if segment.is_active { DYNAMIC_TTL } else { STABLE_TTL };
+                (FileKind::RegularFile, size, 0o444, segment.last_modified, ttl)
+            }
+            Node::Stream(..) => {
+                let stream = self.pinned(ino, node)?;
+                return self.stream_attr(ino, node, &stream);
+            }
+        };
+        Ok(AttrReply { attr: self.attr(ino, kind, size, perm, mtime), ttl })
+    }
+
+    fn attr(&self, ino: u64, kind: FileKind, size: u64, perm: u16, mtime: SystemTime) -> Attr {
+        let nlink = match kind {
+            FileKind::Directory => 2,
+            FileKind::RegularFile => 1,
+        };
+        Attr {
+            ino,
+            kind,
+            size,
+            perm,
+            nlink,
+            uid: self.options.uid,
+            gid: self.options.gid,
+            mtime,
+        }
+    }
+
+    fn stream_attr(&self, ino: u64, node: &Node, stream: &Stream) -> Result<AttrReply> {
+        let id = node.partition_id().ok_or(Error::StaleHandle)?;
+        let mtime = self.partition(id)?.summary()?.last_modified;
+        let size = stream.size()?;
+        Ok(AttrReply {
+            attr: self.attr(ino, FileKind::RegularFile, size, 0o444, mtime),
+            ttl: DYNAMIC_TTL,
+        })
+    }
+
+    fn topic_mtime(&self, topic: &str) -> Result<SystemTime> {
+        let mut mtime = None;
+        for p in self.source.partitions(topic)? {
+            let modified = self.source.partition(topic, p)?.summary()?.last_modified;
+            mtime = mtime.max(Some(modified));
+        }
+        Ok(mtime.unwrap_or(self.started))
+    }
+
+    fn segment(&self, id: &PartitionId, base: crate::format::Offset) -> Result<SegmentSummary> {
+        self.partition(id)?
+            .segments()?
+            .into_iter()
+            .find(|s| s.base_offset == base)
+            .ok_or_else(|| Error::NotFound(format!("segment {base} of {}-{}", id.topic, id.partition)))
+    }
+
+    fn info_text(&self, node: &Node) -> Result<String> {
+        match node {
+            Node::TopicInfo(topic) => {
+                let mut summaries = Vec::new();
+                for p in self.source.partitions(topic)? {
+                    summaries.push((p, self.source.partition(topic, p)?.summary()?));
+                }
+                Ok(info::topic_info(topic, &summaries))
+            }
+            Node::PartitionInfo(id) => {
+                let summary = self.partition(id)?.summary()?;
+                Ok(info::partition_info(&id.topic, id.partition, &summary))
+            }
+            _ => Err(Error::NotFound(format!("{} is not an info file", describe(node)))),
+        }
+    }
+
+    /// The entries of a directory, `.` and `..` first, each with the offset of the next.
+    fn list(&self, ino: u64, node: &Node) -> Result<Vec<DirEntry>> {
+        let mut names: Vec<(String, Node)> = Vec::new();
+        match node {
+            Node::Root => {
+                for topic in self.source.topics()? {
+                    names.push((topic.clone(), Node::Topic(topic)));
+                }
+            }
+            Node::Topic(topic) => {
+                names.push((INFO.to_string(), Node::TopicInfo(topic.clone())));
+                for partition in self.source.partitions(topic)? {
+                    let id = PartitionId { topic: topic.clone(), partition };
+                    names.push((partition.to_string(), Node::Partition(id)));
+                }
+            }
+            Node::Partition(id) => {
+                self.partition(id)?;
+                for name in [
+                    node::INFO,
+                    node::BY_OFFSET,
+                    node::BY_TIME,
+                    node::APPEND,
+                    node::APPEND_JSON,
+                    node::SEGMENTS,
+                ] {
+                    if let Some(child) = Node::partition_child(id, name) {
+                        names.push((name.to_string(), child));
+                    }
+                }
+            }
+            Node::ByOffsetDir(id) | Node::ByTimeDir(id) => {
+                let dir = match node {
+                    Node::ByTimeDir(_) => StreamDir::ByTime,
+                    _ => StreamDir::ByOffset,
+                };
+                let partition = self.partition(id)?;
+                let suggested = match dir {
+                    StreamDir::ByOffset => crate::view::listing::by_offset_names(&*partition)?,
+                    StreamDir::ByTime => crate::view::listing::by_time_names(&*partition)?,
+                };
+                for name in suggested {
+                    let child = Node::Stream(id.clone(), dir, name.clone());
+                    names.push((name, child));
+                }
+            }
+            Node::SegmentsDir(id) => {
+                for segment in self.partition(id)?.segments()? {
+                    for kind in [
+                        crate::source::SegmentFileKind::Log,
+                        crate::source::SegmentFileKind::Index,
+                        crate::source::SegmentFileKind::TimeIndex,
+                        crate::source::SegmentFileKind::TxnIndex,
+                    ] {
+                        if segment_file_size(&segment, kind).is_some() {
+                            let name = node::segment_file_name(segment.base_offset, kind);
+                            names.push((name, Node::SegmentFile(id.clone(), segment.base_offset, kind)));
+                        }
+                    }
+                }
+            }
+            _ => return Err(Error::NotFound(format!("{} is not a directory", describe(node)))),
+        }
+        let parent_ino = self.inodes.peek(&node.parent());
+        let mut entries = Vec::with_capacity(names.len() + 2);
+        let dots = [(".".to_string(), ino), ("..".to_string(), parent_ino)];
+        for (name, ino) in dots {
+            entries.push((name, ino, FileKind::Directory));
+        }
+        for (name, child) in names {
+            let kind = if child.is_dir() { FileKind::Directory } else { FileKind::RegularFile };
+            entries.push((name, self.inodes.peek(&child), kind));
+        }
+        Ok(entries
+            .into_iter()
+            .enumerate()
+            .map(|(i, (name, ino, kind))| DirEntry { ino, next_offset: i as u64 + 1, kind, name })
+            .collect())
+    }
+
+    // ---- streams ----
+
+    /// Resolves a stream node now.
+    fn resolve(&self, node: &Node) -> Result<Arc<Stream>> {
+        let Node::Stream(id, dir, name) = node else {
+            return Err(Error::NotFound(format!("{} is not a stream", describe(node))));
+        };
+        let spec = match dir {
+            StreamDir::ByOffset => StreamSpec::parse_by_offset(name)?,
+            StreamDir::ByTime => StreamSpec::parse_by_time(name)?,
+        };
+        let partition = self.partition(id)?;
+        self.streams.open(partition, &spec, now_ms())
+    }
+
+    /// The stream a lookup answers with: the pinned one while a handle reads it, else a fresh
+    /// resolution (so `by-offset/-10` means the last ten records as of this lookup).
+    fn resolve_for_lookup(&self, node: &Node) -> Result<Arc<Stream>> {
+        if let Some(ino) = self.inodes.find(node) {
+            if let Some(pin) = lock(&self.pins).get(&ino) {
+                if pin.open > 0 {
+                    return Ok(Arc::clone(&pin.stream));
+                }
+            }
+        }
+        self.resolve(node)
+    }
+
+    /// Pins `stream` to `ino` unless a handle already reads a pinned stream there; returns the
+    /// stream that is pinned.
+    fn pin(&self, ino: u64, stream: Arc<Stream>) -> Arc<Stream> {
+        let mut pins = lock(&self.pins);
+        match pins.get_mut(&ino) {
+            Some(pin) if pin.open > 0 => Arc::clone(&pin.stream),
+            Some(pin) => {
+                pin.stream = Arc::clone(&stream);
+                stream
+            }
+            None => {
+                pins.insert(ino, Pin { stream: Arc::clone(&stream), open: 0 });
+                stream
+            }
+        }
+    }
+
+    /// The stream pinned to `ino`, resolving and pinning one if there is none.
+    fn pinned(&self, ino: u64, node: &Node) -> Result<Arc<Stream>> {
+        if let Some(pin) = lock(&self.pins).get(&ino) {
+            return Ok(Arc::clone(&pin.stream));
+        }
+        let stream = self.resolve(node)?;
+        Ok(self.pin(ino, stream))
+    }
+
+    fn pin_open(&self, ino: u64, stream: &Arc<Stream>) {
+        let mut pins = lock(&self.pins);
+        let pin = pins.entry(ino).or_insert_with(|| Pin { stream: Arc::clone(stream), open: 0 });
+        pin.open = pin.open.saturating_add(1);
+    }
+
+    fn pin_close(&self, ino: u64) {
+        if let Some(pin) = lock(&self.pins).get_mut(&ino) {
+            pin.open = pin.open.saturating_sub(1);
+        }
+    }
+
+    // ---- refusals ----
+
+    fn check_writable(&self) -> Result<()> {
+        if self.options.read_only { Err(Error::ReadOnly) } else { Ok(()) }
+    }
+
+    fn write_refusal(&self, what: &'static str) -> Error {
+        if self.options.read_only { Error::ReadOnly } else { Error::NotPermitted(what) }
+    }
+
+    fn refuse_write(&self, request: OpenRequest, what: &'static str) -> Result<()> {
+        if request.write || request.truncate { Err(self.write_refusal(what)) } else { Ok(()) }
+    }
+}
+
+/// A path-like description of a node for messages (`orders/0/by-offset/-10`).
+pub fn describe(node: &Node) -> String {
+    let partition = |id: &PartitionId| format!("{}/{}", id.topic, id.partition);
+    match node {
+        Node::Root => "/".to_string(),
+        Node::Topic(topic) => topic.clone(),
+        Node::TopicInfo(topic) => format!("{topic}/{INFO}"),
+        Node::Partition(id) => partition(id),
+        Node::PartitionInfo(id) => format!("{}/{INFO}", partition(id)),
+        Node::ByOffsetDir(id) => format!("{}/{}", partition(id), node::BY_OFFSET),
+        Node::ByTimeDir(id) => format!("{}/{}", partition(id), node::BY_TIME),
+        Node::Stream(id, dir, name) => format!("{}/{}/{name}", partition(id), dir.dir_name()),
+        Node::Append(id) => format!("{}/{}", partition(id), node::APPEND),
+        Node::AppendJson(id) => format!("{}/{}", partition(id), node::APPEND_JSON),
+        Node::SegmentsDir(id) => format!("{}/{}", partition(id), node::SEGMENTS),
+        Node::SegmentFile(id, base, kind) => {
+            format!("{}/{}/{}", partition(id), node::SEGMENTS, node::segment_file_name(*base, *kind))
+        }
+    }
+}
+
+/// Size of one file of a segment; `None` when the segment has no such file.
+fn segment_file_size(segment: &SegmentSummary, kind: crate::source::SegmentFileKind) -> Option<u64> {
+    use crate::source::SegmentFileKind as K;
+    match kind {
+        K::Log => Some(segment.log_size),
+        K::Index => Some(segment.index_size),
+        K::TimeIndex => Some(segment.time_index_size),
+        K::TxnIndex => segment.txn_index_size,
+    }
+}
+
+/// Names are UTF-8 (topic names are ASCII, specs are ASCII); anything else does not exist.
+fn name_str(name: &OsStr) -> Result<&str> {
+    name.to_str().ok_or_else(|| Error::NotFound(format!("{name:?} is not a UTF-8 name")))
+}
+
+/// Now in epoch milliseconds (anchors relative `by-time/` specs).
+fn now_ms() -> Timestamp {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}

@@ -1,0 +1,135 @@
+//! The state behind an open `append` or `append.json`: lines become records, one `write()` one
+//! batch.
+//!
+//! **Invariants**:
+//! - `pending` never contains a newline: it is the tail of what was written after the last
+//!   newline, a line waiting for its end (or for `flush`/`close`).
+//! - A `write()` either appends every complete line it ends (as one call to
+//!   [`PartitionSource::append`], which writes one batch unless `max.message.bytes` forces more)
+//!   and keeps its trailing partial line, or fails and changes nothing: no record of it is in
+//!   the log and `pending` is what it was before.
+//! - When `write()` returns, its records are in the log and visible to readers.
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::format::NewRecord;
+use crate::source::PartitionSource;
+use crate::view::envelope;
+
+/// Which of the two append files a handle writes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum AppendFormat {
+    /// `append`: each line is one record whose value is the line.
+    Lines,
+    /// `append.json`: each line is one JSON envelope (the `.json` rendering's shape).
+    Json,
+}
+
+impl AppendFormat {
+    /// Turns complete lines (each ending in `\n`) into records; `first_line` is the 1-based
+    /// number of the first of them in what this handle was written (for error messages). Fails
+    /// without side effects on malformed input.
+    fn records(self, lines: &[u8], first_line: u64) -> Result<Vec<NewRecord>> {
+        match self {
+            AppendFormat::Lines => Ok(envelope::split_value_lines(lines).0),
+            AppendFormat::Json => Ok(envelope::split_envelope_lines(lines, first_line)?.0),
+        }
+    }
+}
+
+/// One open append file.
+pub struct AppendState {
+    partition: Arc<dyn PartitionSource>,
+    format: AppendFormat,
+    /// The partial line after the last newline. **Invariant**: no `\n` in it.
+    pending: Vec<u8>,
+    /// Largest partial line kept in memory: a longer line could never be a record
+    /// (`max.message.bytes` bounds the whole batch).
+    max_line_bytes: usize,
+    /// Complete lines appended through this handle so far (line numbers in error messages).
+    lines_done: u64,
+}
+
+impl std::fmt::Debug for AppendState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppendState")
+            .field("topic", &self.partition.topic())
+            .field("partition", &self.partition.partition())
+            .field("format", &self.format)
+            .field("pending", &self.pending.len())
+            .finish()
+    }
+}
+
+impl AppendState {
+    /// State for a freshly opened append file.
+    pub fn new(
+        partition: Arc<dyn PartitionSource>,
+        format: AppendFormat,
+        max_line_bytes: usize,
+    ) -> AppendState {
+        AppendState { partition, format, pending: Vec::new(), max_line_bytes, lines_done: 0 }
+    }
+
+    /// Handles one `write()`: the complete lines it ends become one append; its trailing partial
+    /// line is kept. Returns the number of bytes accepted (all of `data`).
+    pub fn write(&mut self, data: &[u8]) -> Result<usize> {
+        let Some(last_newline) = data.iter().rposition(|&b| b == b'\n') else {
+            self.check_line_len(self.pending.len().saturating_add(data.len()))?;
+            self.pending.extend_from_slice(data);
+            return Ok(data.len());
+        };
+        let (ended, rest) = data.split_at(last_newline + 1);
+        self.check_line_len(rest.len())?;
+        let mut lines = Vec::with_capacity(self.pending.len().saturating_add(ended.len()));
+        lines.extend_from_slice(&self.pending);
+        lines.extend_from_slice(ended);
+        let records = self.format.records(&lines, self.lines_done.saturating_add(1))?;
+        if !records.is_empty() {
+            self.partition.append(&records)?;
+        }
+        let line_count = ended.iter().filter(|&&b| b == b'\n').count() as u64;
+        self.lines_done = self.lines_done.saturating_add(line_count);
+        self.pending.clear();
+        self.pending.extend_from_slice(rest);
+        Ok(data.len())
+    }
+
+    /// Appends the pending partial line, if any, as a record (on `close`). The line is dropped
+    /// whether or not the append succeeds, so a refused line is reported once, not again at
+    /// every later flush.
+    pub fn flush(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let mut line = std::mem::take(&mut self.pending);
+        // The unterminated last line is a line like any other: terminate it and parse it so.
+        line.push(b'\n');
+        let first_line = self.lines_done.saturating_add(1);
+        self.lines_done = first_line;
+        let records = self.format.records(&line, first_line)?;
+        if !records.is_empty() {
+            self.partition.append(&records)?;
+        }
+        Ok(())
+    }
+
+    /// Makes everything appended so far durable (`fsync`). A pending partial line is not a
+    /// record yet and stays pending.
+    pub fn sync(&self) -> Result<()> {
+        self.partition.sync()
+    }
+
+    /// Bytes waiting for a newline.
+    pub fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+
+    fn check_line_len(&self, len: usize) -> Result<()> {
+        if len > self.max_line_bytes {
+            return Err(Error::RecordTooLarge { size: len, max: self.max_line_bytes });
+        }
+        Ok(())
+    }
+}

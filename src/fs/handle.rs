@@ -1,0 +1,109 @@
+//! Open files and directories: the handle table.
+//!
+//! Handle numbers come from a counter and are never reused while the mount lives. The table's
+//! lock is held only to insert, clone or remove an `Arc<Handle>`; reads, appends and listings
+//! run on the cloned `Arc` without it.
+//!
+//! Lock order: the handle table lock, then (after releasing it) one handle's own lock
+//! (`Dir`'s entries or `Append`'s state). No code holds two handle locks at once, and no handle
+//! lock is held while taking the inode table or handle table lock.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::error::{Error, Result};
+use crate::format::Offset;
+use crate::source::{PartitionSource, SegmentFileKind};
+use crate::view::stream::Stream;
+
+use super::append::AppendState;
+use super::attr::DirEntry;
+
+/// What an open handle reads or writes.
+pub enum Handle {
+    /// An open directory: its entries as listed at `opendir` (or at a `readdir` from offset 0),
+    /// so offsets stay consistent across the `readdir` calls of one listing.
+    Dir { ino: u64, entries: Mutex<Vec<DirEntry>> },
+    /// An `info` file: its text rendered at `open`.
+    Text(Vec<u8>),
+    /// A stream under `by-offset/` or `by-time/`, resolved at `open` (or at the lookup that
+    /// preceded it).
+    Stream { ino: u64, stream: Arc<Stream> },
+    /// A raw segment file.
+    Segment { partition: Arc<dyn PartitionSource>, base_offset: Offset, kind: SegmentFileKind },
+    /// `append` or `append.json`.
+    Append(Mutex<AppendState>),
+}
+
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Handle::Dir { ino, .. } => write!(f, "Dir({ino})"),
+            Handle::Text(text) => write!(f, "Text({} bytes)", text.len()),
+            Handle::Stream { ino, .. } => write!(f, "Stream({ino})"),
+            Handle::Segment { partition, base_offset, kind } => write!(
+                f,
+                "Segment({}-{} {base_offset}{})",
+                partition.topic(),
+                partition.partition(),
+                kind.suffix()
+            ),
+            Handle::Append(state) => write!(f, "{:?}", lock(state)),
+        }
+    }
+}
+
+/// Open handles by number.
+#[derive(Debug, Default)]
+pub struct HandleTable {
+    handles: Mutex<HashMap<u64, Arc<Handle>>>,
+    /// **Invariant**: greater than every handle number handed out (0 is never used).
+    next_fh: AtomicU64,
+}
+
+impl HandleTable {
+    /// An empty table.
+    pub fn new() -> HandleTable {
+        HandleTable { handles: Mutex::new(HashMap::new()), next_fh: AtomicU64::new(1) }
+    }
+
+    /// Registers a handle and returns its number.
+    pub fn insert(&self, handle: Handle) -> u64 {
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        lock(&self.handles).insert(fh, Arc::new(handle));
+        fh
+    }
+
+    /// The handle with this number; `StaleHandle` if it was released (or never existed).
+    pub fn get(&self, fh: u64) -> Result<Arc<Handle>> {
+        lock(&self.handles).get(&fh).cloned().ok_or(Error::StaleHandle)
+    }
+
+    /// Removes a handle; `StaleHandle` if it was not open.
+    pub fn remove(&self, fh: u64) -> Result<Arc<Handle>> {
+        lock(&self.handles).remove(&fh).ok_or(Error::StaleHandle)
+    }
+
+    /// Every open handle (for shutdown).
+    pub fn all(&self) -> Vec<Arc<Handle>> {
+        lock(&self.handles).values().cloned().collect()
+    }
+
+    /// Number of open handles.
+    pub fn len(&self) -> usize {
+        lock(&self.handles).len()
+    }
+
+    /// Whether no handle is open.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Locks a mutex, recovering it if a panicking thread poisoned it: every critical section in
+/// `fs` leaves its data consistent between statements that can panic, and one failed request
+/// must not take the whole mount down.
+pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}

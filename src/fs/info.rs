@@ -1,0 +1,110 @@
+//! The text of the `info` files.
+//!
+//! `<topic>/<p>/info` is `key: value` lines, one fact each:
+//!
+//! ```text
+//! topic: orders
+//! partition: 0
+//! log_start_offset: 0
+//! log_end_offset: 42
+//! segment_count: 1
+//! size_bytes: 4096
+//! first_timestamp: 1764662400000
+//! first_time: 2025-12-02T08:00:00.000Z
+//! max_timestamp: 1764662460000
+//! max_time: 2025-12-02T08:01:00.000Z
+//! ```
+//!
+//! (`none` for the timestamps of a partition without records.) `<topic>/info` has the topic's
+//! partition count and one `partition.<p>.log_start_offset` / `partition.<p>.log_end_offset` pair
+//! per partition, in partition order. Both are rendered when read, so their size is exact.
+
+use std::fmt::Write;
+
+use crate::format::Timestamp;
+use crate::source::PartitionSummary;
+use crate::view::spec::time_name;
+
+/// The text of a partition's `info` file.
+pub fn partition_info(topic: &str, partition: u32, summary: &PartitionSummary) -> String {
+    let mut out = String::new();
+    line(&mut out, "topic", topic);
+    line(&mut out, "partition", partition);
+    line(&mut out, "log_start_offset", summary.log_start_offset);
+    line(&mut out, "log_end_offset", summary.log_end_offset);
+    line(&mut out, "segment_count", summary.segment_count);
+    line(&mut out, "size_bytes", summary.size_bytes);
+    timestamp_lines(&mut out, "first", summary.first_timestamp);
+    timestamp_lines(&mut out, "max", summary.max_timestamp);
+    out
+}
+
+/// The text of a topic's `info` file.
+pub fn topic_info(topic: &str, partitions: &[(u32, PartitionSummary)]) -> String {
+    let mut out = String::new();
+    line(&mut out, "topic", topic);
+    line(&mut out, "partitions", partitions.len());
+    for (p, summary) in partitions {
+        line(&mut out, &format!("partition.{p}.log_start_offset"), summary.log_start_offset);
+        line(&mut out, &format!("partition.{p}.log_end_offset"), summary.log_end_offset);
+    }
+    out
+}
+
+fn line(out: &mut String, key: &str, value: impl std::fmt::Display) {
+    // Writing to a String cannot fail.
+    let _ = writeln!(out, "{key}: {value}");
+}
+
+/// `<which>_timestamp` (epoch ms) and `<which>_time` (RFC 3339, usable as a `by-time/` name).
+fn timestamp_lines(out: &mut String, which: &str, timestamp: Option<Timestamp>) {
+    let ms = timestamp.map_or_else(|| "none".to_string(), |t| t.to_string());
+    let rfc3339 = timestamp.and_then(time_name).unwrap_or_else(|| "none".to_string());
+    line(out, &format!("{which}_timestamp"), ms);
+    line(out, &format!("{which}_time"), rfc3339);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::SystemTime;
+
+    use super::*;
+    use crate::format::Offset;
+
+    fn summary(start: i64, end: i64, first: Option<Timestamp>) -> PartitionSummary {
+        PartitionSummary {
+            log_start_offset: Offset(start),
+            log_end_offset: Offset(end),
+            segment_count: 1,
+            size_bytes: 100,
+            first_timestamp: first,
+            max_timestamp: first,
+            last_modified: SystemTime::UNIX_EPOCH,
+        }
+    }
+
+    #[test]
+    fn partition_info_is_one_key_value_per_line() {
+        let text = partition_info("t", 0, &summary(3, 10, Some(1764662400000)));
+        assert!(text.contains("log_start_offset: 3\n"), "{text}");
+        assert!(text.contains("log_end_offset: 10\n"), "{text}");
+        assert!(text.contains("first_timestamp: 1764662400000\n"), "{text}");
+        assert!(text.contains("first_time: 2025-12-02T08:00:00.000Z\n"), "{text}");
+        assert!(text.lines().all(|l| l.split_once(": ").is_some()), "{text}");
+    }
+
+    #[test]
+    fn empty_partition_has_no_timestamps() {
+        let text = partition_info("t", 0, &summary(0, 0, None));
+        assert!(text.contains("first_timestamp: none\n"), "{text}");
+        assert!(text.contains("max_time: none\n"), "{text}");
+    }
+
+    #[test]
+    fn topic_info_lists_each_partition() {
+        let text = topic_info("t", &[(0, summary(0, 5, None)), (1, summary(2, 7, None))]);
+        assert!(text.contains("partitions: 2\n"), "{text}");
+        assert!(text.contains("partition.1.log_start_offset: 2\n"), "{text}");
+        assert!(text.contains("partition.1.log_end_offset: 7\n"), "{text}");
+    }
+}

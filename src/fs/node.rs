@@ -1,0 +1,244 @@
+//! What an inode stands for: the [`Node`] enum, the fixed names of the tree, and the parsing of
+//! names that are numbers (partitions, segment base offsets).
+//!
+//! The tree is:
+//!
+//! ```text
+//! /                                   Root
+//! /<topic>/                           Topic
+//! /<topic>/info                       TopicInfo
+//! /<topic>/<p>/                       Partition
+//! /<topic>/<p>/info                   PartitionInfo
+//! /<topic>/<p>/by-offset/             ByOffsetDir
+//! /<topic>/<p>/by-offset/<spec>       Stream (StreamDir::ByOffset)
+//! /<topic>/<p>/by-time/               ByTimeDir
+//! /<topic>/<p>/by-time/<spec>         Stream (StreamDir::ByTime)
+//! /<topic>/<p>/append                 Append
+//! /<topic>/<p>/append.json            AppendJson
+//! /<topic>/<p>/segments/              SegmentsDir
+//! /<topic>/<p>/segments/<base>.<ext>  SegmentFile
+//! ```
+//!
+//! A `Node` is a name, not a check: whether it exists is decided against the
+//! [`TopicSource`](crate::source::TopicSource) when it is looked up.
+
+use crate::format::Offset;
+use crate::source::SegmentFileKind;
+
+/// Name of the info file in topic and partition directories.
+pub const INFO: &str = "info";
+/// Name of the by-offset directory.
+pub const BY_OFFSET: &str = "by-offset";
+/// Name of the by-time directory.
+pub const BY_TIME: &str = "by-time";
+/// Name of the line-per-record append file.
+pub const APPEND: &str = "append";
+/// Name of the JSON-envelope append file.
+pub const APPEND_JSON: &str = "append.json";
+/// Name of the raw segment files directory.
+pub const SEGMENTS: &str = "segments";
+
+/// Digits in a segment file's base offset (`00000000000000000000.log`), as Kafka writes them.
+const SEGMENT_BASE_DIGITS: usize = 20;
+
+/// One partition of one topic.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PartitionId {
+    pub topic: String,
+    pub partition: u32,
+}
+
+/// Which stream directory a spec was looked up in.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum StreamDir {
+    ByOffset,
+    ByTime,
+}
+
+impl StreamDir {
+    /// The directory name (`by-offset` or `by-time`).
+    pub fn dir_name(self) -> &'static str {
+        match self {
+            StreamDir::ByOffset => BY_OFFSET,
+            StreamDir::ByTime => BY_TIME,
+        }
+    }
+}
+
+/// Everything the filesystem can show. Each variant maps to exactly one inode while the kernel
+/// remembers it (see [`super::inode::InodeTable`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Node {
+    Root,
+    Topic(String),
+    TopicInfo(String),
+    Partition(PartitionId),
+    PartitionInfo(PartitionId),
+    ByOffsetDir(PartitionId),
+    ByTimeDir(PartitionId),
+    /// A stream file; the name is the spec exactly as written in the path (`-10.json`).
+    Stream(PartitionId, StreamDir, String),
+    Append(PartitionId),
+    AppendJson(PartitionId),
+    SegmentsDir(PartitionId),
+    SegmentFile(PartitionId, Offset, SegmentFileKind),
+}
+
+impl Node {
+    /// Whether this node is a directory.
+    pub fn is_dir(&self) -> bool {
+        match self {
+            Node::Root
+            | Node::Topic(_)
+            | Node::Partition(_)
+            | Node::ByOffsetDir(_)
+            | Node::ByTimeDir(_)
+            | Node::SegmentsDir(_) => true,
+            Node::TopicInfo(_)
+            | Node::PartitionInfo(_)
+            | Node::Stream(..)
+            | Node::Append(_)
+            | Node::AppendJson(_)
+            | Node::SegmentFile(..) => false,
+        }
+    }
+
+    /// The directory holding this node (the root is its own parent, as `/..` is `/`).
+    pub fn parent(&self) -> Node {
+        match self {
+            Node::Root | Node::Topic(_) => Node::Root,
+            Node::TopicInfo(topic) => Node::Topic(topic.clone()),
+            Node::Partition(id) => Node::Topic(id.topic.clone()),
+            Node::PartitionInfo(id)
+            | Node::ByOffsetDir(id)
+            | Node::ByTimeDir(id)
+            | Node::Append(id)
+            | Node::AppendJson(id)
+            | Node::SegmentsDir(id) => Node::Partition(id.clone()),
+            Node::Stream(id, StreamDir::ByOffset, _) => Node::ByOffsetDir(id.clone()),
+            Node::Stream(id, StreamDir::ByTime, _) => Node::ByTimeDir(id.clone()),
+            Node::SegmentFile(id, ..) => Node::SegmentsDir(id.clone()),
+        }
+    }
+
+    /// The partition this node belongs to, if it is inside a partition directory.
+    pub fn partition_id(&self) -> Option<&PartitionId> {
+        match self {
+            Node::Root | Node::Topic(_) | Node::TopicInfo(_) => None,
+            Node::Partition(id)
+            | Node::PartitionInfo(id)
+            | Node::ByOffsetDir(id)
+            | Node::ByTimeDir(id)
+            | Node::Stream(id, ..)
+            | Node::Append(id)
+            | Node::AppendJson(id)
+            | Node::SegmentsDir(id)
+            | Node::SegmentFile(id, ..) => Some(id),
+        }
+    }
+
+    /// The fixed-name child of a partition directory, if `name` is one.
+    pub fn partition_child(id: &PartitionId, name: &str) -> Option<Node> {
+        let id = id.clone();
+        Some(match name {
+            INFO => Node::PartitionInfo(id),
+            BY_OFFSET => Node::ByOffsetDir(id),
+            BY_TIME => Node::ByTimeDir(id),
+            APPEND => Node::Append(id),
+            APPEND_JSON => Node::AppendJson(id),
+            SEGMENTS => Node::SegmentsDir(id),
+            _ => return None,
+        })
+    }
+}
+
+/// Parses a partition directory name: a decimal number without sign or leading zeros (`0`, `7`,
+/// `12`), as Kafka writes it in `<topic>-<partition>`. `None` for anything else, so `01` and
+/// `+1` are simply absent names.
+pub fn parse_partition(name: &str) -> Option<u32> {
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    if name.len() > 1 && name.starts_with('0') {
+        return None;
+    }
+    name.parse().ok()
+}
+
+/// The file name of one segment file: the base offset as 20 zero-padded digits and the suffix
+/// (`00000000000000000042.timeindex`).
+pub fn segment_file_name(base_offset: Offset, kind: SegmentFileKind) -> String {
+    format!("{:0width$}{}", base_offset.0, kind.suffix(), width = SEGMENT_BASE_DIGITS)
+}
+
+/// Parses a segment file name written by [`segment_file_name`]. Exactly 20 digits, then one of
+/// the four suffixes; anything else is `None`.
+pub fn parse_segment_file_name(name: &str) -> Option<(Offset, SegmentFileKind)> {
+    let digits = name.get(..SEGMENT_BASE_DIGITS)?;
+    let suffix = name.get(SEGMENT_BASE_DIGITS..)?;
+    if !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let kind = [
+        SegmentFileKind::Log,
+        SegmentFileKind::Index,
+        SegmentFileKind::TimeIndex,
+        SegmentFileKind::TxnIndex,
+    ]
+    .into_iter()
+    .find(|kind| kind.suffix() == suffix)?;
+    let base: i64 = digits.parse().ok()?;
+    Some((Offset(base), kind))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_names_are_canonical_decimals() {
+        assert_eq!(parse_partition("0"), Some(0));
+        assert_eq!(parse_partition("12"), Some(12));
+        assert_eq!(parse_partition("01"), None);
+        assert_eq!(parse_partition("+1"), None);
+        assert_eq!(parse_partition("-1"), None);
+        assert_eq!(parse_partition(""), None);
+        assert_eq!(parse_partition("4294967296"), None);
+    }
+
+    #[test]
+    fn segment_file_names_round_trip() {
+        for kind in [
+            SegmentFileKind::Log,
+            SegmentFileKind::Index,
+            SegmentFileKind::TimeIndex,
+            SegmentFileKind::TxnIndex,
+        ] {
+            let name = segment_file_name(Offset(42), kind);
+            assert_eq!(name.len(), 20 + kind.suffix().len());
+            assert_eq!(parse_segment_file_name(&name), Some((Offset(42), kind)));
+        }
+        assert_eq!(parse_segment_file_name("42.log"), None);
+        assert_eq!(parse_segment_file_name("00000000000000000042.snapshot"), None);
+        assert_eq!(parse_segment_file_name("0000000000000000004x.log"), None);
+        // Multi-byte characters around the split point are not a panic.
+        assert_eq!(parse_segment_file_name("0000000000000000000é.log"), None);
+    }
+
+    #[test]
+    fn every_node_has_a_directory_parent() {
+        let id = PartitionId { topic: "t".into(), partition: 3 };
+        let nodes = [
+            Node::Topic("t".into()),
+            Node::TopicInfo("t".into()),
+            Node::Partition(id.clone()),
+            Node::PartitionInfo(id.clone()),
+            Node::Stream(id.clone(), StreamDir::ByTime, "-1h".into()),
+            Node::SegmentFile(id.clone(), Offset(0), SegmentFileKind::Log),
+        ];
+        for node in nodes {
+            assert!(node.parent().is_dir(), "{node:?}");
+        }
+        assert_eq!(Node::Root.parent(), Node::Root);
+    }
+}
