@@ -1,0 +1,441 @@
+//! The data directory: one entry of a broker's `log.dirs` (Kafka's `LogManager` for one dir).
+//!
+//! ```text
+//! <dir>/meta.properties                   cluster.id, node.id (v1) or broker.id (v0)
+//! <dir>/.lock                             exclusive lock while a process owns the dir
+//! <dir>/.kafka_cleanshutdown              present only after a clean shutdown
+//! <dir>/recovery-point-offset-checkpoint  per partition: offset below which data is on disk
+//! <dir>/log-start-offset-checkpoint       per partition: first visible offset (when above the
+//!                                         first segment's base offset)
+//! <dir>/<topic>-<partition>/              one partition log each
+//! ```
+//!
+//! **Writable mode** ([`LogDir::open`]) locks the dir, deletes the clean-shutdown marker as soon
+//! as it is seen (so a crash while loading counts as unclean, KAFKA-10471), recovers every
+//! partition from its recovery point after an unclean stop, and writes checkpoints (temporary
+//! file, fsync, rename) after loading, after retention and at shutdown, which also writes the
+//! marker again.
+//!
+//! **Read-only mode** ([`LogDir::open_read_only`]) changes nothing under the dir: no lock, no
+//! marker removal, no checkpoint; damaged or missing indexes are rebuilt in memory and torn
+//! tails are only hidden. A broker may be running on the dir meanwhile.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use crate::error::{Error, Result};
+use crate::format::Offset;
+use crate::format::checkpoint::{
+    format_offset_checkpoint, format_properties, format_uuid, parse_offset_checkpoint,
+    parse_properties,
+};
+use crate::format::file_name::{
+    parse_partition_dir, parse_special_dir, partition_dir_name, validate_topic_name,
+};
+
+use super::config::LogConfig;
+use super::log::{LoadState, Log};
+use super::mmap::lock_exclusive;
+use super::segment::{SegmentMode, now_ms};
+
+/// `meta.properties`.
+pub const META_PROPERTIES: &str = "meta.properties";
+/// The lock file.
+pub const LOCK_FILE: &str = ".lock";
+/// The clean-shutdown marker.
+pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
+/// Recovery points.
+pub const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
+/// Log start offsets.
+pub const LOG_START_OFFSET_CHECKPOINT: &str = "log-start-offset-checkpoint";
+/// The KRaft metadata log's topic, loaded by the raft layer, never as data.
+const CLUSTER_METADATA_TOPIC: &str = "__cluster_metadata";
+
+/// A Kafka data directory; see the module doc.
+#[derive(Debug)]
+pub struct LogDir {
+    path: PathBuf,
+    mode: SegmentMode,
+    default_config: LogConfig,
+    topic_configs: HashMap<String, LogConfig>,
+    /// The open `.lock` file (its locks are released when it is closed); `None` read-only.
+    lock_file: Mutex<Option<File>>,
+    /// Partitions by (topic, partition).
+    logs: RwLock<BTreeMap<(String, u32), Arc<Log>>>,
+    had_clean_shutdown: bool,
+    /// `meta.properties` as read or written.
+    meta: BTreeMap<String, String>,
+    shut_down: AtomicBool,
+    /// Serializes checkpoint writes and topic creation.
+    admin_lock: Mutex<()>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl LogDir {
+    /// Opens (creating if needed) a data dir for reading and writing: takes the `.lock`,
+    /// creates `meta.properties` if missing, loads and recovers every partition.
+    /// `Error::Locked` if a broker or another process holds the dir.
+    pub fn open(path: &Path, config: LogConfig) -> Result<LogDir> {
+        LogDir::open_with(path, config, HashMap::new(), SegmentMode::Writable)
+    }
+
+    /// Opens a data dir without changing anything in it (a broker may be using it).
+    pub fn open_read_only(path: &Path, config: LogConfig) -> Result<LogDir> {
+        LogDir::open_with(path, config, HashMap::new(), SegmentMode::ReadOnly)
+    }
+
+    /// [`LogDir::open`] or [`LogDir::open_read_only`] with per-topic configuration overrides.
+    pub fn open_with(
+        path: &Path,
+        default_config: LogConfig,
+        topic_configs: HashMap<String, LogConfig>,
+        mode: SegmentMode,
+    ) -> Result<LogDir> {
+        let writable = mode == SegmentMode::Writable;
+        if writable {
+            std::fs::create_dir_all(path).map_err(|e| Error::io(path, "mkdir", e))?;
+        } else if !path.is_dir() {
+            return Err(Error::NotFound(path.display().to_string()));
+        }
+        let lock_file = if writable { Some(take_lock(path)?) } else { None };
+        let meta = load_meta_properties(path, writable)?;
+
+        let marker = path.join(CLEAN_SHUTDOWN_FILE);
+        let had_clean_shutdown = marker.exists();
+        if had_clean_shutdown && writable {
+            std::fs::remove_file(&marker).map_err(|e| Error::io(&marker, "remove", e))?;
+            sync_dir(path)?;
+        }
+        let recovery_points = read_checkpoint(&path.join(RECOVERY_POINT_CHECKPOINT));
+        let log_starts = read_checkpoint(&path.join(LOG_START_OFFSET_CHECKPOINT));
+
+        let dir = LogDir {
+            path: path.to_path_buf(),
+            mode,
+            default_config,
+            topic_configs,
+            lock_file: Mutex::new(lock_file),
+            logs: RwLock::new(BTreeMap::new()),
+            had_clean_shutdown,
+            meta,
+            shut_down: AtomicBool::new(false),
+            admin_lock: Mutex::new(()),
+        };
+        let mut logs = BTreeMap::new();
+        let entries = std::fs::read_dir(path).map_err(|e| Error::io(path, "readdir", e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io(path, "readdir", e))?;
+            let Some(name) = entry.file_name().to_str().map(str::to_string) else { continue };
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            if let Some(special) = parse_special_dir(&name) {
+                log::info!("skipping {name}: {:?} directory of {}", special.kind, special.topic);
+                continue;
+            }
+            let Some((topic, partition)) = parse_partition_dir(&name) else {
+                log::debug!("skipping {name}: not a partition directory");
+                continue;
+            };
+            if topic == CLUSTER_METADATA_TOPIC {
+                continue;
+            }
+            let key = (topic.clone(), partition);
+            let state = LoadState {
+                had_clean_shutdown,
+                recovery_point: recovery_points.get(&key).copied().map(Offset),
+                log_start_offset: log_starts.get(&key).copied().map(Offset),
+            };
+            let config = dir.config_for(&topic);
+            match Log::open(&entry.path(), &topic, partition, config, mode, state) {
+                Ok(log) => {
+                    logs.insert(key, Arc::new(log));
+                }
+                Err(e) => log::error!("cannot load partition {name}: {e}"),
+            }
+        }
+        *dir.logs.write().unwrap_or_else(|e| e.into_inner()) = logs;
+        if writable {
+            dir.write_checkpoints()?;
+        }
+        Ok(dir)
+    }
+
+    /// The data dir.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether the last stop was clean (the marker was present at open).
+    pub fn had_clean_shutdown(&self) -> bool {
+        self.had_clean_shutdown
+    }
+
+    /// `meta.properties` keys and values.
+    pub fn meta_properties(&self) -> &BTreeMap<String, String> {
+        &self.meta
+    }
+
+    /// The configuration of `topic` (its override, else the default).
+    pub fn config_for(&self, topic: &str) -> LogConfig {
+        self.topic_configs.get(topic).unwrap_or(&self.default_config).clone()
+    }
+
+    /// One partition's log.
+    pub fn log(&self, topic: &str, partition: u32) -> Result<Arc<Log>> {
+        self.logs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(topic.to_string(), partition))
+            .cloned()
+            .ok_or_else(|| Error::NotFound(format!("{topic} partition {partition}")))
+    }
+
+    /// All partition logs, by (topic, partition).
+    pub fn logs(&self) -> Vec<Arc<Log>> {
+        self.logs.read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
+    }
+
+    /// Topic names, sorted.
+    pub fn topic_names(&self) -> Vec<String> {
+        let logs = self.logs.read().unwrap_or_else(|e| e.into_inner());
+        let mut names: Vec<String> = logs.keys().map(|(t, _)| t.clone()).collect();
+        names.dedup();
+        names
+    }
+
+    /// Partition numbers of `topic`, sorted; `NotFound` for an unknown topic.
+    pub fn partition_numbers(&self, topic: &str) -> Result<Vec<u32>> {
+        let logs = self.logs.read().unwrap_or_else(|e| e.into_inner());
+        let parts: Vec<u32> =
+            logs.keys().filter(|(t, _)| t == topic).map(|(_, p)| *p).collect();
+        if parts.is_empty() {
+            return Err(Error::NotFound(format!("topic {topic}")));
+        }
+        Ok(parts)
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        if self.mode == SegmentMode::ReadOnly {
+            return Err(Error::ReadOnly);
+        }
+        if self.shut_down.load(Ordering::Acquire) {
+            return Err(Error::StaleHandle);
+        }
+        Ok(())
+    }
+
+    /// Creates `topic` with partitions `0..partitions` (Kafka's topic name rules).
+    pub fn create_topic(&self, topic: &str, partitions: u32) -> Result<()> {
+        self.check_writable()?;
+        validate_topic_name(topic)
+            .map_err(|reason| Error::InvalidTopicName { name: topic.to_string(), reason })?;
+        if partitions == 0 {
+            return Err(Error::InvalidInput("a topic needs at least one partition".to_string()));
+        }
+        let _guard = lock(&self.admin_lock);
+        if self.partition_numbers(topic).is_ok() {
+            return Err(Error::AlreadyExists(format!("topic {topic}")));
+        }
+        for p in 0..partitions {
+            self.create_log(topic, p)?;
+        }
+        Ok(())
+    }
+
+    /// Adds partition `partition` to an existing topic; only the next number is accepted.
+    pub fn create_partition(&self, topic: &str, partition: u32) -> Result<()> {
+        self.check_writable()?;
+        let _guard = lock(&self.admin_lock);
+        let existing = self.partition_numbers(topic)?;
+        let next = existing.last().map_or(0, |p| p + 1);
+        if existing.contains(&partition) {
+            return Err(Error::AlreadyExists(format!("{topic} partition {partition}")));
+        }
+        if partition != next {
+            return Err(Error::InvalidInput(format!(
+                "topic {topic} has partitions 0..{next}; only partition {next} can be added"
+            )));
+        }
+        self.create_log(topic, partition)
+    }
+
+    fn create_log(&self, topic: &str, partition: u32) -> Result<()> {
+        let dir = self.path.join(partition_dir_name(topic, partition));
+        let log = Log::create(&dir, topic, partition, self.config_for(topic))?;
+        sync_dir(&self.path)?;
+        self.logs
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((topic.to_string(), partition), Arc::new(log));
+        Ok(())
+    }
+
+    /// Applies retention to every partition (see [`Log::delete_old_segments`]) and writes the
+    /// checkpoints when something was deleted. Returns the number of segments deleted.
+    pub fn enforce_retention(&self) -> Result<usize> {
+        if self.mode == SegmentMode::ReadOnly {
+            return Ok(0);
+        }
+        let now = now_ms();
+        let mut deleted = 0;
+        for log in self.logs() {
+            deleted += log.delete_old_segments(now)?;
+        }
+        if deleted > 0 {
+            self.write_checkpoints()?;
+        }
+        Ok(deleted)
+    }
+
+    /// Writes `recovery-point-offset-checkpoint` and `log-start-offset-checkpoint` (temporary
+    /// file, fsync, rename, fsync of the dir).
+    pub fn write_checkpoints(&self) -> Result<()> {
+        if self.mode == SegmentMode::ReadOnly {
+            return Ok(());
+        }
+        let _guard = lock(&self.admin_lock);
+        let logs = self.logs();
+        let recovery: Vec<(String, u32, i64)> = logs
+            .iter()
+            .map(|l| (l.topic().to_string(), l.partition(), l.recovery_point().0))
+            .collect();
+        let starts: Vec<(String, u32, i64)> = logs
+            .iter()
+            .filter(|l| {
+                l.segment_list().first().is_some_and(|s| l.log_start_offset() > s.base_offset())
+            })
+            .map(|l| (l.topic().to_string(), l.partition(), l.log_start_offset().0))
+            .collect();
+        write_atomically(&self.path, RECOVERY_POINT_CHECKPOINT, &format_offset_checkpoint(&recovery))?;
+        write_atomically(&self.path, LOG_START_OFFSET_CHECKPOINT, &format_offset_checkpoint(&starts))
+    }
+
+    /// Closes every partition cleanly (trimmed indexes, fsync), writes the checkpoints and the
+    /// clean-shutdown marker, and releases the lock. Idempotent.
+    pub fn shutdown(&self) -> Result<()> {
+        if self.shut_down.swap(true, Ordering::AcqRel) || self.mode == SegmentMode::ReadOnly {
+            return Ok(());
+        }
+        for log in self.logs() {
+            log.close()?;
+        }
+        self.write_checkpoints()?;
+        write_atomically(&self.path, CLEAN_SHUTDOWN_FILE, "{\"version\":0,\"brokerEpoch\":-1}")?;
+        *lock(&self.lock_file) = None;
+        Ok(())
+    }
+
+    /// Whether appends and creations are refused.
+    pub fn is_read_only(&self) -> bool {
+        self.mode == SegmentMode::ReadOnly
+    }
+}
+
+/// Opens `.lock` (created if missing) and locks it exclusively.
+fn take_lock(dir: &Path) -> Result<File> {
+    let path = dir.join(LOCK_FILE);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| Error::io(&path, "open", e))?;
+    match lock_exclusive(&file) {
+        Ok(true) => Ok(file),
+        Ok(false) => Err(Error::Locked(dir.to_path_buf())),
+        Err(e) => Err(Error::io(&path, "lock", e)),
+    }
+}
+
+/// Reads `meta.properties`; creates a version 1 file (random `cluster.id`, `node.id=0`) when it
+/// is missing and the dir is writable. Version 0 (`broker.id`) is accepted; version 1 needs
+/// `cluster.id` and `node.id`.
+fn load_meta_properties(dir: &Path, writable: bool) -> Result<BTreeMap<String, String>> {
+    let path = dir.join(META_PROPERTIES);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            let props = parse_properties(&text).map_err(|e| {
+                Error::corrupt(&path, e.at as u64, e.to_string())
+            })?;
+            let version = props.get("version").map_or("0", String::as_str);
+            match version {
+                "0" => {}
+                "1" => {
+                    for key in ["cluster.id", "node.id"] {
+                        if !props.contains_key(key) {
+                            return Err(Error::corrupt(&path, 0, format!("version 1 without {key}")));
+                        }
+                    }
+                }
+                v => return Err(Error::corrupt(&path, 0, format!("unknown version {v}"))),
+            }
+            Ok(props)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && writable => {
+            let mut props = BTreeMap::new();
+            props.insert("version".to_string(), "1".to_string());
+            props.insert("cluster.id".to_string(), format_uuid(&random_uuid(&path)?));
+            props.insert("node.id".to_string(), "0".to_string());
+            let date = chrono::Utc::now().format("%a %b %d %H:%M:%S UTC %Y").to_string();
+            write_atomically(dir, META_PROPERTIES, &format_properties(&props, &date))?;
+            Ok(props)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
+        Err(e) => Err(Error::io(&path, "read", e)),
+    }
+}
+
+/// 16 random bytes from the kernel, shaped as a version 4 UUID.
+fn random_uuid(for_file: &Path) -> Result<[u8; 16]> {
+    let mut id = [0u8; 16];
+    File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut id))
+        .map_err(|e| Error::io(for_file, "read /dev/urandom for", e))?;
+    id[6] = (id[6] & 0x0f) | 0x40;
+    id[8] = (id[8] & 0x3f) | 0x80;
+    Ok(id)
+}
+
+/// Reads an offset checkpoint into a map; a missing or unreadable file is empty (Kafka then
+/// recovers from 0 and starts logs at their first segment).
+fn read_checkpoint(path: &Path) -> HashMap<(String, u32), i64> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return HashMap::new(),
+        Err(e) => {
+            log::warn!("cannot read {}: {e}; treating it as empty", path.display());
+            return HashMap::new();
+        }
+    };
+    match parse_offset_checkpoint(&text) {
+        Ok(entries) => entries.into_iter().map(|(t, p, o)| ((t, p), o)).collect(),
+        Err(e) => {
+            log::warn!("{}: {e}; treating it as empty", path.display());
+            HashMap::new()
+        }
+    }
+}
+
+/// Writes `<dir>/<name>` as Kafka does: `<name>.tmp`, fsync, rename over, fsync of the dir.
+fn write_atomically(dir: &Path, name: &str, text: &str) -> Result<()> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    let target = dir.join(name);
+    let mut file = File::create(&tmp).map_err(|e| Error::io(&tmp, "create", e))?;
+    file.write_all(text.as_bytes()).map_err(|e| Error::io(&tmp, "write", e))?;
+    file.sync_all().map_err(|e| Error::io(&tmp, "fsync", e))?;
+    std::fs::rename(&tmp, &target).map_err(|e| Error::io(&tmp, "rename", e))?;
+    sync_dir(dir)
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io(dir, "fsync", e))
+}

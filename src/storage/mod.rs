@@ -24,6 +24,6 @@ mod source_impl;
 pub mod time_index;
 
 pub use config::{CompressionType, LogConfig, MessageTimestampType};
-// pub use log::Log;
-// pub use log_dir::LogDir;
+pub use log::Log;
+pub use log_dir::LogDir;
 pub use segment::{LogSegment, SegmentMode};
