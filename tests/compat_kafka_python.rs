@@ -6,12 +6,17 @@
 //!   segment file) are decoded by kafka-python, which checks each CRC and compares every field
 //!   and record with what the test meant to write (`tests/compat/check_log.py decode`);
 //! - batches kafka-python builds (`tests/compat/write_batches.py`) are decoded by topicfs and
-//!   compared record by record with kafka-python's own reading of them.
+//!   compared record by record with kafka-python's own reading of them;
+//! - segments the storage engine appends (every codec, LogAppendTime, several rolls) are read
+//!   by kafka-python: contiguous offsets, every record as appended, index entries at batch
+//!   starts (`tests/compat/check_log.py partition`).
 //!
 //! Needs the venv made by `scripts/install-deps` (`TOPICFS_PYTHON`); fails in CI without it.
 
 #[path = "compat/manifest.rs"]
 mod manifest;
+
+use std::path::Path;
 
 use serde_json::{Value, json};
 use topicfs::format::legacy::{encode_message, encode_wrapper};
@@ -19,6 +24,8 @@ use topicfs::format::{
     BatchSpec, Compression, NewRecord, Offset, TimestampType, encode_batch, set_base_offset,
     set_log_append_time, set_partition_leader_epoch,
 };
+use topicfs::storage::log::Log;
+use topicfs::storage::{CompressionType, LogConfig, MessageTimestampType};
 
 const T0: i64 = 1_767_225_600_000;
 
@@ -293,11 +300,8 @@ fn kafka_python_decodes_every_batch_topicfs_encodes() {
     std::fs::write(&log, &seg.log).unwrap();
     std::fs::write(&expected, serde_json::to_vec(&json!({ "batches": seg.expected })).unwrap())
         .unwrap();
-    let out = manifest::run_script(
-        &python,
-        "check_log.py",
-        &[std::path::Path::new("decode"), &log, &expected],
-    );
+    let out =
+        manifest::run_script(&python, "check_log.py", &[Path::new("decode"), &log, &expected]);
     eprint!("{out}");
     // Our own decoder agrees with the same expectations (guards the expectations themselves).
     manifest::assert_no_problems(&manifest::compare_log(&seg.log, &seg.expected, "our segment"));
@@ -315,4 +319,97 @@ fn topicfs_decodes_every_batch_kafka_python_encodes() {
     let batches = expected["batches"].as_array().unwrap();
     assert!(batches.len() >= 30, "write_batches.py wrote only {} batches", batches.len());
     manifest::assert_no_problems(&manifest::compare_log(&log, batches, "kafka-python's segment"));
+}
+
+/// One partition appended through the engine, then closed as at a clean shutdown.
+struct EngineLog {
+    dir: std::path::PathBuf,
+    /// What each appended record must read back as: offset, CreateTime timestamp, record.
+    appended: Vec<(i64, i64, NewRecord)>,
+}
+
+fn append_through_engine(
+    root: &std::path::Path,
+    name: &str,
+    compression: Compression,
+    timestamp_type: MessageTimestampType,
+) -> EngineLog {
+    let dir = root.join(format!("{name}-0"));
+    let config = LogConfig {
+        segment_bytes: 4096,
+        index_interval_bytes: 256,
+        compression_type: CompressionType::Codec(compression),
+        message_timestamp_type: timestamp_type,
+        ..LogConfig::default()
+    };
+    let log = Log::create(&dir, name, 0, config).unwrap();
+    let mut appended = Vec::new();
+    for call in 0..40 {
+        let mut records =
+            bulk_records(T0 + 10 * call, (call % 5 + 1) as usize, 40 + 7 * call as usize);
+        if call % 7 == 0 {
+            records.extend(edge_records(T0 + 10 * call));
+        }
+        let info = log.append(&records).unwrap();
+        assert_eq!(info.last_offset.0 - info.first_offset.0 + 1, records.len() as i64);
+        for (i, r) in records.into_iter().enumerate() {
+            appended.push((info.first_offset.0 + i as i64, r.timestamp, r));
+        }
+    }
+    log.close().unwrap();
+    EngineLog { dir, appended }
+}
+
+#[test]
+fn kafka_python_reads_the_segments_the_engine_appends() {
+    let Some(python) = manifest::python() else { return };
+    let root = tempfile::tempdir().unwrap();
+    let mut logs = Vec::new();
+    for c in Compression::ALL {
+        logs.push((
+            append_through_engine(root.path(), c.name(), c, MessageTimestampType::CreateTime),
+            false,
+        ));
+    }
+    let lat = append_through_engine(
+        root.path(),
+        "lat",
+        Compression::Lz4,
+        MessageTimestampType::LogAppendTime,
+    );
+    logs.push((lat, true));
+    for (log, log_append_time) in &logs {
+        let segments = std::fs::read_dir(&log.dir)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "log"))
+            .count();
+        assert!(
+            segments >= 3,
+            "{}: only {segments} segments, the test wants rolls",
+            log.dir.display()
+        );
+        // Offsets contiguous from 0 across segments, file names = base offsets, every index
+        // entry at a batch start, time index entries = max timestamp so far.
+        manifest::run_script(
+            &python,
+            "check_log.py",
+            &[Path::new("partition"), &log.dir, Path::new("--contiguous")],
+        );
+        let out = manifest::run_script(&python, "check_log.py", &[Path::new("records"), &log.dir]);
+        let read: Vec<Value> = serde_json::from_str(&out).unwrap();
+        assert_eq!(read.len(), log.appended.len(), "{}", log.dir.display());
+        for (got, (offset, timestamp, r)) in read.iter().zip(&log.appended) {
+            let mut want = record_json(*offset, *timestamp, r);
+            if *log_append_time {
+                assert_eq!(got["timestamp_type"], "LogAppendTime");
+                assert!(got["timestamp"].as_i64().unwrap() > T0 + 86_400_000, "append time is now");
+                want["timestamp"] = got["timestamp"].clone();
+            } else {
+                assert_eq!(got["timestamp_type"], "CreateTime");
+            }
+            want["timestamp_type"] = got["timestamp_type"].clone();
+            want["is_control"] = json!(false);
+            assert_eq!(got, &want, "{}", log.dir.display());
+        }
+    }
 }

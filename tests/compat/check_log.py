@@ -16,6 +16,11 @@ Used by the Rust integration tests (tests/compat_kafka_python.rs) and by pytest
       points at a batch start and honours Kafka's lookup invariant, every `.timeindex` entry
       holds the segment's max timestamp so far, `.txnindex` entries are well formed.
 
+  records DIR
+      Prints, as one JSON list on stdout, every record of every `.log` in DIR in file order,
+      decoded by kafka-python: {offset, timestamp, timestamp_type, key, value, headers,
+      is_control} (schema in kafka_py.py).
+
 Exit status 0 when everything matches, 1 with one line per mismatch on stderr otherwise.
 """
 
@@ -177,7 +182,17 @@ def main():
     p = sub.add_parser("partition")
     p.add_argument("dir", type=Path)
     p.add_argument("--contiguous", action="store_true")
+    r = sub.add_parser("records")
+    r.add_argument("dir", type=Path)
     args = ap.parse_args()
+    if args.command == "records":
+        out = []
+        for log in sorted(args.dir.glob("*.log")):
+            for b in decode_log(log.read_bytes()):
+                out += [{**rec, "timestamp_type": b["timestamp_type"],
+                         "is_control": b["is_control"]} for rec in b["records"]]
+        json.dump(out, sys.stdout)
+        return 0
     if args.command == "decode":
         expected = json.loads(args.expected.read_text())["batches"]
         try:
