@@ -391,6 +391,9 @@ struct Walker<'a> {
     chunk: Vec<u8>,
     chunk_at: usize,
     chunk_next: Option<ReadCursor>,
+    /// Bytes asked of the next `read`: starts near what the caller needs, doubles up to
+    /// [`READ_CHUNK`] (a small read near a checkpoint does not fetch a whole chunk).
+    read_size: usize,
 }
 
 impl<'a> Walker<'a> {
@@ -402,7 +405,22 @@ impl<'a> Walker<'a> {
     ) -> Walker<'a> {
         let mut here = from;
         here.segment_start = false;
-        Walker { part, renderer, here, bases, chunk: Vec::new(), chunk_at: 0, chunk_next: None }
+        Walker {
+            part,
+            renderer,
+            here,
+            bases,
+            chunk: Vec::new(),
+            chunk_at: 0,
+            chunk_next: None,
+            read_size: READ_CHUNK,
+        }
+    }
+
+    /// Starts with reads of about `bytes` (at least 4 KiB) instead of whole chunks.
+    fn with_read_size(mut self, bytes: u64) -> Walker<'a> {
+        self.read_size = usize::try_from(bytes).unwrap_or(READ_CHUNK).clamp(4096, READ_CHUNK);
+        self
     }
 
     fn corrupt(&self, at: u64, e: &DecodeError) -> Error {
@@ -418,7 +436,8 @@ impl<'a> Walker<'a> {
     /// The next batch, reading a chunk when needed; `None` at the current end of the log.
     fn peek(&mut self) -> Result<Option<Step>> {
         if self.chunk_at >= self.chunk.len() {
-            let chunk = self.part.read(&self.here.cursor, READ_CHUNK)?;
+            let chunk = self.part.read(&self.here.cursor, self.read_size)?;
+            self.read_size = self.read_size.saturating_mul(2).min(READ_CHUNK);
             if chunk.bytes.is_empty() {
                 return Ok(None);
             }
@@ -716,7 +735,7 @@ impl Stream {
             }
             end.bound
         };
-        if from >= to {
+        if from >= to || matches!(bound, Bound::Fixed(e) if e <= self.start) {
             return Ok(Vec::new());
         }
         let end = match bound {
@@ -756,7 +775,8 @@ impl Stream {
             (c, Arc::clone(&st.bases))
         };
         let part = self.part.as_ref();
-        let mut w = Walker::new(part, &self.index.renderer, checkpoint, bases);
+        let mut w = Walker::new(part, &self.index.renderer, checkpoint, bases)
+            .with_read_size(to.saturating_sub(checkpoint.position));
         let cap = usize::try_from(to - from).unwrap_or(usize::MAX).min(1 << 20);
         let mut out = Vec::with_capacity(cap);
         let mut resume = None;

@@ -1,0 +1,423 @@
+//! Streams: exact sizes, windows, growth, tails without re-rendering, control batches,
+//! retention, and a seeded model over random logs.
+
+mod view_support;
+
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use topicfs::error::Error;
+use topicfs::format::control::encode_end_txn_marker_batch;
+use topicfs::format::{BatchSpec, Compression, NewRecord, Offset, TimestampType, decode_batch};
+use topicfs::source::PartitionSource;
+use topicfs::view::Renderer;
+use topicfs::view::spec::{Bound, Format, StreamSpec};
+use topicfs::view::stream::{CHECKPOINT_INTERVAL, Stream, StreamRegistry};
+use view_support::{MemPartition, compressed, plain, rec};
+
+const FORMATS: [Format; 3] = [Format::Values, Format::Json, Format::Raw];
+
+/// What a full read of `[start, end)` must return, computed from the stored batches directly.
+fn model(part: &MemPartition, format: Format, start: i64, end: Option<i64>) -> Vec<u8> {
+    let end = end.unwrap_or(i64::MAX);
+    let mut out = Vec::new();
+    if end <= start {
+        return out;
+    }
+    let renderer = Renderer::new(format, &part.topic, part.partition);
+    for (_, _, bytes) in part.batches() {
+        let batch = decode_batch(&bytes).unwrap();
+        let info = batch.info();
+        if format == Format::Raw {
+            if info.last_offset.0 >= start && info.base_offset.0 < end {
+                out.extend_from_slice(&bytes);
+            }
+            continue;
+        }
+        if info.is_control {
+            continue;
+        }
+        for r in batch.records() {
+            let r = r.unwrap();
+            if r.offset.0 >= start && r.offset.0 < end {
+                renderer.render(info, &r, &mut out);
+            }
+        }
+    }
+    out
+}
+
+fn full_read(s: &Stream) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let chunk = s.read_at(out.len() as u64, 4096).unwrap();
+        if chunk.is_empty() {
+            return out;
+        }
+        out.extend_from_slice(&chunk);
+    }
+}
+
+fn open(reg: &StreamRegistry, part: &Arc<MemPartition>, name: &str) -> Arc<Stream> {
+    let spec = StreamSpec::parse_by_offset(name).unwrap();
+    reg.open(Arc::clone(part) as Arc<dyn PartitionSource>, &spec, 0).unwrap()
+}
+
+/// A partition of `n` records in batches of 1..=7 records, mixed codecs, a commit marker every
+/// tenth batch, rolled every `segment_bytes`.
+fn sample(n: usize, segment_bytes: usize) -> Arc<MemPartition> {
+    let part = Arc::new(MemPartition::new("orders", 3, segment_bytes));
+    let codecs = [Compression::None, Compression::Gzip, Compression::None, Compression::Zstd];
+    let mut i = 0;
+    let mut batch_no = 0;
+    while i < n {
+        let count = (batch_no % 7) + 1;
+        let records: Vec<NewRecord> = (i..(i + count).min(n))
+            .map(|j| {
+                rec(&format!("value-{j}-\"quoted\"\t{}", "x".repeat(j % 50)), 1_000 + j as i64)
+            })
+            .collect();
+        i += records.len();
+        part.append_batch(&compressed(codecs[batch_no % codecs.len()]), &records);
+        batch_no += 1;
+        if batch_no % 10 == 0 {
+            let base = part.summary().unwrap().log_end_offset;
+            part.append_stored(encode_end_txn_marker_batch(base, 0, 7, 0, true, 0, 5).unwrap());
+        }
+    }
+    part
+}
+
+#[test]
+fn size_equals_full_read_for_every_format_start_and_range() {
+    let part = sample(300, 8 * 1024);
+    let reg = StreamRegistry::new();
+    let log_end = part.summary().unwrap().log_end_offset.0;
+    for format in FORMATS {
+        for start in (0..=log_end).step_by(17) {
+            let suffix = format.suffix();
+            let open_stream = open(&reg, &part, &format!("{start}{suffix}"));
+            let expected = model(&part, format, start, None);
+            assert_eq!(open_stream.size().unwrap(), expected.len() as u64, "{start}{suffix}");
+            assert_eq!(full_read(&open_stream), expected, "{start}{suffix}");
+            for end in [start, start + 1, start + 13, log_end, log_end + 5] {
+                let name = format!("{start}..{end}{suffix}");
+                let s = open(&reg, &part, &name);
+                let expected = model(&part, format, start, Some(end));
+                assert_eq!(s.size().unwrap(), expected.len() as u64, "{name}");
+                assert_eq!(full_read(&s), expected, "{name}");
+            }
+        }
+    }
+}
+
+#[test]
+fn read_at_windows_concatenate_to_full_read() {
+    let part = sample(200, 4 * 1024);
+    let reg = StreamRegistry::new();
+    for format in FORMATS {
+        let s = open(&reg, &part, &format!("5..190{}", format.suffix()));
+        let expected = model(&part, format, 5, Some(190));
+        for window in [1, 7, 100, 4096, 70_000] {
+            let mut got = Vec::new();
+            let mut at = 0u64;
+            loop {
+                let chunk = s.read_at(at, window).unwrap();
+                assert!(chunk.len() <= window);
+                if chunk.is_empty() {
+                    break;
+                }
+                at += chunk.len() as u64;
+                got.extend_from_slice(&chunk);
+            }
+            assert_eq!(got, expected, "{format:?} window {window}");
+        }
+        // Random access, out of order, matches the same bytes.
+        for at in [expected.len() as u64 / 2, 3, expected.len() as u64 - 1, 0] {
+            let chunk = s.read_at(at, 50).unwrap();
+            let at = at as usize;
+            assert_eq!(chunk, expected[at..(at + 50).min(expected.len())], "{format:?} at {at}");
+        }
+        assert!(s.read_at(expected.len() as u64, 10).unwrap().is_empty());
+        assert!(s.read_at(u64::MAX, 10).unwrap().is_empty());
+    }
+}
+
+#[test]
+fn open_stream_grows_after_appends_and_earlier_bytes_never_change() {
+    let part = sample(20, 1024);
+    let reg = StreamRegistry::new();
+    for format in FORMATS {
+        let s = open(&reg, &part, &format!("-5{}", format.suffix()));
+        let before = full_read(&s);
+        assert_eq!(s.size().unwrap(), before.len() as u64);
+        let start = s.start().0;
+        for k in 0..30 {
+            part.append_batch(&plain(), &[rec(&format!("late-{k}"), 9_000 + k)]);
+            let size = s.size().unwrap();
+            let now = full_read(&s);
+            assert_eq!(size, now.len() as u64);
+            assert!(now.starts_with(&before), "bytes before the growth changed");
+            assert_eq!(now, model(&part, format, start, None));
+            assert!(!s.is_complete());
+        }
+    }
+}
+
+#[test]
+fn bounded_range_completes_when_log_end_reaches_its_end() {
+    let part = sample(10, 1 << 20);
+    let reg = StreamRegistry::new();
+    let s = open(&reg, &part, "5..15.json");
+    assert_eq!(s.size().unwrap(), model(&part, Format::Json, 5, Some(15)).len() as u64);
+    assert!(!s.is_complete());
+    for k in 0..10 {
+        part.append_batch(&plain(), &[rec(&format!("more-{k}"), 50)]);
+    }
+    let size = s.size().unwrap();
+    assert!(s.is_complete());
+    let expected = model(&part, Format::Json, 5, Some(15));
+    assert_eq!(size, expected.len() as u64);
+    part.append_batch(&plain(), &[rec("after", 60)]);
+    assert_eq!(s.size().unwrap(), size, "a complete range never changes");
+    assert_eq!(full_read(&s), expected);
+}
+
+#[test]
+fn tail_window_renders_at_most_an_interval_not_the_partition() {
+    let part = sample(20_000, 256 * 1024);
+    let log_bytes = part.summary().unwrap().size_bytes;
+    assert!(log_bytes > 16 * CHECKPOINT_INTERVAL, "sample too small: {log_bytes}");
+    let reg = StreamRegistry::new();
+    for format in FORMATS {
+        // Building the index reads the partition once.
+        let s = open(&reg, &part, &format!("0{}", format.suffix()));
+        let size = s.size().unwrap();
+        // A tail read (`tail -n 10`: size, then a read near the end) reads about one interval.
+        let before = part.bytes_read();
+        let s = open(&reg, &part, &format!("0{}", format.suffix()));
+        assert_eq!(s.size().unwrap(), size);
+        let tail = s.read_at(size - 500, 500).unwrap();
+        let read = part.bytes_read() - before;
+        assert!(read < 4 * CHECKPOINT_INTERVAL, "{format:?}: tail read {read} of {log_bytes}");
+        let expected = model(&part, format, 0, None);
+        assert_eq!(tail, expected[expected.len() - 500..]);
+        // `-10` opened on a built index needs no full pass either.
+        let before = part.bytes_read();
+        let s = open(&reg, &part, &format!("-10{}", format.suffix()));
+        let all = full_read(&s);
+        assert_eq!(all, model(&part, format, s.start().0, None));
+        let read = part.bytes_read() - before;
+        assert!(read < 4 * CHECKPOINT_INTERVAL, "{format:?}: -10 read {read} of {log_bytes}");
+    }
+}
+
+#[test]
+fn sequential_reads_continue_from_the_last_position() {
+    let part = sample(5_000, 1 << 20);
+    let reg = StreamRegistry::new();
+    let s = open(&reg, &part, "0");
+    let size = s.size().unwrap();
+    let before = part.bytes_read();
+    let mut at = 0;
+    while at < size {
+        at += s.read_at(at, 4096).unwrap().len() as u64;
+    }
+    let read = part.bytes_read() - before;
+    let log_bytes = part.summary().unwrap().size_bytes;
+    // Each read resumes at the batch where the previous one stopped: the log is read about
+    // once, not once per checkpoint interval per read.
+    assert!(read < 3 * log_bytes, "cat read {read} bytes of a {log_bytes}-byte log");
+}
+
+#[test]
+fn control_batches_are_skipped_in_record_formats_and_kept_in_raw() {
+    let part = Arc::new(MemPartition::new("t", 0, 1 << 20));
+    let txn = BatchSpec { is_transactional: true, producer_id: 7, producer_epoch: 0, ..plain() };
+    part.append_batch(&txn, &[rec("a", 1), rec("b", 2)]);
+    part.append_stored(encode_end_txn_marker_batch(Offset(2), 0, 7, 0, true, 0, 3).unwrap());
+    part.append_batch(&plain(), &[rec("c", 4)]);
+    let reg = StreamRegistry::new();
+    assert_eq!(full_read(&open(&reg, &part, "0")), b"a\nb\nc\n");
+    let json = full_read(&open(&reg, &part, "0.json"));
+    assert_eq!(json.iter().filter(|b| **b == b'\n').count(), 3);
+    let raw = full_read(&open(&reg, &part, "0.raw"));
+    let stored: Vec<u8> = part.batches().into_iter().flat_map(|(_, _, b)| b).collect();
+    assert_eq!(raw, stored);
+    // A range holding only the marker renders nothing, but its raw form is the marker batch.
+    assert!(full_read(&open(&reg, &part, "2..3")).is_empty());
+    assert_eq!(full_read(&open(&reg, &part, "2..3.raw")), part.batches()[1].2);
+}
+
+#[test]
+fn raw_range_spans_the_batches_holding_its_first_and_last_offsets() {
+    let part = Arc::new(MemPartition::new("t", 0, 1 << 20));
+    part.append_batch(&plain(), &[rec("a", 1), rec("b", 1), rec("c", 1)]); // 0..=2
+    part.append_batch(&plain(), &[rec("d", 1), rec("e", 1)]); // 3..=4
+    part.append_batch(&plain(), &[rec("f", 1)]); // 5
+    let b = part.batches();
+    let reg = StreamRegistry::new();
+    assert_eq!(
+        full_read(&open(&reg, &part, "1..4.raw")),
+        [b[0].2.clone(), b[1].2.clone()].concat()
+    );
+    assert_eq!(full_read(&open(&reg, &part, "3..4.raw")), b[1].2);
+    assert_eq!(full_read(&open(&reg, &part, "4.raw")), [b[1].2.clone(), b[2].2.clone()].concat());
+    assert!(full_read(&open(&reg, &part, "4..4.raw")).is_empty());
+    assert!(full_read(&open(&reg, &part, "6.raw")).is_empty());
+}
+
+#[test]
+fn reads_follow_batches_across_segments_within_one_chunk() {
+    let mut p = MemPartition::new("t", 1, 700);
+    p.span_segments = true;
+    let part = Arc::new(p);
+    for k in 0..200 {
+        part.append_batch(&plain(), &[rec(&format!("v{k}"), k), rec(&format!("w{k}"), k)]);
+    }
+    assert!(part.segments().unwrap().len() > 20);
+    let reg = StreamRegistry::new();
+    for format in FORMATS {
+        for start in [0, 33, 201, 399, 400] {
+            let s = open(&reg, &part, &format!("{start}{}", format.suffix()));
+            let expected = model(&part, format, start, None);
+            assert_eq!(s.size().unwrap(), expected.len() as u64);
+            assert_eq!(full_read(&s), expected);
+        }
+    }
+}
+
+#[test]
+fn retention_keeps_positions_and_makes_deleted_bytes_stale() {
+    let part = sample(400, 2 * 1024);
+    let reg = StreamRegistry::new();
+    let s = open(&reg, &part, "0");
+    let full = full_read(&s);
+    let size = s.size().unwrap();
+    let segments = part.segments().unwrap();
+    let cut = segments[segments.len() / 2].base_offset;
+    part.delete_segments_below(cut);
+    // The size does not shrink (tail -f keeps following) and the tail is still readable.
+    assert_eq!(s.size().unwrap(), size);
+    let tail = s.read_at(size - 100, 100).unwrap();
+    assert_eq!(tail, full[full.len() - 100..]);
+    // The head of the stream was deleted.
+    assert!(matches!(s.read_at(0, 10), Err(Error::StaleHandle)));
+    part.append_batch(&plain(), &[rec("new", 1)]);
+    assert_eq!(s.size().unwrap(), size + 4);
+    // A stream opened now starts at the new log start and reads consistently.
+    let fresh = open(&reg, &part, &format!("{}", cut.0));
+    assert_eq!(full_read(&fresh), model(&part, Format::Values, cut.0, None));
+    // Offsets below the log start no longer exist.
+    let spec = StreamSpec::parse_by_offset("0").unwrap();
+    let err = reg.open(Arc::clone(&part) as Arc<dyn PartitionSource>, &spec, 0).unwrap_err();
+    assert!(matches!(err, Error::OffsetOutOfRange { .. }), "{err}");
+}
+
+#[test]
+fn time_range_end_stays_open_until_a_record_reaches_it() {
+    let part = Arc::new(MemPartition::new("t", 0, 1 << 20));
+    for k in 0..5 {
+        part.append_batch(&plain(), &[rec(&format!("v{k}"), 1000 + k)]);
+    }
+    let reg = StreamRegistry::new();
+    let spec = StreamSpec::parse_by_time("1002..2000").unwrap();
+    let s = reg.open(Arc::clone(&part) as Arc<dyn PartitionSource>, &spec, 0).unwrap();
+    assert_eq!(s.end(), Bound::UntilTimestamp(2000));
+    assert_eq!(full_read(&s), b"v2\nv3\nv4\n");
+    // An out-of-order record below the end time still belongs to the range.
+    part.append_batch(&plain(), &[rec("late", 1500)]);
+    assert_eq!(s.size().unwrap(), 14);
+    part.append_batch(&plain(), &[rec("end", 2000)]);
+    part.append_batch(&plain(), &[rec("after", 1001)]);
+    assert_eq!(s.size().unwrap(), 14);
+    assert_eq!(s.end(), Bound::Fixed(Offset(6)));
+    assert!(s.is_complete());
+    assert_eq!(full_read(&s), b"v2\nv3\nv4\nlate\n");
+}
+
+#[test]
+fn log_append_time_and_headers_render_like_kcat() {
+    let part = Arc::new(MemPartition::new("t", 0, 1 << 20));
+    let spec =
+        BatchSpec { timestamp_type: TimestampType::LogAppendTime, log_append_time: 77, ..plain() };
+    let mut r = rec("v", 5);
+    r.headers = vec![(b"h".to_vec(), Some(b"x".to_vec())), (b"n".to_vec(), None)];
+    part.append_batch(&spec, &[r]);
+    let reg = StreamRegistry::new();
+    let json = String::from_utf8(full_read(&open(&reg, &part, "0.json"))).unwrap();
+    assert_eq!(
+        json,
+        "{\"topic\":\"t\",\"partition\":0,\"offset\":0,\"tstype\":\"logappend\",\"ts\":77,\
+         \"broker\":-1,\"headers\":[\"h\",\"x\",\"n\",null],\"key\":\"kv\",\"payload\":\"v\"}\n"
+    );
+}
+
+/// One random batch: records, codec, whether it is a commit marker.
+fn arb_batch() -> impl Strategy<Value = (Vec<(Option<Vec<u8>>, i64)>, u8, bool)> {
+    (
+        prop::collection::vec(
+            (prop::option::weighted(0.9, prop::collection::vec(any::<u8>(), 0..40)), 0i64..100),
+            1..6,
+        ),
+        0u8..4,
+        prop::bool::weighted(0.1),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Seeded model: random batches (codecs, null and binary values, markers, small segments,
+    /// appends between reads) and random ranges and windows agree with the stored batches.
+    #[test]
+    fn streams_agree_with_a_model_of_random_logs(
+        batches in prop::collection::vec(arb_batch(), 1..60),
+        segment_bytes in 200usize..3000,
+        probes in prop::collection::vec((0i64..200, 0i64..60, 1usize..300, 0u64..2000), 1..8),
+    ) {
+        let part = Arc::new(MemPartition::new("rnd", 9, segment_bytes));
+        let codecs = [Compression::None, Compression::Gzip, Compression::Lz4, Compression::Snappy];
+        let reg = StreamRegistry::new();
+        let half = batches.len() / 2;
+        let append = |batch: &(Vec<(Option<Vec<u8>>, i64)>, u8, bool)| {
+            let (records, codec, marker) = batch;
+            if *marker {
+                let base = part.summary().unwrap().log_end_offset;
+                part.append_stored(encode_end_txn_marker_batch(base, 0, 1, 0, false, 0, 1).unwrap());
+            }
+            let records: Vec<NewRecord> = records
+                .iter()
+                .map(|(v, ts)| NewRecord { timestamp: *ts, key: None, value: v.clone(), headers: vec![] })
+                .collect();
+            part.append_batch(&compressed(codecs[*codec as usize]), &records);
+        };
+        batches[..half].iter().for_each(append);
+        let mut streams = Vec::new();
+        for format in FORMATS {
+            let s = open(&reg, &part, &format!("0{}", format.suffix()));
+            let _ = s.size().unwrap();
+            streams.push((format, s));
+        }
+        batches[half..].iter().for_each(append);
+        let log_end = part.summary().unwrap().log_end_offset.0;
+        for (format, s) in &streams {
+            let expected = model(&part, *format, 0, None);
+            prop_assert_eq!(s.size().unwrap(), expected.len() as u64);
+            prop_assert_eq!(&full_read(s), &expected);
+        }
+        for (start, len, window, at) in probes {
+            let start = start.min(log_end);
+            let end = start + len;
+            for format in FORMATS {
+                let s = open(&reg, &part, &format!("{start}..{end}{}", format.suffix()));
+                let expected = model(&part, format, start, Some(end));
+                prop_assert_eq!(s.size().unwrap(), expected.len() as u64);
+                let got = s.read_at(at, window).unwrap();
+                let lo = (at as usize).min(expected.len());
+                let hi = (lo + window).min(expected.len());
+                prop_assert_eq!(&got[..], &expected[lo..hi]);
+            }
+        }
+    }
+}

@@ -1,0 +1,302 @@
+//! An in-memory `PartitionSource` for view tests: segments of v2 batches built with
+//! `encode_batch`, Kafka's offset and ListOffsets rules, retention, and counters of the bytes
+//! handed to readers (to check that reads do not re-render the whole partition).
+
+#![allow(dead_code)]
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
+
+use topicfs::error::{Error, Result};
+use topicfs::format::{
+    BatchSpec, Compression, NewRecord, Offset, Position, Timestamp, decode_batch, encode_batch,
+    parse_batch_info, peek_entry,
+};
+use topicfs::source::{
+    AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, PartitionSource, PartitionSummary, ReadCursor,
+    SegmentFileKind, SegmentSummary,
+};
+
+pub struct Segment {
+    pub base: Offset,
+    pub bytes: Vec<u8>,
+}
+
+pub struct State {
+    pub segments: Vec<Segment>,
+    pub log_start: Offset,
+    pub log_end: Offset,
+    /// (offset, timestamp) of every record, in log order.
+    pub timestamps: Vec<(Offset, Timestamp)>,
+}
+
+pub struct MemPartition {
+    pub topic: String,
+    pub partition: u32,
+    /// A new segment is rolled when the active one reaches this size.
+    pub segment_bytes: usize,
+    /// Whether one `read` may return batches of several segments.
+    pub span_segments: bool,
+    pub state: Mutex<State>,
+    /// Bytes returned by `read` so far.
+    pub bytes_read: AtomicU64,
+}
+
+impl MemPartition {
+    pub fn new(topic: &str, partition: u32, segment_bytes: usize) -> MemPartition {
+        MemPartition {
+            topic: topic.to_string(),
+            partition,
+            segment_bytes,
+            span_segments: false,
+            state: Mutex::new(State {
+                segments: vec![Segment { base: Offset(0), bytes: Vec::new() }],
+                log_start: Offset(0),
+                log_end: Offset(0),
+                timestamps: Vec::new(),
+            }),
+            bytes_read: AtomicU64::new(0),
+        }
+    }
+
+    pub fn bytes_read(&self) -> u64 {
+        self.bytes_read.load(Ordering::SeqCst)
+    }
+
+    /// Appends one batch built from `spec` (its base offset is replaced by the log end offset).
+    pub fn append_batch(&self, spec: &BatchSpec, records: &[NewRecord]) -> AppendInfo {
+        let mut st = self.state.lock().unwrap();
+        let base = st.log_end;
+        let bytes =
+            encode_batch(&BatchSpec { base_offset: base, ..spec.clone() }, records).unwrap();
+        self.append_bytes(&mut st, bytes)
+    }
+
+    /// Appends stored bytes of one batch as they are (its offsets must be >= the log end).
+    pub fn append_stored(&self, bytes: Vec<u8>) -> AppendInfo {
+        let mut st = self.state.lock().unwrap();
+        self.append_bytes(&mut st, bytes)
+    }
+
+    fn append_bytes(&self, st: &mut State, bytes: Vec<u8>) -> AppendInfo {
+        let info = parse_batch_info(&bytes).unwrap();
+        let active = st.segments.last().unwrap();
+        if !active.bytes.is_empty() && active.bytes.len() + bytes.len() > self.segment_bytes {
+            st.segments.push(Segment { base: info.base_offset, bytes: Vec::new() });
+        }
+        for r in decode_batch(&bytes).unwrap().records() {
+            let r = r.unwrap();
+            st.timestamps.push((r.offset, r.timestamp));
+        }
+        st.segments.last_mut().unwrap().bytes.extend_from_slice(&bytes);
+        st.log_end = Offset(info.last_offset.0 + 1);
+        AppendInfo { first_offset: info.base_offset, last_offset: info.last_offset, batches: 1 }
+    }
+
+    /// Deletes every segment whose successor starts at or below `offset` (retention) and moves
+    /// the log start to the first remaining segment's base.
+    pub fn delete_segments_below(&self, offset: Offset) {
+        let mut st = self.state.lock().unwrap();
+        while st.segments.len() > 1 && st.segments[1].base <= offset {
+            st.segments.remove(0);
+        }
+        st.log_start = st.segments[0].base.max(st.log_start);
+    }
+
+    /// Every batch as (segment base, position, bytes), in log order.
+    pub fn batches(&self) -> Vec<(Offset, u64, Vec<u8>)> {
+        let st = self.state.lock().unwrap();
+        let mut out = Vec::new();
+        for seg in &st.segments {
+            let mut pos = 0;
+            while let Some(h) = peek_entry(&seg.bytes[pos..]).unwrap() {
+                let len = h.total_size();
+                out.push((seg.base, pos as u64, seg.bytes[pos..pos + len].to_vec()));
+                pos += len;
+            }
+        }
+        out
+    }
+}
+
+impl PartitionSource for MemPartition {
+    fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    fn partition(&self) -> u32 {
+        self.partition
+    }
+
+    fn summary(&self) -> Result<PartitionSummary> {
+        let st = self.state.lock().unwrap();
+        let size_bytes = st.segments.iter().map(|s| s.bytes.len() as u64).sum();
+        let (log_start_offset, log_end_offset) = (st.log_start, st.log_end);
+        let segment_count = st.segments.len();
+        let live = st.timestamps.iter().filter(|(o, _)| *o >= log_start_offset);
+        let first_timestamp = live.clone().next().map(|(_, t)| *t);
+        let max_timestamp = live.map(|(_, t)| *t).max();
+        Ok(PartitionSummary {
+            log_start_offset,
+            log_end_offset,
+            segment_count,
+            size_bytes,
+            first_timestamp,
+            max_timestamp,
+            last_modified: SystemTime::UNIX_EPOCH,
+        })
+    }
+
+    fn segments(&self) -> Result<Vec<SegmentSummary>> {
+        let st = self.state.lock().unwrap();
+        let n = st.segments.len();
+        Ok(st
+            .segments
+            .iter()
+            .enumerate()
+            .map(|(i, s)| SegmentSummary {
+                base_offset: s.base,
+                log_size: s.bytes.len() as u64,
+                index_size: 0,
+                time_index_size: 0,
+                txn_index_size: None,
+                max_timestamp: None,
+                is_active: i + 1 == n,
+                last_modified: SystemTime::UNIX_EPOCH,
+            })
+            .collect())
+    }
+
+    fn offset_for(&self, query: OffsetQuery) -> Result<Offset> {
+        let summary = self.summary()?;
+        let records: Vec<(Offset, Timestamp)> = self
+            .state
+            .lock()
+            .unwrap()
+            .timestamps
+            .iter()
+            .copied()
+            .filter(|(o, _)| *o >= summary.log_start_offset)
+            .collect();
+        Ok(match query {
+            OffsetQuery::Latest => summary.log_end_offset,
+            OffsetQuery::Earliest => summary.log_start_offset,
+            OffsetQuery::MaxTimestamp => match summary.max_timestamp {
+                Some(max) => records.iter().find(|(_, t)| *t == max).unwrap().0,
+                None => summary.log_end_offset,
+            },
+            OffsetQuery::Timestamp(t) => {
+                records.iter().find(|(_, ts)| *ts >= t).map_or(summary.log_end_offset, |(o, _)| *o)
+            }
+        })
+    }
+
+    fn seek(&self, target: Offset) -> Result<ReadCursor> {
+        let (log_start, log_end) = {
+            let st = self.state.lock().unwrap();
+            (st.log_start, st.log_end)
+        };
+        if target < log_start || target > log_end {
+            return Err(Error::OffsetOutOfRange { requested: target, log_start, log_end });
+        }
+        let mut prev_next = log_start;
+        for (base, pos, bytes) in self.batches() {
+            let info = parse_batch_info(&bytes).unwrap();
+            if info.last_offset >= target {
+                return Ok(ReadCursor {
+                    segment_base: base,
+                    position: Position(pos),
+                    next_offset: prev_next,
+                });
+            }
+            prev_next = Offset(info.last_offset.0 + 1);
+        }
+        let st = self.state.lock().unwrap();
+        let last = st.segments.last().unwrap();
+        Ok(ReadCursor {
+            segment_base: last.base,
+            position: Position(last.bytes.len() as u64),
+            next_offset: log_end,
+        })
+    }
+
+    fn read(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchChunk> {
+        let st = self.state.lock().unwrap();
+        let Some(mut i) = st.segments.iter().position(|s| s.base == cursor.segment_base) else {
+            return Err(Error::NotFound(format!("segment {}", cursor.segment_base)));
+        };
+        let mut pos = cursor.position.0 as usize;
+        let mut out = Vec::new();
+        let mut next_offset = cursor.next_offset;
+        loop {
+            let seg = &st.segments[i];
+            if pos >= seg.bytes.len() {
+                if i + 1 < st.segments.len() && (out.is_empty() || self.span_segments) {
+                    i += 1;
+                    pos = 0;
+                    continue;
+                }
+                break;
+            }
+            let h = peek_entry(&seg.bytes[pos..]).unwrap().unwrap();
+            let len = h.total_size();
+            if !out.is_empty() && out.len() + len > max_bytes {
+                break;
+            }
+            let info = parse_batch_info(&seg.bytes[pos..]).unwrap();
+            out.extend_from_slice(&seg.bytes[pos..pos + len]);
+            next_offset = Offset(info.last_offset.0 + 1);
+            pos += len;
+        }
+        self.bytes_read.fetch_add(out.len() as u64, Ordering::SeqCst);
+        let next = ReadCursor {
+            segment_base: st.segments[i].base,
+            position: Position(pos as u64),
+            next_offset,
+        };
+        Ok(BatchChunk { bytes: out, next: Some(next) })
+    }
+
+    fn aborted_transactions(&self, _from: Offset, _to: Offset) -> Result<Vec<AbortedTxn>> {
+        Ok(Vec::new())
+    }
+
+    fn append(&self, records: &[NewRecord]) -> Result<AppendInfo> {
+        Ok(self.append_batch(&BatchSpec::default(), records))
+    }
+
+    fn sync(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn read_segment_file(
+        &self,
+        _base_offset: Offset,
+        _kind: SegmentFileKind,
+        _pos: u64,
+        _buf: &mut [u8],
+    ) -> Result<usize> {
+        Err(Error::Unsupported("segment files of the in-memory test partition"))
+    }
+}
+
+/// A record with this value (and key `k<value>`), timestamp `ts`.
+pub fn rec(value: &str, ts: Timestamp) -> NewRecord {
+    NewRecord {
+        timestamp: ts,
+        key: Some(format!("k{value}").into_bytes()),
+        value: Some(value.as_bytes().to_vec()),
+        headers: Vec::new(),
+    }
+}
+
+/// A plain, uncompressed CreateTime batch spec.
+pub fn plain() -> BatchSpec {
+    BatchSpec::default()
+}
+
+/// A compressed batch spec.
+pub fn compressed(c: Compression) -> BatchSpec {
+    BatchSpec { compression: c, ..BatchSpec::default() }
+}
