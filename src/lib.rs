@@ -16,6 +16,7 @@
 //! 6. [`fuse`] and [`mount`]: the thin fuser adapter and the mount/daemon lifecycle. Only these
 //!    two files name fuser types.
 
+pub mod cli;
 pub mod error;
 pub mod format;
 pub mod fs;

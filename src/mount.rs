@@ -1,1 +1,663 @@
-//! Mount and daemon lifecycle (in progress).
+//! Mounting and the daemon lifecycle: checks, the FUSE session, background mode, signals,
+//! unmounting and the clean shutdown.
+//!
+//! # Background mode
+//!
+//! `topicfs mount` without `-f` re-executes itself as a daemon child (the same binary and
+//! arguments, plus a hidden flag) before anything else happens, so no thread exists in the
+//! process that forks, and no `unsafe` `fork()` is needed. The child starts a new session
+//! (`setsid`), does every check, opens the data dir, mounts, and then reports one line on its
+//! stdout, a pipe to the parent: `ready`, or `error: <message>`. The parent exits 0 on `ready`
+//! and 1 with the message otherwise (also when the child dies without a word), so a script can
+//! rely on `topicfs mount D M && ls M`.
+//!
+//! # Ending
+//!
+//! The daemon ends when the mount goes away, whichever way:
+//!
+//! - `umount M` or `fusermount3 -u M`: the kernel closes the session;
+//! - SIGINT, SIGTERM or SIGHUP: a dedicated thread (the signals are blocked in every other
+//!   thread) unmounts. If the mount is busy (a `tail -f` holds a file open), it is detached
+//!   lazily, and if the session has not ended [`BUSY_GRACE`] later the FUSE connection is
+//!   aborted, so open files fail with `ENOTCONN` instead of keeping the daemon alive.
+//!
+//! Then [`TopicFs::shutdown`] appends the pending partial lines of open append files and shuts
+//! the log dir down cleanly (indexes trimmed, checkpoints and the clean-shutdown marker
+//! written). The exit status is 0 when that succeeded.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
+use nix::sys::signal::{SigSet, Signal};
+
+use crate::fs::{FsOptions, TopicFs};
+use crate::fuse::FuseAdapter;
+use crate::source::TopicSource;
+use crate::storage::LogConfig;
+use crate::storage::log_dir::LogDir;
+
+/// Hidden flag marking the re-executed daemon child.
+pub const DAEMON_CHILD_FLAG: &str = "--daemon-child";
+/// How long a signalled daemon waits for a busy (lazily detached) mount to be released before
+/// it aborts the FUSE connection.
+pub const BUSY_GRACE: Duration = Duration::from_secs(2);
+/// The FUSE device; without it nothing can be mounted.
+const DEV_FUSE: &str = "/dev/fuse";
+/// Where the kernel's fusectl filesystem exposes each connection's `abort` file.
+const FUSE_CONNECTIONS: &str = "/sys/fs/fuse/connections";
+/// The child's status lines.
+const READY: &str = "ready";
+const ERROR_PREFIX: &str = "error: ";
+
+/// One `-o` option, as sshfs and mount-s3 users know them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FuseOption {
+    /// `allow_other`: every user may access the mount (non-root mounters need
+    /// `user_allow_other` in `/etc/fuse.conf`).
+    AllowOther,
+    /// `allow_root`: root may access it too.
+    AllowRoot,
+    /// `default_permissions`: the kernel checks mode bits (always on; accepted for habit).
+    DefaultPermissions,
+    /// `auto_unmount`: fusermount3 unmounts if the daemon dies (needs `allow_other` or
+    /// `allow_root`).
+    AutoUnmount,
+    /// `ro`: same as `--read-only`.
+    ReadOnly,
+    /// `rw`: the default.
+    ReadWrite,
+    /// `fsname=NAME`: the source shown in `/proc/mounts` (default: the data dir).
+    FsName(String),
+    /// `subtype=NAME`: shown as `fuse.NAME` (default: `topicfs`).
+    Subtype(String),
+    /// A mount flag passed to the kernel: `nodev`, `nosuid`, `noexec`, `noatime`, `dev`,
+    /// `suid`, `exec`, `atime`, `sync`, `async`, `dirsync`.
+    Flag(&'static str),
+}
+
+/// Kernel mount flags accepted by `-o`.
+const FLAGS: &[&str] = &[
+    "nodev", "nosuid", "noexec", "noatime", "dev", "suid", "exec", "atime", "sync", "async",
+    "dirsync",
+];
+
+impl FromStr for FuseOption {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<FuseOption, String> {
+        let option = match s {
+            "allow_other" => FuseOption::AllowOther,
+            "allow_root" => FuseOption::AllowRoot,
+            "default_permissions" => FuseOption::DefaultPermissions,
+            "auto_unmount" => FuseOption::AutoUnmount,
+            "ro" => FuseOption::ReadOnly,
+            "rw" => FuseOption::ReadWrite,
+            _ => {
+                if let Some(name) = s.strip_prefix("fsname=") {
+                    FuseOption::FsName(name.to_string())
+                } else if let Some(name) = s.strip_prefix("subtype=") {
+                    FuseOption::Subtype(name.to_string())
+                } else if let Some(flag) = FLAGS.iter().find(|f| **f == s) {
+                    FuseOption::Flag(flag)
+                } else {
+                    return Err(format!(
+                        "unknown mount option {s:?} (known: allow_other, allow_root, \
+                         default_permissions, auto_unmount, ro, rw, fsname=NAME, subtype=NAME, {})",
+                        FLAGS.join(", ")
+                    ));
+                }
+            }
+        };
+        Ok(option)
+    }
+}
+
+/// Everything `topicfs mount` was asked to do.
+#[derive(Clone, Debug)]
+pub struct MountRequest {
+    pub data_dir: PathBuf,
+    pub mountpoint: PathBuf,
+    /// `--read-only` or `-o ro`.
+    pub read_only: bool,
+    pub fuse_options: Vec<FuseOption>,
+    pub log_config: LogConfig,
+    /// Partitions of topics created with `mkdir`.
+    pub partitions: u32,
+    /// FUSE worker threads.
+    pub threads: usize,
+}
+
+/// How the mount process runs.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `-f`: serve in this process, log to stderr.
+    Foreground,
+    /// Default: start a daemon child and exit once it reports.
+    Background,
+    /// The daemon child itself: serve, log to syslog, report to the parent on stdout.
+    DaemonChild,
+}
+
+/// A failure to mount, with what to tell the user.
+#[derive(Debug)]
+pub struct MountError(pub String);
+
+impl fmt::Display for MountError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<crate::Error> for MountError {
+    fn from(err: crate::Error) -> MountError {
+        MountError(err.to_string())
+    }
+}
+
+/// Runs `topicfs mount` in `mode`; the process's exit status.
+pub fn run(request: MountRequest, mode: Mode) -> ExitCode {
+    match mode {
+        Mode::Background => run_parent(),
+        Mode::Foreground | Mode::DaemonChild => {
+            let daemon = mode == Mode::DaemonChild;
+            init_logging(daemon);
+            let status = serve(&request, daemon);
+            match status {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(err) => {
+                    if daemon {
+                        log::error!("{err}");
+                    } else {
+                        eprintln!("topicfs: {err}");
+                    }
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}
+
+/// The parent in background mode: re-executes this command as the daemon child and waits for
+/// its one status line.
+fn run_parent() -> ExitCode {
+    match spawn_daemon() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("topicfs: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn spawn_daemon() -> Result<(), MountError> {
+    let exe = std::env::current_exe()
+        .map_err(|e| MountError(format!("cannot find the topicfs executable: {e}")))?;
+    let args = daemon_child_args(std::env::args_os().skip(1).collect());
+    let mut child = Command::new(exe)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| MountError(format!("cannot start the daemon: {e}")))?;
+    let stdout = child.stdout.take().ok_or_else(|| MountError("daemon has no stdout".into()))?;
+    let mut line = String::new();
+    // EOF (0 bytes) means the child died before reporting.
+    let read = BufReader::new(stdout).read_line(&mut line);
+    let line = line.trim_end();
+    if matches!(read, Ok(n) if n > 0) {
+        if line == READY {
+            return Ok(());
+        }
+        if let Some(message) = line.strip_prefix(ERROR_PREFIX) {
+            let _ = child.wait();
+            return Err(MountError(message.to_string()));
+        }
+    }
+    let status = child.wait().map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
+    Err(MountError(format!("the daemon ended ({status}) before the mount was ready")))
+}
+
+/// The daemon child's arguments: the parent's, with [`DAEMON_CHILD_FLAG`] right after the
+/// `mount` subcommand (so it can never be taken for a value or a path after `--`).
+fn daemon_child_args(mut args: Vec<OsString>) -> Vec<OsString> {
+    let at = args.iter().position(|a| a == "mount").map_or(0, |i| i + 1);
+    args.insert(at, OsString::from(DAEMON_CHILD_FLAG));
+    args
+}
+
+/// Foreground and daemon child: check, mount, serve until unmounted, shut down.
+fn serve(request: &MountRequest, daemon: bool) -> Result<(), MountError> {
+    // Before any thread exists, so every thread inherits the mask and only the signal thread
+    // receives them.
+    let signals = termination_signals();
+    signals
+        .thread_block()
+        .map_err(|e| MountError(format!("cannot block termination signals: {e}")))?;
+    let mut reporter = Reporter { daemon, reported: false };
+    let served = mount_and_serve(request, signals, &mut reporter);
+    if let Err(err) = &served {
+        reporter.error(err);
+    }
+    served
+}
+
+fn mount_and_serve(
+    request: &MountRequest,
+    signals: SigSet,
+    reporter: &mut Reporter,
+) -> Result<(), MountError> {
+    if reporter.daemon {
+        // Leave the terminal's session: no SIGHUP or SIGINT from it. Fails only if already a
+        // session leader, which is fine.
+        let _ = nix::unistd::setsid();
+    }
+    let (data_dir, mountpoint) = check_paths(request)?;
+    if reporter.daemon {
+        // The daemon must not keep the directory it was started from busy.
+        let _ = std::env::set_current_dir("/");
+    }
+    let log_config = &request.log_config;
+    let source: Arc<dyn TopicSource> = Arc::new(if request.read_only {
+        LogDir::open_read_only(&data_dir, log_config.clone())?
+    } else {
+        LogDir::open(&data_dir, log_config.clone())?
+    });
+    let options = FsOptions {
+        read_only: request.read_only,
+        partitions_per_topic: request.partitions,
+        max_line_bytes: log_config.max_message_bytes as usize,
+        uid: nix::unistd::getuid().as_raw(),
+        gid: nix::unistd::getgid().as_raw(),
+    };
+    let fs = Arc::new(TopicFs::new(Arc::clone(&source), options));
+    let config = session_config(request, &data_dir)?;
+    let mut session = match Session::new(FuseAdapter::new(Arc::clone(&fs)), &mountpoint, &config) {
+        Ok(session) => session,
+        Err(err) => {
+            let _ = source.shutdown();
+            return Err(MountError(format!(
+                "cannot mount {} on {}: {err}",
+                data_dir.display(),
+                mountpoint.display()
+            )));
+        }
+    };
+    let connection = fuse_connection(&mountpoint);
+    let (ended_tx, ended_rx) = mpsc::channel::<()>();
+    let unmounter = session.unmount_callable();
+    let signal_mountpoint = mountpoint.clone();
+    std::thread::Builder::new()
+        .name("topicfs-signals".into())
+        .spawn(move || {
+            wait_and_unmount(signals, unmounter, &signal_mountpoint, connection, ended_rx)
+        })
+        .map_err(|e| MountError(format!("cannot start the signal thread: {e}")))?;
+    log::info!("mounted {} on {}", data_dir.display(), mountpoint.display());
+    reporter.ready();
+    let ran = session.run();
+    let _ = ended_tx.send(());
+    if let Err(err) = ran {
+        log::error!("FUSE session of {} ended with an error: {err}", mountpoint.display());
+    }
+    log::info!("{} unmounted; shutting down", mountpoint.display());
+    fs.shutdown().map_err(|err| {
+        MountError(format!("clean shutdown of {} failed: {err}", data_dir.display()))
+    })?;
+    log::info!("shut down cleanly");
+    Ok(())
+}
+
+/// Tells the waiting parent (daemon child) or the terminal (foreground) how the start went.
+struct Reporter {
+    daemon: bool,
+    reported: bool,
+}
+
+impl Reporter {
+    fn ready(&mut self) {
+        if self.daemon && !self.reported {
+            self.reported = true;
+            let mut out = std::io::stdout().lock();
+            // If the parent is gone there is no one to tell; the mount is live regardless.
+            let _ = writeln!(out, "{READY}");
+            let _ = out.flush();
+        }
+    }
+
+    fn error(&mut self, err: &MountError) {
+        if self.daemon && !self.reported {
+            self.reported = true;
+            let message = err.to_string().replace('\n', " ");
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{ERROR_PREFIX}{message}");
+            let _ = out.flush();
+        }
+    }
+}
+
+/// SIGINT, SIGTERM and SIGHUP: each ends the daemon cleanly.
+fn termination_signals() -> SigSet {
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGINT);
+    set.add(Signal::SIGTERM);
+    set.add(Signal::SIGHUP);
+    set
+}
+
+/// The signal thread: waits for a termination signal, then unmounts (see the module docs).
+fn wait_and_unmount(
+    signals: SigSet,
+    mut unmounter: SessionUnmounter,
+    mountpoint: &Path,
+    connection: Option<u32>,
+    ended: mpsc::Receiver<()>,
+) {
+    let signal = match signals.wait() {
+        Ok(signal) => signal,
+        Err(err) => {
+            log::error!("waiting for signals failed: {err}; stop the daemon with fusermount3 -u");
+            return;
+        }
+    };
+    log::info!("{signal}: unmounting {}", mountpoint.display());
+    let detached_lazily = match unmounter.unmount() {
+        Ok(()) => false,
+        Err(err) if err.raw_os_error() == Some(libc::EBUSY) => {
+            log::warn!("{} is busy; detaching it lazily", mountpoint.display());
+            detach_lazily(mountpoint);
+            true
+        }
+        Err(err) => {
+            log::error!("unmounting {} failed: {err}; detaching it lazily", mountpoint.display());
+            detach_lazily(mountpoint);
+            true
+        }
+    };
+    // Without root the unmount itself is lazy (fusermount3 -z), so wait in every case.
+    if ended.recv_timeout(BUSY_GRACE).is_ok() {
+        return;
+    }
+    match connection {
+        Some(id) => {
+            log::warn!(
+                "{} still has open files {}s after {signal}; aborting FUSE connection {id}",
+                mountpoint.display(),
+                BUSY_GRACE.as_secs()
+            );
+            let abort = Path::new(FUSE_CONNECTIONS).join(id.to_string()).join("abort");
+            if let Err(err) = fs::write(&abort, b"1") {
+                log::error!("cannot abort FUSE connection ({}): {err}", abort.display());
+            }
+        }
+        None if detached_lazily => {
+            log::warn!("waiting for the open files of {} to be closed", mountpoint.display());
+        }
+        None => {}
+    }
+}
+
+/// `umount -l` as root, `fusermount3 -u -z` otherwise.
+fn detach_lazily(mountpoint: &Path) {
+    if nix::mount::umount2(mountpoint, nix::mount::MntFlags::MNT_DETACH).is_ok() {
+        return;
+    }
+    match Command::new("fusermount3").arg("-u").arg("-z").arg("--").arg(mountpoint).status() {
+        Ok(status) if status.success() => {}
+        Ok(status) => log::error!("fusermount3 -u -z {} failed: {status}", mountpoint.display()),
+        Err(err) => log::error!("cannot run fusermount3: {err}"),
+    }
+}
+
+/// Checks the data dir, the mountpoint and `/dev/fuse`; returns both paths made absolute.
+fn check_paths(request: &MountRequest) -> Result<(PathBuf, PathBuf), MountError> {
+    let data_dir = request
+        .data_dir
+        .canonicalize()
+        .map_err(|e| MountError(format!("data dir {}: {e}", request.data_dir.display())))?;
+    if !data_dir.is_dir() {
+        return Err(MountError(format!("data dir {} is not a directory", data_dir.display())));
+    }
+    let mountpoint = request.mountpoint.canonicalize().map_err(|e| {
+        let hint = if e.raw_os_error() == Some(libc::ENOTCONN) {
+            format!(" (a dead FUSE mount: fusermount3 -u {})", request.mountpoint.display())
+        } else {
+            String::new()
+        };
+        MountError(format!("mountpoint {}: {e}{hint}", request.mountpoint.display()))
+    })?;
+    if !mountpoint.is_dir() {
+        return Err(MountError(format!("mountpoint {} is not a directory", mountpoint.display())));
+    }
+    if mount_entry(&mountpoint).is_some() {
+        return Err(MountError(format!(
+            "mountpoint {} is busy: something is already mounted there",
+            mountpoint.display()
+        )));
+    }
+    if data_dir.starts_with(&mountpoint) {
+        return Err(MountError(format!(
+            "data dir {} is inside the mountpoint {}",
+            data_dir.display(),
+            mountpoint.display()
+        )));
+    }
+    if !Path::new(DEV_FUSE).exists() {
+        return Err(MountError(format!(
+            "{DEV_FUSE} is missing: load the fuse module (modprobe fuse), or give the container \
+             the device (--device /dev/fuse --cap-add SYS_ADMIN)"
+        )));
+    }
+    Ok((data_dir, mountpoint))
+}
+
+/// The fuser session configuration for `request`.
+fn session_config(request: &MountRequest, data_dir: &Path) -> Result<Config, MountError> {
+    let mut fsname = data_dir.display().to_string();
+    let mut subtype = "topicfs".to_string();
+    let mut acl = SessionACL::Owner;
+    let mut auto_unmount = false;
+    let mut flags = Vec::new();
+    for option in &request.fuse_options {
+        match option {
+            FuseOption::AllowOther => acl = SessionACL::All,
+            FuseOption::AllowRoot => {
+                if acl != SessionACL::All {
+                    acl = SessionACL::RootAndOwner;
+                }
+            }
+            FuseOption::DefaultPermissions | FuseOption::ReadOnly | FuseOption::ReadWrite => {}
+            FuseOption::AutoUnmount => auto_unmount = true,
+            FuseOption::FsName(name) => fsname.clone_from(name),
+            FuseOption::Subtype(name) => subtype.clone_from(name),
+            FuseOption::Flag(flag) => flags.push(kernel_flag(flag)),
+        }
+    }
+    if auto_unmount && acl == SessionACL::Owner {
+        return Err(MountError(
+            "auto_unmount needs allow_other or allow_root (a fusermount3 requirement)".into(),
+        ));
+    }
+    let mut mount_options = vec![
+        MountOption::FSName(fsname),
+        MountOption::Subtype(subtype),
+        // The kernel checks the mode bits shown (0444 streams, 0220 append files).
+        MountOption::DefaultPermissions,
+        if request.read_only { MountOption::RO } else { MountOption::RW },
+    ];
+    if auto_unmount {
+        mount_options.push(MountOption::AutoUnmount);
+    }
+    mount_options.extend(flags.into_iter().flatten());
+    let mut config = Config::default();
+    config.mount_options = mount_options;
+    config.acl = acl;
+    config.n_threads = Some(request.threads.max(1));
+    Ok(config)
+}
+
+fn kernel_flag(flag: &str) -> Option<MountOption> {
+    Some(match flag {
+        "nodev" => MountOption::NoDev,
+        "nosuid" => MountOption::NoSuid,
+        "noexec" => MountOption::NoExec,
+        "noatime" => MountOption::NoAtime,
+        "dev" => MountOption::Dev,
+        "suid" => MountOption::Suid,
+        "exec" => MountOption::Exec,
+        "atime" => MountOption::Atime,
+        "sync" => MountOption::Sync,
+        "async" => MountOption::Async,
+        "dirsync" => MountOption::DirSync,
+        _ => return None,
+    })
+}
+
+/// The `/proc/self/mountinfo` line of the mount whose mount point is `mountpoint`, if any
+/// (the last one: a later mount on the same point hides earlier ones).
+pub fn mount_entry(mountpoint: &Path) -> Option<String> {
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let wanted = mountpoint.to_str()?;
+    mountinfo
+        .lines()
+        .rev()
+        .find(|line| line.split(' ').nth(4).map(unescape_mountinfo).as_deref() == Some(wanted))
+        .map(str::to_string)
+}
+
+/// mountinfo escapes space, tab, newline and backslash as `\ooo` octal.
+fn unescape_mountinfo(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        let octal = bytes.get(i + 1..i + 4).filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match (b, octal) {
+            (b'\\', Some(digits)) => {
+                let value = digits.iter().fold(0u32, |acc, d| acc * 8 + u32::from(d - b'0'));
+                out.push(u8::try_from(value).unwrap_or(b'?'));
+                i += 4;
+            }
+            _ => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The FUSE connection number of the mount at `mountpoint` (the minor device number, which
+/// names its directory under `/sys/fs/fuse/connections`).
+fn fuse_connection(mountpoint: &Path) -> Option<u32> {
+    let line = mount_entry(mountpoint)?;
+    let device = line.split(' ').nth(2)?;
+    device.split_once(':')?.1.parse().ok()
+}
+
+/// `topicfs unmount MOUNTPOINT`: `umount` as root, `fusermount3 -u` otherwise. The daemon then
+/// shuts down cleanly on its own.
+pub fn unmount(mountpoint: &Path) -> ExitCode {
+    if mount_entry(&mountpoint.canonicalize().unwrap_or_else(|_| mountpoint.to_path_buf()))
+        .is_none()
+    {
+        eprintln!("topicfs: {} is not mounted", mountpoint.display());
+        return ExitCode::FAILURE;
+    }
+    if nix::mount::umount(mountpoint).is_ok() {
+        return ExitCode::SUCCESS;
+    }
+    match Command::new("fusermount3").arg("-u").arg("--").arg(mountpoint).status() {
+        Ok(status) if status.success() => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::FAILURE,
+        Err(err) => {
+            eprintln!("topicfs: cannot run fusermount3: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Logging: `RUST_LOG` syntax (default `info`), to stderr in the foreground and to syslog
+/// (identifier `topicfs`, facility daemon) in the daemon. Without a syslog socket the daemon
+/// logs to its stderr, which is `/dev/null`.
+pub fn init_logging(daemon: bool) {
+    let env = || env_logger::Env::default().default_filter_or("info");
+    if daemon {
+        let filter = env_logger::Builder::from_env(env()).build();
+        let formatter = syslog::Formatter3164 {
+            facility: syslog::Facility::LOG_DAEMON,
+            hostname: None,
+            process: "topicfs".into(),
+            pid: std::process::id(),
+        };
+        if let Ok(writer) = syslog::unix(formatter) {
+            let max = filter.filter();
+            let logger = SyslogLogger { filter, syslog: syslog::BasicLogger::new(writer) };
+            if log::set_boxed_logger(Box::new(logger)).is_ok() {
+                log::set_max_level(max);
+            }
+            return;
+        }
+    }
+    let _ = env_logger::Builder::from_env(env()).try_init();
+}
+
+/// Syslog output with `RUST_LOG` filtering.
+struct SyslogLogger {
+    filter: env_logger::Logger,
+    syslog: syslog::BasicLogger,
+}
+
+impl log::Log for SyslogLogger {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        self.filter.enabled(metadata)
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if self.filter.matches(record) {
+            self.syslog.log(record);
+        }
+    }
+
+    fn flush(&self) {
+        self.syslog.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mount_options_parse_like_sshfs() {
+        assert_eq!("allow_other".parse(), Ok(FuseOption::AllowOther));
+        assert_eq!("fsname=kafka".parse(), Ok(FuseOption::FsName("kafka".into())));
+        assert_eq!("noatime".parse(), Ok(FuseOption::Flag("noatime")));
+        assert!("bogus".parse::<FuseOption>().unwrap_err().contains("allow_other"));
+    }
+
+    #[test]
+    fn daemon_flag_follows_the_subcommand() {
+        let args = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
+        assert_eq!(
+            daemon_child_args(args(&["mount", "d", "m", "--", "-x"])),
+            args(&["mount", DAEMON_CHILD_FLAG, "d", "m", "--", "-x"])
+        );
+    }
+
+    #[test]
+    fn mountinfo_fields_are_unescaped() {
+        assert_eq!(unescape_mountinfo(r"/mnt/a\040b"), "/mnt/a b");
+        assert_eq!(unescape_mountinfo(r"/x\\y"), r"/x\\y");
+        assert_eq!(unescape_mountinfo(r"/x\"), r"/x\");
+    }
+}

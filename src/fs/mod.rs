@@ -175,7 +175,9 @@ impl TopicFs {
                 }
                 match request.size {
                     None | Some(0) => Ok(reply),
-                    Some(_) => Err(Error::NotPermitted("an append file can only be truncated to 0")),
+                    Some(_) => {
+                        Err(Error::NotPermitted("an append file can only be truncated to 0"))
+                    }
                 }
             }
             _ => {
@@ -505,16 +507,7 @@ impl TopicFs {
             FileKind::Directory => 2,
             FileKind::RegularFile => 1,
         };
-        Attr {
-            ino,
-            kind,
-            size,
-            perm,
-            nlink,
-            uid: self.options.uid,
-            gid: self.options.gid,
-            mtime,
-        }
+        Attr { ino, kind, size, perm, nlink, uid: self.options.uid, gid: self.options.gid, mtime }
     }
 
     fn stream_attr(&self, ino: u64, node: &Node, stream: &Stream) -> Result<AttrReply> {
@@ -537,11 +530,9 @@ impl TopicFs {
     }
 
     fn segment(&self, id: &PartitionId, base: crate::format::Offset) -> Result<SegmentSummary> {
-        self.partition(id)?
-            .segments()?
-            .into_iter()
-            .find(|s| s.base_offset == base)
-            .ok_or_else(|| Error::NotFound(format!("segment {base} of {}-{}", id.topic, id.partition)))
+        self.partition(id)?.segments()?.into_iter().find(|s| s.base_offset == base).ok_or_else(
+            || Error::NotFound(format!("segment {base} of {}-{}", id.topic, id.partition)),
+        )
     }
 
     fn info_text(&self, node: &Node) -> Result<String> {
@@ -617,7 +608,10 @@ impl TopicFs {
                     ] {
                         if segment_file_size(&segment, kind).is_some() {
                             let name = node::segment_file_name(segment.base_offset, kind);
-                            names.push((name, Node::SegmentFile(id.clone(), segment.base_offset, kind)));
+                            names.push((
+                                name,
+                                Node::SegmentFile(id.clone(), segment.base_offset, kind),
+                            ));
                         }
                     }
                 }
@@ -738,13 +732,21 @@ pub fn describe(node: &Node) -> String {
         Node::AppendJson(id) => format!("{}/{}", partition(id), node::APPEND_JSON),
         Node::SegmentsDir(id) => format!("{}/{}", partition(id), node::SEGMENTS),
         Node::SegmentFile(id, base, kind) => {
-            format!("{}/{}/{}", partition(id), node::SEGMENTS, node::segment_file_name(*base, *kind))
+            format!(
+                "{}/{}/{}",
+                partition(id),
+                node::SEGMENTS,
+                node::segment_file_name(*base, *kind)
+            )
         }
     }
 }
 
 /// Size of one file of a segment; `None` when the segment has no such file.
-fn segment_file_size(segment: &SegmentSummary, kind: crate::source::SegmentFileKind) -> Option<u64> {
+fn segment_file_size(
+    segment: &SegmentSummary,
+    kind: crate::source::SegmentFileKind,
+) -> Option<u64> {
     use crate::source::SegmentFileKind as K;
     match kind {
         K::Log => Some(segment.log_size),

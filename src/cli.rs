@@ -1,0 +1,322 @@
+//! The command line: `topicfs mount DATA_DIR MOUNTPOINT [options]` and `topicfs unmount`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::mount::{self, FuseOption, Mode, MountRequest};
+use crate::storage::LogConfig;
+
+const ABOUT: &str = "Kafka partition logs as a filesystem: browse with ls/cat/tail/jq, produce \
+                     with file writes";
+
+const LONG_ABOUT: &str = "\
+Kafka partition logs as a filesystem.
+
+topicfs mounts a Kafka log directory (one entry of a broker's log.dirs, read and written
+byte-compatibly) so that every partition is a directory of files:
+
+  MNT/<topic>/info                   partitions and their log start/end offsets
+  MNT/<topic>/<p>/info               log start/end offset, segments, bytes, timestamps
+  MNT/<topic>/<p>/by-offset/<spec>   records from an offset: 0, -10, 100..200, with .json or .raw
+  MNT/<topic>/<p>/by-time/<spec>     records from a time: 2026-12-02, -1h, T1..T2
+  MNT/<topic>/<p>/append             write: one record per line
+  MNT/<topic>/<p>/append.json        write: one JSON envelope (as .json streams show) per line
+  MNT/<topic>/<p>/segments/          the raw .log/.index/.timeindex files, read-only
+
+mkdir MNT/<topic> creates a topic; mkdir MNT/<topic>/<n> adds partition n.";
+
+const EXAMPLES: &str = "\
+Examples:
+  topicfs mount /var/lib/kafka/data /mnt/kafka --read-only
+  cat /mnt/kafka/orders/0/by-offset/-10.json | jq .payload
+  printf 'hello\\n' >> /mnt/kafka/orders/0/append
+  fusermount3 -u /mnt/kafka";
+
+const MOUNT_ABOUT: &str = "Mount a Kafka log directory";
+
+const MOUNT_LONG_ABOUT: &str = "\
+Mount a Kafka log directory.
+
+By default topicfs starts a daemon and returns once the mount is live (exit status 0), or
+prints why it could not mount (exit status 1): the data dir is missing or locked by a running
+broker, the mountpoint is not a directory or already mounted, /dev/fuse is missing. With -f it
+stays in the foreground and logs to stderr.
+
+The daemon stops cleanly (pending appends written, indexes trimmed, checkpoints and the
+clean-shutdown marker written) on `fusermount3 -u MOUNTPOINT`, `umount MOUNTPOINT`,
+`topicfs unmount MOUNTPOINT`, SIGTERM, SIGINT (Ctrl-C with -f) or SIGHUP.
+
+Logging follows RUST_LOG (default `info`; e.g. RUST_LOG=debug, RUST_LOG=topicfs=debug): to
+stderr with -f, to syslog (identifier topicfs) in the background.";
+
+const MOUNT_EXAMPLES: &str = "\
+Examples:
+  topicfs mount /var/lib/kafka/data /mnt/kafka
+  topicfs mount -f --read-only /var/lib/kafka/data /mnt/kafka
+  topicfs mount data mnt -o allow_other,fsname=kafka --partitions 3 --threads 4
+  topicfs mount data mnt --segment-bytes 1048576 --config retention.ms=86400000
+  RUST_LOG=debug topicfs mount -f data mnt";
+
+/// `topicfs`: Kafka partition logs as a filesystem.
+#[derive(Debug, Parser)]
+#[command(name = "topicfs", version, about = ABOUT, long_about = LONG_ABOUT, after_help = EXAMPLES)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    #[command(about = MOUNT_ABOUT, long_about = MOUNT_LONG_ABOUT, after_help = MOUNT_EXAMPLES)]
+    Mount(Box<MountArgs>),
+    /// Unmount a topicfs mount (umount as root, fusermount3 -u otherwise); the daemon then stops
+    /// cleanly.
+    #[command(after_help = "Example:\n  topicfs unmount /mnt/kafka")]
+    Unmount {
+        /// The mountpoint.
+        mountpoint: PathBuf,
+    },
+}
+
+/// Arguments of `topicfs mount`.
+#[derive(Debug, Args)]
+pub struct MountArgs {
+    /// The Kafka log directory (a broker's log.dirs entry, or an empty directory to start one).
+    pub data_dir: PathBuf,
+
+    /// An existing, empty, not mounted directory.
+    pub mountpoint: PathBuf,
+
+    /// Stay in the foreground and log to stderr; Ctrl-C unmounts.
+    ///
+    /// Example: topicfs mount -f data mnt
+    #[arg(short, long)]
+    pub foreground: bool,
+
+    /// Never change the data dir: no lock, no recovery writes, appends and mkdir fail with
+    /// EROFS. Safe next to a running broker.
+    ///
+    /// Example: topicfs mount --read-only /var/lib/kafka/data mnt
+    #[arg(long)]
+    pub read_only: bool,
+
+    /// Mount options, comma-separated or repeated: allow_other, allow_root,
+    /// default_permissions (always on), auto_unmount (with allow_other or allow_root), ro, rw,
+    /// fsname=NAME (default: the data dir), subtype=NAME (default: topicfs), nodev, nosuid,
+    /// noexec, noatime, dev, suid, exec, atime, sync, async, dirsync.
+    ///
+    /// Example: -o allow_other,fsname=kafka
+    #[arg(short = 'o', value_name = "OPT[,OPT...]", value_delimiter = ',', value_parser = parse_fuse_option)]
+    pub options: Vec<FuseOption>,
+
+    /// Partitions of a topic created with `mkdir MNT/<topic>`.
+    ///
+    /// Example: --partitions 3
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub partitions: u32,
+
+    /// FUSE worker threads: requests served at the same time (a slow read does not stall a
+    /// `tail -f` poll).
+    ///
+    /// Example: --threads 4
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: u16,
+
+    /// A log setting by its Kafka topic-level name (repeatable; applied after the named flags
+    /// below): segment.bytes, segment.ms, segment.jitter.ms, segment.index.bytes,
+    /// index.interval.bytes, max.message.bytes, retention.ms, retention.bytes,
+    /// message.timestamp.type, compression.type, file.delete.delay.ms.
+    ///
+    /// Example: --config retention.ms=86400000 --config compression.type=zstd
+    #[arg(long = "config", value_name = "KEY=VALUE", help_heading = "Log settings")]
+    pub config: Vec<String>,
+
+    /// segment.bytes: roll to a new segment before the .log file would exceed this
+    /// (default 1073741824).
+    ///
+    /// Example: --segment-bytes 104857600
+    #[arg(long, value_name = "BYTES", help_heading = "Log settings")]
+    pub segment_bytes: Option<String>,
+
+    /// segment.ms: roll once a segment spans this much record time (default 604800000, 7 days).
+    ///
+    /// Example: --segment-ms 3600000
+    #[arg(long, value_name = "MS", help_heading = "Log settings")]
+    pub segment_ms: Option<String>,
+
+    /// segment.index.bytes: preallocated size of each .index/.timeindex (default 10485760).
+    ///
+    /// Example: --segment-index-bytes 1048576
+    #[arg(long, value_name = "BYTES", help_heading = "Log settings")]
+    pub segment_index_bytes: Option<String>,
+
+    /// index.interval.bytes: log bytes between two offset index entries (default 4096).
+    ///
+    /// Example: --index-interval-bytes 8192
+    #[arg(long, value_name = "BYTES", help_heading = "Log settings")]
+    pub index_interval_bytes: Option<String>,
+
+    /// max.message.bytes: largest batch as stored; a longer line fails its write with EFBIG
+    /// (default 1048588).
+    ///
+    /// Example: --max-message-bytes 4194304
+    #[arg(long, value_name = "BYTES", help_heading = "Log settings")]
+    pub max_message_bytes: Option<String>,
+
+    /// retention.ms: delete segments whose newest record is older; -1 keeps all
+    /// (default 604800000, 7 days).
+    ///
+    /// Example: --retention-ms -1
+    #[arg(long, value_name = "MS", allow_hyphen_values = true, help_heading = "Log settings")]
+    pub retention_ms: Option<String>,
+
+    /// retention.bytes: delete the oldest segments while a partition is larger; -1 = no limit
+    /// (default -1).
+    ///
+    /// Example: --retention-bytes 1073741824
+    #[arg(long, value_name = "BYTES", allow_hyphen_values = true, help_heading = "Log settings")]
+    pub retention_bytes: Option<String>,
+
+    /// message.timestamp.type: CreateTime (keep the writer's timestamps, default) or
+    /// LogAppendTime (stamp each batch with the append time).
+    ///
+    /// Example: --message-timestamp-type LogAppendTime
+    #[arg(long, value_name = "TYPE", help_heading = "Log settings")]
+    pub message_timestamp_type: Option<String>,
+
+    /// compression.type: producer (default; appends are uncompressed), uncompressed, gzip,
+    /// snappy, lz4 or zstd.
+    ///
+    /// Example: --compression-type zstd
+    #[arg(long, value_name = "CODEC", help_heading = "Log settings")]
+    pub compression_type: Option<String>,
+
+    /// Internal: this process is the daemon child of a background mount.
+    #[arg(long = "daemon-child", hide = true)]
+    pub daemon_child: bool,
+}
+
+fn parse_fuse_option(s: &str) -> Result<FuseOption, String> {
+    s.parse()
+}
+
+impl MountArgs {
+    /// The log configuration: defaults, then the named flags, then each `--config` in order.
+    pub fn log_config(&self) -> Result<LogConfig, String> {
+        let mut config = LogConfig::default();
+        let named = [
+            ("segment.bytes", &self.segment_bytes),
+            ("segment.ms", &self.segment_ms),
+            ("segment.index.bytes", &self.segment_index_bytes),
+            ("index.interval.bytes", &self.index_interval_bytes),
+            ("max.message.bytes", &self.max_message_bytes),
+            ("retention.ms", &self.retention_ms),
+            ("retention.bytes", &self.retention_bytes),
+            ("message.timestamp.type", &self.message_timestamp_type),
+            ("compression.type", &self.compression_type),
+        ];
+        for (key, value) in named {
+            if let Some(value) = value {
+                config.set(key, value).map_err(|e| e.to_string())?;
+            }
+        }
+        for pair in &self.config {
+            let (key, value) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("--config {pair:?}: expected KEY=VALUE"))?;
+            config.set(key.trim(), value).map_err(|e| e.to_string())?;
+        }
+        Ok(config)
+    }
+
+    /// The mount request these arguments describe.
+    pub fn request(&self) -> Result<MountRequest, String> {
+        Ok(MountRequest {
+            data_dir: self.data_dir.clone(),
+            mountpoint: self.mountpoint.clone(),
+            read_only: self.read_only || self.options.contains(&FuseOption::ReadOnly),
+            fuse_options: self.options.clone(),
+            log_config: self.log_config()?,
+            partitions: self.partitions,
+            threads: usize::from(self.threads),
+        })
+    }
+
+    /// Foreground, background, or the daemon child of a background mount.
+    pub fn mode(&self) -> Mode {
+        if self.daemon_child {
+            Mode::DaemonChild
+        } else if self.foreground {
+            Mode::Foreground
+        } else {
+            Mode::Background
+        }
+    }
+}
+
+/// Parses the command line and runs it; the process's exit status.
+pub fn main() -> ExitCode {
+    match Cli::parse().command {
+        Command::Mount(args) => match args.request() {
+            Ok(request) => mount::run(request, args.mode()),
+            Err(err) => {
+                eprintln!("topicfs: {err}");
+                ExitCode::from(2)
+            }
+        },
+        Command::Unmount { mountpoint } => mount::unmount(&mountpoint),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn kafka_names_and_flags_both_set_log_config() {
+        let cli = Cli::try_parse_from([
+            "topicfs",
+            "mount",
+            "d",
+            "m",
+            "--segment-bytes",
+            "1024",
+            "--config",
+            "retention.ms=-1",
+            "--retention-bytes",
+            "-1",
+            "-o",
+            "allow_other,noatime",
+            "-o",
+            "ro",
+        ])
+        .unwrap();
+        let Command::Mount(args) = cli.command else { panic!("not mount") };
+        let request = args.request().unwrap();
+        assert_eq!(request.log_config.segment_bytes, 1024);
+        assert_eq!(request.log_config.retention_ms, None);
+        assert!(request.read_only, "-o ro means read-only");
+        assert_eq!(request.fuse_options.len(), 3);
+        assert_eq!(args.mode(), Mode::Background);
+    }
+
+    #[test]
+    fn bad_settings_are_refused_with_their_key() {
+        let cli = Cli::try_parse_from(["topicfs", "mount", "d", "m", "--config", "segment.bytes"])
+            .unwrap();
+        let Command::Mount(args) = cli.command else { panic!("not mount") };
+        assert!(args.request().unwrap_err().contains("KEY=VALUE"));
+        assert!(Cli::try_parse_from(["topicfs", "mount", "d", "m", "-o", "bogus"]).is_err());
+        assert!(Cli::try_parse_from(["topicfs", "mount", "d", "m", "--partitions", "0"]).is_err());
+    }
+}
