@@ -144,8 +144,7 @@ impl LogConfig {
             }
             "retention.ms" => self.retention_ms = unlimited_or(key, parse_int(key, value)?)?,
             "retention.bytes" => {
-                self.retention_bytes =
-                    unlimited_or(key, parse_int(key, value)?)?.map(|v| v as u64)
+                self.retention_bytes = unlimited_or(key, parse_int(key, value)?)?.map(|v| v as u64)
             }
             "message.timestamp.type" => {
                 self.message_timestamp_type = match value {

@@ -314,9 +314,9 @@ impl IndexFile {
                 drop(map);
                 match Arc::try_unwrap(file) {
                     Ok(f) => f,
-                    Err(shared) => shared
-                        .try_clone()
-                        .map_err(|e| Error::io(&self.path, "reopen index", e))?,
+                    Err(shared) => {
+                        shared.try_clone().map_err(|e| Error::io(&self.path, "reopen index", e))?
+                    }
                 }
             }
             Storage::Sealed { map } => {

@@ -30,8 +30,8 @@ use crate::format::{
     encode_batch, set_base_offset,
 };
 use crate::source::{
-    AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, PartitionSummary, ReadCursor,
-    SegmentFileKind, SegmentSummary,
+    AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, PartitionSummary, ReadCursor, SegmentFileKind,
+    SegmentSummary,
 };
 
 use super::config::{LogConfig, MessageTimestampType};
@@ -166,17 +166,17 @@ impl Log {
 
         if !state.had_clean_shutdown {
             let recovery_point = state.recovery_point.unwrap_or(Offset(0));
-            let from = segments
-                .range(..=recovery_point)
-                .next_back()
-                .map_or(Offset(i64::MIN), |(b, _)| *b);
+            let from =
+                segments.range(..=recovery_point).next_back().map_or(Offset(i64::MIN), |(b, _)| *b);
             let to_recover: Vec<Offset> = segments.range(from..).map(|(b, _)| *b).collect();
             for base in to_recover {
                 let Some(seg) = segments.get(&base).cloned() else { continue };
                 let result = self.recover_segment(&seg)?;
                 if result.truncated_bytes > 0 {
-                    let later: Vec<Offset> =
-                        segments.range((Bound::Excluded(base), Bound::Unbounded)).map(|(b, _)| *b).collect();
+                    let later: Vec<Offset> = segments
+                        .range((Bound::Excluded(base), Bound::Unbounded))
+                        .map(|(b, _)| *b)
+                        .collect();
                     for b in later {
                         if let Some(s) = segments.remove(&b) {
                             log::warn!(
@@ -258,7 +258,8 @@ impl Log {
     /// index files). Read-only mode ignores every temporary file and changes nothing.
     fn scan_files(&self) -> Result<Vec<Offset>> {
         let mut names = Vec::new();
-        let entries = std::fs::read_dir(&self.dir).map_err(|e| Error::io(&self.dir, "readdir", e))?;
+        let entries =
+            std::fs::read_dir(&self.dir).map_err(|e| Error::io(&self.dir, "readdir", e))?;
         for entry in entries {
             let entry = entry.map_err(|e| Error::io(&self.dir, "readdir", e))?;
             if let Some(name) = entry.file_name().to_str() {
@@ -303,10 +304,9 @@ impl Log {
             .filter(|(_, p)| p.kind == FileKind::Log)
             .map(|(name, p)| Ok((p.base_offset, self.next_offset_of_file(name, p.base_offset)?)))
             .collect::<Result<_>>()?;
-        if let (Some(min), Some(max)) = (
-            swap_ranges.iter().map(|r| r.0).min(),
-            swap_ranges.iter().map(|r| r.1).max(),
-        ) {
+        if let (Some(min), Some(max)) =
+            (swap_ranges.iter().map(|r| r.0).min(), swap_ranges.iter().map(|r| r.1).max())
+        {
             live.retain(|(name, p)| {
                 let replaced = p.base_offset >= min && p.base_offset < max;
                 if replaced {
@@ -322,10 +322,14 @@ impl Log {
             live.push((name.trim_end_matches(FileState::Swap.suffix()).to_string(), p));
         }
         // Pass 3: index files without a `.log` are orphans.
-        let logs: Vec<Offset> =
-            live.iter().filter(|(_, p)| p.kind == FileKind::Log).map(|(_, p)| p.base_offset).collect();
+        let logs: Vec<Offset> = live
+            .iter()
+            .filter(|(_, p)| p.kind == FileKind::Log)
+            .map(|(_, p)| p.base_offset)
+            .collect();
         for (name, p) in &live {
-            let is_index = matches!(p.kind, FileKind::Index | FileKind::TimeIndex | FileKind::TxnIndex);
+            let is_index =
+                matches!(p.kind, FileKind::Index | FileKind::TimeIndex | FileKind::TxnIndex);
             if is_index && !logs.contains(&p.base_offset) {
                 remove(name)?;
             }
@@ -500,7 +504,10 @@ impl Log {
             let size = MAX_RECORD_OVERHEAD
                 + r.key.as_ref().map_or(0, Vec::len)
                 + r.value.as_ref().map_or(0, Vec::len)
-                + r.headers.iter().map(|(k, v)| 10 + k.len() + v.as_ref().map_or(0, Vec::len)).sum::<usize>();
+                + r.headers
+                    .iter()
+                    .map(|(k, v)| 10 + k.len() + v.as_ref().map_or(0, Vec::len))
+                    .sum::<usize>();
             if i > start && estimate.saturating_add(size) > limit {
                 chunks.push(&records[start..i]);
                 start = i;
@@ -543,13 +550,24 @@ impl Log {
     /// The active segment, rolled first if the next set must not go into it (Kafka's
     /// `maybeRoll`: `segment.bytes`, `segment.ms` by record time, a full index, or a relative
     /// offset overflow). Caller holds `append_lock`.
-    fn maybe_roll(&self, set_size: u64, max_timestamp: Timestamp, last: Offset) -> Result<Arc<LogSegment>> {
+    fn maybe_roll(
+        &self,
+        set_size: u64,
+        max_timestamp: Timestamp,
+        last: Offset,
+    ) -> Result<Arc<LogSegment>> {
         let active = self.active_segment().ok_or(Error::StaleHandle)?;
         let max_segment_ms = self
             .config
             .segment_ms
             .saturating_sub(self.active_roll_jitter_ms.load(Ordering::Relaxed));
-        if !active.should_roll(set_size, max_timestamp, last, self.config.segment_bytes, max_segment_ms)? {
+        if !active.should_roll(
+            set_size,
+            max_timestamp,
+            last,
+            self.config.segment_bytes,
+            max_segment_ms,
+        )? {
             return Ok(active);
         }
         self.roll()
@@ -680,20 +698,24 @@ impl Log {
                 };
                 Ok(found.map_or_else(|| self.log_end_offset(), |(o, _)| o))
             }
-            OffsetQuery::Timestamp(target) => {
-                Ok(self.find_offset_by_timestamp(target)?.map_or_else(|| self.log_end_offset(), |(o, _)| o))
-            }
+            OffsetQuery::Timestamp(target) => Ok(self
+                .find_offset_by_timestamp(target)?
+                .map_or_else(|| self.log_end_offset(), |(o, _)| o)),
         }
     }
 
     /// The first record (in log order, at or after the log start offset) with timestamp `>=
     /// target`, as `(offset, its timestamp)`; `None` when no record is that new. Unlike Kafka,
     /// the search continues into later segments when the first candidate segment has no match.
-    pub fn find_offset_by_timestamp(&self, target: Timestamp) -> Result<Option<(Offset, Timestamp)>> {
+    pub fn find_offset_by_timestamp(
+        &self,
+        target: Timestamp,
+    ) -> Result<Option<(Offset, Timestamp)>> {
         let log_start = self.log_start_offset();
         let segments = self.segment_list();
         for (i, seg) in segments.iter().enumerate() {
-            let below_start = segments.get(i + 1).is_some_and(|next| next.base_offset() <= log_start);
+            let below_start =
+                segments.get(i + 1).is_some_and(|next| next.base_offset() <= log_start);
             if below_start || seg.largest_timestamp()? < target {
                 continue;
             }
@@ -790,8 +812,13 @@ impl Log {
                 Err(e) => return Err(Error::io(&path, "read", e)),
             };
             for (n, entry) in bytes.chunks_exact(TXN_INDEX_ENTRY_SIZE).enumerate() {
-                let txn = parse_aborted_txn(entry)
-                    .ok_or_else(|| Error::corrupt(&path, (n * TXN_INDEX_ENTRY_SIZE) as u64, "unknown txn index entry version"))?;
+                let txn = parse_aborted_txn(entry).ok_or_else(|| {
+                    Error::corrupt(
+                        &path,
+                        (n * TXN_INDEX_ENTRY_SIZE) as u64,
+                        "unknown txn index entry version",
+                    )
+                })?;
                 if txn.last_offset >= from && txn.first_offset < to {
                     out.push(txn);
                 }
@@ -808,9 +835,9 @@ impl Log {
         pos: u64,
         buf: &mut [u8],
     ) -> Result<usize> {
-        let seg = self
-            .segment(base_offset)
-            .ok_or_else(|| Error::NotFound(format!("segment {base_offset} of {}", self.dir.display())))?;
+        let seg = self.segment(base_offset).ok_or_else(|| {
+            Error::NotFound(format!("segment {base_offset} of {}", self.dir.display()))
+        })?;
         match kind {
             SegmentFileKind::Log => seg.read_log_bytes(pos, buf),
             SegmentFileKind::Index => seg.read_index_bytes(false, pos, buf),
@@ -862,7 +889,9 @@ impl Log {
         let log_start = self.log_start_offset();
         // 1. Segments entirely below the log start offset.
         let mut prefix = 0;
-        while prefix < sealed && segments.get(prefix + 1).is_some_and(|n| n.base_offset() <= log_start) {
+        while prefix < sealed
+            && segments.get(prefix + 1).is_some_and(|n| n.base_offset() <= log_start)
+        {
             prefix += 1;
         }
         // 2. Size: while the log minus this segment is still at least retention.bytes.

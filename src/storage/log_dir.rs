@@ -214,8 +214,7 @@ impl LogDir {
     /// Partition numbers of `topic`, sorted; `NotFound` for an unknown topic.
     pub fn partition_numbers(&self, topic: &str) -> Result<Vec<u32>> {
         let logs = self.logs.read().unwrap_or_else(|e| e.into_inner());
-        let parts: Vec<u32> =
-            logs.keys().filter(|(t, _)| t == topic).map(|(_, p)| *p).collect();
+        let parts: Vec<u32> = logs.keys().filter(|(t, _)| t == topic).map(|(_, p)| *p).collect();
         if parts.is_empty() {
             return Err(Error::NotFound(format!("topic {topic}")));
         }
@@ -314,8 +313,16 @@ impl LogDir {
             })
             .map(|l| (l.topic().to_string(), l.partition(), l.log_start_offset().0))
             .collect();
-        write_atomically(&self.path, RECOVERY_POINT_CHECKPOINT, &format_offset_checkpoint(&recovery))?;
-        write_atomically(&self.path, LOG_START_OFFSET_CHECKPOINT, &format_offset_checkpoint(&starts))
+        write_atomically(
+            &self.path,
+            RECOVERY_POINT_CHECKPOINT,
+            &format_offset_checkpoint(&recovery),
+        )?;
+        write_atomically(
+            &self.path,
+            LOG_START_OFFSET_CHECKPOINT,
+            &format_offset_checkpoint(&starts),
+        )
     }
 
     /// Closes every partition cleanly (trimmed indexes, fsync), writes the checkpoints and the
@@ -363,16 +370,19 @@ fn load_meta_properties(dir: &Path, writable: bool) -> Result<BTreeMap<String, S
     let path = dir.join(META_PROPERTIES);
     match std::fs::read_to_string(&path) {
         Ok(text) => {
-            let props = parse_properties(&text).map_err(|e| {
-                Error::corrupt(&path, e.at as u64, e.to_string())
-            })?;
+            let props = parse_properties(&text)
+                .map_err(|e| Error::corrupt(&path, e.at as u64, e.to_string()))?;
             let version = props.get("version").map_or("0", String::as_str);
             match version {
                 "0" => {}
                 "1" => {
                     for key in ["cluster.id", "node.id"] {
                         if !props.contains_key(key) {
-                            return Err(Error::corrupt(&path, 0, format!("version 1 without {key}")));
+                            return Err(Error::corrupt(
+                                &path,
+                                0,
+                                format!("version 1 without {key}"),
+                            ));
                         }
                     }
                 }

@@ -60,7 +60,10 @@ impl OffsetIndex {
 
     /// Maps the trimmed index of a sealed segment read-only (writable log dir).
     pub(crate) fn open_sealed(path: &Path, base_offset: Offset) -> Result<OffsetIndex> {
-        Ok(OffsetIndex::from_file(base_offset, IndexFile::open_sealed(path, OFFSET_INDEX_ENTRY_SIZE)?))
+        Ok(OffsetIndex::from_file(
+            base_offset,
+            IndexFile::open_sealed(path, OFFSET_INDEX_ENTRY_SIZE)?,
+        ))
     }
 
     /// Copies the index into memory with `pread` (read-only log dir).
@@ -125,7 +128,10 @@ impl OffsetIndex {
     /// Entry `n` as (absolute offset, position).
     pub fn entry(&self, n: usize) -> Option<(Offset, Position)> {
         let e = OffsetPosition::decode(self.file.slot(n)?).ok()?;
-        Some((self.base_offset.plus(i64::from(e.relative_offset.0)), Position(u64::from(e.position))))
+        Some((
+            self.base_offset.plus(i64::from(e.relative_offset.0)),
+            Position(u64::from(e.position)),
+        ))
     }
 
     fn last_entry(&self) -> Option<(Offset, Position)> {
@@ -174,7 +180,10 @@ impl OffsetIndex {
                 Error::corrupt(
                     self.file.path(),
                     at,
-                    format!("offset {offset} overflows a relative offset of base {}", self.base_offset),
+                    format!(
+                        "offset {offset} overflows a relative offset of base {}",
+                        self.base_offset
+                    ),
                 )
             })?;
         let position = u32::try_from(position.0).map_err(|_| {
@@ -190,7 +199,9 @@ impl OffsetIndex {
     pub fn truncate_to(&mut self, offset: Offset) -> Result<()> {
         let keep = match self.relative(offset) {
             None => 0,
-            Some(rel) => partition_point(self.entries(), |n| self.relative_at(n).is_some_and(|r| r < rel)),
+            Some(rel) => {
+                partition_point(self.entries(), |n| self.relative_at(n).is_some_and(|r| r < rel))
+            }
         };
         self.file.truncate_entries(keep)?;
         self.last_offset = self.last_entry().map_or(self.base_offset, |(o, _)| o);
@@ -239,7 +250,10 @@ impl OffsetIndex {
             return Err(Error::corrupt(
                 self.file.path(),
                 0,
-                format!("last offset {} is below base offset {}", self.last_offset, self.base_offset),
+                format!(
+                    "last offset {} is below base offset {}",
+                    self.last_offset, self.base_offset
+                ),
             ));
         }
         Ok(())

@@ -324,7 +324,8 @@ impl LogSegment {
             }
             SegmentMode::Writable => OffsetIndex::open_sealed(&path, self.base_offset),
             SegmentMode::ReadOnly => {
-                let index = OffsetIndex::load_read_only(&path, self.base_offset, self.max_index_size)?;
+                let index =
+                    OffsetIndex::load_read_only(&path, self.base_offset, self.max_index_size)?;
                 match index.sanity_check() {
                     Ok(()) => Ok(index),
                     Err(e) => {
@@ -344,7 +345,8 @@ impl LogSegment {
             }
             SegmentMode::Writable => TimeIndex::open_sealed(&path, self.base_offset),
             SegmentMode::ReadOnly => {
-                let index = TimeIndex::load_read_only(&path, self.base_offset, self.max_index_size)?;
+                let index =
+                    TimeIndex::load_read_only(&path, self.base_offset, self.max_index_size)?;
                 match index.sanity_check() {
                     Ok(()) => Ok(index),
                     Err(e) => {
@@ -358,10 +360,16 @@ impl LogSegment {
 
     /// Builds both indexes in memory from the `.log` (read-only mode), without changing files.
     fn rebuild_in_memory(&self) -> Result<(OffsetIndex, TimeIndex)> {
-        let mut offset_index =
-            OffsetIndex::in_memory(&self.file_path(".index"), self.base_offset, self.max_index_size);
-        let mut time_index =
-            TimeIndex::in_memory(&self.file_path(".timeindex"), self.base_offset, self.max_index_size);
+        let mut offset_index = OffsetIndex::in_memory(
+            &self.file_path(".index"),
+            self.base_offset,
+            self.max_index_size,
+        );
+        let mut time_index = TimeIndex::in_memory(
+            &self.file_path(".timeindex"),
+            self.base_offset,
+            self.max_index_size,
+        );
         self.walk_and_index(&mut offset_index, &mut time_index, self.size())?;
         Ok((offset_index, time_index))
     }
@@ -404,7 +412,8 @@ impl LogSegment {
             .map_err(|e| Error::io(&self.log_path, "read", e))?;
         bytes.truncate(n);
         // The first batch alone may be larger than `max_bytes`: then read exactly it.
-        if let Some(first) = peek_entry(&bytes).map_err(|e| corrupt_at(&self.log_path, position.0, e))?
+        if let Some(first) =
+            peek_entry(&bytes).map_err(|e| corrupt_at(&self.log_path, position.0, e))?
             && first.total_size() > bytes.len()
             && first.total_size() as u64 <= available
         {
@@ -503,9 +512,11 @@ impl LogSegment {
     ) -> Result<Option<(Offset, Timestamp)>> {
         let (_, indexed_offset) = self.with_time_index(|idx| idx.lookup(target))?;
         let from = indexed_offset.max(start_offset);
-        self.scan_records(from, |batch_max| batch_max >= target, |offset, ts| {
-            ts >= target && offset >= start_offset
-        })
+        self.scan_records(
+            from,
+            |batch_max| batch_max >= target,
+            |offset, ts| ts >= target && offset >= start_offset,
+        )
     }
 
     /// The first record carrying the segment's max timestamp (KIP-734 / KAFKA-16310), as
@@ -650,8 +661,7 @@ impl LogSegment {
     /// everything from the first invalid or torn batch on (the `.log` is truncated in writable
     /// mode; in read-only mode the committed size stops there and indexes live in memory).
     pub fn recover(&self) -> Result<RecoveryResult> {
-        let file_len =
-            self.log.metadata().map_err(|e| Error::io(&self.log_path, "stat", e))?.len();
+        let file_len = self.log.metadata().map_err(|e| Error::io(&self.log_path, "stat", e))?.len();
         let (mut offset_index, mut time_index) = match self.mode {
             SegmentMode::Writable => {
                 let mut o = OffsetIndex::open_writable(
@@ -671,8 +681,16 @@ impl LogSegment {
                 (o, t)
             }
             SegmentMode::ReadOnly => (
-                OffsetIndex::in_memory(&self.file_path(".index"), self.base_offset, self.max_index_size),
-                TimeIndex::in_memory(&self.file_path(".timeindex"), self.base_offset, self.max_index_size),
+                OffsetIndex::in_memory(
+                    &self.file_path(".index"),
+                    self.base_offset,
+                    self.max_index_size,
+                ),
+                TimeIndex::in_memory(
+                    &self.file_path(".timeindex"),
+                    self.base_offset,
+                    self.max_index_size,
+                ),
             ),
         };
         // Readers must not use the old indexes while they are rebuilt.
@@ -693,7 +711,8 @@ impl LogSegment {
             }
         }
         self.size.store(valid, Ordering::Release);
-        let (max_ts, max_offset) = *lock(&self.max_timestamp).get_or_insert((NO_TIMESTAMP, self.base_offset));
+        let (max_ts, max_offset) =
+            *lock(&self.max_timestamp).get_or_insert((NO_TIMESTAMP, self.base_offset));
         offset_index.trim_to_valid_size()?;
         time_index.maybe_append(max_ts, max_offset, true)?;
         time_index.trim_to_valid_size()?;
@@ -786,14 +805,16 @@ impl LogSegment {
         let path = self.file_path(".index");
         self.with_offset_index_mut(|idx| {
             if !idx.file().is_in_memory() {
-                *idx = OffsetIndex::open_writable(&path, self.base_offset, self.max_index_size, true)?;
+                *idx =
+                    OffsetIndex::open_writable(&path, self.base_offset, self.max_index_size, true)?;
             }
             Ok(())
         })?;
         let path = self.file_path(".timeindex");
         self.with_time_index_mut(|idx| {
             if !idx.file().is_in_memory() {
-                *idx = TimeIndex::open_writable(&path, self.base_offset, self.max_index_size, true)?;
+                *idx =
+                    TimeIndex::open_writable(&path, self.base_offset, self.max_index_size, true)?;
             }
             Ok(())
         })
@@ -862,7 +883,9 @@ impl LogSegment {
     /// Copies valid index bytes from `pos` into `buf` (the preallocated tail is not shown).
     pub fn read_index_bytes(&self, time: bool, pos: u64, buf: &mut [u8]) -> Result<usize> {
         let copy = |bytes: &[u8], buf: &mut [u8]| -> usize {
-            let Some(src) = usize::try_from(pos).ok().and_then(|p| bytes.get(p..)) else { return 0 };
+            let Some(src) = usize::try_from(pos).ok().and_then(|p| bytes.get(p..)) else {
+                return 0;
+            };
             let n = src.len().min(buf.len());
             buf[..n].copy_from_slice(&src[..n]);
             n
@@ -881,7 +904,8 @@ impl LogSegment {
             return Ok(0);
         }
         let n = ((end - pos) as usize).min(buf.len());
-        read_fully_at(&self.log, &mut buf[..n], pos).map_err(|e| Error::io(&self.log_path, "read", e))
+        read_fully_at(&self.log, &mut buf[..n], pos)
+            .map_err(|e| Error::io(&self.log_path, "read", e))
     }
 
     /// Removes the segment's files (retention, or later segments after a truncating recovery):
@@ -898,7 +922,9 @@ impl LogSegment {
             let path = self.file_path(suffix);
             let deleted = self.file_path(&format!("{suffix}.deleted"));
             match std::fs::rename(&path, &deleted) {
-                Ok(()) => std::fs::remove_file(&deleted).map_err(|e| Error::io(&deleted, "remove", e))?,
+                Ok(()) => {
+                    std::fs::remove_file(&deleted).map_err(|e| Error::io(&deleted, "remove", e))?
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(Error::io(&path, "rename", e)),
             }

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::format::{NewRecord, Offset};
 use crate::source::{
-    AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, PartitionSource, PartitionSummary,
-    ReadCursor, SegmentFileKind, SegmentSummary, TopicSource,
+    AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, PartitionSource, PartitionSummary, ReadCursor,
+    SegmentFileKind, SegmentSummary, TopicSource,
 };
 
 use super::log::Log;

@@ -194,7 +194,8 @@ impl TimeIndex {
 
     /// Removes every entry with offset `>= offset` (Kafka's `truncateTo`, on the offset column).
     pub fn truncate_to(&mut self, offset: Offset) -> Result<()> {
-        let keep = partition_point(self.entries(), |n| self.entry(n).is_some_and(|(_, o)| o < offset));
+        let keep =
+            partition_point(self.entries(), |n| self.entry(n).is_some_and(|(_, o)| o < offset));
         self.file.truncate_entries(keep)?;
         self.last_entry = self.read_last_entry();
         Ok(())

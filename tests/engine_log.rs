@@ -1,0 +1,637 @@
+//! Log engine invariants, through the public storage API on real files in temporary dirs.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use topicfs::Error;
+use topicfs::format::{NewRecord, Offset, Timestamp, decode_batch, peek_entry};
+use topicfs::source::{OffsetQuery, SegmentFileKind, TopicSource};
+use topicfs::storage::{Log, LogConfig, LogDir};
+
+fn record(ts: Timestamp, value: &str) -> NewRecord {
+    NewRecord { timestamp: ts, key: None, value: Some(value.as_bytes().to_vec()), headers: vec![] }
+}
+
+fn small_config() -> LogConfig {
+    let mut c = LogConfig::default();
+    c.set("segment.bytes", "1024").unwrap();
+    c.set("index.interval.bytes", "100").unwrap();
+    c.set("segment.index.bytes", "4096").unwrap();
+    c.set("retention.ms", "-1").unwrap();
+    c
+}
+
+fn open(dir: &Path, config: &LogConfig) -> LogDir {
+    LogDir::open(dir, config.clone()).unwrap()
+}
+
+fn open_log(dir: &Path, config: &LogConfig) -> (LogDir, Arc<Log>) {
+    let d = open(dir, config);
+    if d.log("t", 0).is_err() {
+        d.create_topic("t", 1).unwrap();
+    }
+    let log = d.log("t", 0).unwrap();
+    (d, log)
+}
+
+/// Every record readable from `from`, as (offset, timestamp, value).
+fn read_all(log: &Log, from: Offset) -> Vec<(i64, Timestamp, String)> {
+    let mut cursor = log.seek(from).unwrap();
+    let mut out = Vec::new();
+    loop {
+        let chunk = log.read(&cursor, 4096).unwrap();
+        if chunk.bytes.is_empty() {
+            break;
+        }
+        let mut at = 0;
+        while let Some(h) = peek_entry(&chunk.bytes[at..]).unwrap() {
+            let batch = decode_batch(&chunk.bytes[at..at + h.total_size()]).unwrap();
+            for r in batch.records() {
+                let r = r.unwrap();
+                if r.offset >= from {
+                    let v = String::from_utf8(r.value.unwrap().to_vec()).unwrap();
+                    out.push((r.offset.0, r.timestamp, v));
+                }
+            }
+            at += h.total_size();
+        }
+        cursor = chunk.next.unwrap();
+    }
+    out
+}
+
+fn files_with_suffix(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_str().unwrap().ends_with(suffix))
+        .collect();
+    v.sort();
+    v
+}
+
+fn append_n(log: &Log, n: usize, ts: Timestamp, size: usize) {
+    for i in 0..n {
+        log.append(&[record(ts + i as i64, &"x".repeat(size))]).unwrap();
+    }
+}
+
+#[test]
+fn appends_get_consecutive_offsets_and_read_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_d, log) = open_log(tmp.path(), &small_config());
+    let info = log.append(&[record(1000, "a"), record(1001, "b")]).unwrap();
+    assert_eq!((info.first_offset, info.last_offset, info.batches), (Offset(0), Offset(1), 1));
+    let info = log.append(&[record(1002, "c")]).unwrap();
+    assert_eq!(info.first_offset, Offset(2));
+    assert_eq!(log.log_end_offset(), Offset(3));
+    let all = read_all(&log, Offset(0));
+    assert_eq!(all.iter().map(|r| r.2.as_str()).collect::<Vec<_>>(), ["a", "b", "c"]);
+    assert_eq!(read_all(&log, Offset(1))[0].0, 1);
+    assert!(read_all(&log, Offset(3)).is_empty(), "log end offset gives an empty read");
+    assert!(matches!(log.seek(Offset(4)), Err(Error::OffsetOutOfRange { .. })));
+}
+
+#[test]
+fn missing_timestamps_are_filled_with_now() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_d, log) = open_log(tmp.path(), &small_config());
+    let before =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()
+            as i64;
+    log.append(&[record(-1, "a")]).unwrap();
+    let ts = read_all(&log, Offset(0))[0].1;
+    assert!(ts >= before, "{ts} < {before}");
+}
+
+#[test]
+fn roll_on_segment_bytes_keeps_every_segment_within_the_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_d, log) = open_log(tmp.path(), &small_config());
+    append_n(&log, 40, 1000, 100);
+    let segments = log.segment_list();
+    assert!(segments.len() > 3, "{} segments", segments.len());
+    for s in &segments {
+        assert!(s.size() <= 1024, "segment {} has {} bytes", s.base_offset(), s.size());
+    }
+    // Rolled segments have trimmed indexes: exactly their entries, no zero tail.
+    for s in &segments[..segments.len() - 1] {
+        let idx_len = std::fs::metadata(s.file_path(".index")).unwrap().len();
+        let entries = s.with_offset_index(|i| i.entries()).unwrap() as u64;
+        assert_eq!(idx_len, entries * 8);
+        let t_len = std::fs::metadata(s.file_path(".timeindex")).unwrap().len();
+        let (ts, _) = s.with_time_index(|i| i.last_entry()).unwrap();
+        assert_eq!(t_len % 12, 0);
+        assert_eq!(Some(ts), s.max_timestamp_so_far().unwrap().map(|m| m.0), "final time entry");
+    }
+    // The active segment's indexes stay preallocated.
+    let active = segments.last().unwrap();
+    assert_eq!(std::fs::metadata(active.file_path(".index")).unwrap().len(), 4096);
+    assert_eq!(read_all(&log, Offset(0)).len(), 40);
+}
+
+#[test]
+fn roll_on_full_index() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = small_config();
+    c.set("segment.bytes", "1000000").unwrap();
+    c.set("index.interval.bytes", "0").unwrap();
+    c.set("segment.index.bytes", "36").unwrap(); // 4 offset slots, 3 time slots (1 reserved)
+    let (_d, log) = open_log(tmp.path(), &c);
+    append_n(&log, 20, 1000, 10);
+    let segments = log.segment_list();
+    assert!(segments.len() >= 5, "{} segments", segments.len());
+    for s in &segments {
+        let entries = s.with_offset_index(|i| i.entries()).unwrap();
+        assert!(entries <= 4);
+    }
+    assert_eq!(read_all(&log, Offset(0)).len(), 20);
+}
+
+#[test]
+fn roll_on_segment_ms_uses_record_time() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = small_config();
+    c.set("segment.bytes", "1000000").unwrap();
+    c.set("segment.ms", "1000").unwrap();
+    let (_d, log) = open_log(tmp.path(), &c);
+    log.append(&[record(10_000, "a")]).unwrap();
+    log.append(&[record(10_900, "b")]).unwrap();
+    assert_eq!(log.segment_list().len(), 1);
+    log.append(&[record(11_001, "c")]).unwrap();
+    let bases: Vec<Offset> = log.segment_list().iter().map(|s| s.base_offset()).collect();
+    assert_eq!(bases, [Offset(0), Offset(2)]);
+}
+
+#[test]
+fn max_message_bytes_refusal_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = small_config();
+    c.set("max.message.bytes", "200").unwrap();
+    let (_d, log) = open_log(tmp.path(), &c);
+    log.append(&[record(1, "ok")]).unwrap();
+    let size = log.summary().unwrap().size_bytes;
+    let err = log.append(&[record(2, "small"), record(3, &"x".repeat(500))]).unwrap_err();
+    assert!(matches!(err, Error::RecordTooLarge { max: 200, .. }), "{err}");
+    assert_eq!(log.log_end_offset(), Offset(1));
+    assert_eq!(log.summary().unwrap().size_bytes, size);
+}
+
+#[test]
+fn append_splits_into_batches_only_when_one_exceeds_max_message_bytes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = small_config();
+    c.set("max.message.bytes", "400").unwrap();
+    c.set("segment.bytes", "1000000").unwrap();
+    let (_d, log) = open_log(tmp.path(), &c);
+    let one = log.append(&[record(1, "a"), record(2, "b")]).unwrap();
+    assert_eq!(one.batches, 1);
+    let records: Vec<NewRecord> = (0..10).map(|i| record(i, &"v".repeat(100))).collect();
+    let info = log.append(&records).unwrap();
+    assert!(info.batches > 1);
+    assert_eq!((info.first_offset, info.last_offset), (Offset(2), Offset(11)));
+    let offsets: Vec<i64> = read_all(&log, Offset(0)).iter().map(|r| r.0).collect();
+    assert_eq!(offsets, (0..12).collect::<Vec<_>>());
+    for s in log.segment_list() {
+        let mut pos = 0;
+        let mut buf = vec![0u8; s.size() as usize];
+        s.read_log_bytes(0, &mut buf).unwrap();
+        while let Some(h) = peek_entry(&buf[pos..]).unwrap() {
+            assert!(h.total_size() <= 400);
+            pos += h.total_size();
+        }
+    }
+}
+
+#[test]
+fn timestamp_lookup_is_first_record_in_log_order_and_later_than_all_is_log_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_d, log) = open_log(tmp.path(), &small_config());
+    // Out-of-order CreateTime: the answer is the first offset whose timestamp is >= target.
+    for (i, ts) in [100, 300, 200, 500, 400, 600].iter().enumerate() {
+        log.append(&[record(*ts, &format!("r{i}"))]).unwrap();
+    }
+    let q = |t| log.offset_for(OffsetQuery::Timestamp(t)).unwrap();
+    assert_eq!(q(0), Offset(0));
+    assert_eq!(q(100), Offset(0));
+    assert_eq!(q(150), Offset(1));
+    assert_eq!(q(250), Offset(1));
+    assert_eq!(q(301), Offset(3));
+    assert_eq!(q(550), Offset(5));
+    assert_eq!(q(601), Offset(6), "later than every record: the log end offset");
+    assert_eq!(log.offset_for(OffsetQuery::Earliest).unwrap(), Offset(0));
+    assert_eq!(log.offset_for(OffsetQuery::Latest).unwrap(), Offset(6));
+}
+
+#[test]
+fn max_timestamp_query_returns_the_exact_first_record() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_d, log) = open_log(tmp.path(), &small_config());
+    assert_eq!(log.offset_for(OffsetQuery::MaxTimestamp).unwrap(), Offset(0), "empty: log end");
+    log.append(&[record(5, "a"), record(7, "b")]).unwrap();
+    log.append(&[record(5, "c"), record(9, "d"), record(3, "e"), record(9, "f")]).unwrap();
+    log.append(&[record(8, "g")]).unwrap();
+    assert_eq!(log.offset_for(OffsetQuery::MaxTimestamp).unwrap(), Offset(3));
+}
+
+#[test]
+fn log_append_time_stamps_every_batch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = small_config();
+    c.set("message.timestamp.type", "LogAppendTime").unwrap();
+    c.set("compression.type", "gzip").unwrap();
+    let (_d, log) = open_log(tmp.path(), &c);
+    log.append(&[record(5, "a"), record(6, "b")]).unwrap();
+    let all = read_all(&log, Offset(0));
+    assert!(all[0].1 > 1_000_000_000_000 && all[0].1 == all[1].1, "{all:?}");
+}
+
+#[test]
+fn retention_by_time_never_deletes_the_active_segment_and_advances_log_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = small_config();
+    c.set("retention.ms", "1000").unwrap();
+    let d = open(tmp.path(), &c);
+    d.create_topic("t", 1).unwrap();
+    let log = d.log("t", 0).unwrap();
+    append_n(&log, 30, 1000, 100); // timestamps in 1970: all old
+    let before = log.segment_list();
+    assert!(before.len() > 2);
+    let deleted = d.enforce_retention().unwrap();
+    assert_eq!(deleted, before.len() - 1);
+    let after = log.segment_list();
+    assert_eq!(after.len(), 1);
+    assert_eq!(after[0].base_offset(), before.last().unwrap().base_offset());
+    assert_eq!(log.log_start_offset(), after[0].base_offset());
+    assert!(!before[0].log_path().exists());
+    assert_eq!(files_with_suffix(log.dir(), ".log").len(), 1);
+    // Kafka checkpoints a log start offset only when it lies above the first segment's base
+    // offset; here it equals it, and a reopen derives it from the first segment.
+    let text = std::fs::read_to_string(tmp.path().join("log-start-offset-checkpoint")).unwrap();
+    assert_eq!(text, "0\n0\n");
+    let start = after[0].base_offset().0;
+    assert!(matches!(log.seek(Offset(0)), Err(Error::OffsetOutOfRange { .. })));
+    assert_eq!(read_all(&log, log.log_start_offset()).len() as i64, 30 - start);
+    d.shutdown().unwrap();
+    drop((log, d));
+    let d = open(tmp.path(), &c);
+    assert_eq!(d.log("t", 0).unwrap().log_start_offset(), Offset(start));
+}
+
+#[test]
+fn retention_by_bytes_deletes_oldest_segments_while_over_the_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = small_config();
+    c.set("retention.bytes", "2500").unwrap();
+    let d = open(tmp.path(), &c);
+    d.create_topic("t", 1).unwrap();
+    let log = d.log("t", 0).unwrap();
+    append_n(&log, 40, 1000, 100);
+    d.enforce_retention().unwrap();
+    let total: u64 = log.segment_list().iter().map(|s| s.size()).sum();
+    let first = log.segment_list()[0].size();
+    assert!(total >= 2500 || log.segment_list().len() == 1);
+    assert!(total - first < 2500, "deleting one more would still leave >= retention.bytes");
+    assert_eq!(log.log_start_offset(), log.segment_list()[0].base_offset());
+}
+
+#[test]
+fn clean_shutdown_reopens_without_recovery_and_removes_the_marker() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = small_config();
+    {
+        let (d, log) = open_log(tmp.path(), &c);
+        append_n(&log, 25, 1000, 100);
+        d.shutdown().unwrap();
+        assert!(tmp.path().join(".kafka_cleanshutdown").exists());
+        // Clean close trims the active indexes too.
+        let active = log.segment_list().last().unwrap().clone();
+        let entries = active.with_offset_index(|i| i.entries()).unwrap() as u64;
+        assert_eq!(std::fs::metadata(active.file_path(".index")).unwrap().len(), entries * 8);
+    }
+    let (d, log) = open_log(tmp.path(), &c);
+    assert!(d.had_clean_shutdown());
+    assert!(!tmp.path().join(".kafka_cleanshutdown").exists(), "marker deleted at open");
+    assert_eq!(log.recovered_segments(), 0, "no segment re-read after a clean shutdown");
+    assert_eq!(log.log_end_offset(), Offset(25));
+    assert_eq!(read_all(&log, Offset(0)).len(), 25);
+    log.append(&[record(5000, "more")]).unwrap();
+    assert_eq!(read_all(&log, Offset(25))[0].2, "more");
+}
+
+#[test]
+fn torn_tail_is_truncated_on_recovery() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = small_config();
+    let (log_path, good_size) = {
+        let (_d, log) = open_log(tmp.path(), &c);
+        append_n(&log, 5, 1000, 50);
+        let active = log.segment_list().last().unwrap().clone();
+        (active.log_path().to_path_buf(), active.size())
+        // dropped without shutdown: an unclean stop
+    };
+    // Half of a batch at the end, as a crash mid-write leaves it.
+    let bytes = std::fs::read(&log_path).unwrap();
+    let mut torn = bytes.clone();
+    torn.extend_from_slice(&bytes[..40]);
+    std::fs::write(&log_path, &torn).unwrap();
+    let (d, log) = open_log(tmp.path(), &c);
+    assert!(!d.had_clean_shutdown());
+    assert!(log.recovered_segments() > 0);
+    assert_eq!(std::fs::metadata(&log_path).unwrap().len(), good_size);
+    assert_eq!(log.log_end_offset(), Offset(5));
+    log.append(&[record(9, "after")]).unwrap();
+    assert_eq!(read_all(&log, Offset(0)).len(), 6);
+}
+
+#[test]
+fn crc_corrupt_batch_truncates_its_segment_and_deletes_later_segments() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = small_config();
+    let (second, third) = {
+        let (_d, log) = open_log(tmp.path(), &c);
+        append_n(&log, 30, 1000, 100);
+        let segs = log.segment_list();
+        assert!(segs.len() >= 3);
+        (segs[1].clone(), segs[2].clone())
+    };
+    // Flip a byte inside the second batch of the second segment.
+    let path = second.log_path().to_path_buf();
+    let mut bytes = std::fs::read(&path).unwrap();
+    let first_len = peek_entry(&bytes).unwrap().unwrap().total_size();
+    bytes[first_len + 70] ^= 0xff;
+    std::fs::write(&path, &bytes).unwrap();
+    let (_d, log) = open_log(tmp.path(), &c);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), first_len as u64);
+    assert!(!third.log_path().exists(), "later segments are deleted");
+    assert_eq!(log.log_end_offset(), second.base_offset().plus(1));
+    assert_eq!(read_all(&log, Offset(0)).len() as i64, log.log_end_offset().0);
+}
+
+#[test]
+fn missing_index_is_rebuilt_at_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = small_config();
+    let sealed = {
+        let (d, log) = open_log(tmp.path(), &c);
+        append_n(&log, 30, 1000, 100);
+        let sealed = log.segment_list()[1].clone();
+        d.shutdown().unwrap();
+        sealed
+    };
+    let index_path = sealed.file_path(".index");
+    let original = std::fs::read(&index_path).unwrap();
+    assert!(!original.is_empty());
+    std::fs::remove_file(&index_path).unwrap();
+    let (_d, log) = open_log(tmp.path(), &c);
+    assert_eq!(std::fs::read(&index_path).unwrap(), original, "same entries rebuilt");
+    let target = sealed.base_offset().plus(3);
+    assert_eq!(read_all(&log, target)[0].0, target.0);
+}
+
+#[test]
+fn unclean_stop_recovers_from_the_zero_filled_active_index() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = small_config();
+    {
+        let (_d, log) = open_log(tmp.path(), &c);
+        append_n(&log, 7, 1000, 100);
+    }
+    let (_d, log) = open_log(tmp.path(), &c);
+    assert_eq!(log.log_end_offset(), Offset(7));
+    for o in 0..7 {
+        assert_eq!(read_all(&log, Offset(o))[0].0, o);
+    }
+    assert_eq!(log.offset_for(OffsetQuery::Timestamp(1003)).unwrap(), Offset(3));
+}
+
+#[test]
+fn a_corrupt_batch_fails_reads_that_hit_it_and_data_around_it_stays_readable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = small_config();
+    c.set("segment.bytes", "1000000").unwrap();
+    let (d, log) = open_log(tmp.path(), &c);
+    append_n(&log, 6, 1000, 20);
+    d.shutdown().unwrap();
+    drop(log);
+    drop(d);
+    let path = tmp.path().join("t-0/00000000000000000000.log");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let batch = peek_entry(&bytes).unwrap().unwrap().total_size();
+    let corrupt_at = 2 * batch + 65; // inside the record bytes of offset 2
+    bytes[corrupt_at] ^= 0xff;
+    std::fs::write(&path, &bytes).unwrap();
+    let (_d, log) = open_log(tmp.path(), &c); // clean: no recovery, the damage stays
+    let err = log.read(&log.seek(Offset(2)).unwrap(), 1 << 20).unwrap_err();
+    match err {
+        Error::Corrupt { file, position, .. } => {
+            assert_eq!(file, path);
+            assert!(position >= (2 * batch) as u64 && position < (3 * batch) as u64);
+        }
+        e => panic!("expected Corrupt, got {e}"),
+    }
+    // Before: a read from 0 stops before the bad batch; after: seek past it works.
+    let chunk = log.read(&log.seek(Offset(0)).unwrap(), 1 << 20).unwrap();
+    assert_eq!(chunk.bytes.len(), 2 * batch);
+    assert_eq!(read_all(&log, Offset(3)).iter().map(|r| r.0).collect::<Vec<_>>(), [3, 4, 5]);
+}
+
+#[test]
+fn second_open_of_a_locked_dir_fails() {
+    let tmp = tempfile::tempdir().unwrap();
+    let _d = open(tmp.path(), &small_config());
+    let err = LogDir::open(tmp.path(), small_config()).unwrap_err();
+    assert!(matches!(err, Error::Locked(_)), "{err}");
+    // Read-only opens take no lock.
+    LogDir::open_read_only(tmp.path(), small_config()).unwrap();
+}
+
+#[test]
+fn meta_properties_is_created_as_version_1() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = open(tmp.path(), &small_config());
+    let text = std::fs::read_to_string(tmp.path().join("meta.properties")).unwrap();
+    assert!(text.contains("version=1") && text.contains("node.id=0"), "{text}");
+    let id = d.meta_properties().get("cluster.id").unwrap();
+    assert_eq!(id.len(), 22);
+}
+
+#[test]
+fn topic_and_partition_creation_follow_kafkas_rules() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = open(tmp.path(), &small_config());
+    assert!(matches!(d.create_topic("bad/name", 1), Err(Error::InvalidTopicName { .. })));
+    assert!(matches!(d.create_topic("..", 1), Err(Error::InvalidTopicName { .. })));
+    d.create_topic("my.topic-x", 2).unwrap();
+    assert!(matches!(d.create_topic("my.topic-x", 1), Err(Error::AlreadyExists(_))));
+    assert!(matches!(d.create_partition("my.topic-x", 1), Err(Error::AlreadyExists(_))));
+    assert!(matches!(d.create_partition("my.topic-x", 3), Err(Error::InvalidInput(_))));
+    assert!(matches!(d.create_partition("nope", 0), Err(Error::NotFound(_))));
+    d.create_partition("my.topic-x", 2).unwrap();
+    assert_eq!(TopicSource::partitions(&d, "my.topic-x").unwrap(), [0, 1, 2]);
+    assert!(tmp.path().join("my.topic-x-2/00000000000000000000.log").exists());
+    assert_eq!(d.topics().unwrap(), ["my.topic-x"]);
+}
+
+#[test]
+fn special_and_foreign_directories_are_skipped() {
+    let tmp = tempfile::tempdir().unwrap();
+    for name in [
+        "t-0.0123456789abcdef0123456789abcdef-delete",
+        "t-1.0123456789abcdef0123456789abcdef-future",
+        "t-2.0123456789abcdef0123456789abcdef-stray",
+        "remote-log-index-cache",
+        "__cluster_metadata-0",
+        "not a partition",
+    ] {
+        std::fs::create_dir(tmp.path().join(name)).unwrap();
+    }
+    let d = open(tmp.path(), &small_config());
+    assert!(d.topics().unwrap().is_empty());
+}
+
+#[test]
+fn temporary_files_are_cleaned_at_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = small_config();
+    let dir = {
+        let (d, log) = open_log(tmp.path(), &c);
+        append_n(&log, 3, 1000, 10);
+        d.shutdown().unwrap();
+        log.dir().to_path_buf()
+    };
+    std::fs::write(dir.join("00000000000000000100.log.deleted"), b"x").unwrap();
+    std::fs::write(dir.join("00000000000000000100.index.cleaned"), b"x").unwrap();
+    std::fs::write(dir.join("00000000000000000200.index"), b"orphan").unwrap();
+    let (_d, log) = open_log(tmp.path(), &c);
+    assert!(!dir.join("00000000000000000100.log.deleted").exists());
+    assert!(!dir.join("00000000000000000100.index.cleaned").exists());
+    assert!(!dir.join("00000000000000000200.index").exists(), "orphaned index removed");
+    assert_eq!(read_all(&log, Offset(0)).len(), 3);
+}
+
+fn hash_tree(dir: &Path) -> BTreeMap<PathBuf, (Vec<u8>, u64)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let meta = e.metadata().unwrap();
+            if meta.is_dir() {
+                out.insert(e.path(), (Vec::new(), 0));
+                stack.push(e.path());
+            } else {
+                let mtime = meta
+                    .modified()
+                    .unwrap()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos() as u64;
+                out.insert(e.path(), (std::fs::read(e.path()).unwrap(), mtime));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn read_only_open_leaves_the_tree_byte_identical() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = small_config();
+    let active_log = {
+        let (d, log) = open_log(tmp.path(), &c);
+        d.create_topic("u", 2).unwrap();
+        append_n(&log, 30, 1000, 100);
+        log.segment_list().last().unwrap().log_path().to_path_buf()
+        // unclean stop: preallocated active indexes, recovery needed
+    };
+    // A torn tail and a missing index, which a writable open would repair.
+    let mut bytes = std::fs::read(&active_log).unwrap();
+    let good = bytes.len();
+    bytes.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 99, 0, 0, 1, 0, 0, 0, 0, 0, 2, 1, 2]);
+    std::fs::write(&active_log, &bytes).unwrap();
+    let first_index = tmp.path().join("t-0/00000000000000000000.index");
+    std::fs::remove_file(&first_index).unwrap();
+    let before = hash_tree(tmp.path());
+
+    let d = LogDir::open_read_only(tmp.path(), c.clone()).unwrap();
+    assert!(d.is_read_only());
+    let log = d.log("t", 0).unwrap();
+    assert_eq!(log.log_end_offset(), Offset(30), "the torn tail is hidden");
+    assert_eq!(read_all(&log, Offset(0)).len(), 30);
+    assert_eq!(read_all(&log, Offset(2))[0].0, 2);
+    assert_eq!(log.offset_for(OffsetQuery::Timestamp(1017)).unwrap(), Offset(17));
+    assert_eq!(log.offset_for(OffsetQuery::MaxTimestamp).unwrap(), Offset(29));
+    let summary = log.summary().unwrap();
+    assert_eq!(summary.first_timestamp, Some(1000));
+    assert!(log.segment_summaries().unwrap().len() > 2);
+    let active = log.segment_list().last().unwrap().clone();
+    assert_eq!(active.size() as usize, good);
+    let mut buf = vec![0u8; 100];
+    let n =
+        log.read_segment_file(active.base_offset(), SegmentFileKind::Index, 0, &mut buf).unwrap();
+    assert_eq!(n % 8, 0, "index shown without its zero tail");
+    assert!(matches!(log.append(&[record(1, "x")]), Err(Error::ReadOnly)));
+    assert!(matches!(d.create_topic("v", 1), Err(Error::ReadOnly)));
+    d.enforce_retention().unwrap();
+    d.shutdown().unwrap();
+    drop(log);
+    drop(d);
+    assert_eq!(hash_tree(tmp.path()), before, "the read-only open changed the tree");
+}
+
+#[test]
+fn readers_never_see_a_partial_batch_while_a_writer_appends() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_d, log) = open_log(tmp.path(), &small_config());
+    std::thread::scope(|s| {
+        let writer = s.spawn(|| {
+            for i in 0..300 {
+                log.append(&[record(i, &"w".repeat(i as usize % 90)), record(i, "z")]).unwrap();
+            }
+        });
+        for _ in 0..2 {
+            s.spawn(|| {
+                let mut seen = 0;
+                while seen < 600 {
+                    let end = log.log_end_offset();
+                    let records = read_all(&log, Offset(0));
+                    assert!(records.len() as i64 >= end.0);
+                    for (i, r) in records.iter().enumerate() {
+                        assert_eq!(r.0, i as i64);
+                    }
+                    seen = records.len();
+                }
+            });
+        }
+        writer.join().unwrap();
+    });
+}
+
+#[test]
+fn partition_source_reports_segments_and_hides_the_index_zero_tail() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (d, _log) = open_log(tmp.path(), &small_config());
+    let p = d.partition("t", 0).unwrap();
+    for i in 0..15 {
+        p.append(&[record(1000 + i, &"y".repeat(100))]).unwrap();
+    }
+    p.sync().unwrap();
+    let segs = p.segments().unwrap();
+    let active = segs.last().unwrap();
+    assert!(active.is_active && !segs[0].is_active);
+    let entries = active.index_size / 8;
+    assert!(active.index_size < 4096, "valid size, not the preallocated 4096");
+    let mut buf = vec![0u8; 8192];
+    let n = p.read_segment_file(active.base_offset, SegmentFileKind::Index, 0, &mut buf).unwrap();
+    assert_eq!(n as u64, entries * 8);
+    let summary = p.summary().unwrap();
+    assert_eq!(summary.log_end_offset, Offset(15));
+    assert_eq!(summary.max_timestamp, Some(1014));
+    assert_eq!(summary.segment_count, segs.len());
+    let text = std::fs::read_to_string(tmp.path().join("recovery-point-offset-checkpoint"));
+    // Checkpoints are written at open and shutdown; the recovery point itself moved on sync.
+    assert!(text.is_ok());
+    assert_eq!(d.log("t", 0).unwrap().recovery_point(), Offset(15));
+}
