@@ -11,6 +11,7 @@ pub mod batch;
 pub mod checkpoint;
 pub mod compression;
 pub mod control;
+pub mod dump;
 pub mod file_name;
 pub mod index_entry;
 pub mod legacy;
