@@ -1,0 +1,4 @@
+#![no_main]
+//! libFuzzer entry point for [`topicfs_fuzz::targets::build_batch`].
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| topicfs_fuzz::targets::build_batch(data));

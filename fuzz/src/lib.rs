@@ -1,0 +1,3 @@
+//! Fuzz target bodies for topicfs; see [`targets`].
+
+pub mod targets;
