@@ -294,13 +294,16 @@ fn mount_and_serve(
     };
     let connection = fuse_connection(&mountpoint);
     let (ended_tx, ended_rx) = mpsc::channel::<()>();
-    let unmounter = session.unmount_callable();
-    let signal_mountpoint = mountpoint.clone();
+    let stopper = Stopper {
+        unmounter: session.unmount_callable(),
+        mountpoint: mountpoint.clone(),
+        connection,
+        ended: ended_rx,
+        fs: Arc::clone(&fs),
+    };
     std::thread::Builder::new()
         .name("topicfs-signals".into())
-        .spawn(move || {
-            wait_and_unmount(signals, unmounter, &signal_mountpoint, connection, ended_rx)
-        })
+        .spawn(move || stopper.wait_and_unmount(signals))
         .map_err(|e| MountError(format!("cannot start the signal thread: {e}")))?;
     log::info!("mounted {} on {}", data_dir.display(), mountpoint.display());
     reporter.ready();
@@ -354,55 +357,74 @@ fn termination_signals() -> SigSet {
     set
 }
 
-/// The signal thread: waits for a termination signal, then unmounts (see the module docs).
-fn wait_and_unmount(
-    signals: SigSet,
-    mut unmounter: SessionUnmounter,
-    mountpoint: &Path,
+/// What the signal thread needs to end the mount.
+struct Stopper {
+    unmounter: SessionUnmounter,
+    mountpoint: PathBuf,
+    /// The FUSE connection number, to abort a busy mount.
     connection: Option<u32>,
+    /// Receives once the session has ended (the main thread then shuts down).
     ended: mpsc::Receiver<()>,
-) {
-    let signal = match signals.wait() {
-        Ok(signal) => signal,
-        Err(err) => {
-            log::error!("waiting for signals failed: {err}; stop the daemon with fusermount3 -u");
-            return;
-        }
-    };
-    log::info!("{signal}: unmounting {}", mountpoint.display());
-    let detached_lazily = match unmounter.unmount() {
-        Ok(()) => false,
-        Err(err) if err.raw_os_error() == Some(libc::EBUSY) => {
-            log::warn!("{} is busy; detaching it lazily", mountpoint.display());
-            detach_lazily(mountpoint);
-            true
-        }
-        Err(err) => {
-            log::error!("unmounting {} failed: {err}; detaching it lazily", mountpoint.display());
-            detach_lazily(mountpoint);
-            true
-        }
-    };
-    // Without root the unmount itself is lazy (fusermount3 -z), so wait in every case.
-    if ended.recv_timeout(BUSY_GRACE).is_ok() {
-        return;
-    }
-    match connection {
-        Some(id) => {
-            log::warn!(
-                "{} still has open files {}s after {signal}; aborting FUSE connection {id}",
-                mountpoint.display(),
-                BUSY_GRACE.as_secs()
-            );
-            let abort = Path::new(FUSE_CONNECTIONS).join(id.to_string()).join("abort");
-            if let Err(err) = fs::write(&abort, b"1") {
-                log::error!("cannot abort FUSE connection ({}): {err}", abort.display());
+    fs: Arc<TopicFs>,
+}
+
+impl Stopper {
+    /// The signal thread: waits for a termination signal, then unmounts (see the module docs).
+    fn wait_and_unmount(mut self, signals: SigSet) {
+        let signal = match signals.wait() {
+            Ok(signal) => signal,
+            Err(err) => {
+                log::error!("waiting for signals failed: {err}; unmount with fusermount3 -u");
+                return;
+            }
+        };
+        let mountpoint = self.mountpoint.display();
+        log::info!("{signal}: unmounting {mountpoint}");
+        match self.unmounter.unmount() {
+            Ok(()) => {}
+            Err(err) if err.raw_os_error() == Some(libc::EBUSY) => {
+                log::warn!("{mountpoint} is busy; detaching it lazily");
+                detach_lazily(&self.mountpoint);
+            }
+            Err(err) => {
+                log::error!("unmounting {mountpoint} failed: {err}; detaching it lazily");
+                detach_lazily(&self.mountpoint);
             }
         }
-        None if detached_lazily => {
-            log::warn!("waiting for the open files of {} to be closed", mountpoint.display());
+        // A lazily detached mount (also every unmount without root: fusermount3 -z) lives on
+        // while files are open: give them a moment, then cut the connection.
+        if self.ended.recv_timeout(BUSY_GRACE).is_ok() {
+            return;
         }
-        None => {}
+        log::warn!(
+            "{mountpoint} still has open files {}s after {signal}; closing them",
+            BUSY_GRACE.as_secs()
+        );
+        match self.abort_connection() {
+            // The session ends now, and the main thread shuts down.
+            Ok(()) => {}
+            Err(reason) => {
+                // Exiting closes /dev/fuse, which ends the connection just as well; shut down
+                // first (a main thread already shutting down is waited for).
+                log::warn!("cannot abort the FUSE connection ({reason}); exiting");
+                let status = match self.fs.shutdown() {
+                    Ok(()) => 0,
+                    Err(err) => {
+                        log::error!("clean shutdown failed: {err}");
+                        1
+                    }
+                };
+                std::process::exit(status);
+            }
+        }
+    }
+
+    /// Writes to the connection's `abort` file under fusectl: every pending and future request
+    /// fails with `ENOTCONN` and the session loop ends.
+    fn abort_connection(&self) -> Result<(), String> {
+        let id = self.connection.ok_or("connection number unknown")?;
+        let abort = Path::new(FUSE_CONNECTIONS).join(id.to_string()).join("abort");
+        fs::write(&abort, b"1").map_err(|err| format!("{}: {err}", abort.display()))
     }
 }
 

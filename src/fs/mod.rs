@@ -24,6 +24,7 @@ pub mod node;
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -78,6 +79,11 @@ pub struct TopicFs {
     handles: HandleTable,
     /// Resolved streams by inode number; an entry lives while its inode does.
     pins: Mutex<HashMap<u64, Pin>>,
+    /// Set when [`TopicFs::shutdown`] starts: appends are refused from then on.
+    closing: AtomicBool,
+    /// Whether the shutdown completed; held for the whole shutdown so a second caller waits
+    /// for the first instead of racing it.
+    shut_down: Mutex<bool>,
     /// Shown as the mtime of the root and of topics without partitions.
     started: SystemTime,
 }
@@ -103,6 +109,8 @@ impl TopicFs {
             handles: HandleTable::new(),
             pins: Mutex::new(HashMap::new()),
             started: SystemTime::now(),
+            closing: AtomicBool::new(false),
+            shut_down: Mutex::new(false),
         }
     }
 
@@ -305,6 +313,7 @@ impl TopicFs {
     /// Writes to an open `append` file: complete lines become one append, visible when this
     /// returns. Returns the bytes accepted (all of `data`).
     pub fn write(&self, fh: u64, data: &[u8]) -> Result<u32> {
+        self.check_open()?;
         match &*self.handles.get(fh)? {
             Handle::Append(state) => {
                 let n = lock(state).write(data)?;
@@ -317,6 +326,7 @@ impl TopicFs {
     /// `flush` (every `close()` of a descriptor): appends an open `append` file's partial last
     /// line, so its errors reach `close()`.
     pub fn flush(&self, fh: u64) -> Result<()> {
+        self.check_open()?;
         match &*self.handles.get(fh)? {
             Handle::Append(state) => lock(state).flush(),
             _ => Ok(()),
@@ -400,6 +410,11 @@ impl TopicFs {
     /// Flushes every open append handle's pending line, then shuts the source down cleanly
     /// (indexes trimmed, checkpoints and the clean-shutdown marker written). Idempotent.
     pub fn shutdown(&self) -> Result<()> {
+        let mut shut_down = lock(&self.shut_down);
+        if *shut_down {
+            return Ok(());
+        }
+        self.closing.store(true, Ordering::SeqCst);
         for handle in self.handles.all() {
             if let Handle::Append(state) = &*handle {
                 let mut state = lock(state);
@@ -408,7 +423,15 @@ impl TopicFs {
                 }
             }
         }
-        self.source.shutdown()
+        self.source.shutdown()?;
+        *shut_down = true;
+        Ok(())
+    }
+
+    /// Appends after the shutdown started would land after the clean-shutdown marker: refuse
+    /// them (`ESTALE`: the mount they were opened on is gone).
+    fn check_open(&self) -> Result<()> {
+        if self.closing.load(Ordering::SeqCst) { Err(Error::StaleHandle) } else { Ok(()) }
     }
 
     // ---- nodes and attributes ----
