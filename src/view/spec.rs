@@ -177,9 +177,7 @@ impl StreamSpec {
             Some((start, end)) => (start, Some(end)),
         };
         let start = match start.strip_prefix('-') {
-            Some(n) => OffsetPoint::BeforeEnd(
-                parse_digits(n).map_err(err)?.try_into().map_err(|_| err("number too large"))?,
-            ),
+            Some(n) => OffsetPoint::BeforeEnd(parse_digits(n).map_err(err)?),
             None => OffsetPoint::At(Offset(parse_offset(start).map_err(err)?)),
         };
         let end = match end {
