@@ -353,8 +353,11 @@ fn log_append_time_and_headers_render_like_kcat() {
     );
 }
 
-/// One random batch: records, codec, whether it is a commit marker.
-fn arb_batch() -> impl Strategy<Value = (Vec<(Option<Vec<u8>>, i64)>, u8, bool)> {
+/// One random batch: (value, timestamp) of its records, a codec number, and whether an abort
+/// marker precedes it.
+type RandomBatch = (Vec<(Option<Vec<u8>>, i64)>, u8, bool);
+
+fn arb_batch() -> impl Strategy<Value = RandomBatch> {
     (
         prop::collection::vec(
             (prop::option::weighted(0.9, prop::collection::vec(any::<u8>(), 0..40)), 0i64..100),
@@ -380,7 +383,7 @@ proptest! {
         let codecs = [Compression::None, Compression::Gzip, Compression::Lz4, Compression::Snappy];
         let reg = StreamRegistry::new();
         let half = batches.len() / 2;
-        let append = |batch: &(Vec<(Option<Vec<u8>>, i64)>, u8, bool)| {
+        let append = |batch: &RandomBatch| {
             let (records, codec, marker) = batch;
             if *marker {
                 let base = part.summary().unwrap().log_end_offset;
