@@ -100,6 +100,7 @@ pub struct EntryHeader {
     pub offset: Offset,
     /// The `size` field: bytes after the 12-byte log overhead.
     pub size: i32,
+    /// The magic byte (entry byte 16): 0 or 1 legacy, 2 record batch.
     pub magic: i8,
 }
 
@@ -486,17 +487,25 @@ pub fn increment_sequence(sequence: i32, increment: i32) -> i32 {
 /// Everything needed to build a v2 batch besides its records.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BatchSpec {
+    /// `baseOffset`: the offset of the first record.
     pub base_offset: Offset,
+    /// `partitionLeaderEpoch` (a leader stamps its epoch; producers send -1).
     pub partition_leader_epoch: i32,
+    /// Codec of the records payload.
     pub compression: Compression,
     /// `CreateTime` or `LogAppendTime` (`NoTimestampType` is written as CreateTime).
     pub timestamp_type: TimestampType,
     /// The batch's max timestamp when `timestamp_type` is LogAppendTime.
     pub log_append_time: Timestamp,
+    /// Idempotent producer id, or -1.
     pub producer_id: i64,
+    /// Producer epoch, or -1.
     pub producer_epoch: i16,
+    /// Sequence of the first record, or -1.
     pub base_sequence: i32,
+    /// Attribute bit 4: part of a transaction.
     pub is_transactional: bool,
+    /// Attribute bit 5: a control batch (transaction marker).
     pub is_control: bool,
 }
 

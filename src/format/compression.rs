@@ -27,10 +27,15 @@ pub const MAX_DECOMPRESSED_SIZE: usize = 256 * 1024 * 1024;
 /// Compression codec of a batch (attribute bits 0-2).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Compression {
+    /// 0: uncompressed.
     None,
+    /// 1: gzip (RFC 1952).
     Gzip,
+    /// 2: snappy in snappy-java's stream framing.
     Snappy,
+    /// 3: LZ4 frame, independent blocks.
     Lz4,
+    /// 4: Zstandard (v2 only).
     Zstd,
 }
 

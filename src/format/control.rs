@@ -86,7 +86,9 @@ impl ControlRecordType {
 /// A parsed control record key.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct ControlKey {
+    /// Key version (0 today; higher versions are read as 0).
     pub version: i16,
+    /// What the control record says.
     pub record_type: ControlRecordType,
 }
 
@@ -105,7 +107,9 @@ pub fn parse_control_key(key: Option<&[u8]>) -> Result<ControlKey, DecodeError> 
 /// A parsed end-transaction marker value.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct EndTxnMarker {
+    /// Value version (0 today).
     pub version: i16,
+    /// Epoch of the transaction coordinator that wrote the marker.
     pub coordinator_epoch: i32,
 }
 

@@ -84,8 +84,11 @@ pub fn segment_file_name(base: Offset, kind: FileKind) -> String {
 /// A parsed segment (or snapshot) file name.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SegmentFileName {
+    /// The offset in the name (a segment's base offset, or a snapshot's offset).
     pub base_offset: Offset,
+    /// Which file of the segment.
     pub kind: FileKind,
+    /// A transient state suffix, if any.
     pub state: Option<FileState>,
 }
 
@@ -143,9 +146,13 @@ pub enum SpecialDirKind {
 /// A parsed `<topic>-<partition>.<uuid>-(delete|future|stray)` directory name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SpecialDir {
+    /// Topic name (possibly truncated for `-delete`/`-stray` names over 255 characters).
     pub topic: String,
+    /// Partition number.
     pub partition: u32,
+    /// The 32 hex digits (dashless UUID) between `.` and the suffix.
     pub uuid: String,
+    /// Which kind of special directory.
     pub kind: SpecialDirKind,
 }
 

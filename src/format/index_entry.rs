@@ -21,7 +21,9 @@ pub const TIME_INDEX_ENTRY_SIZE: usize = 12;
 /// One offset index entry: the batch holding `base + relative_offset` starts at `position`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct OffsetPosition {
+    /// Offset minus the segment's base offset.
     pub relative_offset: RelativeOffset,
+    /// Byte position of a batch start in the segment's `.log`.
     pub position: u32,
 }
 
@@ -59,7 +61,9 @@ impl OffsetPosition {
 /// relative_offset` is `timestamp`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TimestampOffset {
+    /// Largest timestamp seen up to and including the batch ending at the offset.
     pub timestamp: Timestamp,
+    /// Offset minus the segment's base offset.
     pub relative_offset: RelativeOffset,
 }
 

@@ -43,13 +43,19 @@ pub struct LegacyMessage<'a> {
     pub size: usize,
     /// Stored CRC-32 (IEEE).
     pub crc: u32,
+    /// 0 or 1.
     pub magic: i8,
+    /// Raw attributes byte.
     pub attributes: u8,
+    /// Codec from attribute bits 0-2 (never zstd).
     pub compression: Compression,
+    /// v0: NoTimestampType; v1: CreateTime or LogAppendTime (bit 3).
     pub timestamp_type: TimestampType,
     /// v1 timestamp; [`NO_TIMESTAMP`] for v0.
     pub timestamp: Timestamp,
+    /// The key, `None` if null.
     pub key: Option<&'a [u8]>,
+    /// The value (a wrapper's compressed inner set), `None` if null.
     pub value: Option<&'a [u8]>,
 }
 

@@ -74,8 +74,11 @@ pub const NO_TIMESTAMP: Timestamp = -1;
 /// Timestamp type of a batch (attribute bit 3; legacy v0 has none).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum TimestampType {
+    /// v0 messages: no timestamp.
     NoTimestampType,
+    /// The producer's timestamp (attribute bit 3 clear).
     CreateTime,
+    /// The broker's append time (attribute bit 3 set).
     LogAppendTime,
 }
 
@@ -99,15 +102,21 @@ pub struct BatchInfo {
     pub last_offset: Offset,
     /// Total bytes of the entry including the 12-byte log overhead.
     pub size: u32,
+    /// The magic byte: 0 or 1 legacy, 2 record batch.
     pub magic: i8,
     /// v2 only; -1 for legacy.
     pub partition_leader_epoch: i32,
     /// The stored CRC (CRC-32C for v2, CRC-32 for legacy).
     pub crc: u32,
+    /// Raw attributes (legacy: the attributes byte).
     pub attributes: i16,
+    /// Codec from attribute bits 0-2.
     pub compression: Compression,
+    /// Attribute bit 3 (v0: `NoTimestampType`).
     pub timestamp_type: TimestampType,
+    /// Attribute bit 4.
     pub is_transactional: bool,
+    /// Attribute bit 5: a control batch.
     pub is_control: bool,
     /// Attribute bit 6: `base_timestamp` holds a delete horizon.
     pub has_delete_horizon: bool,
@@ -115,8 +124,11 @@ pub struct BatchInfo {
     pub base_timestamp: Timestamp,
     /// v2 `maxTimestamp`; legacy: the message timestamp (-1 for v0).
     pub max_timestamp: Timestamp,
+    /// Producer id, or -1 (legacy: -1).
     pub producer_id: i64,
+    /// Producer epoch, or -1.
     pub producer_epoch: i16,
+    /// Sequence of the first record, or -1.
     pub base_sequence: i32,
     /// v2 `recordsCount`; legacy: 1 (or unknown inner count before decompression: 1).
     pub records_count: i32,
@@ -125,18 +137,24 @@ pub struct BatchInfo {
 /// One record header (`headerKey` is UTF-8 by contract but kept as bytes).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Header<'a> {
+    /// Header key (never null).
     pub key: &'a [u8],
+    /// Header value, `None` if null.
     pub value: Option<&'a [u8]>,
 }
 
 /// One decoded record, borrowing key, value and headers from its batch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record<'a> {
+    /// Absolute offset of the record.
     pub offset: Offset,
     /// The effective timestamp (LogAppendTime batches: the batch's max timestamp).
     pub timestamp: Timestamp,
+    /// The key, `None` if null.
     pub key: Option<&'a [u8]>,
+    /// The value, `None` if null (a tombstone).
     pub value: Option<&'a [u8]>,
+    /// Headers in order (always empty for legacy messages).
     pub headers: Vec<Header<'a>>,
     /// `baseSequence + offsetDelta` (wrapping), or -1.
     pub sequence: i32,
@@ -147,8 +165,11 @@ pub struct Record<'a> {
 pub struct NewRecord {
     /// CreateTime timestamp; the engine fills "now" when it is [`NO_TIMESTAMP`].
     pub timestamp: Timestamp,
+    /// The key, `None` for a null key.
     pub key: Option<Vec<u8>>,
+    /// The value, `None` for a null value (a tombstone).
     pub value: Option<Vec<u8>>,
+    /// Headers as (key, value) pairs; a `None` value is a null header value.
     pub headers: Vec<(Vec<u8>, Option<Vec<u8>>)>,
 }
 
@@ -157,6 +178,7 @@ pub struct NewRecord {
 pub struct DecodeError {
     /// Byte offset inside the buffer handed to the decoder (callers add the file position).
     pub at: usize,
+    /// What is wrong.
     pub kind: DecodeErrorKind,
 }
 
@@ -164,13 +186,23 @@ pub struct DecodeError {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DecodeErrorKind {
     /// Fewer bytes than the structure needs.
-    Truncated { needed: usize, available: usize },
+    Truncated {
+        /// Bytes the structure needs.
+        needed: usize,
+        /// Bytes there were.
+        available: usize,
+    },
     /// The entry's `size` field is below the minimum (14) or otherwise impossible.
     InvalidSize(i64),
     /// A magic byte this decoder does not know.
     UnknownMagic(i8),
     /// Stored and computed checksum differ.
-    CrcMismatch { stored: u32, computed: u32 },
+    CrcMismatch {
+        /// The checksum stored in the bytes.
+        stored: u32,
+        /// The checksum computed over the bytes.
+        computed: u32,
+    },
     /// A varint longer than 5 bytes (varlong: 10).
     InvalidVarint,
     /// Codec bits 5..7, or a codec not allowed for this magic.
@@ -184,6 +216,7 @@ pub enum DecodeErrorKind {
 }
 
 impl DecodeError {
+    /// A `kind` error at byte `at` of the decoder's input.
     pub fn new(at: usize, kind: DecodeErrorKind) -> DecodeError {
         DecodeError { at, kind }
     }
