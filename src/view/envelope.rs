@@ -12,7 +12,7 @@
 //! |---|---|---|
 //! | `key`, `payload` | string or `null` | key and value (missing: `null`) |
 //! | `key_encoding`, `payload_encoding` | `"base64"` | the string is standard base64 (RFC 4648) |
-//! | `headers` | kcat's flat array `["name","value","name2",null]`, or an object `{"name":"value"}` whose values may also be arrays of values | record headers, in order |
+//! | `headers` | kcat's flat array `["name","value","name2",null]`, or an object `{"name":"value"}` whose values may also be arrays of values (object form: in name order) | record headers |
 //! | `headers_encoding` | `"base64"` | every non-null header value is base64 |
 //! | `ts` | integer or `null` | CreateTime timestamp in epoch ms; missing, `null` or `-1`: the append time |
 //! | `tstype`, `topic`, `partition`, `offset`, `broker` | any | accepted and ignored (the file's partition decides where the record goes; the log decides its offset) |
