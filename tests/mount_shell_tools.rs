@@ -1,0 +1,221 @@
+//! Real mounts driven by the tools users use: ls, cat, head, tail, wc, jq, stat and shell
+//! redirection. Needs root (or fusermount3), /dev/fuse and jq.
+
+mod common;
+
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+
+use common::{Follower, MountGuard, sh, sh_output};
+
+/// A mount with topic `t` (one partition) created through `mkdir`.
+fn mounted_with_topic(args: &[&str]) -> MountGuard {
+    let m = MountGuard::foreground(args);
+    sh(&format!("mkdir {}", m.path("t").display()));
+    m
+}
+
+#[test]
+fn ls_shows_topics_partitions_and_partition_files() {
+    let m = mounted_with_topic(&["--partitions", "2"]);
+    assert_eq!(sh(&format!("ls {}", m.mnt().display())), "t\n");
+    assert_eq!(sh(&format!("ls {}", m.path("t").display())), "0\n1\ninfo\n");
+    assert_eq!(
+        sh(&format!("ls {}", m.path("t/0").display())),
+        "append\nappend.json\nby-offset\nby-time\ninfo\nsegments\n"
+    );
+    assert_eq!(sh(&format!("ls {}", m.path("t/1/by-offset").display())), "0\n");
+    assert!(sh(&format!("cat {}", m.path("t/info").display())).contains("partitions: 2\n"));
+}
+
+#[test]
+fn appended_lines_are_read_back_by_cat_head_and_wc() {
+    let m = mounted_with_topic(&[]);
+    let p = m.path("t/0");
+    sh(&format!("printf 'a\\nb\\nc\\n' >> {}/append", p.display()));
+    assert_eq!(sh(&format!("cat {}/by-offset/0", p.display())), "a\nb\nc\n");
+    assert_eq!(sh(&format!("head -n 2 {}/by-offset/0", p.display())), "a\nb\n");
+    assert_eq!(sh(&format!("wc -l < {}/by-offset/0", p.display())).trim(), "3");
+    assert_eq!(sh(&format!("cat {}/by-offset/-1", p.display())), "c\n");
+    assert_eq!(sh(&format!("cat {}/by-offset/1..2", p.display())), "b\n");
+    let info = sh(&format!("cat {}/info", p.display()));
+    assert!(info.contains("log_end_offset: 3\n"), "{info}");
+}
+
+#[test]
+fn truncating_redirect_appends_like_append_redirect() {
+    let m = mounted_with_topic(&[]);
+    let p = m.path("t/0");
+    sh(&format!("printf 'one\\n' > {}/append", p.display()));
+    sh(&format!("printf 'two\\n' > {}/append", p.display()));
+    assert_eq!(sh(&format!("cat {}/by-offset/0", p.display())), "one\ntwo\n");
+    assert_eq!(fs::metadata(p.join("append")).unwrap().len(), 0);
+}
+
+#[test]
+fn stat_size_is_exactly_what_cat_reads() {
+    let m = mounted_with_topic(&[]);
+    let p = m.path("t/0");
+    sh(&format!("seq 1 500 >> {}/append", p.display()));
+    for name in ["0", "0.json", "0.raw", "-7", "10..20.json"] {
+        let path = p.join("by-offset").join(name);
+        let size = sh(&format!("stat -c %s '{}'", path.display()));
+        let read = sh(&format!("cat '{}' | wc -c", path.display()));
+        assert_eq!(size.trim(), read.trim(), "{name}");
+    }
+}
+
+#[test]
+fn tail_n_prints_the_last_records() {
+    let m = mounted_with_topic(&["--segment-bytes", "4096"]);
+    let p = m.path("t/0");
+    sh(&format!("seq 1 3000 >> {}/append", p.display()));
+    assert_eq!(sh(&format!("tail -n 3 {}/by-offset/0", p.display())), "2998\n2999\n3000\n");
+    let segments = sh(&format!("ls {}/segments | grep -c '\\.log$'", p.display()));
+    assert!(segments.trim().parse::<u32>().unwrap() > 1, "several segments: {segments}");
+}
+
+#[test]
+fn tail_f_shows_records_appended_later() {
+    let m = mounted_with_topic(&[]);
+    let p = m.path("t/0");
+    sh(&format!("printf 'early\\n' >> {}/append", p.display()));
+    let stream = p.join("by-offset/0");
+    let mut follower = Follower::start("tail", &["-f", "-s", "0.2", stream.to_str().unwrap()]);
+    follower.wait_for("early\n");
+    sh(&format!("printf 'late\\n' >> {}/append", p.display()));
+    let out = follower.wait_for("late\n");
+    assert_eq!(out, "early\nlate\n");
+}
+
+#[test]
+fn tail_capital_f_follows_a_relative_name() {
+    let m = mounted_with_topic(&[]);
+    let p = m.path("t/0");
+    sh(&format!("seq 1 20 >> {}/append", p.display()));
+    let stream = p.join("by-offset/-2");
+    let mut follower =
+        Follower::start("tail", &["-F", "-n", "+1", "-s", "0.2", stream.to_str().unwrap()]);
+    follower.wait_for("19\n20\n");
+    sh(&format!("printf 'next\\n' >> {}/append", p.display()));
+    let out = follower.wait_for("next\n");
+    assert_eq!(out, "19\n20\nnext\n");
+}
+
+#[test]
+fn jq_reads_json_streams_and_append_json_round_trips() {
+    let m = mounted_with_topic(&[]);
+    sh(&format!("mkdir {}", m.path("copy").display()));
+    let a = m.path("t/0");
+    let b = m.path("copy/0");
+    let envelopes = concat!(
+        r#"{"key":"k1","payload":"v1","headers":["h","x","n",null],"ts":1764662400000}"#,
+        "\n",
+        r#"{"key":null,"payload":"v2","ts":1764662401000}"#,
+        "\n",
+    );
+    fs::write(a.join("append.json"), envelopes).unwrap();
+    assert_eq!(
+        sh(&format!("jq -r .payload {}/by-offset/0.json", a.display())),
+        "v1\nv2\n"
+    );
+    sh(&format!("cat {}/by-offset/0.json > {}/append.json", a.display(), b.display()));
+    let fields = "jq -c '{key,payload,headers,ts,tstype}'";
+    let original = sh(&format!("{fields} {}/by-offset/0.json", a.display()));
+    let copied = sh(&format!("{fields} {}/by-offset/0.json", b.display()));
+    assert_eq!(original, copied);
+    assert!(copied.contains(r#""headers":["h","x","n",null]"#), "{copied}");
+}
+
+#[test]
+fn partial_line_is_appended_at_close() {
+    let m = mounted_with_topic(&[]);
+    let p = m.path("t/0");
+    let mut file = OpenOptions::new().append(true).open(p.join("append")).unwrap();
+    file.write_all(b"whole\npart").unwrap();
+    assert_eq!(fs::read_to_string(p.join("by-offset/0")).unwrap(), "whole\n");
+    file.write_all(b"ial").unwrap();
+    drop(file);
+    assert_eq!(fs::read_to_string(p.join("by-offset/0")).unwrap(), "whole\npartial\n");
+}
+
+#[test]
+fn segment_files_are_the_log_dir_files() {
+    let m = mounted_with_topic(&[]);
+    let p = m.path("t/0");
+    sh(&format!("seq 1 100 >> {}/append", p.display()));
+    let names = sh(&format!("ls {}/segments", p.display()));
+    assert!(names.contains("00000000000000000000.log\n"), "{names}");
+    assert!(names.contains("00000000000000000000.index\n"), "{names}");
+    let mounted = fs::read(p.join("segments/00000000000000000000.log")).unwrap();
+    let on_disk = fs::read(m.data().join("t-0/00000000000000000000.log")).unwrap();
+    assert_eq!(mounted, on_disk);
+    assert_eq!(fs::read(p.join("by-offset/0.raw")).unwrap(), on_disk);
+}
+
+#[test]
+fn refusals_have_their_errno() {
+    let m = mounted_with_topic(&["--max-message-bytes", "200"]);
+    let p = m.path("t/0");
+    sh(&format!("printf 'a\\n' >> {}/append", p.display()));
+    let errno = |r: std::io::Result<()>| r.unwrap_err().raw_os_error().unwrap();
+    assert_eq!(errno(fs::write(p.join("by-offset/0"), "x")), libc::EPERM);
+    assert_eq!(errno(fs::remove_file(p.join("by-offset/0"))), libc::EPERM);
+    assert_eq!(errno(fs::rename(p.join("info"), p.join("info2"))), libc::EPERM);
+    assert_eq!(errno(fs::write(p.join("segments/new"), "x")), libc::EPERM);
+    assert_eq!(errno(fs::metadata(p.join("by-offset/nope")).map(drop)), libc::ENOENT);
+    assert_eq!(errno(fs::metadata(p.join("by-offset/99")).map(drop)), libc::ENOENT);
+    assert_eq!(errno(fs::write(p.join("append"), format!("{}\n", "x".repeat(300)))), libc::EFBIG);
+    assert_eq!(errno(fs::write(p.join("append.json"), "{bad\n")), libc::EINVAL);
+    // Nothing of the refused writes was appended.
+    assert_eq!(fs::read_to_string(p.join("by-offset/0")).unwrap(), "a\n");
+    let out = sh_output(&format!("mkdir {}/by-offset/x", p.display()));
+    assert!(!out.status.success());
+}
+
+#[test]
+fn mkdir_adds_the_next_partition() {
+    let m = mounted_with_topic(&[]);
+    sh(&format!("mkdir {}", m.path("t/1").display()));
+    assert!(!sh_output(&format!("mkdir {}", m.path("t/5").display())).status.success());
+    sh(&format!("printf 'p1\\n' >> {}", m.path("t/1/append").display()));
+    assert_eq!(sh(&format!("cat {}", m.path("t/1/by-offset/0").display())), "p1\n");
+    assert!(m.data().join("t-1").is_dir());
+}
+
+#[test]
+fn read_only_mount_refuses_appends_with_erofs() {
+    let m = mounted_with_topic(&[]);
+    sh(&format!("printf 'kept\\n' >> {}", m.path("t/0/append").display()));
+    let dirs = m.unmount();
+    let m = MountGuard::foreground_on(dirs, &["--read-only"]);
+    assert_eq!(sh(&format!("cat {}", m.path("t/0/by-offset/0").display())), "kept\n");
+    let err = fs::write(m.path("t/0/append"), "x\n").unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EROFS));
+    let err = fs::create_dir(m.path("u")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EROFS));
+}
+
+#[test]
+fn concurrent_readers_and_writers_with_several_threads() {
+    let m = mounted_with_topic(&["--threads", "4"]);
+    let p = m.path("t/0");
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let append = p.join("append");
+            std::thread::spawn(move || {
+                for i in 0..50 {
+                    fs::write(&append, format!("w{w}-{i}\n")).unwrap();
+                }
+            })
+        })
+        .collect();
+    for _ in 0..20 {
+        let read = fs::read_to_string(p.join("by-offset/0")).unwrap();
+        assert!(read.is_empty() || read.ends_with('\n'));
+    }
+    for w in writers {
+        w.join().unwrap();
+    }
+    assert_eq!(sh(&format!("wc -l < {}/by-offset/0", p.display())).trim(), "200");
+}
