@@ -115,10 +115,7 @@ fn jq_reads_json_streams_and_append_json_round_trips() {
         "\n",
     );
     fs::write(a.join("append.json"), envelopes).unwrap();
-    assert_eq!(
-        sh(&format!("jq -r .payload {}/by-offset/0.json", a.display())),
-        "v1\nv2\n"
-    );
+    assert_eq!(sh(&format!("jq -r .payload {}/by-offset/0.json", a.display())), "v1\nv2\n");
     sh(&format!("cat {}/by-offset/0.json > {}/append.json", a.display(), b.display()));
     let fields = "jq -c '{key,payload,headers,ts,tstype}'";
     let original = sh(&format!("{fields} {}/by-offset/0.json", a.display()));

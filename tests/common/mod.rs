@@ -87,8 +87,7 @@ pub fn daemon_pid(mnt: &Path) -> Option<u32> {
         };
         let Ok(cmdline) = fs::read(entry.path().join("cmdline")) else { continue };
         let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
-        if args.contains(&&b"--daemon-child"[..]) && args.contains(&wanted) && !process_ended(pid)
-        {
+        if args.contains(&&b"--daemon-child"[..]) && args.contains(&wanted) && !process_ended(pid) {
             return Some(pid);
         }
     }
@@ -148,13 +147,8 @@ impl MountGuard {
     /// `topicfs mount DATA MNT <args>` (background) on existing dirs; the parent must exit 0
     /// with the mount already live.
     pub fn background_on(dirs: Dirs, args: &[&str]) -> MountGuard {
-        let status = topicfs()
-            .arg("mount")
-            .arg(dirs.data())
-            .arg(dirs.mnt())
-            .args(args)
-            .status()
-            .unwrap();
+        let status =
+            topicfs().arg("mount").arg(dirs.data()).arg(dirs.mnt()).args(args).status().unwrap();
         if !status.success() {
             force_unmount(&dirs.mnt());
             panic!("topicfs mount failed: {status}");
@@ -216,6 +210,11 @@ impl MountGuard {
         if let Some(status) = self.wait_ended() {
             assert!(status.success(), "topicfs exited with {status}");
         }
+        self.into_dirs()
+    }
+
+    /// Makes sure nothing is mounted or running any more, and returns the dirs.
+    pub fn into_dirs(mut self) -> Dirs {
         self.cleanup();
         self.dirs.take().unwrap()
     }

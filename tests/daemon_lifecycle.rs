@@ -1,0 +1,184 @@
+//! Process-level behaviour of `topicfs mount`: background start, start failures, and every way
+//! of ending it (SIGTERM, SIGINT, fusermount3 -u, umount), each leaving a cleanly shut down
+//! data dir.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use common::{Dirs, MountGuard, is_mounted, sh, topicfs, wait_until};
+use nix::sys::signal::Signal;
+
+const CLEAN_SHUTDOWN_MARKER: &str = ".kafka_cleanshutdown";
+
+/// Appends `lines` to a new topic `t` through the mount.
+fn produce(m: &MountGuard, lines: &str) {
+    if !m.path("t").exists() {
+        fs::create_dir(m.path("t")).unwrap();
+    }
+    fs::write(m.path("t/0/append"), lines).unwrap();
+}
+
+/// The data dir was shut down cleanly: marker present, and the active segment's indexes are
+/// trimmed to their entries (not the preallocated segment.index.bytes).
+fn assert_clean_shutdown(data: &Path) {
+    assert!(data.join(CLEAN_SHUTDOWN_MARKER).exists(), "no clean-shutdown marker");
+    let partition = data.join("t-0");
+    for (suffix, entry) in [("index", 8), ("timeindex", 12)] {
+        let index = partition.join(format!("00000000000000000000.{suffix}"));
+        let len = fs::metadata(&index).unwrap().len();
+        assert!(len < 10 * 1024 * 1024, "{} not trimmed: {len}", index.display());
+        assert_eq!(len % entry, 0, "{}: {len} is not whole entries", index.display());
+    }
+}
+
+#[test]
+fn background_parent_exits_zero_only_once_mounted() {
+    // MountGuard::background checks the mount is live when the parent has exited 0.
+    let m = MountGuard::background(&[]);
+    produce(&m, "x\n");
+    assert_eq!(fs::read_to_string(m.path("t/0/by-offset/0")).unwrap(), "x\n");
+}
+
+#[test]
+fn missing_data_dir_fails_with_a_message_and_mounts_nothing() {
+    let dirs = Dirs::new();
+    let missing = dirs.root.path().join("nope");
+    let out = topicfs().arg("mount").arg(&missing).arg(dirs.mnt()).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("nope"), "message names the dir: {stderr}");
+    assert!(!is_mounted(&dirs.mnt()));
+}
+
+#[test]
+fn mountpoint_that_is_a_file_fails_with_a_message() {
+    let dirs = Dirs::new();
+    let file = dirs.root.path().join("file");
+    fs::write(&file, "").unwrap();
+    let out = topicfs().arg("mount").arg(dirs.data()).arg(&file).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("not a directory"), "{stderr}");
+}
+
+#[test]
+fn busy_mountpoint_fails_with_a_message() {
+    let m = MountGuard::foreground(&[]);
+    let other = Dirs::new();
+    let out = topicfs().arg("mount").arg(other.data()).arg(m.mnt()).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("busy"), "{stderr}");
+    // The first mount still works.
+    produce(&m, "still\n");
+}
+
+#[test]
+fn locked_data_dir_fails_in_the_foreground_too() {
+    let m = MountGuard::foreground(&[]);
+    let other = Dirs::new();
+    let out = topicfs().arg("mount").arg("-f").arg(m.data()).arg(other.mnt()).output().unwrap();
+    assert!(!out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stderr).is_empty());
+    assert!(!is_mounted(&other.mnt()));
+}
+
+#[test]
+fn sigterm_ends_the_daemon_cleanly() {
+    let mut m = MountGuard::foreground(&[]);
+    produce(&m, "a\nb\n");
+    m.signal(Signal::SIGTERM);
+    let status = m.wait_ended().unwrap();
+    assert!(status.success(), "{status}");
+    assert!(!is_mounted(&m.mnt()));
+    assert_clean_shutdown(&m.data());
+}
+
+#[test]
+fn sigint_ends_the_daemon_cleanly() {
+    let mut m = MountGuard::foreground(&[]);
+    produce(&m, "a\n");
+    m.signal(Signal::SIGINT);
+    let status = m.wait_ended().unwrap();
+    assert!(status.success(), "{status}");
+    assert!(!is_mounted(&m.mnt()));
+    assert_clean_shutdown(&m.data());
+}
+
+#[test]
+fn sigterm_with_a_file_held_open_still_ends_the_daemon() {
+    let mut m = MountGuard::foreground(&[]);
+    produce(&m, "a\n");
+    let held = fs::File::open(m.path("t/0/by-offset/0")).unwrap();
+    m.signal(Signal::SIGTERM);
+    let status = m.wait_ended().unwrap();
+    assert!(status.success(), "{status}");
+    drop(held);
+    assert!(!is_mounted(&m.mnt()));
+    assert_clean_shutdown(&m.data());
+}
+
+#[test]
+fn fusermount_u_ends_the_background_daemon_cleanly() {
+    let mut m = MountGuard::background(&[]);
+    produce(&m, "a\n");
+    assert!(Command::new("fusermount3").arg("-u").arg(m.mnt()).status().unwrap().success());
+    m.wait_ended();
+    assert_clean_shutdown(&m.data());
+}
+
+#[test]
+fn umount_ends_the_background_daemon_cleanly() {
+    let mut m = MountGuard::background(&[]);
+    produce(&m, "a\n");
+    assert!(Command::new("umount").arg(m.mnt()).status().unwrap().success());
+    m.wait_ended();
+    assert_clean_shutdown(&m.data());
+}
+
+#[test]
+fn topicfs_unmount_ends_the_daemon_cleanly() {
+    let mut m = MountGuard::background(&[]);
+    produce(&m, "a\n");
+    assert!(topicfs().arg("unmount").arg(m.mnt()).status().unwrap().success());
+    m.wait_ended();
+    assert_clean_shutdown(&m.data());
+}
+
+#[test]
+fn pending_partial_line_is_appended_at_shutdown() {
+    use std::io::Write;
+    let mut m = MountGuard::foreground(&[]);
+    produce(&m, "whole\n");
+    let mut file = fs::OpenOptions::new().append(true).open(m.path("t/0/append")).unwrap();
+    file.write_all(b"tail-without-newline").unwrap();
+    m.signal(Signal::SIGTERM);
+    m.wait_ended();
+    drop(file);
+    let m = MountGuard::foreground_on(restart_dirs(m), &[]);
+    assert_eq!(
+        fs::read_to_string(m.path("t/0/by-offset/0")).unwrap(),
+        "whole\ntail-without-newline\n"
+    );
+}
+
+#[test]
+fn restart_on_the_same_data_dir_loses_nothing() {
+    let m = MountGuard::foreground(&[]);
+    produce(&m, &(1..=1000).map(|i| format!("{i}\n")).collect::<String>());
+    let before = fs::read(m.path("t/0/by-offset/0.json")).unwrap();
+    let dirs = m.unmount();
+    let m = MountGuard::background_on(dirs, &[]);
+    assert_eq!(fs::read(m.path("t/0/by-offset/0.json")).unwrap(), before);
+    produce(&m, "1001\n");
+    assert_eq!(sh(&format!("tail -n 2 {}", m.path("t/0/by-offset/0").display())), "1000\n1001\n");
+}
+
+/// The dirs of a guard whose process already ended.
+fn restart_dirs(m: MountGuard) -> Dirs {
+    wait_until("the mount to go away", || !is_mounted(&m.mnt()));
+    m.into_dirs()
+}
