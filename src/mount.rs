@@ -19,7 +19,13 @@
 //! - SIGINT, SIGTERM or SIGHUP: a dedicated thread (the signals are blocked in every other
 //!   thread) unmounts. If the mount is busy (a `tail -f` holds a file open), it is detached
 //!   lazily, and if the session has not ended [`BUSY_GRACE`] later the FUSE connection is
-//!   aborted, so open files fail with `ENOTCONN` instead of keeping the daemon alive.
+//!   aborted through fusectl (or, without fusectl, the daemon shuts down and exits, which ends
+//!   the connection too), so open files fail with `ENOTCONN` instead of keeping the daemon
+//!   alive.
+//!
+//! While mounted read-write, retention runs every [`RETENTION_CHECK_INTERVAL`] (Kafka's
+//! `log.retention.check.interval.ms`), deleting segments past `retention.ms` /
+//! `retention.bytes`.
 //!
 //! Then [`TopicFs::shutdown`] appends the pending partial lines of open append files and shuts
 //! the log dir down cleanly (indexes trimmed, checkpoints and the clean-shutdown marker
@@ -50,6 +56,10 @@ pub const DAEMON_CHILD_FLAG: &str = "--daemon-child";
 /// How long a signalled daemon waits for a busy (lazily detached) mount to be released before
 /// it aborts the FUSE connection.
 pub const BUSY_GRACE: Duration = Duration::from_secs(2);
+/// Kafka's `log.retention.check.interval.ms` default: how often retention runs.
+pub const RETENTION_CHECK_INTERVAL: Duration = Duration::from_secs(300);
+/// Kafka's `InitialTaskDelayMs`: the first retention pass, after loading settles.
+const RETENTION_INITIAL_DELAY: Duration = Duration::from_secs(30);
 /// The FUSE device; without it nothing can be mounted.
 const DEV_FUSE: &str = "/dev/fuse";
 /// Where the kernel's fusectl filesystem exposes each connection's `abort` file.
@@ -267,11 +277,12 @@ fn mount_and_serve(
         let _ = std::env::set_current_dir("/");
     }
     let log_config = &request.log_config;
-    let source: Arc<dyn TopicSource> = Arc::new(if request.read_only {
+    let log_dir = Arc::new(if request.read_only {
         LogDir::open_read_only(&data_dir, log_config.clone())?
     } else {
         LogDir::open(&data_dir, log_config.clone())?
     });
+    let source: Arc<dyn TopicSource> = Arc::clone(&log_dir) as Arc<dyn TopicSource>;
     let options = FsOptions {
         read_only: request.read_only,
         partitions_per_topic: request.partitions,
@@ -307,8 +318,12 @@ fn mount_and_serve(
         .map_err(|e| MountError(format!("cannot start the signal thread: {e}")))?;
     log::info!("mounted {} on {}", data_dir.display(), mountpoint.display());
     reporter.ready();
+    let retention = (!request.read_only).then(|| Retention::start(Arc::clone(&log_dir)));
     let ran = session.run();
     let _ = ended_tx.send(());
+    if let Some(retention) = retention {
+        retention.stop();
+    }
     if let Err(err) = ran {
         log::error!("FUSE session of {} ended with an error: {err}", mountpoint.display());
     }
@@ -318,6 +333,39 @@ fn mount_and_serve(
     })?;
     log::info!("shut down cleanly");
     Ok(())
+}
+
+/// The retention task: Kafka's `log.retention.check.interval.ms` loop over the data dir.
+struct Retention {
+    /// Dropping it wakes the thread, which then ends.
+    stop: mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Retention {
+    fn start(log_dir: Arc<LogDir>) -> Retention {
+        let (stop, stopped) = mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let mut wait = RETENTION_INITIAL_DELAY;
+            while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(wait) {
+                match log_dir.enforce_retention() {
+                    Ok(0) => {}
+                    Ok(deleted) => log::info!("retention deleted {deleted} segment(s)"),
+                    Err(err) => log::log!(err.log_level(), "retention: {err}"),
+                }
+                wait = RETENTION_CHECK_INTERVAL;
+            }
+        });
+        Retention { stop, thread }
+    }
+
+    /// Stops the loop, waiting for a retention pass in progress to finish.
+    fn stop(self) {
+        drop(self.stop);
+        if self.thread.join().is_err() {
+            log::error!("the retention thread panicked");
+        }
+    }
 }
 
 /// Tells the waiting parent (daemon child) or the terminal (foreground) how the start went.

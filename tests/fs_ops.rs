@@ -1,0 +1,340 @@
+//! Filesystem logic without a kernel: `TopicFs` over a real log dir in a temp dir, driven the way
+//! the kernel drives it (lookup, getattr, opendir/readdir, open/read/write/flush/release, mkdir).
+
+use std::ffi::OsStr;
+use std::sync::Arc;
+
+use topicfs::Error;
+use topicfs::format::decode_batch;
+use topicfs::fs::attr::{DirEntry, FileKind, OpenRequest, SetAttrRequest};
+use topicfs::fs::inode::ROOT_INO;
+use topicfs::fs::{FsOptions, TopicFs};
+use topicfs::source::TopicSource;
+use topicfs::storage::{LogConfig, LogDir};
+
+const READ: OpenRequest = OpenRequest { read: true, write: false, truncate: false };
+const WRITE: OpenRequest = OpenRequest { read: false, write: true, truncate: false };
+
+struct Fixture {
+    fs: TopicFs,
+    log_dir: Arc<LogDir>,
+    _dir: tempfile::TempDir,
+}
+
+fn fixture_with(config: LogConfig, read_only: bool) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let log_dir = Arc::new(LogDir::open(dir.path(), config.clone()).unwrap());
+    log_dir.create_topic("t", 1).unwrap();
+    let options = FsOptions {
+        read_only,
+        partitions_per_topic: 2,
+        max_line_bytes: config.max_message_bytes as usize,
+        uid: 0,
+        gid: 0,
+    };
+    let fs = TopicFs::new(Arc::clone(&log_dir) as Arc<dyn TopicSource>, options);
+    Fixture { fs, log_dir, _dir: dir }
+}
+
+fn fixture() -> Fixture {
+    fixture_with(LogConfig::default(), false)
+}
+
+impl Fixture {
+    /// Looks up a path from the root, one component at a time.
+    fn ino(&self, path: &str) -> Result<u64, Error> {
+        let mut ino = ROOT_INO;
+        for name in path.split('/').filter(|n| !n.is_empty()) {
+            ino = self.fs.lookup(ino, OsStr::new(name))?.attr.ino;
+        }
+        Ok(ino)
+    }
+
+    fn read_all(&self, path: &str) -> Vec<u8> {
+        let ino = self.ino(path).unwrap();
+        let fh = self.fs.open(ino, READ).unwrap().fh;
+        let mut out = Vec::new();
+        loop {
+            let chunk = self.fs.read(fh, out.len() as u64, 7).unwrap();
+            if chunk.is_empty() {
+                break;
+            }
+            out.extend(chunk);
+        }
+        self.fs.release(fh).unwrap();
+        out
+    }
+
+    fn size(&self, path: &str) -> u64 {
+        self.fs.getattr(self.ino(path).unwrap(), None).unwrap().attr.size
+    }
+
+    fn append(&self, path: &str, writes: &[&[u8]]) -> Result<(), Error> {
+        let fh = self.fs.open(self.ino(path)?, WRITE)?.fh;
+        for data in writes {
+            self.fs.write(fh, data)?;
+        }
+        self.fs.flush(fh)?;
+        self.fs.release(fh)
+    }
+
+    fn names(&self, path: &str) -> Vec<String> {
+        let ino = self.ino(path).unwrap();
+        let fh = self.fs.opendir(ino).unwrap().fh;
+        let mut names = Vec::new();
+        self.fs
+            .readdir(ino, fh, 0, &mut |e: &DirEntry| {
+                names.push(e.name.clone());
+                false
+            })
+            .unwrap();
+        self.fs.releasedir(fh).unwrap();
+        names
+    }
+
+    /// Number of batches in partition t/0 (from the raw stream).
+    fn batch_count(&self) -> usize {
+        let raw = self.read_all("t/0/by-offset/0.raw");
+        let mut rest = &raw[..];
+        let mut count = 0;
+        while !rest.is_empty() {
+            let size = i32::from_be_bytes(rest[8..12].try_into().unwrap()) as usize + 12;
+            decode_batch(&rest[..size]).unwrap();
+            rest = &rest[size..];
+            count += 1;
+        }
+        count
+    }
+}
+
+/// The errno of a failed call.
+fn errno<T>(result: Result<T, Error>) -> i32 {
+    match result {
+        Ok(_) => panic!("expected an error"),
+        Err(err) => err.errno(),
+    }
+}
+
+#[test]
+fn tree_lists_topics_partitions_and_partition_files() {
+    let f = fixture();
+    assert_eq!(f.names(""), [".", "..", "t"]);
+    assert_eq!(f.names("t"), [".", "..", "info", "0"]);
+    assert_eq!(
+        f.names("t/0"),
+        [".", "..", "info", "by-offset", "by-time", "append", "append.json", "segments"]
+    );
+    let attr = f.fs.getattr(f.ino("t/0/by-offset").unwrap(), None).unwrap().attr;
+    assert_eq!(attr.kind, FileKind::Directory);
+}
+
+#[test]
+fn stream_size_is_exactly_what_a_full_read_returns() {
+    let f = fixture();
+    f.append("t/0/append", &[b"alpha\nbeta\n", b"gamma\n"]).unwrap();
+    for name in ["0", "0.json", "0.raw", "-1", "1..2", "1..2.json"] {
+        let path = format!("t/0/by-offset/{name}");
+        let bytes = f.read_all(&path);
+        assert_eq!(f.size(&path), bytes.len() as u64, "{name}");
+    }
+    assert_eq!(f.read_all("t/0/by-offset/0"), b"alpha\nbeta\ngamma\n");
+    assert_eq!(f.read_all("t/0/by-offset/1..2"), b"beta\n");
+}
+
+#[test]
+fn each_write_is_one_batch_and_partial_lines_wait_for_close() {
+    let f = fixture();
+    let fh = f.fs.open(f.ino("t/0/append").unwrap(), WRITE).unwrap().fh;
+    f.fs.write(fh, b"a\nb\nc\npart").unwrap();
+    assert_eq!(f.read_all("t/0/by-offset/0"), b"a\nb\nc\n");
+    assert_eq!(f.batch_count(), 1);
+    f.fs.write(fh, b"ial").unwrap();
+    assert_eq!(f.read_all("t/0/by-offset/0"), b"a\nb\nc\n");
+    f.fs.flush(fh).unwrap();
+    f.fs.release(fh).unwrap();
+    assert_eq!(f.read_all("t/0/by-offset/0"), b"a\nb\nc\npartial\n");
+    assert_eq!(f.batch_count(), 2);
+}
+
+#[test]
+fn record_over_max_message_bytes_fails_the_write_with_efbig_and_appends_nothing() {
+    let config = LogConfig { max_message_bytes: 200, ..LogConfig::default() };
+    let f = fixture_with(config, false);
+    let mut data = b"small\n".to_vec();
+    data.extend(vec![b'x'; 300]);
+    data.push(b'\n');
+    let err = f.append("t/0/append", &[&data]).unwrap_err();
+    assert_eq!(err.errno(), libc::EFBIG, "{err}");
+    assert_eq!(f.size("t/0/by-offset/0"), 0);
+    // A partial line that can never fit is refused as soon as it is too long.
+    let err = f.append("t/0/append", &[&vec![b'y'; 300]]).unwrap_err();
+    assert_eq!(err.errno(), libc::EFBIG, "{err}");
+}
+
+#[test]
+fn malformed_json_fails_the_write_with_einval_and_appends_nothing() {
+    let f = fixture();
+    let good = br#"{"key":"k","payload":"v"}"#;
+    let mut data = good.to_vec();
+    data.extend(b"\n{not json\n");
+    let err = f.append("t/0/append.json", &[&data]).unwrap_err();
+    assert_eq!(err.errno(), libc::EINVAL, "{err}");
+    assert_eq!(f.size("t/0/by-offset/0"), 0);
+    f.append("t/0/append.json", &[good, b"\n"]).unwrap();
+    assert_eq!(f.read_all("t/0/by-offset/0"), b"v\n");
+}
+
+#[test]
+fn refusals_have_their_errno() {
+    let f = fixture();
+    f.append("t/0/append", &[b"a\n"]).unwrap();
+    let stream = f.ino("t/0/by-offset/0").unwrap();
+    assert_eq!(errno(f.fs.open(stream, WRITE)), libc::EPERM);
+    assert_eq!(
+        errno(f.fs.setattr(stream, &SetAttrRequest { size: Some(0), ..Default::default() })),
+        libc::EPERM
+    );
+    let info = f.ino("t/0/info").unwrap();
+    assert_eq!(errno(f.fs.open(info, WRITE)), libc::EPERM);
+    let dir = f.ino("t/0/by-offset").unwrap();
+    assert_eq!(f.fs.refuse_change(dir, OsStr::new("0"), "removing files").errno(), libc::EPERM);
+    assert_eq!(f.fs.refuse_change(dir, OsStr::new("zz"), "removing files").errno(), libc::ENOENT);
+    assert_eq!(errno(f.ino("t/0/by-offset/zz")), libc::ENOENT);
+    assert_eq!(errno(f.ino("t/0/by-offset/5")), libc::ENOENT);
+    assert_eq!(errno(f.ino("t/9")), libc::ENOENT);
+    assert_eq!(errno(f.ino("t/00")), libc::ENOENT);
+    assert_eq!(errno(f.ino("nope")), libc::ENOENT);
+    assert_eq!(errno(f.fs.mkdir(dir, OsStr::new("x"))), libc::EPERM);
+    // Truncating an append file (what `>` does) is accepted.
+    let append = f.ino("t/0/append").unwrap();
+    f.fs.setattr(append, &SetAttrRequest { size: Some(0), ..Default::default() }).unwrap();
+}
+
+#[test]
+fn read_only_refuses_every_change_with_erofs() {
+    let f = fixture_with(LogConfig::default(), true);
+    assert_eq!(errno(f.fs.open(f.ino("t/0/append").unwrap(), WRITE)), libc::EROFS);
+    assert_eq!(errno(f.fs.open(f.ino("t/0/by-offset/0").unwrap(), WRITE)), libc::EROFS);
+    assert_eq!(errno(f.fs.mkdir(ROOT_INO, OsStr::new("u"))), libc::EROFS);
+    let dir = f.ino("t/0").unwrap();
+    assert_eq!(f.fs.refuse_change(dir, OsStr::new("info"), "renaming").errno(), libc::EROFS);
+}
+
+#[test]
+fn mkdir_creates_topics_and_only_the_next_partition() {
+    let f = fixture();
+    let entry = f.fs.mkdir(ROOT_INO, OsStr::new("u")).unwrap();
+    assert_eq!(entry.attr.kind, FileKind::Directory);
+    assert_eq!(f.names("u"), [".", "..", "info", "0", "1"]);
+    let u = f.ino("u").unwrap();
+    assert!(f.fs.mkdir(u, OsStr::new("3")).is_err());
+    f.fs.mkdir(u, OsStr::new("2")).unwrap();
+    assert_eq!(f.log_dir.partitions("u").unwrap(), [0, 1, 2]);
+    assert_eq!(f.fs.mkdir(ROOT_INO, OsStr::new("u")).unwrap_err().errno(), libc::EEXIST);
+}
+
+#[test]
+fn readdir_resumes_at_the_offset_of_the_last_entry_taken() {
+    let f = fixture();
+    let ino = f.ino("t/0").unwrap();
+    let fh = f.fs.opendir(ino).unwrap().fh;
+    let mut first = Vec::new();
+    f.fs.readdir(ino, fh, 0, &mut |e: &DirEntry| {
+        first.push(e.clone());
+        first.len() == 3 // the reply buffer is "full" after three entries
+    })
+    .unwrap();
+    let resume = first.last().unwrap().next_offset;
+    let mut rest = Vec::new();
+    f.fs.readdir(ino, fh, resume, &mut |e: &DirEntry| {
+        rest.push(e.name.clone());
+        false
+    })
+    .unwrap();
+    f.fs.releasedir(fh).unwrap();
+    let names: Vec<_> = first.iter().map(|e| e.name.clone()).chain(rest).collect();
+    assert_eq!(
+        names,
+        [".", "..", "info", "by-offset", "by-time", "append", "append.json", "segments"]
+    );
+}
+
+#[test]
+fn inode_numbers_are_stable_while_referenced_and_fresh_after_forget() {
+    let f = fixture();
+    let a = f.ino("t/0/info").unwrap();
+    assert_eq!(f.ino("t/0/info").unwrap(), a);
+    f.fs.forget(a, 2);
+    let b = f.ino("t/0/info").unwrap();
+    assert_ne!(a, b);
+    assert_eq!(f.fs.getattr(a, None).unwrap_err().errno(), libc::ESTALE);
+}
+
+#[test]
+fn relative_name_is_pinned_while_open_and_re_resolved_after() {
+    let f = fixture();
+    f.append("t/0/append", &[b"1\n2\n3\n"]).unwrap();
+    let ino = f.ino("t/0/by-offset/-1").unwrap();
+    let fh = f.fs.open(ino, READ).unwrap().fh;
+    f.append("t/0/append", &[b"4\n"]).unwrap();
+    // The open file grew from where it started (tail -f sees "3" then "4").
+    assert_eq!(f.fs.read(fh, 0, 100).unwrap(), b"3\n4\n");
+    assert_eq!(f.fs.getattr(ino, None).unwrap().attr.size, 4);
+    // A new lookup while it is open means the same records.
+    assert_eq!(
+        f.fs.lookup(f.ino("t/0/by-offset").unwrap(), OsStr::new("-1")).unwrap().attr.size,
+        4
+    );
+    f.fs.release(fh).unwrap();
+    // Once closed, the name is resolved again: the last record now.
+    assert_eq!(f.read_all("t/0/by-offset/-1"), b"4\n");
+}
+
+#[test]
+fn offsets_below_the_log_start_do_not_exist() {
+    let config = LogConfig {
+        segment_bytes: 200,
+        retention_bytes: Some(1),
+        retention_ms: None,
+        ..LogConfig::default()
+    };
+    let f = fixture_with(config, false);
+    for i in 0..20 {
+        f.append("t/0/append", &[format!("record-{i}\n").as_bytes()]).unwrap();
+    }
+    assert!(f.log_dir.enforce_retention().unwrap() > 0);
+    let start = f.log_dir.partition("t", 0).unwrap().summary().unwrap().log_start_offset.0;
+    assert!(start > 0);
+    assert_eq!(f.ino("t/0/by-offset/0").unwrap_err().errno(), libc::ENOENT);
+    let listed = f.names("t/0/by-offset");
+    assert!(listed.contains(&start.to_string()), "{listed:?}");
+    assert!(f.read_all(&format!("t/0/by-offset/{start}")).ends_with(b"record-19\n"));
+}
+
+#[test]
+fn segment_files_are_listed_and_read_as_stored() {
+    let f = fixture();
+    f.append("t/0/append", &[b"x\ny\n"]).unwrap();
+    let names = f.names("t/0/segments");
+    assert!(names.contains(&"00000000000000000000.log".to_string()), "{names:?}");
+    let log = f.read_all("t/0/segments/00000000000000000000.log");
+    assert_eq!(log, f.read_all("t/0/by-offset/0.raw"));
+    assert_eq!(f.size("t/0/segments/00000000000000000000.log"), log.len() as u64);
+    let ino = f.ino("t/0/segments/00000000000000000000.log").unwrap();
+    assert_eq!(f.fs.open(ino, WRITE).unwrap_err().errno(), libc::EPERM);
+}
+
+#[test]
+fn shutdown_appends_pending_lines_and_refuses_later_writes() {
+    let f = fixture();
+    let fh = f.fs.open(f.ino("t/0/append").unwrap(), WRITE).unwrap().fh;
+    f.fs.write(fh, b"pending").unwrap();
+    f.fs.shutdown().unwrap();
+    f.fs.shutdown().unwrap();
+    assert_eq!(f.fs.write(fh, b"late\n").unwrap_err().errno(), libc::ESTALE);
+    drop(f.fs);
+    let reopened = LogDir::open(f._dir.path(), LogConfig::default()).unwrap();
+    assert!(reopened.had_clean_shutdown());
+    let summary = reopened.partition("t", 0).unwrap().summary().unwrap();
+    assert_eq!(summary.log_end_offset.0, 1);
+}
