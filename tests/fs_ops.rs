@@ -338,3 +338,17 @@ fn shutdown_appends_pending_lines_and_refuses_later_writes() {
     let summary = reopened.partition("t", 0).unwrap().summary().unwrap();
     assert_eq!(summary.log_end_offset.0, 1);
 }
+
+#[test]
+fn stream_mtime_moves_when_the_stream_grows() {
+    let f = fixture();
+    f.append("t/0/append", &[b"1\n"]).unwrap();
+    let ino = f.ino("t/0/by-offset/0").unwrap();
+    let before = f.fs.getattr(ino, None).unwrap().attr;
+    // Partition modification times have millisecond resolution: step past it.
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    f.append("t/0/append", &[b"2\n"]).unwrap();
+    let after = f.fs.getattr(ino, None).unwrap().attr;
+    assert!(after.size > before.size);
+    assert!(after.mtime > before.mtime, "{:?} -> {:?}", before.mtime, after.mtime);
+}

@@ -216,3 +216,21 @@ fn concurrent_readers_and_writers_with_several_threads() {
     }
     assert_eq!(sh(&format!("wc -l < {}/by-offset/0", p.display())).trim(), "200");
 }
+
+#[test]
+fn by_time_names_open_streams_from_that_time() {
+    let m = mounted_with_topic(&[]);
+    let p = m.path("t/0");
+    let envelopes: String = [(1, 1764662400000_i64), (2, 1764662401000), (3, 1764662402000)]
+        .iter()
+        .map(|(v, ts)| format!("{{\"payload\":\"v{v}\",\"ts\":{ts}}}\n"))
+        .collect();
+    fs::write(p.join("append.json"), envelopes).unwrap();
+    assert_eq!(sh(&format!("ls {}/by-time", p.display())), "2025-12-02T08:00:00.000Z\n");
+    let by_time = p.join("by-time");
+    let cat = |name: &str| sh(&format!("cat '{}/{name}'", by_time.display()));
+    assert_eq!(cat("2025-12-02T08:00:00.000Z"), "v1\nv2\nv3\n");
+    assert_eq!(cat("1764662401000"), "v2\nv3\n");
+    assert_eq!(cat("1764662400500..1764662402000"), "v2\n");
+    assert_eq!(cat("2030-01-01"), "");
+}
