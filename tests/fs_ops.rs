@@ -286,8 +286,10 @@ fn relative_name_is_pinned_while_open_and_re_resolved_after() {
         4
     );
     f.fs.release(fh).unwrap();
-    // Once closed, the name is resolved again: the last record now.
+    // Once closed, the name is resolved again: the last record now, for stat and read alike.
     assert_eq!(f.read_all("t/0/by-offset/-1"), b"4\n");
+    f.append("t/0/append", &[b"55\n"]).unwrap();
+    assert_eq!(f.fs.getattr(ino, None).unwrap().attr.size, 3);
 }
 
 #[test]

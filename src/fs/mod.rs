@@ -7,9 +7,9 @@
 //! - **Streams** (`by-offset/<spec>`, `by-time/<spec>`) are regular files whose `st_size` is
 //!   exactly what a full read returns at that moment, with attribute TTL 0 and direct I/O, and
 //!   whose mtime is the partition's last modification, so `tail -f` (which polls `fstat`) sees
-//!   them grow. A name is resolved (a relative `-10` or `-1h` pinned to offsets) when it is
-//!   looked up while no handle has it open; while one does, the name keeps meaning the same
-//!   records, so a follower never sees its file shift under it.
+//!   them grow. A name is resolved (a relative `-10` or `-1h` pinned to offsets) at every
+//!   lookup, getattr and open while no handle has it open; while one does, the name keeps
+//!   meaning the records that handle reads, so a follower never sees its file shift under it.
 //! - **Appends** (`append`, `append.json`): see [`append`]. Size 0; `O_TRUNC` and `O_APPEND`
 //!   are both accepted; errors surface from `write` or `flush`, never only from `release`.
 //! - **Refusals**: unknown names and unparsable specs are `NotFound`; changing anything other
@@ -262,8 +262,7 @@ impl TopicFs {
             }
             Node::Stream(..) => {
                 self.refuse_write(request, "writing a stream")?;
-                let stream = self.pinned(ino, &node)?;
-                self.pin_open(ino, &stream);
+                let stream = self.open_pinned(ino, &node)?;
                 Ok(direct(self.handles.insert(Handle::Stream { ino, stream })))
             }
             Node::SegmentFile(id, base_offset, kind) => {
@@ -703,19 +702,30 @@ impl TopicFs {
         }
     }
 
-    /// The stream pinned to `ino`, resolving and pinning one if there is none.
+    /// The stream `ino` means now: the pinned one while a handle reads it, else a fresh
+    /// resolution (pinned for later calls), so `st_size` of `by-offset/-10` is the size of the
+    /// last ten records as of this call.
     fn pinned(&self, ino: u64, node: &Node) -> Result<Arc<Stream>> {
         if let Some(pin) = lock(&self.pins).get(&ino) {
-            return Ok(Arc::clone(&pin.stream));
+            if pin.open > 0 {
+                return Ok(Arc::clone(&pin.stream));
+            }
         }
         let stream = self.resolve(node)?;
         Ok(self.pin(ino, stream))
     }
 
-    fn pin_open(&self, ino: u64, stream: &Arc<Stream>) {
+    /// Like [`TopicFs::pinned`], and counts one more open handle on the stream returned, in
+    /// one step (so a concurrent lookup cannot re-pin between the two).
+    fn open_pinned(&self, ino: u64, node: &Node) -> Result<Arc<Stream>> {
+        let fresh = self.pinned(ino, node)?;
         let mut pins = lock(&self.pins);
-        let pin = pins.entry(ino).or_insert_with(|| Pin { stream: Arc::clone(stream), open: 0 });
+        let pin = pins.entry(ino).or_insert_with(|| Pin { stream: Arc::clone(&fresh), open: 0 });
+        if pin.open == 0 {
+            pin.stream = fresh;
+        }
         pin.open = pin.open.saturating_add(1);
+        Ok(Arc::clone(&pin.stream))
     }
 
     fn pin_close(&self, ino: u64) {
