@@ -234,3 +234,15 @@ fn by_time_names_open_streams_from_that_time() {
     assert_eq!(cat("1764662400500..1764662402000"), "v2\n");
     assert_eq!(cat("2030-01-01"), "");
 }
+
+#[test]
+fn cp_and_grep_read_streams_to_the_current_end() {
+    let m = mounted_with_topic(&[]);
+    let p = m.path("t/0");
+    sh(&format!("seq 1 2000 >> {}/append", p.display()));
+    let copy = m.dirs_root().join("copy");
+    sh(&format!("cp {}/by-offset/0 {}", p.display(), copy.display()));
+    assert_eq!(fs::read(&copy).unwrap(), fs::read(p.join("by-offset/0")).unwrap());
+    assert_eq!(sh(&format!("grep -c 7 {}/by-offset/0", p.display())).trim(), "542");
+    assert_eq!(sh(&format!("cmp {}/by-offset/0 {}", p.display(), copy.display())), "");
+}

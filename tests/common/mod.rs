@@ -174,6 +174,11 @@ impl MountGuard {
         self.dirs.as_ref().map(Dirs::data).unwrap_or_default()
     }
 
+    /// The temp dir holding `data/` and `mnt/` (for scratch files next to them).
+    pub fn dirs_root(&self) -> PathBuf {
+        self.dirs.as_ref().map(|d| d.root.path().to_path_buf()).unwrap_or_default()
+    }
+
     /// A path under the mount.
     pub fn path(&self, rel: &str) -> PathBuf {
         self.mnt().join(rel)
