@@ -9,11 +9,14 @@
 //! **Zero tail.** An index left preallocated (active segment of a running or crashed writer) ends
 //! in zero-filled slots. Kafka counts `length / entry size` entries and relies on recovery to
 //! rebuild such files; the dump tool instead stops at the first slot `i > 0` that is all zero.
-//! This engine uses the dump tool's rule when it opens a file: slot 0 may be zero (relative
-//! offset 0 at position 0, or timestamp 0), every later written slot is non-zero because entries
-//! strictly increase. The boundary is found by binary search, assuming (as Kafka's writers
-//! guarantee) that the unwritten slots form one contiguous tail; truncation zeroes the slots it
-//! removes so the rule keeps holding after a crash.
+//! This engine counts the slots before the first all-zero slot, close to the dump tool's rule.
+//! A written slot is never all zero: offset-index entries strictly increase and the first one
+//! never has position 0 (the first set of a segment is not indexed), and time-index entries
+//! strictly increase from a timestamp `>= 0`, so only a `(timestamp 0, base offset)` first entry
+//! (a record stamped at the epoch) would be mistaken for unwritten space, which costs nothing
+//! but a fallback to the file's mtime. The boundary is found by binary search, assuming (as
+//! Kafka's writers guarantee) that the unwritten slots form one contiguous tail; truncation
+//! zeroes the slots it removes so the rule keeps holding after a crash.
 //!
 //! **Read-only copies.** In read-only mode (a broker may own the files) an index file is copied
 //! into memory with `pread` and never mapped, so a concurrent truncation cannot fault us; indexes
@@ -345,17 +348,14 @@ impl IndexFile {
     }
 }
 
-/// Valid entry count of a slot array under the zero-tail rule (module doc).
+/// Valid entry count of a slot array under the zero-tail rule (module doc): the number of
+/// slots before the first all-zero one, found by binary search.
 fn count_written_slots(bytes: &[u8], entry_size: usize) -> usize {
-    let slots = bytes.len() / entry_size;
     let is_zero = |i: usize| {
         bytes.get(i * entry_size..(i + 1) * entry_size).is_none_or(|s| s.iter().all(|b| *b == 0))
     };
-    if slots <= 1 || !is_zero(slots - 1) {
-        return slots;
-    }
-    // First zero slot in [1, slots): slots [1, lo) are written, [hi, slots) are zero.
-    let (mut lo, mut hi) = (1, slots - 1);
+    // Slots [0, lo) are written, [hi, slots) are zero.
+    let (mut lo, mut hi) = (0, bytes.len() / entry_size);
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
         if is_zero(mid) { hi = mid } else { lo = mid + 1 }
@@ -387,12 +387,15 @@ mod tests {
     #[test]
     fn zero_tail_is_not_counted() {
         let mut b = vec![0u8; 8 * 10];
-        assert_eq!(count_written_slots(&b, 8), 1, "slot 0 may be all zero");
+        assert_eq!(count_written_slots(&b, 8), 0, "a fresh preallocated file has no entries");
+        b[3] = 1;
         b[8 + 3] = 5;
         b[16 + 3] = 9;
         assert_eq!(count_written_slots(&b, 8), 3);
-        b[79] = 1;
-        assert_eq!(count_written_slots(&b, 8), 10);
+        for slot in 3..10 {
+            b[slot * 8 + 3] = 10 + slot as u8;
+        }
+        assert_eq!(count_written_slots(&b, 8), 10, "a trimmed, full file is all entries");
         assert_eq!(count_written_slots(&[], 8), 0);
     }
 

@@ -357,7 +357,7 @@ mod tests {
     #[test]
     fn zero_tail_is_ignored_on_reopen() {
         let dir = tempfile::tempdir().unwrap();
-        let idx = index_with(dir.path(), 0, &[(0, 0), (7, 100), (9, 200)]);
+        let idx = index_with(dir.path(), 0, &[(3, 50), (7, 100), (9, 200)]);
         let path = idx.file().path().to_path_buf();
         drop(idx);
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 8 * 4096, "still preallocated");

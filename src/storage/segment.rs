@@ -632,6 +632,8 @@ impl LogSegment {
         self.next_offset.store(largest_offset.plus(1).0, Ordering::Release);
         *lock(&self.last_modified) = SystemTime::now();
 
+        // Load the max so far (from the time index after a clean reopen) before updating it.
+        self.max_timestamp_so_far()?;
         let max_so_far = {
             let mut guard = lock(&self.max_timestamp);
             let current = guard.unwrap_or((NO_TIMESTAMP, self.base_offset));
