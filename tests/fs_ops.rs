@@ -354,3 +354,15 @@ fn stream_mtime_moves_when_the_stream_grows() {
     assert!(after.size > before.size);
     assert!(after.mtime > before.mtime, "{:?} -> {:?}", before.mtime, after.mtime);
 }
+
+#[test]
+fn json_line_written_in_pieces_is_one_record() {
+    let config = LogConfig { max_message_bytes: 400, ..LogConfig::default() };
+    let f = fixture_with(config, false);
+    let line = format!("{{\"key\":\"k\",\"payload\":\"{}\"}}\n", "p".repeat(250));
+    let pieces: Vec<&[u8]> = line.as_bytes().chunks(50).collect();
+    f.append("t/0/append.json", &pieces).unwrap();
+    assert_eq!(f.read_all("t/0/by-offset/0"), format!("{}\n", "p".repeat(250)).as_bytes());
+    let too_big = format!("{{\"payload\":\"{}\"}}\n", "q".repeat(500));
+    assert_eq!(errno(f.append("t/0/append.json", &[too_big.as_bytes()])), libc::EFBIG);
+}

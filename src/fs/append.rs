@@ -17,6 +17,10 @@ use crate::format::NewRecord;
 use crate::source::PartitionSource;
 use crate::view::envelope;
 
+/// How much longer than `max.message.bytes` an `append.json` line may grow while it waits for
+/// its newline (the record it holds is checked against the real limit when it is appended).
+pub const JSON_LINE_FACTOR: usize = 8;
+
 /// Which of the two append files a handle writes.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum AppendFormat {
@@ -45,7 +49,7 @@ pub struct AppendState {
     /// The partial line after the last newline. **Invariant**: no `\n` in it.
     pending: Vec<u8>,
     /// Largest partial line kept in memory: a longer line could never be a record
-    /// (`max.message.bytes` bounds the whole batch).
+    /// (`max.message.bytes` bounds the whole batch; [`JSON_LINE_FACTOR`] times that for JSON).
     max_line_bytes: usize,
     /// Complete lines appended through this handle so far (line numbers in error messages).
     lines_done: u64,
@@ -69,6 +73,12 @@ impl AppendState {
         format: AppendFormat,
         max_line_bytes: usize,
     ) -> AppendState {
+        let max_line_bytes = match format {
+            AppendFormat::Lines => max_line_bytes,
+            // An envelope is longer than its record: base64 adds a third, JSON escapes of
+            // control characters up to six times; refuse only lines no record could come from.
+            AppendFormat::Json => max_line_bytes.saturating_mul(JSON_LINE_FACTOR),
+        };
         AppendState { partition, format, pending: Vec::new(), max_line_bytes, lines_done: 0 }
     }
 
