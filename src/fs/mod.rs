@@ -124,20 +124,13 @@ impl TopicFs {
         let parent = self.node(parent)?;
         let node = self.child(&parent, name)?;
         if let Node::Stream(..) = node {
+            // Resolved before it gets an inode: a name that does not resolve does not exist.
             let stream = self.resolve_for_lookup(&node)?;
-            let mut reply = self.stream_attr(0, &node, &stream)?;
+            let reply = self.stream_attr(0, &node, &stream)?;
             let ino = self.inodes.lookup(&node);
-            let pinned = self.pin(ino, Arc::clone(&stream));
-            if !Arc::ptr_eq(&pinned, &stream) {
-                // A reader opened the name meanwhile: answer with what it reads.
-                reply = match self.stream_attr(ino, &node, &pinned) {
-                    Ok(reply) => reply,
-                    Err(err) => {
-                        self.forget(ino, 1);
-                        return Err(err);
-                    }
-                };
-            }
+            // Keeps the pin of a handle that opened the name meanwhile (TTL 0: the next stat
+            // shows its size).
+            self.pin(ino, stream);
             let attr = Attr { ino, ..reply.attr };
             return Ok(Entry { attr, entry_ttl: STABLE_TTL, attr_ttl: reply.ttl });
         }
