@@ -471,7 +471,7 @@ impl TopicFs {
         Ok(node)
     }
 
-    /// Attributes of a node that is not a stream, checking that it exists.
+    /// Attributes of a node, checking that it exists (`ino` 0: the node has no inode yet).
     fn attr_of(&self, ino: u64, node: &Node) -> Result<AttrReply> {
         let rw_dir = if self.options.read_only { 0o555 } else { 0o755 };
         let (kind, size, perm, mtime, ttl) = match node {
@@ -510,7 +510,8 @@ impl TopicFs {
                 (FileKind::RegularFile, size, 0o444, segment.last_modified, ttl)
             }
             Node::Stream(..) => {
-                let stream = self.pinned(ino, node)?;
+                // Without an inode yet (0) there is nothing to pin the resolution to.
+                let stream = if ino == 0 { self.resolve(node)? } else { self.pinned(ino, node)? };
                 return self.stream_attr(ino, node, &stream);
             }
         };
