@@ -312,10 +312,14 @@ fn mount_and_serve(
         ended: ended_rx,
         fs: Arc::clone(&fs),
     };
-    std::thread::Builder::new()
+    let spawned = std::thread::Builder::new()
         .name("topicfs-signals".into())
-        .spawn(move || stopper.wait_and_unmount(signals))
-        .map_err(|e| MountError(format!("cannot start the signal thread: {e}")))?;
+        .spawn(move || stopper.wait_and_unmount(signals));
+    if let Err(err) = spawned {
+        drop(session); // unmounts
+        let _ = fs.shutdown();
+        return Err(MountError(format!("cannot start the signal thread: {err}")));
+    }
     log::info!("mounted {} on {}", data_dir.display(), mountpoint.display());
     reporter.ready();
     let retention = (!request.read_only).then(|| Retention::start(Arc::clone(&log_dir)));
