@@ -635,3 +635,36 @@ fn partition_source_reports_segments_and_hides_the_index_zero_tail() {
     assert!(text.is_ok());
     assert_eq!(d.log("t", 0).unwrap().recovery_point(), Offset(15));
 }
+
+#[test]
+fn read_only_refresh_follows_a_live_writer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = small_config();
+    c.set("retention.ms", "1000").unwrap();
+    let (writer_dir, writer) = open_log(tmp.path(), &c);
+    append_n(&writer, 3, 1000, 100);
+    let reader_dir = LogDir::open_read_only(tmp.path(), c.clone()).unwrap();
+    let reader = reader_dir.log("t", 0).unwrap();
+    assert_eq!(reader.log_end_offset(), Offset(3));
+
+    // New batches at the end of the active segment.
+    append_n(&writer, 2, 2000, 100);
+    assert!(reader.refresh().unwrap());
+    assert_eq!(reader.log_end_offset(), Offset(5));
+    assert_eq!(read_all(&reader, Offset(3))[0].1, 2000);
+    assert!(!reader.refresh().unwrap(), "nothing new");
+
+    // The writer rolls a few times, then retention deletes old segments.
+    append_n(&writer, 20, 3000, 100);
+    assert!(reader.refresh().unwrap());
+    assert_eq!(reader.log_end_offset(), Offset(25));
+    assert_eq!(reader.segment_list().len(), writer.segment_list().len());
+    assert_eq!(read_all(&reader, Offset(0)).len(), 25);
+    assert_eq!(reader.offset_for(OffsetQuery::Timestamp(3005)).unwrap(), Offset(10));
+    writer_dir.enforce_retention().unwrap();
+    assert!(reader.refresh().unwrap());
+    assert_eq!(reader.log_start_offset(), writer.log_start_offset());
+    assert_eq!(reader.segment_list().len(), 1);
+    let start = reader.log_start_offset().0;
+    assert_eq!(read_all(&reader, reader.log_start_offset()).len() as i64, 25 - start);
+}

@@ -81,7 +81,14 @@ pub struct Log {
     recovered_segments: AtomicUsize,
     /// `(log start offset, timestamp of its first record)` of the last summary.
     first_timestamp: Mutex<Option<(Offset, Option<Timestamp>)>>,
+    /// What the log dir knew at open (read-only reloads start from it again).
+    load_state: LoadState,
+    /// Wall time (ms) of the last read-only refresh.
+    last_refresh_ms: AtomicI64,
 }
+
+/// Read-only logs look for a broker's changes at most this often (ms).
+const REFRESH_INTERVAL_MS: i64 = 200;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -123,6 +130,8 @@ impl Log {
             closed: AtomicBool::new(false),
             recovered_segments: AtomicUsize::new(0),
             first_timestamp: Mutex::new(None),
+            load_state: state,
+            last_refresh_ms: AtomicI64::new(now_ms()),
         };
         log.load(state)?;
         Ok(log)
@@ -358,6 +367,63 @@ impl Log {
         }
         let random = std::hash::RandomState::new().hash_one(base.0);
         (random % jitter.min(self.config.segment_ms).max(1) as u64) as i64
+    }
+
+    /// Read-only mode: takes in what a broker changed since the last look, at most every
+    /// 200 ms (called from the read paths). See [`Log::refresh`].
+    fn maybe_refresh(&self) -> Result<()> {
+        if self.writable() {
+            return Ok(());
+        }
+        let now = now_ms();
+        let last = self.last_refresh_ms.load(Ordering::Relaxed);
+        if now.saturating_sub(last) < REFRESH_INTERVAL_MS
+            || self
+                .last_refresh_ms
+                .compare_exchange(last, now, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+        {
+            return Ok(());
+        }
+        self.refresh().map(|_| ())
+    }
+
+    /// Read-only mode: looks at the partition directory again. Whole new batches at the end of
+    /// the active segment become visible (one `stat`, then a scan of only the new bytes); a
+    /// new, deleted or shrunk segment (the broker rolled, deleted or truncated) makes the log
+    /// reload its segment list. Returns whether anything changed. Writable logs are never
+    /// changed behind our back (we hold the lock), so this is a no-op for them.
+    pub fn refresh(&self) -> Result<bool> {
+        if self.writable() {
+            return Ok(false);
+        }
+        let on_disk = {
+            let mut v = self.scan_files()?;
+            v.sort();
+            v
+        };
+        let known: Vec<Offset> =
+            self.segments.read().unwrap_or_else(|e| e.into_inner()).keys().copied().collect();
+        let active = self.active_segment();
+        let shrunk = match &active {
+            Some(seg) => std::fs::metadata(seg.log_path()).map_or(true, |m| m.len() < seg.size()),
+            None => false,
+        };
+        if on_disk != known || shrunk {
+            log::debug!("{}: segments changed on disk, reloading", self.dir.display());
+            self.load(self.load_state)?;
+            return Ok(true);
+        }
+        let Some(active) = active else { return Ok(false) };
+        let len = std::fs::metadata(active.log_path())
+            .map_err(|e| Error::io(active.log_path(), "stat", e))?
+            .len();
+        if !active.extend_read_only(len)? {
+            return Ok(false);
+        }
+        self.log_end_offset.store(active.next_offset()?.0, Ordering::Release);
+        *lock(&self.last_modified) = SystemTime::now();
+        Ok(true)
     }
 
     /// Topic name.
@@ -612,6 +678,7 @@ impl Log {
     /// entry, forward scan; later segments if the floor one has none). `target` equal to the log
     /// end offset gives a cursor at the end. `OffsetOutOfRange` outside `[log start, log end]`.
     pub fn seek(&self, target: Offset) -> Result<ReadCursor> {
+        self.maybe_refresh()?;
         let log_end = self.log_end_offset();
         if target < self.log_start_offset() || target > log_end {
             return Err(self.out_of_range(target));
@@ -641,6 +708,7 @@ impl Log {
     /// Whole batches from `cursor`, at most `max_bytes` unless the first batch alone is larger;
     /// moves on to the next segment when one is exhausted; empty at the current end.
     pub fn read(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchChunk> {
+        self.maybe_refresh()?;
         let mut cursor = *cursor;
         let mut reseeked = false;
         loop {
@@ -680,6 +748,7 @@ impl Log {
     /// ListOffsets semantics (see [`OffsetQuery`]); never "not found": a timestamp later than
     /// every record gives the log end offset.
     pub fn offset_for(&self, query: OffsetQuery) -> Result<Offset> {
+        self.maybe_refresh()?;
         match query {
             OffsetQuery::Latest => Ok(self.log_end_offset()),
             OffsetQuery::Earliest => Ok(self.log_start_offset()),
@@ -728,6 +797,7 @@ impl Log {
 
     /// Offsets, sizes and timestamps now.
     pub fn summary(&self) -> Result<PartitionSummary> {
+        self.maybe_refresh()?;
         let segments = self.segment_list();
         let log_start = self.log_start_offset();
         let log_end = self.log_end_offset();
@@ -783,6 +853,7 @@ impl Log {
 
     /// Segments in base-offset order, as listed under `segments/`.
     pub fn segment_summaries(&self) -> Result<Vec<SegmentSummary>> {
+        self.maybe_refresh()?;
         let mut out = Vec::new();
         for seg in self.segment_list() {
             let txn = std::fs::metadata(seg.file_path(".txnindex")).ok().map(|m| m.len());

@@ -789,6 +789,67 @@ impl LogSegment {
         Ok(valid)
     }
 
+    /// Read-only mode, live broker: takes in the whole batches a writer appended since this
+    /// segment was opened, up to the file's current length `file_len`. Each new batch must
+    /// pass its CRC check (a batch still being written stops the scan until the next call);
+    /// opened in-memory indexes get entries by the per-batch interval rule. Returns whether the
+    /// committed size grew.
+    pub fn extend_read_only(&self, file_len: u64) -> Result<bool> {
+        let start = self.size();
+        if self.mode != SegmentMode::ReadOnly || file_len <= start {
+            return Ok(false);
+        }
+        let mut reader = ChunkReader::new(&self.log, &self.log_path, file_len);
+        let mut valid = start;
+        let mut max = self.max_timestamp_so_far()?.unwrap_or((NO_TIMESTAMP, self.base_offset));
+        let mut next = self.next_offset()?;
+        let mut new_batches = Vec::new();
+        while let Ok(Some(batch)) = reader.batch_at(valid) {
+            let Some(entry) = reader.entry(&batch)? else { break };
+            if verify_crc(entry).is_err() || batch.info.base_offset < next {
+                break;
+            }
+            if batch.info.max_timestamp > max.0 {
+                max = (batch.info.max_timestamp, batch.info.last_offset);
+            }
+            next = batch.info.last_offset.plus(1);
+            valid = batch.end();
+            new_batches.push((
+                batch.position,
+                u64::from(batch.info.size),
+                batch.info.last_offset,
+                max,
+            ));
+        }
+        if valid == start {
+            return Ok(false);
+        }
+        // Publish first: index entries must never point past the committed size.
+        *lock(&self.max_timestamp) = Some(max);
+        self.next_offset.store(next.0, Ordering::Release);
+        self.size.store(valid, Ordering::Release);
+        *lock(&self.last_modified) = SystemTime::now();
+        {
+            let mut writer = lock(&self.writer);
+            let mut offset_guard = self.offset_index.write().unwrap_or_else(|e| e.into_inner());
+            let mut time_guard = self.time_index.write().unwrap_or_else(|e| e.into_inner());
+            for (position, size, last_offset, (ts, ts_offset)) in new_batches {
+                if writer.bytes_since_last_index_entry > u64::from(self.index_interval_bytes)
+                    && let (Some(o), Some(t)) = (offset_guard.as_mut(), time_guard.as_mut())
+                    && o.file().is_in_memory()
+                    && last_offset > o.last_offset()
+                    && !o.is_full()
+                {
+                    o.append(last_offset, position)?;
+                    t.maybe_append(ts, ts_offset, true)?;
+                    writer.bytes_since_last_index_entry = 0;
+                }
+                writer.bytes_since_last_index_entry += size;
+            }
+        }
+        Ok(true)
+    }
+
     /// The segment stops being active (roll): final time-index entry, indexes trimmed to their
     /// valid size (Kafka's `onBecomeInactiveSegment`).
     pub fn on_become_inactive(&self) -> Result<()> {
