@@ -57,19 +57,41 @@ pub(crate) fn read_fully_at(file: &File, buf: &mut [u8], pos: u64) -> io::Result
     Ok(filled)
 }
 
+thread_local! {
+    /// One scan buffer per thread, reused by every [`ChunkReader`] of the thread, so a lookup
+    /// does not allocate and zero-fill a batch-sized buffer each time.
+    static SCAN_BUFFER: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
 /// A window over `[0, end)` of a `.log` file, refilled with `pread` as the scan moves.
+///
+/// **Invariant**: `buf[..filled]` holds the file bytes `[buf_start, buf_start + filled)`;
+/// `buf` beyond `filled` is scratch space kept between reads.
 pub(crate) struct ChunkReader<'a> {
     file: &'a File,
     path: &'a Path,
     end: u64,
     buf: Vec<u8>,
+    filled: usize,
     buf_start: u64,
+}
+
+/// Largest scan buffer kept for reuse; a larger one (a huge batch) is freed after use.
+const MAX_KEPT_SCAN_BUFFER: usize = 4 << 20;
+
+impl Drop for ChunkReader<'_> {
+    fn drop(&mut self) {
+        if self.buf.len() <= MAX_KEPT_SCAN_BUFFER {
+            SCAN_BUFFER.with(|cell| cell.set(std::mem::take(&mut self.buf)));
+        }
+    }
 }
 
 impl<'a> ChunkReader<'a> {
     /// Reads `file` up to `end` (the segment's committed size, or its file length in recovery).
     pub(crate) fn new(file: &'a File, path: &'a Path, end: u64) -> ChunkReader<'a> {
-        ChunkReader { file, path, end, buf: Vec::new(), buf_start: 0 }
+        let buf = SCAN_BUFFER.with(|cell| cell.take());
+        ChunkReader { file, path, end, buf, filled: 0, buf_start: 0 }
     }
 
     /// The bytes `[pos, pos + len)`, or `None` if they extend past `end` (or the file is
@@ -79,13 +101,16 @@ impl<'a> ChunkReader<'a> {
         if stop > self.end {
             return Ok(None);
         }
-        let buf_end = self.buf_start + self.buf.len() as u64;
+        let buf_end = self.buf_start + self.filled as u64;
         if pos < self.buf_start || stop > buf_end {
             let want = (len.max(SCAN_CHUNK) as u64).min(self.end - pos) as usize;
-            self.buf.resize(want, 0);
-            let n = read_fully_at(self.file, &mut self.buf, pos)
+            if self.buf.len() < want {
+                self.buf.resize(want, 0);
+            }
+            let target = self.buf.get_mut(..want).unwrap_or_default();
+            let n = read_fully_at(self.file, target, pos)
                 .map_err(|e| Error::io(self.path, "read", e))?;
-            self.buf.truncate(n);
+            self.filled = n;
             self.buf_start = pos;
             if n < len {
                 return Ok(None);
