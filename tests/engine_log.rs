@@ -668,3 +668,44 @@ fn read_only_refresh_follows_a_live_writer() {
     let start = reader.log_start_offset().0;
     assert_eq!(read_all(&reader, reader.log_start_offset()).len() as i64, 25 - start);
 }
+
+#[test]
+fn clean_open_trusts_sealed_segments_without_reading_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = small_config();
+    let sealed = {
+        let (d, log) = open_log(tmp.path(), &c);
+        append_n(&log, 25, 1000, 100);
+        d.shutdown().unwrap();
+        log.segment_list()[0].log_path().to_path_buf()
+    };
+    // Damage that recovery would truncate: after a clean shutdown nobody looks.
+    let mut bytes = std::fs::read(&sealed).unwrap();
+    let len = bytes.len();
+    bytes[len - 5] ^= 0xff;
+    std::fs::write(&sealed, &bytes).unwrap();
+    let (_d, log) = open_log(tmp.path(), &c);
+    assert_eq!(log.recovered_segments(), 0);
+    assert_eq!(std::fs::read(&sealed).unwrap(), bytes, "the sealed segment was not rewritten");
+    assert_eq!(log.log_end_offset(), Offset(25));
+}
+
+#[test]
+fn per_topic_overrides_apply_to_their_topic_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut big = small_config();
+    big.set("max.message.bytes", "100000").unwrap();
+    let mut tiny = small_config();
+    tiny.set("max.message.bytes", "150").unwrap();
+    let overrides = std::collections::HashMap::from([("tiny".to_string(), tiny)]);
+    let d = LogDir::open_with(tmp.path(), big, overrides, topicfs::storage::SegmentMode::Writable)
+        .unwrap();
+    d.create_topic("tiny", 1).unwrap();
+    d.create_topic("big", 1).unwrap();
+    let value = "x".repeat(200);
+    assert!(matches!(
+        d.log("tiny", 0).unwrap().append(&[record(1, &value)]),
+        Err(Error::RecordTooLarge { .. })
+    ));
+    d.log("big", 0).unwrap().append(&[record(1, &value)]).unwrap();
+}
