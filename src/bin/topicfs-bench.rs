@@ -1,0 +1,1561 @@
+//! `topicfs-bench`: the measurements behind `scripts/bench`.
+//!
+//! Generates its own data dirs with the engine, then measures every figure of BENCHMARKS.md
+//! against a baseline taken in the same run: repetitions alternate between the subject and its
+//! baseline (A B B A ...), so a machine shared with other work slows both alike, and each figure
+//! is reported as the median of its repetitions, their spread (min..max), and the median of the
+//! per-repetition ratios.
+//!
+//! In-process figures call the engine ([`LogDir`], [`Log`]) and the views directly. Mount
+//! figures run the real daemon (`topicfs mount DATA MNT -f`) and real tools (`cat`, `tail`)
+//! against it; every daemon this program starts is unmounted and reaped before it exits, and its
+//! pid is listed in `<work>/daemons.pid` so `scripts/bench` can clean up after a crash.
+//!
+//! Output: a table on stdout and every figure as JSON (`--json`).
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use clap::Parser;
+use serde_json::{Value, json};
+
+use topicfs::format::{NewRecord, Offset, decode_batch};
+use topicfs::source::{OffsetQuery, PartitionSource};
+use topicfs::storage::LogConfig;
+use topicfs::storage::log::Log;
+use topicfs::storage::log_dir::LogDir;
+use topicfs::view::{StreamRegistry, StreamSpec};
+
+/// Bytes of every generated record value (and of every line written to `append`, newline
+/// included).
+const VALUE_BYTES: usize = 100;
+/// Records per appended batch.
+const BATCH_RECORDS: usize = 1000;
+/// The generated topic.
+const TOPIC: &str = "bench";
+
+#[derive(Parser, Debug)]
+#[command(about = "Measure topicfs against same-run baselines (see BENCHMARKS.md)")]
+struct Args {
+    /// Small sizes for everyday use (under two minutes).
+    #[arg(long, conflicts_with = "full")]
+    quick: bool,
+    /// The sizes of BENCHMARKS.md: a 10-million-record, 1,000-segment partition.
+    #[arg(long)]
+    full: bool,
+    /// Records of the generated partition (overrides the mode).
+    #[arg(long)]
+    records: Option<u64>,
+    /// Segments of the generated partition (overrides the mode).
+    #[arg(long)]
+    segments: Option<u64>,
+    /// Repetitions of each interleaved measurement (overrides the mode).
+    #[arg(long)]
+    reps: Option<usize>,
+    /// Scratch directory (data dirs, mountpoints); on the disk being measured.
+    #[arg(long, default_value = "/var/tmp/topicfs-bench")]
+    work: PathBuf,
+    /// Where to write the figures as JSON.
+    #[arg(long, default_value = "bench.json")]
+    json: PathBuf,
+    /// The topicfs binary for mount figures.
+    #[arg(long, default_value = "target/release/topicfs")]
+    topicfs: PathBuf,
+    /// Only the in-process figures (no mount).
+    #[arg(long)]
+    no_mount: bool,
+    /// Keep the generated data dirs between runs when their size matches (faster reruns).
+    #[arg(long)]
+    reuse_data: bool,
+}
+
+/// Sizes of one run.
+#[derive(Clone, Debug)]
+struct Plan {
+    mode: &'static str,
+    records: u64,
+    segments: u64,
+    reps: usize,
+    /// Records per repetition of the in-process append figure.
+    engine_append_records: u64,
+    /// Lines per repetition of the append-through-the-mount figure.
+    mount_append_lines: u64,
+    /// Random lookups per kind in-process / through the mount.
+    lookups_in_process: usize,
+    lookups_mount: usize,
+    /// The read-only broker figure: partitions x segments.
+    broker_partitions: u32,
+    broker_segments: u64,
+}
+
+impl Plan {
+    fn from_args(a: &Args) -> Plan {
+        let mut p = if a.full {
+            Plan {
+                mode: "full",
+                records: 10_000_000,
+                segments: 1000,
+                reps: 5,
+                engine_append_records: 5_000_000,
+                mount_append_lines: 2_000_000,
+                lookups_in_process: 20_000,
+                lookups_mount: 1000,
+                broker_partitions: 100,
+                broker_segments: 20,
+            }
+        } else {
+            Plan {
+                mode: "quick",
+                records: 1_000_000,
+                segments: 100,
+                reps: 3,
+                engine_append_records: 1_000_000,
+                mount_append_lines: 300_000,
+                lookups_in_process: 5000,
+                lookups_mount: 300,
+                broker_partitions: 100,
+                broker_segments: 20,
+            }
+        };
+        if let Some(r) = a.records {
+            p.records = r.max(BATCH_RECORDS as u64);
+            p.mode = "custom";
+        }
+        if let Some(s) = a.segments {
+            p.segments = s.max(1);
+            p.mode = "custom";
+        }
+        if let Some(r) = a.reps {
+            p.reps = r.max(1);
+        }
+        p
+    }
+}
+
+// ---- statistics ---------------------------------------------------------------------------
+
+/// Median, min and max of some repetitions.
+#[derive(Clone, Copy, Debug)]
+struct Stat {
+    median: f64,
+    min: f64,
+    max: f64,
+}
+
+fn stat(samples: &[f64]) -> Stat {
+    let mut s = samples.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n == 0 {
+        return Stat { median: f64::NAN, min: f64::NAN, max: f64::NAN };
+    }
+    let median = if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 };
+    Stat { median, min: s[0], max: s[n - 1] }
+}
+
+/// The `q`-quantile (0..=1) of sorted samples, nearest rank.
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Latency samples in microseconds: p50, p99, max.
+fn latency(mut us: Vec<f64>) -> (f64, f64, f64) {
+    us.sort_by(f64::total_cmp);
+    (quantile(&us, 0.5), quantile(&us, 0.99), us.last().copied().unwrap_or(f64::NAN))
+}
+
+/// A small deterministic generator (xorshift64*): the benchmark needs spread, not secrecy.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        if n == 0 { 0 } else { self.next() % n }
+    }
+}
+
+// ---- the report -----------------------------------------------------------------------------
+
+/// One row of the table.
+struct Row {
+    section: &'static str,
+    name: String,
+    value: String,
+    baseline: String,
+    ratio: String,
+    target: String,
+    verdict: &'static str,
+}
+
+#[derive(Default)]
+struct Report {
+    rows: Vec<Row>,
+    json: BTreeMap<String, Value>,
+    notes: Vec<String>,
+}
+
+impl Report {
+    #[allow(clippy::too_many_arguments)]
+    fn row(
+        &mut self,
+        section: &'static str,
+        name: impl Into<String>,
+        value: impl Into<String>,
+        baseline: impl Into<String>,
+        ratio: impl Into<String>,
+        target: impl Into<String>,
+        met: Option<bool>,
+    ) {
+        let verdict = match met {
+            Some(true) => "met",
+            Some(false) => "MISSED",
+            None => "",
+        };
+        self.rows.push(Row {
+            section,
+            name: name.into(),
+            value: value.into(),
+            baseline: baseline.into(),
+            ratio: ratio.into(),
+            target: target.into(),
+            verdict,
+        });
+    }
+
+    fn put(&mut self, key: &str, value: Value) {
+        self.json.insert(key.to_string(), value);
+    }
+
+    fn print(&self) {
+        let headers = ["figure", "topicfs", "baseline", "ratio", "target", ""];
+        let mut widths = headers.map(str::len);
+        for r in &self.rows {
+            for (i, cell) in
+                [&r.name, &r.value, &r.baseline, &r.ratio, &r.target].iter().enumerate()
+            {
+                widths[i] = widths[i].max(cell.chars().count());
+            }
+        }
+        let line = |cells: [&str; 6]| {
+            let mut s = String::from("|");
+            for (i, c) in cells.iter().enumerate() {
+                let pad = widths[i].saturating_sub(c.chars().count());
+                s.push_str(&format!(" {c}{} |", " ".repeat(pad)));
+            }
+            println!("{s}");
+        };
+        // Rows grouped by section, in this order, each group in the order measured.
+        const ORDER: [&str; 8] =
+            ["append", "read", "lookup", "tail", "mount", "open", "memory", "CPU"];
+        let rank = |s: &str| ORDER.iter().position(|o| *o == s).unwrap_or(ORDER.len());
+        let mut rows: Vec<&Row> = self.rows.iter().collect();
+        rows.sort_by_key(|r| rank(r.section));
+        let mut section = "";
+        line(headers);
+        let sep: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+        line([&sep[0], &sep[1], &sep[2], &sep[3], &sep[4], &sep[5]]);
+        for r in rows {
+            if r.section != section {
+                section = r.section;
+                line([&format!("**{section}**"), "", "", "", "", ""]);
+            }
+            line([&r.name, &r.value, &r.baseline, &r.ratio, &r.target, r.verdict]);
+        }
+        for n in &self.notes {
+            println!("\nnote: {n}");
+        }
+    }
+}
+
+fn fmt_rate(per_s: f64) -> String {
+    if per_s >= 1e6 {
+        format!("{:.2} M", per_s / 1e6)
+    } else if per_s >= 1e3 {
+        format!("{:.1} k", per_s / 1e3)
+    } else {
+        format!("{per_s:.1}")
+    }
+}
+
+fn fmt_spread(s: &Stat, scale: f64, unit: &str) -> String {
+    format!("{:.0}..{:.0} {unit}", s.min * scale, s.max * scale)
+}
+
+fn fmt_ms(s: f64) -> String {
+    if s < 0.01 { format!("{:.3} ms", s * 1e3) } else { format!("{:.1} ms", s * 1e3) }
+}
+
+// ---- data generation ------------------------------------------------------------------------
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// A reusable batch of [`BATCH_RECORDS`] records with [`VALUE_BYTES`]-byte printable values;
+/// [`Batch::fill`] stamps record number and timestamp in place.
+struct Batch {
+    records: Vec<NewRecord>,
+}
+
+impl Batch {
+    fn new(n: usize) -> Batch {
+        let mut value = vec![b'x'; VALUE_BYTES];
+        value[..7].copy_from_slice(b"record ");
+        let records = (0..n)
+            .map(|_| NewRecord {
+                timestamp: 0,
+                key: None,
+                value: Some(value.clone()),
+                headers: vec![],
+            })
+            .collect();
+        Batch { records }
+    }
+
+    /// Record `first + i` gets timestamp `t0 + first + i` (one millisecond apart) and its
+    /// number in the value.
+    fn fill(&mut self, first: u64, t0: i64) {
+        for (i, r) in self.records.iter_mut().enumerate() {
+            let n = first + i as u64;
+            r.timestamp = t0 + n as i64;
+            if let Some(v) = r.value.as_mut() {
+                write_decimal(&mut v[7..19], n);
+            }
+        }
+    }
+}
+
+/// Writes `n` as zero-padded decimal filling `out`.
+fn write_decimal(out: &mut [u8], mut n: u64) {
+    for b in out.iter_mut().rev() {
+        *b = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+}
+
+/// What was generated in a data dir.
+#[derive(Clone, Debug)]
+struct Generated {
+    dir: PathBuf,
+    records: u64,
+    /// Timestamp of record 0 (record `n` has `t0 + n`).
+    t0: i64,
+    log_bytes: u64,
+    segments: usize,
+}
+
+fn bench_config(segment_bytes: u64) -> LogConfig {
+    LogConfig { segment_bytes, retention_ms: None, ..LogConfig::default() }
+}
+
+/// Size of one encoded batch of the generator (to size segments).
+fn batch_bytes(scratch: &Path) -> Result<u64, String> {
+    let dir = scratch.join("probe");
+    let _ = fs::remove_dir_all(&dir);
+    let logs = LogDir::open(&dir, bench_config(1 << 30)).map_err(|e| e.to_string())?;
+    logs.create_topic(TOPIC, 1).map_err(|e| e.to_string())?;
+    let log = logs.log(TOPIC, 0).map_err(|e| e.to_string())?;
+    let mut batch = Batch::new(BATCH_RECORDS);
+    batch.fill(1_000_000, now_ms());
+    log.append(&batch.records).map_err(|e| e.to_string())?;
+    let size = log_bytes(&log);
+    logs.shutdown().map_err(|e| e.to_string())?;
+    let _ = fs::remove_dir_all(&dir);
+    Ok(size)
+}
+
+fn log_bytes(log: &Log) -> u64 {
+    log.segment_list().iter().map(|s| s.size()).sum()
+}
+
+/// Creates `partitions` partitions of topic [`TOPIC`] in a fresh data dir, each with `records`
+/// records in about `segments` segments. Returns the figures of the first partition.
+fn generate(
+    dir: &Path,
+    partitions: u32,
+    records: u64,
+    segments: u64,
+    per_batch: usize,
+    batch_size: u64,
+) -> Result<(Generated, Duration), String> {
+    let _ = fs::remove_dir_all(dir);
+    let batches = records.div_ceil(per_batch as u64);
+    let per_segment = batches.div_ceil(segments.max(1)).max(1);
+    let one = batch_size * per_batch as u64 / BATCH_RECORDS as u64 + 64;
+    let segment_bytes = per_segment * one + one / 2;
+    let logs = LogDir::open(dir, bench_config(segment_bytes)).map_err(|e| e.to_string())?;
+    logs.create_topic(TOPIC, partitions).map_err(|e| e.to_string())?;
+    let t0 = now_ms() - records as i64 - 60_000;
+    let mut batch = Batch::new(per_batch);
+    let start = Instant::now();
+    for p in 0..partitions {
+        let log = logs.log(TOPIC, p).map_err(|e| e.to_string())?;
+        let mut n = 0;
+        while n < records {
+            let k = (records - n).min(per_batch as u64) as usize;
+            batch.fill(n, t0);
+            log.append(&batch.records[..k]).map_err(|e| e.to_string())?;
+            n += k as u64;
+        }
+    }
+    let took = start.elapsed();
+    let log = logs.log(TOPIC, 0).map_err(|e| e.to_string())?;
+    let g = Generated {
+        dir: dir.to_path_buf(),
+        records,
+        t0,
+        log_bytes: log_bytes(&log),
+        segments: log.segment_list().len(),
+    };
+    logs.shutdown().map_err(|e| e.to_string())?;
+    Ok((g, took))
+}
+
+/// Reuses a generated dir whose first partition has the same number of records and segments.
+fn reuse(dir: &Path, records: u64, segments: u64) -> Option<Generated> {
+    let logs = LogDir::open_read_only(dir, bench_config(1 << 30)).ok()?;
+    let log = logs.log(TOPIC, 0).ok()?;
+    let n = log.log_end_offset().0 as u64;
+    let segs = log.segment_list().len() as u64;
+    if n != records || segs.abs_diff(segments) > segments / 10 + 1 {
+        return None;
+    }
+    let first = log.seek(Offset(0)).ok()?;
+    let chunk = log.read(&first, 1).ok()?;
+    let batch = decode_batch(&chunk.bytes).ok()?;
+    let t0 = batch.info().base_timestamp;
+    Some(Generated {
+        dir: dir.to_path_buf(),
+        records,
+        t0,
+        log_bytes: log_bytes(&log),
+        segments: segs as usize,
+    })
+}
+
+/// The `.log` files of partition 0 in offset order.
+fn segment_logs(g: &Generated) -> Vec<PathBuf> {
+    let pdir = g.dir.join(format!("{TOPIC}-0"));
+    let mut logs: Vec<PathBuf> = fs::read_dir(&pdir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "log"))
+                .collect()
+        })
+        .unwrap_or_default();
+    logs.sort();
+    logs
+}
+
+// ---- CPU time -------------------------------------------------------------------------------
+
+/// CPU time of the calling thread (ns), from `/proc/thread-self/schedstat`.
+fn thread_cpu_ns() -> u64 {
+    fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
+}
+
+/// CPU time of every thread of process `pid` (ns), from `/proc/<pid>/task/*/schedstat`.
+/// Threads that exited in between are not counted; the daemon's FUSE workers live as long as
+/// the mount.
+fn process_cpu_ns(pid: u32) -> u64 {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else { return 0 };
+    tasks
+        .filter_map(|t| t.ok())
+        .filter_map(|t| fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next().and_then(|v| v.parse::<u64>().ok()))
+        .sum()
+}
+
+/// `VmHWM` (peak resident set) and `VmRSS` of `pid`, in bytes.
+fn rss(pid: u32) -> (u64, u64) {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u64>().ok())
+            .map_or(0, |kb| kb * 1024)
+    };
+    (field("VmHWM:"), field("VmRSS:"))
+}
+
+// ---- in-process figures ---------------------------------------------------------------------
+
+fn engine_append(plan: &Plan, work: &Path, report: &mut Report) -> Result<(), String> {
+    let records = plan.engine_append_records;
+    let mut batch = Batch::new(BATCH_RECORDS);
+    let (mut engine_s, mut plain_s, mut ratios, mut cpu_per_record) =
+        (vec![], vec![], vec![], vec![]);
+    let mut bytes_written = 0;
+    for rep in 0..plan.reps {
+        let dir = work.join("append-engine");
+        let plain = work.join("append-plain.bin");
+        let _ = fs::remove_dir_all(&dir);
+        let _ = fs::remove_file(&plain);
+        let run_engine = |batch: &mut Batch| -> Result<(f64, u64, u64), String> {
+            let logs = LogDir::open(&dir, bench_config(1 << 30)).map_err(|e| e.to_string())?;
+            logs.create_topic(TOPIC, 1).map_err(|e| e.to_string())?;
+            let log = logs.log(TOPIC, 0).map_err(|e| e.to_string())?;
+            let t0 = now_ms() - records as i64;
+            let cpu0 = thread_cpu_ns();
+            let start = Instant::now();
+            let mut n = 0;
+            while n < records {
+                let k = (records - n).min(BATCH_RECORDS as u64) as usize;
+                batch.fill(n, t0);
+                log.append(&batch.records[..k]).map_err(|e| e.to_string())?;
+                n += k as u64;
+            }
+            let took = start.elapsed().as_secs_f64();
+            let cpu = thread_cpu_ns() - cpu0;
+            let bytes = log_bytes(&log);
+            logs.shutdown().map_err(|e| e.to_string())?;
+            Ok((took, cpu, bytes))
+        };
+        let run_plain = |bytes: u64| -> Result<f64, String> {
+            // The same bytes in writes of one batch each, to a plain file on the same disk.
+            let chunk =
+                vec![b'x'; (bytes / records.div_ceil(BATCH_RECORDS as u64)).max(1) as usize];
+            let mut f = File::create(&plain).map_err(|e| e.to_string())?;
+            let start = Instant::now();
+            let mut left = bytes;
+            while left > 0 {
+                let k = left.min(chunk.len() as u64) as usize;
+                f.write_all(&chunk[..k]).map_err(|e| e.to_string())?;
+                left -= k as u64;
+            }
+            drop(f);
+            Ok(start.elapsed().as_secs_f64())
+        };
+        // A B B A: the first repetition learns the byte count from the engine.
+        let (e, p, cpu, bytes) = if rep % 2 == 0 || bytes_written == 0 {
+            let (e, cpu, bytes) = run_engine(&mut batch)?;
+            let _ = fs::remove_dir_all(&dir);
+            (e, run_plain(bytes)?, cpu, bytes)
+        } else {
+            let p = run_plain(bytes_written)?;
+            let _ = fs::remove_file(&plain);
+            let (e, cpu, bytes) = run_engine(&mut batch)?;
+            (e, p, cpu, bytes)
+        };
+        bytes_written = bytes;
+        let _ = fs::remove_dir_all(&dir);
+        let _ = fs::remove_file(&plain);
+        engine_s.push(e);
+        plain_s.push(p);
+        ratios.push(p / e);
+        cpu_per_record.push(cpu as f64 / records as f64);
+    }
+    let e = stat(&engine_s);
+    let p = stat(&plain_s);
+    let r = stat(&ratios);
+    let rate = records as f64 / e.median;
+    let mb = (records as usize * VALUE_BYTES) as f64 / e.median / 1e6;
+    let cpu = stat(&cpu_per_record);
+    report.row(
+        "append",
+        format!(
+            "engine append, {}-byte values, batches of {BATCH_RECORDS} (records/s)",
+            VALUE_BYTES
+        ),
+        format!("{} rec/s, {mb:.0} MB/s", fmt_rate(rate)),
+        format!("plain write {:.0} MB/s", bytes_written as f64 / p.median / 1e6),
+        format!("{:.2} ({:.2}..{:.2})", r.median, r.min, r.max),
+        ">= 1 M rec/s",
+        Some(rate >= 1e6),
+    );
+    report.row(
+        "CPU",
+        "engine append CPU per record",
+        format!("{:.0} ns", cpu.median),
+        "",
+        "",
+        "",
+        None,
+    );
+    report.put(
+        "append_engine",
+        json!({
+            "records": records, "reps": plan.reps, "log_bytes": bytes_written,
+            "seconds": engine_s, "plain_seconds": plain_s, "ratio_to_plain": ratios,
+            "records_per_s_median": rate, "value_mb_per_s_median": mb,
+            "cpu_ns_per_record": cpu_per_record,
+            "spread_records_per_s": [records as f64 / e.max, records as f64 / e.min],
+        }),
+    );
+    Ok(())
+}
+
+fn engine_open(plan: &Plan, g: &Generated, report: &mut Report) -> Result<(), String> {
+    let (mut writable, mut read_only) = (vec![], vec![]);
+    for rep in 0..plan.reps {
+        let ro = || -> Result<f64, String> {
+            let start = Instant::now();
+            let logs =
+                LogDir::open_read_only(&g.dir, bench_config(1 << 30)).map_err(|e| e.to_string())?;
+            let t = start.elapsed().as_secs_f64();
+            drop(logs);
+            Ok(t)
+        };
+        let rw = || -> Result<f64, String> {
+            let start = Instant::now();
+            let logs = LogDir::open(&g.dir, bench_config(1 << 30)).map_err(|e| e.to_string())?;
+            let t = start.elapsed().as_secs_f64();
+            if !logs.had_clean_shutdown() {
+                return Err("the generated dir was not cleanly shut down".into());
+            }
+            logs.shutdown().map_err(|e| e.to_string())?;
+            Ok(t)
+        };
+        if rep % 2 == 0 {
+            writable.push(rw()?);
+            read_only.push(ro()?);
+        } else {
+            read_only.push(ro()?);
+            writable.push(rw()?);
+        }
+    }
+    let w = stat(&writable);
+    let r = stat(&read_only);
+    report.row(
+        "open",
+        format!("LogDir::open, clean, {} segments (in-process)", g.segments),
+        fmt_ms(w.median),
+        "",
+        "",
+        "< 200 ms",
+        Some(w.median < 0.2),
+    );
+    report.row(
+        "open",
+        format!("LogDir::open_read_only, {} segments (in-process)", g.segments),
+        fmt_ms(r.median),
+        "",
+        "",
+        "",
+        None,
+    );
+    report.put(
+        "open_in_process",
+        json!({"segments": g.segments, "writable_seconds": writable, "read_only_seconds": read_only}),
+    );
+    Ok(())
+}
+
+fn engine_lookups(plan: &Plan, g: &Generated, report: &mut Report) -> Result<(), String> {
+    let logs = LogDir::open_read_only(&g.dir, bench_config(1 << 30)).map_err(|e| e.to_string())?;
+    let log = logs.log(TOPIC, 0).map_err(|e| e.to_string())?;
+    let n = plan.lookups_in_process;
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let (mut seek_us, mut seek_first_us, mut time_us, mut time_first_us) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    let first_record = |log: &Log, target: Offset| -> Result<u64, String> {
+        let cursor = log.seek(target).map_err(|e| e.to_string())?;
+        let chunk = log.read(&cursor, 1).map_err(|e| e.to_string())?;
+        let batch = decode_batch(&chunk.bytes).map_err(|e| e.to_string())?;
+        for r in batch.records() {
+            let r = r.map_err(|e| e.to_string())?;
+            if r.offset >= target {
+                return Ok(r.value.map_or(0, <[u8]>::len) as u64);
+            }
+        }
+        Err(format!("offset {target} not found in its batch"))
+    };
+    // Warm-up: touch the indexes once.
+    for _ in 0..n.min(1000) {
+        let o = Offset(rng.below(g.records) as i64);
+        log.seek(o).map_err(|e| e.to_string())?;
+    }
+    for _ in 0..n {
+        let o = Offset(rng.below(g.records) as i64);
+        let t = Instant::now();
+        let c = log.seek(o).map_err(|e| e.to_string())?;
+        seek_us.push(t.elapsed().as_secs_f64() * 1e6);
+        std::hint::black_box(c);
+
+        let o = Offset(rng.below(g.records) as i64);
+        let t = Instant::now();
+        std::hint::black_box(first_record(&log, o)?);
+        seek_first_us.push(t.elapsed().as_secs_f64() * 1e6);
+
+        let ts = g.t0 + rng.below(g.records) as i64;
+        let t = Instant::now();
+        let found = log.offset_for(OffsetQuery::Timestamp(ts)).map_err(|e| e.to_string())?;
+        time_us.push(t.elapsed().as_secs_f64() * 1e6);
+        if found != Offset(ts - g.t0) {
+            return Err(format!("timestamp {ts} resolved to {found}, expected {}", ts - g.t0));
+        }
+
+        let ts = g.t0 + rng.below(g.records) as i64;
+        let t = Instant::now();
+        let found = log.offset_for(OffsetQuery::Timestamp(ts)).map_err(|e| e.to_string())?;
+        std::hint::black_box(first_record(&log, found)?);
+        time_first_us.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    let mut put = |name: &str, key: &str, target: Option<f64>, us: Vec<f64>| {
+        let (p50, p99, max) = latency(us);
+        report.row(
+            "lookup",
+            format!("{name} (in-process, {} records)", g.records),
+            format!("p50 {p50:.1} µs, p99 {p99:.1} µs"),
+            "",
+            "",
+            target.map_or(String::new(), |t| format!("p99 < {t:.0} µs")),
+            target.map(|t| p99 < t),
+        );
+        report.json.insert(
+            key.to_string(),
+            json!({"p50_us": p50, "p99_us": p99, "max_us": max, "samples": n}),
+        );
+    };
+    put("offset lookup: Log::seek", "lookup_offset_engine", Some(20.0), seek_us);
+    put("offset lookup + first record", "lookup_offset_first_record_engine", None, seek_first_us);
+    put("timestamp lookup: offset_for(Timestamp)", "lookup_time_engine", Some(50.0), time_us);
+    put("timestamp lookup + first record", "lookup_time_first_record_engine", None, time_first_us);
+    Ok(())
+}
+
+/// Sequential reads in-process: every record decoded (engine), and the value-line rendering of
+/// `by-offset/0` through a view stream, against reading the `.log` files.
+fn engine_reads(plan: &Plan, g: &Generated, report: &mut Report) -> Result<(), String> {
+    let logs =
+        Arc::new(LogDir::open_read_only(&g.dir, bench_config(1 << 30)).map_err(|e| e.to_string())?);
+    let log = logs.log(TOPIC, 0).map_err(|e| e.to_string())?;
+    let files = segment_logs(g);
+    let (mut raw_s, mut decode_s, mut view_s, mut decode_cpu, mut view_cpu) =
+        (vec![], vec![], vec![], vec![], vec![]);
+    let mut view_bytes = 0;
+    let read_raw = || -> Result<f64, String> {
+        let mut buf = vec![0u8; 128 * 1024];
+        let start = Instant::now();
+        for f in &files {
+            let mut file = File::open(f).map_err(|e| e.to_string())?;
+            while file.read(&mut buf).map_err(|e| e.to_string())? > 0 {}
+        }
+        Ok(start.elapsed().as_secs_f64())
+    };
+    read_raw()?; // into the page cache
+    for rep in 0..plan.reps {
+        let decode = || -> Result<(f64, u64), String> {
+            let cpu0 = thread_cpu_ns();
+            let start = Instant::now();
+            let mut cursor = log.seek(Offset(0)).map_err(|e| e.to_string())?;
+            let mut count = 0u64;
+            loop {
+                let chunk = log.read(&cursor, 1 << 20).map_err(|e| e.to_string())?;
+                if chunk.bytes.is_empty() {
+                    break;
+                }
+                let mut at = 0;
+                while at < chunk.bytes.len() {
+                    let batch = decode_batch(&chunk.bytes[at..]).map_err(|e| e.to_string())?;
+                    for r in batch.records() {
+                        std::hint::black_box(r.map_err(|e| e.to_string())?);
+                        count += 1;
+                    }
+                    at += batch.info().size as usize;
+                }
+                match chunk.next {
+                    Some(next) => cursor = next,
+                    None => break,
+                }
+            }
+            if count != g.records {
+                return Err(format!("decoded {count} records, expected {}", g.records));
+            }
+            Ok((start.elapsed().as_secs_f64(), thread_cpu_ns() - cpu0))
+        };
+        let view = || -> Result<(f64, u64, u64), String> {
+            // A fresh registry each time: the first read builds the render index as it goes.
+            let registry = StreamRegistry::new();
+            let part: Arc<dyn PartitionSource> = log.clone();
+            let spec = StreamSpec::parse_by_offset("0").map_err(|e| e.to_string())?;
+            let cpu0 = thread_cpu_ns();
+            let start = Instant::now();
+            let stream = registry.open(part, &spec, now_ms()).map_err(|e| e.to_string())?;
+            let mut pos = 0u64;
+            loop {
+                let bytes = stream.read_at(pos, 128 * 1024).map_err(|e| e.to_string())?;
+                if bytes.is_empty() {
+                    break;
+                }
+                pos += bytes.len() as u64;
+            }
+            Ok((start.elapsed().as_secs_f64(), thread_cpu_ns() - cpu0, pos))
+        };
+        let mut one = |order: bool| -> Result<(), String> {
+            if order {
+                raw_s.push(read_raw()?);
+            }
+            let (d, dc) = decode()?;
+            let (v, vc, vb) = view()?;
+            if !order {
+                raw_s.push(read_raw()?);
+            }
+            decode_s.push(d);
+            view_s.push(v);
+            decode_cpu.push(dc as f64 / g.records as f64);
+            view_cpu.push(vc as f64 / g.records as f64);
+            view_bytes = vb;
+            Ok(())
+        };
+        one(rep % 2 == 0)?;
+    }
+    let raw = stat(&raw_s);
+    let d = stat(&decode_s);
+    let v = stat(&view_s);
+    let ratio = |xs: &[f64]| stat(&raw_s.iter().zip(xs).map(|(r, x)| r / x).collect::<Vec<_>>());
+    let rd = ratio(&decode_s);
+    let rv = ratio(&view_s);
+    let raw_mb = g.log_bytes as f64 / raw.median / 1e6;
+    report.row(
+        "read",
+        "engine read + decode every record (in-process)",
+        format!(
+            "{} rec/s, {:.0} MB/s",
+            fmt_rate(g.records as f64 / d.median),
+            g.log_bytes as f64 / d.median / 1e6
+        ),
+        format!("read .log {raw_mb:.0} MB/s"),
+        format!("{:.2} ({:.2}..{:.2})", rd.median, rd.min, rd.max),
+        "",
+        None,
+    );
+    report.row(
+        "read",
+        "view by-offset/0 values, fresh index (in-process)",
+        format!(
+            "{} rec/s, {:.0} MB/s",
+            fmt_rate(g.records as f64 / v.median),
+            view_bytes as f64 / v.median / 1e6
+        ),
+        format!("read .log {raw_mb:.0} MB/s"),
+        format!("{:.2} ({:.2}..{:.2})", rv.median, rv.min, rv.max),
+        "",
+        None,
+    );
+    report.row(
+        "CPU",
+        "engine read+decode CPU per record",
+        format!("{:.0} ns", stat(&decode_cpu).median),
+        "",
+        "",
+        "",
+        None,
+    );
+    report.row(
+        "CPU",
+        "view values render CPU per record (in-process)",
+        format!("{:.0} ns", stat(&view_cpu).median),
+        "",
+        "",
+        "",
+        None,
+    );
+    report.put(
+        "read_in_process",
+        json!({
+            "records": g.records, "log_bytes": g.log_bytes, "raw_seconds": raw_s,
+            "decode_seconds": decode_s, "view_values_seconds": view_s, "view_bytes": view_bytes,
+            "decode_cpu_ns_per_record": decode_cpu, "view_cpu_ns_per_record": view_cpu,
+        }),
+    );
+    Ok(())
+}
+
+// ---- mounts ---------------------------------------------------------------------------------
+
+/// A running `topicfs mount -f` daemon; unmounted and reaped on drop.
+struct Mount {
+    child: Option<Child>,
+    mnt: PathBuf,
+    pid_file: PathBuf,
+}
+
+fn is_mounted(mnt: &Path) -> bool {
+    let Ok(info) = fs::read_to_string("/proc/self/mountinfo") else { return false };
+    let want = mnt.to_string_lossy().replace(' ', "\\040");
+    info.lines().any(|l| l.split(' ').nth(4) == Some(want.as_str()))
+}
+
+impl Mount {
+    /// Starts the daemon and waits (deadline 120 s) until the mount is listed and `probe`
+    /// (a path under it) can be stat'ed. Returns the mount and the time that took.
+    fn start(
+        bin: &Path,
+        data: &Path,
+        mnt: &Path,
+        extra: &[&str],
+        probe: &str,
+        work: &Path,
+    ) -> Result<(Mount, f64), String> {
+        fs::create_dir_all(mnt).map_err(|e| e.to_string())?;
+        if is_mounted(mnt) {
+            return Err(format!("{} is already mounted", mnt.display()));
+        }
+        let log = File::create(work.join("daemon.log")).map_err(|e| e.to_string())?;
+        let start = Instant::now();
+        let child = Command::new(bin)
+            .arg("mount")
+            .arg(data)
+            .arg(mnt)
+            .arg("-f")
+            .arg("--retention-ms")
+            .arg("-1")
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("{}: {e}", bin.display()))?;
+        let pid_file = work.join("daemons.pid");
+        if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(&pid_file) {
+            let _ = writeln!(f, "{} {}", child.id(), mnt.display());
+        }
+        let mut m = Mount { child: Some(child), mnt: mnt.to_path_buf(), pid_file };
+        let deadline = start + Duration::from_secs(120);
+        loop {
+            if is_mounted(mnt) && fs::metadata(mnt.join(probe)).is_ok() {
+                break;
+            }
+            if let Some(c) = m.child.as_mut()
+                && let Ok(Some(status)) = c.try_wait()
+            {
+                let log = fs::read_to_string(work.join("daemon.log")).unwrap_or_default();
+                return Err(format!("topicfs mount exited with {status}: {log}"));
+            }
+            if Instant::now() > deadline {
+                return Err(format!("{} not mounted after 120 s", mnt.display()));
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        Ok((m, start.elapsed().as_secs_f64()))
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    /// Kills the daemon with SIGKILL (an unclean stop) and detaches the dead mount.
+    fn kill_unclean(mut self) -> Result<(), String> {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = Command::new("fusermount3").arg("-uz").arg(&self.mnt).status();
+        Ok(())
+    }
+
+    /// Unmounts cleanly and waits for the daemon to exit (it writes the clean-shutdown marker).
+    fn stop(mut self) -> Result<(), String> {
+        self.stop_inner()
+    }
+
+    fn stop_inner(&mut self) -> Result<(), String> {
+        let Some(mut child) = self.child.take() else { return Ok(()) };
+        let _ = Command::new("fusermount3").arg("-u").arg(&self.mnt).stderr(Stdio::null()).status();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match child.try_wait() {
+                Ok(Some(_)) => break,
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    let _ = Command::new("fusermount3").arg("-uz").arg(&self.mnt).status();
+                    return Err(format!("daemon of {} did not stop in 60 s", self.mnt.display()));
+                }
+            }
+        }
+        if is_mounted(&self.mnt) {
+            let _ = Command::new("fusermount3").arg("-uz").arg(&self.mnt).status();
+        }
+        let _ = &self.pid_file;
+        Ok(())
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = self.stop_inner();
+    }
+}
+
+/// Runs `sh -c script` with stdout to /dev/null; returns its wall time.
+fn time_sh(script: &str) -> Result<f64, String> {
+    let start = Instant::now();
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .stdout(Stdio::null())
+        .status()
+        .map_err(|e| e.to_string())?;
+    if !status.success() {
+        return Err(format!("`{script}` failed: {status}"));
+    }
+    Ok(start.elapsed().as_secs_f64())
+}
+
+fn sh_quote(p: &Path) -> String {
+    format!("'{}'", p.to_string_lossy().replace('\'', "'\\''"))
+}
+
+/// Mount times: the 1,000-segment dir clean and after an unclean stop, and the read-only
+/// broker dir (partitions x segments).
+fn mount_times(
+    plan: &Plan,
+    a: &Args,
+    g: &Generated,
+    broker: &Generated,
+    report: &mut Report,
+) -> Result<(), String> {
+    let mnt = a.work.join("mnt");
+    let probe = format!("{TOPIC}/0");
+    let (mut clean, mut unclean, mut ro, mut broker_ro) = (vec![], vec![], vec![], vec![]);
+    let mut recovered = String::new();
+    for _ in 0..plan.reps.min(3) {
+        let (m, t) = Mount::start(&a.topicfs, &g.dir, &mnt, &[], &probe, &a.work)?;
+        clean.push(t);
+        m.stop()?;
+        let (m, t) = Mount::start(&a.topicfs, &g.dir, &mnt, &["--read-only"], &probe, &a.work)?;
+        ro.push(t);
+        m.stop()?;
+        let (m, t) =
+            Mount::start(&a.topicfs, &broker.dir, &mnt, &["--read-only"], &probe, &a.work)?;
+        broker_ro.push(t);
+        m.stop()?;
+        // Unclean: a writable daemon killed with SIGKILL, then mounted again.
+        let (m, _) = Mount::start(&a.topicfs, &g.dir, &mnt, &[], &probe, &a.work)?;
+        m.kill_unclean()?;
+        if g.dir.join(".kafka_cleanshutdown").exists() {
+            return Err("clean-shutdown marker present after SIGKILL".into());
+        }
+        let (m, t) = Mount::start(&a.topicfs, &g.dir, &mnt, &[], &probe, &a.work)?;
+        unclean.push(t);
+        m.stop()?;
+        if !g.dir.join(".kafka_cleanshutdown").exists() {
+            recovered = "(no clean-shutdown marker after unmount)".into();
+        }
+    }
+    let c = stat(&clean);
+    let u = stat(&unclean);
+    let r = stat(&ro);
+    let b = stat(&broker_ro);
+    report.row(
+        "mount",
+        format!("mount, clean, {} segments (spawn to first stat)", g.segments),
+        fmt_ms(c.median),
+        "",
+        "",
+        "< 1 s",
+        Some(c.median < 1.0),
+    );
+    report.row(
+        "mount",
+        format!("mount, after SIGKILL of the daemon, {} segments {recovered}", g.segments),
+        fmt_ms(u.median),
+        "",
+        "",
+        "",
+        None,
+    );
+    report.row(
+        "mount",
+        format!("mount --read-only, {} segments", g.segments),
+        fmt_ms(r.median),
+        "",
+        "",
+        "",
+        None,
+    );
+    report.row(
+        "mount",
+        format!(
+            "mount --read-only, {} partitions x {} segments",
+            plan.broker_partitions, broker.segments
+        ),
+        fmt_ms(b.median),
+        "",
+        "",
+        "< 1 s",
+        Some(b.median < 1.0),
+    );
+    report.put(
+        "mount_time",
+        json!({"segments": g.segments, "clean_seconds": clean, "unclean_seconds": unclean,
+               "read_only_seconds": ro, "broker_partitions": plan.broker_partitions,
+               "broker_segments_per_partition": broker.segments, "broker_read_only_seconds": broker_ro}),
+    );
+    Ok(())
+}
+
+/// Reads, tails, lookups, CPU and RSS through a read-only mount of the big partition.
+fn mount_reads(plan: &Plan, a: &Args, g: &Generated, report: &mut Report) -> Result<(), String> {
+    let mnt = a.work.join("mnt");
+    let (m, _) =
+        Mount::start(&a.topicfs, &g.dir, &mnt, &["--read-only"], &format!("{TOPIC}/0"), &a.work)?;
+    let pid = m.pid();
+    let part = mnt.join(TOPIC).join("0");
+    let by0 = part.join("by-offset").join("0");
+
+    // tail -n 10, first on a fresh mount (no render index yet), then warm.
+    let tail = format!("tail -n 10 {}", sh_quote(&by0));
+    let tail_first = time_sh(&tail)?;
+    let mut tail_warm = vec![];
+    for _ in 0..5 {
+        tail_warm.push(time_sh(&tail)?);
+    }
+    let tw = stat(&tail_warm);
+    report.row(
+        "tail",
+        format!(
+            "tail -n 10 by-offset/0, first on a fresh mount ({:.2} GB)",
+            g.log_bytes as f64 / 1e9
+        ),
+        fmt_ms(tail_first),
+        "",
+        "",
+        "",
+        None,
+    );
+    report.row(
+        "tail",
+        "tail -n 10 by-offset/0, warm",
+        fmt_ms(tw.median),
+        "",
+        "",
+        "< 100 ms",
+        Some(tw.median < 0.1),
+    );
+    report.put(
+        "tail",
+        json!({"first_seconds": tail_first, "warm_seconds": tail_warm, "log_bytes": g.log_bytes}),
+    );
+
+    // Sequential reads, interleaved with cat of the raw .log files (from the page cache).
+    let raw_files: Vec<String> = segment_logs(g).iter().map(|p| sh_quote(p)).collect();
+    let seg_files: Vec<String> = segment_logs(g)
+        .iter()
+        .filter_map(|p| p.file_name().map(|n| sh_quote(&part.join("segments").join(n))))
+        .collect();
+    let raw_cat = format!("cat {}", raw_files.join(" "));
+    let seg_cat = format!("cat {}", seg_files.join(" "));
+    let values_cat = format!("cat {}", sh_quote(&by0));
+    let json_cat = format!("cat {}", sh_quote(&part.join("by-offset").join("0.json")));
+    time_sh(&raw_cat)?; // warm the page cache
+    let json_bytes =
+        fs::metadata(part.join("by-offset").join("0.json")).map_err(|e| e.to_string())?.len();
+    let values_bytes = fs::metadata(&by0).map_err(|e| e.to_string())?.len();
+    let kinds: [(&str, &str, &String, u64); 3] = [
+        ("values", "by-offset/0 (value lines)", &values_cat, values_bytes),
+        ("json", "by-offset/0.json", &json_cat, json_bytes),
+        ("segments", "segments/*.log", &seg_cat, g.log_bytes),
+    ];
+    let mut raw_s = vec![];
+    let mut times: Vec<Vec<f64>> = vec![vec![]; kinds.len()];
+    let mut cpus: Vec<Vec<f64>> = vec![vec![]; kinds.len()];
+    for rep in 0..plan.reps {
+        if rep % 2 == 0 {
+            raw_s.push(time_sh(&raw_cat)?);
+        }
+        let order: Vec<usize> = if rep % 2 == 0 {
+            (0..kinds.len()).collect()
+        } else {
+            (0..kinds.len()).rev().collect()
+        };
+        for i in order {
+            let cpu0 = process_cpu_ns(pid);
+            let t = time_sh(kinds[i].2)?;
+            times[i].push(t);
+            cpus[i].push((process_cpu_ns(pid) - cpu0) as f64 / g.records as f64);
+        }
+        if rep % 2 == 1 {
+            raw_s.push(time_sh(&raw_cat)?);
+        }
+    }
+    let raw = stat(&raw_s);
+    let raw_mb = g.log_bytes as f64 / raw.median / 1e6;
+    let mut read_json = serde_json::Map::new();
+    read_json.insert("raw_cat_seconds".into(), json!(raw_s));
+    read_json.insert("records".into(), json!(g.records));
+    read_json.insert("log_bytes".into(), json!(g.log_bytes));
+    for (i, (key, name, _, bytes)) in kinds.iter().enumerate() {
+        let t = stat(&times[i]);
+        let ratios: Vec<f64> = raw_s.iter().zip(&times[i]).map(|(r, x)| r / x).collect();
+        let r = stat(&ratios);
+        let (target, met) = match *key {
+            "values" => (">= 0.50 of raw cat", Some(r.median >= 0.5)),
+            "segments" => (">= 0.80 of raw cat", Some(r.median >= 0.8)),
+            _ => ("", None),
+        };
+        report.row(
+            "read",
+            format!("cat {name} through the mount"),
+            format!(
+                "{} rec/s, {:.0} MB/s",
+                fmt_rate(g.records as f64 / t.median),
+                *bytes as f64 / t.median / 1e6
+            ),
+            format!("cat raw .log {raw_mb:.0} MB/s, {}", fmt_rate(g.records as f64 / raw.median)),
+            format!("{:.2} ({:.2}..{:.2})", r.median, r.min, r.max),
+            target,
+            met,
+        );
+        let cpu = stat(&cpus[i]);
+        report.row(
+            "CPU",
+            format!("daemon CPU per record read, {name}"),
+            format!("{:.0} ns", cpu.median),
+            "",
+            "",
+            "",
+            None,
+        );
+        read_json.insert(
+            (*key).to_string(),
+            json!({"seconds": times[i], "bytes": bytes, "ratio_to_raw_cat": ratios,
+                   "daemon_cpu_ns_per_record": cpus[i], "spread_mb_per_s": fmt_spread(&t, 1.0, "s")}),
+        );
+    }
+    report.put("read_mount", Value::Object(read_json));
+
+    // Lookups through the mount: open + first record of random by-offset/N and by-time/T.
+    let mut rng = Rng(0xD1B5_4A32_D192_ED03);
+    let (mut off_us, mut time_us, mut raw_us) = (vec![], vec![], vec![]);
+    let mut buf = vec![0u8; 4096];
+    let first_line = |path: &Path, buf: &mut [u8]| -> Result<usize, String> {
+        let mut f = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let n = f.read(buf).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(n)
+    };
+    let raw_logs = segment_logs(g);
+    for _ in 0..plan.lookups_mount {
+        let o = rng.below(g.records);
+        let p = part.join("by-offset").join(o.to_string());
+        let t = Instant::now();
+        let n = first_line(&p, &mut buf)?;
+        off_us.push(t.elapsed().as_secs_f64() * 1e6);
+        let expect = format!("record {o:012}");
+        if n < 19 || &buf[..19] != expect.as_bytes() {
+            return Err(format!("{}: first record is not {expect}", p.display()));
+        }
+        let ts = g.t0 + rng.below(g.records) as i64;
+        let p = part.join("by-time").join(ts.to_string());
+        let t = Instant::now();
+        let n = first_line(&p, &mut buf)?;
+        time_us.push(t.elapsed().as_secs_f64() * 1e6);
+        let expect = format!("record {:012}", ts - g.t0);
+        if n < 19 || &buf[..19] != expect.as_bytes() {
+            return Err(format!("{}: first record is not {expect}", p.display()));
+        }
+        // Baseline: open + first 4 KiB of a raw .log file at random.
+        let f = &raw_logs[rng.below(raw_logs.len() as u64) as usize];
+        let t = Instant::now();
+        first_line(f, &mut buf)?;
+        raw_us.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    let (rp50, rp99, _) = latency(raw_us.clone());
+    for (key, name, us) in [
+        ("lookup_offset_mount", "by-offset/N", off_us),
+        ("lookup_time_mount", "by-time/T", time_us),
+    ] {
+        let (p50, p99, max) = latency(us);
+        report.row(
+            "lookup",
+            format!("open + first record, random {name}, through the mount"),
+            format!("p50 {:.2} ms, p99 {:.2} ms", p50 / 1e3, p99 / 1e3),
+            format!("raw .log open+read p50 {:.3} ms, p99 {:.3} ms", rp50 / 1e3, rp99 / 1e3),
+            "",
+            "p99 < 2 ms",
+            Some(p99 < 2000.0),
+        );
+        report.put(
+            key,
+            json!({"p50_us": p50, "p99_us": p99, "max_us": max, "samples": plan.lookups_mount,
+                               "raw_p50_us": rp50, "raw_p99_us": rp99}),
+        );
+    }
+
+    let (hwm, now) = rss(pid);
+    report.row(
+        "memory",
+        format!("daemon peak RSS after all reads ({:.2} GB partition)", g.log_bytes as f64 / 1e9),
+        format!("{:.1} MB (now {:.1} MB)", hwm as f64 / 1e6, now as f64 / 1e6),
+        "",
+        "",
+        "< 100 MB",
+        Some(hwm < 100_000_000),
+    );
+    report.put(
+        "daemon_rss_read",
+        json!({"peak_bytes": hwm, "current_bytes": now, "log_bytes": g.log_bytes}),
+    );
+    m.stop()
+}
+
+/// `cat lines > MNT/bench/0/append` against `cat lines > plain file`, interleaved.
+fn mount_append(plan: &Plan, a: &Args, report: &mut Report) -> Result<(), String> {
+    let lines = plan.mount_append_lines;
+    let src = a.work.join("lines.txt");
+    {
+        let mut out = std::io::BufWriter::new(File::create(&src).map_err(|e| e.to_string())?);
+        let mut line = vec![b'y'; VALUE_BYTES];
+        line[..5].copy_from_slice(b"line ");
+        line[VALUE_BYTES - 1] = b'\n';
+        for n in 0..lines {
+            write_decimal(&mut line[5..17], n);
+            out.write_all(&line).map_err(|e| e.to_string())?;
+        }
+    }
+    time_sh(&format!("cat {}", sh_quote(&src)))?; // page cache
+    let plain = a.work.join("append-plain.txt");
+    let data = a.work.join("data-append");
+    let mnt = a.work.join("mnt");
+    let (mut mount_s, mut plain_s, mut cpu, mut ratios) = (vec![], vec![], vec![], vec![]);
+    let mut hwm_max = 0;
+    for rep in 0..plan.reps {
+        let _ = fs::remove_dir_all(&data);
+        {
+            let logs = LogDir::open(&data, bench_config(1 << 30)).map_err(|e| e.to_string())?;
+            logs.create_topic(TOPIC, 1).map_err(|e| e.to_string())?;
+            logs.shutdown().map_err(|e| e.to_string())?;
+        }
+        let (m, _) = Mount::start(&a.topicfs, &data, &mnt, &[], &format!("{TOPIC}/0"), &a.work)?;
+        let append = mnt.join(TOPIC).join("0").join("append");
+        let run_plain = || {
+            let _ = fs::remove_file(&plain);
+            time_sh(&format!("cat {} >> {}", sh_quote(&src), sh_quote(&plain)))
+        };
+        let run_mount = || -> Result<(f64, u64), String> {
+            let c0 = process_cpu_ns(m.pid());
+            let t = time_sh(&format!("cat {} >> {}", sh_quote(&src), sh_quote(&append)))?;
+            Ok((t, process_cpu_ns(m.pid()) - c0))
+        };
+        let (p, (t, c)) = if rep % 2 == 0 {
+            let p = run_plain()?;
+            (p, run_mount()?)
+        } else {
+            let mt = run_mount()?;
+            (run_plain()?, mt)
+        };
+        let info = fs::read_to_string(mnt.join(TOPIC).join("0").join("info")).unwrap_or_default();
+        hwm_max = hwm_max.max(rss(m.pid()).0);
+        m.stop()?;
+        // Check what was appended: the log end offset must be the line count.
+        let logs =
+            LogDir::open_read_only(&data, bench_config(1 << 30)).map_err(|e| e.to_string())?;
+        let end = logs.log(TOPIC, 0).map_err(|e| e.to_string())?.log_end_offset();
+        if end.0 as u64 != lines {
+            return Err(format!(
+                "append through the mount: log end offset {end}, expected {lines}; info: {info}"
+            ));
+        }
+        mount_s.push(t);
+        plain_s.push(p);
+        ratios.push(p / t);
+        cpu.push(c as f64 / lines as f64);
+    }
+    let _ = fs::remove_file(&plain);
+    let _ = fs::remove_dir_all(&data);
+    let t = stat(&mount_s);
+    let p = stat(&plain_s);
+    let r = stat(&ratios);
+    let bytes = lines as f64 * VALUE_BYTES as f64;
+    report.row(
+        "append",
+        format!("cat {VALUE_BYTES}-byte lines >> append through the mount"),
+        format!("{} rec/s, {:.0} MB/s", fmt_rate(lines as f64 / t.median), bytes / t.median / 1e6),
+        format!("cat >> plain file {:.0} MB/s", bytes / p.median / 1e6),
+        format!("{:.2} ({:.2}..{:.2})", r.median, r.min, r.max),
+        ">= 0.40 of plain",
+        Some(r.median >= 0.4),
+    );
+    report.row(
+        "CPU",
+        "daemon CPU per record written (append)",
+        format!("{:.0} ns", stat(&cpu).median),
+        "",
+        "",
+        "",
+        None,
+    );
+    report.row(
+        "memory",
+        "daemon peak RSS while appending",
+        format!("{:.1} MB", hwm_max as f64 / 1e6),
+        "",
+        "",
+        "< 100 MB",
+        Some(hwm_max < 100_000_000),
+    );
+    report.put(
+        "append_mount",
+        json!({"lines": lines, "line_bytes": VALUE_BYTES, "seconds": mount_s, "plain_seconds": plain_s,
+               "ratio_to_plain": ratios, "daemon_cpu_ns_per_record": cpu, "daemon_peak_rss_bytes": hwm_max}),
+    );
+    Ok(())
+}
+
+// ---- main -----------------------------------------------------------------------------------
+
+fn machine() -> Value {
+    let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map_or("unknown".to_string(), |s| s.trim().to_string());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mem = fs::read_to_string("/proc/meminfo")
+        .unwrap_or_default()
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string();
+    let kernel =
+        fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string();
+    let load = fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_string();
+    json!({"cpu": model, "cores": cores, "memory": mem, "kernel": kernel, "loadavg_at_start": load})
+}
+
+fn run(a: &Args) -> Result<Report, String> {
+    let plan = Plan::from_args(a);
+    let mut report = Report::default();
+    fs::create_dir_all(&a.work).map_err(|e| e.to_string())?;
+    report.put("machine", machine());
+    report.put("plan", json!({"mode": plan.mode, "records": plan.records, "segments": plan.segments, "reps": plan.reps}));
+    eprintln!(
+        "topicfs-bench: {} mode, {} records in ~{} segments, {} repetitions, work dir {}",
+        plan.mode,
+        plan.records,
+        plan.segments,
+        plan.reps,
+        a.work.display()
+    );
+
+    let one_batch = batch_bytes(&a.work)?;
+    let big_dir = a.work.join(format!("data-{}x{}", plan.records, plan.segments));
+    let (g, gen_time) =
+        match a.reuse_data.then(|| reuse(&big_dir, plan.records, plan.segments)).flatten() {
+            Some(g) => (g, None),
+            None => {
+                eprintln!("generating {} records ...", plan.records);
+                let (g, t) =
+                    generate(&big_dir, 1, plan.records, plan.segments, BATCH_RECORDS, one_batch)?;
+                (g, Some(t))
+            }
+        };
+    if let Some(t) = gen_time {
+        report.notes.push(format!(
+            "generated {} records ({:.2} GB, {} segments) with the engine in {:.1} s ({} rec/s)",
+            g.records,
+            g.log_bytes as f64 / 1e9,
+            g.segments,
+            t.as_secs_f64(),
+            fmt_rate(g.records as f64 / t.as_secs_f64())
+        ));
+    }
+    report.put(
+        "data",
+        json!({"records": g.records, "log_bytes": g.log_bytes, "segments": g.segments}),
+    );
+    // The read-only broker dir: partitions x segments of 10-record batches, one per segment.
+    let broker_dir = a.work.join("data-broker");
+    let (broker, _) = generate(
+        &broker_dir,
+        plan.broker_partitions,
+        plan.broker_segments * 10,
+        plan.broker_segments,
+        10,
+        one_batch,
+    )?;
+
+    eprintln!("in-process: append ...");
+    engine_append(&plan, &a.work, &mut report)?;
+    eprintln!("in-process: open, lookups, reads ...");
+    engine_open(&plan, &g, &mut report)?;
+    engine_lookups(&plan, &g, &mut report)?;
+    engine_reads(&plan, &g, &mut report)?;
+    if !a.no_mount {
+        if !a.topicfs.exists() {
+            return Err(format!("{} missing: cargo build --release", a.topicfs.display()));
+        }
+        eprintln!("mount: reads, tail, lookups ...");
+        mount_reads(&plan, a, &g, &mut report)?;
+        eprintln!("mount: append ...");
+        mount_append(&plan, a, &mut report)?;
+        eprintln!("mount: mount times ...");
+        mount_times(&plan, a, &g, &broker, &mut report)?;
+    }
+    let _ = fs::remove_dir_all(&broker_dir);
+    if !a.reuse_data {
+        let _ = fs::remove_dir_all(&big_dir);
+    }
+    if let Ok(load) = fs::read_to_string("/proc/loadavg") {
+        report.notes.push(format!("load average at the end: {}", load.trim()));
+    }
+    Ok(report)
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(&args) {
+        Ok(report) => {
+            report.print();
+            let mut json = report.json.clone();
+            json.insert(
+                "table".into(),
+                Value::Array(
+                    report
+                        .rows
+                        .iter()
+                        .map(|r| {
+                            json!({"section": r.section, "figure": r.name, "topicfs": r.value,
+                                   "baseline": r.baseline, "ratio": r.ratio, "target": r.target,
+                                   "verdict": r.verdict})
+                        })
+                        .collect(),
+                ),
+            );
+            let text = serde_json::to_string_pretty(&json).unwrap_or_default();
+            if let Err(e) = fs::write(&args.json, text + "\n") {
+                eprintln!("topicfs-bench: {}: {e}", args.json.display());
+                return ExitCode::FAILURE;
+            }
+            eprintln!("figures written to {}", args.json.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("topicfs-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
