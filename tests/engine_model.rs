@@ -35,8 +35,9 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn config() -> LogConfig {
+fn config(compression: &str) -> LogConfig {
     let mut c = LogConfig::default();
+    c.set("compression.type", compression).unwrap();
     c.set("segment.bytes", "700").unwrap();
     c.set("index.interval.bytes", "60").unwrap();
     c.set("segment.index.bytes", "120").unwrap(); // 15 offset slots, 10 time slots
@@ -44,8 +45,8 @@ fn config() -> LogConfig {
     c
 }
 
-fn open(dir: &Path) -> (LogDir, Arc<Log>) {
-    let d = LogDir::open(dir, config()).unwrap();
+fn open(dir: &Path, compression: &str) -> (LogDir, Arc<Log>) {
+    let d = LogDir::open(dir, config(compression)).unwrap();
     if d.log("m", 0).is_err() {
         d.create_topic("m", 1).unwrap();
     }
@@ -82,10 +83,10 @@ fn read_from(log: &Log, from: Offset) -> Vec<(i64, Timestamp, Vec<u8>)> {
     }
 }
 
-fn run(ops: Vec<Op>) {
+fn run(ops: Vec<Op>, compression: &str) {
     let tmp = tempfile::tempdir().unwrap();
     let mut model: Vec<(Timestamp, Vec<u8>)> = Vec::new();
-    let (mut dir, mut log) = open(tmp.path());
+    let (mut dir, mut log) = open(tmp.path(), compression);
     for op in ops {
         match op {
             Op::Append(specs) => {
@@ -111,12 +112,12 @@ fn run(ops: Vec<Op>) {
             Op::ReopenClean => {
                 dir.shutdown().unwrap();
                 drop((log, dir));
-                (dir, log) = open(tmp.path());
+                (dir, log) = open(tmp.path(), compression);
                 assert_eq!(log.recovered_segments(), 0);
             }
             Op::ReopenUnclean => {
                 drop((log, dir));
-                (dir, log) = open(tmp.path());
+                (dir, log) = open(tmp.path(), compression);
             }
             Op::ReadFrom(frac) => {
                 let start = log.log_start_offset().0;
@@ -156,7 +157,10 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
 
     #[test]
-    fn engine_matches_a_vec_of_records(ops in prop::collection::vec(op(), 1..60)) {
-        run(ops);
+    fn engine_matches_a_vec_of_records(
+        ops in prop::collection::vec(op(), 1..60),
+        compression in prop::sample::select(vec!["producer", "gzip", "snappy", "lz4", "zstd"]),
+    ) {
+        run(ops, compression);
     }
 }

@@ -26,7 +26,6 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -219,6 +218,10 @@ impl IndexFile {
         self.bytes().get(start..start.checked_add(self.entry_size)?)
     }
 
+    fn not_writable(&self) -> Error {
+        Error::io(&self.path, "write index", io::Error::from(io::ErrorKind::PermissionDenied))
+    }
+
     /// Reopens a sealed read-only map read-write so it can be changed.
     fn make_writable(&mut self) -> Result<()> {
         if let Storage::Sealed { .. } = self.storage {
@@ -258,7 +261,7 @@ impl IndexFile {
                 bytes.truncate(start);
                 bytes.extend_from_slice(entry);
             }
-            Storage::Sealed { .. } => unreachable!("made writable above"),
+            Storage::Sealed { .. } => return Err(self.not_writable()),
         }
         self.entries += 1;
         Ok(())
@@ -279,7 +282,7 @@ impl IndexFile {
                 }
             }
             Storage::Memory { bytes } => bytes.truncate(from),
-            Storage::Sealed { .. } => unreachable!("made writable above"),
+            Storage::Sealed { .. } => return Err(self.not_writable()),
         }
         self.entries = entries;
         Ok(())
@@ -287,6 +290,10 @@ impl IndexFile {
 
     /// Sets the file length to exactly the valid entries (`trimToValidSize`).
     pub(crate) fn trim_to_valid_size(&mut self) -> Result<()> {
+        if self.entries == self.max_entries && !matches!(self.storage, Storage::Mapped { .. }) {
+            // Already trimmed (a sealed file): leave the file, and its mtime, alone.
+            return Ok(());
+        }
         if self.is_in_memory() {
             self.max_entries = self.entries;
             return Ok(());
@@ -330,7 +337,11 @@ impl IndexFile {
                     .open(&self.path)
                     .map_err(|e| Error::io(&self.path, "open index", e))?
             }
-            Storage::Memory { .. } => unreachable!("in-memory indexes have no file"),
+            Storage::Memory { bytes } => {
+                // In-memory indexes have no file length to set (callers check first).
+                self.storage = Storage::Memory { bytes };
+                return Ok(());
+            }
         };
         file.set_len(u64::from(len)).map_err(|e| Error::io(&self.path, "resize index", e))?;
         self.storage = self.map_mut(file)?;
@@ -368,15 +379,8 @@ pub(crate) fn read_whole_file(path: &Path) -> io::Result<Vec<u8>> {
     let file = File::open(path)?;
     let len = file.metadata()?.len();
     let mut bytes = vec![0u8; usize::try_from(len).map_err(io::Error::other)?];
-    let mut filled = 0;
-    while filled < bytes.len() {
-        let n = file.read_at(&mut bytes[filled..], filled as u64)?;
-        if n == 0 {
-            break;
-        }
-        filled += n;
-    }
-    bytes.truncate(filled);
+    let n = super::scan::read_fully_at(&file, &mut bytes, 0)?;
+    bytes.truncate(n);
     Ok(bytes)
 }
 

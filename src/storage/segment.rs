@@ -664,8 +664,23 @@ impl LogSegment {
     /// mode; in read-only mode the committed size stops there and indexes live in memory).
     pub fn recover(&self) -> Result<RecoveryResult> {
         let file_len = self.log.metadata().map_err(|e| Error::io(&self.log_path, "stat", e))?.len();
+        // Readers must not use the old indexes while they are rebuilt, and an old map of the
+        // files is dropped before the files are opened again.
+        let mut offset_guard = self.offset_index.write().unwrap_or_else(|e| e.into_inner());
+        let mut time_guard = self.time_index.write().unwrap_or_else(|e| e.into_inner());
+        *offset_guard = None;
+        *time_guard = None;
         let (mut offset_index, mut time_index) = match self.mode {
             SegmentMode::Writable => {
+                // Start from fresh, zero-filled files: nothing of the old ones can survive.
+                for suffix in [".index", ".timeindex"] {
+                    let path = self.file_path(suffix);
+                    match std::fs::remove_file(&path) {
+                        Ok(()) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(e) => return Err(Error::io(&path, "remove", e)),
+                    }
+                }
                 let mut o = OffsetIndex::open_writable(
                     &self.file_path(".index"),
                     self.base_offset,
@@ -695,11 +710,6 @@ impl LogSegment {
                 ),
             ),
         };
-        // Readers must not use the old indexes while they are rebuilt.
-        let mut offset_guard = self.offset_index.write().unwrap_or_else(|e| e.into_inner());
-        let mut time_guard = self.time_index.write().unwrap_or_else(|e| e.into_inner());
-        *offset_guard = None;
-        *time_guard = None;
         let valid = self.walk_and_index(&mut offset_index, &mut time_index, file_len)?;
         let truncated = file_len - valid;
         if truncated > 0 {
@@ -868,6 +878,8 @@ impl LogSegment {
         let path = self.file_path(".index");
         self.with_offset_index_mut(|idx| {
             if !idx.file().is_in_memory() {
+                // Drop the old (possibly read-only) map before mapping the file again.
+                *idx = OffsetIndex::in_memory(&path, self.base_offset, 0);
                 *idx =
                     OffsetIndex::open_writable(&path, self.base_offset, self.max_index_size, true)?;
             }
@@ -876,6 +888,7 @@ impl LogSegment {
         let path = self.file_path(".timeindex");
         self.with_time_index_mut(|idx| {
             if !idx.file().is_in_memory() {
+                *idx = TimeIndex::in_memory(&path, self.base_offset, 0);
                 *idx =
                     TimeIndex::open_writable(&path, self.base_offset, self.max_index_size, true)?;
             }
