@@ -709,3 +709,49 @@ fn per_topic_overrides_apply_to_their_topic_only() {
     ));
     d.log("big", 0).unwrap().append(&[record(1, &value)]).unwrap();
 }
+
+#[test]
+fn aborted_transactions_are_read_from_the_txn_index() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (d, log) = open_log(tmp.path(), &small_config());
+    append_n(&log, 3, 1000, 10);
+    d.shutdown().unwrap();
+    drop((log, d));
+    let mut txn = Vec::new();
+    for (pid, first, last, lso) in [(7i64, 0i64, 1i64, 0i64), (8, 1, 2, 1)] {
+        txn.extend_from_slice(&0i16.to_be_bytes());
+        for v in [pid, first, last, lso] {
+            txn.extend_from_slice(&v.to_be_bytes());
+        }
+    }
+    txn.extend_from_slice(&[0, 0, 1]); // a trailing partial entry is ignored
+    std::fs::write(tmp.path().join("t-0/00000000000000000000.txnindex"), &txn).unwrap();
+    let (_d, log) = open_log(tmp.path(), &small_config());
+    let all = log.aborted_transactions(Offset(0), Offset(3)).unwrap();
+    assert_eq!(all.iter().map(|t| t.producer_id).collect::<Vec<_>>(), [7, 8]);
+    let later = log.aborted_transactions(Offset(2), Offset(3)).unwrap();
+    assert_eq!(later.len(), 1);
+    assert_eq!(later[0].last_offset, Offset(2));
+    assert!(log.aborted_transactions(Offset(0), Offset(0)).unwrap().is_empty());
+    assert_eq!(log.segment_summaries().unwrap()[0].txn_index_size, Some(71));
+}
+
+#[test]
+fn junk_after_a_clean_shutdown_is_recovered_before_appending() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = small_config();
+    let path = {
+        let (d, log) = open_log(tmp.path(), &c);
+        append_n(&log, 2, 1000, 10);
+        d.shutdown().unwrap();
+        log.segment_list()[0].log_path().to_path_buf()
+    };
+    let good = std::fs::metadata(&path).unwrap().len();
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.extend_from_slice(&[0xab; 30]);
+    std::fs::write(&path, &bytes).unwrap();
+    let (_d, log) = open_log(tmp.path(), &c);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), good);
+    log.append(&[record(5, "next")]).unwrap();
+    assert_eq!(read_all(&log, Offset(0)).len(), 3);
+}

@@ -218,6 +218,25 @@ impl Log {
                 if self.writable() {
                     active.on_become_active()?;
                 }
+                // A clean shutdown promises whole batches up to the end of the active segment
+                // (and a live broker's half-written batch is not one): if the end is not a
+                // batch boundary, recover the segment rather than append after (or read into)
+                // the junk. Read-only mode only hides it.
+                let whole = match active.translate_offset(Offset(i64::MAX)) {
+                    Ok(Translated::End(stop)) => stop.0 == active.size(),
+                    Ok(Translated::Batch(_)) => true,
+                    Err(e) => {
+                        log::warn!("{e}");
+                        false
+                    }
+                };
+                if !whole {
+                    log::warn!(
+                        "{}: the active segment does not end with a whole batch; recovering",
+                        active.log_path().display()
+                    );
+                    self.recover_segment(active)?;
+                }
                 active.next_offset()?
             }
             None => checkpoint_start,
@@ -385,7 +404,12 @@ impl Log {
         {
             return Ok(());
         }
-        self.refresh().map(|_| ())
+        // A broker changing files between our listing and our stat is routine: try again at
+        // the next interval instead of failing this read.
+        if let Err(e) = self.refresh() {
+            log::warn!("{}: refresh failed: {e}", self.dir.display());
+        }
+        Ok(())
     }
 
     /// Read-only mode: looks at the partition directory again. Whole new batches at the end of
