@@ -259,10 +259,10 @@ impl Filesystem for FuseAdapter {
         data: &[u8],
         _write_flags: WriteFlags,
         _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
+        lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match self.fs.write(fh.0, data) {
+        match self.fs.write(fh.0, data, lock_owner.map(|owner| owner.0)) {
             Ok(written) => reply.written(written),
             Err(err) => fail!(reply, err, "write inode {ino} ({} bytes)", data.len()),
         }
@@ -273,10 +273,10 @@ impl Filesystem for FuseAdapter {
         _req: &Request,
         ino: INodeNo,
         fh: FileHandle,
-        _lock_owner: LockOwner,
+        lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        match self.fs.flush(fh.0) {
+        match self.fs.flush(fh.0, Some(lock_owner.0)) {
             Ok(()) => reply.ok(),
             Err(err) => fail!(reply, err, "flush inode {ino}"),
         }

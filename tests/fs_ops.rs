@@ -72,9 +72,9 @@ impl Fixture {
     fn append(&self, path: &str, writes: &[&[u8]]) -> Result<(), Error> {
         let fh = self.fs.open(self.ino(path)?, WRITE)?.fh;
         for data in writes {
-            self.fs.write(fh, data)?;
+            self.fs.write(fh, data, None)?;
         }
-        self.fs.flush(fh)?;
+        self.fs.flush(fh, None)?;
         self.fs.release(fh)
     }
 
@@ -145,14 +145,17 @@ fn stream_size_is_exactly_what_a_full_read_returns() {
 fn each_write_is_one_batch_and_partial_lines_wait_for_close() {
     let f = fixture();
     let fh = f.fs.open(f.ino("t/0/append").unwrap(), WRITE).unwrap().fh;
-    f.fs.write(fh, b"a\nb\nc\npart").unwrap();
+    f.fs.write(fh, b"a\nb\nc\npart", Some(1)).unwrap();
     assert_eq!(f.read_all("t/0/by-offset/0"), b"a\nb\nc\n");
     assert_eq!(f.batch_count(), 1);
-    f.fs.write(fh, b"ial").unwrap();
+    f.fs.write(fh, b"ial", Some(1)).unwrap();
+    // A close by a process that inherited the descriptor (another owner) does not end the line.
+    f.fs.flush(fh, Some(2)).unwrap();
     assert_eq!(f.read_all("t/0/by-offset/0"), b"a\nb\nc\n");
-    f.fs.flush(fh).unwrap();
-    f.fs.release(fh).unwrap();
+    assert_eq!(f.read_all("t/0/by-offset/0"), b"a\nb\nc\n");
+    f.fs.flush(fh, Some(1)).unwrap();
     assert_eq!(f.read_all("t/0/by-offset/0"), b"a\nb\nc\npartial\n");
+    f.fs.release(fh).unwrap();
     assert_eq!(f.batch_count(), 2);
 }
 
@@ -330,10 +333,10 @@ fn segment_files_are_listed_and_read_as_stored() {
 fn shutdown_appends_pending_lines_and_refuses_later_writes() {
     let f = fixture();
     let fh = f.fs.open(f.ino("t/0/append").unwrap(), WRITE).unwrap().fh;
-    f.fs.write(fh, b"pending").unwrap();
+    f.fs.write(fh, b"pending", None).unwrap();
     f.fs.shutdown().unwrap();
     f.fs.shutdown().unwrap();
-    assert_eq!(f.fs.write(fh, b"late\n").unwrap_err().errno(), libc::ESTALE);
+    assert_eq!(f.fs.write(fh, b"late\n", None).unwrap_err().errno(), libc::ESTALE);
     drop(f.fs);
     let reopened = LogDir::open(f._dir.path(), LogConfig::default()).unwrap();
     assert!(reopened.had_clean_shutdown());

@@ -246,3 +246,15 @@ fn cp_and_grep_read_streams_to_the_current_end() {
     assert_eq!(sh(&format!("grep -c 7 {}/by-offset/0", p.display())).trim(), "542");
     assert_eq!(sh(&format!("cmp {}/by-offset/0 {}", p.display(), copy.display())), "");
 }
+
+#[test]
+fn child_processes_closing_an_inherited_descriptor_do_not_end_the_line() {
+    let m = mounted_with_topic(&[]);
+    let p = m.path("t/0");
+    let script = format!(
+        "{{ printf part; /bin/true; printf 'ial\\n'; printf 'next'; }} >> {}/append",
+        p.display()
+    );
+    sh(&script);
+    assert_eq!(fs::read_to_string(p.join("by-offset/0")).unwrap(), "partial\nnext\n");
+}

@@ -53,6 +53,9 @@ pub struct AppendState {
     max_line_bytes: usize,
     /// Complete lines appended through this handle so far (line numbers in error messages).
     lines_done: u64,
+    /// The lock owner (the kernel's id of the writing process's file table) of the write that
+    /// left `pending`, when the kernel sent one.
+    pending_owner: Option<u64>,
 }
 
 impl std::fmt::Debug for AppendState {
@@ -79,15 +82,24 @@ impl AppendState {
             // control characters up to six times; refuse only lines no record could come from.
             AppendFormat::Json => max_line_bytes.saturating_mul(JSON_LINE_FACTOR),
         };
-        AppendState { partition, format, pending: Vec::new(), max_line_bytes, lines_done: 0 }
+        AppendState {
+            partition,
+            format,
+            pending: Vec::new(),
+            max_line_bytes,
+            lines_done: 0,
+            pending_owner: None,
+        }
     }
 
-    /// Handles one `write()`: the complete lines it ends become one append; its trailing partial
-    /// line is kept. Returns the number of bytes accepted (all of `data`).
-    pub fn write(&mut self, data: &[u8]) -> Result<usize> {
+    /// Handles one `write()` by `owner` (the kernel's lock owner, when known): the complete
+    /// lines it ends become one append; its trailing partial line is kept. Returns the number
+    /// of bytes accepted (all of `data`).
+    pub fn write(&mut self, data: &[u8], owner: Option<u64>) -> Result<usize> {
         let Some(last_newline) = data.iter().rposition(|&b| b == b'\n') else {
             self.check_line_len(self.pending.len().saturating_add(data.len()))?;
             self.pending.extend_from_slice(data);
+            self.pending_owner = owner;
             return Ok(data.len());
         };
         let (ended, rest) = data.split_at(last_newline + 1);
@@ -103,10 +115,27 @@ impl AppendState {
         self.lines_done = self.lines_done.saturating_add(line_count);
         self.pending.clear();
         self.pending.extend_from_slice(rest);
+        self.pending_owner = owner;
         Ok(data.len())
     }
 
-    /// Appends the pending partial line, if any, as a record (on `close`). The line is dropped
+    /// `flush` (a `close()` of one descriptor of this open file) by `owner`: appends the
+    /// pending partial line if the closing process is the one that wrote it (or either owner is
+    /// unknown). A child that inherited the descriptor through `fork` and closes it (at `exec`
+    /// or exit) has another owner and leaves the line waiting, so
+    /// `{ printf part; /bin/true; printf 'ial\n'; } >> append` appends one record, `partial`.
+    /// (A shell that moves the descriptor itself, e.g. dash running `ls > /dev/null` inside the
+    /// group, closes it as the writer: that ends the line.)
+    pub fn flush_by(&mut self, owner: Option<u64>) -> Result<()> {
+        log::trace!("flush by {owner:?} of {self:?} written by {:?}", self.pending_owner);
+        match (owner, self.pending_owner) {
+            (Some(closing), Some(writer)) if closing != writer => Ok(()),
+            _ => self.flush(),
+        }
+    }
+
+    /// Appends the pending partial line, if any, as a record (at the last close, or at
+    /// shutdown). The line is dropped
     /// whether or not the append succeeds, so a refused line is reported once, not again at
     /// every later flush.
     pub fn flush(&mut self) -> Result<()> {

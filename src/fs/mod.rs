@@ -303,12 +303,13 @@ impl TopicFs {
     }
 
     /// Writes to an open `append` file: complete lines become one append, visible when this
-    /// returns. Returns the bytes accepted (all of `data`).
-    pub fn write(&self, fh: u64, data: &[u8]) -> Result<u32> {
+    /// returns. `owner` is the kernel's lock owner of the writing process, when sent. Returns
+    /// the bytes accepted (all of `data`).
+    pub fn write(&self, fh: u64, data: &[u8], owner: Option<u64>) -> Result<u32> {
         self.check_open()?;
         match &*self.handles.get(fh)? {
             Handle::Append(state) => {
-                let n = lock(state).write(data)?;
+                let n = lock(state).write(data, owner)?;
                 Ok(u32::try_from(n).unwrap_or(u32::MAX))
             }
             _ => Err(self.write_refusal("writing a file other than append")),
@@ -316,11 +317,12 @@ impl TopicFs {
     }
 
     /// `flush` (every `close()` of a descriptor): appends an open `append` file's partial last
-    /// line, so its errors reach `close()`.
-    pub fn flush(&self, fh: u64) -> Result<()> {
+    /// line when the closing process (`owner`) wrote it, so its errors reach that `close()`;
+    /// see [`AppendState::flush_by`].
+    pub fn flush(&self, fh: u64, owner: Option<u64>) -> Result<()> {
         self.check_open()?;
         match &*self.handles.get(fh)? {
-            Handle::Append(state) => lock(state).flush(),
+            Handle::Append(state) => lock(state).flush_by(owner),
             _ => Ok(()),
         }
     }
