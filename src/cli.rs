@@ -48,7 +48,7 @@ The daemon stops cleanly (pending appends written, indexes trimmed, checkpoints 
 clean-shutdown marker written) on `fusermount3 -u MOUNTPOINT`, `umount MOUNTPOINT`,
 `topicfs unmount MOUNTPOINT`, SIGTERM, SIGINT (Ctrl-C with -f) or SIGHUP.
 
-Logging follows RUST_LOG (default `info`; e.g. RUST_LOG=debug, RUST_LOG=topicfs=debug): to
+Logging follows RUST_LOG (default `info,fuser=error`; e.g. RUST_LOG=debug, RUST_LOG=topicfs=trace): to
 stderr with -f, to syslog (identifier topicfs) in the background.";
 
 const MOUNT_EXAMPLES: &str = "\

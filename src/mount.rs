@@ -56,6 +56,10 @@ pub const DAEMON_CHILD_FLAG: &str = "--daemon-child";
 /// How long a signalled daemon waits for a busy (lazily detached) mount to be released before
 /// it aborts the FUSE connection.
 pub const BUSY_GRACE: Duration = Duration::from_secs(2);
+/// The log filter when `RUST_LOG` is unset: our messages from `info` up, fuser's errors only
+/// (fuser 0.18 warns "Failed to umount filesystem" after every `fusermount3 -u`, when its own
+/// second unmount finds nothing left to unmount).
+pub const DEFAULT_LOG_FILTER: &str = "info,fuser=error";
 /// Kafka's `log.retention.check.interval.ms` default: how often retention runs.
 pub const RETENTION_CHECK_INTERVAL: Duration = Duration::from_secs(300);
 /// Kafka's `InitialTaskDelayMs`: the first retention pass, after loading settles.
@@ -660,11 +664,11 @@ pub fn unmount(mountpoint: &Path) -> ExitCode {
     }
 }
 
-/// Logging: `RUST_LOG` syntax (default `info`), to stderr in the foreground and to syslog
+/// Logging: `RUST_LOG` syntax (default [`DEFAULT_LOG_FILTER`]), to stderr in the foreground and to syslog
 /// (identifier `topicfs`, facility daemon) in the daemon. Without a syslog socket the daemon
 /// logs to its stderr, which is `/dev/null`.
 pub fn init_logging(daemon: bool) {
-    let env = || env_logger::Env::default().default_filter_or("info");
+    let env = || env_logger::Env::default().default_filter_or(DEFAULT_LOG_FILTER);
     if daemon {
         let filter = env_logger::Builder::from_env(env()).build();
         let formatter = syslog::Formatter3164 {

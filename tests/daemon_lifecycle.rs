@@ -182,3 +182,26 @@ fn restart_dirs(m: MountGuard) -> Dirs {
     wait_until("the mount to go away", || !is_mounted(&m.mnt()));
     m.into_dirs()
 }
+
+#[test]
+fn mount_options_reach_the_kernel() {
+    let m = MountGuard::foreground(&["-o", "fsname=kafka-test,noatime", "-o", "allow_other"]);
+    let mnt = m.mnt();
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let line = mountinfo
+        .lines()
+        .find(|l| l.split(' ').nth(4) == Some(mnt.to_str().unwrap()))
+        .unwrap()
+        .to_string();
+    assert!(line.contains(" kafka-test "), "{line}");
+    assert!(line.contains("noatime"), "{line}");
+    assert!(line.contains("allow_other"), "{line}");
+    assert!(line.contains("default_permissions"), "{line}");
+}
+
+#[test]
+fn read_only_option_mounts_read_only() {
+    let m = MountGuard::foreground(&["-o", "ro"]);
+    let err = fs::create_dir(m.path("t")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EROFS));
+}
