@@ -369,3 +369,49 @@ fn json_line_written_in_pieces_is_one_record() {
     let too_big = format!("{{\"payload\":\"{}\"}}\n", "q".repeat(500));
     assert_eq!(errno(f.append("t/0/append.json", &[too_big.as_bytes()])), libc::EFBIG);
 }
+
+mod model {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+        /// However the bytes are cut into write() calls, every line becomes one record, in
+        /// order, and a read of the stream at any offset returns the bytes a full read has there.
+        #[test]
+        fn lines_survive_any_write_chunking_and_any_read_window(
+            lines in prop::collection::vec("[a-z0-9 ]{0,40}", 1..40),
+            cuts in prop::collection::vec(1usize..64, 1..20),
+            window in (0usize..400, 1u32..100),
+        ) {
+            let f = fixture();
+            let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+            let bytes = text.as_bytes();
+            let mut pieces = Vec::new();
+            let mut at = 0;
+            for cut in cuts.iter().cycle() {
+                if at >= bytes.len() {
+                    break;
+                }
+                let end = (at + cut).min(bytes.len());
+                pieces.push(&bytes[at..end]);
+                at = end;
+            }
+            f.append("t/0/append", &pieces).unwrap();
+            let full = f.read_all("t/0/by-offset/0");
+            prop_assert_eq!(&full, bytes);
+            let json = f.read_all("t/0/by-offset/0.json");
+            prop_assert_eq!(f.size("t/0/by-offset/0.json"), json.len() as u64);
+            let ino = f.ino("t/0/by-offset/0.json").unwrap();
+            let fh = f.fs.open(ino, READ).unwrap().fh;
+            let (offset, len) = window;
+            let got = f.fs.read(fh, offset as u64, len).unwrap();
+            let start = offset.min(json.len());
+            let end = (offset + len as usize).min(json.len());
+            prop_assert_eq!(&got[..], &json[start..end]);
+            f.fs.release(fh).unwrap();
+        }
+    }
+}
