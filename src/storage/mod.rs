@@ -11,6 +11,26 @@
 //! - `mmap`: the only `unsafe` code in the crate (index maps).
 //!
 //! Nothing here knows about FUSE, inodes or views.
+//!
+//! # Where this engine differs from a broker
+//!
+//! The files it writes are what a broker writes; a few behaviours differ on purpose:
+//! - A timestamp search (ListOffsets) that finds nothing in the first candidate segment goes on
+//!   to later segments, and a timestamp later than every record answers the log end offset
+//!   instead of "not found" (`-1`).
+//! - Recovery stops at a batch whose offsets do not increase and keeps the valid prefix (Kafka
+//!   empties the segment when an index append trips on it); a segment whose offsets overflow a
+//!   relative offset is truncated there instead of split.
+//! - An index file is opened with the dump tool's zero-tail rule (entries up to the first
+//!   all-zero slot), not `length / entry size`, so a preallocated index left by a crash is
+//!   usable before recovery rebuilds it; truncation zeroes the removed slots.
+//! - The active segment is recovered at open, even after a clean shutdown, when it does not end
+//!   with a whole batch.
+//! - Deleted segments are renamed `.deleted` and removed at once (`file.delete.delay.ms` is
+//!   ignored: no reader of ours holds files by name).
+//! - Not kept: producer-state snapshots, the leader-epoch cache, `.txnindex` writing (it is
+//!   read for aborted transactions), compaction. Appended batches carry partition leader
+//!   epoch 0 and no producer id.
 
 pub mod config;
 mod index;
