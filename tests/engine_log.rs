@@ -755,3 +755,16 @@ fn junk_after_a_clean_shutdown_is_recovered_before_appending() {
     log.append(&[record(5, "next")]).unwrap();
     assert_eq!(read_all(&log, Offset(0)).len(), 3);
 }
+
+#[test]
+fn read_only_partition_without_segments_is_an_empty_log() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("e-0")).unwrap();
+    let d = LogDir::open_read_only(tmp.path(), small_config()).unwrap();
+    let log = d.log("e", 0).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (Offset(0), Offset(0)));
+    let cursor = log.seek(Offset(0)).unwrap();
+    assert!(log.read(&cursor, 100).unwrap().bytes.is_empty());
+    assert_eq!(log.offset_for(OffsetQuery::Timestamp(5)).unwrap(), Offset(0));
+    assert!(!tmp.path().join("e-0/00000000000000000000.log").exists());
+}

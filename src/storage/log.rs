@@ -503,6 +503,18 @@ impl Log {
         self.segments.read().unwrap_or_else(|e| e.into_inner()).values().next_back().cloned()
     }
 
+    /// The floor segment of `at` (the last with base offset `<= at`), else the first segment.
+    fn floor_segment(&self, at: Offset) -> Option<Arc<LogSegment>> {
+        let map = self.segments.read().unwrap_or_else(|e| e.into_inner());
+        map.range(..=at).next_back().or_else(|| map.iter().next()).map(|(_, s)| Arc::clone(s))
+    }
+
+    /// The segment following the one whose base offset is `base`.
+    fn segment_after(&self, base: Offset) -> Option<Arc<LogSegment>> {
+        let map = self.segments.read().unwrap_or_else(|e| e.into_inner());
+        map.range((Bound::Excluded(base), Bound::Unbounded)).next().map(|(_, s)| Arc::clone(s))
+    }
+
     /// Segments with base offset `>= from` in order, starting with the floor segment of `from`.
     fn segments_from(&self, from: Offset) -> Vec<Arc<LogSegment>> {
         let map = self.segments.read().unwrap_or_else(|e| e.into_inner());
@@ -708,7 +720,11 @@ impl Log {
             return Err(self.out_of_range(target));
         }
         let mut end_cursor = None;
-        for seg in self.segments_from(target) {
+        // One segment at a time: the floor segment almost always holds the batch, so the
+        // segments after it are not collected up front (that cost grew with the segment count).
+        let mut next = self.floor_segment(target);
+        while let Some(seg) = next {
+            next = self.segment_after(seg.base_offset());
             match seg.translate_offset(target)? {
                 Translated::Batch(b) => {
                     return Ok(ReadCursor {
@@ -726,7 +742,12 @@ impl Log {
                 }
             }
         }
-        end_cursor.ok_or_else(|| self.out_of_range(target))
+        // A read-only partition directory without any segment: an empty log at `target`.
+        Ok(end_cursor.unwrap_or(ReadCursor {
+            segment_base: target,
+            position: Position(0),
+            next_offset: target,
+        }))
     }
 
     /// Whole batches from `cursor`, at most `max_bytes` unless the first batch alone is larger;
@@ -737,6 +758,9 @@ impl Log {
         let mut reseeked = false;
         loop {
             let Some(seg) = self.segment(cursor.segment_base) else {
+                if self.segments.read().unwrap_or_else(|e| e.into_inner()).is_empty() {
+                    return Ok(BatchChunk { bytes: Vec::new(), next: Some(cursor) });
+                }
                 // The segment was deleted by retention since the cursor was made.
                 if cursor.next_offset < self.log_start_offset() || reseeked {
                     return Err(self.out_of_range(cursor.next_offset));
@@ -805,18 +829,29 @@ impl Log {
         target: Timestamp,
     ) -> Result<Option<(Offset, Timestamp)>> {
         let log_start = self.log_start_offset();
-        let segments = self.segment_list();
-        for (i, seg) in segments.iter().enumerate() {
-            let below_start =
-                segments.get(i + 1).is_some_and(|next| next.base_offset() <= log_start);
-            if below_start || seg.largest_timestamp()? < target {
-                continue;
-            }
+        let mut after = Bound::Unbounded;
+        loop {
+            // The next candidate, found under the read lock without cloning every segment (a
+            // lookup on a log of many segments paid for one `Arc` clone per segment).
+            let candidate = {
+                let map = self.segments.read().unwrap_or_else(|e| e.into_inner());
+                let mut segments = map.range((after, Bound::Unbounded)).peekable();
+                let mut candidate = None;
+                while let Some((_, seg)) = segments.next() {
+                    let below_start = segments.peek().is_some_and(|(next, _)| **next <= log_start);
+                    if !below_start && seg.largest_timestamp()? >= target {
+                        candidate = Some(Arc::clone(seg));
+                        break;
+                    }
+                }
+                candidate
+            };
+            let Some(seg) = candidate else { return Ok(None) };
             if let Some(found) = seg.find_offset_by_timestamp(target, log_start)? {
                 return Ok(Some(found));
             }
+            after = Bound::Excluded(seg.base_offset());
         }
-        Ok(None)
     }
 
     /// Offsets, sizes and timestamps now.
