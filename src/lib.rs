@@ -22,6 +22,7 @@ pub mod format;
 pub mod fs;
 pub mod fuse;
 pub mod mount;
+pub mod partitioner;
 pub mod source;
 pub mod storage;
 pub mod view;

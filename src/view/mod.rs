@@ -35,6 +35,7 @@ pub mod listing;
 pub mod render;
 pub mod spec;
 pub mod stream;
+pub mod topic;
 
 pub use envelope::{parse_envelope, split_envelope_lines, split_value_lines};
 pub use listing::{by_offset_names, by_time_names};

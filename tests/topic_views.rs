@@ -1,0 +1,368 @@
+//! Topic-level views over the real log engine: `offsets/<time>` answers every partition, the
+//! merged `by-time/` stream (order, exact sizes, windows, growth rounds, ranges, partitions
+//! joining), and keyed/keyless appends routed like Kafka's default partitioner.
+
+use std::sync::Arc;
+
+use topicfs::error::Error;
+use topicfs::format::{NewRecord, Offset, decode_batch};
+use topicfs::partitioner::partition_for_key;
+use topicfs::source::{PartitionSource, TopicSource};
+use topicfs::storage::{LogConfig, LogDir};
+use topicfs::view::Renderer;
+use topicfs::view::spec::{Format, TimePoint};
+use topicfs::view::topic::{
+    TopicStream, TopicViews, offsets_text, parse_offsets_name, parse_topic_by_time,
+};
+
+fn log_dir(dir: &std::path::Path) -> Arc<LogDir> {
+    let mut config = LogConfig::default();
+    config.set("segment.bytes", "4096").unwrap();
+    config.set("index.interval.bytes", "512").unwrap();
+    config.set("retention.ms", "-1").unwrap();
+    Arc::new(LogDir::open(dir, config).unwrap())
+}
+
+fn rec(ts: i64, key: Option<&str>, value: &str) -> NewRecord {
+    NewRecord {
+        timestamp: ts,
+        key: key.map(|k| k.as_bytes().to_vec()),
+        value: Some(value.as_bytes().to_vec()),
+        headers: Vec::new(),
+    }
+}
+
+fn full_read(s: &TopicStream, chunk: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let got = s.read_at(out.len() as u64, chunk).unwrap();
+        if got.is_empty() {
+            return out;
+        }
+        out.extend_from_slice(&got);
+    }
+}
+
+/// Every rendered record of `part` from offset `start` below `end`: (timestamp, bytes).
+fn records_of(
+    part: &dyn PartitionSource,
+    format: Format,
+    start: i64,
+    end: i64,
+) -> Vec<(i64, Vec<u8>)> {
+    let renderer = Renderer::new(format, part.topic(), part.partition());
+    let mut cursor = part.seek(part.summary().unwrap().log_start_offset).unwrap();
+    let mut out = Vec::new();
+    loop {
+        let chunk = part.read(&cursor, 1 << 20).unwrap();
+        if chunk.bytes.is_empty() {
+            return out;
+        }
+        let mut at = 0;
+        while at < chunk.bytes.len() {
+            let batch = decode_batch(&chunk.bytes[at..]).unwrap();
+            let info = batch.info().clone();
+            if !info.is_control {
+                for r in batch.records() {
+                    let r = r.unwrap();
+                    if r.offset.0 >= start && r.offset.0 < end {
+                        let mut bytes = Vec::new();
+                        renderer.render(&info, &r, &mut bytes);
+                        out.push((r.timestamp, bytes));
+                    }
+                }
+            }
+            at += info.size as usize;
+        }
+        cursor = chunk.next.unwrap();
+    }
+}
+
+/// The merge the stream promises for one round, computed the slow obvious way: repeatedly take
+/// the partition whose next record has the smallest (timestamp, partition).
+fn model_merge(mut queues: Vec<Vec<(i64, Vec<u8>)>>) -> Vec<u8> {
+    queues.iter_mut().for_each(|q| q.reverse());
+    let mut out = Vec::new();
+    loop {
+        let best = (0..queues.len())
+            .filter(|&p| !queues[p].is_empty())
+            .min_by_key(|&p| (queues[p].last().unwrap().0, p));
+        let Some(p) = best else { return out };
+        out.extend_from_slice(&queues[p].pop().unwrap().1);
+    }
+}
+
+/// The Kafka 0.9 trap: partition 0 holds only old records, partition 1 only records newer than
+/// the time asked, partition 2 nothing at all.
+fn trap_topic(logs: &LogDir) {
+    logs.create_topic("orders", 3).unwrap();
+    let p0 = logs.partition("orders", 0).unwrap();
+    for i in 0..100 {
+        p0.append(&[rec(1_000 + i, None, &format!("old {i}"))]).unwrap();
+    }
+    let p1 = logs.partition("orders", 1).unwrap();
+    for i in 0..10 {
+        p1.append(&[rec(5_000 + i, None, &format!("new {i}"))]).unwrap();
+    }
+}
+
+#[test]
+fn offsets_answer_every_partition_even_when_one_is_newer_and_one_is_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = log_dir(dir.path());
+    trap_topic(&logs);
+    let at = |name: &str| {
+        offsets_text(logs.as_ref(), "orders", parse_offsets_name(name).unwrap(), 0).unwrap()
+    };
+    assert_eq!(at("3000"), "orders:0:100\norders:1:0\norders:2:0\n");
+    assert_eq!(at("1050"), "orders:0:50\norders:1:0\norders:2:0\n");
+    assert_eq!(at("9999"), "orders:0:100\norders:1:10\norders:2:0\n");
+    assert_eq!(at("-1"), "orders:0:100\norders:1:10\norders:2:0\n");
+    assert_eq!(at("-2"), "orders:0:0\norders:1:0\norders:2:0\n");
+    assert_eq!(at("1970-01-01T00:00:05Z"), "orders:0:100\norders:1:0\norders:2:0\n");
+}
+
+#[test]
+fn offsets_names_are_one_time_without_range_or_suffix() {
+    assert_eq!(parse_offsets_name("-15m").unwrap(), TimePoint::Ago(15 * 60 * 1000));
+    assert_eq!(parse_offsets_name("-1").unwrap(), TimePoint::Latest);
+    for bad in ["1000..2000", "1000..", "1000.json", "1000.raw", "soon", ""] {
+        assert!(parse_offsets_name(bad).is_err(), "{bad}");
+    }
+    assert!(parse_topic_by_time("1000.raw").is_err());
+    assert!(parse_topic_by_time("1000..2000.json").is_ok());
+}
+
+#[test]
+fn merged_stream_skips_partitions_with_nothing_that_new() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = log_dir(dir.path());
+    trap_topic(&logs);
+    let source: Arc<dyn TopicSource> = logs.clone();
+    let views = TopicViews::new();
+    let s = views.open_stream(source, "orders", &parse_topic_by_time("3000").unwrap(), 0).unwrap();
+    let text = String::from_utf8(full_read(&s, 7)).unwrap();
+    let expected: String = (0..10).map(|i| format!("new {i}\n")).collect();
+    assert_eq!(text, expected);
+    assert_eq!(s.size().unwrap(), expected.len() as u64);
+    assert_eq!(s.starts(), vec![(0, Offset(100)), (1, Offset(0)), (2, Offset(0))]);
+}
+
+/// Three partitions whose timestamps interleave, tie and (in partition 2) go backwards, over
+/// many segments and more than one checkpoint interval of rendered bytes.
+fn interleaved_topic(logs: &LogDir) {
+    logs.create_topic("events", 3).unwrap();
+    for p in 0..3u32 {
+        let part = logs.partition("events", p).unwrap();
+        for i in 0..2500i64 {
+            let ts = match p {
+                0 => 10_000 + 3 * i,
+                1 => 10_000 + 5 * (i / 2),
+                _ => 10_000 + 7 * i - if i % 10 == 0 { 500 } else { 0 },
+            };
+            let batch: Vec<NewRecord> = (0..(i % 3 + 1))
+                .map(|j| rec(ts, Some(&format!("k{i}")), &format!("p{p} r{i}.{j} \"payload\"")))
+                .collect();
+            part.append(&batch).unwrap();
+        }
+    }
+}
+
+#[test]
+fn merged_stream_is_the_timestamp_merge_with_exact_size_and_stable_windows() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = log_dir(dir.path());
+    interleaved_topic(&logs);
+    let source: Arc<dyn TopicSource> = logs.clone();
+    let views = TopicViews::new();
+    for (name, format) in
+        [("12000", Format::Values), ("12000.json", Format::Json), ("-2", Format::Values)]
+    {
+        let spec = parse_topic_by_time(name).unwrap();
+        let s = views.open_stream(Arc::clone(&source), "events", &spec, 0).unwrap();
+        let queues: Vec<_> = s
+            .starts()
+            .iter()
+            .map(|(p, start)| {
+                let part = logs.partition("events", *p).unwrap();
+                records_of(part.as_ref(), format, start.0, i64::MAX)
+            })
+            .collect();
+        let expected = model_merge(queues);
+        assert!(
+            expected.len() as u64 > 3 * topicfs::view::topic::MERGE_CHECKPOINT_INTERVAL,
+            "{name}"
+        );
+        assert_eq!(s.size().unwrap(), expected.len() as u64, "{name}");
+        assert_eq!(full_read(&s, 4096), expected, "{name}");
+        // Windows anywhere, in any order, on a fresh stream and on the read one.
+        let fresh = views.open_stream(Arc::clone(&source), "events", &spec, 0).unwrap();
+        let len = expected.len() as u64;
+        for (i, at) in
+            [len - 1, 0, len / 2, 65_535, 65_536, 200_001, len / 3, len - 100].iter().enumerate()
+        {
+            let n = 1 + (i * 977) % 9000;
+            for stream in [&s, &fresh] {
+                let got = stream.read_at(*at, n).unwrap();
+                let end = (*at as usize + n).min(expected.len());
+                assert_eq!(got, &expected[*at as usize..end], "{name} at {at} len {n}");
+            }
+        }
+        assert!(s.read_at(len, 10).unwrap().is_empty());
+        assert!(s.read_at(len + 10, 10).unwrap().is_empty());
+    }
+}
+
+#[test]
+fn json_lines_carry_their_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = log_dir(dir.path());
+    trap_topic(&logs);
+    let source: Arc<dyn TopicSource> = logs.clone();
+    let s = TopicViews::new()
+        .open_stream(source, "orders", &parse_topic_by_time("1095.json").unwrap(), 0)
+        .unwrap();
+    let text = String::from_utf8(full_read(&s, 1000)).unwrap();
+    let partitions: Vec<u64> = text
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["partition"].as_u64().unwrap()
+        })
+        .collect();
+    assert_eq!(partitions, [vec![0; 5], vec![1; 10]].concat());
+}
+
+#[test]
+fn late_records_follow_the_bytes_already_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = log_dir(dir.path());
+    logs.create_topic("t", 2).unwrap();
+    let p0 = logs.partition("t", 0).unwrap();
+    let p1 = logs.partition("t", 1).unwrap();
+    p0.append(&[rec(100, None, "a100"), rec(300, None, "a300")]).unwrap();
+    p1.append(&[rec(200, None, "b200")]).unwrap();
+    let source: Arc<dyn TopicSource> = logs.clone();
+    let views = TopicViews::new();
+    let s = views.open_stream(source.clone(), "t", &parse_topic_by_time("0").unwrap(), 0).unwrap();
+    let first = full_read(&s, 3);
+    assert_eq!(first, b"a100\nb200\na300\n");
+    // Older than what was served, in both partitions: shown after it, merged among themselves.
+    p1.append(&[rec(150, None, "b150")]).unwrap();
+    p0.append(&[rec(120, None, "a120")]).unwrap();
+    assert_eq!(s.size().unwrap(), first.len() as u64 + 10);
+    assert_eq!(full_read(&s, 5), b"a100\nb200\na300\na120\nb150\n");
+    // Opened again while the first is alive, the name means the same bytes (the streams share
+    // their rounds); once no stream holds them, a new open is one round: the plain merge.
+    let same =
+        views.open_stream(source.clone(), "t", &parse_topic_by_time("0").unwrap(), 0).unwrap();
+    assert_eq!(full_read(&same, 64), b"a100\nb200\na300\na120\nb150\n");
+    drop((s, same));
+    let again = views.open_stream(source, "t", &parse_topic_by_time("0").unwrap(), 0).unwrap();
+    assert_eq!(full_read(&again, 64), b"a100\nb200\nb150\na300\na120\n");
+}
+
+#[test]
+fn range_is_complete_once_every_partition_reaches_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = log_dir(dir.path());
+    logs.create_topic("t", 2).unwrap();
+    let p0 = logs.partition("t", 0).unwrap();
+    let p1 = logs.partition("t", 1).unwrap();
+    p0.append(&[rec(100, None, "a100"), rec(250, None, "a250")]).unwrap();
+    p1.append(&[rec(150, None, "b150")]).unwrap();
+    let source: Arc<dyn TopicSource> = logs.clone();
+    let s = TopicViews::new()
+        .open_stream(source, "t", &parse_topic_by_time("120..200").unwrap(), 0)
+        .unwrap();
+    assert_eq!(full_read(&s, 100), b"b150\n");
+    assert!(!s.is_complete(), "partition 1 has no record at 200 yet");
+    p1.append(&[rec(180, None, "b180"), rec(220, None, "b220"), rec(190, None, "b190")]).unwrap();
+    assert_eq!(full_read(&s, 100), b"b150\nb180\n");
+    assert!(s.is_complete());
+    p1.append(&[rec(160, None, "late")]).unwrap();
+    assert_eq!(s.size().unwrap(), 10);
+}
+
+#[test]
+fn partitions_added_while_growing_join_the_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = log_dir(dir.path());
+    logs.create_topic("t", 1).unwrap();
+    logs.partition("t", 0).unwrap().append(&[rec(100, None, "a")]).unwrap();
+    let source: Arc<dyn TopicSource> = logs.clone();
+    let s =
+        TopicViews::new().open_stream(source, "t", &parse_topic_by_time("50").unwrap(), 0).unwrap();
+    assert_eq!(full_read(&s, 10), b"a\n");
+    logs.create_partition("t", 1).unwrap();
+    logs.partition("t", 1).unwrap().append(&[rec(90, None, "b")]).unwrap();
+    logs.partition("t", 0).unwrap().append(&[rec(95, None, "c")]).unwrap();
+    assert_eq!(full_read(&s, 10), b"a\nb\nc\n");
+    assert_eq!(s.starts().len(), 2);
+}
+
+#[test]
+fn raw_topic_streams_do_not_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = log_dir(dir.path());
+    trap_topic(&logs);
+    let source: Arc<dyn TopicSource> = logs.clone();
+    let spec = topicfs::view::spec::StreamSpec::parse_by_time("0.raw").unwrap();
+    let err = TopicViews::new().open_stream(source, "orders", &spec, 0).unwrap_err();
+    assert!(matches!(err, Error::Unsupported(_)), "{err:?}");
+}
+
+#[test]
+fn keyed_appends_land_in_the_default_partitioners_partition_one_batch_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = log_dir(dir.path());
+    logs.create_topic("t", 6).unwrap();
+    let source: Arc<dyn TopicSource> = logs.clone();
+    let views = TopicViews::new();
+    let appender = views.appender(Arc::clone(&source), "t");
+    let keys: Vec<String> = (0..40).map(|i| format!("user-{i}")).collect();
+    let records: Vec<NewRecord> =
+        keys.iter().map(|k| rec(-1, Some(k), &format!("v-{k}"))).collect();
+    let written = appender.append(records).unwrap();
+    let mut expected_counts = [0i64; 6];
+    for k in &keys {
+        expected_counts[partition_for_key(k.as_bytes(), 6).unwrap() as usize] += 1;
+    }
+    for (p, info) in &written {
+        assert_eq!(info.batches, 1, "one batch per partition per write");
+        assert_eq!(info.last_offset.0 - info.first_offset.0 + 1, expected_counts[*p as usize]);
+    }
+    assert_eq!(written.len(), expected_counts.iter().filter(|c| **c > 0).count());
+    // Every record is in the partition its key hashes to, in written order.
+    for p in 0..6u32 {
+        let part = logs.partition("t", p).unwrap();
+        let got = records_of(part.as_ref(), Format::Values, 0, i64::MAX);
+        let want: Vec<Vec<u8>> = keys
+            .iter()
+            .filter(|k| partition_for_key(k.as_bytes(), 6) == Some(p))
+            .map(|k| format!("v-{k}\n").into_bytes())
+            .collect();
+        assert_eq!(got.into_iter().map(|(_, b)| b).collect::<Vec<_>>(), want, "partition {p}");
+    }
+}
+
+#[test]
+fn keyless_writes_rotate_one_batch_per_write_across_handles() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = log_dir(dir.path());
+    logs.create_topic("t", 3).unwrap();
+    let source: Arc<dyn TopicSource> = logs.clone();
+    let views = TopicViews::new();
+    for w in 0..7 {
+        // A fresh appender per write, as `echo >> append` opens a new handle each time.
+        let appender = views.appender(Arc::clone(&source), "t");
+        let records = vec![rec(-1, None, &format!("w{w}a")), rec(-1, None, &format!("w{w}b"))];
+        let written = appender.append(records).unwrap();
+        assert_eq!(written.len(), 1);
+        assert_eq!(written[0].0, w % 3);
+        assert_eq!(written[0].1.batches, 1);
+    }
+    let ends: Vec<i64> = (0..3)
+        .map(|p| logs.partition("t", p).unwrap().summary().unwrap().log_end_offset.0)
+        .collect();
+    assert_eq!(ends, [6, 4, 4]);
+}
