@@ -768,3 +768,26 @@ fn read_only_partition_without_segments_is_an_empty_log() {
     assert_eq!(log.offset_for(OffsetQuery::Timestamp(5)).unwrap(), Offset(0));
     assert!(!tmp.path().join("e-0/00000000000000000000.log").exists());
 }
+
+#[test]
+fn an_interrupted_swap_is_finished_at_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = small_config();
+    c.set("segment.bytes", "1000000").unwrap();
+    let dir = {
+        let (d, log) = open_log(tmp.path(), &c);
+        append_n(&log, 3, 1000, 10);
+        d.shutdown().unwrap();
+        log.dir().to_path_buf()
+    };
+    // A compaction output that kept only the first batch, renamed to `.swap` before the
+    // originals were deleted.
+    let original = std::fs::read(dir.join("00000000000000000000.log")).unwrap();
+    let first = peek_entry(&original).unwrap().unwrap().total_size();
+    std::fs::write(dir.join("00000000000000000000.log.swap"), &original[..first]).unwrap();
+    let (_d, log) = open_log(tmp.path(), &c);
+    assert!(!dir.join("00000000000000000000.log.swap").exists());
+    assert_eq!(std::fs::read(dir.join("00000000000000000000.log")).unwrap(), &original[..first]);
+    assert_eq!(log.log_end_offset(), Offset(1));
+    assert_eq!(read_all(&log, Offset(0)).len(), 1);
+}
