@@ -97,7 +97,7 @@ struct WriterState {
     /// Log bytes appended since the last offset-index entry (`bytesSinceLastIndexEntry`).
     bytes_since_last_index_entry: u64,
     /// Max timestamp of the first set appended (Kafka's `rollingBasedTimestamp`); `None` until
-    /// known, `Some(None)`-like [`NO_TIMESTAMP`] when the first batch had none.
+    /// known, `Some(NO_TIMESTAMP)` when the first batch had no timestamp.
     rolling_based_timestamp: Option<Timestamp>,
     /// Creation time of this in-memory segment (roll by `segment.ms` without timestamps).
     created: Instant,
