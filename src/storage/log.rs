@@ -1048,11 +1048,12 @@ impl Log {
             }
         }
         for seg in segments.iter().take(prefix) {
-            // Readers stop finding it first; then the files go.
-            self.segments.write().unwrap_or_else(|e| e.into_inner()).remove(&seg.base_offset());
+            // Kafka's order: the log start offset moves past the segment (new seeks refuse its
+            // offsets), then readers stop finding it, then the files go.
             if let Some(next) = segments.get(deleted + 1) {
                 self.log_start_offset.fetch_max(next.base_offset().0, Ordering::AcqRel);
             }
+            self.segments.write().unwrap_or_else(|e| e.into_inner()).remove(&seg.base_offset());
             log::info!("retention: deleting segment {}", seg.log_path().display());
             seg.delete_files()?;
             deleted += 1;
