@@ -1,0 +1,496 @@
+//! Promises of `SEMANTICS.md` checked on the filesystem logic without a kernel: `TopicFs` over a
+//! real log dir in a temp dir, driven the way the kernel drives it. Each test names the promise
+//! it checks; `SEMANTICS.md` names the test.
+
+use std::ffi::OsStr;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use topicfs::Error;
+use topicfs::fs::attr::{DYNAMIC_TTL, FileKind, OpenRequest, STABLE_TTL, SetAttrRequest};
+use topicfs::fs::inode::ROOT_INO;
+use topicfs::fs::{FsOptions, TopicFs};
+use topicfs::source::TopicSource;
+use topicfs::storage::{LogConfig, LogDir};
+
+const READ: OpenRequest = OpenRequest { read: true, write: false, truncate: false };
+const WRITE: OpenRequest = OpenRequest { read: false, write: true, truncate: false };
+const UID: u32 = 1234;
+const GID: u32 = 5678;
+
+struct Fixture {
+    fs: TopicFs,
+    log_dir: Arc<LogDir>,
+    _dir: tempfile::TempDir,
+}
+
+fn fixture_with(config: LogConfig, read_only: bool) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let log_dir = Arc::new(LogDir::open(dir.path(), config.clone()).unwrap());
+    log_dir.create_topic("t", 2).unwrap();
+    let options = FsOptions {
+        read_only,
+        partitions_per_topic: 1,
+        max_line_bytes: config.max_message_bytes as usize,
+        uid: UID,
+        gid: GID,
+    };
+    let fs = TopicFs::new(Arc::clone(&log_dir) as Arc<dyn TopicSource>, options);
+    Fixture { fs, log_dir, _dir: dir }
+}
+
+fn fixture() -> Fixture {
+    fixture_with(LogConfig::default(), false)
+}
+
+impl Fixture {
+    fn ino(&self, path: &str) -> Result<u64, Error> {
+        let mut ino = ROOT_INO;
+        for name in path.split('/').filter(|n| !n.is_empty()) {
+            ino = self.fs.lookup(ino, OsStr::new(name))?.attr.ino;
+        }
+        Ok(ino)
+    }
+
+    fn read_fh(&self, fh: u64) -> Result<Vec<u8>, Error> {
+        let mut out = Vec::new();
+        loop {
+            let chunk = self.fs.read(fh, out.len() as u64, 4096)?;
+            if chunk.is_empty() {
+                return Ok(out);
+            }
+            out.extend(chunk);
+        }
+    }
+
+    fn read_all(&self, path: &str) -> Vec<u8> {
+        let fh = self.fs.open(self.ino(path).unwrap(), READ).unwrap().fh;
+        let out = self.read_fh(fh).unwrap();
+        self.fs.release(fh).unwrap();
+        out
+    }
+
+    fn size(&self, path: &str) -> u64 {
+        self.fs.getattr(self.ino(path).unwrap(), None).unwrap().attr.size
+    }
+
+    fn append(&self, path: &str, data: &[u8]) -> Result<(), Error> {
+        let fh = self.fs.open(self.ino(path)?, WRITE)?.fh;
+        self.fs.write(fh, data, None)?;
+        self.fs.flush(fh, None)?;
+        self.fs.release(fh)
+    }
+
+    fn names(&self, path: &str) -> Vec<String> {
+        let ino = self.ino(path).unwrap();
+        let fh = self.fs.opendir(ino).unwrap().fh;
+        let mut names = Vec::new();
+        self.fs
+            .readdir(ino, fh, 0, &mut |e| {
+                names.push(e.name.clone());
+                false
+            })
+            .unwrap();
+        self.fs.releasedir(fh).unwrap();
+        names
+    }
+}
+
+fn errno<T>(result: Result<T, Error>) -> i32 {
+    match result {
+        Ok(_) => panic!("expected an error"),
+        Err(err) => err.errno(),
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+#[test]
+fn every_file_is_opened_with_direct_io_and_no_kept_cache() {
+    let f = fixture();
+    f.append("t/0/append", b"a\n").unwrap();
+    for path in [
+        "t/info",
+        "t/0/info",
+        "t/0/by-offset/0",
+        "t/0/by-time/-2.json",
+        "t/0/segments/00000000000000000000.log",
+        "t/0/segments/00000000000000000000.index",
+        "t/0/append",
+        "t/0/append.json",
+    ] {
+        let opened = f.fs.open(f.ino(path).unwrap(), READ).unwrap();
+        assert!(opened.direct_io, "{path}");
+        assert!(!opened.keep_cache, "{path}");
+        f.fs.release(opened.fh).unwrap();
+    }
+}
+
+#[test]
+fn changing_attributes_are_never_cached_and_fixed_ones_for_one_second() {
+    let config = LogConfig { segment_bytes: 200, ..LogConfig::default() };
+    let f = fixture_with(config, false);
+    for i in 0..20 {
+        f.append("t/0/append", format!("record-{i}\n").as_bytes()).unwrap();
+    }
+    let segments = f.log_dir.log("t", 0).unwrap().segment_list();
+    assert!(segments.len() > 1, "needs a sealed segment");
+    let sealed = format!("t/0/segments/{:020}.log", segments[0].base_offset().0);
+    let active = format!("t/0/segments/{:020}.log", segments.last().unwrap().base_offset().0);
+    let ttl = |path: &str| f.fs.getattr(f.ino(path).unwrap(), None).unwrap().ttl;
+    for path in ["t/info", "t/0/info", "t/0/by-offset/0", "t/0/by-time/-1h", "t/0/append", &active]
+    {
+        assert_eq!(ttl(path), DYNAMIC_TTL, "{path}");
+    }
+    for path in ["", "t", "t/0", "t/0/by-offset", "t/0/by-time", "t/0/segments", &sealed] {
+        assert_eq!(ttl(path), STABLE_TTL, "{path}");
+    }
+    assert_eq!(STABLE_TTL, std::time::Duration::from_secs(1));
+    // Names themselves are cached for one second, streams included.
+    let dir = f.ino("t/0/by-offset").unwrap();
+    assert_eq!(f.fs.lookup(dir, OsStr::new("-1")).unwrap().entry_ttl, STABLE_TTL);
+}
+
+#[test]
+fn info_file_sizes_are_exactly_what_a_read_returns() {
+    let f = fixture();
+    f.append("t/0/append", b"one\ntwo\n").unwrap();
+    for path in ["t/info", "t/0/info", "t/1/info"] {
+        let text = f.read_all(path);
+        assert_eq!(f.size(path), text.len() as u64, "{path}");
+    }
+    let info = String::from_utf8(f.read_all("t/0/info")).unwrap();
+    for key in [
+        "topic: t\n",
+        "partition: 0\n",
+        "log_start_offset: 0\n",
+        "log_end_offset: 2\n",
+        "segment_count: 1\n",
+        "size_bytes: ",
+        "first_timestamp: ",
+        "first_time: ",
+        "max_timestamp: ",
+        "max_time: ",
+    ] {
+        assert!(info.contains(key), "{key:?} in {info}");
+    }
+    let empty = String::from_utf8(f.read_all("t/1/info")).unwrap();
+    assert!(empty.contains("first_timestamp: none\n"), "{empty}");
+    let topic = String::from_utf8(f.read_all("t/info")).unwrap();
+    assert!(topic.contains("partitions: 2\n"), "{topic}");
+    assert!(topic.contains("partition.0.log_end_offset: 2\n"), "{topic}");
+    assert!(topic.contains("partition.1.log_start_offset: 0\n"), "{topic}");
+}
+
+#[test]
+fn modes_say_what_each_file_allows_and_the_mounting_user_owns_everything() {
+    let f = fixture();
+    f.append("t/0/append", b"a\n").unwrap();
+    let expected = [
+        ("", 0o755),
+        ("t", 0o755),
+        ("t/info", 0o444),
+        ("t/0", 0o555),
+        ("t/0/info", 0o444),
+        ("t/0/by-offset", 0o555),
+        ("t/0/by-time", 0o555),
+        ("t/0/segments", 0o555),
+        ("t/0/by-offset/0", 0o444),
+        ("t/0/segments/00000000000000000000.log", 0o444),
+        ("t/0/append", 0o220),
+        ("t/0/append.json", 0o220),
+    ];
+    for (path, perm) in expected {
+        let attr = f.fs.getattr(f.ino(path).unwrap(), None).unwrap().attr;
+        assert_eq!(attr.perm, perm, "{path}");
+        assert_eq!((attr.uid, attr.gid), (UID, GID), "{path}");
+    }
+    let ro = fixture_with(LogConfig::default(), true);
+    for path in ["", "t"] {
+        assert_eq!(ro.fs.getattr(ro.ino(path).unwrap(), None).unwrap().attr.perm, 0o555);
+    }
+}
+
+#[test]
+fn append_files_have_size_zero_and_read_as_empty() {
+    let f = fixture();
+    f.append("t/0/append", b"a\nb\n").unwrap();
+    for path in ["t/0/append", "t/0/append.json"] {
+        let attr = f.fs.getattr(f.ino(path).unwrap(), None).unwrap().attr;
+        assert_eq!((attr.kind, attr.size), (FileKind::RegularFile, 0), "{path}");
+        assert_eq!(f.read_all(path), b"", "{path}");
+    }
+}
+
+#[test]
+fn append_files_accept_truncation_to_zero_and_touch_and_refuse_other_changes() {
+    let f = fixture();
+    let append = f.ino("t/0/append").unwrap();
+    let set = |ino, request| f.fs.setattr(ino, &request);
+    set(append, SetAttrRequest { size: Some(0), ..Default::default() }).unwrap();
+    set(append, SetAttrRequest { times: true, ..Default::default() }).unwrap();
+    assert_eq!(
+        errno(set(append, SetAttrRequest { size: Some(3), ..Default::default() })),
+        libc::EPERM
+    );
+    assert_eq!(
+        errno(set(append, SetAttrRequest { mode: Some(0o666), ..Default::default() })),
+        libc::EPERM
+    );
+    assert_eq!(
+        errno(set(append, SetAttrRequest { uid: Some(0), ..Default::default() })),
+        libc::EPERM
+    );
+    let info = f.ino("t/0/info").unwrap();
+    assert_eq!(errno(set(info, SetAttrRequest { times: true, ..Default::default() })), libc::EPERM);
+    // Nothing was appended by any of it.
+    assert_eq!(f.size("t/0/by-offset/0"), 0);
+}
+
+#[test]
+fn fsync_of_an_append_file_makes_its_records_durable() {
+    let f = fixture();
+    let log = f.log_dir.log("t", 0).unwrap();
+    let fh = f.fs.open(f.ino("t/0/append").unwrap(), WRITE).unwrap().fh;
+    f.fs.write(fh, b"a\nb\nc\n", None).unwrap();
+    // Acknowledged and visible, not yet synced: the recovery point has not moved.
+    assert_eq!(f.read_all("t/0/by-offset/0"), b"a\nb\nc\n");
+    assert_eq!(log.recovery_point().0, 0);
+    f.fs.fsync(fh).unwrap();
+    // Everything below the log end offset is on disk now.
+    assert_eq!(log.recovery_point(), log.log_end_offset());
+    assert_eq!(log.recovery_point().0, 3);
+    // A partial line is not a record yet: fsync leaves it pending.
+    f.fs.write(fh, b"pend", None).unwrap();
+    f.fs.fsync(fh).unwrap();
+    assert_eq!(log.log_end_offset().0, 3);
+    f.fs.release(fh).unwrap();
+    assert_eq!(log.log_end_offset().0, 4);
+    // fsync of a read-only file is a successful no-op.
+    let stream = f.fs.open(f.ino("t/0/by-offset/0").unwrap(), READ).unwrap().fh;
+    f.fs.fsync(stream).unwrap();
+}
+
+#[test]
+fn by_time_later_than_every_record_starts_at_the_log_end_and_shows_every_later_append() {
+    let f = fixture();
+    f.append(
+        "t/0/append.json",
+        b"{\"payload\":\"a\",\"ts\":1000}\n{\"payload\":\"b\",\"ts\":2000}\n",
+    )
+    .unwrap();
+    let ino = f.ino("t/0/by-time/3000").unwrap();
+    let fh = f.fs.open(ino, READ).unwrap().fh;
+    assert_eq!(f.fs.getattr(ino, Some(fh)).unwrap().attr.size, 0);
+    // The start is an offset (ListOffsets), not a filter: an older timestamp appended later is
+    // in the stream.
+    f.append("t/0/append.json", b"{\"payload\":\"old\",\"ts\":500}\n").unwrap();
+    assert_eq!(f.read_fh(fh).unwrap(), b"old\n");
+    f.fs.release(fh).unwrap();
+    // Resolved afresh, the name now starts at the (new) log end again.
+    assert_eq!(f.read_all("t/0/by-time/3000"), b"");
+    assert_eq!(f.read_all("t/0/by-time/1500"), b"b\nold\n");
+}
+
+#[test]
+fn relative_times_are_anchored_at_resolution() {
+    let f = fixture();
+    let two_hours_ago = now_ms() - 2 * 3600 * 1000;
+    f.append(
+        "t/0/append.json",
+        format!("{{\"payload\":\"old\",\"ts\":{two_hours_ago}}}\n").as_bytes(),
+    )
+    .unwrap();
+    f.append("t/0/append", b"recent\n").unwrap();
+    assert_eq!(f.read_all("t/0/by-time/-1h"), b"recent\n");
+    assert_eq!(f.read_all("t/0/by-time/-3h"), b"old\nrecent\n");
+}
+
+#[test]
+fn by_offset_at_the_log_end_is_empty_and_grows_and_past_it_does_not_exist() {
+    let f = fixture();
+    f.append("t/0/append", b"a\nb\n").unwrap();
+    assert_eq!(errno(f.ino("t/0/by-offset/3")), libc::ENOENT);
+    let ino = f.ino("t/0/by-offset/2").unwrap();
+    let fh = f.fs.open(ino, READ).unwrap().fh;
+    assert_eq!(f.read_fh(fh).unwrap(), b"");
+    f.append("t/0/append", b"c\n").unwrap();
+    assert_eq!(f.read_fh(fh).unwrap(), b"c\n");
+    f.fs.release(fh).unwrap();
+    // A range past the log end grows until the log end reaches its end, then never changes.
+    let range = f.ino("t/0/by-offset/2..4").unwrap();
+    let fh = f.fs.open(range, READ).unwrap().fh;
+    assert_eq!(f.read_fh(fh).unwrap(), b"c\n");
+    f.append("t/0/append", b"d\ne\n").unwrap();
+    assert_eq!(f.read_fh(fh).unwrap(), b"c\nd\n");
+    assert_eq!(f.fs.getattr(range, Some(fh)).unwrap().attr.size, 4);
+    f.fs.release(fh).unwrap();
+}
+
+#[test]
+fn a_refused_write_changes_nothing_and_the_handle_keeps_working() {
+    let f = fixture();
+    let fh = f.fs.open(f.ino("t/0/append.json").unwrap(), WRITE).unwrap().fh;
+    f.fs.write(fh, b"{\"payload\":\"x\"}\n{\"pay", None).unwrap();
+    let err = f.fs.write(fh, b"load\":\"y\"}\n{bad\n", None).unwrap_err();
+    assert_eq!(err.errno(), libc::EINVAL);
+    assert!(err.to_string().contains("line 3"), "the message names the line: {err}");
+    // Neither y nor anything else of the refused write was appended; the pending `{"pay`
+    // is still there and completes with the next write.
+    assert_eq!(f.read_all("t/0/by-offset/0"), b"x\n");
+    f.fs.write(fh, b"load\":\"z\"}\n", None).unwrap();
+    f.fs.release(fh).unwrap();
+    assert_eq!(f.read_all("t/0/by-offset/0"), b"x\nz\n");
+}
+
+#[test]
+fn empty_lines_are_empty_values_in_append_and_skipped_in_append_json() {
+    let f = fixture();
+    f.append("t/0/append", b"a\n\nb\r\n").unwrap();
+    assert_eq!(f.read_all("t/0/by-offset/0"), b"a\n\nb\r\n");
+    let json = String::from_utf8(f.read_all("t/0/by-offset/1..2.json")).unwrap();
+    assert!(json.contains("\"payload\":\"\""), "{json}");
+    f.append("t/1/append.json", b"\n   \n{\"payload\":\"only\"}\n\n").unwrap();
+    assert_eq!(f.read_all("t/1/by-offset/0"), b"only\n");
+}
+
+#[test]
+fn mkdir_refusals_have_their_errno() {
+    let f = fixture();
+    let t = f.ino("t").unwrap();
+    assert_eq!(errno(f.fs.mkdir(ROOT_INO, OsStr::new("a b"))), libc::EINVAL);
+    assert_eq!(errno(f.fs.mkdir(ROOT_INO, OsStr::new(&"x".repeat(250)))), libc::EINVAL);
+    assert_eq!(errno(f.fs.mkdir(ROOT_INO, OsStr::new("t"))), libc::EEXIST);
+    assert_eq!(errno(f.fs.mkdir(t, OsStr::new("x"))), libc::EINVAL);
+    assert_eq!(errno(f.fs.mkdir(t, OsStr::new("01"))), libc::EINVAL);
+    assert_eq!(errno(f.fs.mkdir(t, OsStr::new("1"))), libc::EEXIST);
+    assert_eq!(errno(f.fs.mkdir(t, OsStr::new("3"))), libc::EINVAL);
+    assert_eq!(errno(f.fs.mkdir(f.ino("t/0").unwrap(), OsStr::new("x"))), libc::EPERM);
+    assert_eq!(errno(f.fs.mkdir(f.ino("t/0/segments").unwrap(), OsStr::new("x"))), libc::EPERM);
+    // The topic gets --partitions partitions (1 here).
+    f.fs.mkdir(ROOT_INO, OsStr::new("new.topic_1-x")).unwrap();
+    assert_eq!(f.names("new.topic_1-x"), [".", "..", "info", "0"]);
+}
+
+#[test]
+fn creating_linking_and_removing_are_refused() {
+    let f = fixture();
+    f.append("t/0/append", b"a\n").unwrap();
+    let p = f.ino("t/0").unwrap();
+    assert_eq!(f.fs.refuse_create(p, "creating files").errno(), libc::EPERM);
+    assert_eq!(f.fs.refuse_create(ROOT_INO, "hard links").errno(), libc::EPERM);
+    for (dir, name) in [(ROOT_INO, "t"), (f.ino("t").unwrap(), "0"), (p, "append"), (p, "info")] {
+        assert_eq!(f.fs.refuse_change(dir, OsStr::new(name), "removing").errno(), libc::EPERM);
+    }
+    assert_eq!(f.fs.refuse_change(p, OsStr::new("nope"), "removing").errno(), libc::ENOENT);
+    let ro = fixture_with(LogConfig::default(), true);
+    let p = ro.ino("t/0").unwrap();
+    assert_eq!(ro.fs.refuse_create(p, "creating files").errno(), libc::EROFS);
+    assert_eq!(ro.fs.refuse_change(p, OsStr::new("append"), "removing").errno(), libc::EROFS);
+    assert_eq!(errno(ro.fs.open(ro.ino("t/0/append.json").unwrap(), WRITE)), libc::EROFS);
+    // Reading an append file of a read-only mount is still allowed (and empty).
+    assert_eq!(ro.read_all("t/0/append"), b"");
+}
+
+#[test]
+fn segment_files_of_a_deleted_segment_no_longer_exist() {
+    let config = LogConfig {
+        segment_bytes: 200,
+        retention_bytes: Some(1),
+        retention_ms: None,
+        ..LogConfig::default()
+    };
+    let f = fixture_with(config, false);
+    for i in 0..20 {
+        f.append("t/0/append", format!("record-{i}\n").as_bytes()).unwrap();
+    }
+    let first = "t/0/segments/00000000000000000000.log";
+    let held = f.fs.open(f.ino(first).unwrap(), READ).unwrap().fh;
+    let stream = f.fs.open(f.ino("t/0/by-offset/0").unwrap(), READ).unwrap().fh;
+    let size_before = f.fs.getattr(f.ino("t/0/by-offset/0").unwrap(), Some(stream)).unwrap();
+    assert!(f.log_dir.enforce_retention().unwrap() > 0);
+    assert!(!f.names("t/0/segments").contains(&"00000000000000000000.log".to_string()));
+    assert_eq!(errno(f.ino(first)), libc::ENOENT);
+    // A handle opened before the deletion reads nothing more of it.
+    assert_eq!(errno(f.fs.read(held, 0, 10)), libc::ENOENT);
+    f.fs.release(held).unwrap();
+    // An open stream keeps its size (and its name its meaning while open); its deleted head
+    // is ESTALE, its tail still readable.
+    let after = f.fs.getattr(f.ino("t/0/by-offset/0").unwrap(), Some(stream)).unwrap();
+    assert_eq!(after.attr.size, size_before.attr.size);
+    assert_eq!(errno(f.fs.read(stream, 0, 10)), libc::ESTALE);
+    let tail = f.fs.read(stream, after.attr.size - 10, 10).unwrap();
+    assert_eq!(tail, b"record-19\n");
+    f.fs.release(stream).unwrap();
+    // Once closed, offset 0 is below the new log start: no such name.
+    assert_eq!(errno(f.ino("t/0/by-offset/0")), libc::ENOENT);
+}
+
+#[test]
+fn streams_opened_before_retention_overtook_their_render_index_are_stale_and_reopen_cleanly() {
+    let config = LogConfig {
+        segment_bytes: 200,
+        retention_bytes: Some(1),
+        retention_ms: None,
+        ..LogConfig::default()
+    };
+    let f = fixture_with(config, false);
+    for i in 0..5 {
+        f.append("t/0/append", format!("early-{i}\n").as_bytes()).unwrap();
+    }
+    // Sized at lookup: the render index of `.json` now ends in the current active segment.
+    let ino = f.ino("t/0/by-offset/0.json").unwrap();
+    let fh = f.fs.open(ino, READ).unwrap().fh;
+    // Many segments later, without anyone looking at `.json`, retention deletes that segment.
+    for i in 0..30 {
+        f.append("t/0/append", format!("late-{i}\n").as_bytes()).unwrap();
+    }
+    assert!(f.log_dir.enforce_retention().unwrap() > 0);
+    assert_eq!(errno(f.fs.read(fh, 0, 100)), libc::ESTALE);
+    f.fs.release(fh).unwrap();
+    // Reopened from the new log start, the stream is consistent again.
+    let start = f.log_dir.partition("t", 0).unwrap().summary().unwrap().log_start_offset.0;
+    let path = format!("t/0/by-offset/{start}.json");
+    let json = f.read_all(&path);
+    assert_eq!(f.size(&path), json.len() as u64);
+    assert!(String::from_utf8(json).unwrap().ends_with("\"payload\":\"late-29\"}\n"));
+}
+
+#[test]
+fn an_open_info_file_and_an_open_directory_are_one_snapshot_each() {
+    let f = fixture();
+    f.append("t/0/append", b"a\n").unwrap();
+    let fh = f.fs.open(f.ino("t/0/info").unwrap(), READ).unwrap().fh;
+    f.append("t/0/append", b"b\n").unwrap();
+    let text = String::from_utf8(f.read_fh(fh).unwrap()).unwrap();
+    assert!(text.contains("log_end_offset: 1\n"), "the snapshot taken at open: {text}");
+    f.fs.release(fh).unwrap();
+    let now = String::from_utf8(f.read_all("t/0/info")).unwrap();
+    assert!(now.contains("log_end_offset: 2\n"), "{now}");
+    // A listing read in several calls comes from the list taken at opendir; a rewind lists again.
+    let fh = f.fs.opendir(ROOT_INO).unwrap().fh;
+    let mut first = Vec::new();
+    f.fs.readdir(ROOT_INO, fh, 0, &mut |e| {
+        first.push(e.clone());
+        true
+    })
+    .unwrap();
+    f.fs.mkdir(ROOT_INO, OsStr::new("u")).unwrap();
+    let mut rest = Vec::new();
+    f.fs.readdir(ROOT_INO, fh, first[0].next_offset, &mut |e| {
+        rest.push(e.name.clone());
+        false
+    })
+    .unwrap();
+    assert_eq!(rest, ["..", "t"]);
+    let mut again = Vec::new();
+    f.fs.readdir(ROOT_INO, fh, 0, &mut |e| {
+        again.push(e.name.clone());
+        false
+    })
+    .unwrap();
+    assert_eq!(again, [".", "..", "t", "u"]);
+    f.fs.releasedir(fh).unwrap();
+}
