@@ -31,8 +31,7 @@ use topicfs::format::index_entry::{
     OFFSET_INDEX_ENTRY_SIZE, OffsetPosition, TIME_INDEX_ENTRY_SIZE, TimestampOffset,
 };
 use topicfs::format::{
-    LOG_OVERHEAD, NewRecord, Offset, decode_batch, legacy, parse_batch_info, peek_entry,
-    verify_crc,
+    LOG_OVERHEAD, NewRecord, Offset, decode_batch, legacy, parse_batch_info, peek_entry, verify_crc,
 };
 use topicfs::source::OffsetQuery;
 use topicfs::storage::LogConfig;
@@ -284,8 +283,7 @@ pub fn segment_files(data: &[u8]) {
 fn read_partition_dir(dir: &Path, flags: u8) {
     let mode = if flags & 1 != 0 { SegmentMode::Writable } else { SegmentMode::ReadOnly };
     let state = LoadState { had_clean_shutdown: flags & 2 != 0, ..LoadState::default() };
-    let mut config = LogConfig::default();
-    config.segment_index_bytes = 4096;
+    let config = LogConfig { segment_index_bytes: 4096, ..LogConfig::default() };
     let Ok(log) = Log::open(dir, "fuzz", 0, config, mode, state) else { return };
     let (start, end) = (log.log_start_offset(), log.log_end_offset());
     assert!(start <= end, "log start offset {start} above log end offset {end}");
@@ -405,8 +403,11 @@ pub fn append_input(data: &[u8]) {
     let _ = parse_envelope(data, u64::MAX);
 }
 
+/// A fuzz target body.
+pub type Target = fn(&[u8]);
+
 /// Every target by name, for corpus replays.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("log_bytes", log_bytes),
     ("build_batch", build_batch),
     ("index_entries", index_entries),
@@ -468,9 +469,7 @@ mod fake {
             Ok(match query {
                 OffsetQuery::Earliest => self.log_start,
                 OffsetQuery::Latest | OffsetQuery::MaxTimestamp => self.log_end,
-                OffsetQuery::Timestamp(t) => {
-                    Offset(t.clamp(self.log_start.0, self.log_end.0))
-                }
+                OffsetQuery::Timestamp(t) => Offset(t.clamp(self.log_start.0, self.log_end.0)),
             })
         }
         fn seek(&self, _target: Offset) -> Result<ReadCursor> {
