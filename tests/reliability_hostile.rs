@@ -1,0 +1,270 @@
+//! Hostile names and inputs through a real mount: each gets a clean errno and leaves what is
+//! stored unchanged. Also a full disk (a 2 MiB tmpfs as the data dir): the write fails with
+//! ENOSPC, nothing is corrupted, and appends resume once space is freed.
+
+mod common;
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{ErrorKind, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{Dirs, MountGuard};
+
+fn errno(e: &std::io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(0)
+}
+
+/// Every file and directory under `dir`, as relative paths.
+fn tree(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            out.push(p.strip_prefix(dir).unwrap().to_path_buf());
+            if p.is_dir() {
+                stack.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn append_lines(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    let mut f = OpenOptions::new().write(true).open(path)?;
+    f.write_all(data)?;
+    Ok(())
+}
+
+fn values(m: &MountGuard, topic: &str) -> Vec<u8> {
+    fs::read(m.path(&format!("{topic}/0/by-offset/0"))).unwrap()
+}
+
+#[test]
+fn topic_names_that_try_to_escape_or_are_malformed_get_a_clean_errno() {
+    let m = MountGuard::foreground(&[]);
+    fs::create_dir(m.path("ok")).unwrap();
+    append_lines(&m.path("ok/0/append"), b"kept\n").unwrap();
+    let outside = m.dirs_root();
+    let before_data = tree(&m.data());
+    let before_outside: Vec<_> =
+        fs::read_dir(&outside).unwrap().map(|e| e.unwrap().path()).collect();
+
+    let long = "a".repeat(250);
+    let too_long_for_the_kernel = "b".repeat(300);
+    let cases: &[(&str, &[i32])] = &[
+        // The kernel answers `.` and `..` itself; topicfs must never see them as topics.
+        ("..", &[libc::EEXIST]),
+        (".", &[libc::EEXIST]),
+        ("bad\x01name", &[libc::EINVAL]),
+        ("tab\tname", &[libc::EINVAL]),
+        ("new\nline", &[libc::EINVAL]),
+        ("sp ace", &[libc::EINVAL]),
+        ("%2e%2e", &[libc::EINVAL]),
+        (&long, &[libc::EINVAL]),
+        (&too_long_for_the_kernel, &[libc::ENAMETOOLONG, libc::EINVAL]),
+        ("\u{e9}t\u{e9}", &[libc::EINVAL]),
+    ];
+    for (name, allowed) in cases {
+        let err = fs::create_dir(m.path(name)).expect_err(&format!("mkdir {name:?} succeeded"));
+        assert!(allowed.contains(&errno(&err)), "mkdir {name:?}: {err} (errno {})", errno(&err));
+    }
+    // A slash can only reach mkdir as a path: the parent does not exist.
+    let err = fs::create_dir(m.path("no/such")).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+    // `..data` is a legal Kafka name (only `.` and `..` are not): it must live inside the data
+    // dir, not next to it.
+    fs::create_dir(m.path("..data")).unwrap();
+    assert!(m.data().join("..data-0").is_dir());
+    let after_data: Vec<PathBuf> = tree(&m.data())
+        .into_iter()
+        .filter(|p| !p.starts_with("..data-0") && !before_data.contains(p))
+        .filter(|p| !p.ends_with("recovery-point-offset-checkpoint"))
+        .collect();
+    assert!(after_data.is_empty(), "refused names left files: {after_data:?}");
+    let after_outside: Vec<_> =
+        fs::read_dir(&outside).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(before_outside, after_outside, "something was created next to the data dir");
+    assert_eq!(values(&m, "ok"), b"kept\n");
+}
+
+#[test]
+fn absurd_specs_do_not_exist() {
+    let m = MountGuard::foreground(&[]);
+    fs::create_dir(m.path("t")).unwrap();
+    append_lines(&m.path("t/0/append"), b"a\nb\nc\n").unwrap();
+    let by_offset = [
+        "99999999999999999999999999",
+        "9223372036854775807",
+        "9223372036854775808",
+        "-99999999999999999999999",
+        "5..3",
+        "-5..10",
+        "1..-1",
+        "1.5",
+        "+1",
+        " 1",
+        "0x10",
+        "1e3",
+        "0....",
+        "0..1..2",
+        "0.JSON",
+        "\u{661}",
+    ];
+    for spec in by_offset {
+        let err = File::open(m.path(&format!("t/0/by-offset/{spec}")))
+            .expect_err(&format!("by-offset/{spec} opened"));
+        assert_eq!(errno(&err), libc::ENOENT, "by-offset/{spec}: {err}");
+    }
+    let by_time = [
+        "2026-13-45",
+        "2026-02-30",
+        "99999-01-01",
+        "-99999999999999999d",
+        "-9223372036854775807d",
+        "-1y",
+        "-s",
+        "--1h",
+        "2026-01-01T25:00:00Z",
+        "2026-01-01T00:00:00",
+        "-1h..-2h",
+        "2026-01-02..2026-01-01",
+        "99999999999999999999999",
+        "1e12",
+    ];
+    for spec in by_time {
+        let err = File::open(m.path(&format!("t/0/by-time/{spec}")))
+            .expect_err(&format!("by-time/{spec} opened"));
+        assert_eq!(errno(&err), libc::ENOENT, "by-time/{spec}: {err}");
+    }
+    assert_eq!(values(&m, "t"), b"a\nb\nc\n");
+}
+
+#[test]
+fn an_endless_line_to_append_is_refused_with_efbig_and_stores_nothing() {
+    let m = MountGuard::foreground(&["--max-message-bytes", "1048576"]);
+    fs::create_dir(m.path("t")).unwrap();
+    append_lines(&m.path("t/0/append"), b"before\n").unwrap();
+    let mut f = OpenOptions::new().write(true).open(m.path("t/0/append")).unwrap();
+    let chunk = vec![b'x'; 64 * 1024];
+    let mut accepted = 0usize;
+    let mut refused = None;
+    // Up to 64 MiB without a newline: the partial line must be refused long before.
+    for _ in 0..1024 {
+        match f.write(&chunk) {
+            Ok(n) => accepted += n,
+            Err(e) => {
+                refused = Some(e);
+                break;
+            }
+        }
+    }
+    let err = refused.expect("64 MiB without a newline were all accepted");
+    assert_eq!(errno(&err), libc::EFBIG, "{err}");
+    assert!(accepted <= 1048576, "{accepted} bytes of one line buffered");
+    drop(f);
+    assert_eq!(values(&m, "t"), b"before\n", "the refused line changed what is stored");
+    append_lines(&m.path("t/0/append"), b"after\n").unwrap();
+    assert_eq!(values(&m, "t"), b"before\nafter\n");
+}
+
+#[test]
+fn invalid_json_or_utf8_to_append_json_is_refused_with_einval_and_stores_nothing() {
+    let m = MountGuard::foreground(&[]);
+    fs::create_dir(m.path("t")).unwrap();
+    append_lines(&m.path("t/0/append.json"), b"{\"payload\":\"kept\"}\n").unwrap();
+    let bad: &[&[u8]] = &[
+        b"{\"payload\":\"\xff\xfe\"}\n",
+        b"\xc3\x28\n",
+        b"{\"payload\":\n",
+        b"[1,2,3]\n",
+        b"\"just a string\"\n",
+        b"{\"payload\":\"ok\"}\n{\"payload\":\"then bad\"\n",
+        b"{\"payload\":\"x\",\"ts\":\"yesterday\"}\n",
+        b"{\"payload\":\"x\",\"payload_encoding\":\"base64\"}\n",
+        b"{\"payload\":\"x\",\"surprise\":1}\n",
+        b"{\"payload\":\"x\",\"headers\":[\"odd\"]}\n",
+        b"{\"payload\":\"x\"}{\"payload\":\"y\"}\n",
+        b"\0\n",
+    ];
+    for input in bad {
+        let err = append_lines(&m.path("t/0/append.json"), input)
+            .expect_err(&format!("{:?} accepted", String::from_utf8_lossy(input)));
+        assert_eq!(errno(&err), libc::EINVAL, "{:?}: {err}", String::from_utf8_lossy(input));
+    }
+    assert_eq!(values(&m, "t"), b"kept\n", "a refused write changed what is stored");
+}
+
+/// A tmpfs mounted over a directory, unmounted on drop (after the topicfs mount on top of it
+/// is gone: declare it before the [`MountGuard`]).
+struct TmpfsGuard(PathBuf);
+
+impl Drop for TmpfsGuard {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_full_disk_fails_appends_with_enospc_corrupts_nothing_and_appends_resume() {
+    let dirs = Dirs::new();
+    let data = dirs.data();
+    let status = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=2m", "topicfs-test", data.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "mount -t tmpfs failed (the test needs root)");
+    let _tmpfs = TmpfsGuard(data.clone());
+    let m = MountGuard::foreground_on(dirs, &[]);
+    fs::create_dir(m.path("t")).unwrap();
+    append_lines(&m.path("t/0/append"), b"first\nsecond\n").unwrap();
+
+    // Fill the file system.
+    let filler_path = data.join("filler");
+    let mut filler = File::create(&filler_path).unwrap();
+    let block = vec![0xAAu8; 64 * 1024];
+    loop {
+        match filler.write(&block) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if errno(&e) == libc::ENOSPC => break,
+            Err(e) => panic!("filling the tmpfs: {e}"),
+        }
+    }
+    let _ = filler.flush();
+    drop(filler);
+
+    // Writes now fail with ENOSPC, and keep failing cleanly, never half-storing.
+    let line = format!("{}\n", "v".repeat(1000));
+    let mut failures = 0;
+    for _ in 0..20 {
+        match append_lines(&m.path("t/0/append"), line.repeat(8).as_bytes()) {
+            Ok(()) => {}
+            Err(e) => {
+                assert_eq!(errno(&e), libc::ENOSPC, "{e}");
+                failures += 1;
+            }
+        }
+    }
+    assert!(failures > 0, "no append failed on a full file system");
+    let stored = values(&m, "t");
+    assert!(stored.starts_with(b"first\nsecond\n"), "stored data changed");
+    let tail = &stored[b"first\nsecond\n".len()..];
+    assert_eq!(tail.len() % (line.len() * 8), 0, "a failed append left part of its batch");
+
+    // Space freed: appends resume, and everything survives a clean remount.
+    fs::remove_file(&filler_path).unwrap();
+    append_lines(&m.path("t/0/append"), b"resumed\n").unwrap();
+    let mut expected = stored.clone();
+    expected.extend_from_slice(b"resumed\n");
+    assert_eq!(values(&m, "t"), expected);
+    let dirs = m.unmount();
+    let m = MountGuard::foreground_on(dirs, &[]);
+    assert_eq!(values(&m, "t"), expected, "not what was stored before the remount");
+    // Unmount in order (topicfs, then the tmpfs) so the temp dir can be removed.
+    let dirs = m.unmount();
+    drop(_tmpfs);
+    drop(dirs);
+}
