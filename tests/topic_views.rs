@@ -249,6 +249,8 @@ fn late_records_follow_the_bytes_already_served() {
     // Older than what was served, in both partitions: shown after it, merged among themselves.
     p1.append(&[rec(150, None, "b150")]).unwrap();
     p0.append(&[rec(120, None, "a120")]).unwrap();
+    // A follower reading on from where it stopped (as `tail -f` does) gets just the new round.
+    assert_eq!(s.read_at(first.len() as u64, 100).unwrap(), b"a120\nb150\n");
     assert_eq!(s.size().unwrap(), first.len() as u64 + 10);
     assert_eq!(full_read(&s, 5), b"a100\nb200\na300\na120\nb150\n");
     // Opened again while the first is alive, the name means the same bytes (the streams share

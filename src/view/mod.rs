@@ -11,6 +11,8 @@
 //! * [`envelope`]: `append` lines and `append.json` envelopes back into records.
 //! * [`stream`]: streams with exact sizes, over a shared sparse render index.
 //! * [`listing`]: the names `ls` shows in `by-offset/` and `by-time/`.
+//! * [`topic`]: topic-level views: `offsets/<time>` for every partition, the `by-time/` stream
+//!   of all partitions merged by timestamp, and appends routed by Kafka's default partitioner.
 //!
 //! # Tenets
 //!
@@ -36,6 +38,7 @@ pub mod render;
 pub mod spec;
 pub mod stream;
 pub mod topic;
+pub mod txn;
 
 pub use envelope::{parse_envelope, split_envelope_lines, split_value_lines};
 pub use listing::{by_offset_names, by_time_names};

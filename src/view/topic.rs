@@ -301,7 +301,7 @@ impl TopicViews {
                 index
             }
         };
-        Ok(Arc::new(TopicStream { index, last_read: Mutex::new(None) }))
+        Ok(Arc::new(TopicStream { index, resume: Mutex::new(None) }))
     }
 
     /// The appender of `topic`'s `append` files (sharing the topic's keyless rotation).
@@ -744,7 +744,7 @@ impl MergeWalk {
 pub struct TopicStream {
     index: Arc<MergeIndex>,
     /// Where this stream's last read stopped (a sequential reader resumes there).
-    last_read: Mutex<Option<MergeCheckpoint>>,
+    resume: Mutex<Option<Resume>>,
 }
 
 impl std::fmt::Debug for TopicStream {
@@ -783,78 +783,76 @@ impl TopicStream {
     /// the current end, none past it).
     pub fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
         let to = offset.saturating_add(len as u64);
-        let length = {
-            let st = lock(&self.index.state);
-            st.frontier.position
-        };
+        let length = lock(&self.index.state).frontier.position;
         let length = if to > length { self.index.extend()? } else { length };
         let to = to.min(length);
         if offset >= to {
             return Ok(Vec::new());
         }
-        let (from, members, rounds) = {
-            let st = lock(&self.index.state);
-            let mut c = st.floor(offset).ok_or(Error::StaleHandle)?;
-            if let Some(last) = lock(&self.last_read).clone() {
-                if last.position <= offset && last.position > c.position {
-                    c = last;
-                }
+        let want = usize::try_from(to - offset).unwrap_or(usize::MAX);
+        // A sequential read continues the previous read's merge where it stopped.
+        let resumed = lock(&self.resume).take().filter(|r| r.at == offset);
+        let (mut walk, mut round, mut out) = match resumed {
+            Some(mut r) if r.carry.len() >= want => {
+                let rest = r.carry.split_off(want);
+                let out = std::mem::replace(&mut r.carry, rest);
+                r.at = to;
+                *lock(&self.resume) = Some(r);
+                return Ok(out);
             }
-            let rounds: Vec<Round> = st.rounds.get(c.round..).unwrap_or_default().to_vec();
-            (c, st.members.clone(), rounds)
+            Some(r) => (r.walk, r.round, r.carry),
+            None => {
+                let (from, members, targets) = {
+                    let st = lock(&self.index.state);
+                    let c = st.floor(offset).ok_or(Error::StaleHandle)?;
+                    let targets = st.rounds.get(c.round).map(|r| Arc::clone(&r.targets));
+                    (c, st.members.clone(), targets)
+                };
+                let Some(targets) = targets else { return Ok(Vec::new()) };
+                let round = from.round;
+                (MergeWalk::new(&members, &from, targets)?, round, Vec::new())
+            }
         };
-        let mut out = Vec::with_capacity(usize::try_from(to - offset).unwrap_or(0).min(1 << 20));
+        let (members, later) = {
+            let st = lock(&self.index.state);
+            let later: Vec<Round> =
+                st.rounds.get(round.saturating_add(1)..).unwrap_or_default().to_vec();
+            (st.members.clone(), later)
+        };
+        let mut later = later.into_iter();
         let mut scratch = Vec::new();
-        let mut rounds = rounds.iter();
-        let Some(first) = rounds.next() else { return Ok(out) };
-        let mut round_index = from.round;
-        let mut walk = MergeWalk::new(&members, &from, Arc::clone(&first.targets))?;
-        let mut resume = None;
-        'rounds: loop {
-            while walk.position < to {
-                let before = walk.position;
-                if before >= offset {
-                    let len_before = out.len();
-                    match walk.step(Some(&mut out))? {
-                        Some(_) => {}
-                        None => break,
-                    }
-                    // Cut the last record at the end of the window.
-                    let keep = usize::try_from(to - before).unwrap_or(usize::MAX);
-                    out.truncate(len_before.saturating_add(keep).min(out.len()));
-                } else {
-                    scratch.clear();
-                    match walk.step(Some(&mut scratch))? {
-                        Some(_) => {}
-                        None => break,
-                    }
-                    // A record straddling the window start.
-                    if walk.position > offset {
-                        let skip = usize::try_from(offset - before).unwrap_or(usize::MAX);
-                        let keep = usize::try_from(to - before).unwrap_or(usize::MAX);
-                        out.extend_from_slice(
-                            scratch.get(skip..keep.min(scratch.len())).unwrap_or_default(),
-                        );
-                    }
+        while walk.position < to {
+            let before = walk.position;
+            let stepped = if before >= offset {
+                walk.step(Some(&mut out))?
+            } else {
+                scratch.clear();
+                let stepped = walk.step(Some(&mut scratch))?;
+                // A record straddling the window start.
+                if walk.position > offset {
+                    let skip = usize::try_from(offset - before).unwrap_or(usize::MAX);
+                    out.extend_from_slice(scratch.get(skip..).unwrap_or_default());
                 }
-                if walk.position <= to {
-                    resume = Some(walk.checkpoint(round_index));
-                }
-            }
-            if walk.position >= to {
-                break 'rounds;
-            }
-            match rounds.next() {
-                Some(round) => {
-                    round_index = round_index.saturating_add(1);
-                    walk.next_round(&members, &round.targets)?;
-                }
-                None => break 'rounds,
+                stepped
+            };
+            if stepped.is_none() {
+                // This round is done: on to the next one, if it started.
+                let Some(next) = later.next() else { break };
+                round = round.saturating_add(1);
+                walk.next_round(&members, &next.targets)?;
             }
         }
-        if let Some(c) = resume {
-            *lock(&self.last_read) = Some(c);
-        }
+        let carry = out.split_off(want.min(out.len()));
+        *lock(&self.resume) = Some(Resume { walk, round, carry, at: to });
         Ok(out)
     }
+}
+
+/// Where a stream's last read stopped: its merge, and the rendered bytes it produced past the
+/// end of the window (the rest of a record cut by the window), at rendered position `at`.
+struct Resume {
+    walk: MergeWalk,
+    round: usize,
+    carry: Vec<u8>,
+    at: u64,
 }
