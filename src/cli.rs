@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::mount::{self, FuseOption, Mode, MountRequest};
 use crate::storage::LogConfig;
+use crate::view::txn::Isolation;
 
 const ABOUT: &str = "Kafka partition logs as a filesystem: browse with ls/cat/tail/jq, produce \
                      with file writes";
@@ -102,6 +103,14 @@ pub struct MountArgs {
     /// Example: topicfs mount --read-only /var/lib/kafka/data mnt
     #[arg(long)]
     pub read_only: bool,
+
+    /// Which records of transactions streams show: read_committed hides aborted records and
+    /// ends streams at the last stable offset (kcat's default); read_uncommitted shows every
+    /// record of every non-control batch.
+    ///
+    /// Example: --isolation read_uncommitted
+    #[arg(long, value_name = "LEVEL", default_value = "read_committed", value_parser = parse_isolation)]
+    pub isolation: Isolation,
 
     /// Mount options, comma-separated or repeated: allow_other, allow_root,
     /// default_permissions (always on), auto_unmount (with allow_other or allow_root), ro, rw,
@@ -242,6 +251,7 @@ impl MountArgs {
             log_config: self.log_config()?,
             partitions: self.partitions,
             threads: usize::from(self.threads),
+            isolation: self.isolation,
         })
     }
 
@@ -255,6 +265,10 @@ impl MountArgs {
             Mode::Background
         }
     }
+}
+
+fn parse_isolation(s: &str) -> Result<Isolation, String> {
+    s.parse().map_err(|e: crate::error::Error| e.to_string())
 }
 
 /// Parses the command line and runs it; the process's exit status.

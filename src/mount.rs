@@ -148,6 +148,8 @@ pub struct MountRequest {
     pub partitions: u32,
     /// FUSE worker threads.
     pub threads: usize,
+    /// Which records of transactions streams show.
+    pub isolation: crate::view::txn::Isolation,
 }
 
 /// How the mount process runs.
@@ -294,7 +296,7 @@ fn mount_and_serve(
         uid: nix::unistd::getuid().as_raw(),
         gid: nix::unistd::getgid().as_raw(),
     };
-    let fs = Arc::new(TopicFs::new(Arc::clone(&source), options));
+    let fs = Arc::new(TopicFs::new(Arc::clone(&source), options).with_isolation(request.isolation));
     let config = session_config(request, &data_dir)?;
     let mut session = match Session::new(FuseAdapter::new(Arc::clone(&fs)), &mountpoint, &config) {
         Ok(session) => session,

@@ -114,6 +114,13 @@ impl TopicFs {
         }
     }
 
+    /// The same filesystem with streams at `isolation` (default `read_committed`, see
+    /// [`crate::view::txn`]). Call before the first request.
+    pub fn with_isolation(mut self, isolation: crate::view::txn::Isolation) -> TopicFs {
+        self.streams = StreamRegistry::with_isolation(isolation);
+        self
+    }
+
     /// The options this filesystem was built with.
     pub fn options(&self) -> &FsOptions {
         &self.options

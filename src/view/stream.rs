@@ -54,9 +54,12 @@
 //!
 //! # Transactions
 //!
-//! Streams show every record of non-control batches, committed or aborted (Kafka's
-//! `read_uncommitted`, the default of the Java console consumer); control batches (transaction
-//! markers) are never rendered in the record formats and are kept, as stored, in raw streams.
+//! Control batches (transaction markers) are never rendered in the record formats and are kept,
+//! as stored, in raw streams. Which transactional records are shown is the registry's
+//! [`Isolation`]: with `read_committed` (the default) streams resolve against the last stable
+//! offset, end there, and skip aborted batches in the record formats (see [`crate::view::txn`]);
+//! every [`Walker`] takes one [`TxnSnapshot`] and stops at its stable offset, so all it renders
+//! is final. With `read_uncommitted` every non-control record is shown.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -69,6 +72,7 @@ use crate::format::{
 use crate::source::{OffsetQuery, PartitionSource, ReadCursor};
 use crate::view::render::{ByteCounter, Renderer};
 use crate::view::spec::{Bound, Format, StreamSpec};
+use crate::view::txn::{CommittedPartition, Isolation, TxnSnapshot, TxnTracker};
 
 /// Bytes of log between two interval checkpoints of a fresh render index.
 pub const CHECKPOINT_INTERVAL: u64 = 64 * 1024;
@@ -116,21 +120,54 @@ struct IndexState {
 pub struct RenderIndex {
     renderer: Renderer,
     state: Mutex<IndexState>,
+    /// The partition's transaction state (`read_committed`); `None` shows every record.
+    txn: Option<Arc<TxnTracker>>,
 }
 
 /// Key of a render index: rendered bytes depend on the topic and partition (JSON) and format.
 type IndexKey = (String, u32, Format);
 
-/// One per mount: caches a [`RenderIndex`] per (topic, partition, format) and opens streams.
+/// One per mount: caches a [`RenderIndex`] per (topic, partition, format) and a
+/// [`TxnTracker`] per partition, and opens streams at one [`Isolation`].
 #[derive(Default)]
 pub struct StreamRegistry {
     indexes: Mutex<HashMap<IndexKey, Arc<RenderIndex>>>,
+    isolation: Isolation,
+    trackers: Mutex<HashMap<(String, u32), Arc<TxnTracker>>>,
 }
 
 impl StreamRegistry {
-    /// An empty registry.
+    /// An empty registry showing committed records ([`Isolation::ReadCommitted`]).
     pub fn new() -> StreamRegistry {
         StreamRegistry::default()
+    }
+
+    /// An empty registry at `isolation`.
+    pub fn with_isolation(isolation: Isolation) -> StreamRegistry {
+        StreamRegistry { isolation, ..StreamRegistry::default() }
+    }
+
+    /// The isolation level of every stream this registry opens.
+    pub fn isolation(&self) -> Isolation {
+        self.isolation
+    }
+
+    /// The transaction tracker of `part` (`read_committed`), created on first use.
+    fn tracker(&self, part: &dyn PartitionSource) -> Option<Arc<TxnTracker>> {
+        if self.isolation == Isolation::ReadUncommitted {
+            return None;
+        }
+        let key = (part.topic().to_string(), part.partition());
+        Some(Arc::clone(lock(&self.trackers).entry(key).or_default()))
+    }
+
+    /// `part` as streams of this registry see it: through its tracker in `read_committed`
+    /// (offsets resolve against the last stable offset).
+    pub fn view(&self, part: Arc<dyn PartitionSource>) -> Arc<dyn PartitionSource> {
+        match self.tracker(part.as_ref()) {
+            Some(tracker) => Arc::new(CommittedPartition::new(part, tracker)),
+            None => part,
+        }
     }
 
     /// Resolves `spec` against `part` at `now` (epoch ms, the anchor of relative times) and
@@ -142,7 +179,7 @@ impl StreamRegistry {
         spec: &StreamSpec,
         now: Timestamp,
     ) -> Result<Arc<Stream>> {
-        let resolved = spec.resolve(part.as_ref(), now)?;
+        let resolved = spec.resolve(self.view(Arc::clone(&part)).as_ref(), now)?;
         let index = self.index(part.as_ref(), spec.format)?;
         Stream::open(index, part, resolved.start, resolved.end).map(Arc::new)
     }
@@ -154,7 +191,9 @@ impl StreamRegistry {
         if let Some(index) = indexes.get(&key) {
             return Ok(Arc::clone(index));
         }
-        let index = Arc::new(RenderIndex::new(part, format)?);
+        let mut index = RenderIndex::new(part, format)?;
+        index.txn = self.tracker(part);
+        let index = Arc::new(index);
         indexes.insert(key, Arc::clone(&index));
         Ok(index)
     }
@@ -190,7 +229,7 @@ impl RenderIndex {
     pub fn new(part: &dyn PartitionSource, format: Format) -> Result<RenderIndex> {
         let renderer = Renderer::new(format, part.topic(), part.partition());
         let state = Mutex::new(IndexState::origin(part, 0)?);
-        Ok(RenderIndex { renderer, state })
+        Ok(RenderIndex { renderer, state, txn: None })
     }
 
     /// Number of checkpoints held (frontier excluded): for tests and statistics.
@@ -228,7 +267,7 @@ impl RenderIndex {
         part: &dyn PartitionSource,
         until: Option<Offset>,
     ) -> Result<()> {
-        let mut w = Walker::new(part, &self.renderer, st.frontier, Arc::clone(&st.bases));
+        let mut w = self.walker(part, st.frontier, Arc::clone(&st.bases));
         loop {
             if until.is_some_and(|u| w.here.bound >= u) {
                 break;
@@ -251,6 +290,18 @@ impl RenderIndex {
         Ok(())
     }
 
+    /// A walker from `from` with the transaction state as last refreshed (by the
+    /// [`CommittedPartition`] a stream reads through, whenever its summary is asked).
+    fn walker<'a>(
+        &'a self,
+        part: &'a dyn PartitionSource,
+        from: Checkpoint,
+        bases: Arc<Vec<Offset>>,
+    ) -> Walker<'a> {
+        let txn = self.txn.as_ref().map(|t| t.snapshot());
+        Walker::new(part, &self.renderer, from, bases, txn)
+    }
+
     /// The rendered position of `target`; extends the index as far as needed first.
     fn locate(
         &self,
@@ -261,7 +312,7 @@ impl RenderIndex {
         let x = target.offset();
         self.extend(st, part, Some(x))?;
         let from = st.floor_by_bound(x).ok_or(Error::StaleHandle)?;
-        let mut w = Walker::new(part, &self.renderer, from, Arc::clone(&st.bases));
+        let mut w = self.walker(part, from, Arc::clone(&st.bases));
         while let Some(step) = w.peek()? {
             let rendered = match target {
                 Target::Record(x) => {
@@ -394,6 +445,9 @@ struct Walker<'a> {
     /// Bytes asked of the next `read`: starts near what the caller needs, doubles up to
     /// [`READ_CHUNK`] (a small read near a checkpoint does not fetch a whole chunk).
     read_size: usize,
+    /// `read_committed`: batches at or past its stable offset end the walk; aborted batches
+    /// render nothing in the record formats.
+    txn: Option<TxnSnapshot>,
 }
 
 impl<'a> Walker<'a> {
@@ -402,6 +456,7 @@ impl<'a> Walker<'a> {
         renderer: &'a Renderer,
         from: Checkpoint,
         bases: Arc<Vec<Offset>>,
+        txn: Option<TxnSnapshot>,
     ) -> Walker<'a> {
         let mut here = from;
         here.segment_start = false;
@@ -414,6 +469,7 @@ impl<'a> Walker<'a> {
             chunk_at: 0,
             chunk_next: None,
             read_size: READ_CHUNK,
+            txn,
         }
     }
 
@@ -463,6 +519,13 @@ impl<'a> Walker<'a> {
             }
             Err(e) => return Err(self.corrupt(position.saturating_add(e.at as u64), &e)),
         };
+        if let Some(txn) = &self.txn {
+            // The header offset is a v2 base offset or a legacy entry's last offset; either way
+            // the stable offset (a batch boundary) is never inside the entry.
+            if !txn.admits(header.offset)? {
+                return Ok(None);
+            }
+        }
         let len = header.total_size();
         let Some(entry) = rest.get(..len) else {
             let e = DecodeError::new(
@@ -505,13 +568,18 @@ impl<'a> Walker<'a> {
         self.here.cursor.next_offset = self.here.bound;
     }
 
+    /// Whether a batch contributes no records: a control batch, or an aborted one.
+    fn hides(&self, info: &BatchInfo) -> bool {
+        info.is_control || self.txn.as_ref().is_some_and(|t| t.is_aborted(info))
+    }
+
     /// Rendered bytes of `step`: the whole batch for raw; for the record formats its records
     /// (below `below`, when given), nothing for a control batch.
     fn count_batch(&self, step: &Step, below: Option<Offset>) -> Result<u64> {
         if self.renderer.format() == Format::Raw {
             return Ok(u64::from(step.info.size));
         }
-        if step.info.is_control {
+        if self.hides(&step.info) {
             return Ok(0);
         }
         let position = self.here.cursor.position.0;
@@ -552,7 +620,7 @@ impl<'a> Walker<'a> {
             copy_window(entry, start, from, to, out);
             return Ok((u64::from(step.info.size), false));
         }
-        if step.info.is_control {
+        if self.hides(&step.info) {
             return Ok((0, false));
         }
         let batch = decode_batch(self.entry(step)).map_err(err)?;
@@ -620,13 +688,18 @@ pub struct Stream {
 }
 
 impl Stream {
-    /// Opens `[start, end)` of `part` on `index` (which must be `part`'s index).
+    /// Opens `[start, end)` of `part` on `index` (which must be `part`'s index, made by a
+    /// registry; `part` is the partition itself, not a [`StreamRegistry::view`] of it).
     pub fn open(
         index: Arc<RenderIndex>,
         part: Arc<dyn PartitionSource>,
         start: Offset,
         end: Bound,
     ) -> Result<Stream> {
+        let part: Arc<dyn PartitionSource> = match &index.txn {
+            Some(tracker) => Arc::new(CommittedPartition::new(part, Arc::clone(tracker))),
+            None => part,
+        };
         let (generation, start_position) = {
             let mut st = lock(&index.state);
             index.sync(&mut st, part.as_ref())?;
@@ -775,7 +848,14 @@ impl Stream {
             (c, Arc::clone(&st.bases))
         };
         let part = self.part.as_ref();
-        let mut w = Walker::new(part, &self.index.renderer, checkpoint, bases)
+        if self.index.txn.is_some() {
+            // Moves the transaction state (and with it the stable offset) to the log end, as
+            // reading an open stream to its end does without transactions.
+            part.summary()?;
+        }
+        let mut w = self
+            .index
+            .walker(part, checkpoint, bases)
             .with_read_size(to.saturating_sub(checkpoint.position));
         let cap = usize::try_from(to - from).unwrap_or(usize::MAX).min(1 << 20);
         let mut out = Vec::with_capacity(cap);

@@ -1,0 +1,400 @@
+//! Transactions in streams: Kafka's `isolation.level`.
+//!
+//! With [`Isolation::ReadCommitted`] (the default, as in kcat and librdkafka) the record formats
+//! show what a `read_committed` consumer receives:
+//!
+//! * records of **aborted** transactions are hidden: a transactional batch of producer `P` is
+//!   aborted when an ABORT marker of `P` follows it with no COMMIT or ABORT of `P` between them
+//!   (the range Kafka records in `.txnindex` as `firstOffset..lastOffset`);
+//! * the stream ends at the **last stable offset** (LSO): the first offset of the earliest
+//!   transaction that has no marker yet. Later records appear once that transaction ends. In
+//!   this mode the log end offset a name resolves against is the LSO (ListOffsets `latest` with
+//!   `READ_COMMITTED`), so `by-offset/N` for `N` past the LSO does not exist yet.
+//!
+//! Raw streams hold batches as stored, aborted ones and markers included (what a Fetch response
+//! carries), up to the LSO. With [`Isolation::ReadUncommitted`] every record of every
+//! non-control batch is shown, up to the log end offset.
+//!
+//! The decision is taken from the log itself, by a forward scan of batch headers and control
+//! records kept per partition ([`TxnTracker`]): the markers are the source of truth Kafka
+//! rebuilds `.txnindex` from. Each batch is scanned once; the tracker keeps the open
+//! transactions (one entry per producer) and the aborted ranges.
+//!
+//! **Invariant** (of every [`TxnSnapshot`]): every batch holding only offsets below
+//! [`TxnSnapshot::stable`] has been scanned, and its transaction (if any) has its marker, so
+//! whether it is aborted never changes again. Render indexes therefore stay valid as the
+//! tracker moves on.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::error::{Error, Result};
+use crate::format::control::{ControlRecordType, parse_control_key};
+use crate::format::file_name::format_base_offset;
+use crate::format::{
+    BatchInfo, DecodeError, DecodeErrorKind, NewRecord, Offset, decode_batch, parse_batch_info,
+    peek_entry,
+};
+use crate::source::{
+    AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, PartitionSource, PartitionSummary, ReadCursor,
+    SegmentFileKind, SegmentSummary,
+};
+
+/// Bytes asked of [`PartitionSource::read`] per step of a scan.
+const SCAN_CHUNK: usize = 256 * 1024;
+
+/// Which records of transactions streams show (Kafka's consumer `isolation.level`).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Isolation {
+    /// Committed records only, up to the last stable offset (the kcat/librdkafka default).
+    #[default]
+    ReadCommitted,
+    /// Every record of every non-control batch, up to the log end offset.
+    ReadUncommitted,
+}
+
+impl Isolation {
+    /// Kafka's name of the level (`read_committed`, `read_uncommitted`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Isolation::ReadCommitted => "read_committed",
+            Isolation::ReadUncommitted => "read_uncommitted",
+        }
+    }
+}
+
+impl FromStr for Isolation {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Isolation> {
+        match s {
+            "read_committed" => Ok(Isolation::ReadCommitted),
+            "read_uncommitted" => Ok(Isolation::ReadUncommitted),
+            _ => Err(Error::InvalidInput(format!(
+                "isolation {s:?}: expected read_committed or read_uncommitted"
+            ))),
+        }
+    }
+}
+
+/// Where a scan stopped on bytes that do not decode.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Damage {
+    file: String,
+    position: u64,
+    what: String,
+}
+
+/// Aborted ranges of one producer, `(first offset, marker offset)`, ascending and disjoint.
+type Ranges = Vec<(Offset, Offset)>;
+
+/// What a [`TxnTracker`] knew at one moment; see the invariant in the module docs.
+#[derive(Clone, Debug, Default)]
+pub struct TxnSnapshot {
+    /// The last stable offset as far as the scan went: the first offset of the earliest open
+    /// transaction, else the end of what was scanned.
+    pub stable: Offset,
+    aborted: Arc<HashMap<i64, Ranges>>,
+    /// Set when the scan stopped at `stable` on damaged bytes.
+    damage: Option<Damage>,
+}
+
+impl TxnSnapshot {
+    /// Whether the batch `info` (below [`TxnSnapshot::stable`]) belongs to an aborted
+    /// transaction. Control batches are not "aborted": they are never records.
+    pub fn is_aborted(&self, info: &BatchInfo) -> bool {
+        if !info.is_transactional || info.is_control {
+            return false;
+        }
+        let Some(ranges) = self.aborted.get(&info.producer_id) else { return false };
+        let i = ranges.partition_point(|(_, last)| *last < info.base_offset);
+        ranges.get(i).is_some_and(|(first, _)| *first <= info.base_offset)
+    }
+
+    /// Whether an entry whose header offset is `offset` may be shown: it lies below the
+    /// stable offset. Past it, `Err` when the scan stopped there on damage (reading on would
+    /// show records whose transaction is unknown), else `Ok(false)`.
+    pub fn admits(&self, offset: Offset) -> Result<bool> {
+        if offset < self.stable {
+            return Ok(true);
+        }
+        match &self.damage {
+            Some(d) => Err(Error::corrupt(&d.file, d.position, d.what.clone())),
+            None => Ok(false),
+        }
+    }
+}
+
+/// The mutable scan state of one partition.
+#[derive(Debug, Default)]
+struct TxnState {
+    /// Where the scan continues; `None` before the first scan.
+    cursor: Option<ReadCursor>,
+    /// Every offset below this was scanned.
+    scanned_to: Offset,
+    /// The log start offset when the scan began.
+    log_start: Offset,
+    /// First offset of the open transaction of each producer.
+    open: HashMap<i64, Offset>,
+    aborted: Arc<HashMap<i64, Ranges>>,
+    damage: Option<Damage>,
+}
+
+impl TxnState {
+    fn snapshot(&self) -> TxnSnapshot {
+        let first_open = self.open.values().min().copied();
+        let stable = first_open.map_or(self.scanned_to, |o| o.min(self.scanned_to));
+        // Damage matters only where the scan stopped, not below an open transaction.
+        let damage = if stable == self.scanned_to { self.damage.clone() } else { None };
+        TxnSnapshot { stable, aborted: Arc::clone(&self.aborted), damage }
+    }
+
+    /// Takes one batch into account.
+    fn observe(&mut self, info: &BatchInfo, entry: &[u8]) -> Result<(), DecodeError> {
+        if info.is_control {
+            if !info.is_transactional {
+                return Ok(()); // KRaft control records: no transaction.
+            }
+            let batch = decode_batch(entry)?;
+            let Some(record) = batch.records().next() else { return Ok(()) };
+            let key = parse_control_key(record?.key)?;
+            let pid = info.producer_id;
+            match key.record_type {
+                ControlRecordType::Abort => {
+                    if let Some(first) = self.open.remove(&pid) {
+                        let ranges = Arc::make_mut(&mut self.aborted).entry(pid).or_default();
+                        ranges.push((first, info.base_offset));
+                    }
+                }
+                ControlRecordType::Commit => {
+                    self.open.remove(&pid);
+                }
+                _ => {}
+            }
+        } else if info.is_transactional {
+            self.open.entry(info.producer_id).or_insert(info.base_offset);
+        }
+        Ok(())
+    }
+}
+
+/// The transaction state of one partition, scanned forward from the log start and extended on
+/// each [`TxnTracker::refresh`] (see the module docs). Shared by every stream of the partition.
+#[derive(Debug, Default)]
+pub struct TxnTracker {
+    state: Mutex<TxnState>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl TxnTracker {
+    /// A tracker that has scanned nothing yet.
+    pub fn new() -> TxnTracker {
+        TxnTracker::default()
+    }
+
+    /// The state as of the last refresh, without reading anything.
+    pub fn snapshot(&self) -> TxnSnapshot {
+        lock(&self.state).snapshot()
+    }
+
+    /// Scans the batches appended since the last refresh and returns the new state. Starts over
+    /// from the log start when the log was truncated below the scan or retention deleted the
+    /// segment the scan stood in.
+    pub fn refresh(&self, part: &dyn PartitionSource) -> Result<TxnSnapshot> {
+        let mut st = lock(&self.state);
+        let summary = part.summary()?;
+        let stale = st.scanned_to < summary.log_start_offset;
+        if st.cursor.is_none() || stale || summary.log_end_offset < st.scanned_to {
+            *st = TxnState {
+                log_start: summary.log_start_offset,
+                scanned_to: summary.log_start_offset,
+                ..TxnState::default()
+            };
+        }
+        if st.damage.is_some() {
+            return Ok(st.snapshot());
+        }
+        let mut cursor = match st.cursor {
+            Some(c) => c,
+            None => part.seek(st.log_start)?,
+        };
+        let mut bases = segment_bases(part)?;
+        loop {
+            let chunk = match part.read(&cursor, SCAN_CHUNK) {
+                Ok(chunk) => chunk,
+                Err(Error::Corrupt { file, position, what }) => {
+                    let file = file.display().to_string();
+                    st.damage = Some(Damage { file, position, what });
+                    break;
+                }
+                Err(e) => return Err(e),
+            };
+            if chunk.bytes.is_empty() {
+                break;
+            }
+            if chunk.next.is_some_and(|n| bases.binary_search(&n.segment_base).is_err()) {
+                bases = segment_bases(part)?;
+            }
+            let (mut seg, mut pos) = (cursor.segment_base, cursor.position.0);
+            let mut at = 0usize;
+            let mut damaged = None;
+            while at < chunk.bytes.len() {
+                let rest = chunk.bytes.get(at..).unwrap_or_default();
+                let parsed = peek_entry(rest).and_then(|h| {
+                    let h = h.ok_or_else(|| truncated(17, rest.len()))?;
+                    let entry = rest
+                        .get(..h.total_size())
+                        .ok_or_else(|| truncated(h.total_size(), rest.len()))?;
+                    Ok((entry, parse_batch_info(entry)?))
+                });
+                let (entry, info) = match parsed {
+                    Ok(p) => p,
+                    Err(e) => {
+                        damaged = Some((pos.saturating_add(e.at as u64), e));
+                        break;
+                    }
+                };
+                // The segment holding this batch: the last base offset <= its last offset.
+                let i = bases.partition_point(|x| *x <= info.last_offset);
+                let holder = i.checked_sub(1).and_then(|i| bases.get(i)).copied();
+                if let Some(h) = holder.filter(|h| *h > seg) {
+                    (seg, pos) = (h, 0);
+                }
+                if let Err(e) = st.observe(&info, entry) {
+                    damaged = Some((pos.saturating_add(e.at as u64), e));
+                    break;
+                }
+                st.scanned_to = st.scanned_to.max(info.last_offset.plus(1));
+                pos = pos.saturating_add(entry.len() as u64);
+                at = at.saturating_add(entry.len());
+            }
+            if let Some((position, e)) = damaged {
+                let file = format!(
+                    "{}-{}/{}.log",
+                    part.topic(),
+                    part.partition(),
+                    format_base_offset(seg)
+                );
+                log::error!(
+                    "transaction scan of {}-{} stopped: corrupt data in {file} at position \
+                     {position}: {e}",
+                    part.topic(),
+                    part.partition()
+                );
+                st.damage = Some(Damage { file, position, what: e.to_string() });
+                break;
+            }
+            match chunk.next {
+                Some(next) => cursor = next,
+                None => break,
+            }
+
+            st.cursor = Some(cursor);
+        }
+        st.cursor = Some(cursor);
+        Ok(st.snapshot())
+    }
+}
+
+fn segment_bases(part: &dyn PartitionSource) -> Result<Vec<Offset>> {
+    let mut bases: Vec<Offset> = part.segments()?.iter().map(|s| s.base_offset).collect();
+    bases.sort_unstable();
+    Ok(bases)
+}
+
+fn truncated(needed: usize, available: usize) -> DecodeError {
+    DecodeError::new(0, DecodeErrorKind::Truncated { needed, available })
+}
+
+/// A partition as a `read_committed` consumer sees its offsets: the log end offset is the last
+/// stable offset (see the module docs). Batches are read as stored; the stream walker cuts them
+/// at the stable offset and hides aborted records.
+pub struct CommittedPartition {
+    inner: Arc<dyn PartitionSource>,
+    tracker: Arc<TxnTracker>,
+}
+
+impl CommittedPartition {
+    /// `inner` seen through `tracker` (which must be `inner`'s).
+    pub fn new(inner: Arc<dyn PartitionSource>, tracker: Arc<TxnTracker>) -> CommittedPartition {
+        CommittedPartition { inner, tracker }
+    }
+
+    fn stable(&self) -> Result<Offset> {
+        Ok(self.tracker.refresh(self.inner.as_ref())?.stable)
+    }
+}
+
+impl PartitionSource for CommittedPartition {
+    fn topic(&self) -> &str {
+        self.inner.topic()
+    }
+
+    fn partition(&self) -> u32 {
+        self.inner.partition()
+    }
+
+    fn summary(&self) -> Result<PartitionSummary> {
+        let mut summary = self.inner.summary()?;
+        let stable = self.stable()?;
+        summary.log_end_offset = summary.log_end_offset.min(stable).max(summary.log_start_offset);
+        Ok(summary)
+    }
+
+    fn segments(&self) -> Result<Vec<SegmentSummary>> {
+        self.inner.segments()
+    }
+
+    fn offset_for(&self, query: OffsetQuery) -> Result<Offset> {
+        let summary = self.summary()?;
+        match query {
+            OffsetQuery::Latest => Ok(summary.log_end_offset),
+            OffsetQuery::Earliest => self.inner.offset_for(query),
+            OffsetQuery::MaxTimestamp | OffsetQuery::Timestamp(_) => {
+                Ok(self.inner.offset_for(query)?.min(summary.log_end_offset))
+            }
+        }
+    }
+
+    fn seek(&self, target: Offset) -> Result<ReadCursor> {
+        let summary = self.summary()?;
+        if target > summary.log_end_offset {
+            return Err(Error::OffsetOutOfRange {
+                requested: target,
+                log_start: summary.log_start_offset,
+                log_end: summary.log_end_offset,
+            });
+        }
+        self.inner.seek(target)
+    }
+
+    fn read(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchChunk> {
+        self.inner.read(cursor, max_bytes)
+    }
+
+    fn aborted_transactions(&self, from: Offset, to: Offset) -> Result<Vec<AbortedTxn>> {
+        self.inner.aborted_transactions(from, to)
+    }
+
+    fn append(&self, records: &[NewRecord]) -> Result<AppendInfo> {
+        self.inner.append(records)
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.inner.sync()
+    }
+
+    fn read_segment_file(
+        &self,
+        base_offset: Offset,
+        kind: SegmentFileKind,
+        pos: u64,
+        buf: &mut [u8],
+    ) -> Result<usize> {
+        self.inner.read_segment_file(base_offset, kind, pos, buf)
+    }
+}
