@@ -108,11 +108,11 @@ fn extended_attributes_are_not_supported() {
     let m = mounted_with_topic(&[]);
     fs::write(m.path("t/0/append"), "a\n").unwrap();
     let script = format!(
-        "import os, errno\ntry:\n    os.getxattr('{}', 'user.x')\nexcept OSError as e:\n    print(errno.errorcode[e.errno])",
+        "import os\ntry:\n    os.getxattr('{}', 'user.x')\nexcept OSError as e:\n    print(e.errno)",
         m.path("t/0/by-offset/0").display()
     );
     let out = Command::new("python3").arg("-c").arg(script).output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "EOPNOTSUPP");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), libc::EOPNOTSUPP.to_string());
 }
 
 #[test]
