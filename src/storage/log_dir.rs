@@ -52,7 +52,7 @@ pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 pub const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
 /// Log start offsets.
 pub const LOG_START_OFFSET_CHECKPOINT: &str = "log-start-offset-checkpoint";
-/// The KRaft metadata log's topic, loaded by the raft layer, never as data.
+/// The KRaft metadata log's topic: owned by the raft layer, so loaded only read-only.
 const CLUSTER_METADATA_TOPIC: &str = "__cluster_metadata";
 
 /// A Kafka data directory; see the module doc.
@@ -144,7 +144,9 @@ impl LogDir {
                 log::debug!("skipping {name}: not a partition directory");
                 continue;
             };
-            if topic == CLUSTER_METADATA_TOPIC {
+            // A read-only mount shows the KRaft metadata log like any topic; a writable one
+            // leaves it to the raft layer (no recovery, no checkpoints, no appends).
+            if topic == CLUSTER_METADATA_TOPIC && writable {
                 continue;
             }
             let key = (topic.clone(), partition);

@@ -33,6 +33,7 @@
 //!    file and position, bytes deleted by retention `ESTALE`, bad appends `EINVAL` naming the line.
 
 pub mod envelope;
+pub mod inspect;
 pub mod listing;
 pub mod render;
 pub mod spec;

@@ -1,0 +1,477 @@
+//! Inspection files: segment files in `kafka-dump-log.sh`'s words, and a per-partition check.
+//!
+//! * `segments/<base>.log.dump`: what `kafka-dump-log.sh --print-data-log --files <file>`
+//!   prints: `Dumping <topic>-<p>/<base>.log`, `Log starting offset: <base>`, then per batch
+//!   its line and one `| offset: ...` line per record (with `key:` and `payload:`; control
+//!   records with their marker), and `Found N invalid bytes at the end of <file>` when the
+//!   file does not end with a whole batch. A batch whose records cannot be decoded prints
+//!   `Could not read the records of the batch at position P: <why>` and the dump goes on.
+//! * `segments/<base>.index.dump`, `<base>.timeindex.dump`: `Dumping ...` then one line per
+//!   entry, `offset: O position: P` / `timestamp: T offset: O` (absolute offsets), stopping at
+//!   the first unwritten (all-zero) slot after entry 0, as the tool does.
+//! * `segments/<base>.txnindex.dump`: one line per aborted transaction, `version: V
+//!   producerId: P firstOffset: F lastOffset: L lastStableOffset: S`.
+//! * `<topic>/<p>/check`: in the spirit of `--index-sanity-check`, one line per finding,
+//!   `<file> position <p>: <what>`, then a summary line `checked ...: N problems, M offset gaps`.
+//!   Problems: batches whose CRC does not match or that cannot be decoded, trailing invalid
+//!   bytes, batches whose offsets do not increase, offset index entries that do not point at a
+//!   batch start or whose offset is below that batch or past the segment, offset or time index
+//!   entries out of order, time index entries outside the segment, `.txnindex` entries that
+//!   do not end at an ABORT marker of their producer. Offset gaps between batches are listed
+//!   too but are not problems: compaction leaves them.
+//!
+//! Everything is rendered from the bytes [`PartitionSource::read_segment_file`] serves (the
+//! preallocated zero tail of an active index is not part of them), when the file is opened.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
+
+use crate::error::Result;
+use crate::format::control::{ControlRecordType, parse_control_key};
+use crate::format::dump::{
+    batch_line, index_entry_line, invalid_bytes_line, log_starting_offset_line, record_line,
+    time_index_entry_line,
+};
+use crate::format::index_entry::{
+    OFFSET_INDEX_ENTRY_SIZE, OffsetPosition, TIME_INDEX_ENTRY_SIZE, TimestampOffset,
+};
+use crate::format::{
+    BatchInfo, Compression, Offset, decode_batch, legacy, parse_batch_info, peek_entry, verify_crc,
+};
+use crate::source::{PartitionSource, SegmentFileKind, SegmentSummary};
+
+/// Suffix of a dump file next to a segment file (`00000000000000000000.log.dump`).
+pub const DUMP_SUFFIX: &str = ".dump";
+/// Size of one `.txnindex` entry (`AbortedTxn.TOTAL_SIZE`).
+pub const TXN_INDEX_ENTRY_SIZE: usize = 34;
+
+/// The whole of one segment file as served by `part`.
+pub fn read_segment_file(
+    part: &dyn PartitionSource,
+    base: Offset,
+    kind: SegmentFileKind,
+) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = part.read_segment_file(base, kind, out.len() as u64, &mut buf)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        out.extend_from_slice(buf.get(..n).unwrap_or_default());
+    }
+}
+
+/// `<topic>-<p>/<base><suffix>`: how a file is named in dumps and reports (the path relative
+/// to the data dir, as `kafka-dump-log.sh --files` run there would print it).
+pub fn file_label(part: &dyn PartitionSource, base: Offset, kind: SegmentFileKind) -> String {
+    format!(
+        "{}-{}/{}{}",
+        part.topic(),
+        part.partition(),
+        crate::format::file_name::format_base_offset(base),
+        kind.suffix()
+    )
+}
+
+/// The dump of one segment file (see the module docs).
+pub fn dump_segment_file(
+    part: &dyn PartitionSource,
+    base: Offset,
+    kind: SegmentFileKind,
+) -> Result<String> {
+    let bytes = read_segment_file(part, base, kind)?;
+    let label = file_label(part, base, kind);
+    Ok(match kind {
+        SegmentFileKind::Log => dump_log(&label, base, &bytes),
+        SegmentFileKind::Index => dump_offset_index(&label, base, &bytes),
+        SegmentFileKind::TimeIndex => dump_time_index(&label, base, &bytes),
+        SegmentFileKind::TxnIndex => dump_txn_index(&label, &bytes),
+    })
+}
+
+/// One whole entry of a `.log` file at some position.
+struct Entry<'a> {
+    position: u64,
+    bytes: &'a [u8],
+    info: BatchInfo,
+}
+
+/// Walks the whole entries of a `.log` file's bytes; what follows the last one is invalid.
+struct Entries<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Entries<'a> {
+    fn new(bytes: &'a [u8]) -> Entries<'a> {
+        Entries { bytes, at: 0 }
+    }
+
+    /// Bytes after the last whole entry returned (valid once the iterator ended).
+    fn invalid_tail(&self) -> usize {
+        self.bytes.len().saturating_sub(self.at)
+    }
+}
+
+impl<'a> Iterator for Entries<'a> {
+    type Item = Entry<'a>;
+
+    fn next(&mut self) -> Option<Entry<'a>> {
+        let rest = self.bytes.get(self.at..)?;
+        let header = peek_entry(rest).ok()??;
+        let entry = rest.get(..header.total_size())?;
+        let info = parse_batch_info(entry).ok()?;
+        let position = self.at as u64;
+        self.at = self.at.saturating_add(entry.len());
+        Some(Entry { position, bytes: entry, info })
+    }
+}
+
+/// `kafka-dump-log.sh --print-data-log` of a `.log` file's bytes.
+pub fn dump_log(label: &str, base: Offset, bytes: &[u8]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "Dumping {label}");
+    let _ = writeln!(out, "{}", log_starting_offset_line(base));
+    let mut entries = Entries::new(bytes);
+    for e in entries.by_ref() {
+        let valid = verify_crc(e.bytes).is_ok();
+        let _ = writeln!(out, "{}", batch_line(&e.info, e.position, valid));
+        if let Err(why) = dump_records(&e, &mut out) {
+            let _ = writeln!(
+                out,
+                "Could not read the records of the batch at position {}: {why}",
+                e.position
+            );
+        }
+    }
+    if entries.invalid_tail() > 0 {
+        let name = label.rsplit('/').next().unwrap_or(label);
+        let _ = writeln!(out, "{}", invalid_bytes_line(entries.invalid_tail() as u64, name));
+    }
+    out
+}
+
+/// The `| offset: ...` lines of one entry.
+fn dump_records(e: &Entry<'_>, out: &mut String) -> Result<(), crate::format::DecodeError> {
+    let batch = decode_batch(e.bytes)?;
+    // Legacy messages print their own CRC: the entry's, or each inner message's.
+    let mut legacy_crcs: Vec<u32> = Vec::new();
+    if e.info.magic < 2 {
+        if e.info.compression == Compression::None {
+            legacy_crcs.push(e.info.crc);
+        } else {
+            let contents = legacy::decode_wrapper(e.bytes)?;
+            let mut at = 0;
+            while let Some(rest) = contents.inner.get(at..).filter(|r| !r.is_empty()) {
+                let m = legacy::parse_message(rest)?;
+                legacy_crcs.push(m.crc);
+                at = at.saturating_add(m.size);
+            }
+        }
+    }
+    for (i, record) in batch.records().enumerate() {
+        let record = record?;
+        let crc = legacy_crcs.get(i).copied();
+        let _ = writeln!(out, "{}", record_line(batch.info(), &record, true, crc));
+    }
+    Ok(())
+}
+
+/// The dump of a `.index` file's bytes.
+pub fn dump_offset_index(label: &str, base: Offset, bytes: &[u8]) -> String {
+    let mut out = format!("Dumping {label}\n");
+    for (i, e) in offset_entries(bytes).into_iter().enumerate() {
+        if i > 0 && e.relative_offset.0 == 0 && e.position == 0 {
+            break;
+        }
+        let _ = writeln!(out, "{}", index_entry_line(e.offset(base), e.position));
+    }
+    out
+}
+
+/// The dump of a `.timeindex` file's bytes.
+pub fn dump_time_index(label: &str, base: Offset, bytes: &[u8]) -> String {
+    let mut out = format!("Dumping {label}\n");
+    for (i, e) in time_entries(bytes).into_iter().enumerate() {
+        if i > 0 && e.relative_offset.0 == 0 && e.timestamp == 0 {
+            break;
+        }
+        let _ = writeln!(out, "{}", time_index_entry_line(e.timestamp, e.offset(base)));
+    }
+    out
+}
+
+/// One `.txnindex` entry (Kafka's `AbortedTxn` with its version).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct TxnEntry {
+    version: i16,
+    producer_id: i64,
+    first_offset: i64,
+    last_offset: i64,
+    last_stable_offset: i64,
+}
+
+fn txn_entries(bytes: &[u8]) -> Vec<TxnEntry> {
+    bytes
+        .chunks_exact(TXN_INDEX_ENTRY_SIZE)
+        .filter_map(|c| {
+            let i16_at = |at: usize| c.get(at..at + 2)?.try_into().ok().map(i16::from_be_bytes);
+            let i64_at = |at: usize| c.get(at..at + 8)?.try_into().ok().map(i64::from_be_bytes);
+            Some(TxnEntry {
+                version: i16_at(0)?,
+                producer_id: i64_at(2)?,
+                first_offset: i64_at(10)?,
+                last_offset: i64_at(18)?,
+                last_stable_offset: i64_at(26)?,
+            })
+        })
+        .collect()
+}
+
+/// The dump of a `.txnindex` file's bytes.
+pub fn dump_txn_index(label: &str, bytes: &[u8]) -> String {
+    let mut out = format!("Dumping {label}\n");
+    for t in txn_entries(bytes) {
+        let _ = writeln!(
+            out,
+            "version: {} producerId: {} firstOffset: {} lastOffset: {} lastStableOffset: {}",
+            t.version, t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset
+        );
+    }
+    let rest = bytes.len() % TXN_INDEX_ENTRY_SIZE;
+    if rest > 0 {
+        let name = label.rsplit('/').next().unwrap_or(label);
+        let _ = writeln!(out, "{}", invalid_bytes_line(rest as u64, name));
+    }
+    out
+}
+
+fn offset_entries(bytes: &[u8]) -> Vec<OffsetPosition> {
+    (0..bytes.len() / OFFSET_INDEX_ENTRY_SIZE)
+        .map_while(|n| OffsetPosition::nth(bytes, n))
+        .collect()
+}
+
+fn time_entries(bytes: &[u8]) -> Vec<TimestampOffset> {
+    (0..bytes.len() / TIME_INDEX_ENTRY_SIZE).map_while(|n| TimestampOffset::nth(bytes, n)).collect()
+}
+
+/// Findings of a check, and counts for its summary line.
+#[derive(Default)]
+struct Report {
+    lines: String,
+    problems: usize,
+    gaps: usize,
+    batches: usize,
+}
+
+impl Report {
+    fn problem(&mut self, file: &str, position: u64, what: impl std::fmt::Display) {
+        self.problems += 1;
+        let _ = writeln!(self.lines, "{file} position {position}: {what}");
+    }
+}
+
+/// The `check` report of a partition (see the module docs).
+pub fn check_partition(part: &dyn PartitionSource) -> Result<String> {
+    let segments = part.segments()?;
+    let mut report = Report::default();
+    // The offset the next batch is expected at, across segments.
+    let mut expected: Option<Offset> = None;
+    for segment in &segments {
+        check_segment(part, segment, &mut expected, &mut report)?;
+    }
+    let mut out = report.lines;
+    let _ = writeln!(
+        out,
+        "checked {}-{}: {} segments, {} batches: {} problems, {} offset gaps",
+        part.topic(),
+        part.partition(),
+        segments.len(),
+        report.batches,
+        report.problems,
+        report.gaps
+    );
+    Ok(out)
+}
+
+fn check_segment(
+    part: &dyn PartitionSource,
+    segment: &SegmentSummary,
+    expected: &mut Option<Offset>,
+    report: &mut Report,
+) -> Result<()> {
+    let base = segment.base_offset;
+    let log_label = file_label(part, base, SegmentFileKind::Log);
+    let log = read_segment_file(part, base, SegmentFileKind::Log)?;
+    // Batch starts by position, with the batch's first and last offsets.
+    let mut starts: HashMap<u64, (Offset, Offset)> = HashMap::new();
+    let mut abort_markers: HashSet<(i64, Offset)> = HashSet::new();
+    let mut segment_end = base;
+    let mut entries = Entries::new(&log);
+    for e in entries.by_ref() {
+        report.batches += 1;
+        let info = &e.info;
+        if let Err(why) = verify_crc(e.bytes) {
+            report.problem(&log_label, e.position, why);
+        }
+        let first = match decode_batch(e.bytes) {
+            Ok(batch) => {
+                if info.is_control && info.is_transactional {
+                    let key = batch.records().next().and_then(|r| r.ok()).map(|r| r.key);
+                    if let Some(Ok(k)) = key.map(parse_control_key) {
+                        if k.record_type == ControlRecordType::Abort {
+                            abort_markers.insert((info.producer_id, info.base_offset));
+                        }
+                    }
+                }
+                batch.info().base_offset
+            }
+            Err(why) => {
+                if verify_crc(e.bytes).is_ok() {
+                    report.problem(&log_label, e.position, why);
+                }
+                info.base_offset
+            }
+        };
+        if first < base {
+            report.problem(
+                &log_label,
+                e.position,
+                format!("offset {first} is below the segment's base offset {base}"),
+            );
+        }
+        if let Some(x) = *expected {
+            if first < x {
+                report.problem(
+                    &log_label,
+                    e.position,
+                    format!(
+                        "offsets do not increase: batch starts at {first}, expected {x} or later"
+                    ),
+                );
+            } else if first > x {
+                report.gaps += 1;
+                let _ = writeln!(
+                    report.lines,
+                    "{log_label} position {}: offset gap: {x}..{} missing",
+                    e.position,
+                    first.0.saturating_sub(1)
+                );
+            }
+        }
+        *expected = Some(info.last_offset.plus(1));
+        segment_end = segment_end.max(info.last_offset.plus(1));
+        starts.insert(e.position, (first, info.last_offset));
+    }
+    if entries.invalid_tail() > 0 {
+        let position = (log.len() - entries.invalid_tail()) as u64;
+        report.problem(
+            &log_label,
+            position,
+            format!("{} invalid bytes at the end", entries.invalid_tail()),
+        );
+    }
+
+    let index_label = file_label(part, base, SegmentFileKind::Index);
+    let index = read_segment_file(part, base, SegmentFileKind::Index)?;
+    let mut previous: Option<OffsetPosition> = None;
+    for (i, e) in offset_entries(&index).into_iter().enumerate() {
+        let at = (i * OFFSET_INDEX_ENTRY_SIZE) as u64;
+        let offset = e.offset(base);
+        if let Some(p) = previous {
+            if e.relative_offset <= p.relative_offset || e.position <= p.position {
+                report.problem(
+                    &index_label,
+                    at,
+                    format!(
+                        "entry offset {offset} position {} is not after offset {} position {}",
+                        e.position,
+                        p.offset(base),
+                        p.position
+                    ),
+                );
+            }
+        }
+        match starts.get(&u64::from(e.position)) {
+            None => report.problem(&index_label, at, format!("entry offset {offset} position {} does not point at a batch start in {log_label}", e.position)),
+            Some((first, _)) if *first > offset => report.problem(&index_label, at, format!("entry offset {offset} position {} points at a batch starting at offset {first}", e.position)),
+            Some(_) if offset >= segment_end => report.problem(&index_label, at, format!("entry offset {offset} is past the segment's last offset {}", segment_end.0 - 1)),
+            Some(_) => {}
+        }
+        previous = Some(e);
+    }
+
+    let time_label = file_label(part, base, SegmentFileKind::TimeIndex);
+    let time_index = read_segment_file(part, base, SegmentFileKind::TimeIndex)?;
+    let mut previous: Option<TimestampOffset> = None;
+    for (i, e) in time_entries(&time_index).into_iter().enumerate() {
+        let at = (i * TIME_INDEX_ENTRY_SIZE) as u64;
+        let offset = e.offset(base);
+        if let Some(p) = previous {
+            if e.timestamp < p.timestamp {
+                report.problem(
+                    &time_label,
+                    at,
+                    format!("out of order: timestamp {} after {}", e.timestamp, p.timestamp),
+                );
+            }
+            if e.relative_offset < p.relative_offset {
+                report.problem(
+                    &time_label,
+                    at,
+                    format!("out of order: offset {offset} after {}", p.offset(base)),
+                );
+            }
+        }
+        if offset >= segment_end && !(i == 0 && segment_end == base) {
+            report.problem(
+                &time_label,
+                at,
+                format!(
+                    "entry offset {offset} is past the segment's last offset {}",
+                    segment_end.0 - 1
+                ),
+            );
+        }
+        previous = Some(e);
+    }
+
+    if segment.txn_index_size.is_some() {
+        let txn_label = file_label(part, base, SegmentFileKind::TxnIndex);
+        let txn = read_segment_file(part, base, SegmentFileKind::TxnIndex)?;
+        for (i, t) in txn_entries(&txn).into_iter().enumerate() {
+            let at = (i * TXN_INDEX_ENTRY_SIZE) as u64;
+            if t.first_offset > t.last_offset {
+                report.problem(
+                    &txn_label,
+                    at,
+                    format!(
+                        "first offset {} is after last offset {}",
+                        t.first_offset, t.last_offset
+                    ),
+                );
+            }
+            if !abort_markers.contains(&(t.producer_id, Offset(t.last_offset))) {
+                report.problem(
+                    &txn_label,
+                    at,
+                    format!(
+                        "no ABORT marker of producer {} at offset {} in {log_label}",
+                        t.producer_id, t.last_offset
+                    ),
+                );
+            }
+        }
+        if txn.len() % TXN_INDEX_ENTRY_SIZE != 0 {
+            let at = (txn.len() - txn.len() % TXN_INDEX_ENTRY_SIZE) as u64;
+            report.problem(
+                &txn_label,
+                at,
+                format!("{} invalid bytes at the end", txn.len() % TXN_INDEX_ENTRY_SIZE),
+            );
+        }
+    }
+    Ok(())
+}
