@@ -119,7 +119,10 @@ fn errno<T>(result: Result<T, Error>) -> i32 {
 fn tree_lists_topics_partitions_and_partition_files() {
     let f = fixture();
     assert_eq!(f.names(""), [".", "..", "t"]);
-    assert_eq!(f.names("t"), [".", "..", "info", "0"]);
+    assert_eq!(
+        f.names("t"),
+        [".", "..", "info", "offsets", "by-time", "append", "append.json", "0"]
+    );
     assert_eq!(
         f.names("t/0"),
         [".", "..", "info", "by-offset", "by-time", "append", "append.json", "segments"]
@@ -228,7 +231,10 @@ fn mkdir_creates_topics_and_only_the_next_partition() {
     let f = fixture();
     let entry = f.fs.mkdir(ROOT_INO, OsStr::new("u")).unwrap();
     assert_eq!(entry.attr.kind, FileKind::Directory);
-    assert_eq!(f.names("u"), [".", "..", "info", "0", "1"]);
+    assert_eq!(
+        f.names("u"),
+        [".", "..", "info", "offsets", "by-time", "append", "append.json", "0", "1"]
+    );
     let u = f.ino("u").unwrap();
     assert!(f.fs.mkdir(u, OsStr::new("3")).is_err());
     f.fs.mkdir(u, OsStr::new("2")).unwrap();

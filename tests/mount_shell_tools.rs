@@ -19,7 +19,10 @@ fn mounted_with_topic(args: &[&str]) -> MountGuard {
 fn ls_shows_topics_partitions_and_partition_files() {
     let m = mounted_with_topic(&["--partitions", "2"]);
     assert_eq!(sh(&format!("ls {}", m.mnt().display())), "t\n");
-    assert_eq!(sh(&format!("ls {}", m.path("t").display())), "0\n1\ninfo\n");
+    assert_eq!(
+        sh(&format!("ls {}", m.path("t").display())),
+        "0\n1\nappend\nappend.json\nby-time\ninfo\noffsets\n"
+    );
     assert_eq!(
         sh(&format!("ls {}", m.path("t/0").display())),
         "append\nappend.json\nby-offset\nby-time\ninfo\nsegments\n"

@@ -9,6 +9,12 @@
 //!   and keeps its trailing partial line, or fails and changes nothing: no record of it is in
 //!   the log and `pending` is what it was before.
 //! - When `write()` returns, its records are in the log and visible to readers.
+//!
+//! A topic-level `append` ([`AppendTarget::Topic`]) routes each `write()`'s records with
+//! [`TopicAppender`]: one append (one batch) per partition that receives records. There the
+//! all-or-nothing rule holds per partition: when a later partition's append fails, the earlier
+//! partitions keep their records (as with a producer writing several partitions without a
+//! transaction), and the error is returned.
 
 use std::sync::Arc;
 
@@ -16,6 +22,40 @@ use crate::error::{Error, Result};
 use crate::format::NewRecord;
 use crate::source::PartitionSource;
 use crate::view::envelope;
+use crate::view::topic::TopicAppender;
+
+/// Where an append file's records go.
+pub enum AppendTarget {
+    /// `<topic>/<p>/append*`: one partition.
+    Partition(Arc<dyn PartitionSource>),
+    /// `<topic>/append*`: the partition Kafka's default partitioner chooses.
+    Topic(TopicAppender),
+}
+
+impl AppendTarget {
+    fn append(&self, records: Vec<NewRecord>) -> Result<()> {
+        match self {
+            AppendTarget::Partition(p) => p.append(&records).map(drop),
+            AppendTarget::Topic(t) => t.append(records).map(drop),
+        }
+    }
+
+    fn sync(&self) -> Result<()> {
+        match self {
+            AppendTarget::Partition(p) => p.sync(),
+            AppendTarget::Topic(t) => t.sync(),
+        }
+    }
+}
+
+impl std::fmt::Debug for AppendTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AppendTarget::Partition(p) => write!(f, "{}-{}", p.topic(), p.partition()),
+            AppendTarget::Topic(t) => write!(f, "{}", t.topic()),
+        }
+    }
+}
 
 /// How much longer than `max.message.bytes` an `append.json` line may grow while it waits for
 /// its newline (the record it holds is checked against the real limit when it is appended).
@@ -44,7 +84,7 @@ impl AppendFormat {
 
 /// One open append file.
 pub struct AppendState {
-    partition: Arc<dyn PartitionSource>,
+    target: AppendTarget,
     format: AppendFormat,
     /// The partial line after the last newline. **Invariant**: no `\n` in it.
     pending: Vec<u8>,
@@ -61,8 +101,7 @@ pub struct AppendState {
 impl std::fmt::Debug for AppendState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AppendState")
-            .field("topic", &self.partition.topic())
-            .field("partition", &self.partition.partition())
+            .field("target", &self.target)
             .field("format", &self.format)
             .field("pending", &self.pending.len())
             .finish()
@@ -76,6 +115,15 @@ impl AppendState {
         format: AppendFormat,
         max_line_bytes: usize,
     ) -> AppendState {
+        AppendState::for_target(AppendTarget::Partition(partition), format, max_line_bytes)
+    }
+
+    /// State for a freshly opened append file writing to `target`.
+    pub fn for_target(
+        target: AppendTarget,
+        format: AppendFormat,
+        max_line_bytes: usize,
+    ) -> AppendState {
         let max_line_bytes = match format {
             AppendFormat::Lines => max_line_bytes,
             // An envelope is longer than its record: base64 adds a third, JSON escapes of
@@ -83,7 +131,7 @@ impl AppendState {
             AppendFormat::Json => max_line_bytes.saturating_mul(JSON_LINE_FACTOR),
         };
         AppendState {
-            partition,
+            target,
             format,
             pending: Vec::new(),
             max_line_bytes,
@@ -109,7 +157,7 @@ impl AppendState {
         lines.extend_from_slice(ended);
         let records = self.format.records(&lines, self.lines_done.saturating_add(1))?;
         if !records.is_empty() {
-            self.partition.append(&records)?;
+            self.target.append(records)?;
         }
         let line_count = ended.iter().filter(|&&b| b == b'\n').count() as u64;
         self.lines_done = self.lines_done.saturating_add(line_count);
@@ -149,7 +197,7 @@ impl AppendState {
         self.lines_done = first_line;
         let records = self.format.records(&line, first_line)?;
         if !records.is_empty() {
-            self.partition.append(&records)?;
+            self.target.append(records)?;
         }
         Ok(())
     }
@@ -157,7 +205,7 @@ impl AppendState {
     /// Makes everything appended so far durable (`fsync`). A pending partial line is not a
     /// record yet and stays pending.
     pub fn sync(&self) -> Result<()> {
-        self.partition.sync()
+        self.target.sync()
     }
 
     /// Bytes waiting for a newline.

@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::format::Offset;
 use crate::source::{PartitionSource, SegmentFileKind};
 use crate::view::stream::Stream;
+use crate::view::topic::TopicStream;
 
 use super::append::AppendState;
 use super::attr::DirEntry;
@@ -27,9 +28,9 @@ pub enum Handle {
     Dir { ino: u64, entries: Mutex<Vec<DirEntry>> },
     /// An `info` file: its text rendered at `open`.
     Text(Vec<u8>),
-    /// A stream under `by-offset/` or `by-time/`, resolved at `open` (or at the lookup that
-    /// preceded it).
-    Stream { ino: u64, stream: Arc<Stream> },
+    /// A stream under `by-offset/` or `by-time/` (of a partition or a topic), resolved at
+    /// `open` (or at the lookup that preceded it).
+    Stream { ino: u64, stream: StreamRef },
     /// A raw segment file.
     Segment { partition: Arc<dyn PartitionSource>, base_offset: Offset, kind: SegmentFileKind },
     /// `append` or `append.json`.
@@ -50,6 +51,41 @@ impl std::fmt::Debug for Handle {
                 kind.suffix()
             ),
             Handle::Append(state) => write!(f, "{:?}", lock(state)),
+        }
+    }
+}
+
+/// A stream file of a partition (`<topic>/<p>/by-offset/`, `by-time/`) or of a whole topic
+/// (`<topic>/by-time/`): both have an exact, growing size and positional reads.
+#[derive(Clone, Debug)]
+pub enum StreamRef {
+    Partition(Arc<Stream>),
+    Topic(Arc<TopicStream>),
+}
+
+impl StreamRef {
+    /// Exactly the bytes a full read returns now.
+    pub fn size(&self) -> Result<u64> {
+        match self {
+            StreamRef::Partition(s) => s.size(),
+            StreamRef::Topic(s) => s.size(),
+        }
+    }
+
+    /// Up to `len` bytes at `offset` (fewer at the current end).
+    pub fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        match self {
+            StreamRef::Partition(s) => s.read_at(offset, len),
+            StreamRef::Topic(s) => s.read_at(offset, len),
+        }
+    }
+
+    /// Whether both name the same open stream.
+    pub fn same(&self, other: &StreamRef) -> bool {
+        match (self, other) {
+            (StreamRef::Partition(a), StreamRef::Partition(b)) => Arc::ptr_eq(a, b),
+            (StreamRef::Topic(a), StreamRef::Topic(b)) => Arc::ptr_eq(a, b),
+            _ => false,
         }
     }
 }

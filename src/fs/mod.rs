@@ -10,6 +10,10 @@
 //!   them grow. A name is resolved (a relative `-10` or `-1h` pinned to offsets) at every
 //!   lookup, getattr and open while no handle has it open; while one does, the name keeps
 //!   meaning the records that handle reads, so a follower never sees its file shift under it.
+//! - **Topic-level files** (`<topic>/offsets/<time>`, `<topic>/by-time/<spec>`,
+//!   `<topic>/append`, `<topic>/append.json`): see [`crate::view::topic`]. `offsets/<time>` is
+//!   rendered at open (its size is exact at that moment); topic streams follow the same pinning
+//!   and size rules as partition streams, their mtime is the topic's latest change.
 //! - **Appends** (`append`, `append.json`): see [`append`]. Size 0; `O_TRUNC` and `O_APPEND`
 //!   are both accepted; errors surface from `write` or `flush`, never only from `release`.
 //! - **Refusals**: unknown names and unparsable specs are `NotFound`; changing anything other
@@ -32,14 +36,15 @@ use crate::error::{Error, Result};
 use crate::format::Timestamp;
 use crate::source::{PartitionSource, SegmentSummary, TopicSource};
 use crate::view::spec::StreamSpec;
-use crate::view::stream::{Stream, StreamRegistry};
+use crate::view::stream::StreamRegistry;
+use crate::view::topic::{self as topic_view, TopicViews};
 
-use append::{AppendFormat, AppendState};
+use append::{AppendFormat, AppendState, AppendTarget};
 use attr::{
     Attr, AttrReply, DYNAMIC_TTL, DirEntry, Entry, FileKind, OpenRequest, Opened, STABLE_TTL,
     SetAttrRequest,
 };
-use handle::{Handle, HandleTable, lock};
+use handle::{Handle, HandleTable, StreamRef, lock};
 use inode::InodeTable;
 use node::{INFO, Node, PartitionId, StreamDir, parse_partition, parse_segment_file_name};
 
@@ -60,7 +65,7 @@ pub struct FsOptions {
 /// A stream resolved for one inode, and how many open handles read it.
 #[derive(Debug)]
 struct Pin {
-    stream: Arc<Stream>,
+    stream: StreamRef,
     /// **Invariant**: the number of live `Handle::Stream` with this inode.
     open: usize,
 }
@@ -74,6 +79,8 @@ struct Pin {
 pub struct TopicFs {
     source: Arc<dyn TopicSource>,
     streams: StreamRegistry,
+    /// Merge indexes of topic-level streams and each topic's keyless append rotation.
+    topics: TopicViews,
     options: FsOptions,
     inodes: InodeTable,
     handles: HandleTable,
@@ -104,6 +111,7 @@ impl TopicFs {
         TopicFs {
             source,
             streams: StreamRegistry::new(),
+            topics: TopicViews::new(),
             options,
             inodes: InodeTable::new(),
             handles: HandleTable::new(),
@@ -130,7 +138,7 @@ impl TopicFs {
     pub fn lookup(&self, parent: u64, name: &OsStr) -> Result<Entry> {
         let parent = self.node(parent)?;
         let node = self.child(&parent, name)?;
-        if let Node::Stream(..) = node {
+        if is_stream(&node) {
             // Resolved before it gets an inode: a name that does not resolve does not exist.
             let stream = self.resolve_for_lookup(&node)?;
             let reply = self.stream_attr(0, &node, &stream)?;
@@ -157,10 +165,10 @@ impl TopicFs {
     /// Attributes of `ino`; `fh` (when the kernel passes one) selects an open stream's view.
     pub fn getattr(&self, ino: u64, fh: Option<u64>) -> Result<AttrReply> {
         let node = self.node(ino)?;
-        if let Node::Stream(..) = node {
+        if is_stream(&node) {
             let stream = match fh.map(|fh| self.handles.get(fh)) {
                 Some(Ok(handle)) => match &*handle {
-                    Handle::Stream { stream, .. } => Arc::clone(stream),
+                    Handle::Stream { stream, .. } => stream.clone(),
                     _ => self.pinned(ino, &node)?,
                 },
                 _ => self.pinned(ino, &node)?,
@@ -176,7 +184,10 @@ impl TopicFs {
         let node = self.node(ino)?;
         let reply = self.getattr(ino, None)?;
         match node {
-            Node::Append(_) | Node::AppendJson(_) => {
+            Node::Append(_)
+            | Node::AppendJson(_)
+            | Node::TopicAppend(_)
+            | Node::TopicAppendJson(_) => {
                 self.check_writable()?;
                 if request.mode.is_some() || request.uid.is_some() || request.gid.is_some() {
                     return Err(Error::NotPermitted("changing the mode or owner of a file"));
@@ -251,6 +262,8 @@ impl TopicFs {
         match &node {
             Node::Root
             | Node::Topic(_)
+            | Node::OffsetsDir(_)
+            | Node::TopicByTimeDir(_)
             | Node::Partition(_)
             | Node::ByOffsetDir(_)
             | Node::ByTimeDir(_)
@@ -260,7 +273,27 @@ impl TopicFs {
                 let text = self.info_text(&node)?;
                 Ok(direct(self.handles.insert(Handle::Text(text.into_bytes()))))
             }
-            Node::Stream(..) => {
+            Node::Offsets(..) => {
+                self.refuse_write(request, "writing an offsets file")?;
+                let text = self.offsets_text(&node)?;
+                Ok(direct(self.handles.insert(Handle::Text(text.into_bytes()))))
+            }
+            Node::TopicAppend(topic) | Node::TopicAppendJson(topic) => {
+                if request.write || request.truncate {
+                    self.check_writable()?;
+                }
+                let format = match node {
+                    Node::TopicAppendJson(_) => AppendFormat::Json,
+                    _ => AppendFormat::Lines,
+                };
+                // The topic must exist now; its partition count is read at every write.
+                self.source.partitions(topic)?;
+                let appender = self.topics.appender(Arc::clone(&self.source), topic);
+                let target = AppendTarget::Topic(appender);
+                let state = AppendState::for_target(target, format, self.options.max_line_bytes);
+                Ok(direct(self.handles.insert(Handle::Append(Mutex::new(state)))))
+            }
+            Node::Stream(..) | Node::TopicStream(..) => {
                 self.refuse_write(request, "writing a stream")?;
                 let stream = self.open_pinned(ino, &node)?;
                 Ok(direct(self.handles.insert(Handle::Stream { ino, stream })))
@@ -388,9 +421,10 @@ impl TopicFs {
     pub fn refuse_change(&self, parent: u64, name: &OsStr, what: &'static str) -> Error {
         let exists = self.node(parent).and_then(|parent| {
             let node = self.child(&parent, name)?;
-            match node {
-                Node::Stream(..) => self.resolve_for_lookup(&node).map(drop),
-                _ => self.attr_of(0, &node).map(drop),
+            if is_stream(&node) {
+                self.resolve_for_lookup(&node).map(drop)
+            } else {
+                self.attr_of(0, &node).map(drop)
             }
         });
         match exists {
@@ -452,11 +486,21 @@ impl TopicFs {
         let absent = || Error::NotFound(format!("{name:?} in {}", describe(parent)));
         let node = match parent {
             Node::Root => Node::Topic(name.to_string()),
-            Node::Topic(topic) if name == INFO => Node::TopicInfo(topic.clone()),
-            Node::Topic(topic) => Node::Partition(PartitionId {
-                topic: topic.clone(),
-                partition: parse_partition(name).ok_or_else(absent)?,
-            }),
+            Node::Topic(topic) => match Node::topic_child(topic, name) {
+                Some(node) => node,
+                None => Node::Partition(PartitionId {
+                    topic: topic.clone(),
+                    partition: parse_partition(name).ok_or_else(absent)?,
+                }),
+            },
+            Node::OffsetsDir(topic) => {
+                topic_view::parse_offsets_name(name)?;
+                Node::Offsets(topic.clone(), name.to_string())
+            }
+            Node::TopicByTimeDir(topic) => {
+                topic_view::parse_topic_by_time(name)?;
+                Node::TopicStream(topic.clone(), name.to_string())
+            }
             Node::Partition(id) => Node::partition_child(id, name).ok_or_else(absent)?,
             Node::ByOffsetDir(id) => {
                 StreamSpec::parse_by_offset(name)?;
@@ -471,6 +515,10 @@ impl TopicFs {
                 Node::SegmentFile(id.clone(), base, kind)
             }
             Node::TopicInfo(_)
+            | Node::Offsets(..)
+            | Node::TopicStream(..)
+            | Node::TopicAppend(_)
+            | Node::TopicAppendJson(_)
             | Node::PartitionInfo(_)
             | Node::Stream(..)
             | Node::Append(_)
@@ -493,6 +541,19 @@ impl TopicFs {
                 let mtime = self.topic_mtime(topic)?;
                 let size = self.info_text(node)?.len() as u64;
                 (FileKind::RegularFile, size, 0o444, mtime, DYNAMIC_TTL)
+            }
+            Node::OffsetsDir(topic) | Node::TopicByTimeDir(topic) => {
+                let mtime = self.topic_mtime(topic)?;
+                (FileKind::Directory, 0, 0o555, mtime, STABLE_TTL)
+            }
+            Node::Offsets(topic, _) => {
+                let mtime = self.topic_mtime(topic)?;
+                let size = self.offsets_text(node)?.len() as u64;
+                (FileKind::RegularFile, size, 0o444, mtime, DYNAMIC_TTL)
+            }
+            Node::TopicAppend(topic) | Node::TopicAppendJson(topic) => {
+                let mtime = self.topic_mtime(topic)?;
+                (FileKind::RegularFile, 0, 0o220, mtime, DYNAMIC_TTL)
             }
             Node::Partition(id)
             | Node::ByOffsetDir(id)
@@ -518,7 +579,7 @@ impl TopicFs {
                 let ttl = if segment.is_active { DYNAMIC_TTL } else { STABLE_TTL };
                 (FileKind::RegularFile, size, 0o444, segment.last_modified, ttl)
             }
-            Node::Stream(..) => {
+            Node::Stream(..) | Node::TopicStream(..) => {
                 // Without an inode yet (0) there is nothing to pin the resolution to.
                 let stream = if ino == 0 { self.resolve(node)? } else { self.pinned(ino, node)? };
                 return self.stream_attr(ino, node, &stream);
@@ -535,9 +596,12 @@ impl TopicFs {
         Attr { ino, kind, size, perm, nlink, uid: self.options.uid, gid: self.options.gid, mtime }
     }
 
-    fn stream_attr(&self, ino: u64, node: &Node, stream: &Stream) -> Result<AttrReply> {
-        let id = node.partition_id().ok_or(Error::StaleHandle)?;
-        let mtime = self.partition(id)?.summary()?.last_modified;
+    fn stream_attr(&self, ino: u64, node: &Node, stream: &StreamRef) -> Result<AttrReply> {
+        let mtime = match (node, node.partition_id()) {
+            (Node::TopicStream(topic, _), _) => self.topic_mtime(topic)?,
+            (_, Some(id)) => self.partition(id)?.summary()?.last_modified,
+            (_, None) => return Err(Error::StaleHandle),
+        };
         let size = stream.size()?;
         Ok(AttrReply {
             attr: self.attr(ino, FileKind::RegularFile, size, 0o444, mtime),
@@ -577,6 +641,15 @@ impl TopicFs {
         }
     }
 
+    /// The text of `<topic>/offsets/<time>` now.
+    fn offsets_text(&self, node: &Node) -> Result<String> {
+        let Node::Offsets(topic, name) = node else {
+            return Err(Error::NotFound(format!("{} is not an offsets file", describe(node))));
+        };
+        let time = topic_view::parse_offsets_name(name)?;
+        topic_view::offsets_text(self.source.as_ref(), topic, time, now_ms())
+    }
+
     /// The entries of a directory, `.` and `..` first, each with the offset of the next.
     fn list(&self, ino: u64, node: &Node) -> Result<Vec<DirEntry>> {
         let mut names: Vec<(String, Node)> = Vec::new();
@@ -587,7 +660,11 @@ impl TopicFs {
                 }
             }
             Node::Topic(topic) => {
-                names.push((INFO.to_string(), Node::TopicInfo(topic.clone())));
+                for name in [INFO, node::OFFSETS, node::BY_TIME, node::APPEND, node::APPEND_JSON] {
+                    if let Some(child) = Node::topic_child(topic, name) {
+                        names.push((name.to_string(), child));
+                    }
+                }
                 for partition in self.source.partitions(topic)? {
                     let id = PartitionId { topic: topic.clone(), partition };
                     names.push((partition.to_string(), Node::Partition(id)));
@@ -621,6 +698,17 @@ impl TopicFs {
                 for name in suggested {
                     let child = Node::Stream(id.clone(), dir, name.clone());
                     names.push((name, child));
+                }
+            }
+            Node::OffsetsDir(topic) => {
+                self.source.partitions(topic)?;
+                for name in topic_view::offsets_names() {
+                    names.push((name.clone(), Node::Offsets(topic.clone(), name)));
+                }
+            }
+            Node::TopicByTimeDir(topic) => {
+                for name in topic_view::topic_by_time_names(self.source.as_ref(), topic)? {
+                    names.push((name.clone(), Node::TopicStream(topic.clone(), name)));
                 }
             }
             Node::SegmentsDir(id) => {
@@ -663,7 +751,13 @@ impl TopicFs {
     // ---- streams ----
 
     /// Resolves a stream node now.
-    fn resolve(&self, node: &Node) -> Result<Arc<Stream>> {
+    fn resolve(&self, node: &Node) -> Result<StreamRef> {
+        if let Node::TopicStream(topic, name) = node {
+            let spec = topic_view::parse_topic_by_time(name)?;
+            let source = Arc::clone(&self.source);
+            let stream = self.topics.open_stream(source, topic, &spec, now_ms())?;
+            return Ok(StreamRef::Topic(stream));
+        }
         let Node::Stream(id, dir, name) = node else {
             return Err(Error::NotFound(format!("{} is not a stream", describe(node))));
         };
@@ -672,16 +766,16 @@ impl TopicFs {
             StreamDir::ByTime => StreamSpec::parse_by_time(name)?,
         };
         let partition = self.partition(id)?;
-        self.streams.open(partition, &spec, now_ms())
+        self.streams.open(partition, &spec, now_ms()).map(StreamRef::Partition)
     }
 
     /// The stream a lookup answers with: the pinned one while a handle reads it, else a fresh
     /// resolution (so `by-offset/-10` means the last ten records as of this lookup).
-    fn resolve_for_lookup(&self, node: &Node) -> Result<Arc<Stream>> {
+    fn resolve_for_lookup(&self, node: &Node) -> Result<StreamRef> {
         if let Some(ino) = self.inodes.find(node) {
             if let Some(pin) = lock(&self.pins).get(&ino) {
                 if pin.open > 0 {
-                    return Ok(Arc::clone(&pin.stream));
+                    return Ok(pin.stream.clone());
                 }
             }
         }
@@ -690,16 +784,16 @@ impl TopicFs {
 
     /// Pins `stream` to `ino` unless a handle already reads a pinned stream there; returns the
     /// stream that is pinned.
-    fn pin(&self, ino: u64, stream: Arc<Stream>) -> Arc<Stream> {
+    fn pin(&self, ino: u64, stream: StreamRef) -> StreamRef {
         let mut pins = lock(&self.pins);
         match pins.get_mut(&ino) {
-            Some(pin) if pin.open > 0 => Arc::clone(&pin.stream),
+            Some(pin) if pin.open > 0 => pin.stream.clone(),
             Some(pin) => {
-                pin.stream = Arc::clone(&stream);
+                pin.stream = stream.clone();
                 stream
             }
             None => {
-                pins.insert(ino, Pin { stream: Arc::clone(&stream), open: 0 });
+                pins.insert(ino, Pin { stream: stream.clone(), open: 0 });
                 stream
             }
         }
@@ -708,10 +802,10 @@ impl TopicFs {
     /// The stream `ino` means now: the pinned one while a handle reads it, else a fresh
     /// resolution (pinned for later calls), so `st_size` of `by-offset/-10` is the size of the
     /// last ten records as of this call.
-    fn pinned(&self, ino: u64, node: &Node) -> Result<Arc<Stream>> {
+    fn pinned(&self, ino: u64, node: &Node) -> Result<StreamRef> {
         if let Some(pin) = lock(&self.pins).get(&ino) {
             if pin.open > 0 {
-                return Ok(Arc::clone(&pin.stream));
+                return Ok(pin.stream.clone());
             }
         }
         let stream = self.resolve(node)?;
@@ -720,15 +814,15 @@ impl TopicFs {
 
     /// Like [`TopicFs::pinned`], and counts one more open handle on the stream returned, in
     /// one step (so a concurrent lookup cannot re-pin between the two).
-    fn open_pinned(&self, ino: u64, node: &Node) -> Result<Arc<Stream>> {
+    fn open_pinned(&self, ino: u64, node: &Node) -> Result<StreamRef> {
         let fresh = self.pinned(ino, node)?;
         let mut pins = lock(&self.pins);
-        let pin = pins.entry(ino).or_insert_with(|| Pin { stream: Arc::clone(&fresh), open: 0 });
+        let pin = pins.entry(ino).or_insert_with(|| Pin { stream: fresh.clone(), open: 0 });
         if pin.open == 0 {
             pin.stream = fresh;
         }
         pin.open = pin.open.saturating_add(1);
-        Ok(Arc::clone(&pin.stream))
+        Ok(pin.stream.clone())
     }
 
     fn pin_close(&self, ino: u64) {
@@ -759,6 +853,12 @@ pub fn describe(node: &Node) -> String {
         Node::Root => "/".to_string(),
         Node::Topic(topic) => topic.clone(),
         Node::TopicInfo(topic) => format!("{topic}/{INFO}"),
+        Node::OffsetsDir(topic) => format!("{topic}/{}", node::OFFSETS),
+        Node::Offsets(topic, name) => format!("{topic}/{}/{name}", node::OFFSETS),
+        Node::TopicByTimeDir(topic) => format!("{topic}/{}", node::BY_TIME),
+        Node::TopicStream(topic, name) => format!("{topic}/{}/{name}", node::BY_TIME),
+        Node::TopicAppend(topic) => format!("{topic}/{}", node::APPEND),
+        Node::TopicAppendJson(topic) => format!("{topic}/{}", node::APPEND_JSON),
         Node::Partition(id) => partition(id),
         Node::PartitionInfo(id) => format!("{}/{INFO}", partition(id)),
         Node::ByOffsetDir(id) => format!("{}/{}", partition(id), node::BY_OFFSET),
@@ -776,6 +876,11 @@ pub fn describe(node: &Node) -> String {
             )
         }
     }
+}
+
+/// Whether a node is a stream file (of a partition or of a topic).
+fn is_stream(node: &Node) -> bool {
+    matches!(node, Node::Stream(..) | Node::TopicStream(..))
 }
 
 /// Size of one file of a segment; `None` when the segment has no such file.

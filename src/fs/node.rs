@@ -7,6 +7,12 @@
 //! /                                   Root
 //! /<topic>/                           Topic
 //! /<topic>/info                       TopicInfo
+//! /<topic>/offsets/                   OffsetsDir
+//! /<topic>/offsets/<time>             Offsets
+//! /<topic>/by-time/                   TopicByTimeDir
+//! /<topic>/by-time/<spec>             TopicStream
+//! /<topic>/append                     TopicAppend
+//! /<topic>/append.json                TopicAppendJson
 //! /<topic>/<p>/                       Partition
 //! /<topic>/<p>/info                   PartitionInfo
 //! /<topic>/<p>/by-offset/             ByOffsetDir
@@ -37,6 +43,8 @@ pub const APPEND: &str = "append";
 pub const APPEND_JSON: &str = "append.json";
 /// Name of the raw segment files directory.
 pub const SEGMENTS: &str = "segments";
+/// Name of the topic-level offsets-for-times directory.
+pub const OFFSETS: &str = "offsets";
 
 /// Digits in a segment file's base offset (`00000000000000000000.log`), as Kafka writes them.
 const SEGMENT_BASE_DIGITS: usize = 20;
@@ -72,6 +80,18 @@ pub enum Node {
     Root,
     Topic(String),
     TopicInfo(String),
+    /// `<topic>/offsets/`: offsets of every partition for a time.
+    OffsetsDir(String),
+    /// `<topic>/offsets/<time>`; the name as written in the path.
+    Offsets(String, String),
+    /// `<topic>/by-time/`: streams of every partition merged by timestamp.
+    TopicByTimeDir(String),
+    /// `<topic>/by-time/<spec>`; the name as written in the path.
+    TopicStream(String, String),
+    /// `<topic>/append`: lines routed to partitions by Kafka's default partitioner.
+    TopicAppend(String),
+    /// `<topic>/append.json`: envelopes routed to partitions by key.
+    TopicAppendJson(String),
     Partition(PartitionId),
     PartitionInfo(PartitionId),
     ByOffsetDir(PartitionId),
@@ -90,11 +110,17 @@ impl Node {
         match self {
             Node::Root
             | Node::Topic(_)
+            | Node::OffsetsDir(_)
+            | Node::TopicByTimeDir(_)
             | Node::Partition(_)
             | Node::ByOffsetDir(_)
             | Node::ByTimeDir(_)
             | Node::SegmentsDir(_) => true,
             Node::TopicInfo(_)
+            | Node::Offsets(..)
+            | Node::TopicStream(..)
+            | Node::TopicAppend(_)
+            | Node::TopicAppendJson(_)
             | Node::PartitionInfo(_)
             | Node::Stream(..)
             | Node::Append(_)
@@ -107,7 +133,13 @@ impl Node {
     pub fn parent(&self) -> Node {
         match self {
             Node::Root | Node::Topic(_) => Node::Root,
-            Node::TopicInfo(topic) => Node::Topic(topic.clone()),
+            Node::TopicInfo(topic)
+            | Node::OffsetsDir(topic)
+            | Node::TopicByTimeDir(topic)
+            | Node::TopicAppend(topic)
+            | Node::TopicAppendJson(topic) => Node::Topic(topic.clone()),
+            Node::Offsets(topic, _) => Node::OffsetsDir(topic.clone()),
+            Node::TopicStream(topic, _) => Node::TopicByTimeDir(topic.clone()),
             Node::Partition(id) => Node::Topic(id.topic.clone()),
             Node::PartitionInfo(id)
             | Node::ByOffsetDir(id)
@@ -124,7 +156,15 @@ impl Node {
     /// The partition this node belongs to, if it is inside a partition directory.
     pub fn partition_id(&self) -> Option<&PartitionId> {
         match self {
-            Node::Root | Node::Topic(_) | Node::TopicInfo(_) => None,
+            Node::Root
+            | Node::Topic(_)
+            | Node::TopicInfo(_)
+            | Node::OffsetsDir(_)
+            | Node::Offsets(..)
+            | Node::TopicByTimeDir(_)
+            | Node::TopicStream(..)
+            | Node::TopicAppend(_)
+            | Node::TopicAppendJson(_) => None,
             Node::Partition(id)
             | Node::PartitionInfo(id)
             | Node::ByOffsetDir(id)
@@ -135,6 +175,19 @@ impl Node {
             | Node::SegmentsDir(id)
             | Node::SegmentFile(id, ..) => Some(id),
         }
+    }
+
+    /// The fixed-name child of a topic directory other than a partition, if `name` is one.
+    pub fn topic_child(topic: &str, name: &str) -> Option<Node> {
+        let topic = topic.to_string();
+        Some(match name {
+            INFO => Node::TopicInfo(topic),
+            OFFSETS => Node::OffsetsDir(topic),
+            BY_TIME => Node::TopicByTimeDir(topic),
+            APPEND => Node::TopicAppend(topic),
+            APPEND_JSON => Node::TopicAppendJson(topic),
+            _ => return None,
+        })
     }
 
     /// The fixed-name child of a partition directory, if `name` is one.
@@ -234,6 +287,9 @@ mod tests {
             Node::Partition(id.clone()),
             Node::PartitionInfo(id.clone()),
             Node::Stream(id.clone(), StreamDir::ByTime, "-1h".into()),
+            Node::Offsets("t".into(), "-1".into()),
+            Node::TopicStream("t".into(), "-1h.json".into()),
+            Node::TopicAppend("t".into()),
             Node::SegmentFile(id.clone(), Offset(0), SegmentFileKind::Log),
         ];
         for node in nodes {
