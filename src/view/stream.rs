@@ -253,6 +253,25 @@ impl RenderIndex {
                         st.checkpoints.push(st.frontier);
                     }
                 }
+                // Retention deleted the frontier's segment too (a broker rolls, then deletes
+                // every segment but the active one): everything rendered is gone, and every
+                // remaining batch holds offsets >= `first` >= the frontier's bound. The
+                // frontier moves to the start of the first remaining segment, keeping its
+                // rendered position, so open streams (`tail -f`) go on.
+                Some(first) if !frontier_lost && st.frontier.bound <= first => {
+                    let cursor = ReadCursor {
+                        segment_base: first,
+                        position: Position(0),
+                        next_offset: first,
+                    };
+                    st.frontier = Checkpoint {
+                        cursor,
+                        bound: first,
+                        position: st.frontier.position,
+                        segment_start: true,
+                    };
+                    st.checkpoints = vec![st.frontier];
+                }
                 _ => *st = IndexState::origin(part, st.generation.wrapping_add(1))?,
             }
         }
