@@ -36,6 +36,7 @@ use crate::error::{Error, Result};
 use crate::format::Timestamp;
 use crate::source::{PartitionSource, SegmentSummary, TopicSource};
 use crate::view::spec::StreamSpec;
+use crate::view::inspect::DUMP_SUFFIX;
 use crate::view::stream::StreamRegistry;
 use crate::view::topic::{self as topic_view, TopicViews};
 
@@ -81,6 +82,8 @@ pub struct TopicFs {
     streams: StreamRegistry,
     /// Merge indexes of topic-level streams and each topic's keyless append rotation.
     topics: TopicViews,
+    /// Rendered segment dumps and check reports.
+    inspect: crate::view::inspect::InspectCache,
     options: FsOptions,
     inodes: InodeTable,
     handles: HandleTable,
@@ -112,6 +115,7 @@ impl TopicFs {
             source,
             streams: StreamRegistry::new(),
             topics: TopicViews::new(),
+            inspect: crate::view::inspect::InspectCache::new(),
             options,
             inodes: InodeTable::new(),
             handles: HandleTable::new(),
@@ -272,6 +276,11 @@ impl TopicFs {
                 self.refuse_write(request, "writing an info file")?;
                 let text = self.info_text(&node)?;
                 Ok(direct(self.handles.insert(Handle::Text(text.into_bytes()))))
+            }
+            Node::SegmentDump(..) | Node::PartitionCheck(_) => {
+                self.refuse_write(request, "writing an inspection file")?;
+                let text = self.inspection_text(&node)?;
+                Ok(direct(self.handles.insert(Handle::Text(text.to_vec()))))
             }
             Node::Offsets(..) => {
                 self.refuse_write(request, "writing an offsets file")?;
@@ -510,10 +519,16 @@ impl TopicFs {
                 StreamSpec::parse_by_time(name)?;
                 Node::Stream(id.clone(), StreamDir::ByTime, name.to_string())
             }
-            Node::SegmentsDir(id) => {
-                let (base, kind) = parse_segment_file_name(name).ok_or_else(absent)?;
-                Node::SegmentFile(id.clone(), base, kind)
-            }
+            Node::SegmentsDir(id) => match name.strip_suffix(DUMP_SUFFIX) {
+                Some(file) => {
+                    let (base, kind) = parse_segment_file_name(file).ok_or_else(absent)?;
+                    Node::SegmentDump(id.clone(), base, kind)
+                }
+                None => {
+                    let (base, kind) = parse_segment_file_name(name).ok_or_else(absent)?;
+                    Node::SegmentFile(id.clone(), base, kind)
+                }
+            },
             Node::TopicInfo(_)
             | Node::Offsets(..)
             | Node::TopicStream(..)
@@ -523,7 +538,9 @@ impl TopicFs {
             | Node::Stream(..)
             | Node::Append(_)
             | Node::AppendJson(_)
-            | Node::SegmentFile(..) => return Err(absent()),
+            | Node::SegmentFile(..)
+            | Node::SegmentDump(..)
+            | Node::PartitionCheck(_) => return Err(absent()),
         };
         Ok(node)
     }
@@ -579,6 +596,17 @@ impl TopicFs {
                 let ttl = if segment.is_active { DYNAMIC_TTL } else { STABLE_TTL };
                 (FileKind::RegularFile, size, 0o444, segment.last_modified, ttl)
             }
+            Node::SegmentDump(id, base, _) => {
+                let segment = self.segment(id, *base)?;
+                let size = self.inspection_text(node)?.len() as u64;
+                let ttl = if segment.is_active { DYNAMIC_TTL } else { STABLE_TTL };
+                (FileKind::RegularFile, size, 0o444, segment.last_modified, ttl)
+            }
+            Node::PartitionCheck(id) => {
+                let mtime = self.partition(id)?.summary()?.last_modified;
+                let size = self.inspection_text(node)?.len() as u64;
+                (FileKind::RegularFile, size, 0o444, mtime, DYNAMIC_TTL)
+            }
             Node::Stream(..) | Node::TopicStream(..) => {
                 // Without an inode yet (0) there is nothing to pin the resolution to.
                 let stream = if ino == 0 { self.resolve(node)? } else { self.pinned(ino, node)? };
@@ -622,6 +650,17 @@ impl TopicFs {
         self.partition(id)?.segments()?.into_iter().find(|s| s.base_offset == base).ok_or_else(
             || Error::NotFound(format!("segment {base} of {}-{}", id.topic, id.partition)),
         )
+    }
+
+    /// The text of a segment dump or a check report (rendered once per change of the segments).
+    fn inspection_text(&self, node: &Node) -> Result<Arc<Vec<u8>>> {
+        match node {
+            Node::SegmentDump(id, base, kind) => {
+                self.inspect.dump(self.partition(id)?.as_ref(), *base, *kind)
+            }
+            Node::PartitionCheck(id) => self.inspect.check(self.partition(id)?.as_ref()),
+            _ => Err(Error::NotFound(format!("{} is not an inspection file", describe(node)))),
+        }
     }
 
     fn info_text(&self, node: &Node) -> Result<String> {
@@ -679,6 +718,7 @@ impl TopicFs {
                     node::APPEND,
                     node::APPEND_JSON,
                     node::SEGMENTS,
+                    node::CHECK,
                 ] {
                     if let Some(child) = Node::partition_child(id, name) {
                         names.push((name.to_string(), child));
@@ -721,6 +761,10 @@ impl TopicFs {
                     ] {
                         if segment_file_size(&segment, kind).is_some() {
                             let name = node::segment_file_name(segment.base_offset, kind);
+                            names.push((
+                                format!("{name}{DUMP_SUFFIX}"),
+                                Node::SegmentDump(id.clone(), segment.base_offset, kind),
+                            ));
                             names.push((
                                 name,
                                 Node::SegmentFile(id.clone(), segment.base_offset, kind),
@@ -875,6 +919,13 @@ pub fn describe(node: &Node) -> String {
                 node::segment_file_name(*base, *kind)
             )
         }
+        Node::SegmentDump(id, base, kind) => format!(
+            "{}/{}/{}{DUMP_SUFFIX}",
+            partition(id),
+            node::SEGMENTS,
+            node::segment_file_name(*base, *kind)
+        ),
+        Node::PartitionCheck(id) => format!("{}/{}", partition(id), node::CHECK),
     }
 }
 

@@ -23,6 +23,8 @@
 //! /<topic>/<p>/append.json            AppendJson
 //! /<topic>/<p>/segments/              SegmentsDir
 //! /<topic>/<p>/segments/<base>.<ext>  SegmentFile
+//! /<topic>/<p>/segments/<base>.<ext>.dump  SegmentDump
+//! /<topic>/<p>/check                  PartitionCheck
 //! ```
 //!
 //! A `Node` is a name, not a check: whether it exists is decided against the
@@ -33,6 +35,8 @@ use crate::source::SegmentFileKind;
 
 /// Name of the info file in topic and partition directories.
 pub const INFO: &str = "info";
+/// Name of a partition's check report (see [`crate::view::inspect`]).
+pub const CHECK: &str = "check";
 /// Name of the by-offset directory.
 pub const BY_OFFSET: &str = "by-offset";
 /// Name of the by-time directory.
@@ -102,6 +106,10 @@ pub enum Node {
     AppendJson(PartitionId),
     SegmentsDir(PartitionId),
     SegmentFile(PartitionId, Offset, SegmentFileKind),
+    /// `segments/<base>.<ext>.dump`: the segment file in `kafka-dump-log.sh`'s words.
+    SegmentDump(PartitionId, Offset, SegmentFileKind),
+    /// `<topic>/<p>/check`: the partition's check report.
+    PartitionCheck(PartitionId),
 }
 
 impl Node {
@@ -125,7 +133,9 @@ impl Node {
             | Node::Stream(..)
             | Node::Append(_)
             | Node::AppendJson(_)
-            | Node::SegmentFile(..) => false,
+            | Node::SegmentFile(..)
+            | Node::SegmentDump(..)
+            | Node::PartitionCheck(_) => false,
         }
     }
 
@@ -142,6 +152,7 @@ impl Node {
             Node::TopicStream(topic, _) => Node::TopicByTimeDir(topic.clone()),
             Node::Partition(id) => Node::Topic(id.topic.clone()),
             Node::PartitionInfo(id)
+            | Node::PartitionCheck(id)
             | Node::ByOffsetDir(id)
             | Node::ByTimeDir(id)
             | Node::Append(id)
@@ -149,7 +160,9 @@ impl Node {
             | Node::SegmentsDir(id) => Node::Partition(id.clone()),
             Node::Stream(id, StreamDir::ByOffset, _) => Node::ByOffsetDir(id.clone()),
             Node::Stream(id, StreamDir::ByTime, _) => Node::ByTimeDir(id.clone()),
-            Node::SegmentFile(id, ..) => Node::SegmentsDir(id.clone()),
+            Node::SegmentFile(id, ..) | Node::SegmentDump(id, ..) => {
+                Node::SegmentsDir(id.clone())
+            }
         }
     }
 
@@ -173,7 +186,9 @@ impl Node {
             | Node::Append(id)
             | Node::AppendJson(id)
             | Node::SegmentsDir(id)
-            | Node::SegmentFile(id, ..) => Some(id),
+            | Node::SegmentFile(id, ..)
+            | Node::SegmentDump(id, ..)
+            | Node::PartitionCheck(id) => Some(id),
         }
     }
 
@@ -195,6 +210,7 @@ impl Node {
         let id = id.clone();
         Some(match name {
             INFO => Node::PartitionInfo(id),
+            CHECK => Node::PartitionCheck(id),
             BY_OFFSET => Node::ByOffsetDir(id),
             BY_TIME => Node::ByTimeDir(id),
             APPEND => Node::Append(id),

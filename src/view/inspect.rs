@@ -25,8 +25,9 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::format::control::{ControlRecordType, parse_control_key};
 use crate::format::dump::{
     batch_line, index_entry_line, invalid_bytes_line, log_starting_offset_line, record_line,
@@ -44,6 +45,70 @@ use crate::source::{PartitionSource, SegmentFileKind, SegmentSummary};
 pub const DUMP_SUFFIX: &str = ".dump";
 /// Size of one `.txnindex` entry (`AbortedTxn.TOTAL_SIZE`).
 pub const TXN_INDEX_ENTRY_SIZE: usize = 34;
+
+/// Texts kept by an [`InspectCache`] before it starts over.
+const CACHE_ENTRIES: usize = 256;
+
+/// Rendered inspection texts, each reused while the segments it was rendered from are
+/// unchanged (same [`SegmentSummary`]: sizes, mtime, active flag), so `ls -l` (sizes) followed
+/// by `cat` renders once.
+#[derive(Debug, Default)]
+pub struct InspectCache {
+    entries: Mutex<HashMap<String, (Vec<SegmentSummary>, Arc<Vec<u8>>)>>,
+}
+
+impl InspectCache {
+    /// An empty cache.
+    pub fn new() -> InspectCache {
+        InspectCache::default()
+    }
+
+    /// The dump of segment file `base` + `kind` of `part`; `NotFound` when the segment (or its
+    /// `.txnindex`) does not exist.
+    pub fn dump(
+        &self,
+        part: &dyn PartitionSource,
+        base: Offset,
+        kind: SegmentFileKind,
+    ) -> Result<Arc<Vec<u8>>> {
+        let label = file_label(part, base, kind);
+        let segment = part.segments()?.into_iter().find(|s| s.base_offset == base);
+        let segment = segment
+            .filter(|s| kind != SegmentFileKind::TxnIndex || s.txn_index_size.is_some())
+            .ok_or_else(|| Error::NotFound(format!("{label}{DUMP_SUFFIX}")))?;
+        self.get_or_render(label, vec![segment], || dump_segment_file(part, base, kind))
+    }
+
+    /// The `check` report of `part`.
+    pub fn check(&self, part: &dyn PartitionSource) -> Result<Arc<Vec<u8>>> {
+        let key = format!("{}-{}/check", part.topic(), part.partition());
+        self.get_or_render(key, part.segments()?, || check_partition(part))
+    }
+
+    fn get_or_render(
+        &self,
+        key: String,
+        stamp: Vec<SegmentSummary>,
+        render: impl FnOnce() -> Result<String>,
+    ) -> Result<Arc<Vec<u8>>> {
+        if let Some((s, text)) = lock(&self.entries).get(&key) {
+            if *s == stamp {
+                return Ok(Arc::clone(text));
+            }
+        }
+        let text = Arc::new(render()?.into_bytes());
+        let mut entries = lock(&self.entries);
+        if entries.len() >= CACHE_ENTRIES {
+            entries.clear();
+        }
+        entries.insert(key, (stamp, Arc::clone(&text)));
+        Ok(text)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// The whole of one segment file as served by `part`.
 pub fn read_segment_file(
