@@ -1,0 +1,474 @@
+//! Bounded concurrency stress: several writers and readers on the same partitions while
+//! segments roll (small `segment.bytes`) and retention deletes old ones (small
+//! `retention.bytes`). Every record carries its writer and a sequence number, and its padding
+//! is derived from both, so a torn, duplicated or reordered record is recognised. Readers never
+//! see one; nothing deadlocks (every thread has a deadline); memory stays bounded.
+//!
+//! Two levels: the engine alone (many retention passes, called in a loop) and a real mount
+//! (cat, `tail -f`, random `by-offset`/`by-time` opens; the daemon's own retention task).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::fs::{self, OpenOptions};
+use std::io::{Read, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, mpsc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{Follower, MountGuard};
+use topicfs::format::{NewRecord, Offset, decode_batch, peek_entry};
+use topicfs::source::{OffsetQuery, PartitionSource, TopicSource};
+use topicfs::storage::{LogConfig, LogDir};
+
+/// How long writers keep writing (a bound on the test's length, not a performance target).
+const WRITE_FOR: Duration = Duration::from_secs(6);
+/// A thread still running this long after it was told to stop is deadlocked.
+const STOP_DEADLINE: Duration = Duration::from_secs(60);
+
+fn record_line(writer: usize, seq: u64) -> String {
+    let pad = char::from(b'a' + (seq % 26) as u8).to_string().repeat((seq % 40) as usize);
+    format!("w{writer} {seq:08} {pad}")
+}
+
+/// Parses a record written by [`record_line`]; `None` if it is not exactly such a record
+/// (torn, merged with another, or garbage).
+fn parse_line(line: &[u8]) -> Option<(usize, u64)> {
+    let text = std::str::from_utf8(line).ok()?;
+    let rest = text.strip_prefix('w')?;
+    let (writer, rest) = rest.split_once(' ')?;
+    let (seq, _) = rest.split_once(' ')?;
+    let (writer, seq) = (writer.parse().ok()?, seq.parse().ok()?);
+    (record_line(writer, seq) == text).then_some((writer, seq))
+}
+
+/// What one reader saw of one partition: per writer, sequence numbers in read order.
+#[derive(Default, Debug)]
+struct Seen(BTreeMap<usize, Vec<u64>>);
+
+impl Seen {
+    fn add(&mut self, line: &[u8], what: &str) {
+        let (w, seq) = parse_line(line)
+            .unwrap_or_else(|| panic!("{what}: torn record {:?}", String::from_utf8_lossy(line)));
+        self.0.entry(w).or_default().push(seq);
+    }
+
+    fn add_lines(&mut self, text: &[u8], what: &str) {
+        assert!(text.is_empty() || text.ends_with(b"\n"), "{what}: a partial record at the end");
+        for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            self.add(line, what);
+        }
+    }
+
+    /// No duplicates, no reordering: each writer's sequence strictly increases. With
+    /// `contiguous`, no gaps either.
+    fn check(&self, what: &str, contiguous: bool) -> usize {
+        let mut n = 0;
+        for (w, seqs) in &self.0 {
+            for pair in seqs.windows(2) {
+                assert!(
+                    pair[0] < pair[1],
+                    "{what}: writer {w} record {} then {}",
+                    pair[0],
+                    pair[1]
+                );
+                if contiguous {
+                    assert_eq!(pair[0] + 1, pair[1], "{what}: writer {w} skipped records");
+                }
+            }
+            n += seqs.len();
+        }
+        n
+    }
+}
+
+/// Joins `handles` or fails when they do not all end within [`STOP_DEADLINE`]; results in the
+/// order of `handles`.
+fn join_all<T: Send + 'static>(what: &str, handles: Vec<thread::JoinHandle<T>>) -> Vec<T> {
+    let (tx, rx) = mpsc::channel();
+    let count = handles.len();
+    for (i, h) in handles.into_iter().enumerate() {
+        let tx = tx.clone();
+        thread::spawn(move || {
+            let _ = tx.send((i, h.join()));
+        });
+    }
+    let mut out = BTreeMap::new();
+    for _ in 0..count {
+        match rx.recv_timeout(STOP_DEADLINE) {
+            Ok((i, Ok(v))) => {
+                out.insert(i, v);
+            }
+            Ok((_, Err(panic))) => std::panic::resume_unwind(panic),
+            Err(_) => panic!("deadlock: {what} threads did not stop"),
+        }
+    }
+    out.into_values().collect()
+}
+
+fn engine_config() -> LogConfig {
+    let mut c = LogConfig::default();
+    c.set("segment.bytes", "4096").unwrap();
+    c.set("index.interval.bytes", "256").unwrap();
+    c.set("segment.index.bytes", "4096").unwrap();
+    c.set("retention.bytes", "16384").unwrap();
+    c.set("retention.ms", "-1").unwrap();
+    c
+}
+
+/// Records of a read chunk as lines.
+fn chunk_lines(bytes: &[u8], seen: &mut Seen, what: &str) {
+    let mut at = 0;
+    while let Some(h) = peek_entry(&bytes[at..]).unwrap() {
+        let end = at + h.total_size();
+        let batch = decode_batch(&bytes[at..end]).unwrap_or_else(|e| panic!("{what}: {e}"));
+        for r in batch.records() {
+            seen.add(r.unwrap().value.unwrap(), what);
+        }
+        at = end;
+    }
+    assert_eq!(at, bytes.len(), "{what}: part of a batch");
+}
+
+#[test]
+fn engine_readers_see_whole_ordered_records_while_segments_roll_and_retention_deletes() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_dir = Arc::new(LogDir::open(dir.path(), engine_config()).unwrap());
+    log_dir.create_topic("t", 2).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let deleted = Arc::new(AtomicUsize::new(0));
+    let mut writers = Vec::new();
+    for w in 0..4 {
+        let part = log_dir.partition("t", (w % 2) as u32).unwrap();
+        let stop = stop.clone();
+        writers.push(thread::spawn(move || {
+            let mut seq = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let n = 1 + seq % 7;
+                let batch: Vec<NewRecord> = (seq..seq + n)
+                    .map(|s| NewRecord {
+                        value: Some(record_line(w, s).into_bytes()),
+                        ..NewRecord::default()
+                    })
+                    .collect();
+                part.append(&batch).unwrap();
+                seq += n;
+            }
+            seq
+        }));
+    }
+    let mut readers = Vec::new();
+    for r in 0..4 {
+        let part: Arc<dyn PartitionSource> = log_dir.partition("t", (r % 2) as u32).unwrap();
+        let stop = stop.clone();
+        readers.push(thread::spawn(move || {
+            let mut reads = 0usize;
+            let mut out_of_range = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                let what = format!("engine reader {r}");
+                let mut seen = Seen::default();
+                // Alternate: from the log start, or from the middle.
+                let start = part.offset_for(OffsetQuery::Earliest).unwrap();
+                let from = if reads % 2 == 0 {
+                    start
+                } else {
+                    let end = part.offset_for(OffsetQuery::Latest).unwrap();
+                    Offset(start.0 + (end.0 - start.0) / 2)
+                };
+                let Ok(mut cursor) = part.seek(from) else {
+                    // Retention moved the log start past `from` meanwhile.
+                    out_of_range += 1;
+                    reads += 1;
+                    continue;
+                };
+                for _ in 0..10_000 {
+                    match part.read(&cursor, 2048) {
+                        Ok(chunk) if chunk.bytes.is_empty() => break,
+                        Ok(chunk) => {
+                            chunk_lines(&chunk.bytes, &mut seen, &what);
+                            cursor = chunk.next.unwrap();
+                        }
+                        // Retention deleted the segment ahead of this reader.
+                        Err(topicfs::Error::OffsetOutOfRange { .. }) => {
+                            out_of_range += 1;
+                            break;
+                        }
+                        Err(e) => panic!("{what}: {e}"),
+                    }
+                }
+                seen.check(&what, false);
+                reads += 1;
+            }
+            (reads, out_of_range)
+        }));
+    }
+    let retention = {
+        let (log_dir, stop, deleted) = (log_dir.clone(), stop.clone(), deleted.clone());
+        thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                deleted.fetch_add(log_dir.enforce_retention().unwrap(), Ordering::Relaxed);
+                thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    thread::sleep(WRITE_FOR);
+    stop.store(true, Ordering::Relaxed);
+    let written = join_all("writer", writers);
+    let reads = join_all("reader", readers);
+    join_all("retention", vec![retention]);
+    assert!(deleted.load(Ordering::Relaxed) > 0, "retention never deleted a segment");
+    assert!(reads.iter().all(|(n, _)| *n > 0), "a reader never finished a pass: {reads:?}");
+    // What is left is whole and ordered, and ends with every writer's last record.
+    for p in 0..2u32 {
+        let part = log_dir.partition("t", p).unwrap();
+        let mut seen = Seen::default();
+        let mut cursor = part.seek(part.offset_for(OffsetQuery::Earliest).unwrap()).unwrap();
+        loop {
+            let chunk = part.read(&cursor, 1 << 20).unwrap();
+            if chunk.bytes.is_empty() {
+                break;
+            }
+            chunk_lines(&chunk.bytes, &mut seen, "final read");
+            cursor = chunk.next.unwrap();
+        }
+        let end = part.offset_for(OffsetQuery::Latest).unwrap();
+        assert!(
+            cursor.next_offset >= end,
+            "partition {p}: reading from the log start stopped at {cursor:?}, below the log end \
+             offset {end}; segments {:?}",
+            part.segments()
+                .unwrap()
+                .iter()
+                .map(|s| (s.base_offset.0, s.log_size))
+                .collect::<Vec<_>>()
+        );
+        seen.check(&format!("partition {p} after the stress"), true);
+        for (w, seqs) in &seen.0 {
+            assert_eq!(seqs.last().copied(), Some(written[*w] - 1), "writer {w}'s last record");
+        }
+    }
+    eprintln!(
+        "engine stress: {:?} records written, {} segments deleted, reader passes {reads:?}",
+        written,
+        deleted.load(Ordering::Relaxed)
+    );
+    log_dir.shutdown().unwrap();
+}
+
+fn vm_rss_kib(pid: u32) -> u64 {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Base offsets listed under `segments/` (`.log` files).
+fn segment_bases(dir: &Path) -> Vec<i64> {
+    let mut bases: Vec<i64> = match fs::read_dir(dir) {
+        Ok(entries) => entries
+            .filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(".log")?.parse().ok())
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    bases.sort();
+    bases
+}
+
+#[test]
+fn mounted_readers_see_whole_ordered_records_while_segments_roll_and_retention_deletes() {
+    let m = MountGuard::foreground(&[
+        "--partitions",
+        "2",
+        "--threads",
+        "4",
+        "--segment-bytes",
+        "8192",
+        "--index-interval-bytes",
+        "512",
+        "--retention-bytes",
+        "32768",
+        "--retention-ms",
+        "-1",
+    ]);
+    fs::create_dir(m.path("t")).unwrap();
+    let rss_before = vm_rss_kib(m.pid);
+    let stop = Arc::new(AtomicBool::new(false));
+
+    // A `tail -f` on each partition (a read loop that waits at the end, as tail does; the
+    // real `tail -f` runs in `tail_f_keeps_following_while_another_reader_cats_the_same_partition`).
+    let followers: Vec<_> = (0..2)
+        .map(|p| {
+            let (path, stop) = (m.path(&format!("t/{p}/by-offset/0")), stop.clone());
+            thread::spawn(move || {
+                let mut f = fs::File::open(path).unwrap();
+                let mut out = Vec::new();
+                let mut buf = vec![0u8; 64 * 1024];
+                let mut idle_after_stop = 0;
+                loop {
+                    match f.read(&mut buf) {
+                        Ok(0) if stop.load(Ordering::Relaxed) => {
+                            idle_after_stop += 1;
+                            if idle_after_stop > 20 {
+                                return (out, None);
+                            }
+                            thread::sleep(Duration::from_millis(50));
+                        }
+                        Ok(0) => thread::sleep(Duration::from_millis(20)),
+                        Ok(n) => out.extend_from_slice(&buf[..n]),
+                        Err(e) => return (out, Some(e)),
+                    }
+                }
+            })
+        })
+        .collect();
+
+    let mut writers = Vec::new();
+    for w in 0..4usize {
+        let path = m.path(&format!("t/{}/append", w % 2));
+        let stop = stop.clone();
+        writers.push(thread::spawn(move || {
+            let mut f = OpenOptions::new().write(true).open(path).unwrap();
+            let mut seq = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let n = 1 + seq % 5;
+                let text: String =
+                    (seq..seq + n).map(|s| record_line(w, s) + "\n").collect::<Vec<_>>().concat();
+                f.write_all(text.as_bytes()).unwrap();
+                seq += n;
+                thread::sleep(Duration::from_millis(2));
+            }
+            seq
+        }));
+    }
+
+    let mut readers = Vec::new();
+    for r in 0..3usize {
+        let root = m.mnt();
+        let stop = stop.clone();
+        readers.push(thread::spawn(move || {
+            let mut passes = 0usize;
+            let mut refused = 0usize;
+            let mut rng = 0x2545_F491_4F6C_DD1Du64.wrapping_add(r as u64);
+            while !stop.load(Ordering::Relaxed) {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                let p = rng % 2;
+                // cat of everything, a random tail, a random offset, a random relative time.
+                let name = match (r + passes) % 4 {
+                    0 => "by-offset/-1000000".to_string(),
+                    1 => format!("by-offset/-{}", rng % 500),
+                    2 => format!("by-offset/{}", rng % 3000),
+                    _ => format!("by-time/-{}s", rng % 10),
+                };
+                let path = root.join(format!("t/{p}/{name}"));
+                let what = format!("reader {r}: {}", path.display());
+                let mut text = Vec::new();
+                let read =
+                    fs::File::open(&path).and_then(|f| f.take(256 * 1024).read_to_end(&mut text));
+                match read {
+                    Ok(_) => {
+                        // A read cut at 256 KiB may end mid-record: drop that partial line.
+                        if text.len() == 256 * 1024 {
+                            let keep = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+                            text.truncate(keep);
+                        }
+                        let mut seen = Seen::default();
+                        seen.add_lines(&text, &what);
+                        seen.check(&what, false);
+                    }
+                    // ENOENT: an offset below the log start (deleted by retention) or past the
+                    // end. ESTALE: retention deleted records this stream had not read yet, or
+                    // rebuilt the partition's render index (documented in src/view/stream.rs).
+                    Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESTALE)) => {
+                        refused += 1
+                    }
+                    Err(e) => panic!("{what}: {e}"),
+                }
+                passes += 1;
+            }
+            (passes, refused)
+        }));
+    }
+
+    // Write until the daemon's retention task (first pass 30 s after mounting) has deleted
+    // segments of both partitions, then a little longer.
+    let start = Instant::now();
+    let retention_seen = |m: &MountGuard| {
+        (0..2).all(|p| segment_bases(&m.path(&format!("t/{p}/segments"))).first() > Some(&0))
+    };
+    while !retention_seen(&m) && start.elapsed() < Duration::from_secs(90) {
+        thread::sleep(Duration::from_millis(200));
+    }
+    let retention_ran = retention_seen(&m);
+    thread::sleep(Duration::from_secs(2));
+    stop.store(true, Ordering::Relaxed);
+    let written = join_all("writer", writers);
+    let reads = join_all("reader", readers);
+    assert!(retention_ran, "retention never deleted a segment");
+    assert!(reads.iter().all(|(n, _)| *n > 0), "a reader never finished: {reads:?}");
+
+    // What each follower saw is whole, in order and without gaps; it follows to the end
+    // unless the stream went stale (a known bug, see the ignored test below: then it stops).
+    let mut followed = 0;
+    let mut stale = 0;
+    for (p, (out, err)) in join_all("follower", followers).into_iter().enumerate() {
+        let what = format!("follower of partition {p}");
+        let keep = out.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let mut seen = Seen::default();
+        seen.add_lines(&out[..keep], &what);
+        followed += seen.check(&what, true);
+        match err {
+            None => {
+                for w in [p, p + 2] {
+                    let last = seen.0.get(&w).and_then(|s| s.last()).copied();
+                    assert_eq!(last, Some(written[w] - 1), "{what}: writer {w}'s last record");
+                }
+            }
+            Some(e) if e.raw_os_error() == Some(libc::ESTALE) => stale += 1,
+            Some(e) => panic!("{what}: {e}"),
+        }
+    }
+
+    let rss_after = vm_rss_kib(m.pid);
+    eprintln!(
+        "mount stress: records written {written:?}, reader passes (done, ENOENT) {reads:?}, \
+         {followed} records followed ({stale} followers got ESTALE), daemon VmRSS {rss_before} KiB -> {rss_after} KiB"
+    );
+    assert!(
+        rss_after <= rss_before + 128 * 1024,
+        "daemon memory grew from {rss_before} KiB to {rss_after} KiB"
+    );
+    m.unmount();
+}
+
+#[test]
+#[ignore = "bug: `tail -f` of by-offset/0 stops seeing new records (and later gets ESTALE) while \
+            another process repeatedly cats by-offset/-1000000 of the same partition"]
+fn tail_f_keeps_following_while_another_reader_cats_the_same_partition() {
+    let m = MountGuard::foreground(&["--threads", "4", "--segment-bytes", "8192"]);
+    fs::create_dir(m.path("t")).unwrap();
+    let stream = m.path("t/0/by-offset/0");
+    let mut follower =
+        Follower::start("tail", &["-f", "-s", "0.2", "-c", "+1", stream.to_str().unwrap()]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let cat = {
+        let (path, stop) = (m.path("t/0/by-offset/-1000000"), stop.clone());
+        thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let _ = fs::read(&path);
+            }
+        })
+    };
+    let mut f = OpenOptions::new().write(true).open(m.path("t/0/append")).unwrap();
+    for seq in 0..3000 {
+        f.write_all(format!("{}\n", record_line(0, seq)).as_bytes()).unwrap();
+    }
+    let out = follower.wait_for(&format!("{}\n", record_line(0, 2999)));
+    stop.store(true, Ordering::Relaxed);
+    join_all("cat", vec![cat]);
+    let mut seen = Seen::default();
+    seen.add_lines(out.as_bytes(), "tail -f");
+    assert_eq!(seen.check("tail -f", true), 3000);
+}
