@@ -168,6 +168,27 @@ fn an_endless_line_to_append_is_refused_with_efbig_and_stores_nothing() {
     assert_eq!(values(&m, "t"), b"before\n", "the refused line changed what is stored");
     append_lines(&m.path("t/0/append"), b"after\n").unwrap();
     assert_eq!(values(&m, "t"), b"before\nafter\n");
+
+    // append.json allows a line 8 times longer (JSON escapes and base64 inflate a record), and
+    // no more.
+    let mut f = OpenOptions::new().write(true).open(m.path("t/0/append.json")).unwrap();
+    f.write_all(b"{\"payload\":\"").unwrap();
+    let mut accepted = 0usize;
+    let mut refused = None;
+    for _ in 0..1024 {
+        match f.write(&chunk) {
+            Ok(n) => accepted += n,
+            Err(e) => {
+                refused = Some(e);
+                break;
+            }
+        }
+    }
+    let err = refused.expect("64 MiB of one JSON line were all accepted");
+    assert_eq!(errno(&err), libc::EFBIG, "{err}");
+    assert!(accepted <= 8 * 1048576, "{accepted} bytes of one JSON line buffered");
+    drop(f);
+    assert_eq!(values(&m, "t"), b"before\nafter\n", "the refused JSON line changed the log");
 }
 
 #[test]
