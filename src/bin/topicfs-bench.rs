@@ -457,6 +457,30 @@ fn generate(
     Ok((g, took))
 }
 
+/// The read-only broker dir: `broker_partitions` partitions of `broker_segments` segments, one
+/// 10-record batch each. Partition 0 is written by the engine (and closed cleanly); the others
+/// are byte copies of it (the engine fsyncs every segment at a clean close, which for thousands
+/// of segments would take most of a quick run on this disk).
+fn generate_broker(dir: &Path, plan: &Plan, batch_size: u64) -> Result<Generated, String> {
+    let records = plan.broker_segments * 10;
+    let (g, _) = generate(dir, 1, records, plan.broker_segments, 10, batch_size)?;
+    let first = dir.join(format!("{TOPIC}-0"));
+    let files: Vec<PathBuf> = fs::read_dir(&first)
+        .map_err(|e| e.to_string())?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    for p in 1..plan.broker_partitions {
+        let to = dir.join(format!("{TOPIC}-{p}"));
+        fs::create_dir(&to).map_err(|e| format!("{}: {e}", to.display()))?;
+        for f in &files {
+            if let Some(name) = f.file_name() {
+                fs::copy(f, to.join(name)).map_err(|e| format!("{}: {e}", f.display()))?;
+            }
+        }
+    }
+    Ok(g)
+}
+
 /// Reuses a generated dir whose first partition has the same number of records and segments.
 fn reuse(dir: &Path, records: u64, segments: u64) -> Option<Generated> {
     let logs = LogDir::open_read_only(dir, bench_config(1 << 30)).ok()?;
@@ -1532,14 +1556,15 @@ fn run(a: &Args) -> Result<Report, String> {
     );
     // The read-only broker dir: partitions x segments of 10-record batches, one per segment.
     let broker_dir = a.work.join("data-broker");
-    let (broker, _) = generate(
-        &broker_dir,
-        plan.broker_partitions,
-        plan.broker_segments * 10,
-        plan.broker_segments,
-        10,
-        one_batch,
-    )?;
+    let broker = match a
+        .reuse_data
+        .then(|| reuse(&broker_dir, plan.broker_segments * 10, plan.broker_segments))
+        .flatten()
+        .filter(|_| broker_dir.join(format!("{TOPIC}-{}", plan.broker_partitions - 1)).is_dir())
+    {
+        Some(b) => b,
+        None => generate_broker(&broker_dir, &plan, one_batch)?,
+    };
 
     eprintln!("in-process: append ...");
     engine_append(&plan, &a.work, &mut report)?;

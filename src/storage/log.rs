@@ -19,7 +19,7 @@ use std::fs::File;
 use std::hash::BuildHasher;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::SystemTime;
 
@@ -81,6 +81,12 @@ pub struct Log {
     recovered_segments: AtomicUsize,
     /// `(log start offset, timestamp of its first record)` of the last summary.
     first_timestamp: Mutex<Option<(Offset, Option<Timestamp>)>>,
+    /// Bumped, under the `segments` write lock, whenever the segment map changes.
+    segments_version: AtomicU64,
+    /// `(segments_version, bytes, max timestamp)` of every segment but the last: sealed
+    /// segments never change size or max timestamp while the map is unchanged, so a summary
+    /// costs one segment, not one per segment (streams ask for one on every open and stat).
+    sealed_summary: Mutex<Option<(u64, u64, Option<Timestamp>)>>,
     /// What the log dir knew at open (read-only reloads start from it again).
     load_state: LoadState,
     /// Wall time (ms) of the last read-only refresh.
@@ -130,6 +136,8 @@ impl Log {
             closed: AtomicBool::new(false),
             recovered_segments: AtomicUsize::new(0),
             first_timestamp: Mutex::new(None),
+            segments_version: AtomicU64::new(0),
+            sealed_summary: Mutex::new(None),
             load_state: state,
             last_refresh_ms: AtomicI64::new(now_ms()),
         };
@@ -272,7 +280,10 @@ impl Log {
             *lock(&self.last_modified) = last.last_modified();
         }
         self.active_roll_jitter_ms.store(self.draw_roll_jitter(log_end), Ordering::Relaxed);
-        *self.segments.write().unwrap_or_else(|e| e.into_inner()) = segments;
+        let mut map = self.segments.write().unwrap_or_else(|e| e.into_inner());
+        *map = segments;
+        self.segments_version.fetch_add(1, Ordering::AcqRel);
+        drop(map);
         Ok(())
     }
 
@@ -690,10 +701,10 @@ impl Log {
             self.config.segment_index_bytes,
             self.config.index_interval_bytes,
         )?);
-        self.segments
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(new_base, Arc::clone(&segment));
+        let mut map = self.segments.write().unwrap_or_else(|e| e.into_inner());
+        map.insert(new_base, Arc::clone(&segment));
+        self.segments_version.fetch_add(1, Ordering::AcqRel);
+        drop(map);
         self.active_roll_jitter_ms.store(self.draw_roll_jitter(new_base), Ordering::Relaxed);
         log::debug!("rolled {} to a new segment at {new_base}", self.dir.display());
         Ok(segment)
@@ -857,24 +868,47 @@ impl Log {
     /// Offsets, sizes and timestamps now.
     pub fn summary(&self) -> Result<PartitionSummary> {
         self.maybe_refresh()?;
-        let segments = self.segment_list();
+        let (segment_count, size_bytes, max_timestamp) = self.segment_totals()?;
         let log_start = self.log_start_offset();
         let log_end = self.log_end_offset();
-        let mut max_timestamp = None;
-        for seg in &segments {
-            if let Some((ts, _)) = seg.max_timestamp_so_far()? {
-                max_timestamp = Some(max_timestamp.map_or(ts, |m: Timestamp| m.max(ts)));
-            }
-        }
         Ok(PartitionSummary {
             log_start_offset: log_start,
             log_end_offset: log_end,
-            segment_count: segments.len(),
-            size_bytes: segments.iter().map(|s| s.size()).sum(),
+            segment_count,
+            size_bytes,
             first_timestamp: self.first_timestamp(log_start, log_end)?,
             max_timestamp,
             last_modified: *lock(&self.last_modified),
         })
+    }
+
+    /// Segment count, total bytes and max timestamp: the sealed segments' totals come from
+    /// `sealed_summary` while the segment map is unchanged, the last segment is read live.
+    fn segment_totals(&self) -> Result<(usize, u64, Option<Timestamp>)> {
+        fn max_ts(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
+            match (a, b) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            }
+        }
+        let map = self.segments.read().unwrap_or_else(|e| e.into_inner());
+        let version = self.segments_version.load(Ordering::Acquire);
+        let Some((_, last)) = map.iter().next_back() else { return Ok((0, 0, None)) };
+        let cached = *lock(&self.sealed_summary);
+        let (sealed_bytes, sealed_max) = match cached {
+            Some((v, bytes, max)) if v == version => (bytes, max),
+            _ => {
+                let (mut bytes, mut max) = (0u64, None);
+                for seg in map.values().take(map.len() - 1) {
+                    bytes = bytes.saturating_add(seg.size());
+                    max = max_ts(max, seg.max_timestamp_so_far()?.map(|(ts, _)| ts));
+                }
+                *lock(&self.sealed_summary) = Some((version, bytes, max));
+                (bytes, max)
+            }
+        };
+        let last_max = last.max_timestamp_so_far()?.map(|(ts, _)| ts);
+        Ok((map.len(), sealed_bytes.saturating_add(last.size()), max_ts(sealed_max, last_max)))
     }
 
     /// Timestamp of the first record at or after the log start offset (cached per log start).
@@ -1053,7 +1087,10 @@ impl Log {
             if let Some(next) = segments.get(deleted + 1) {
                 self.log_start_offset.fetch_max(next.base_offset().0, Ordering::AcqRel);
             }
-            self.segments.write().unwrap_or_else(|e| e.into_inner()).remove(&seg.base_offset());
+            let mut map = self.segments.write().unwrap_or_else(|e| e.into_inner());
+            map.remove(&seg.base_offset());
+            self.segments_version.fetch_add(1, Ordering::AcqRel);
+            drop(map);
             log::info!("retention: deleting segment {}", seg.log_path().display());
             seg.delete_files()?;
             deleted += 1;
