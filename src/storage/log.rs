@@ -38,6 +38,21 @@ use super::config::{LogConfig, MessageTimestampType};
 use super::scan::read_fully_at;
 use super::segment::{LogSegment, SegmentMode, Translated, now_ms, segment_file_path};
 
+/// What `segments/` shows of one segment (one `stat`, of its `.txnindex`).
+fn segment_summary(seg: &LogSegment) -> Result<SegmentSummary> {
+    let txn = std::fs::metadata(seg.file_path(".txnindex")).ok().map(|m| m.len());
+    Ok(SegmentSummary {
+        base_offset: seg.base_offset(),
+        log_size: seg.size(),
+        index_size: seg.index_file_size(false)?,
+        time_index_size: seg.index_file_size(true)?,
+        txn_index_size: txn,
+        max_timestamp: seg.max_timestamp_so_far()?.map(|(ts, _)| ts),
+        is_active: seg.is_active(),
+        last_modified: seg.last_modified(),
+    })
+}
+
 /// Bytes of one `.txnindex` entry (`AbortedTxn.TOTAL_SIZE`).
 const TXN_INDEX_ENTRY_SIZE: usize = 34;
 /// Per-record overhead bound used to pre-split large appends (`DefaultRecord.MAX_RECORD_OVERHEAD`
@@ -87,6 +102,10 @@ pub struct Log {
     /// segments never change size or max timestamp while the map is unchanged, so a summary
     /// costs one segment, not one per segment (streams ask for one on every open and stat).
     sealed_summary: Mutex<Option<(u64, u64, Option<Timestamp>)>>,
+    /// `(segments_version, summaries)` of every segment but the last (see `sealed_summary`): a
+    /// `stat` of each segment's `.txnindex` made every lookup in `segments/` cost one system
+    /// call per segment.
+    sealed_segment_summaries: Mutex<Option<(u64, Arc<Vec<SegmentSummary>>)>>,
     /// What the log dir knew at open (read-only reloads start from it again).
     load_state: LoadState,
     /// Wall time (ms) of the last read-only refresh.
@@ -138,6 +157,7 @@ impl Log {
             first_timestamp: Mutex::new(None),
             segments_version: AtomicU64::new(0),
             sealed_summary: Mutex::new(None),
+            sealed_segment_summaries: Mutex::new(None),
             load_state: state,
             last_refresh_ms: AtomicI64::new(now_ms()),
         };
@@ -947,20 +967,26 @@ impl Log {
     /// Segments in base-offset order, as listed under `segments/`.
     pub fn segment_summaries(&self) -> Result<Vec<SegmentSummary>> {
         self.maybe_refresh()?;
-        let mut out = Vec::new();
-        for seg in self.segment_list() {
-            let txn = std::fs::metadata(seg.file_path(".txnindex")).ok().map(|m| m.len());
-            out.push(SegmentSummary {
-                base_offset: seg.base_offset(),
-                log_size: seg.size(),
-                index_size: seg.index_file_size(false)?,
-                time_index_size: seg.index_file_size(true)?,
-                txn_index_size: txn,
-                max_timestamp: seg.max_timestamp_so_far()?.map(|(ts, _)| ts),
-                is_active: seg.is_active(),
-                last_modified: seg.last_modified(),
-            });
-        }
+        let map = self.segments.read().unwrap_or_else(|e| e.into_inner());
+        let version = self.segments_version.load(Ordering::Acquire);
+        let Some((_, last)) = map.iter().next_back() else { return Ok(Vec::new()) };
+        let cached = lock(&self.sealed_segment_summaries).clone();
+        let sealed = match cached {
+            Some((v, sealed)) if v == version => sealed,
+            _ => {
+                let sealed = map
+                    .values()
+                    .take(map.len() - 1)
+                    .map(|seg| segment_summary(seg))
+                    .collect::<Result<Vec<_>>>()?;
+                let sealed = Arc::new(sealed);
+                *lock(&self.sealed_segment_summaries) = Some((version, Arc::clone(&sealed)));
+                sealed
+            }
+        };
+        let mut out = Vec::with_capacity(map.len());
+        out.extend_from_slice(&sealed);
+        out.push(segment_summary(last)?);
         Ok(out)
     }
 
