@@ -14,7 +14,10 @@
 //! file system that extended the file but never wrote its blocks leaves it): recovery keeps a
 //! valid prefix holding everything synced.
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -671,4 +674,80 @@ fn power_cut_past_the_last_sync_keeps_a_valid_prefix_with_everything_synced() {
     }
     log_dir.shutdown().unwrap();
     assert!(cases >= 24, "only {cases} power cuts simulated");
+}
+
+/// Reads `path` through the mount until EOF or an error; returns the bytes read and the errno.
+fn read_through_mount(path: &Path) -> (Vec<u8>, Option<i32>) {
+    let mut out = Vec::new();
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) => return (out, e.raw_os_error()),
+    };
+    let mut buf = vec![0u8; 64 * 1024];
+    for _ in 0..MAX_READS {
+        match f.read(&mut buf) {
+            Ok(0) => return (out, None),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) => return (out, e.raw_os_error()),
+        }
+    }
+    panic!("endless read of {}", path.display());
+}
+
+#[test]
+fn damaged_data_dirs_mounted_serve_intact_records_and_eio_for_damage() {
+    let work = tempfile::tempdir().unwrap();
+    let pristine = work.path().join("pristine");
+    let written = write_data_dir(&pristine);
+    let layout = batch_layout(&pristine);
+    let (mut eio, mut skipped) = (0, 0);
+    for seed in 5000..5008u64 {
+        let dirs = common::Dirs::new();
+        std::fs::remove_dir(dirs.data()).unwrap();
+        copy_dir(&pristine, &dirs.data());
+        let damages = damage(&dirs.data(), &mut Rng(seed));
+        // Read-only every other seed: nothing under the dir may change, damage or not.
+        let args: &[&str] = if seed % 2 == 0 { &["--read-only"] } else { &[] };
+        let m = common::MountGuard::foreground_on(dirs, args);
+        for ((topic, partition), values) in &written {
+            let path = m.path(&format!("{topic}/{partition}/by-offset/0"));
+            let label = format!("seed {seed} {}: damage {damages:?}", path.display());
+            let (bytes, errno) = with_deadline(label.clone(), move || read_through_mount(&path));
+            match errno {
+                None => {}
+                Some(libc::EIO) => eio += 1,
+                // The partition did not load, or recovery moved its log start past 0.
+                Some(libc::ENOENT) => {}
+                Some(e) => panic!("{label}: errno {e}"),
+            }
+            let dir = m.data().join(format!("{topic}-{partition}"));
+            let base_offset_flipped = damages.iter().any(|d| {
+                d.file.parent() == Some(&dir)
+                    && layout.get(d.file.strip_prefix(m.data()).unwrap()).is_some_and(|spans| {
+                        spans.iter().any(|s| {
+                            d.flipped.iter().any(|&p| p >= s.position && p < s.position + 8)
+                        })
+                    })
+            });
+            // Whole lines served are records that were written, in order. Gaps are possible:
+            // records after a torn batch of a sealed segment are skipped without an error
+            // (bug 1 in RELIABILITY.md); they are counted, not accepted as correct.
+            let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+            let mut next = 0usize;
+            for line in bytes[..complete].split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+                let at = values.iter().position(|v| v == line);
+                let at = at.unwrap_or_else(|| panic!("{label}: {line:?} never written"));
+                if !base_offset_flipped {
+                    assert!(at >= next, "{label}: record {at} served after record {next}");
+                    skipped += at - next;
+                }
+                next = at + 1;
+            }
+        }
+        assert!(!common::process_ended(m.pid), "seed {seed}: the daemon died");
+        m.unmount();
+    }
+    eprintln!(
+        "8 damaged dirs mounted: {eio} partitions reported EIO, {skipped} records silently skipped"
+    );
 }
