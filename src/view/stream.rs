@@ -61,7 +61,7 @@
 //! every [`Walker`] takes one [`TxnSnapshot`] and stops at its stable offset, so all it renders
 //! is final. With `read_uncommitted` every non-control record is shown.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
@@ -69,7 +69,7 @@ use crate::format::{
     BatchInfo, Compression, DecodeError, Offset, Position, Timestamp, decode_batch,
     file_name::format_base_offset, parse_batch_info, peek_entry,
 };
-use crate::source::{OffsetQuery, PartitionSource, ReadCursor};
+use crate::source::{BatchChunk, OffsetQuery, PartitionSource, ReadCursor};
 use crate::view::render::{ByteCounter, Renderer};
 use crate::view::spec::{Bound, Format, StreamSpec};
 use crate::view::txn::{CommittedPartition, Isolation, TxnSnapshot, TxnTracker};
@@ -122,6 +122,8 @@ pub struct RenderIndex {
     state: Mutex<IndexState>,
     /// The partition's transaction state (`read_committed`); `None` shows every record.
     txn: Option<Arc<TxnTracker>>,
+    /// Damaged batches already logged, by (segment base offset, position): each is logged once.
+    damaged: Mutex<HashSet<(Offset, u64)>>,
 }
 
 /// Key of a render index: rendered bytes depend on the topic and partition (JSON) and format.
@@ -229,7 +231,7 @@ impl RenderIndex {
     pub fn new(part: &dyn PartitionSource, format: Format) -> Result<RenderIndex> {
         let renderer = Renderer::new(format, part.topic(), part.partition());
         let state = Mutex::new(IndexState::origin(part, 0)?);
-        Ok(RenderIndex { renderer, state, txn: None })
+        Ok(RenderIndex { renderer, state, txn: None, damaged: Mutex::new(HashSet::new()) })
     }
 
     /// Number of checkpoints held (frontier excluded): for tests and statistics.
@@ -318,7 +320,7 @@ impl RenderIndex {
         bases: Arc<Vec<Offset>>,
     ) -> Walker<'a> {
         let txn = self.txn.as_ref().map(|t| t.snapshot());
-        Walker::new(part, &self.renderer, from, bases, txn)
+        Walker::new(part, &self.renderer, from, bases, txn, &self.damaged)
     }
 
     /// The rendered position of `target`; extends the index as far as needed first.
@@ -433,6 +435,105 @@ fn segment_bases(part: &dyn PartitionSource) -> Result<Vec<Offset>> {
     Ok(bases)
 }
 
+/// Largest batch [`read_past_damage`] returns as stored when the engine refuses to serve it.
+const MAX_DAMAGED_BATCH: u64 = 64 << 20;
+
+/// Reads whole batches from `cursor` like [`PartitionSource::read`], stepping over damage the
+/// engine refuses to serve, so that what follows stays readable:
+///
+/// * a batch that is framed (its size field fits the segment) but fails its CRC is returned
+///   alone, as stored; decoding it then reports the damage;
+/// * bytes that do not frame a batch, in a segment followed by another one (so sealed), end
+///   that segment: the read goes on at the next segment. The second value then names the
+///   segment's base offset, the position and the damage, for the caller to log.
+///
+/// Damage in the last segment is returned as an error (or, for a torn tail the engine hides,
+/// is the end of the log).
+pub(crate) fn read_past_damage(
+    part: &dyn PartitionSource,
+    cursor: &ReadCursor,
+    max_bytes: usize,
+) -> Result<(BatchChunk, Option<(Offset, u64, Error)>)> {
+    let mut cursor = *cursor;
+    let mut skipped = None;
+    loop {
+        let damage = match part.read(&cursor, max_bytes) {
+            Ok(chunk) if !chunk.bytes.is_empty() => return Ok((chunk, skipped)),
+            // Empty: the end, unless unread bytes remain in a sealed segment.
+            Ok(_) => None,
+            Err(e @ Error::Corrupt { .. }) => Some(e),
+            Err(e) => return Err(e),
+        };
+        let segments = part.segments()?;
+        let Some(segment) = segments.iter().find(|s| s.base_offset == cursor.segment_base) else {
+            return match damage {
+                Some(e) => Err(e),
+                None => part.read(&cursor, max_bytes).map(|c| (c, skipped)),
+            };
+        };
+        let next =
+            segments.iter().map(|s| s.base_offset).filter(|b| *b > cursor.segment_base).min();
+        let position = cursor.position.0;
+        if damage.is_none() && (position >= segment.log_size || next.is_none()) {
+            return Ok((BatchChunk { bytes: Vec::new(), next: Some(cursor) }, skipped));
+        }
+        if let Some(chunk) = framed_entry(part, &cursor, segment.log_size)? {
+            return Ok((chunk, skipped));
+        }
+        let what = match damage {
+            Some(e) => e,
+            None => Error::corrupt(
+                format!(
+                    "{}-{}/{}.log",
+                    part.topic(),
+                    part.partition(),
+                    format_base_offset(cursor.segment_base)
+                ),
+                position,
+                format!("{} bytes that are not a batch", segment.log_size - position),
+            ),
+        };
+        let Some(next) = next else { return Err(what) };
+        skipped = Some((cursor.segment_base, position, what));
+        cursor = ReadCursor {
+            segment_base: next,
+            position: Position(0),
+            next_offset: cursor.next_offset.max(next),
+        };
+    }
+}
+
+/// The entry at `cursor` read as stored, if its header frames a batch inside the segment.
+fn framed_entry(
+    part: &dyn PartitionSource,
+    cursor: &ReadCursor,
+    log_size: u64,
+) -> Result<Option<BatchChunk>> {
+    use crate::source::SegmentFileKind;
+    let position = cursor.position.0;
+    let mut header = [0u8; crate::format::HEADER_SIZE_UP_TO_MAGIC];
+    let n =
+        part.read_segment_file(cursor.segment_base, SegmentFileKind::Log, position, &mut header)?;
+    let Ok(Some(h)) = peek_entry(header.get(..n).unwrap_or_default()) else { return Ok(None) };
+    let total = h.total_size() as u64;
+    if total > MAX_DAMAGED_BATCH || position.saturating_add(total) > log_size {
+        return Ok(None);
+    }
+    let mut entry = vec![0u8; total as usize];
+    let n =
+        part.read_segment_file(cursor.segment_base, SegmentFileKind::Log, position, &mut entry)?;
+    if n as u64 != total {
+        return Ok(None);
+    }
+    let Ok(info) = parse_batch_info(&entry) else { return Ok(None) };
+    let next = ReadCursor {
+        segment_base: cursor.segment_base,
+        position: Position(position.saturating_add(total)),
+        next_offset: cursor.next_offset.max(info.last_offset.plus(1)),
+    };
+    Ok(Some(BatchChunk { bytes: entry, next: Some(next) }))
+}
+
 /// The first offset a batch holds: its base offset, or for a legacy compressed wrapper (whose
 /// entry offset is its last inner offset) the first inner offset, which needs decompression.
 fn first_offset(entry: &[u8], info: &BatchInfo) -> Result<Offset, DecodeError> {
@@ -467,6 +568,8 @@ struct Walker<'a> {
     /// `read_committed`: batches at or past its stable offset end the walk; aborted batches
     /// render nothing in the record formats.
     txn: Option<TxnSnapshot>,
+    /// The index's set of damaged batches already logged.
+    damaged: &'a Mutex<HashSet<(Offset, u64)>>,
 }
 
 impl<'a> Walker<'a> {
@@ -476,6 +579,7 @@ impl<'a> Walker<'a> {
         from: Checkpoint,
         bases: Arc<Vec<Offset>>,
         txn: Option<TxnSnapshot>,
+        damaged: &'a Mutex<HashSet<(Offset, u64)>>,
     ) -> Walker<'a> {
         let mut here = from;
         here.segment_start = false;
@@ -489,6 +593,7 @@ impl<'a> Walker<'a> {
             chunk_next: None,
             read_size: READ_CHUNK,
             txn,
+            damaged,
         }
     }
 
@@ -511,7 +616,12 @@ impl<'a> Walker<'a> {
     /// The next batch, reading a chunk when needed; `None` at the current end of the log.
     fn peek(&mut self) -> Result<Option<Step>> {
         if self.chunk_at >= self.chunk.len() {
-            let chunk = self.part.read(&self.here.cursor, self.read_size)?;
+            let (chunk, skipped) = read_past_damage(self.part, &self.here.cursor, self.read_size)?;
+            if let Some(skipped) = skipped {
+                if lock(self.damaged).insert((skipped.0, skipped.1)) {
+                    log::error!("{}; skipped to the next segment", skipped.2);
+                }
+            }
             self.read_size = self.read_size.saturating_mul(2).min(READ_CHUNK);
             if chunk.bytes.is_empty() {
                 return Ok(None);
@@ -601,28 +711,47 @@ impl<'a> Walker<'a> {
         if self.hides(&step.info) {
             return Ok(0);
         }
-        let position = self.here.cursor.position.0;
-        let err = |e: DecodeError| self.corrupt(position.saturating_add(e.at as u64), &e);
-        let batch = decode_batch(self.entry(step)).map_err(err)?;
-        let mut counter = ByteCounter(0);
-        for record in batch.records() {
-            let record = record.map_err(err)?;
-            if below.is_some_and(|b| record.offset >= b) {
-                break;
+        let counted = (|| {
+            let batch = decode_batch(self.entry(step))?;
+            let mut counter = ByteCounter(0);
+            // Every record is decoded, also past `below`: a batch with any damaged record
+            // counts as nothing wherever the count stops, so positions agree.
+            for record in batch.records() {
+                let record = record?;
+                if below.is_none_or(|b| record.offset < b) {
+                    self.renderer.render(batch.info(), &record, &mut counter);
+                }
             }
-            self.renderer.render(batch.info(), &record, &mut counter);
+            Ok(counter.0)
+        })();
+        match counted {
+            Ok(n) => Ok(n),
+            Err(e) => {
+                self.log_damage(&e);
+                Ok(0)
+            }
         }
-        Ok(counter.0)
+    }
+
+    /// Logs a damaged batch at the walker's position, once per render index.
+    fn log_damage(&self, e: &DecodeError) {
+        let key = (self.here.cursor.segment_base, self.here.cursor.position.0);
+        if lock(self.damaged).insert(key) {
+            let err = self.corrupt(self.here.cursor.position.0.saturating_add(e.at as u64), e);
+            log::error!("{err}; the batch renders no records (reads through it fail with EIO)");
+        }
     }
 
     /// Renders `step` into `out`, keeping only rendered positions in `[from, to)` and records
-    /// below `end`. Returns the rendered bytes walked over and whether the walk must stop
-    /// inside this batch (a record at or past `end`, or rendered position `to` reached).
+    /// below `end` (the stream starts at offset `first`). Returns the rendered bytes walked
+    /// over and whether the walk must stop inside this batch (a record at or past `end`, or
+    /// rendered position `to` reached).
     fn render_batch(
         &self,
         step: &Step,
         from: u64,
         to: u64,
+        first: Offset,
         end: Option<Offset>,
         out: &mut Vec<u8>,
     ) -> Result<(u64, bool)> {
@@ -642,11 +771,42 @@ impl<'a> Walker<'a> {
         if self.hides(&step.info) {
             return Ok((0, false));
         }
-        let batch = decode_batch(self.entry(step)).map_err(err)?;
+        // A damaged batch renders nothing (as `count_batch` counts it): a read whose window
+        // starts after it skips it; one that reaches it ends before it, or fails with EIO when
+        // it starts there.
+        let out_before = out.len();
+        let damaged = |e: DecodeError, out: &mut Vec<u8>| {
+            out.truncate(out_before);
+            if step.info.last_offset < first {
+                // Not part of this stream: it holds only offsets before `first`.
+                Ok((0, false))
+            } else if end.is_some_and(|e| step.info.base_offset >= e) {
+                Ok((0, true))
+            } else if start < from {
+                Ok((0, false))
+            } else if out_before > 0 {
+                Ok((0, true))
+            } else {
+                Err(err(e))
+            }
+        };
+        let batch = match decode_batch(self.entry(step)) {
+            Ok(batch) => batch,
+            Err(e) => return damaged(e, out),
+        };
         let mut pos = start;
-        for record in batch.records() {
-            let record = record.map_err(err)?;
+        let mut records = batch.records();
+        while let Some(record) = records.next() {
+            let record = match record {
+                Ok(record) => record,
+                Err(e) => return damaged(e, out),
+            };
             if end.is_some_and(|e| record.offset >= e) || pos >= to {
+                // The rest of the batch is decoded too: a damaged record anywhere makes the
+                // whole batch render nothing, whatever this window holds.
+                if let Some(e) = records.find_map(Result::err) {
+                    return damaged(e, out);
+                }
                 return Ok((pos - start, true));
             }
             let n = if pos >= from {
@@ -883,7 +1043,7 @@ impl Stream {
             let Some(step) = w.peek()? else { break };
             // Taken after `peek`, which moves the cursor when the batch starts a new segment.
             let before = w.here;
-            let (rendered, stop) = w.render_batch(&step, from, to, end, &mut out)?;
+            let (rendered, stop) = w.render_batch(&step, from, to, self.start, end, &mut out)?;
             if stop {
                 resume = Some(before);
                 break;

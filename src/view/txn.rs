@@ -224,8 +224,8 @@ impl TxnTracker {
         };
         let mut bases = segment_bases(part)?;
         loop {
-            let chunk = match part.read(&cursor, SCAN_CHUNK) {
-                Ok(chunk) => chunk,
+            let chunk = match crate::view::stream::read_past_damage(part, &cursor, SCAN_CHUNK) {
+                Ok((chunk, _)) => chunk,
                 Err(Error::Corrupt { file, position, what }) => {
                     let file = file.display().to_string();
                     st.damage = Some(Damage { file, position, what });
