@@ -381,3 +381,70 @@ fn deleted_moving_and_stray_replicas_are_not_topics_but_internal_topics_are() {
     let orders = fs::read(mount.path("orders/0/by-offset/0.json")).unwrap();
     assert_eq!(metadata.len(), orders.len() + 47 * ("__cluster_metadata".len() - "orders".len()));
 }
+
+/// Appends stored batches to the end of a segment file, as a broker does.
+fn append_to(path: &Path, batches: &[Vec<u8>]) {
+    let mut file = fs::OpenOptions::new().append(true).open(path).unwrap();
+    for b in batches {
+        std::io::Write::write_all(&mut file, b).unwrap();
+    }
+}
+
+fn txn_batch(base: i64, producer_id: i64, values: &[&str], transactional: bool) -> Vec<u8> {
+    use topicfs::format::{BatchSpec, NewRecord, Offset, encode_batch};
+    let spec = BatchSpec {
+        base_offset: Offset(base),
+        producer_id,
+        producer_epoch: 0,
+        base_sequence: 0,
+        is_transactional: transactional,
+        ..BatchSpec::default()
+    };
+    let records: Vec<NewRecord> = values
+        .iter()
+        .map(|v| NewRecord {
+            timestamp: 1_767_300_000_000,
+            key: None,
+            value: Some(v.as_bytes().to_vec()),
+            headers: vec![],
+        })
+        .collect();
+    encode_batch(&spec, &records).unwrap()
+}
+
+#[test]
+fn an_open_transaction_ends_read_committed_streams_until_its_marker_arrives() {
+    use topicfs::format::{Offset, control::encode_end_txn_marker_batch};
+    let dirs = Dirs::new();
+    copy_corpus(&dirs.data());
+    let active = dirs.data().join("transactions-0/00000000000000000017.log");
+    // Producer 7000 opens a transaction at offset 19; a plain record follows at 21.
+    append_to(
+        &active,
+        &[txn_batch(19, 7000, &["open 0", "open 1"], true), txn_batch(21, -1, &["after"], false)],
+    );
+    let mount = mount_read_only(dirs, &[]);
+    let committed: Vec<String> = expected_records(&manifest(), "transactions", 0, false)
+        .iter()
+        .map(|r| String::from_utf8(b64(&r["value"]).unwrap()).unwrap())
+        .collect();
+    let stream = mount.path("transactions/0/by-offset/0");
+    let before = fs::read_to_string(&stream).unwrap();
+    assert_eq!(before.lines().collect::<Vec<_>>(), committed, "past the last stable offset");
+    // The last stable offset is the log end a name resolves against: 21 does not exist yet.
+    let err = fs::metadata(mount.path("transactions/0/by-offset/21")).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+    let mut tail =
+        common::Follower::start("tail", &["-f", "-n", "+1", "-s", "0.1", stream.to_str().unwrap()]);
+    tail.wait_for(&format!("{}\n", committed.last().unwrap()));
+    // The COMMIT marker arrives: the transaction's records and what follows appear, in order.
+    let marker =
+        encode_end_txn_marker_batch(Offset(22), 0, 7000, 0, true, 0, 1_767_300_000_001).unwrap();
+    append_to(&mount.data().join("transactions-0/00000000000000000017.log"), &[marker]);
+    let seen = tail.wait_for("after\n");
+    let mut want = committed.join("\n");
+    want.push_str("\nopen 0\nopen 1\nafter\n");
+    assert_eq!(seen, want);
+    let all = fs::read_to_string(mount.path("transactions/0/by-offset/21")).unwrap();
+    assert_eq!(all, "after\n");
+}

@@ -125,7 +125,7 @@ fn tree_lists_topics_partitions_and_partition_files() {
     );
     assert_eq!(
         f.names("t/0"),
-        [".", "..", "info", "by-offset", "by-time", "append", "append.json", "segments"]
+        [".", "..", "info", "by-offset", "by-time", "append", "append.json", "segments", "check"]
     );
     let attr = f.fs.getattr(f.ino("t/0/by-offset").unwrap(), None).unwrap().attr;
     assert_eq!(attr.kind, FileKind::Directory);
@@ -264,7 +264,7 @@ fn readdir_resumes_at_the_offset_of_the_last_entry_taken() {
     let names: Vec<_> = first.iter().map(|e| e.name.clone()).chain(rest).collect();
     assert_eq!(
         names,
-        [".", "..", "info", "by-offset", "by-time", "append", "append.json", "segments"]
+        [".", "..", "info", "by-offset", "by-time", "append", "append.json", "segments", "check"]
     );
 }
 

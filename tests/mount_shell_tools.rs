@@ -25,7 +25,7 @@ fn ls_shows_topics_partitions_and_partition_files() {
     );
     assert_eq!(
         sh(&format!("ls {}", m.path("t/0").display())),
-        "append\nappend.json\nby-offset\nby-time\ninfo\nsegments\n"
+        "append\nappend.json\nby-offset\nby-time\ncheck\ninfo\nsegments\n"
     );
     assert_eq!(sh(&format!("ls {}", m.path("t/1/by-offset").display())), "0\n");
     assert!(sh(&format!("cat {}", m.path("t/info").display())).contains("partitions: 2\n"));

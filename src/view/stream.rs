@@ -256,11 +256,12 @@ impl RenderIndex {
                     }
                 }
                 // Retention deleted the frontier's segment too (a broker rolls, then deletes
-                // every segment but the active one): everything rendered is gone, and every
-                // remaining batch holds offsets >= `first` >= the frontier's bound. The
-                // frontier moves to the start of the first remaining segment, keeping its
-                // rendered position, so open streams (`tail -f`) go on.
-                Some(first) if !frontier_lost && st.frontier.bound <= first => {
+                // every segment but the active one), but the first remaining segment starts
+                // exactly at the frontier's bound: everything rendered is gone and nothing
+                // unrendered was lost. The frontier moves to the start of that segment,
+                // keeping its rendered position, so open streams (`tail -f`) go on. (Had
+                // unrendered records been deleted, the index is rebuilt: see above.)
+                Some(first) if !frontier_lost && st.frontier.bound == first => {
                     let cursor = ReadCursor {
                         segment_base: first,
                         position: Position(0),
