@@ -125,10 +125,9 @@ fn index_dumps_list_every_entry_with_absolute_offsets() {
     for p in m["partitions"].as_array().unwrap() {
         for s in p["segments"].as_array().unwrap() {
             let stem = s["file"].as_str().unwrap().trim_end_matches(".log");
-            let index = fs::read_to_string(
-                mount.path(&format!("{}.index.dump", segment_path(p, &format!("{stem}")))),
-            )
-            .unwrap();
+            let index =
+                fs::read_to_string(mount.path(&format!("{}.index.dump", segment_path(p, stem))))
+                    .unwrap();
             let want: Vec<String> = s["index"]
                 .as_array()
                 .unwrap()

@@ -49,12 +49,15 @@ pub const TXN_INDEX_ENTRY_SIZE: usize = 34;
 /// Texts kept by an [`InspectCache`] before it starts over.
 const CACHE_ENTRIES: usize = 256;
 
+/// A rendered text and the segments it was rendered from.
+type Rendered = (Vec<SegmentSummary>, Arc<Vec<u8>>);
+
 /// Rendered inspection texts, each reused while the segments it was rendered from are
 /// unchanged (same [`SegmentSummary`]: sizes, mtime, active flag), so `ls -l` (sizes) followed
 /// by `cat` renders once.
 #[derive(Debug, Default)]
 pub struct InspectCache {
-    entries: Mutex<HashMap<String, (Vec<SegmentSummary>, Arc<Vec<u8>>)>>,
+    entries: Mutex<HashMap<String, Rendered>>,
 }
 
 impl InspectCache {

@@ -436,6 +436,9 @@ fn segment_bases(part: &dyn PartitionSource) -> Result<Vec<Offset>> {
     Ok(bases)
 }
 
+/// Bytes [`read_past_damage`] stepped over: the segment's base offset, the position, the damage.
+pub(crate) type Skipped = (Offset, u64, Error);
+
 /// Largest batch [`read_past_damage`] returns as stored when the engine refuses to serve it.
 const MAX_DAMAGED_BATCH: u64 = 64 << 20;
 
@@ -454,7 +457,7 @@ pub(crate) fn read_past_damage(
     part: &dyn PartitionSource,
     cursor: &ReadCursor,
     max_bytes: usize,
-) -> Result<(BatchChunk, Option<(Offset, u64, Error)>)> {
+) -> Result<(BatchChunk, Option<Skipped>)> {
     let mut cursor = *cursor;
     let mut skipped = None;
     loop {
