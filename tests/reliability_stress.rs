@@ -410,7 +410,7 @@ fn mounted_readers_see_whole_ordered_records_while_segments_roll_and_retention_d
     assert!(reads.iter().all(|(n, _)| *n > 0), "a reader never finished: {reads:?}");
 
     // What each follower saw is whole, in order and without gaps; it follows to the end
-    // unless the stream went stale (a known bug, see the ignored test below: then it stops).
+    // unless retention deleted records it had not rendered yet (then ESTALE, as documented).
     let mut followed = 0;
     let mut stale = 0;
     for (p, (out, err)) in join_all("follower", followers).into_iter().enumerate() {
@@ -444,8 +444,6 @@ fn mounted_readers_see_whole_ordered_records_while_segments_roll_and_retention_d
 }
 
 #[test]
-#[ignore = "bug: `tail -f` of by-offset/0 stops seeing new records (and later gets ESTALE) while \
-            another process repeatedly cats by-offset/-1000000 of the same partition"]
 fn tail_f_keeps_following_while_another_reader_cats_the_same_partition() {
     let m = MountGuard::foreground(&["--threads", "4", "--segment-bytes", "8192"]);
     fs::create_dir(m.path("t")).unwrap();

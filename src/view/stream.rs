@@ -365,8 +365,15 @@ impl RenderIndex {
     }
 
     /// Extends the index to the current log end and returns the frontier's rendered position.
+    ///
+    /// **Invariant**: the frontier never passes a log end offset the source has published. The
+    /// engine makes a batch's bytes readable a moment before it publishes the log end offset
+    /// that covers them; rendering such a batch would put the frontier past the log end another
+    /// reader sees next, which [`RenderIndex::sync`] must read as a truncated log. So the index
+    /// renders only up to the log end offset read before the batches are.
     fn end_position(&self, st: &mut IndexState, part: &dyn PartitionSource) -> Result<u64> {
-        self.extend(st, part, None)?;
+        let log_end = part.summary()?.log_end_offset;
+        self.extend(st, part, Some(log_end))?;
         Ok(st.frontier.position)
     }
 }
