@@ -35,8 +35,8 @@ use std::time::SystemTime;
 use crate::error::{Error, Result};
 use crate::format::Timestamp;
 use crate::source::{PartitionSource, SegmentSummary, TopicSource};
-use crate::view::spec::StreamSpec;
 use crate::view::inspect::DUMP_SUFFIX;
+use crate::view::spec::StreamSpec;
 use crate::view::stream::StreamRegistry;
 use crate::view::topic::{self as topic_view, TopicViews};
 

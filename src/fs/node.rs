@@ -160,9 +160,7 @@ impl Node {
             | Node::SegmentsDir(id) => Node::Partition(id.clone()),
             Node::Stream(id, StreamDir::ByOffset, _) => Node::ByOffsetDir(id.clone()),
             Node::Stream(id, StreamDir::ByTime, _) => Node::ByTimeDir(id.clone()),
-            Node::SegmentFile(id, ..) | Node::SegmentDump(id, ..) => {
-                Node::SegmentsDir(id.clone())
-            }
+            Node::SegmentFile(id, ..) | Node::SegmentDump(id, ..) => Node::SegmentsDir(id.clone()),
         }
     }
 
