@@ -953,7 +953,6 @@ fn engine_reads(plan: &Plan, g: &Generated, report: &mut Report) -> Result<(), S
 struct Mount {
     child: Option<Child>,
     mnt: PathBuf,
-    pid_file: PathBuf,
 }
 
 fn is_mounted(mnt: &Path) -> bool {
@@ -997,7 +996,7 @@ impl Mount {
         if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(&pid_file) {
             let _ = writeln!(f, "{} {}", child.id(), mnt.display());
         }
-        let mut m = Mount { child: Some(child), mnt: mnt.to_path_buf(), pid_file };
+        let mut m = Mount { child: Some(child), mnt: mnt.to_path_buf() };
         let deadline = start + Duration::from_secs(120);
         loop {
             if is_mounted(mnt) && fs::metadata(mnt.join(probe)).is_ok() {
@@ -1057,7 +1056,6 @@ impl Mount {
         if is_mounted(&self.mnt) {
             let _ = Command::new("fusermount3").arg("-uz").arg(&self.mnt).status();
         }
-        let _ = &self.pid_file;
         Ok(())
     }
 }
@@ -1301,7 +1299,7 @@ fn mount_reads(plan: &Plan, a: &Args, g: &Generated, report: &mut Report) -> Res
         read_json.insert(
             (*key).to_string(),
             json!({"seconds": times[i], "bytes": bytes, "ratio_to_raw_cat": ratios,
-                   "daemon_cpu_ns_per_record": cpus[i], "spread_mb_per_s": fmt_spread(&t, 1.0, "s")}),
+                   "daemon_cpu_ns_per_record": cpus[i], "spread_seconds": fmt_spread(&t, 1.0, "s")}),
         );
     }
     report.put("read_mount", Value::Object(read_json));
