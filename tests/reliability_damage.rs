@@ -538,8 +538,6 @@ fn read_until_stop(
 }
 
 #[test]
-#[ignore = "bug: a torn batch inside a sealed segment reads as the end of the log \
-            (src/storage/log.rs Log::read returns an empty chunk instead of Error::Corrupt)"]
 fn torn_batch_in_a_sealed_segment_is_reported() {
     let work = tempfile::tempdir().unwrap();
     let dir = work.path().join("data");

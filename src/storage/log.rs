@@ -819,7 +819,23 @@ impl Log {
                 Some(base) if cursor.position.0 >= seg.size() => {
                     cursor = ReadCursor { segment_base: base, position: Position(0), ..cursor };
                 }
-                _ => return Ok(BatchChunk { bytes: Vec::new(), next: Some(cursor) }),
+                // A sealed segment never grows again: bytes left at its end that do not make
+                // a whole batch are damage (a torn write before the recovery point, a file cut
+                // after a clean shutdown), not a tail still being written. Reporting them
+                // keeps the segments after it reachable; a silent empty chunk would read as
+                // the end of the log.
+                Some(_) => {
+                    return Err(Error::corrupt(
+                        seg.file_path(".log"),
+                        cursor.position.0,
+                        format!(
+                            "{} bytes at the end of a sealed segment are not a whole batch",
+                            seg.size().saturating_sub(cursor.position.0)
+                        ),
+                    ));
+                }
+                // The active segment: the end of what is committed now.
+                None => return Ok(BatchChunk { bytes: Vec::new(), next: Some(cursor) }),
             }
         }
     }
