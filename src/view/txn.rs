@@ -398,3 +398,82 @@ impl PartitionSource for CommittedPartition {
         self.inner.read_segment_file(base_offset, kind, pos, buf)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::control::encode_end_txn_marker_batch;
+    use crate::format::{BatchSpec, encode_batch};
+
+    fn data(base: i64, pid: i64, transactional: bool) -> Vec<u8> {
+        let spec = BatchSpec {
+            base_offset: Offset(base),
+            producer_id: pid,
+            producer_epoch: 0,
+            base_sequence: 0,
+            is_transactional: transactional,
+            ..BatchSpec::default()
+        };
+        encode_batch(&spec, &[NewRecord { value: Some(b"v".to_vec()), ..NewRecord::default() }])
+            .unwrap()
+    }
+
+    fn marker(offset: i64, pid: i64, commit: bool) -> Vec<u8> {
+        encode_end_txn_marker_batch(Offset(offset), 0, pid, 0, commit, 0, 0).unwrap()
+    }
+
+    /// Observes `batches` in order; returns the state and each batch's header.
+    fn scan(batches: &[Vec<u8>]) -> (TxnState, Vec<BatchInfo>) {
+        let mut st = TxnState::default();
+        let mut infos = Vec::new();
+        for b in batches {
+            let info = parse_batch_info(b).unwrap();
+            st.observe(&info, b).unwrap();
+            st.scanned_to = info.last_offset.plus(1);
+            infos.push(info);
+        }
+        (st, infos)
+    }
+
+    #[test]
+    fn a_batch_is_aborted_only_when_its_producers_next_marker_is_an_abort() {
+        // 0: P1 data, 1: P2 data, 2: P1 data, 3: P2 COMMIT, 4: P1 ABORT, 5: P1 data, 6: P1 COMMIT
+        let (st, infos) = scan(&[
+            data(0, 1, true),
+            data(1, 2, true),
+            data(2, 1, true),
+            marker(3, 2, true),
+            marker(4, 1, false),
+            data(5, 1, true),
+            marker(6, 1, true),
+        ]);
+        let snap = st.snapshot();
+        let aborted: Vec<bool> = infos.iter().map(|i| snap.is_aborted(i)).collect();
+        assert_eq!(aborted, [true, false, true, false, false, false, false]);
+        assert_eq!(snap.stable, Offset(7));
+    }
+
+    #[test]
+    fn the_stable_offset_stops_at_the_first_open_transaction() {
+        let (st, _) =
+            scan(&[data(0, 9, false), data(1, 1, true), data(2, 2, true), marker(3, 2, true)]);
+        assert_eq!(st.snapshot().stable, Offset(1));
+        assert!(st.snapshot().admits(Offset(0)).unwrap());
+        assert!(!st.snapshot().admits(Offset(1)).unwrap());
+    }
+
+    #[test]
+    fn idempotent_non_transactional_batches_are_never_aborted() {
+        let (st, infos) = scan(&[data(0, 1, false), marker(1, 1, false)]);
+        assert!(!st.snapshot().is_aborted(&infos[0]));
+        assert_eq!(st.snapshot().stable, Offset(2));
+    }
+
+    #[test]
+    fn isolation_levels_parse_by_kafkas_names() {
+        assert_eq!("read_committed".parse::<Isolation>().unwrap(), Isolation::ReadCommitted);
+        assert_eq!("read_uncommitted".parse::<Isolation>().unwrap(), Isolation::ReadUncommitted);
+        assert!("committed".parse::<Isolation>().is_err());
+        assert_eq!(Isolation::default().name(), "read_committed");
+    }
+}
