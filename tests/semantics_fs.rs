@@ -371,7 +371,10 @@ fn mkdir_refusals_have_their_errno() {
     assert_eq!(errno(f.fs.mkdir(f.ino("t/0/segments").unwrap(), OsStr::new("x"))), libc::EPERM);
     // The topic gets --partitions partitions (1 here).
     f.fs.mkdir(ROOT_INO, OsStr::new("new.topic_1-x")).unwrap();
-    assert_eq!(f.names("new.topic_1-x"), [".", "..", "info", "0"]);
+    assert_eq!(
+        f.names("new.topic_1-x"),
+        [".", "..", "info", "offsets", "by-time", "append", "append.json", "0"]
+    );
 }
 
 #[test]
@@ -448,11 +451,9 @@ fn streams_opened_before_retention_overtook_their_render_index_are_stale_and_reo
         f.append("t/0/append", format!("late-{i}\n").as_bytes()).unwrap();
     }
     assert!(f.log_dir.enforce_retention().unwrap() > 0);
-    // Known limitation (SEMANTICS.md, Retention): a read that comes before any stat of the
-    // stream since the deletion reports ENOENT instead (src/view/stream.rs, Stream::read_at
-    // replaces the retry's StaleHandle by the first error), so the stat comes first here.
-    assert_eq!(errno(f.fs.getattr(ino, Some(fh))), libc::ESTALE);
+    // The first request after the deletion is a read (no stat in between): it says ESTALE too.
     assert_eq!(errno(f.fs.read(fh, 0, 100)), libc::ESTALE);
+    assert_eq!(errno(f.fs.getattr(ino, Some(fh))), libc::ESTALE);
     f.fs.release(fh).unwrap();
     // Reopened from the new log start, the stream is consistent again.
     let start = f.log_dir.partition("t", 0).unwrap().summary().unwrap().log_start_offset.0;

@@ -1011,7 +1011,12 @@ impl Stream {
                 let mut st = lock(&self.index.state);
                 self.index.sync(&mut st, self.part.as_ref())?;
                 drop(st);
-                self.read_window(from, to, end).map_err(|_| e)
+                // A retry that finds the bytes deleted says so (ESTALE); any other failure
+                // of the retry is reported as the first failure.
+                self.read_window(from, to, end).map_err(|retry| match retry {
+                    Error::StaleHandle => retry,
+                    _ => e,
+                })
             }
             other => other,
         }
