@@ -181,13 +181,29 @@ fn unescape(s: &str, at: usize) -> Result<String, DecodeError> {
                     .ok()
                     .filter(|_| hex.len() == 4)
                     .ok_or_else(|| text_error(at, "malformed \\uXXXX escape"))?;
-                out.push(char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER));
+                // Java writes a character above U+FFFF as a UTF-16 surrogate pair of escapes.
+                let low = (0xD800..0xDC00).contains(&code).then(|| low_surrogate(&chars)).flatten();
+                let c = match low {
+                    Some(low) => {
+                        chars.nth(5);
+                        char::from_u32(0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00))
+                    }
+                    None => char::from_u32(code),
+                };
+                out.push(c.unwrap_or(char::REPLACEMENT_CHARACTER));
             }
             Some(other) => out.push(other),
             None => {}
         }
     }
     Ok(out)
+}
+
+/// The low surrogate of a `\uDC00`..`\uDFFF` escape at the start of `rest`, if there is one.
+fn low_surrogate(rest: &std::str::Chars<'_>) -> Option<u32> {
+    let s = rest.as_str();
+    let hex = s.strip_prefix("\\u")?.get(..4)?;
+    u32::from_str_radix(hex, 16).ok().filter(|c| (0xDC00..0xE000).contains(c))
 }
 
 fn escape(s: &str, is_key: bool, out: &mut String) {
@@ -204,7 +220,10 @@ fn escape(s: &str, is_key: bool, out: &mut String) {
                 out.push(c);
             }
             c if (c as u32) < 0x20 || (c as u32) > 0x7e => {
-                out.push_str(&format!("\\u{:04X}", c as u32));
+                // One escape per UTF-16 code unit, as Java's `Properties.store` writes.
+                for unit in c.encode_utf16(&mut [0; 2]) {
+                    out.push_str(&format!("\\u{unit:04X}"));
+                }
             }
             c => out.push(c),
         }
@@ -332,6 +351,19 @@ mod tests {
         assert!(text.starts_with("#\n#Tue Oct 29 10:00:00 UTC 2024\n"));
         assert!(text.contains("version=1\n"));
         assert_eq!(parse_properties(&text).unwrap(), m);
+    }
+
+    #[test]
+    fn properties_above_u_ffff_roundtrip_as_surrogate_pair_escapes() {
+        // Found by the `text_files` fuzz target: U+ECB2C was written as `\uECB2C` (five hex
+        // digits), read back as U+ECB2 followed by `C`.
+        let mut m = BTreeMap::new();
+        m.insert("versi\u{ecb2c}on".to_string(), "\u{1F600}".to_string());
+        let text = format_properties(&m, "Thu Jan 01 00:00:00 UTC 2026");
+        assert!(text.contains("versi\\uDB72\\uDF2Con=\\uD83D\\uDE00\n"), "{text}");
+        assert_eq!(parse_properties(&text).unwrap(), m);
+        // A lone surrogate escape is not a character.
+        assert_eq!(parse_properties("k=\\uD800x").unwrap()["k"], "\u{FFFD}x");
     }
 
     #[test]
