@@ -14,6 +14,7 @@ use topicfs::view::spec::{Format, TimePoint};
 use topicfs::view::topic::{
     TopicStream, TopicViews, offsets_text, parse_offsets_name, parse_topic_by_time,
 };
+use topicfs::view::txn::Isolation;
 
 fn log_dir(dir: &std::path::Path) -> Arc<LogDir> {
     let mut config = LogConfig::default();
@@ -367,4 +368,122 @@ fn keyless_writes_rotate_one_batch_per_write_across_handles() {
         .map(|p| logs.partition("t", p).unwrap().summary().unwrap().log_end_offset.0)
         .collect();
     assert_eq!(ends, [6, 4, 4]);
+}
+
+// ---- transactions ------------------------------------------------------------------------------
+
+/// A stored batch at `base`, one record per value, all at `ts`: transactional for producer
+/// `pid` when given, else a plain non-idempotent batch.
+fn stored(base: i64, pid: Option<i64>, ts: i64, values: &[&str]) -> Vec<u8> {
+    use topicfs::format::{BatchSpec, encode_batch};
+    let spec = BatchSpec {
+        base_offset: Offset(base),
+        producer_id: pid.unwrap_or(-1),
+        producer_epoch: if pid.is_some() { 0 } else { -1 },
+        base_sequence: if pid.is_some() { 0 } else { -1 },
+        is_transactional: pid.is_some(),
+        ..BatchSpec::default()
+    };
+    let records: Vec<NewRecord> = values.iter().map(|v| rec(ts, None, v)).collect();
+    encode_batch(&spec, &records).unwrap()
+}
+
+/// The COMMIT (or ABORT) marker of producer `pid` at `offset`.
+fn marker(offset: i64, pid: i64, commit: bool) -> Vec<u8> {
+    use topicfs::format::control::encode_end_txn_marker_batch;
+    encode_end_txn_marker_batch(Offset(offset), 0, pid, 0, commit, 0, 999).unwrap()
+}
+
+/// Writes `topic-partition/00000000000000000000.log` as a broker would have: `batches` in order.
+fn write_partition(dir: &std::path::Path, topic: &str, partition: u32, batches: &[Vec<u8>]) {
+    let part = dir.join(format!("{topic}-{partition}"));
+    std::fs::create_dir_all(&part).unwrap();
+    std::fs::write(part.join("00000000000000000000.log"), batches.concat()).unwrap();
+}
+
+/// Topic `t` written by a broker: partition 0 holds a committed transaction (producer 7) and an
+/// aborted one (producer 8) between plain records; partition 1 holds a plain record, then an
+/// open transaction of producer 9 (its last stable offset is 1) and a plain record after it.
+fn transactional_topic(dir: &std::path::Path) -> Arc<LogDir> {
+    write_partition(
+        dir,
+        "t",
+        0,
+        &[
+            stored(0, None, 100, &["p0-a"]),
+            stored(1, Some(7), 110, &["c1", "c2"]),
+            stored(3, Some(8), 115, &["x1"]),
+            marker(4, 7, true),
+            marker(5, 8, false),
+            stored(6, None, 300, &["p0-b"]),
+        ],
+    );
+    write_partition(
+        dir,
+        "t",
+        1,
+        &[
+            stored(0, None, 105, &["p1-a"]),
+            stored(1, Some(9), 150, &["open"]),
+            stored(2, None, 160, &["p1-late"]),
+        ],
+    );
+    Arc::new(LogDir::open_read_only(dir, LogConfig::default()).unwrap())
+}
+
+#[test]
+fn read_committed_topic_stream_hides_aborted_records_and_stops_at_each_last_stable_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = transactional_topic(dir.path());
+    let source: Arc<dyn TopicSource> = logs.clone();
+    let views = TopicViews::new();
+    assert_eq!(views.isolation(), Isolation::ReadCommitted);
+    let s = views.open_stream(source.clone(), "t", &parse_topic_by_time("0").unwrap(), 0).unwrap();
+    // Partition 0 without x1 (aborted); partition 1 only below its last stable offset (1).
+    let committed = b"p0-a\np1-a\nc1\nc2\np0-b\n";
+    assert_eq!(s.size().unwrap(), committed.len() as u64);
+    assert_eq!(full_read(&s, 3), committed);
+    let json = views.open_stream(source, "t", &parse_topic_by_time("0.json").unwrap(), 0).unwrap();
+    let lines = full_read(&json, 64);
+    let text = String::from_utf8(lines).unwrap();
+    assert_eq!(text.lines().count(), 5);
+    assert!(!text.contains("eDE") && !text.contains("\"x1\""), "aborted record in {text}");
+}
+
+#[test]
+fn records_held_back_by_an_open_transaction_join_the_next_round_after_its_marker() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = transactional_topic(dir.path());
+    let source: Arc<dyn TopicSource> = logs.clone();
+    let s =
+        TopicViews::new().open_stream(source, "t", &parse_topic_by_time("0").unwrap(), 0).unwrap();
+    let first = full_read(&s, 4);
+    assert_eq!(first, b"p0-a\np1-a\nc1\nc2\np0-b\n");
+    // Producer 9 aborts; a plain record follows. Its "open" record was buffered past the
+    // stable offset before: it must not appear now that its transaction is aborted.
+    let active = dir.path().join("t-1/00000000000000000000.log");
+    let mut file = std::fs::OpenOptions::new().append(true).open(active).unwrap();
+    std::io::Write::write_all(
+        &mut file,
+        &[marker(3, 9, false), stored(4, None, 170, &["p1-c"])].concat(),
+    )
+    .unwrap();
+    assert!(logs.log("t", 1).unwrap().refresh().unwrap());
+    // A follower reading on from where it stopped gets the held-back records as a new round.
+    let round = b"p1-late\np1-c\n";
+    assert_eq!(s.read_at(first.len() as u64, 100).unwrap(), round);
+    assert_eq!(s.size().unwrap(), (first.len() + round.len()) as u64);
+    assert_eq!(full_read(&s, 5), [&first[..], round].concat());
+}
+
+#[test]
+fn read_uncommitted_topic_stream_shows_every_record_up_to_the_log_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = transactional_topic(dir.path());
+    let source: Arc<dyn TopicSource> = logs.clone();
+    let views = TopicViews::with_isolation(Isolation::ReadUncommitted);
+    let s = views.open_stream(source, "t", &parse_topic_by_time("0").unwrap(), 0).unwrap();
+    let all = b"p0-a\np1-a\nc1\nc2\nx1\nopen\np1-late\np0-b\n";
+    assert_eq!(s.size().unwrap(), all.len() as u64);
+    assert_eq!(full_read(&s, 7), all);
 }

@@ -130,6 +130,7 @@ impl TopicFs {
     /// [`crate::view::txn`]). Call before the first request.
     pub fn with_isolation(mut self, isolation: crate::view::txn::Isolation) -> TopicFs {
         self.streams = StreamRegistry::with_isolation(isolation);
+        self.topics = TopicViews::with_isolation(isolation);
         self
     }
 

@@ -59,6 +59,21 @@
 //!
 //! Bytes of records deleted by retention read as [`Error::StaleHandle`] (`ESTALE`), as in the
 //! partition streams.
+//!
+//! ## Transactions
+//!
+//! The merged stream honours the mount's [`Isolation`] as the partition streams do (see
+//! [`crate::view::txn`]). With `read_committed` (the default) each partition contributes what
+//! its own `by-time/<spec>` stream shows: it is seen through a [`CommittedPartition`], so its
+//! log end offset, and with it every round's end for that partition, is its **last stable
+//! offset**; and records of **aborted** transactions are skipped like control batches. A
+//! partition with an open transaction therefore holds the merge of its later records back until
+//! the transaction's marker arrives, then they join the next round. With `read_uncommitted`
+//! every record of every non-control batch is merged, up to the log end offset.
+//!
+//! **Invariant**: a member only renders batches below the stable offset of a [`TxnSnapshot`]
+//! taken when it reads them, so whether a batch is aborted is final when it is rendered, and
+//! records buffered past a round's end stay valid for the next round.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -72,6 +87,7 @@ use crate::partitioner::{KeylessRotation, partition_for_key};
 use crate::source::{AppendInfo, OffsetQuery, PartitionSource, ReadCursor, TopicSource};
 use crate::view::render::Renderer;
 use crate::view::spec::{Bound, Format, Resolved, Selector, SpecError, StreamSpec, TimePoint};
+use crate::view::txn::{CommittedPartition, Isolation, TxnSnapshot, TxnTracker, TxnTrackers};
 
 /// Rendered bytes between two checkpoints of a fresh merge index.
 pub const MERGE_CHECKPOINT_INTERVAL: u64 = 64 * 1024;
@@ -248,12 +264,14 @@ struct MergeKey {
     members: Vec<(u32, Resolved)>,
 }
 
-/// One per mount: merge indexes of topic-level streams (shared while a stream uses them) and
-/// each topic's keyless rotation.
+/// One per mount: merge indexes of topic-level streams (shared while a stream uses them), the
+/// transaction trackers of their partitions, and each topic's keyless rotation.
 #[derive(Default)]
 pub struct TopicViews {
     indexes: Mutex<HashMap<MergeKey, Weak<MergeIndex>>>,
     rotations: Mutex<HashMap<String, Arc<KeylessRotation>>>,
+    /// The isolation level of every stream opened, and the partitions' trackers.
+    txns: Arc<TxnTrackers>,
 }
 
 impl std::fmt::Debug for TopicViews {
@@ -263,9 +281,19 @@ impl std::fmt::Debug for TopicViews {
 }
 
 impl TopicViews {
-    /// Empty.
+    /// Empty, streams showing committed records ([`Isolation::ReadCommitted`]).
     pub fn new() -> TopicViews {
         TopicViews::default()
+    }
+
+    /// Empty, streams at `isolation` (see the module docs).
+    pub fn with_isolation(isolation: Isolation) -> TopicViews {
+        TopicViews { txns: Arc::new(TxnTrackers::new(isolation)), ..TopicViews::default() }
+    }
+
+    /// The isolation level of every stream these views open.
+    pub fn isolation(&self) -> Isolation {
+        self.txns.isolation()
     }
 
     /// Opens `<topic>/by-time/<spec>`: resolves `spec` against every partition at `now` (epoch
@@ -284,7 +312,7 @@ impl TopicViews {
         let mut members = Vec::new();
         for p in source.partitions(topic)? {
             let part = source.partition(topic, p)?;
-            members.push(Member::resolve(part, spec, now)?);
+            members.push(Member::resolve(part, &self.txns, spec, now)?);
         }
         let key = MergeKey {
             topic: topic.to_string(),
@@ -296,7 +324,8 @@ impl TopicViews {
             Some(index) => index,
             None => {
                 indexes.retain(|_, w| w.strong_count() > 0);
-                let index = Arc::new(MergeIndex::new(source, topic, *spec, now, members));
+                let txns = Arc::clone(&self.txns);
+                let index = Arc::new(MergeIndex::new(source, txns, topic, *spec, now, members));
                 indexes.insert(key, Arc::downgrade(&index));
                 index
             }
@@ -322,7 +351,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// One partition of a merged stream.
 #[derive(Clone)]
 struct Member {
+    /// The partition as stored: batches are read from it.
     part: Arc<dyn PartitionSource>,
+    /// The partition at the stream's isolation: in `read_committed` a [`CommittedPartition`]
+    /// (its log end offset is the last stable offset), which times resolve against.
+    view: Arc<dyn PartitionSource>,
+    /// The partition's transaction tracker (`read_committed`); `None` shows every record.
+    txn: Option<Arc<TxnTracker>>,
     renderer: Renderer,
     /// The partition's stream as resolved when it joined.
     resolved: Resolved,
@@ -333,26 +368,35 @@ struct Member {
 impl Member {
     fn resolve(
         part: Arc<dyn PartitionSource>,
+        txns: &TxnTrackers,
         spec: &StreamSpec,
         now: Timestamp,
     ) -> Result<Member> {
-        let resolved = spec.resolve(part.as_ref(), now)?;
-        let start = MemberCursor { from: part.seek(resolved.start)?, next: resolved.start };
+        let txn = txns.tracker(part.as_ref());
+        let view: Arc<dyn PartitionSource> = match &txn {
+            Some(tracker) => {
+                Arc::new(CommittedPartition::new(Arc::clone(&part), Arc::clone(tracker)))
+            }
+            None => Arc::clone(&part),
+        };
+        let resolved = spec.resolve(view.as_ref(), now)?;
+        let start = MemberCursor { from: view.seek(resolved.start)?, next: resolved.start };
         let renderer = Renderer::new(spec.format, part.topic(), part.partition());
-        Ok(Member { part, renderer, resolved, start })
+        Ok(Member { part, view, txn, renderer, resolved, start })
     }
 
-    /// The end offset of this member's records as far as it exists now: the log end offset,
-    /// capped by its end bound (an `UntilTimestamp` bound is fixed as soon as a record reaches
-    /// the time). Also returns whether that end is final.
+    /// The end offset of this member's records as far as it exists now: the log end offset
+    /// (the last stable offset in `read_committed`), capped by its end bound (an
+    /// `UntilTimestamp` bound is fixed as soon as a record reaches the time). Also returns
+    /// whether that end is final.
     fn end_now(&self) -> Result<(Offset, bool)> {
-        let log_end = self.part.summary()?.log_end_offset;
+        let log_end = self.view.summary()?.log_end_offset;
         let start = self.resolved.start;
         match self.resolved.end {
             Bound::Open => Ok((log_end.max(start), false)),
             Bound::Fixed(e) => Ok((e.min(log_end).max(start), log_end >= e)),
             Bound::UntilTimestamp(t) => {
-                let o = self.part.offset_for(OffsetQuery::Timestamp(t))?;
+                let o = self.view.offset_for(OffsetQuery::Timestamp(t))?;
                 if o < log_end { Ok((o.max(start), true)) } else { Ok((log_end.max(start), false)) }
             }
         }
@@ -432,6 +476,8 @@ impl MergeState {
 /// The shared index of one resolved topic-level stream (see the module docs).
 pub struct MergeIndex {
     source: Arc<dyn TopicSource>,
+    /// The mount's isolation and trackers, for partitions joining later.
+    txns: Arc<TxnTrackers>,
     topic: String,
     spec: StreamSpec,
     /// The anchor of relative times, for partitions joining later.
@@ -442,6 +488,7 @@ pub struct MergeIndex {
 impl MergeIndex {
     fn new(
         source: Arc<dyn TopicSource>,
+        txns: Arc<TxnTrackers>,
         topic: &str,
         spec: StreamSpec,
         now: Timestamp,
@@ -457,7 +504,8 @@ impl MergeIndex {
             interval: MERGE_CHECKPOINT_INTERVAL,
             complete: false,
         };
-        MergeIndex { source, topic: topic.to_string(), spec, now, state: Mutex::new(state) }
+        let topic = topic.to_string();
+        MergeIndex { source, txns, topic, spec, now, state: Mutex::new(state) }
     }
 
     /// Starts a round if any partition has records the stream does not hold yet; returns the
@@ -516,7 +564,7 @@ impl MergeIndex {
                 continue;
             }
             let part = self.source.partition(&self.topic, p)?;
-            st.members.push(Member::resolve(part, &self.spec, self.now)?);
+            st.members.push(Member::resolve(part, &self.txns, &self.spec, self.now)?);
         }
         Ok(())
     }
@@ -534,6 +582,8 @@ struct Pending {
 /// Reads one member's records forward from a cursor, rendering them one chunk at a time.
 struct MemberReader {
     part: Arc<dyn PartitionSource>,
+    /// The partition's transaction tracker (`read_committed`).
+    txn: Option<Arc<TxnTracker>>,
     renderer: Renderer,
     /// The cursor the buffered chunk was read from (a batch boundary before the head).
     from: ReadCursor,
@@ -548,12 +598,16 @@ struct MemberReader {
     target: Offset,
     /// The log ended before `target` (deleted or truncated meanwhile).
     at_end: bool,
+    /// `read_committed`: the buffered chunk was cut at this batch, at or past the stable
+    /// offset of the last read (`after_chunk` then re-reads the chunk once `target` passes it).
+    cut: Option<Offset>,
 }
 
 impl MemberReader {
     fn new(member: &Member, cursor: MemberCursor, target: Offset) -> MemberReader {
         MemberReader {
             part: Arc::clone(&member.part),
+            txn: member.txn.clone(),
             renderer: member.renderer.clone(),
             from: cursor.from,
             next: cursor.next,
@@ -562,6 +616,7 @@ impl MemberReader {
             after_chunk: Some(cursor.from),
             target,
             at_end: false,
+            cut: None,
         }
     }
 
@@ -575,7 +630,8 @@ impl MemberReader {
             if let Some(p) = self.pending.front() {
                 return Ok((p.offset < self.target).then_some(p.timestamp));
             }
-            if self.next >= self.target || self.at_end {
+            let cut = self.cut.is_some_and(|c| c >= self.target);
+            if self.next >= self.target || self.at_end || cut {
                 return Ok(None);
             }
             let Some(cursor) = self.after_chunk else {
@@ -586,11 +642,31 @@ impl MemberReader {
         }
     }
 
-    /// Reads and renders the chunk at `cursor`.
+    /// The transaction state to render with (`read_committed`): one whose stable offset is at
+    /// least `target`, which was at most the stable offset when the round started.
+    fn snapshot(&self) -> Result<Option<TxnSnapshot>> {
+        let Some(tracker) = &self.txn else { return Ok(None) };
+        let snapshot = tracker.snapshot();
+        if snapshot.stable >= self.target {
+            return Ok(Some(snapshot));
+        }
+        let snapshot = tracker.refresh(self.part.as_ref())?;
+        if snapshot.stable < self.target {
+            // The log was truncated or rebuilt below the round's end: its bytes are gone.
+            return Err(Error::StaleHandle);
+        }
+        Ok(Some(snapshot))
+    }
+
+    /// Reads and renders the chunk at `cursor`: its records at or after `next`, skipping
+    /// control batches and, in `read_committed`, aborted batches; it stops at the first batch
+    /// at or past the stable offset.
     fn fill(&mut self, cursor: ReadCursor) -> Result<()> {
+        let txn = self.snapshot()?;
         let chunk = self.part.read(&cursor, MEMBER_READ_CHUNK).map_err(retention_is_stale)?;
         self.from = cursor;
         self.rendered.clear();
+        self.cut = None;
         if chunk.bytes.is_empty() {
             self.at_end = true;
             return Ok(());
@@ -609,13 +685,21 @@ impl MemberReader {
                     cursor.position.0.saturating_add(at as u64).saturating_add(e.at as u64);
                 Error::corrupt(file, position, e.to_string())
             };
-            let len = match peek_entry(rest).map_err(corrupt)? {
-                Some(h) => h.total_size(),
-                None => break,
-            };
+            let Some(header) = peek_entry(rest).map_err(corrupt)? else { break };
+            if txn.as_ref().is_some_and(|t| header.offset >= t.stable) {
+                // Whether this batch is aborted is not known yet (the stable offset is a batch
+                // boundary, so the header offset decides). Records already buffered stay; the
+                // chunk is read again, from its start, once the stable offset moved on.
+                self.cut = Some(header.offset);
+                self.after_chunk = Some(cursor);
+                break;
+            }
+            let len = header.total_size();
             let entry = rest.get(..len).unwrap_or(rest);
             let batch = decode_batch(entry).map_err(corrupt)?;
-            if !batch.info().is_control {
+            let hidden =
+                batch.info().is_control || txn.as_ref().is_some_and(|t| t.is_aborted(batch.info()));
+            if !hidden {
                 for record in batch.records() {
                     let record = record.map_err(corrupt)?;
                     if record.offset < self.next {

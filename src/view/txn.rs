@@ -300,6 +300,35 @@ impl TxnTracker {
     }
 }
 
+/// One mount's [`TxnTracker`]s (one per partition, created on first use) at one [`Isolation`].
+#[derive(Debug, Default)]
+pub struct TxnTrackers {
+    isolation: Isolation,
+    trackers: Mutex<HashMap<(String, u32), Arc<TxnTracker>>>,
+}
+
+impl TxnTrackers {
+    /// No tracker yet; streams at `isolation`.
+    pub fn new(isolation: Isolation) -> TxnTrackers {
+        TxnTrackers { isolation, trackers: Mutex::new(HashMap::new()) }
+    }
+
+    /// The isolation level of the streams these trackers serve.
+    pub fn isolation(&self) -> Isolation {
+        self.isolation
+    }
+
+    /// The tracker of `part` in `read_committed`, created on first use; `None` in
+    /// `read_uncommitted` (every record is shown, nothing needs tracking).
+    pub fn tracker(&self, part: &dyn PartitionSource) -> Option<Arc<TxnTracker>> {
+        if self.isolation == Isolation::ReadUncommitted {
+            return None;
+        }
+        let key = (part.topic().to_string(), part.partition());
+        Some(Arc::clone(lock(&self.trackers).entry(key).or_default()))
+    }
+}
+
 fn segment_bases(part: &dyn PartitionSource) -> Result<Vec<Offset>> {
     let mut bases: Vec<Offset> = part.segments()?.iter().map(|s| s.base_offset).collect();
     bases.sort_unstable();
