@@ -184,3 +184,75 @@ fn mkdir_adds_only_the_next_partition_and_nothing_removes_one() {
     let want: String = (0..3).map(|q| format!("t:{q}:{}\n", u32::from(q == p))).collect();
     assert_eq!(end, want);
 }
+
+/// A data dir a broker wrote topic `t` into: partition 0 holds a committed transaction and an
+/// aborted one between plain records; partition 1 a plain record, then an open transaction
+/// (its last stable offset is 1) and a plain record after it.
+fn transactional_data_dir() -> common::Dirs {
+    use topicfs::format::control::encode_end_txn_marker_batch;
+    use topicfs::format::{BatchSpec, NewRecord, Offset, encode_batch};
+    let batch = |base: i64, pid: Option<i64>, ts: i64, values: &[&str]| {
+        let spec = BatchSpec {
+            base_offset: Offset(base),
+            producer_id: pid.unwrap_or(-1),
+            producer_epoch: if pid.is_some() { 0 } else { -1 },
+            base_sequence: if pid.is_some() { 0 } else { -1 },
+            is_transactional: pid.is_some(),
+            ..BatchSpec::default()
+        };
+        let records: Vec<NewRecord> = values
+            .iter()
+            .map(|v| NewRecord {
+                timestamp: ts,
+                key: None,
+                value: Some(v.as_bytes().to_vec()),
+                headers: Vec::new(),
+            })
+            .collect();
+        encode_batch(&spec, &records).unwrap()
+    };
+    let marker = |offset: i64, pid: i64, commit: bool| {
+        encode_end_txn_marker_batch(Offset(offset), 0, pid, 0, commit, 0, 999).unwrap()
+    };
+    let dirs = common::Dirs::new();
+    let partitions = [
+        vec![
+            batch(0, None, 100, &["p0-a"]),
+            batch(1, Some(7), 110, &["c1", "c2"]),
+            batch(3, Some(8), 115, &["x1"]),
+            marker(4, 7, true),
+            marker(5, 8, false),
+            batch(6, None, 300, &["p0-b"]),
+        ],
+        vec![
+            batch(0, None, 105, &["p1-a"]),
+            batch(1, Some(9), 150, &["open"]),
+            batch(2, None, 160, &["p1-late"]),
+        ],
+    ];
+    for (p, batches) in partitions.iter().enumerate() {
+        let dir = dirs.data().join(format!("t-{p}"));
+        fs::create_dir(&dir).unwrap();
+        fs::write(dir.join("00000000000000000000.log"), batches.concat()).unwrap();
+    }
+    dirs
+}
+
+#[test]
+fn topic_by_time_follows_the_mounts_isolation_level() {
+    let m = MountGuard::foreground_on(transactional_data_dir(), &["--read-only"]);
+    let committed = "p0-a\np1-a\nc1\nc2\np0-b\n";
+    assert_eq!(fs::read_to_string(m.path("t/by-time/0")).unwrap(), committed);
+    assert_eq!(fs::metadata(m.path("t/by-time/0")).unwrap().len(), committed.len() as u64);
+    // The merge holds what the partitions' own streams hold, no more.
+    let own: String = ["t/0/by-time/0", "t/1/by-time/0"]
+        .iter()
+        .map(|p| fs::read_to_string(m.path(p)).unwrap())
+        .collect();
+    assert_eq!(own, "p0-a\nc1\nc2\np0-b\np1-a\n");
+    let dirs = m.unmount();
+    let m = MountGuard::foreground_on(dirs, &["--read-only", "--isolation", "read_uncommitted"]);
+    let all = "p0-a\np1-a\nc1\nc2\nx1\nopen\np1-late\np0-b\n";
+    assert_eq!(fs::read_to_string(m.path("t/by-time/0")).unwrap(), all);
+    assert_eq!(fs::metadata(m.path("t/by-time/0")).unwrap().len(), all.len() as u64);
+}
