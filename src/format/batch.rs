@@ -37,8 +37,8 @@ use super::varint::{
 };
 use super::{
     BatchInfo, DecodeError, DecodeErrorKind, HEADER_SIZE_UP_TO_MAGIC, Header, LOG_OVERHEAD,
-    MIN_ENTRY_SIZE_FIELD, NewRecord, Offset, RECORD_BATCH_OVERHEAD, Record, Timestamp,
-    TimestampType,
+    MIN_ENTRY_SIZE_FIELD, NO_TIMESTAMP, NewRecord, Offset, RECORD_BATCH_OVERHEAD, Record,
+    Timestamp, TimestampType,
 };
 
 /// The current (and highest known) magic: v2 record batches.
@@ -245,7 +245,19 @@ impl<'a> Batch<'a> {
     /// record too (callers skip it via `info().is_control`). Legacy wrappers yield their inner
     /// messages with absolute offsets. After the first error the iterator ends.
     pub fn records(&self) -> RecordIter<'_> {
-        let inner = match self.kind {
+        RecordIter { inner: self.inner() }
+    }
+
+    /// The records' offsets and timestamps only, read with the same strict rules as
+    /// [`Batch::records`] (every length, the record count, no trailing bytes) but without
+    /// building records: key, value and headers are stepped over by their lengths. A timestamp
+    /// lookup stops at the first stamp it wants.
+    pub fn record_stamps(&self) -> StampIter<'_> {
+        StampIter { inner: self.inner() }
+    }
+
+    fn inner(&self) -> Inner<'_> {
+        match self.kind {
             Kind::V2 { compressed } => Inner::V2(V2Iter {
                 body: &self.body,
                 pos: 0,
@@ -261,8 +273,7 @@ impl<'a> Batch<'a> {
             Kind::Legacy { offset_adjust, forced_timestamp, inner_at } => Inner::Legacy(
                 LegacyRecordIter::new(&self.body, offset_adjust, forced_timestamp, inner_at),
             ),
-        };
-        RecordIter { inner }
+        }
     }
 }
 
@@ -361,6 +372,25 @@ impl<'b> V2Iter<'b> {
 
     /// `DefaultRecord.readFrom`, positions relative to the body.
     fn read_record(&mut self) -> Result<Record<'b>, DecodeError> {
+        let mut headers = Vec::new();
+        let frame = self.read_frame(Some(&mut headers))?;
+        Ok(Record {
+            offset: frame.offset,
+            timestamp: frame.timestamp,
+            key: frame.key,
+            value: frame.value,
+            headers,
+            sequence: increment_sequence(self.base_sequence, frame.offset_delta),
+        })
+    }
+
+    /// Reads the record at `pos` with every rule of [`V2Iter::read_record`] (lengths, null
+    /// header keys, no bytes left over); headers are collected into `headers` when given, else
+    /// only stepped over by their lengths. Moves `pos` to the next record.
+    fn read_frame(
+        &mut self,
+        mut headers: Option<&mut Vec<Header<'b>>>,
+    ) -> Result<Frame<'b>, DecodeError> {
         let body = self.body;
         let start = self.pos;
         let mut pos = start;
@@ -385,14 +415,15 @@ impl<'b> V2Iter<'b> {
         if header_count as usize > end - pos {
             return Err(invalid(header_count_at, "header count exceeds the bytes left"));
         }
-        let mut headers = Vec::new();
-        if header_count > 0 {
+        if let Some(headers) = headers.as_deref_mut() {
             headers.reserve_exact(header_count as usize);
-            for _ in 0..header_count {
-                let key_at = pos;
-                let key =
-                    read_bytes(rec, &mut pos)?.ok_or_else(|| invalid(key_at, "null header key"))?;
-                let value = read_bytes(rec, &mut pos)?;
+        }
+        for _ in 0..header_count {
+            let key_at = pos;
+            let key =
+                read_bytes(rec, &mut pos)?.ok_or_else(|| invalid(key_at, "null header key"))?;
+            let value = read_bytes(rec, &mut pos)?;
+            if let Some(headers) = headers.as_deref_mut() {
                 headers.push(Header { key, value });
             }
         }
@@ -403,21 +434,21 @@ impl<'b> V2Iter<'b> {
         let timestamp = self
             .log_append_time
             .unwrap_or_else(|| self.base_timestamp.wrapping_add(timestamp_delta));
-        Ok(Record {
+        Ok(Frame {
             offset: Offset(self.base_offset.wrapping_add(i64::from(offset_delta))),
+            offset_delta,
             timestamp,
             key,
             value,
-            headers,
-            sequence: increment_sequence(self.base_sequence, offset_delta),
         })
     }
-}
 
-impl<'b> Iterator for V2Iter<'b> {
-    type Item = Result<Record<'b>, DecodeError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
+    /// One step of the iteration with Kafka's count rules (exactly `recordsCount` records, no
+    /// bytes after the last one); `read` decodes the record at `pos`. After an error, `None`.
+    fn step<T>(
+        &mut self,
+        read: impl FnOnce(&mut Self) -> Result<T, DecodeError>,
+    ) -> Option<Result<T, DecodeError>> {
         if self.done {
             return None;
         }
@@ -434,7 +465,7 @@ impl<'b> Iterator for V2Iter<'b> {
             self.done = true;
             return Some(Err(invalid(self.at(self.pos), "fewer records than recordsCount")));
         }
-        let result = self.read_record().map_err(|e| self.relocate(e));
+        let result = read(self).map_err(|e| self.relocate(e));
         self.remaining -= 1;
         match result {
             Ok(r) if self.remaining == 0 && self.pos != self.body.len() => {
@@ -452,6 +483,52 @@ impl<'b> Iterator for V2Iter<'b> {
                 self.done = true;
                 Some(Err(e))
             }
+        }
+    }
+}
+
+/// The parts of a v2 record that [`V2Iter::read_frame`] returns.
+struct Frame<'b> {
+    offset: Offset,
+    offset_delta: i32,
+    timestamp: Timestamp,
+    key: Option<&'b [u8]>,
+    value: Option<&'b [u8]>,
+}
+
+impl<'b> Iterator for V2Iter<'b> {
+    type Item = Result<Record<'b>, DecodeError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.step(V2Iter::read_record)
+    }
+}
+
+/// Offset and effective timestamp of one record (what a timestamp lookup compares).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct RecordStamp {
+    /// Absolute offset of the record.
+    pub offset: Offset,
+    /// The effective timestamp (LogAppendTime batches: the batch's max timestamp).
+    pub timestamp: Timestamp,
+}
+
+/// Iterator over the offsets and timestamps of a [`Batch`]'s records ([`Batch::record_stamps`]).
+#[derive(Clone, Debug)]
+pub struct StampIter<'b> {
+    inner: Inner<'b>,
+}
+
+impl Iterator for StampIter<'_> {
+    type Item = Result<RecordStamp, DecodeError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let stamp = |offset, timestamp| RecordStamp { offset, timestamp };
+        match &mut self.inner {
+            Inner::V2(it) => {
+                it.step(|it| it.read_frame(None).map(|f| stamp(f.offset, f.timestamp)))
+            }
+            Inner::Legacy(it) => it.next().map(|r| r.map(|r| stamp(r.offset, r.timestamp))),
         }
     }
 }
@@ -497,6 +574,9 @@ pub struct BatchSpec {
     pub timestamp_type: TimestampType,
     /// The batch's max timestamp when `timestamp_type` is LogAppendTime.
     pub log_append_time: Timestamp,
+    /// The timestamp written for records whose timestamp is [`NO_TIMESTAMP`] (the engine passes
+    /// the append time, "now"); [`NO_TIMESTAMP`] writes them as they are.
+    pub default_timestamp: Timestamp,
     /// Idempotent producer id, or -1.
     pub producer_id: i64,
     /// Producer epoch, or -1.
@@ -510,14 +590,16 @@ pub struct BatchSpec {
 }
 
 impl Default for BatchSpec {
-    /// Base offset 0, leader epoch 0, uncompressed CreateTime, not idempotent (-1 ids).
+    /// Base offset 0, leader epoch 0, uncompressed CreateTime, not idempotent (-1 ids), record
+    /// timestamps written as given.
     fn default() -> Self {
         BatchSpec {
             base_offset: Offset(0),
             partition_leader_epoch: 0,
             compression: Compression::None,
             timestamp_type: TimestampType::CreateTime,
-            log_append_time: super::NO_TIMESTAMP,
+            log_append_time: NO_TIMESTAMP,
+            default_timestamp: NO_TIMESTAMP,
             producer_id: -1,
             producer_epoch: -1,
             base_sequence: -1,
@@ -564,17 +646,77 @@ fn write_part(out: &mut Vec<u8>, len: i32, part: Option<&[u8]>) {
     }
 }
 
+/// A record to encode, borrowing its parts: what [`encode_batch_into`] reads. A [`NewRecord`]
+/// lends one without copying ([`EncodeRecord`]); a caller holding the bytes elsewhere (the
+/// lines of one `write()`) builds them without an allocation per record.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct RecordRef<'a> {
+    /// CreateTime timestamp; [`NO_TIMESTAMP`] takes [`BatchSpec::default_timestamp`].
+    pub timestamp: Timestamp,
+    /// The key, `None` for a null key.
+    pub key: Option<&'a [u8]>,
+    /// The value, `None` for a null value (a tombstone).
+    pub value: Option<&'a [u8]>,
+    /// Headers as (key, value) pairs; a `None` value is a null header value.
+    pub headers: &'a [(Vec<u8>, Option<Vec<u8>>)],
+}
+
+impl<'a> RecordRef<'a> {
+    /// A record holding only `value` (no key, no headers, no timestamp of its own).
+    pub fn value_only(value: &'a [u8]) -> RecordRef<'a> {
+        RecordRef { timestamp: NO_TIMESTAMP, key: None, value: Some(value), headers: &[] }
+    }
+
+    /// Upper bound of the record's encoded size (`DefaultRecord.MAX_RECORD_OVERHEAD` is 21;
+    /// each header adds at most 10 bytes of framing).
+    pub fn size_upper_bound(&self) -> usize {
+        let headers: usize =
+            self.headers.iter().map(|(k, v)| 10 + k.len() + v.as_ref().map_or(0, Vec::len)).sum();
+        21 + self.key.map_or(0, <[u8]>::len) + self.value.map_or(0, <[u8]>::len) + headers
+    }
+}
+
+/// Anything the encoder can read as a [`RecordRef`].
+pub trait EncodeRecord {
+    /// The record, borrowed.
+    fn record_ref(&self) -> RecordRef<'_>;
+}
+
+impl EncodeRecord for NewRecord {
+    fn record_ref(&self) -> RecordRef<'_> {
+        RecordRef {
+            timestamp: self.timestamp,
+            key: self.key.as_deref(),
+            value: self.value.as_deref(),
+            headers: &self.headers,
+        }
+    }
+}
+
+impl EncodeRecord for RecordRef<'_> {
+    fn record_ref(&self) -> RecordRef<'_> {
+        *self
+    }
+}
+
+/// The timestamp `record` is written with under `spec` (CreateTime).
+fn effective_timestamp(spec: &BatchSpec, record: &RecordRef<'_>) -> Timestamp {
+    if record.timestamp == NO_TIMESTAMP { spec.default_timestamp } else { record.timestamp }
+}
+
 /// Appends the records (uncompressed form) with offset deltas 0..n-1 to `out`.
-fn write_records(
+fn write_records<R: EncodeRecord>(
     out: &mut Vec<u8>,
+    spec: &BatchSpec,
     base_timestamp: Timestamp,
-    records: &[NewRecord],
+    records: &[R],
 ) -> Result<(), DecodeError> {
     for (i, r) in records.iter().enumerate() {
-        let offset_delta = i as i32;
-        let timestamp_delta = r.timestamp.wrapping_sub(base_timestamp);
-        let key_len = part_len(r.key.as_deref())?;
-        let value_len = part_len(r.value.as_deref())?;
+        let r = r.record_ref();
+        let offset_delta = i32::try_from(i).map_err(|_| invalid(0, "too many records"))?;
+        let timestamp_delta = effective_timestamp(spec, &r).wrapping_sub(base_timestamp);
+        let key_len = part_len(r.key)?;
+        let value_len = part_len(r.value)?;
         let header_count =
             i32::try_from(r.headers.len()).map_err(|_| invalid(0, "too many headers"))?;
         let mut body = 1
@@ -583,7 +725,7 @@ fn write_records(
             + part_size(key_len)
             + part_size(value_len)
             + size_of_varint(header_count);
-        for (k, v) in &r.headers {
+        for (k, v) in r.headers {
             body += part_size(part_len(Some(k))?) + part_size(part_len(v.as_deref())?);
         }
         let body_len = i32::try_from(body).map_err(|_| invalid(0, "record larger than 2 GiB"))?;
@@ -592,10 +734,10 @@ fn write_records(
         out.push(0); // record attributes: unused
         write_varlong(out, timestamp_delta);
         write_varint(out, offset_delta);
-        write_part(out, key_len, r.key.as_deref());
-        write_part(out, value_len, r.value.as_deref());
+        write_part(out, key_len, r.key);
+        write_part(out, value_len, r.value);
         write_varint(out, header_count);
-        for (k, v) in &r.headers {
+        for (k, v) in r.headers {
             write_part(out, k.len() as i32, Some(k));
             write_part(out, part_len(v.as_deref())?, v.as_deref());
         }
@@ -605,12 +747,13 @@ fn write_records(
 
 /// Encodes one v2 batch and appends it to `out`: record offset deltas 0..n-1, `baseTimestamp` =
 /// the first record's timestamp, `maxTimestamp` = the largest record timestamp (or
-/// `spec.log_append_time` for LogAppendTime), CRC-32C. Returns the batch's length in bytes.
-/// On error `out` is left as it was. At least one record is required.
-pub fn encode_batch_into(
+/// `spec.log_append_time` for LogAppendTime), CRC-32C; records without a timestamp
+/// ([`NO_TIMESTAMP`]) are written with `spec.default_timestamp`. Returns the batch's length in
+/// bytes. On error `out` is left as it was. At least one record is required.
+pub fn encode_batch_into<R: EncodeRecord>(
     out: &mut Vec<u8>,
     spec: &BatchSpec,
-    records: &[NewRecord],
+    records: &[R],
 ) -> Result<usize, DecodeError> {
     let start = out.len();
     let result = encode_at(out, start, spec, records);
@@ -620,38 +763,31 @@ pub fn encode_batch_into(
     result
 }
 
-fn encode_at(
+fn encode_at<R: EncodeRecord>(
     out: &mut Vec<u8>,
     start: usize,
     spec: &BatchSpec,
-    records: &[NewRecord],
+    records: &[R],
 ) -> Result<usize, DecodeError> {
     let first = records.first().ok_or_else(|| invalid(0, "a batch needs at least one record"))?;
     let count = i32::try_from(records.len()).map_err(|_| invalid(0, "too many records"))?;
-    let base_timestamp = first.timestamp;
-    let max_timestamp = if spec.timestamp_type == TimestampType::LogAppendTime {
-        spec.log_append_time
-    } else {
-        records.iter().map(|r| r.timestamp).max().unwrap_or(base_timestamp)
-    };
-    let estimate: usize = records
-        .iter()
-        .map(|r| {
-            21 + r.key.as_ref().map_or(0, Vec::len)
-                + r.value.as_ref().map_or(0, Vec::len)
-                + r.headers
-                    .iter()
-                    .map(|(k, v)| 10 + k.len() + v.as_ref().map_or(0, Vec::len))
-                    .sum::<usize>()
-        })
-        .sum();
-    out.reserve(RECORD_BATCH_OVERHEAD + estimate);
+    let base_timestamp = effective_timestamp(spec, &first.record_ref());
+    let (mut max_timestamp, mut estimate) = (base_timestamp, 0usize);
+    for r in records {
+        let r = r.record_ref();
+        max_timestamp = max_timestamp.max(effective_timestamp(spec, &r));
+        estimate = estimate.saturating_add(r.size_upper_bound());
+    }
+    if spec.timestamp_type == TimestampType::LogAppendTime {
+        max_timestamp = spec.log_append_time;
+    }
+    out.reserve(RECORD_BATCH_OVERHEAD.saturating_add(estimate));
     out.resize(start + RECORD_BATCH_OVERHEAD, 0);
     if spec.compression == Compression::None {
-        write_records(out, base_timestamp, records)?;
+        write_records(out, spec, base_timestamp, records)?;
     } else {
         let mut plain = Vec::with_capacity(estimate);
-        write_records(&mut plain, base_timestamp, records)?;
+        write_records(&mut plain, spec, base_timestamp, records)?;
         out.extend_from_slice(&compression::compress(spec.compression, &plain)?);
     }
     let total = out.len() - start;
@@ -683,7 +819,10 @@ fn put(buf: &mut [u8], at: usize, bytes: &[u8]) {
 }
 
 /// [`encode_batch_into`] a new buffer.
-pub fn encode_batch(spec: &BatchSpec, records: &[NewRecord]) -> Result<Vec<u8>, DecodeError> {
+pub fn encode_batch<R: EncodeRecord>(
+    spec: &BatchSpec,
+    records: &[R],
+) -> Result<Vec<u8>, DecodeError> {
     let mut out = Vec::new();
     encode_batch_into(&mut out, spec, records)?;
     Ok(out)
@@ -870,8 +1009,83 @@ mod tests {
     #[test]
     fn empty_record_list_is_refused_and_leaves_out_untouched() {
         let mut out = vec![1, 2, 3];
-        assert!(encode_batch_into(&mut out, &BatchSpec::default(), &[]).is_err());
+        let none: &[NewRecord] = &[];
+        assert!(encode_batch_into(&mut out, &BatchSpec::default(), none).is_err());
         assert_eq!(out, [1, 2, 3]);
+    }
+
+    #[test]
+    fn records_without_a_timestamp_are_written_with_the_default_timestamp() {
+        let records = [rec(NO_TIMESTAMP, None, Some(b"a")), rec(7_000, None, Some(b"b"))];
+        let spec = BatchSpec { default_timestamp: 5_000, ..BatchSpec::default() };
+        let batch_bytes = encode_batch(&spec, &records).unwrap();
+        let batch = decode_batch(&batch_bytes).unwrap();
+        assert_eq!((batch.info().base_timestamp, batch.info().max_timestamp), (5_000, 7_000));
+        let stamps: Vec<_> = all(&batch).unwrap().iter().map(|r| r.timestamp).collect();
+        assert_eq!(stamps, [5_000, 7_000]);
+        // Without a default the record keeps NO_TIMESTAMP, as before.
+        let bytes = encode_batch(&BatchSpec::default(), &records[..1]).unwrap();
+        assert_eq!(all(&decode_batch(&bytes).unwrap()).unwrap()[0].timestamp, NO_TIMESTAMP);
+    }
+
+    #[test]
+    fn borrowed_records_encode_byte_for_byte_like_owned_ones() {
+        let owned = sample_records();
+        let borrowed: Vec<RecordRef<'_>> = owned.iter().map(EncodeRecord::record_ref).collect();
+        for compression in Compression::ALL {
+            let spec = BatchSpec { compression, default_timestamp: 9, ..BatchSpec::default() };
+            assert_eq!(encode_batch(&spec, &borrowed), encode_batch(&spec, &owned));
+        }
+        let line = RecordRef::value_only(b"line");
+        let bytes = encode_batch(&BatchSpec::default(), &[line]).unwrap();
+        let batch = decode_batch(&bytes).unwrap();
+        let r = &all(&batch).unwrap()[0];
+        assert_eq!((r.key, r.value, r.headers.len()), (None, Some(&b"line"[..]), 0));
+    }
+
+    #[test]
+    fn record_stamps_are_the_records_offsets_and_timestamps_for_every_codec() {
+        for compression in Compression::ALL {
+            let spec = BatchSpec { base_offset: Offset(40), compression, ..BatchSpec::default() };
+            let bytes = encode_batch(&spec, &sample_records()).unwrap();
+            let batch = decode_batch(&bytes).unwrap();
+            let stamps: Vec<_> = batch.record_stamps().collect::<Result<_, _>>().unwrap();
+            let expected: Vec<_> = all(&batch)
+                .unwrap()
+                .iter()
+                .map(|r| RecordStamp { offset: r.offset, timestamp: r.timestamp })
+                .collect();
+            assert_eq!(stamps, expected);
+        }
+        let lat = BatchSpec {
+            timestamp_type: TimestampType::LogAppendTime,
+            log_append_time: 77,
+            ..BatchSpec::default()
+        };
+        let bytes = encode_batch(&lat, &sample_records()).unwrap();
+        let batch = decode_batch(&bytes).unwrap();
+        assert!(batch.record_stamps().all(|s| s.unwrap().timestamp == 77));
+        let v1 = legacy::encode_message(Offset(8), 1, 0, 1_600_000_000_000, None, None);
+        let batch = decode_batch(&v1).unwrap();
+        let stamps: Vec<_> = batch.record_stamps().collect::<Result<_, _>>().unwrap();
+        assert_eq!(stamps, [RecordStamp { offset: Offset(8), timestamp: 1_600_000_000_000 }]);
+    }
+
+    #[test]
+    fn record_stamps_refuse_what_records_refuse_at_the_same_byte() {
+        let mut short = hex(APPENDIX_B_HELLO);
+        short[RECORD_BATCH_OVERHEAD] = 0x18; // record length one byte longer than its contents
+        short.push(0);
+        let mut trailing = hex(APPENDIX_B_HELLO);
+        trailing.extend_from_slice(&[0x16, 0, 0]);
+        let mut missing = hex(APPENDIX_B_HELLO);
+        missing[RECORDS_COUNT_AT + 3] = 2;
+        for mut bytes in [short, trailing, missing] {
+            refresh(&mut bytes);
+            let batch = decode_batch(&bytes).unwrap();
+            let light = batch.record_stamps().find_map(Result::err).unwrap();
+            assert_eq!(Some(light), batch.records().find_map(Result::err));
+        }
     }
 
     #[test]
@@ -1191,11 +1405,13 @@ mod tests {
             let _ = parse_batch_info(bytes);
             let _ = verify_crc(bytes);
             if let Ok(b) = decode_batch(bytes) {
-                for r in b.records() {
-                    if r.is_err() {
-                        break;
-                    }
-                }
+                // Every record or the first error, and the light walk agrees with it exactly.
+                let full: Vec<_> = b
+                    .records()
+                    .map(|r| r.map(|r| RecordStamp { offset: r.offset, timestamp: r.timestamp }))
+                    .collect();
+                let light: Vec<_> = b.record_stamps().collect();
+                assert_eq!(light, full);
             }
             let mut copy = bytes.to_vec();
             let _ = set_log_append_time(&mut copy, 1);
