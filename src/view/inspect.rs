@@ -543,3 +543,165 @@ fn check_segment(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::SystemTime;
+
+    use super::*;
+    use crate::format::{BatchSpec, NewRecord, encode_batch};
+    use crate::source::{
+        AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, PartitionSummary, ReadCursor,
+    };
+
+    /// One sealed segment served from memory: only what the check reads.
+    struct OneSegment {
+        log: Vec<u8>,
+        index: Vec<u8>,
+        time_index: Vec<u8>,
+    }
+
+    impl PartitionSource for OneSegment {
+        fn topic(&self) -> &str {
+            "t"
+        }
+        fn partition(&self) -> u32 {
+            0
+        }
+        fn summary(&self) -> Result<PartitionSummary> {
+            Err(Error::Unsupported("summary"))
+        }
+        fn segments(&self) -> Result<Vec<SegmentSummary>> {
+            Ok(vec![SegmentSummary {
+                base_offset: Offset(0),
+                log_size: self.log.len() as u64,
+                index_size: self.index.len() as u64,
+                time_index_size: self.time_index.len() as u64,
+                txn_index_size: None,
+                max_timestamp: None,
+                is_active: false,
+                last_modified: SystemTime::UNIX_EPOCH,
+            }])
+        }
+        fn offset_for(&self, _: OffsetQuery) -> Result<Offset> {
+            Err(Error::Unsupported("offset_for"))
+        }
+        fn seek(&self, _: Offset) -> Result<ReadCursor> {
+            Err(Error::Unsupported("seek"))
+        }
+        fn read(&self, _: &ReadCursor, _: usize) -> Result<BatchChunk> {
+            Err(Error::Unsupported("read"))
+        }
+        fn aborted_transactions(&self, _: Offset, _: Offset) -> Result<Vec<AbortedTxn>> {
+            Ok(Vec::new())
+        }
+        fn append(&self, _: &[NewRecord]) -> Result<AppendInfo> {
+            Err(Error::ReadOnly)
+        }
+        fn sync(&self) -> Result<()> {
+            Ok(())
+        }
+        fn read_segment_file(
+            &self,
+            _: Offset,
+            kind: SegmentFileKind,
+            pos: u64,
+            buf: &mut [u8],
+        ) -> Result<usize> {
+            let file = match kind {
+                SegmentFileKind::Log => &self.log,
+                SegmentFileKind::Index => &self.index,
+                SegmentFileKind::TimeIndex => &self.time_index,
+                SegmentFileKind::TxnIndex => return Err(Error::NotFound("txnindex".into())),
+            };
+            let rest = file.get(pos as usize..).unwrap_or_default();
+            let n = rest.len().min(buf.len());
+            buf[..n].copy_from_slice(&rest[..n]);
+            Ok(n)
+        }
+    }
+
+    /// Three batches of two records: offsets 0-1, 2-3, 4-5 (the last at 10, 20, 30 ms).
+    fn three_batches() -> (Vec<u8>, Vec<u64>) {
+        let mut log = Vec::new();
+        let mut positions = Vec::new();
+        for b in 0..3i64 {
+            positions.push(log.len() as u64);
+            let spec = BatchSpec { base_offset: Offset(2 * b), ..BatchSpec::default() };
+            let record =
+                |t| NewRecord { timestamp: t, value: Some(b"v".to_vec()), ..NewRecord::default() };
+            log.extend(encode_batch(&spec, &[record(10 * b + 5), record(10 * b + 10)]).unwrap());
+        }
+        (log, positions)
+    }
+
+    fn time_entry(timestamp: i64, relative: u32) -> Vec<u8> {
+        TimestampOffset { timestamp, relative_offset: crate::format::RelativeOffset(relative) }
+            .encode()
+            .to_vec()
+    }
+
+    #[test]
+    fn a_consistent_segment_has_no_problem() {
+        let (log, positions) = three_batches();
+        let index = OffsetPosition {
+            relative_offset: crate::format::RelativeOffset(3),
+            position: positions[1] as u32,
+        }
+        .encode()
+        .to_vec();
+        let time_index = [time_entry(20, 3), time_entry(30, 5)].concat();
+        let report = check_partition(&OneSegment { log, index, time_index }).unwrap();
+        assert_eq!(report, "checked t-0: 1 segments, 3 batches: 0 problems, 0 offset gaps\n");
+    }
+
+    #[test]
+    fn out_of_order_time_index_entries_are_problems_at_their_position() {
+        let (log, _) = three_batches();
+        let time_index = [time_entry(30, 5), time_entry(20, 3)].concat();
+        let report = check_partition(&OneSegment { log, index: Vec::new(), time_index }).unwrap();
+        assert!(
+            report.contains(
+                "t-0/00000000000000000000.timeindex position 12: out of order: timestamp 20 after 30"
+            ),
+            "{report}"
+        );
+        assert!(report.contains("position 12: out of order: offset 3 after 5"), "{report}");
+        assert!(report.ends_with(": 2 problems, 0 offset gaps\n"), "{report}");
+    }
+
+    #[test]
+    fn index_entries_past_the_segment_or_below_their_batch_are_problems() {
+        let (log, positions) = three_batches();
+        let entry = |rel, pos| {
+            OffsetPosition { relative_offset: crate::format::RelativeOffset(rel), position: pos }
+                .encode()
+        };
+        // Offset 1 at the batch starting at 2; offset 9 past the last offset 5.
+        let index = [entry(1, positions[1] as u32), entry(9, positions[2] as u32)].concat();
+        let time_index = time_entry(40, 9);
+        let report = check_partition(&OneSegment { log, index, time_index }).unwrap();
+        assert!(report.contains("position 0: entry offset 1 position"), "{report}");
+        assert!(report.contains("points at a batch starting at offset 2"), "{report}");
+        assert!(
+            report
+                .contains(".index position 8: entry offset 9 is past the segment's last offset 5"),
+            "{report}"
+        );
+        assert!(report.contains(".timeindex position 0: entry offset 9 is past"), "{report}");
+    }
+
+    #[test]
+    fn dumps_stop_at_the_first_unwritten_index_slot() {
+        let index = [
+            OffsetPosition { relative_offset: crate::format::RelativeOffset(3), position: 100 }
+                .encode(),
+            [0u8; 8],
+        ]
+        .concat();
+        assert_eq!(
+            dump_offset_index("t-0/00000000000000000010.index", Offset(10), &index),
+            "Dumping t-0/00000000000000000010.index\noffset: 13 position: 100\n"
+        );
+    }
+}
