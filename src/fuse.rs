@@ -5,16 +5,18 @@
 //! refusals, error for damaged data), and answered with the error's errno. No decision about
 //! data is made in this file.
 
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::SystemTime;
 
 use fuser::{
-    BsdFileFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
-    INodeNo, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, ReplyXattr, Request, TimeOrNow,
-    WriteFlags,
+    BackingId, BsdFileFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags,
+    Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr,
+    ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite,
+    ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
 use crate::error::Error;
@@ -37,15 +39,115 @@ macro_rules! fail {
 
 /// `fuser::Filesystem` over a shared [`TopicFs`] (shared so the mount code can shut it down
 /// after the session ends).
+///
+/// # Passthrough
+///
+/// A file `fs` opens with a [`Opened::backing`] file (a sealed segment's) is registered with the
+/// kernel (`FUSE_DEV_IOC_BACKING_OPEN`) and opened `FOPEN_PASSTHROUGH`: its reads and `mmap`s go
+/// to the file on disk without a request to the daemon. This needs `FUSE_PASSTHROUGH` from the
+/// kernel (Linux 6.9 and later) and `CAP_SYS_ADMIN` for the registration; without either, such
+/// a file is opened through the page cache with `FOPEN_KEEP_CACHE` instead (its bytes never
+/// change), which is always correct.
+///
+/// The kernel demands one backing file per inode while any handle of it is open through
+/// passthrough (a second one, or an open without passthrough, fails). So the [`BackingId`] of
+/// an inode is shared by all its open handles ([`Backings`]), and once a registration failed
+/// no new inode is opened through passthrough for the rest of the session (inodes already open
+/// that way keep using theirs).
 #[derive(Debug)]
 pub struct FuseAdapter {
     fs: Arc<TopicFs>,
+    /// The kernel granted `FUSE_PASSTHROUGH` at `init`, and no registration has failed since.
+    passthrough: AtomicBool,
+    backings: Mutex<Backings>,
+}
+
+/// The registered backing files.
+///
+/// **Invariant**: `by_inode` holds an entry for every inode with a handle in `by_handle`, and
+/// that entry upgrades to the same `BackingId` the handles hold (entries are removed when the
+/// last handle of their inode is released).
+#[derive(Debug, Default)]
+struct Backings {
+    /// Keeps each registration alive while its handle is open (dropping the last `Arc`
+    /// unregisters it: `FUSE_DEV_IOC_BACKING_CLOSE`).
+    by_handle: HashMap<u64, (u64, Arc<BackingId>)>,
+    by_inode: HashMap<u64, Weak<BackingId>>,
 }
 
 impl FuseAdapter {
     /// An adapter serving `fs`.
     pub fn new(fs: Arc<TopicFs>) -> FuseAdapter {
-        FuseAdapter { fs }
+        FuseAdapter {
+            fs,
+            passthrough: AtomicBool::new(false),
+            backings: Mutex::new(Backings::default()),
+        }
+    }
+
+    /// Replies to `open`/`opendir`: through passthrough when `opened` names a backing file and
+    /// passthrough works (see [`FuseAdapter`]), with its page-cache flags otherwise.
+    fn reply_opened(&self, reply: ReplyOpen, ino: u64, opened: Opened) {
+        let fh = opened.fh;
+        if let Some(file) = &opened.backing
+            && let Some(backing) = self.backing(&reply, ino, fh, file)
+        {
+            log::trace!("inode {ino} handle {fh}: passthrough");
+            reply.opened_passthrough(FileHandle(fh), FopenFlags::empty(), &backing);
+            return;
+        }
+        let mut flags = FopenFlags::empty();
+        if opened.direct_io {
+            flags |= FopenFlags::FOPEN_DIRECT_IO;
+        }
+        if opened.keep_cache {
+            flags |= FopenFlags::FOPEN_KEEP_CACHE;
+        }
+        reply.opened(FileHandle(fh), flags);
+    }
+
+    /// The registration of `ino`'s backing file for handle `fh`: the one its open handles
+    /// share, or a new one of `file`. `None` when passthrough is not available.
+    fn backing(
+        &self,
+        reply: &ReplyOpen,
+        ino: u64,
+        fh: u64,
+        file: &std::fs::File,
+    ) -> Option<Arc<BackingId>> {
+        let mut backings = self.backings.lock().unwrap_or_else(|e| e.into_inner());
+        let shared = backings.by_inode.get(&ino).and_then(Weak::upgrade);
+        let backing = match shared {
+            Some(backing) => backing,
+            None if self.passthrough.load(Ordering::Relaxed) => match reply.open_backing(file) {
+                Ok(backing) => {
+                    let backing = Arc::new(backing);
+                    backings.by_inode.insert(ino, Arc::downgrade(&backing));
+                    backing
+                }
+                Err(err) => {
+                    self.passthrough.store(false, Ordering::Relaxed);
+                    log::warn!(
+                        "cannot register a backing file for FUSE passthrough ({err}); sealed \
+                         segment files are read through the page cache from now on"
+                    );
+                    return None;
+                }
+            },
+            None => return None,
+        };
+        backings.by_handle.insert(fh, (ino, Arc::clone(&backing)));
+        Some(backing)
+    }
+
+    /// Drops handle `fh`'s registration, and its inode's entry with the last one.
+    fn release_backing(&self, fh: u64) {
+        let mut backings = self.backings.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((ino, backing)) = backings.by_handle.remove(&fh)
+            && Arc::strong_count(&backing) == 1
+        {
+            backings.by_inode.remove(&ino);
+        }
     }
 }
 
@@ -85,22 +187,23 @@ fn reply_entry(reply: ReplyEntry, entry: &Entry) {
     );
 }
 
-fn reply_opened(reply: ReplyOpen, opened: Opened) {
-    let mut flags = FopenFlags::empty();
-    if opened.direct_io {
-        flags |= FopenFlags::FOPEN_DIRECT_IO;
-    }
-    if opened.keep_cache {
-        flags |= FopenFlags::FOPEN_KEEP_CACHE;
-    }
-    reply.opened(FileHandle(opened.fh), flags);
-}
-
 impl Filesystem for FuseAdapter {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         if let Err(nearest) = config.set_max_write(MAX_WRITE) {
             // The kernel offers less: take what it offers.
             let _ = config.set_max_write(nearest);
+        }
+        // Passthrough to files on a plain filesystem: a stack depth of 1 (the data dir on an
+        // overlayfs or another FUSE mount would need 2, and registrations then fail).
+        match config.add_capabilities(InitFlags::FUSE_PASSTHROUGH) {
+            Ok(()) => match config.set_max_stack_depth(1) {
+                Ok(_) => self.passthrough.store(true, Ordering::Relaxed),
+                Err(max) => log::info!("FUSE passthrough unavailable (stack depth {max})"),
+            },
+            Err(_) => log::info!(
+                "the kernel offers no FUSE passthrough (Linux 6.9+): sealed segment files are \
+                 read through the page cache"
+            ),
         }
         Ok(())
     }
@@ -228,7 +331,7 @@ impl Filesystem for FuseAdapter {
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         match self.fs.open(ino.0, OpenRequest::from_flags(flags.0)) {
-            Ok(opened) => reply_opened(reply, opened),
+            Ok(opened) => self.reply_opened(reply, ino.0, opened),
             Err(err) => fail!(reply, err, "open inode {ino} flags {flags:#x}"),
         }
     }
@@ -292,6 +395,7 @@ impl Filesystem for FuseAdapter {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        self.release_backing(fh.0);
         match self.fs.release(fh.0) {
             Ok(()) => reply.ok(),
             Err(err) => fail!(reply, err, "release inode {ino}"),
@@ -314,7 +418,7 @@ impl Filesystem for FuseAdapter {
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         match self.fs.opendir(ino.0) {
-            Ok(opened) => reply_opened(reply, opened),
+            Ok(opened) => self.reply_opened(reply, ino.0, opened),
             Err(err) => fail!(reply, err, "opendir inode {ino}"),
         }
     }

@@ -161,6 +161,18 @@ pub trait PartitionSource: Send + Sync {
         pos: u64,
         buf: &mut [u8],
     ) -> Result<usize>;
+    /// An open handle on one file of a sealed (not active) segment, when its bytes on disk are
+    /// exactly what [`PartitionSource::read_segment_file`] returns and will not change: the
+    /// mount hands it to the kernel, which then reads it without asking (FUSE passthrough).
+    /// `None` for the active segment, for a file whose on-disk size differs from the size shown
+    /// (an index left untrimmed by a crash), and for sources without local files (the default).
+    fn sealed_segment_file(
+        &self,
+        _base_offset: Offset,
+        _kind: SegmentFileKind,
+    ) -> Result<Option<std::fs::File>> {
+        Ok(None)
+    }
 }
 
 /// A set of topics made of partitions.

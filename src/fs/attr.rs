@@ -69,7 +69,7 @@ pub struct DirEntry {
 }
 
 /// How a file was opened.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct Opened {
     pub fh: u64,
     /// Bypass the page cache (`FOPEN_DIRECT_IO`): reads go to the filesystem even past the
@@ -78,6 +78,10 @@ pub struct Opened {
     /// Keep cached pages from an earlier open (`FOPEN_KEEP_CACHE`): only for content that never
     /// changes.
     pub keep_cache: bool,
+    /// The file on disk whose bytes are exactly this file's, now and for as long as it is open
+    /// (a sealed segment's file): the kernel may read it directly instead of asking (FUSE
+    /// passthrough). `None` for everything that must be read through `read`.
+    pub backing: Option<std::fs::File>,
 }
 
 /// What `open` was asked for (the access mode and the flags that matter to us).

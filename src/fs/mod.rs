@@ -220,7 +220,7 @@ impl TopicFs {
         }
         let entries = self.list(ino, &node)?;
         let fh = self.handles.insert(Handle::Dir { ino, entries: Mutex::new(entries) });
-        Ok(Opened { fh, direct_io: false, keep_cache: false })
+        Ok(Opened { fh, direct_io: false, keep_cache: false, backing: None })
     }
 
     /// Lists the directory from `offset` (0, or an entry's `next_offset`), calling `add` for
@@ -260,10 +260,12 @@ impl TopicFs {
     }
 
     /// Opens a file. Streams, info and segment files are read-only (direct I/O, so reads follow
-    /// the current size); `append` files are write-only in effect (reading them gives nothing).
+    /// the current size; a sealed segment's files, which never change, are cached and name
+    /// their file on disk as [`Opened::backing`]); `append` files are write-only in effect
+    /// (reading them gives nothing).
     pub fn open(&self, ino: u64, request: OpenRequest) -> Result<Opened> {
         let node = self.node(ino)?;
-        let direct = |fh| Opened { fh, direct_io: true, keep_cache: false };
+        let direct = |fh| Opened { fh, direct_io: true, keep_cache: false, backing: None };
         match &node {
             Node::Root
             | Node::Topic(_)
@@ -311,10 +313,28 @@ impl TopicFs {
             Node::SegmentFile(id, base_offset, kind) => {
                 self.refuse_write(request, "writing a segment file")?;
                 // Fails with NotFound once retention deleted the segment.
-                self.attr_of(ino, &node)?;
+                let segment = self.segment(id, *base_offset)?;
+                if segment_file_size(&segment, *kind).is_none() {
+                    let what = describe(&node);
+                    return Err(Error::NotFound(format!("{what} has no {}", kind.suffix())));
+                }
                 let partition = self.partition(id)?;
+                // A sealed segment's files never change: the kernel may keep their pages and
+                // read the file on disk itself. The active one's go through `read` (its index
+                // has a zero tail that is not shown, its `.log` may end in a partial batch).
+                let backing = if segment.is_active {
+                    None
+                } else {
+                    partition.sealed_segment_file(*base_offset, *kind)?
+                };
                 let handle = Handle::Segment { partition, base_offset: *base_offset, kind: *kind };
-                Ok(direct(self.handles.insert(handle)))
+                let fh = self.handles.insert(handle);
+                Ok(match backing {
+                    Some(file) => {
+                        Opened { fh, direct_io: false, keep_cache: true, backing: Some(file) }
+                    }
+                    None => direct(fh),
+                })
             }
             Node::Append(id) | Node::AppendJson(id) => {
                 if request.write || request.truncate {

@@ -2,9 +2,10 @@
 //! [`PartitionSource`] for a [`Log`]. Each method forwards to the engine method of the same
 //! meaning; the semantics are documented there and in [`crate::source`].
 
+use std::fs::File;
 use std::sync::Arc;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::format::{NewRecord, Offset};
 use crate::source::{
     AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, PartitionSource, PartitionSummary, ReadCursor,
@@ -63,6 +64,39 @@ impl PartitionSource for Log {
         buf: &mut [u8],
     ) -> Result<usize> {
         Log::read_segment_file(self, base_offset, kind, pos, buf)
+    }
+
+    fn sealed_segment_file(
+        &self,
+        base_offset: Offset,
+        kind: SegmentFileKind,
+    ) -> Result<Option<File>> {
+        let segment = self.segment_list().into_iter().find(|s| s.base_offset() == base_offset);
+        let segment = segment.ok_or_else(|| {
+            Error::NotFound(format!("segment {base_offset} of {}", self.dir().display()))
+        })?;
+        if segment.is_active() {
+            return Ok(None);
+        }
+        let path = segment.file_path(kind.suffix());
+        let file = File::open(&path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => Error::NotFound(path.display().to_string()),
+            _ => Error::io(&path, "open", e),
+        })?;
+        let on_disk = file.metadata().map_err(|e| Error::io(&path, "stat", e))?.len();
+        // What `read_segment_file` shows: the `.log` up to its committed size, an index up to its
+        // last entry (a roll trims a sealed index, but a crash can leave its zero tail).
+        let shown = match kind {
+            SegmentFileKind::Log => segment.size(),
+            SegmentFileKind::Index => {
+                segment.with_offset_index(|i| i.valid_bytes().len() as u64)?
+            }
+            SegmentFileKind::TimeIndex => {
+                segment.with_time_index(|i| i.valid_bytes().len() as u64)?
+            }
+            SegmentFileKind::TxnIndex => on_disk,
+        };
+        Ok((on_disk == shown).then_some(file))
     }
 }
 
