@@ -617,15 +617,16 @@ impl TopicFs {
                 let ttl = if segment.is_active { DYNAMIC_TTL } else { STABLE_TTL };
                 (FileKind::RegularFile, size, 0o444, segment.last_modified, ttl)
             }
-            Node::SegmentDump(id, base, _) => {
+            Node::SegmentDump(id, base, dump_kind) => {
                 let segment = self.segment(id, *base)?;
-                let size = self.inspection_text(node)?.len() as u64;
+                let partition = self.partition(id)?;
+                let size = self.inspect.dump_size(partition.as_ref(), *base, *dump_kind)?;
                 let ttl = if segment.is_active { DYNAMIC_TTL } else { STABLE_TTL };
                 (FileKind::RegularFile, size, 0o444, segment.last_modified, ttl)
             }
             Node::PartitionCheck(id) => {
                 let mtime = self.partition(id)?.summary()?.last_modified;
-                let size = self.inspection_text(node)?.len() as u64;
+                let size = self.inspect.check_size(self.partition(id)?.as_ref())?;
                 (FileKind::RegularFile, size, 0o444, mtime, DYNAMIC_TTL)
             }
             Node::Stream(..) | Node::TopicStream(..) => {

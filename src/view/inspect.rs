@@ -48,6 +48,11 @@ pub const TXN_INDEX_ENTRY_SIZE: usize = 34;
 
 /// Texts kept by an [`InspectCache`] before it starts over.
 const CACHE_ENTRIES: usize = 256;
+/// Files (or, for `check`, a partition's files) up to this size are rendered when stat'ed, so
+/// their size is exact before the first read; larger ones only when opened.
+pub const RENDER_AT_STAT_BYTES: u64 = 4 << 20;
+/// Texts larger than this are not kept between opens (a handle keeps its own copy).
+const MAX_CACHED_BYTES: u64 = 64 << 20;
 
 /// A rendered text and the segments it was rendered from.
 type Rendered = (Vec<SegmentSummary>, Arc<Vec<u8>>);
@@ -74,18 +79,71 @@ impl InspectCache {
         base: Offset,
         kind: SegmentFileKind,
     ) -> Result<Arc<Vec<u8>>> {
-        let label = file_label(part, base, kind);
-        let segment = part.segments()?.into_iter().find(|s| s.base_offset == base);
-        let segment = segment
-            .filter(|s| kind != SegmentFileKind::TxnIndex || s.txn_index_size.is_some())
-            .ok_or_else(|| Error::NotFound(format!("{label}{DUMP_SUFFIX}")))?;
+        let (label, segment) = dump_segment(part, base, kind)?;
         self.get_or_render(label, vec![segment], || dump_segment_file(part, base, kind))
+    }
+
+    /// The size of the dump of `base` + `kind`: exact when it is cached or the segment file is
+    /// at most [`RENDER_AT_STAT_BYTES`] (then rendered now); 0 for a larger file not rendered
+    /// since it last changed, so that a `stat` never reads a large segment.
+    pub fn dump_size(
+        &self,
+        part: &dyn PartitionSource,
+        base: Offset,
+        kind: SegmentFileKind,
+    ) -> Result<u64> {
+        let (label, segment) = dump_segment(part, base, kind)?;
+        let file_size = match kind {
+            SegmentFileKind::Log => segment.log_size,
+            SegmentFileKind::Index => segment.index_size,
+            SegmentFileKind::TimeIndex => segment.time_index_size,
+            SegmentFileKind::TxnIndex => segment.txn_index_size.unwrap_or(0),
+        };
+        let stamp = vec![segment];
+        if let Some(n) = self.cached_len(&label, &stamp) {
+            return Ok(n);
+        }
+        if file_size > RENDER_AT_STAT_BYTES {
+            return Ok(0);
+        }
+        let text = self.get_or_render(label, stamp, || dump_segment_file(part, base, kind))?;
+        Ok(text.len() as u64)
     }
 
     /// The `check` report of `part`.
     pub fn check(&self, part: &dyn PartitionSource) -> Result<Arc<Vec<u8>>> {
-        let key = format!("{}-{}/check", part.topic(), part.partition());
+        let key = check_key(part);
         self.get_or_render(key, part.segments()?, || check_partition(part))
+    }
+
+    /// The size of the `check` report: exact when cached or when the partition's files total
+    /// at most [`RENDER_AT_STAT_BYTES`] (then rendered now); else 0 until it is read.
+    pub fn check_size(&self, part: &dyn PartitionSource) -> Result<u64> {
+        let key = check_key(part);
+        let segments = part.segments()?;
+        if let Some(n) = self.cached_len(&key, &segments) {
+            return Ok(n);
+        }
+        let total: u64 = segments
+            .iter()
+            .map(|s| {
+                s.log_size
+                    .saturating_add(s.index_size)
+                    .saturating_add(s.time_index_size)
+                    .saturating_add(s.txn_index_size.unwrap_or(0))
+            })
+            .fold(0, u64::saturating_add);
+        if total > RENDER_AT_STAT_BYTES {
+            return Ok(0);
+        }
+        let text = self.get_or_render(key, segments, || check_partition(part))?;
+        Ok(text.len() as u64)
+    }
+
+    fn cached_len(&self, key: &str, stamp: &[SegmentSummary]) -> Option<u64> {
+        let entries = lock(&self.entries);
+        let (s, text) = entries.get(key)?;
+        (s.as_slice() == stamp).then_some(text.len() as u64)
     }
 
     fn get_or_render(
@@ -100,13 +158,34 @@ impl InspectCache {
             }
         }
         let text = Arc::new(render()?.into_bytes());
-        let mut entries = lock(&self.entries);
-        if entries.len() >= CACHE_ENTRIES {
-            entries.clear();
+        if text.len() as u64 <= MAX_CACHED_BYTES {
+            let mut entries = lock(&self.entries);
+            if entries.len() >= CACHE_ENTRIES {
+                entries.clear();
+            }
+            entries.insert(key, (stamp, Arc::clone(&text)));
         }
-        entries.insert(key, (stamp, Arc::clone(&text)));
         Ok(text)
     }
+}
+
+/// The label and summary of the segment a dump is of; `NotFound` if it (or its `.txnindex`)
+/// does not exist.
+fn dump_segment(
+    part: &dyn PartitionSource,
+    base: Offset,
+    kind: SegmentFileKind,
+) -> Result<(String, SegmentSummary)> {
+    let label = file_label(part, base, kind);
+    let segment = part.segments()?.into_iter().find(|s| s.base_offset == base);
+    let segment = segment
+        .filter(|s| kind != SegmentFileKind::TxnIndex || s.txn_index_size.is_some())
+        .ok_or_else(|| Error::NotFound(format!("{label}{DUMP_SUFFIX}")))?;
+    Ok((label, segment))
+}
+
+fn check_key(part: &dyn PartitionSource) -> String {
+    format!("{}-{}/check", part.topic(), part.partition())
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
