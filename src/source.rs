@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::error::Result;
-use crate::format::{NewRecord, Offset, Position, Timestamp};
+use crate::format::{NewRecord, Offset, Position, RecordRef, Timestamp};
 
 /// Which offset a ListOffsets-style query asks for.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -150,6 +150,20 @@ pub trait PartitionSource: Send + Sync {
     /// visible to readers when this returns. Refuses the whole call, writing nothing, if any
     /// single record cannot fit in a batch.
     fn append(&self, records: &[NewRecord]) -> Result<AppendInfo>;
+    /// [`PartitionSource::append`] of borrowed records (the lines of one `write()`, without a
+    /// copy each). The default copies them into [`NewRecord`]s.
+    fn append_refs(&self, records: &[RecordRef<'_>]) -> Result<AppendInfo> {
+        let owned: Vec<NewRecord> = records
+            .iter()
+            .map(|r| NewRecord {
+                timestamp: r.timestamp,
+                key: r.key.map(<[u8]>::to_vec),
+                value: r.value.map(<[u8]>::to_vec),
+                headers: r.headers.to_vec(),
+            })
+            .collect();
+        self.append(&owned)
+    }
     /// Makes everything appended so far durable (fsync of the log and its indexes).
     fn sync(&self) -> Result<()>;
     /// Reads the raw bytes of one segment file at `pos` (the preallocated zero tail of an active

@@ -19,9 +19,9 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::format::NewRecord;
+use crate::format::{NewRecord, RecordRef};
 use crate::source::PartitionSource;
-use crate::view::envelope;
+use crate::view::envelope::{self, find_newline, push_value_lines};
 use crate::view::topic::TopicAppender;
 
 /// Where an append file's records go.
@@ -37,6 +37,25 @@ impl AppendTarget {
         match self {
             AppendTarget::Partition(p) => p.append(&records).map(drop),
             AppendTarget::Topic(t) => t.append(records).map(drop),
+        }
+    }
+
+    /// [`AppendTarget::append`] of records borrowing the written bytes (a partition's engine
+    /// encodes them without a copy each).
+    fn append_refs(&self, records: &[RecordRef<'_>]) -> Result<()> {
+        match self {
+            AppendTarget::Partition(p) => p.append_refs(records).map(drop),
+            AppendTarget::Topic(_) => self.append(
+                records
+                    .iter()
+                    .map(|r| NewRecord {
+                        timestamp: r.timestamp,
+                        key: r.key.map(<[u8]>::to_vec),
+                        value: r.value.map(<[u8]>::to_vec),
+                        headers: r.headers.to_vec(),
+                    })
+                    .collect(),
+            ),
         }
     }
 
@@ -152,19 +171,46 @@ impl AppendState {
         };
         let (ended, rest) = data.split_at(last_newline + 1);
         self.check_line_len(rest.len())?;
-        let mut lines = Vec::with_capacity(self.pending.len().saturating_add(ended.len()));
-        lines.extend_from_slice(&self.pending);
-        lines.extend_from_slice(ended);
-        let records = self.format.records(&lines, self.lines_done.saturating_add(1))?;
-        if !records.is_empty() {
-            self.target.append(records)?;
-        }
-        let line_count = ended.iter().filter(|&&b| b == b'\n').count() as u64;
+        let line_count = match self.format {
+            AppendFormat::Lines => self.append_lines(ended)?,
+            AppendFormat::Json => {
+                let mut lines = Vec::with_capacity(self.pending.len().saturating_add(ended.len()));
+                lines.extend_from_slice(&self.pending);
+                lines.extend_from_slice(ended);
+                let records = self.format.records(&lines, self.lines_done.saturating_add(1))?;
+                if !records.is_empty() {
+                    self.target.append(records)?;
+                }
+                ended.iter().filter(|&&b| b == b'\n').count() as u64
+            }
+        };
         self.lines_done = self.lines_done.saturating_add(line_count);
         self.pending.clear();
         self.pending.extend_from_slice(rest);
         self.pending_owner = owner;
         Ok(data.len())
+    }
+
+    /// Appends the lines of `ended` (which ends with `\n`), the first one continuing `pending`,
+    /// as one append of records borrowing their values: only the line that continues `pending`
+    /// is copied. Returns the number of lines. Changes nothing on failure.
+    fn append_lines(&self, ended: &[u8]) -> Result<u64> {
+        let joined: Vec<u8>;
+        let mut records = Vec::new();
+        let body = match find_newline(ended) {
+            Some(nl) if !self.pending.is_empty() => {
+                let (first, after) = ended.split_at(nl);
+                joined = [self.pending.as_slice(), first].concat();
+                records.push(RecordRef::value_only(&joined));
+                after.get(1..).unwrap_or_default()
+            }
+            _ => ended,
+        };
+        push_value_lines(body, &mut records);
+        if !records.is_empty() {
+            self.target.append_refs(&records)?;
+        }
+        Ok(records.len() as u64)
     }
 
     /// `flush` (a `close()` of one descriptor of this open file) by `owner`: appends the

@@ -26,8 +26,8 @@ use std::time::SystemTime;
 use crate::error::{Error, Result};
 use crate::format::file_name::{FileKind, FileState, parse_segment_file_name};
 use crate::format::{
-    BatchSpec, NO_TIMESTAMP, NewRecord, Offset, Position, Timestamp, TimestampType, decode_batch,
-    encode_batch, set_base_offset,
+    BatchSpec, EncodeRecord, NewRecord, Offset, Position, RecordRef, Timestamp, TimestampType,
+    decode_batch, encode_batch, parse_batch_info, set_base_offset,
 };
 use crate::source::{
     AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, PartitionSummary, ReadCursor, SegmentFileKind,
@@ -55,9 +55,6 @@ fn segment_summary(seg: &LogSegment) -> Result<SegmentSummary> {
 
 /// Bytes of one `.txnindex` entry (`AbortedTxn.TOTAL_SIZE`).
 const TXN_INDEX_ENTRY_SIZE: usize = 34;
-/// Per-record overhead bound used to pre-split large appends (`DefaultRecord.MAX_RECORD_OVERHEAD`
-/// is 21; header framing adds up to 10 per header).
-const MAX_RECORD_OVERHEAD: usize = 21;
 
 /// What the log dir knows about a partition before opening it.
 #[derive(Copy, Clone, Debug, Default)]
@@ -106,10 +103,78 @@ pub struct Log {
     /// `stat` of each segment's `.txnindex` made every lookup in `segments/` cost one system
     /// call per segment.
     sealed_segment_summaries: Mutex<Option<(u64, Arc<Vec<SegmentSummary>>)>>,
+    /// The [`TimeSearch`] of the current segment-map version (built by the first timestamp
+    /// lookup after a change).
+    time_search: Mutex<Option<Arc<TimeSearch>>>,
     /// What the log dir knew at open (read-only reloads start from it again).
     load_state: LoadState,
     /// Wall time (ms) of the last read-only refresh.
     last_refresh_ms: AtomicI64,
+}
+
+/// What a timestamp lookup searches, for one segment-map version: the segments' base offsets
+/// and the sealed segments' largest timestamps, with their running max.
+///
+/// **Invariants** (for `version`): `bases` are every segment's base offset in order, the last
+/// one the active segment's; `largest[i]` is `largestTimestamp` of sealed segment `i` (all but
+/// the last: a sealed segment's timestamps never change while the map is unchanged; the active
+/// segment's are read live); `from` is the first segment not wholly below the log start offset
+/// (its successor's base offset is above it); `running_max[i]` is the max of `largest[from..=i]`
+/// for `i >= from` and `i64::MIN` below, so it is non-decreasing and the first segment at or
+/// after `from` whose largest timestamp reaches `t` is the first `i` with `running_max[i] >= t`.
+#[derive(Debug)]
+struct TimeSearch {
+    version: u64,
+    bases: Vec<Offset>,
+    largest: Vec<Timestamp>,
+    from: usize,
+    running_max: Vec<Timestamp>,
+}
+
+/// Number of leading segments wholly below `log_start` (each followed by a segment whose base
+/// offset is `<= log_start`), given every segment's base offset in order.
+fn first_not_below(bases: &[Offset], log_start: Offset) -> usize {
+    bases.get(1..).unwrap_or_default().partition_point(|next| *next <= log_start)
+}
+
+impl TimeSearch {
+    fn new(version: u64, bases: Vec<Offset>, largest: Vec<Timestamp>, from: usize) -> TimeSearch {
+        let mut max = i64::MIN;
+        let running_max = largest
+            .iter()
+            .enumerate()
+            .map(|(i, &ts)| {
+                if i >= from {
+                    max = max.max(ts);
+                }
+                max
+            })
+            .collect();
+        TimeSearch { version, bases, largest, from, running_max }
+    }
+
+    fn first_not_below(&self, log_start: Offset) -> usize {
+        first_not_below(&self.bases, log_start)
+    }
+
+    /// Base offset of the first sealed segment not below the log start offset, with base
+    /// offset above `after` (when given), whose largest timestamp reaches `target`; `None`
+    /// when no sealed segment qualifies (the caller then looks at the active segment).
+    fn candidate(&self, target: Timestamp, after: Option<Offset>) -> Option<Offset> {
+        let index = match after {
+            // The first look: binary search of the non-decreasing running max.
+            None => self.running_max.partition_point(|&m| m < target).max(self.from),
+            // A candidate had no match (its newest records are below the log start offset):
+            // the rest, one by one (rare).
+            Some(after) => {
+                let start = self.bases.partition_point(|b| *b <= after).max(self.from);
+                let rest = self.largest.get(start..).unwrap_or_default();
+                start + rest.iter().position(|&ts| ts >= target)?
+            }
+        };
+        self.largest.get(index)?;
+        self.bases.get(index).copied()
+    }
 }
 
 /// Read-only logs look for a broker's changes at most this often (ms).
@@ -158,6 +223,7 @@ impl Log {
             segments_version: AtomicU64::new(0),
             sealed_summary: Mutex::new(None),
             sealed_segment_summaries: Mutex::new(None),
+            time_search: Mutex::new(None),
             load_state: state,
             last_refresh_ms: AtomicI64::new(now_ms()),
         };
@@ -569,30 +635,23 @@ impl Log {
     /// topic's `compression.type` codec is used. Refuses the whole call, writing nothing, if a
     /// single record does not fit in a batch of `max.message.bytes` (or `segment.bytes`).
     pub fn append(&self, records: &[NewRecord]) -> Result<AppendInfo> {
+        self.append_records(records)
+    }
+
+    /// [`Log::append`] of borrowed records (the lines of one `write()` without a copy each).
+    pub fn append_refs(&self, records: &[RecordRef<'_>]) -> Result<AppendInfo> {
+        self.append_records(records)
+    }
+
+    fn append_records<R: EncodeRecord>(&self, records: &[R]) -> Result<AppendInfo> {
         if !self.writable() {
             return Err(Error::ReadOnly);
         }
         if records.is_empty() {
             return Err(Error::InvalidInput("an append needs at least one record".to_string()));
         }
-        let now = now_ms();
-        let filled: Vec<NewRecord>;
-        let records = if records.iter().any(|r| r.timestamp == NO_TIMESTAMP) {
-            filled = records
-                .iter()
-                .map(|r| {
-                    let mut r = r.clone();
-                    if r.timestamp == NO_TIMESTAMP {
-                        r.timestamp = now;
-                    }
-                    r
-                })
-                .collect();
-            &filled[..]
-        } else {
-            records
-        };
-        let batches = self.encode_batches(records, now)?;
+        // "Now" fills in missing timestamps while encoding (`BatchSpec::default_timestamp`).
+        let batches = self.encode_batches(records, now_ms())?;
         let batch_count = batches.len();
 
         let _guard = lock(&self.append_lock);
@@ -616,8 +675,13 @@ impl Log {
     }
 
     /// Encodes `records` into batches of at most `max.message.bytes` each: one batch when it
-    /// fits, otherwise consecutive chunks, halved until each fits.
-    fn encode_batches(&self, records: &[NewRecord], now: Timestamp) -> Result<Vec<EncodedBatch>> {
+    /// fits, otherwise consecutive chunks, halved until each fits. Records without a timestamp
+    /// are written with `now`.
+    fn encode_batches<R: EncodeRecord>(
+        &self,
+        records: &[R],
+        now: Timestamp,
+    ) -> Result<Vec<EncodedBatch>> {
         let max = self.config.max_message_bytes as usize;
         let limit = max.min(usize::try_from(self.config.segment_bytes).unwrap_or(usize::MAX));
         let spec = BatchSpec {
@@ -627,6 +691,7 @@ impl Log {
                 MessageTimestampType::LogAppendTime => TimestampType::LogAppendTime,
             },
             log_append_time: now,
+            default_timestamp: now,
             ..BatchSpec::default()
         };
         // Pre-split by an upper bound of the uncompressed size, so one huge append does not
@@ -634,21 +699,15 @@ impl Log {
         let mut chunks = Vec::new();
         let (mut start, mut estimate) = (0usize, crate::format::RECORD_BATCH_OVERHEAD);
         for (i, r) in records.iter().enumerate() {
-            let size = MAX_RECORD_OVERHEAD
-                + r.key.as_ref().map_or(0, Vec::len)
-                + r.value.as_ref().map_or(0, Vec::len)
-                + r.headers
-                    .iter()
-                    .map(|(k, v)| 10 + k.len() + v.as_ref().map_or(0, Vec::len))
-                    .sum::<usize>();
+            let size = r.record_ref().size_upper_bound();
             if i > start && estimate.saturating_add(size) > limit {
-                chunks.push(&records[start..i]);
+                chunks.push(records.get(start..i).unwrap_or_default());
                 start = i;
                 estimate = crate::format::RECORD_BATCH_OVERHEAD;
             }
             estimate = estimate.saturating_add(size);
         }
-        chunks.push(&records[start..]);
+        chunks.push(records.get(start..).unwrap_or_default());
         let mut out = Vec::with_capacity(chunks.len());
         for chunk in chunks {
             self.encode_split(chunk, &spec, limit, &mut out)?;
@@ -656,28 +715,28 @@ impl Log {
         Ok(out)
     }
 
-    fn encode_split(
+    fn encode_split<R: EncodeRecord>(
         &self,
-        records: &[NewRecord],
+        records: &[R],
         spec: &BatchSpec,
         limit: usize,
         out: &mut Vec<EncodedBatch>,
     ) -> Result<()> {
         let bytes = encode_batch(spec, records).map_err(|e| Error::InvalidInput(e.to_string()))?;
         if bytes.len() <= limit {
-            let max_timestamp = match spec.timestamp_type {
-                TimestampType::LogAppendTime => spec.log_append_time,
-                _ => records.iter().map(|r| r.timestamp).max().unwrap_or(NO_TIMESTAMP),
-            };
+            // The encoder wrote the max timestamp (now-filled, or LogAppendTime) in the header.
+            let max_timestamp = parse_batch_info(&bytes)
+                .map_err(|e| Error::InvalidInput(format!("encoded batch: {e}")))?
+                .max_timestamp;
             out.push(EncodedBatch { bytes, records: records.len(), max_timestamp });
             return Ok(());
         }
         if records.len() == 1 {
             return Err(Error::RecordTooLarge { size: bytes.len(), max: limit });
         }
-        let mid = records.len() / 2;
-        self.encode_split(&records[..mid], spec, limit, out)?;
-        self.encode_split(&records[mid..], spec, limit, out)
+        let (first, second) = records.split_at(records.len() / 2);
+        self.encode_split(first, spec, limit, out)?;
+        self.encode_split(second, spec, limit, out)
     }
 
     /// The active segment, rolled first if the next set must not go into it (Kafka's
@@ -871,34 +930,77 @@ impl Log {
     /// The first record (in log order, at or after the log start offset) with timestamp `>=
     /// target`, as `(offset, its timestamp)`; `None` when no record is that new. Unlike Kafka,
     /// the search continues into later segments when the first candidate segment has no match.
+    ///
+    /// The first candidate segment (the first not wholly below the log start offset whose
+    /// largest timestamp reaches `target`, as Kafka's `fetchOffsetByTimestamp`) is found by a
+    /// binary search of [`TimeSearch::running_max`], not a pass over every segment.
     pub fn find_offset_by_timestamp(
         &self,
         target: Timestamp,
     ) -> Result<Option<(Offset, Timestamp)>> {
         let log_start = self.log_start_offset();
-        let mut after = Bound::Unbounded;
+        let mut after = None;
         loop {
-            // The next candidate, found under the read lock without cloning every segment (a
-            // lookup on a log of many segments paid for one `Arc` clone per segment).
             let candidate = {
                 let map = self.segments.read().unwrap_or_else(|e| e.into_inner());
-                let mut segments = map.range((after, Bound::Unbounded)).peekable();
-                let mut candidate = None;
-                while let Some((_, seg)) = segments.next() {
-                    let below_start = segments.peek().is_some_and(|(next, _)| **next <= log_start);
-                    if !below_start && seg.largest_timestamp()? >= target {
-                        candidate = Some(Arc::clone(seg));
-                        break;
-                    }
+                let version = self.segments_version.load(Ordering::Acquire);
+                let search = self.time_search(&map, version, log_start)?;
+                match search.candidate(target, after) {
+                    Some(base) => map.get(&base).map(Arc::clone),
+                    // No sealed segment: the active one, if its (live) max timestamp reaches.
+                    None => match map.iter().next_back() {
+                        Some((base, seg))
+                            if after.is_none_or(|a| *base > a)
+                                && seg.largest_timestamp()? >= target =>
+                        {
+                            Some(Arc::clone(seg))
+                        }
+                        _ => None,
+                    },
                 }
-                candidate
             };
             let Some(seg) = candidate else { return Ok(None) };
             if let Some(found) = seg.find_offset_by_timestamp(target, log_start)? {
                 return Ok(Some(found));
             }
-            after = Bound::Excluded(seg.base_offset());
+            after = Some(seg.base_offset());
         }
+    }
+
+    /// The [`TimeSearch`] of segment-map `version` (whose read lock the caller holds as `map`)
+    /// for `log_start`: reused while the map is unchanged, the running max recomputed from the
+    /// cached timestamps when only the log start offset moved to another segment.
+    fn time_search(
+        &self,
+        map: &BTreeMap<Offset, Arc<LogSegment>>,
+        version: u64,
+        log_start: Offset,
+    ) -> Result<Arc<TimeSearch>> {
+        let mut cache = lock(&self.time_search);
+        if let Some(search) = cache.as_ref().filter(|s| s.version == version) {
+            let from = search.first_not_below(log_start);
+            if from == search.from {
+                return Ok(Arc::clone(search));
+            }
+            let moved = Arc::new(TimeSearch::new(
+                version,
+                search.bases.clone(),
+                search.largest.clone(),
+                from,
+            ));
+            *cache = Some(Arc::clone(&moved));
+            return Ok(moved);
+        }
+        let bases: Vec<Offset> = map.keys().copied().collect();
+        let largest = map
+            .values()
+            .take(map.len().saturating_sub(1))
+            .map(|seg| seg.largest_timestamp())
+            .collect::<Result<Vec<_>>>()?;
+        let from = first_not_below(&bases, log_start);
+        let search = Arc::new(TimeSearch::new(version, bases, largest, from));
+        *cache = Some(Arc::clone(&search));
+        Ok(search)
     }
 
     /// Offsets, sizes and timestamps now.

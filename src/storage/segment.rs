@@ -548,11 +548,13 @@ impl LogSegment {
             }
             let at = batch.position.0;
             let Some(entry) = reader.entry(&batch)? else { break };
+            // The CRC is checked once over the whole batch; then only the records' offsets and
+            // timestamps are read, up to the first match.
             let decoded = decode_batch(entry).map_err(|e| corrupt_at(&self.log_path, at, e))?;
-            for record in decoded.records() {
-                let record = record.map_err(|e| corrupt_at(&self.log_path, at, e))?;
-                if record_filter(record.offset, record.timestamp) {
-                    return Ok(Some((record.offset, record.timestamp)));
+            for stamp in decoded.record_stamps() {
+                let stamp = stamp.map_err(|e| corrupt_at(&self.log_path, at, e))?;
+                if record_filter(stamp.offset, stamp.timestamp) {
+                    return Ok(Some((stamp.offset, stamp.timestamp)));
                 }
             }
         }

@@ -6,7 +6,7 @@ use std::fs::File;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::format::{NewRecord, Offset};
+use crate::format::{NewRecord, Offset, RecordRef};
 use crate::source::{
     AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, PartitionSource, PartitionSummary, ReadCursor,
     SegmentFileKind, SegmentSummary, TopicSource,
@@ -50,6 +50,10 @@ impl PartitionSource for Log {
 
     fn append(&self, records: &[NewRecord]) -> Result<AppendInfo> {
         Log::append(self, records)
+    }
+
+    fn append_refs(&self, records: &[RecordRef<'_>]) -> Result<AppendInfo> {
+        Log::append_refs(self, records)
     }
 
     fn sync(&self) -> Result<()> {

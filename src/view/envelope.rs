@@ -25,24 +25,62 @@ use base64::engine::general_purpose::STANDARD;
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
-use crate::format::{NO_TIMESTAMP, NewRecord};
+use crate::format::{NO_TIMESTAMP, NewRecord, RecordRef};
 
 /// Splits the complete lines of `buf` into records for `append`; returns them and the
 /// unterminated remainder (empty when `buf` ends with `\n`).
 pub fn split_value_lines(buf: &[u8]) -> (Vec<NewRecord>, &[u8]) {
-    let mut records = Vec::new();
-    let mut rest = buf;
-    while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
-        let (line, after) = rest.split_at(nl);
-        records.push(NewRecord {
+    let (lines, rest) = split_value_line_refs(buf);
+    let records = lines
+        .iter()
+        .map(|r| NewRecord {
             timestamp: NO_TIMESTAMP,
             key: None,
-            value: Some(line.to_vec()),
+            value: r.value.map(<[u8]>::to_vec),
             headers: Vec::new(),
-        });
+        })
+        .collect();
+    (records, rest)
+}
+
+/// [`split_value_lines`] without copying: each record borrows its line from `buf`.
+pub fn split_value_line_refs(buf: &[u8]) -> (Vec<RecordRef<'_>>, &[u8]) {
+    let mut records = Vec::new();
+    let rest = push_value_lines(buf, &mut records);
+    (records, rest)
+}
+
+/// Pushes one borrowed record per complete line of `buf` onto `out`; returns the unterminated
+/// remainder.
+pub fn push_value_lines<'a>(buf: &'a [u8], out: &mut Vec<RecordRef<'a>>) -> &'a [u8] {
+    let mut rest = buf;
+    while let Some(nl) = find_newline(rest) {
+        let (line, after) = rest.split_at(nl);
+        out.push(RecordRef::value_only(line));
         rest = after.get(1..).unwrap_or_default();
     }
-    (records, rest)
+    rest
+}
+
+/// Position of the first `\n` in `bytes`, eight bytes at a time (the byte-by-byte search was a
+/// visible share of the daemon's time per appended line).
+pub fn find_newline(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    const NEWLINES: u64 = u64::from_ne_bytes([b'\n'; 8]);
+    let mut chunks = bytes.chunks_exact(8);
+    let mut at = 0;
+    for chunk in &mut chunks {
+        let word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8])) ^ NEWLINES;
+        // A byte of `word` is zero where the input byte is `\n`; the lowest flagged byte is
+        // exact (borrows only ever flag bytes above a zero byte).
+        let zeros = word.wrapping_sub(ONES) & !word & HIGHS;
+        if zeros != 0 {
+            return Some(at + (zeros.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    chunks.remainder().iter().position(|&b| b == b'\n').map(|i| at + i)
 }
 
 /// Parses the complete lines of `buf` as JSON envelopes for `append.json`; `first_line` is the
@@ -52,7 +90,7 @@ pub fn split_envelope_lines(buf: &[u8], first_line: u64) -> Result<(Vec<NewRecor
     let mut records = Vec::new();
     let mut rest = buf;
     let mut line_no = first_line;
-    while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
+    while let Some(nl) = find_newline(rest) {
         let (line, after) = rest.split_at(nl);
         if !line.iter().all(u8::is_ascii_whitespace) {
             records.push(parse_envelope(line, line_no)?);
@@ -160,4 +198,28 @@ pub fn parse_envelope(line: &[u8], line_no: u64) -> Result<NewRecord> {
         Some(other) => return Err(bad(format!("ts must be an integer, not {other}"))),
     };
     Ok(NewRecord { timestamp, key, value, headers })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn find_newline_finds_the_first_newline_like_a_byte_search(
+            bytes in proptest::collection::vec(prop_oneof![Just(b'\n'), any::<u8>()], 0..80)
+        ) {
+            prop_assert_eq!(find_newline(&bytes), bytes.iter().position(|&b| b == b'\n'));
+        }
+    }
+
+    #[test]
+    fn borrowed_lines_are_the_lines_without_their_newline() {
+        let (lines, rest) = split_value_line_refs(b"0123456789abcdef\n\nx\r\npartial");
+        let values: Vec<_> = lines.iter().map(|r| r.value).collect();
+        assert_eq!(values, [Some(&b"0123456789abcdef"[..]), Some(b""), Some(b"x\r")]);
+        assert!(lines.iter().all(|r| r.timestamp == NO_TIMESTAMP && r.key.is_none()));
+        assert_eq!(rest, b"partial");
+    }
 }
