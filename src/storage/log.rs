@@ -1276,3 +1276,42 @@ fn parse_aborted_txn(entry: &[u8]) -> Option<AbortedTxn> {
         last_stable_offset: Offset(i64_at(26)?),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn search(largest: &[Timestamp], log_start: i64) -> TimeSearch {
+        // Segments at 0, 10, 20, ...; the last one (active) has no cached timestamp.
+        let bases: Vec<Offset> = (0..=largest.len() as i64).map(|i| Offset(i * 10)).collect();
+        let from = first_not_below(&bases, Offset(log_start));
+        TimeSearch::new(0, bases, largest.to_vec(), from)
+    }
+
+    #[test]
+    fn timestamp_search_finds_the_first_segment_in_log_order_whose_largest_timestamp_reaches() {
+        // Largest timestamps need not grow: 50 comes before 30.
+        let s = search(&[10, 50, 30, 70], 0);
+        assert_eq!(s.candidate(5, None), Some(Offset(0)));
+        assert_eq!(s.candidate(20, None), Some(Offset(10)));
+        assert_eq!(s.candidate(40, None), Some(Offset(10)), "not the later 30");
+        assert_eq!(s.candidate(60, None), Some(Offset(30)));
+        assert_eq!(s.candidate(71, None), None, "only the active segment can still reach");
+        // Continuing after a candidate without a match: the next that reaches, in order.
+        assert_eq!(s.candidate(25, Some(Offset(10))), Some(Offset(20)));
+        assert_eq!(s.candidate(40, Some(Offset(10))), Some(Offset(30)));
+        assert_eq!(s.candidate(40, Some(Offset(30))), None);
+    }
+
+    #[test]
+    fn timestamp_search_skips_segments_wholly_below_the_log_start_offset() {
+        // Log start 25: segments 0 and 10 are wholly below it (20 <= 25), 20 straddles it.
+        let s = search(&[90, 80, 30, 40], 25);
+        assert_eq!(s.from, 2);
+        assert_eq!(s.candidate(35, None), Some(Offset(30)), "not 0 or 10, below the start");
+        assert_eq!(s.candidate(5, None), Some(Offset(20)));
+        // A log start in the active segment leaves only the active segment.
+        let s = search(&[90, 80], 20);
+        assert_eq!(s.candidate(5, None), None);
+    }
+}
