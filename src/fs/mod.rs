@@ -752,7 +752,8 @@ impl TopicFs {
                     Node::ByTimeDir(_) => StreamDir::ByTime,
                     _ => StreamDir::ByOffset,
                 };
-                let partition = self.partition(id)?;
+                // As streams see it: names past the last stable offset do not exist yet.
+                let partition = self.streams.view(self.partition(id)?);
                 let suggested = match dir {
                     StreamDir::ByOffset => crate::view::listing::by_offset_names(&*partition)?,
                     StreamDir::ByTime => crate::view::listing::by_time_names(&*partition)?,

@@ -17,11 +17,18 @@ use crate::format::{Offset, Position, Timestamp, decode_batch};
 use crate::source::{PartitionSource, ReadCursor};
 use crate::view::spec::time_name;
 
-/// Names for `by-offset/`: the log start offset and each later segment base offset, ascending.
+/// Names for `by-offset/`: the log start offset and each later segment base offset up to the
+/// log end offset (through a `read_committed` view, the last stable offset), ascending.
 pub fn by_offset_names(part: &dyn PartitionSource) -> Result<Vec<String>> {
-    let log_start = part.summary()?.log_start_offset;
+    let summary = part.summary()?;
+    let log_start = summary.log_start_offset;
     let mut offsets = vec![log_start];
-    offsets.extend(part.segments()?.iter().map(|s| s.base_offset).filter(|b| *b > log_start));
+    offsets.extend(
+        part.segments()?
+            .iter()
+            .map(|s| s.base_offset)
+            .filter(|b| *b > log_start && *b <= summary.log_end_offset),
+    );
     offsets.sort_unstable();
     offsets.dedup();
     Ok(offsets.iter().map(|o| o.0.to_string()).collect())
