@@ -65,9 +65,9 @@ pub fn push_value_lines<'a>(buf: &'a [u8], out: &mut Vec<RecordRef<'a>>) -> &'a 
 /// Position of the first `\n` in `bytes`, eight bytes at a time (the byte-by-byte search was a
 /// visible share of the daemon's time per appended line).
 pub fn find_newline(bytes: &[u8]) -> Option<usize> {
-    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
-    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
-    const NEWLINES: u64 = u64::from_ne_bytes([b'\n'; 8]);
+    const ONES: u64 = u64::from_le_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
+    const NEWLINES: u64 = u64::from_le_bytes([b'\n'; 8]);
     let mut chunks = bytes.chunks_exact(8);
     let mut at = 0;
     for chunk in &mut chunks {
