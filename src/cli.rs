@@ -114,6 +114,7 @@ pub struct MountArgs {
 
     /// Mount options, comma-separated or repeated: allow_other, allow_root,
     /// default_permissions (always on), auto_unmount (with allow_other or allow_root), ro, rw,
+    /// no_passthrough (sealed segment files through the page cache, not FUSE passthrough),
     /// fsname=NAME (default: the data dir), subtype=NAME (default: topicfs), nodev, nosuid,
     /// noexec, noatime, dev, suid, exec, atime, sync, async, dirsync.
     ///

@@ -59,6 +59,8 @@ pub struct FuseAdapter {
     fs: Arc<TopicFs>,
     /// The kernel granted `FUSE_PASSTHROUGH` at `init`, and no registration has failed since.
     passthrough: AtomicBool,
+    /// Passthrough is not asked for at `init` (`-o no_passthrough`).
+    no_passthrough: bool,
     backings: Mutex<Backings>,
 }
 
@@ -81,8 +83,15 @@ impl FuseAdapter {
         FuseAdapter {
             fs,
             passthrough: AtomicBool::new(false),
+            no_passthrough: false,
             backings: Mutex::new(Backings::default()),
         }
+    }
+
+    /// The same adapter, never using passthrough: backing files are read through the page
+    /// cache (`-o no_passthrough`).
+    pub fn without_passthrough(self) -> FuseAdapter {
+        FuseAdapter { no_passthrough: true, ..self }
     }
 
     /// Replies to `open`/`opendir`: through passthrough when `opened` names a backing file and
@@ -195,6 +204,9 @@ impl Filesystem for FuseAdapter {
         }
         // Passthrough to files on a plain filesystem: a stack depth of 1 (the data dir on an
         // overlayfs or another FUSE mount would need 2, and registrations then fail).
+        if self.no_passthrough {
+            return Ok(());
+        }
         match config.add_capabilities(InitFlags::FUSE_PASSTHROUGH) {
             Ok(()) => match config.set_max_stack_depth(1) {
                 Ok(_) => self.passthrough.store(true, Ordering::Relaxed),

@@ -93,6 +93,9 @@ pub enum FuseOption {
     FsName(String),
     /// `subtype=NAME`: shown as `fuse.NAME` (default: `topicfs`).
     Subtype(String),
+    /// `no_passthrough`: sealed segment files are read through the page cache even where the
+    /// kernel could read them itself (FUSE passthrough, see [`FuseAdapter`]).
+    NoPassthrough,
     /// A mount flag passed to the kernel: `nodev`, `nosuid`, `noexec`, `noatime`, `dev`,
     /// `suid`, `exec`, `atime`, `sync`, `async`, `dirsync`.
     Flag(&'static str),
@@ -115,6 +118,7 @@ impl FromStr for FuseOption {
             "auto_unmount" => FuseOption::AutoUnmount,
             "ro" => FuseOption::ReadOnly,
             "rw" => FuseOption::ReadWrite,
+            "no_passthrough" => FuseOption::NoPassthrough,
             _ => {
                 if let Some(name) = s.strip_prefix("fsname=") {
                     FuseOption::FsName(name.to_string())
@@ -125,7 +129,8 @@ impl FromStr for FuseOption {
                 } else {
                     return Err(format!(
                         "unknown mount option {s:?} (known: allow_other, allow_root, \
-                         default_permissions, auto_unmount, ro, rw, fsname=NAME, subtype=NAME, {})",
+                         default_permissions, auto_unmount, ro, rw, no_passthrough, fsname=NAME, \
+                         subtype=NAME, {})",
                         FLAGS.join(", ")
                     ));
                 }
@@ -298,7 +303,11 @@ fn mount_and_serve(
     };
     let fs = Arc::new(TopicFs::new(Arc::clone(&source), options).with_isolation(request.isolation));
     let config = session_config(request, &data_dir)?;
-    let mut session = match Session::new(FuseAdapter::new(Arc::clone(&fs)), &mountpoint, &config) {
+    let mut adapter = FuseAdapter::new(Arc::clone(&fs));
+    if request.fuse_options.contains(&FuseOption::NoPassthrough) {
+        adapter = adapter.without_passthrough();
+    }
+    let mut session = match Session::new(adapter, &mountpoint, &config) {
         Ok(session) => session,
         Err(err) => {
             let _ = source.shutdown();
@@ -555,7 +564,10 @@ fn session_config(request: &MountRequest, data_dir: &Path) -> Result<Config, Mou
                     acl = SessionACL::RootAndOwner;
                 }
             }
-            FuseOption::DefaultPermissions | FuseOption::ReadOnly | FuseOption::ReadWrite => {}
+            FuseOption::DefaultPermissions
+            | FuseOption::ReadOnly
+            | FuseOption::ReadWrite
+            | FuseOption::NoPassthrough => {}
             FuseOption::AutoUnmount => auto_unmount = true,
             FuseOption::FsName(name) => fsname.clone_from(name),
             FuseOption::Subtype(name) => subtype.clone_from(name),
@@ -722,6 +734,7 @@ mod tests {
         assert_eq!("allow_other".parse(), Ok(FuseOption::AllowOther));
         assert_eq!("fsname=kafka".parse(), Ok(FuseOption::FsName("kafka".into())));
         assert_eq!("noatime".parse(), Ok(FuseOption::Flag("noatime")));
+        assert_eq!("no_passthrough".parse(), Ok(FuseOption::NoPassthrough));
         assert!("bogus".parse::<FuseOption>().unwrap_err().contains("allow_other"));
     }
 

@@ -80,6 +80,19 @@ fn read_from_start(file: &mut fs::File) -> Vec<u8> {
 #[test]
 fn sealed_segment_files_reach_the_daemon_at_most_once_and_the_active_index_hides_its_zero_tail() {
     let dirs = Dirs::new();
+    let passthrough = passthrough_expected(&dirs.data());
+    sealed_and_active_files_of_a_live_writer(dirs, &[], passthrough);
+}
+
+#[test]
+fn without_passthrough_sealed_segment_files_are_cached_and_the_active_ones_are_not() {
+    sealed_and_active_files_of_a_live_writer(Dirs::new(), &["-o", "no_passthrough"], false);
+}
+
+/// A read-only mount (plus `args`) of a dir a writer appends to: sealed files are the bytes on
+/// disk and the daemon reads them at most once (never, when `passthrough`); the active index
+/// read through a held handle shows exactly the entries written so far.
+fn sealed_and_active_files_of_a_live_writer(dirs: Dirs, args: &[&str], passthrough: bool) {
     let writer = Arc::new(
         LogDir::open_with(
             &dirs.data(),
@@ -96,8 +109,7 @@ fn sealed_segment_files_reach_the_daemon_at_most_once_and_the_active_index_hides
     let active_base = log.log_end_offset();
     append_batches(&log, 8);
     let data_part = dirs.data().join("live-0");
-    let passthrough = passthrough_expected(&dirs.data());
-    let mount = MountGuard::foreground_on(dirs, &["--read-only"]);
+    let mount = MountGuard::foreground_on(dirs, &[&["--read-only"], args].concat());
     let segments = mount.path("live/0/segments");
     let sealed = |kind| segments.join(segment_name(Offset(0), kind));
     let active = |kind| segments.join(segment_name(active_base, kind));
