@@ -230,6 +230,65 @@ fn sequential_reads_continue_from_the_last_position() {
     assert!(read < 3 * log_bytes, "cat read {read} bytes of a {log_bytes}-byte log");
 }
 
+/// A partition of `batches` batches of 500 records of about 100 bytes (55 KB each, larger than
+/// the windows below), one segment.
+fn large_batches(batches: usize) -> Arc<MemPartition> {
+    let part = Arc::new(MemPartition::new("orders", 0, 1 << 30));
+    for b in 0..batches {
+        let records: Vec<NewRecord> =
+            (0..500).map(|i| rec(&format!("{b:04}-{i:04}-{}", "v".repeat(90)), 1)).collect();
+        part.append_batch(&plain(), &records);
+    }
+    part
+}
+
+#[test]
+fn sequential_small_reads_read_and_decode_each_batch_once() {
+    let part = large_batches(20);
+    let log_bytes = part.summary().unwrap().size_bytes;
+    let reg = StreamRegistry::new();
+    for format in [Format::Values, Format::Json] {
+        for (name, end) in [("0", None), ("0..4321", Some(4321))] {
+            let name = format!("{name}{}", format.suffix());
+            let s = open(&reg, &part, &name);
+            let expected = model(&part, format, 0, end);
+            let before = part.bytes_read();
+            let mut got = Vec::new();
+            loop {
+                let chunk = s.read_at(got.len() as u64, 4096).unwrap();
+                if chunk.is_empty() {
+                    break;
+                }
+                got.extend_from_slice(&chunk);
+            }
+            assert_eq!(got, expected, "{name}");
+            // Each read continues inside the batch the previous one stopped in (its kept
+            // rendering) instead of reading that batch again from its start.
+            let read = part.bytes_read() - before;
+            assert!(read <= log_bytes + log_bytes / 10, "{name}: read {read} of {log_bytes}");
+        }
+    }
+}
+
+#[test]
+fn kept_rendering_of_a_batch_retention_deleted_is_stale() {
+    let part = Arc::new(MemPartition::new("orders", 0, 60_000));
+    for b in 0..4 {
+        let records: Vec<NewRecord> =
+            (0..500).map(|i| rec(&format!("{b}-{i:04}-{}", "v".repeat(90)), 1)).collect();
+        part.append_batch(&plain(), &records);
+    }
+    let reg = StreamRegistry::new();
+    let s = open(&reg, &part, "0");
+    let first = s.read_at(0, 100).unwrap();
+    assert_eq!(first.len(), 100);
+    let segments = part.segments().unwrap();
+    assert!(segments.len() >= 2, "{segments:?}");
+    part.delete_segments_below(segments[1].base_offset);
+    // The rest of the first batch was rendered by the first read, but its records are gone.
+    assert!(matches!(s.read_at(100, 100), Err(Error::StaleHandle)));
+}
+
 #[test]
 fn control_batches_are_skipped_in_record_formats_and_kept_in_raw() {
     let part = Arc::new(MemPartition::new("t", 0, 1 << 20));

@@ -256,6 +256,13 @@ impl<'a> Batch<'a> {
         StampIter { inner: self.inner() }
     }
 
+    /// The records' offsets and values only (what value lines show), read with the same strict
+    /// rules as [`Batch::records`] but without building records: key and headers are stepped
+    /// over by their lengths.
+    pub fn record_values(&self) -> ValueIter<'_> {
+        ValueIter { inner: self.inner() }
+    }
+
     fn inner(&self) -> Inner<'_> {
         match self.kind {
             Kind::V2 { compressed } => Inner::V2(V2Iter {
@@ -529,6 +536,36 @@ impl Iterator for StampIter<'_> {
                 it.step(|it| it.read_frame(None).map(|f| stamp(f.offset, f.timestamp)))
             }
             Inner::Legacy(it) => it.next().map(|r| r.map(|r| stamp(r.offset, r.timestamp))),
+        }
+    }
+}
+
+/// Offset and value of one record (what a value line shows).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct RecordValue<'b> {
+    /// Absolute offset of the record.
+    pub offset: Offset,
+    /// The value, `None` if null (a tombstone).
+    pub value: Option<&'b [u8]>,
+}
+
+/// Iterator over the offsets and values of a [`Batch`]'s records ([`Batch::record_values`]).
+#[derive(Clone, Debug)]
+pub struct ValueIter<'b> {
+    inner: Inner<'b>,
+}
+
+impl<'b> Iterator for ValueIter<'b> {
+    type Item = Result<RecordValue<'b>, DecodeError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match &mut self.inner {
+            Inner::V2(it) => it.step(|it| {
+                it.read_frame(None).map(|f| RecordValue { offset: f.offset, value: f.value })
+            }),
+            Inner::Legacy(it) => {
+                it.next().map(|r| r.map(|r| RecordValue { offset: r.offset, value: r.value }))
+            }
         }
     }
 }
@@ -1072,6 +1109,26 @@ mod tests {
     }
 
     #[test]
+    fn record_values_are_the_records_offsets_and_values_for_every_codec() {
+        for compression in Compression::ALL {
+            let spec = BatchSpec { base_offset: Offset(40), compression, ..BatchSpec::default() };
+            let bytes = encode_batch(&spec, &sample_records()).unwrap();
+            let batch = decode_batch(&bytes).unwrap();
+            let values: Vec<_> = batch.record_values().collect::<Result<_, _>>().unwrap();
+            let expected: Vec<_> = all(&batch)
+                .unwrap()
+                .iter()
+                .map(|r| RecordValue { offset: r.offset, value: r.value })
+                .collect();
+            assert_eq!(values, expected);
+        }
+        let v1 = legacy::encode_message(Offset(8), 1, 0, 1_600_000_000_000, None, Some(b"v"));
+        let batch = decode_batch(&v1).unwrap();
+        let values: Vec<_> = batch.record_values().collect::<Result<_, _>>().unwrap();
+        assert_eq!(values, [RecordValue { offset: Offset(8), value: Some(&b"v"[..]) }]);
+    }
+
+    #[test]
     fn record_stamps_refuse_what_records_refuse_at_the_same_byte() {
         let mut short = hex(APPENDIX_B_HELLO);
         short[RECORD_BATCH_OVERHEAD] = 0x18; // record length one byte longer than its contents
@@ -1084,7 +1141,9 @@ mod tests {
             refresh(&mut bytes);
             let batch = decode_batch(&bytes).unwrap();
             let light = batch.record_stamps().find_map(Result::err).unwrap();
-            assert_eq!(Some(light), batch.records().find_map(Result::err));
+            assert_eq!(Some(light.clone()), batch.records().find_map(Result::err));
+            let values = batch.record_values().find_map(Result::err);
+            assert_eq!(values, Some(light));
         }
     }
 

@@ -114,12 +114,7 @@ impl Renderer {
     /// batches, not records).
     pub fn render(&self, info: &BatchInfo, record: &Record<'_>, out: &mut impl Sink) {
         match self.format {
-            Format::Values => {
-                if let Some(v) = record.value {
-                    out.put(v);
-                }
-                out.put(b"\n");
-            }
+            Format::Values => render_value(record.value, out),
             Format::Json => self.render_json(info, record, out),
             Format::Raw => {}
         }
@@ -176,6 +171,15 @@ impl Renderer {
         write_bytes_field(out, b"payload", record.value);
         out.put(b"}\n");
     }
+}
+
+/// Writes the value line of a record whose value is `value` ([`Format::Values`]): its bytes and
+/// `\n` (a null value is an empty line).
+pub fn render_value(value: Option<&[u8]>, out: &mut impl Sink) {
+    if let Some(v) = value {
+        out.put(v);
+    }
+    out.put(b"\n");
 }
 
 /// Writes `,"name":<value>` and, for non-UTF-8 bytes, `,"name_encoding":"base64"`.

@@ -39,8 +39,10 @@
 //! `c.position` is the rendered size of everything before `c.cursor` since the origin.
 //! Checkpoints are ordered by cursor, bound and position alike.
 //!
-//! Each [`Stream`] also remembers where its last read stopped (a checkpoint of its own), so a
-//! sequential reader (`cat`, `tail -f`) continues from there instead of searching.
+//! Each [`Stream`] also remembers where its last read stopped (a checkpoint of its own), and in
+//! the record formats the rest of the rendering of the batch it stopped inside, so a sequential
+//! reader (`cat`, `tail -f`) continues from there instead of searching, and reads, checks and
+//! decodes every batch once.
 //!
 //! # Retention
 //!
@@ -62,15 +64,16 @@
 //! is final. With `read_uncommitted` every non-control record is shown.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
 use crate::format::{
-    BatchInfo, Compression, DecodeError, Offset, Position, Timestamp, decode_batch,
-    file_name::format_base_offset, parse_batch_info, peek_entry,
+    BatchInfo, Compression, DecodeError, Offset, Position, Record, RecordValue, Timestamp,
+    decode_batch, file_name::format_base_offset, parse_batch_info, peek_entry,
 };
 use crate::source::{BatchChunk, OffsetQuery, PartitionSource, ReadCursor};
-use crate::view::render::{ByteCounter, Renderer};
+use crate::view::render::{ByteCounter, Renderer, Sink, render_value};
 use crate::view::spec::{Bound, Format, StreamSpec};
 use crate::view::txn::{CommittedPartition, Isolation, TxnSnapshot, TxnTracker};
 
@@ -81,6 +84,12 @@ pub const CHECKPOINT_INTERVAL: u64 = 64 * 1024;
 pub const MAX_CHECKPOINTS: usize = 64 * 1024;
 /// Bytes asked of [`PartitionSource::read`] at a time.
 const READ_CHUNK: usize = 64 * 1024;
+/// Most bytes asked of [`PartitionSource::read`] at a time when batches are large.
+const MAX_READ: usize = 16 << 20;
+/// Most rendered bytes a read renders past its window to finish the batch it stopped in (kept
+/// as the stream's [`Tail`]); a batch rendering to more than that is rendered again by the
+/// next read instead.
+const MAX_TAIL: u64 = 4 << 20;
 
 /// A place in a partition's rendering: see the invariant in the module docs.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -576,6 +585,10 @@ struct Walker<'a> {
     /// Bytes asked of the next `read`: starts near what the caller needs, doubles up to
     /// [`READ_CHUNK`] (a small read near a checkpoint does not fetch a whole chunk).
     read_size: usize,
+    /// Stored size of the largest batch that came alone in a read asking for less (0: none
+    /// yet). Reads then ask for at least that much: the source returns only whole batches, and
+    /// reads a batch larger than asked twice (a part, then all of it).
+    batch_hint: usize,
     /// `read_committed`: batches at or past its stable offset end the walk; aborted batches
     /// render nothing in the record formats.
     txn: Option<TxnSnapshot>,
@@ -603,15 +616,28 @@ impl<'a> Walker<'a> {
             chunk_at: 0,
             chunk_next: None,
             read_size: READ_CHUNK,
+            batch_hint: 0,
             txn,
             damaged,
         }
     }
 
-    /// Starts with reads of about `bytes` (at least 4 KiB) instead of whole chunks.
-    fn with_read_size(mut self, bytes: u64) -> Walker<'a> {
-        self.read_size = usize::try_from(bytes).unwrap_or(READ_CHUNK).clamp(4096, READ_CHUNK);
+    /// Starts with reads of about `bytes` (at least 4 KiB) instead of whole chunks; with batches
+    /// of about `batch_hint` bytes as stored (0: unknown), reads of enough whole batches.
+    fn with_read_size(mut self, bytes: u64, batch_hint: usize) -> Walker<'a> {
+        let bytes = usize::try_from(bytes).unwrap_or(READ_CHUNK);
+        self.batch_hint = batch_hint.min(MAX_READ);
+        self.read_size = match self.whole_batches() {
+            0 => bytes.clamp(4096, READ_CHUNK),
+            one => bytes.div_ceil(self.batch_hint).max(1).saturating_mul(one).min(MAX_READ),
+        };
         self
+    }
+
+    /// What a read asks for at least to get one whole batch of the hinted size, with room for
+    /// batches a little larger (0 without a hint).
+    fn whole_batches(&self) -> usize {
+        self.batch_hint.saturating_add(self.batch_hint / 16).min(MAX_READ)
     }
 
     fn corrupt(&self, at: u64, e: &DecodeError) -> Error {
@@ -633,7 +659,11 @@ impl<'a> Walker<'a> {
                     log::error!("{}; skipped to the next segment", skipped.2);
                 }
             }
-            self.read_size = self.read_size.saturating_mul(2).min(READ_CHUNK);
+            if chunk.bytes.len() > self.read_size {
+                self.batch_hint = self.batch_hint.max(chunk.bytes.len()).min(MAX_READ);
+            }
+            self.read_size =
+                self.read_size.saturating_mul(2).min(READ_CHUNK).max(self.whole_batches());
             if chunk.bytes.is_empty() {
                 return Ok(None);
             }
@@ -722,19 +752,13 @@ impl<'a> Walker<'a> {
         if self.hides(&step.info) {
             return Ok(0);
         }
-        let counted = (|| {
-            let batch = decode_batch(self.entry(step))?;
-            let mut counter = ByteCounter(0);
-            // Every record is decoded, also past `below`: a batch with any damaged record
-            // counts as nothing wherever the count stops, so positions agree.
-            for record in batch.records() {
-                let record = record?;
-                if below.is_none_or(|b| record.offset < b) {
-                    self.renderer.render(batch.info(), &record, &mut counter);
-                }
+        let counted = decode_batch(self.entry(step)).and_then(|batch| {
+            let info = batch.info();
+            match self.renderer.format() {
+                Format::Values => self.count_records(info, batch.record_values(), below),
+                Format::Json | Format::Raw => self.count_records(info, batch.records(), below),
             }
-            Ok(counter.0)
-        })();
+        });
         match counted {
             Ok(n) => Ok(n),
             Err(e) => {
@@ -742,6 +766,25 @@ impl<'a> Walker<'a> {
                 Ok(0)
             }
         }
+    }
+
+    /// Rendered bytes of the records below `below` (all when `None`) of a batch described by
+    /// `info`. Every record is decoded, also past `below`: a batch with any damaged record
+    /// counts as nothing wherever the count stops, so positions agree.
+    fn count_records<R: Renderable>(
+        &self,
+        info: &BatchInfo,
+        records: impl Iterator<Item = std::result::Result<R, DecodeError>>,
+        below: Option<Offset>,
+    ) -> std::result::Result<u64, DecodeError> {
+        let mut counter = ByteCounter(0);
+        for record in records {
+            let record = record?;
+            if below.is_none_or(|b| record.offset() < b) {
+                record.render(self.renderer, info, &mut counter);
+            }
+        }
+        Ok(counter.0)
     }
 
     /// Logs a damaged batch at the walker's position, once per render index.
@@ -753,10 +796,12 @@ impl<'a> Walker<'a> {
         }
     }
 
-    /// Renders `step` into `out`, keeping only rendered positions in `[from, to)` and records
-    /// below `end` (the stream starts at offset `first`). Returns the rendered bytes walked
-    /// over and whether the walk must stop inside this batch (a record at or past `end`, or
-    /// rendered position `to` reached).
+    /// Renders `step` into `out`: rendered positions from `from` on, records below `end` (the
+    /// stream starts at offset `first`). The record formats render past `to` to the end of the
+    /// batch (at most [`MAX_TAIL`] bytes past `to`), so that a read stopping inside the batch
+    /// can keep the rest for the next one ([`Tail`]); raw streams stop at `to`. So on return
+    /// `out` holds the rendering from `from` to the returned position, or, when
+    /// [`Rendered::cut`], to at least `to`.
     fn render_batch(
         &self,
         step: &Step,
@@ -765,38 +810,44 @@ impl<'a> Walker<'a> {
         first: Offset,
         end: Option<Offset>,
         out: &mut Vec<u8>,
-    ) -> Result<(u64, bool)> {
+    ) -> Result<Rendered> {
         let start = self.here.position;
         let position = self.here.cursor.position.0;
         let err = |e: DecodeError| self.corrupt(position.saturating_add(e.at as u64), &e);
+        let whole = |bytes: u64| -> Result<Rendered> {
+            Ok(Rendered { bytes, ends_stream: false, cut: false })
+        };
         if self.renderer.format() == Format::Raw {
             let entry = self.entry(step);
             if let Some(e) = end {
                 if first_offset(entry, &step.info).map_err(err)? >= e {
-                    return Ok((0, true));
+                    return Ok(Rendered { bytes: 0, ends_stream: true, cut: false });
                 }
             }
             copy_window(entry, start, from, to, out);
-            return Ok((u64::from(step.info.size), false));
+            let size = u64::from(step.info.size);
+            let cut = start.saturating_add(size) > to;
+            return Ok(Rendered { bytes: size, ends_stream: false, cut });
         }
         if self.hides(&step.info) {
-            return Ok((0, false));
+            return whole(0);
         }
         // A damaged batch renders nothing (as `count_batch` counts it): a read whose window
         // starts after it skips it; one that reaches it ends before it, or fails with EIO when
         // it starts there.
         let out_before = out.len();
+        let stop = Rendered { bytes: 0, ends_stream: true, cut: false };
         let damaged = |e: DecodeError, out: &mut Vec<u8>| {
             out.truncate(out_before);
             if step.info.last_offset < first {
                 // Not part of this stream: it holds only offsets before `first`.
-                Ok((0, false))
+                whole(0)
             } else if end.is_some_and(|e| step.info.base_offset >= e) {
-                Ok((0, true))
+                Ok(stop)
             } else if start < from {
-                Ok((0, false))
+                whole(0)
             } else if out_before > 0 {
-                Ok((0, true))
+                Ok(stop)
             } else {
                 Err(err(e))
             }
@@ -805,43 +856,123 @@ impl<'a> Walker<'a> {
             Ok(batch) => batch,
             Err(e) => return damaged(e, out),
         };
+        let info = batch.info();
+        let rendered = match self.renderer.format() {
+            Format::Values => self.render_records(info, batch.record_values(), from, to, end, out),
+            Format::Json | Format::Raw => {
+                self.render_records(info, batch.records(), from, to, end, out)
+            }
+        };
+        match rendered {
+            Ok(r) => Ok(r),
+            Err(e) => damaged(e, out),
+        }
+    }
+
+    /// The record loop of [`Walker::render_batch`]: renders `records` (of a batch described by
+    /// `info`, starting at the walker's rendered position) into `out` from `from` on, below
+    /// `end`, up to [`MAX_TAIL`] bytes past `to`. A damaged record anywhere in the batch is
+    /// the error, whatever the window holds.
+    fn render_records<R: Renderable>(
+        &self,
+        info: &BatchInfo,
+        mut records: impl Iterator<Item = std::result::Result<R, DecodeError>>,
+        from: u64,
+        to: u64,
+        end: Option<Offset>,
+        out: &mut Vec<u8>,
+    ) -> std::result::Result<Rendered, DecodeError> {
+        let start = self.here.position;
+        let tail_limit = to.saturating_add(MAX_TAIL);
         let mut pos = start;
-        let mut records = batch.records();
         while let Some(record) = records.next() {
-            let record = match record {
-                Ok(record) => record,
-                Err(e) => return damaged(e, out),
-            };
-            if end.is_some_and(|e| record.offset >= e) || pos >= to {
+            let record = record?;
+            let ends_stream = end.is_some_and(|e| record.offset() >= e);
+            if ends_stream || pos >= tail_limit {
                 // The rest of the batch is decoded too: a damaged record anywhere makes the
                 // whole batch render nothing, whatever this window holds.
-                if let Some(e) = records.find_map(Result::err) {
-                    return damaged(e, out);
+                if let Some(e) = records.find_map(std::result::Result::err) {
+                    return Err(e);
                 }
-                return Ok((pos - start, true));
+                return Ok(Rendered { bytes: pos - start, ends_stream, cut: !ends_stream });
             }
             let n = if pos >= from {
-                // Inside the window: render straight into `out`, cut at `to`.
+                // Inside the window or past it: render straight into `out`.
                 let before = out.len();
-                self.renderer.render(batch.info(), &record, out);
-                let n = (out.len() - before) as u64;
-                out.truncate(before + to.saturating_sub(pos).min(n) as usize);
-                n
+                record.render(self.renderer, info, out);
+                (out.len() - before) as u64
             } else {
                 // Before the window: count, and render only a record straddling `from`.
                 let mut counter = ByteCounter(0);
-                self.renderer.render(batch.info(), &record, &mut counter);
+                record.render(self.renderer, info, &mut counter);
                 if pos.saturating_add(counter.0) > from {
                     let mut scratch = Vec::with_capacity(counter.0 as usize);
-                    self.renderer.render(batch.info(), &record, &mut scratch);
-                    copy_window(&scratch, pos, from, to, out);
+                    record.render(self.renderer, info, &mut scratch);
+                    copy_window(&scratch, pos, from, u64::MAX, out);
                 }
                 counter.0
             };
             pos = pos.saturating_add(n);
         }
-        Ok((pos - start, false))
+        Ok(Rendered { bytes: pos - start, ends_stream: false, cut: false })
     }
+}
+
+/// A record as a walker renders it: whole (JSON), or only its offset and value (value lines,
+/// which need nothing else and so skip building a [`Record`] per record).
+trait Renderable {
+    fn offset(&self) -> Offset;
+    fn render(&self, renderer: &Renderer, info: &BatchInfo, out: &mut impl Sink);
+}
+
+impl Renderable for Record<'_> {
+    fn offset(&self) -> Offset {
+        self.offset
+    }
+
+    fn render(&self, renderer: &Renderer, info: &BatchInfo, out: &mut impl Sink) {
+        renderer.render(info, self, out);
+    }
+}
+
+impl Renderable for RecordValue<'_> {
+    fn offset(&self) -> Offset {
+        self.offset
+    }
+
+    fn render(&self, _renderer: &Renderer, _info: &BatchInfo, out: &mut impl Sink) {
+        render_value(self.value, out);
+    }
+}
+
+/// What [`Walker::render_batch`] did with one batch.
+#[derive(Copy, Clone, Debug)]
+struct Rendered {
+    /// Rendered bytes of the batch walked over: all of them unless the walk stops inside it.
+    bytes: u64,
+    /// A record at or past the stream's end offset: the stream ends inside this batch.
+    ends_stream: bool,
+    /// Rendering stopped past the window before the end of the batch: the walk stops here and
+    /// the next read renders this batch again.
+    cut: bool,
+}
+
+/// The rendering of the batch a read stopped inside, from the end of the window it returned to
+/// the end of the batch (or of the stream). A sequential reader (`cat`, a FUSE read is 128
+/// KiB against batches of up to 1 MB) continues from it instead of reading, checking and
+/// decoding that batch again.
+///
+/// **Invariant**: `bytes` are the stream's rendered positions `[at, at + bytes.len())` of the
+/// index generation the stream was opened on, for records below `end`; the batch starts at
+/// `before` and, unless the stream ends inside it, is followed by the checkpoint `after`,
+/// whose position is `at + bytes.len()`.
+#[derive(Debug)]
+struct Tail {
+    at: u64,
+    bytes: Vec<u8>,
+    before: Checkpoint,
+    after: Option<Checkpoint>,
+    end: Option<Offset>,
 }
 
 /// Appends the part of `bytes` (which sit at rendered position `at`) inside `[from, to)`.
@@ -875,6 +1006,10 @@ pub struct Stream {
     end: Mutex<EndState>,
     /// Where the last read stopped: a checkpoint at a batch boundary at or before it.
     last_read: Mutex<Option<Checkpoint>>,
+    /// The rest of the batch the last read stopped inside (record formats).
+    tail: Mutex<Option<Tail>>,
+    /// The walker's batch size hint as the last read left it (see `Walker::batch_hint`).
+    batch_hint: AtomicUsize,
 }
 
 impl Stream {
@@ -909,6 +1044,8 @@ impl Stream {
             start_position,
             end,
             last_read: Mutex::new(None),
+            tail: Mutex::new(None),
+            batch_hint: AtomicUsize::new(0),
         })
     }
 
@@ -1022,14 +1159,29 @@ impl Stream {
         }
     }
 
-    /// Renders rendered positions `[from, to)` (records below `end`) from the nearest checkpoint.
+    /// Renders rendered positions `[from, to)` (records below `end`) from the stream's [`Tail`]
+    /// when it holds `from`, else from the nearest checkpoint.
     fn read_window(&self, from: u64, to: u64, end: Option<Offset>) -> Result<Vec<u8>> {
+        let part = self.part.as_ref();
+        let window = usize::try_from(to - from).unwrap_or(usize::MAX);
+        // Room for the window and the rest of the batch it ends in (kept as the tail).
+        let mut out = Vec::with_capacity(window.min(1 << 20).saturating_add(READ_CHUNK * 2));
+        let mut from = from;
+        let mut tail_buf = Vec::new();
         let (checkpoint, bases) = {
-            let st = lock(&self.index.state);
+            let mut st = lock(&self.index.state);
+            let mut tail = lock(&self.tail).take();
+            if tail.as_ref().is_some_and(|t| t.end == end && t.at <= from) {
+                // Bytes kept in memory are served only while the log still holds them: the
+                // index notices retention here (as a read from the log would).
+                self.index.sync(&mut st, part)?;
+            }
             if st.generation != self.generation {
                 return Err(Error::StaleHandle);
             }
-            let Some(first) = st.checkpoints.first() else { return Err(Error::StaleHandle) };
+            let Some(first) = st.checkpoints.first().copied() else {
+                return Err(Error::StaleHandle);
+            };
             if from < first.position {
                 return Err(Error::StaleHandle);
             }
@@ -1040,36 +1192,73 @@ impl Stream {
                     c = last;
                 }
             }
+            if let Some(t) = tail.take() {
+                let held = t.at.saturating_add(t.bytes.len() as u64);
+                let alive = t.before.cursor.segment_base >= first.cursor.segment_base;
+                if t.end == end && alive && t.at <= from && from < held {
+                    let skip = (from - t.at) as usize;
+                    let n = (held - from).min(to - from) as usize;
+                    out.extend_from_slice(t.bytes.get(skip..skip + n).unwrap_or_default());
+                    from = from.saturating_add(n as u64);
+                    if from < held {
+                        *lock(&self.tail) = Some(t);
+                        return Ok(out);
+                    }
+                    let Some(after) = t.after else { return Ok(out) };
+                    *lock(&self.last_read) = Some(after);
+                    if from >= to {
+                        return Ok(out);
+                    }
+                    c = after;
+                }
+                tail_buf = t.bytes;
+            }
             (c, Arc::clone(&st.bases))
         };
-        let part = self.part.as_ref();
         if self.index.txn.is_some() {
             // Moves the transaction state (and with it the stable offset) to the log end, as
             // reading an open stream to its end does without transactions.
             part.summary()?;
         }
-        let mut w = self
-            .index
-            .walker(part, checkpoint, bases)
-            .with_read_size(to.saturating_sub(checkpoint.position));
-        let cap = usize::try_from(to - from).unwrap_or(usize::MAX).min(1 << 20);
-        let mut out = Vec::with_capacity(cap);
+        let mut w = self.index.walker(part, checkpoint, bases).with_read_size(
+            to.saturating_sub(checkpoint.position),
+            self.batch_hint.load(Ordering::Relaxed),
+        );
         let mut resume = None;
         while w.here.position < to {
             let Some(step) = w.peek()? else { break };
             // Taken after `peek`, which moves the cursor when the batch starts a new segment.
             let before = w.here;
-            let (rendered, stop) = w.render_batch(&step, from, to, self.start, end, &mut out)?;
-            if stop {
+            let r = w.render_batch(&step, from, to, self.start, end, &mut out)?;
+            if out.len() > window {
+                // The window ends inside this batch: keep the rest of its rendering.
+                if !r.cut {
+                    let after = if r.ends_stream {
+                        None
+                    } else {
+                        w.advance(&step, r.bytes);
+                        Some(w.here)
+                    };
+                    tail_buf.clear();
+                    tail_buf.extend_from_slice(out.get(window..).unwrap_or_default());
+                    let bytes = std::mem::take(&mut tail_buf);
+                    *lock(&self.tail) = Some(Tail { at: to, bytes, before, after, end });
+                }
+                out.truncate(window);
                 resume = Some(before);
                 break;
             }
-            w.advance(&step, rendered);
+            if r.ends_stream || r.cut {
+                resume = Some(before);
+                break;
+            }
+            w.advance(&step, r.bytes);
             resume = Some(if w.here.position <= to { w.here } else { before });
         }
         if let Some(c) = resume {
             *lock(&self.last_read) = Some(c);
         }
+        self.batch_hint.store(w.batch_hint, Ordering::Relaxed);
         Ok(out)
     }
 }
