@@ -134,6 +134,11 @@ pub trait PartitionSource: Send + Sync {
     fn summary(&self) -> Result<PartitionSummary>;
     /// Segments in base-offset order.
     fn segments(&self) -> Result<Vec<SegmentSummary>>;
+    /// The segment whose base offset is `base_offset`, if any (what [`Self::segments`] lists
+    /// for it). The default looks through `segments()`.
+    fn segment_summary(&self, base_offset: Offset) -> Result<Option<SegmentSummary>> {
+        Ok(self.segments()?.into_iter().find(|s| s.base_offset == base_offset))
+    }
     /// ListOffsets semantics; see [`OffsetQuery`]. Never "not found".
     fn offset_for(&self, query: OffsetQuery) -> Result<Offset>;
     /// Cursor at the first batch whose last offset is >= `target` (floor segment, floor index

@@ -669,9 +669,9 @@ impl TopicFs {
     }
 
     fn segment(&self, id: &PartitionId, base: crate::format::Offset) -> Result<SegmentSummary> {
-        self.partition(id)?.segments()?.into_iter().find(|s| s.base_offset == base).ok_or_else(
-            || Error::NotFound(format!("segment {base} of {}-{}", id.topic, id.partition)),
-        )
+        self.partition(id)?.segment_summary(base)?.ok_or_else(|| {
+            Error::NotFound(format!("segment {base} of {}-{}", id.topic, id.partition))
+        })
     }
 
     /// The text of a segment dump or a check report (rendered once per change of the segments).

@@ -39,7 +39,7 @@ use super::scan::read_fully_at;
 use super::segment::{LogSegment, SegmentMode, Translated, now_ms, segment_file_path};
 
 /// What `segments/` shows of one segment (one `stat`, of its `.txnindex`).
-fn segment_summary(seg: &LogSegment) -> Result<SegmentSummary> {
+pub(super) fn segment_summary(seg: &LogSegment) -> Result<SegmentSummary> {
     let txn = std::fs::metadata(seg.file_path(".txnindex")).ok().map(|m| m.len());
     Ok(SegmentSummary {
         base_offset: seg.base_offset(),
@@ -487,7 +487,7 @@ impl Log {
 
     /// Read-only mode: takes in what a broker changed since the last look, at most every
     /// 200 ms (called from the read paths). See [`Log::refresh`].
-    fn maybe_refresh(&self) -> Result<()> {
+    pub(super) fn maybe_refresh(&self) -> Result<()> {
         if self.writable() {
             return Ok(());
         }
@@ -592,7 +592,8 @@ impl Log {
         self.segments.read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
     }
 
-    fn segment(&self, base: Offset) -> Option<Arc<LogSegment>> {
+    /// The segment whose base offset is `base`, if any.
+    pub fn segment(&self, base: Offset) -> Option<Arc<LogSegment>> {
         self.segments.read().unwrap_or_else(|e| e.into_inner()).get(&base).cloned()
     }
 

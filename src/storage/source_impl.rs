@@ -32,6 +32,11 @@ impl PartitionSource for Log {
         self.segment_summaries()
     }
 
+    fn segment_summary(&self, base_offset: Offset) -> Result<Option<SegmentSummary>> {
+        self.maybe_refresh()?;
+        self.segment(base_offset).map(|seg| super::log::segment_summary(&seg)).transpose()
+    }
+
     fn offset_for(&self, query: OffsetQuery) -> Result<Offset> {
         Log::offset_for(self, query)
     }
@@ -75,8 +80,7 @@ impl PartitionSource for Log {
         base_offset: Offset,
         kind: SegmentFileKind,
     ) -> Result<Option<File>> {
-        let segment = self.segment_list().into_iter().find(|s| s.base_offset() == base_offset);
-        let segment = segment.ok_or_else(|| {
+        let segment = self.segment(base_offset).ok_or_else(|| {
             Error::NotFound(format!("segment {base_offset} of {}", self.dir().display()))
         })?;
         if segment.is_active() {
