@@ -37,6 +37,7 @@ use crate::source::{
 use super::config::{LogConfig, MessageTimestampType};
 use super::scan::read_fully_at;
 use super::segment::{LogSegment, SegmentMode, Translated, now_ms, segment_file_path};
+use super::swap::{SegmentFiles, next_offset_of_log_file, read_only_segment_files};
 
 /// What `segments/` shows of one segment (one `stat`, of its `.txnindex`).
 pub(super) fn segment_summary(seg: &LogSegment) -> Result<SegmentSummary> {
@@ -227,7 +228,21 @@ impl Log {
             load_state: state,
             last_refresh_ms: AtomicI64::new(now_ms()),
         };
-        log.load(state)?;
+        // Read-only: a broker renaming a file between our listing and our open (a swap
+        // finishing, retention) is routine; look again a few times before giving up.
+        let mut attempts = 0;
+        loop {
+            match log.load(state) {
+                Err(Error::Io { ref source, .. })
+                    if !log.writable()
+                        && source.kind() == std::io::ErrorKind::NotFound
+                        && attempts < 3 =>
+                {
+                    attempts += 1;
+                }
+                result => break result?,
+            }
+        }
         Ok(log)
     }
 
@@ -248,15 +263,18 @@ impl Log {
     }
 
     fn load(&self, state: LoadState) -> Result<()> {
-        let mut logs = self.scan_files()?;
-        logs.sort();
-        logs.dedup();
+        let logs = self.scan_files()?;
         let max_index = self.config.segment_index_bytes;
         let interval = self.config.index_interval_bytes;
         let mut segments = BTreeMap::new();
-        for (i, base) in logs.iter().enumerate() {
+        for (i, files) in logs.iter().enumerate() {
             let active = i + 1 == logs.len();
-            let seg = LogSegment::open(&self.dir, *base, self.mode, max_index, interval, active)?;
+            let base = &files.base_offset;
+            let seg = if files.swap {
+                LogSegment::open_swap(&self.dir, *base, max_index, interval)?
+            } else {
+                LogSegment::open(&self.dir, *base, self.mode, max_index, interval, active)?
+            };
             if !seg.file_path(".index").exists()
                 || (self.mode == SegmentMode::ReadOnly && !seg.file_path(".timeindex").exists())
             {
@@ -378,10 +396,11 @@ impl Log {
         seg.recover()
     }
 
-    /// Lists the base offsets of the `.log` files, after Kafka's temporary-file passes in
-    /// writable mode (delete `.deleted` and `.cleaned`, finish or drop `.swap`, delete orphaned
-    /// index files). Read-only mode ignores every temporary file and changes nothing.
-    fn scan_files(&self) -> Result<Vec<Offset>> {
+    /// Lists the segments, sorted by base offset, after Kafka's temporary-file passes: in
+    /// writable mode on disk (delete `.deleted` and `.cleaned`, finish or drop `.swap`, delete
+    /// orphaned index files); in read-only mode in memory, changing nothing (see
+    /// [`super::swap`]).
+    fn scan_files(&self) -> Result<Vec<SegmentFiles>> {
         let mut names = Vec::new();
         let entries =
             std::fs::read_dir(&self.dir).map_err(|e| Error::io(&self.dir, "readdir", e))?;
@@ -394,11 +413,8 @@ impl Log {
         let parsed: Vec<(String, _)> =
             names.into_iter().filter_map(|n| parse_segment_file_name(&n).map(|p| (n, p))).collect();
         if self.mode == SegmentMode::ReadOnly {
-            return Ok(parsed
-                .iter()
-                .filter(|(_, p)| p.kind == FileKind::Log && p.state.is_none())
-                .map(|(_, p)| p.base_offset)
-                .collect());
+            let files: Vec<_> = parsed.into_iter().map(|(_, p)| p).collect();
+            return read_only_segment_files(&self.dir, &files);
         }
         let remove = |name: &str| -> Result<()> {
             let path = self.dir.join(name);
@@ -427,7 +443,9 @@ impl Log {
         let swap_ranges: Vec<(Offset, Offset)> = swaps
             .iter()
             .filter(|(_, p)| p.kind == FileKind::Log)
-            .map(|(name, p)| Ok((p.base_offset, self.next_offset_of_file(name, p.base_offset)?)))
+            .map(|(name, p)| {
+                Ok((p.base_offset, next_offset_of_log_file(&self.dir.join(name), p.base_offset)?))
+            })
             .collect::<Result<_>>()?;
         if let (Some(min), Some(max)) =
             (swap_ranges.iter().map(|r| r.0).min(), swap_ranges.iter().map(|r| r.1).max())
@@ -447,7 +465,7 @@ impl Log {
             live.push((name.trim_end_matches(FileState::Swap.suffix()).to_string(), p));
         }
         // Pass 3: index files without a `.log` are orphans.
-        let logs: Vec<Offset> = live
+        let mut logs: Vec<Offset> = live
             .iter()
             .filter(|(_, p)| p.kind == FileKind::Log)
             .map(|(_, p)| p.base_offset)
@@ -459,21 +477,9 @@ impl Log {
                 remove(name)?;
             }
         }
-        Ok(logs)
-    }
-
-    /// Next offset of a `.log.swap` file (its range end), by a header scan.
-    fn next_offset_of_file(&self, name: &str, base: Offset) -> Result<Offset> {
-        let path = self.dir.join(name);
-        let file = File::open(&path).map_err(|e| Error::io(&path, "open", e))?;
-        let len = file.metadata().map_err(|e| Error::io(&path, "stat", e))?.len();
-        let mut reader = super::scan::ChunkReader::new(&file, &path, len);
-        let (mut next, mut pos) = (base, 0);
-        while let Some(b) = reader.batch_at(pos)? {
-            next = b.info.last_offset.plus(1);
-            pos = b.end();
-        }
-        Ok(next)
+        logs.sort();
+        logs.dedup();
+        Ok(logs.into_iter().map(|base_offset| SegmentFiles { base_offset, swap: false }).collect())
     }
 
     fn draw_roll_jitter(&self, base: Offset) -> i64 {
@@ -518,13 +524,16 @@ impl Log {
         if self.writable() {
             return Ok(false);
         }
-        let on_disk = {
-            let mut v = self.scan_files()?;
-            v.sort();
-            v
-        };
-        let known: Vec<Offset> =
-            self.segments.read().unwrap_or_else(|e| e.into_inner()).keys().copied().collect();
+        // A segment whose `.swap` the broker renamed to its final name reloads too: the old
+        // names of its index files are gone.
+        let on_disk = self.scan_files()?;
+        let known: Vec<SegmentFiles> = self
+            .segments
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .map(|s| SegmentFiles { base_offset: s.base_offset(), swap: s.is_swap() })
+            .collect();
         let active = self.active_segment();
         let shrunk = match &active {
             Some(seg) => std::fs::metadata(seg.log_path()).map_or(true, |m| m.len() < seg.size()),

@@ -41,6 +41,7 @@ pub mod offset_index;
 pub mod scan;
 pub mod segment;
 mod source_impl;
+mod swap;
 pub mod time_index;
 
 pub use config::{CompressionType, LogConfig, MessageTimestampType};

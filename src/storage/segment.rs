@@ -109,6 +109,10 @@ pub struct LogSegment {
     base_offset: Offset,
     dir: PathBuf,
     log_path: PathBuf,
+    /// `""`, or `".swap"` for a finished compaction's output the broker has not yet renamed to
+    /// its final name (read-only mode serves it in place of the segments it replaces): the
+    /// suffix every file of this segment has after its kind's.
+    state_suffix: &'static str,
     log: File,
     mode: SegmentMode,
     max_index_size: u32,
@@ -189,6 +193,59 @@ impl LogSegment {
             .write(mode == SegmentMode::Writable)
             .open(&log_path)
             .map_err(|e| Error::io(&log_path, "open", e))?;
+        LogSegment::opened(
+            dir,
+            base_offset,
+            log_path,
+            log,
+            mode,
+            max_index_size,
+            index_interval_bytes,
+            active,
+        )
+    }
+
+    /// Opens the `.swap` files of a finished compaction (`<base>.log.swap`, `.index.swap`, ...)
+    /// as a sealed read-only segment, without renaming anything (Kafka's loader would rename
+    /// them; a read-only mount serves them under their final names instead).
+    pub fn open_swap(
+        dir: &Path,
+        base_offset: Offset,
+        max_index_size: u32,
+        index_interval_bytes: u32,
+    ) -> Result<LogSegment> {
+        let log_path = segment_file_path(dir, base_offset, ".log.swap");
+        let log = File::open(&log_path).map_err(|e| Error::io(&log_path, "open", e))?;
+        let mut segment = LogSegment::opened(
+            dir,
+            base_offset,
+            log_path,
+            log,
+            SegmentMode::ReadOnly,
+            max_index_size,
+            index_interval_bytes,
+            false,
+        )?;
+        segment.state_suffix = ".swap";
+        Ok(segment)
+    }
+
+    /// Whether this segment is served from a finished compaction's `.swap` files.
+    pub fn is_swap(&self) -> bool {
+        !self.state_suffix.is_empty()
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn opened(
+        dir: &Path,
+        base_offset: Offset,
+        log_path: PathBuf,
+        log: File,
+        mode: SegmentMode,
+        max_index_size: u32,
+        index_interval_bytes: u32,
+        active: bool,
+    ) -> Result<LogSegment> {
         let meta = log.metadata().map_err(|e| Error::io(&log_path, "stat", e))?;
         let segment = LogSegment::new(
             dir,
@@ -223,6 +280,7 @@ impl LogSegment {
             base_offset,
             dir: dir.to_path_buf(),
             log_path,
+            state_suffix: "",
             log,
             mode,
             max_index_size,
@@ -257,9 +315,10 @@ impl LogSegment {
         &self.log_path
     }
 
-    /// Path of one of this segment's files.
+    /// Path of one of this segment's files (`suffix` is the kind's, e.g. `.index`; a swap
+    /// segment's files end in `.swap` after it).
     pub fn file_path(&self, suffix: &str) -> PathBuf {
-        segment_file_path(&self.dir, self.base_offset, suffix)
+        segment_file_path(&self.dir, self.base_offset, &format!("{suffix}{}", self.state_suffix))
     }
 
     /// Whether this is the active (last, appendable) segment.
