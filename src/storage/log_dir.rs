@@ -18,13 +18,15 @@
 //!
 //! **Read-only mode** ([`LogDir::open_read_only`]) changes nothing under the dir: no lock, no
 //! marker removal, no checkpoint; damaged or missing indexes are rebuilt in memory and torn
-//! tails are only hidden. A broker may be running on the dir meanwhile.
+//! tails are only hidden. A broker may be running on the dir meanwhile: the partition list is
+//! read again at most every [`RESCAN_INTERVAL_MS`] when topics or partitions are looked up, so
+//! partitions the broker creates appear and partitions it deletes (renamed `-delete`) disappear.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use crate::error::{Error, Result};
@@ -54,6 +56,9 @@ pub const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
 pub const LOG_START_OFFSET_CHECKPOINT: &str = "log-start-offset-checkpoint";
 /// The KRaft metadata log's topic: owned by the raft layer, so loaded only read-only.
 const CLUSTER_METADATA_TOPIC: &str = "__cluster_metadata";
+/// Read-only mode: the shortest time between two listings of the data dir for partitions the
+/// broker created or deleted (the same interval as a partition's own refresh).
+pub const RESCAN_INTERVAL_MS: i64 = 200;
 
 /// A Kafka data directory; see the module doc.
 #[derive(Debug)]
@@ -70,8 +75,12 @@ pub struct LogDir {
     /// `meta.properties` as read or written.
     meta: BTreeMap<String, String>,
     shut_down: AtomicBool,
-    /// Serializes checkpoint writes and topic creation.
+    /// Serializes checkpoint writes, topic creation and read-only rescans.
     admin_lock: Mutex<()>,
+    /// Read-only mode: when the data dir was last listed (ms since the epoch).
+    last_rescan_ms: AtomicI64,
+    /// Read-only mode: partitions whose last load failed (logged at error level once).
+    failed: Mutex<BTreeSet<(String, u32)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -113,9 +122,6 @@ impl LogDir {
             std::fs::remove_file(&marker).map_err(|e| Error::io(&marker, "remove", e))?;
             sync_dir(path)?;
         }
-        let recovery_points = read_checkpoint(&path.join(RECOVERY_POINT_CHECKPOINT));
-        let log_starts = read_checkpoint(&path.join(LOG_START_OFFSET_CHECKPOINT));
-
         let dir = LogDir {
             path: path.to_path_buf(),
             mode,
@@ -127,8 +133,23 @@ impl LogDir {
             meta,
             shut_down: AtomicBool::new(false),
             admin_lock: Mutex::new(()),
+            last_rescan_ms: AtomicI64::new(now_ms()),
+            failed: Mutex::new(BTreeSet::new()),
         };
-        let mut logs = BTreeMap::new();
+        let partitions = dir.partition_dirs(true)?;
+        let logs = dir.load_partitions(partitions.into_iter().collect());
+        *dir.logs.write().unwrap_or_else(|e| e.into_inner()) = logs;
+        if writable {
+            dir.write_checkpoints()?;
+        }
+        Ok(dir)
+    }
+
+    /// The partition directories under the data dir, by (topic, partition); `log_skipped`
+    /// logs why other directories are not partitions.
+    fn partition_dirs(&self, log_skipped: bool) -> Result<BTreeMap<(String, u32), PathBuf>> {
+        let path = &self.path;
+        let mut out = BTreeMap::new();
         let entries = std::fs::read_dir(path).map_err(|e| Error::io(path, "readdir", e))?;
         for entry in entries {
             let entry = entry.map_err(|e| Error::io(path, "readdir", e))?;
@@ -137,37 +158,113 @@ impl LogDir {
                 continue;
             }
             if let Some(special) = parse_special_dir(&name) {
-                log::info!("skipping {name}: {:?} directory of {}", special.kind, special.topic);
+                if log_skipped {
+                    log::info!(
+                        "skipping {name}: {:?} directory of {}",
+                        special.kind,
+                        special.topic
+                    );
+                }
                 continue;
             }
             let Some((topic, partition)) = parse_partition_dir(&name) else {
-                log::debug!("skipping {name}: not a partition directory");
+                if log_skipped {
+                    log::debug!("skipping {name}: not a partition directory");
+                }
                 continue;
             };
             // A read-only mount shows the KRaft metadata log like any topic; a writable one
             // leaves it to the raft layer (no recovery, no checkpoints, no appends).
-            if topic == CLUSTER_METADATA_TOPIC && writable {
+            if topic == CLUSTER_METADATA_TOPIC && self.mode == SegmentMode::Writable {
                 continue;
             }
-            let key = (topic.clone(), partition);
+            out.insert((topic, partition), entry.path());
+        }
+        Ok(out)
+    }
+
+    /// Opens the partitions `dirs`, with their recovery points and log start offsets from the
+    /// checkpoints as they are now. A partition that cannot be loaded is logged and left out.
+    fn load_partitions(
+        &self,
+        dirs: Vec<((String, u32), PathBuf)>,
+    ) -> BTreeMap<(String, u32), Arc<Log>> {
+        let mut logs = BTreeMap::new();
+        if dirs.is_empty() {
+            return logs;
+        }
+        let recovery_points = read_checkpoint(&self.path.join(RECOVERY_POINT_CHECKPOINT));
+        let log_starts = read_checkpoint(&self.path.join(LOG_START_OFFSET_CHECKPOINT));
+        for (key, dir) in dirs {
             let state = LoadState {
-                had_clean_shutdown,
+                had_clean_shutdown: self.had_clean_shutdown,
                 recovery_point: recovery_points.get(&key).copied().map(Offset),
                 log_start_offset: log_starts.get(&key).copied().map(Offset),
             };
-            let config = dir.config_for(&topic);
-            match Log::open(&entry.path(), &topic, partition, config, mode, state) {
+            let (topic, partition) = (&key.0, key.1);
+            let config = self.config_for(topic);
+            match Log::open(&dir, topic, partition, config, self.mode, state) {
                 Ok(log) => {
+                    lock(&self.failed).remove(&key);
                     logs.insert(key, Arc::new(log));
                 }
-                Err(e) => log::error!("cannot load partition {name}: {e}"),
+                Err(e) => {
+                    if lock(&self.failed).insert(key.clone()) {
+                        log::error!("cannot load partition {}: {e}", dir.display());
+                    } else {
+                        log::debug!("cannot load partition {} again: {e}", dir.display());
+                    }
+                }
             }
         }
-        *dir.logs.write().unwrap_or_else(|e| e.into_inner()) = logs;
-        if writable {
-            dir.write_checkpoints()?;
+        logs
+    }
+
+    /// Read-only mode: lists the data dir again, at most every [`RESCAN_INTERVAL_MS`], and
+    /// takes in the partitions a broker created (opened as at mount) or deleted (a partition
+    /// whose directory is gone, e.g. renamed `-delete`, is no longer listed; readers holding
+    /// its log keep reading what they opened). A listing error is logged and retried later.
+    fn maybe_rescan(&self) {
+        if self.mode == SegmentMode::Writable {
+            return;
         }
-        Ok(dir)
+        let now = now_ms();
+        let last = self.last_rescan_ms.load(Ordering::Relaxed);
+        if now.saturating_sub(last) < RESCAN_INTERVAL_MS
+            || self
+                .last_rescan_ms
+                .compare_exchange(last, now, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        let _guard = lock(&self.admin_lock);
+        let on_disk = match self.partition_dirs(false) {
+            Ok(dirs) => dirs,
+            Err(e) => {
+                log::warn!("{e}; listing partitions again later");
+                return;
+            }
+        };
+        let known: BTreeSet<(String, u32)> =
+            self.logs.read().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect();
+        let gone: Vec<&(String, u32)> =
+            known.iter().filter(|k| !on_disk.contains_key(*k)).collect();
+        let new: Vec<((String, u32), PathBuf)> =
+            on_disk.into_iter().filter(|(k, _)| !known.contains(k)).collect();
+        if gone.is_empty() && new.is_empty() {
+            return;
+        }
+        let added = self.load_partitions(new);
+        let mut logs = self.logs.write().unwrap_or_else(|e| e.into_inner());
+        for key in gone {
+            log::info!("partition {}-{} is gone from {}", key.0, key.1, self.path.display());
+            logs.remove(key);
+        }
+        for (key, log) in added {
+            log::info!("partition {}-{} appeared in {}", key.0, key.1, self.path.display());
+            logs.insert(key, log);
+        }
     }
 
     /// The data dir.
@@ -192,6 +289,7 @@ impl LogDir {
 
     /// One partition's log.
     pub fn log(&self, topic: &str, partition: u32) -> Result<Arc<Log>> {
+        self.maybe_rescan();
         self.logs
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -207,6 +305,7 @@ impl LogDir {
 
     /// Topic names, sorted.
     pub fn topic_names(&self) -> Vec<String> {
+        self.maybe_rescan();
         let logs = self.logs.read().unwrap_or_else(|e| e.into_inner());
         let mut names: Vec<String> = logs.keys().map(|(t, _)| t.clone()).collect();
         names.dedup();
@@ -215,6 +314,7 @@ impl LogDir {
 
     /// Partition numbers of `topic`, sorted; `NotFound` for an unknown topic.
     pub fn partition_numbers(&self, topic: &str) -> Result<Vec<u32>> {
+        self.maybe_rescan();
         let logs = self.logs.read().unwrap_or_else(|e| e.into_inner());
         let parts: Vec<u32> = logs.keys().filter(|(t, _)| t == topic).map(|(_, p)| *p).collect();
         if parts.is_empty() {
