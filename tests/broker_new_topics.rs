@@ -1,8 +1,13 @@
 //! A read-only open of a data dir while a broker (the engine in writable mode, on the same dir)
-//! creates and deletes topics: the topic and partition lists follow it.
+//! creates and deletes topics: the topic and partition lists follow it, in the engine and
+//! through a read-only mount.
+
+mod common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
+
+use common::{Dirs, MountGuard, sh};
 
 use topicfs::Error;
 use topicfs::format::{NewRecord, Offset};
@@ -68,4 +73,25 @@ fn topics_and_partitions_a_broker_creates_after_the_open_appear_and_deleted_ones
         Offset(2),
         "a reader holding the deleted partition keeps what it opened"
     );
+}
+
+#[test]
+fn a_read_only_mount_shows_a_topic_the_broker_creates_after_the_mount() {
+    let dirs = Dirs::new();
+    let broker = LogDir::open(&dirs.data(), LogConfig::default()).unwrap();
+    broker.create_topic("old", 1).unwrap();
+    let mount = MountGuard::foreground_on(dirs, &["--read-only"]);
+    assert_eq!(sh(&format!("ls {}", mount.mnt().display())), "old\n");
+
+    broker.create_topic("late", 1).unwrap();
+    broker.log("late", 0).unwrap().append(&[record("first"), record("second")]).unwrap();
+    let root = mount.mnt();
+    wait_until("the new topic is listed", || {
+        sh(&format!("ls {}", root.display())) == "late\nold\n"
+    });
+    let stream = mount.path("late/0/by-offset/0");
+    wait_until("the new topic's records are readable", || {
+        std::fs::read_to_string(&stream).is_ok_and(|s| s == "first\nsecond\n")
+    });
+    broker.shutdown().unwrap();
 }
