@@ -8,6 +8,8 @@
 //! - [`segment::LogSegment`]: a `.log` with its [`offset_index::OffsetIndex`] and
 //!   [`time_index::TimeIndex`]; recovery.
 //! - [`config::LogConfig`]: Kafka's topic-level settings and defaults.
+//! - `swap`: the log cleaner's `.cleaned`/`.swap`/`.deleted` files as Kafka's loader would
+//!   leave them, decided in memory for read-only opens.
 //! - `mmap`: the only `unsafe` code in the crate (index maps).
 //!
 //! Nothing here knows about FUSE, inodes or views.
