@@ -98,14 +98,17 @@ impl FuseAdapter {
     /// passthrough works (see [`FuseAdapter`]), with its page-cache flags otherwise.
     fn reply_opened(&self, reply: ReplyOpen, ino: u64, opened: Opened) {
         let fh = opened.fh;
+        let mut flags = FopenFlags::empty();
+        if opened.no_flush {
+            flags |= FopenFlags::FOPEN_NOFLUSH;
+        }
         if let Some(file) = &opened.backing
             && let Some(backing) = self.backing(&reply, ino, fh, file)
         {
             log::trace!("inode {ino} handle {fh}: passthrough");
-            reply.opened_passthrough(FileHandle(fh), FopenFlags::empty(), &backing);
+            reply.opened_passthrough(FileHandle(fh), flags, &backing);
             return;
         }
-        let mut flags = FopenFlags::empty();
         if opened.direct_io {
             flags |= FopenFlags::FOPEN_DIRECT_IO;
         }

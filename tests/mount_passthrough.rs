@@ -220,7 +220,7 @@ fn only_sealed_files_whose_disk_bytes_are_what_reads_show_name_a_backing_file() 
     // The sealed .log and .timeindex: cached, backed by the very file on disk.
     for kind in [SegmentFileKind::Log, SegmentFileKind::TimeIndex] {
         let opened = open(Offset(0), kind);
-        assert!(!opened.direct_io && opened.keep_cache, "{kind:?}");
+        assert!(!opened.direct_io && opened.keep_cache && opened.no_flush, "{kind:?}");
         let mut backing = opened.backing.expect("a sealed file names its backing file");
         let mut bytes = Vec::new();
         backing.read_to_end(&mut bytes).unwrap();
@@ -237,6 +237,7 @@ fn only_sealed_files_whose_disk_bytes_are_what_reads_show_name_a_backing_file() 
     for kind in [SegmentFileKind::Log, SegmentFileKind::Index, SegmentFileKind::TimeIndex] {
         let opened = open(active_base, kind);
         assert!(opened.backing.is_none() && opened.direct_io && !opened.keep_cache, "{kind:?}");
+        assert!(opened.no_flush, "a segment file has nothing to flush at close");
         fs.release(opened.fh).unwrap();
         assert!(log.sealed_segment_file(active_base, kind).unwrap().is_none());
     }

@@ -85,6 +85,9 @@ pub struct Opened {
     /// (a sealed segment's file): the kernel may read it directly instead of asking (FUSE
     /// passthrough). `None` for everything that must be read through `read`.
     pub backing: Option<std::fs::File>,
+    /// Closing sends no `FLUSH` (`FOPEN_NOFLUSH`): the file has nothing to flush (every file
+    /// but `append` and `append.json`), so `close` costs no round trip to the daemon.
+    pub no_flush: bool,
 }
 
 /// What `open` was asked for (the access mode and the flags that matter to us).

@@ -220,7 +220,7 @@ impl TopicFs {
         }
         let entries = self.list(ino, &node)?;
         let fh = self.handles.insert(Handle::Dir { ino, entries: Mutex::new(entries) });
-        Ok(Opened { fh, direct_io: false, keep_cache: false, backing: None })
+        Ok(Opened { fh, direct_io: false, keep_cache: false, backing: None, no_flush: false })
     }
 
     /// Lists the directory from `offset` (0, or an entry's `next_offset`), calling `add` for
@@ -265,7 +265,10 @@ impl TopicFs {
     /// (reading them gives nothing).
     pub fn open(&self, ino: u64, request: OpenRequest) -> Result<Opened> {
         let node = self.node(ino)?;
-        let direct = |fh| Opened { fh, direct_io: true, keep_cache: false, backing: None };
+        let direct =
+            |fh| Opened { fh, direct_io: true, keep_cache: false, backing: None, no_flush: true };
+        // `append` files flush their pending partial line at each close.
+        let append = |fh| Opened { no_flush: false, ..direct(fh) };
         match &node {
             Node::Root
             | Node::Topic(_)
@@ -303,7 +306,7 @@ impl TopicFs {
                 let appender = self.topics.appender(Arc::clone(&self.source), topic);
                 let target = AppendTarget::Topic(appender);
                 let state = AppendState::for_target(target, format, self.options.max_line_bytes);
-                Ok(direct(self.handles.insert(Handle::Append(Mutex::new(state)))))
+                Ok(append(self.handles.insert(Handle::Append(Mutex::new(state)))))
             }
             Node::Stream(..) | Node::TopicStream(..) => {
                 self.refuse_write(request, "writing a stream")?;
@@ -330,9 +333,13 @@ impl TopicFs {
                 let handle = Handle::Segment { partition, base_offset: *base_offset, kind: *kind };
                 let fh = self.handles.insert(handle);
                 Ok(match backing {
-                    Some(file) => {
-                        Opened { fh, direct_io: false, keep_cache: true, backing: Some(file) }
-                    }
+                    Some(file) => Opened {
+                        fh,
+                        direct_io: false,
+                        keep_cache: true,
+                        backing: Some(file),
+                        no_flush: true,
+                    },
                     None => direct(fh),
                 })
             }
@@ -346,7 +353,7 @@ impl TopicFs {
                 };
                 let partition = self.partition(id)?;
                 let state = AppendState::new(partition, format, self.options.max_line_bytes);
-                Ok(direct(self.handles.insert(Handle::Append(Mutex::new(state)))))
+                Ok(append(self.handles.insert(Handle::Append(Mutex::new(state)))))
             }
         }
     }
