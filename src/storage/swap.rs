@@ -96,3 +96,45 @@ pub fn read_only_segment_files(dir: &Path, files: &[SegmentFileName]) -> Result<
     out.dedup();
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::file_name::parse_segment_file_name;
+
+    fn files(names: &[&str]) -> Vec<SegmentFileName> {
+        names.iter().map(|n| parse_segment_file_name(n).unwrap()).collect()
+    }
+
+    fn seg(base: i64, swap: bool) -> SegmentFiles {
+        SegmentFiles { base_offset: Offset(base), swap }
+    }
+
+    #[test]
+    fn an_empty_swap_replaces_the_segment_of_its_own_name() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("00000000000000000005.log.swap"), b"").unwrap();
+        let names = files(&[
+            "00000000000000000000.log",
+            "00000000000000000005.log",
+            "00000000000000000005.log.swap",
+            "00000000000000000009.log",
+        ]);
+        let got = read_only_segment_files(tmp.path(), &names).unwrap();
+        assert_eq!(got, [seg(0, false), seg(5, true), seg(9, false)]);
+    }
+
+    #[test]
+    fn deleted_and_cleaned_files_are_never_segments() {
+        let tmp = tempfile::tempdir().unwrap();
+        let names = files(&[
+            "00000000000000000000.log.deleted",
+            "00000000000000000003.log",
+            "00000000000000000003.log.cleaned",
+            "00000000000000000007.log.swap",
+            "00000000000000000007.index.swap",
+        ]);
+        let got = read_only_segment_files(tmp.path(), &names).unwrap();
+        assert_eq!(got, [seg(3, false)], "a swap at or above the smallest .cleaned is a split");
+    }
+}
