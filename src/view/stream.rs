@@ -1148,10 +1148,17 @@ impl Stream {
                 let mut st = lock(&self.index.state);
                 self.index.sync(&mut st, self.part.as_ref())?;
                 drop(st);
-                // A retry that finds the bytes deleted says so (ESTALE); any other failure
-                // of the retry is reported as the first failure.
+                // A retry that finds the bytes deleted says so (ESTALE): the stream's bytes
+                // exist, the records behind them are gone. The engine says the same thing as
+                // an offset below its log start when retention overtook a reader between the
+                // two attempts. Any other failure of the retry is reported as the first one.
                 self.read_window(from, to, end).map_err(|retry| match retry {
                     Error::StaleHandle => retry,
+                    Error::OffsetOutOfRange { requested, log_start, .. }
+                        if requested < log_start =>
+                    {
+                        Error::StaleHandle
+                    }
                     _ => e,
                 })
             }
