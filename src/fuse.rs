@@ -21,7 +21,7 @@ use fuser::{
 
 use crate::error::Error;
 use crate::fs::TopicFs;
-use crate::fs::attr::{Attr, BLOCK_SIZE, Entry, FileKind, OpenRequest, Opened, SetAttrRequest};
+use crate::fs::attr::{Attr, Entry, FileKind, OpenRequest, Opened, SetAttrRequest};
 
 /// Largest write the kernel is asked to pass in one request. The kernel caps it further at its
 /// `max_pages` (1 MiB on current kernels); one `write()` up to that size arrives as one request
@@ -178,7 +178,7 @@ fn file_attr(attr: &Attr) -> FileAttr {
         uid: attr.uid,
         gid: attr.gid,
         rdev: 0,
-        blksize: BLOCK_SIZE,
+        blksize: attr.blksize,
         flags: 0,
     }
 }

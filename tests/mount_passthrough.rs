@@ -7,6 +7,7 @@ mod common;
 use std::ffi::OsStr;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -129,6 +130,9 @@ fn sealed_and_active_files_of_a_live_writer(dirs: Dirs, args: &[&str], passthrou
     if passthrough {
         assert!(after_first - before < len / 2, "daemon read {}", after_first - before);
     }
+    // Read by the kernel from disk, it suggests the disk files' I/O size, not the 1 MiB of the
+    // files the daemon serves (which would only make `cat` allocate a buffer that large).
+    assert_eq!(fs::metadata(sealed(SegmentFileKind::Log)).unwrap().blksize(), 4096);
     // The sealed indexes were trimmed at the roll: on disk and through the mount alike.
     for kind in [SegmentFileKind::Index, SegmentFileKind::TimeIndex] {
         let bytes = on_disk(Offset(0), kind);

@@ -13,6 +13,11 @@ pub const DYNAMIC_TTL: Duration = Duration::ZERO;
 /// write of a stream or append file is one FUSE request, so 1 MiB (the largest request the
 /// mount negotiates, `MAX_WRITE` in `fuse.rs`) takes an eighth of the round trips of 128 KiB.
 pub const BLOCK_SIZE: u32 = 1 << 20;
+/// `st_blksize` of a sealed segment's files, which the kernel reads from the data dir itself
+/// (passthrough or page cache, see `Opened::backing`): the usual block size of the disk files,
+/// since no request is saved by larger reads and `cat` would allocate a fresh 1 MiB buffer
+/// for each file.
+pub const SEALED_BLOCK_SIZE: u32 = 4096;
 
 /// File type of a node.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -35,6 +40,8 @@ pub struct Attr {
     pub gid: u32,
     /// Last change of the content (partition `last_modified` for partition files).
     pub mtime: SystemTime,
+    /// `st_blksize`: [`BLOCK_SIZE`], or [`SEALED_BLOCK_SIZE`] for a sealed segment's files.
+    pub blksize: u32,
 }
 
 impl Attr {

@@ -42,8 +42,8 @@ use crate::view::topic::{self as topic_view, TopicViews};
 
 use append::{AppendFormat, AppendState, AppendTarget};
 use attr::{
-    Attr, AttrReply, DYNAMIC_TTL, DirEntry, Entry, FileKind, OpenRequest, Opened, STABLE_TTL,
-    SetAttrRequest,
+    Attr, AttrReply, BLOCK_SIZE, DYNAMIC_TTL, DirEntry, Entry, FileKind, OpenRequest, Opened,
+    SEALED_BLOCK_SIZE, STABLE_TTL, SetAttrRequest,
 };
 use handle::{Handle, HandleTable, StreamRef, lock};
 use inode::InodeTable;
@@ -621,8 +621,13 @@ impl TopicFs {
                 let size = segment_file_size(&segment, *file_kind).ok_or_else(|| {
                     Error::NotFound(format!("{} has no {}", describe(node), file_kind.suffix()))
                 })?;
-                let ttl = if segment.is_active { DYNAMIC_TTL } else { STABLE_TTL };
-                (FileKind::RegularFile, size, 0o444, segment.last_modified, ttl)
+                let mut attr =
+                    self.attr(ino, FileKind::RegularFile, size, 0o444, segment.last_modified);
+                if segment.is_active {
+                    return Ok(AttrReply { attr, ttl: DYNAMIC_TTL });
+                }
+                attr.blksize = SEALED_BLOCK_SIZE;
+                return Ok(AttrReply { attr, ttl: STABLE_TTL });
             }
             Node::SegmentDump(id, base, dump_kind) => {
                 let segment = self.segment(id, *base)?;
@@ -650,7 +655,8 @@ impl TopicFs {
             FileKind::Directory => 2,
             FileKind::RegularFile => 1,
         };
-        Attr { ino, kind, size, perm, nlink, uid: self.options.uid, gid: self.options.gid, mtime }
+        let (uid, gid) = (self.options.uid, self.options.gid);
+        Attr { ino, kind, size, perm, nlink, uid, gid, mtime, blksize: BLOCK_SIZE }
     }
 
     fn stream_attr(&self, ino: u64, node: &Node, stream: &StreamRef) -> Result<AttrReply> {
