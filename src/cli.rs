@@ -135,6 +135,14 @@ pub struct MountArgs {
     #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: u16,
 
+    /// log.retention.check.interval.ms: how often a read-write mount deletes segments past
+    /// retention.ms / retention.bytes (Kafka's broker setting, default 300000). The first pass
+    /// runs after 30 s, or after this interval if it is shorter.
+    ///
+    /// Example: --retention-check-interval-ms 60000
+    #[arg(long, value_name = "MS", default_value_t = 300_000, value_parser = clap::value_parser!(u64).range(1..), help_heading = "Log settings")]
+    pub retention_check_interval_ms: u64,
+
     /// A log setting by its Kafka topic-level name (repeatable; applied after the named flags
     /// below): segment.bytes, segment.ms, segment.jitter.ms, segment.index.bytes,
     /// index.interval.bytes, max.message.bytes, retention.ms, retention.bytes,
@@ -253,6 +261,9 @@ impl MountArgs {
             partitions: self.partitions,
             threads: usize::from(self.threads),
             isolation: self.isolation,
+            retention_check_interval: std::time::Duration::from_millis(
+                self.retention_check_interval_ms,
+            ),
         })
     }
 

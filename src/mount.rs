@@ -23,9 +23,9 @@
 //!   the connection too), so open files fail with `ENOTCONN` instead of keeping the daemon
 //!   alive.
 //!
-//! While mounted read-write, retention runs every [`RETENTION_CHECK_INTERVAL`] (Kafka's
-//! `log.retention.check.interval.ms`), deleting segments past `retention.ms` /
-//! `retention.bytes`.
+//! While mounted read-write, retention runs every `--retention-check-interval-ms` (Kafka's
+//! `log.retention.check.interval.ms`, default [`RETENTION_CHECK_INTERVAL`]), deleting segments
+//! past `retention.ms` / `retention.bytes`.
 //!
 //! Then [`TopicFs::shutdown`] appends the pending partial lines of open append files and shuts
 //! the log dir down cleanly (indexes trimmed, checkpoints and the clean-shutdown marker
@@ -62,7 +62,8 @@ pub const BUSY_GRACE: Duration = Duration::from_secs(2);
 pub const DEFAULT_LOG_FILTER: &str = "info,fuser=error";
 /// Kafka's `log.retention.check.interval.ms` default: how often retention runs.
 pub const RETENTION_CHECK_INTERVAL: Duration = Duration::from_secs(300);
-/// Kafka's `InitialTaskDelayMs`: the first retention pass, after loading settles.
+/// Kafka's `InitialTaskDelayMs`: the first retention pass, after loading settles (or after
+/// one check interval, if that is shorter).
 const RETENTION_INITIAL_DELAY: Duration = Duration::from_secs(30);
 /// The FUSE device; without it nothing can be mounted.
 const DEV_FUSE: &str = "/dev/fuse";
@@ -155,6 +156,8 @@ pub struct MountRequest {
     pub threads: usize,
     /// Which records of transactions streams show.
     pub isolation: crate::view::txn::Isolation,
+    /// `log.retention.check.interval.ms`: how often retention runs on a read-write mount.
+    pub retention_check_interval: Duration,
 }
 
 /// How the mount process runs.
@@ -337,7 +340,8 @@ fn mount_and_serve(
     }
     log::info!("mounted {} on {}", data_dir.display(), mountpoint.display());
     reporter.ready();
-    let retention = (!request.read_only).then(|| Retention::start(Arc::clone(&log_dir)));
+    let retention = (!request.read_only)
+        .then(|| Retention::start(Arc::clone(&log_dir), request.retention_check_interval));
     let ran = session.run();
     let _ = ended_tx.send(());
     if let Some(retention) = retention {
@@ -362,17 +366,17 @@ struct Retention {
 }
 
 impl Retention {
-    fn start(log_dir: Arc<LogDir>) -> Retention {
+    fn start(log_dir: Arc<LogDir>, interval: Duration) -> Retention {
         let (stop, stopped) = mpsc::channel::<()>();
         let thread = std::thread::spawn(move || {
-            let mut wait = RETENTION_INITIAL_DELAY;
+            let mut wait = RETENTION_INITIAL_DELAY.min(interval);
             while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(wait) {
                 match log_dir.enforce_retention() {
                     Ok(0) => {}
                     Ok(deleted) => log::info!("retention deleted {deleted} segment(s)"),
                     Err(err) => log::log!(err.log_level(), "retention: {err}"),
                 }
-                wait = RETENTION_CHECK_INTERVAL;
+                wait = interval;
             }
         });
         Retention { stop, thread }

@@ -290,6 +290,10 @@ fn mounted_readers_see_whole_ordered_records_while_segments_roll_and_retention_d
         "32768",
         "--retention-ms",
         "-1",
+        // Retention passes every second, so segments are deleted while readers read (the
+        // default first pass after 30 s could find too little data on a loaded machine).
+        "--retention-check-interval-ms",
+        "1000",
     ]);
     fs::create_dir(m.path("t")).unwrap();
     let rss_before = vm_rss_kib(m.pid);
@@ -392,8 +396,8 @@ fn mounted_readers_see_whole_ordered_records_while_segments_roll_and_retention_d
         }));
     }
 
-    // Write until the daemon's retention task (first pass 30 s after mounting) has deleted
-    // segments of both partitions, then a little longer.
+    // Write until the daemon's retention task (a pass every second) has deleted segments of
+    // both partitions, then a little longer.
     let start = Instant::now();
     let retention_seen = |m: &MountGuard| {
         (0..2).all(|p| segment_bases(&m.path(&format!("t/{p}/segments"))).first() > Some(&0))
@@ -402,7 +406,10 @@ fn mounted_readers_see_whole_ordered_records_while_segments_roll_and_retention_d
         thread::sleep(Duration::from_millis(200));
     }
     let retention_ran = retention_seen(&m);
-    thread::sleep(Duration::from_secs(2));
+    // Keep the readers and writers going through several more retention passes.
+    thread::sleep(
+        Duration::from_secs(2).max(Duration::from_secs(12).saturating_sub(start.elapsed())),
+    );
     stop.store(true, Ordering::Relaxed);
     let written = join_all("writer", writers);
     let reads = join_all("reader", readers);
