@@ -421,3 +421,24 @@ mod model {
         }
     }
 }
+
+#[test]
+fn streams_are_kept_only_while_a_handle_reads_them() {
+    let f = fixture();
+    let lines: Vec<u8> = (0..300).flat_map(|i| format!("line {i}\n").into_bytes()).collect();
+    f.append("t/0/append", &[&lines]).unwrap();
+    // Many distinct names, each looked up, stat'ed, opened, read and closed: the kernel may
+    // remember every name, the filesystem keeps no stream for any of them afterwards.
+    for n in 0..200 {
+        let path = format!("t/0/by-offset/{n}");
+        assert!(f.size(&path) > 0);
+        assert!(f.read_all(&path).starts_with(format!("line {n}\n").as_bytes()));
+    }
+    assert_eq!(f.fs.pinned_streams(), 0);
+    // An open handle keeps its stream (and only that one) until it is closed.
+    let ino = f.ino("t/0/by-offset/-5").unwrap();
+    let fh = f.fs.open(ino, READ).unwrap().fh;
+    assert_eq!(f.fs.pinned_streams(), 1);
+    f.fs.release(fh).unwrap();
+    assert_eq!(f.fs.pinned_streams(), 0);
+}

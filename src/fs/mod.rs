@@ -87,7 +87,8 @@ pub struct TopicFs {
     options: FsOptions,
     inodes: InodeTable,
     handles: HandleTable,
-    /// Resolved streams by inode number; an entry lives while its inode does.
+    /// Streams that open handles read, by inode number; an entry lives while a handle is open
+    /// (**invariant**: `open > 0` for every entry).
     pins: Mutex<HashMap<u64, Pin>>,
     /// Set when [`TopicFs::shutdown`] starts: appends are refused from then on.
     closing: AtomicBool,
@@ -862,20 +863,14 @@ impl TopicFs {
         self.resolve(node)
     }
 
-    /// Pins `stream` to `ino` unless a handle already reads a pinned stream there; returns the
-    /// stream that is pinned.
+    /// The stream a handle already reads at `ino`, else `stream`. Nothing is kept for an
+    /// inode no handle reads: every later call resolves its name afresh anyway, and a stream
+    /// keeps up to one rendered batch, so keeping them per name the kernel still remembers
+    /// would grow the daemon with every distinct name ever opened.
     fn pin(&self, ino: u64, stream: StreamRef) -> StreamRef {
-        let mut pins = lock(&self.pins);
-        match pins.get_mut(&ino) {
+        match lock(&self.pins).get(&ino) {
             Some(pin) if pin.open > 0 => pin.stream.clone(),
-            Some(pin) => {
-                pin.stream = stream.clone();
-                stream
-            }
-            None => {
-                pins.insert(ino, Pin { stream: stream.clone(), open: 0 });
-                stream
-            }
+            _ => stream,
         }
     }
 
@@ -905,9 +900,20 @@ impl TopicFs {
         Ok(pin.stream.clone())
     }
 
+    /// Number of streams kept for open handles (for tests and statistics): memory the
+    /// filesystem holds per name stays bounded by the open handles, not by the names used.
+    pub fn pinned_streams(&self) -> usize {
+        lock(&self.pins).len()
+    }
+
+    /// Counts one handle of `ino` closed; the last one unpins its stream (see [`TopicFs::pin`]).
     fn pin_close(&self, ino: u64) {
-        if let Some(pin) = lock(&self.pins).get_mut(&ino) {
+        let mut pins = lock(&self.pins);
+        if let Some(pin) = pins.get_mut(&ino) {
             pin.open = pin.open.saturating_sub(1);
+            if pin.open == 0 {
+                pins.remove(&ino);
+            }
         }
     }
 
