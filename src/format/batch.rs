@@ -287,9 +287,19 @@ impl<'a> Batch<'a> {
 /// Decodes the entry at the start of `entry` (bytes after it are ignored): checks framing and
 /// CRC, decompresses the payload. Records are decoded by [`Batch::records`].
 pub fn decode_batch(entry: &[u8]) -> Result<Batch<'_>, DecodeError> {
+    let (_, whole_entry) = whole(entry)?;
+    verify_crc(whole_entry)?;
+    decode_batch_unverified(entry)
+}
+
+/// [`decode_batch`] without the CRC check, for lookups that only read record offsets and
+/// timestamps, as Kafka's `FileRecords.searchForTimestamp` does (it never calls
+/// `ensureValid`): every structural rule is still enforced, so damaged bytes give a
+/// [`DecodeError`] or wrong values, never a panic. Readers that serve records use
+/// [`decode_batch`].
+pub fn decode_batch_unverified(entry: &[u8]) -> Result<Batch<'_>, DecodeError> {
     let (h, entry) = whole(entry)?;
     let mut info = parse_batch_info(entry)?;
-    verify_crc(entry)?;
     if h.magic < MAGIC_V2 {
         if info.compression == Compression::None {
             let kind = Kind::Legacy { offset_adjust: 0, forced_timestamp: None, inner_at: None };
@@ -1193,6 +1203,27 @@ mod tests {
         }
         // Header facts are still readable: parse_batch_info does not check the CRC.
         assert_eq!(parse_batch_info(&bytes).unwrap().records_count, 1);
+    }
+
+    #[test]
+    fn unverified_decode_skips_only_the_crc_check() {
+        let intact = hex(APPENDIX_B_HELLO);
+        let stamps = |b: &Batch<'_>| -> Vec<(Offset, Timestamp)> {
+            b.record_stamps().map(|s| s.map(|s| (s.offset, s.timestamp)).unwrap()).collect()
+        };
+        let verified = decode_batch(&intact).unwrap();
+        let unverified = decode_batch_unverified(&intact).unwrap();
+        assert_eq!(stamps(&verified), stamps(&unverified));
+        assert_eq!(stamps(&unverified), [(Offset(0), 1_700_000_000_000)]);
+        // A flipped value bit: the CRC check refuses it, the unverified decode still parses.
+        let mut flipped = intact.clone();
+        flipped[70] ^= 0x01;
+        assert!(decode_batch(&flipped).is_err());
+        assert_eq!(stamps(&decode_batch_unverified(&flipped).unwrap()), stamps(&verified));
+        // Structural damage is still an error: a record count the records do not have.
+        let mut miscounted = intact;
+        miscounted[60] = 2;
+        assert!(decode_batch_unverified(&miscounted).unwrap().record_stamps().any(|s| s.is_err()));
     }
 
     #[test]

@@ -28,7 +28,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use crate::error::{Error, Result};
 use crate::format::file_name::format_base_offset;
 use crate::format::{
-    HEADER_SIZE_UP_TO_MAGIC, NO_TIMESTAMP, Offset, Position, Timestamp, decode_batch,
+    HEADER_SIZE_UP_TO_MAGIC, NO_TIMESTAMP, Offset, Position, Timestamp, decode_batch_unverified,
     parse_batch_info, peek_entry, verify_crc,
 };
 
@@ -607,9 +607,11 @@ impl LogSegment {
             }
             let at = batch.position.0;
             let Some(entry) = reader.entry(&batch)? else { break };
-            // The CRC is checked once over the whole batch; then only the records' offsets and
-            // timestamps are read, up to the first match.
-            let decoded = decode_batch(entry).map_err(|e| corrupt_at(&self.log_path, at, e))?;
+            // Only the records' offsets and timestamps are read, up to the first match, and the
+            // CRC is not checked, as in Kafka's `searchForTimestamp`: a lookup serves no record
+            // bytes, and whoever reads from the answer checks the batches it gets.
+            let decoded =
+                decode_batch_unverified(entry).map_err(|e| corrupt_at(&self.log_path, at, e))?;
             for stamp in decoded.record_stamps() {
                 let stamp = stamp.map_err(|e| corrupt_at(&self.log_path, at, e))?;
                 if record_filter(stamp.offset, stamp.timestamp) {
