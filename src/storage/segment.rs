@@ -333,46 +333,20 @@ impl LogSegment {
 
     /// Runs `f` on the offset index, opening it on first use.
     pub fn with_offset_index<R>(&self, f: impl FnOnce(&OffsetIndex) -> R) -> Result<R> {
-        {
-            let guard = self.offset_index.read().unwrap_or_else(|e| e.into_inner());
-            if let Some(index) = guard.as_ref() {
-                return Ok(f(index));
-            }
-        }
-        self.with_offset_index_mut(|index| Ok(f(index)))
+        with_lazy(&self.offset_index, || self.load_offset_index(), f)
     }
 
     fn with_offset_index_mut<R>(&self, f: impl FnOnce(&mut OffsetIndex) -> Result<R>) -> Result<R> {
-        let mut guard = self.offset_index.write().unwrap_or_else(|e| e.into_inner());
-        let mut index = match guard.take() {
-            Some(index) => index,
-            None => self.load_offset_index()?,
-        };
-        let result = f(&mut index);
-        *guard = Some(index);
-        result
+        with_lazy_mut(&self.offset_index, || self.load_offset_index(), f)
     }
 
     /// Runs `f` on the time index, opening it on first use.
     pub fn with_time_index<R>(&self, f: impl FnOnce(&TimeIndex) -> R) -> Result<R> {
-        {
-            let guard = self.time_index.read().unwrap_or_else(|e| e.into_inner());
-            if let Some(index) = guard.as_ref() {
-                return Ok(f(index));
-            }
-        }
-        self.with_time_index_mut(|index| Ok(f(index)))
+        with_lazy(&self.time_index, || self.load_time_index(), f)
     }
 
     fn with_time_index_mut<R>(&self, f: impl FnOnce(&mut TimeIndex) -> Result<R>) -> Result<R> {
-        let mut guard = self.time_index.write().unwrap_or_else(|e| e.into_inner());
-        let mut index = match guard.take() {
-            Some(index) => index,
-            None => self.load_time_index()?,
-        };
-        let result = f(&mut index);
-        *guard = Some(index);
-        result
+        with_lazy_mut(&self.time_index, || self.load_time_index(), f)
     }
 
     fn load_offset_index(&self) -> Result<OffsetIndex> {
@@ -1076,4 +1050,36 @@ impl LogSegment {
 fn write_all_at(file: &File, bytes: &[u8], pos: u64) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
     file.write_all_at(bytes, pos)
+}
+
+/// Kafka's `LazyIndex`: runs `f` on the index in `slot`, loading it with `load` on first use.
+/// Readers share the read lock once the index is loaded.
+fn with_lazy<T, R>(
+    slot: &RwLock<Option<T>>,
+    load: impl FnOnce() -> Result<T>,
+    f: impl FnOnce(&T) -> R,
+) -> Result<R> {
+    {
+        let guard = slot.read().unwrap_or_else(|e| e.into_inner());
+        if let Some(index) = guard.as_ref() {
+            return Ok(f(index));
+        }
+    }
+    with_lazy_mut(slot, load, |index| Ok(f(index)))
+}
+
+/// [`with_lazy`] with the write lock, for changes to the index.
+fn with_lazy_mut<T, R>(
+    slot: &RwLock<Option<T>>,
+    load: impl FnOnce() -> Result<T>,
+    f: impl FnOnce(&mut T) -> Result<R>,
+) -> Result<R> {
+    let mut guard = slot.write().unwrap_or_else(|e| e.into_inner());
+    let mut index = match guard.take() {
+        Some(index) => index,
+        None => load()?,
+    };
+    let result = f(&mut index);
+    *guard = Some(index);
+    result
 }
