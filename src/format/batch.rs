@@ -550,6 +550,77 @@ impl Iterator for StampIter<'_> {
     }
 }
 
+/// What [`peek_record_stamp`] found at the start of a window of records.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum StampPeek {
+    /// The record starting the window: its stamp and its size in bytes (length varint included).
+    Stamp {
+        /// Offset and effective timestamp.
+        stamp: RecordStamp,
+        /// Bytes of the record, so the next one starts at `len`.
+        len: usize,
+    },
+    /// The window ends inside this record; at least `need` bytes from its start are needed.
+    NeedMore {
+        /// Window length that holds the whole record (a lower bound while its length varint
+        /// is itself cut off).
+        need: usize,
+    },
+}
+
+/// Reads the offset and timestamp of the record at the start of `window`, a window over the
+/// records of an uncompressed v2 batch described by `info` (the bytes after its 61-byte header)
+/// that starts at a record boundary, so a timestamp lookup can read a large batch only up to
+/// the record it wants instead of whole. Only the record's framing is read: its length (which
+/// must fit in the batch), attributes, timestamp delta and offset delta (which must fit in the
+/// record); key, value and headers are stepped over by the length, as a lookup serves no record
+/// bytes (whoever reads from its answer decodes those records with every rule). The
+/// batch-level rules are the caller's ([`check_no_trailing_records`]). `at_end` says the window
+/// runs to the end of the batch: a record that does not fit is then an error, else
+/// [`StampPeek::NeedMore`]. Error positions are relative to the window.
+pub fn peek_record_stamp(
+    info: &BatchInfo,
+    window: &[u8],
+    at_end: bool,
+) -> Result<StampPeek, DecodeError> {
+    if window.is_empty() && at_end {
+        return Err(invalid(0, "fewer records than recordsCount"));
+    }
+    let mut pos = 0;
+    let length = match read_varint(window, &mut pos) {
+        Ok(length) => length,
+        Err(e) if !at_end && matches!(e.kind, DecodeErrorKind::Truncated { .. }) => {
+            return Ok(StampPeek::NeedMore { need: window.len() + 5 });
+        }
+        Err(e) => return Err(e),
+    };
+    let Some(end) = usize::try_from(length).ok().and_then(|l| l.checked_add(pos)) else {
+        return Err(invalid(0, "negative record length"));
+    };
+    if end > window.len() {
+        if at_end {
+            return Err(invalid(0, "record length exceeds the bytes left in the batch"));
+        }
+        return Ok(StampPeek::NeedMore { need: end });
+    }
+    let rec = window.get(..end).unwrap_or_default();
+    pos += 1; // attributes
+    let timestamp_delta = read_varlong(rec, &mut pos)?;
+    let offset_delta = read_varint(rec, &mut pos)?;
+    let timestamp = match info.timestamp_type {
+        TimestampType::LogAppendTime => info.max_timestamp,
+        _ => info.base_timestamp.wrapping_add(timestamp_delta),
+    };
+    let offset = Offset(info.base_offset.0.wrapping_add(i64::from(offset_delta)));
+    Ok(StampPeek::Stamp { stamp: RecordStamp { offset, timestamp }, len: end })
+}
+
+/// The batch-level rule that ends a [`peek_record_stamp`] walk: after the last of
+/// `recordsCount` records, `left_over` bytes of the batch remain, which must be none.
+pub fn check_no_trailing_records(left_over: usize) -> Result<(), DecodeError> {
+    if left_over == 0 { Ok(()) } else { Err(invalid(0, TRAILING)) }
+}
+
 /// Offset and value of one record (what a value line shows).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct RecordValue<'b> {
@@ -1116,6 +1187,64 @@ mod tests {
         let batch = decode_batch(&v1).unwrap();
         let stamps: Vec<_> = batch.record_stamps().collect::<Result<_, _>>().unwrap();
         assert_eq!(stamps, [RecordStamp { offset: Offset(8), timestamp: 1_600_000_000_000 }]);
+    }
+
+    /// Walks `records` (an uncompressed batch's records section) with windows of `window`
+    /// bytes the way a timestamp lookup does, collecting every stamp.
+    fn peek_all(info: &BatchInfo, records: &[u8], window: usize) -> Vec<RecordStamp> {
+        let (mut out, mut pos, mut want) = (Vec::new(), 0, window);
+        while out.len() < info.records_count as usize {
+            let stop = (pos + want).min(records.len());
+            let at_end = stop == records.len();
+            match peek_record_stamp(info, &records[pos..stop], at_end).unwrap() {
+                StampPeek::Stamp { stamp, len } => {
+                    out.push(stamp);
+                    pos += len;
+                    want = window;
+                }
+                StampPeek::NeedMore { need } => {
+                    assert!(need > stop - pos, "NeedMore must ask for more than it had");
+                    want = need;
+                }
+            }
+        }
+        check_no_trailing_records(records.len() - pos).unwrap();
+        out
+    }
+
+    #[test]
+    fn peek_record_stamp_walks_an_uncompressed_batch_like_record_stamps_for_any_window() {
+        for tstype in [TimestampType::CreateTime, TimestampType::LogAppendTime] {
+            let spec = BatchSpec {
+                base_offset: Offset(40),
+                timestamp_type: tstype,
+                log_append_time: 77,
+                ..BatchSpec::default()
+            };
+            let bytes = encode_batch(&spec, &sample_records()).unwrap();
+            let batch = decode_batch(&bytes).unwrap();
+            let expected: Vec<_> = batch.record_stamps().collect::<Result<_, _>>().unwrap();
+            for window in 1..bytes.len() {
+                assert_eq!(peek_all(batch.info(), &bytes[RECORDS_AT..], window), expected);
+            }
+        }
+    }
+
+    #[test]
+    fn peek_record_stamp_refuses_damaged_framing_at_the_end_of_a_batch() {
+        let bytes = encode_batch(&BatchSpec::default(), &sample_records()).unwrap();
+        let info = parse_batch_info(&bytes).unwrap();
+        let records = &bytes[RECORDS_AT..];
+        // Cut inside the first record: more is needed, or an error once the batch has ended.
+        assert!(matches!(
+            peek_record_stamp(&info, &records[..3], false),
+            Ok(StampPeek::NeedMore { .. })
+        ));
+        assert!(peek_record_stamp(&info, &records[..3], true).is_err());
+        assert!(peek_record_stamp(&info, &[], true).is_err(), "fewer records than the count");
+        // A negative record length is an error whatever the window.
+        assert!(peek_record_stamp(&info, &[0x01, 0, 0, 0], false).is_err());
+        assert!(check_no_trailing_records(1).is_err());
     }
 
     #[test]

@@ -140,6 +140,18 @@ impl<'a> ChunkReader<'a> {
         Ok(Some(BatchLocation { position: Position(pos), info }))
     }
 
+    /// How many bytes from `pos` the buffer holds now (0 if `pos` is outside it), so a caller
+    /// can use them before asking for more.
+    pub(crate) fn buffered_from(&self, pos: u64) -> usize {
+        let buf_end = self.buf_start + self.filled as u64;
+        if pos < self.buf_start || pos >= buf_end { 0 } else { (buf_end - pos) as usize }
+    }
+
+    /// The `.log` file's path (for errors).
+    pub(crate) fn path(&self) -> &'a Path {
+        self.path
+    }
+
     /// The whole entry of a batch located by [`ChunkReader::batch_at`].
     pub(crate) fn entry(&mut self, batch: &BatchLocation) -> Result<Option<&[u8]>> {
         self.get(batch.position.0, batch.info.size as usize)

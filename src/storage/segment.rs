@@ -28,8 +28,9 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use crate::error::{Error, Result};
 use crate::format::file_name::format_base_offset;
 use crate::format::{
-    HEADER_SIZE_UP_TO_MAGIC, NO_TIMESTAMP, Offset, Position, Timestamp, decode_batch_unverified,
-    parse_batch_info, peek_entry, verify_crc,
+    Compression, HEADER_SIZE_UP_TO_MAGIC, NO_TIMESTAMP, Offset, Position, RECORD_BATCH_OVERHEAD,
+    RecordStamp, StampPeek, Timestamp, check_no_trailing_records, decode_batch_unverified,
+    parse_batch_info, peek_entry, peek_record_stamp, verify_crc,
 };
 
 use super::offset_index::OffsetIndex;
@@ -580,6 +581,12 @@ impl LogSegment {
                 continue;
             }
             let at = batch.position.0;
+            if batch.info.magic >= 2 && batch.info.compression == Compression::None {
+                match first_stamp_uncompressed(&mut reader, &batch, &record_filter)? {
+                    Some(stamp) => return Ok(Some((stamp.offset, stamp.timestamp))),
+                    None => continue,
+                }
+            }
             let Some(entry) = reader.entry(&batch)? else { break };
             // Only the records' offsets and timestamps are read, up to the first match, and the
             // CRC is not checked, as in Kafka's `searchForTimestamp`: a lookup serves no record
@@ -1047,6 +1054,62 @@ impl LogSegment {
 }
 
 /// `pwrite` of all of `bytes` at `pos`.
+/// Bytes of an uncompressed batch's records read at once by [`first_stamp_uncompressed`]: a
+/// few pages, so a lookup that stops early in a large batch copies little more than it needs
+/// while a batch read to its end costs a handful of system calls.
+const STAMP_WINDOW: usize = 16 * 1024;
+
+/// The first record of the uncompressed v2 `batch` accepted by `record_filter`, reading the
+/// batch in [`STAMP_WINDOW`]s only up to that record, with the rules of
+/// [`crate::format::Batch::record_stamps`] up to there (each record's framing, then the record
+/// count and no trailing bytes if the whole batch is read). `None` if no record qualifies or the
+/// batch is cut off by the end of the file (a concurrent truncation).
+fn first_stamp_uncompressed(
+    reader: &mut ChunkReader<'_>,
+    batch: &BatchLocation,
+    record_filter: &impl Fn(Offset, Timestamp) -> bool,
+) -> Result<Option<RecordStamp>> {
+    let path = reader.path();
+    let batch_end = batch.end();
+    let mut pos = batch.position.0.saturating_add(RECORD_BATCH_OVERHEAD as u64);
+    let mut left = batch.info.records_count;
+    let mut window = STAMP_WINDOW;
+    // The first window is what the header read already brought in, if anything.
+    let mut first = reader.buffered_from(pos);
+    while left > 0 {
+        let want = if first > 0 { std::mem::take(&mut first) } else { window };
+        let len = (want as u64).min(batch_end.saturating_sub(pos)) as usize;
+        let at_end = pos.saturating_add(len as u64) >= batch_end;
+        let Some(bytes) = reader.get(pos, len)? else { return Ok(None) };
+        let mut from = 0usize;
+        while left > 0 {
+            let rest = bytes.get(from..).unwrap_or_default();
+            match peek_record_stamp(&batch.info, rest, at_end)
+                .map_err(|e| corrupt_at(path, pos + from as u64, e))?
+            {
+                StampPeek::Stamp { stamp, len } => {
+                    if record_filter(stamp.offset, stamp.timestamp) {
+                        return Ok(Some(stamp));
+                    }
+                    from += len;
+                    left -= 1;
+                }
+                StampPeek::NeedMore { need } => {
+                    // A record longer than the window: read from its start with room for it.
+                    if from == 0 {
+                        window = window.max(need);
+                    }
+                    break;
+                }
+            }
+        }
+        pos = pos.saturating_add(from as u64);
+    }
+    check_no_trailing_records(batch_end.saturating_sub(pos) as usize)
+        .map_err(|e| corrupt_at(path, pos, e))?;
+    Ok(None)
+}
+
 fn write_all_at(file: &File, bytes: &[u8], pos: u64) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
     file.write_all_at(bytes, pos)
