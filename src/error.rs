@@ -100,6 +100,35 @@ impl Error {
     }
 }
 
+/// Damage already reported, as (file, position): see [`Error::first_report`].
+static REPORTED_DAMAGE: std::sync::Mutex<Option<std::collections::HashSet<(PathBuf, u64)>>> =
+    std::sync::Mutex::new(None);
+
+/// Entries [`REPORTED_DAMAGE`] holds before it starts over (a damaged partition read in a loop
+/// then logs again now and then rather than growing the set without bound).
+const MAX_REPORTED_DAMAGE: usize = 4096;
+
+impl Error {
+    /// For [`Error::Corrupt`]: whether this is the first report of damage at its file and
+    /// position (recorded now), so that damage is logged once where it is first met, not again
+    /// by every request that runs into the same bytes. Always `true` for other errors.
+    pub fn first_report(&self) -> bool {
+        let Error::Corrupt { file, position, .. } = self else { return true };
+        let mut guard = REPORTED_DAMAGE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let set = guard.get_or_insert_with(std::collections::HashSet::new);
+        if set.len() >= MAX_REPORTED_DAMAGE {
+            set.clear();
+        }
+        set.insert((file.clone(), *position))
+    }
+
+    /// The level to log a refused request with: [`Error::log_level`], except damage that was
+    /// reported before ([`Error::first_report`]), which is debug.
+    pub fn refusal_log_level(&self) -> log::Level {
+        if self.first_report() { self.log_level() } else { log::Level::Debug }
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -32,7 +32,7 @@ const MAX_WRITE: u32 = 1 << 20;
 macro_rules! fail {
     ($reply:expr, $err:expr, $($what:tt)+) => {{
         let err: Error = $err;
-        log::log!(err.log_level(), "{}: {err}", format_args!($($what)+));
+        log::log!(err.refusal_log_level(), "{}: {err}", format_args!($($what)+));
         $reply.error(Errno::from_i32(err.errno()));
     }};
 }

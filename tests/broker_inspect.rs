@@ -47,6 +47,15 @@ fn mount_corpus(damage: impl FnOnce(&Path)) -> MountGuard {
     MountGuard::foreground_on(dirs, &["--read-only"])
 }
 
+/// [`mount_corpus`] with the daemon's log going to `log`.
+fn mount_corpus_logging(log: &Path, damage: impl FnOnce(&Path)) -> MountGuard {
+    let dirs = Dirs::new();
+    copy_tree(&corpus().join("log-dir"), &dirs.data());
+    damage(&dirs.data());
+    let file = fs::File::create(log).unwrap();
+    MountGuard::foreground_logging_to(dirs, &["--read-only"], file.into())
+}
+
 fn segment_path(p: &Value, file: &str) -> String {
     format!("{}/{}/segments/{file}", p["topic"].as_str().unwrap(), p["partition"])
 }
@@ -265,10 +274,17 @@ fn damaged_batches_read_as_eio_and_everything_intact_stays_readable() {
     let last = fs::read_to_string(mount.path("orders/0/by-offset/30.json")).unwrap();
     assert_eq!(last.lines().count(), 47 - 30);
     // A read that starts at the damaged batch fails; one that reaches it ends before it. A
-    // range of nothing but the damaged batch renders nothing.
+    // range of nothing but the damaged batch (so of size 0) fails too, in every format.
     let err = fs::read(mount.path("orders/0/by-offset/6..10.json")).unwrap_err();
     assert_eq!(err.raw_os_error(), Some(libc::EIO), "{err}");
-    assert!(fs::read(mount.path("orders/0/by-offset/6..9.json")).unwrap().is_empty());
+    for name in ["6..9.json", "6..9", "7..8"] {
+        let path = mount.path(&format!("orders/0/by-offset/{name}"));
+        assert_eq!(fs::metadata(&path).unwrap().len(), 0, "{name}");
+        let err = fs::read(&path).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EIO), "{name}: {err}");
+    }
+    // An empty range that is not damaged (past the damage, or holding no records) reads empty.
+    assert!(fs::read(mount.path("orders/0/by-offset/9..9.json")).unwrap().is_empty());
     let out =
         common::sh_output(&format!("cat {}", mount.path("orders/0/by-offset/0.json").display()));
     assert!(!out.status.success());
@@ -283,4 +299,30 @@ fn damaged_batches_read_as_eio_and_everything_intact_stays_readable() {
         raw.len() as u64,
         fs::metadata(corpus().join(format!("log-dir/orders-0/{seg0}.log"))).unwrap().len()
     );
+}
+
+#[test]
+fn damage_is_logged_once_with_file_and_position_however_often_it_is_read() {
+    let seg0 = "00000000000000000000";
+    let flipped = batch_position("orders", &format!("{seg0}.log"), 2);
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("daemon.log");
+    let mount = mount_corpus_logging(&log, |data| {
+        flip_bit(&data.join(format!("orders-0/{seg0}.log")), flipped + 70);
+    });
+    // stat (sizes count every batch), then reads through the damage in every way.
+    for _ in 0..3 {
+        for name in ["0.json", "0", "6..9", "6..10.json"] {
+            let path = mount.path(&format!("orders/0/by-offset/{name}"));
+            let _ = fs::metadata(&path);
+            let err = fs::read(&path).unwrap_err();
+            assert_eq!(err.raw_os_error(), Some(libc::EIO), "{name}: {err}");
+        }
+    }
+    drop(mount);
+    let text = fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains("corrupt data")).collect();
+    assert_eq!(lines.len(), 1, "one line for one damaged batch:\n{text}");
+    assert!(lines[0].contains(&format!("orders-0/{seg0}.log at position ")), "{text}");
+    assert!(lines[0].contains("CRC mismatch"), "{text}");
 }

@@ -655,7 +655,7 @@ impl<'a> Walker<'a> {
         if self.chunk_at >= self.chunk.len() {
             let (chunk, skipped) = read_past_damage(self.part, &self.here.cursor, self.read_size)?;
             if let Some(skipped) = skipped {
-                if lock(self.damaged).insert((skipped.0, skipped.1)) {
+                if lock(self.damaged).insert((skipped.0, skipped.1)) && skipped.2.first_report() {
                     log::error!("{}; skipped to the next segment", skipped.2);
                 }
             }
@@ -792,7 +792,9 @@ impl<'a> Walker<'a> {
         let key = (self.here.cursor.segment_base, self.here.cursor.position.0);
         if lock(self.damaged).insert(key) {
             let err = self.corrupt(self.here.cursor.position.0.saturating_add(e.at as u64), e);
-            log::error!("{err}; the batch renders no records (reads through it fail with EIO)");
+            if err.first_report() {
+                log::error!("{err}; the batch renders no records (reads through it fail with EIO)");
+            }
         }
     }
 
@@ -1135,7 +1137,17 @@ impl Stream {
             }
             end.bound
         };
-        if from >= to || matches!(bound, Bound::Fixed(e) if e <= self.start) {
+        if matches!(bound, Bound::Fixed(e) if e <= self.start) {
+            return Ok(Vec::new());
+        }
+        if from >= to {
+            if offset == 0 && len > 0 {
+                // An empty complete range: empty because its records are damaged (EIO, as a
+                // read that starts at damage), or because it holds none (gaps, markers).
+                if let Bound::Fixed(e) = bound {
+                    self.check_range_readable(e)?;
+                }
+            }
             return Ok(Vec::new());
         }
         let end = match bound {
@@ -1164,6 +1176,33 @@ impl Stream {
             }
             other => other,
         }
+    }
+
+    /// Fails with the damage of the first damaged batch holding records of `[start, end)`, if
+    /// any (such a batch renders nothing, so a range of only damaged batches is empty).
+    fn check_range_readable(&self, end: Offset) -> Result<()> {
+        let part = self.part.as_ref();
+        let (checkpoint, bases) = {
+            let st = lock(&self.index.state);
+            let c = st.floor_by_bound(self.start).ok_or(Error::StaleHandle)?;
+            (c, Arc::clone(&st.bases))
+        };
+        let mut w = self.index.walker(part, checkpoint, bases);
+        while let Some(step) = w.peek()? {
+            if step.info.base_offset >= end {
+                break;
+            }
+            if step.info.last_offset >= self.start && !w.hides(&step.info) {
+                let position = w.here.cursor.position.0;
+                let decoded = decode_batch(w.entry(&step))
+                    .and_then(|b| b.records().try_for_each(|r| r.map(drop)));
+                if let Err(e) = decoded {
+                    return Err(w.corrupt(position.saturating_add(e.at as u64), &e));
+                }
+            }
+            w.advance(&step, 0);
+        }
+        Ok(())
     }
 
     /// Renders rendered positions `[from, to)` (records below `end`) from the stream's [`Tail`]

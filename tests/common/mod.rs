@@ -123,6 +123,11 @@ impl MountGuard {
 
     /// `topicfs mount -f` on existing dirs.
     pub fn foreground_on(dirs: Dirs, args: &[&str]) -> MountGuard {
+        MountGuard::foreground_logging_to(dirs, args, Stdio::inherit())
+    }
+
+    /// `topicfs mount -f` on existing dirs, its log (stderr) going to `stderr`.
+    pub fn foreground_logging_to(dirs: Dirs, args: &[&str], stderr: Stdio) -> MountGuard {
         let child = topicfs()
             .arg("mount")
             .arg("-f")
@@ -130,6 +135,7 @@ impl MountGuard {
             .arg(dirs.mnt())
             .args(args)
             .stdin(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .unwrap();
         let pid = child.id();
