@@ -192,6 +192,15 @@ pub trait PartitionSource: Send + Sync {
     ) -> Result<Option<std::fs::File>> {
         Ok(None)
     }
+    /// Files of segment `base_offset` whose bytes on disk the source found damaged and serves
+    /// repaired instead (an index rebuilt in memory from the `.log` on a read-only mount), as
+    /// (file, byte position of the damage on disk, what is wrong there). Empty by default.
+    fn repaired_segment_files(
+        &self,
+        _base_offset: Offset,
+    ) -> Result<Vec<(SegmentFileKind, u64, String)>> {
+        Ok(Vec::new())
+    }
 }
 
 /// A set of topics made of partitions.

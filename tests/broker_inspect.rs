@@ -326,3 +326,53 @@ fn damage_is_logged_once_with_file_and_position_however_often_it_is_read() {
     assert!(lines[0].contains(&format!("orders-0/{seg0}.log at position ")), "{text}");
     assert!(lines[0].contains("CRC mismatch"), "{text}");
 }
+
+#[test]
+fn check_reports_an_out_of_order_time_index_on_disk_that_reads_are_not_misled_by() {
+    let seg0 = "00000000000000000000";
+    let before = {
+        let mount = mount_corpus(|_| {});
+        fs::read(mount.path("orders/0/by-time/-2")).unwrap()
+    };
+    let mount = mount_corpus(|data| {
+        // Swap the time index's second and third entries (12 bytes each) on disk.
+        let path = data.join(format!("orders-0/{seg0}.timeindex"));
+        let mut bytes = fs::read(&path).unwrap();
+        let (a, b) = (bytes[12..24].to_vec(), bytes[24..36].to_vec());
+        bytes[12..24].copy_from_slice(&b);
+        bytes[24..36].copy_from_slice(&a);
+        fs::write(&path, bytes).unwrap();
+    });
+    let check = fs::read_to_string(mount.path("orders/0/check")).unwrap();
+    let label = format!("orders-0/{seg0}.timeindex");
+    let disorder = format!("{label} position 24: out of order: timestamp ");
+    assert!(check.contains(&disorder), "{check}");
+    let note = format!("{label} position 24: failed the sanity check (entry 2 ");
+    assert!(check.contains(&note), "{check}");
+    assert!(check.contains("lookups use an index rebuilt from the .log in memory"), "{check}");
+    assert!(check.lines().last().unwrap().ends_with(": 2 problems, 0 offset gaps"), "{check}");
+    // Lookups by time use the rebuilt index: every stream reads as on the undamaged corpus.
+    let after = fs::read(mount.path("orders/0/by-time/-2")).unwrap();
+    assert_eq!(after, before);
+    let m = manifest();
+    let orders = m["partitions"].as_array().unwrap().iter().find(|p| p["topic"] == "orders");
+    let records: Vec<(i64, i64)> = orders.unwrap()["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["batches"].as_array().unwrap())
+        .flat_map(|b| b["records"].as_array().unwrap())
+        .map(|r| (r["offset"].as_i64().unwrap(), r["timestamp"].as_i64().unwrap()))
+        .collect();
+    for &(_, ts) in &records {
+        let want = records.iter().find(|r| r.1 >= ts).unwrap().0;
+        let first = fs::read_to_string(mount.path(&format!("orders/0/by-time/{ts}.json"))).unwrap();
+        let first: Value = serde_json::from_str(first.lines().next().unwrap()).unwrap();
+        assert_eq!(first["offset"].as_i64().unwrap(), want, "by-time/{ts}");
+    }
+    // The raw file under segments/ is the file on disk, damage included.
+    let shown = fs::read(mount.path(&format!("orders/0/segments/{seg0}.timeindex"))).unwrap();
+    let original = fs::read(corpus().join(format!("log-dir/orders-0/{seg0}.timeindex"))).unwrap();
+    assert_ne!(shown, original);
+    assert_eq!(shown, fs::read(mount.data().join(format!("orders-0/{seg0}.timeindex"))).unwrap());
+}

@@ -129,6 +129,21 @@ pub struct LogSegment {
     max_timestamp: Mutex<Option<(Timestamp, Offset)>>,
     writer: Mutex<WriterState>,
     last_modified: Mutex<SystemTime>,
+    /// Indexes whose file failed its sanity check and are served rebuilt from the `.log` in
+    /// memory instead (read-only mode), with the failure.
+    index_repairs: Mutex<Vec<IndexRepair>>,
+}
+
+/// An index file a read-only segment serves rebuilt in memory because the file on disk failed
+/// its sanity check (the file itself is left as it is).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexRepair {
+    /// The time index (`false`: the offset index).
+    pub time: bool,
+    /// Byte position in the index file of the first entry found wrong.
+    pub position: u64,
+    /// What is wrong there.
+    pub what: String,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -298,6 +313,7 @@ impl LogSegment {
                 created: Instant::now(),
             }),
             last_modified: Mutex::new(SystemTime::now()),
+            index_repairs: Mutex::new(Vec::new()),
         }
     }
 
@@ -364,6 +380,7 @@ impl LogSegment {
                     Ok(()) => Ok(index),
                     Err(e) => {
                         log::warn!("{e}; rebuilding the offset index in memory");
+                        self.note_repair(false, e);
                         Ok(self.rebuild_in_memory()?.0)
                     }
                 }
@@ -385,11 +402,30 @@ impl LogSegment {
                     Ok(()) => Ok(index),
                     Err(e) => {
                         log::warn!("{e}; rebuilding the time index in memory");
+                        self.note_repair(true, e);
                         Ok(self.rebuild_in_memory()?.1)
                     }
                 }
             }
         }
+    }
+
+    fn note_repair(&self, time: bool, e: Error) {
+        let (position, what) = match e {
+            Error::Corrupt { position, what, .. } => (position, what),
+            other => (0, other.to_string()),
+        };
+        let mut repairs = lock(&self.index_repairs);
+        repairs.retain(|r| r.time != time);
+        repairs.push(IndexRepair { time, position, what });
+    }
+
+    /// The indexes of this segment served rebuilt in memory, and why (loading each index
+    /// first, so that the answer is final).
+    pub fn index_repairs(&self) -> Result<Vec<IndexRepair>> {
+        self.with_offset_index(|_| ())?;
+        self.with_time_index(|_| ())?;
+        Ok(lock(&self.index_repairs).clone())
     }
 
     /// Builds both indexes in memory from the `.log` (read-only mode), without changing files.
@@ -989,9 +1025,26 @@ impl LogSegment {
         Ok(())
     }
 
+    /// Whether the index (`time`: the time index) is served rebuilt in memory because its file
+    /// failed the sanity check (loading it first).
+    fn index_repaired(&self, time: bool) -> Result<bool> {
+        if time {
+            self.with_time_index(|_| ())?;
+        } else {
+            self.with_offset_index(|_| ())?;
+        }
+        Ok(lock(&self.index_repairs).iter().any(|r| r.time == time))
+    }
+
     /// Size of an index file as a reader should see it: the valid entries of an opened index
-    /// (no preallocated zero tail), else the file's length on disk.
+    /// (no preallocated zero tail), else the file's length on disk. An index rebuilt in memory
+    /// (read-only mode) is shown as its file on disk is, damage included.
     pub fn index_file_size(&self, time: bool) -> Result<u64> {
+        if self.index_repaired(time)? {
+            let path = self.file_path(if time { ".timeindex" } else { ".index" });
+            let meta = std::fs::metadata(&path).map_err(|e| Error::io(&path, "stat", e))?;
+            return Ok(meta.len());
+        }
         let len = if time {
             self.with_time_index(|i| i.valid_bytes().len())?
         } else {
@@ -1000,8 +1053,13 @@ impl LogSegment {
         Ok(len as u64)
     }
 
-    /// Copies valid index bytes from `pos` into `buf` (the preallocated tail is not shown).
+    /// Copies index bytes from `pos` into `buf`: what [`LogSegment::index_file_size`] shows.
     pub fn read_index_bytes(&self, time: bool, pos: u64, buf: &mut [u8]) -> Result<usize> {
+        if self.index_repaired(time)? {
+            let path = self.file_path(if time { ".timeindex" } else { ".index" });
+            let file = File::open(&path).map_err(|e| Error::io(&path, "open", e))?;
+            return read_fully_at(&file, buf, pos).map_err(|e| Error::io(&path, "read", e));
+        }
         let copy = |bytes: &[u8], buf: &mut [u8]| -> usize {
             let Some(src) = usize::try_from(pos).ok().and_then(|p| bytes.get(p..)) else {
                 return 0;

@@ -96,15 +96,28 @@ impl PartitionSource for Log {
         // last entry (a roll trims a sealed index, but a crash can leave its zero tail).
         let shown = match kind {
             SegmentFileKind::Log => segment.size(),
-            SegmentFileKind::Index => {
-                segment.with_offset_index(|i| i.valid_bytes().len() as u64)?
-            }
-            SegmentFileKind::TimeIndex => {
-                segment.with_time_index(|i| i.valid_bytes().len() as u64)?
-            }
+            SegmentFileKind::Index => segment.index_file_size(false)?,
+            SegmentFileKind::TimeIndex => segment.index_file_size(true)?,
             SegmentFileKind::TxnIndex => on_disk,
         };
         Ok((on_disk == shown).then_some(file))
+    }
+
+    fn repaired_segment_files(
+        &self,
+        base_offset: Offset,
+    ) -> Result<Vec<(SegmentFileKind, u64, String)>> {
+        let segment = self.segment(base_offset).ok_or_else(|| {
+            Error::NotFound(format!("segment {base_offset} of {}", self.dir().display()))
+        })?;
+        Ok(segment
+            .index_repairs()?
+            .into_iter()
+            .map(|r| {
+                let kind = if r.time { SegmentFileKind::TimeIndex } else { SegmentFileKind::Index };
+                (kind, r.position, r.what)
+            })
+            .collect())
     }
 }
 
