@@ -104,6 +104,10 @@ pub struct BatchChunk {
     pub bytes: Vec<u8>,
     /// Cursor after the last batch in `bytes`.
     pub next: Option<ReadCursor>,
+    /// Every batch in `bytes` passed its CRC check when it was read, so a reader that decodes
+    /// them need not check again. `false` promises nothing (the batches are checked by whoever
+    /// decodes them).
+    pub crc_checked: bool,
 }
 
 /// What an append wrote.
@@ -147,7 +151,8 @@ pub trait PartitionSource: Send + Sync {
     fn seek(&self, target: Offset) -> Result<ReadCursor>;
     /// Whole batches from `cursor`, at most `max_bytes` unless the first batch alone is larger
     /// (then exactly that batch). Empty when the cursor is at the current end. Moves to the next
-    /// segment when one is exhausted. Never returns part of a batch.
+    /// segment when one is exhausted. Never returns part of a batch. A batch that fails its CRC
+    /// check is an error (see [`BatchChunk::crc_checked`] for sources that check).
     fn read(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchChunk>;
     /// Aborted transactions overlapping `[from, to)` (for read-committed views).
     fn aborted_transactions(&self, from: Offset, to: Offset) -> Result<Vec<AbortedTxn>>;

@@ -859,7 +859,11 @@ impl Log {
         loop {
             let Some(seg) = self.segment(cursor.segment_base) else {
                 if self.segments.read().unwrap_or_else(|e| e.into_inner()).is_empty() {
-                    return Ok(BatchChunk { bytes: Vec::new(), next: Some(cursor) });
+                    return Ok(BatchChunk {
+                        bytes: Vec::new(),
+                        next: Some(cursor),
+                        crc_checked: true,
+                    });
                 }
                 // The segment was deleted by retention since the cursor was made.
                 if cursor.next_offset < self.log_start_offset() || reseeked {
@@ -875,7 +879,8 @@ impl Log {
                     position: r.next_position,
                     next_offset: r.next_offset.max(cursor.next_offset),
                 };
-                return Ok(BatchChunk { bytes: r.bytes, next: Some(next) });
+                // `LogSegment::read` checked the CRC of every batch it returns.
+                return Ok(BatchChunk { bytes: r.bytes, next: Some(next), crc_checked: true });
             }
             let next_segment = self
                 .segments
@@ -904,7 +909,13 @@ impl Log {
                     ));
                 }
                 // The active segment: the end of what is committed now.
-                None => return Ok(BatchChunk { bytes: Vec::new(), next: Some(cursor) }),
+                None => {
+                    return Ok(BatchChunk {
+                        bytes: Vec::new(),
+                        next: Some(cursor),
+                        crc_checked: true,
+                    });
+                }
             }
         }
     }

@@ -69,8 +69,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
 use crate::format::{
-    BatchInfo, Compression, DecodeError, Offset, Position, Record, RecordValue, Timestamp,
-    decode_batch, file_name::format_base_offset, parse_batch_info, peek_entry,
+    Batch, BatchInfo, Compression, DecodeError, Offset, Position, Record, RecordValue, Timestamp,
+    decode_batch, decode_batch_unverified, file_name::format_base_offset, parse_batch_info,
+    peek_entry,
 };
 use crate::source::{BatchChunk, OffsetQuery, PartitionSource, ReadCursor};
 use crate::view::render::{ByteCounter, Renderer, Sink, render_value};
@@ -484,18 +485,26 @@ pub(crate) fn read_past_damage(
             Err(e @ Error::Corrupt { .. }) => Some(e),
             Err(e) => return Err(e),
         };
-        let segments = part.segments()?;
-        let Some(segment) = segments.iter().find(|s| s.base_offset == cursor.segment_base) else {
+        let Some(segment) = part.segment_summary(cursor.segment_base)? else {
             return match damage {
                 Some(e) => Err(e),
                 None => part.read(&cursor, max_bytes).map(|c| (c, skipped)),
             };
         };
-        let next =
-            segments.iter().map(|s| s.base_offset).filter(|b| *b > cursor.segment_base).min();
         let position = cursor.position.0;
-        if damage.is_none() && (position >= segment.log_size || next.is_none()) {
-            return Ok((BatchChunk { bytes: Vec::new(), next: Some(cursor) }, skipped));
+        let end = || BatchChunk { bytes: Vec::new(), next: Some(cursor), crc_checked: false };
+        // The end of the log (what every read of a stream at its end meets): no listing.
+        if damage.is_none() && position >= segment.log_size {
+            return Ok((end(), skipped));
+        }
+        let next = part
+            .segments()?
+            .iter()
+            .map(|s| s.base_offset)
+            .filter(|b| *b > cursor.segment_base)
+            .min();
+        if damage.is_none() && next.is_none() {
+            return Ok((end(), skipped));
         }
         if let Some(chunk) = framed_entry(part, &cursor, segment.log_size)? {
             return Ok((chunk, skipped));
@@ -551,7 +560,7 @@ fn framed_entry(
         position: Position(position.saturating_add(total)),
         next_offset: cursor.next_offset.max(info.last_offset.plus(1)),
     };
-    Ok(Some(BatchChunk { bytes: entry, next: Some(next) }))
+    Ok(Some(BatchChunk { bytes: entry, next: Some(next), crc_checked: false }))
 }
 
 /// The first offset a batch holds: its base offset, or for a legacy compressed wrapper (whose
@@ -582,6 +591,8 @@ struct Walker<'a> {
     chunk: Vec<u8>,
     chunk_at: usize,
     chunk_next: Option<ReadCursor>,
+    /// The source checked the CRC of every batch in `chunk` ([`BatchChunk::crc_checked`]).
+    chunk_crc_checked: bool,
     /// Bytes asked of the next `read`: starts near what the caller needs, doubles up to
     /// [`READ_CHUNK`] (a small read near a checkpoint does not fetch a whole chunk).
     read_size: usize,
@@ -615,6 +626,7 @@ impl<'a> Walker<'a> {
             chunk: Vec::new(),
             chunk_at: 0,
             chunk_next: None,
+            chunk_crc_checked: false,
             read_size: READ_CHUNK,
             batch_hint: 0,
             txn,
@@ -675,6 +687,7 @@ impl<'a> Walker<'a> {
             self.chunk = chunk.bytes;
             self.chunk_at = 0;
             self.chunk_next = chunk.next;
+            self.chunk_crc_checked = chunk.crc_checked;
         }
         let rest = self.chunk.get(self.chunk_at..).unwrap_or_default();
         let position = self.here.cursor.position.0;
@@ -722,6 +735,15 @@ impl<'a> Walker<'a> {
         self.chunk.get(step.at..step.at.saturating_add(step.len)).unwrap_or_default()
     }
 
+    /// Decodes `step`'s batch, checking its CRC unless the source already did.
+    fn decode(&self, step: &Step) -> std::result::Result<Batch<'_>, DecodeError> {
+        if self.chunk_crc_checked {
+            decode_batch_unverified(self.entry(step))
+        } else {
+            decode_batch(self.entry(step))
+        }
+    }
+
     /// Moves past `step`, which rendered to `rendered` bytes.
     fn advance(&mut self, step: &Step, rendered: u64) {
         self.here.position = self.here.position.saturating_add(rendered);
@@ -752,7 +774,7 @@ impl<'a> Walker<'a> {
         if self.hides(&step.info) {
             return Ok(0);
         }
-        let counted = decode_batch(self.entry(step)).and_then(|batch| {
+        let counted = self.decode(step).and_then(|batch| {
             let info = batch.info();
             match self.renderer.format() {
                 Format::Values => self.count_records(info, batch.record_values(), below),
@@ -854,7 +876,7 @@ impl<'a> Walker<'a> {
                 Err(err(e))
             }
         };
-        let batch = match decode_batch(self.entry(step)) {
+        let batch = match self.decode(step) {
             Ok(batch) => batch,
             Err(e) => return damaged(e, out),
         };

@@ -222,7 +222,9 @@ impl TxnTracker {
             Some(c) => c,
             None => part.seek(st.log_start)?,
         };
-        let mut bases = segment_bases(part)?;
+        // Listed only once there is something to scan: a refresh at the end of the log (every
+        // read of an open stream makes one) costs no listing of the segments.
+        let mut bases: Option<Vec<Offset>> = None;
         loop {
             let chunk = match crate::view::stream::read_past_damage(part, &cursor, SCAN_CHUNK) {
                 Ok((chunk, _)) => chunk,
@@ -236,9 +238,13 @@ impl TxnTracker {
             if chunk.bytes.is_empty() {
                 break;
             }
-            if chunk.next.is_some_and(|n| bases.binary_search(&n.segment_base).is_err()) {
-                bases = segment_bases(part)?;
-            }
+            let stale = |b: &Vec<Offset>| {
+                chunk.next.is_some_and(|n| b.binary_search(&n.segment_base).is_err())
+            };
+            let bases = match bases.take() {
+                Some(b) if !stale(&b) => bases.insert(b),
+                _ => bases.insert(segment_bases(part)?),
+            };
             let (mut seg, mut pos) = (cursor.segment_base, cursor.position.0);
             let mut at = 0usize;
             let mut damaged = None;
@@ -376,6 +382,10 @@ impl PartitionSource for CommittedPartition {
 
     fn segments(&self) -> Result<Vec<SegmentSummary>> {
         self.inner.segments()
+    }
+
+    fn segment_summary(&self, base_offset: Offset) -> Result<Option<SegmentSummary>> {
+        self.inner.segment_summary(base_offset)
     }
 
     fn offset_for(&self, query: OffsetQuery) -> Result<Offset> {

@@ -255,7 +255,7 @@ impl PartitionSource for MemPartition {
             position: Position(pos as u64),
             next_offset,
         };
-        Ok(BatchChunk { bytes: out, next: Some(next) })
+        Ok(BatchChunk { bytes: out, next: Some(next), crc_checked: false })
     }
 
     fn aborted_transactions(&self, _from: Offset, _to: Offset) -> Result<Vec<AbortedTxn>> {
