@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::error::{Error, Result};
 use crate::format::Offset;
 use crate::source::{PartitionSource, SegmentFileKind};
+use crate::view::inspect::InspectionReader;
 use crate::view::stream::Stream;
 use crate::view::topic::TopicStream;
 
@@ -26,8 +27,11 @@ pub enum Handle {
     /// An open directory: its entries as listed at `opendir` (or at a `readdir` from offset 0),
     /// so offsets stay consistent across the `readdir` calls of one listing.
     Dir { ino: u64, entries: Mutex<Vec<DirEntry>> },
-    /// An `info` file: its text rendered at `open`.
+    /// An `info` or `offsets` file: its text rendered at `open`.
     Text(Vec<u8>),
+    /// A segment dump or a `check` report: the contents the inspection cache shares (not a
+    /// copy), a `.log` dump rendered as it is read.
+    Inspection(InspectionReader),
     /// A stream under `by-offset/` or `by-time/` (of a partition or a topic), resolved at
     /// `open` (or at the lookup that preceded it).
     Stream { ino: u64, stream: StreamRef },
@@ -42,6 +46,7 @@ impl std::fmt::Debug for Handle {
         match self {
             Handle::Dir { ino, .. } => write!(f, "Dir({ino})"),
             Handle::Text(text) => write!(f, "Text({} bytes)", text.len()),
+            Handle::Inspection(reader) => write!(f, "Inspection({} bytes)", reader.size()),
             Handle::Stream { ino, .. } => write!(f, "Stream({ino})"),
             Handle::Segment { partition, base_offset, kind } => write!(
                 f,

@@ -35,7 +35,7 @@ use std::time::SystemTime;
 use crate::error::{Error, Result};
 use crate::format::Timestamp;
 use crate::source::{PartitionSource, SegmentSummary, TopicSource};
-use crate::view::inspect::DUMP_SUFFIX;
+use crate::view::inspect::{DUMP_SUFFIX, Inspection, InspectionReader};
 use crate::view::spec::StreamSpec;
 use crate::view::stream::StreamRegistry;
 use crate::view::topic::{self as topic_view, TopicViews};
@@ -286,8 +286,8 @@ impl TopicFs {
             }
             Node::SegmentDump(..) | Node::PartitionCheck(_) => {
                 self.refuse_write(request, "writing an inspection file")?;
-                let text = self.inspection_text(&node)?;
-                Ok(direct(self.handles.insert(Handle::Text(text.to_vec()))))
+                let reader = InspectionReader::new(self.inspection(&node)?);
+                Ok(direct(self.handles.insert(Handle::Inspection(reader))))
             }
             Node::Offsets(..) => {
                 self.refuse_write(request, "writing an offsets file")?;
@@ -368,6 +368,7 @@ impl TopicFs {
                 let end = start.saturating_add(size).min(text.len());
                 Ok(text.get(start..end).unwrap_or_default().to_vec())
             }
+            Handle::Inspection(reader) => reader.read_at(offset, size),
             Handle::Stream { stream, .. } => stream.read_at(offset, size),
             Handle::Segment { partition, base_offset, kind } => {
                 let mut buf = vec![0; size];
@@ -423,7 +424,10 @@ impl TopicFs {
                 Ok(())
             }
             Handle::Append(state) => lock(state).flush(),
-            Handle::Text(_) | Handle::Segment { .. } | Handle::Dir { .. } => Ok(()),
+            Handle::Text(_)
+            | Handle::Inspection(_)
+            | Handle::Segment { .. }
+            | Handle::Dir { .. } => Ok(()),
         }
     }
 
@@ -633,7 +637,7 @@ impl TopicFs {
             Node::SegmentDump(id, base, dump_kind) => {
                 let segment = self.segment(id, *base)?;
                 let partition = self.partition(id)?;
-                let size = self.inspect.dump_size(partition.as_ref(), *base, *dump_kind)?;
+                let size = self.inspect.dump_size(&partition, *base, *dump_kind)?;
                 let ttl = if segment.is_active { DYNAMIC_TTL } else { STABLE_TTL };
                 (FileKind::RegularFile, size, 0o444, segment.last_modified, ttl)
             }
@@ -688,11 +692,12 @@ impl TopicFs {
         })
     }
 
-    /// The text of a segment dump or a check report (rendered once per change of the segments).
-    fn inspection_text(&self, node: &Node) -> Result<Arc<Vec<u8>>> {
+    /// A segment dump or a check report: rendered (a `.log` dump: counted) once per change of
+    /// the segments it is of, and shared by every handle reading it.
+    fn inspection(&self, node: &Node) -> Result<Inspection> {
         match node {
             Node::SegmentDump(id, base, kind) => {
-                self.inspect.dump(self.partition(id)?.as_ref(), *base, *kind)
+                self.inspect.dump(&self.partition(id)?, *base, *kind)
             }
             Node::PartitionCheck(id) => self.inspect.check(self.partition(id)?.as_ref()),
             _ => Err(Error::NotFound(format!("{} is not an inspection file", describe(node)))),

@@ -21,7 +21,16 @@
 //!   too but are not problems: compaction leaves them.
 //!
 //! Everything is rendered from the bytes [`PartitionSource::read_segment_file`] serves (the
-//! preallocated zero tail of an active index is not part of them), when the file is opened.
+//! preallocated zero tail of an active index is not part of them).
+//!
+//! # Memory
+//!
+//! A `.log` is never held whole: it is read in chunks of [`CHUNK_BYTES`] (a single batch larger
+//! than that is read whole). Its dump is a [`LogDump`]: one counting pass renders each batch
+//! only to measure it and keeps a checkpoint (text position, log position) at a batch start
+//! every [`CHECKPOINT_TEXT_BYTES`] of text; a read renders from the checkpoint at or before it
+//! only the batches it needs. Index dumps and `check` reports are small (an index is at most
+//! `segment.index.bytes`) and are rendered whole, once, and shared by the handles reading them.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
@@ -48,18 +57,97 @@ pub const TXN_INDEX_ENTRY_SIZE: usize = 34;
 
 /// Texts kept by an [`InspectCache`] before it starts over.
 const CACHE_ENTRIES: usize = 256;
-/// Files (or, for `check`, a partition's files) up to this size are rendered when stat'ed, so
-/// their size is exact before the first read; larger ones only when opened.
+/// Files (or, for `check`, a partition's files) up to this size are rendered (a `.log` dump:
+/// counted) when stat'ed, so their size is exact before the first read; larger ones only when
+/// opened.
 pub const RENDER_AT_STAT_BYTES: u64 = 4 << 20;
-/// Texts larger than this are not kept between opens (a handle keeps its own copy).
+/// Whole texts larger than this are not kept between opens (each open renders its own).
 const MAX_CACHED_BYTES: u64 = 64 << 20;
+/// Bytes of a `.log` read at a time by the counting pass and by `check`.
+pub const CHUNK_BYTES: usize = 1 << 20;
+/// Bytes of a `.log` read at a time by the reads of a `.log` dump (they need one checkpoint
+/// interval of text, a fraction of this).
+const READ_CHUNK_BYTES: usize = 256 << 10;
+/// Text between two checkpoints of a [`LogDump`] (at least; a checkpoint is at a batch start).
+pub const CHECKPOINT_TEXT_BYTES: u64 = 256 << 10;
 
-/// A rendered text and the segments it was rendered from.
-type Rendered = (Vec<SegmentSummary>, Arc<Vec<u8>>);
+/// An inspection file's contents, shared by the [`InspectCache`] and the handles reading it.
+#[derive(Clone, Debug)]
+pub enum Inspection {
+    /// A text rendered whole: index dumps and `check` reports.
+    Text(Arc<Vec<u8>>),
+    /// A `.log` dump, rendered batch by batch as it is read.
+    Log(Arc<LogDump>),
+}
 
-/// Rendered inspection texts, each reused while the segments it was rendered from are
-/// unchanged (same [`SegmentSummary`]: sizes, mtime, active flag), so `ls -l` (sizes) followed
-/// by `cat` renders once.
+impl Inspection {
+    /// Exactly the bytes a full read returns.
+    pub fn size(&self) -> u64 {
+        match self {
+            Inspection::Text(text) => text.len() as u64,
+            Inspection::Log(dump) => dump.size(),
+        }
+    }
+
+    /// Bytes this keeps in memory (what the cache weighs).
+    fn memory(&self) -> u64 {
+        match self {
+            Inspection::Text(text) => text.len() as u64,
+            Inspection::Log(dump) => dump.memory(),
+        }
+    }
+}
+
+/// One open inspection file: the shared contents and, for a `.log` dump, the text rendered
+/// past the last read (so that sequential reads render each batch once).
+pub struct InspectionReader {
+    inspection: Inspection,
+    window: Mutex<Window>,
+}
+
+impl std::fmt::Debug for InspectionReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.inspection)
+    }
+}
+
+impl InspectionReader {
+    /// A reader at the start of `inspection`.
+    pub fn new(inspection: Inspection) -> InspectionReader {
+        InspectionReader { inspection, window: Mutex::new(Window::default()) }
+    }
+
+    /// Exactly the bytes a full read returns.
+    pub fn size(&self) -> u64 {
+        self.inspection.size()
+    }
+
+    /// Up to `len` bytes at `offset` (fewer at the end): exactly the bytes the whole text has
+    /// there. A `.log` dump whose segment no longer holds the batches it counted fails with
+    /// [`Error::StaleHandle`].
+    pub fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        match &self.inspection {
+            Inspection::Text(text) => {
+                let end = offset.saturating_add(len as u64);
+                Ok(slice_at(text, offset, end).to_vec())
+            }
+            Inspection::Log(dump) => dump.read_at(&mut lock(&self.window), offset, len),
+        }
+    }
+}
+
+/// `bytes[from..to]`, clamped to `bytes`.
+fn slice_at(bytes: &[u8], from: u64, to: u64) -> &[u8] {
+    let at = |n: u64| usize::try_from(n).unwrap_or(usize::MAX).min(bytes.len());
+    bytes.get(at(from)..at(to).max(at(from))).unwrap_or_default()
+}
+
+/// A cached inspection and the segments it was rendered from.
+type Rendered = (Vec<SegmentSummary>, Inspection);
+
+/// Rendered inspection files (a `.log` dump: its counting pass), each reused while the
+/// segments it was rendered from are unchanged (same [`SegmentSummary`]: sizes, mtime, active
+/// flag), so `ls -l` (sizes) followed by `cat` renders once.
 #[derive(Debug, Default)]
 pub struct InspectCache {
     entries: Mutex<HashMap<String, Rendered>>,
@@ -75,45 +163,46 @@ impl InspectCache {
     /// `.txnindex`) does not exist.
     pub fn dump(
         &self,
-        part: &dyn PartitionSource,
+        part: &Arc<dyn PartitionSource>,
         base: Offset,
         kind: SegmentFileKind,
-    ) -> Result<Arc<Vec<u8>>> {
-        let (label, segment) = dump_segment(part, base, kind)?;
-        self.get_or_render(label, vec![segment], || dump_segment_file(part, base, kind))
+    ) -> Result<Inspection> {
+        let (label, segment) = dump_segment(part.as_ref(), base, kind)?;
+        let stamp = vec![segment.clone()];
+        self.get_or_render(label, stamp, || render_dump(part, &segment, kind))
     }
 
     /// The size of the dump of `base` + `kind`: exact when it is cached or the segment file is
-    /// at most [`RENDER_AT_STAT_BYTES`] (then rendered now); 0 for a larger file not rendered
-    /// since it last changed, so that a `stat` never reads a large segment.
+    /// at most [`RENDER_AT_STAT_BYTES`] (then rendered or counted now); 0 for a larger file not
+    /// opened since it last changed, so that a `stat` never reads a large segment.
     pub fn dump_size(
         &self,
-        part: &dyn PartitionSource,
+        part: &Arc<dyn PartitionSource>,
         base: Offset,
         kind: SegmentFileKind,
     ) -> Result<u64> {
-        let (label, segment) = dump_segment(part, base, kind)?;
+        let (label, segment) = dump_segment(part.as_ref(), base, kind)?;
         let file_size = match kind {
             SegmentFileKind::Log => segment.log_size,
             SegmentFileKind::Index => segment.index_size,
             SegmentFileKind::TimeIndex => segment.time_index_size,
             SegmentFileKind::TxnIndex => segment.txn_index_size.unwrap_or(0),
         };
-        let stamp = vec![segment];
-        if let Some(n) = self.cached_len(&label, &stamp) {
+        let stamp = vec![segment.clone()];
+        if let Some(n) = self.cached_size(&label, &stamp) {
             return Ok(n);
         }
         if file_size > RENDER_AT_STAT_BYTES {
             return Ok(0);
         }
-        let text = self.get_or_render(label, stamp, || dump_segment_file(part, base, kind))?;
-        Ok(text.len() as u64)
+        let dump = self.get_or_render(label, stamp, || render_dump(part, &segment, kind))?;
+        Ok(dump.size())
     }
 
     /// The `check` report of `part`.
-    pub fn check(&self, part: &dyn PartitionSource) -> Result<Arc<Vec<u8>>> {
+    pub fn check(&self, part: &dyn PartitionSource) -> Result<Inspection> {
         let key = check_key(part);
-        self.get_or_render(key, part.segments()?, || check_partition(part))
+        self.get_or_render(key, part.segments()?, || render_check(part))
     }
 
     /// The size of the `check` report: exact when cached or when the partition's files total
@@ -121,7 +210,7 @@ impl InspectCache {
     pub fn check_size(&self, part: &dyn PartitionSource) -> Result<u64> {
         let key = check_key(part);
         let segments = part.segments()?;
-        if let Some(n) = self.cached_len(&key, &segments) {
+        if let Some(n) = self.cached_size(&key, &segments) {
             return Ok(n);
         }
         let total: u64 = segments
@@ -136,37 +225,70 @@ impl InspectCache {
         if total > RENDER_AT_STAT_BYTES {
             return Ok(0);
         }
-        let text = self.get_or_render(key, segments, || check_partition(part))?;
-        Ok(text.len() as u64)
+        let report = self.get_or_render(key, segments, || render_check(part))?;
+        Ok(report.size())
     }
 
-    fn cached_len(&self, key: &str, stamp: &[SegmentSummary]) -> Option<u64> {
+    fn cached_size(&self, key: &str, stamp: &[SegmentSummary]) -> Option<u64> {
         let entries = lock(&self.entries);
-        let (s, text) = entries.get(key)?;
-        (s.as_slice() == stamp).then_some(text.len() as u64)
+        let (s, inspection) = entries.get(key)?;
+        (s.as_slice() == stamp).then(|| inspection.size())
     }
 
     fn get_or_render(
         &self,
         key: String,
         stamp: Vec<SegmentSummary>,
-        render: impl FnOnce() -> Result<String>,
-    ) -> Result<Arc<Vec<u8>>> {
-        if let Some((s, text)) = lock(&self.entries).get(&key) {
+        render: impl FnOnce() -> Result<Inspection>,
+    ) -> Result<Inspection> {
+        if let Some((s, inspection)) = lock(&self.entries).get(&key) {
             if *s == stamp {
-                return Ok(Arc::clone(text));
+                return Ok(inspection.clone());
             }
         }
-        let text = Arc::new(render()?.into_bytes());
-        if text.len() as u64 <= MAX_CACHED_BYTES {
+        let inspection = render()?;
+        if inspection.memory() <= MAX_CACHED_BYTES {
             let mut entries = lock(&self.entries);
             if entries.len() >= CACHE_ENTRIES {
                 entries.clear();
             }
-            entries.insert(key, (stamp, Arc::clone(&text)));
+            entries.insert(key, (stamp, inspection.clone()));
         }
-        Ok(text)
+        Ok(inspection)
     }
+}
+
+/// The dump of one file of `segment`: a [`LogDump`] counted now for the `.log`, a whole text
+/// for an index.
+fn render_dump(
+    part: &Arc<dyn PartitionSource>,
+    segment: &SegmentSummary,
+    kind: SegmentFileKind,
+) -> Result<Inspection> {
+    let base = segment.base_offset;
+    let text = match kind {
+        SegmentFileKind::Log => {
+            let dump = LogDump::count(Arc::clone(part), segment)?;
+            return Ok(Inspection::Log(Arc::new(dump)));
+        }
+        SegmentFileKind::Index => {
+            let bytes = read_segment_file(part.as_ref(), base, kind)?;
+            dump_offset_index(&file_label(part.as_ref(), base, kind), base, &bytes)
+        }
+        SegmentFileKind::TimeIndex => {
+            let bytes = read_segment_file(part.as_ref(), base, kind)?;
+            dump_time_index(&file_label(part.as_ref(), base, kind), base, &bytes)
+        }
+        SegmentFileKind::TxnIndex => {
+            let bytes = read_segment_file(part.as_ref(), base, kind)?;
+            dump_txn_index(&file_label(part.as_ref(), base, kind), &bytes)
+        }
+    };
+    Ok(Inspection::Text(Arc::new(text.into_bytes())))
+}
+
+fn render_check(part: &dyn PartitionSource) -> Result<Inspection> {
+    Ok(Inspection::Text(Arc::new(check_partition(part)?.into_bytes())))
 }
 
 /// The label and summary of the segment a dump is of; `NotFound` if it (or its `.txnindex`)
@@ -192,7 +314,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// The whole of one segment file as served by `part`.
+/// The whole of one segment file as served by `part` (for index files, which are small).
 pub fn read_segment_file(
     part: &dyn PartitionSource,
     base: Offset,
@@ -221,20 +343,205 @@ pub fn file_label(part: &dyn PartitionSource, base: Offset, kind: SegmentFileKin
     )
 }
 
-/// The dump of one segment file (see the module docs).
-pub fn dump_segment_file(
-    part: &dyn PartitionSource,
+/// A position in a `.log` dump: where the text of the batch at `log` starts.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct Checkpoint {
+    /// Position in the dump's text.
+    text: u64,
+    /// Position in the `.log`.
+    log: u64,
+}
+
+/// The dump of a `.log` as it was at its counting pass, rendered piece by piece as it is read:
+/// `head` (the `Dumping` and `Log starting offset` lines), the body (the lines of each whole
+/// batch), `foot` (the `Found N invalid bytes` line, or nothing).
+///
+/// **Invariants**: `checkpoints` is not empty, its first entry is (`head.len()`, 0) and both
+/// positions strictly increase; every entry's `log` is the position of a whole batch whose text
+/// starts at `text`; `body_end` is where the text and the `.log` position are after the last
+/// whole batch (at or after the last checkpoint); the `.log` held `foot`'s invalid bytes from
+/// `body_end.log` to its size at the counting pass.
+#[derive(Clone)]
+pub struct LogDump {
+    part: Arc<dyn PartitionSource>,
     base: Offset,
-    kind: SegmentFileKind,
-) -> Result<String> {
-    let bytes = read_segment_file(part, base, kind)?;
-    let label = file_label(part, base, kind);
-    Ok(match kind {
-        SegmentFileKind::Log => dump_log(&label, base, &bytes),
-        SegmentFileKind::Index => dump_offset_index(&label, base, &bytes),
-        SegmentFileKind::TimeIndex => dump_time_index(&label, base, &bytes),
-        SegmentFileKind::TxnIndex => dump_txn_index(&label, &bytes),
-    })
+    head: String,
+    foot: String,
+    checkpoints: Vec<Checkpoint>,
+    body_end: Checkpoint,
+}
+
+impl std::fmt::Debug for LogDump {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogDump")
+            .field("file", &file_label(self.part.as_ref(), self.base, SegmentFileKind::Log))
+            .field("size", &self.size())
+            .field("checkpoints", &self.checkpoints.len())
+            .field("body_end", &self.body_end)
+            .finish()
+    }
+}
+
+impl LogDump {
+    /// Counts the dump of `segment`'s `.log` (its first `log_size` bytes) in one pass of
+    /// [`CHUNK_BYTES`] reads, keeping a checkpoint every [`CHECKPOINT_TEXT_BYTES`] of text.
+    pub fn count(part: Arc<dyn PartitionSource>, segment: &SegmentSummary) -> Result<LogDump> {
+        LogDump::count_with(part, segment, CHECKPOINT_TEXT_BYTES, CHUNK_BYTES)
+    }
+
+    fn count_with(
+        part: Arc<dyn PartitionSource>,
+        segment: &SegmentSummary,
+        interval: u64,
+        chunk: usize,
+    ) -> Result<LogDump> {
+        let base = segment.base_offset;
+        let label = file_label(part.as_ref(), base, SegmentFileKind::Log);
+        let head = format!("Dumping {label}\n{}\n", log_starting_offset_line(base));
+        let mut text = head.len() as u64;
+        let mut checkpoints = vec![Checkpoint { text, log: 0 }];
+        let mut entries = ChunkedEntries::new(base, 0, segment.log_size, chunk);
+        let mut scratch = String::new();
+        while let Some(e) = entries.next(part.as_ref())? {
+            let last = checkpoints.last().map_or(0, |c| c.text);
+            if text.saturating_sub(last) >= interval {
+                checkpoints.push(Checkpoint { text, log: e.position });
+            }
+            scratch.clear();
+            render_entry(&e, &mut scratch);
+            text = text.saturating_add(scratch.len() as u64);
+        }
+        let body_end = Checkpoint { text, log: entries.position() };
+        let invalid = entries.end_of_file(part.as_ref())?.saturating_sub(body_end.log);
+        let foot = if invalid > 0 {
+            let name = label.rsplit('/').next().unwrap_or(&label);
+            format!("{}\n", invalid_bytes_line(invalid, name))
+        } else {
+            String::new()
+        };
+        Ok(LogDump { part, base, head, foot, checkpoints, body_end })
+    }
+
+    /// Exactly the bytes a full read returns.
+    pub fn size(&self) -> u64 {
+        self.body_end.text.saturating_add(self.foot.len() as u64)
+    }
+
+    /// Bytes this keeps in memory.
+    fn memory(&self) -> u64 {
+        let checkpoints = self.checkpoints.len().saturating_mul(size_of::<Checkpoint>());
+        (checkpoints.saturating_add(self.head.len()).saturating_add(self.foot.len())) as u64
+    }
+
+    /// Up to `len` bytes at `offset`, continuing the text `window` holds when it can.
+    fn read_at(&self, window: &mut Window, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let end = offset.saturating_add(len as u64).min(self.size());
+        let mut out = Vec::with_capacity(usize::try_from(end.saturating_sub(offset)).unwrap_or(0));
+        let head_end = self.head.len() as u64;
+        if offset < head_end {
+            out.extend_from_slice(slice_at(self.head.as_bytes(), offset, end.min(head_end)));
+        }
+        let (from, to) = (offset.max(head_end), end.min(self.body_end.text));
+        if from < to {
+            self.read_body(window, from, to, &mut out)?;
+        }
+        let foot_start = self.body_end.text;
+        if end > foot_start {
+            let (from, to) = (offset.max(foot_start) - foot_start, end - foot_start);
+            out.extend_from_slice(slice_at(self.foot.as_bytes(), from, to));
+        }
+        Ok(out)
+    }
+
+    /// Appends the body text `from..to` (within the body) to `out`, rendering the batches it
+    /// covers from where `window` ends or from the checkpoint at or before `from`, and on to
+    /// the next checkpoint (or the body's end): every byte returned lies in a stretch whose
+    /// length was checked against the counting pass.
+    fn read_body(&self, window: &mut Window, from: u64, to: u64, out: &mut Vec<u8>) -> Result<()> {
+        let window_end = window.start.saturating_add(window.text.len() as u64);
+        if window.reader.is_none() || from < window.start || from > window_end {
+            let i = self.checkpoints.partition_point(|c| c.text <= from).saturating_sub(1);
+            let first = Checkpoint { text: self.head.len() as u64, log: 0 };
+            let at = self.checkpoints.get(i).copied().unwrap_or(first);
+            let reader =
+                ChunkedEntries::new(self.base, at.log, self.body_end.log, READ_CHUNK_BYTES);
+            *window = Window {
+                start: at.text,
+                text: Vec::new(),
+                reader: Some(reader),
+                next_checkpoint: i.saturating_add(1),
+                at_checkpoint: true,
+            };
+        }
+        let Window { start, text, reader: Some(reader), next_checkpoint, at_checkpoint } = window
+        else {
+            return Err(self.changed());
+        };
+        // Only text at or after `from` can serve this read or the next sequential one.
+        let done = slice_at(text, 0, from.saturating_sub(*start)).len();
+        text.drain(..done);
+        *start = start.saturating_add(done as u64);
+        let mut scratch = String::new();
+        while start.saturating_add(text.len() as u64) < to || !*at_checkpoint {
+            let Some(e) = reader.next(self.part.as_ref())? else {
+                return Err(self.changed());
+            };
+            scratch.clear();
+            render_entry(&e, &mut scratch);
+            text.extend_from_slice(scratch.as_bytes());
+            let here = Checkpoint {
+                text: start.saturating_add(text.len() as u64),
+                log: reader.position(),
+            };
+            *at_checkpoint = if here.log == self.body_end.log {
+                if here != self.body_end {
+                    return Err(self.changed());
+                }
+                true
+            } else {
+                match self.checkpoints.get(*next_checkpoint) {
+                    Some(c) if c.log < here.log || (c.log == here.log && *c != here) => {
+                        return Err(self.changed());
+                    }
+                    Some(c) if *c == here => {
+                        *next_checkpoint = next_checkpoint.saturating_add(1);
+                        true
+                    }
+                    _ => false,
+                }
+            };
+        }
+        let (from, to) = (from.saturating_sub(*start), to.saturating_sub(*start));
+        out.extend_from_slice(slice_at(text, from, to));
+        Ok(())
+    }
+
+    /// The error of a read that found other batches than the counting pass did (the segment
+    /// was replaced or truncated since): the open dump no longer describes the file.
+    fn changed(&self) -> Error {
+        log::debug!(
+            "{}: the segment changed since its dump was opened",
+            file_label(self.part.as_ref(), self.base, SegmentFileKind::Log)
+        );
+        Error::StaleHandle
+    }
+}
+
+/// The text a reader of a [`LogDump`] rendered past its last read, and where the `.log`
+/// continues after it.
+#[derive(Default)]
+struct Window {
+    /// Text position of `text`'s first byte.
+    start: u64,
+    /// Body text from `start` to where `reader` continues.
+    text: Vec<u8>,
+    /// At the batch after `text`; `None` before the first read.
+    reader: Option<ChunkedEntries>,
+    /// Index of the first checkpoint `reader` has not passed yet.
+    next_checkpoint: usize,
+    /// Whether `reader` is at a checkpoint (or the body's end) and the text up to it matched
+    /// the counting pass.
+    at_checkpoint: bool,
 }
 
 /// One whole entry of a `.log` file at some position.
@@ -242,6 +549,31 @@ struct Entry<'a> {
     position: u64,
     bytes: &'a [u8],
     info: BatchInfo,
+}
+
+/// What the bytes at the start of a `.log` file's remainder hold.
+enum Frame {
+    /// A whole entry of `size` bytes.
+    Whole { size: usize, info: BatchInfo },
+    /// The start of an entry that needs `needed` bytes (more than there are).
+    Short { needed: usize },
+    /// Bytes that do not start an entry: the whole entries end here.
+    Invalid,
+}
+
+/// Frames the entry at the start of `rest` as `FileLogInputStream` does.
+fn frame(rest: &[u8]) -> Frame {
+    match peek_entry(rest) {
+        Err(_) => Frame::Invalid,
+        Ok(None) => Frame::Short { needed: rest.len().saturating_add(1) },
+        Ok(Some(header)) => match rest.get(..header.total_size()) {
+            None => Frame::Short { needed: header.total_size() },
+            Some(entry) => match parse_batch_info(entry) {
+                Ok(info) => Frame::Whole { size: entry.len(), info },
+                Err(_) => Frame::Invalid,
+            },
+        },
+    }
 }
 
 /// Walks the whole entries of a `.log` file's bytes; what follows the last one is invalid.
@@ -266,37 +598,142 @@ impl<'a> Iterator for Entries<'a> {
 
     fn next(&mut self) -> Option<Entry<'a>> {
         let rest = self.bytes.get(self.at..)?;
-        let header = peek_entry(rest).ok()??;
-        let entry = rest.get(..header.total_size())?;
-        let info = parse_batch_info(entry).ok()?;
+        let Frame::Whole { size, info } = frame(rest) else { return None };
         let position = self.at as u64;
-        self.at = self.at.saturating_add(entry.len());
-        Some(Entry { position, bytes: entry, info })
+        self.at = self.at.saturating_add(size);
+        Some(Entry { position, bytes: rest.get(..size)?, info })
     }
 }
 
-/// `kafka-dump-log.sh --print-data-log` of a `.log` file's bytes.
+/// Walks the whole entries of a `.log` file from a batch start, reading it through
+/// [`PartitionSource::read_segment_file`] a chunk at a time: it holds one chunk, or one entry
+/// when an entry is larger.
+///
+/// **Invariant**: `buf` holds the file's bytes from `buf_start`; the next entry starts at
+/// `buf[at]`; nothing at or past `limit` is read.
+struct ChunkedEntries {
+    base: Offset,
+    buf: Vec<u8>,
+    buf_start: u64,
+    at: usize,
+    limit: u64,
+    chunk: usize,
+    /// The file (or `limit`) ended at `buf`'s end.
+    eof: bool,
+    /// The whole entries ended.
+    done: bool,
+}
+
+impl ChunkedEntries {
+    /// Entries of the `.log` of segment `base` from `position` (a batch start), reading
+    /// `chunk` bytes at a time and nothing at or past `limit`.
+    fn new(base: Offset, position: u64, limit: u64, chunk: usize) -> ChunkedEntries {
+        ChunkedEntries {
+            base,
+            buf: Vec::new(),
+            buf_start: position,
+            at: 0,
+            limit,
+            chunk: chunk.max(1),
+            eof: false,
+            done: false,
+        }
+    }
+
+    /// Position of the next entry (once the entries ended: where the invalid bytes start).
+    fn position(&self) -> u64 {
+        self.buf_start.saturating_add(self.at as u64)
+    }
+
+    /// The next whole entry; `None` once the bytes left do not start one.
+    fn next(&mut self, part: &dyn PartitionSource) -> Result<Option<Entry<'_>>> {
+        while !self.done {
+            match frame(self.buf.get(self.at..).unwrap_or_default()) {
+                Frame::Whole { size, info } => {
+                    let position = self.position();
+                    let start = self.at;
+                    self.at = start.saturating_add(size);
+                    let bytes = self.buf.get(start..self.at).unwrap_or_default();
+                    return Ok(Some(Entry { position, bytes, info }));
+                }
+                Frame::Short { needed } if !self.eof => self.fill(part, needed)?,
+                Frame::Short { .. } | Frame::Invalid => self.done = true,
+            }
+        }
+        Ok(None)
+    }
+
+    /// Drops the bytes before the next entry and reads until `buf` holds `needed` bytes (at
+    /// least a chunk) or the file ends.
+    fn fill(&mut self, part: &dyn PartitionSource, needed: usize) -> Result<()> {
+        let consumed = self.at.min(self.buf.len());
+        self.buf.drain(..consumed);
+        self.buf_start = self.buf_start.saturating_add(consumed as u64);
+        self.at = 0;
+        let want = needed.max(self.chunk);
+        while self.buf.len() < want {
+            let pos = self.buf_start.saturating_add(self.buf.len() as u64);
+            let room = (want - self.buf.len()).min(self.chunk);
+            let room = usize::try_from(self.limit.saturating_sub(pos)).unwrap_or(room).min(room);
+            if room == 0 {
+                self.eof = true;
+                break;
+            }
+            let old = self.buf.len();
+            self.buf.resize(old.saturating_add(room), 0);
+            let target = self.buf.get_mut(old..).unwrap_or_default();
+            let n = part.read_segment_file(self.base, SegmentFileKind::Log, pos, target)?;
+            self.buf.truncate(old.saturating_add(n.min(room)));
+            if n == 0 {
+                self.eof = true;
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Where the file (or `limit`) ends, reading (and dropping) whatever follows the entries.
+    fn end_of_file(mut self, part: &dyn PartitionSource) -> Result<u64> {
+        loop {
+            let end = self.buf_start.saturating_add(self.buf.len() as u64);
+            if self.eof {
+                return Ok(end);
+            }
+            self.at = self.buf.len();
+            self.fill(part, self.chunk)?;
+        }
+    }
+}
+
+/// `kafka-dump-log.sh --print-data-log` of a `.log` file's bytes, rendered whole: the
+/// reference a [`LogDump`] reads as, for inputs small enough to hold.
 pub fn dump_log(label: &str, base: Offset, bytes: &[u8]) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "Dumping {label}");
     let _ = writeln!(out, "{}", log_starting_offset_line(base));
     let mut entries = Entries::new(bytes);
     for e in entries.by_ref() {
-        let valid = verify_crc(e.bytes).is_ok();
-        let _ = writeln!(out, "{}", batch_line(&e.info, e.position, valid));
-        if let Err(why) = dump_records(&e, &mut out) {
-            let _ = writeln!(
-                out,
-                "Could not read the records of the batch at position {}: {why}",
-                e.position
-            );
-        }
+        render_entry(&e, &mut out);
     }
     if entries.invalid_tail() > 0 {
         let name = label.rsplit('/').next().unwrap_or(label);
         let _ = writeln!(out, "{}", invalid_bytes_line(entries.invalid_tail() as u64, name));
     }
     out
+}
+
+/// The lines of one entry in a `.log` dump: the batch line, then its records' lines (or why
+/// they could not be read).
+fn render_entry(e: &Entry<'_>, out: &mut String) {
+    let valid = verify_crc(e.bytes).is_ok();
+    let _ = writeln!(out, "{}", batch_line(&e.info, e.position, valid));
+    if let Err(why) = dump_records(e, out) {
+        let _ = writeln!(
+            out,
+            "Could not read the records of the batch at position {}: {why}",
+            e.position
+        );
+    }
 }
 
 /// The `| offset: ...` lines of one entry.
@@ -451,13 +888,17 @@ fn check_segment(
 ) -> Result<()> {
     let base = segment.base_offset;
     let log_label = file_label(part, base, SegmentFileKind::Log);
-    let log = read_segment_file(part, base, SegmentFileKind::Log)?;
-    // Batch starts by position, with the batch's first and last offsets.
+    let index_label = file_label(part, base, SegmentFileKind::Index);
+    let index = offset_entries(&read_segment_file(part, base, SegmentFileKind::Index)?);
+    // Batch starts by position, with the batch's first and last offsets: only at the
+    // positions the offset index names (what is checked below), so that memory follows the
+    // index, not the number of batches.
+    let indexed: HashSet<u64> = index.iter().map(|e| u64::from(e.position)).collect();
     let mut starts: HashMap<u64, (Offset, Offset)> = HashMap::new();
     let mut abort_markers: HashSet<(i64, Offset)> = HashSet::new();
     let mut segment_end = base;
-    let mut entries = Entries::new(&log);
-    for e in entries.by_ref() {
+    let mut entries = ChunkedEntries::new(base, 0, segment.log_size, CHUNK_BYTES);
+    while let Some(e) = entries.next(part)? {
         report.batches += 1;
         let info = &e.info;
         if let Err(why) = verify_crc(e.bytes) {
@@ -510,21 +951,18 @@ fn check_segment(
         }
         *expected = Some(info.last_offset.plus(1));
         segment_end = segment_end.max(info.last_offset.plus(1));
-        starts.insert(e.position, (first, info.last_offset));
+        if indexed.contains(&e.position) {
+            starts.insert(e.position, (first, info.last_offset));
+        }
     }
-    if entries.invalid_tail() > 0 {
-        let position = (log.len() - entries.invalid_tail()) as u64;
-        report.problem(
-            &log_label,
-            position,
-            format!("{} invalid bytes at the end", entries.invalid_tail()),
-        );
+    let position = entries.position();
+    let invalid = entries.end_of_file(part)?.saturating_sub(position);
+    if invalid > 0 {
+        report.problem(&log_label, position, format!("{invalid} invalid bytes at the end"));
     }
 
-    let index_label = file_label(part, base, SegmentFileKind::Index);
-    let index = read_segment_file(part, base, SegmentFileKind::Index)?;
     let mut previous: Option<OffsetPosition> = None;
-    for (i, e) in offset_entries(&index).into_iter().enumerate() {
+    for (i, e) in index.into_iter().enumerate() {
         let at = (i * OFFSET_INDEX_ENTRY_SIZE) as u64;
         let offset = e.offset(base);
         if let Some(p) = previous {
@@ -779,6 +1217,124 @@ mod tests {
             "{report}"
         );
         assert!(report.contains(".timeindex position 0: entry offset 9 is past"), "{report}");
+    }
+
+    /// Twelve batches of 1 to 12 records (offsets 0-77; every third one gzip), the fifth
+    /// damaged (a flipped payload byte: CRC mismatch, records unreadable), then the first half
+    /// of another batch (an invalid tail).
+    fn damaged_multi_batch_log() -> Vec<u8> {
+        let mut log = Vec::new();
+        let mut next = 0i64;
+        for b in 0..12usize {
+            let compression = if b % 3 == 2 { Compression::Gzip } else { Compression::None };
+            let spec = BatchSpec { base_offset: Offset(next), compression, ..BatchSpec::default() };
+            let records: Vec<NewRecord> = (0..=b)
+                .map(|r| NewRecord {
+                    timestamp: 1_700_000_000_000 + (10 * b + r) as i64,
+                    key: (r % 2 == 0).then(|| format!("k{r}").into_bytes()),
+                    value: Some(format!("value {b}.{r} {}", "x".repeat(r * 7)).into_bytes()),
+                    ..NewRecord::default()
+                })
+                .collect();
+            let mut batch = encode_batch(&spec, &records).unwrap();
+            if b == 4 {
+                let last = batch.len() - 2;
+                batch[last] ^= 0x20;
+            }
+            log.extend(batch);
+            next += records.len() as i64;
+        }
+        let spec = BatchSpec { base_offset: Offset(next), ..BatchSpec::default() };
+        let tail = encode_batch(&spec, &[NewRecord::default()]).unwrap();
+        log.extend_from_slice(&tail[..tail.len() / 2]);
+        log
+    }
+
+    fn one_segment(log: Vec<u8>) -> Arc<dyn PartitionSource> {
+        Arc::new(OneSegment { log, index: Vec::new(), time_index: Vec::new() })
+    }
+
+    /// A dump counted with checkpoints every 300 bytes of text and 64-byte reads (smaller than
+    /// any batch, so each is read whole past the buffer).
+    fn small_steps_dump(part: &Arc<dyn PartitionSource>) -> LogDump {
+        let segment = part.segments().unwrap().remove(0);
+        LogDump::count_with(Arc::clone(part), &segment, 300, 64).unwrap()
+    }
+
+    #[test]
+    fn lazy_log_dump_reads_are_the_whole_dumps_bytes_at_every_offset() {
+        let log = damaged_multi_batch_log();
+        let whole = dump_log("t-0/00000000000000000000.log", Offset(0), &log).into_bytes();
+        let text = String::from_utf8_lossy(&whole);
+        assert!(text.contains("Could not read the records of the batch at position"), "{text}");
+        assert!(text.ends_with(" invalid bytes at the end of 00000000000000000000.log\n"));
+        let part = one_segment(log);
+        let dump = Arc::new(small_steps_dump(&part));
+        assert!(dump.checkpoints.len() > 5, "{dump:?}");
+        assert_eq!(dump.size(), whole.len() as u64);
+        let size = whole.len() as u64;
+        let expected = |offset: u64, len: usize| {
+            let end = (offset + len as u64).min(size);
+            whole.get(offset.min(size) as usize..end as usize).unwrap_or_default().to_vec()
+        };
+
+        // Fresh readers (each starts at a checkpoint) at every offset, with lengths that stay
+        // in one batch, straddle checkpoints, cover the head or foot, or run past the end.
+        let mut boundaries: Vec<u64> = vec![0, dump.head.len() as u64, dump.body_end.text, size];
+        boundaries.extend(dump.checkpoints.iter().map(|c| c.text));
+        for offset in (0..size + 3)
+            .step_by(7)
+            .chain(boundaries.iter().flat_map(|b| [b.saturating_sub(1), *b, b + 1]))
+        {
+            for len in [1, 5, 64, 301, 997, size as usize] {
+                let reader = InspectionReader::new(Inspection::Log(Arc::clone(&dump)));
+                assert_eq!(
+                    reader.read_at(offset, len).unwrap(),
+                    expected(offset, len),
+                    "{offset}+{len}"
+                );
+            }
+        }
+
+        // One reader: sequential reads continue its window, backward ones restart it.
+        let reader = InspectionReader::new(Inspection::Log(Arc::clone(&dump)));
+        let mut all = Vec::new();
+        loop {
+            let piece = reader.read_at(all.len() as u64, 37).unwrap();
+            if piece.is_empty() {
+                break;
+            }
+            all.extend(piece);
+        }
+        assert_eq!(all, whole);
+        for offset in (0..size).rev().step_by(113) {
+            assert_eq!(reader.read_at(offset, 250).unwrap(), expected(offset, 250), "{offset}");
+        }
+    }
+
+    #[test]
+    fn a_log_dump_whose_segment_changed_since_counting_reads_as_stale() {
+        let (log, _) = three_batches();
+        let part = one_segment(log.clone());
+        let dump = Arc::new(small_steps_dump(&part));
+        let body = dump.head.len() as u64;
+        let read = |log: Vec<u8>, offset: u64| {
+            let dump = LogDump { part: one_segment(log), ..LogDump::clone(&dump) };
+            InspectionReader::new(Inspection::Log(Arc::new(dump))).read_at(offset, 10)
+        };
+        // The first batch's base offset rewritten (outside its CRC): its lines are longer.
+        let mut renumbered = log.clone();
+        renumbered[..8].copy_from_slice(&1_000_000i64.to_be_bytes());
+        assert!(matches!(read(renumbered, body), Err(Error::StaleHandle)));
+        // The first batch's framing destroyed.
+        let mut garbage = log.clone();
+        garbage[..20].fill(0xff);
+        assert!(matches!(read(garbage, body), Err(Error::StaleHandle)));
+        // Truncated: the last batch is gone.
+        let truncated = log[..log.len() - 10].to_vec();
+        assert!(matches!(read(truncated, dump.body_end.text - 5), Err(Error::StaleHandle)));
+        // Unchanged bytes read as counted, and the head is not read from the segment.
+        assert_eq!(read(log, 0).unwrap(), b"Dumping t-");
     }
 
     #[test]
