@@ -10,6 +10,7 @@
 //!   become base64 with an `*_encoding` marker).
 //! * [`envelope`]: `append` lines and `append.json` envelopes back into records.
 //! * [`stream`]: streams with exact sizes, over a shared sparse render index.
+//! * [`readahead`]: the next windows of a stream read sequentially, rendered by a worker.
 //! * [`listing`]: the names `ls` shows in `by-offset/` and `by-time/`.
 //! * [`topic`]: topic-level views: `offsets/<time>` for every partition, the `by-time/` stream
 //!   of all partitions merged by timestamp, and appends routed by Kafka's default partitioner.
@@ -35,6 +36,7 @@
 pub mod envelope;
 pub mod inspect;
 pub mod listing;
+pub mod readahead;
 pub mod render;
 pub mod spec;
 pub mod stream;

@@ -1200,6 +1200,18 @@ impl Stream {
         }
     }
 
+    /// Whether bytes read earlier at file offset `offset` may still be served: the records
+    /// behind them are still in the log (a read there would not fail with `ESTALE`).
+    pub fn holds(&self, offset: u64) -> Result<bool> {
+        let from = self.start_position.saturating_add(offset);
+        let mut st = lock(&self.index.state);
+        self.index.sync(&mut st, self.part.as_ref())?;
+        if st.generation != self.generation {
+            return Ok(false);
+        }
+        Ok(st.checkpoints.first().is_some_and(|first| from >= first.position))
+    }
+
     /// Fails with the damage of the first damaged batch holding records of `[start, end)`, if
     /// any (such a batch renders nothing, so a range of only damaged batches is empty).
     fn check_range_readable(&self, end: Offset) -> Result<()> {
@@ -1328,6 +1340,16 @@ impl Stream {
         }
         self.batch_hint.store(w.batch_hint, Ordering::Relaxed);
         Ok(out)
+    }
+}
+
+impl crate::view::readahead::AheadSource for Stream {
+    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        Stream::read_at(self, offset, len)
+    }
+
+    fn holds(&self, offset: u64) -> Result<bool> {
+        Stream::holds(self, offset)
     }
 }
 
