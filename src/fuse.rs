@@ -15,8 +15,8 @@ use std::time::SystemTime;
 use fuser::{
     BackingId, BsdFileFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags,
     Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr,
-    ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite,
-    ReplyXattr, Request, TimeOrNow, WriteFlags,
+    ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs,
+    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
 use crate::error::Error;
@@ -232,6 +232,25 @@ impl Filesystem for FuseAdapter {
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
         self.fs.forget(ino.0, nlookup);
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        match self.fs.statfs() {
+            Ok(st) => {
+                let s = st.space;
+                reply.statfs(
+                    s.blocks,
+                    s.blocks_free,
+                    s.blocks_available,
+                    s.files,
+                    s.files_free,
+                    s.block_size,
+                    st.name_max,
+                    s.fragment_size,
+                );
+            }
+            Err(err) => fail!(reply, err, "statfs"),
+        }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {

@@ -225,4 +225,24 @@ pub trait TopicSource: Send + Sync {
     /// Flushes and closes everything cleanly (indexes trimmed, checkpoints, clean-shutdown
     /// marker). Idempotent.
     fn shutdown(&self) -> Result<()>;
+    /// Space on the storage that holds the topics (what `df` shows for a mount of them). All
+    /// zero when unknown (the default).
+    fn space(&self) -> Result<SpaceStats> {
+        Ok(SpaceStats::default())
+    }
+}
+
+/// Capacity and free space of the storage behind a [`TopicSource`], in `statvfs` terms.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct SpaceStats {
+    /// Preferred I/O block size.
+    pub block_size: u32,
+    /// The unit of the block counts below.
+    pub fragment_size: u32,
+    pub blocks: u64,
+    pub blocks_free: u64,
+    /// Free blocks available to unprivileged users.
+    pub blocks_available: u64,
+    pub files: u64,
+    pub files_free: u64,
 }

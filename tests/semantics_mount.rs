@@ -268,3 +268,18 @@ fn tree_bytes(dir: &Path) -> Vec<(String, Vec<u8>)> {
     out.sort();
     out
 }
+
+#[test]
+fn df_shows_the_space_of_the_data_dirs_file_system() {
+    let m = mounted_with_topic(&[]);
+    // `stat -f`: block size, total blocks, total inodes, max name length.
+    let fmt = "%S %b %c %l";
+    let mounted = sh(&format!("stat -f -c '{fmt}' {}", m.mnt().display()));
+    let data = sh(&format!("stat -f -c '{fmt}' {}", m.data().display()));
+    assert_eq!(mounted, data, "statfs of the mount is the data dir's file system");
+    let total: u64 = mounted.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(total > 0, "{mounted}");
+    // df prints a size for the mount, not 0.
+    let df = sh(&format!("df -k --output=size {} | tail -n 1", m.mnt().display()));
+    assert!(df.trim().parse::<u64>().unwrap() > 0, "{df}");
+}

@@ -129,3 +129,14 @@ pub struct SetAttrRequest {
     /// atime or mtime is being set (`touch`).
     pub times: bool,
 }
+
+/// Longest name `statfs` reports (`NAME_MAX`): topic names are at most 249 bytes, stream
+/// names are bounded by it too.
+pub const NAME_MAX: u32 = 255;
+
+/// What `statfs` answers (see [`super::TopicFs::statfs`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct StatFs {
+    pub space: crate::source::SpaceStats,
+    pub name_max: u32,
+}

@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::format::Offset;
 use crate::source::{PartitionSource, SegmentFileKind};
 use crate::view::inspect::InspectionReader;
+use crate::view::readahead::{AheadSource, ReadAhead};
 use crate::view::stream::Stream;
 use crate::view::topic::TopicStream;
 
@@ -33,8 +34,9 @@ pub enum Handle {
     /// copy), a `.log` dump rendered as it is read.
     Inspection(InspectionReader),
     /// A stream under `by-offset/` or `by-time/` (of a partition or a topic), resolved at
-    /// `open` (or at the lookup that preceded it).
-    Stream { ino: u64, stream: StreamRef },
+    /// `open` (or at the lookup that preceded it), with this handle's read-ahead (partition
+    /// streams).
+    Stream { ino: u64, stream: StreamRef, ahead: Option<ReadAhead> },
     /// A raw segment file.
     Segment { partition: Arc<dyn PartitionSource>, base_offset: Offset, kind: SegmentFileKind },
     /// `append` or `append.json`.
@@ -82,6 +84,18 @@ impl StreamRef {
         match self {
             StreamRef::Partition(s) => s.read_at(offset, len),
             StreamRef::Topic(s) => s.read_at(offset, len),
+        }
+    }
+
+    /// Read-ahead for a handle reading this stream (partition streams; `None` for topic
+    /// streams, which merge partitions and are read directly).
+    pub fn read_ahead(&self) -> Option<ReadAhead> {
+        match self {
+            StreamRef::Partition(s) => {
+                let source: Arc<dyn AheadSource> = Arc::clone(s) as Arc<dyn AheadSource>;
+                Some(ReadAhead::new(source))
+            }
+            StreamRef::Topic(_) => None,
         }
     }
 

@@ -43,7 +43,7 @@ use crate::view::topic::{self as topic_view, TopicViews};
 use append::{AppendFormat, AppendState, AppendTarget};
 use attr::{
     Attr, AttrReply, BLOCK_SIZE, DYNAMIC_TTL, DirEntry, Entry, FileKind, OpenRequest, Opened,
-    SEALED_BLOCK_SIZE, STABLE_TTL, SetAttrRequest,
+    NAME_MAX, SEALED_BLOCK_SIZE, STABLE_TTL, SetAttrRequest, StatFs,
 };
 use handle::{Handle, HandleTable, StreamRef, lock};
 use inode::InodeTable;
@@ -312,7 +312,8 @@ impl TopicFs {
             Node::Stream(..) | Node::TopicStream(..) => {
                 self.refuse_write(request, "writing a stream")?;
                 let stream = self.open_pinned(ino, &node)?;
-                Ok(direct(self.handles.insert(Handle::Stream { ino, stream })))
+                let ahead = stream.read_ahead();
+                Ok(direct(self.handles.insert(Handle::Stream { ino, stream, ahead })))
             }
             Node::SegmentFile(id, base_offset, kind) => {
                 self.refuse_write(request, "writing a segment file")?;
@@ -369,7 +370,10 @@ impl TopicFs {
                 Ok(text.get(start..end).unwrap_or_default().to_vec())
             }
             Handle::Inspection(reader) => reader.read_at(offset, size),
-            Handle::Stream { stream, .. } => stream.read_at(offset, size),
+            Handle::Stream { stream, ahead, .. } => match ahead {
+                Some(ahead) => ahead.read(offset, size),
+                None => stream.read_at(offset, size),
+            },
             Handle::Segment { partition, base_offset, kind } => {
                 let mut buf = vec![0; size];
                 let n = partition.read_segment_file(*base_offset, *kind, offset, &mut buf)?;
@@ -482,6 +486,12 @@ impl TopicFs {
             Err(err) => err,
             Ok(_) => self.write_refusal(what),
         }
+    }
+
+    /// What `df` shows: the space of the storage behind the topics (the data dir's file
+    /// system), with names up to [`NAME_MAX`] bytes.
+    pub fn statfs(&self) -> Result<StatFs> {
+        Ok(StatFs { space: self.source.space()?, name_max: NAME_MAX })
     }
 
     /// Flushes every open append handle's pending line, then shuts the source down cleanly

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::format::{NewRecord, Offset, RecordRef};
 use crate::source::{
     AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, PartitionSource, PartitionSummary, ReadCursor,
-    SegmentFileKind, SegmentSummary, TopicSource,
+    SegmentFileKind, SegmentSummary, SpaceStats, TopicSource,
 };
 
 use super::log::Log;
@@ -149,5 +149,20 @@ impl TopicSource for LogDir {
 
     fn shutdown(&self) -> Result<()> {
         LogDir::shutdown(self)
+    }
+
+    fn space(&self) -> Result<SpaceStats> {
+        let path = self.path();
+        let st = nix::sys::statvfs::statvfs(path)
+            .map_err(|e| Error::io(path, "statvfs", std::io::Error::from(e)))?;
+        Ok(SpaceStats {
+            block_size: u32::try_from(st.block_size()).unwrap_or(u32::MAX),
+            fragment_size: u32::try_from(st.fragment_size()).unwrap_or(u32::MAX),
+            blocks: st.blocks(),
+            blocks_free: st.blocks_free(),
+            blocks_available: st.blocks_available(),
+            files: st.files(),
+            files_free: st.files_free(),
+        })
     }
 }
