@@ -85,7 +85,7 @@ impl ReadAhead {
         if len == 0 {
             return Ok(Vec::new());
         }
-        if let Some(served) = self.from_queue(offset, len)? {
+        if let Some(served) = self.take_queued(offset, len)? {
             return served;
         }
         let bytes = self.source.read_at(offset, len)?;
@@ -105,7 +105,7 @@ impl ReadAhead {
     /// Serves a read at the expected offset from the queue (waiting for the worker's window
     /// when it is on it). `None`: not a sequential read the queue can serve; the queue is
     /// dropped and the caller reads directly.
-    fn from_queue(&self, offset: u64, len: usize) -> Result<Option<Result<Vec<u8>>>> {
+    fn take_queued(&self, offset: u64, len: usize) -> Result<Option<Result<Vec<u8>>>> {
         let mut st = lock(&self.shared.state);
         let sequential = offset == st.next && len == st.window;
         if !sequential {
