@@ -365,6 +365,28 @@ fn stream_mtime_moves_when_the_stream_grows() {
 }
 
 #[test]
+fn a_complete_ranges_mtime_is_its_last_records_time_and_stops_moving() {
+    let f = fixture();
+    // Two records with CreateTime 1 s and 2 s after the epoch (append.json keeps `ts`).
+    f.append("t/0/append.json", &[b"{\"ts\":1000,\"payload\":\"a\"}\n"]).unwrap();
+    f.append("t/0/append.json", &[b"{\"ts\":2000,\"payload\":\"b\"}\n"]).unwrap();
+    let range = f.ino("t/0/by-offset/0..2").unwrap();
+    let open = f.ino("t/0/by-offset/0").unwrap();
+    let first = f.fs.getattr(range, None).unwrap().attr;
+    let second_rec = std::time::UNIX_EPOCH + std::time::Duration::from_millis(2000);
+    assert_eq!(first.mtime, second_rec, "the max timestamp of the batch of its last record");
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    f.append("t/0/append", &[b"later\n"]).unwrap();
+    let again = f.fs.getattr(range, None).unwrap().attr;
+    assert_eq!((again.size, again.mtime), (first.size, first.mtime), "complete: nothing moves");
+    // An open-ended stream still moves with the partition.
+    assert!(f.fs.getattr(open, None).unwrap().attr.mtime > second_rec);
+    // A range not yet complete moves with the partition too.
+    let growing = f.ino("t/0/by-offset/0..10").unwrap();
+    assert!(f.fs.getattr(growing, None).unwrap().attr.mtime > second_rec);
+}
+
+#[test]
 fn json_line_written_in_pieces_is_one_record() {
     let config = LogConfig { max_message_bytes: 400, ..LogConfig::default() };
     let f = fixture_with(config, false);

@@ -675,12 +675,19 @@ impl TopicFs {
     }
 
     fn stream_attr(&self, ino: u64, node: &Node, stream: &StreamRef) -> Result<AttrReply> {
-        let mtime = match (node, node.partition_id()) {
+        let size = stream.size()?;
+        let mut mtime = match (node, node.partition_id()) {
             (Node::TopicStream(topic, _), _) => self.topic_mtime(topic)?,
             (_, Some(id)) => self.partition(id)?.summary()?.last_modified,
             (_, None) => return Err(Error::StaleHandle),
         };
-        let size = stream.size()?;
+        // A complete range never changes again: its mtime stops moving too.
+        if let StreamRef::Partition(s) = stream {
+            if let Some(ts) = s.completed_timestamp()? {
+                let at = SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(ts as u64);
+                mtime = mtime.min(at);
+            }
+        }
         Ok(AttrReply {
             attr: self.attr(ino, FileKind::RegularFile, size, 0o444, mtime),
             ttl: DYNAMIC_TTL,
@@ -709,7 +716,7 @@ impl TopicFs {
             Node::SegmentDump(id, base, kind) => {
                 self.inspect.dump(&self.partition(id)?, *base, *kind)
             }
-            Node::PartitionCheck(id) => self.inspect.check(self.partition(id)?.as_ref()),
+            Node::PartitionCheck(id) => self.inspect.check(&self.partition(id)?),
             _ => Err(Error::NotFound(format!("{} is not an inspection file", describe(node)))),
         }
     }

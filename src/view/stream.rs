@@ -1200,6 +1200,30 @@ impl Stream {
         }
     }
 
+    /// For a complete bounded range (see [`Stream::is_complete`]) that holds records: the max
+    /// timestamp of the batch holding its last record (for `LogAppendTime` the time it was
+    /// appended), which never changes: what the range's mtime shows. `None` otherwise, and for
+    /// batches without timestamps (v0).
+    pub fn completed_timestamp(&self) -> Result<Option<Timestamp>> {
+        let end = {
+            let end = lock(&self.end);
+            match (end.final_position, end.bound) {
+                (Some(_), Bound::Fixed(e)) if e > self.start => e,
+                _ => return Ok(None),
+            }
+        };
+        let last = Offset(end.0.saturating_sub(1));
+        let cursor = match self.part.seek(last) {
+            Ok(c) => c,
+            // Deleted by retention since: nothing to date it by.
+            Err(Error::OffsetOutOfRange { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let chunk = self.part.read(&cursor, 1)?;
+        let Ok(info) = parse_batch_info(&chunk.bytes) else { return Ok(None) };
+        Ok((info.max_timestamp >= 0 && info.base_offset <= last).then_some(info.max_timestamp))
+    }
+
     /// Whether bytes read earlier at file offset `offset` may still be served: the records
     /// behind them are still in the log (a read there would not fail with `ESTALE`).
     pub fn holds(&self, offset: u64) -> Result<bool> {
