@@ -72,12 +72,21 @@ const READ_CHUNK_BYTES: usize = 256 << 10;
 pub const CHECKPOINT_TEXT_BYTES: u64 = 256 << 10;
 
 /// An inspection file's contents, shared by the [`InspectCache`] and the handles reading it.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub enum Inspection {
     /// A text rendered whole: index dumps and `check` reports.
     Text(Arc<Vec<u8>>),
-    /// A `.log` dump, rendered batch by batch as it is read.
-    Log(Arc<LogDump>),
+    /// A `.log` dump, rendered batch by batch from the partition's `.log` as it is read.
+    Log(Arc<LogDump>, Arc<dyn PartitionSource>),
+}
+
+impl std::fmt::Debug for Inspection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Inspection::Text(text) => write!(f, "Text({} bytes)", text.len()),
+            Inspection::Log(dump, _) => write!(f, "{dump:?}"),
+        }
+    }
 }
 
 impl Inspection {
@@ -85,15 +94,41 @@ impl Inspection {
     pub fn size(&self) -> u64 {
         match self {
             Inspection::Text(text) => text.len() as u64,
-            Inspection::Log(dump) => dump.size(),
+            Inspection::Log(dump, _) => dump.size(),
+        }
+    }
+}
+
+/// What the [`InspectCache`] keeps of an inspection file: no partition, so that a cached dump
+/// never keeps a deleted partition (and its open files) alive.
+#[derive(Clone, Debug)]
+enum Rendering {
+    Text(Arc<Vec<u8>>),
+    Log(Arc<LogDump>),
+}
+
+impl Rendering {
+    /// Exactly the bytes a full read returns.
+    fn size(&self) -> u64 {
+        match self {
+            Rendering::Text(text) => text.len() as u64,
+            Rendering::Log(dump) => dump.size(),
         }
     }
 
     /// Bytes this keeps in memory (what the cache weighs).
     fn memory(&self) -> u64 {
         match self {
-            Inspection::Text(text) => text.len() as u64,
-            Inspection::Log(dump) => dump.memory(),
+            Rendering::Text(text) => text.len() as u64,
+            Rendering::Log(dump) => dump.memory(),
+        }
+    }
+
+    /// The inspection `part`'s handles read.
+    fn of(self, part: &Arc<dyn PartitionSource>) -> Inspection {
+        match self {
+            Rendering::Text(text) => Inspection::Text(text),
+            Rendering::Log(dump) => Inspection::Log(dump, Arc::clone(part)),
         }
     }
 }
@@ -131,7 +166,9 @@ impl InspectionReader {
                 let end = offset.saturating_add(len as u64);
                 Ok(slice_at(text, offset, end).to_vec())
             }
-            Inspection::Log(dump) => dump.read_at(&mut lock(&self.window), offset, len),
+            Inspection::Log(dump, part) => {
+                dump.read_at(part.as_ref(), &mut lock(&self.window), offset, len)
+            }
         }
     }
 }
@@ -143,7 +180,7 @@ fn slice_at(bytes: &[u8], from: u64, to: u64) -> &[u8] {
 }
 
 /// A cached inspection and the segments it was rendered from.
-type Rendered = (Vec<SegmentSummary>, Inspection);
+type Rendered = (Vec<SegmentSummary>, Rendering);
 
 /// Rendered inspection files (a `.log` dump: its counting pass), each reused while the
 /// segments it was rendered from are unchanged (same [`SegmentSummary`]: sizes, mtime, active
@@ -169,7 +206,9 @@ impl InspectCache {
     ) -> Result<Inspection> {
         let (label, segment) = dump_segment(part.as_ref(), base, kind)?;
         let stamp = vec![segment.clone()];
-        self.get_or_render(label, stamp, || render_dump(part, &segment, kind))
+        let rendering =
+            self.get_or_render(label, stamp, || render_dump(part.as_ref(), &segment, kind))?;
+        Ok(rendering.of(part))
     }
 
     /// The size of the dump of `base` + `kind`: exact when it is cached or the segment file is
@@ -195,14 +234,16 @@ impl InspectCache {
         if file_size > RENDER_AT_STAT_BYTES {
             return Ok(0);
         }
-        let dump = self.get_or_render(label, stamp, || render_dump(part, &segment, kind))?;
+        let dump =
+            self.get_or_render(label, stamp, || render_dump(part.as_ref(), &segment, kind))?;
         Ok(dump.size())
     }
 
     /// The `check` report of `part`.
-    pub fn check(&self, part: &dyn PartitionSource) -> Result<Inspection> {
-        let key = check_key(part);
-        self.get_or_render(key, part.segments()?, || render_check(part))
+    pub fn check(&self, part: &Arc<dyn PartitionSource>) -> Result<Inspection> {
+        let key = check_key(part.as_ref());
+        let report = self.get_or_render(key, part.segments()?, || render_check(part.as_ref()))?;
+        Ok(report.of(part))
     }
 
     /// The size of the `check` report: exact when cached or when the partition's files total
@@ -231,64 +272,63 @@ impl InspectCache {
 
     fn cached_size(&self, key: &str, stamp: &[SegmentSummary]) -> Option<u64> {
         let entries = lock(&self.entries);
-        let (s, inspection) = entries.get(key)?;
-        (s.as_slice() == stamp).then(|| inspection.size())
+        let (s, rendering) = entries.get(key)?;
+        (s.as_slice() == stamp).then(|| rendering.size())
     }
 
     fn get_or_render(
         &self,
         key: String,
         stamp: Vec<SegmentSummary>,
-        render: impl FnOnce() -> Result<Inspection>,
-    ) -> Result<Inspection> {
-        if let Some((s, inspection)) = lock(&self.entries).get(&key) {
+        render: impl FnOnce() -> Result<Rendering>,
+    ) -> Result<Rendering> {
+        if let Some((s, rendering)) = lock(&self.entries).get(&key) {
             if *s == stamp {
-                return Ok(inspection.clone());
+                return Ok(rendering.clone());
             }
         }
-        let inspection = render()?;
-        if inspection.memory() <= MAX_CACHED_BYTES {
+        let rendering = render()?;
+        if rendering.memory() <= MAX_CACHED_BYTES {
             let mut entries = lock(&self.entries);
             if entries.len() >= CACHE_ENTRIES {
                 entries.clear();
             }
-            entries.insert(key, (stamp, inspection.clone()));
+            entries.insert(key, (stamp, rendering.clone()));
         }
-        Ok(inspection)
+        Ok(rendering)
     }
 }
 
 /// The dump of one file of `segment`: a [`LogDump`] counted now for the `.log`, a whole text
 /// for an index.
 fn render_dump(
-    part: &Arc<dyn PartitionSource>,
+    part: &dyn PartitionSource,
     segment: &SegmentSummary,
     kind: SegmentFileKind,
-) -> Result<Inspection> {
+) -> Result<Rendering> {
     let base = segment.base_offset;
     let text = match kind {
         SegmentFileKind::Log => {
-            let dump = LogDump::count(Arc::clone(part), segment)?;
-            return Ok(Inspection::Log(Arc::new(dump)));
+            return Ok(Rendering::Log(Arc::new(LogDump::count(part, segment)?)));
         }
         SegmentFileKind::Index => {
-            let bytes = read_segment_file(part.as_ref(), base, kind)?;
-            dump_offset_index(&file_label(part.as_ref(), base, kind), base, &bytes)
+            let bytes = read_segment_file(part, base, kind)?;
+            dump_offset_index(&file_label(part, base, kind), base, &bytes)
         }
         SegmentFileKind::TimeIndex => {
-            let bytes = read_segment_file(part.as_ref(), base, kind)?;
-            dump_time_index(&file_label(part.as_ref(), base, kind), base, &bytes)
+            let bytes = read_segment_file(part, base, kind)?;
+            dump_time_index(&file_label(part, base, kind), base, &bytes)
         }
         SegmentFileKind::TxnIndex => {
-            let bytes = read_segment_file(part.as_ref(), base, kind)?;
-            dump_txn_index(&file_label(part.as_ref(), base, kind), &bytes)
+            let bytes = read_segment_file(part, base, kind)?;
+            dump_txn_index(&file_label(part, base, kind), &bytes)
         }
     };
-    Ok(Inspection::Text(Arc::new(text.into_bytes())))
+    Ok(Rendering::Text(Arc::new(text.into_bytes())))
 }
 
-fn render_check(part: &dyn PartitionSource) -> Result<Inspection> {
-    Ok(Inspection::Text(Arc::new(check_partition(part)?.into_bytes())))
+fn render_check(part: &dyn PartitionSource) -> Result<Rendering> {
+    Ok(Rendering::Text(Arc::new(check_partition(part)?.into_bytes())))
 }
 
 /// The label and summary of the segment a dump is of; `NotFound` if it (or its `.txnindex`)
@@ -361,10 +401,10 @@ struct Checkpoint {
 /// starts at `text`; `body_end` is where the text and the `.log` position are after the last
 /// whole batch (at or after the last checkpoint); the `.log` held `foot`'s invalid bytes from
 /// `body_end.log` to its size at the counting pass.
-#[derive(Clone)]
 pub struct LogDump {
-    part: Arc<dyn PartitionSource>,
     base: Offset,
+    /// `<topic>-<p>/<base>.log`.
+    label: String,
     head: String,
     foot: String,
     checkpoints: Vec<Checkpoint>,
@@ -374,7 +414,7 @@ pub struct LogDump {
 impl std::fmt::Debug for LogDump {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LogDump")
-            .field("file", &file_label(self.part.as_ref(), self.base, SegmentFileKind::Log))
+            .field("file", &self.label)
             .field("size", &self.size())
             .field("checkpoints", &self.checkpoints.len())
             .field("body_end", &self.body_end)
@@ -385,24 +425,24 @@ impl std::fmt::Debug for LogDump {
 impl LogDump {
     /// Counts the dump of `segment`'s `.log` (its first `log_size` bytes) in one pass of
     /// [`CHUNK_BYTES`] reads, keeping a checkpoint every [`CHECKPOINT_TEXT_BYTES`] of text.
-    pub fn count(part: Arc<dyn PartitionSource>, segment: &SegmentSummary) -> Result<LogDump> {
+    pub fn count(part: &dyn PartitionSource, segment: &SegmentSummary) -> Result<LogDump> {
         LogDump::count_with(part, segment, CHECKPOINT_TEXT_BYTES, CHUNK_BYTES)
     }
 
     fn count_with(
-        part: Arc<dyn PartitionSource>,
+        part: &dyn PartitionSource,
         segment: &SegmentSummary,
         interval: u64,
         chunk: usize,
     ) -> Result<LogDump> {
         let base = segment.base_offset;
-        let label = file_label(part.as_ref(), base, SegmentFileKind::Log);
+        let label = file_label(part, base, SegmentFileKind::Log);
         let head = format!("Dumping {label}\n{}\n", log_starting_offset_line(base));
         let mut text = head.len() as u64;
         let mut checkpoints = vec![Checkpoint { text, log: 0 }];
         let mut entries = ChunkedEntries::new(base, 0, segment.log_size, chunk);
         let mut scratch = String::new();
-        while let Some(e) = entries.next(part.as_ref())? {
+        while let Some(e) = entries.next(part)? {
             let last = checkpoints.last().map_or(0, |c| c.text);
             if text.saturating_sub(last) >= interval {
                 checkpoints.push(Checkpoint { text, log: e.position });
@@ -412,14 +452,14 @@ impl LogDump {
             text = text.saturating_add(scratch.len() as u64);
         }
         let body_end = Checkpoint { text, log: entries.position() };
-        let invalid = entries.end_of_file(part.as_ref())?.saturating_sub(body_end.log);
+        let invalid = entries.end_of_file(part)?.saturating_sub(body_end.log);
         let foot = if invalid > 0 {
             let name = label.rsplit('/').next().unwrap_or(&label);
             format!("{}\n", invalid_bytes_line(invalid, name))
         } else {
             String::new()
         };
-        Ok(LogDump { part, base, head, foot, checkpoints, body_end })
+        Ok(LogDump { base, label, head, foot, checkpoints, body_end })
     }
 
     /// Exactly the bytes a full read returns.
@@ -430,11 +470,20 @@ impl LogDump {
     /// Bytes this keeps in memory.
     fn memory(&self) -> u64 {
         let checkpoints = self.checkpoints.len().saturating_mul(size_of::<Checkpoint>());
-        (checkpoints.saturating_add(self.head.len()).saturating_add(self.foot.len())) as u64
+        let texts =
+            self.label.len().saturating_add(self.head.len()).saturating_add(self.foot.len());
+        checkpoints.saturating_add(texts) as u64
     }
 
-    /// Up to `len` bytes at `offset`, continuing the text `window` holds when it can.
-    fn read_at(&self, window: &mut Window, offset: u64, len: usize) -> Result<Vec<u8>> {
+    /// Up to `len` bytes at `offset`, rendered from `part`'s `.log`, continuing the text
+    /// `window` holds when it can.
+    fn read_at(
+        &self,
+        part: &dyn PartitionSource,
+        window: &mut Window,
+        offset: u64,
+        len: usize,
+    ) -> Result<Vec<u8>> {
         let end = offset.saturating_add(len as u64).min(self.size());
         let mut out = Vec::with_capacity(usize::try_from(end.saturating_sub(offset)).unwrap_or(0));
         let head_end = self.head.len() as u64;
@@ -443,7 +492,7 @@ impl LogDump {
         }
         let (from, to) = (offset.max(head_end), end.min(self.body_end.text));
         if from < to {
-            self.read_body(window, from, to, &mut out)?;
+            self.read_body(part, window, from, to, &mut out)?;
         }
         let foot_start = self.body_end.text;
         if end > foot_start {
@@ -457,7 +506,14 @@ impl LogDump {
     /// covers from where `window` ends or from the checkpoint at or before `from`, and on to
     /// the next checkpoint (or the body's end): every byte returned lies in a stretch whose
     /// length was checked against the counting pass.
-    fn read_body(&self, window: &mut Window, from: u64, to: u64, out: &mut Vec<u8>) -> Result<()> {
+    fn read_body(
+        &self,
+        part: &dyn PartitionSource,
+        window: &mut Window,
+        from: u64,
+        to: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
         let window_end = window.start.saturating_add(window.text.len() as u64);
         if window.reader.is_none() || from < window.start || from > window_end {
             let i = self.checkpoints.partition_point(|c| c.text <= from).saturating_sub(1);
@@ -483,7 +539,7 @@ impl LogDump {
         *start = start.saturating_add(done as u64);
         let mut scratch = String::new();
         while start.saturating_add(text.len() as u64) < to || !*at_checkpoint {
-            let Some(e) = reader.next(self.part.as_ref())? else {
+            let Some(e) = reader.next(part)? else {
                 return Err(self.changed());
             };
             scratch.clear();
@@ -519,10 +575,7 @@ impl LogDump {
     /// The error of a read that found other batches than the counting pass did (the segment
     /// was replaced or truncated since): the open dump no longer describes the file.
     fn changed(&self) -> Error {
-        log::debug!(
-            "{}: the segment changed since its dump was opened",
-            file_label(self.part.as_ref(), self.base, SegmentFileKind::Log)
-        );
+        log::debug!("{}: the segment changed since its dump was opened", self.label);
         Error::StaleHandle
     }
 }
@@ -1256,9 +1309,9 @@ mod tests {
 
     /// A dump counted with checkpoints every 300 bytes of text and 64-byte reads (smaller than
     /// any batch, so each is read whole past the buffer).
-    fn small_steps_dump(part: &Arc<dyn PartitionSource>) -> LogDump {
+    fn small_steps_dump(part: &Arc<dyn PartitionSource>) -> Arc<LogDump> {
         let segment = part.segments().unwrap().remove(0);
-        LogDump::count_with(Arc::clone(part), &segment, 300, 64).unwrap()
+        Arc::new(LogDump::count_with(part.as_ref(), &segment, 300, 64).unwrap())
     }
 
     #[test]
@@ -1269,7 +1322,7 @@ mod tests {
         assert!(text.contains("Could not read the records of the batch at position"), "{text}");
         assert!(text.ends_with(" invalid bytes at the end of 00000000000000000000.log\n"));
         let part = one_segment(log);
-        let dump = Arc::new(small_steps_dump(&part));
+        let dump = small_steps_dump(&part);
         assert!(dump.checkpoints.len() > 5, "{dump:?}");
         assert_eq!(dump.size(), whole.len() as u64);
         let size = whole.len() as u64;
@@ -1287,7 +1340,8 @@ mod tests {
             .chain(boundaries.iter().flat_map(|b| [b.saturating_sub(1), *b, b + 1]))
         {
             for len in [1, 5, 64, 301, 997, size as usize] {
-                let reader = InspectionReader::new(Inspection::Log(Arc::clone(&dump)));
+                let reader =
+                    InspectionReader::new(Inspection::Log(Arc::clone(&dump), Arc::clone(&part)));
                 assert_eq!(
                     reader.read_at(offset, len).unwrap(),
                     expected(offset, len),
@@ -1297,7 +1351,7 @@ mod tests {
         }
 
         // One reader: sequential reads continue its window, backward ones restart it.
-        let reader = InspectionReader::new(Inspection::Log(Arc::clone(&dump)));
+        let reader = InspectionReader::new(Inspection::Log(Arc::clone(&dump), Arc::clone(&part)));
         let mut all = Vec::new();
         loop {
             let piece = reader.read_at(all.len() as u64, 37).unwrap();
@@ -1316,11 +1370,11 @@ mod tests {
     fn a_log_dump_whose_segment_changed_since_counting_reads_as_stale() {
         let (log, _) = three_batches();
         let part = one_segment(log.clone());
-        let dump = Arc::new(small_steps_dump(&part));
+        let dump = small_steps_dump(&part);
         let body = dump.head.len() as u64;
         let read = |log: Vec<u8>, offset: u64| {
-            let dump = LogDump { part: one_segment(log), ..LogDump::clone(&dump) };
-            InspectionReader::new(Inspection::Log(Arc::new(dump))).read_at(offset, 10)
+            let inspection = Inspection::Log(Arc::clone(&dump), one_segment(log));
+            InspectionReader::new(inspection).read_at(offset, 10)
         };
         // The first batch's base offset rewritten (outside its CRC): its lines are longer.
         let mut renumbered = log.clone();
