@@ -1202,8 +1202,8 @@ impl Stream {
 
     /// For a complete bounded range (see [`Stream::is_complete`]) that holds records: the max
     /// timestamp of the batch holding its last record (for `LogAppendTime` the time it was
-    /// appended), which never changes: what the range's mtime shows. `None` otherwise, and for
-    /// batches without timestamps (v0).
+    /// appended), which never changes: what the range's mtime shows. `None` otherwise, for
+    /// batches without timestamps (v0), and when that batch cannot be read (deleted, damaged).
     pub fn completed_timestamp(&self) -> Result<Option<Timestamp>> {
         let end = {
             let end = lock(&self.end);
@@ -1213,13 +1213,10 @@ impl Stream {
             }
         };
         let last = Offset(end.0.saturating_sub(1));
-        let cursor = match self.part.seek(last) {
-            Ok(c) => c,
-            // Deleted by retention since: nothing to date it by.
-            Err(Error::OffsetOutOfRange { .. }) => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        let chunk = self.part.read(&cursor, 1)?;
+        // Best effort: a batch deleted by retention since, or damaged (reads of it fail and
+        // say so), leaves nothing to date the range by.
+        let Ok(cursor) = self.part.seek(last) else { return Ok(None) };
+        let Ok(chunk) = self.part.read(&cursor, 1) else { return Ok(None) };
         let Ok(info) = parse_batch_info(&chunk.bytes) else { return Ok(None) };
         Ok((info.max_timestamp >= 0 && info.base_offset <= last).then_some(info.max_timestamp))
     }
