@@ -531,12 +531,15 @@ fn thread_cpu_ns() -> u64 {
 /// Threads that exited in between are not counted; the daemon's FUSE workers live as long as
 /// the mount.
 fn process_cpu_ns(pid: u32) -> u64 {
-    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else { return 0 };
-    tasks
-        .filter_map(|t| t.ok())
-        .filter_map(|t| fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next().and_then(|v| v.parse::<u64>().ok()))
-        .sum()
+    // utime + stime of the whole process (fields 14 and 15 of /proc/<pid>/stat, after the
+    // parenthesised command name), in USER_HZ (100 per second on Linux): unlike per-thread
+    // counters it includes threads that have ended (read-ahead workers).
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else { return 0 };
+    let Some((_, rest)) = stat.rsplit_once(')') else { return 0 };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    // `rest` starts at field 3 (state): utime is field 14, stime field 15.
+    (ticks(11) + ticks(12)) * 10_000_000
 }
 
 /// `VmHWM` (peak resident set) and `VmRSS` of `pid`, in bytes.

@@ -4,8 +4,9 @@
 //! Rendering a window (read the batches, check, decode, render) and handing it over (the FUSE
 //! reply, which the kernel copies into the reader's buffer) take about the same time; done one
 //! after the other they add up, on two cores they overlap. A [`ReadAhead`] belongs to one open
-//! handle. After a read that returned a whole window it starts a worker that renders the
-//! following windows of the same size into a short queue ([`MAX_AHEAD_BYTES`]); the next read
+//! handle. After two reads in a row that each returned a whole window of at least
+//! [`MIN_AHEAD_WINDOW`] bytes it starts a worker that renders the following windows of the same
+//! size into a short queue ([`MAX_AHEAD_BYTES`]); the next read
 //! at the expected offset takes them instead of rendering. Any other read (a seek, a different
 //! size that the queue cannot serve) drops the queue and reads directly.
 //!
@@ -28,6 +29,13 @@ use crate::error::{Error, Result};
 
 /// Most bytes rendered ahead of the reader per handle.
 pub const MAX_AHEAD_BYTES: usize = 4 << 20;
+
+/// Smallest read size that gets read-ahead: small reads (a lookup reading the first records, a
+/// program scanning with a small buffer) are served directly, without a worker.
+pub const MIN_AHEAD_WINDOW: usize = 64 << 10;
+
+/// Whole sequential reads in a row before a worker starts: one read is often all there is.
+const STREAK_TO_START: u32 = 2;
 
 /// What a [`ReadAhead`] reads from.
 pub trait AheadSource: Send + Sync {
@@ -62,6 +70,8 @@ struct State {
     window: usize,
     /// A worker of this `epoch` is reading.
     running: bool,
+    /// Whole reads in a row, each at the offset the previous one ended.
+    streak: u32,
     /// Bumped whenever the queue is dropped: a worker of an older epoch discards what it read
     /// and ends.
     epoch: u64,
@@ -90,10 +100,17 @@ impl ReadAhead {
         }
         let bytes = self.source.read_at(offset, len)?;
         let mut st = lock(&self.shared.state);
+        let sequential = offset == st.next && len == st.window;
+        st.streak = match (bytes.len() == len, sequential) {
+            (true, true) => st.streak.saturating_add(1),
+            (true, false) => 1,
+            (false, _) => 0,
+        };
         st.next = offset.saturating_add(bytes.len() as u64);
         st.window = len;
-        if bytes.len() == len && !st.running && !st.closed {
-            // A whole window: more is likely to follow.
+        let start = st.streak >= STREAK_TO_START && len >= MIN_AHEAD_WINDOW;
+        if start && !st.running && !st.closed {
+            // Whole windows in a row: more is likely to follow.
             st.running = true;
             let epoch = st.epoch;
             drop(st);
@@ -283,6 +300,19 @@ mod tests {
     }
 
     #[test]
+    fn small_or_single_reads_start_no_worker() {
+        let model = Model::new(10_000_000, None);
+        let ahead = ReadAhead::new(model.clone());
+        ahead.read(0, 1 << 20).unwrap();
+        for i in 0..10u64 {
+            ahead.read(i * 4096, 4096).unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert_eq!(model.reads.load(Ordering::SeqCst), 11, "every read was direct");
+        assert!(!lock(&ahead.shared.state).running);
+    }
+
+    #[test]
     fn sequential_reads_return_exactly_the_sources_bytes() {
         for (len, window) in [(0u64, 4096usize), (10_000_000, 65536), (1_000_001, 4096)] {
             let model = Model::new(len, None);
@@ -343,12 +373,13 @@ mod tests {
     fn bytes_no_longer_held_are_not_served_from_the_queue() {
         let model = Model::new(10_000_000, None);
         let ahead = ReadAhead::new(model.clone());
-        let first = ahead.read(0, 65536).unwrap();
-        assert_eq!(first.len(), 65536);
+        assert_eq!(ahead.read(0, 65536).unwrap().len(), 65536);
+        assert_eq!(ahead.read(65536, 65536).unwrap().len(), 65536);
         // Let the worker fill its queue, then retention deletes everything read so far.
         std::thread::sleep(std::time::Duration::from_millis(50));
         model.gone.store(5_000_000, Ordering::SeqCst);
-        let err = ahead.read(65536, 65536).unwrap_err();
+        assert!(model.reads.load(Ordering::SeqCst) > 2, "the worker read ahead");
+        let err = ahead.read(131072, 65536).unwrap_err();
         assert!(matches!(err, Error::StaleHandle), "{err}");
     }
 
@@ -357,9 +388,11 @@ mod tests {
         let model = Model::new(u64::MAX / 2, None);
         let ahead = ReadAhead::new(model.clone());
         ahead.read(0, 65536).unwrap();
+        ahead.read(65536, 65536).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(100));
         let reads = model.reads.load(Ordering::SeqCst);
-        assert!(reads <= 2 + MAX_AHEAD_BYTES / 65536, "{reads} reads ahead");
+        assert!(reads > 2, "a worker started after two whole reads in a row");
+        assert!(reads <= 3 + MAX_AHEAD_BYTES / 65536, "{reads} reads ahead");
         let state = Arc::clone(&ahead.shared);
         drop(ahead);
         std::thread::sleep(std::time::Duration::from_millis(50));
