@@ -39,9 +39,9 @@ use super::scan::read_fully_at;
 use super::segment::{LogSegment, SegmentMode, Translated, now_ms, segment_file_path};
 use super::swap::{SegmentFiles, next_offset_of_log_file, read_only_segment_files};
 
-/// What `segments/` shows of one segment (one `stat`, of its `.txnindex`).
+/// What `segments/` shows of one segment (a `stat` of its `.txnindex` while it is active).
 pub(super) fn segment_summary(seg: &LogSegment) -> Result<SegmentSummary> {
-    let txn = std::fs::metadata(seg.file_path(".txnindex")).ok().map(|m| m.len());
+    let txn = seg.txn_index_size();
     Ok(SegmentSummary {
         base_offset: seg.base_offset(),
         log_size: seg.size(),

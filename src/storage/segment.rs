@@ -129,6 +129,9 @@ pub struct LogSegment {
     max_timestamp: Mutex<Option<(Timestamp, Offset)>>,
     writer: Mutex<WriterState>,
     last_modified: Mutex<SystemTime>,
+    /// Size of the `.txnindex` (`None`: there is none) once looked up while sealed: a sealed
+    /// segment's transaction index no longer changes.
+    sealed_txn_index_size: Mutex<Option<Option<u64>>>,
     /// Indexes whose file failed its sanity check and are served rebuilt from the `.log` in
     /// memory instead (read-only mode), with the failure.
     index_repairs: Mutex<Vec<IndexRepair>>,
@@ -314,6 +317,7 @@ impl LogSegment {
             }),
             last_modified: Mutex::new(SystemTime::now()),
             index_repairs: Mutex::new(Vec::new()),
+            sealed_txn_index_size: Mutex::new(None),
         }
     }
 
@@ -1023,6 +1027,17 @@ impl LogSegment {
             }
         }
         Ok(())
+    }
+
+    /// Size of the `.txnindex` file, `None` if there is none (one `stat`, remembered once the
+    /// segment is sealed).
+    pub fn txn_index_size(&self) -> Option<u64> {
+        let path = self.file_path(".txnindex");
+        if self.is_active() {
+            return std::fs::metadata(path).ok().map(|m| m.len());
+        }
+        *lock(&self.sealed_txn_index_size)
+            .get_or_insert_with(|| std::fs::metadata(path).ok().map(|m| m.len()))
     }
 
     /// Whether the index (`time`: the time index) is served rebuilt in memory because its file
