@@ -1,41 +1,48 @@
-//! Read-ahead for a stream read sequentially: a worker thread renders the next windows while
+//! Read-ahead for a stream read sequentially: worker threads render the next windows while
 //! the reader's thread hands the current one to the kernel.
 //!
-//! Rendering a window (read the batches, check, decode, render) and handing it over (the FUSE
-//! reply, which the kernel copies into the reader's buffer) take about the same time; done one
-//! after the other they add up, on two cores they overlap. A [`ReadAhead`] belongs to one open
-//! handle. After two reads in a row that each returned a whole window of at least
-//! [`MIN_AHEAD_WINDOW`] bytes it starts a worker that renders the following windows of the same
-//! size into a short queue ([`MAX_AHEAD_BYTES`]); the next read
-//! at the expected offset takes them instead of rendering. Any other read (a seek, a different
-//! size that the queue cannot serve) drops the queue and reads directly.
+//! Rendering a window (read the batches, check, decode, render) costs more than handing it
+//! over (the FUSE reply, which the kernel copies into the reader's buffer); done one after the
+//! other they add up. A [`ReadAhead`] belongs to one open handle. After two reads in a row that
+//! each returned a whole window of at least [`MIN_AHEAD_WINDOW`] bytes it starts up to two
+//! workers, which claim the following windows of the same size in turn and render them in
+//! parallel (a stream serves any offset from the checkpoint before it), up to
+//! [`MAX_AHEAD_BYTES`] ahead of the reader. The next read at the expected offset takes its
+//! window (waiting for it while a worker renders it) instead of rendering. Any other read (a
+//! seek, another size) drops the windows and reads directly.
 //!
-//! **Invariant**: the queue holds, in order and without gaps, the bytes the source returned for
-//! file offsets `[next, next + queued)`, followed by at most one error the source returned at
-//! `next + queued`. So a read served from the queue returns exactly what a direct read would
-//! have returned when the worker read it. Before serving queued bytes the source is asked
-//! whether it still holds them ([`AheadSource::holds`]): bytes of records that retention
-//! deleted meanwhile are not served (the direct read then reports them stale).
+//! **Invariant**: every window held is exactly what the source returned for its offset and
+//! size when a worker read it, and a read is served a window only at exactly that offset (the
+//! offset where the previous read ended). So a read served from a window returns what a direct
+//! read would have returned at that moment. Before serving one the source is asked whether it
+//! still holds those bytes ([`AheadSource::holds`]): bytes of records that retention deleted
+//! meanwhile are not served (the direct read then reports them stale). An error is a window
+//! too: returned at its offset, after every byte before it.
 //!
-//! The worker stops at a short window (the current end of the stream: a growing stream is then
-//! read directly, as `tail -f` does, and read-ahead starts again after the next whole window),
-//! at an error, when the queue is full (until the reader takes a window), and when the handle
-//! is closed. It never holds the queue's lock while rendering.
+//! The workers stop claiming at a window that came back short (the current end of the stream:
+//! a growing stream is then read directly, as `tail -f` does, until whole windows start them
+//! again) or failed, wait while the windows ahead would pass the bound, and end when the
+//! windows are dropped or the handle is closed. No lock is held while a worker renders.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
-/// Most bytes rendered ahead of the reader per handle.
+/// Most bytes rendered ahead of the reader per handle (windows ready or being rendered).
 pub const MAX_AHEAD_BYTES: usize = 4 << 20;
 
 /// Smallest read size that gets read-ahead: small reads (a lookup reading the first records, a
 /// program scanning with a small buffer) are served directly, without a worker.
 pub const MIN_AHEAD_WINDOW: usize = 64 << 10;
 
-/// Whole sequential reads in a row before a worker starts: one read is often all there is.
+/// Whole sequential reads in a row before the workers start: one read is often all there is.
 const STREAK_TO_START: u32 = 2;
+
+/// Workers per handle, each rendering a different window: the source serves any offset (a
+/// stream renders from the checkpoint before it), so consecutive windows render in parallel
+/// on a machine's cores while the reader's thread replies.
+const MAX_WORKERS: usize = 2;
 
 /// What a [`ReadAhead`] reads from.
 pub trait AheadSource: Send + Sync {
@@ -59,21 +66,24 @@ struct Shared {
 
 #[derive(Default)]
 struct State {
-    /// The offset a sequential reader asks for next; the queue starts there.
+    /// The offset a sequential reader asks for next.
     next: u64,
-    /// Windows read ahead, contiguous from `next`.
-    queue: VecDeque<Vec<u8>>,
-    queued: usize,
-    /// The error the source returned right after the queue.
-    failed: Option<Error>,
-    /// Size of the windows the worker reads (the reader's last read size).
+    /// Size of the windows the workers read (the reader's last read size).
     window: usize,
-    /// A worker of this `epoch` is reading.
-    running: bool,
+    /// Windows read ahead, by offset: what the source returned there (bytes or an error).
+    ready: BTreeMap<u64, Result<Vec<u8>>>,
+    /// Windows a worker is reading now, by offset.
+    reading: BTreeSet<u64>,
+    /// The offset of the next window to claim (`next` plus every window claimed since).
+    claim_at: u64,
+    /// A window came back short (the stream's current end) or failed: no more claims.
+    stopped: bool,
+    /// Workers of this `epoch` alive.
+    workers: usize,
     /// Whole reads in a row, each at the offset the previous one ended.
     streak: u32,
-    /// Bumped whenever the queue is dropped: a worker of an older epoch discards what it read
-    /// and ends.
+    /// Bumped whenever the windows are dropped: a worker of an older epoch discards what it
+    /// read and ends.
     epoch: u64,
     closed: bool,
 }
@@ -83,7 +93,7 @@ fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
 }
 
 impl ReadAhead {
-    /// Read-ahead over `source`, idle until the first whole sequential read.
+    /// Read-ahead over `source`, idle until the first whole sequential reads.
     pub fn new(source: Arc<dyn AheadSource>) -> ReadAhead {
         let shared =
             Arc::new(Shared { state: Mutex::new(State::default()), changed: Condvar::new() });
@@ -95,7 +105,7 @@ impl ReadAhead {
         if len == 0 {
             return Ok(Vec::new());
         }
-        if let Some(served) = self.take_queued(offset, len)? {
+        if let Some(served) = self.take_ready(offset, len)? {
             return served;
         }
         let bytes = self.source.read_at(offset, len)?;
@@ -109,54 +119,54 @@ impl ReadAhead {
         st.next = offset.saturating_add(bytes.len() as u64);
         st.window = len;
         let start = st.streak >= STREAK_TO_START && len >= MIN_AHEAD_WINDOW;
-        if start && !st.running && !st.closed {
+        if start && st.workers == 0 && !st.closed {
             // Whole windows in a row: more is likely to follow.
-            st.running = true;
+            drop_windows(&mut st);
+            st.claim_at = st.next;
             let epoch = st.epoch;
+            let workers = MAX_WORKERS.min(MAX_AHEAD_BYTES / len).max(1);
+            st.workers = workers;
             drop(st);
-            self.spawn_worker(epoch);
+            for _ in 0..workers {
+                self.spawn_worker(epoch);
+            }
         }
         Ok(bytes)
     }
 
-    /// Serves a read at the expected offset from the queue (waiting for the worker's window
-    /// when it is on it). `None`: not a sequential read the queue can serve; the queue is
-    /// dropped and the caller reads directly.
-    fn take_queued(&self, offset: u64, len: usize) -> Result<Option<Result<Vec<u8>>>> {
+    /// Serves a read at the expected offset from a window read ahead (waiting for it when a
+    /// worker is on it). `None`: no window for it; the windows are dropped and the caller
+    /// reads directly.
+    fn take_ready(&self, offset: u64, len: usize) -> Result<Option<Result<Vec<u8>>>> {
         let mut st = lock(&self.shared.state);
-        let sequential = offset == st.next && len == st.window;
-        if !sequential {
-            drop_queue(&mut st);
+        if offset != st.next || len != st.window {
+            drop_windows(&mut st);
             return Ok(None);
         }
-        while st.queue.is_empty() && st.failed.is_none() && st.running {
+        while !st.ready.contains_key(&offset) && st.reading.contains(&offset) {
             st = self.shared.changed.wait(st).unwrap_or_else(std::sync::PoisonError::into_inner);
         }
-        if st.queue.is_empty() {
-            if let Some(e) = st.failed.take() {
-                drop_queue(&mut st);
+        let Some(window) = st.ready.remove(&offset) else {
+            drop_windows(&mut st);
+            return Ok(None);
+        };
+        let epoch = st.epoch;
+        drop(st);
+        let bytes = match window {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                drop_windows(&mut lock(&self.shared.state));
                 return Ok(Some(Err(e)));
             }
-            // The worker stopped at the end of the stream: read directly (it may have grown).
-            return Ok(None);
-        }
-        drop(st);
+        };
         // Outside the lock: may take the source's own locks.
         let holds = self.source.holds(offset)?;
         let mut st = lock(&self.shared.state);
-        if !holds || st.next != offset {
-            drop_queue(&mut st);
+        if !holds || st.epoch != epoch || st.next != offset {
+            drop_windows(&mut st);
             return Ok(None);
         }
-        let Some(bytes) = st.queue.pop_front() else { return Ok(None) };
-        st.queued = st.queued.saturating_sub(bytes.len());
         st.next = offset.saturating_add(bytes.len() as u64);
-        if bytes.len() < len && !st.queue.is_empty() {
-            // Windows are read at the reader's size, so only the last one of a stream that
-            // was short at the time is shorter: nothing follows it in the queue.
-            drop_queue(&mut st);
-            return Ok(None);
-        }
         self.shared.changed.notify_all();
         Ok(Some(Ok(bytes)))
     }
@@ -171,7 +181,7 @@ impl ReadAhead {
             log::warn!("no read-ahead thread ({e}); reading on demand");
             let mut st = lock(&self.shared.state);
             if st.epoch == epoch {
-                st.running = false;
+                st.workers = st.workers.saturating_sub(1);
             }
         }
     }
@@ -181,66 +191,63 @@ impl Drop for ReadAhead {
     fn drop(&mut self) {
         let mut st = lock(&self.shared.state);
         st.closed = true;
-        drop_queue(&mut st);
+        drop_windows(&mut st);
         self.shared.changed.notify_all();
     }
 }
 
-/// Drops everything read ahead; a running worker ends at its next step.
-fn drop_queue(st: &mut State) {
-    st.queue.clear();
-    st.queued = 0;
-    st.failed = None;
-    st.running = false;
+/// Drops every window read ahead; running workers end at their next step.
+fn drop_windows(st: &mut State) {
+    st.ready.clear();
+    st.reading.clear();
+    st.stopped = false;
+    st.workers = 0;
     st.epoch = st.epoch.wrapping_add(1);
 }
 
-/// The worker: reads the windows after the queue until the stream's current end, an error,
-/// a newer epoch or the handle's close; waits while the queue is full.
+/// A worker: claims the next window after the ones claimed, reads it, files it, until a window
+/// comes back short or failed, a newer epoch or the handle's close; waits while the windows
+/// ahead of the reader would pass [`MAX_AHEAD_BYTES`].
 fn work(shared: &Shared, source: &dyn AheadSource, epoch: u64) {
+    let mut st = lock(&shared.state);
     loop {
-        let (at, len) = {
-            let mut st = lock(&shared.state);
-            while st.epoch == epoch && !st.closed && st.queued >= MAX_AHEAD_BYTES {
-                st = shared.changed.wait(st).unwrap_or_else(std::sync::PoisonError::into_inner);
-            }
-            if st.epoch != epoch || st.closed {
-                return;
-            }
-            (st.next.saturating_add(st.queued as u64), st.window)
-        };
-        let read = source.read_at(at, len);
-        let mut st = lock(&shared.state);
+        while st.epoch == epoch
+            && !st.closed
+            && !st.stopped
+            && st.claim_at.saturating_sub(st.next) >= MAX_AHEAD_BYTES as u64
+        {
+            st = shared.changed.wait(st).unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
         if st.epoch != epoch || st.closed {
             return;
         }
-        match read {
-            Ok(bytes) => {
-                let short = bytes.len() < len;
-                if !bytes.is_empty() {
-                    st.queued = st.queued.saturating_add(bytes.len());
-                    st.queue.push_back(bytes);
-                }
-                if short {
-                    st.running = false;
-                }
-            }
-            Err(e) => {
-                st.failed = Some(e);
-                st.running = false;
-            }
-        }
-        let running = st.running;
-        shared.changed.notify_all();
-        if !running {
+        if st.stopped {
+            st.workers = st.workers.saturating_sub(1);
+            shared.changed.notify_all();
             return;
         }
+        let (at, len) = (st.claim_at, st.window);
+        st.claim_at = at.saturating_add(len as u64);
+        st.reading.insert(at);
+        drop(st);
+        let read = source.read_at(at, len);
+        st = lock(&shared.state);
+        if st.epoch != epoch || st.closed {
+            return;
+        }
+        st.reading.remove(&at);
+        if !matches!(&read, Ok(bytes) if bytes.len() == len) {
+            st.stopped = true;
+        }
+        st.ready.insert(at, read);
+        shared.changed.notify_all();
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
     use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
     /// A growing file of `len` bytes (byte `i` is `i % 251`), with a failure at `bad` and
@@ -309,7 +316,7 @@ mod tests {
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
         assert_eq!(model.reads.load(Ordering::SeqCst), 11, "every read was direct");
-        assert!(!lock(&ahead.shared.state).running);
+        assert_eq!(lock(&ahead.shared.state).workers, 0);
     }
 
     #[test]
@@ -348,6 +355,43 @@ mod tests {
             out.extend_from_slice(&b);
         }
         assert_eq!(out, expected(0, 1_000_000));
+    }
+
+    /// A stream that grows by `step` bytes at every read: windows claimed in parallel see
+    /// different ends.
+    struct Growing {
+        len: AtomicU64,
+        step: u64,
+    }
+
+    impl AheadSource for Growing {
+        fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+            let end = self.len.fetch_add(self.step, Ordering::SeqCst);
+            let end = end.min(offset + len as u64);
+            Ok(expected(offset.min(end), end))
+        }
+
+        fn holds(&self, _offset: u64) -> Result<bool> {
+            Ok(true)
+        }
+    }
+
+    #[test]
+    fn windows_read_in_parallel_while_the_stream_grows_never_leave_a_gap() {
+        for step in [1u64, 4_000, 70_000, 200_000] {
+            let source = Arc::new(Growing { len: AtomicU64::new(300_000), step });
+            let ahead = ReadAhead::new(source.clone());
+            let mut out: Vec<u8> = Vec::new();
+            let mut empty = 0;
+            while out.len() < 3_000_000 && empty < 100 {
+                let b = ahead.read(out.len() as u64, 65536).unwrap();
+                if b.is_empty() {
+                    empty += 1;
+                }
+                out.extend_from_slice(&b);
+            }
+            assert_eq!(out, expected(0, out.len() as u64), "step {step}");
+        }
     }
 
     #[test]
@@ -396,7 +440,7 @@ mod tests {
         let state = Arc::clone(&ahead.shared);
         drop(ahead);
         std::thread::sleep(std::time::Duration::from_millis(50));
-        assert!(!lock(&state.state).running);
+        assert_eq!(lock(&state.state).workers, 0);
         assert_eq!(Arc::strong_count(&state), 1, "the worker ended and let go of the state");
     }
 }
