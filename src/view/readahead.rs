@@ -30,7 +30,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use crate::error::Result;
 
 /// Most bytes rendered ahead of the reader per handle (windows ready or being rendered).
-pub const MAX_AHEAD_BYTES: usize = 4 << 20;
+pub const MAX_AHEAD_BYTES: usize = 2 << 20;
 
 /// Smallest read size that gets read-ahead: small reads (a lookup reading the first records, a
 /// program scanning with a small buffer) are served directly, without a worker.
