@@ -42,8 +42,8 @@ use crate::view::topic::{self as topic_view, TopicViews};
 
 use append::{AppendFormat, AppendState, AppendTarget};
 use attr::{
-    Attr, AttrReply, BLOCK_SIZE, DYNAMIC_TTL, DirEntry, Entry, FileKind, OpenRequest, Opened,
-    NAME_MAX, SEALED_BLOCK_SIZE, STABLE_TTL, SetAttrRequest, StatFs,
+    Attr, AttrReply, BLOCK_SIZE, DYNAMIC_TTL, DirEntry, Entry, FileKind, NAME_MAX, OpenRequest,
+    Opened, SEALED_BLOCK_SIZE, STABLE_TTL, SetAttrRequest, StatFs,
 };
 use handle::{Handle, HandleTable, StreamRef, lock};
 use inode::InodeTable;
