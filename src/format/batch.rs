@@ -33,7 +33,8 @@ use std::borrow::Cow;
 use super::compression::{self, Compression};
 use super::legacy::{self, LegacyRecordIter};
 use super::varint::{
-    read_varint, read_varlong, size_of_varint, size_of_varlong, write_varint, write_varlong,
+    MAX_VARINT_SIZE, MAX_VARLONG_SIZE, put_varint, put_varlong, read_varint, read_varlong,
+    size_of_varint, size_of_varlong, write_varint,
 };
 use super::{
     BatchInfo, DecodeError, DecodeErrorKind, HEADER_SIZE_UP_TO_MAGIC, Header, LOG_OVERHEAD,
@@ -848,11 +849,20 @@ fn write_records<R: EncodeRecord>(
         }
         let body_len = i32::try_from(body).map_err(|_| invalid(0, "record larger than 2 GiB"))?;
         out.reserve(size_of_varint(body_len) + body);
-        write_varint(out, body_len);
-        out.push(0); // record attributes: unused
-        write_varlong(out, timestamp_delta);
-        write_varint(out, offset_delta);
-        write_part(out, key_len, r.key);
+        // Length, attributes (unused: 0), timestamp delta, offset delta and key length are
+        // assembled on the stack and appended at once (appending them byte by byte was a
+        // visible share of an append's time).
+        let mut head = [0u8; 3 * MAX_VARINT_SIZE + 1 + MAX_VARLONG_SIZE];
+        let mut n = 0;
+        put_varint(&mut head, &mut n, body_len);
+        n += 1;
+        put_varlong(&mut head, &mut n, timestamp_delta);
+        put_varint(&mut head, &mut n, offset_delta);
+        put_varint(&mut head, &mut n, key_len);
+        out.extend_from_slice(head.get(..n).unwrap_or_default());
+        if let Some(key) = r.key {
+            out.extend_from_slice(key);
+        }
         write_part(out, value_len, r.value);
         write_varint(out, header_count);
         for (k, v) in r.headers {

@@ -35,6 +35,35 @@ pub fn write_varlong(out: &mut Vec<u8>, v: i64) {
     out.push(u as u8);
 }
 
+/// Writes `v` as a ZigZag varint into `buf` at `*at` and advances `*at`; the caller leaves
+/// [`MAX_VARINT_SIZE`] bytes of room (bytes that do not fit are dropped, `*at` still counts
+/// them). For encoders that assemble a record's header on the stack and append it at once.
+#[inline]
+pub fn put_varint(buf: &mut [u8], at: &mut usize, v: i32) {
+    put_unsigned(buf, at, u64::from(((v << 1) ^ (v >> 31)) as u32));
+}
+
+/// [`put_varint`] for a ZigZag varlong ([`MAX_VARLONG_SIZE`] bytes of room).
+#[inline]
+pub fn put_varlong(buf: &mut [u8], at: &mut usize, v: i64) {
+    put_unsigned(buf, at, ((v << 1) ^ (v >> 63)) as u64);
+}
+
+#[inline]
+fn put_unsigned(buf: &mut [u8], at: &mut usize, mut u: u64) {
+    while u >= 0x80 {
+        if let Some(b) = buf.get_mut(*at) {
+            *b = (u as u8) | 0x80;
+        }
+        *at += 1;
+        u >>= 7;
+    }
+    if let Some(b) = buf.get_mut(*at) {
+        *b = u as u8;
+    }
+    *at += 1;
+}
+
 /// Reads a ZigZag varint at `*pos`, advancing `*pos` past it.
 ///
 /// Errors: [`DecodeErrorKind::Truncated`] if the buffer ends inside the varint,
@@ -117,6 +146,18 @@ fn truncated(at: usize, needed: usize, available: usize) -> DecodeError {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn put_writes_the_same_bytes_as_write(a in any::<i32>(), b in any::<i64>()) {
+            let (mut vec, mut buf, mut at) = (Vec::new(), [0u8; 15], 0);
+            write_varint(&mut vec, a);
+            write_varlong(&mut vec, b);
+            put_varint(&mut buf, &mut at, a);
+            put_varlong(&mut buf, &mut at, b);
+            prop_assert_eq!(&buf[..at], &vec[..]);
+        }
+    }
 
     fn enc32(v: i32) -> Vec<u8> {
         let mut out = Vec::new();

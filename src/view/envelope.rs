@@ -62,25 +62,10 @@ pub fn push_value_lines<'a>(buf: &'a [u8], out: &mut Vec<RecordRef<'a>>) -> &'a 
     rest
 }
 
-/// Position of the first `\n` in `bytes`, eight bytes at a time (the byte-by-byte search was a
+/// Position of the first `\n` in `bytes` (`memchr`: SIMD; a byte-by-byte search was a
 /// visible share of the daemon's time per appended line).
 pub fn find_newline(bytes: &[u8]) -> Option<usize> {
-    const ONES: u64 = u64::from_le_bytes([0x01; 8]);
-    const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
-    const NEWLINES: u64 = u64::from_le_bytes([b'\n'; 8]);
-    let mut chunks = bytes.chunks_exact(8);
-    let mut at = 0;
-    for chunk in &mut chunks {
-        let word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8])) ^ NEWLINES;
-        // A byte of `word` is zero where the input byte is `\n`; the lowest flagged byte is
-        // exact (borrows only ever flag bytes above a zero byte).
-        let zeros = word.wrapping_sub(ONES) & !word & HIGHS;
-        if zeros != 0 {
-            return Some(at + (zeros.trailing_zeros() / 8) as usize);
-        }
-        at += 8;
-    }
-    chunks.remainder().iter().position(|&b| b == b'\n').map(|i| at + i)
+    memchr::memchr(b'\n', bytes)
 }
 
 /// Parses the complete lines of `buf` as JSON envelopes for `append.json`; `first_line` is the
