@@ -19,35 +19,9 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
+use common::corpus::{copy_corpus, copy_tree, corpus, manifest};
 use common::{Dirs, MountGuard, sh, sh_output};
 use serde_json::Value;
-
-fn corpus() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/broker-v1")
-}
-
-fn manifest() -> Value {
-    serde_json::from_slice(&fs::read(corpus().join("manifest.json")).unwrap()).unwrap()
-}
-
-/// Copies the corpus log dir into `to` (a fresh copy per test: the checked-in corpus is never
-/// mounted itself).
-fn copy_corpus(to: &Path) {
-    copy_tree(&corpus().join("log-dir"), to);
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
 
 /// Everything observable about one file or directory except its access time.
 #[derive(Debug, PartialEq, Eq)]

@@ -14,46 +14,27 @@ mod common;
 use std::fs;
 use std::io::ErrorKind;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::process::Stdio;
 
+use common::corpus::{copy_corpus, corpus, manifest};
 use common::{Dirs, MountGuard};
 use serde_json::Value;
 
-fn corpus() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/broker-v1")
-}
-
-fn manifest() -> Value {
-    serde_json::from_slice(&fs::read(corpus().join("manifest.json")).unwrap()).unwrap()
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
-
 fn mount_corpus(damage: impl FnOnce(&Path)) -> MountGuard {
-    let dirs = Dirs::new();
-    copy_tree(&corpus().join("log-dir"), &dirs.data());
-    damage(&dirs.data());
-    MountGuard::foreground_on(dirs, &["--read-only"])
+    mount_corpus_logging_to(Stdio::inherit(), damage)
 }
 
 /// [`mount_corpus`] with the daemon's log going to `log`.
 fn mount_corpus_logging(log: &Path, damage: impl FnOnce(&Path)) -> MountGuard {
+    mount_corpus_logging_to(fs::File::create(log).unwrap().into(), damage)
+}
+
+fn mount_corpus_logging_to(stderr: Stdio, damage: impl FnOnce(&Path)) -> MountGuard {
     let dirs = Dirs::new();
-    copy_tree(&corpus().join("log-dir"), &dirs.data());
+    copy_corpus(&dirs.data());
     damage(&dirs.data());
-    let file = fs::File::create(log).unwrap();
-    MountGuard::foreground_logging_to(dirs, &["--read-only"], file.into())
+    MountGuard::foreground_logging_to(dirs, &["--read-only"], stderr)
 }
 
 fn segment_path(p: &Value, file: &str) -> String {
@@ -213,19 +194,24 @@ fn flip_bit(path: &Path, at: u64) {
     fs::write(path, bytes).unwrap();
 }
 
+/// The damage the tests below share: a flipped bit inside the records of orders-0's batch at
+/// `flipped` (under its CRC), and garbage after the last batch of the sealed segment 15.
+fn damage_orders(data: &Path, flipped: u64) {
+    flip_bit(&data.join("orders-0/00000000000000000000.log"), flipped + 70);
+    let mut log = fs::OpenOptions::new()
+        .append(true)
+        .open(data.join("orders-0/00000000000000000015.log"))
+        .unwrap();
+    std::io::Write::write_all(&mut log, b"not a batch at all").unwrap();
+}
+
 #[test]
 fn check_names_file_and_position_of_every_kind_of_damage() {
     let seg0 = "00000000000000000000";
     // A byte in the middle of orders-0's third batch (its records, under the CRC).
     let flipped = batch_position("orders", &format!("{seg0}.log"), 2);
     let mount = mount_corpus(|data| {
-        flip_bit(&data.join(format!("orders-0/{seg0}.log")), flipped + 70);
-        // Garbage after the last batch of a sealed segment.
-        let mut log = fs::OpenOptions::new()
-            .append(true)
-            .open(data.join("orders-0/00000000000000000015.log"))
-            .unwrap();
-        std::io::Write::write_all(&mut log, b"not a batch at all").unwrap();
+        damage_orders(data, flipped);
         // An offset index entry pointing into the middle of a batch.
         let index = data.join(format!("orders-0/{seg0}.index"));
         let mut bytes = fs::read(&index).unwrap();
@@ -254,14 +240,7 @@ fn check_names_file_and_position_of_every_kind_of_damage() {
 fn damaged_batches_read_as_eio_and_everything_intact_stays_readable() {
     let seg0 = "00000000000000000000";
     let flipped = batch_position("orders", &format!("{seg0}.log"), 2);
-    let mount = mount_corpus(|data| {
-        flip_bit(&data.join(format!("orders-0/{seg0}.log")), flipped + 70);
-        let mut log = fs::OpenOptions::new()
-            .append(true)
-            .open(data.join("orders-0/00000000000000000015.log"))
-            .unwrap();
-        std::io::Write::write_all(&mut log, b"not a batch at all").unwrap();
-    });
+    let mount = mount_corpus(|data| damage_orders(data, flipped));
     // The damaged batch holds offsets 6..=8: a stream through it fails with EIO...
     let err = fs::read(mount.path("orders/0/by-offset/0.json")).unwrap_err();
     assert_eq!(err.raw_os_error(), Some(libc::EIO), "{err}");

@@ -16,23 +16,17 @@ pub const MAX_VARLONG_SIZE: usize = 10;
 /// Appends `v` as a ZigZag varint.
 #[inline]
 pub fn write_varint(out: &mut Vec<u8>, v: i32) {
-    let mut u = ((v << 1) ^ (v >> 31)) as u32;
-    while u >= 0x80 {
-        out.push((u as u8) | 0x80);
-        u >>= 7;
-    }
-    out.push(u as u8);
+    let (mut buf, mut n) = ([0u8; MAX_VARINT_SIZE], 0);
+    put_varint(&mut buf, &mut n, v);
+    out.extend_from_slice(buf.get(..n).unwrap_or_default());
 }
 
 /// Appends `v` as a ZigZag varlong.
 #[inline]
 pub fn write_varlong(out: &mut Vec<u8>, v: i64) {
-    let mut u = ((v << 1) ^ (v >> 63)) as u64;
-    while u >= 0x80 {
-        out.push((u as u8) | 0x80);
-        u >>= 7;
-    }
-    out.push(u as u8);
+    let (mut buf, mut n) = ([0u8; MAX_VARLONG_SIZE], 0);
+    put_varlong(&mut buf, &mut n, v);
+    out.extend_from_slice(buf.get(..n).unwrap_or_default());
 }
 
 /// Writes `v` as a ZigZag varint into `buf` at `*at` and advances `*at`; the caller leaves
@@ -149,13 +143,16 @@ mod tests {
 
     proptest! {
         #[test]
-        fn put_writes_the_same_bytes_as_write(a in any::<i32>(), b in any::<i64>()) {
-            let (mut vec, mut buf, mut at) = (Vec::new(), [0u8; 15], 0);
-            write_varint(&mut vec, a);
-            write_varlong(&mut vec, b);
+        fn put_writes_what_read_reads_in_the_size_it_announces(a in any::<i32>(), b in any::<i64>()) {
+            let (mut buf, mut at) = ([0u8; MAX_VARINT_SIZE + MAX_VARLONG_SIZE], 0);
             put_varint(&mut buf, &mut at, a);
+            prop_assert_eq!(at, size_of_varint(a));
             put_varlong(&mut buf, &mut at, b);
-            prop_assert_eq!(&buf[..at], &vec[..]);
+            prop_assert_eq!(at, size_of_varint(a) + size_of_varlong(b));
+            let mut pos = 0;
+            prop_assert_eq!(read_varint(&buf, &mut pos).unwrap(), a);
+            prop_assert_eq!(read_varlong(&buf, &mut pos).unwrap(), b);
+            prop_assert_eq!(pos, at);
         }
     }
 

@@ -683,7 +683,7 @@ impl TopicFs {
         };
         // A complete range never changes again: its mtime stops moving too.
         if let StreamRef::Partition(s) = stream {
-            if let Some(ts) = s.completed_timestamp()? {
+            if let Some(ts) = s.completed_timestamp() {
                 let at = SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(ts as u64);
                 mtime = mtime.min(at);
             }

@@ -63,7 +63,7 @@
 //! every [`Walker`] takes one [`TxnSnapshot`] and stops at its stable offset, so all it renders
 //! is final. With `read_uncommitted` every non-control record is shown.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -132,8 +132,6 @@ pub struct RenderIndex {
     state: Mutex<IndexState>,
     /// The partition's transaction state (`read_committed`); `None` shows every record.
     txn: Option<Arc<TxnTracker>>,
-    /// Damaged batches already logged, by (segment base offset, position): each is logged once.
-    damaged: Mutex<HashSet<(Offset, u64)>>,
 }
 
 /// Key of a render index: rendered bytes depend on the topic and partition (JSON) and format.
@@ -241,7 +239,7 @@ impl RenderIndex {
     pub fn new(part: &dyn PartitionSource, format: Format) -> Result<RenderIndex> {
         let renderer = Renderer::new(format, part.topic(), part.partition());
         let state = Mutex::new(IndexState::origin(part, 0)?);
-        Ok(RenderIndex { renderer, state, txn: None, damaged: Mutex::new(HashSet::new()) })
+        Ok(RenderIndex { renderer, state, txn: None })
     }
 
     /// Number of checkpoints held (frontier excluded): for tests and statistics.
@@ -331,7 +329,7 @@ impl RenderIndex {
         bases: Arc<Vec<Offset>>,
     ) -> Walker<'a> {
         let txn = self.txn.as_ref().map(|t| t.snapshot());
-        Walker::new(part, &self.renderer, from, bases, txn, &self.damaged)
+        Walker::new(part, &self.renderer, from, bases, txn)
     }
 
     /// The rendered position of `target`; extends the index as far as needed first.
@@ -603,8 +601,6 @@ struct Walker<'a> {
     /// `read_committed`: batches at or past its stable offset end the walk; aborted batches
     /// render nothing in the record formats.
     txn: Option<TxnSnapshot>,
-    /// The index's set of damaged batches already logged.
-    damaged: &'a Mutex<HashSet<(Offset, u64)>>,
 }
 
 impl<'a> Walker<'a> {
@@ -614,7 +610,6 @@ impl<'a> Walker<'a> {
         from: Checkpoint,
         bases: Arc<Vec<Offset>>,
         txn: Option<TxnSnapshot>,
-        damaged: &'a Mutex<HashSet<(Offset, u64)>>,
     ) -> Walker<'a> {
         let mut here = from;
         here.segment_start = false;
@@ -630,7 +625,6 @@ impl<'a> Walker<'a> {
             read_size: READ_CHUNK,
             batch_hint: 0,
             txn,
-            damaged,
         }
     }
 
@@ -667,7 +661,8 @@ impl<'a> Walker<'a> {
         if self.chunk_at >= self.chunk.len() {
             let (chunk, skipped) = read_past_damage(self.part, &self.here.cursor, self.read_size)?;
             if let Some(skipped) = skipped {
-                if lock(self.damaged).insert((skipped.0, skipped.1)) && skipped.2.first_report() {
+                // Logged once per damage, however many walks step over it.
+                if skipped.2.first_report() {
                     log::error!("{}; skipped to the next segment", skipped.2);
                 }
             }
@@ -809,14 +804,11 @@ impl<'a> Walker<'a> {
         Ok(counter.0)
     }
 
-    /// Logs a damaged batch at the walker's position, once per render index.
+    /// Logs a damaged batch at the walker's position, once per damage ([`Error::first_report`]).
     fn log_damage(&self, e: &DecodeError) {
-        let key = (self.here.cursor.segment_base, self.here.cursor.position.0);
-        if lock(self.damaged).insert(key) {
-            let err = self.corrupt(self.here.cursor.position.0.saturating_add(e.at as u64), e);
-            if err.first_report() {
-                log::error!("{err}; the batch renders no records (reads through it fail with EIO)");
-            }
+        let err = self.corrupt(self.here.cursor.position.0.saturating_add(e.at as u64), e);
+        if err.first_report() {
+            log::error!("{err}; the batch renders no records (reads through it fail with EIO)");
         }
     }
 
@@ -1016,6 +1008,8 @@ struct EndState {
     bound: Bound,
     /// The rendered position of the end, once it can never change.
     final_position: Option<u64>,
+    /// [`Stream::completed_timestamp`], once looked up (it can never change either).
+    completed_timestamp: Option<Option<Timestamp>>,
 }
 
 /// A `by-offset/` or `by-time/` file: records `[start, end)` of one partition in one format,
@@ -1059,7 +1053,8 @@ impl Stream {
             let p = index.locate(&mut st, part.as_ref(), target)?;
             (st.generation, p)
         };
-        let end = Mutex::new(EndState { bound: end, final_position: None });
+        let end =
+            Mutex::new(EndState { bound: end, final_position: None, completed_timestamp: None });
         Ok(Stream {
             index,
             part,
@@ -1204,21 +1199,28 @@ impl Stream {
     /// timestamp of the batch holding its last record (for `LogAppendTime` the time it was
     /// appended), which never changes: what the range's mtime shows. `None` otherwise, for
     /// batches without timestamps (v0), and when that batch cannot be read (deleted, damaged).
-    pub fn completed_timestamp(&self) -> Result<Option<Timestamp>> {
+    pub fn completed_timestamp(&self) -> Option<Timestamp> {
         let end = {
             let end = lock(&self.end);
-            match (end.final_position, end.bound) {
-                (Some(_), Bound::Fixed(e)) if e > self.start => e,
-                _ => return Ok(None),
+            match (end.final_position, end.bound, end.completed_timestamp) {
+                (Some(_), _, Some(known)) => return known,
+                (Some(_), Bound::Fixed(e), None) if e > self.start => e,
+                _ => return None,
             }
         };
         let last = Offset(end.0.saturating_sub(1));
         // Best effort: a batch deleted by retention since, or damaged (reads of it fail and
         // say so), leaves nothing to date the range by.
-        let Ok(cursor) = self.part.seek(last) else { return Ok(None) };
-        let Ok(chunk) = self.part.read(&cursor, 1) else { return Ok(None) };
-        let Ok(info) = parse_batch_info(&chunk.bytes) else { return Ok(None) };
-        Ok((info.max_timestamp >= 0 && info.base_offset <= last).then_some(info.max_timestamp))
+        let dated = self
+            .part
+            .seek(last)
+            .and_then(|cursor| self.part.read(&cursor, 1))
+            .ok()
+            .and_then(|chunk| parse_batch_info(&chunk.bytes).ok())
+            .filter(|info| info.max_timestamp >= 0 && info.base_offset <= last)
+            .map(|info| info.max_timestamp);
+        lock(&self.end).completed_timestamp = Some(dated);
+        dated
     }
 
     /// Whether bytes read earlier at file offset `offset` may still be served: the records

@@ -7,6 +7,8 @@
 
 #![allow(dead_code)]
 
+pub mod corpus;
+
 use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
