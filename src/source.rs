@@ -163,15 +163,7 @@ pub trait PartitionSource: Send + Sync {
     /// [`PartitionSource::append`] of borrowed records (the lines of one `write()`, without a
     /// copy each). The default copies them into [`NewRecord`]s.
     fn append_refs(&self, records: &[RecordRef<'_>]) -> Result<AppendInfo> {
-        let owned: Vec<NewRecord> = records
-            .iter()
-            .map(|r| NewRecord {
-                timestamp: r.timestamp,
-                key: r.key.map(<[u8]>::to_vec),
-                value: r.value.map(<[u8]>::to_vec),
-                headers: r.headers.to_vec(),
-            })
-            .collect();
+        let owned: Vec<NewRecord> = records.iter().map(RecordRef::to_new_record).collect();
         self.append(&owned)
     }
     /// Makes everything appended so far durable (fsync of the log and its indexes).

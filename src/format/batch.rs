@@ -781,6 +781,16 @@ pub struct RecordRef<'a> {
 }
 
 impl<'a> RecordRef<'a> {
+    /// An owned copy of the record.
+    pub fn to_new_record(&self) -> NewRecord {
+        NewRecord {
+            timestamp: self.timestamp,
+            key: self.key.map(<[u8]>::to_vec),
+            value: self.value.map(<[u8]>::to_vec),
+            headers: self.headers.to_vec(),
+        }
+    }
+
     /// A record holding only `value` (no key, no headers, no timestamp of its own).
     pub fn value_only(value: &'a [u8]) -> RecordRef<'a> {
         RecordRef { timestamp: NO_TIMESTAMP, key: None, value: Some(value), headers: &[] }

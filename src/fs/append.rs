@@ -45,17 +45,9 @@ impl AppendTarget {
     fn append_refs(&self, records: &[RecordRef<'_>]) -> Result<()> {
         match self {
             AppendTarget::Partition(p) => p.append_refs(records).map(drop),
-            AppendTarget::Topic(_) => self.append(
-                records
-                    .iter()
-                    .map(|r| NewRecord {
-                        timestamp: r.timestamp,
-                        key: r.key.map(<[u8]>::to_vec),
-                        value: r.value.map(<[u8]>::to_vec),
-                        headers: r.headers.to_vec(),
-                    })
-                    .collect(),
-            ),
+            AppendTarget::Topic(_) => {
+                self.append(records.iter().map(RecordRef::to_new_record).collect())
+            }
         }
     }
 
