@@ -405,6 +405,7 @@ impl<'b> V2Iter<'b> {
     /// Reads the record at `pos` with every rule of [`V2Iter::read_record`] (lengths, null
     /// header keys, no bytes left over); headers are collected into `headers` when given, else
     /// only stepped over by their lengths. Moves `pos` to the next record.
+    #[inline]
     fn read_frame(
         &mut self,
         mut headers: Option<&mut Vec<Header<'b>>>,
@@ -655,6 +656,7 @@ impl<'b> Iterator for ValueIter<'b> {
 const TRAILING: &str = "incorrect declared batch size: bytes remain after the last record";
 
 /// `varint length` + bytes; a negative length is null.
+#[inline(always)]
 fn read_bytes<'b>(rec: &'b [u8], pos: &mut usize) -> Result<Option<&'b [u8]>, DecodeError> {
     let len_at = *pos;
     let len = read_varint(rec, pos)?;

@@ -62,8 +62,39 @@ fn put_unsigned(buf: &mut [u8], at: &mut usize, mut u: u64) {
 ///
 /// Errors: [`DecodeErrorKind::Truncated`] if the buffer ends inside the varint,
 /// [`DecodeErrorKind::InvalidVarint`] if it is longer than 5 bytes. `at` is the varint's start.
-#[inline]
+///
+/// Most varints of a record (its length, deltas, key and value lengths, header count) take one
+/// or two bytes (lengths below 8,192); those are decided here and longer ones, and every error,
+/// left to a call kept out of line, so the decoding loops stay small.
+#[inline(always)]
 pub fn read_varint(buf: &[u8], pos: &mut usize) -> Result<i32, DecodeError> {
+    if let Some(u) = short_unsigned(buf, pos) {
+        return Ok(((u >> 1) as i32) ^ -((u & 1) as i32));
+    }
+    read_varint_slow(buf, pos)
+}
+
+/// The unsigned value of a one- or two-byte varint at `*pos` (advancing past it), or `None`
+/// (nothing moved) for a longer, truncated or missing one.
+#[inline(always)]
+fn short_unsigned(buf: &[u8], pos: &mut usize) -> Option<u32> {
+    let at = *pos;
+    let b0 = *buf.get(at)?;
+    if b0 < 0x80 {
+        *pos = at + 1;
+        return Some(u32::from(b0));
+    }
+    let b1 = *buf.get(at + 1)?;
+    if b1 < 0x80 {
+        *pos = at + 2;
+        return Some(u32::from(b0 & 0x7f) | (u32::from(b1) << 7));
+    }
+    None
+}
+
+#[cold]
+#[inline(never)]
+fn read_varint_slow(buf: &[u8], pos: &mut usize) -> Result<i32, DecodeError> {
     let start = *pos;
     let mut value: u32 = 0;
     let mut shift = 0u32;
@@ -89,9 +120,19 @@ pub fn read_varint(buf: &[u8], pos: &mut usize) -> Result<i32, DecodeError> {
 
 /// Reads a ZigZag varlong at `*pos`, advancing `*pos` past it.
 ///
-/// Errors as [`read_varint`], with a limit of 10 bytes.
-#[inline]
+/// Errors as [`read_varint`], with a limit of 10 bytes. Short values are decided inline, as there.
+#[inline(always)]
 pub fn read_varlong(buf: &[u8], pos: &mut usize) -> Result<i64, DecodeError> {
+    if let Some(u) = short_unsigned(buf, pos) {
+        let u = u64::from(u);
+        return Ok(((u >> 1) as i64) ^ -((u & 1) as i64));
+    }
+    read_varlong_slow(buf, pos)
+}
+
+#[cold]
+#[inline(never)]
+fn read_varlong_slow(buf: &[u8], pos: &mut usize) -> Result<i64, DecodeError> {
     let start = *pos;
     let mut value: u64 = 0;
     let mut shift = 0u32;
@@ -218,6 +259,36 @@ mod tests {
         let err = read_varint(&bytes, &mut pos).unwrap_err();
         assert_eq!(err.at, 1);
         assert!(matches!(err.kind, DecodeErrorKind::Truncated { .. }));
+    }
+
+    #[test]
+    fn values_at_the_edges_of_the_inline_widths_read_back_with_their_width() {
+        // One byte holds ZigZag values below 0x80, two bytes below 0x4000: the inline path ends
+        // at the second byte and longer varints go out of line.
+        for v in [0, -1, 1, 63, -64, 64, -65, 8191, -8192, 8192, -8193, i32::MAX, i32::MIN] {
+            let bytes = enc32(v);
+            let mut pos = 0;
+            assert_eq!(read_varint(&bytes, &mut pos).unwrap(), v, "varint {v}");
+            assert_eq!(pos, bytes.len(), "varint {v}");
+            let mut long = Vec::new();
+            write_varlong(&mut long, i64::from(v));
+            let mut pos = 0;
+            assert_eq!(read_varlong(&long, &mut pos).unwrap(), i64::from(v), "varlong {v}");
+            assert_eq!(pos, long.len(), "varlong {v}");
+        }
+    }
+
+    #[test]
+    fn a_failed_read_leaves_the_position_where_the_varint_starts() {
+        // Cut after one continuation byte (inside what the inline path reads), and missing.
+        for bytes in [&[0x07, 0x80][..], &[0x07][..]] {
+            let mut pos = 1;
+            let err = read_varint(bytes, &mut pos).unwrap_err();
+            assert_eq!((err.at, pos), (1, 1));
+            assert!(matches!(err.kind, DecodeErrorKind::Truncated { .. }));
+            let err = read_varlong(bytes, &mut pos).unwrap_err();
+            assert_eq!((err.at, pos), (1, 1));
+        }
     }
 
     proptest! {

@@ -155,7 +155,7 @@ impl AppendState {
     /// lines it ends become one append; its trailing partial line is kept. Returns the number
     /// of bytes accepted (all of `data`).
     pub fn write(&mut self, data: &[u8], owner: Option<u64>) -> Result<usize> {
-        let Some(last_newline) = data.iter().rposition(|&b| b == b'\n') else {
+        let Some(last_newline) = memchr::memrchr(b'\n', data) else {
             self.check_line_len(self.pending.len().saturating_add(data.len()))?;
             self.pending.extend_from_slice(data);
             self.pending_owner = owner;
