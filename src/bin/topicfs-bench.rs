@@ -291,8 +291,8 @@ impl Report {
             println!("{s}");
         };
         // Rows grouped by section, in this order, each group in the order measured.
-        const ORDER: [&str; 8] =
-            ["append", "read", "lookup", "tail", "mount", "open", "memory", "CPU"];
+        const ORDER: [&str; 9] =
+            ["append", "read", "lookup", "tail", "mount", "open", "memory", "CPU", "machine"];
         let rank = |s: &str| ORDER.iter().position(|o| *o == s).unwrap_or(ORDER.len());
         let mut rows: Vec<&Row> = self.rows.iter().collect();
         rows.sort_by_key(|r| rank(r.section));
@@ -554,6 +554,53 @@ fn rss(pid: u32) -> (u64, u64) {
             .map_or(0, |kb| kb * 1024)
     };
     (field("VmHWM:"), field("VmRSS:"))
+}
+
+// ---- the machine --------------------------------------------------------------------------
+
+/// Round trips of one byte between two threads over a socket pair, in microseconds: what
+/// waking a sleeping thread costs on this machine. Every FUSE request wakes a daemon thread
+/// and then the caller, so this bounds how cheap a request can be; on a VM, waking a thread
+/// on the other (idle) vCPU costs far more than on bare metal.
+fn wake_round_trip_us(rounds: usize) -> Result<(f64, f64), String> {
+    use std::os::unix::net::UnixStream;
+    let (mut a, mut b) = UnixStream::pair().map_err(|e| e.to_string())?;
+    let echo = std::thread::spawn(move || -> std::io::Result<()> {
+        let mut byte = [0u8; 1];
+        loop {
+            if b.read(&mut byte)? == 0 {
+                return Ok(());
+            }
+            b.write_all(&byte)?;
+        }
+    });
+    let mut us = Vec::with_capacity(rounds);
+    let mut byte = [7u8; 1];
+    for _ in 0..rounds {
+        let start = Instant::now();
+        a.write_all(&byte).map_err(|e| e.to_string())?;
+        a.read_exact(&mut byte).map_err(|e| e.to_string())?;
+        us.push(start.elapsed().as_secs_f64() * 1e6);
+    }
+    drop(a);
+    let _ = echo.join();
+    let (p50, p99, _) = latency(us);
+    Ok((p50, p99))
+}
+
+fn machine_context(report: &mut Report) -> Result<(), String> {
+    let (p50, p99) = wake_round_trip_us(20_000)?;
+    report.row(
+        "machine",
+        "thread wake-up round trip (socket ping-pong between two threads)",
+        format!("p50 {p50:.1} µs, p99 {p99:.1} µs"),
+        "",
+        "",
+        "",
+        None,
+    );
+    report.put("wake_round_trip_us", json!({"p50": p50, "p99": p99, "rounds": 20_000}));
+    Ok(())
 }
 
 // ---- in-process figures ---------------------------------------------------------------------
@@ -1296,6 +1343,24 @@ fn mount_reads(plan: &Plan, a: &Args, g: &Generated, report: &mut Report) -> Res
             target,
             met,
         );
+        if *key == "segments" {
+            // What the mount adds per file: each is a lookup, an open and a release
+            // (FUSE round trips), while its bytes are read by the kernel itself.
+            let files = seg_files.len().max(1) as f64;
+            let extra: Vec<f64> =
+                raw_s.iter().zip(&times[i]).map(|(r, x)| (x - r) / files * 1e6).collect();
+            let e = stat(&extra);
+            report.row(
+                "read",
+                "cat segments/*.log: time per file over raw cat",
+                format!("{:.0} µs ({:.0}..{:.0})", e.median, e.min, e.max),
+                format!("raw cat {:.0} µs per file", raw.median / files * 1e6),
+                "",
+                "",
+                None,
+            );
+            read_json.insert("segments_extra_us_per_file".into(), json!(extra));
+        }
         let cpu = stat(&cpus[i]);
         report.row(
             "CPU",
@@ -1574,6 +1639,7 @@ fn run(a: &Args) -> Result<Report, String> {
         None => generate_broker(&broker_dir, &plan, one_batch)?,
     };
 
+    machine_context(&mut report)?;
     eprintln!("in-process: append ...");
     engine_append(&plan, &a.work, &mut report)?;
     eprintln!("in-process: open, lookups, reads ...");
