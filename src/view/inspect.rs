@@ -57,6 +57,10 @@ pub const TXN_INDEX_ENTRY_SIZE: usize = 34;
 
 /// Texts kept by an [`InspectCache`] before it starts over.
 const CACHE_ENTRIES: usize = 256;
+
+/// Sizes of inspection files kept (see [`InspectCache`]): 16,384 dump files are the segments
+/// files of about 5,000 segments, at roughly 150 bytes each.
+const SIZE_ENTRIES: usize = 16_384;
 /// Files (or, for `check`, a partition's files) up to this size are rendered (a `.log` dump:
 /// counted) when stat'ed, so their size is exact before the first read; larger ones only when
 /// opened.
@@ -185,9 +189,17 @@ type Rendered = (Vec<SegmentSummary>, Rendering);
 /// Rendered inspection files (a `.log` dump: its counting pass), each reused while the
 /// segments it was rendered from are unchanged (same [`SegmentSummary`]: sizes, mtime, active
 /// flag), so `ls -l` (sizes) followed by `cat` renders once.
+///
+/// **Invariant**: a size in `sizes` is the size of the rendering of its key from exactly the
+/// segments stored with it; it is used only while those segments are unchanged. Sizes are kept
+/// apart from the renderings (a few dozen bytes each against a rendering's text or checkpoints)
+/// so that many more of them are kept ([`SIZE_ENTRIES`] against [`CACHE_ENTRIES`]): a second
+/// `ls -l segments/` of a partition with more dump files than renderings are kept answers from
+/// them instead of reading every small segment again.
 #[derive(Debug, Default)]
 pub struct InspectCache {
     entries: Mutex<HashMap<String, Rendered>>,
+    sizes: Mutex<HashMap<String, (Vec<SegmentSummary>, u64)>>,
 }
 
 impl InspectCache {
@@ -271,9 +283,14 @@ impl InspectCache {
     }
 
     fn cached_size(&self, key: &str, stamp: &[SegmentSummary]) -> Option<u64> {
-        let entries = lock(&self.entries);
-        let (s, rendering) = entries.get(key)?;
-        (s.as_slice() == stamp).then(|| rendering.size())
+        if let Some((s, rendering)) = lock(&self.entries).get(key)
+            && s.as_slice() == stamp
+        {
+            return Some(rendering.size());
+        }
+        let sizes = lock(&self.sizes);
+        let (s, size) = sizes.get(key)?;
+        (s.as_slice() == stamp).then_some(*size)
     }
 
     fn get_or_render(
@@ -288,6 +305,13 @@ impl InspectCache {
             }
         }
         let rendering = render()?;
+        {
+            let mut sizes = lock(&self.sizes);
+            if sizes.len() >= SIZE_ENTRIES && !sizes.contains_key(&key) {
+                sizes.clear();
+            }
+            sizes.insert(key.clone(), (stamp.clone(), rendering.size()));
+        }
         if rendering.memory() <= MAX_CACHED_BYTES {
             let mut entries = lock(&self.entries);
             if entries.len() >= CACHE_ENTRIES {
@@ -1200,6 +1224,124 @@ mod tests {
             buf[..n].copy_from_slice(&rest[..n]);
             Ok(n)
         }
+    }
+
+    /// `count` sealed segments holding the same `.log` bytes, counting the reads of their files.
+    struct ManySegments {
+        log: Vec<u8>,
+        count: i64,
+        reads: std::sync::atomic::AtomicUsize,
+    }
+
+    impl PartitionSource for ManySegments {
+        fn topic(&self) -> &str {
+            "t"
+        }
+        fn partition(&self) -> u32 {
+            0
+        }
+        fn summary(&self) -> Result<PartitionSummary> {
+            Err(Error::Unsupported("summary"))
+        }
+        fn segments(&self) -> Result<Vec<SegmentSummary>> {
+            Ok((0..self.count)
+                .map(|i| SegmentSummary {
+                    base_offset: Offset(i * 1000),
+                    log_size: self.log.len() as u64,
+                    index_size: 0,
+                    time_index_size: 0,
+                    txn_index_size: None,
+                    max_timestamp: None,
+                    is_active: false,
+                    last_modified: SystemTime::UNIX_EPOCH,
+                })
+                .collect())
+        }
+        fn offset_for(&self, _: OffsetQuery) -> Result<Offset> {
+            Err(Error::Unsupported("offset_for"))
+        }
+        fn seek(&self, _: Offset) -> Result<ReadCursor> {
+            Err(Error::Unsupported("seek"))
+        }
+        fn read(&self, _: &ReadCursor, _: usize) -> Result<BatchChunk> {
+            Err(Error::Unsupported("read"))
+        }
+        fn aborted_transactions(&self, _: Offset, _: Offset) -> Result<Vec<AbortedTxn>> {
+            Ok(Vec::new())
+        }
+        fn append(&self, _: &[NewRecord]) -> Result<AppendInfo> {
+            Err(Error::ReadOnly)
+        }
+        fn sync(&self) -> Result<()> {
+            Ok(())
+        }
+        fn read_segment_file(
+            &self,
+            _: Offset,
+            kind: SegmentFileKind,
+            pos: u64,
+            buf: &mut [u8],
+        ) -> Result<usize> {
+            self.reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if kind != SegmentFileKind::Log {
+                return Ok(0);
+            }
+            let rest = self.log.get(pos as usize..).unwrap_or_default();
+            let n = rest.len().min(buf.len());
+            buf[..n].copy_from_slice(&rest[..n]);
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn sizes_of_more_dumps_than_renderings_are_kept_are_answered_again_without_reading() {
+        let (log, _) = three_batches();
+        let many = Arc::new(ManySegments {
+            log: log.clone(),
+            count: CACHE_ENTRIES as i64 + 40,
+            reads: Default::default(),
+        });
+        let part: Arc<dyn PartitionSource> = Arc::clone(&many) as Arc<dyn PartitionSource>;
+        let cache = InspectCache::new();
+        let bases: Vec<Offset> = part.segments().unwrap().iter().map(|s| s.base_offset).collect();
+        // What `ls -l segments/` asks for each `.log.dump`, twice.
+        let first: Vec<u64> = bases
+            .iter()
+            .map(|b| cache.dump_size(&part, *b, SegmentFileKind::Log).unwrap())
+            .collect();
+        let reads_after_first = many.reads.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(reads_after_first >= bases.len(), "every dump counted once: {reads_after_first}");
+        let second: Vec<u64> = bases
+            .iter()
+            .map(|b| cache.dump_size(&part, *b, SegmentFileKind::Log).unwrap())
+            .collect();
+        assert_eq!(first, second);
+        assert_eq!(many.reads.load(std::sync::atomic::Ordering::Relaxed), reads_after_first);
+        // Each size is the size of the dump a read returns.
+        let dump = cache.dump(&part, bases[3], SegmentFileKind::Log).unwrap();
+        let reader = InspectionReader::new(dump);
+        let text = reader.read_at(0, 1 << 20).unwrap();
+        assert!(text.starts_with(b"Dumping t-0/00000000000000003000.log"), "{text:?}");
+        assert_eq!(text.len() as u64, first[3]);
+        // A changed segment is counted again: its stamp no longer matches.
+        let other = ManySegments {
+            log: log[..log.len() - 5].to_vec(),
+            count: 2,
+            reads: Default::default(),
+        };
+        let other: Arc<dyn PartitionSource> = Arc::new(other);
+        let shorter = cache.dump_size(&other, Offset(1000), SegmentFileKind::Log).unwrap();
+        assert!(shorter < first[1] + 40, "{shorter} vs {}", first[1]);
+        assert!(
+            String::from_utf8_lossy(
+                &InspectionReader::new(
+                    cache.dump(&other, Offset(1000), SegmentFileKind::Log).unwrap()
+                )
+                .read_at(0, 1 << 20)
+                .unwrap()
+            )
+            .contains("invalid bytes at the end"),
+        );
     }
 
     /// Three batches of two records: offsets 0-1, 2-3, 4-5 (the last at 10, 20, 30 ms).
