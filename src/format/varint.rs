@@ -95,27 +95,29 @@ fn short_unsigned(buf: &[u8], pos: &mut usize) -> Option<u32> {
 #[cold]
 #[inline(never)]
 fn read_varint_slow(buf: &[u8], pos: &mut usize) -> Result<i32, DecodeError> {
+    // Five bytes at most; bits past the 32nd of the fifth are dropped, as Kafka's reader does.
+    let value = read_unsigned_slow(buf, pos, 5)? as u32;
+    Ok(((value >> 1) as i32) ^ -((value & 1) as i32))
+}
+
+/// A varint of at most `max_bytes` bytes at `*pos` (advancing past it only when it is whole
+/// and valid), its groups of 7 bits put together low first; bits shifted past 64 are dropped.
+fn read_unsigned_slow(buf: &[u8], pos: &mut usize, max_bytes: u32) -> Result<u64, DecodeError> {
     let start = *pos;
-    let mut value: u32 = 0;
-    let mut shift = 0u32;
+    let mut value: u64 = 0;
     let mut i = start;
-    loop {
+    for n in 0..max_bytes {
         let Some(&b) = buf.get(i) else {
             return Err(truncated(start, i + 1 - start, buf.len().saturating_sub(start)));
         };
         i += 1;
+        value |= u64::from(b & 0x7f) << (7 * n);
         if b & 0x80 == 0 {
-            value |= u32::from(b).wrapping_shl(shift);
-            break;
-        }
-        value |= u32::from(b & 0x7f) << shift;
-        shift += 7;
-        if shift > 28 {
-            return Err(DecodeError::new(start, DecodeErrorKind::InvalidVarint));
+            *pos = i;
+            return Ok(value);
         }
     }
-    *pos = i;
-    Ok(((value >> 1) as i32) ^ -((value & 1) as i32))
+    Err(DecodeError::new(start, DecodeErrorKind::InvalidVarint))
 }
 
 /// Reads a ZigZag varlong at `*pos`, advancing `*pos` past it.
@@ -133,26 +135,7 @@ pub fn read_varlong(buf: &[u8], pos: &mut usize) -> Result<i64, DecodeError> {
 #[cold]
 #[inline(never)]
 fn read_varlong_slow(buf: &[u8], pos: &mut usize) -> Result<i64, DecodeError> {
-    let start = *pos;
-    let mut value: u64 = 0;
-    let mut shift = 0u32;
-    let mut i = start;
-    loop {
-        let Some(&b) = buf.get(i) else {
-            return Err(truncated(start, i + 1 - start, buf.len().saturating_sub(start)));
-        };
-        i += 1;
-        if b & 0x80 == 0 {
-            value |= u64::from(b).wrapping_shl(shift);
-            break;
-        }
-        value |= u64::from(b & 0x7f) << shift;
-        shift += 7;
-        if shift > 63 {
-            return Err(DecodeError::new(start, DecodeErrorKind::InvalidVarint));
-        }
-    }
-    *pos = i;
+    let value = read_unsigned_slow(buf, pos, 10)?;
     Ok(((value >> 1) as i64) ^ -((value & 1) as i64))
 }
 
