@@ -79,38 +79,68 @@ pub fn record_line(
     legacy_crc: Option<u32>,
 ) -> String {
     let mut line = String::with_capacity(160);
-    let _ = write!(
-        line,
-        "| offset: {} {}: {} keySize: {} valueSize: {}",
-        record.offset,
-        info.timestamp_type.name(),
-        record.timestamp,
-        record.key.map_or(-1, |k| k.len() as i64),
-        record.value.map_or(-1, |v| v.len() as i64),
-    );
+    write_record_line(&mut line, info, record, print_data, legacy_crc);
+    line
+}
+
+/// [`record_line`] appended to `out` (no newline). A `.log` dump prints one line per record,
+/// so this is the dump's inner loop: it writes straight into the text, without a `String`
+/// per line or the formatting machinery per number.
+pub fn write_record_line(
+    out: &mut String,
+    info: &BatchInfo,
+    record: &Record<'_>,
+    print_data: bool,
+    legacy_crc: Option<u32>,
+) {
+    let mut n = itoa::Buffer::new();
+    out.push_str("| offset: ");
+    out.push_str(n.format(record.offset.0));
+    out.push(' ');
+    out.push_str(info.timestamp_type.name());
+    out.push_str(": ");
+    out.push_str(n.format(record.timestamp));
+    out.push_str(" keySize: ");
+    out.push_str(n.format(record.key.map_or(-1, |k| k.len() as i64)));
+    out.push_str(" valueSize: ");
+    out.push_str(n.format(record.value.map_or(-1, |v| v.len() as i64)));
     if info.magic >= 2 {
-        let _ = write!(line, " sequence: {} headerKeys: [", record.sequence);
+        out.push_str(" sequence: ");
+        out.push_str(n.format(record.sequence));
+        out.push_str(" headerKeys: [");
         for (i, h) in record.headers.iter().enumerate() {
             if i > 0 {
-                line.push(',');
+                out.push(',');
             }
-            line.push_str(&String::from_utf8_lossy(h.key));
+            push_lossy(out, h.key);
         }
-        line.push(']');
+        out.push(']');
     } else if let Some(crc) = legacy_crc {
-        let _ = write!(line, " isValid: true crc: {crc}");
+        out.push_str(" isValid: true crc: ");
+        out.push_str(n.format(crc));
     }
     if info.is_control {
-        line.push_str(&control_suffix(record));
+        out.push_str(&control_suffix(record));
     } else if print_data {
         if let Some(k) = record.key {
-            let _ = write!(line, " key: {}", String::from_utf8_lossy(k));
+            out.push_str(" key: ");
+            push_lossy(out, k);
         }
         if let Some(v) = record.value {
-            let _ = write!(line, " payload: {}", String::from_utf8_lossy(v));
+            out.push_str(" payload: ");
+            push_lossy(out, v);
         }
     }
-    line
+}
+
+/// Appends `bytes` as `String::from_utf8_lossy` shows them. Valid UTF-8 (most keys and
+/// payloads) is checked by `str::from_utf8`, which is several times faster on ASCII than the
+/// chunk-by-chunk walk of the lossy conversion; only invalid bytes take that walk.
+fn push_lossy(out: &mut String, bytes: &[u8]) {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => out.push_str(s),
+        Err(_) => out.push_str(&String::from_utf8_lossy(bytes)),
+    }
 }
 
 fn control_suffix(record: &Record<'_>) -> String {

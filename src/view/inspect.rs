@@ -39,8 +39,8 @@ use std::sync::{Arc, Mutex};
 use crate::error::{Error, Result};
 use crate::format::control::{ControlRecordType, parse_control_key};
 use crate::format::dump::{
-    batch_line, index_entry_line, invalid_bytes_line, log_starting_offset_line, record_line,
-    time_index_entry_line,
+    batch_line, index_entry_line, invalid_bytes_line, log_starting_offset_line,
+    time_index_entry_line, write_record_line,
 };
 use crate::format::index_entry::{
     OFFSET_INDEX_ENTRY_SIZE, OffsetPosition, TIME_INDEX_ENTRY_SIZE, TimestampOffset,
@@ -834,7 +834,8 @@ fn dump_records(e: &Entry<'_>, out: &mut String) -> Result<(), crate::format::De
     for (i, record) in batch.records().enumerate() {
         let record = record?;
         let crc = legacy_crcs.get(i).copied();
-        let _ = writeln!(out, "{}", record_line(batch.info(), &record, true, crc));
+        write_record_line(out, batch.info(), &record, true, crc);
+        out.push('\n');
     }
     Ok(())
 }
