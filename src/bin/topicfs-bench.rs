@@ -291,8 +291,8 @@ impl Report {
             println!("{s}");
         };
         // Rows grouped by section, in this order, each group in the order measured.
-        const ORDER: [&str; 9] =
-            ["append", "read", "lookup", "tail", "mount", "open", "memory", "CPU", "machine"];
+        const ORDER: [&str; 10] =
+            ["append", "read", "lookup", "tail", "ls", "mount", "open", "memory", "CPU", "machine"];
         let rank = |s: &str| ORDER.iter().position(|o| *o == s).unwrap_or(ORDER.len());
         let mut rows: Vec<&Row> = self.rows.iter().collect();
         rows.sort_by_key(|r| rank(r.section));
@@ -1272,6 +1272,41 @@ fn mount_reads(plan: &Plan, a: &Args, g: &Generated, report: &mut Report) -> Res
     report.put(
         "tail",
         json!({"first_seconds": tail_first, "warm_seconds": tail_warm, "log_bytes": g.log_bytes}),
+    );
+
+    // ls -l segments/ on the fresh mount: every file's size, so every small segment's .log
+    // dump is counted (a pass over its .log); then again after the entries' 1 s TTL, when the
+    // counted sizes are remembered.
+    let segments_dir = part.join("segments");
+    let files = fs::read_dir(&segments_dir).map_err(|e| e.to_string())?.count();
+    let ls = format!("ls -l {}", sh_quote(&segments_dir));
+    let ls_first = time_sh(&ls)?;
+    let mut ls_warm = vec![];
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(1100));
+        ls_warm.push(time_sh(&ls)?);
+    }
+    report.row(
+        "ls",
+        format!("ls -l segments/ ({files} files), first on a fresh mount"),
+        fmt_ms(ls_first),
+        "",
+        "",
+        "",
+        None,
+    );
+    report.row(
+        "ls",
+        "ls -l segments/, again after the attribute TTL",
+        fmt_ms(stat(&ls_warm).median),
+        "",
+        "",
+        "",
+        None,
+    );
+    report.put(
+        "ls_segments",
+        json!({"files": files, "first_seconds": ls_first, "warm_seconds": ls_warm}),
     );
 
     // Sequential reads, interleaved with cat of the raw .log files (from the page cache).
