@@ -1,6 +1,7 @@
 //! The command line: `topicfs mount DATA_DIR MOUNTPOINT [options]` and `topicfs unmount`.
 
-use std::path::PathBuf;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
@@ -50,7 +51,14 @@ clean-shutdown marker written) on `fusermount3 -u MOUNTPOINT`, `umount MOUNTPOIN
 `topicfs unmount MOUNTPOINT`, SIGTERM, SIGINT (Ctrl-C with -f) or SIGHUP.
 
 Logging follows RUST_LOG (default `info,fuser=error`; e.g. RUST_LOG=debug, RUST_LOG=topicfs=trace): to
-stderr with -f, to syslog (identifier topicfs) in the background.";
+stderr with -f, to syslog (identifier topicfs) in the background.
+
+From /etc/fstab, with topicfs installed in /usr/local/bin or /usr/bin:
+  /var/lib/kafka/data  /mnt/kafka  fuse.topicfs  ro,allow_other,_netdev,nofail  0 0
+or, with /sbin/mount.topicfs linked to the binary, type `topicfs`. Options there are the -o
+options above plus read_only, partitions=N, threads=N, isolation=LEVEL,
+retention_check_interval_ms=MS and any log setting by its Kafka name (segment.bytes=1048576);
+mount(8)'s own (defaults, noauto, user, nofail, _netdev, x-systemd.*) are ignored.";
 
 const MOUNT_EXAMPLES: &str = "\
 Examples:
@@ -285,9 +293,20 @@ fn parse_isolation(s: &str) -> Result<Isolation, String> {
 
 /// Parses the command line and runs it; the process's exit status.
 pub fn main() -> ExitCode {
-    match Cli::parse().command {
-        Command::Mount(args) => match args.request() {
-            Ok(request) => mount::run(request, args.mode()),
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    let (args, fake) = match helper_args(&argv) {
+        Ok(Some(helper)) => (helper.args, helper.fake),
+        Ok(None) => (argv.get(1..).unwrap_or_default().to_vec(), false),
+        Err(err) => {
+            eprintln!("topicfs: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    let cli = Cli::parse_from(std::iter::once(OsString::from("topicfs")).chain(args.clone()));
+    match cli.command {
+        Command::Mount(mount_args) => match mount_args.request() {
+            Ok(_) if fake => ExitCode::SUCCESS,
+            Ok(request) => mount::run(request, mount_args.mode(), &args),
             Err(err) => {
                 eprintln!("topicfs: {err}");
                 ExitCode::from(2)
@@ -295,6 +314,120 @@ pub fn main() -> ExitCode {
         },
         Command::Unmount { mountpoint } => mount::unmount(&mountpoint),
     }
+}
+
+/// A mount helper's command line turned into `topicfs mount` arguments.
+#[derive(Debug, PartialEq, Eq)]
+pub struct HelperArgs {
+    /// `mount SOURCE MOUNTPOINT [flags]`, what follows the program name.
+    pub args: Vec<OsString>,
+    /// mount(8)'s `-f` (fake): check everything, mount nothing.
+    pub fake: bool,
+}
+
+/// fstab support. topicfs is run as a mount helper in two ways:
+/// - as `mount.topicfs SOURCE MOUNTPOINT [-sfnv] [-o OPTIONS]` by mount(8), for fstab type
+///   `topicfs` (with `/sbin/mount.topicfs` a link to the binary);
+/// - as `topicfs SOURCE MOUNTPOINT -o OPTIONS` by mount.fuse3, for fstab type `fuse.topicfs`.
+///
+/// Both become `topicfs mount SOURCE MOUNTPOINT ...`: FUSE options stay in `-o`; `ro` also
+/// means `--read-only`; `partitions=N`, `threads=N`, `isolation=LEVEL` and
+/// `retention_check_interval_ms=MS` become those flags; an option with a dot in its name
+/// (`segment.bytes=1048576`) is a log setting (`--config`); options that are for mount(8) or
+/// systemd (`defaults`, `auto`, `noauto`, `user`, `users`, `nouser`, `owner`, `nofail`,
+/// `_netdev`, `x-*`, `comment=*`) are dropped. Anything else is refused, unless `-s`
+/// (sloppy) was given. `None`: `argv` is an ordinary topicfs command line.
+pub fn helper_args(argv: &[OsString]) -> Result<Option<HelperArgs>, String> {
+    let program = argv
+        .first()
+        .map(|p| Path::new(p).file_name().unwrap_or_default().to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let rest = argv.get(1..).unwrap_or_default();
+    let as_mount_helper = program.starts_with("mount.");
+    let as_fuse_helper = !as_mount_helper
+        && rest.len() >= 2
+        && rest.first().is_some_and(|a| {
+            let a = a.to_string_lossy();
+            !a.starts_with('-') && !["mount", "unmount", "help"].contains(&a.as_ref())
+        });
+    if !as_mount_helper && !as_fuse_helper {
+        return Ok(None);
+    }
+    let (mut positional, mut options, mut sloppy, mut fake) =
+        (Vec::new(), Vec::new(), false, false);
+    let mut words = rest.iter();
+    while let Some(word) = words.next() {
+        let text = word.to_string_lossy();
+        match text.as_ref() {
+            "-o" => {
+                let list = words.next().ok_or("-o needs a list of options")?;
+                options.extend(list.to_string_lossy().split(',').map(str::to_string));
+            }
+            "-s" => sloppy = true,
+            "-f" => fake = true,
+            "-n" | "-v" => {}
+            "-t" => {
+                words.next();
+            }
+            _ if text.starts_with("-o") => {
+                options.extend(text.get(2..).unwrap_or_default().split(',').map(str::to_string));
+            }
+            _ if text.starts_with('-') && text.len() > 1 => {
+                return Err(format!("mount helper: unknown flag {text:?}"));
+            }
+            _ => positional.push(word.clone()),
+        }
+    }
+    let [source, mountpoint] = <[OsString; 2]>::try_from(positional)
+        .map_err(|p| format!("mount helper: expected SOURCE MOUNTPOINT, got {p:?}"))?;
+    let mut args = vec![OsString::from("mount"), source, mountpoint];
+    let (mut fuse_options, mut read_only) = (Vec::new(), false);
+    for option in options.iter().map(|o| o.trim()).filter(|o| !o.is_empty()) {
+        let (key, value) = match option.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (option, None),
+        };
+        let flag = key.replace('_', "-");
+        match (key, value) {
+            (
+                "defaults" | "auto" | "noauto" | "user" | "users" | "nouser" | "owner" | "nofail"
+                | "_netdev",
+                None,
+            )
+            | ("comment", Some(_)) => {}
+            _ if key.starts_with("x-") => {}
+            // `ro` among the FUSE options below means read-only too (`MountArgs::request`).
+            ("read_only" | "read-only", None) => read_only = true,
+            (
+                "partitions"
+                | "threads"
+                | "isolation"
+                | "retention_check_interval_ms"
+                | "retention-check-interval-ms",
+                Some(v),
+            ) => {
+                args.push(format!("--{flag}").into());
+                args.push(v.into());
+            }
+            _ if key.contains('.') && value.is_some() => {
+                args.push("--config".into());
+                args.push(option.into());
+            }
+            _ => match option.parse::<FuseOption>() {
+                Ok(_) => fuse_options.push(option.to_string()),
+                Err(_) if sloppy => {}
+                Err(err) => return Err(format!("mount helper: {err}")),
+            },
+        }
+    }
+    if read_only {
+        args.push("--read-only".into());
+    }
+    if !fuse_options.is_empty() {
+        args.push("-o".into());
+        args.push(fuse_options.join(",").into());
+    }
+    Ok(Some(HelperArgs { args, fake }))
 }
 
 #[cfg(test)]
@@ -334,6 +467,100 @@ mod tests {
         assert!(request.read_only, "-o ro means read-only");
         assert_eq!(request.fuse_options.len(), 3);
         assert_eq!(args.mode(), Mode::Background);
+    }
+
+    fn os(words: &[&str]) -> Vec<OsString> {
+        words.iter().map(OsString::from).collect()
+    }
+
+    fn helper(words: &[&str]) -> Result<Option<HelperArgs>, String> {
+        helper_args(&os(words))
+    }
+
+    #[test]
+    fn a_mount_helper_command_line_becomes_topicfs_mount() {
+        // mount(8) running /sbin/mount.topicfs for an fstab line of type topicfs.
+        let h = helper(&[
+            "/sbin/mount.topicfs",
+            "/var/lib/kafka",
+            "/mnt/kafka",
+            "-o",
+            "rw,_netdev,nofail,x-systemd.automount,allow_other,partitions=3,segment.bytes=1048576,\
+             retention_check_interval_ms=1000",
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            h.args,
+            os(&[
+                "mount",
+                "/var/lib/kafka",
+                "/mnt/kafka",
+                "--partitions",
+                "3",
+                "--config",
+                "segment.bytes=1048576",
+                "--retention-check-interval-ms",
+                "1000",
+                "-o",
+                "rw,allow_other",
+            ])
+        );
+        assert!(!h.fake);
+        // What clap makes of it.
+        let cli =
+            Cli::try_parse_from(std::iter::once(OsString::from("topicfs")).chain(h.args)).unwrap();
+        let Command::Mount(args) = cli.command else { panic!("not mount") };
+        let request = args.request().unwrap();
+        assert_eq!((request.partitions, request.log_config.segment_bytes), (3, 1_048_576));
+        assert!(!request.read_only);
+        assert_eq!(args.mode(), Mode::Background, "a helper returns once mounted");
+    }
+
+    #[test]
+    fn mount_fuse3_s_command_line_and_read_only_forms() {
+        // mount.fuse3 for type fuse.topicfs runs `topicfs SOURCE MOUNTPOINT -o OPTIONS`.
+        let h = helper(&["topicfs", "data", "mnt", "-o", "ro,isolation=read_uncommitted"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            h.args,
+            os(&["mount", "data", "mnt", "--isolation", "read_uncommitted", "-o", "ro"])
+        );
+        let h = helper(&["mount.topicfs", "data", "mnt", "-oread_only,threads=4", "-n", "-v"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(h.args, os(&["mount", "data", "mnt", "--threads", "4", "--read-only"]));
+        let cli =
+            Cli::try_parse_from(std::iter::once(OsString::from("topicfs")).chain(h.args)).unwrap();
+        let Command::Mount(args) = cli.command else { panic!("not mount") };
+        assert!(args.request().unwrap().read_only);
+        // -f: check only.
+        assert!(helper(&["mount.topicfs", "-f", "d", "m"]).unwrap().unwrap().fake);
+    }
+
+    #[test]
+    fn ordinary_command_lines_are_not_helper_calls() {
+        for words in [
+            &["topicfs", "mount", "d", "m"][..],
+            &["topicfs", "unmount", "m"],
+            &["topicfs", "--help"],
+            &["topicfs", "help", "mount"],
+            &["topicfs"],
+        ] {
+            assert_eq!(helper(words).unwrap(), None, "{words:?}");
+        }
+    }
+
+    #[test]
+    fn helper_refuses_unknown_options_unless_sloppy() {
+        let err = helper(&["mount.topicfs", "d", "m", "-o", "rw,bogus"]).unwrap_err();
+        assert!(err.contains("\"bogus\""), "{err}");
+        let h = helper(&["mount.topicfs", "-s", "d", "m", "-o", "rw,bogus"]).unwrap().unwrap();
+        assert_eq!(h.args, os(&["mount", "d", "m", "-o", "rw"]));
+        assert!(helper(&["mount.topicfs", "d"]).unwrap_err().contains("SOURCE MOUNTPOINT"));
+        assert!(helper(&["mount.topicfs", "d", "m", "-x"]).unwrap_err().contains("-x"));
+        assert!(helper(&["mount.topicfs", "d", "m", "-o"]).unwrap_err().contains("-o"));
     }
 
     #[test]

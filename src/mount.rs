@@ -188,9 +188,13 @@ impl From<crate::Error> for MountError {
 }
 
 /// Runs `topicfs mount` in `mode`; the process's exit status.
-pub fn run(request: MountRequest, mode: Mode) -> ExitCode {
+///
+/// `args` is the command line after the program name as `topicfs` understands it (for a mount
+/// helper invocation: its translation, see [`crate::cli::helper_args`]); the background parent
+/// starts the daemon child with it.
+pub fn run(request: MountRequest, mode: Mode, args: &[OsString]) -> ExitCode {
     match mode {
-        Mode::Background => run_parent(),
+        Mode::Background => run_parent(args),
         Mode::Foreground | Mode::DaemonChild => {
             let daemon = mode == Mode::DaemonChild;
             init_logging(daemon);
@@ -212,8 +216,8 @@ pub fn run(request: MountRequest, mode: Mode) -> ExitCode {
 
 /// The parent in background mode: re-executes this command as the daemon child and waits for
 /// its one status line.
-fn run_parent() -> ExitCode {
-    match spawn_daemon() {
+fn run_parent(args: &[OsString]) -> ExitCode {
+    match spawn_daemon(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("topicfs: {err}");
@@ -222,10 +226,10 @@ fn run_parent() -> ExitCode {
     }
 }
 
-fn spawn_daemon() -> Result<(), MountError> {
+fn spawn_daemon(args: &[OsString]) -> Result<(), MountError> {
     let exe = std::env::current_exe()
         .map_err(|e| MountError(format!("cannot find the topicfs executable: {e}")))?;
-    let args = daemon_child_args(std::env::args_os().skip(1).collect());
+    let args = daemon_child_args(args.to_vec());
     let mut child = Command::new(exe)
         .args(args)
         .stdin(Stdio::null())

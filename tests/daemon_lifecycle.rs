@@ -5,6 +5,7 @@
 mod common;
 
 use std::fs;
+use std::io::Write;
 use std::path::Path;
 use std::process::Command;
 
@@ -204,4 +205,77 @@ fn read_only_option_mounts_read_only() {
     let m = MountGuard::foreground(&["-o", "ro"]);
     let err = fs::create_dir(m.path("t")).unwrap_err();
     assert_eq!(err.raw_os_error(), Some(libc::EROFS));
+}
+
+/// fstab type `fuse.topicfs`: mount(8) runs mount.fuse3 (from fuse3), which runs
+/// `topicfs SOURCE MOUNTPOINT -o OPTIONS` from PATH. Here mount.fuse3 is run as mount(8) runs
+/// it, with the built binary's directory first in PATH.
+#[test]
+fn fstab_type_fuse_topicfs_mounts_through_mount_fuse3_with_topicfs_options() {
+    let dirs = Dirs::new();
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_topicfs")).parent().unwrap().to_path_buf();
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let mut command = Command::new("/sbin/mount.fuse3");
+    command
+        .arg(dirs.data())
+        .arg(dirs.mnt())
+        .args(["-t", "topicfs", "-o", "rw,_netdev,nofail,partitions=2,segment.bytes=4096"])
+        .env("PATH", path);
+    let m = MountGuard::background_with(dirs, command);
+    fs::create_dir(m.path("t")).unwrap();
+    let mut partitions: Vec<String> = fs::read_dir(m.path("t"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.parse::<u32>().is_ok())
+        .collect();
+    partitions.sort();
+    assert_eq!(partitions, ["0", "1"], "partitions=2 reached --partitions");
+    // segment.bytes=4096 reached the log settings: 100 lines of 100 bytes roll segments.
+    let line = format!("{}\n", "x".repeat(99));
+    for _ in 0..100 {
+        fs::OpenOptions::new()
+            .append(true)
+            .open(m.path("t/1/append"))
+            .unwrap()
+            .write_all(line.as_bytes())
+            .unwrap();
+    }
+    let logs = fs::read_dir(m.path("t/1/segments"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".log"))
+        .count();
+    assert!(logs > 1, "one segment only: segment.bytes was not applied");
+    let data = m.data();
+    let status = Command::new("umount").arg(m.mnt()).status().unwrap();
+    assert!(status.success());
+    let _dirs = m.into_dirs();
+    assert!(data.join(CLEAN_SHUTDOWN_MARKER).exists(), "no clean shutdown after umount");
+}
+
+/// fstab type `topicfs`: mount(8) runs `/sbin/mount.topicfs SOURCE MOUNTPOINT -o OPTIONS`
+/// (a link to the binary), here run by hand through a link of that name.
+#[test]
+fn a_mount_topicfs_link_mounts_read_only_with_mount_8_s_options() {
+    let dirs = Dirs::new();
+    let link = dirs.root.path().join("mount.topicfs");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_topicfs"), &link).unwrap();
+    // A topic to look at, written by a first read-write mount.
+    let m = MountGuard::background_on(dirs, &[]);
+    produce(&m, "a\nb\n");
+    let dirs = m.unmount();
+    let mut command = Command::new(&link);
+    command.arg(dirs.data()).arg(dirs.mnt()).args(["-n", "-o", "ro,defaults,x-systemd.automount"]);
+    let m = MountGuard::background_with(dirs, command);
+    assert_eq!(fs::read_to_string(m.path("t/0/by-offset/0")).unwrap(), "a\nb\n");
+    let err = fs::create_dir(m.path("u")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EROFS), "{err}");
+    // An option no one knows is refused before anything is mounted.
+    let out = Command::new(&link)
+        .arg(m.data())
+        .arg(m.dirs_root().join("elsewhere"))
+        .args(["-o", "rw,bogus"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bogus"));
 }

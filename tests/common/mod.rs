@@ -155,8 +155,15 @@ impl MountGuard {
     /// `topicfs mount DATA MNT <args>` (background) on existing dirs; the parent must exit 0
     /// with the mount already live.
     pub fn background_on(dirs: Dirs, args: &[&str]) -> MountGuard {
-        let status =
-            topicfs().arg("mount").arg(dirs.data()).arg(dirs.mnt()).args(args).status().unwrap();
+        let mut command = topicfs();
+        command.arg("mount").arg(dirs.data()).arg(dirs.mnt()).args(args);
+        MountGuard::background_with(dirs, command)
+    }
+
+    /// A background mount of `dirs` started by `command` (a mount helper, say), which must
+    /// exit 0 with the mount already live.
+    pub fn background_with(dirs: Dirs, mut command: Command) -> MountGuard {
+        let status = command.status().unwrap();
         if !status.success() {
             force_unmount(&dirs.mnt());
             panic!("topicfs mount failed: {status}");
