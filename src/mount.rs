@@ -314,8 +314,8 @@ fn mount_and_serve(
     if request.fuse_options.contains(&FuseOption::NoPassthrough) {
         adapter = adapter.without_passthrough();
     }
-    let mut session = match Session::new(adapter, &mountpoint, &config) {
-        Ok(session) => session,
+    let (session, mut unmounter) = match start_session(adapter, &mountpoint, &config) {
+        Ok(started) => started,
         Err(err) => {
             let _ = source.shutdown();
             return Err(MountError(format!(
@@ -328,7 +328,7 @@ fn mount_and_serve(
     let connection = fuse_connection(&mountpoint);
     let (ended_tx, ended_rx) = mpsc::channel::<()>();
     let stopper = Stopper {
-        unmounter: session.unmount_callable(),
+        unmounter: unmounter.clone(),
         mountpoint: mountpoint.clone(),
         connection,
         ended: ended_rx,
@@ -338,7 +338,8 @@ fn mount_and_serve(
         .name("topicfs-signals".into())
         .spawn(move || stopper.wait_and_unmount(signals));
     if let Err(err) = spawned {
-        drop(session); // unmounts
+        let _ = unmounter.unmount();
+        drop(session);
         let _ = fs.shutdown();
         return Err(MountError(format!("cannot start the signal thread: {err}")));
     }
@@ -360,6 +361,139 @@ fn mount_and_serve(
     })?;
     log::info!("shut down cleanly");
     Ok(())
+}
+
+/// Mounts `mountpoint` and starts the FUSE session on it.
+///
+/// As root the mount is made here with `mount(2)`, so that it gets the file system type
+/// `fuse.<subtype>` (`fuse.topicfs` unless `-o subtype=` says otherwise) as `/proc/mounts`,
+/// `findmnt -t` and fstab expect: fuser's own `mount(2)` call always says `fuse`. Without the
+/// privilege (`EPERM`), and with `auto_unmount` (which needs fusermount3 to watch the daemon),
+/// fuser mounts it, through fusermount3 when not root.
+fn start_session(
+    adapter: FuseAdapter,
+    mountpoint: &Path,
+    config: &Config,
+) -> Result<(Session<FuseAdapter>, Unmounter), String> {
+    let auto_unmount = config.mount_options.contains(&MountOption::AutoUnmount);
+    if nix::unistd::geteuid().is_root() && !auto_unmount {
+        match mount_directly(mountpoint, &config.mount_options, config.acl) {
+            Ok(device) => {
+                let unmounter = Unmounter::Direct(mountpoint.to_path_buf());
+                return match Session::from_fd(adapter, device, config.acl, config.clone()) {
+                    Ok(session) => Ok((session, unmounter)),
+                    Err(err) => {
+                        // Mounted, but no session serves it: take it away again.
+                        detach_lazily(mountpoint);
+                        Err(format!("FUSE handshake failed: {err}"))
+                    }
+                };
+            }
+            Err(nix::errno::Errno::EPERM) => {
+                log::debug!("mount(2) of {} refused; mounting through fuser", mountpoint.display());
+            }
+            Err(err) => return Err(format!("mount(2): {err}")),
+        }
+    }
+    let mut session = Session::new(adapter, mountpoint, config).map_err(|e| e.to_string())?;
+    let unmounter = Unmounter::Fuser(Arc::new(std::sync::Mutex::new(session.unmount_callable())));
+    Ok((session, unmounter))
+}
+
+/// `mount(2)` of a new FUSE connection on `mountpoint` with `options`, as libfuse and fuser
+/// make it (the options a FUSE file system takes: `fd`, `rootmode`, `user_id`, `group_id`,
+/// `default_permissions`, `allow_other`; `nodev` and `nosuid` unless `dev`/`suid` are given),
+/// but with the type `fuse.<subtype>` and the source `fsname`. Returns the `/dev/fuse`
+/// descriptor the session reads.
+fn mount_directly(
+    mountpoint: &Path,
+    options: &[MountOption],
+    acl: SessionACL,
+) -> Result<std::os::fd::OwnedFd, nix::errno::Errno> {
+    use nix::mount::MsFlags;
+    use std::os::fd::{AsRawFd, OwnedFd};
+    use std::os::unix::fs::PermissionsExt;
+
+    let root_mode = fs::metadata(mountpoint)
+        .map_err(|e| nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))?
+        .permissions()
+        .mode();
+    let device = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(DEV_FUSE)
+        .map_err(|e| nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))?;
+    let mut data = format!(
+        "fd={},rootmode={root_mode:o},user_id={},group_id={}",
+        device.as_raw_fd(),
+        nix::unistd::getuid(),
+        nix::unistd::getgid()
+    );
+    let (mut source, mut subtype) = (DEV_FUSE.to_string(), "topicfs".to_string());
+    let mut flags = MsFlags::empty();
+    let (mut dev, mut suid) = (false, false);
+    for option in options {
+        match option {
+            MountOption::FSName(name) => source.clone_from(name),
+            MountOption::Subtype(name) => subtype.clone_from(name),
+            MountOption::DefaultPermissions => data.push_str(",default_permissions"),
+            MountOption::CUSTOM(custom) => {
+                data.push(',');
+                data.push_str(custom);
+            }
+            MountOption::Dev => dev = true,
+            MountOption::Suid => suid = true,
+            MountOption::NoDev => flags |= MsFlags::MS_NODEV,
+            MountOption::NoSuid => flags |= MsFlags::MS_NOSUID,
+            MountOption::RO => flags |= MsFlags::MS_RDONLY,
+            MountOption::NoExec => flags |= MsFlags::MS_NOEXEC,
+            MountOption::NoAtime => flags |= MsFlags::MS_NOATIME,
+            MountOption::Sync => flags |= MsFlags::MS_SYNCHRONOUS,
+            MountOption::DirSync => flags |= MsFlags::MS_DIRSYNC,
+            MountOption::RW | MountOption::Exec | MountOption::Atime | MountOption::Async => {}
+            MountOption::AutoUnmount => {}
+        }
+    }
+    if !dev {
+        flags |= MsFlags::MS_NODEV;
+    }
+    if !suid {
+        flags |= MsFlags::MS_NOSUID;
+    }
+    if acl != SessionACL::Owner {
+        // The session checks allow_root itself (fuser's `SessionACL`); the kernel only knows
+        // allow_other.
+        data.push_str(",allow_other");
+    }
+    let fstype = format!("fuse.{subtype}");
+    nix::mount::mount(
+        Some(source.as_str()),
+        mountpoint,
+        Some(fstype.as_str()),
+        flags,
+        Some(data.as_str()),
+    )?;
+    Ok(OwnedFd::from(device))
+}
+
+/// How the daemon unmounts its mount at a termination signal: `umount(2)` of a mount it made
+/// itself, or fuser's unmounter for one fuser made.
+#[derive(Clone)]
+enum Unmounter {
+    Direct(PathBuf),
+    Fuser(Arc<std::sync::Mutex<SessionUnmounter>>),
+}
+
+impl Unmounter {
+    fn unmount(&mut self) -> std::io::Result<()> {
+        match self {
+            Unmounter::Direct(mountpoint) => nix::mount::umount(mountpoint.as_path())
+                .map_err(|e| std::io::Error::from_raw_os_error(e as i32)),
+            Unmounter::Fuser(unmounter) => {
+                unmounter.lock().unwrap_or_else(|e| e.into_inner()).unmount()
+            }
+        }
+    }
 }
 
 /// The retention task: Kafka's `log.retention.check.interval.ms` loop over the data dir.
@@ -434,7 +568,7 @@ fn termination_signals() -> SigSet {
 
 /// What the signal thread needs to end the mount.
 struct Stopper {
-    unmounter: SessionUnmounter,
+    unmounter: Unmounter,
     mountpoint: PathBuf,
     /// The FUSE connection number, to abort a busy mount.
     connection: Option<u32>,

@@ -200,6 +200,35 @@ fn mount_options_reach_the_kernel() {
     assert!(line.contains("default_permissions"), "{line}");
 }
 
+/// The fields of `mnt`'s line in /proc/self/mountinfo after the separator: type, source, super
+/// options.
+fn mount_type_and_source(mnt: &Path) -> (String, String) {
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let line = mountinfo
+        .lines()
+        .find(|l| l.split(' ').nth(4) == Some(mnt.to_str().unwrap()))
+        .unwrap()
+        .to_string();
+    let after = line.split(" - ").nth(1).unwrap().to_string();
+    let mut fields = after.split(' ');
+    (fields.next().unwrap().to_string(), fields.next().unwrap().to_string())
+}
+
+#[test]
+fn the_mount_is_of_type_fuse_topicfs_with_the_data_dir_as_source() {
+    let m = MountGuard::background(&[]);
+    let (fstype, source) = mount_type_and_source(&m.mnt());
+    assert_eq!(fstype, "fuse.topicfs");
+    assert_eq!(source, m.data().to_str().unwrap());
+    // findmnt and umount -t find it by that type.
+    let found = sh(&format!("findmnt -n -t fuse.topicfs -o TARGET {}", m.mnt().display()));
+    assert_eq!(found.trim(), m.mnt().to_str().unwrap());
+    let dirs = m.unmount();
+    // subtype= and fsname= name them.
+    let m = MountGuard::foreground_on(dirs, &["-o", "subtype=kafka,fsname=prod-logs"]);
+    assert_eq!(mount_type_and_source(&m.mnt()), ("fuse.kafka".into(), "prod-logs".into()));
+}
+
 #[test]
 fn read_only_option_mounts_read_only() {
     let m = MountGuard::foreground(&["-o", "ro"]);
