@@ -180,6 +180,33 @@ fn arb_record() -> impl Strategy<Value = NewRecord> {
 }
 
 proptest! {
+    /// A JSON string is exactly what serde_json writes for it, wherever the bytes that need an
+    /// escape fall relative to the 16-byte blocks the clean runs are found in.
+    #[test]
+    fn json_strings_are_what_serde_json_writes(
+        pieces in prop::collection::vec(
+            prop_oneof![
+                "[a-z0-9 ]{0,40}",
+                Just("\"".to_string()),
+                Just("\\".to_string()),
+                Just("\n".to_string()),
+                Just("\u{1}".to_string()),
+                Just("\u{1f}".to_string()),
+                Just("é😀".to_string()),
+                "\\PC{0,5}",
+            ],
+            0..12,
+        )
+    ) {
+        let s: String = pieces.concat();
+        let mut out = Vec::new();
+        write_json_str(&mut out, &s);
+        prop_assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(&s).unwrap());
+        let mut counter = ByteCounter::default();
+        write_json_str(&mut counter, &s);
+        prop_assert_eq!(counter.0 as usize, serde_json::to_string(&s).unwrap().len());
+    }
+
     /// `.json` output parses back through `append.json` into the same key, value, headers and
     /// timestamp, whatever the bytes; each line is valid JSON with kcat's keys.
     #[test]

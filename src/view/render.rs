@@ -121,13 +121,13 @@ impl Renderer {
     }
 
     fn render_json(&self, info: &BatchInfo, record: &Record<'_>, out: &mut impl Sink) {
-        let mut num = itoa_buf();
+        let mut num = itoa::Buffer::new();
         out.put(b"{\"topic\":");
         out.put(&self.topic_json);
         out.put(b",\"partition\":");
-        out.put(fmt_int(&mut num, i64::from(self.partition)));
+        out.put(num.format(i64::from(self.partition)).as_bytes());
         out.put(b",\"offset\":");
-        out.put(fmt_int(&mut num, record.offset.0));
+        out.put(num.format(record.offset.0).as_bytes());
         let tstype: Option<&[u8]> = match info.timestamp_type {
             TimestampType::CreateTime => Some(b"create"),
             TimestampType::LogAppendTime => Some(b"logappend"),
@@ -137,7 +137,7 @@ impl Renderer {
             out.put(b",\"tstype\":\"");
             out.put(tstype);
             out.put(b"\",\"ts\":");
-            out.put(fmt_int(&mut num, record.timestamp));
+            out.put(num.format(record.timestamp).as_bytes());
         }
         out.put(b",\"broker\":-1");
         if !record.headers.is_empty() {
@@ -202,14 +202,41 @@ fn write_bytes_field(out: &mut impl Sink, name: &[u8], value: Option<&[u8]>) {
     }
 }
 
+/// Whether JSON needs `b` escaped inside a string: a quote, a backslash or a control character.
+#[inline(always)]
+fn needs_escape(b: u8) -> bool {
+    b < 0x20 || b == b'"' || b == b'\\'
+}
+
+/// The position of the first byte of `bytes` that needs an escape. Each 16-byte block is tested
+/// without branching per byte (the compiler turns it into vector compares).
+fn first_to_escape(bytes: &[u8]) -> Option<usize> {
+    let mut blocks = bytes.chunks_exact(16);
+    let mut at = 0;
+    for block in &mut blocks {
+        if block.iter().fold(false, |any, &b| any | needs_escape(b)) {
+            return block.iter().position(|&b| needs_escape(b)).map(|i| at + i);
+        }
+        at += 16;
+    }
+    blocks.remainder().iter().position(|&b| needs_escape(b)).map(|i| at + i)
+}
+
 /// Writes `s` as a quoted JSON string (RFC 8259 §7): `"` and `\` escaped, control characters
 /// U+0000..U+001F as `\b \f \n \r \t` or `\u00XX`; all other characters verbatim (UTF-8).
 pub fn write_json_str(out: &mut impl Sink, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes = s.as_bytes();
     out.put(b"\"");
+    // Most keys and payloads need no escape: they are found so 16 bytes at a time and written
+    // whole; the byte-by-byte walk starts at the first byte that needs one.
+    let Some(first) = first_to_escape(bytes) else {
+        out.put(bytes);
+        out.put(b"\"");
+        return;
+    };
     let mut run_start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
+    for (i, &b) in bytes.iter().enumerate().skip(first) {
         let escape: &[u8] = match b {
             b'"' => b"\\\"",
             b'\\' => b"\\\\",
@@ -238,28 +265,4 @@ pub fn write_json_str(out: &mut impl Sink, s: &str) {
     }
     out.put(bytes.get(run_start..).unwrap_or_default());
     out.put(b"\"");
-}
-
-/// A stack buffer large enough for any `i64` in decimal.
-fn itoa_buf() -> [u8; 20] {
-    [0; 20]
-}
-
-/// Formats `v` in decimal into `buf`, returning the digits.
-fn fmt_int(buf: &mut [u8; 20], v: i64) -> &[u8] {
-    let mut n = v.unsigned_abs();
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    if v < 0 {
-        i -= 1;
-        buf[i] = b'-';
-    }
-    &buf[i..]
 }
