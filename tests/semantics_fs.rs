@@ -398,6 +398,31 @@ fn creating_linking_and_removing_are_refused() {
 }
 
 #[test]
+fn a_deleted_segment_file_whose_inode_the_kernel_still_holds_fails_with_enoent() {
+    let config = LogConfig {
+        segment_bytes: 200,
+        retention_bytes: Some(1),
+        retention_ms: None,
+        ..LogConfig::default()
+    };
+    let f = fixture_with(config, false);
+    for i in 0..20 {
+        f.append("t/0/append", format!("record-{i}\n").as_bytes()).unwrap();
+    }
+    let segments = f.ino("t/0/segments").unwrap();
+    let sealed = OsStr::new("00000000000000000000.log");
+    let entry = f.fs.lookup(segments, sealed).unwrap();
+    // The kernel may keep a sealed file's name and attributes for STABLE_TTL.
+    assert_eq!((entry.entry_ttl, entry.attr_ttl), (STABLE_TTL, STABLE_TTL));
+    // Deleted while the kernel still holds the name (and so the inode): the stat and the open
+    // it sends then fail with ENOENT, as a new lookup does.
+    assert!(f.log_dir.enforce_retention().unwrap() > 0);
+    assert_eq!(errno(f.fs.getattr(entry.attr.ino, None)), libc::ENOENT);
+    assert_eq!(errno(f.fs.open(entry.attr.ino, READ)), libc::ENOENT);
+    assert_eq!(errno(f.fs.lookup(segments, sealed)), libc::ENOENT);
+}
+
+#[test]
 fn segment_files_of_a_deleted_segment_no_longer_exist() {
     let config = LogConfig {
         segment_bytes: 200,

@@ -283,3 +283,48 @@ fn df_shows_the_space_of_the_data_dirs_file_system() {
     let df = sh(&format!("df -k --output=size {} | tail -n 1", m.mnt().display()));
     assert!(df.trim().parse::<u64>().unwrap() > 0, "{df}");
 }
+
+/// Right after a read the kernel still holds a sealed segment file's name (for its 1 s TTL);
+/// once retention deleted the segment, `cat` and `stat` of that name fail with ENOENT all the
+/// same and `ls` no longer lists it.
+#[test]
+fn a_deleted_sealed_segment_fails_cat_and_stat_with_enoent_though_its_name_was_cached() {
+    let m = mounted_with_topic(&[
+        "--segment-bytes",
+        "1024",
+        "--retention-bytes",
+        "3000",
+        "--retention-check-interval-ms",
+        "200",
+    ]);
+    let line = format!("{}\n", "y".repeat(90));
+    let append = |n: usize| {
+        for _ in 0..n {
+            OpenOptions::new()
+                .append(true)
+                .open(m.path("t/0/append"))
+                .unwrap()
+                .write_all(line.as_bytes())
+                .unwrap();
+        }
+    };
+    append(20);
+    let first = m.path("t/0/segments/00000000000000000000.log");
+    let quoted = first.display();
+    // Read through the mount: its name is now in the kernel's cache.
+    let bytes: u64 = sh(&format!("cat {quoted} | wc -c")).trim().parse().unwrap();
+    assert!(bytes > 0);
+    let listed =
+        |name: &str| sh(&format!("ls {}", m.path("t/0/segments").display())).contains(name);
+    // More records: retention (every 200 ms, 3,000 bytes kept) deletes the first segments.
+    append(60);
+    wait_until("retention deleted the first segment", || !listed("00000000000000000000.log"));
+    let cat = sh_output(&format!("cat {quoted}"));
+    assert!(!cat.status.success());
+    assert!(String::from_utf8_lossy(&cat.stderr).contains("No such file"), "{cat:?}");
+    // After the attribute TTL (1 s) `stat` asks the daemon too.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let stat = sh_output(&format!("stat {quoted}"));
+    assert!(!stat.status.success());
+    assert!(String::from_utf8_lossy(&stat.stderr).contains("No such file"), "{stat:?}");
+}
