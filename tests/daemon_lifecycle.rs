@@ -187,28 +187,26 @@ fn restart_dirs(m: MountGuard) -> Dirs {
 #[test]
 fn mount_options_reach_the_kernel() {
     let m = MountGuard::foreground(&["-o", "fsname=kafka-test,noatime", "-o", "allow_other"]);
-    let mnt = m.mnt();
-    let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let line = mountinfo
-        .lines()
-        .find(|l| l.split(' ').nth(4) == Some(mnt.to_str().unwrap()))
-        .unwrap()
-        .to_string();
+    let line = mountinfo_line(&m.mnt());
     assert!(line.contains(" kafka-test "), "{line}");
     assert!(line.contains("noatime"), "{line}");
     assert!(line.contains("allow_other"), "{line}");
     assert!(line.contains("default_permissions"), "{line}");
 }
 
-/// The fields of `mnt`'s line in /proc/self/mountinfo after the separator: type, source, super
-/// options.
-fn mount_type_and_source(mnt: &Path) -> (String, String) {
+/// `mnt`'s line in /proc/self/mountinfo.
+fn mountinfo_line(mnt: &Path) -> String {
     let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let line = mountinfo
+    mountinfo
         .lines()
         .find(|l| l.split(' ').nth(4) == Some(mnt.to_str().unwrap()))
         .unwrap()
-        .to_string();
+        .to_string()
+}
+
+/// The file system type and the source of `mnt` (the fields after the ` - ` separator).
+fn mount_type_and_source(mnt: &Path) -> (String, String) {
+    let line = mountinfo_line(mnt);
     let after = line.split(" - ").nth(1).unwrap().to_string();
     let mut fields = after.split(' ');
     (fields.next().unwrap().to_string(), fields.next().unwrap().to_string())

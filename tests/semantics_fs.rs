@@ -24,6 +24,18 @@ struct Fixture {
     _dir: tempfile::TempDir,
 }
 
+/// A writable fixture whose segments roll every 200 bytes and whose retention keeps only the
+/// active segment (`retention.bytes` 1) when it runs.
+fn rolling_fixture_keeping_one_byte() -> Fixture {
+    let config = LogConfig {
+        segment_bytes: 200,
+        retention_bytes: Some(1),
+        retention_ms: None,
+        ..LogConfig::default()
+    };
+    fixture_with(config, false)
+}
+
 fn fixture_with(config: LogConfig, read_only: bool) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let log_dir = Arc::new(LogDir::open(dir.path(), config.clone()).unwrap());
@@ -399,13 +411,7 @@ fn creating_linking_and_removing_are_refused() {
 
 #[test]
 fn a_deleted_segment_file_whose_inode_the_kernel_still_holds_fails_with_enoent() {
-    let config = LogConfig {
-        segment_bytes: 200,
-        retention_bytes: Some(1),
-        retention_ms: None,
-        ..LogConfig::default()
-    };
-    let f = fixture_with(config, false);
+    let f = rolling_fixture_keeping_one_byte();
     for i in 0..20 {
         f.append("t/0/append", format!("record-{i}\n").as_bytes()).unwrap();
     }
@@ -424,13 +430,7 @@ fn a_deleted_segment_file_whose_inode_the_kernel_still_holds_fails_with_enoent()
 
 #[test]
 fn segment_files_of_a_deleted_segment_no_longer_exist() {
-    let config = LogConfig {
-        segment_bytes: 200,
-        retention_bytes: Some(1),
-        retention_ms: None,
-        ..LogConfig::default()
-    };
-    let f = fixture_with(config, false);
+    let f = rolling_fixture_keeping_one_byte();
     for i in 0..20 {
         f.append("t/0/append", format!("record-{i}\n").as_bytes()).unwrap();
     }
@@ -458,13 +458,7 @@ fn segment_files_of_a_deleted_segment_no_longer_exist() {
 
 #[test]
 fn streams_opened_before_retention_overtook_their_render_index_are_stale_and_reopen_cleanly() {
-    let config = LogConfig {
-        segment_bytes: 200,
-        retention_bytes: Some(1),
-        retention_ms: None,
-        ..LogConfig::default()
-    };
-    let f = fixture_with(config, false);
+    let f = rolling_fixture_keeping_one_byte();
     for i in 0..5 {
         f.append("t/0/append", format!("early-{i}\n").as_bytes()).unwrap();
     }
