@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 
 use crate::mount::{self, FuseOption, Mode, MountRequest};
 use crate::storage::LogConfig;
@@ -348,7 +348,9 @@ pub fn helper_args(argv: &[OsString]) -> Result<Option<HelperArgs>, String> {
         && rest.len() >= 2
         && rest.first().is_some_and(|a| {
             let a = a.to_string_lossy();
-            !a.starts_with('-') && !["mount", "unmount", "help"].contains(&a.as_ref())
+            !a.starts_with('-')
+                && a != "help"
+                && Cli::command().find_subcommand(a.as_ref()).is_none()
         });
     if !as_mount_helper && !as_fuse_helper {
         return Ok(None);
@@ -387,25 +389,30 @@ pub fn helper_args(argv: &[OsString]) -> Result<Option<HelperArgs>, String> {
             Some((k, v)) => (k, Some(v)),
             None => (option, None),
         };
+        let for_mount_8 = matches!(
+            (key, value),
+            (
+                "defaults"
+                    | "auto"
+                    | "noauto"
+                    | "user"
+                    | "users"
+                    | "nouser"
+                    | "owner"
+                    | "nofail"
+                    | "_netdev",
+                None
+            ) | ("comment", Some(_))
+        ) || key.starts_with("x-");
+        if for_mount_8 {
+            continue;
+        }
+        // topicfs's own flags, spelled with `_` (fstab style) or `-`.
         let flag = key.replace('_', "-");
-        match (key, value) {
-            (
-                "defaults" | "auto" | "noauto" | "user" | "users" | "nouser" | "owner" | "nofail"
-                | "_netdev",
-                None,
-            )
-            | ("comment", Some(_)) => {}
-            _ if key.starts_with("x-") => {}
+        match (flag.as_str(), value) {
             // `ro` among the FUSE options below means read-only too (`MountArgs::request`).
-            ("read_only" | "read-only", None) => read_only = true,
-            (
-                "partitions"
-                | "threads"
-                | "isolation"
-                | "retention_check_interval_ms"
-                | "retention-check-interval-ms",
-                Some(v),
-            ) => {
+            ("read-only", None) => read_only = true,
+            ("partitions" | "threads" | "isolation" | "retention-check-interval-ms", Some(v)) => {
                 args.push(format!("--{flag}").into());
                 args.push(v.into());
             }

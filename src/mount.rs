@@ -53,6 +53,9 @@ use crate::storage::log_dir::LogDir;
 
 /// Hidden flag marking the re-executed daemon child.
 pub const DAEMON_CHILD_FLAG: &str = "--daemon-child";
+
+/// The mount's subtype unless `-o subtype=` names another: its type is `fuse.topicfs`.
+const SUBTYPE: &str = "topicfs";
 /// How long a signalled daemon waits for a busy (lazily detached) mount to be released before
 /// it aborts the FUSE connection.
 pub const BUSY_GRACE: Duration = Duration::from_secs(2);
@@ -414,22 +417,17 @@ fn mount_directly(
     use std::os::fd::{AsRawFd, OwnedFd};
     use std::os::unix::fs::PermissionsExt;
 
-    let root_mode = fs::metadata(mountpoint)
-        .map_err(|e| nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))?
-        .permissions()
-        .mode();
-    let device = fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(DEV_FUSE)
-        .map_err(|e| nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))?;
+    let errno =
+        |e: std::io::Error| nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO));
+    let root_mode = fs::metadata(mountpoint).map_err(errno)?.permissions().mode();
+    let device = fs::OpenOptions::new().read(true).write(true).open(DEV_FUSE).map_err(errno)?;
     let mut data = format!(
         "fd={},rootmode={root_mode:o},user_id={},group_id={}",
         device.as_raw_fd(),
         nix::unistd::getuid(),
         nix::unistd::getgid()
     );
-    let (mut source, mut subtype) = (DEV_FUSE.to_string(), "topicfs".to_string());
+    let (mut source, mut subtype) = (DEV_FUSE.to_string(), SUBTYPE.to_string());
     let mut flags = MsFlags::empty();
     let (mut dev, mut suid) = (false, false);
     for option in options {
@@ -694,7 +692,7 @@ fn check_paths(request: &MountRequest) -> Result<(PathBuf, PathBuf), MountError>
 /// The fuser session configuration for `request`.
 fn session_config(request: &MountRequest, data_dir: &Path) -> Result<Config, MountError> {
     let mut fsname = data_dir.display().to_string();
-    let mut subtype = "topicfs".to_string();
+    let mut subtype = SUBTYPE.to_string();
     let mut acl = SessionACL::Owner;
     let mut auto_unmount = false;
     let mut flags = Vec::new();

@@ -69,7 +69,7 @@ fn put_unsigned(buf: &mut [u8], at: &mut usize, mut u: u64) {
 #[inline(always)]
 pub fn read_varint(buf: &[u8], pos: &mut usize) -> Result<i32, DecodeError> {
     if let Some(u) = short_unsigned(buf, pos) {
-        return Ok(((u >> 1) as i32) ^ -((u & 1) as i32));
+        return Ok(unzigzag32(u));
     }
     read_varint_slow(buf, pos)
 }
@@ -96,8 +96,7 @@ fn short_unsigned(buf: &[u8], pos: &mut usize) -> Option<u32> {
 #[inline(never)]
 fn read_varint_slow(buf: &[u8], pos: &mut usize) -> Result<i32, DecodeError> {
     // Five bytes at most; bits past the 32nd of the fifth are dropped, as Kafka's reader does.
-    let value = read_unsigned_slow(buf, pos, 5)? as u32;
-    Ok(((value >> 1) as i32) ^ -((value & 1) as i32))
+    Ok(unzigzag32(read_unsigned_slow(buf, pos, 5)? as u32))
 }
 
 /// A varint of at most `max_bytes` bytes at `*pos` (advancing past it only when it is whole
@@ -126,8 +125,7 @@ fn read_unsigned_slow(buf: &[u8], pos: &mut usize, max_bytes: u32) -> Result<u64
 #[inline(always)]
 pub fn read_varlong(buf: &[u8], pos: &mut usize) -> Result<i64, DecodeError> {
     if let Some(u) = short_unsigned(buf, pos) {
-        let u = u64::from(u);
-        return Ok(((u >> 1) as i64) ^ -((u & 1) as i64));
+        return Ok(unzigzag64(u64::from(u)));
     }
     read_varlong_slow(buf, pos)
 }
@@ -135,8 +133,19 @@ pub fn read_varlong(buf: &[u8], pos: &mut usize) -> Result<i64, DecodeError> {
 #[cold]
 #[inline(never)]
 fn read_varlong_slow(buf: &[u8], pos: &mut usize) -> Result<i64, DecodeError> {
-    let value = read_unsigned_slow(buf, pos, 10)?;
-    Ok(((value >> 1) as i64) ^ -((value & 1) as i64))
+    Ok(unzigzag64(read_unsigned_slow(buf, pos, 10)?))
+}
+
+/// The signed value of a ZigZag-encoded 32-bit varint (0, -1, 1, -2, ... for 0, 1, 2, 3, ...).
+#[inline(always)]
+fn unzigzag32(u: u32) -> i32 {
+    ((u >> 1) as i32) ^ -((u & 1) as i32)
+}
+
+/// [`unzigzag32`] for a varlong.
+#[inline(always)]
+fn unzigzag64(u: u64) -> i64 {
+    ((u >> 1) as i64) ^ -((u & 1) as i64)
 }
 
 /// Number of bytes [`write_varint`] emits for `v` (`ByteUtils.sizeOfVarint`).

@@ -1160,9 +1160,8 @@ mod tests {
         AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, PartitionSummary, ReadCursor,
     };
 
-    /// One sealed segment served from memory: only what the check reads.
-    /// `count` sealed segments (base offsets 0, 1000, ...) with the same files, counting the
-    /// reads of their files.
+    /// `count` sealed segments (base offsets 0, 1000, ...) served from memory with the same
+    /// files (only what the check and the dumps read), counting the reads of their files.
     #[derive(Default)]
     struct Segments {
         log: Vec<u8>,
