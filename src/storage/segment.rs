@@ -34,7 +34,7 @@ use crate::format::{
 };
 
 use super::offset_index::OffsetIndex;
-use super::scan::{BatchLocation, ChunkReader, corrupt_at, read_fully_at};
+use super::scan::{BatchLocation, ChunkReader, corrupt_at, read_fully_at, read_vec_at};
 use super::time_index::TimeIndex;
 
 /// Largest relative offset an index entry can hold.
@@ -481,20 +481,18 @@ impl LogSegment {
         }
         let available = end - position.0;
         let span = available.min(max_bytes.max(HEADER_SIZE_UP_TO_MAGIC) as u64) as usize;
-        let mut bytes = vec![0u8; span];
-        let n = read_fully_at(&self.log, &mut bytes, position.0)
-            .map_err(|e| Error::io(&self.log_path, "read", e))?;
-        bytes.truncate(n);
+        let read = |len: usize| {
+            read_vec_at(&self.log, len, position.0)
+                .map_err(|e| Error::io(&self.log_path, "read", e))
+        };
+        let mut bytes = read(span)?;
         // The first batch alone may be larger than `max_bytes`: then read exactly it.
         if let Some(first) =
             peek_entry(&bytes).map_err(|e| corrupt_at(&self.log_path, position.0, e))?
             && first.total_size() > bytes.len()
             && first.total_size() as u64 <= available
         {
-            bytes.resize(first.total_size(), 0);
-            let n = read_fully_at(&self.log, &mut bytes, position.0)
-                .map_err(|e| Error::io(&self.log_path, "read", e))?;
-            bytes.truncate(n);
+            bytes = read(first.total_size())?;
         }
         let mut cut = 0usize;
         let mut next_offset = Offset(0);
