@@ -182,6 +182,12 @@ pub fn render_value(value: Option<&[u8]>, out: &mut impl Sink) {
     out.put(b"\n");
 }
 
+/// Bytes [`render_value`] writes for `value`.
+#[inline]
+pub fn value_line_len(value: Option<&[u8]>) -> u64 {
+    value.map_or(0, |v| v.len() as u64) + 1
+}
+
 /// Writes `,"name":<value>` and, for non-UTF-8 bytes, `,"name_encoding":"base64"`.
 fn write_bytes_field(out: &mut impl Sink, name: &[u8], value: Option<&[u8]>) {
     out.put(b",\"");

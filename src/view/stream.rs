@@ -74,7 +74,7 @@ use crate::format::{
     peek_entry,
 };
 use crate::source::{BatchChunk, OffsetQuery, PartitionSource, ReadCursor};
-use crate::view::render::{ByteCounter, Renderer, Sink, render_value};
+use crate::view::render::{ByteCounter, Renderer, Sink, render_value, value_line_len};
 use crate::view::spec::{Bound, Format, StreamSpec};
 use crate::view::txn::{CommittedPartition, Isolation, TxnSnapshot, TxnTracker};
 
@@ -772,7 +772,16 @@ impl<'a> Walker<'a> {
         let counted = self.decode(step).and_then(|batch| {
             let info = batch.info();
             match self.renderer.format() {
-                Format::Values => self.count_records(info, batch.record_values(), below),
+                Format::Values => {
+                    let mut bytes = 0u64;
+                    batch
+                        .for_each_value(|r| {
+                            if below.is_none_or(|b| r.offset < b) {
+                                bytes += value_line_len(r.value);
+                            }
+                        })
+                        .map(|()| bytes)
+                }
                 Format::Json | Format::Raw => self.count_records(info, batch.records(), below),
             }
         });
@@ -874,6 +883,29 @@ impl<'a> Walker<'a> {
         };
         let info = batch.info();
         let rendered = match self.renderer.format() {
+            // The whole batch inside the window (its value lines are fewer bytes than its
+            // records, so they end before the tail limit): every value straight into `out`, in
+            // one loop; what `render_records` does for such a batch.
+            Format::Values
+                if start >= from
+                    && start.saturating_add(batch.records_bytes() as u64)
+                        < to.saturating_add(MAX_TAIL) =>
+            {
+                let mut ends_stream = false;
+                let before = out.len();
+                batch
+                    .for_each_value(|r| {
+                        ends_stream = ends_stream || end.is_some_and(|e| r.offset >= e);
+                        if !ends_stream {
+                            render_value(r.value, out);
+                        }
+                    })
+                    .map(|()| Rendered {
+                        bytes: (out.len() - before) as u64,
+                        ends_stream,
+                        cut: false,
+                    })
+            }
             Format::Values => self.render_records(info, batch.record_values(), from, to, end, out),
             Format::Json | Format::Raw => {
                 self.render_records(info, batch.records(), from, to, end, out)
