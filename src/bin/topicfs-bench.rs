@@ -38,6 +38,11 @@ const VALUE_BYTES: usize = 100;
 const BATCH_RECORDS: usize = 1000;
 /// The generated topic.
 const TOPIC: &str = "bench";
+/// Kafka's default `segment.bytes` (`log.segment.bytes`, 1 GiB): the segment size of the
+/// partition the sequential-read targets are measured on, as a broker with default settings
+/// would lay it out. The `--segments` partition (1,000 segments of 1.1 MB in full mode) is kept
+/// for what depends on the number of segments: per-file costs, `ls`, mount and open times.
+const KAFKA_SEGMENT_BYTES: u64 = 1 << 30;
 
 #[derive(Parser, Debug)]
 #[command(about = "Measure topicfs against same-run baselines (see BENCHMARKS.md)")]
@@ -424,11 +429,22 @@ fn generate(
     per_batch: usize,
     batch_size: u64,
 ) -> Result<(Generated, Duration), String> {
-    let _ = fs::remove_dir_all(dir);
     let batches = records.div_ceil(per_batch as u64);
     let per_segment = batches.div_ceil(segments.max(1)).max(1);
     let one = batch_size * per_batch as u64 / BATCH_RECORDS as u64 + 64;
     let segment_bytes = per_segment * one + one / 2;
+    generate_sized(dir, partitions, records, segment_bytes, per_batch)
+}
+
+/// Like [`generate`], with segments rolled at `segment_bytes`.
+fn generate_sized(
+    dir: &Path,
+    partitions: u32,
+    records: u64,
+    segment_bytes: u64,
+    per_batch: usize,
+) -> Result<(Generated, Duration), String> {
+    let _ = fs::remove_dir_all(dir);
     let logs = LogDir::open(dir, bench_config(segment_bytes)).map_err(|e| e.to_string())?;
     logs.create_topic(TOPIC, partitions).map_err(|e| e.to_string())?;
     let t0 = now_ms() - records as i64 - 60_000;
@@ -1232,7 +1248,13 @@ fn mount_times(
 }
 
 /// Reads, tails, lookups, CPU and RSS through a read-only mount of the big partition.
-fn mount_reads(plan: &Plan, a: &Args, g: &Generated, report: &mut Report) -> Result<(), String> {
+fn mount_reads(
+    plan: &Plan,
+    a: &Args,
+    g: &Generated,
+    kafka: &Generated,
+    report: &mut Report,
+) -> Result<(), String> {
     let mnt = a.work.join("mnt");
     let (m, _) =
         Mount::start(&a.topicfs, &g.dir, &mnt, &["--read-only"], &format!("{TOPIC}/0"), &a.work)?;
@@ -1309,110 +1331,9 @@ fn mount_reads(plan: &Plan, a: &Args, g: &Generated, report: &mut Report) -> Res
         json!({"files": files, "first_seconds": ls_first, "warm_seconds": ls_warm}),
     );
 
-    // Sequential reads, interleaved with cat of the raw .log files (from the page cache).
-    let raw_files: Vec<String> = segment_logs(g).iter().map(|p| sh_quote(p)).collect();
-    let seg_files: Vec<String> = segment_logs(g)
-        .iter()
-        .filter_map(|p| p.file_name().map(|n| sh_quote(&part.join("segments").join(n))))
-        .collect();
-    let raw_cat = format!("cat {}", raw_files.join(" "));
-    let seg_cat = format!("cat {}", seg_files.join(" "));
-    let values_cat = format!("cat {}", sh_quote(&by0));
-    let json_cat = format!("cat {}", sh_quote(&part.join("by-offset").join("0.json")));
-    time_sh(&raw_cat)?; // warm the page cache
-    let json_bytes =
-        fs::metadata(part.join("by-offset").join("0.json")).map_err(|e| e.to_string())?.len();
-    let values_bytes = fs::metadata(&by0).map_err(|e| e.to_string())?.len();
-    let kinds: [(&str, &str, &String, u64); 3] = [
-        ("values", "by-offset/0 (value lines)", &values_cat, values_bytes),
-        ("json", "by-offset/0.json", &json_cat, json_bytes),
-        ("segments", "segments/*.log", &seg_cat, g.log_bytes),
-    ];
-    let mut raw_s = vec![];
-    let mut times: Vec<Vec<f64>> = vec![vec![]; kinds.len()];
-    let mut cpus: Vec<Vec<f64>> = vec![vec![]; kinds.len()];
-    for rep in 0..plan.reps {
-        if rep % 2 == 0 {
-            raw_s.push(time_sh(&raw_cat)?);
-        }
-        let order: Vec<usize> = if rep % 2 == 0 {
-            (0..kinds.len()).collect()
-        } else {
-            (0..kinds.len()).rev().collect()
-        };
-        for i in order {
-            let cpu0 = process_cpu_ns(pid);
-            let t = time_sh(kinds[i].2)?;
-            times[i].push(t);
-            cpus[i].push((process_cpu_ns(pid) - cpu0) as f64 / g.records as f64);
-        }
-        if rep % 2 == 1 {
-            raw_s.push(time_sh(&raw_cat)?);
-        }
-    }
-    let raw = stat(&raw_s);
-    let raw_mb = g.log_bytes as f64 / raw.median / 1e6;
-    let mut read_json = serde_json::Map::new();
-    read_json.insert("raw_cat_seconds".into(), json!(raw_s));
-    read_json.insert("records".into(), json!(g.records));
-    read_json.insert("log_bytes".into(), json!(g.log_bytes));
-    for (i, (key, name, _, bytes)) in kinds.iter().enumerate() {
-        let t = stat(&times[i]);
-        let ratios: Vec<f64> = raw_s.iter().zip(&times[i]).map(|(r, x)| r / x).collect();
-        let r = stat(&ratios);
-        let (target, met) = match *key {
-            "values" => (">= 0.50 of raw cat", Some(r.median >= 0.5)),
-            "segments" => (">= 0.80 of raw cat", Some(r.median >= 0.8)),
-            _ => ("", None),
-        };
-        report.row(
-            "read",
-            format!("cat {name} through the mount"),
-            format!(
-                "{} rec/s, {:.0} MB/s",
-                fmt_rate(g.records as f64 / t.median),
-                *bytes as f64 / t.median / 1e6
-            ),
-            format!("cat raw .log {raw_mb:.0} MB/s, {}", fmt_rate(g.records as f64 / raw.median)),
-            format!("{:.2} ({:.2}..{:.2})", r.median, r.min, r.max),
-            target,
-            met,
-        );
-        if *key == "segments" {
-            // What the mount adds per file: each is a lookup, an open and a release
-            // (FUSE round trips), while its bytes are read by the kernel itself.
-            let files = seg_files.len().max(1) as f64;
-            let extra: Vec<f64> =
-                raw_s.iter().zip(&times[i]).map(|(r, x)| (x - r) / files * 1e6).collect();
-            let e = stat(&extra);
-            report.row(
-                "read",
-                "cat segments/*.log: time per file over raw cat",
-                format!("{:.0} µs ({:.0}..{:.0})", e.median, e.min, e.max),
-                format!("raw cat {:.0} µs per file", raw.median / files * 1e6),
-                "",
-                "",
-                None,
-            );
-            read_json.insert("segments_extra_us_per_file".into(), json!(extra));
-        }
-        let cpu = stat(&cpus[i]);
-        report.row(
-            "CPU",
-            format!("daemon CPU per record read, {name}"),
-            format!("{:.0} ns", cpu.median),
-            "",
-            "",
-            "",
-            None,
-        );
-        read_json.insert(
-            (*key).to_string(),
-            json!({"seconds": times[i], "bytes": bytes, "ratio_to_raw_cat": ratios,
-                   "daemon_cpu_ns_per_record": cpus[i], "spread_seconds": fmt_spread(&t, 1.0, "s")}),
-        );
-    }
-    report.put("read_mount", Value::Object(read_json));
+    // Sequential reads of this partition's 1,000 small segments: what the mount adds per
+    // segment file (no target; the targets are measured on Kafka-sized segments below).
+    sequential_reads(plan, g, &part, pid, &ReadPass::small_segments(g), report)?;
 
     // Lookups through the mount: open + first record of random by-offset/N and by-time/T.
     let mut rng = Rng(0xD1B5_4A32_D192_ED03);
@@ -1479,11 +1400,38 @@ fn mount_reads(plan: &Plan, a: &Args, g: &Generated, report: &mut Report) -> Res
         );
     }
 
-    let (hwm, now) = rss(pid);
+    let (hwm_small, now_small) = rss(pid);
+    m.stop()?;
+
+    // The targets' sequential reads: the same records laid out as a broker with Kafka's
+    // default segment.bytes would (a 1.1 GB partition: two segments).
+    let (m, _) = Mount::start(
+        &a.topicfs,
+        &kafka.dir,
+        &mnt,
+        &["--read-only"],
+        &format!("{TOPIC}/0"),
+        &a.work,
+    )?;
+    let part = mnt.join(TOPIC).join("0");
+    sequential_reads(plan, kafka, &part, m.pid(), &ReadPass::kafka_segments(kafka), report)?;
+    let (hwm_kafka, now_kafka) = rss(m.pid());
+    m.stop()?;
+
+    let hwm = hwm_small.max(hwm_kafka);
     report.row(
         "memory",
         format!("daemon peak RSS after all reads ({:.2} GB partition)", g.log_bytes as f64 / 1e9),
-        format!("{:.1} MB (now {:.1} MB)", hwm as f64 / 1e6, now as f64 / 1e6),
+        format!(
+            "{:.1} MB ({} segments: {:.1} MB, now {:.1}; {} segment(s): {:.1} MB, now {:.1})",
+            hwm as f64 / 1e6,
+            g.segments,
+            hwm_small as f64 / 1e6,
+            now_small as f64 / 1e6,
+            kafka.segments,
+            hwm_kafka as f64 / 1e6,
+            now_kafka as f64 / 1e6
+        ),
         "",
         "",
         "< 100 MB",
@@ -1491,9 +1439,168 @@ fn mount_reads(plan: &Plan, a: &Args, g: &Generated, report: &mut Report) -> Res
     );
     report.put(
         "daemon_rss_read",
-        json!({"peak_bytes": hwm, "current_bytes": now, "log_bytes": g.log_bytes}),
+        json!({"peak_bytes": hwm, "small_segments_peak_bytes": hwm_small,
+               "small_segments_current_bytes": now_small, "kafka_segments_peak_bytes": hwm_kafka,
+               "kafka_segments_current_bytes": now_kafka, "log_bytes": g.log_bytes}),
     );
-    m.stop()
+    Ok(())
+}
+
+/// One pass of sequential reads: which streams, over which partition, reported how.
+struct ReadPass {
+    /// Key of the pass's figures in the JSON report.
+    key: &'static str,
+    /// The partition's shape, appended to each row's name.
+    label: String,
+    /// The streams read: "values" (`by-offset/0`), "json" (`by-offset/0.json`), "segments"
+    /// (`segments/*.log`).
+    kinds: &'static [&'static str],
+    /// Whether the sequential-read targets apply to this pass's rows.
+    targets: bool,
+}
+
+impl ReadPass {
+    /// The targets' pass: a partition laid out with Kafka's default `segment.bytes`.
+    fn kafka_segments(g: &Generated) -> ReadPass {
+        ReadPass {
+            key: "read_mount",
+            label: format!("{} segment(s) of up to 1 GiB", g.segments),
+            kinds: &["values", "json", "segments"],
+            targets: true,
+        }
+    }
+
+    /// The many-small-segments pass: per-file costs dominate `segments/*.log`.
+    fn small_segments(g: &Generated) -> ReadPass {
+        let each = g.log_bytes as f64 / g.segments.max(1) as f64 / 1e6;
+        ReadPass {
+            key: "read_mount_small_segments",
+            label: format!("{} segments of {each:.1} MB", g.segments),
+            kinds: &["values", "segments"],
+            targets: false,
+        }
+    }
+}
+
+/// Sequential reads of `part` (partition 0 of `g`, mounted read-only by daemon `pid`):
+/// `cat` of the pass's streams, interleaved with `cat` of the raw `.log` files from the page
+/// cache, `plan.reps` times.
+fn sequential_reads(
+    plan: &Plan,
+    g: &Generated,
+    part: &Path,
+    pid: u32,
+    pass: &ReadPass,
+    report: &mut Report,
+) -> Result<(), String> {
+    let raw_files: Vec<String> = segment_logs(g).iter().map(|p| sh_quote(p)).collect();
+    let seg_files: Vec<String> = segment_logs(g)
+        .iter()
+        .filter_map(|p| p.file_name().map(|n| sh_quote(&part.join("segments").join(n))))
+        .collect();
+    let raw_cat = format!("cat {}", raw_files.join(" "));
+    let seg_cat = format!("cat {}", seg_files.join(" "));
+    let by0 = part.join("by-offset").join("0");
+    let values_cat = format!("cat {}", sh_quote(&by0));
+    let json_cat = format!("cat {}", sh_quote(&part.join("by-offset").join("0.json")));
+    time_sh(&raw_cat)?; // warm the page cache
+    let json_bytes =
+        fs::metadata(part.join("by-offset").join("0.json")).map_err(|e| e.to_string())?.len();
+    let values_bytes = fs::metadata(&by0).map_err(|e| e.to_string())?.len();
+    let all: [(&str, &str, &String, u64); 3] = [
+        ("values", "by-offset/0 (value lines)", &values_cat, values_bytes),
+        ("json", "by-offset/0.json", &json_cat, json_bytes),
+        ("segments", "segments/*.log", &seg_cat, g.log_bytes),
+    ];
+    let kinds: Vec<(&str, &str, &String, u64)> =
+        all.into_iter().filter(|k| pass.kinds.contains(&k.0)).collect();
+    let mut raw_s = vec![];
+    let mut times: Vec<Vec<f64>> = vec![vec![]; kinds.len()];
+    let mut cpus: Vec<Vec<f64>> = vec![vec![]; kinds.len()];
+    for rep in 0..plan.reps {
+        if rep % 2 == 0 {
+            raw_s.push(time_sh(&raw_cat)?);
+        }
+        let order: Vec<usize> = if rep % 2 == 0 {
+            (0..kinds.len()).collect()
+        } else {
+            (0..kinds.len()).rev().collect()
+        };
+        for i in order {
+            let cpu0 = process_cpu_ns(pid);
+            let t = time_sh(kinds[i].2)?;
+            times[i].push(t);
+            cpus[i].push((process_cpu_ns(pid) - cpu0) as f64 / g.records as f64);
+        }
+        if rep % 2 == 1 {
+            raw_s.push(time_sh(&raw_cat)?);
+        }
+    }
+    let raw = stat(&raw_s);
+    let raw_mb = g.log_bytes as f64 / raw.median / 1e6;
+    let mut read_json = serde_json::Map::new();
+    read_json.insert("raw_cat_seconds".into(), json!(raw_s));
+    read_json.insert("records".into(), json!(g.records));
+    read_json.insert("log_bytes".into(), json!(g.log_bytes));
+    for (i, (key, name, _, bytes)) in kinds.iter().enumerate() {
+        let t = stat(&times[i]);
+        let ratios: Vec<f64> = raw_s.iter().zip(&times[i]).map(|(r, x)| r / x).collect();
+        let r = stat(&ratios);
+        let (target, met) = match *key {
+            "values" if pass.targets => (">= 0.50 of raw cat", Some(r.median >= 0.5)),
+            "segments" if pass.targets => (">= 0.80 of raw cat", Some(r.median >= 0.8)),
+            _ => ("", None),
+        };
+        report.row(
+            "read",
+            format!("cat {name} through the mount, {}", pass.label),
+            format!(
+                "{} rec/s, {:.0} MB/s",
+                fmt_rate(g.records as f64 / t.median),
+                *bytes as f64 / t.median / 1e6
+            ),
+            format!("cat raw .log {raw_mb:.0} MB/s, {}", fmt_rate(g.records as f64 / raw.median)),
+            format!("{:.2} ({:.2}..{:.2})", r.median, r.min, r.max),
+            target,
+            met,
+        );
+        if *key == "segments" {
+            // What the mount adds per file: each is a lookup, an open and a release
+            // (FUSE round trips), while its bytes are read by the kernel itself.
+            let files = seg_files.len().max(1) as f64;
+            let extra: Vec<f64> =
+                raw_s.iter().zip(&times[i]).map(|(r, x)| (x - r) / files * 1e6).collect();
+            let e = stat(&extra);
+            report.row(
+                "read",
+                format!("cat segments/*.log: time per file over raw cat, {}", pass.label),
+                format!("{:.0} µs ({:.0}..{:.0})", e.median, e.min, e.max),
+                format!("raw cat {:.0} µs per file", raw.median / files * 1e6),
+                "",
+                "",
+                None,
+            );
+            read_json.insert("segments_extra_us_per_file".into(), json!(extra));
+        }
+        let cpu = stat(&cpus[i]);
+        report.row(
+            "CPU",
+            format!("daemon CPU per record read, {name}, {}", pass.label),
+            format!("{:.0} ns", cpu.median),
+            "",
+            "",
+            "",
+            None,
+        );
+        read_json.insert(
+            (*key).to_string(),
+            json!({"seconds": times[i], "bytes": bytes, "ratio_to_raw_cat": ratios,
+                   "daemon_cpu_ns_per_record": cpus[i], "spread_seconds": fmt_spread(&t, 1.0, "s")}),
+        );
+    }
+    read_json.insert("segments_in_partition".into(), json!(g.segments));
+    report.put(pass.key, Value::Object(read_json));
+    Ok(())
 }
 
 /// `cat lines > MNT/bench/0/append` against `cat lines > plain file`, interleaved.
@@ -1658,9 +1765,22 @@ fn run(a: &Args) -> Result<Report, String> {
             fmt_rate(g.records as f64 / t.as_secs_f64())
         ));
     }
+    // The same records in Kafka-sized segments, for the sequential-read targets.
+    let kafka_segments =
+        (plan.records.div_ceil(BATCH_RECORDS as u64) * one_batch).div_ceil(KAFKA_SEGMENT_BYTES);
+    let kafka_dir = a.work.join(format!("data-{}x1GiB", plan.records));
+    let kafka =
+        match a.reuse_data.then(|| reuse(&kafka_dir, plan.records, kafka_segments)).flatten() {
+            Some(k) => k,
+            None => {
+                eprintln!("generating {} records in 1 GiB segments ...", plan.records);
+                generate_sized(&kafka_dir, 1, plan.records, KAFKA_SEGMENT_BYTES, BATCH_RECORDS)?.0
+            }
+        };
     report.put(
         "data",
-        json!({"records": g.records, "log_bytes": g.log_bytes, "segments": g.segments}),
+        json!({"records": g.records, "log_bytes": g.log_bytes, "segments": g.segments,
+               "kafka_segments": kafka.segments, "kafka_segment_bytes": KAFKA_SEGMENT_BYTES}),
     );
     // The read-only broker dir: partitions x segments of 10-record batches, one per segment.
     let broker_dir = a.work.join("data-broker");
@@ -1686,7 +1806,7 @@ fn run(a: &Args) -> Result<Report, String> {
             return Err(format!("{} missing: cargo build --release", a.topicfs.display()));
         }
         eprintln!("mount: reads, tail, lookups ...");
-        mount_reads(&plan, a, &g, &mut report)?;
+        mount_reads(&plan, a, &g, &kafka, &mut report)?;
         eprintln!("mount: append ...");
         mount_append(&plan, a, &mut report)?;
         eprintln!("mount: mount times ...");
@@ -1695,6 +1815,7 @@ fn run(a: &Args) -> Result<Report, String> {
     let _ = fs::remove_dir_all(&broker_dir);
     if !a.reuse_data {
         let _ = fs::remove_dir_all(&big_dir);
+        let _ = fs::remove_dir_all(&kafka_dir);
     }
     if let Ok(load) = fs::read_to_string("/proc/loadavg") {
         report.notes.push(format!("load average at the end: {}", load.trim()));
