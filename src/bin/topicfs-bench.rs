@@ -50,7 +50,7 @@ struct Args {
     /// Small sizes for everyday use (under two minutes).
     #[arg(long, conflicts_with = "full")]
     quick: bool,
-    /// The sizes of BENCHMARKS.md: a 10-million-record, 1,000-segment partition.
+    /// The sizes of BENCHMARKS.md: 10 million records in 1 GiB segments and in 1,000 segments.
     #[arg(long)]
     full: bool,
     /// Records of the generated partition (overrides the mode).
