@@ -48,7 +48,8 @@ pub(crate) fn corrupt_at(file: &Path, position: u64, e: DecodeError) -> Error {
 /// zero-filled first as a buffer for [`read_fully_at`] must be (a `.log` chunk of a megabyte
 /// cost a megabyte of `memset` before the `pread` that overwrote it).
 pub(crate) fn read_vec_at(file: &File, len: usize, pos: u64) -> io::Result<Vec<u8>> {
-    // Capacity exactly `len`: `pread` is never asked for more than wanted.
+    // `pread` fills the spare capacity, which `with_capacity` makes `len` (a larger one would only
+    // read bytes that the `truncate` below drops: nothing past `len` is ever returned).
     let mut out = Vec::with_capacity(len);
     while out.len() < len {
         let at = pos.saturating_add(out.len() as u64);
@@ -59,6 +60,7 @@ pub(crate) fn read_vec_at(file: &File, len: usize, pos: u64) -> io::Result<Vec<u
             Err(e) => return Err(e.into()),
         }
     }
+    out.truncate(len);
     Ok(out)
 }
 
@@ -175,5 +177,27 @@ impl<'a> ChunkReader<'a> {
     /// The whole entry of a batch located by [`ChunkReader::batch_at`].
     pub(crate) fn entry(&mut self, batch: &BatchLocation) -> Result<Option<&[u8]>> {
         self.get(batch.position.0, batch.info.size as usize)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn read_vec_at_returns_the_files_bytes_and_fewer_only_at_its_end() {
+        let mut file = tempfile::tempfile().unwrap();
+        let bytes: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        file.write_all(&bytes).unwrap();
+        for (len, pos) in
+            [(0, 0), (1, 0), (4096, 17), (200_000, 99_999), (50, 299_990), (10, 400_000)]
+        {
+            let got = read_vec_at(&file, len, pos as u64).unwrap();
+            let from = pos.min(bytes.len());
+            let to = (pos + len).min(bytes.len());
+            assert_eq!(got, &bytes[from..to], "len {len} at {pos}");
+            assert!(got.len() <= len);
+        }
     }
 }
