@@ -1493,8 +1493,9 @@ fn sequential_reads(
     pass: &ReadPass,
     report: &mut Report,
 ) -> Result<(), String> {
-    let raw_files: Vec<String> = segment_logs(g).iter().map(|p| sh_quote(p)).collect();
-    let seg_files: Vec<String> = segment_logs(g)
+    let logs = segment_logs(g);
+    let raw_files: Vec<String> = logs.iter().map(|p| sh_quote(p)).collect();
+    let seg_files: Vec<String> = logs
         .iter()
         .filter_map(|p| p.file_name().map(|n| sh_quote(&part.join("segments").join(n))))
         .collect();

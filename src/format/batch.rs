@@ -272,20 +272,9 @@ impl<'a> Batch<'a> {
         &'s self,
         mut f: impl FnMut(RecordValue<'s>),
     ) -> Result<(), DecodeError> {
-        match self.inner() {
-            Inner::V2(mut it) => {
-                while let Some(value) = it.step(|it| {
-                    it.read_frame(None).map(|f| RecordValue { offset: f.offset, value: f.value })
-                }) {
-                    f(value?);
-                }
-            }
-            Inner::Legacy(it) => {
-                for record in it {
-                    let record = record?;
-                    f(RecordValue { offset: record.offset, value: record.value });
-                }
-            }
+        let mut inner = self.inner();
+        while let Some(value) = inner.next_value() {
+            f(value?);
         }
         Ok(())
     }
@@ -676,7 +665,16 @@ impl<'b> Iterator for ValueIter<'b> {
     type Item = Result<RecordValue<'b>, DecodeError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        match &mut self.inner {
+        self.inner.next_value()
+    }
+}
+
+impl<'b> Inner<'b> {
+    /// The next record's offset and value ([`ValueIter`], [`Batch::for_each_value`]); always
+    /// inlined so that the value walk's loop holds the whole record decoding.
+    #[inline(always)]
+    fn next_value(&mut self) -> Option<Result<RecordValue<'b>, DecodeError>> {
+        match self {
             Inner::V2(it) => it.step(|it| {
                 it.read_frame(None).map(|f| RecordValue { offset: f.offset, value: f.value })
             }),
