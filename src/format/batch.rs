@@ -878,42 +878,84 @@ fn write_records<R: EncodeRecord>(
         let r = r.record_ref();
         let offset_delta = i32::try_from(i).map_err(|_| invalid(0, "too many records"))?;
         let timestamp_delta = effective_timestamp(spec, &r).wrapping_sub(base_timestamp);
-        let key_len = part_len(r.key)?;
-        let value_len = part_len(r.value)?;
-        let header_count =
-            i32::try_from(r.headers.len()).map_err(|_| invalid(0, "too many headers"))?;
-        let mut body = 1
-            + size_of_varlong(timestamp_delta)
-            + size_of_varint(offset_delta)
-            + part_size(key_len)
-            + part_size(value_len)
-            + size_of_varint(header_count);
-        for (k, v) in r.headers {
-            body += part_size(part_len(Some(k))?) + part_size(part_len(v.as_deref())?);
-        }
-        let body_len = i32::try_from(body).map_err(|_| invalid(0, "record larger than 2 GiB"))?;
-        out.reserve(size_of_varint(body_len) + body);
-        // Length, attributes (unused: 0), timestamp delta, offset delta and key length are
-        // assembled on the stack and appended at once (appending them byte by byte was a
-        // visible share of an append's time).
-        let mut head = [0u8; 3 * MAX_VARINT_SIZE + 1 + MAX_VARLONG_SIZE];
-        let mut n = 0;
-        put_varint(&mut head, &mut n, body_len);
-        n += 1;
-        put_varlong(&mut head, &mut n, timestamp_delta);
-        put_varint(&mut head, &mut n, offset_delta);
-        put_varint(&mut head, &mut n, key_len);
-        out.extend_from_slice(head.get(..n).unwrap_or_default());
-        if let Some(key) = r.key {
-            out.extend_from_slice(key);
-        }
-        write_part(out, value_len, r.value);
-        write_varint(out, header_count);
-        for (k, v) in r.headers {
-            write_part(out, k.len() as i32, Some(k));
-            write_part(out, part_len(v.as_deref())?, v.as_deref());
+        match (r.key, r.value, r.headers, timestamp_delta) {
+            (None, Some(value), [], 0) => write_value_record(out, offset_delta, value)?,
+            _ => write_record(out, &r, offset_delta, timestamp_delta)?,
         }
     }
+    Ok(())
+}
+
+/// Appends one record (length, attributes, deltas, key, value, headers) to `out`.
+fn write_record(
+    out: &mut Vec<u8>,
+    r: &RecordRef<'_>,
+    offset_delta: i32,
+    timestamp_delta: i64,
+) -> Result<(), DecodeError> {
+    let key_len = part_len(r.key)?;
+    let value_len = part_len(r.value)?;
+    let header_count =
+        i32::try_from(r.headers.len()).map_err(|_| invalid(0, "too many headers"))?;
+    let mut body = 1
+        + size_of_varlong(timestamp_delta)
+        + size_of_varint(offset_delta)
+        + part_size(key_len)
+        + part_size(value_len)
+        + size_of_varint(header_count);
+    for (k, v) in r.headers {
+        body += part_size(part_len(Some(k))?) + part_size(part_len(v.as_deref())?);
+    }
+    let body_len = i32::try_from(body).map_err(|_| invalid(0, "record larger than 2 GiB"))?;
+    out.reserve(size_of_varint(body_len) + body);
+    // Length, attributes (unused: 0), timestamp delta, offset delta and key length are
+    // assembled on the stack and appended at once (appending them byte by byte was a
+    // visible share of an append's time).
+    let mut head = [0u8; 3 * MAX_VARINT_SIZE + 1 + MAX_VARLONG_SIZE];
+    let mut n = 0;
+    put_varint(&mut head, &mut n, body_len);
+    n += 1;
+    put_varlong(&mut head, &mut n, timestamp_delta);
+    put_varint(&mut head, &mut n, offset_delta);
+    put_varint(&mut head, &mut n, key_len);
+    out.extend_from_slice(head.get(..n).unwrap_or_default());
+    if let Some(key) = r.key {
+        out.extend_from_slice(key);
+    }
+    write_part(out, value_len, r.value);
+    write_varint(out, header_count);
+    for (k, v) in r.headers {
+        write_part(out, k.len() as i32, Some(k));
+        write_part(out, part_len(v.as_deref())?, v.as_deref());
+    }
+    Ok(())
+}
+
+/// Appends the record an `append` line becomes, the most common record by far: a value, no
+/// key, no headers, the batch's base timestamp. Writes the bytes [`write_record`] writes for
+/// it (the property test `value_records_match_the_general_encoding` holds them equal) with
+/// less work per record: splitting, encoding and checksumming 100-byte lines took 36 ns per
+/// record through `write_record` and 25 through this (stop 13 in `BENCHMARKS.md`).
+#[inline]
+fn write_value_record(
+    out: &mut Vec<u8>,
+    offset_delta: i32,
+    value: &[u8],
+) -> Result<(), DecodeError> {
+    let value_len = part_len(Some(value))?;
+    // Attributes (0), timestamp delta (0), key length (-1) and header count (0): a byte each.
+    let body = 4 + size_of_varint(offset_delta) + size_of_varint(value_len) + value.len();
+    let body_len = i32::try_from(body).map_err(|_| invalid(0, "record larger than 2 GiB"))?;
+    let mut head = [0u8; 3 * MAX_VARINT_SIZE + 3];
+    let mut n = 0;
+    put_varint(&mut head, &mut n, body_len);
+    n += 2; // attributes, timestamp delta: zero
+    put_varint(&mut head, &mut n, offset_delta);
+    put_varint(&mut head, &mut n, -1);
+    put_varint(&mut head, &mut n, value_len);
+    out.extend_from_slice(head.get(..n).unwrap_or_default());
+    out.extend_from_slice(value);
+    out.push(0); // header count
     Ok(())
 }
 
@@ -1695,6 +1737,54 @@ mod tests {
         let empty = compression::compress(Compression::Gzip, b"").unwrap();
         let e = legacy::encode_message(Offset(0), 1, Compression::Gzip.id(), 0, None, Some(&empty));
         assert!(matches!(decode_batch(&e).unwrap_err().kind, DecodeErrorKind::InvalidRecord(_)));
+    }
+
+    mod value_records {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// The fast path for `append` lines writes exactly what the general record writer
+            /// writes, for every value length and offset delta (varints of 1 to 5 bytes).
+            #[test]
+            fn value_records_match_the_general_encoding(
+                value in proptest::collection::vec(any::<u8>(), 0..300),
+                long in 0usize..3, offset_delta in prop_oneof![0i32..200, 0i32..i32::MAX],
+            ) {
+                let value = value.repeat(1 + long * 300);
+                let (mut fast, mut general) = (vec![7u8], vec![7u8]);
+                write_value_record(&mut fast, offset_delta, &value).unwrap();
+                write_record(&mut general, &RecordRef::value_only(&value), offset_delta, 0).unwrap();
+                prop_assert_eq!(fast, general);
+            }
+        }
+
+        /// A batch mixing value records with keyed, timestamped and headed ones decodes to
+        /// what was encoded: the dispatch picks the fast path only for records it fits.
+        #[test]
+        fn mixed_batches_round_trip() {
+            let headers = vec![(b"h".to_vec(), Some(b"v".to_vec()))];
+            let records = [
+                RecordRef::value_only(b"plain"),
+                RecordRef { key: Some(b"k"), ..RecordRef::value_only(b"keyed") },
+                RecordRef { timestamp: 5, ..RecordRef::value_only(b"timed") },
+                RecordRef { headers: &headers, ..RecordRef::value_only(b"headed") },
+                RecordRef { value: None, ..RecordRef::value_only(b"") },
+                RecordRef::value_only(b""),
+            ];
+            let spec = BatchSpec { default_timestamp: 1_000, ..BatchSpec::default() };
+            let bytes = encode_batch(&spec, &records).unwrap();
+            let batch = decode_batch(&bytes).unwrap();
+            let decoded: Vec<_> = batch.records().collect::<Result<_, _>>().unwrap();
+            assert_eq!(decoded.len(), records.len());
+            for (d, r) in decoded.iter().zip(&records) {
+                assert_eq!(d.key, r.key);
+                assert_eq!(d.value, r.value);
+                let expected_ts = if r.timestamp == NO_TIMESTAMP { 1_000 } else { r.timestamp };
+                assert_eq!(d.timestamp, expected_ts);
+                assert_eq!(d.headers.len(), r.headers.len());
+            }
+        }
     }
 
     mod fuzz {
