@@ -121,7 +121,7 @@ impl ReadAhead {
         let start = st.streak >= STREAK_TO_START && len >= MIN_AHEAD_WINDOW;
         if start && st.workers == 0 && !st.closed {
             // Whole windows in a row: more is likely to follow.
-            drop_windows(&mut st);
+            drop_windows(&self.shared, &mut st);
             st.claim_at = st.next;
             let epoch = st.epoch;
             let workers = MAX_WORKERS.min(MAX_AHEAD_BYTES / len).max(1);
@@ -140,14 +140,14 @@ impl ReadAhead {
     fn take_ready(&self, offset: u64, len: usize) -> Result<Option<Result<Vec<u8>>>> {
         let mut st = lock(&self.shared.state);
         if offset != st.next || len != st.window {
-            drop_windows(&mut st);
+            drop_windows(&self.shared, &mut st);
             return Ok(None);
         }
         while !st.ready.contains_key(&offset) && st.reading.contains(&offset) {
             st = self.shared.changed.wait(st).unwrap_or_else(std::sync::PoisonError::into_inner);
         }
         let Some(window) = st.ready.remove(&offset) else {
-            drop_windows(&mut st);
+            drop_windows(&self.shared, &mut st);
             return Ok(None);
         };
         let epoch = st.epoch;
@@ -155,7 +155,7 @@ impl ReadAhead {
         let bytes = match window {
             Ok(bytes) => bytes,
             Err(e) => {
-                drop_windows(&mut lock(&self.shared.state));
+                drop_windows(&self.shared, &mut lock(&self.shared.state));
                 return Ok(Some(Err(e)));
             }
         };
@@ -163,7 +163,7 @@ impl ReadAhead {
         let holds = self.source.holds(offset)?;
         let mut st = lock(&self.shared.state);
         if !holds || st.epoch != epoch || st.next != offset {
-            drop_windows(&mut st);
+            drop_windows(&self.shared, &mut st);
             return Ok(None);
         }
         st.next = offset.saturating_add(bytes.len() as u64);
@@ -191,13 +191,14 @@ impl Drop for ReadAhead {
     fn drop(&mut self) {
         let mut st = lock(&self.shared.state);
         st.closed = true;
-        drop_windows(&mut st);
-        self.shared.changed.notify_all();
+        drop_windows(&self.shared, &mut st);
     }
 }
 
-/// Drops every window read ahead; running workers end at their next step.
-fn drop_windows(st: &mut State) {
+/// Drops every window read ahead; running workers end at their next step, and a reader
+/// waiting for a window (another thread of the same handle) wakes up and reads directly.
+fn drop_windows(shared: &Shared, st: &mut State) {
+    shared.changed.notify_all();
     st.ready.clear();
     st.reading.clear();
     st.stopped = false;
@@ -425,6 +426,57 @@ mod tests {
         assert!(model.reads.load(Ordering::SeqCst) > 2, "the worker read ahead");
         let err = ahead.read(131072, 65536).unwrap_err();
         assert!(matches!(err, Error::StaleHandle), "{err}");
+    }
+
+    /// A source whose reads take `delay`: a worker is still rendering when the next read
+    /// comes.
+    struct Slow {
+        model: Arc<Model>,
+        delay: std::time::Duration,
+    }
+
+    impl AheadSource for Slow {
+        fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+            std::thread::sleep(self.delay);
+            self.model.read_at(offset, len)
+        }
+
+        fn holds(&self, offset: u64) -> Result<bool> {
+            self.model.holds(offset)
+        }
+    }
+
+    /// Two threads reading one handle at once (the kernel sends a page-cache reader's
+    /// read-ahead requests in parallel, and a program may `pread` one descriptor from several
+    /// threads): a reader waiting for the window a worker renders must not sleep forever when
+    /// the other thread's read elsewhere drops the windows.
+    #[test]
+    fn a_reader_waiting_for_a_window_wakes_when_another_read_drops_the_windows() {
+        let source = Arc::new(Slow {
+            model: Model::new(50_000_000, None),
+            delay: std::time::Duration::from_millis(300),
+        });
+        let ahead = Arc::new(ReadAhead::new(source));
+        let window = 65536usize;
+        ahead.read(0, window).unwrap();
+        ahead.read(window as u64, window).unwrap();
+        // Workers now render the windows at 2 and 3 windows; this read waits for the first.
+        let (done, finished) = std::sync::mpsc::channel();
+        let waiting = Arc::clone(&ahead);
+        std::thread::spawn(move || {
+            let got = waiting.read(2 * window as u64, window);
+            let _ = done.send(got);
+        });
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        // Another thread of the same handle reads elsewhere: the windows are dropped.
+        let other = ahead.read(10_000_000, window).unwrap();
+        assert_eq!(other, expected(10_000_000, 10_000_000 + window as u64));
+        // A hang is what this test is about: wait far longer than any read takes.
+        let got = finished
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("the waiting reader never woke up");
+        let from = 2 * window as u64;
+        assert_eq!(got.unwrap(), expected(from, from + window as u64));
     }
 
     #[test]
