@@ -475,3 +475,82 @@ fn tail_f_keeps_following_while_another_reader_cats_the_same_partition() {
     seen.add_lines(out.as_bytes(), "tail -f");
     assert_eq!(seen.check("tail -f", true), 3000);
 }
+
+/// Several threads reading one open stream at once, as the kernel's parallel read-ahead of a
+/// page-cache reader or a program sharing one descriptor between threads does: windows in
+/// order from two threads in turn (the daemon's read-ahead starts, and each thread's read
+/// arrives while the other's window is being rendered) and reads elsewhere from a third. Every
+/// read returns exactly the bytes a single-threaded read has there, and none hangs (until
+/// 4d2c8f4 a reader waiting for a window slept forever when another thread's read elsewhere
+/// dropped the windows).
+#[test]
+fn threads_sharing_one_stream_handle_read_the_same_bytes_and_never_hang() {
+    use std::os::unix::fs::FileExt;
+    let m = MountGuard::foreground(&["--threads", "4"]);
+    fs::create_dir(m.path("t")).unwrap();
+    let mut f = OpenOptions::new().write(true).open(m.path("t/0/append")).unwrap();
+    for chunk in 0..100u64 {
+        let lines: String =
+            (0..1000).map(|i| format!("{}\n", record_line(0, chunk * 1000 + i))).collect();
+        f.write_all(lines.as_bytes()).unwrap();
+    }
+    drop(f);
+    let stream = m.path("t/0/by-offset/0");
+    let whole = Arc::new(fs::read(&stream).unwrap());
+    let window = 64 * 1024;
+    assert!(whole.len() > 40 * window, "{} bytes: too few windows for read-ahead", whole.len());
+    let file = Arc::new(fs::File::open(&stream).unwrap());
+    let read_at = |file: &fs::File, at: usize, len: usize| {
+        let mut buf = vec![0u8; len];
+        let mut got = 0;
+        while got < len {
+            match file.read_at(&mut buf[got..], (at + got) as u64).unwrap() {
+                0 => break,
+                n => got += n,
+            }
+        }
+        buf.truncate(got);
+        buf
+    };
+    let (done, finished) = mpsc::channel();
+    for round in 0..8usize {
+        let mut threads = Vec::new();
+        // Two threads take the windows in order, in turn.
+        for lane in 0..2usize {
+            let (file, whole, done) = (file.clone(), whole.clone(), done.clone());
+            threads.push(thread::spawn(move || {
+                let mut k = lane;
+                while k * window < whole.len() {
+                    let at = k * window;
+                    let got = read_at(&file, at, window);
+                    let end = (at + window).min(whole.len());
+                    assert!(got == whole[at..end], "round {round}: window at {at} differs");
+                    k += 2;
+                }
+                let _ = done.send(());
+            }));
+        }
+        // A third reads elsewhere, in other sizes, dropping the windows read ahead.
+        let (file, whole, done) = (file.clone(), whole.clone(), done.clone());
+        threads.push(thread::spawn(move || {
+            let mut seed = 0x9e37_79b9_u64 + round as u64;
+            for _ in 0..50 {
+                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let at = (seed >> 24) as usize % whole.len();
+                let len = [4096, 65536, 100_000][(seed >> 60) as usize % 3];
+                let got = read_at(&file, at, len);
+                let end = (at + len).min(whole.len());
+                assert!(got == whole[at..end], "round {round}: read at {at} differs");
+            }
+            let _ = done.send(());
+        }));
+        for _ in 0..threads.len() {
+            finished
+                .recv_timeout(STOP_DEADLINE)
+                .unwrap_or_else(|_| panic!("round {round}: a read never returned"));
+        }
+        join_all("reader", threads);
+    }
+    drop(file);
+    m.unmount();
+}
