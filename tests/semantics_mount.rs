@@ -328,3 +328,62 @@ fn a_deleted_sealed_segment_fails_cat_and_stat_with_enoent_though_its_name_was_c
     assert!(!stat.status.success());
     assert!(String::from_utf8_lossy(&stat.stderr).contains("No such file"), "{stat:?}");
 }
+
+/// `mmap` as SEMANTICS.md states it, driven from Python's `mmap` module: streams and the
+/// active segment's files map privately and show what a read shows; a shared mapping of them
+/// fails with `ENODEV` (the kernel's answer for a direct-I/O file); sealed segment files map
+/// either way, as the files on disk.
+#[test]
+fn streams_map_privately_shared_maps_fail_with_enodev_and_sealed_segments_map_either_way() {
+    let m = MountGuard::foreground(&["--segment-bytes", "8192"]);
+    fs::create_dir(m.path("t")).unwrap();
+    for w in 0..10 {
+        let lines: String =
+            (0..20).map(|i| format!("write {w:02} line {i:02} {}\n", "x".repeat(80))).collect();
+        fs::write(m.path("t/0/append"), lines).unwrap();
+    }
+    let mut logs: Vec<String> = fs::read_dir(m.path("t/0/segments"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".log"))
+        .collect();
+    logs.sort();
+    assert!(logs.len() >= 2, "segments rolled: {logs:?}");
+    let sealed = m.path(&format!("t/0/segments/{}", logs[0]));
+    let active = m.path(&format!("t/0/segments/{}", logs[logs.len() - 1]));
+    let probe = r#"
+import mmap, os, sys
+def try_map(path, flags):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        m = mmap.mmap(fd, size, flags=flags, prot=mmap.PROT_READ)
+        with open(path, "rb") as f:
+            same = m[:] == f.read()
+        return "same" if same else "differs"
+    except OSError as e:
+        return "errno %d" % e.errno
+    finally:
+        os.close(fd)
+for path in sys.argv[1:]:
+    print(try_map(path, mmap.MAP_PRIVATE), try_map(path, mmap.MAP_SHARED))
+"#;
+    let paths = [
+        m.path("t/0/by-offset/0"),
+        m.path("t/0/by-offset/5.json"),
+        m.path("t/0/info"),
+        active,
+        sealed.clone(),
+    ];
+    let out =
+        Command::new("python3").arg("-c").arg(probe).args(&paths).output().expect("python3 runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<String> =
+        String::from_utf8(out.stdout).unwrap().lines().map(String::from).collect();
+    let enodev = format!("same errno {}", libc::ENODEV);
+    assert_eq!(lines, [enodev.as_str(), &enodev, &enodev, &enodev, "same same"], "{paths:?}");
+    // And the sealed segment's mapping is the file on disk.
+    let on_disk = fs::read(m.data().join("t-0").join(&logs[0])).unwrap();
+    assert!(fs::read(&sealed).unwrap() == on_disk);
+    m.unmount();
+}
