@@ -518,3 +518,38 @@ fn an_open_info_file_and_an_open_directory_are_one_snapshot_each() {
     assert_eq!(again, [".", "..", "t", "u"]);
     f.fs.releasedir(fh).unwrap();
 }
+
+/// Every test `SEMANTICS.md` names under "Tested by" exists: `module::name` is `fn name` in
+/// `tests/module.rs`, `src/path.rs::tests::name` is `fn name` in `src/path.rs`. A renamed or
+/// removed test must take its promise's reference with it.
+#[test]
+fn every_test_semantics_md_names_exists() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("SEMANTICS.md")).unwrap();
+    let mut checked = 0;
+    let mut missing = Vec::new();
+    for block in doc.split("Tested by:").skip(1) {
+        let block = block.split("\n\n").next().unwrap_or_default();
+        // Backticked names alternate with the text between them.
+        for name in block.split('`').skip(1).step_by(2) {
+            let Some((file_part, rest)) = name.split_once("::") else { continue };
+            let function = rest.rsplit("::").next().unwrap_or(rest).trim_end_matches("()");
+            let file = if file_part.starts_with("src/") {
+                root.join(file_part)
+            } else {
+                root.join("tests").join(format!("{file_part}.rs"))
+            };
+            let source = std::fs::read_to_string(&file).unwrap_or_default();
+            let defined = source.match_indices(&format!("fn {function}")).any(|(at, m)| {
+                let next = source[at + m.len()..].chars().next();
+                matches!(next, Some('(' | '<'))
+            });
+            if !defined {
+                missing.push(name.to_string());
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 200, "found only {checked} test names in SEMANTICS.md");
+    assert!(missing.is_empty(), "SEMANTICS.md names tests that do not exist: {missing:?}");
+}
