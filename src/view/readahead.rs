@@ -23,6 +23,12 @@
 //! a growing stream is then read directly, as `tail -f` does, until whole windows start them
 //! again) or failed, wait while the windows ahead would pass the bound, and end when the
 //! windows are dropped or the handle is closed. No lock is held while a worker renders.
+//!
+//! **Invariant** (no lost wake-ups): every change a waiting thread waits for notifies the
+//! condition variable under the state's lock: a window filed, the reader moving on, a worker
+//! stopping, the windows dropped (by any thread's read elsewhere) and the handle closed. A
+//! reader waits only while a worker of the current epoch is reading its window; a worker waits
+//! only while its epoch is current, the handle open and the bound reached.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
