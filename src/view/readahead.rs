@@ -28,7 +28,8 @@
 //! condition variable under the state's lock: a window filed, the reader moving on, a worker
 //! stopping, the windows dropped (by any thread's read elsewhere) and the handle closed. A
 //! reader waits only while a worker of the current epoch is reading its window; a worker waits
-//! only while its epoch is current, the handle open and the bound reached.
+//! only while its epoch is current, the handle open, no window has stopped the claims and the
+//! windows ahead reach the bound.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
