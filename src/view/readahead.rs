@@ -205,7 +205,11 @@ impl Drop for ReadAhead {
 /// Drops every window read ahead; running workers end at their next step, and a reader
 /// waiting for a window (another thread of the same handle) wakes up and reads directly.
 fn drop_windows(shared: &Shared, st: &mut State) {
-    shared.changed.notify_all();
+    // Only a worker of this epoch can be waited for, or wait: without one there is nobody to
+    // wake (a seek or a lookup's small read, the common case, makes no wake-up call).
+    if st.workers > 0 {
+        shared.changed.notify_all();
+    }
     st.ready.clear();
     st.reading.clear();
     st.stopped = false;
