@@ -382,7 +382,7 @@ for path in sys.argv[1:]:
         String::from_utf8(out.stdout).unwrap().lines().map(String::from).collect();
     let enodev = format!("same errno {}", libc::ENODEV);
     assert_eq!(lines, [enodev.as_str(), &enodev, &enodev, &enodev, "same same"], "{paths:?}");
-    // And the sealed segment's mapping is the file on disk.
+    // And what the sealed segment maps and reads (equal, above) is the file on disk.
     let on_disk = fs::read(m.data().join("t-0").join(&logs[0])).unwrap();
     assert!(fs::read(&sealed).unwrap() == on_disk);
     m.unmount();

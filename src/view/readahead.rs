@@ -26,7 +26,8 @@
 //!
 //! **Invariant** (no lost wake-ups): every change a waiting thread waits for notifies the
 //! condition variable under the state's lock: a window filed, the reader moving on, a worker
-//! stopping, the windows dropped (by any thread's read elsewhere) and the handle closed. A
+//! stopping, the windows dropped (by any thread's read elsewhere) and the handle closed (the
+//! last two only while a worker exists: without one nobody waits). A
 //! reader waits only while a worker of the current epoch is reading its window; a worker waits
 //! only while its epoch is current, the handle open, no window has stopped the claims and the
 //! windows ahead reach the bound.
