@@ -282,6 +282,34 @@ fn serve(request: &MountRequest, daemon: bool) -> Result<(), MountError> {
     served
 }
 
+/// What a mount serves: the one [`TopicSource`] of the tree, and the local work that goes with
+/// it.
+struct Backend {
+    source: Arc<dyn TopicSource>,
+    /// A writable log directory, whose retention the daemon runs (`--retention-check-interval-ms`);
+    /// `None` for a read-only mount (a broker, or nobody, deletes its segments).
+    retained: Option<Arc<LogDir>>,
+}
+
+/// Opens the backend of a mount: the one place where it is chosen. Everything above the
+/// [`TopicSource`] (views, filesystem, FUSE) is the same for every backend; what exists only for
+/// local files is asked for by capability ([`crate::source::PartitionSource::segment_files`]).
+///
+/// Today the backend is a Kafka log directory (`data_dir`), read-write or read-only. A live
+/// cluster (issue 16, `kafka://HOST:PORT,...`) is the second arm here: a `TopicSource` over
+/// the Kafka protocol, with `retained: None` (the brokers retain).
+fn open_backend(request: &MountRequest, data_dir: &Path) -> Result<Backend, MountError> {
+    let log_config = request.log_config.clone();
+    let log_dir = Arc::new(if request.read_only {
+        LogDir::open_read_only(data_dir, log_config)?
+    } else {
+        LogDir::open(data_dir, log_config)?
+    });
+    let source: Arc<dyn TopicSource> = Arc::clone(&log_dir) as Arc<dyn TopicSource>;
+    let retained = (!request.read_only).then_some(log_dir);
+    Ok(Backend { source, retained })
+}
+
 fn mount_and_serve(
     request: &MountRequest,
     signals: SigSet,
@@ -298,12 +326,7 @@ fn mount_and_serve(
         let _ = std::env::set_current_dir("/");
     }
     let log_config = &request.log_config;
-    let log_dir = Arc::new(if request.read_only {
-        LogDir::open_read_only(&data_dir, log_config.clone())?
-    } else {
-        LogDir::open(&data_dir, log_config.clone())?
-    });
-    let source: Arc<dyn TopicSource> = Arc::clone(&log_dir) as Arc<dyn TopicSource>;
+    let Backend { source, retained } = open_backend(request, &data_dir)?;
     let options = FsOptions {
         read_only: request.read_only,
         partitions_per_topic: request.partitions,
@@ -348,8 +371,8 @@ fn mount_and_serve(
     }
     log::info!("mounted {} on {}", data_dir.display(), mountpoint.display());
     reporter.ready();
-    let retention = (!request.read_only)
-        .then(|| Retention::start(Arc::clone(&log_dir), request.retention_check_interval));
+    let retention =
+        retained.map(|log_dir| Retention::start(log_dir, request.retention_check_interval));
     let ran = session.run();
     let _ = ended_tx.send(());
     if let Some(retention) = retention {

@@ -7,12 +7,22 @@
 //!
 //! Batches cross this interface as stored bytes (a v2 batch, or a legacy v0/v1 message set
 //! entry), so the same rendering code serves local files and a network fetch response.
+//!
+//! Everything here is in offsets and batches. A [`ReadCursor`] is an offset bound plus an
+//! opaque [`CursorHint`] only its source reads; a [`BatchChunk`] says where its runs of
+//! batches start and what damage the read stepped over. What exists only for local files
+//! (segment listings, raw segment bytes, passthrough, repaired indexes) is the separate
+//! [`SegmentFiles`] interface of `storage`, reached by one capability accessor,
+//! [`PartitionSource::segment_files`]; `view` and `fs` decide by that capability, never by
+//! which backend is mounted. The backend itself is chosen once, at mount time
+//! (`mount::open_backend`).
 
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::error::Result;
-use crate::format::{NewRecord, Offset, Position, RecordRef, Timestamp};
+use crate::format::{NewRecord, Offset, RecordRef, Timestamp};
+use crate::storage::segment_files::SegmentFiles;
 
 /// Which offset a ListOffsets-style query asks for.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -34,9 +44,10 @@ pub enum OffsetQuery {
 pub struct PartitionSummary {
     pub log_start_offset: Offset,
     pub log_end_offset: Offset,
-    pub segment_count: usize,
-    /// Sum of the `.log` file sizes.
-    pub size_bytes: u64,
+    /// Number of segment files, for a source that has them (`None`: a cluster shows none).
+    pub segment_count: Option<usize>,
+    /// Sum of the `.log` file sizes, for a source that has them.
+    pub size_bytes: Option<u64>,
     /// Timestamp of the first record at or after the log start offset, if any.
     pub first_timestamp: Option<Timestamp>,
     /// Largest record timestamp in the partition, if any.
@@ -45,56 +56,95 @@ pub struct PartitionSummary {
     pub last_modified: SystemTime,
 }
 
-/// One segment as listed under `segments/`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SegmentSummary {
-    pub base_offset: Offset,
-    /// Size of the `.log` file in bytes.
-    pub log_size: u64,
-    /// Current sizes of the index files (0 when the file does not exist).
-    pub index_size: u64,
-    pub time_index_size: u64,
-    /// `None` when the segment has no `.txnindex`.
-    pub txn_index_size: Option<u64>,
-    /// Largest timestamp in the segment, if known.
-    pub max_timestamp: Option<Timestamp>,
-    /// Whether this is the active (last, appendable) segment.
-    pub is_active: bool,
-    pub last_modified: SystemTime,
+/// The source's own half of a [`ReadCursor`]: where in its storage the batch at the cursor
+/// lies (for the log engine, a segment's base offset and a byte position in its `.log`).
+///
+/// Opaque to everyone but the source that made it: the view only copies it, compares it for
+/// equality, and moves it past a whole batch with [`ReadCursor::after_batch`]. A cursor without
+/// a hint ([`CursorHint::NONE`], what [`ReadCursor::at`] makes) is valid input to
+/// [`PartitionSource::read`] for every source; a source then finds the batch by its offset.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CursorHint(Option<(i64, u64)>);
+
+impl CursorHint {
+    /// No hint: the cursor is its offset alone.
+    pub const NONE: CursorHint = CursorHint(None);
+
+    /// A hint of two numbers whose meaning only the making source knows (the log engine: a
+    /// segment's base offset, a byte position in it). The second is a byte count that
+    /// [`CursorHint::advanced`] adds to.
+    pub fn new(unit: i64, position: u64) -> CursorHint {
+        CursorHint(Some((unit, position)))
+    }
+
+    /// The numbers given to [`CursorHint::new`]; for the source that made the hint only.
+    pub fn get(self) -> Option<(i64, u64)> {
+        self.0
+    }
+
+    /// The hint `bytes` stored bytes further in the same run of batches (see
+    /// [`ChunkStart`]).
+    pub fn advanced(self, bytes: u64) -> CursorHint {
+        CursorHint(self.0.map(|(unit, position)| (unit, position.saturating_add(bytes))))
+    }
 }
 
-/// The files of one segment.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum SegmentFileKind {
-    Log,
-    Index,
-    TimeIndex,
-    TxnIndex,
+/// Where a sequential read continues: a batch boundary.
+///
+/// **Invariant**: every batch before the cursor holds only offsets below `next_offset` (a lower
+/// bound of the offsets of the batch at the cursor, which may have gaps). The `hint` lets the
+/// source that made the cursor find that batch without a search; it is opaque to the view.
+///
+/// Cursors order by `next_offset`, the hint only breaking ties (two cursors at one offset bound
+/// but different places, e.g. the end of one segment and the start of the next).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ReadCursor {
+    /// The offset the next batch is expected to hold (a lower bound, offsets may have gaps).
+    pub next_offset: Offset,
+    /// The source's own place of the batch; see [`CursorHint`].
+    pub hint: CursorHint,
 }
 
-impl SegmentFileKind {
-    /// The file name suffix, with the dot (`.log`, `.index`, `.timeindex`, `.txnindex`).
-    pub fn suffix(self) -> &'static str {
-        match self {
-            SegmentFileKind::Log => ".log",
-            SegmentFileKind::Index => ".index",
-            SegmentFileKind::TimeIndex => ".timeindex",
-            SegmentFileKind::TxnIndex => ".txnindex",
+impl ReadCursor {
+    /// A cursor at `offset` alone: [`PartitionSource::read`] from it reads the first batch
+    /// whose last offset is `>= offset`, as from [`PartitionSource::seek`]`(offset)`.
+    pub fn at(offset: Offset) -> ReadCursor {
+        ReadCursor { next_offset: offset, hint: CursorHint::NONE }
+    }
+
+    /// The cursor after a whole batch of `size` stored bytes whose last offset is
+    /// `last_offset`, this cursor being at that batch and the batch inside one run of a
+    /// [`BatchChunk`] (see [`ChunkStart`]).
+    pub fn after_batch(&self, size: u64, last_offset: Offset) -> ReadCursor {
+        ReadCursor {
+            next_offset: self.next_offset.max(last_offset.plus(1)),
+            hint: self.hint.advanced(size),
         }
     }
 }
 
-/// Where a sequential read continues: a batch boundary in one segment.
-///
-/// **Invariant**: `position` is the position of a batch start in the segment whose base offset
-/// is `segment_base` (or that segment's end), and every batch before it holds only offsets below
-/// `next_offset`.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct ReadCursor {
-    pub segment_base: Offset,
-    pub position: Position,
-    /// The offset the next batch is expected to hold (a lower bound, offsets may have gaps).
-    pub next_offset: Offset,
+/// Where a run of a [`BatchChunk`]'s bytes starts: the batches of one run are contiguous in
+/// the source (the cursor after each is [`ReadCursor::after_batch`] of the cursor at it).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChunkStart {
+    /// Index into [`BatchChunk::bytes`] of the run's first batch.
+    pub at: usize,
+    /// The cursor at that batch.
+    pub cursor: ReadCursor,
+    /// The batch starts a unit the source deletes whole under retention (a segment): a render
+    /// index keeps a checkpoint there, so reads of what follows survive the retention of what
+    /// comes before. `false` when the source has no such units or does not know.
+    pub retention_boundary: bool,
+}
+
+/// Damage a read stepped over to reach the batches it returned (local logs: bytes in a sealed
+/// segment that do not frame a batch end that segment, the read goes on at the next one).
+#[derive(Clone, Debug)]
+pub struct SkippedDamage {
+    /// What is wrong and where (file and position for a local log).
+    pub error: Arc<crate::error::Error>,
+    /// The offset bound the read went on at.
+    pub resumed_at: Offset,
 }
 
 /// Whole batches as stored, read from a cursor.
@@ -102,12 +152,17 @@ pub struct ReadCursor {
 pub struct BatchChunk {
     /// Concatenated whole batches (possibly empty when the cursor is at the current end).
     pub bytes: Vec<u8>,
+    /// Where the runs of `bytes` start, the first at 0, in order. Empty means one run starting
+    /// at the cursor read from.
+    pub starts: Vec<ChunkStart>,
     /// Cursor after the last batch in `bytes`.
     pub next: Option<ReadCursor>,
     /// Every batch in `bytes` passed its CRC check when it was read, so a reader that decodes
     /// them need not check again. `false` promises nothing (the batches are checked by whoever
     /// decodes them).
     pub crc_checked: bool,
+    /// Damage stepped over by [`PartitionSource::read_past_damage`] before these batches.
+    pub skipped: Option<SkippedDamage>,
 }
 
 /// What an append wrote.
@@ -128,7 +183,8 @@ pub struct AbortedTxn {
     pub last_stable_offset: Offset,
 }
 
-/// One partition: offsets, batches as stored, appends.
+/// One partition: offsets, batches as stored, appends. Nothing here assumes files: a live
+/// cluster implements it with ListOffsets, Fetch and Produce.
 pub trait PartitionSource: Send + Sync {
     /// Topic name.
     fn topic(&self) -> &str;
@@ -136,24 +192,39 @@ pub trait PartitionSource: Send + Sync {
     fn partition(&self) -> u32;
     /// Offsets, sizes and timestamps now.
     fn summary(&self) -> Result<PartitionSummary>;
-    /// Segments in base-offset order.
-    fn segments(&self) -> Result<Vec<SegmentSummary>>;
-    /// The segment whose base offset is `base_offset`, if any (what [`Self::segments`] lists
-    /// for it). The default looks through `segments()`.
-    fn segment_summary(&self, base_offset: Offset) -> Result<Option<SegmentSummary>> {
-        Ok(self.segments()?.into_iter().find(|s| s.base_offset == base_offset))
-    }
     /// ListOffsets semantics; see [`OffsetQuery`]. Never "not found".
     fn offset_for(&self, query: OffsetQuery) -> Result<Offset>;
-    /// Cursor at the first batch whose last offset is >= `target` (floor segment, floor index
-    /// entry, forward scan). `target` equal to the log end offset gives a cursor at the end.
-    /// Errors with `OffsetOutOfRange` below the log start offset or past the log end offset.
+    /// Cursor at the first batch whose last offset is >= `target`. `target` equal to the log
+    /// end offset gives a cursor at the end. Errors with `OffsetOutOfRange` below the log start
+    /// offset or past the log end offset.
     fn seek(&self, target: Offset) -> Result<ReadCursor>;
-    /// Whole batches from `cursor`, at most `max_bytes` unless the first batch alone is larger
-    /// (then exactly that batch). Empty when the cursor is at the current end. Moves to the next
-    /// segment when one is exhausted. Never returns part of a batch. A batch that fails its CRC
-    /// check is an error (see [`BatchChunk::crc_checked`] for sources that check).
+    /// Whole batches from `cursor` (one this source made, or [`ReadCursor::at`] an offset), at
+    /// most `max_bytes` unless the first batch alone is larger (then exactly that batch). Empty
+    /// when the cursor is at the current end. Never returns part of a batch. A batch that fails
+    /// its CRC check is an error (see [`BatchChunk::crc_checked`] for sources that check).
     fn read(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchChunk>;
+    /// [`PartitionSource::read`] for a reader that must get past damage to what follows (the
+    /// streams): a batch that is framed but fails its CRC check is returned alone, as stored
+    /// (decoding it then reports the damage), and damage the source can step over is stepped
+    /// over and described in [`BatchChunk::skipped`]. The default is `read`: damage is an
+    /// error.
+    fn read_past_damage(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchChunk> {
+        self.read(cursor, max_bytes)
+    }
+    /// Where the stored byte `delta` bytes after the batch start at `cursor` lies, as (a file
+    /// name or other place, a byte position), for error messages about damaged batches. The
+    /// default names the partition and counts from the batch start.
+    fn byte_location(&self, cursor: &ReadCursor, delta: u64) -> (String, u64) {
+        let place =
+            format!("{}-{} batch at offset {}", self.topic(), self.partition(), cursor.next_offset);
+        (place, delta)
+    }
+    /// Whether the batches at and after `cursor` are still stored: retention has not deleted
+    /// the place the cursor points at. The default: its offset bound is at or above the log
+    /// start offset.
+    fn holds(&self, cursor: &ReadCursor) -> Result<bool> {
+        Ok(cursor.next_offset >= self.summary()?.log_start_offset)
+    }
     /// Aborted transactions overlapping `[from, to)` (for read-committed views).
     fn aborted_transactions(&self, from: Offset, to: Offset) -> Result<Vec<AbortedTxn>>;
     /// Appends records as one batch (several only when one would exceed `max.message.bytes`);
@@ -168,35 +239,11 @@ pub trait PartitionSource: Send + Sync {
     }
     /// Makes everything appended so far durable (fsync of the log and its indexes).
     fn sync(&self) -> Result<()>;
-    /// Reads the raw bytes of one segment file at `pos` (the preallocated zero tail of an active
-    /// index is not shown: the file ends at its last valid entry).
-    fn read_segment_file(
-        &self,
-        base_offset: Offset,
-        kind: SegmentFileKind,
-        pos: u64,
-        buf: &mut [u8],
-    ) -> Result<usize>;
-    /// An open handle on one file of a sealed (not active) segment, when its bytes on disk are
-    /// exactly what [`PartitionSource::read_segment_file`] returns and will not change: the
-    /// mount hands it to the kernel, which then reads it without asking (FUSE passthrough).
-    /// `None` for the active segment, for a file whose on-disk size differs from the size shown
-    /// (an index left untrimmed by a crash), and for sources without local files (the default).
-    fn sealed_segment_file(
-        &self,
-        _base_offset: Offset,
-        _kind: SegmentFileKind,
-    ) -> Result<Option<std::fs::File>> {
-        Ok(None)
-    }
-    /// Files of segment `base_offset` whose bytes on disk the source found damaged and serves
-    /// repaired instead (an index rebuilt in memory from the `.log` on a read-only mount), as
-    /// (file, byte position of the damage on disk, what is wrong there). Empty by default.
-    fn repaired_segment_files(
-        &self,
-        _base_offset: Offset,
-    ) -> Result<Vec<(SegmentFileKind, u64, String)>> {
-        Ok(Vec::new())
+    /// The partition's segment files, for a source that has local ones (`segments/`, the
+    /// inspection files, passthrough): the only way to them. `None` (the default) for a source
+    /// without files, whose tree then has none of those entries.
+    fn segment_files(&self) -> Option<&dyn SegmentFiles> {
+        None
     }
 }
 

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use topicfs::format::{NewRecord, Offset, Timestamp, decode_batch, peek_entry};
-use topicfs::source::SegmentFileKind;
+use topicfs::storage::segment_files::SegmentFileKind;
 use topicfs::storage::{Log, LogConfig, LogDir};
 
 fn config() -> LogConfig {

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use topicfs::Error;
 use topicfs::format::{NewRecord, Offset, Timestamp, decode_batch, peek_entry};
-use topicfs::source::{OffsetQuery, SegmentFileKind, TopicSource};
+use topicfs::source::{OffsetQuery, TopicSource};
+use topicfs::storage::segment_files::SegmentFileKind;
 use topicfs::storage::{Log, LogConfig, LogDir};
 
 fn record(ts: Timestamp, value: &str) -> NewRecord {
@@ -171,11 +172,11 @@ fn max_message_bytes_refusal_writes_nothing() {
     c.set("max.message.bytes", "200").unwrap();
     let (_d, log) = open_log(tmp.path(), &c);
     log.append(&[record(1, "ok")]).unwrap();
-    let size = log.summary().unwrap().size_bytes;
+    let size = log.summary().unwrap().size_bytes.unwrap();
     let err = log.append(&[record(2, "small"), record(3, &"x".repeat(500))]).unwrap_err();
     assert!(matches!(err, Error::RecordTooLarge { max: 200, .. }), "{err}");
     assert_eq!(log.log_end_offset(), Offset(1));
-    assert_eq!(log.summary().unwrap().size_bytes, size);
+    assert_eq!(log.summary().unwrap().size_bytes.unwrap(), size);
 }
 
 #[test]
@@ -618,18 +619,22 @@ fn partition_source_reports_segments_and_hides_the_index_zero_tail() {
         p.append(&[record(1000 + i, &"y".repeat(100))]).unwrap();
     }
     p.sync().unwrap();
-    let segs = p.segments().unwrap();
+    let segs = p.segment_files().unwrap().segments().unwrap();
     let active = segs.last().unwrap();
     assert!(active.is_active && !segs[0].is_active);
     let entries = active.index_size / 8;
     assert!(active.index_size < 4096, "valid size, not the preallocated 4096");
     let mut buf = vec![0u8; 8192];
-    let n = p.read_segment_file(active.base_offset, SegmentFileKind::Index, 0, &mut buf).unwrap();
+    let n = p
+        .segment_files()
+        .unwrap()
+        .read_segment_file(active.base_offset, SegmentFileKind::Index, 0, &mut buf)
+        .unwrap();
     assert_eq!(n as u64, entries * 8);
     let summary = p.summary().unwrap();
     assert_eq!(summary.log_end_offset, Offset(15));
     assert_eq!(summary.max_timestamp, Some(1014));
-    assert_eq!(summary.segment_count, segs.len());
+    assert_eq!(summary.segment_count, Some(segs.len()));
     let text = std::fs::read_to_string(tmp.path().join("recovery-point-offset-checkpoint"));
     // Checkpoints are written at open and shutdown; the recovery point itself moved on sync.
     assert!(text.is_ok());

@@ -16,7 +16,8 @@ use topicfs::format::{NO_TIMESTAMP, NewRecord, Offset};
 use topicfs::fs::attr::OpenRequest;
 use topicfs::fs::inode::ROOT_INO;
 use topicfs::fs::{FsOptions, TopicFs};
-use topicfs::source::{PartitionSource, SegmentFileKind, TopicSource};
+use topicfs::source::TopicSource;
+use topicfs::storage::segment_files::{SegmentFileKind, SegmentFiles};
 use topicfs::storage::{Log, LogConfig, LogDir, SegmentMode};
 
 const READ: OpenRequest = OpenRequest { read: true, write: false, truncate: false };

@@ -241,7 +241,7 @@ fn read_partition(part: &dyn PartitionSource, topic: &str, result: &mut ReadResu
         Ok(s) => s,
         Err(e) => return result.errors.push(e),
     };
-    let bases: Vec<i64> = match part.segments() {
+    let bases: Vec<i64> = match part.segment_files().unwrap().segments() {
         Ok(segs) => segs.iter().map(|s| s.base_offset.0).collect(),
         Err(e) => return result.errors.push(e),
     };
@@ -271,7 +271,7 @@ fn read_partition(part: &dyn PartitionSource, topic: &str, result: &mut ReadResu
                     // An empty read below the log end offset with segments after the cursor's
                     // would be damage served as the end of the log (bug 1 of RELIABILITY.md).
                     let at_end = cursor.next_offset >= summary.log_end_offset;
-                    let later = bases.iter().any(|&b| b > cursor.segment_base.0);
+                    let later = bases.iter().any(|&b| b > cursor.hint.get().unwrap().0);
                     assert!(
                         at_end || !later,
                         "{topic}-{}: read ended silently at {cursor:?} below the log end offset \
@@ -300,7 +300,7 @@ fn read_partition(part: &dyn PartitionSource, topic: &str, result: &mut ReadResu
                 }
                 Err(e) => {
                     result.errors.push(e);
-                    match bases.iter().find(|&&b| b > cursor.segment_base.0) {
+                    match bases.iter().find(|&&b| b > cursor.hint.get().unwrap().0) {
                         Some(&b) => {
                             next = Offset(b);
                             continue 'segments;
@@ -601,17 +601,20 @@ fn power_cut_past_the_last_sync_keeps_a_valid_prefix_with_everything_synced() {
             append(&part, &mut rng, 3 + round);
             part.sync().unwrap();
             let synced = part.summary().unwrap().log_end_offset;
-            let segments = part.segments().unwrap();
+            let segments = part.segment_files().unwrap().segments().unwrap();
             let active = segments.last().unwrap();
             let synced_size = active.log_size;
             let more = 1 + rng.below(4) as usize;
             append(&part, &mut rng, more);
             let full_end = part.summary().unwrap().log_end_offset;
             // Only the active segment past the synced size may be lost, so stay in one segment.
-            if part.segments().unwrap().last().unwrap().base_offset != active.base_offset {
+            if part.segment_files().unwrap().segments().unwrap().last().unwrap().base_offset
+                != active.base_offset
+            {
                 continue;
             }
-            let full_size = part.segments().unwrap().last().unwrap().log_size;
+            let full_size =
+                part.segment_files().unwrap().segments().unwrap().last().unwrap().log_size;
             for cut in 0..4 {
                 let case = work.path().join(format!("cut-{round}-{topic}-{cut}"));
                 copy_dir(&live, &case);

@@ -238,7 +238,9 @@ fn engine_readers_see_whole_ordered_records_while_segments_roll_and_retention_de
             cursor.next_offset >= end,
             "partition {p}: reading from the log start stopped at {cursor:?}, below the log end \
              offset {end}; segments {:?}",
-            part.segments()
+            part.segment_files()
+                .unwrap()
+                .segments()
                 .unwrap()
                 .iter()
                 .map(|s| (s.base_offset.0, s.log_size))

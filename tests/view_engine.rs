@@ -79,7 +79,7 @@ fn streams_over_engine_segments_have_exact_sizes_and_grow() {
         }
     };
     append(0, 300);
-    assert!(part.segments().unwrap().len() > 5);
+    assert!(part.segment_files().unwrap().segments().unwrap().len() > 5);
     let reg = StreamRegistry::new();
     let log_end = part.summary().unwrap().log_end_offset.0;
     for format in [Format::Values, Format::Json, Format::Raw] {

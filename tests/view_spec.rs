@@ -5,7 +5,7 @@ mod view_support;
 use std::sync::Arc;
 
 use topicfs::error::Error;
-use topicfs::format::{Offset, Position};
+use topicfs::format::Offset;
 use topicfs::source::{PartitionSource, ReadCursor};
 use topicfs::view::listing::{by_offset_names, by_time_names};
 use topicfs::view::spec::{
@@ -189,8 +189,14 @@ fn time_specs_resolve_with_list_offsets_semantics() {
 #[test]
 fn listings_offer_log_start_and_every_segment() {
     let part = partition();
-    let bases: Vec<String> =
-        part.segments().unwrap().iter().map(|s| s.base_offset.0.to_string()).collect();
+    let bases: Vec<String> = part
+        .segment_files()
+        .unwrap()
+        .segments()
+        .unwrap()
+        .iter()
+        .map(|s| s.base_offset.0.to_string())
+        .collect();
     assert!(bases.len() > 2);
     assert_eq!(by_offset_names(part.as_ref()).unwrap(), bases);
     let names = by_time_names(part.as_ref()).unwrap();
@@ -199,16 +205,12 @@ fn listings_offer_log_start_and_every_segment() {
     for name in by_offset_names(part.as_ref()).unwrap() {
         StreamSpec::parse_by_offset(&name).unwrap().resolve(part.as_ref(), 0).unwrap();
     }
-    for (name, base) in names.iter().zip(part.segments().unwrap()) {
+    for (name, base) in names.iter().zip(part.segment_files().unwrap().segments().unwrap()) {
         let spec = StreamSpec::parse_by_time(name).unwrap();
         let r = spec.resolve(part.as_ref(), 0).unwrap();
         // Each listed time starts at (or, with out-of-order times, before) its segment.
         assert!(r.start <= base.base_offset, "{name}");
-        let cursor = ReadCursor {
-            segment_base: base.base_offset,
-            position: Position(0),
-            next_offset: base.base_offset,
-        };
+        let cursor = ReadCursor::at(base.base_offset);
         assert!(!part.read(&cursor, 1).unwrap().bytes.is_empty());
     }
     part.delete_segments_below(Offset(4));

@@ -186,7 +186,7 @@ fn bounded_range_completes_when_log_end_reaches_its_end() {
 #[test]
 fn tail_window_renders_at_most_an_interval_not_the_partition() {
     let part = sample(20_000, 256 * 1024);
-    let log_bytes = part.summary().unwrap().size_bytes;
+    let log_bytes = part.summary().unwrap().size_bytes.unwrap();
     assert!(log_bytes > 16 * CHECKPOINT_INTERVAL, "sample too small: {log_bytes}");
     let reg = StreamRegistry::new();
     for format in FORMATS {
@@ -224,7 +224,7 @@ fn sequential_reads_continue_from_the_last_position() {
         at += s.read_at(at, 4096).unwrap().len() as u64;
     }
     let read = part.bytes_read() - before;
-    let log_bytes = part.summary().unwrap().size_bytes;
+    let log_bytes = part.summary().unwrap().size_bytes.unwrap();
     // Each read resumes at the batch where the previous one stopped: the log is read about
     // once, not once per checkpoint interval per read.
     assert!(read < 3 * log_bytes, "cat read {read} bytes of a {log_bytes}-byte log");
@@ -245,7 +245,7 @@ fn large_batches(batches: usize) -> Arc<MemPartition> {
 #[test]
 fn sequential_small_reads_read_and_decode_each_batch_once() {
     let part = large_batches(20);
-    let log_bytes = part.summary().unwrap().size_bytes;
+    let log_bytes = part.summary().unwrap().size_bytes.unwrap();
     let reg = StreamRegistry::new();
     for format in [Format::Values, Format::Json] {
         for (name, end) in [("0", None), ("0..4321", Some(4321))] {
@@ -282,7 +282,7 @@ fn kept_rendering_of_a_batch_retention_deleted_is_stale() {
     let s = open(&reg, &part, "0");
     let first = s.read_at(0, 100).unwrap();
     assert_eq!(first.len(), 100);
-    let segments = part.segments().unwrap();
+    let segments = part.segment_files().unwrap().segments().unwrap();
     assert!(segments.len() >= 2, "{segments:?}");
     part.delete_segments_below(segments[1].base_offset);
     // The rest of the first batch was rendered by the first read, but its records are gone.
@@ -334,7 +334,7 @@ fn reads_follow_batches_across_segments_within_one_chunk() {
     for k in 0..200 {
         part.append_batch(&plain(), &[rec(&format!("v{k}"), k), rec(&format!("w{k}"), k)]);
     }
-    assert!(part.segments().unwrap().len() > 20);
+    assert!(part.segment_files().unwrap().segments().unwrap().len() > 20);
     let reg = StreamRegistry::new();
     for format in FORMATS {
         for start in [0, 33, 201, 399, 400] {
@@ -353,7 +353,7 @@ fn retention_keeps_positions_and_makes_deleted_bytes_stale() {
     let s = open(&reg, &part, "0");
     let full = full_read(&s);
     let size = s.size().unwrap();
-    let segments = part.segments().unwrap();
+    let segments = part.segment_files().unwrap().segments().unwrap();
     let cut = segments[segments.len() / 2].base_offset;
     part.delete_segments_below(cut);
     // The size does not shrink (tail -f keeps following) and the tail is still readable.

@@ -426,7 +426,7 @@ mod fake {
     use topicfs::format::{NewRecord, Offset};
     use topicfs::source::{
         AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, PartitionSource, PartitionSummary,
-        ReadCursor, SegmentFileKind, SegmentSummary,
+        ReadCursor,
     };
 
     /// Offsets derived from the name being fuzzed, so specs meet varied logs.
@@ -455,15 +455,12 @@ mod fake {
             Ok(PartitionSummary {
                 log_start_offset: self.log_start,
                 log_end_offset: self.log_end,
-                segment_count: 1,
-                size_bytes: 0,
+                segment_count: None,
+                size_bytes: None,
                 first_timestamp: None,
                 max_timestamp: None,
                 last_modified: SystemTime::UNIX_EPOCH,
             })
-        }
-        fn segments(&self) -> Result<Vec<SegmentSummary>> {
-            Ok(Vec::new())
         }
         fn offset_for(&self, query: OffsetQuery) -> Result<Offset> {
             Ok(match query {
@@ -486,15 +483,6 @@ mod fake {
         }
         fn sync(&self) -> Result<()> {
             Ok(())
-        }
-        fn read_segment_file(
-            &self,
-            _base_offset: Offset,
-            _kind: SegmentFileKind,
-            _pos: u64,
-            _buf: &mut [u8],
-        ) -> Result<usize> {
-            Ok(0)
         }
     }
 }

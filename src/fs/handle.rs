@@ -14,7 +14,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
 use crate::format::Offset;
-use crate::source::{PartitionSource, SegmentFileKind};
+use crate::source::PartitionSource;
+use crate::storage::segment_files::SegmentFileKind;
 use crate::view::inspect::InspectionReader;
 use crate::view::readahead::{AheadSource, ReadAhead};
 use crate::view::stream::Stream;

@@ -32,8 +32,13 @@ pub fn partition_info(topic: &str, partition: u32, summary: &PartitionSummary) -
     line(&mut out, "partition", partition);
     line(&mut out, "log_start_offset", summary.log_start_offset);
     line(&mut out, "log_end_offset", summary.log_end_offset);
-    line(&mut out, "segment_count", summary.segment_count);
-    line(&mut out, "size_bytes", summary.size_bytes);
+    // Only a source with segment files knows them (a cluster shows neither line).
+    if let Some(n) = summary.segment_count {
+        line(&mut out, "segment_count", n);
+    }
+    if let Some(n) = summary.size_bytes {
+        line(&mut out, "size_bytes", n);
+    }
     timestamp_lines(&mut out, "first", summary.first_timestamp);
     timestamp_lines(&mut out, "max", summary.max_timestamp);
     out
@@ -75,8 +80,8 @@ mod tests {
         PartitionSummary {
             log_start_offset: Offset(start),
             log_end_offset: Offset(end),
-            segment_count: 1,
-            size_bytes: 100,
+            segment_count: Some(1),
+            size_bytes: Some(100),
             first_timestamp: first,
             max_timestamp: first,
             last_modified: SystemTime::UNIX_EPOCH,

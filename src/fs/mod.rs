@@ -34,7 +34,9 @@ use std::time::SystemTime;
 
 use crate::error::{Error, Result};
 use crate::format::Timestamp;
-use crate::source::{PartitionSource, SegmentSummary, TopicSource};
+use crate::source::{PartitionSource, TopicSource};
+use crate::storage::segment_files::SegmentSummary;
+use crate::view::inspect::files;
 use crate::view::inspect::{DUMP_SUFFIX, Inspection, InspectionReader};
 use crate::view::spec::StreamSpec;
 use crate::view::stream::StreamRegistry;
@@ -330,7 +332,7 @@ impl TopicFs {
                 let backing = if segment.is_active {
                     None
                 } else {
-                    partition.sealed_segment_file(*base_offset, *kind)?
+                    files(partition.as_ref())?.sealed_segment_file(*base_offset, *kind)?
                 };
                 let handle = Handle::Segment { partition, base_offset: *base_offset, kind: *kind };
                 let fh = self.handles.insert(handle);
@@ -376,7 +378,12 @@ impl TopicFs {
             },
             Handle::Segment { partition, base_offset, kind } => {
                 let mut buf = vec![0; size];
-                let n = partition.read_segment_file(*base_offset, *kind, offset, &mut buf)?;
+                let n = files(partition.as_ref())?.read_segment_file(
+                    *base_offset,
+                    *kind,
+                    offset,
+                    &mut buf,
+                )?;
                 buf.truncate(n);
                 Ok(buf)
             }
@@ -553,7 +560,13 @@ impl TopicFs {
                 topic_view::parse_topic_by_time(name)?;
                 Node::TopicStream(topic.clone(), name.to_string())
             }
-            Node::Partition(id) => Node::partition_child(id, name).ok_or_else(absent)?,
+            Node::Partition(id) => {
+                let child = Node::partition_child(id, name).ok_or_else(absent)?;
+                if needs_segment_files(&child) && !self.has_segment_files(id)? {
+                    return Err(absent());
+                }
+                child
+            }
             Node::ByOffsetDir(id) => {
                 StreamSpec::parse_by_offset(name)?;
                 Node::Stream(id.clone(), StreamDir::ByOffset, name.to_string())
@@ -703,8 +716,14 @@ impl TopicFs {
         Ok(mtime.unwrap_or(self.started))
     }
 
+    /// Whether the partition has segment files (`segments/` and `check` exist only then);
+    /// `NotFound` for a partition that does not exist.
+    fn has_segment_files(&self, id: &PartitionId) -> Result<bool> {
+        Ok(self.partition(id)?.segment_files().is_some())
+    }
+
     fn segment(&self, id: &PartitionId, base: crate::format::Offset) -> Result<SegmentSummary> {
-        self.partition(id)?.segment_summary(base)?.ok_or_else(|| {
+        files(self.partition(id)?.as_ref())?.segment_summary(base)?.ok_or_else(|| {
             Error::NotFound(format!("segment {base} of {}-{}", id.topic, id.partition))
         })
     }
@@ -768,7 +787,7 @@ impl TopicFs {
                 }
             }
             Node::Partition(id) => {
-                self.partition(id)?;
+                let has_files = self.has_segment_files(id)?;
                 for name in [
                     node::INFO,
                     node::BY_OFFSET,
@@ -778,7 +797,9 @@ impl TopicFs {
                     node::SEGMENTS,
                     node::CHECK,
                 ] {
-                    if let Some(child) = Node::partition_child(id, name) {
+                    if let Some(child) = Node::partition_child(id, name)
+                        && (has_files || !needs_segment_files(&child))
+                    {
                         names.push((name.to_string(), child));
                     }
                 }
@@ -811,12 +832,12 @@ impl TopicFs {
                 }
             }
             Node::SegmentsDir(id) => {
-                for segment in self.partition(id)?.segments()? {
+                for segment in files(self.partition(id)?.as_ref())?.segments()? {
                     for kind in [
-                        crate::source::SegmentFileKind::Log,
-                        crate::source::SegmentFileKind::Index,
-                        crate::source::SegmentFileKind::TimeIndex,
-                        crate::source::SegmentFileKind::TxnIndex,
+                        crate::storage::segment_files::SegmentFileKind::Log,
+                        crate::storage::segment_files::SegmentFileKind::Index,
+                        crate::storage::segment_files::SegmentFileKind::TimeIndex,
+                        crate::storage::segment_files::SegmentFileKind::TxnIndex,
                     ] {
                         if segment_file_size(&segment, kind).is_some() {
                             let name = node::segment_file_name(segment.base_offset, kind);
@@ -993,6 +1014,12 @@ pub fn describe(node: &Node) -> String {
     }
 }
 
+/// Whether a partition child exists only for a partition with segment files
+/// ([`PartitionSource::segment_files`]): `segments/` and the `check` report.
+fn needs_segment_files(node: &Node) -> bool {
+    matches!(node, Node::SegmentsDir(_) | Node::PartitionCheck(_))
+}
+
 /// Whether a node is a stream file (of a partition or of a topic).
 fn is_stream(node: &Node) -> bool {
     matches!(node, Node::Stream(..) | Node::TopicStream(..))
@@ -1001,9 +1028,9 @@ fn is_stream(node: &Node) -> bool {
 /// Size of one file of a segment; `None` when the segment has no such file.
 fn segment_file_size(
     segment: &SegmentSummary,
-    kind: crate::source::SegmentFileKind,
+    kind: crate::storage::segment_files::SegmentFileKind,
 ) -> Option<u64> {
-    use crate::source::SegmentFileKind as K;
+    use crate::storage::segment_files::SegmentFileKind as K;
     match kind {
         K::Log => Some(segment.log_size),
         K::Index => Some(segment.index_size),

@@ -31,7 +31,7 @@
 //! [`TopicSource`](crate::source::TopicSource) when it is looked up.
 
 use crate::format::Offset;
-use crate::source::SegmentFileKind;
+use crate::storage::segment_files::SegmentFileKind;
 
 /// Name of the info file in topic and partition directories.
 pub const INFO: &str = "info";

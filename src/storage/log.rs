@@ -30,9 +30,10 @@ use crate::format::{
     decode_batch, encode_batch, parse_batch_info, set_base_offset,
 };
 use crate::source::{
-    AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, PartitionSummary, ReadCursor, SegmentFileKind,
-    SegmentSummary,
+    AbortedTxn, AppendInfo, BatchChunk, ChunkStart, CursorHint, OffsetQuery, PartitionSummary,
+    ReadCursor,
 };
+use crate::storage::segment_files::{SegmentFileKind, SegmentSummary};
 
 use super::config::{LogConfig, MessageTimestampType};
 use super::scan::read_fully_at;
@@ -629,7 +630,7 @@ impl Log {
         map.range(floor..).map(|(_, s)| Arc::clone(s)).collect()
     }
 
-    fn out_of_range(&self, requested: Offset) -> Error {
+    pub(super) fn out_of_range(&self, requested: Offset) -> Error {
         Error::OffsetOutOfRange {
             requested,
             log_start: self.log_start_offset(),
@@ -827,60 +828,60 @@ impl Log {
             next = self.segment_after(seg.base_offset());
             match seg.translate_offset(target)? {
                 Translated::Batch(b) => {
-                    return Ok(ReadCursor {
-                        segment_base: seg.base_offset(),
-                        position: b.position,
-                        next_offset: target,
-                    });
+                    return Ok(cursor_at(seg.base_offset(), b.position, target));
                 }
                 Translated::End(position) => {
-                    end_cursor = Some(ReadCursor {
-                        segment_base: seg.base_offset(),
-                        position,
-                        next_offset: target,
-                    });
+                    end_cursor = Some(cursor_at(seg.base_offset(), position, target));
                 }
             }
         }
         // A read-only partition directory without any segment: an empty log at `target`.
-        Ok(end_cursor.unwrap_or(ReadCursor {
-            segment_base: target,
-            position: Position(0),
-            next_offset: target,
-        }))
+        Ok(end_cursor.unwrap_or(cursor_at(target, Position(0), target)))
     }
 
     /// Whole batches from `cursor`, at most `max_bytes` unless the first batch alone is larger;
-    /// moves on to the next segment when one is exhausted; empty at the current end.
+    /// moves on to the next segment when one is exhausted; empty at the current end. The
+    /// batches of one read come from one segment (one run, see [`ChunkStart`]). A cursor
+    /// without a hint ([`ReadCursor::at`]) is found with [`Log::seek`].
     pub fn read(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchChunk> {
         self.maybe_refresh()?;
-        let mut cursor = *cursor;
         let mut reseeked = false;
+        let mut cursor = match SegmentCursor::of(cursor) {
+            Some(c) => c,
+            None => {
+                reseeked = true;
+                SegmentCursor::of(&self.seek(cursor.next_offset)?)
+                    .ok_or_else(|| self.out_of_range(cursor.next_offset))?
+            }
+        };
         loop {
             let Some(seg) = self.segment(cursor.segment_base) else {
                 if self.segments.read().unwrap_or_else(|e| e.into_inner()).is_empty() {
-                    return Ok(BatchChunk {
-                        bytes: Vec::new(),
-                        next: Some(cursor),
-                        crc_checked: true,
-                    });
+                    return Ok(cursor.end_chunk(true));
                 }
                 // The segment was deleted by retention since the cursor was made.
                 if cursor.next_offset < self.log_start_offset() || reseeked {
                     return Err(self.out_of_range(cursor.next_offset));
                 }
-                cursor = self.seek(cursor.next_offset)?;
+                cursor = SegmentCursor::of(&self.seek(cursor.next_offset)?)
+                    .ok_or_else(|| self.out_of_range(cursor.next_offset))?;
                 reseeked = true;
                 continue;
             };
             if let Some(r) = seg.read(cursor.position, max_bytes)? {
-                let next = ReadCursor {
-                    segment_base: cursor.segment_base,
+                let next = SegmentCursor {
                     position: r.next_position,
                     next_offset: r.next_offset.max(cursor.next_offset),
+                    ..cursor
                 };
                 // `LogSegment::read` checked the CRC of every batch it returns.
-                return Ok(BatchChunk { bytes: r.bytes, next: Some(next), crc_checked: true });
+                return Ok(BatchChunk {
+                    bytes: r.bytes,
+                    starts: vec![cursor.start(0)],
+                    next: Some(next.cursor()),
+                    crc_checked: true,
+                    skipped: None,
+                });
             }
             let next_segment = self
                 .segments
@@ -891,7 +892,7 @@ impl Log {
                 .map(|(b, _)| *b);
             match next_segment {
                 Some(base) if cursor.position.0 >= seg.size() => {
-                    cursor = ReadCursor { segment_base: base, position: Position(0), ..cursor };
+                    cursor = SegmentCursor { segment_base: base, position: Position(0), ..cursor };
                 }
                 // A sealed segment never grows again: bytes left at its end that do not make
                 // a whole batch are damage (a torn write before the recovery point, a file cut
@@ -909,13 +910,7 @@ impl Log {
                     ));
                 }
                 // The active segment: the end of what is committed now.
-                None => {
-                    return Ok(BatchChunk {
-                        bytes: Vec::new(),
-                        next: Some(cursor),
-                        crc_checked: true,
-                    });
-                }
+                None => return Ok(cursor.end_chunk(true)),
             }
         }
     }
@@ -1033,8 +1028,8 @@ impl Log {
         Ok(PartitionSummary {
             log_start_offset: log_start,
             log_end_offset: log_end,
-            segment_count,
-            size_bytes,
+            segment_count: Some(segment_count),
+            size_bytes: Some(size_bytes),
             first_timestamp: self.first_timestamp(log_start, log_end)?,
             max_timestamp,
             last_modified: *lock(&self.last_modified),
@@ -1084,10 +1079,12 @@ impl Log {
         let chunk = self.read(&cursor, 1)?;
         let mut found = None;
         if !chunk.bytes.is_empty() {
+            let at = SegmentCursor::of(&cursor)
+                .map_or((Offset(0), 0), |c| (c.segment_base, c.position.0));
             let batch = decode_batch(&chunk.bytes).map_err(|e| {
                 Error::corrupt(
-                    segment_file_path(&self.dir, cursor.segment_base, ".log"),
-                    cursor.position.0 + e.at as u64,
+                    segment_file_path(&self.dir, at.0, ".log"),
+                    at.1 + e.at as u64,
                     e.to_string(),
                 )
             })?;
@@ -1335,4 +1332,53 @@ mod tests {
         let s = search(&[90, 80], 20);
         assert_eq!(s.candidate(5, None), None);
     }
+}
+
+/// A [`ReadCursor`] as this engine makes it: the hint is (segment base offset, position of a
+/// batch start in its `.log`, or the segment's end).
+///
+/// **Invariant**: `position` is the position of a batch start in the segment whose base offset
+/// is `segment_base` (or that segment's end), and every batch before it holds only offsets below
+/// `next_offset`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SegmentCursor {
+    pub segment_base: Offset,
+    pub position: Position,
+    pub next_offset: Offset,
+}
+
+impl SegmentCursor {
+    /// The engine's reading of `cursor`; `None` for a cursor without a hint.
+    pub fn of(cursor: &ReadCursor) -> Option<SegmentCursor> {
+        let (base, position) = cursor.hint.get()?;
+        Some(SegmentCursor {
+            segment_base: Offset(base),
+            position: Position(position),
+            next_offset: cursor.next_offset,
+        })
+    }
+
+    /// As a [`ReadCursor`].
+    pub fn cursor(self) -> ReadCursor {
+        cursor_at(self.segment_base, self.position, self.next_offset)
+    }
+
+    /// The run of a chunk starting here, at index `at` of its bytes.
+    pub fn start(self, at: usize) -> ChunkStart {
+        ChunkStart { at, cursor: self.cursor(), retention_boundary: self.position.0 == 0 }
+    }
+
+    /// An empty chunk: the end of what is readable now.
+    pub fn end_chunk(self, crc_checked: bool) -> BatchChunk {
+        BatchChunk { next: Some(self.cursor()), crc_checked, ..BatchChunk::default() }
+    }
+}
+
+/// The cursor at `position` of segment `segment_base`, expecting offset `next_offset`.
+pub(crate) fn cursor_at(
+    segment_base: Offset,
+    position: Position,
+    next_offset: Offset,
+) -> ReadCursor {
+    ReadCursor { next_offset, hint: CursorHint::new(segment_base.0, position.0) }
 }

@@ -42,6 +42,7 @@ mod mmap;
 pub mod offset_index;
 pub mod scan;
 pub mod segment;
+pub mod segment_files;
 mod source_impl;
 mod swap;
 pub mod time_index;

@@ -1,18 +1,25 @@
 //! The log engine behind the filesystem's narrow interface: [`TopicSource`] for a [`LogDir`],
-//! [`PartitionSource`] for a [`Log`]. Each method forwards to the engine method of the same
-//! meaning; the semantics are documented there and in [`crate::source`].
+//! [`PartitionSource`] and the local-only [`SegmentFiles`] for a [`Log`]. Each method forwards
+//! to the engine method of the same meaning; the semantics are documented there and in
+//! [`crate::source`]. The one piece of logic of its own is reading past damage
+//! ([`PartitionSource::read_past_damage`]): re-framing a batch the engine refuses to serve, and
+//! stepping over bytes of a sealed segment that do not frame one.
 
 use std::fs::File;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::format::{NewRecord, Offset, RecordRef};
+use crate::format::{
+    HEADER_SIZE_UP_TO_MAGIC, NewRecord, Offset, Position, RecordRef, file_name::format_base_offset,
+    parse_batch_info, peek_entry,
+};
 use crate::source::{
     AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, PartitionSource, PartitionSummary, ReadCursor,
-    SegmentFileKind, SegmentSummary, SpaceStats, TopicSource,
+    SkippedDamage, SpaceStats, TopicSource,
 };
+use crate::storage::segment_files::{SegmentFileKind, SegmentFiles, SegmentSummary};
 
-use super::log::Log;
+use super::log::{Log, SegmentCursor};
 use super::log_dir::LogDir;
 
 impl PartitionSource for Log {
@@ -28,15 +35,6 @@ impl PartitionSource for Log {
         Log::summary(self)
     }
 
-    fn segments(&self) -> Result<Vec<SegmentSummary>> {
-        self.segment_summaries()
-    }
-
-    fn segment_summary(&self, base_offset: Offset) -> Result<Option<SegmentSummary>> {
-        self.maybe_refresh()?;
-        self.segment(base_offset).map(|seg| super::log::segment_summary(&seg)).transpose()
-    }
-
     fn offset_for(&self, query: OffsetQuery) -> Result<Offset> {
         Log::offset_for(self, query)
     }
@@ -47,6 +45,35 @@ impl PartitionSource for Log {
 
     fn read(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchChunk> {
         Log::read(self, cursor, max_bytes)
+    }
+
+    fn read_past_damage(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchChunk> {
+        read_past_damage(self, cursor, max_bytes)
+    }
+
+    fn byte_location(&self, cursor: &ReadCursor, delta: u64) -> (String, u64) {
+        match SegmentCursor::of(cursor) {
+            Some(c) => (log_file_name(self, c.segment_base), c.position.0.saturating_add(delta)),
+            None => {
+                let place = format!(
+                    "{}-{} batch at offset {}",
+                    self.topic(),
+                    self.partition(),
+                    cursor.next_offset
+                );
+                (place, delta)
+            }
+        }
+    }
+
+    fn holds(&self, cursor: &ReadCursor) -> Result<bool> {
+        match SegmentCursor::of(cursor) {
+            Some(c) => {
+                self.maybe_refresh()?;
+                Ok(self.segment(c.segment_base).is_some())
+            }
+            None => Ok(cursor.next_offset >= Log::log_start_offset(self)),
+        }
     }
 
     fn aborted_transactions(&self, from: Offset, to: Offset) -> Result<Vec<AbortedTxn>> {
@@ -63,6 +90,21 @@ impl PartitionSource for Log {
 
     fn sync(&self) -> Result<()> {
         Log::sync(self)
+    }
+
+    fn segment_files(&self) -> Option<&dyn SegmentFiles> {
+        Some(self)
+    }
+}
+
+impl SegmentFiles for Log {
+    fn segments(&self) -> Result<Vec<SegmentSummary>> {
+        self.segment_summaries()
+    }
+
+    fn segment_summary(&self, base_offset: Offset) -> Result<Option<SegmentSummary>> {
+        self.maybe_refresh()?;
+        self.segment(base_offset).map(|seg| super::log::segment_summary(&seg)).transpose()
     }
 
     fn read_segment_file(
@@ -119,6 +161,117 @@ impl PartitionSource for Log {
             })
             .collect())
     }
+}
+
+/// `<topic>-<partition>/<base offset>.log`, as damage is reported.
+fn log_file_name(log: &Log, segment_base: Offset) -> String {
+    format!("{}-{}/{}.log", log.topic(), log.partition(), format_base_offset(segment_base))
+}
+
+/// Largest batch [`read_past_damage`] returns as stored when the engine refuses to serve it.
+const MAX_DAMAGED_BATCH: u64 = 64 << 20;
+
+/// Reads whole batches from `cursor` like [`Log::read`], stepping over damage the engine
+/// refuses to serve, so that what follows stays readable:
+///
+/// * a batch that is framed (its size field fits the segment) but fails its CRC is returned
+///   alone, as stored; decoding it then reports the damage;
+/// * bytes that do not frame a batch, in a segment followed by another one (so sealed), end
+///   that segment: the read goes on at the next segment, and [`BatchChunk::skipped`] names
+///   the segment's `.log`, the position and the damage, for the caller to log.
+///
+/// Damage in the last segment is returned as an error (or, for a torn tail the engine hides,
+/// is the end of the log).
+fn read_past_damage(log: &Log, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchChunk> {
+    let mut cursor = *cursor;
+    let mut skipped = None;
+    loop {
+        let damage = match log.read(&cursor, max_bytes) {
+            Ok(chunk) if !chunk.bytes.is_empty() => return Ok(BatchChunk { skipped, ..chunk }),
+            // Empty: the end, unless unread bytes remain in a sealed segment.
+            Ok(_) => None,
+            Err(e @ Error::Corrupt { .. }) => Some(e),
+            Err(e) => return Err(e),
+        };
+        let here = match SegmentCursor::of(&cursor) {
+            Some(c) => c,
+            None => match SegmentCursor::of(&Log::seek(log, cursor.next_offset)?) {
+                Some(c) => c,
+                None => return Err(damage.unwrap_or_else(|| log.out_of_range(cursor.next_offset))),
+            },
+        };
+        let Some(segment) = SegmentFiles::segment_summary(log, here.segment_base)? else {
+            return match damage {
+                Some(e) => Err(e),
+                None => log.read(&cursor, max_bytes).map(|c| BatchChunk { skipped, ..c }),
+            };
+        };
+        let position = here.position.0;
+        let end = || BatchChunk { skipped: skipped.clone(), ..here.end_chunk(false) };
+        // The end of the log (what every read of a stream at its end meets): no listing.
+        if damage.is_none() && position >= segment.log_size {
+            return Ok(end());
+        }
+        let next = log
+            .segment_summaries()?
+            .iter()
+            .map(|s| s.base_offset)
+            .filter(|b| *b > here.segment_base)
+            .min();
+        if damage.is_none() && next.is_none() {
+            return Ok(end());
+        }
+        if let Some(chunk) = framed_entry(log, here, segment.log_size)? {
+            return Ok(BatchChunk { skipped, ..chunk });
+        }
+        let what = match damage {
+            Some(e) => e,
+            None => Error::corrupt(
+                log_file_name(log, here.segment_base),
+                position,
+                format!("{} bytes that are not a batch", segment.log_size - position),
+            ),
+        };
+        let Some(next) = next else { return Err(what) };
+        let next = SegmentCursor {
+            segment_base: next,
+            position: Position(0),
+            next_offset: here.next_offset.max(next),
+        };
+        skipped = Some(SkippedDamage { error: Arc::new(what), resumed_at: next.next_offset });
+        cursor = next.cursor();
+    }
+}
+
+/// The entry at `here` read as stored, if its header frames a batch inside the segment.
+fn framed_entry(log: &Log, here: SegmentCursor, log_size: u64) -> Result<Option<BatchChunk>> {
+    let position = here.position.0;
+    let mut header = [0u8; HEADER_SIZE_UP_TO_MAGIC];
+    let n =
+        log.read_segment_file(here.segment_base, SegmentFileKind::Log, position, &mut header)?;
+    let Ok(Some(h)) = peek_entry(header.get(..n).unwrap_or_default()) else { return Ok(None) };
+    let total = h.total_size() as u64;
+    if total > MAX_DAMAGED_BATCH || position.saturating_add(total) > log_size {
+        return Ok(None);
+    }
+    let mut entry = vec![0u8; total as usize];
+    let n = log.read_segment_file(here.segment_base, SegmentFileKind::Log, position, &mut entry)?;
+    if n as u64 != total {
+        return Ok(None);
+    }
+    let Ok(info) = parse_batch_info(&entry) else { return Ok(None) };
+    let next = SegmentCursor {
+        position: Position(position.saturating_add(total)),
+        next_offset: here.next_offset.max(info.last_offset.plus(1)),
+        ..here
+    };
+    Ok(Some(BatchChunk {
+        bytes: entry,
+        starts: vec![here.start(0)],
+        next: Some(next.cursor()),
+        crc_checked: false,
+        skipped: None,
+    }))
 }
 
 impl TopicSource for LogDir {

@@ -48,7 +48,16 @@ use crate::format::index_entry::{
 use crate::format::{
     BatchInfo, Compression, Offset, decode_batch, legacy, parse_batch_info, peek_entry, verify_crc,
 };
-use crate::source::{PartitionSource, SegmentFileKind, SegmentSummary};
+use crate::source::PartitionSource;
+use crate::storage::segment_files::{SegmentFileKind, SegmentFiles, SegmentSummary};
+
+/// The segment files of `part`; `NotFound` (ENOENT) for a source without local files, whose
+/// tree has no inspection files.
+pub fn files(part: &dyn PartitionSource) -> Result<&dyn SegmentFiles> {
+    part.segment_files().ok_or_else(|| {
+        Error::NotFound(format!("segment files of {}-{}", part.topic(), part.partition()))
+    })
+}
 
 /// Suffix of a dump file next to a segment file (`00000000000000000000.log.dump`).
 pub const DUMP_SUFFIX: &str = ".dump";
@@ -254,7 +263,9 @@ impl InspectCache {
     /// The `check` report of `part`.
     pub fn check(&self, part: &Arc<dyn PartitionSource>) -> Result<Inspection> {
         let key = check_key(part.as_ref());
-        let report = self.get_or_render(key, part.segments()?, || render_check(part.as_ref()))?;
+        let report = self.get_or_render(key, files(part.as_ref())?.segments()?, || {
+            render_check(part.as_ref())
+        })?;
         Ok(report.of(part))
     }
 
@@ -262,7 +273,7 @@ impl InspectCache {
     /// at most [`RENDER_AT_STAT_BYTES`] (then rendered now); else 0 until it is read.
     pub fn check_size(&self, part: &dyn PartitionSource) -> Result<u64> {
         let key = check_key(part);
-        let segments = part.segments()?;
+        let segments = files(part)?.segments()?;
         if let Some(n) = self.cached_size(&key, &segments) {
             return Ok(n);
         }
@@ -363,7 +374,7 @@ fn dump_segment(
     kind: SegmentFileKind,
 ) -> Result<(String, SegmentSummary)> {
     let label = file_label(part, base, kind);
-    let segment = part.segments()?.into_iter().find(|s| s.base_offset == base);
+    let segment = files(part)?.segments()?.into_iter().find(|s| s.base_offset == base);
     let segment = segment
         .filter(|s| kind != SegmentFileKind::TxnIndex || s.txn_index_size.is_some())
         .ok_or_else(|| Error::NotFound(format!("{label}{DUMP_SUFFIX}")))?;
@@ -387,7 +398,7 @@ pub fn read_segment_file(
     let mut out = Vec::new();
     let mut buf = vec![0u8; 256 * 1024];
     loop {
-        let n = part.read_segment_file(base, kind, out.len() as u64, &mut buf)?;
+        let n = files(part)?.read_segment_file(base, kind, out.len() as u64, &mut buf)?;
         if n == 0 {
             return Ok(out);
         }
@@ -759,7 +770,7 @@ impl ChunkedEntries {
             let old = self.buf.len();
             self.buf.resize(old.saturating_add(room), 0);
             let target = self.buf.get_mut(old..).unwrap_or_default();
-            let n = part.read_segment_file(self.base, SegmentFileKind::Log, pos, target)?;
+            let n = files(part)?.read_segment_file(self.base, SegmentFileKind::Log, pos, target)?;
             self.buf.truncate(old.saturating_add(n.min(room)));
             if n == 0 {
                 self.eof = true;
@@ -937,7 +948,7 @@ impl Report {
 
 /// The `check` report of a partition (see the module docs).
 pub fn check_partition(part: &dyn PartitionSource) -> Result<String> {
-    let segments = part.segments()?;
+    let segments = files(part)?.segments()?;
     let mut report = Report::default();
     // The offset the next batch is expected at, across segments.
     let mut expected: Option<Offset> = None;
@@ -1103,7 +1114,7 @@ fn check_segment(
 
     // Index files the source does not use as they are (the problems in them are listed
     // above, from the bytes on disk): a note, not a problem of its own.
-    for (kind, position, what) in part.repaired_segment_files(base)? {
+    for (kind, position, what) in files(part)?.repaired_segment_files(base)? {
         let label = file_label(part, base, kind);
         let _ = writeln!(
             report.lines,
@@ -1186,20 +1197,6 @@ mod tests {
         fn summary(&self) -> Result<PartitionSummary> {
             Err(Error::Unsupported("summary"))
         }
-        fn segments(&self) -> Result<Vec<SegmentSummary>> {
-            Ok((0..self.count)
-                .map(|i| SegmentSummary {
-                    base_offset: Offset(i * 1000),
-                    log_size: self.log.len() as u64,
-                    index_size: self.index.len() as u64,
-                    time_index_size: self.time_index.len() as u64,
-                    txn_index_size: None,
-                    max_timestamp: None,
-                    is_active: false,
-                    last_modified: SystemTime::UNIX_EPOCH,
-                })
-                .collect())
-        }
         fn offset_for(&self, _: OffsetQuery) -> Result<Offset> {
             Err(Error::Unsupported("offset_for"))
         }
@@ -1217,6 +1214,26 @@ mod tests {
         }
         fn sync(&self) -> Result<()> {
             Ok(())
+        }
+        fn segment_files(&self) -> Option<&dyn SegmentFiles> {
+            Some(self)
+        }
+    }
+
+    impl SegmentFiles for Segments {
+        fn segments(&self) -> Result<Vec<SegmentSummary>> {
+            Ok((0..self.count)
+                .map(|i| SegmentSummary {
+                    base_offset: Offset(i * 1000),
+                    log_size: self.log.len() as u64,
+                    index_size: self.index.len() as u64,
+                    time_index_size: self.time_index.len() as u64,
+                    txn_index_size: None,
+                    max_timestamp: None,
+                    is_active: false,
+                    last_modified: SystemTime::UNIX_EPOCH,
+                })
+                .collect())
         }
         fn read_segment_file(
             &self,
@@ -1249,7 +1266,13 @@ mod tests {
         });
         let part: Arc<dyn PartitionSource> = Arc::clone(&many) as Arc<dyn PartitionSource>;
         let cache = InspectCache::new();
-        let bases: Vec<Offset> = part.segments().unwrap().iter().map(|s| s.base_offset).collect();
+        let bases: Vec<Offset> = files(part.as_ref())
+            .unwrap()
+            .segments()
+            .unwrap()
+            .iter()
+            .map(|s| s.base_offset)
+            .collect();
         // What `ls -l segments/` asks for each `.log.dump`, twice.
         let first: Vec<u64> = bases
             .iter()
@@ -1391,7 +1414,7 @@ mod tests {
     /// A dump counted with checkpoints every 300 bytes of text and 64-byte reads (smaller than
     /// any batch, so each is read whole past the buffer).
     fn small_steps_dump(part: &Arc<dyn PartitionSource>) -> Arc<LogDump> {
-        let segment = part.segments().unwrap().remove(0);
+        let segment = files(part.as_ref()).unwrap().segments().unwrap().remove(0);
         Arc::new(LogDump::count_with(part.as_ref(), &segment, 300, 64).unwrap())
     }
 

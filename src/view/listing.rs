@@ -2,7 +2,8 @@
 //!
 //! Any valid spec can be looked up in these directories; the listings only offer useful starting
 //! points, one per segment, so `ls` shows where the data is and each name opens a stream from
-//! there to the end of the log:
+//! there to the end of the log. A source without segment files
+//! ([`PartitionSource::segment_files`] is `None`) lists only the log start:
 //!
 //! * `by-offset/`: the log start offset and every segment's base offset above it, in decimal
 //!   (`0`, `5000`, ...).
@@ -13,7 +14,7 @@
 //!   CreateTime timestamps are out of order. Records without a timestamp (v0) list nothing.
 
 use crate::error::{Error, Result};
-use crate::format::{Offset, Position, Timestamp, decode_batch};
+use crate::format::{Offset, Timestamp, decode_batch};
 use crate::source::{PartitionSource, ReadCursor};
 use crate::view::spec::time_name;
 
@@ -24,10 +25,7 @@ pub fn by_offset_names(part: &dyn PartitionSource) -> Result<Vec<String>> {
     let log_start = summary.log_start_offset;
     let mut offsets = vec![log_start];
     offsets.extend(
-        part.segments()?
-            .iter()
-            .map(|s| s.base_offset)
-            .filter(|b| *b > log_start && *b <= summary.log_end_offset),
+        segment_bases(part)?.into_iter().filter(|b| *b > log_start && *b <= summary.log_end_offset),
     );
     offsets.sort_unstable();
     offsets.dedup();
@@ -40,11 +38,11 @@ pub fn by_time_names(part: &dyn PartitionSource) -> Result<Vec<String>> {
     let summary = part.summary()?;
     let log_start = summary.log_start_offset;
     let mut times: Vec<Timestamp> = summary.first_timestamp.into_iter().collect();
-    for segment in part.segments()? {
-        if segment.base_offset <= log_start {
+    for base in segment_bases(part)? {
+        if base <= log_start {
             continue;
         }
-        match first_timestamp(part, segment.base_offset) {
+        match first_timestamp(part, base) {
             Ok(Some(t)) => times.push(t),
             Ok(None) => {}
             // Deleted by retention since `segments()`: nothing to list.
@@ -64,24 +62,25 @@ pub fn by_time_names(part: &dyn PartitionSource) -> Result<Vec<String>> {
 /// Timestamp of the first record of the segment at `base` (control records included: their
 /// timestamp is when the transaction ended), or `None` for an empty segment or a v0 record.
 fn first_timestamp(part: &dyn PartitionSource, base: Offset) -> Result<Option<Timestamp>> {
-    let cursor = ReadCursor { segment_base: base, position: Position(0), next_offset: base };
+    let cursor = ReadCursor::at(base);
     let chunk = part.read(&cursor, 1)?;
     if chunk.bytes.is_empty() {
         return Ok(None);
     }
-    let corrupt = |at: usize, what: String| {
-        Error::corrupt(
-            format!(
-                "{}-{}/{}.log",
-                part.topic(),
-                part.partition(),
-                crate::format::file_name::format_base_offset(base)
-            ),
-            at as u64,
-            what,
-        )
+    let at = chunk.starts.first().map_or(cursor, |s| s.cursor);
+    let corrupt = |delta: usize, what: String| {
+        let (place, position) = part.byte_location(&at, delta as u64);
+        Error::corrupt(place, position, what)
     };
     let batch = decode_batch(&chunk.bytes).map_err(|e| corrupt(e.at, e.to_string()))?;
     let first = batch.records().next().transpose().map_err(|e| corrupt(e.at, e.to_string()))?;
     Ok(first.map(|r| r.timestamp).filter(|t| *t >= 0))
+}
+
+/// Base offsets of the partition's segments (none for a source without segment files).
+fn segment_bases(part: &dyn PartitionSource) -> Result<Vec<Offset>> {
+    match part.segment_files() {
+        Some(files) => Ok(files.segments()?.iter().map(|s| s.base_offset).collect()),
+        None => Ok(Vec::new()),
+    }
 }

@@ -69,11 +69,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
 use crate::format::{
-    Batch, BatchInfo, Compression, DecodeError, Offset, Position, Record, RecordValue, Timestamp,
-    decode_batch, decode_batch_unverified, file_name::format_base_offset, parse_batch_info,
-    peek_entry,
+    Batch, BatchInfo, Compression, DecodeError, Offset, Record, RecordValue, Timestamp,
+    decode_batch, decode_batch_unverified, parse_batch_info, peek_entry,
 };
-use crate::source::{BatchChunk, OffsetQuery, PartitionSource, ReadCursor};
+use crate::source::{ChunkStart, OffsetQuery, PartitionSource, ReadCursor};
 use crate::view::render::{ByteCounter, Renderer, Sink, render_value, value_line_len};
 use crate::view::spec::{Bound, Format, StreamSpec};
 use crate::view::txn::{CommittedPartition, Isolation, TxnSnapshot, TxnTracker};
@@ -120,8 +119,6 @@ struct IndexState {
     interval: u64,
     /// Log bytes rendered since the last checkpoint.
     since_checkpoint: u64,
-    /// Segment base offsets last seen, ascending.
-    bases: Arc<Vec<Offset>>,
     /// The log start offset last seen.
     log_start: Offset,
 }
@@ -254,36 +251,36 @@ impl RenderIndex {
         let frontier_lost = summary.log_end_offset < st.frontier.bound;
         if summary.log_start_offset > st.log_start || frontier_lost {
             st.log_start = summary.log_start_offset;
-            st.bases = Arc::new(segment_bases(part)?);
-            let first = st.bases.first().copied();
-            match first {
-                Some(first) if !frontier_lost && st.frontier.cursor.segment_base >= first => {
-                    st.checkpoints.retain(|c| c.cursor.segment_base >= first);
-                    if st.checkpoints.is_empty() {
-                        st.checkpoints.push(st.frontier);
+            if !frontier_lost && part.holds(&st.frontier.cursor)? {
+                // Checkpoints are in log order: the deleted ones are a prefix.
+                let mut dead = 0;
+                for c in &st.checkpoints {
+                    if part.holds(&c.cursor)? {
+                        break;
                     }
+                    dead += 1;
                 }
+                st.checkpoints.drain(..dead);
+                if st.checkpoints.is_empty() {
+                    st.checkpoints.push(st.frontier);
+                }
+            } else if !frontier_lost && st.frontier.bound == st.log_start {
                 // Retention deleted the frontier's segment too (a broker rolls, then deletes
-                // every segment but the active one), but the first remaining segment starts
-                // exactly at the frontier's bound: everything rendered is gone and nothing
-                // unrendered was lost. The frontier moves to the start of that segment,
-                // keeping its rendered position, so open streams (`tail -f`) go on. (Had
-                // unrendered records been deleted, the index is rebuilt: see above.)
-                Some(first) if !frontier_lost && st.frontier.bound == first => {
-                    let cursor = ReadCursor {
-                        segment_base: first,
-                        position: Position(0),
-                        next_offset: first,
-                    };
-                    st.frontier = Checkpoint {
-                        cursor,
-                        bound: first,
-                        position: st.frontier.position,
-                        segment_start: true,
-                    };
-                    st.checkpoints = vec![st.frontier];
-                }
-                _ => *st = IndexState::origin(part, st.generation.wrapping_add(1))?,
+                // every segment but the active one), but the log now starts exactly at the
+                // frontier's bound: everything rendered is gone and nothing unrendered was
+                // lost. The frontier moves to the log start, keeping its rendered position, so
+                // open streams (`tail -f`) go on. (Had unrendered records been deleted, the
+                // index is rebuilt: see below.)
+                let cursor = part.seek(st.log_start)?;
+                st.frontier = Checkpoint {
+                    cursor,
+                    bound: st.log_start,
+                    position: st.frontier.position,
+                    segment_start: true,
+                };
+                st.checkpoints = vec![st.frontier];
+            } else {
+                *st = IndexState::origin(part, st.generation.wrapping_add(1))?;
             }
         }
         Ok(())
@@ -297,13 +294,13 @@ impl RenderIndex {
         part: &dyn PartitionSource,
         until: Option<Offset>,
     ) -> Result<()> {
-        let mut w = self.walker(part, st.frontier, Arc::clone(&st.bases));
+        let mut w = self.walker(part, st.frontier);
         loop {
             if until.is_some_and(|u| w.here.bound >= u) {
                 break;
             }
             let Some(step) = w.peek()? else { break };
-            if w.here.cursor.position == Position(0) && st.is_new_checkpoint(&w.here) {
+            if w.at_retention_boundary && st.is_new_checkpoint(&w.here) {
                 let mut c = w.here;
                 c.segment_start = true;
                 st.push(c);
@@ -316,20 +313,14 @@ impl RenderIndex {
             }
             st.frontier = w.here;
         }
-        st.bases = w.bases;
         Ok(())
     }
 
     /// A walker from `from` with the transaction state as last refreshed (by the
     /// [`CommittedPartition`] a stream reads through, whenever its summary is asked).
-    fn walker<'a>(
-        &'a self,
-        part: &'a dyn PartitionSource,
-        from: Checkpoint,
-        bases: Arc<Vec<Offset>>,
-    ) -> Walker<'a> {
+    fn walker<'a>(&'a self, part: &'a dyn PartitionSource, from: Checkpoint) -> Walker<'a> {
         let txn = self.txn.as_ref().map(|t| t.snapshot());
-        Walker::new(part, &self.renderer, from, bases, txn)
+        Walker::new(part, &self.renderer, from, txn)
     }
 
     /// The rendered position of `target`; extends the index as far as needed first.
@@ -342,7 +333,7 @@ impl RenderIndex {
         let x = target.offset();
         self.extend(st, part, Some(x))?;
         let from = st.floor_by_bound(x).ok_or(Error::StaleHandle)?;
-        let mut w = self.walker(part, from, Arc::clone(&st.bases));
+        let mut w = self.walker(part, from);
         while let Some(step) = w.peek()? {
             let rendered = match target {
                 Target::Record(x) => {
@@ -359,8 +350,8 @@ impl RenderIndex {
                     u64::from(step.info.size)
                 }
                 Target::BatchFrom(x) => {
-                    let first = first_offset(w.entry(&step), &step.info)
-                        .map_err(|e| w.corrupt(w.here.cursor.position.0, &e))?;
+                    let first =
+                        first_offset(w.entry(&step), &step.info).map_err(|e| w.corrupt(0, &e))?;
                     if first >= x {
                         return Ok(w.here.position);
                     }
@@ -399,7 +390,6 @@ impl IndexState {
             frontier: origin,
             interval: CHECKPOINT_INTERVAL,
             since_checkpoint: 0,
-            bases: Arc::new(segment_bases(part)?),
             log_start,
         })
     }
@@ -445,122 +435,6 @@ impl IndexState {
     }
 }
 
-fn segment_bases(part: &dyn PartitionSource) -> Result<Vec<Offset>> {
-    let mut bases: Vec<Offset> = part.segments()?.iter().map(|s| s.base_offset).collect();
-    bases.sort_unstable();
-    Ok(bases)
-}
-
-/// Bytes [`read_past_damage`] stepped over: the segment's base offset, the position, the damage.
-pub(crate) type Skipped = (Offset, u64, Error);
-
-/// Largest batch [`read_past_damage`] returns as stored when the engine refuses to serve it.
-const MAX_DAMAGED_BATCH: u64 = 64 << 20;
-
-/// Reads whole batches from `cursor` like [`PartitionSource::read`], stepping over damage the
-/// engine refuses to serve, so that what follows stays readable:
-///
-/// * a batch that is framed (its size field fits the segment) but fails its CRC is returned
-///   alone, as stored; decoding it then reports the damage;
-/// * bytes that do not frame a batch, in a segment followed by another one (so sealed), end
-///   that segment: the read goes on at the next segment. The second value then names the
-///   segment's base offset, the position and the damage, for the caller to log.
-///
-/// Damage in the last segment is returned as an error (or, for a torn tail the engine hides,
-/// is the end of the log).
-pub(crate) fn read_past_damage(
-    part: &dyn PartitionSource,
-    cursor: &ReadCursor,
-    max_bytes: usize,
-) -> Result<(BatchChunk, Option<Skipped>)> {
-    let mut cursor = *cursor;
-    let mut skipped = None;
-    loop {
-        let damage = match part.read(&cursor, max_bytes) {
-            Ok(chunk) if !chunk.bytes.is_empty() => return Ok((chunk, skipped)),
-            // Empty: the end, unless unread bytes remain in a sealed segment.
-            Ok(_) => None,
-            Err(e @ Error::Corrupt { .. }) => Some(e),
-            Err(e) => return Err(e),
-        };
-        let Some(segment) = part.segment_summary(cursor.segment_base)? else {
-            return match damage {
-                Some(e) => Err(e),
-                None => part.read(&cursor, max_bytes).map(|c| (c, skipped)),
-            };
-        };
-        let position = cursor.position.0;
-        let end = || BatchChunk { bytes: Vec::new(), next: Some(cursor), crc_checked: false };
-        // The end of the log (what every read of a stream at its end meets): no listing.
-        if damage.is_none() && position >= segment.log_size {
-            return Ok((end(), skipped));
-        }
-        let next = part
-            .segments()?
-            .iter()
-            .map(|s| s.base_offset)
-            .filter(|b| *b > cursor.segment_base)
-            .min();
-        if damage.is_none() && next.is_none() {
-            return Ok((end(), skipped));
-        }
-        if let Some(chunk) = framed_entry(part, &cursor, segment.log_size)? {
-            return Ok((chunk, skipped));
-        }
-        let what = match damage {
-            Some(e) => e,
-            None => Error::corrupt(
-                format!(
-                    "{}-{}/{}.log",
-                    part.topic(),
-                    part.partition(),
-                    format_base_offset(cursor.segment_base)
-                ),
-                position,
-                format!("{} bytes that are not a batch", segment.log_size - position),
-            ),
-        };
-        let Some(next) = next else { return Err(what) };
-        skipped = Some((cursor.segment_base, position, what));
-        cursor = ReadCursor {
-            segment_base: next,
-            position: Position(0),
-            next_offset: cursor.next_offset.max(next),
-        };
-    }
-}
-
-/// The entry at `cursor` read as stored, if its header frames a batch inside the segment.
-fn framed_entry(
-    part: &dyn PartitionSource,
-    cursor: &ReadCursor,
-    log_size: u64,
-) -> Result<Option<BatchChunk>> {
-    use crate::source::SegmentFileKind;
-    let position = cursor.position.0;
-    let mut header = [0u8; crate::format::HEADER_SIZE_UP_TO_MAGIC];
-    let n =
-        part.read_segment_file(cursor.segment_base, SegmentFileKind::Log, position, &mut header)?;
-    let Ok(Some(h)) = peek_entry(header.get(..n).unwrap_or_default()) else { return Ok(None) };
-    let total = h.total_size() as u64;
-    if total > MAX_DAMAGED_BATCH || position.saturating_add(total) > log_size {
-        return Ok(None);
-    }
-    let mut entry = vec![0u8; total as usize];
-    let n =
-        part.read_segment_file(cursor.segment_base, SegmentFileKind::Log, position, &mut entry)?;
-    if n as u64 != total {
-        return Ok(None);
-    }
-    let Ok(info) = parse_batch_info(&entry) else { return Ok(None) };
-    let next = ReadCursor {
-        segment_base: cursor.segment_base,
-        position: Position(position.saturating_add(total)),
-        next_offset: cursor.next_offset.max(info.last_offset.plus(1)),
-    };
-    Ok(Some(BatchChunk { bytes: entry, next: Some(next), crc_checked: false }))
-}
-
 /// The first offset a batch holds: its base offset, or for a legacy compressed wrapper (whose
 /// entry offset is its last inner offset) the first inner offset, which needs decompression.
 fn first_offset(entry: &[u8], info: &BatchInfo) -> Result<Offset, DecodeError> {
@@ -577,16 +451,20 @@ struct Step {
     info: BatchInfo,
 }
 
-/// Walks batches forward from a checkpoint, tracking the cursor (segment and position) and the
-/// offset bound at every batch boundary. Positions inside a chunk are computed: a batch whose
-/// last offset reaches a later segment's base offset starts that segment at position 0.
+/// Walks batches forward from a checkpoint, tracking the cursor and the offset bound at every
+/// batch boundary. Cursors inside a chunk are computed: the chunk's [`ChunkStart`]s give the
+/// cursor at the start of each run, [`ReadCursor::after_batch`] the cursor after each batch.
 struct Walker<'a> {
     part: &'a dyn PartitionSource,
     renderer: &'a Renderer,
     /// The checkpoint before the next batch (its `position` is the rendered position).
     here: Checkpoint,
-    bases: Arc<Vec<Offset>>,
+    /// The batch at `here` starts a unit retention deletes whole ([`ChunkStart`]).
+    at_retention_boundary: bool,
     chunk: Vec<u8>,
+    /// Where the runs of `chunk` start (see [`ChunkStart`]); `next_start` indexes the next one.
+    starts: Vec<ChunkStart>,
+    next_start: usize,
     chunk_at: usize,
     chunk_next: Option<ReadCursor>,
     /// The source checked the CRC of every batch in `chunk` ([`BatchChunk::crc_checked`]).
@@ -608,7 +486,6 @@ impl<'a> Walker<'a> {
         part: &'a dyn PartitionSource,
         renderer: &'a Renderer,
         from: Checkpoint,
-        bases: Arc<Vec<Offset>>,
         txn: Option<TxnSnapshot>,
     ) -> Walker<'a> {
         let mut here = from;
@@ -617,8 +494,10 @@ impl<'a> Walker<'a> {
             part,
             renderer,
             here,
-            bases,
+            at_retention_boundary: false,
             chunk: Vec::new(),
+            starts: Vec::new(),
+            next_start: 0,
             chunk_at: 0,
             chunk_next: None,
             chunk_crc_checked: false,
@@ -646,24 +525,21 @@ impl<'a> Walker<'a> {
         self.batch_hint.saturating_add(self.batch_hint / 16).min(MAX_READ)
     }
 
-    fn corrupt(&self, at: u64, e: &DecodeError) -> Error {
-        let file = format!(
-            "{}-{}/{}.log",
-            self.part.topic(),
-            self.part.partition(),
-            format_base_offset(self.here.cursor.segment_base)
-        );
-        Error::corrupt(file, at, e.to_string())
+    /// The damage `e`, found `delta` bytes into the batch at the walker's cursor, located by
+    /// the source ([`PartitionSource::byte_location`]).
+    fn corrupt(&self, delta: u64, e: &DecodeError) -> Error {
+        let (place, position) = self.part.byte_location(&self.here.cursor, delta);
+        Error::corrupt(place, position, e.to_string())
     }
 
     /// The next batch, reading a chunk when needed; `None` at the current end of the log.
     fn peek(&mut self) -> Result<Option<Step>> {
         if self.chunk_at >= self.chunk.len() {
-            let (chunk, skipped) = read_past_damage(self.part, &self.here.cursor, self.read_size)?;
-            if let Some(skipped) = skipped {
+            let chunk = self.part.read_past_damage(&self.here.cursor, self.read_size)?;
+            if let Some(skipped) = &chunk.skipped {
                 // Logged once per damage, however many walks step over it.
-                if skipped.2.first_report() {
-                    log::error!("{}; skipped to the next segment", skipped.2);
+                if skipped.error.first_report() {
+                    log::error!("{}; skipped to the next segment", skipped.error);
                 }
             }
             if chunk.bytes.len() > self.read_size {
@@ -674,18 +550,22 @@ impl<'a> Walker<'a> {
             if chunk.bytes.is_empty() {
                 return Ok(None);
             }
-            if let Some(next) = chunk.next {
-                if self.bases.binary_search(&next.segment_base).is_err() {
-                    self.bases = Arc::new(segment_bases(self.part)?);
-                }
-            }
             self.chunk = chunk.bytes;
+            self.starts = chunk.starts;
+            self.next_start = 0;
             self.chunk_at = 0;
             self.chunk_next = chunk.next;
             self.chunk_crc_checked = chunk.crc_checked;
         }
+        if let Some(start) = self.starts.get(self.next_start).filter(|s| s.at <= self.chunk_at) {
+            // A new run: the source's cursor there (offset bounds only ever grow).
+            self.here.cursor.hint = start.cursor.hint;
+            self.here.bound = self.here.bound.max(start.cursor.next_offset);
+            self.here.cursor.next_offset = self.here.bound;
+            self.at_retention_boundary = start.retention_boundary;
+            self.next_start += 1;
+        }
         let rest = self.chunk.get(self.chunk_at..).unwrap_or_default();
-        let position = self.here.cursor.position.0;
         let header = match peek_entry(rest) {
             Ok(Some(h)) => h,
             Ok(None) => {
@@ -693,9 +573,9 @@ impl<'a> Walker<'a> {
                     0,
                     crate::format::DecodeErrorKind::Truncated { needed: 17, available: rest.len() },
                 );
-                return Err(self.corrupt(position, &e));
+                return Err(self.corrupt(0, &e));
             }
-            Err(e) => return Err(self.corrupt(position.saturating_add(e.at as u64), &e)),
+            Err(e) => return Err(self.corrupt(e.at as u64, &e)),
         };
         if let Some(txn) = &self.txn {
             // The header offset is a v2 base offset or a legacy entry's last offset; either way
@@ -710,19 +590,9 @@ impl<'a> Walker<'a> {
                 0,
                 crate::format::DecodeErrorKind::Truncated { needed: len, available: rest.len() },
             );
-            return Err(self.corrupt(position, &e));
+            return Err(self.corrupt(0, &e));
         };
-        let info = parse_batch_info(entry)
-            .map_err(|e| self.corrupt(position.saturating_add(e.at as u64), &e))?;
-        // Which segment holds this batch: the last base offset <= its last offset.
-        let seg = self.here.cursor.segment_base;
-        let i = self.bases.partition_point(|b| *b <= info.last_offset);
-        if let Some(&b) = i.checked_sub(1).and_then(|i| self.bases.get(i)) {
-            if b > seg {
-                self.here.cursor.segment_base = b;
-                self.here.cursor.position = Position(0);
-            }
-        }
+        let info = parse_batch_info(entry).map_err(|e| self.corrupt(e.at as u64, &e))?;
         Ok(Some(Step { at: self.chunk_at, len, info }))
     }
 
@@ -744,8 +614,8 @@ impl<'a> Walker<'a> {
         self.here.position = self.here.position.saturating_add(rendered);
         let after = Offset(step.info.last_offset.0.saturating_add(1));
         self.here.bound = self.here.bound.max(after);
-        self.here.cursor.position =
-            Position(self.here.cursor.position.0.saturating_add(step.len as u64));
+        self.here.cursor.hint = self.here.cursor.hint.advanced(step.len as u64);
+        self.at_retention_boundary = false;
         self.chunk_at = step.at.saturating_add(step.len);
         if self.chunk_at >= self.chunk.len() {
             if let Some(next) = self.chunk_next {
@@ -815,7 +685,7 @@ impl<'a> Walker<'a> {
 
     /// Logs a damaged batch at the walker's position, once per damage ([`Error::first_report`]).
     fn log_damage(&self, e: &DecodeError) {
-        let err = self.corrupt(self.here.cursor.position.0.saturating_add(e.at as u64), e);
+        let err = self.corrupt(e.at as u64, e);
         if err.first_report() {
             log::error!("{err}; the batch renders no records (reads through it fail with EIO)");
         }
@@ -837,8 +707,7 @@ impl<'a> Walker<'a> {
         out: &mut Vec<u8>,
     ) -> Result<Rendered> {
         let start = self.here.position;
-        let position = self.here.cursor.position.0;
-        let err = |e: DecodeError| self.corrupt(position.saturating_add(e.at as u64), &e);
+        let err = |e: DecodeError| self.corrupt(e.at as u64, &e);
         let whole = |bytes: u64| -> Result<Rendered> {
             Ok(Rendered { bytes, ends_stream: false, cut: false })
         };
@@ -1271,22 +1140,20 @@ impl Stream {
     /// any (such a batch renders nothing, so a range of only damaged batches is empty).
     fn check_range_readable(&self, end: Offset) -> Result<()> {
         let part = self.part.as_ref();
-        let (checkpoint, bases) = {
+        let checkpoint = {
             let st = lock(&self.index.state);
-            let c = st.floor_by_bound(self.start).ok_or(Error::StaleHandle)?;
-            (c, Arc::clone(&st.bases))
+            st.floor_by_bound(self.start).ok_or(Error::StaleHandle)?
         };
-        let mut w = self.index.walker(part, checkpoint, bases);
+        let mut w = self.index.walker(part, checkpoint);
         while let Some(step) = w.peek()? {
             if step.info.base_offset >= end {
                 break;
             }
             if step.info.last_offset >= self.start && !w.hides(&step.info) {
-                let position = w.here.cursor.position.0;
                 let decoded = decode_batch(w.entry(&step))
                     .and_then(|b| b.records().try_for_each(|r| r.map(drop)));
                 if let Err(e) = decoded {
-                    return Err(w.corrupt(position.saturating_add(e.at as u64), &e));
+                    return Err(w.corrupt(e.at as u64, &e));
                 }
             }
             w.advance(&step, 0);
@@ -1303,7 +1170,7 @@ impl Stream {
         let mut out = Vec::with_capacity(window.min(1 << 20).saturating_add(READ_CHUNK * 2));
         let mut from = from;
         let mut tail_buf = Vec::new();
-        let (checkpoint, bases) = {
+        let checkpoint = {
             let mut st = lock(&self.index.state);
             let mut tail = lock(&self.tail).take();
             if tail.as_ref().is_some_and(|t| t.end == end && t.at <= from) {
@@ -1322,14 +1189,16 @@ impl Stream {
             }
             let mut c = st.floor_by_position(from).ok_or(Error::StaleHandle)?;
             if let Some(last) = *lock(&self.last_read) {
-                let alive = last.cursor.segment_base >= first.cursor.segment_base;
+                // Checkpoints are ordered by bound as by cursor: at or after the first one is
+                // alive.
+                let alive = last.bound >= first.bound;
                 if alive && last.position <= from && last.position > c.position {
                     c = last;
                 }
             }
             if let Some(t) = tail.take() {
                 let held = t.at.saturating_add(t.bytes.len() as u64);
-                let alive = t.before.cursor.segment_base >= first.cursor.segment_base;
+                let alive = t.before.bound >= first.bound;
                 if t.end == end && alive && t.at <= from && from < held {
                     let skip = (from - t.at) as usize;
                     let n = (held - from).min(to - from) as usize;
@@ -1348,14 +1217,14 @@ impl Stream {
                 }
                 tail_buf = t.bytes;
             }
-            (c, Arc::clone(&st.bases))
+            c
         };
         if self.index.txn.is_some() {
             // Moves the transaction state (and with it the stable offset) to the log end, as
             // reading an open stream to its end does without transactions.
             part.summary()?;
         }
-        let mut w = self.index.walker(part, checkpoint, bases).with_read_size(
+        let mut w = self.index.walker(part, checkpoint).with_read_size(
             to.saturating_sub(checkpoint.position),
             self.batch_hint.load(Ordering::Relaxed),
         );

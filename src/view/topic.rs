@@ -81,7 +81,6 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use crate::error::{Error, Result};
-use crate::format::file_name::format_base_offset;
 use crate::format::{DecodeError, NewRecord, Offset, Timestamp, decode_batch, peek_entry};
 use crate::partitioner::{KeylessRotation, partition_for_key};
 use crate::source::{AppendInfo, OffsetQuery, PartitionSource, ReadCursor, TopicSource};
@@ -673,17 +672,13 @@ impl MemberReader {
         }
         self.after_chunk = chunk.next;
         let mut at = 0usize;
+        // Where the chunk's first run starts (the source's place, for error messages).
+        let first = chunk.starts.first().map_or(cursor, |s| s.cursor);
         while let Some(rest) = chunk.bytes.get(at..).filter(|r| !r.is_empty()) {
             let corrupt = |e: DecodeError| {
-                let file = format!(
-                    "{}-{}/{}.log",
-                    self.part.topic(),
-                    self.part.partition(),
-                    format_base_offset(cursor.segment_base)
-                );
-                let position =
-                    cursor.position.0.saturating_add(at as u64).saturating_add(e.at as u64);
-                Error::corrupt(file, position, e.to_string())
+                let delta = (at as u64).saturating_add(e.at as u64);
+                let (place, position) = self.part.byte_location(&first, delta);
+                Error::corrupt(place, position, e.to_string())
             };
             let Some(header) = peek_entry(rest).map_err(corrupt)? else { break };
             if txn.as_ref().is_some_and(|t| header.offset >= t.stable) {

@@ -31,15 +31,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
 use crate::format::control::{ControlRecordType, parse_control_key};
-use crate::format::file_name::format_base_offset;
 use crate::format::{
     BatchInfo, DecodeError, DecodeErrorKind, NewRecord, Offset, decode_batch, parse_batch_info,
     peek_entry,
 };
 use crate::source::{
     AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, PartitionSource, PartitionSummary, ReadCursor,
-    SegmentFileKind, SegmentSummary,
 };
+use crate::storage::segment_files::SegmentFiles;
 
 /// Bytes asked of [`PartitionSource::read`] per step of a scan.
 const SCAN_CHUNK: usize = 256 * 1024;
@@ -222,12 +221,9 @@ impl TxnTracker {
             Some(c) => c,
             None => part.seek(st.log_start)?,
         };
-        // Listed only once there is something to scan: a refresh at the end of the log (every
-        // read of an open stream makes one) costs no listing of the segments.
-        let mut bases: Option<Vec<Offset>> = None;
         loop {
-            let chunk = match crate::view::stream::read_past_damage(part, &cursor, SCAN_CHUNK) {
-                Ok((chunk, _)) => chunk,
+            let chunk = match part.read_past_damage(&cursor, SCAN_CHUNK) {
+                Ok(chunk) => chunk,
                 Err(Error::Corrupt { file, position, what }) => {
                     let file = file.display().to_string();
                     st.damage = Some(Damage { file, position, what });
@@ -238,17 +234,19 @@ impl TxnTracker {
             if chunk.bytes.is_empty() {
                 break;
             }
-            let stale = |b: &Vec<Offset>| {
-                chunk.next.is_some_and(|n| b.binary_search(&n.segment_base).is_err())
-            };
-            let bases = match bases.take() {
-                Some(b) if !stale(&b) => bases.insert(b),
-                _ => bases.insert(segment_bases(part)?),
-            };
-            let (mut seg, mut pos) = (cursor.segment_base, cursor.position.0);
+            // The cursor at the batch being scanned: the run starts say where the source's runs
+            // begin, `after_batch` moves past each batch.
+            let mut here = cursor;
+            let mut starts = chunk.starts.iter().peekable();
             let mut at = 0usize;
             let mut damaged = None;
             while at < chunk.bytes.len() {
+                if let Some(start) = starts.next_if(|s| s.at <= at) {
+                    here = ReadCursor {
+                        next_offset: here.next_offset.max(start.cursor.next_offset),
+                        hint: start.cursor.hint,
+                    };
+                }
                 let rest = chunk.bytes.get(at..).unwrap_or_default();
                 let parsed = peek_entry(rest).and_then(|h| {
                     let h = h.ok_or_else(|| truncated(17, rest.len()))?;
@@ -260,31 +258,19 @@ impl TxnTracker {
                 let (entry, info) = match parsed {
                     Ok(p) => p,
                     Err(e) => {
-                        damaged = Some((pos.saturating_add(e.at as u64), e));
+                        damaged = Some((part.byte_location(&here, e.at as u64), e));
                         break;
                     }
                 };
-                // The segment holding this batch: the last base offset <= its last offset.
-                let i = bases.partition_point(|x| *x <= info.last_offset);
-                let holder = i.checked_sub(1).and_then(|i| bases.get(i)).copied();
-                if let Some(h) = holder.filter(|h| *h > seg) {
-                    (seg, pos) = (h, 0);
-                }
                 if let Err(e) = st.observe(&info, entry) {
-                    damaged = Some((pos.saturating_add(e.at as u64), e));
+                    damaged = Some((part.byte_location(&here, e.at as u64), e));
                     break;
                 }
                 st.scanned_to = st.scanned_to.max(info.last_offset.plus(1));
-                pos = pos.saturating_add(entry.len() as u64);
+                here = here.after_batch(entry.len() as u64, info.last_offset);
                 at = at.saturating_add(entry.len());
             }
-            if let Some((position, e)) = damaged {
-                let file = format!(
-                    "{}-{}/{}.log",
-                    part.topic(),
-                    part.partition(),
-                    format_base_offset(seg)
-                );
+            if let Some(((file, position), e)) = damaged {
                 log::error!(
                     "transaction scan of {}-{} stopped: corrupt data in {file} at position \
                      {position}: {e}",
@@ -335,12 +321,6 @@ impl TxnTrackers {
     }
 }
 
-fn segment_bases(part: &dyn PartitionSource) -> Result<Vec<Offset>> {
-    let mut bases: Vec<Offset> = part.segments()?.iter().map(|s| s.base_offset).collect();
-    bases.sort_unstable();
-    Ok(bases)
-}
-
 fn truncated(needed: usize, available: usize) -> DecodeError {
     DecodeError::new(0, DecodeErrorKind::Truncated { needed, available })
 }
@@ -380,14 +360,6 @@ impl PartitionSource for CommittedPartition {
         Ok(summary)
     }
 
-    fn segments(&self) -> Result<Vec<SegmentSummary>> {
-        self.inner.segments()
-    }
-
-    fn segment_summary(&self, base_offset: Offset) -> Result<Option<SegmentSummary>> {
-        self.inner.segment_summary(base_offset)
-    }
-
     fn offset_for(&self, query: OffsetQuery) -> Result<Offset> {
         let summary = self.summary()?;
         match query {
@@ -415,6 +387,18 @@ impl PartitionSource for CommittedPartition {
         self.inner.read(cursor, max_bytes)
     }
 
+    fn read_past_damage(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchChunk> {
+        self.inner.read_past_damage(cursor, max_bytes)
+    }
+
+    fn byte_location(&self, cursor: &ReadCursor, delta: u64) -> (String, u64) {
+        self.inner.byte_location(cursor, delta)
+    }
+
+    fn holds(&self, cursor: &ReadCursor) -> Result<bool> {
+        self.inner.holds(cursor)
+    }
+
     fn aborted_transactions(&self, from: Offset, to: Offset) -> Result<Vec<AbortedTxn>> {
         self.inner.aborted_transactions(from, to)
     }
@@ -427,14 +411,8 @@ impl PartitionSource for CommittedPartition {
         self.inner.sync()
     }
 
-    fn read_segment_file(
-        &self,
-        base_offset: Offset,
-        kind: SegmentFileKind,
-        pos: u64,
-        buf: &mut [u8],
-    ) -> Result<usize> {
-        self.inner.read_segment_file(base_offset, kind, pos, buf)
+    fn segment_files(&self) -> Option<&dyn SegmentFiles> {
+        self.inner.segment_files()
     }
 }
 

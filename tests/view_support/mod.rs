@@ -10,13 +10,20 @@ use std::time::SystemTime;
 
 use topicfs::error::{Error, Result};
 use topicfs::format::{
-    BatchSpec, Compression, NewRecord, Offset, Position, Timestamp, decode_batch, encode_batch,
+    BatchSpec, Compression, NewRecord, Offset, Timestamp, decode_batch, encode_batch,
     parse_batch_info, peek_entry,
 };
 use topicfs::source::{
-    AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, PartitionSource, PartitionSummary, ReadCursor,
-    SegmentFileKind, SegmentSummary,
+    AbortedTxn, AppendInfo, BatchChunk, ChunkStart, CursorHint, OffsetQuery, PartitionSource,
+    PartitionSummary, ReadCursor,
 };
+use topicfs::storage::segment_files::{SegmentFileKind, SegmentFiles, SegmentSummary};
+
+/// The cursor at `pos` of the segment at `base` (the hint is (segment base, position), as the
+/// log engine's).
+pub fn cursor_at(base: Offset, pos: u64, next_offset: Offset) -> ReadCursor {
+    ReadCursor { next_offset, hint: CursorHint::new(base.0, pos) }
+}
 
 pub struct Segment {
     pub base: Offset,
@@ -131,9 +138,9 @@ impl PartitionSource for MemPartition {
 
     fn summary(&self) -> Result<PartitionSummary> {
         let st = self.state.lock().unwrap();
-        let size_bytes = st.segments.iter().map(|s| s.bytes.len() as u64).sum();
+        let size_bytes = Some(st.segments.iter().map(|s| s.bytes.len() as u64).sum());
         let (log_start_offset, log_end_offset) = (st.log_start, st.log_end);
-        let segment_count = st.segments.len();
+        let segment_count = Some(st.segments.len());
         let live = st.timestamps.iter().filter(|(o, _)| *o >= log_start_offset);
         let first_timestamp = live.clone().next().map(|(_, t)| *t);
         let max_timestamp = live.map(|(_, t)| *t).max();
@@ -146,26 +153,6 @@ impl PartitionSource for MemPartition {
             max_timestamp,
             last_modified: SystemTime::UNIX_EPOCH,
         })
-    }
-
-    fn segments(&self) -> Result<Vec<SegmentSummary>> {
-        let st = self.state.lock().unwrap();
-        let n = st.segments.len();
-        Ok(st
-            .segments
-            .iter()
-            .enumerate()
-            .map(|(i, s)| SegmentSummary {
-                base_offset: s.base,
-                log_size: s.bytes.len() as u64,
-                index_size: 0,
-                time_index_size: 0,
-                txn_index_size: None,
-                max_timestamp: None,
-                is_active: i + 1 == n,
-                last_modified: SystemTime::UNIX_EPOCH,
-            })
-            .collect())
     }
 
     fn offset_for(&self, query: OffsetQuery) -> Result<Offset> {
@@ -204,30 +191,26 @@ impl PartitionSource for MemPartition {
         for (base, pos, bytes) in self.batches() {
             let info = parse_batch_info(&bytes).unwrap();
             if info.last_offset >= target {
-                return Ok(ReadCursor {
-                    segment_base: base,
-                    position: Position(pos),
-                    next_offset: prev_next,
-                });
+                return Ok(cursor_at(base, pos, prev_next));
             }
             prev_next = Offset(info.last_offset.0 + 1);
         }
         let st = self.state.lock().unwrap();
         let last = st.segments.last().unwrap();
-        Ok(ReadCursor {
-            segment_base: last.base,
-            position: Position(last.bytes.len() as u64),
-            next_offset: log_end,
-        })
+        Ok(cursor_at(last.base, last.bytes.len() as u64, log_end))
     }
 
     fn read(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchChunk> {
-        let st = self.state.lock().unwrap();
-        let Some(mut i) = st.segments.iter().position(|s| s.base == cursor.segment_base) else {
-            return Err(Error::NotFound(format!("segment {}", cursor.segment_base)));
+        let Some((base, pos)) = cursor.hint.get() else {
+            return self.read(&self.seek(cursor.next_offset)?, max_bytes);
         };
-        let mut pos = cursor.position.0 as usize;
+        let st = self.state.lock().unwrap();
+        let Some(mut i) = st.segments.iter().position(|s| s.base == Offset(base)) else {
+            return Err(Error::NotFound(format!("segment {base}")));
+        };
+        let mut pos = pos as usize;
         let mut out = Vec::new();
+        let mut starts = Vec::new();
         let mut next_offset = cursor.next_offset;
         loop {
             let seg = &st.segments[i];
@@ -238,6 +221,21 @@ impl PartitionSource for MemPartition {
                     continue;
                 }
                 break;
+            }
+            if starts
+                .last()
+                .is_none_or(|s: &ChunkStart| s.cursor.hint.get().unwrap().0 != seg.base.0)
+            {
+                starts.push(ChunkStart {
+                    at: out.len(),
+                    // A segment's base offset bounds every offset in it from below.
+                    cursor: cursor_at(
+                        seg.base,
+                        pos as u64,
+                        if pos == 0 { next_offset.max(seg.base) } else { next_offset },
+                    ),
+                    retention_boundary: pos == 0,
+                });
             }
             let h = peek_entry(&seg.bytes[pos..]).unwrap().unwrap();
             let len = h.total_size();
@@ -250,12 +248,16 @@ impl PartitionSource for MemPartition {
             pos += len;
         }
         self.bytes_read.fetch_add(out.len() as u64, Ordering::SeqCst);
-        let next = ReadCursor {
-            segment_base: st.segments[i].base,
-            position: Position(pos as u64),
-            next_offset,
-        };
-        Ok(BatchChunk { bytes: out, next: Some(next), crc_checked: false })
+        let next = cursor_at(st.segments[i].base, pos as u64, next_offset);
+        Ok(BatchChunk { bytes: out, starts, next: Some(next), crc_checked: false, skipped: None })
+    }
+
+    fn holds(&self, cursor: &ReadCursor) -> Result<bool> {
+        let st = self.state.lock().unwrap();
+        Ok(match cursor.hint.get() {
+            Some((base, _)) => st.segments.iter().any(|s| s.base.0 == base),
+            None => cursor.next_offset >= st.log_start,
+        })
     }
 
     fn aborted_transactions(&self, _from: Offset, _to: Offset) -> Result<Vec<AbortedTxn>> {
@@ -268,6 +270,32 @@ impl PartitionSource for MemPartition {
 
     fn sync(&self) -> Result<()> {
         Ok(())
+    }
+
+    fn segment_files(&self) -> Option<&dyn SegmentFiles> {
+        Some(self)
+    }
+}
+
+impl SegmentFiles for MemPartition {
+    fn segments(&self) -> Result<Vec<SegmentSummary>> {
+        let st = self.state.lock().unwrap();
+        let n = st.segments.len();
+        Ok(st
+            .segments
+            .iter()
+            .enumerate()
+            .map(|(i, s)| SegmentSummary {
+                base_offset: s.base,
+                log_size: s.bytes.len() as u64,
+                index_size: 0,
+                time_index_size: 0,
+                txn_index_size: None,
+                max_timestamp: None,
+                is_active: i + 1 == n,
+                last_modified: SystemTime::UNIX_EPOCH,
+            })
+            .collect())
     }
 
     fn read_segment_file(

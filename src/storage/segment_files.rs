@@ -1,0 +1,96 @@
+//! The local-only half of the partition interface: a partition's segment files.
+//!
+//! A [`crate::source::PartitionSource`] in offsets and batches is all the views need to show
+//! records; a source that keeps partitions as Kafka segment files (this engine) also offers
+//! them through [`SegmentFiles`], reached by
+//! [`crate::source::PartitionSource::segment_files`]. The filesystem shows `segments/`, the
+//! inspection files (`check`, `.dump`) and passes sealed files through to the kernel only for
+//! a partition that has them; a live cluster has none.
+//!
+//! This module depends only on `error` and `format`: `source` names the trait and `storage`
+//! implements it, with no import circle between them.
+
+use std::time::SystemTime;
+
+use crate::error::Result;
+use crate::format::{Offset, Timestamp};
+
+/// One segment as listed under `segments/`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SegmentSummary {
+    pub base_offset: Offset,
+    /// Size of the `.log` file in bytes.
+    pub log_size: u64,
+    /// Current sizes of the index files (0 when the file does not exist).
+    pub index_size: u64,
+    pub time_index_size: u64,
+    /// `None` when the segment has no `.txnindex`.
+    pub txn_index_size: Option<u64>,
+    /// Largest timestamp in the segment, if known.
+    pub max_timestamp: Option<Timestamp>,
+    /// Whether this is the active (last, appendable) segment.
+    pub is_active: bool,
+    pub last_modified: SystemTime,
+}
+
+/// The files of one segment.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SegmentFileKind {
+    Log,
+    Index,
+    TimeIndex,
+    TxnIndex,
+}
+
+impl SegmentFileKind {
+    /// The file name suffix, with the dot (`.log`, `.index`, `.timeindex`, `.txnindex`).
+    pub fn suffix(self) -> &'static str {
+        match self {
+            SegmentFileKind::Log => ".log",
+            SegmentFileKind::Index => ".index",
+            SegmentFileKind::TimeIndex => ".timeindex",
+            SegmentFileKind::TxnIndex => ".txnindex",
+        }
+    }
+}
+
+/// A partition's segment files (see the module docs).
+pub trait SegmentFiles: Send + Sync {
+    /// Segments in base-offset order.
+    fn segments(&self) -> Result<Vec<SegmentSummary>>;
+    /// The segment whose base offset is `base_offset`, if any (what [`Self::segments`] lists
+    /// for it). The default looks through `segments()`.
+    fn segment_summary(&self, base_offset: Offset) -> Result<Option<SegmentSummary>> {
+        Ok(self.segments()?.into_iter().find(|s| s.base_offset == base_offset))
+    }
+    /// Reads the raw bytes of one segment file at `pos` (the preallocated zero tail of an active
+    /// index is not shown: the file ends at its last valid entry).
+    fn read_segment_file(
+        &self,
+        base_offset: Offset,
+        kind: SegmentFileKind,
+        pos: u64,
+        buf: &mut [u8],
+    ) -> Result<usize>;
+    /// An open handle on one file of a sealed (not active) segment, when its bytes on disk are
+    /// exactly what [`SegmentFiles::read_segment_file`] returns and will not change: the
+    /// mount hands it to the kernel, which then reads it without asking (FUSE passthrough).
+    /// `None` for the active segment and for a file whose on-disk size differs from the size
+    /// shown (an index left untrimmed by a crash). The default is `None`.
+    fn sealed_segment_file(
+        &self,
+        _base_offset: Offset,
+        _kind: SegmentFileKind,
+    ) -> Result<Option<std::fs::File>> {
+        Ok(None)
+    }
+    /// Files of segment `base_offset` whose bytes on disk the source found damaged and serves
+    /// repaired instead (an index rebuilt in memory from the `.log` on a read-only mount), as
+    /// (file, byte position of the damage on disk, what is wrong there). Empty by default.
+    fn repaired_segment_files(
+        &self,
+        _base_offset: Offset,
+    ) -> Result<Vec<(SegmentFileKind, u64, String)>> {
+        Ok(Vec::new())
+    }
+}
