@@ -464,3 +464,122 @@ fn streams_are_kept_only_while_a_handle_reads_them() {
     f.fs.release(fh).unwrap();
     assert_eq!(f.fs.pinned_streams(), 0);
 }
+
+/// A source with the local log's offsets and batches but no segment files (what a cluster
+/// backend offers): every [`PartitionSource`] method is forwarded except `segment_files`,
+/// `read_past_damage` and `byte_location`, which keep their defaults.
+mod without_files {
+    use std::sync::Arc;
+
+    use topicfs::Result;
+    use topicfs::format::{NewRecord, Offset};
+    use topicfs::source::{
+        AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, PartitionSource, PartitionSummary,
+        ReadCursor, TopicSource,
+    };
+
+    pub struct Topics(pub Arc<dyn TopicSource>);
+    struct Partition(Arc<dyn PartitionSource>);
+
+    impl TopicSource for Topics {
+        fn topics(&self) -> Result<Vec<String>> {
+            self.0.topics()
+        }
+        fn partitions(&self, topic: &str) -> Result<Vec<u32>> {
+            self.0.partitions(topic)
+        }
+        fn partition(&self, topic: &str, partition: u32) -> Result<Arc<dyn PartitionSource>> {
+            Ok(Arc::new(Partition(self.0.partition(topic, partition)?)))
+        }
+        fn create_topic(&self, topic: &str, partitions: u32) -> Result<()> {
+            self.0.create_topic(topic, partitions)
+        }
+        fn create_partition(&self, topic: &str, partition: u32) -> Result<()> {
+            self.0.create_partition(topic, partition)
+        }
+        fn is_read_only(&self) -> bool {
+            self.0.is_read_only()
+        }
+        fn shutdown(&self) -> Result<()> {
+            self.0.shutdown()
+        }
+    }
+
+    impl PartitionSource for Partition {
+        fn topic(&self) -> &str {
+            self.0.topic()
+        }
+        fn partition(&self) -> u32 {
+            self.0.partition()
+        }
+        fn summary(&self) -> Result<PartitionSummary> {
+            let summary = self.0.summary()?;
+            Ok(PartitionSummary { segment_count: None, size_bytes: None, ..summary })
+        }
+        fn offset_for(&self, query: OffsetQuery) -> Result<Offset> {
+            self.0.offset_for(query)
+        }
+        fn seek(&self, target: Offset) -> Result<ReadCursor> {
+            self.0.seek(target)
+        }
+        fn read(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchChunk> {
+            self.0.read(cursor, max_bytes)
+        }
+        fn holds(&self, cursor: &ReadCursor) -> Result<bool> {
+            self.0.holds(cursor)
+        }
+        fn aborted_transactions(&self, from: Offset, to: Offset) -> Result<Vec<AbortedTxn>> {
+            self.0.aborted_transactions(from, to)
+        }
+        fn append(&self, records: &[NewRecord]) -> Result<AppendInfo> {
+            self.0.append(records)
+        }
+        fn sync(&self) -> Result<()> {
+            self.0.sync()
+        }
+    }
+}
+
+#[test]
+fn a_source_without_segment_files_has_no_segments_or_check_and_the_same_streams() {
+    let config = LogConfig { segment_bytes: 1024, ..LogConfig::default() };
+    let local = fixture_with(config.clone(), false);
+    for i in 0..40 {
+        local.append("t/0/append", &[format!("line {i} {}\n", "x".repeat(60)).as_bytes()]).unwrap();
+    }
+    assert!(local.log_dir.log("t", 0).unwrap().segment_summaries().unwrap().len() > 2);
+    let options = FsOptions {
+        read_only: false,
+        partitions_per_topic: 2,
+        max_line_bytes: config.max_message_bytes as usize,
+        uid: 0,
+        gid: 0,
+    };
+    let source = without_files::Topics(Arc::clone(&local.log_dir) as Arc<dyn TopicSource>);
+    let remote = Fixture {
+        fs: TopicFs::new(Arc::new(source), options),
+        log_dir: Arc::clone(&local.log_dir),
+        _dir: tempfile::tempdir().unwrap(),
+    };
+    assert_eq!(
+        remote.names("t/0"),
+        [".", "..", "info", "by-offset", "by-time", "append", "append.json"]
+    );
+    assert_eq!(errno(remote.ino("t/0/segments")), libc::ENOENT);
+    assert_eq!(errno(remote.ino("t/0/check")), libc::ENOENT);
+    assert_eq!(errno(remote.ino("t/0/segments/00000000000000000000.log")), libc::ENOENT);
+    // Listings offer only the log start; the streams are byte for byte the local ones.
+    assert_eq!(remote.names("t/0/by-offset"), [".", "..", "0"]);
+    assert!(local.names("t/0/by-offset").len() > 4);
+    for path in ["t/0/by-offset/0", "t/0/by-offset/7.json", "t/0/by-offset/0.raw", "t/by-time/0"] {
+        assert_eq!(remote.read_all(path), local.read_all(path), "{path}");
+        assert_eq!(remote.size(path), local.size(path), "{path}");
+    }
+    let info = String::from_utf8(remote.read_all("t/0/info")).unwrap();
+    assert!(info.contains("log_end_offset: 40\n"), "{info}");
+    assert!(!info.contains("segment_count") && !info.contains("size_bytes"), "{info}");
+    remote.append("t/0/append", &[b"from the remote tree\n"]).unwrap();
+    assert!(
+        String::from_utf8(local.read_all("t/0/by-offset/40")).unwrap() == "from the remote tree\n"
+    );
+}
