@@ -7,6 +7,9 @@
 //!   [`crate::source::PartitionSource`].
 //! - [`segment::LogSegment`]: a `.log` with its [`offset_index::OffsetIndex`] and
 //!   [`time_index::TimeIndex`]; recovery.
+//! - [`segment_files::SegmentFiles`]: the local-only half of the partition interface (segment
+//!   listings, raw segment file bytes, passthrough, repaired indexes), which [`log::Log`]
+//!   implements and [`crate::source::PartitionSource::segment_files`] reaches.
 //! - [`config::LogConfig`]: Kafka's topic-level settings and defaults.
 //! - `swap`: the log cleaner's `.cleaned`/`.swap`/`.deleted` files as Kafka's loader would
 //!   leave them, decided in memory for read-only opens.

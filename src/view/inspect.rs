@@ -20,7 +20,7 @@
 //!   do not end at an ABORT marker of their producer. Offset gaps between batches are listed
 //!   too but are not problems: compaction leaves them.
 //!
-//! Everything is rendered from the bytes [`PartitionSource::read_segment_file`] serves (the
+//! Everything is rendered from the bytes [`SegmentFiles::read_segment_file`] serves (the
 //! preallocated zero tail of an active index is not part of them).
 //!
 //! # Memory
@@ -694,7 +694,7 @@ impl<'a> Iterator for Entries<'a> {
 }
 
 /// Walks the whole entries of a `.log` file from a batch start, reading it through
-/// [`PartitionSource::read_segment_file`] a chunk at a time: it holds one chunk, or one entry
+/// [`SegmentFiles::read_segment_file`] a chunk at a time: it holds one chunk, or one entry
 /// when an entry is larger.
 ///
 /// **Invariant**: `buf` holds the file's bytes from `buf_start`; the next entry starts at

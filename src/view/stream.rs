@@ -24,8 +24,9 @@
 //!
 //! [`RenderIndex`] is shared by every stream of one (topic, partition, format) through the
 //! [`StreamRegistry`]. It is a sparse list of [`Checkpoint`]s (a cursor at a batch boundary, the
-//! offset bound at that cursor, and the rendered position there): one at the start of every
-//! segment it has seen, and one every [`CHECKPOINT_INTERVAL`] bytes of log between them, up to
+//! offset bound at that cursor, and the rendered position there): one at every retention
+//! boundary it has seen (a segment start, as the source marks it in [`ChunkStart`]), and one
+//! every [`CHECKPOINT_INTERVAL`] bytes of log between them, up to
 //! [`MAX_CHECKPOINTS`] (then every other interval checkpoint is dropped and the interval doubles,
 //! so memory stays bounded whatever the partition's size). The last checkpoint, the *frontier*,
 //! is where rendering stopped; extending the index renders only the batches after it, counting
@@ -37,7 +38,11 @@
 //! **Invariant** (of every checkpoint `c`): `c.cursor` is a batch boundary; every batch before it
 //! holds only offsets `< c.bound`, every batch at or after it only offsets `>= c.bound`; and
 //! `c.position` is the rendered size of everything before `c.cursor` since the origin.
-//! Checkpoints are ordered by cursor, bound and position alike.
+//! Checkpoints are ordered by bound and position alike (and by cursor: cursors order by offset
+//! bound, their opaque source hint only breaking ties). The index never reads a cursor's hint:
+//! the walker moves cursors with [`ReadCursor::after_batch`] inside a run of a chunk and takes
+//! the source's cursor at each [`ChunkStart`], so a checkpoint is always a cursor the source
+//! made, valid for [`PartitionSource::read`].
 //!
 //! Each [`Stream`] also remembers where its last read stopped (a checkpoint of its own), and in
 //! the record formats the rest of the rendering of the batch it stopped inside, so a sequential
@@ -47,10 +52,12 @@
 //! # Retention
 //!
 //! Rendered positions of a stream never change, so its size never shrinks and `tail -f` keeps
-//! following across retention. When retention deletes segments, the checkpoints inside them are
-//! dropped; reading bytes of records that no longer exist fails with [`Error::StaleHandle`]
-//! (`ESTALE`), while later bytes remain readable. If retention overtakes the whole index (its
-//! frontier's segment is gone) or the log shrinks below the frontier, the index is rebuilt from
+//! following across retention. When retention deletes segments, the checkpoints inside them
+//! (those the source no longer [`PartitionSource::holds`]: a prefix, since checkpoints are in
+//! log order) are dropped; reading bytes of records that no longer exist fails with
+//! [`Error::StaleHandle`] (`ESTALE`), while later bytes remain readable. If retention overtakes
+//! the whole index (its frontier is no longer held, and the log does not start exactly at the
+//! frontier's bound) or the log shrinks below the frontier, the index is rebuilt from
 //! the new log start under a new generation, and streams opened before fail with
 //! [`Error::StaleHandle`]: reopening them gives consistent new positions.
 //!
@@ -101,8 +108,8 @@ pub struct Checkpoint {
     pub bound: Offset,
     /// Rendered bytes before `cursor`, counted from the index's origin.
     pub position: u64,
-    /// Whether `cursor` is the start of a segment (kept when thinning; survives retention of
-    /// earlier segments).
+    /// Whether `cursor` is a retention boundary, a segment start ([`ChunkStart`]; kept when
+    /// thinning; survives retention of earlier segments).
     segment_start: bool,
 }
 
@@ -1231,7 +1238,7 @@ impl Stream {
         let mut resume = None;
         while w.here.position < to {
             let Some(step) = w.peek()? else { break };
-            // Taken after `peek`, which moves the cursor when the batch starts a new segment.
+            // Taken after `peek`, which moves the cursor when the batch starts a new run.
             let before = w.here;
             let r = w.render_batch(&step, from, to, self.start, end, &mut out)?;
             if out.len() > window {
