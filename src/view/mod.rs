@@ -42,6 +42,7 @@ pub mod spec;
 pub mod stream;
 pub mod topic;
 pub mod txn;
+mod walker;
 
 pub use envelope::{parse_envelope, split_envelope_lines, split_value_lines};
 pub use listing::{by_offset_names, by_time_names};
