@@ -38,6 +38,7 @@ pub mod inspect;
 pub mod listing;
 pub mod readahead;
 pub mod render;
+pub mod render_index;
 pub mod spec;
 pub mod stream;
 pub mod topic;

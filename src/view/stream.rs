@@ -20,113 +20,38 @@
 //! is `>= end`); a raw stream may therefore hold records outside `[start, end)`, as a Kafka Fetch
 //! response does. An empty range is empty in every format.
 //!
-//! # The render index
+//! # The render index and retention
 //!
-//! [`RenderIndex`] is shared by every stream of one (topic, partition, format) through the
-//! [`StreamRegistry`]. It is a sparse list of [`Checkpoint`]s (a cursor at a batch boundary, the
-//! offset bound at that cursor, and the rendered position there): one at every retention
-//! boundary it has seen (a segment start, as the source marks it in [`ChunkStart`]), and one
-//! every [`CHECKPOINT_INTERVAL`] bytes of log between them, up to
-//! [`MAX_CHECKPOINTS`] (then every other interval checkpoint is dropped and the interval doubles,
-//! so memory stays bounded whatever the partition's size). The last checkpoint, the *frontier*,
-//! is where rendering stopped; extending the index renders only the batches after it, counting
-//! bytes without keeping them. Finding a rendered position, or reading a window, renders forward
-//! from the nearest checkpoint at or before it: at most one interval of log plus the window.
-//! `tail -n 10` on a large partition therefore costs one interval, not the whole partition, once
-//! the index exists; building the index renders each batch once per format.
-//!
-//! **Invariant** (of every checkpoint `c`): `c.cursor` is a batch boundary; every batch before it
-//! holds only offsets `< c.bound`, every batch at or after it only offsets `>= c.bound`; and
-//! `c.position` is the rendered size of everything before `c.cursor` since the origin.
-//! Checkpoints are ordered by bound and position alike (and by cursor: cursors order by offset
-//! bound, their opaque source hint only breaking ties). The index never reads a cursor's hint:
-//! the walker moves cursors with [`ReadCursor::after_batch`] inside a run of a chunk and takes
-//! the source's cursor at each [`ChunkStart`], so a checkpoint is always a cursor the source
-//! made, valid for [`PartitionSource::read`].
-//!
-//! Each [`Stream`] also remembers where its last read stopped (a checkpoint of its own), and in
-//! the record formats the rest of the rendering of the batch it stopped inside, so a sequential
-//! reader (`cat`, `tail -f`) continues from there instead of searching, and reads, checks and
-//! decodes every batch once.
-//!
-//! # Retention
-//!
-//! Rendered positions of a stream never change, so its size never shrinks and `tail -f` keeps
-//! following across retention. When retention deletes segments, the checkpoints inside them
-//! (those the source no longer [`PartitionSource::holds`]: a prefix, since checkpoints are in
-//! log order) are dropped; reading bytes of records that no longer exist fails with
-//! [`Error::StaleHandle`] (`ESTALE`), while later bytes remain readable. If retention overtakes
-//! the whole index (its frontier is no longer held, and the log does not start exactly at the
-//! frontier's bound) or the log shrinks below the frontier, the index is rebuilt from
-//! the new log start under a new generation, and streams opened before fail with
-//! [`Error::StaleHandle`]: reopening them gives consistent new positions.
+//! Every stream of one (topic, partition, format) shares one sparse render index
+//! ([`RenderIndex`], in [`crate::view::render_index`], with its invariant and how retention is
+//! handled): finding a rendered position, or reading a window, renders forward from the nearest
+//! checkpoint at or before it. Rendered positions of a stream never change; bytes of records
+//! retention deleted read as [`Error::StaleHandle`] (`ESTALE`).
 //!
 //! # Transactions
 //!
-//! Control batches (transaction markers) are never rendered in the record formats and are kept,
-//! as stored, in raw streams. Which transactional records are shown is the registry's
-//! [`Isolation`]: with `read_committed` (the default) streams resolve against the last stable
-//! offset, end there, and skip aborted batches in the record formats (see [`crate::view::txn`]);
-//! every [`Walker`] takes one [`TxnSnapshot`] and stops at its stable offset, so all it renders
-//! is final. With `read_uncommitted` every non-control record is shown.
+//! Control batches (transaction markers) are never rendered in the record formats and are kept, as
+//! stored, in raw streams. Which transactional records are shown is the registry's [`Isolation`]:
+//! with `read_committed` (the default) streams resolve against the last stable offset, end there,
+//! and skip aborted batches in the record formats (see [`crate::view::txn`]); every `Walker`
+//! (`view/walker.rs`) takes one [`TxnSnapshot`](crate::view::txn::TxnSnapshot) and stops at its
+//! stable offset, so all it renders is final. With `read_uncommitted` every non-control record is
+//! shown.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 use crate::format::{Offset, Timestamp, decode_batch, parse_batch_info};
-use crate::source::{OffsetQuery, PartitionSource, ReadCursor};
-use crate::view::render::Renderer;
+use crate::source::{OffsetQuery, PartitionSource};
+pub use crate::view::render_index::{
+    CHECKPOINT_INTERVAL, Checkpoint, MAX_CHECKPOINTS, RenderIndex,
+};
+use crate::view::render_index::{Target, lock};
 use crate::view::spec::{Bound, Format, StreamSpec};
 use crate::view::txn::{CommittedPartition, Isolation, TxnTracker};
-use crate::view::walker::{READ_CHUNK, Walker, first_offset};
-
-/// Bytes of log between two interval checkpoints of a fresh render index.
-pub const CHECKPOINT_INTERVAL: u64 = 64 * 1024;
-/// Most checkpoints kept per render index before thinning (about 4 GiB of log at the initial
-/// interval; 64 bytes each).
-pub const MAX_CHECKPOINTS: usize = 64 * 1024;
-
-/// A place in a partition's rendering: see the invariant in the module docs.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct Checkpoint {
-    /// A batch boundary.
-    pub cursor: ReadCursor,
-    /// Every batch before `cursor` holds only offsets below this; every later batch only offsets
-    /// at or above it.
-    pub bound: Offset,
-    /// Rendered bytes before `cursor`, counted from the index's origin.
-    pub position: u64,
-    /// Whether `cursor` is a retention boundary, a segment start ([`ChunkStart`]; kept when
-    /// thinning; survives retention of earlier segments).
-    pub(super) segment_start: bool,
-}
-
-/// The mutable part of a render index.
-#[derive(Debug)]
-struct IndexState {
-    /// Changes when the index is rebuilt; streams of an older generation are stale.
-    generation: u64,
-    /// Sparse checkpoints in order; never empty (the first is the origin or a segment start).
-    checkpoints: Vec<Checkpoint>,
-    /// Where rendering stopped.
-    frontier: Checkpoint,
-    /// Log bytes between interval checkpoints (doubles when thinning).
-    interval: u64,
-    /// Log bytes rendered since the last checkpoint.
-    since_checkpoint: u64,
-    /// The log start offset last seen.
-    log_start: Offset,
-}
-
-/// The shared sparse render index of one partition in one format (see the module docs).
-pub struct RenderIndex {
-    renderer: Renderer,
-    state: Mutex<IndexState>,
-    /// The partition's transaction state (`read_committed`); `None` shows every record.
-    txn: Option<Arc<TxnTracker>>,
-}
+use crate::view::walker::READ_CHUNK;
 
 /// Key of a render index: rendered bytes depend on the topic and partition (JSON) and format.
 type IndexKey = (String, u32, Format);
@@ -200,235 +125,6 @@ impl StreamRegistry {
         let index = Arc::new(index);
         indexes.insert(key, Arc::clone(&index));
         Ok(index)
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding the lock leaves consistent state (every update is a plain store
-    // after the work is done), so a poisoned lock is still usable.
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// What a locate walk looks for: the rendered position of the first unit that satisfies it.
-#[derive(Copy, Clone, Debug)]
-enum Target {
-    /// Record formats: the first record with offset `>= x`.
-    Record(Offset),
-    /// Raw: the first batch whose last offset is `>= x` (the batch holding `x`).
-    BatchHolding(Offset),
-    /// Raw: the first batch whose base offset is `>= x`.
-    BatchFrom(Offset),
-}
-
-impl Target {
-    fn offset(self) -> Offset {
-        match self {
-            Target::Record(x) | Target::BatchHolding(x) | Target::BatchFrom(x) => x,
-        }
-    }
-}
-
-impl RenderIndex {
-    /// An index with one checkpoint: the log start offset at rendered position 0.
-    pub fn new(part: &dyn PartitionSource, format: Format) -> Result<RenderIndex> {
-        let renderer = Renderer::new(format, part.topic(), part.partition());
-        let state = Mutex::new(IndexState::origin(part, 0)?);
-        Ok(RenderIndex { renderer, state, txn: None })
-    }
-
-    /// Number of checkpoints held (frontier excluded): for tests and statistics.
-    pub fn checkpoint_count(&self) -> usize {
-        lock(&self.state).checkpoints.len()
-    }
-
-    /// Notices retention and truncation: drops checkpoints in deleted segments, rebuilds the
-    /// index when its frontier is gone.
-    fn sync(&self, st: &mut IndexState, part: &dyn PartitionSource) -> Result<()> {
-        let summary = part.summary()?;
-        let frontier_lost = summary.log_end_offset < st.frontier.bound;
-        if summary.log_start_offset > st.log_start || frontier_lost {
-            st.log_start = summary.log_start_offset;
-            if !frontier_lost && part.holds(&st.frontier.cursor)? {
-                // Checkpoints are in log order: the deleted ones are a prefix.
-                let mut dead = 0;
-                for c in &st.checkpoints {
-                    if part.holds(&c.cursor)? {
-                        break;
-                    }
-                    dead += 1;
-                }
-                st.checkpoints.drain(..dead);
-                if st.checkpoints.is_empty() {
-                    st.checkpoints.push(st.frontier);
-                }
-            } else if !frontier_lost && st.frontier.bound == st.log_start {
-                // Retention deleted the frontier's segment too (a broker rolls, then deletes
-                // every segment but the active one), but the log now starts exactly at the
-                // frontier's bound: everything rendered is gone and nothing unrendered was
-                // lost. The frontier moves to the log start, keeping its rendered position, so
-                // open streams (`tail -f`) go on. (Had unrendered records been deleted, the
-                // index is rebuilt: see below.)
-                let cursor = part.seek(st.log_start)?;
-                st.frontier = Checkpoint {
-                    cursor,
-                    bound: st.log_start,
-                    position: st.frontier.position,
-                    segment_start: true,
-                };
-                st.checkpoints = vec![st.frontier];
-            } else {
-                *st = IndexState::origin(part, st.generation.wrapping_add(1))?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Renders (counting only) from the frontier until its bound reaches `until`, or to the
-    /// current end of the log when `until` is `None`, adding checkpoints on the way.
-    fn extend(
-        &self,
-        st: &mut IndexState,
-        part: &dyn PartitionSource,
-        until: Option<Offset>,
-    ) -> Result<()> {
-        let mut w = self.walker(part, st.frontier);
-        loop {
-            if until.is_some_and(|u| w.here.bound >= u) {
-                break;
-            }
-            let Some(step) = w.peek()? else { break };
-            if w.at_retention_boundary && st.is_new_checkpoint(&w.here) {
-                let mut c = w.here;
-                c.segment_start = true;
-                st.push(c);
-            }
-            let rendered = w.count_batch(&step, None)?;
-            w.advance(&step, rendered);
-            st.since_checkpoint = st.since_checkpoint.saturating_add(u64::from(step.info.size));
-            if st.since_checkpoint >= st.interval {
-                st.push(w.here);
-            }
-            st.frontier = w.here;
-        }
-        Ok(())
-    }
-
-    /// A walker from `from` with the transaction state as last refreshed (by the
-    /// [`CommittedPartition`] a stream reads through, whenever its summary is asked).
-    fn walker<'a>(&'a self, part: &'a dyn PartitionSource, from: Checkpoint) -> Walker<'a> {
-        let txn = self.txn.as_ref().map(|t| t.snapshot());
-        Walker::new(part, &self.renderer, from, txn)
-    }
-
-    /// The rendered position of `target`; extends the index as far as needed first.
-    fn locate(
-        &self,
-        st: &mut IndexState,
-        part: &dyn PartitionSource,
-        target: Target,
-    ) -> Result<u64> {
-        let x = target.offset();
-        self.extend(st, part, Some(x))?;
-        let from = st.floor_by_bound(x).ok_or(Error::StaleHandle)?;
-        let mut w = self.walker(part, from);
-        while let Some(step) = w.peek()? {
-            let rendered = match target {
-                Target::Record(x) => {
-                    let n = w.count_batch(&step, Some(x))?;
-                    if step.info.last_offset >= x {
-                        return Ok(w.here.position.saturating_add(n));
-                    }
-                    n
-                }
-                Target::BatchHolding(x) => {
-                    if step.info.last_offset >= x {
-                        return Ok(w.here.position);
-                    }
-                    u64::from(step.info.size)
-                }
-                Target::BatchFrom(x) => {
-                    let first =
-                        first_offset(w.entry(&step), &step.info).map_err(|e| w.corrupt(0, &e))?;
-                    if first >= x {
-                        return Ok(w.here.position);
-                    }
-                    u64::from(step.info.size)
-                }
-            };
-            w.advance(&step, rendered);
-        }
-        Ok(w.here.position)
-    }
-
-    /// Extends the index to the current log end and returns the frontier's rendered position.
-    ///
-    /// **Invariant**: the frontier never passes a log end offset the source has published. The
-    /// engine makes a batch's bytes readable a moment before it publishes the log end offset
-    /// that covers them; rendering such a batch would put the frontier past the log end another
-    /// reader sees next, which [`RenderIndex::sync`] must read as a truncated log. So the index
-    /// renders only up to the log end offset read before the batches are.
-    fn end_position(&self, st: &mut IndexState, part: &dyn PartitionSource) -> Result<u64> {
-        let log_end = part.summary()?.log_end_offset;
-        self.extend(st, part, Some(log_end))?;
-        Ok(st.frontier.position)
-    }
-}
-
-impl IndexState {
-    /// A fresh index at the log start offset, rendered position 0.
-    fn origin(part: &dyn PartitionSource, generation: u64) -> Result<IndexState> {
-        let summary = part.summary()?;
-        let log_start = summary.log_start_offset;
-        let cursor = part.seek(log_start)?;
-        let origin = Checkpoint { cursor, bound: log_start, position: 0, segment_start: false };
-        Ok(IndexState {
-            generation,
-            checkpoints: vec![origin],
-            frontier: origin,
-            interval: CHECKPOINT_INTERVAL,
-            since_checkpoint: 0,
-            log_start,
-        })
-    }
-
-    fn is_new_checkpoint(&self, c: &Checkpoint) -> bool {
-        self.checkpoints.last().is_none_or(|last| last.cursor != c.cursor)
-    }
-
-    /// Adds a checkpoint (not twice at one cursor), thinning when over [`MAX_CHECKPOINTS`].
-    fn push(&mut self, c: Checkpoint) {
-        self.since_checkpoint = 0;
-        if !self.is_new_checkpoint(&c) {
-            return;
-        }
-        self.checkpoints.push(c);
-        if self.checkpoints.len() > MAX_CHECKPOINTS {
-            let mut keep = false;
-            let first = self.checkpoints.first().map(|c| c.cursor);
-            self.checkpoints.retain(|c| {
-                keep = !keep;
-                keep || c.segment_start || Some(c.cursor) == first
-            });
-            self.interval = self.interval.saturating_mul(2);
-        }
-    }
-
-    /// The last checkpoint (frontier included) whose bound is `<= x`.
-    fn floor_by_bound(&self, x: Offset) -> Option<Checkpoint> {
-        if self.frontier.bound <= x {
-            return Some(self.frontier);
-        }
-        let i = self.checkpoints.partition_point(|c| c.bound <= x);
-        i.checked_sub(1).and_then(|i| self.checkpoints.get(i)).copied()
-    }
-
-    /// The last checkpoint (frontier included) whose rendered position is `<= p`.
-    fn floor_by_position(&self, p: u64) -> Option<Checkpoint> {
-        if self.frontier.position <= p {
-            return Some(self.frontier);
-        }
-        let i = self.checkpoints.partition_point(|c| c.position <= p);
-        i.checked_sub(1).and_then(|i| self.checkpoints.get(i)).copied()
     }
 }
 
@@ -833,18 +529,6 @@ impl std::fmt::Debug for Stream {
             .field("start", &self.start)
             .field("end", &lock(&self.end).bound)
             .field("start_position", &self.start_position)
-            .finish()
-    }
-}
-
-impl std::fmt::Debug for RenderIndex {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let st = lock(&self.state);
-        f.debug_struct("RenderIndex")
-            .field("format", &self.renderer.format())
-            .field("generation", &st.generation)
-            .field("checkpoints", &st.checkpoints.len())
-            .field("frontier", &st.frontier)
             .finish()
     }
 }

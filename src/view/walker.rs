@@ -15,8 +15,8 @@ use crate::format::{
 };
 use crate::source::{ChunkStart, PartitionSource, ReadCursor};
 use crate::view::render::{ByteCounter, Renderer, Sink, render_value, value_line_len};
+use crate::view::render_index::Checkpoint;
 use crate::view::spec::Format;
-use crate::view::stream::Checkpoint;
 use crate::view::txn::TxnSnapshot;
 
 /// Bytes asked of [`PartitionSource::read`] at a time.
