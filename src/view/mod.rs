@@ -9,7 +9,11 @@
 //! * [`render`]: one record as a value line or a kcat `-J` JSON object (lossless: non-UTF-8 bytes
 //!   become base64 with an `*_encoding` marker).
 //! * [`envelope`]: `append` lines and `append.json` envelopes back into records.
-//! * [`stream`]: streams with exact sizes, over a shared sparse render index.
+//! * [`stream`]: streams with exact sizes and the registry that opens them; [`render_index`]:
+//!   the shared sparse render index behind them; `walker`: the batch walk both render with.
+//! * [`txn`]: transaction isolation (`read_committed`: the last stable offset, aborted batches).
+//! * [`inspect`]: the inspection files of a partition with segment files (`check`, `.dump`),
+//!   through [`crate::storage::segment_files::SegmentFiles`].
 //! * [`readahead`]: the next windows of a stream read sequentially, rendered by a worker.
 //! * [`listing`]: the names `ls` shows in `by-offset/` and `by-time/`.
 //! * [`topic`]: topic-level views: `offsets/<time>` for every partition, the `by-time/` stream
