@@ -19,9 +19,10 @@
 //! `c.position` is the rendered size of everything before `c.cursor` since the origin.
 //! Checkpoints are ordered by bound and position alike (and by cursor: cursors order by offset
 //! bound, their opaque source hint only breaking ties). The index never reads a cursor's hint:
-//! the walker moves cursors with [`ReadCursor::after_batch`] inside a run of a chunk and takes
-//! the source's cursor at each [`ChunkStart`](crate::source::ChunkStart), so a checkpoint is
-//! always a cursor the source made, valid for [`PartitionSource::read`].
+//! the walker moves cursors with
+//! [`ReadCursor::after_batch`](crate::source::ReadCursor::after_batch) inside a run of a chunk
+//! and takes the source's cursor at each [`ChunkStart`](crate::source::ChunkStart), so a
+//! checkpoint is always a cursor the source made, valid for [`PartitionSource::read`].
 //!
 //! Each [`Stream`](crate::view::stream::Stream) also remembers where its last read stopped (a
 //! checkpoint of its own), and in the record formats the rest of the rendering of the batch it
@@ -45,10 +46,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
 use crate::format::Offset;
-use crate::source::{PartitionSource, ReadCursor};
+use crate::source::PartitionSource;
 use crate::view::render::Renderer;
 use crate::view::spec::Format;
 use crate::view::txn::TxnTracker;
+pub use crate::view::walker::Checkpoint;
 use crate::view::walker::{Walker, first_offset};
 
 /// Bytes of log between two interval checkpoints of a fresh render index.
@@ -56,22 +58,6 @@ pub const CHECKPOINT_INTERVAL: u64 = 64 * 1024;
 /// Most checkpoints kept per render index before thinning (about 4 GiB of log at the initial
 /// interval; 64 bytes each).
 pub const MAX_CHECKPOINTS: usize = 64 * 1024;
-
-/// A place in a partition's rendering: see the invariant in the module docs.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct Checkpoint {
-    /// A batch boundary.
-    pub cursor: ReadCursor,
-    /// Every batch before `cursor` holds only offsets below this; every later batch only offsets
-    /// at or above it.
-    pub bound: Offset,
-    /// Rendered bytes before `cursor`, counted from the index's origin.
-    pub position: u64,
-    /// Whether `cursor` is a retention boundary, a segment start
-    /// ([`ChunkStart`](crate::source::ChunkStart); kept when thinning; survives retention of
-    /// earlier segments).
-    pub(super) segment_start: bool,
-}
 
 /// The mutable part of a render index.
 #[derive(Debug)]

@@ -15,9 +15,24 @@ use crate::format::{
 };
 use crate::source::{ChunkStart, PartitionSource, ReadCursor};
 use crate::view::render::{ByteCounter, Renderer, Sink, render_value, value_line_len};
-use crate::view::render_index::Checkpoint;
 use crate::view::spec::Format;
 use crate::view::txn::TxnSnapshot;
+
+/// A place in a partition's rendering: see the invariant in [`crate::view::render_index`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// A batch boundary.
+    pub cursor: ReadCursor,
+    /// Every batch before `cursor` holds only offsets below this; every later batch only offsets
+    /// at or above it.
+    pub bound: Offset,
+    /// Rendered bytes before `cursor`, counted from the index's origin.
+    pub position: u64,
+    /// Whether `cursor` is a retention boundary, a segment start
+    /// ([`ChunkStart`](crate::source::ChunkStart); kept when thinning; survives retention of
+    /// earlier segments).
+    pub(super) segment_start: bool,
+}
 
 /// Bytes asked of [`PartitionSource::read`] at a time.
 pub(super) const READ_CHUNK: usize = 64 * 1024;
