@@ -5,7 +5,8 @@
 //! A transaction marker's **value** is `int16 version, int32 coordinatorEpoch` (6 bytes; longer
 //! values are accepted, extra bytes ignored).
 
-use super::batch::{BatchSpec, be_i16, be_i32, encode_batch};
+use super::batch::{BatchSpec, encode_batch};
+use super::bytes::{be_i16, be_i32};
 use super::{DecodeError, DecodeErrorKind, NewRecord, Offset, Timestamp};
 
 /// Size of a control record key.

@@ -20,7 +20,7 @@
 //! the wrapper's timestamp. As in Kafka's reader, bytes after the value inside `messageSize` are
 //! tolerated.
 
-use super::batch::{be_i32, be_i64, be_u32};
+use super::bytes::{be_i32, be_i64, be_u32};
 use super::compression::{self, Compression};
 use super::{
     BatchInfo, DecodeError, DecodeErrorKind, LOG_OVERHEAD, NO_TIMESTAMP, NewRecord, Offset, Record,

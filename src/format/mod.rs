@@ -8,6 +8,7 @@
 //! Everything that decodes bytes returns [`DecodeError`] on malformed input and never panics.
 
 pub mod batch;
+mod bytes;
 pub mod checkpoint;
 pub mod compression;
 pub mod control;
