@@ -16,6 +16,7 @@ pub mod dump;
 pub mod file_name;
 pub mod index_entry;
 pub mod legacy;
+pub mod txn_index;
 pub mod varint;
 
 pub use batch::{

@@ -25,6 +25,7 @@ use std::time::SystemTime;
 
 use crate::error::{Error, Result};
 use crate::format::file_name::{FileKind, FileState, parse_segment_file_name};
+use crate::format::txn_index;
 use crate::format::{
     BatchSpec, EncodeRecord, NewRecord, Offset, Position, RecordRef, Timestamp, TimestampType,
     decode_batch, encode_batch, parse_batch_info, set_base_offset,
@@ -54,9 +55,6 @@ pub(super) fn segment_summary(seg: &LogSegment) -> Result<SegmentSummary> {
         last_modified: seg.last_modified(),
     })
 }
-
-/// Bytes of one `.txnindex` entry (`AbortedTxn.TOTAL_SIZE`).
-const TXN_INDEX_ENTRY_SIZE: usize = 34;
 
 /// What the log dir knows about a partition before opening it.
 #[derive(Copy, Clone, Debug, Default)]
@@ -1137,16 +1135,19 @@ impl Log {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(Error::io(&path, "read", e)),
             };
-            for (n, entry) in bytes.chunks_exact(TXN_INDEX_ENTRY_SIZE).enumerate() {
-                let txn = parse_aborted_txn(entry).ok_or_else(|| {
-                    Error::corrupt(
-                        &path,
-                        (n * TXN_INDEX_ENTRY_SIZE) as u64,
-                        "unknown txn index entry version",
-                    )
-                })?;
-                if txn.last_offset >= from && txn.first_offset < to {
-                    out.push(txn);
+            for (at, entry) in txn_index::entries(&bytes) {
+                // Only the version's high byte is checked (versions 1..=255 pass, negative ones
+                // do not), as this reader always did.
+                if entry.version.to_be_bytes()[0] > 0 {
+                    return Err(Error::corrupt(&path, at, "unknown txn index entry version"));
+                }
+                if entry.last_offset >= from && entry.first_offset < to {
+                    out.push(AbortedTxn {
+                        producer_id: entry.producer_id,
+                        first_offset: entry.first_offset,
+                        last_offset: entry.last_offset,
+                        last_stable_offset: entry.last_stable_offset,
+                    });
                 }
             }
         }
@@ -1276,23 +1277,6 @@ impl Log {
         drop(_guard);
         self.sync()
     }
-}
-
-/// One `.txnindex` entry (`AbortedTxn`): version 0, producer id, first, last and last stable
-/// offsets, all big-endian. `None` for a version above 0.
-fn parse_aborted_txn(entry: &[u8]) -> Option<AbortedTxn> {
-    let i64_at = |at: usize| -> Option<i64> {
-        Some(i64::from_be_bytes(entry.get(at..at + 8)?.try_into().ok()?))
-    };
-    if *entry.first()? > 0 {
-        return None;
-    }
-    Some(AbortedTxn {
-        producer_id: i64_at(2)?,
-        first_offset: Offset(i64_at(10)?),
-        last_offset: Offset(i64_at(18)?),
-        last_stable_offset: Offset(i64_at(26)?),
-    })
 }
 
 #[cfg(test)]

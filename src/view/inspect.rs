@@ -62,7 +62,7 @@ pub fn files(part: &dyn PartitionSource) -> Result<&dyn SegmentFiles> {
 /// Suffix of a dump file next to a segment file (`00000000000000000000.log.dump`).
 pub const DUMP_SUFFIX: &str = ".dump";
 /// Size of one `.txnindex` entry (`AbortedTxn.TOTAL_SIZE`).
-pub const TXN_INDEX_ENTRY_SIZE: usize = 34;
+pub const TXN_INDEX_ENTRY_SIZE: usize = crate::format::txn_index::ENTRY_SIZE;
 
 /// Texts kept by an [`InspectCache`] before it starts over.
 const CACHE_ENTRIES: usize = 256;
@@ -886,18 +886,13 @@ struct TxnEntry {
 }
 
 fn txn_entries(bytes: &[u8]) -> Vec<TxnEntry> {
-    bytes
-        .chunks_exact(TXN_INDEX_ENTRY_SIZE)
-        .filter_map(|c| {
-            let i16_at = |at: usize| c.get(at..at + 2)?.try_into().ok().map(i16::from_be_bytes);
-            let i64_at = |at: usize| c.get(at..at + 8)?.try_into().ok().map(i64::from_be_bytes);
-            Some(TxnEntry {
-                version: i16_at(0)?,
-                producer_id: i64_at(2)?,
-                first_offset: i64_at(10)?,
-                last_offset: i64_at(18)?,
-                last_stable_offset: i64_at(26)?,
-            })
+    crate::format::txn_index::entries(bytes)
+        .map(|(_, e)| TxnEntry {
+            version: e.version,
+            producer_id: e.producer_id,
+            first_offset: e.first_offset.0,
+            last_offset: e.last_offset.0,
+            last_stable_offset: e.last_stable_offset.0,
         })
         .collect()
 }
