@@ -114,7 +114,7 @@ impl Error {
     /// by every request that runs into the same bytes. Always `true` for other errors.
     pub fn first_report(&self) -> bool {
         let Error::Corrupt { file, position, .. } = self else { return true };
-        let mut guard = REPORTED_DAMAGE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut guard = crate::sync::lock(&REPORTED_DAMAGE);
         let set = guard.get_or_insert_with(std::collections::HashSet::new);
         if set.len() >= MAX_REPORTED_DAMAGE {
             set.clear();

@@ -127,7 +127,7 @@ impl FuseAdapter {
         fh: u64,
         file: &std::fs::File,
     ) -> Option<Arc<BackingId>> {
-        let mut backings = self.backings.lock().unwrap_or_else(|e| e.into_inner());
+        let mut backings = crate::sync::lock(&self.backings);
         let shared = backings.by_inode.get(&ino).and_then(Weak::upgrade);
         let backing = match shared {
             Some(backing) => backing,
@@ -154,7 +154,7 @@ impl FuseAdapter {
 
     /// Drops handle `fh`'s registration, and its inode's entry with the last one.
     fn release_backing(&self, fh: u64) {
-        let mut backings = self.backings.lock().unwrap_or_else(|e| e.into_inner());
+        let mut backings = crate::sync::lock(&self.backings);
         if let Some((ino, backing)) = backings.by_handle.remove(&fh)
             && Arc::strong_count(&backing) == 1
         {

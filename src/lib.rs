@@ -25,6 +25,7 @@ pub mod mount;
 pub mod partitioner;
 pub mod source;
 pub mod storage;
+mod sync;
 pub mod view;
 
 pub use error::{Error, Result};

@@ -510,9 +510,7 @@ impl Unmounter {
         match self {
             Unmounter::Direct(mountpoint) => nix::mount::umount(mountpoint.as_path())
                 .map_err(|e| std::io::Error::from_raw_os_error(e as i32)),
-            Unmounter::Fuser(unmounter) => {
-                unmounter.lock().unwrap_or_else(|e| e.into_inner()).unmount()
-            }
+            Unmounter::Fuser(unmounter) => crate::sync::lock(unmounter).unmount(),
         }
     }
 }

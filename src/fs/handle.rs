@@ -10,12 +10,13 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 use crate::format::Offset;
 use crate::source::PartitionSource;
 use crate::storage::segment_files::SegmentFileKind;
+use crate::sync::lock;
 use crate::view::inspect::InspectionReader;
 use crate::view::readahead::{AheadSource, ReadAhead};
 use crate::view::stream::Stream;
@@ -155,11 +156,4 @@ impl HandleTable {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-}
-
-/// Locks a mutex, recovering it if a panicking thread poisoned it: every critical section in
-/// `fs` leaves its data consistent between statements that can panic, and one failed request
-/// must not take the whole mount down.
-pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }

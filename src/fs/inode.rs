@@ -115,7 +115,7 @@ impl InodeTable {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         // A panic while holding this lock leaves the maps consistent (each operation is a few
         // map calls), so a poisoned lock is still usable.
-        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::sync::lock(&self.inner)
     }
 }
 

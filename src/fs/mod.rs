@@ -36,6 +36,7 @@ use crate::error::{Error, Result};
 use crate::format::Timestamp;
 use crate::source::{PartitionSource, TopicSource};
 use crate::storage::segment_files::SegmentSummary;
+use crate::sync::lock;
 use crate::view::inspect::files;
 use crate::view::inspect::{DUMP_SUFFIX, Inspection, InspectionReader};
 use crate::view::spec::StreamSpec;
@@ -47,7 +48,7 @@ use attr::{
     Attr, AttrReply, BLOCK_SIZE, DYNAMIC_TTL, DirEntry, Entry, FileKind, NAME_MAX, OpenRequest,
     Opened, SEALED_BLOCK_SIZE, STABLE_TTL, SetAttrRequest, StatFs,
 };
-use handle::{Handle, HandleTable, StreamRef, lock};
+use handle::{Handle, HandleTable, StreamRef};
 use inode::InodeTable;
 use node::{INFO, Node, PartitionId, StreamDir, parse_partition, parse_segment_file_name};
 

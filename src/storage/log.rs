@@ -20,7 +20,7 @@ use std::hash::BuildHasher;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
 
 use crate::error::{Error, Result};
@@ -35,6 +35,7 @@ use crate::source::{
     ReadCursor,
 };
 use crate::storage::segment_files::{SegmentFileKind, SegmentSummary};
+use crate::sync::lock;
 
 use super::config::{LogConfig, MessageTimestampType};
 use super::scan::read_fully_at;
@@ -179,10 +180,6 @@ impl TimeSearch {
 
 /// Read-only logs look for a broker's changes at most this often (ms).
 const REFRESH_INTERVAL_MS: i64 = 200;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// One encoded batch ready to be appended.
 struct EncodedBatch {

@@ -27,7 +27,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use crate::error::{Error, Result};
 use crate::format::Offset;
@@ -38,6 +38,7 @@ use crate::format::checkpoint::{
 use crate::format::file_name::{
     parse_partition_dir, parse_special_dir, partition_dir_name, validate_topic_name,
 };
+use crate::sync::lock;
 
 use super::config::LogConfig;
 use super::log::{LoadState, Log};
@@ -81,10 +82,6 @@ pub struct LogDir {
     last_rescan_ms: AtomicI64,
     /// Read-only mode: partitions whose last load failed (logged at error level once).
     failed: Mutex<BTreeSet<(String, u32)>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl LogDir {

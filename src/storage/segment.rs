@@ -22,7 +22,7 @@
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, RwLock};
+use std::sync::{Mutex, RwLock};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
@@ -32,6 +32,7 @@ use crate::format::{
     RecordStamp, StampPeek, Timestamp, check_no_trailing_records, decode_batch_unverified,
     parse_batch_info, peek_entry, peek_record_stamp, verify_crc,
 };
+use crate::sync::lock;
 
 use super::offset_index::OffsetIndex;
 use super::scan::{BatchLocation, ChunkReader, corrupt_at, read_fully_at, read_vec_at};
@@ -147,10 +148,6 @@ pub struct IndexRepair {
     pub position: u64,
     /// What is wrong there.
     pub what: String,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl LogSegment {

@@ -50,6 +50,7 @@ use crate::format::{
 };
 use crate::source::PartitionSource;
 use crate::storage::segment_files::{SegmentFileKind, SegmentFiles, SegmentSummary};
+use crate::sync::lock;
 
 /// The segment files of `part`; `NotFound` (ENOENT) for a source without local files, whose
 /// tree has no inspection files.
@@ -383,10 +384,6 @@ fn dump_segment(
 
 fn check_key(part: &dyn PartitionSource) -> String {
     format!("{}-{}/check", part.topic(), part.partition())
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The whole of one segment file as served by `part` (for index files, which are small).

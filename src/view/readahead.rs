@@ -33,9 +33,10 @@
 //! windows ahead reach the bound.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 
 use crate::error::Result;
+use crate::sync::lock;
 
 /// Most bytes rendered ahead of the reader per handle (windows ready or being rendered).
 pub const MAX_AHEAD_BYTES: usize = 2 << 20;
@@ -94,10 +95,6 @@ struct State {
     /// read and ends.
     epoch: u64,
     closed: bool,
-}
-
-fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl ReadAhead {

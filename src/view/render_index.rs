@@ -42,11 +42,12 @@
 //! [`Error::StaleHandle`]: reopening them gives consistent new positions.
 //!
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 use crate::format::Offset;
 use crate::source::PartitionSource;
+use crate::sync::lock;
 use crate::view::render::Renderer;
 use crate::view::spec::Format;
 use crate::view::txn::TxnTracker;
@@ -82,12 +83,6 @@ pub struct RenderIndex {
     pub(super) state: Mutex<IndexState>,
     /// The partition's transaction state (`read_committed`); `None` shows every record.
     pub(super) txn: Option<Arc<TxnTracker>>,
-}
-
-pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding the lock leaves consistent state (every update is a plain store
-    // after the work is done), so a poisoned lock is still usable.
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// What a locate walk looks for: the rendered position of the first unit that satisfies it.

@@ -45,10 +45,11 @@ use std::sync::{Arc, Mutex};
 use crate::error::{Error, Result};
 use crate::format::{Offset, Timestamp, decode_batch, parse_batch_info};
 use crate::source::{OffsetQuery, PartitionSource};
+use crate::sync::lock;
+use crate::view::render_index::Target;
 pub use crate::view::render_index::{
     CHECKPOINT_INTERVAL, Checkpoint, MAX_CHECKPOINTS, RenderIndex,
 };
-use crate::view::render_index::{Target, lock};
 use crate::view::spec::{Bound, Format, StreamSpec};
 use crate::view::txn::{CommittedPartition, Isolation, TxnTracker};
 use crate::view::walker::READ_CHUNK;

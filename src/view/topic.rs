@@ -78,12 +78,13 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::ops::Range;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use crate::error::{Error, Result};
 use crate::format::{DecodeError, NewRecord, Offset, Timestamp, decode_batch, peek_entry};
 use crate::partitioner::{KeylessRotation, partition_for_key};
 use crate::source::{AppendInfo, OffsetQuery, PartitionSource, ReadCursor, TopicSource};
+use crate::sync::lock;
 use crate::view::render::Renderer;
 use crate::view::spec::{Bound, Format, Resolved, Selector, SpecError, StreamSpec, TimePoint};
 use crate::view::txn::{CommittedPartition, Isolation, TxnSnapshot, TxnTracker, TxnTrackers};
@@ -337,12 +338,6 @@ impl TopicViews {
         let rotation = Arc::clone(lock(&self.rotations).entry(topic.to_string()).or_default());
         TopicAppender { source, topic: topic.to_string(), rotation }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Every update under these locks is a plain store after the work is done: a poisoned lock
-    // still holds consistent state.
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 // ---- members and cursors ----------------------------------------------------------------------

@@ -27,7 +27,7 @@
 
 use std::collections::HashMap;
 use std::str::FromStr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 use crate::format::control::{ControlRecordType, parse_control_key};
@@ -39,6 +39,7 @@ use crate::source::{
     AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, PartitionSource, PartitionSummary, ReadCursor,
 };
 use crate::storage::segment_files::SegmentFiles;
+use crate::sync::lock;
 
 /// Bytes asked of [`PartitionSource::read`] per step of a scan.
 const SCAN_CHUNK: usize = 256 * 1024;
@@ -183,10 +184,6 @@ impl TxnState {
 #[derive(Debug, Default)]
 pub struct TxnTracker {
     state: Mutex<TxnState>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl TxnTracker {
