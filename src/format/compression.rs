@@ -18,6 +18,8 @@
 
 use std::io::{Read, Write};
 
+use twox_hash::XxHash32;
+
 use super::{DecodeError, DecodeErrorKind};
 
 /// Largest decompressed payload accepted from one batch (256 MiB). Kafka's own bound is the
@@ -308,7 +310,7 @@ fn lz4_compress(data: &[u8]) -> Vec<u8> {
 
 /// HC = second byte of xxHash32(descriptor, seed 0).
 fn lz4_header_checksum(descriptor: &[u8]) -> u8 {
-    (xxh32(descriptor, 0) >> 8) as u8
+    (XxHash32::oneshot(0, descriptor) >> 8) as u8
 }
 
 fn lz4_decompress(
@@ -374,7 +376,7 @@ fn lz4_decompress(
         let mut next = start + size;
         if block_checksum {
             let stored = le_u32(data, next).ok_or_else(|| err(next, "truncated block checksum"))?;
-            if stored != xxh32(block, 0) {
+            if stored != XxHash32::oneshot(0, block) {
                 return Err(err(next, "block checksum mismatch"));
             }
             next += 4;
@@ -397,55 +399,6 @@ fn lz4_decompress(
         }
         pos = next;
     }
-}
-
-/// xxHash32 (the LZ4 frame's checksum), one-shot.
-fn xxh32(input: &[u8], seed: u32) -> u32 {
-    const P1: u32 = 0x9E37_79B1;
-    const P2: u32 = 0x85EB_CA77;
-    const P3: u32 = 0xC2B2_AE3D;
-    const P4: u32 = 0x27D4_EB2F;
-    const P5: u32 = 0x1656_67B1;
-    fn round(acc: u32, lane: u32) -> u32 {
-        acc.wrapping_add(lane.wrapping_mul(P2)).rotate_left(13).wrapping_mul(P1)
-    }
-    fn lane(b: &[u8]) -> u32 {
-        u32::from_le_bytes([b[0], b[1], b[2], b[3]])
-    }
-    let mut stripes = input.chunks_exact(16);
-    let mut h = if input.len() >= 16 {
-        let mut v = [
-            seed.wrapping_add(P1).wrapping_add(P2),
-            seed.wrapping_add(P2),
-            seed,
-            seed.wrapping_sub(P1),
-        ];
-        for s in &mut stripes {
-            for (i, acc) in v.iter_mut().enumerate() {
-                *acc = round(*acc, lane(&s[i * 4..i * 4 + 4]));
-            }
-        }
-        v[0].rotate_left(1)
-            .wrapping_add(v[1].rotate_left(7))
-            .wrapping_add(v[2].rotate_left(12))
-            .wrapping_add(v[3].rotate_left(18))
-    } else {
-        seed.wrapping_add(P5)
-    };
-    h = h.wrapping_add(input.len() as u32);
-    let rest = stripes.remainder();
-    let mut words = rest.chunks_exact(4);
-    for w in &mut words {
-        h = h.wrapping_add(lane(w).wrapping_mul(P3)).rotate_left(17).wrapping_mul(P4);
-    }
-    for &b in words.remainder() {
-        h = h.wrapping_add(u32::from(b).wrapping_mul(P5)).rotate_left(11).wrapping_mul(P1);
-    }
-    h ^= h >> 15;
-    h = h.wrapping_mul(P2);
-    h ^= h >> 13;
-    h = h.wrapping_mul(P3);
-    h ^ (h >> 16)
 }
 
 #[cfg(test)]
@@ -484,14 +437,6 @@ mod tests {
             let e = Compression::from_attributes(bad).unwrap_err();
             assert_eq!(e.kind, DecodeErrorKind::InvalidCompression(bad));
         }
-    }
-
-    #[test]
-    fn xxh32_matches_reference_vectors() {
-        assert_eq!(xxh32(b"", 0), 0x02CC_5D05);
-        assert_eq!(xxh32(b"a", 0), 0x550D_7456);
-        assert_eq!(xxh32(b"abc", 0), 0x32D1_53FF);
-        assert_eq!(xxh32(b"Nobody inspects the spammish repetition", 0), 0xE229_3B2F);
     }
 
     #[test]
