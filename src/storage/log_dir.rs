@@ -29,6 +29,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
+use nix::errno::Errno;
+use nix::fcntl::{FcntlArg, Flock, FlockArg, fcntl};
+
 use crate::error::{Error, Result};
 use crate::format::Offset;
 use crate::format::checkpoint::{
@@ -42,7 +45,6 @@ use crate::sync::lock;
 
 use super::config::LogConfig;
 use super::log::{LoadState, Log};
-use super::mmap::lock_exclusive;
 use super::segment::{SegmentMode, now_ms};
 
 /// `meta.properties`.
@@ -69,7 +71,7 @@ pub struct LogDir {
     default_config: LogConfig,
     topic_configs: HashMap<String, LogConfig>,
     /// The open `.lock` file (its locks are released when it is closed); `None` read-only.
-    lock_file: Mutex<Option<File>>,
+    lock_file: Mutex<Option<Flock<File>>>,
     /// Partitions by (topic, partition).
     logs: RwLock<BTreeMap<(String, u32), Arc<Log>>>,
     had_clean_shutdown: bool,
@@ -445,8 +447,9 @@ impl LogDir {
     }
 }
 
-/// Opens `.lock` (created if missing) and locks it exclusively.
-fn take_lock(dir: &Path) -> Result<File> {
+/// Opens `.lock` (created if missing) and locks it exclusively without waiting: held until the
+/// returned file is dropped; [`Error::Locked`] when another process holds it.
+fn take_lock(dir: &Path) -> Result<Flock<File>> {
     let path = dir.join(LOCK_FILE);
     let file = OpenOptions::new()
         .read(true)
@@ -455,10 +458,27 @@ fn take_lock(dir: &Path) -> Result<File> {
         .truncate(false)
         .open(&path)
         .map_err(|e| Error::io(&path, "open", e))?;
-    match lock_exclusive(&file) {
-        Ok(true) => Ok(file),
-        Ok(false) => Err(Error::Locked(dir.to_path_buf())),
-        Err(e) => Err(Error::io(&path, "lock", e)),
+    // Two locks, because Linux keeps them apart: an open-file-description `fcntl` write lock on
+    // the whole file, which conflicts with the POSIX record lock a Kafka broker takes
+    // (`FileChannel.tryLock`), and a `flock`, which conflicts with tools that use `flock`. Both
+    // are released when the file is closed.
+    let whole_file = libc::flock {
+        l_type: libc::F_WRLCK as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: 0,
+        l_len: 0,
+        // Must be 0 for open-file-description locks.
+        l_pid: 0,
+    };
+    match fcntl(&file, FcntlArg::F_OFD_SETLK(&whole_file)) {
+        Ok(_) => {}
+        Err(Errno::EAGAIN | Errno::EACCES) => return Err(Error::Locked(dir.to_path_buf())),
+        Err(e) => return Err(Error::io(&path, "lock", e.into())),
+    }
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(locked) => Ok(locked),
+        Err((_, Errno::EWOULDBLOCK)) => Err(Error::Locked(dir.to_path_buf())),
+        Err((_, e)) => Err(Error::io(&path, "lock", e.into())),
     }
 }
 

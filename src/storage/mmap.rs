@@ -13,15 +13,11 @@
 //! - **Read-only mounts never map.** A broker may be writing (and truncating or trimming) the
 //!   files, so [`super::index::IndexFile::load_read_only`] copies index files into memory with
 //!   `pread` instead. A concurrent truncation can then only make a read short, never fault.
-//!
-//! The lock those maps depend on is taken here too ([`lock_exclusive`]): the two system calls it
-//! needs (`flock`, `fcntl`) are the crate's only other `unsafe` code.
 
 #![allow(unsafe_code)]
 
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
 
 use memmap2::{Mmap, MmapMut};
 
@@ -85,42 +81,4 @@ impl IndexMap {
     pub(crate) fn as_slice(&self) -> &[u8] {
         &self.map
     }
-}
-
-/// Takes an exclusive, non-blocking lock on the log dir's `.lock` file, held until `file` is
-/// closed. Two locks are taken because Linux keeps them apart: an open-file-description `fcntl`
-/// write lock, which conflicts with the POSIX record lock a Kafka broker takes
-/// (`FileChannel.tryLock`), and a `flock`, which conflicts with tools that use `flock`.
-/// Returns `Ok(false)` when another process holds either.
-pub(crate) fn lock_exclusive(file: &File) -> io::Result<bool> {
-    let fd = file.as_raw_fd();
-    let mut region: libc::flock = libc::flock {
-        l_type: libc::F_WRLCK as libc::c_short,
-        l_whence: libc::SEEK_SET as libc::c_short,
-        l_start: 0,
-        l_len: 0,
-        // Must be 0 for open-file-description locks.
-        l_pid: 0,
-    };
-    // SAFETY: `fd` is an open descriptor owned by `file`, which outlives the call, and `region`
-    // is a valid, initialised `struct flock` that the kernel only reads.
-    let rc = unsafe { libc::fcntl(fd, libc::F_OFD_SETLK, &mut region as *mut libc::flock) };
-    if rc != 0 {
-        let e = io::Error::last_os_error();
-        return match e.raw_os_error() {
-            Some(libc::EAGAIN) | Some(libc::EACCES) => Ok(false),
-            _ => Err(e),
-        };
-    }
-    // SAFETY: `fd` is an open descriptor owned by `file`, which outlives the call; `flock` takes
-    // no pointers.
-    let rc = unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
-        let e = io::Error::last_os_error();
-        return match e.raw_os_error() {
-            Some(libc::EWOULDBLOCK) => Ok(false),
-            _ => Err(e),
-        };
-    }
-    Ok(true)
 }
