@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
+use crate::error::{Error, Result};
 use crate::mount::{self, FuseOption, Mode, MountRequest};
 use crate::storage::LogConfig;
 use crate::view::txn::Isolation;
@@ -225,13 +226,13 @@ pub struct MountArgs {
     pub daemon_child: bool,
 }
 
-fn parse_fuse_option(s: &str) -> Result<FuseOption, String> {
-    s.parse()
+fn parse_fuse_option(s: &str) -> Result<FuseOption> {
+    s.parse().map_err(Error::Usage)
 }
 
 impl MountArgs {
     /// The log configuration: defaults, then the named flags, then each `--config` in order.
-    pub fn log_config(&self) -> Result<LogConfig, String> {
+    pub fn log_config(&self) -> Result<LogConfig> {
         let mut config = LogConfig::default();
         let named = [
             ("segment.bytes", &self.segment_bytes),
@@ -246,20 +247,20 @@ impl MountArgs {
         ];
         for (key, value) in named {
             if let Some(value) = value {
-                config.set(key, value).map_err(|e| e.to_string())?;
+                config.set(key, value)?;
             }
         }
         for pair in &self.config {
             let (key, value) = pair
                 .split_once('=')
-                .ok_or_else(|| format!("--config {pair:?}: expected KEY=VALUE"))?;
-            config.set(key.trim(), value).map_err(|e| e.to_string())?;
+                .ok_or_else(|| Error::Usage(format!("--config {pair:?}: expected KEY=VALUE")))?;
+            config.set(key.trim(), value)?;
         }
         Ok(config)
     }
 
     /// The mount request these arguments describe.
-    pub fn request(&self) -> Result<MountRequest, String> {
+    pub fn request(&self) -> Result<MountRequest> {
         Ok(MountRequest {
             data_dir: self.data_dir.clone(),
             mountpoint: self.mountpoint.clone(),
@@ -287,8 +288,8 @@ impl MountArgs {
     }
 }
 
-fn parse_isolation(s: &str) -> Result<Isolation, String> {
-    s.parse().map_err(|e: crate::error::Error| e.to_string())
+fn parse_isolation(s: &str) -> Result<Isolation> {
+    s.parse()
 }
 
 /// Parses the command line and runs it; the process's exit status.
@@ -337,7 +338,7 @@ pub struct HelperArgs {
 /// systemd (`defaults`, `auto`, `noauto`, `user`, `users`, `nouser`, `owner`, `nofail`,
 /// `_netdev`, `x-*`, `comment=*`) are dropped. Anything else is refused, unless `-s`
 /// (sloppy) was given. `None`: `argv` is an ordinary topicfs command line.
-pub fn helper_args(argv: &[OsString]) -> Result<Option<HelperArgs>, String> {
+pub fn helper_args(argv: &[OsString]) -> Result<Option<HelperArgs>> {
     let program = argv
         .first()
         .map(|p| Path::new(p).file_name().unwrap_or_default().to_string_lossy().into_owned())
@@ -362,7 +363,9 @@ pub fn helper_args(argv: &[OsString]) -> Result<Option<HelperArgs>, String> {
         let text = word.to_string_lossy();
         match text.as_ref() {
             "-o" => {
-                let list = words.next().ok_or("-o needs a list of options")?;
+                let list = words
+                    .next()
+                    .ok_or_else(|| Error::Usage("-o needs a list of options".into()))?;
                 options.extend(list.to_string_lossy().split(',').map(str::to_string));
             }
             "-s" => sloppy = true,
@@ -375,13 +378,14 @@ pub fn helper_args(argv: &[OsString]) -> Result<Option<HelperArgs>, String> {
                 options.extend(text.get(2..).unwrap_or_default().split(',').map(str::to_string));
             }
             _ if text.starts_with('-') && text.len() > 1 => {
-                return Err(format!("mount helper: unknown flag {text:?}"));
+                return Err(Error::Usage(format!("mount helper: unknown flag {text:?}")));
             }
             _ => positional.push(word.clone()),
         }
     }
-    let [source, mountpoint] = <[OsString; 2]>::try_from(positional)
-        .map_err(|p| format!("mount helper: expected SOURCE MOUNTPOINT, got {p:?}"))?;
+    let [source, mountpoint] = <[OsString; 2]>::try_from(positional).map_err(|p| {
+        Error::Usage(format!("mount helper: expected SOURCE MOUNTPOINT, got {p:?}"))
+    })?;
     let mut args = vec![OsString::from("mount"), source, mountpoint];
     let (mut fuse_options, mut read_only) = (Vec::new(), false);
     for option in options.iter().map(|o| o.trim()).filter(|o| !o.is_empty()) {
@@ -423,7 +427,7 @@ pub fn helper_args(argv: &[OsString]) -> Result<Option<HelperArgs>, String> {
             _ => match option.parse::<FuseOption>() {
                 Ok(_) => fuse_options.push(option.to_string()),
                 Err(_) if sloppy => {}
-                Err(err) => return Err(format!("mount helper: {err}")),
+                Err(err) => return Err(Error::Usage(format!("mount helper: {err}"))),
             },
         }
     }
@@ -480,8 +484,8 @@ mod tests {
         words.iter().map(OsString::from).collect()
     }
 
-    fn helper(words: &[&str]) -> Result<Option<HelperArgs>, String> {
-        helper_args(&os(words))
+    fn helper(words: &[&str]) -> std::result::Result<Option<HelperArgs>, String> {
+        helper_args(&os(words)).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -575,7 +579,7 @@ mod tests {
         let cli = Cli::try_parse_from(["topicfs", "mount", "d", "m", "--config", "segment.bytes"])
             .unwrap();
         let Command::Mount(args) = cli.command else { panic!("not mount") };
-        assert!(args.request().unwrap_err().contains("KEY=VALUE"));
+        assert!(args.request().unwrap_err().to_string().contains("KEY=VALUE"));
         assert!(Cli::try_parse_from(["topicfs", "mount", "d", "m", "-o", "bogus"]).is_err());
         assert!(Cli::try_parse_from(["topicfs", "mount", "d", "m", "--partitions", "0"]).is_err());
     }

@@ -41,6 +41,12 @@ pub enum Error {
     StaleHandle,
     /// Not supported by this source or on this file (e.g. seeking an append file).
     Unsupported(&'static str),
+    /// A command line (or mount helper invocation) topicfs cannot accept: the text names the
+    /// word and what is wrong with it. `topicfs` exits with status 2.
+    Usage(String),
+    /// A mount that could not be set up, served or shut down cleanly (data dir, mountpoint,
+    /// `/dev/fuse`, the daemon child, the FUSE session): the text says what and why.
+    Mount(String),
     /// An I/O error, with the file and the operation that failed.
     Io { file: PathBuf, op: &'static str, source: io::Error },
 }
@@ -73,6 +79,9 @@ impl Error {
             Error::Locked(_) => libc::EBUSY,
             Error::StaleHandle => libc::ESTALE,
             Error::Unsupported(_) => libc::EOPNOTSUPP,
+            // Not the answer to a filesystem call: these end the command, not a request.
+            Error::Usage(_) => libc::EINVAL,
+            Error::Mount(_) => libc::EIO,
             // ENOSPC, EDQUOT, EIO ... pass through; an error without an OS code is EIO.
             Error::Io { source, .. } => match source.raw_os_error() {
                 Some(code) if code > 0 => code,
@@ -93,9 +102,10 @@ impl Error {
             | Error::InvalidInput(_)
             | Error::RecordTooLarge { .. }
             | Error::Unsupported(_)
-            | Error::StaleHandle => log::Level::Info,
+            | Error::StaleHandle
+            | Error::Usage(_) => log::Level::Info,
             Error::Locked(_) => log::Level::Warn,
-            Error::Corrupt { .. } | Error::Io { .. } => log::Level::Error,
+            Error::Corrupt { .. } | Error::Io { .. } | Error::Mount(_) => log::Level::Error,
         }
     }
 }
@@ -155,6 +165,7 @@ impl fmt::Display for Error {
             }
             Error::StaleHandle => write!(f, "stale file handle"),
             Error::Unsupported(what) => write!(f, "not supported: {what}"),
+            Error::Usage(what) | Error::Mount(what) => f.write_str(what),
             Error::Io { file, op, source } => {
                 write!(f, "{op} {}: {source}", file.display())
             }

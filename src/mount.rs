@@ -32,7 +32,6 @@
 //! written). The exit status is 0 when that succeeded.
 
 use std::ffi::OsString;
-use std::fmt;
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -45,6 +44,7 @@ use std::time::Duration;
 use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
 use nix::sys::signal::{SigSet, Signal};
 
+use crate::error::{Error, Result};
 use crate::fs::{FsOptions, TopicFs};
 use crate::fuse::FuseAdapter;
 use crate::source::TopicSource;
@@ -174,22 +174,6 @@ pub enum Mode {
     DaemonChild,
 }
 
-/// A failure to mount, with what to tell the user.
-#[derive(Debug)]
-pub struct MountError(pub String);
-
-impl fmt::Display for MountError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl From<crate::Error> for MountError {
-    fn from(err: crate::Error) -> MountError {
-        MountError(err.to_string())
-    }
-}
-
 /// Runs `topicfs mount` in `mode`; the process's exit status.
 ///
 /// `args` is the command line after the program name as `topicfs` understands it (for a mount
@@ -229,9 +213,9 @@ fn run_parent(args: &[OsString]) -> ExitCode {
     }
 }
 
-fn spawn_daemon(args: &[OsString]) -> Result<(), MountError> {
+fn spawn_daemon(args: &[OsString]) -> Result<()> {
     let exe = std::env::current_exe()
-        .map_err(|e| MountError(format!("cannot find the topicfs executable: {e}")))?;
+        .map_err(|e| Error::Mount(format!("cannot find the topicfs executable: {e}")))?;
     let args = daemon_child_args(args.to_vec());
     let mut child = Command::new(exe)
         .args(args)
@@ -239,8 +223,8 @@ fn spawn_daemon(args: &[OsString]) -> Result<(), MountError> {
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|e| MountError(format!("cannot start the daemon: {e}")))?;
-    let stdout = child.stdout.take().ok_or_else(|| MountError("daemon has no stdout".into()))?;
+        .map_err(|e| Error::Mount(format!("cannot start the daemon: {e}")))?;
+    let stdout = child.stdout.take().ok_or_else(|| Error::Mount("daemon has no stdout".into()))?;
     let mut line = String::new();
     // EOF (0 bytes) means the child died before reporting.
     let read = BufReader::new(stdout).read_line(&mut line);
@@ -251,11 +235,11 @@ fn spawn_daemon(args: &[OsString]) -> Result<(), MountError> {
         }
         if let Some(message) = line.strip_prefix(ERROR_PREFIX) {
             let _ = child.wait();
-            return Err(MountError(message.to_string()));
+            return Err(Error::Mount(message.to_string()));
         }
     }
     let status = child.wait().map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
-    Err(MountError(format!("the daemon ended ({status}) before the mount was ready")))
+    Err(Error::Mount(format!("the daemon ended ({status}) before the mount was ready")))
 }
 
 /// The daemon child's arguments: the parent's, with [`DAEMON_CHILD_FLAG`] right after the
@@ -267,13 +251,13 @@ fn daemon_child_args(mut args: Vec<OsString>) -> Vec<OsString> {
 }
 
 /// Foreground and daemon child: check, mount, serve until unmounted, shut down.
-fn serve(request: &MountRequest, daemon: bool) -> Result<(), MountError> {
+fn serve(request: &MountRequest, daemon: bool) -> Result<()> {
     // Before any thread exists, so every thread inherits the mask and only the signal thread
     // receives them.
     let signals = termination_signals();
     signals
         .thread_block()
-        .map_err(|e| MountError(format!("cannot block termination signals: {e}")))?;
+        .map_err(|e| Error::Mount(format!("cannot block termination signals: {e}")))?;
     let mut reporter = Reporter { daemon, reported: false };
     let served = mount_and_serve(request, signals, &mut reporter);
     if let Err(err) = &served {
@@ -298,7 +282,7 @@ struct Backend {
 /// Today the backend is a Kafka log directory (`data_dir`), read-write or read-only. A live
 /// cluster (issue 16, `kafka://HOST:PORT,...`) is the second arm here: a `TopicSource` over
 /// the Kafka protocol, with `retained: None` (the brokers retain).
-fn open_backend(request: &MountRequest, data_dir: &Path) -> Result<Backend, MountError> {
+fn open_backend(request: &MountRequest, data_dir: &Path) -> Result<Backend> {
     let log_config = request.log_config.clone();
     let log_dir = Arc::new(if request.read_only {
         LogDir::open_read_only(data_dir, log_config)?
@@ -310,11 +294,7 @@ fn open_backend(request: &MountRequest, data_dir: &Path) -> Result<Backend, Moun
     Ok(Backend { source, retained })
 }
 
-fn mount_and_serve(
-    request: &MountRequest,
-    signals: SigSet,
-    reporter: &mut Reporter,
-) -> Result<(), MountError> {
+fn mount_and_serve(request: &MountRequest, signals: SigSet, reporter: &mut Reporter) -> Result<()> {
     if reporter.daemon {
         // Leave the terminal's session: no SIGHUP or SIGINT from it. Fails only if already a
         // session leader, which is fine.
@@ -344,7 +324,7 @@ fn mount_and_serve(
         Ok(started) => started,
         Err(err) => {
             let _ = source.shutdown();
-            return Err(MountError(format!(
+            return Err(Error::Mount(format!(
                 "cannot mount {} on {}: {err}",
                 data_dir.display(),
                 mountpoint.display()
@@ -367,7 +347,7 @@ fn mount_and_serve(
         let _ = unmounter.unmount();
         drop(session);
         let _ = fs.shutdown();
-        return Err(MountError(format!("cannot start the signal thread: {err}")));
+        return Err(Error::Mount(format!("cannot start the signal thread: {err}")));
     }
     log::info!("mounted {} on {}", data_dir.display(), mountpoint.display());
     reporter.ready();
@@ -383,7 +363,7 @@ fn mount_and_serve(
     }
     log::info!("{} unmounted; shutting down", mountpoint.display());
     fs.shutdown().map_err(|err| {
-        MountError(format!("clean shutdown of {} failed: {err}", data_dir.display()))
+        Error::Mount(format!("clean shutdown of {} failed: {err}", data_dir.display()))
     })?;
     log::info!("shut down cleanly");
     Ok(())
@@ -565,7 +545,7 @@ impl Reporter {
         }
     }
 
-    fn error(&mut self, err: &MountError) {
+    fn error(&mut self, err: &Error) {
         if self.daemon && !self.reported {
             self.reported = true;
             let message = err.to_string().replace('\n', " ");
@@ -669,13 +649,13 @@ fn detach_lazily(mountpoint: &Path) {
 }
 
 /// Checks the data dir, the mountpoint and `/dev/fuse`; returns both paths made absolute.
-fn check_paths(request: &MountRequest) -> Result<(PathBuf, PathBuf), MountError> {
+fn check_paths(request: &MountRequest) -> Result<(PathBuf, PathBuf)> {
     let data_dir = request
         .data_dir
         .canonicalize()
-        .map_err(|e| MountError(format!("data dir {}: {e}", request.data_dir.display())))?;
+        .map_err(|e| Error::Mount(format!("data dir {}: {e}", request.data_dir.display())))?;
     if !data_dir.is_dir() {
-        return Err(MountError(format!("data dir {} is not a directory", data_dir.display())));
+        return Err(Error::Mount(format!("data dir {} is not a directory", data_dir.display())));
     }
     let mountpoint = request.mountpoint.canonicalize().map_err(|e| {
         let hint = if e.raw_os_error() == Some(libc::ENOTCONN) {
@@ -683,26 +663,29 @@ fn check_paths(request: &MountRequest) -> Result<(PathBuf, PathBuf), MountError>
         } else {
             String::new()
         };
-        MountError(format!("mountpoint {}: {e}{hint}", request.mountpoint.display()))
+        Error::Mount(format!("mountpoint {}: {e}{hint}", request.mountpoint.display()))
     })?;
     if !mountpoint.is_dir() {
-        return Err(MountError(format!("mountpoint {} is not a directory", mountpoint.display())));
+        return Err(Error::Mount(format!(
+            "mountpoint {} is not a directory",
+            mountpoint.display()
+        )));
     }
     if mount_entry(&mountpoint).is_some() {
-        return Err(MountError(format!(
+        return Err(Error::Mount(format!(
             "mountpoint {} is busy: something is already mounted there",
             mountpoint.display()
         )));
     }
     if data_dir.starts_with(&mountpoint) {
-        return Err(MountError(format!(
+        return Err(Error::Mount(format!(
             "data dir {} is inside the mountpoint {}",
             data_dir.display(),
             mountpoint.display()
         )));
     }
     if !Path::new(DEV_FUSE).exists() {
-        return Err(MountError(format!(
+        return Err(Error::Mount(format!(
             "{DEV_FUSE} is missing: load the fuse module (modprobe fuse), or give the container \
              the device (--device /dev/fuse --cap-add SYS_ADMIN)"
         )));
@@ -711,7 +694,7 @@ fn check_paths(request: &MountRequest) -> Result<(PathBuf, PathBuf), MountError>
 }
 
 /// The fuser session configuration for `request`.
-fn session_config(request: &MountRequest, data_dir: &Path) -> Result<Config, MountError> {
+fn session_config(request: &MountRequest, data_dir: &Path) -> Result<Config> {
     let mut fsname = data_dir.display().to_string();
     let mut subtype = SUBTYPE.to_string();
     let mut acl = SessionACL::Owner;
@@ -736,7 +719,7 @@ fn session_config(request: &MountRequest, data_dir: &Path) -> Result<Config, Mou
         }
     }
     if auto_unmount && acl == SessionACL::Owner {
-        return Err(MountError(
+        return Err(Error::Mount(
             "auto_unmount needs allow_other or allow_root (a fusermount3 requirement)".into(),
         ));
     }
