@@ -15,6 +15,10 @@
 //!    types.
 //! 6. [`fuse`] and [`mount`]: the thin fuser adapter and the mount/daemon lifecycle. Only these
 //!    two files name fuser types.
+//! 7. [`cli`]: the command line and the mount helper, turned into a mount request.
+//!
+//! Beside the layers: [`error`] (the one error type and its errno mapping), [`partitioner`]
+//! (Kafka's default partitioner, pure) and `sync` (the poison-tolerant lock every layer uses).
 
 pub mod cli;
 pub mod error;

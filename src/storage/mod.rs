@@ -10,7 +10,13 @@
 //! - [`segment_files::SegmentFiles`]: the local-only half of the partition interface (segment
 //!   listings, raw segment file bytes, passthrough, repaired indexes), which [`log::Log`]
 //!   implements and [`crate::source::PartitionSource::segment_files`] reaches.
+//! - [`offset_index`], [`time_index`]: the `.index` and `.timeindex` files, over the shared
+//!   `index` file (mapped when writable, copied into memory when read-only).
+//! - [`scan`]: positioned reads of `.log` files (`pread`, never mapped) and the forward
+//!   batch-header scan.
 //! - [`config::LogConfig`]: Kafka's topic-level settings and defaults.
+//! - `source_impl`: [`crate::source::TopicSource`] and [`crate::source::PartitionSource`] for
+//!   [`log_dir::LogDir`] and [`log::Log`].
 //! - `swap`: the log cleaner's `.cleaned`/`.swap`/`.deleted` files as Kafka's loader would
 //!   leave them, decided in memory for read-only opens.
 //! - `mmap`: the only `unsafe` code in the crate (index maps).
