@@ -14,6 +14,7 @@ pub mod compression;
 pub mod control;
 pub mod dump;
 pub mod file_name;
+pub mod groups;
 pub mod index_entry;
 pub mod legacy;
 pub mod txn_index;
