@@ -44,6 +44,7 @@
 //!   epoch 0 and no producer id.
 
 pub mod config;
+pub mod groups;
 mod index;
 pub mod log;
 pub mod log_dir;
