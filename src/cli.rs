@@ -27,8 +27,12 @@ byte-compatibly) so that every partition is a directory of files:
   MNT/<topic>/<p>/append             write: one record per line
   MNT/<topic>/<p>/append.json        write: one JSON envelope (as .json streams show) per line
   MNT/<topic>/<p>/segments/          the raw .log/.index/.timeindex files, read-only
+  MNT/<topic>/groups/<group>/offsets consumer group: committed offset, log end, lag; write
+                                     `<partition> <offset>` lines to commit
+  MNT/<topic>/groups/<group>/<p>/next  records from the committed offset to the end
 
-mkdir MNT/<topic> creates a topic; mkdir MNT/<topic>/<n> adds partition n.";
+mkdir MNT/<topic> creates a topic; mkdir MNT/<topic>/<n> adds partition n; mkdir
+MNT/<topic>/groups/<group> creates a consumer group.";
 
 const EXAMPLES: &str = "\
 Examples:
@@ -124,8 +128,10 @@ pub struct MountArgs {
     /// Mount options, comma-separated or repeated: allow_other, allow_root,
     /// default_permissions (always on), auto_unmount (with allow_other or allow_root), ro, rw,
     /// no_passthrough (sealed segment files through the page cache, not FUSE passthrough),
-    /// fsname=NAME (default: the data dir), subtype=NAME (default: topicfs), nodev, nosuid,
-    /// noexec, noatime, dev, suid, exec, atime, sync, async, dirsync.
+    /// show_internal (list __consumer_offsets and Kafka's other internal topics),
+    /// auto_offset_reset=earliest|latest (where a consumer group without a committed offset
+    /// starts; default earliest), fsname=NAME (default: the data dir), subtype=NAME (default:
+    /// topicfs), nodev, nosuid, noexec, noatime, dev, suid, exec, atime, sync, async, dirsync.
     ///
     /// Example: -o allow_other,fsname=kafka
     #[arg(short = 'o', value_name = "OPT[,OPT...]", value_delimiter = ',', value_parser = parse_fuse_option)]

@@ -48,8 +48,8 @@ use crate::error::{Error, Result};
 use crate::fs::{FsOptions, TopicFs};
 use crate::fuse::FuseAdapter;
 use crate::source::TopicSource;
-use crate::storage::LogConfig;
 use crate::storage::log_dir::LogDir;
+use crate::storage::{LogConfig, SegmentMode};
 
 /// Hidden flag marking the re-executed daemon child.
 pub const DAEMON_CHILD_FLAG: &str = "--daemon-child";
@@ -100,6 +100,11 @@ pub enum FuseOption {
     /// `no_passthrough`: sealed segment files are read through the page cache even where the
     /// kernel could read them itself (FUSE passthrough, see [`FuseAdapter`]).
     NoPassthrough,
+    /// `show_internal`: list Kafka's internal topics (`__consumer_offsets`, ...) in the root.
+    ShowInternal,
+    /// `auto_offset_reset=earliest|latest`: where a consumer group without a usable committed
+    /// offset starts reading (`groups/<group>/<p>/next`); default `earliest`.
+    AutoOffsetReset(crate::view::groups::ResetPolicy),
     /// A mount flag passed to the kernel: `nodev`, `nosuid`, `noexec`, `noatime`, `dev`,
     /// `suid`, `exec`, `atime`, `sync`, `async`, `dirsync`.
     Flag(&'static str),
@@ -123,8 +128,11 @@ impl FromStr for FuseOption {
             "ro" => FuseOption::ReadOnly,
             "rw" => FuseOption::ReadWrite,
             "no_passthrough" => FuseOption::NoPassthrough,
+            "show_internal" => FuseOption::ShowInternal,
             _ => {
-                if let Some(name) = s.strip_prefix("fsname=") {
+                if let Some(policy) = s.strip_prefix("auto_offset_reset=") {
+                    FuseOption::AutoOffsetReset(policy.parse().map_err(|e| format!("{e}"))?)
+                } else if let Some(name) = s.strip_prefix("fsname=") {
                     FuseOption::FsName(name.to_string())
                 } else if let Some(name) = s.strip_prefix("subtype=") {
                     FuseOption::Subtype(name.to_string())
@@ -133,7 +141,8 @@ impl FromStr for FuseOption {
                 } else {
                     return Err(format!(
                         "unknown mount option {s:?} (known: allow_other, allow_root, \
-                         default_permissions, auto_unmount, ro, rw, no_passthrough, fsname=NAME, \
+                         default_permissions, auto_unmount, ro, rw, no_passthrough, \
+                         show_internal, auto_offset_reset=earliest|latest, fsname=NAME, \
                          subtype=NAME, {})",
                         FLAGS.join(", ")
                     ));
@@ -273,6 +282,8 @@ struct Backend {
     /// A writable log directory, whose retention the daemon runs (`--retention-check-interval-ms`);
     /// `None` for a read-only mount (a broker, or nobody, deletes its segments).
     retained: Option<Arc<LogDir>>,
+    /// Consumer groups' committed offsets (`<topic>/groups/`).
+    groups: Arc<dyn crate::source::GroupStore>,
 }
 
 /// Opens the backend of a mount: the one place where it is chosen. Everything above the
@@ -284,14 +295,17 @@ struct Backend {
 /// the Kafka protocol, with `retained: None` (the brokers retain).
 fn open_backend(request: &MountRequest, data_dir: &Path) -> Result<Backend> {
     let log_config = request.log_config.clone();
-    let log_dir = Arc::new(if request.read_only {
-        LogDir::open_read_only(data_dir, log_config)?
-    } else {
-        LogDir::open(data_dir, log_config)?
-    });
+    // `__consumer_offsets` keeps the broker's settings for it (no retention).
+    let topic_configs = std::collections::HashMap::from([(
+        crate::format::groups::CONSUMER_OFFSETS_TOPIC.to_string(),
+        crate::storage::groups::offsets_topic_config(&log_config),
+    )]);
+    let mode = if request.read_only { SegmentMode::ReadOnly } else { SegmentMode::Writable };
+    let log_dir = Arc::new(LogDir::open_with(data_dir, log_config, topic_configs, mode)?);
+    let groups = Arc::new(crate::storage::groups::LocalGroupStore::new(Arc::clone(&log_dir)));
     let source: Arc<dyn TopicSource> = Arc::clone(&log_dir) as Arc<dyn TopicSource>;
     let retained = (!request.read_only).then_some(log_dir);
-    Ok(Backend { source, retained })
+    Ok(Backend { source, retained, groups })
 }
 
 fn mount_and_serve(request: &MountRequest, signals: SigSet, reporter: &mut Reporter) -> Result<()> {
@@ -306,7 +320,7 @@ fn mount_and_serve(request: &MountRequest, signals: SigSet, reporter: &mut Repor
         let _ = std::env::set_current_dir("/");
     }
     let log_config = &request.log_config;
-    let Backend { source, retained } = open_backend(request, &data_dir)?;
+    let Backend { source, groups, retained } = open_backend(request, &data_dir)?;
     let options = FsOptions {
         read_only: request.read_only,
         partitions_per_topic: request.partitions,
@@ -314,7 +328,21 @@ fn mount_and_serve(request: &MountRequest, signals: SigSet, reporter: &mut Repor
         uid: nix::unistd::getuid().as_raw(),
         gid: nix::unistd::getgid().as_raw(),
     };
-    let fs = Arc::new(TopicFs::new(Arc::clone(&source), options).with_isolation(request.isolation));
+    let reset = request
+        .fuse_options
+        .iter()
+        .rev()
+        .find_map(|o| match o {
+            FuseOption::AutoOffsetReset(policy) => Some(*policy),
+            _ => None,
+        })
+        .unwrap_or_default();
+    let fs = Arc::new(
+        TopicFs::new(Arc::clone(&source), options)
+            .with_isolation(request.isolation)
+            .with_groups(groups, reset)
+            .with_internal_topics(request.fuse_options.contains(&FuseOption::ShowInternal)),
+    );
     let config = session_config(request, &data_dir)?;
     let mut adapter = FuseAdapter::new(Arc::clone(&fs));
     if request.fuse_options.contains(&FuseOption::NoPassthrough) {
@@ -711,7 +739,9 @@ fn session_config(request: &MountRequest, data_dir: &Path) -> Result<Config> {
             FuseOption::DefaultPermissions
             | FuseOption::ReadOnly
             | FuseOption::ReadWrite
-            | FuseOption::NoPassthrough => {}
+            | FuseOption::NoPassthrough
+            | FuseOption::ShowInternal
+            | FuseOption::AutoOffsetReset(_) => {}
             FuseOption::AutoUnmount => auto_unmount = true,
             FuseOption::FsName(name) => fsname.clone_from(name),
             FuseOption::Subtype(name) => subtype.clone_from(name),

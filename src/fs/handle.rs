@@ -43,6 +43,9 @@ pub enum Handle {
     Segment { partition: Arc<dyn PartitionSource>, base_offset: Offset, kind: SegmentFileKind },
     /// `append` or `append.json`.
     Append(Mutex<AppendState>),
+    /// A group's `offsets` or `auto.offset.reset` file (`node` says which): the text rendered
+    /// at `open`; each `write()` is one commit (or one setting).
+    Group { node: super::node::Node, text: Vec<u8> },
 }
 
 impl std::fmt::Debug for Handle {
@@ -60,6 +63,7 @@ impl std::fmt::Debug for Handle {
                 kind.suffix()
             ),
             Handle::Append(state) => write!(f, "{:?}", lock(state)),
+            Handle::Group { node, .. } => write!(f, "Group({node:?})"),
         }
     }
 }

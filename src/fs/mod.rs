@@ -34,9 +34,10 @@ use std::time::SystemTime;
 
 use crate::error::{Error, Result};
 use crate::format::Timestamp;
-use crate::source::{PartitionSource, TopicSource};
+use crate::source::{GroupStore, PartitionSource, TopicSource};
 use crate::storage::segment_files::SegmentSummary;
 use crate::sync::lock;
+use crate::view::groups::{self as group_view, ResetPolicy};
 use crate::view::inspect::files;
 use crate::view::inspect::{DUMP_SUFFIX, Inspection, InspectionReader};
 use crate::view::spec::StreamSpec;
@@ -100,7 +101,22 @@ pub struct TopicFs {
     shut_down: Mutex<bool>,
     /// Shown as the mtime of the root and of topics without partitions.
     started: SystemTime,
+    /// Consumer groups (`<topic>/groups/`); `None`: the tree has no `groups` directories.
+    groups: Option<Arc<dyn GroupStore>>,
+    /// The mount's `auto.offset.reset`.
+    default_reset: ResetPolicy,
+    /// Groups made by `mkdir` or given their own `auto.offset.reset`, by (topic, group), held
+    /// for the life of the mount: a group exists while it has a committed offset or an entry
+    /// here. `None`: the mount's policy.
+    group_settings: Mutex<HashMap<(String, String), Option<ResetPolicy>>>,
+    /// List internal topics (`__consumer_offsets`, ...) in the root.
+    show_internal: bool,
 }
+
+/// Kafka's internal topics, not listed in the root unless the mount shows them (they can still
+/// be looked up by name).
+pub const INTERNAL_TOPICS: &[&str] =
+    &["__consumer_offsets", "__transaction_state", "__cluster_metadata", "__share_group_state"];
 
 impl std::fmt::Debug for TopicFs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -127,7 +143,26 @@ impl TopicFs {
             started: SystemTime::now(),
             closing: AtomicBool::new(false),
             shut_down: Mutex::new(false),
+            groups: None,
+            default_reset: ResetPolicy::Earliest,
+            group_settings: Mutex::new(HashMap::new()),
+            show_internal: false,
         }
+    }
+
+    /// The same filesystem with `<topic>/groups/` over `store`, groups without a usable commit
+    /// starting at `reset`. Call before the first request.
+    pub fn with_groups(mut self, store: Arc<dyn GroupStore>, reset: ResetPolicy) -> TopicFs {
+        self.groups = Some(store);
+        self.default_reset = reset;
+        self
+    }
+
+    /// The same filesystem listing Kafka's internal topics ([`INTERNAL_TOPICS`]) in the root
+    /// when `show` is set (they are hidden by default, as `kafka-topics --exclude-internal` does).
+    pub fn with_internal_topics(mut self, show: bool) -> TopicFs {
+        self.show_internal = show;
+        self
     }
 
     /// The same filesystem with streams at `isolation` (default `read_committed`, see
@@ -196,7 +231,9 @@ impl TopicFs {
             Node::Append(_)
             | Node::AppendJson(_)
             | Node::TopicAppend(_)
-            | Node::TopicAppendJson(_) => {
+            | Node::TopicAppendJson(_)
+            | Node::GroupOffsets(..)
+            | Node::GroupReset(..) => {
                 self.check_writable()?;
                 if request.mode.is_some() || request.uid.is_some() || request.gid.is_some() {
                     return Err(Error::NotPermitted("changing the mode or owner of a file"));
@@ -281,7 +318,18 @@ impl TopicFs {
             | Node::Partition(_)
             | Node::ByOffsetDir(_)
             | Node::ByTimeDir(_)
-            | Node::SegmentsDir(_) => Err(Error::Unsupported("open of a directory as a file")),
+            | Node::SegmentsDir(_)
+            | Node::GroupsDir(_)
+            | Node::Group(..)
+            | Node::GroupPartition(..) => Err(Error::Unsupported("open of a directory as a file")),
+            Node::GroupOffsets(..) | Node::GroupReset(..) => {
+                if request.write || request.truncate {
+                    self.check_writable()?;
+                }
+                let text = self.group_text(&node)?.into_bytes();
+                let handle = Handle::Group { node: node.clone(), text };
+                Ok(append(self.handles.insert(handle)))
+            }
             Node::TopicInfo(_) | Node::PartitionInfo(_) => {
                 self.refuse_write(request, "writing an info file")?;
                 let text = self.info_text(&node)?;
@@ -312,7 +360,7 @@ impl TopicFs {
                 let state = AppendState::for_target(target, format, self.options.max_line_bytes);
                 Ok(append(self.handles.insert(Handle::Append(Mutex::new(state)))))
             }
-            Node::Stream(..) | Node::TopicStream(..) => {
+            Node::Stream(..) | Node::TopicStream(..) | Node::GroupNext(..) => {
                 self.refuse_write(request, "writing a stream")?;
                 let stream = self.open_pinned(ino, &node)?;
                 let ahead = stream.read_ahead();
@@ -367,7 +415,7 @@ impl TopicFs {
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
         let size = size as usize;
         match &*self.handles.get(fh)? {
-            Handle::Text(text) => {
+            Handle::Text(text) | Handle::Group { text, .. } => {
                 let start = usize::try_from(offset).unwrap_or(usize::MAX).min(text.len());
                 let end = start.saturating_add(size).min(text.len());
                 Ok(text.get(start..end).unwrap_or_default().to_vec())
@@ -402,6 +450,11 @@ impl TopicFs {
             Handle::Append(state) => {
                 let n = lock(state).write(data, owner)?;
                 Ok(u32::try_from(n).unwrap_or(u32::MAX))
+            }
+            Handle::Group { node, .. } => {
+                self.check_writable()?;
+                self.group_write(node, data)?;
+                Ok(u32::try_from(data.len()).unwrap_or(u32::MAX))
             }
             _ => Err(self.write_refusal("writing a file other than append")),
         }
@@ -439,6 +492,7 @@ impl TopicFs {
             Handle::Text(_)
             | Handle::Inspection(_)
             | Handle::Segment { .. }
+            | Handle::Group { .. }
             | Handle::Dir { .. } => Ok(()),
         }
     }
@@ -462,6 +516,18 @@ impl TopicFs {
                 })?;
                 self.source.create_partition(topic, partition)?;
                 Node::Partition(PartitionId { topic: topic.clone(), partition })
+            }
+            Node::GroupsDir(topic) => {
+                self.group_store()?;
+                self.source.partitions(topic)?;
+                group_view::check_group_name(name)?;
+                if self.group_exists(topic, name)? {
+                    return Err(Error::AlreadyExists(format!("group {name} of {topic}")));
+                }
+                let key = (topic.clone(), name.to_string());
+                lock(&self.group_settings).entry(key).or_insert(None);
+                log::info!("group {name:?} of {topic} created (held in memory until a commit)");
+                Node::Group(topic.clone(), name.to_string())
             }
             _ => return Err(Error::NotPermitted("mkdir outside the root and topic directories")),
         };
@@ -568,6 +634,25 @@ impl TopicFs {
                 }
                 child
             }
+            Node::GroupsDir(topic) => {
+                group_view::check_group_name(name).map_err(|_| absent())?;
+                Node::Group(topic.clone(), name.to_string())
+            }
+            Node::Group(topic, group) => match name {
+                group_view::OFFSETS => Node::GroupOffsets(topic.clone(), group.clone()),
+                group_view::AUTO_OFFSET_RESET => Node::GroupReset(topic.clone(), group.clone()),
+                _ => Node::GroupPartition(
+                    PartitionId {
+                        topic: topic.clone(),
+                        partition: parse_partition(name).ok_or_else(absent)?,
+                    },
+                    group.clone(),
+                ),
+            },
+            Node::GroupPartition(id, group) => {
+                group_view::parse_next_name(name).ok_or_else(absent)?;
+                Node::GroupNext(id.clone(), group.clone(), name.to_string())
+            }
             Node::ByOffsetDir(id) => {
                 StreamSpec::parse_by_offset(name)?;
                 Node::Stream(id.clone(), StreamDir::ByOffset, name.to_string())
@@ -597,7 +682,10 @@ impl TopicFs {
             | Node::AppendJson(_)
             | Node::SegmentFile(..)
             | Node::SegmentDump(..)
-            | Node::PartitionCheck(_) => return Err(absent()),
+            | Node::PartitionCheck(_)
+            | Node::GroupOffsets(..)
+            | Node::GroupReset(..)
+            | Node::GroupNext(..) => return Err(absent()),
         };
         Ok(node)
     }
@@ -670,7 +758,28 @@ impl TopicFs {
                 let size = self.inspect.check_size(self.partition(id)?.as_ref())?;
                 (FileKind::RegularFile, size, 0o444, mtime, DYNAMIC_TTL)
             }
-            Node::Stream(..) | Node::TopicStream(..) => {
+            Node::GroupsDir(topic) => {
+                self.group_store()?;
+                let mtime = self.topic_mtime(topic)?;
+                (FileKind::Directory, 0, rw_dir, mtime, STABLE_TTL)
+            }
+            Node::Group(topic, group) => {
+                self.check_group(topic, group)?;
+                let mtime = self.topic_mtime(topic)?;
+                (FileKind::Directory, 0, 0o555, mtime, DYNAMIC_TTL)
+            }
+            Node::GroupOffsets(topic, _) | Node::GroupReset(topic, _) => {
+                let size = self.group_text(node)?.len() as u64;
+                let mtime = self.topic_mtime(topic)?;
+                let perm = if self.options.read_only { 0o444 } else { 0o644 };
+                (FileKind::RegularFile, size, perm, mtime, DYNAMIC_TTL)
+            }
+            Node::GroupPartition(id, group) => {
+                self.check_group(&id.topic, group)?;
+                let mtime = self.partition(id)?.summary()?.last_modified;
+                (FileKind::Directory, 0, 0o555, mtime, DYNAMIC_TTL)
+            }
+            Node::Stream(..) | Node::TopicStream(..) | Node::GroupNext(..) => {
                 // Without an inode yet (0) there is nothing to pin the resolution to.
                 let stream = if ino == 0 { self.resolve(node)? } else { self.pinned(ino, node)? };
                 return self.stream_attr(ino, node, &stream);
@@ -692,6 +801,7 @@ impl TopicFs {
         let size = stream.size()?;
         let mut mtime = match (node, node.partition_id()) {
             (Node::TopicStream(topic, _), _) => self.topic_mtime(topic)?,
+            (Node::GroupNext(id, ..), _) => self.partition(id)?.summary()?.last_modified,
             (_, Some(id)) => self.partition(id)?.summary()?.last_modified,
             (_, None) => return Err(Error::StaleHandle),
         };
@@ -773,11 +883,24 @@ impl TopicFs {
         match node {
             Node::Root => {
                 for topic in self.source.topics()? {
+                    if !self.show_internal && INTERNAL_TOPICS.contains(&topic.as_str()) {
+                        continue;
+                    }
                     names.push((topic.clone(), Node::Topic(topic)));
                 }
             }
             Node::Topic(topic) => {
-                for name in [INFO, node::OFFSETS, node::BY_TIME, node::APPEND, node::APPEND_JSON] {
+                for name in [
+                    INFO,
+                    node::OFFSETS,
+                    node::BY_TIME,
+                    node::APPEND,
+                    node::APPEND_JSON,
+                    node::GROUPS,
+                ] {
+                    if name == node::GROUPS && self.groups.is_none() {
+                        continue;
+                    }
                     if let Some(child) = Node::topic_child(topic, name) {
                         names.push((name.to_string(), child));
                     }
@@ -819,6 +942,32 @@ impl TopicFs {
                 for name in suggested {
                     let child = Node::Stream(id.clone(), dir, name.clone());
                     names.push((name, child));
+                }
+            }
+            Node::GroupsDir(topic) => {
+                for group in self.group_names(topic)? {
+                    names.push((group.clone(), Node::Group(topic.clone(), group)));
+                }
+            }
+            Node::Group(topic, group) => {
+                self.check_group(topic, group)?;
+                for name in [group_view::OFFSETS, group_view::AUTO_OFFSET_RESET] {
+                    let child = match name {
+                        group_view::OFFSETS => Node::GroupOffsets(topic.clone(), group.clone()),
+                        _ => Node::GroupReset(topic.clone(), group.clone()),
+                    };
+                    names.push((name.to_string(), child));
+                }
+                for partition in self.source.partitions(topic)? {
+                    let id = PartitionId { topic: topic.clone(), partition };
+                    names.push((partition.to_string(), Node::GroupPartition(id, group.clone())));
+                }
+            }
+            Node::GroupPartition(id, group) => {
+                self.check_group(&id.topic, group)?;
+                for name in group_view::next_names() {
+                    let child = Node::GroupNext(id.clone(), group.clone(), name.to_string());
+                    names.push((name.to_string(), child));
                 }
             }
             Node::OffsetsDir(topic) => {
@@ -877,6 +1026,9 @@ impl TopicFs {
 
     /// Resolves a stream node now.
     fn resolve(&self, node: &Node) -> Result<StreamRef> {
+        if let Node::GroupNext(id, group, name) = node {
+            return self.resolve_next(id, group, name).map(StreamRef::Partition);
+        }
         if let Node::TopicStream(topic, name) = node {
             let spec = topic_view::parse_topic_by_time(name)?;
             let source = Arc::clone(&self.source);
@@ -961,6 +1113,127 @@ impl TopicFs {
         }
     }
 
+    // ---- consumer groups ----
+
+    fn group_store(&self) -> Result<&Arc<dyn GroupStore>> {
+        self.groups
+            .as_ref()
+            .ok_or_else(|| Error::NotFound("this mount has no groups directories".to_string()))
+    }
+
+    /// Groups of `topic`: those with committed offsets and those held in memory.
+    fn group_names(&self, topic: &str) -> Result<Vec<String>> {
+        self.source.partitions(topic)?;
+        let mut names: std::collections::BTreeSet<String> =
+            self.group_store()?.groups(topic)?.into_iter().collect();
+        for (t, g) in lock(&self.group_settings).keys() {
+            if t == topic {
+                names.insert(g.clone());
+            }
+        }
+        Ok(names.into_iter().collect())
+    }
+
+    fn group_exists(&self, topic: &str, group: &str) -> Result<bool> {
+        if lock(&self.group_settings).contains_key(&(topic.to_string(), group.to_string())) {
+            return Ok(true);
+        }
+        Ok(!self.group_store()?.committed(group, topic)?.is_empty())
+    }
+
+    /// `NotFound` unless `group` of `topic` exists.
+    fn check_group(&self, topic: &str, group: &str) -> Result<()> {
+        self.source.partitions(topic)?;
+        if self.group_exists(topic, group)? {
+            Ok(())
+        } else {
+            Err(Error::NotFound(format!("group {group} of {topic}")))
+        }
+    }
+
+    fn group_reset(&self, topic: &str, group: &str) -> ResetPolicy {
+        let settings = lock(&self.group_settings);
+        settings
+            .get(&(topic.to_string(), group.to_string()))
+            .copied()
+            .flatten()
+            .unwrap_or(self.default_reset)
+    }
+
+    /// The text of a group's `offsets` or `auto.offset.reset` file now.
+    fn group_text(&self, node: &Node) -> Result<String> {
+        match node {
+            Node::GroupOffsets(topic, group) => {
+                self.check_group(topic, group)?;
+                let store = self.group_store()?;
+                group_view::offsets_text(self.source.as_ref(), store.as_ref(), topic, group)
+            }
+            Node::GroupReset(topic, group) => {
+                self.check_group(topic, group)?;
+                Ok(format!("{}\n", self.group_reset(topic, group)))
+            }
+            _ => Err(Error::NotFound(format!("{} is not a group file", describe(node)))),
+        }
+    }
+
+    /// One `write()` to a group's `offsets` (a commit: all its lines or none, durable when this
+    /// returns) or `auto.offset.reset` file.
+    fn group_write(&self, node: &Node, data: &[u8]) -> Result<()> {
+        match node {
+            Node::GroupOffsets(topic, group) => {
+                let store = self.group_store()?;
+                let result = group_view::parse_commit(self.source.as_ref(), topic, data).and_then(
+                    |offsets| {
+                        store.commit(group, topic, &offsets)?;
+                        Ok(offsets)
+                    },
+                );
+                match result {
+                    Ok(offsets) => {
+                        log::debug!("group {group:?} of {topic}: committed {offsets:?}");
+                        Ok(())
+                    }
+                    Err(err) => {
+                        log::warn!(
+                            "group {group:?} of {topic}: commit refused, nothing committed: {err}"
+                        );
+                        Err(err)
+                    }
+                }
+            }
+            Node::GroupReset(topic, group) => {
+                let text = std::str::from_utf8(data)
+                    .map_err(|_| Error::InvalidInput("auto.offset.reset: not UTF-8".to_string()))?;
+                let policy: ResetPolicy = text.parse().inspect_err(|err| {
+                    log::warn!("group {group:?} of {topic}: {err}");
+                })?;
+                lock(&self.group_settings).insert((topic.clone(), group.clone()), Some(policy));
+                Ok(())
+            }
+            _ => Err(self.write_refusal("writing a file other than append")),
+        }
+    }
+
+    /// `groups/<group>/<p>/next[.json|.raw]` resolved now.
+    fn resolve_next(
+        &self,
+        id: &PartitionId,
+        group: &str,
+        name: &str,
+    ) -> Result<Arc<crate::view::stream::Stream>> {
+        let format = group_view::parse_next_name(name)
+            .ok_or_else(|| Error::NotFound(format!("{name:?} is not a next stream")))?;
+        self.check_group(&id.topic, group)?;
+        let committed = self.group_store()?.committed(group, &id.topic)?;
+        let committed = committed.get(&id.partition).map(|c| c.offset);
+        let partition = self.partition(id)?;
+        let log_end = partition.summary()?.log_end_offset;
+        let view = self.streams.view(Arc::clone(&partition));
+        let reset = self.group_reset(&id.topic, group);
+        let spec = group_view::next_spec(view.as_ref(), log_end, committed, reset, format)?;
+        self.streams.open(partition, &spec, now_ms())
+    }
+
     // ---- refusals ----
 
     fn check_writable(&self) -> Result<()> {
@@ -1012,6 +1285,20 @@ pub fn describe(node: &Node) -> String {
             node::segment_file_name(*base, *kind)
         ),
         Node::PartitionCheck(id) => format!("{}/{}", partition(id), node::CHECK),
+        Node::GroupsDir(topic) => format!("{topic}/{}", node::GROUPS),
+        Node::Group(topic, group) => format!("{topic}/{}/{group}", node::GROUPS),
+        Node::GroupOffsets(topic, group) => {
+            format!("{topic}/{}/{group}/{}", node::GROUPS, group_view::OFFSETS)
+        }
+        Node::GroupReset(topic, group) => {
+            format!("{topic}/{}/{group}/{}", node::GROUPS, group_view::AUTO_OFFSET_RESET)
+        }
+        Node::GroupPartition(id, group) => {
+            format!("{}/{}/{group}/{}", id.topic, node::GROUPS, id.partition)
+        }
+        Node::GroupNext(id, group, name) => {
+            format!("{}/{}/{group}/{}/{name}", id.topic, node::GROUPS, id.partition)
+        }
     }
 }
 
@@ -1021,9 +1308,9 @@ fn needs_segment_files(node: &Node) -> bool {
     matches!(node, Node::SegmentsDir(_) | Node::PartitionCheck(_))
 }
 
-/// Whether a node is a stream file (of a partition or of a topic).
+/// Whether a node is a stream file (of a partition, of a topic, or a group's `next`).
 fn is_stream(node: &Node) -> bool {
-    matches!(node, Node::Stream(..) | Node::TopicStream(..))
+    matches!(node, Node::Stream(..) | Node::TopicStream(..) | Node::GroupNext(..))
 }
 
 /// Size of one file of a segment; `None` when the segment has no such file.

@@ -25,6 +25,12 @@
 //! /<topic>/<p>/segments/<base>.<ext>  SegmentFile
 //! /<topic>/<p>/segments/<base>.<ext>.dump  SegmentDump
 //! /<topic>/<p>/check                  PartitionCheck
+//! /<topic>/groups/                    GroupsDir
+//! /<topic>/groups/<group>/            Group
+//! /<topic>/groups/<group>/offsets     GroupOffsets
+//! /<topic>/groups/<group>/auto.offset.reset  GroupReset
+//! /<topic>/groups/<group>/<p>/        GroupPartition
+//! /<topic>/groups/<group>/<p>/next[.json|.raw]  GroupNext
 //! ```
 //!
 //! A `Node` is a name, not a check: whether it exists is decided against the
@@ -49,6 +55,8 @@ pub const APPEND_JSON: &str = "append.json";
 pub const SEGMENTS: &str = "segments";
 /// Name of the topic-level offsets-for-times directory.
 pub const OFFSETS: &str = "offsets";
+/// Name of a topic's consumer groups directory.
+pub const GROUPS: &str = "groups";
 
 /// Digits in a segment file's base offset (`00000000000000000000.log`), as Kafka writes them.
 const SEGMENT_BASE_DIGITS: usize = 20;
@@ -110,6 +118,19 @@ pub enum Node {
     SegmentDump(PartitionId, Offset, SegmentFileKind),
     /// `<topic>/<p>/check`: the partition's check report.
     PartitionCheck(PartitionId),
+    /// `<topic>/groups/`: the groups with committed offsets for the topic.
+    GroupsDir(String),
+    /// `<topic>/groups/<group>/` (topic, group).
+    Group(String, String),
+    /// `<topic>/groups/<group>/offsets`: committed offsets and lag; writing commits.
+    GroupOffsets(String, String),
+    /// `<topic>/groups/<group>/auto.offset.reset`: `earliest` or `latest`.
+    GroupReset(String, String),
+    /// `<topic>/groups/<group>/<p>/` (partition, group).
+    GroupPartition(PartitionId, String),
+    /// `<topic>/groups/<group>/<p>/next[.json|.raw]` (partition, group, name): records from the
+    /// committed offset to the end as of resolution.
+    GroupNext(PartitionId, String, String),
 }
 
 impl Node {
@@ -123,7 +144,11 @@ impl Node {
             | Node::Partition(_)
             | Node::ByOffsetDir(_)
             | Node::ByTimeDir(_)
-            | Node::SegmentsDir(_) => true,
+            | Node::SegmentsDir(_)
+            | Node::GroupsDir(_)
+            | Node::Group(..)
+            | Node::GroupPartition(..) => true,
+            Node::GroupOffsets(..) | Node::GroupReset(..) | Node::GroupNext(..) => false,
             Node::TopicInfo(_)
             | Node::Offsets(..)
             | Node::TopicStream(..)
@@ -161,6 +186,13 @@ impl Node {
             Node::Stream(id, StreamDir::ByOffset, _) => Node::ByOffsetDir(id.clone()),
             Node::Stream(id, StreamDir::ByTime, _) => Node::ByTimeDir(id.clone()),
             Node::SegmentFile(id, ..) | Node::SegmentDump(id, ..) => Node::SegmentsDir(id.clone()),
+            Node::GroupsDir(topic) => Node::Topic(topic.clone()),
+            Node::Group(topic, _) => Node::GroupsDir(topic.clone()),
+            Node::GroupOffsets(topic, group) | Node::GroupReset(topic, group) => {
+                Node::Group(topic.clone(), group.clone())
+            }
+            Node::GroupPartition(id, group) => Node::Group(id.topic.clone(), group.clone()),
+            Node::GroupNext(id, group, _) => Node::GroupPartition(id.clone(), group.clone()),
         }
     }
 
@@ -175,7 +207,13 @@ impl Node {
             | Node::TopicByTimeDir(_)
             | Node::TopicStream(..)
             | Node::TopicAppend(_)
-            | Node::TopicAppendJson(_) => None,
+            | Node::TopicAppendJson(_)
+            | Node::GroupsDir(_)
+            | Node::Group(..)
+            | Node::GroupOffsets(..)
+            | Node::GroupReset(..)
+            | Node::GroupPartition(..)
+            | Node::GroupNext(..) => None,
             Node::Partition(id)
             | Node::PartitionInfo(id)
             | Node::ByOffsetDir(id)
@@ -199,6 +237,7 @@ impl Node {
             BY_TIME => Node::TopicByTimeDir(topic),
             APPEND => Node::TopicAppend(topic),
             APPEND_JSON => Node::TopicAppendJson(topic),
+            GROUPS => Node::GroupsDir(topic),
             _ => return None,
         })
     }
@@ -305,6 +344,10 @@ mod tests {
             Node::TopicStream("t".into(), "-1h.json".into()),
             Node::TopicAppend("t".into()),
             Node::SegmentFile(id.clone(), Offset(0), SegmentFileKind::Log),
+            Node::GroupsDir("t".into()),
+            Node::GroupOffsets("t".into(), "g".into()),
+            Node::GroupReset("t".into(), "g".into()),
+            Node::GroupNext(id.clone(), "g".into(), "next.json".into()),
         ];
         for node in nodes {
             assert!(node.parent().is_dir(), "{node:?}");

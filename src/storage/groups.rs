@@ -120,19 +120,21 @@ fn catch_up(log: &Log, state: &mut PartitionState) -> Result<()> {
         }
         let mut at = 0;
         while let Some(rest) = chunk.bytes.get(at..) {
-            let Some(header) = peek_entry(rest).map_err(|e| corrupt(log, &cursor, at, &e))? else {
+            let Some(header) =
+                peek_entry(rest).map_err(|e| corrupt(log, &cursor, &chunk, at, &e))?
+            else {
                 break;
             };
             let size = header.total_size();
-            let entry = rest
-                .get(..size)
-                .ok_or_else(|| corrupt(log, &cursor, at, &"batch runs past the chunk read"))?;
+            let entry = rest.get(..size).ok_or_else(|| {
+                corrupt(log, &cursor, &chunk, at, &"batch runs past the chunk read")
+            })?;
             let batch = if chunk.crc_checked {
                 decode_batch_unverified(entry)
             } else {
                 decode_batch(entry)
             }
-            .map_err(|e| corrupt(log, &cursor, at, &e))?;
+            .map_err(|e| corrupt(log, &cursor, &chunk, at, &e))?;
             at += size;
             let info = batch.info();
             let is_aborted = info.is_transactional
@@ -169,17 +171,30 @@ fn catch_up(log: &Log, state: &mut PartitionState) -> Result<()> {
     Ok(())
 }
 
+/// Damage at byte `at` of `chunk` (read from `cursor`), named by its segment file and position
+/// when the log engine's cursor hint (segment base offset, position) says where that is.
 fn corrupt(
     log: &Log,
     cursor: &crate::source::ReadCursor,
+    chunk: &crate::source::BatchChunk,
     at: usize,
     what: &dyn std::fmt::Display,
 ) -> Error {
-    let file = log.dir().join(crate::format::file_name::segment_file_name(
-        cursor.segment_base,
-        crate::format::file_name::FileKind::Log,
-    ));
-    Error::corrupt(file, cursor.position.0 + at as u64, format!("__consumer_offsets: {what}"))
+    let run = chunk.starts.iter().rev().find(|s| s.at <= at);
+    let (run_at, run_cursor) = run.map_or((0, *cursor), |s| (s.at, s.cursor));
+    let what = format!("__consumer_offsets: {what}");
+    match run_cursor.hint.get() {
+        Some((base, position)) => {
+            let file = log.dir().join(crate::format::file_name::segment_file_name(
+                Offset(base),
+                crate::format::file_name::FileKind::Log,
+            ));
+            Error::corrupt(file, position + (at - run_at) as u64, what)
+        }
+        None => {
+            Error::corrupt(log.dir(), 0, format!("{what} (after offset {})", cursor.next_offset))
+        }
+    }
 }
 
 /// Applies one record: the latest offset commit per key wins, a null value deletes it.

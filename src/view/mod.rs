@@ -38,6 +38,7 @@
 //!    file and position, bytes deleted by retention `ESTALE`, bad appends `EINVAL` naming the line.
 
 pub mod envelope;
+pub mod groups;
 pub mod inspect;
 pub mod listing;
 pub mod readahead;
