@@ -331,7 +331,12 @@ fn deleted_moving_and_stray_replicas_are_not_topics_but_internal_topics_are() {
     let metadata = data.join("__cluster_metadata-0");
     fs::write(metadata.join("quorum-state"), "{\"leaderId\":1,\"leaderEpoch\":3}").unwrap();
     fs::write(metadata.join("00000000000000000030-0000000003.checkpoint"), [0u8; 64]).unwrap();
+    // Internal topics are listed with -o show_internal only (they can be looked up either way).
     let mount = mount_read_only(dirs, &[]);
+    let hidden = sh(&format!("ls {}", mount.mnt().display()));
+    assert!(!hidden.contains("__"), "{hidden}");
+    assert!(mount.path("__consumer_offsets/0/info").exists());
+    let mount = mount_read_only(mount.into_dirs(), &["-o", "show_internal"]);
     let topics = sh(&format!("ls {}", mount.mnt().display()));
     let topics: Vec<&str> = topics.lines().collect();
     assert!(topics.contains(&"__consumer_offsets"), "{topics:?}");
