@@ -130,7 +130,8 @@ pub struct MountArgs {
     /// no_passthrough (sealed segment files through the page cache, not FUSE passthrough),
     /// show_internal (list __consumer_offsets and Kafka's other internal topics),
     /// auto_offset_reset=earliest|latest (where a consumer group without a committed offset
-    /// starts; default earliest), fsname=NAME (default: the data dir), subtype=NAME (default:
+    /// starts; default earliest), auto_commit (closing a group's next after reading all of it
+    /// commits its end: at-most-once), fsname=NAME (default: the data dir), subtype=NAME (default:
     /// topicfs), nodev, nosuid, noexec, noatime, dev, suid, exec, atime, sync, async, dirsync.
     ///
     /// Example: -o allow_other,fsname=kafka

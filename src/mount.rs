@@ -105,6 +105,9 @@ pub enum FuseOption {
     /// `auto_offset_reset=earliest|latest`: where a consumer group without a usable committed
     /// offset starts reading (`groups/<group>/<p>/next`); default `earliest`.
     AutoOffsetReset(crate::view::groups::ResetPolicy),
+    /// `auto_commit`: closing a group's `next` after reading all of it commits its end
+    /// (at-most-once, as `kcat -G`); off by default.
+    AutoCommit,
     /// A mount flag passed to the kernel: `nodev`, `nosuid`, `noexec`, `noatime`, `dev`,
     /// `suid`, `exec`, `atime`, `sync`, `async`, `dirsync`.
     Flag(&'static str),
@@ -129,6 +132,7 @@ impl FromStr for FuseOption {
             "rw" => FuseOption::ReadWrite,
             "no_passthrough" => FuseOption::NoPassthrough,
             "show_internal" => FuseOption::ShowInternal,
+            "auto_commit" => FuseOption::AutoCommit,
             _ => {
                 if let Some(policy) = s.strip_prefix("auto_offset_reset=") {
                     FuseOption::AutoOffsetReset(policy.parse().map_err(|e| format!("{e}"))?)
@@ -142,7 +146,8 @@ impl FromStr for FuseOption {
                     return Err(format!(
                         "unknown mount option {s:?} (known: allow_other, allow_root, \
                          default_permissions, auto_unmount, ro, rw, no_passthrough, \
-                         show_internal, auto_offset_reset=earliest|latest, fsname=NAME, \
+                         show_internal, auto_offset_reset=earliest|latest, auto_commit, \
+                         fsname=NAME, \
                          subtype=NAME, {})",
                         FLAGS.join(", ")
                     ));
@@ -341,7 +346,8 @@ fn mount_and_serve(request: &MountRequest, signals: SigSet, reporter: &mut Repor
         TopicFs::new(Arc::clone(&source), options)
             .with_isolation(request.isolation)
             .with_groups(groups, reset)
-            .with_internal_topics(request.fuse_options.contains(&FuseOption::ShowInternal)),
+            .with_internal_topics(request.fuse_options.contains(&FuseOption::ShowInternal))
+            .with_auto_commit(request.fuse_options.contains(&FuseOption::AutoCommit)),
     );
     let config = session_config(request, &data_dir)?;
     let mut adapter = FuseAdapter::new(Arc::clone(&fs));
@@ -741,7 +747,8 @@ fn session_config(request: &MountRequest, data_dir: &Path) -> Result<Config> {
             | FuseOption::ReadWrite
             | FuseOption::NoPassthrough
             | FuseOption::ShowInternal
-            | FuseOption::AutoOffsetReset(_) => {}
+            | FuseOption::AutoOffsetReset(_)
+            | FuseOption::AutoCommit => {}
             FuseOption::AutoUnmount => auto_unmount = true,
             FuseOption::FsName(name) => fsname.clone_from(name),
             FuseOption::Subtype(name) => subtype.clone_from(name),

@@ -360,3 +360,24 @@ fn a_brokers_groups_show_on_a_read_only_mount_with_lag() {
         assert_eq!(manifest["placement"][c["group"].as_str().unwrap()], c["dir"]);
     }
 }
+
+#[test]
+fn auto_commit_on_close_commits_what_was_read_whole_and_nothing_else() {
+    let m = mounted(1, 5, &["-o", "auto_commit"]);
+    sh(&format!("mkdir {}", m.path("t/groups/g").display()));
+    // Read partly (head closes after 2 lines): nothing committed.
+    assert_eq!(sh(&format!("head -c 4 {}", m.path("t/groups/g/0/next").display())), "0-0\n");
+    assert_eq!(read(&m, "t/groups/g/offsets"), "0 - 5 -\n");
+    // Read whole: its end is committed on close, and the next read starts there.
+    assert_eq!(read(&m, "t/groups/g/0/next"), "0-0\n0-1\n0-2\n0-3\n0-4\n");
+    assert_eq!(read(&m, "t/groups/g/offsets"), "0 5 5 0\n");
+    append(&m, 0, 5..7);
+    assert_eq!(read(&m, "t/groups/g/0/next.json").lines().count(), 2);
+    assert_eq!(read(&m, "t/groups/g/offsets"), "0 7 7 0\n");
+    // Without the option, reading never commits (commit_remount_resume checks it too).
+    let dirs = m.unmount();
+    let m = MountGuard::foreground_on(dirs, &[]);
+    append(&m, 0, 7..8);
+    assert_eq!(read(&m, "t/groups/g/0/next"), "0-7\n");
+    assert_eq!(read(&m, "t/groups/g/offsets"), "0 7 8 1\n");
+}

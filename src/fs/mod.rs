@@ -111,6 +111,10 @@ pub struct TopicFs {
     group_settings: Mutex<HashMap<(String, String), Option<ResetPolicy>>>,
     /// List internal topics (`__consumer_offsets`, ...) in the root.
     show_internal: bool,
+    /// `-o auto_commit`: closing a `next` handle that read to its end commits that end.
+    auto_commit: bool,
+    /// With `auto_commit`: how far each open `next` handle has read (bytes), by handle.
+    read_to: Mutex<HashMap<u64, u64>>,
 }
 
 /// Kafka's internal topics, not listed in the root unless the mount shows them (they can still
@@ -147,7 +151,17 @@ impl TopicFs {
             default_reset: ResetPolicy::Earliest,
             group_settings: Mutex::new(HashMap::new()),
             show_internal: false,
+            auto_commit: false,
+            read_to: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The same filesystem committing, when a `groups/<group>/<p>/next` handle that read its
+    /// whole range is closed, the end of that range (what `kcat -G` does on close: at-most-once
+    /// for what the reader had not processed yet). Call before the first request.
+    pub fn with_auto_commit(mut self, auto_commit: bool) -> TopicFs {
+        self.auto_commit = auto_commit;
+        self
     }
 
     /// The same filesystem with `<topic>/groups/` over `store`, groups without a usable commit
@@ -364,7 +378,17 @@ impl TopicFs {
                 self.refuse_write(request, "writing a stream")?;
                 let stream = self.open_pinned(ino, &node)?;
                 let ahead = stream.read_ahead();
-                Ok(direct(self.handles.insert(Handle::Stream { ino, stream, ahead })))
+                let fh = self.handles.insert(Handle::Stream { ino, stream, ahead });
+                if self.auto_commit
+                    && !self.options.read_only
+                    && matches!(node, Node::GroupNext(..))
+                {
+                    lock(&self.read_to).insert(fh, 0);
+                    // The commit happens at `flush`, which `close()` waits for (`release` is
+                    // sent after `close()` returned).
+                    return Ok(append(fh));
+                }
+                Ok(direct(fh))
             }
             Node::SegmentFile(id, base_offset, kind) => {
                 self.refuse_write(request, "writing a segment file")?;
@@ -421,10 +445,18 @@ impl TopicFs {
                 Ok(text.get(start..end).unwrap_or_default().to_vec())
             }
             Handle::Inspection(reader) => reader.read_at(offset, size),
-            Handle::Stream { stream, ahead, .. } => match ahead {
-                Some(ahead) => ahead.read(offset, size),
-                None => stream.read_at(offset, size),
-            },
+            Handle::Stream { stream, ahead, .. } => {
+                let data = match ahead {
+                    Some(ahead) => ahead.read(offset, size)?,
+                    None => stream.read_at(offset, size)?,
+                };
+                if self.auto_commit {
+                    if let Some(read_to) = lock(&self.read_to).get_mut(&fh) {
+                        *read_to = (*read_to).max(offset.saturating_add(data.len() as u64));
+                    }
+                }
+                Ok(data)
+            }
             Handle::Segment { partition, base_offset, kind } => {
                 let mut buf = vec![0; size];
                 let n = files(partition.as_ref())?.read_segment_file(
@@ -467,6 +499,13 @@ impl TopicFs {
         self.check_open()?;
         match &*self.handles.get(fh)? {
             Handle::Append(state) => lock(state).flush_by(owner),
+            Handle::Stream { ino, stream, .. } if self.auto_commit => {
+                let read_to = lock(&self.read_to).get(&fh).copied();
+                match read_to {
+                    Some(read_to) => self.auto_commit_on_close(*ino, stream, read_to),
+                    None => Ok(()),
+                }
+            }
             _ => Ok(()),
         }
     }
@@ -484,9 +523,13 @@ impl TopicFs {
     pub fn release(&self, fh: u64) -> Result<()> {
         let handle = self.handles.remove(fh)?;
         match &*handle {
-            Handle::Stream { ino, .. } => {
+            Handle::Stream { ino, stream, .. } => {
                 self.pin_close(*ino);
-                Ok(())
+                let read_to = if self.auto_commit { lock(&self.read_to).remove(&fh) } else { None };
+                match read_to {
+                    Some(read_to) => self.auto_commit_on_close(*ino, stream, read_to),
+                    None => Ok(()),
+                }
             }
             Handle::Append(state) => lock(state).flush(),
             Handle::Text(_)
@@ -1212,6 +1255,30 @@ impl TopicFs {
             }
             _ => Err(self.write_refusal("writing a file other than append")),
         }
+    }
+
+    /// With `auto_commit`: a closed `next` handle that read `read_to` bytes commits the end of
+    /// its range if it read all of it (and the group's commit is not there already).
+    fn auto_commit_on_close(&self, ino: u64, stream: &StreamRef, read_to: u64) -> Result<()> {
+        let (Ok(Node::GroupNext(id, group, _)), StreamRef::Partition(s)) = (self.node(ino), stream)
+        else {
+            return Ok(());
+        };
+        let crate::view::Bound::Fixed(end) = s.end() else { return Ok(()) };
+        if read_to < s.size()? {
+            log::debug!("group {group:?} of {}: next closed before its end; no commit", id.topic);
+            return Ok(());
+        }
+        let store = self.group_store()?;
+        let committed = store.committed(&group, &id.topic)?;
+        if committed.get(&id.partition).map(|c| c.offset) == Some(end) {
+            return Ok(());
+        }
+        store.commit(&group, &id.topic, &[(id.partition, end)]).inspect_err(|err| {
+            log::warn!("group {group:?} of {}: auto-commit of {end} failed: {err}", id.topic);
+        })?;
+        log::debug!("group {group:?} of {}: auto-committed {}:{end}", id.topic, id.partition);
+        Ok(())
     }
 
     /// `groups/<group>/<p>/next[.json|.raw]` resolved now.

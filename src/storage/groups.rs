@@ -350,7 +350,7 @@ mod tests {
     }
 
     #[test]
-    fn commits_land_in_kafkas_partition_and_latest_per_key_wins() {
+    fn commits_land_in_kafkas_partition_durably_and_latest_per_key_wins() {
         let tmp = tempfile::tempdir().unwrap();
         let (dir, groups) = store(tmp.path());
         assert_eq!(groups.groups("orders").unwrap(), Vec::<String>::new());
@@ -359,6 +359,11 @@ mod tests {
         // "etl".hashCode() = 100765, % 50 = 15.
         let log = dir.log(CONSUMER_OFFSETS_TOPIC, 15).unwrap();
         assert_eq!(log.log_end_offset(), Offset(2));
+        // One batch, fsynced before the commit returned (the recovery point is the log end).
+        assert_eq!(log.segment_list().len(), 1);
+        assert_eq!(log.recovery_point(), Offset(2));
+        let offsets_config = dir.config_for(CONSUMER_OFFSETS_TOPIC);
+        assert_eq!((offsets_config.retention_ms, offsets_config.retention_bytes), (None, None));
         groups.commit("etl", "orders", &[(0, Offset(7))]).unwrap();
         groups.commit("hello", "orders", &[(0, Offset(1))]).unwrap();
         groups.commit("etl", "other", &[(0, Offset(9))]).unwrap();
