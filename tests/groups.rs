@@ -112,6 +112,19 @@ fn commit_remount_resume() {
     append(&m, 1, 5..7);
     assert_eq!(read(&m, "t/groups/etl/1/next"), "1-5\n1-6\n");
     assert_eq!(read(&m, "t/groups/etl/offsets"), "0 3 5 2\n1 5 7 2\n");
+    // `<topic>/offsets/<time>` lines commit as they are: a rewind to the start and back to the end.
+    sh(&format!(
+        "cat {} > {}",
+        m.path("t/offsets/-2").display(),
+        m.path("t/groups/etl/offsets").display()
+    ));
+    assert_eq!(read(&m, "t/groups/etl/offsets"), "0 0 5 5\n1 0 7 7\n");
+    sh(&format!(
+        "cat {} > {}",
+        m.path("t/offsets/-1").display(),
+        m.path("t/groups/etl/offsets").display()
+    ));
+    assert_eq!(read(&m, "t/groups/etl/offsets"), "0 5 5 0\n1 7 7 0\n");
     // __consumer_offsets is hidden from the root unless -o show_internal.
     assert_eq!(sh(&format!("ls {}", m.mnt().display())), "t\n");
     let dirs = m.unmount();
@@ -149,7 +162,10 @@ fn bad_commits_are_einval_and_commit_nothing() {
             .success()
     );
     assert_eq!(write(&m, "t/groups/g/auto.offset.reset", "sometimes\n"), Err(libc::EINVAL));
-    assert!(!sh_output(&format!("mkdir {}", m.path("t/groups/g").display())).status.success());
+    let again = sh_output(&format!("mkdir {}", m.path("t/groups/g").display()));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("File exists"));
+    let rmdir = sh_output(&format!("rmdir {}", m.path("t/groups/g").display()));
+    assert!(String::from_utf8_lossy(&rmdir.stderr).contains("Operation not permitted"));
     assert!(!sh_output(&format!("mkdir {}", m.path("nope/groups/g").display())).status.success());
     assert!(!m.path("t/groups/absent").exists());
     drop(m);
@@ -380,4 +396,12 @@ fn auto_commit_on_close_commits_what_was_read_whole_and_nothing_else() {
     append(&m, 0, 7..8);
     assert_eq!(read(&m, "t/groups/g/0/next"), "0-7\n");
     assert_eq!(read(&m, "t/groups/g/offsets"), "0 7 8 1\n");
+}
+
+#[test]
+fn readme_shows_the_loop_the_tests_run() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = fs::read_to_string(root.join("README.md")).unwrap();
+    let script = fs::read_to_string(LOOP).unwrap();
+    assert!(readme.contains(&format!("```sh\n{script}```")), "README's loop differs from {LOOP}");
 }
