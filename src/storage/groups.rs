@@ -64,6 +64,8 @@ struct PartitionState {
     /// The log start offset the state was built from.
     log_start: Offset,
     commits: HashMap<OffsetCommitKey, CommittedOffset>,
+    /// Records decoded into this state so far (for tests and statistics).
+    records_read: u64,
 }
 
 /// [`GroupStore`] over the `__consumer_offsets` topic of a [`LogDir`]; see the module doc.
@@ -86,6 +88,12 @@ impl LocalGroupStore {
         LocalGroupStore { dir, state: Mutex::new(HashMap::new()), commit_lock: Mutex::new(()) }
     }
 
+    /// Records of `__consumer_offsets` decoded so far, over all partitions: each once per
+    /// mount, unless a partition had to be read again from its start.
+    pub fn records_read(&self) -> u64 {
+        lock(&self.state).values().map(|s| s.records_read).sum()
+    }
+
     /// Partitions of `__consumer_offsets`; empty when the topic does not exist.
     fn offsets_partitions(&self) -> Vec<u32> {
         self.dir.partition_numbers(CONSUMER_OFFSETS_TOPIC).unwrap_or_default()
@@ -103,10 +111,13 @@ impl LocalGroupStore {
 
 /// Reads `log` from `state.next` to its current end into `state`.
 fn catch_up(log: &Log, state: &mut PartitionState) -> Result<()> {
-    let summary = log.summary()?;
-    let (start, end) = (summary.log_start_offset, summary.log_end_offset);
+    // Offsets only (a summary would also look up timestamps): this runs at every lookup.
+    log.maybe_refresh()?;
+    let (start, end) = (log.log_start_offset(), log.log_end_offset());
     if state.next < start || state.next > end || state.log_start > start {
-        *state = PartitionState { next: start, log_start: start, ..PartitionState::default() };
+        let records_read = state.records_read;
+        *state =
+            PartitionState { next: start, log_start: start, records_read, ..Default::default() };
     }
     if state.next == end {
         return Ok(());
@@ -148,7 +159,10 @@ fn catch_up(log: &Log, state: &mut PartitionState) -> Result<()> {
             }
             for record in batch.records() {
                 match record {
-                    Ok(record) if record.offset >= state.next => apply(log, state, &record),
+                    Ok(record) if record.offset >= state.next => {
+                        state.records_read += 1;
+                        apply(log, state, &record);
+                    }
                     Ok(_) => {}
                     Err(e) => {
                         log::warn!(
@@ -369,6 +383,19 @@ mod tests {
         groups.commit("etl", "other", &[(0, Offset(9))]).unwrap();
         let c = groups.committed("etl", "orders").unwrap();
         assert_eq!(c.keys().copied().collect::<Vec<_>>(), [0, 1]);
+        // Looking again decodes nothing again: the state catches up from where it stopped.
+        assert_eq!(groups.records_read(), 4, "etl's partition only, every record once");
+        groups.groups("orders").unwrap();
+        let read = groups.records_read();
+        assert_eq!(read, 5, "and hello's, for the listing");
+        groups.committed("etl", "orders").unwrap();
+        groups.groups("orders").unwrap();
+        assert_eq!(groups.records_read(), read);
+        groups.commit("etl", "orders", &[(1, Offset(6))]).unwrap();
+        assert_eq!(groups.committed("etl", "orders").unwrap()[&1].offset, Offset(6));
+        assert_eq!(groups.records_read(), read + 1, "only the new record");
+        groups.commit("etl", "orders", &[(1, Offset(5))]).unwrap();
+        let c = groups.committed("etl", "orders").unwrap();
         assert_eq!((c[&0].offset, c[&1].offset), (Offset(7), Offset(5)));
         assert_eq!(groups.groups("orders").unwrap(), ["etl", "hello"]);
         assert_eq!(groups.groups("other").unwrap(), ["etl"]);
