@@ -331,6 +331,40 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_bytes_decode_or_fail_without_panicking(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64)) {
+            let _ = decode_group_record_key(&bytes);
+            let _ = decode_offset_commit_value(&bytes);
+        }
+
+        #[test]
+        fn what_is_encoded_decodes_to_itself(
+            group in ".{0,40}",
+            topic in "[a-zA-Z0-9._-]{1,40}",
+            partition in 0i32..i32::MAX,
+            offset in 0i64..i64::MAX,
+            ts in proptest::prelude::any::<i64>(),
+        ) {
+            let key = OffsetCommitKey { group, topic, partition };
+            proptest::prop_assert_eq!(
+                decode_group_record_key(&encode_offset_commit_key(&key)),
+                Ok(GroupRecordKey::OffsetCommit(key))
+            );
+            let value = OffsetCommitValue {
+                offset: Offset(offset),
+                leader_epoch: None,
+                metadata: String::new(),
+                commit_timestamp: ts,
+                expire_timestamp: None,
+            };
+            proptest::prop_assert_eq!(
+                decode_offset_commit_value(&encode_offset_commit_value(&value)),
+                Ok(value)
+            );
+        }
+    }
+
     #[test]
     fn damaged_records_are_errors_not_panics() {
         let key = encode_offset_commit_key(&OffsetCommitKey {
