@@ -582,6 +582,48 @@ mod tests {
     }
 
     #[test]
+    fn group_options_parse_from_the_command_line_and_fstab() {
+        use crate::view::groups::ResetPolicy;
+        let cli = Cli::try_parse_from([
+            "topicfs",
+            "mount",
+            "d",
+            "m",
+            "-o",
+            "show_internal,auto_offset_reset=latest,auto_commit",
+        ])
+        .unwrap();
+        let Command::Mount(args) = cli.command else { panic!("not mount") };
+        assert_eq!(
+            args.request().unwrap().fuse_options,
+            [
+                FuseOption::ShowInternal,
+                FuseOption::AutoOffsetReset(ResetPolicy::Latest),
+                FuseOption::AutoCommit
+            ]
+        );
+        let err = Cli::try_parse_from(["topicfs", "mount", "d", "m", "-o", "auto_offset_reset=x"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("earliest or latest"), "{err}");
+        let h =
+            helper(&["mount.topicfs", "d", "m", "-o", "ro,show_internal,auto_offset_reset=latest"])
+                .unwrap()
+                .unwrap();
+        assert_eq!(
+            h.args,
+            os(&[
+                "mount",
+                "d",
+                "m",
+                "--read-only",
+                "-o",
+                "ro,show_internal,auto_offset_reset=latest"
+            ])
+        );
+    }
+
+    #[test]
     fn bad_settings_are_refused_with_their_key() {
         let cli = Cli::try_parse_from(["topicfs", "mount", "d", "m", "--config", "segment.bytes"])
             .unwrap();
