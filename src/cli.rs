@@ -612,14 +612,7 @@ mod tests {
                 .unwrap();
         assert_eq!(
             h.args,
-            os(&[
-                "mount",
-                "d",
-                "m",
-                "--read-only",
-                "-o",
-                "ro,show_internal,auto_offset_reset=latest"
-            ])
+            os(&["mount", "d", "m", "-o", "ro,show_internal,auto_offset_reset=latest"])
         );
     }
 
