@@ -12,10 +12,11 @@
 //! once per mount, not once per lookup. A partition whose log start moved past that offset, or
 //! whose log end fell below it (a broker's truncation), is read again from its log start.
 //! Records apply in offset order: the latest per key wins, a null value deletes the key. Group
-//! metadata records and the new coordinator's records (key version 3 and up) are skipped, as are
-//! control batches and batches of aborted transactions (a transactional offset commit whose
-//! transaction is still open is applied as read). A record that does not decode is logged with
-//! its partition and offset and skipped.
+//! metadata records and the new coordinator's records (key version 3 and up) are skipped.
+//! Transactional offset commits (`TxnOffsetCommit`) are held per producer until their
+//! transaction's marker: applied at COMMIT, dropped at ABORT, so an open transaction's commits
+//! do not show yet. A record that does not decode is logged with its partition and offset and
+//! skipped.
 //!
 //! **Commits** are one batch appended to the group's partition (so a crash keeps all of it or
 //! none, recovery truncating a torn batch), fsynced (log and indexes) before [`GroupStore::commit`]
@@ -66,7 +67,13 @@ struct PartitionState {
     commits: HashMap<OffsetCommitKey, CommittedOffset>,
     /// Records decoded into this state so far (for tests and statistics).
     records_read: u64,
+    /// Records of transactions not ended yet, by producer id: applied at their COMMIT marker,
+    /// dropped at their ABORT marker (as the group coordinator replays them).
+    pending: HashMap<i64, Vec<PendingRecord>>,
 }
+
+/// A record of an open transaction: offset, key, value.
+type PendingRecord = (Offset, Option<Vec<u8>>, Option<Vec<u8>>);
 
 /// [`GroupStore`] over the `__consumer_offsets` topic of a [`LogDir`]; see the module doc.
 #[derive(Debug)]
@@ -122,7 +129,6 @@ fn catch_up(log: &Log, state: &mut PartitionState) -> Result<()> {
     if state.next == end {
         return Ok(());
     }
-    let aborted = log.aborted_transactions(state.next, end)?;
     let mut cursor = log.seek(state.next)?;
     while cursor.next_offset < end {
         let chunk = log.read(&cursor, READ_CHUNK)?;
@@ -148,20 +154,19 @@ fn catch_up(log: &Log, state: &mut PartitionState) -> Result<()> {
             .map_err(|e| corrupt(log, &cursor, &chunk, at, &e))?;
             at += size;
             let info = batch.info();
-            let is_aborted = info.is_transactional
-                && aborted.iter().any(|t| {
-                    t.producer_id == info.producer_id
-                        && t.first_offset <= info.base_offset
-                        && info.last_offset <= t.last_offset
-                });
-            if info.is_control || is_aborted {
-                continue;
-            }
             for record in batch.records() {
                 match record {
                     Ok(record) if record.offset >= state.next => {
                         state.records_read += 1;
-                        apply(log, state, &record);
+                        if info.is_control {
+                            end_transaction(log, state, info.producer_id, &record);
+                        } else if info.is_transactional {
+                            let pending = state.pending.entry(info.producer_id).or_default();
+                            let owned = |b: Option<&[u8]>| b.map(<[u8]>::to_vec);
+                            pending.push((record.offset, owned(record.key), owned(record.value)));
+                        } else {
+                            apply(log, state, record.offset, record.key, record.value);
+                        }
                     }
                     Ok(_) => {}
                     Err(e) => {
@@ -211,20 +216,51 @@ fn corrupt(
     }
 }
 
+/// A control record of producer `producer_id`: a COMMIT applies its pending records, an ABORT
+/// drops them, anything else is ignored.
+fn end_transaction(
+    log: &Log,
+    state: &mut PartitionState,
+    producer_id: i64,
+    record: &crate::format::Record<'_>,
+) {
+    use crate::format::control::{ControlRecordType, parse_control_key};
+    match parse_control_key(record.key).map(|k| k.record_type) {
+        Ok(ControlRecordType::Commit) => {
+            for (offset, key, value) in state.pending.remove(&producer_id).unwrap_or_default() {
+                apply(log, state, offset, key.as_deref(), value.as_deref());
+            }
+        }
+        Ok(ControlRecordType::Abort) => {
+            state.pending.remove(&producer_id);
+        }
+        Ok(_) => {}
+        Err(e) => {
+            log::warn!("{}: offset {}: control record: {e}", log.dir().display(), record.offset);
+        }
+    }
+}
+
 /// Applies one record: the latest offset commit per key wins, a null value deletes it.
-fn apply(log: &Log, state: &mut PartitionState, record: &crate::format::Record<'_>) {
-    let Some(key) = record.key else {
+fn apply(
+    log: &Log,
+    state: &mut PartitionState,
+    offset: Offset,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+) {
+    let Some(key) = key else {
         return;
     };
     let key = match decode_group_record_key(key) {
         Ok(GroupRecordKey::OffsetCommit(key)) => key,
         Ok(GroupRecordKey::GroupMetadata { .. } | GroupRecordKey::Other { .. }) => return,
         Err(e) => {
-            log::warn!("{}: offset {}: key: {e}; skipped", log.dir().display(), record.offset);
+            log::warn!("{}: offset {offset}: key: {e}; skipped", log.dir().display());
             return;
         }
     };
-    match record.value {
+    match value {
         None => {
             state.commits.remove(&key);
         }
@@ -239,9 +275,8 @@ fn apply(log: &Log, state: &mut PartitionState, record: &crate::format::Record<'
             }
             Err(e) => {
                 log::warn!(
-                    "{}: offset {}: offset commit value: {e}; skipped",
-                    log.dir().display(),
-                    record.offset
+                    "{}: offset {offset}: offset commit value: {e}; skipped",
+                    log.dir().display()
                 );
             }
         },
