@@ -23,7 +23,7 @@
 //! returns. A commit too large for one batch of `max.message.bytes` is refused whole.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 use crate::format::groups::{
@@ -35,6 +35,7 @@ use crate::format::{
     NewRecord, Offset, RECORD_BATCH_OVERHEAD, decode_batch, decode_batch_unverified, peek_entry,
 };
 use crate::source::{CommittedOffset, GroupStore};
+use crate::sync::lock;
 
 use super::config::LogConfig;
 use super::log::Log;
@@ -83,10 +84,6 @@ pub struct LocalGroupStore {
     state: Mutex<HashMap<u32, PartitionState>>,
     /// Serializes commits (and the creation of the topic by the first one).
     commit_lock: Mutex<()>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl LocalGroupStore {
