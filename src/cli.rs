@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
 use crate::error::{Error, Result};
-use crate::mount::{self, FuseOption, Mode, MountRequest};
+use crate::mount::{self, Access, FuseOption, Mode, MountRequest};
 use crate::storage::LogConfig;
 use crate::view::txn::Isolation;
 
@@ -127,6 +127,7 @@ pub struct MountArgs {
 
     /// Mount options, comma-separated or repeated: allow_other, allow_root,
     /// default_permissions (always on), auto_unmount (with allow_other or allow_root), ro, rw,
+    /// uid=USER, gid=GROUP, umask=MODE, file_mode=MODE, dir_mode=MODE (see Access below),
     /// no_passthrough (sealed segment files through the page cache, not FUSE passthrough),
     /// show_internal (list __consumer_offsets and Kafka's other internal topics),
     /// auto_offset_reset=earliest|latest (where a consumer group without a committed offset
@@ -134,9 +135,45 @@ pub struct MountArgs {
     /// commits its end: at-most-once), fsname=NAME (default: the data dir), subtype=NAME (default:
     /// topicfs), nodev, nosuid, noexec, noatime, dev, suid, exec, atime, sync, async, dirsync.
     ///
-    /// Example: -o allow_other,fsname=kafka
+    /// Example: -o allow_other,fsname=kafka,gid=analysts,file_mode=0640,dir_mode=0750
     #[arg(short = 'o', value_name = "OPT[,OPT...]", value_delimiter = ',', value_parser = parse_fuse_option)]
     pub options: Vec<FuseOption>,
+
+    /// Owner of every file (a user name or number; default: the mounting user). Same as
+    /// `-o uid=USER`.
+    ///
+    /// Example: --uid kafka
+    #[arg(long, value_name = "USER", value_parser = mount::parse_user, help_heading = "Access")]
+    pub uid: Option<u32>,
+
+    /// Group of every file (a group name or number; default: the mounting user's group). Same
+    /// as `-o gid=GROUP`.
+    ///
+    /// Example: --gid analysts
+    #[arg(long, value_name = "GROUP", value_parser = mount::parse_group, help_heading = "Access")]
+    pub gid: Option<u32>,
+
+    /// Sets --file-mode to 0666 and --dir-mode to 0777 without these bits (an explicit
+    /// --file-mode or --dir-mode wins). Same as `-o umask=MODE`.
+    ///
+    /// Example: --umask 027
+    #[arg(long, value_name = "MODE", value_parser = parse_umask, help_heading = "Access")]
+    pub umask: Option<u16>,
+
+    /// Permission bits of files (default 0664): streams, info, segment and inspection files
+    /// show its read bits, append files its write bits. Same as `-o file_mode=MODE`.
+    ///
+    /// Example: --file-mode 0640
+    #[arg(long, value_name = "MODE", value_parser = parse_file_mode, help_heading = "Access")]
+    pub file_mode: Option<u16>,
+
+    /// Permission bits of directories (default 0755): the root and topic directories of a
+    /// read-write mount show them all (write: mkdir), the others without write bits. Same as
+    /// `-o dir_mode=MODE`.
+    ///
+    /// Example: --dir-mode 0750
+    #[arg(long, value_name = "MODE", value_parser = parse_dir_mode, help_heading = "Access")]
+    pub dir_mode: Option<u16>,
 
     /// Partitions of a topic created with `mkdir MNT/<topic>`.
     ///
@@ -237,6 +274,18 @@ fn parse_fuse_option(s: &str) -> Result<FuseOption> {
     s.parse().map_err(Error::Usage)
 }
 
+fn parse_umask(s: &str) -> Result<u16, String> {
+    mount::parse_mode("umask", s)
+}
+
+fn parse_file_mode(s: &str) -> Result<u16, String> {
+    mount::parse_mode("file_mode", s)
+}
+
+fn parse_dir_mode(s: &str) -> Result<u16, String> {
+    mount::parse_mode("dir_mode", s)
+}
+
 impl MountArgs {
     /// The log configuration: defaults, then the named flags, then each `--config` in order.
     pub fn log_config(&self) -> Result<LogConfig> {
@@ -266,9 +315,22 @@ impl MountArgs {
         Ok(config)
     }
 
+    /// Owner, group and modes: the `-o` access options in order, then the flags (which win).
+    pub fn access(&self) -> Access {
+        let flags = [
+            self.uid.map(FuseOption::Uid),
+            self.gid.map(FuseOption::Gid),
+            self.umask.map(FuseOption::Umask),
+            self.file_mode.map(FuseOption::FileMode),
+            self.dir_mode.map(FuseOption::DirMode),
+        ];
+        Access::from_options(self.options.iter().chain(flags.iter().flatten()))
+    }
+
     /// The mount request these arguments describe.
     pub fn request(&self) -> Result<MountRequest> {
         Ok(MountRequest {
+            access: self.access(),
             data_dir: self.data_dir.clone(),
             mountpoint: self.mountpoint.clone(),
             read_only: self.read_only || self.options.contains(&FuseOption::ReadOnly),
@@ -624,5 +686,33 @@ mod tests {
         assert!(args.request().unwrap_err().to_string().contains("KEY=VALUE"));
         assert!(Cli::try_parse_from(["topicfs", "mount", "d", "m", "-o", "bogus"]).is_err());
         assert!(Cli::try_parse_from(["topicfs", "mount", "d", "m", "--partitions", "0"]).is_err());
+    }
+
+    #[test]
+    fn access_flags_and_options_agree_and_flags_win() {
+        let parse = |words: &[&str]| {
+            let cli =
+                Cli::try_parse_from(["topicfs", "mount", "d", "m"].iter().chain(words)).unwrap();
+            let Command::Mount(args) = cli.command else { panic!("not mount") };
+            args.request().unwrap().access
+        };
+        let by_options = parse(&["-o", "uid=0,gid=root,file_mode=0640,dir_mode=0750"]);
+        let by_flags =
+            parse(&["--uid", "root", "--gid", "0", "--file-mode", "640", "--dir-mode", "0750"]);
+        assert_eq!(by_options, by_flags);
+        assert_eq!(
+            by_options,
+            Access { uid: Some(0), gid: Some(0), file_mode: 0o640, dir_mode: 0o750 }
+        );
+        let a = parse(&["-o", "umask=077", "--umask", "022"]);
+        assert_eq!((a.file_mode, a.dir_mode), (0o644, 0o755), "the flag wins");
+        let a = parse(&["-o", "uid=5", "--uid", "6"]);
+        assert_eq!(a.uid, Some(6));
+        assert!(Cli::try_parse_from(["topicfs", "mount", "d", "m", "--file-mode", "999"]).is_err());
+        // fstab / mount.fuse3 options reach the same place.
+        let h = helper(&["mount.topicfs", "d", "m", "-o", "allow_other,uid=0,umask=027,_netdev"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(h.args, os(&["mount", "d", "m", "-o", "allow_other,uid=0,umask=027"]));
     }
 }

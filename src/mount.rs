@@ -111,6 +111,19 @@ pub enum FuseOption {
     /// A mount flag passed to the kernel: `nodev`, `nosuid`, `noexec`, `noatime`, `dev`,
     /// `suid`, `exec`, `atime`, `sync`, `async`, `dirsync`.
     Flag(&'static str),
+    /// `uid=USER`: the owner shown on every file (a name or a number; default: the mounting
+    /// user). See [`Access`].
+    Uid(u32),
+    /// `gid=GROUP`: the group shown on every file (a name or a number; default: the mounting
+    /// user's group).
+    Gid(u32),
+    /// `umask=MODE`: sets both `file_mode` to `0666 & !MODE` and `dir_mode` to `0777 & !MODE`
+    /// (an explicit `file_mode`/`dir_mode` wins, wherever it is given).
+    Umask(u16),
+    /// `file_mode=MODE`: the permission bits of files (default `0664`).
+    FileMode(u16),
+    /// `dir_mode=MODE`: the permission bits of directories (default `0755`).
+    DirMode(u16),
 }
 
 /// Kernel mount flags accepted by `-o`.
@@ -142,19 +155,117 @@ impl FromStr for FuseOption {
                     FuseOption::Subtype(name.to_string())
                 } else if let Some(flag) = FLAGS.iter().find(|f| **f == s) {
                     FuseOption::Flag(flag)
+                } else if let Some(user) = s.strip_prefix("uid=") {
+                    FuseOption::Uid(parse_user(user)?)
+                } else if let Some(group) = s.strip_prefix("gid=") {
+                    FuseOption::Gid(parse_group(group)?)
+                } else if let Some(mode) = s.strip_prefix("umask=") {
+                    FuseOption::Umask(parse_mode("umask", mode)?)
+                } else if let Some(mode) = s.strip_prefix("file_mode=") {
+                    FuseOption::FileMode(parse_mode("file_mode", mode)?)
+                } else if let Some(mode) = s.strip_prefix("dir_mode=") {
+                    FuseOption::DirMode(parse_mode("dir_mode", mode)?)
                 } else {
                     return Err(format!(
                         "unknown mount option {s:?} (known: allow_other, allow_root, \
                          default_permissions, auto_unmount, ro, rw, no_passthrough, \
                          show_internal, auto_offset_reset=earliest|latest, auto_commit, \
-                         fsname=NAME, \
-                         subtype=NAME, {})",
+                         fsname=NAME, subtype=NAME, uid=USER, gid=GROUP, umask=MODE, \
+                         file_mode=MODE, dir_mode=MODE, {})",
                         FLAGS.join(", ")
                     ));
                 }
             }
         };
         Ok(option)
+    }
+}
+
+/// `uid=USER`: a user name (looked up in the user database when the option is parsed) or a
+/// number.
+pub fn parse_user(user: &str) -> Result<u32, String> {
+    if let Ok(uid) = user.parse::<u32>() {
+        return Ok(uid);
+    }
+    match nix::unistd::User::from_name(user) {
+        Ok(Some(found)) => Ok(found.uid.as_raw()),
+        Ok(None) => Err(format!("uid={user}: no such user")),
+        Err(err) => Err(format!("uid={user}: cannot look the user up: {err}")),
+    }
+}
+
+/// `gid=GROUP`: a group name or a number.
+pub fn parse_group(group: &str) -> Result<u32, String> {
+    if let Ok(gid) = group.parse::<u32>() {
+        return Ok(gid);
+    }
+    match nix::unistd::Group::from_name(group) {
+        Ok(Some(found)) => Ok(found.gid.as_raw()),
+        Ok(None) => Err(format!("gid={group}: no such group")),
+        Err(err) => Err(format!("gid={group}: cannot look the group up: {err}")),
+    }
+}
+
+/// An octal mode of permission bits only (`0644`, `644`, `0o644`): set-id and sticky bits
+/// mean nothing on a topicfs mount and are refused.
+pub fn parse_mode(name: &str, mode: &str) -> Result<u16, String> {
+    let digits = mode.strip_prefix("0o").unwrap_or(mode);
+    match u16::from_str_radix(digits, 8) {
+        Ok(bits) if !digits.is_empty() && bits <= 0o777 => Ok(bits),
+        _ => Err(format!("{name}={mode}: expected an octal mode from 000 to 777, such as 0640")),
+    }
+}
+
+/// Who may do what on the mount: the owner and group shown on every file, and the permission
+/// bits the kernel checks (`default_permissions` is always on).
+///
+/// A file shows `file_mode` reduced to what the file allows: the read bits for streams, info,
+/// segment and inspection files (read-only content), the write bits for `append` and
+/// `append.json` (write-only). A directory shows `dir_mode`, without its write bits where
+/// nothing can be created (everything but the root and topic directories of a read-write
+/// mount). The defaults, `0664` and `0755`, give streams `0444`, appends `0220`, the root and
+/// topic directories `0755` and the others `0555`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Access {
+    /// `None`: the mounting user.
+    pub uid: Option<u32>,
+    /// `None`: the mounting user's group.
+    pub gid: Option<u32>,
+    pub file_mode: u16,
+    pub dir_mode: u16,
+}
+
+pub use crate::fs::{DEFAULT_DIR_MODE, DEFAULT_FILE_MODE};
+
+impl Default for Access {
+    fn default() -> Access {
+        Access { uid: None, gid: None, file_mode: DEFAULT_FILE_MODE, dir_mode: DEFAULT_DIR_MODE }
+    }
+}
+
+impl Access {
+    /// The access the options say, in order (a later `uid=` wins over an earlier one); an
+    /// explicit `file_mode`/`dir_mode` wins over `umask` wherever either is given.
+    pub fn from_options<'a>(options: impl IntoIterator<Item = &'a FuseOption>) -> Access {
+        let mut access = Access::default();
+        let (mut file_mode, mut dir_mode, mut umask) = (None, None, None);
+        for option in options {
+            match option {
+                FuseOption::Uid(uid) => access.uid = Some(*uid),
+                FuseOption::Gid(gid) => access.gid = Some(*gid),
+                FuseOption::Umask(mask) => umask = Some(*mask),
+                FuseOption::FileMode(mode) => file_mode = Some(*mode),
+                FuseOption::DirMode(mode) => dir_mode = Some(*mode),
+                _ => {}
+            }
+        }
+        if let Some(mask) = umask {
+            access.file_mode = 0o666 & !mask;
+            access.dir_mode = 0o777 & !mask;
+        }
+        access.file_mode = file_mode.unwrap_or(access.file_mode);
+        access.dir_mode = dir_mode.unwrap_or(access.dir_mode);
+        access
     }
 }
 
@@ -175,6 +286,8 @@ pub struct MountRequest {
     pub isolation: crate::view::txn::Isolation,
     /// `log.retention.check.interval.ms`: how often retention runs on a read-write mount.
     pub retention_check_interval: Duration,
+    /// Owner, group and modes of the files.
+    pub access: Access,
 }
 
 /// How the mount process runs.
@@ -330,8 +443,10 @@ fn mount_and_serve(request: &MountRequest, signals: SigSet, reporter: &mut Repor
         read_only: request.read_only,
         partitions_per_topic: request.partitions,
         max_line_bytes: log_config.max_message_bytes as usize,
-        uid: nix::unistd::getuid().as_raw(),
-        gid: nix::unistd::getgid().as_raw(),
+        uid: request.access.uid.unwrap_or_else(|| nix::unistd::getuid().as_raw()),
+        gid: request.access.gid.unwrap_or_else(|| nix::unistd::getgid().as_raw()),
+        file_mode: request.access.file_mode,
+        dir_mode: request.access.dir_mode,
     };
     let reset = request
         .fuse_options
@@ -748,7 +863,12 @@ fn session_config(request: &MountRequest, data_dir: &Path) -> Result<Config> {
             | FuseOption::NoPassthrough
             | FuseOption::ShowInternal
             | FuseOption::AutoOffsetReset(_)
-            | FuseOption::AutoCommit => {}
+            | FuseOption::AutoCommit
+            | FuseOption::Uid(_)
+            | FuseOption::Gid(_)
+            | FuseOption::Umask(_)
+            | FuseOption::FileMode(_)
+            | FuseOption::DirMode(_) => {}
             FuseOption::AutoUnmount => auto_unmount = true,
             FuseOption::FsName(name) => fsname.clone_from(name),
             FuseOption::Subtype(name) => subtype.clone_from(name),
@@ -763,7 +883,7 @@ fn session_config(request: &MountRequest, data_dir: &Path) -> Result<Config> {
     let mut mount_options = vec![
         MountOption::FSName(fsname),
         MountOption::Subtype(subtype),
-        // The kernel checks the mode bits shown (0444 streams, 0220 append files).
+        // The kernel checks the mode bits shown (see `Access`).
         MountOption::DefaultPermissions,
         if request.read_only { MountOption::RO } else { MountOption::RW },
     ];
@@ -933,5 +1053,44 @@ mod tests {
         assert_eq!(unescape_mountinfo(r"/mnt/a\040b"), "/mnt/a b");
         assert_eq!(unescape_mountinfo(r"/x\\y"), r"/x\\y");
         assert_eq!(unescape_mountinfo(r"/x\"), r"/x\");
+    }
+
+    #[test]
+    fn access_options_take_names_numbers_and_octal_modes() {
+        assert_eq!("uid=0".parse(), Ok(FuseOption::Uid(0)));
+        assert_eq!("uid=root".parse(), Ok(FuseOption::Uid(0)));
+        assert_eq!("gid=root".parse(), Ok(FuseOption::Gid(0)));
+        assert_eq!("gid=4294967294".parse(), Ok(FuseOption::Gid(4_294_967_294)));
+        assert_eq!("umask=027".parse(), Ok(FuseOption::Umask(0o027)));
+        assert_eq!("file_mode=0640".parse(), Ok(FuseOption::FileMode(0o640)));
+        assert_eq!("dir_mode=750".parse(), Ok(FuseOption::DirMode(0o750)));
+        assert_eq!("dir_mode=0o750".parse(), Ok(FuseOption::DirMode(0o750)));
+        let no_user = "uid=no-such-user-here".parse::<FuseOption>().unwrap_err();
+        assert!(no_user.contains("no such user"), "{no_user}");
+        let no_group = "gid=no-such-group-here".parse::<FuseOption>().unwrap_err();
+        assert!(no_group.contains("no such group"), "{no_group}");
+        for bad in ["file_mode=0800", "file_mode=4755", "dir_mode=", "umask=rwx", "umask=-1"] {
+            let err = bad.parse::<FuseOption>().unwrap_err();
+            assert!(err.contains("octal mode"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn umask_sets_both_modes_and_explicit_modes_win() {
+        let access = |opts: &[&str]| {
+            let options: Vec<FuseOption> = opts.iter().map(|o| o.parse().unwrap()).collect();
+            Access::from_options(&options)
+        };
+        assert_eq!(access(&[]), Access::default());
+        assert_eq!((access(&[]).file_mode, access(&[]).dir_mode), (0o664, 0o755));
+        let a = access(&["umask=027"]);
+        assert_eq!((a.file_mode, a.dir_mode), (0o640, 0o750));
+        // file_mode wins over umask, before or after it; dir_mode still follows umask.
+        for opts in [["file_mode=0600", "umask=022"], ["umask=022", "file_mode=0600"]] {
+            let a = access(&opts);
+            assert_eq!((a.file_mode, a.dir_mode), (0o600, 0o755), "{opts:?}");
+        }
+        let a = access(&["uid=1", "gid=2", "uid=3"]);
+        assert_eq!((a.uid, a.gid), (Some(3), Some(2)), "the last uid= counts");
     }
 }

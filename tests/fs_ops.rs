@@ -31,6 +31,8 @@ fn fixture_with(config: LogConfig, read_only: bool) -> Fixture {
         max_line_bytes: config.max_message_bytes as usize,
         uid: 0,
         gid: 0,
+        file_mode: topicfs::fs::DEFAULT_FILE_MODE,
+        dir_mode: topicfs::fs::DEFAULT_DIR_MODE,
     };
     let fs = TopicFs::new(Arc::clone(&log_dir) as Arc<dyn TopicSource>, options);
     Fixture { fs, log_dir, _dir: dir }

@@ -187,6 +187,8 @@ fn fs_over(log_dir: &Arc<LogDir>) -> TopicFs {
         max_line_bytes: 1 << 20,
         uid: 0,
         gid: 0,
+        file_mode: topicfs::fs::DEFAULT_FILE_MODE,
+        dir_mode: topicfs::fs::DEFAULT_DIR_MODE,
     };
     TopicFs::new(Arc::clone(log_dir) as Arc<dyn TopicSource>, options)
 }

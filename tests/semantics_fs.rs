@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use topicfs::Error;
 use topicfs::fs::attr::{DYNAMIC_TTL, FileKind, OpenRequest, STABLE_TTL, SetAttrRequest};
 use topicfs::fs::inode::ROOT_INO;
-use topicfs::fs::{FsOptions, TopicFs};
+use topicfs::fs::{DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, FsOptions, TopicFs};
 use topicfs::source::TopicSource;
 use topicfs::storage::{LogConfig, LogDir};
 
@@ -37,6 +37,15 @@ fn rolling_fixture_keeping_one_byte() -> Fixture {
 }
 
 fn fixture_with(config: LogConfig, read_only: bool) -> Fixture {
+    fixture_with_modes(config, read_only, DEFAULT_FILE_MODE, DEFAULT_DIR_MODE)
+}
+
+fn fixture_with_modes(
+    config: LogConfig,
+    read_only: bool,
+    file_mode: u16,
+    dir_mode: u16,
+) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let log_dir = Arc::new(LogDir::open(dir.path(), config.clone()).unwrap());
     log_dir.create_topic("t", 2).unwrap();
@@ -46,6 +55,8 @@ fn fixture_with(config: LogConfig, read_only: bool) -> Fixture {
         max_line_bytes: config.max_message_bytes as usize,
         uid: UID,
         gid: GID,
+        file_mode,
+        dir_mode,
     };
     let fs = TopicFs::new(Arc::clone(&log_dir) as Arc<dyn TopicSource>, options);
     Fixture { fs, log_dir, _dir: dir }
@@ -222,6 +233,48 @@ fn modes_say_what_each_file_allows_and_the_mounting_user_owns_everything() {
     let ro = fixture_with(LogConfig::default(), true);
     for path in ["", "t"] {
         assert_eq!(ro.fs.getattr(ro.ino(path).unwrap(), None).unwrap().attr.perm, 0o555);
+    }
+}
+
+#[test]
+fn file_mode_and_dir_mode_give_each_file_the_bits_it_can_use() {
+    let f = fixture_with_modes(LogConfig::default(), false, 0o640, 0o750);
+    f.append("t/0/append", b"a\n").unwrap();
+    f.fs.mkdir(f.ino("").unwrap(), OsStr::new("u")).unwrap();
+    let expected = [
+        ("", 0o750),
+        ("t", 0o750),
+        ("u", 0o750),
+        ("t/info", 0o440),
+        ("t/offsets", 0o550),
+        ("t/offsets/0", 0o440),
+        ("t/by-time", 0o550),
+        ("t/by-time/0", 0o440),
+        ("t/append", 0o200),
+        ("t/append.json", 0o200),
+        ("t/0", 0o550),
+        ("t/0/info", 0o440),
+        ("t/0/check", 0o440),
+        ("t/0/by-offset", 0o550),
+        ("t/0/by-time", 0o550),
+        ("t/0/segments", 0o550),
+        ("t/0/by-offset/0", 0o440),
+        ("t/0/by-offset/0.json", 0o440),
+        ("t/0/by-time/0", 0o440),
+        ("t/0/segments/00000000000000000000.log", 0o440),
+        ("t/0/segments/00000000000000000000.index", 0o440),
+        ("t/0/segments/00000000000000000000.log.dump", 0o440),
+        ("t/0/append", 0o200),
+        ("t/0/append.json", 0o200),
+    ];
+    for (path, perm) in expected {
+        let attr = f.fs.getattr(f.ino(path).unwrap(), None).unwrap().attr;
+        assert_eq!(attr.perm, perm, "{path}: {:o}", attr.perm);
+    }
+    // A read-only mount never shows a write bit on a directory.
+    let ro = fixture_with_modes(LogConfig::default(), true, 0o777, 0o777);
+    for (path, perm) in [("", 0o555), ("t", 0o555), ("t/0", 0o555), ("t/0/info", 0o444)] {
+        assert_eq!(ro.fs.getattr(ro.ino(path).unwrap(), None).unwrap().attr.perm, perm, "{path}");
     }
 }
 

@@ -65,7 +65,19 @@ pub struct FsOptions {
     /// Owner shown on every file.
     pub uid: u32,
     pub gid: u32,
+    /// Permission bits of files: read-only files show its read bits, `append` files its write
+    /// bits.
+    pub file_mode: u16,
+    /// Permission bits of directories: the root and topic directories of a read-write mount
+    /// show all of them, the others its read and search bits.
+    pub dir_mode: u16,
 }
+
+/// [`FsOptions::file_mode`] unless the mount says otherwise: streams `0444`, appends `0220`.
+pub const DEFAULT_FILE_MODE: u16 = 0o664;
+/// [`FsOptions::dir_mode`] unless the mount says otherwise: root and topic directories `0755`
+/// (`0555` read-only), the others `0555`.
+pub const DEFAULT_DIR_MODE: u16 = 0o755;
 
 /// A stream resolved for one inode, and how many open handles read it.
 #[derive(Debug)]
@@ -735,7 +747,12 @@ impl TopicFs {
 
     /// Attributes of a node, checking that it exists (`ino` 0: the node has no inode yet).
     fn attr_of(&self, ino: u64, node: &Node) -> Result<AttrReply> {
-        let rw_dir = if self.options.read_only { 0o555 } else { 0o755 };
+        let (rw_dir, dir, ro_file, wo_file) = (
+            self.dir_perm(true),
+            self.dir_perm(false),
+            self.read_only_perm(),
+            self.write_only_perm(),
+        );
         let (kind, size, perm, mtime, ttl) = match node {
             Node::Root => (FileKind::Directory, 0, rw_dir, self.started, STABLE_TTL),
             Node::Topic(topic) => {
@@ -745,36 +762,36 @@ impl TopicFs {
             Node::TopicInfo(topic) => {
                 let mtime = self.topic_mtime(topic)?;
                 let size = self.info_text(node)?.len() as u64;
-                (FileKind::RegularFile, size, 0o444, mtime, DYNAMIC_TTL)
+                (FileKind::RegularFile, size, ro_file, mtime, DYNAMIC_TTL)
             }
             Node::OffsetsDir(topic) | Node::TopicByTimeDir(topic) => {
                 let mtime = self.topic_mtime(topic)?;
-                (FileKind::Directory, 0, 0o555, mtime, STABLE_TTL)
+                (FileKind::Directory, 0, dir, mtime, STABLE_TTL)
             }
             Node::Offsets(topic, _) => {
                 let mtime = self.topic_mtime(topic)?;
                 let size = self.offsets_text(node)?.len() as u64;
-                (FileKind::RegularFile, size, 0o444, mtime, DYNAMIC_TTL)
+                (FileKind::RegularFile, size, ro_file, mtime, DYNAMIC_TTL)
             }
             Node::TopicAppend(topic) | Node::TopicAppendJson(topic) => {
                 let mtime = self.topic_mtime(topic)?;
-                (FileKind::RegularFile, 0, 0o220, mtime, DYNAMIC_TTL)
+                (FileKind::RegularFile, 0, wo_file, mtime, DYNAMIC_TTL)
             }
             Node::Partition(id)
             | Node::ByOffsetDir(id)
             | Node::ByTimeDir(id)
             | Node::SegmentsDir(id) => {
                 let mtime = self.partition(id)?.summary()?.last_modified;
-                (FileKind::Directory, 0, 0o555, mtime, STABLE_TTL)
+                (FileKind::Directory, 0, dir, mtime, STABLE_TTL)
             }
             Node::PartitionInfo(id) => {
                 let summary = self.partition(id)?.summary()?;
                 let size = info::partition_info(&id.topic, id.partition, &summary).len() as u64;
-                (FileKind::RegularFile, size, 0o444, summary.last_modified, DYNAMIC_TTL)
+                (FileKind::RegularFile, size, ro_file, summary.last_modified, DYNAMIC_TTL)
             }
             Node::Append(id) | Node::AppendJson(id) => {
                 let mtime = self.partition(id)?.summary()?.last_modified;
-                (FileKind::RegularFile, 0, 0o220, mtime, DYNAMIC_TTL)
+                (FileKind::RegularFile, 0, wo_file, mtime, DYNAMIC_TTL)
             }
             Node::SegmentFile(id, base, file_kind) => {
                 let segment = self.segment(id, *base)?;
@@ -782,7 +799,7 @@ impl TopicFs {
                     Error::NotFound(format!("{} has no {}", describe(node), file_kind.suffix()))
                 })?;
                 let mut attr =
-                    self.attr(ino, FileKind::RegularFile, size, 0o444, segment.last_modified);
+                    self.attr(ino, FileKind::RegularFile, size, ro_file, segment.last_modified);
                 if segment.is_active {
                     return Ok(AttrReply { attr, ttl: DYNAMIC_TTL });
                 }
@@ -794,12 +811,12 @@ impl TopicFs {
                 let partition = self.partition(id)?;
                 let size = self.inspect.dump_size(&partition, *base, *dump_kind)?;
                 let ttl = if segment.is_active { DYNAMIC_TTL } else { STABLE_TTL };
-                (FileKind::RegularFile, size, 0o444, segment.last_modified, ttl)
+                (FileKind::RegularFile, size, ro_file, segment.last_modified, ttl)
             }
             Node::PartitionCheck(id) => {
                 let mtime = self.partition(id)?.summary()?.last_modified;
                 let size = self.inspect.check_size(self.partition(id)?.as_ref())?;
-                (FileKind::RegularFile, size, 0o444, mtime, DYNAMIC_TTL)
+                (FileKind::RegularFile, size, ro_file, mtime, DYNAMIC_TTL)
             }
             Node::GroupsDir(topic) => {
                 self.group_store()?;
@@ -840,6 +857,27 @@ impl TopicFs {
         Attr { ino, kind, size, perm, nlink, uid, gid, mtime, blksize: BLOCK_SIZE }
     }
 
+    /// Permission bits of a directory: all of `dir_mode` where `mkdir` can create something
+    /// (`writable`: the root and topic directories) on a read-write mount, its read and search
+    /// bits otherwise.
+    fn dir_perm(&self, writable: bool) -> u16 {
+        if writable && !self.options.read_only {
+            self.options.dir_mode & 0o777
+        } else {
+            self.options.dir_mode & 0o555
+        }
+    }
+
+    /// Permission bits of a file whose content can only be read: `file_mode`'s read bits.
+    fn read_only_perm(&self) -> u16 {
+        self.options.file_mode & 0o444
+    }
+
+    /// Permission bits of an `append` file (write-only in effect): `file_mode`'s write bits.
+    fn write_only_perm(&self) -> u16 {
+        self.options.file_mode & 0o222
+    }
+
     fn stream_attr(&self, ino: u64, node: &Node, stream: &StreamRef) -> Result<AttrReply> {
         let size = stream.size()?;
         let mut mtime = match (node, node.partition_id()) {
@@ -856,7 +894,7 @@ impl TopicFs {
             }
         }
         Ok(AttrReply {
-            attr: self.attr(ino, FileKind::RegularFile, size, 0o444, mtime),
+            attr: self.attr(ino, FileKind::RegularFile, size, self.read_only_perm(), mtime),
             ttl: DYNAMIC_TTL,
         })
     }
