@@ -58,10 +58,18 @@ clean-shutdown marker written) on `fusermount3 -u MOUNTPOINT`, `umount MOUNTPOIN
 Logging follows RUST_LOG (default `info,fuser=error`; e.g. RUST_LOG=debug, RUST_LOG=topicfs=trace): to
 stderr with -f, to syslog (identifier topicfs) in the background.
 
-From /etc/fstab, with topicfs installed in /usr/local/bin or /usr/bin:
-  /var/lib/kafka/data  /mnt/kafka  fuse.topicfs  ro,allow_other,_netdev,nofail  0 0
-or, with /sbin/mount.topicfs linked to the binary, type `topicfs`. Options there are the -o
-options above plus read_only, partitions=N, threads=N, isolation=LEVEL,
+Access: every file is owned by the mounting user and group unless uid=/gid= (or --uid/--gid)
+say otherwise; file_mode= and dir_mode= (default 0664 and 0755), or umask=, set the permission
+bits, which the kernel checks (default_permissions is always on). A file shows the read bits
+(streams, info, segments) or the write bits (append files) of file_mode; other users get in
+only with allow_other.
+
+From /etc/fstab, with topicfs installed in /usr/bin (the Debian package) or /usr/local/bin:
+
+  /var/lib/kafka/data  /mnt/kafka  fuse.topicfs  ro,allow_other,gid=kafka,file_mode=0640,dir_mode=0750,nofail  0 0
+
+or type `topicfs` (mount(8) runs /sbin/mount.topicfs, a link to the binary). Options there are
+the -o options above plus read_only, partitions=N, threads=N, isolation=LEVEL,
 retention_check_interval_ms=MS and any log setting by its Kafka name (segment.bytes=1048576);
 mount(8)'s own (defaults, noauto, user, nofail, _netdev, x-systemd.*) are ignored.";
 
@@ -73,9 +81,14 @@ Examples:
   topicfs mount data mnt --segment-bytes 1048576 --config retention.ms=86400000
   RUST_LOG=debug topicfs mount -f data mnt";
 
+/// `topicfs --version`: the crate version and the commit it was built from (`unknown` when
+/// built outside a git checkout; see `build.rs`).
+pub const VERSION: &str =
+    concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("TOPICFS_COMMIT"), ")");
+
 /// `topicfs`: Kafka partition logs as a filesystem.
 #[derive(Debug, Parser)]
-#[command(name = "topicfs", version, about = ABOUT, long_about = LONG_ABOUT, after_help = EXAMPLES)]
+#[command(name = "topicfs", version = VERSION, about = ABOUT, long_about = LONG_ABOUT, after_help = EXAMPLES)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
