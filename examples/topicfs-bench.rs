@@ -1,4 +1,5 @@
-//! `topicfs-bench`: the measurements behind `scripts/bench`.
+//! `topicfs-bench`: the measurements behind `scripts/bench`. An example target, so that it is
+//! built by `cargo test` and clippy but never installed as a second binary.
 //!
 //! Generates its own data dirs with the engine, then measures every figure of BENCHMARKS.md
 //! against a baseline taken in the same run: repetitions alternate between the subject and its
