@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Args, CommandFactory, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::error::{Error, Result};
 use crate::mount::{self, Access, FuseOption, Mode, MountRequest};
@@ -81,14 +81,9 @@ Examples:
   topicfs mount data mnt --segment-bytes 1048576 --config retention.ms=86400000
   RUST_LOG=debug topicfs mount -f data mnt";
 
-/// `topicfs --version`: the crate version and the commit it was built from (`unknown` when
-/// built outside a git checkout; see `build.rs`).
-pub const VERSION: &str =
-    concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("TOPICFS_COMMIT"), ")");
-
 /// `topicfs`: Kafka partition logs as a filesystem.
 #[derive(Debug, Parser)]
-#[command(name = "topicfs", version = VERSION, about = ABOUT, long_about = LONG_ABOUT, after_help = EXAMPLES)]
+#[command(name = "topicfs", version, about = ABOUT, long_about = LONG_ABOUT, after_help = EXAMPLES)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -374,8 +369,9 @@ fn parse_isolation(s: &str) -> Result<Isolation> {
     s.parse()
 }
 
-/// Parses the command line and runs it; the process's exit status.
-pub fn main() -> ExitCode {
+/// Parses the command line and runs it; the process's exit status. `version` is what
+/// `--version` prints after the name (the binary adds the commit to the crate version).
+pub fn main(version: &'static str) -> ExitCode {
     let argv: Vec<OsString> = std::env::args_os().collect();
     let (args, fake) = match helper_args(&argv) {
         Ok(Some(helper)) => (helper.args, helper.fake),
@@ -385,7 +381,10 @@ pub fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let cli = Cli::parse_from(std::iter::once(OsString::from("topicfs")).chain(args.clone()));
+    let matches = Cli::command()
+        .version(version)
+        .get_matches_from(std::iter::once(OsString::from("topicfs")).chain(args.clone()));
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
     match cli.command {
         Command::Mount(mount_args) => match mount_args.request() {
             Ok(_) if fake => ExitCode::SUCCESS,
