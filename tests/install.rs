@@ -107,6 +107,39 @@ fn a_debug_build_says_so_in_its_version() {
 }
 
 #[test]
+fn cargo_install_installs_exactly_one_binary() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
+    let metadata = ok(
+        &cargo,
+        &[
+            "metadata",
+            "--no-deps",
+            "--offline",
+            "--format-version",
+            "1",
+            "--manifest-path",
+            manifest,
+        ],
+    );
+    let metadata: serde_json::Value = serde_json::from_str(&metadata).unwrap();
+    let package = metadata["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "topicfs")
+        .expect("the topicfs package");
+    let bins: Vec<&str> = package["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["kind"].as_array().unwrap().iter().any(|k| k == "bin"))
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(bins, ["topicfs"], "`cargo install --path .` installs these");
+}
+
+#[test]
 fn the_mount_unit_examples_verify_and_order_after_their_data() {
     let local = parse_unit(&fs::read_to_string(packaging("mnt-kafka.mount")).unwrap());
     let where_ = one(&local, "Mount", "Where");
