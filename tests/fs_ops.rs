@@ -556,6 +556,8 @@ fn a_source_without_segment_files_has_no_segments_or_check_and_the_same_streams(
         max_line_bytes: config.max_message_bytes as usize,
         uid: 0,
         gid: 0,
+        file_mode: topicfs::fs::DEFAULT_FILE_MODE,
+        dir_mode: topicfs::fs::DEFAULT_DIR_MODE,
     };
     let source = without_files::Topics(Arc::clone(&local.log_dir) as Arc<dyn TopicSource>);
     let remote = Fixture {
