@@ -83,6 +83,8 @@ fn fixture(store: Option<Arc<dyn GroupStore>>) -> Fixture {
         max_line_bytes: 1 << 20,
         uid: 0,
         gid: 0,
+        file_mode: topicfs::fs::DEFAULT_FILE_MODE,
+        dir_mode: topicfs::fs::DEFAULT_DIR_MODE,
     };
     let store = store.unwrap_or_else(|| Arc::new(LocalGroupStore::new(Arc::clone(&log_dir))));
     let fs = TopicFs::new(Arc::clone(&log_dir) as Arc<dyn TopicSource>, options)
