@@ -49,6 +49,47 @@ pub enum Error {
     Mount(String),
     /// An I/O error, with the file and the operation that failed.
     Io { file: PathBuf, op: &'static str, source: io::Error },
+    /// A name in a data dir that is not the kind of file topicfs reads there (a FIFO, socket,
+    /// device, dangling symlink or symlink loop where a regular file or a directory belongs):
+    /// refused without opening it, so nothing blocks on it. See `storage::open`.
+    WrongFileType { file: PathBuf, found: FileType, expected: FileType },
+}
+
+/// What a name in a data dir turned out to be (after following symlinks), for
+/// [`Error::WrongFileType`]: named as `ls -l` or `stat` would say it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum FileType {
+    /// A regular file.
+    Regular,
+    /// A directory.
+    Directory,
+    /// A named pipe.
+    Fifo,
+    /// A Unix domain socket.
+    Socket,
+    /// A character device (`/dev/zero`, a terminal).
+    CharDevice,
+    /// A block device.
+    BlockDevice,
+    /// A symlink whose target does not exist.
+    DanglingSymlink,
+    /// A symlink that (through others) points back at itself, or a chain too long to follow.
+    SymlinkLoop,
+}
+
+impl fmt::Display for FileType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FileType::Regular => "regular file",
+            FileType::Directory => "directory",
+            FileType::Fifo => "FIFO",
+            FileType::Socket => "socket",
+            FileType::CharDevice => "character device",
+            FileType::BlockDevice => "block device",
+            FileType::DanglingSymlink => "dangling symlink",
+            FileType::SymlinkLoop => "symlink loop",
+        })
+    }
 }
 
 impl Error {
@@ -87,6 +128,10 @@ impl Error {
                 Some(code) if code > 0 => code,
                 _ => libc::EIO,
             },
+            // The bytes behind the name cannot be read as what they should be: like damage,
+            // EIO (not ENOTDIR/ELOOP, which would describe the mount's own path, not the file
+            // in the data dir behind it).
+            Error::WrongFileType { .. } => libc::EIO,
         }
     }
 
@@ -104,7 +149,7 @@ impl Error {
             | Error::Unsupported(_)
             | Error::StaleHandle
             | Error::Usage(_) => log::Level::Info,
-            Error::Locked(_) => log::Level::Warn,
+            Error::Locked(_) | Error::WrongFileType { .. } => log::Level::Warn,
             Error::Corrupt { .. } | Error::Io { .. } | Error::Mount(_) => log::Level::Error,
         }
     }
@@ -119,17 +164,23 @@ static REPORTED_DAMAGE: std::sync::Mutex<Option<std::collections::HashSet<(PathB
 const MAX_REPORTED_DAMAGE: usize = 4096;
 
 impl Error {
-    /// For [`Error::Corrupt`]: whether this is the first report of damage at its file and
-    /// position (recorded now), so that damage is logged once where it is first met, not again
-    /// by every request that runs into the same bytes. Always `true` for other errors.
+    /// For [`Error::Corrupt`] and [`Error::WrongFileType`]: whether this is the first report of
+    /// damage at its file and position (recorded now), so that damage (or a refused file) is
+    /// logged once where it is first met, not again by every request or rescan that runs into
+    /// it. Always `true` for other errors.
     pub fn first_report(&self) -> bool {
-        let Error::Corrupt { file, position, .. } = self else { return true };
+        let (file, position) = match self {
+            Error::Corrupt { file, position, .. } => (file, *position),
+            // Positions are file offsets, so `u64::MAX` never clashes with a real one.
+            Error::WrongFileType { file, .. } => (file, u64::MAX),
+            _ => return true,
+        };
         let mut guard = crate::sync::lock(&REPORTED_DAMAGE);
         let set = guard.get_or_insert_with(std::collections::HashSet::new);
         if set.len() >= MAX_REPORTED_DAMAGE {
             set.clear();
         }
-        set.insert((file.clone(), *position))
+        set.insert((file.clone(), position))
     }
 
     /// The level to log a refused request with: [`Error::log_level`], except damage that was
@@ -168,6 +219,9 @@ impl fmt::Display for Error {
             Error::Usage(what) | Error::Mount(what) => f.write_str(what),
             Error::Io { file, op, source } => {
                 write!(f, "{op} {}: {source}", file.display())
+            }
+            Error::WrongFileType { file, found, expected } => {
+                write!(f, "refused {}: it is a {found}, not a {expected}", file.display())
             }
         }
     }

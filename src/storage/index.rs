@@ -25,6 +25,8 @@
 //! This type is not thread-safe; segments guard each index with a lock.
 
 use std::fs::{File, OpenOptions};
+
+use super::open::{is_not_found, open_regular, read_regular};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -74,13 +76,11 @@ impl IndexFile {
         max_index_size: u32,
         preallocate: bool,
     ) -> Result<IndexFile> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(|e| Error::io(path, "open index", e))?;
+        let file = open_regular(
+            path,
+            OpenOptions::new().read(true).write(true).create(true).truncate(false),
+            "open index",
+        )?;
         let len = file.metadata().map_err(|e| Error::io(path, "stat index", e))?.len();
         let whole = (len / entry_size as u64) * entry_size as u64;
         if whole != len {
@@ -106,12 +106,12 @@ impl IndexFile {
     /// Opens a sealed index file of a locked, writable log dir read-only (lazily, on first use).
     /// A missing file is an empty index.
     pub(crate) fn open_sealed(path: &Path, entry_size: usize) -> Result<IndexFile> {
-        let file = match File::open(path) {
+        let file = match open_regular(path, OpenOptions::new().read(true), "open index") {
             Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            Err(e) if is_not_found(&e) => {
                 return Ok(IndexFile::in_memory(path, entry_size, 0));
             }
-            Err(e) => return Err(Error::io(path, "open index", e)),
+            Err(e) => return Err(e),
         };
         let len = file.metadata().map_err(|e| Error::io(path, "stat index", e))?.len();
         if len % entry_size as u64 != 0 {
@@ -137,10 +137,10 @@ impl IndexFile {
         entry_size: usize,
         max_index_size: u32,
     ) -> Result<IndexFile> {
-        let mut bytes = match read_whole_file(path) {
+        let mut bytes = match read_regular(path) {
             Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(Error::io(path, "read index", e)),
+            Err(e) if is_not_found(&e) => Vec::new(),
+            Err(e) => return Err(e),
         };
         bytes.truncate((bytes.len() / entry_size) * entry_size);
         let entries = count_written_slots(&bytes, entry_size);
@@ -227,11 +227,8 @@ impl IndexFile {
         if let Storage::Sealed { .. } = self.storage {
             // Drop the read-only map before mapping again (module invariant of `mmap`).
             self.storage = Storage::Memory { bytes: Vec::new() };
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(&self.path)
-                .map_err(|e| Error::io(&self.path, "open index", e))?;
+            let file =
+                open_regular(&self.path, OpenOptions::new().read(true).write(true), "open index")?;
             self.storage = self.map_mut(file)?;
         }
         Ok(())
@@ -331,11 +328,7 @@ impl IndexFile {
             }
             Storage::Sealed { map } => {
                 drop(map);
-                OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .open(&self.path)
-                    .map_err(|e| Error::io(&self.path, "open index", e))?
+                open_regular(&self.path, OpenOptions::new().read(true).write(true), "open index")?
             }
             Storage::Memory { bytes } => {
                 // In-memory indexes have no file length to set (callers check first).
@@ -372,16 +365,6 @@ fn count_written_slots(bytes: &[u8], entry_size: usize) -> usize {
         if is_zero(mid) { hi = mid } else { lo = mid + 1 }
     }
     lo
-}
-
-/// Reads a whole file with positioned reads (no mmap): stops at EOF even if the file shrinks.
-pub(crate) fn read_whole_file(path: &Path) -> io::Result<Vec<u8>> {
-    let file = File::open(path)?;
-    let len = file.metadata()?.len();
-    let mut bytes = vec![0u8; usize::try_from(len).map_err(io::Error::other)?];
-    let n = super::scan::read_fully_at(&file, &mut bytes, 0)?;
-    bytes.truncate(n);
-    Ok(bytes)
 }
 
 #[cfg(test)]

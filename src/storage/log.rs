@@ -15,7 +15,6 @@
 //! offset below it always finds the batch.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::hash::BuildHasher;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -23,7 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering}
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, FileType, Result};
 use crate::format::file_name::{FileKind, FileState, parse_segment_file_name};
 use crate::format::txn_index;
 use crate::format::{
@@ -34,7 +33,7 @@ use crate::source::{
     AbortedTxn, AppendInfo, BatchChunk, ChunkStart, CursorHint, OffsetQuery, PartitionSummary,
     ReadCursor,
 };
-use crate::storage::segment_files::{SegmentFileKind, SegmentSummary};
+use crate::storage::segment_files::{FileProblem, SegmentFileKind, SegmentSummary};
 use crate::sync::lock;
 
 use super::config::{LogConfig, MessageTimestampType};
@@ -111,6 +110,49 @@ pub struct Log {
     load_state: LoadState,
     /// Wall time (ms) of the last read-only refresh.
     last_refresh_ms: AtomicI64,
+    /// Segment-file names of the directory's last listing that are not regular files (FIFOs,
+    /// sockets, devices, directories, dangling links, loops): never opened, reported by
+    /// [`Log::refused_files`]. See [`super::open`].
+    refused: Mutex<Vec<RefusedFile>>,
+}
+
+/// A segment-file name of a partition directory that is not a regular file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct RefusedFile {
+    name: String,
+    found: FileType,
+}
+
+/// Lists `dir` and picks out the names that parse as segment files (every kind and state) but
+/// are not regular files (by `stat`, which never blocks); the others are returned as they are.
+/// Each refused name is logged once per process (at warn level).
+fn list_segment_files(dir: &Path) -> Result<(Vec<String>, Vec<RefusedFile>)> {
+    let mut names = Vec::new();
+    let mut refused = Vec::new();
+    for entry in super::open::read_dir(dir)? {
+        let entry = entry.map_err(|e| Error::io(dir, "readdir", e))?;
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else { continue };
+        if parse_segment_file_name(&name).is_none() {
+            names.push(name);
+            continue;
+        }
+        let path = dir.join(&name);
+        match super::open::file_type(&path) {
+            Ok(FileType::Regular) => names.push(name),
+            Ok(found) => {
+                let e = Error::WrongFileType { file: path, found, expected: FileType::Regular };
+                if e.first_report() {
+                    log::warn!("{e}; the partition is served without it");
+                }
+                refused.push(RefusedFile { name, found });
+            }
+            // Gone since the listing (a broker renaming): as if never listed.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(&path, "stat", e)),
+        }
+    }
+    refused.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok((names, refused))
 }
 
 /// What a timestamp lookup searches, for one segment-map version: the segments' base offsets
@@ -200,6 +242,22 @@ impl Log {
         mode: SegmentMode,
         state: LoadState,
     ) -> Result<Log> {
+        let mut mode = mode;
+        if mode == SegmentMode::Writable {
+            let (_, refused) = list_segment_files(dir)?;
+            if !refused.is_empty() {
+                // Recovery, retention, index rebuilds and appends would each have to decide
+                // what to do around a file we never open; serve what can be read instead, and
+                // leave every file as it is.
+                log::warn!(
+                    "{}: {} segment file(s) that are not regular files; serving the partition \
+                     read-only (appends fail with EROFS)",
+                    dir.display(),
+                    refused.len()
+                );
+                mode = SegmentMode::ReadOnly;
+            }
+        }
         let log = Log {
             topic: topic.to_string(),
             partition,
@@ -223,6 +281,7 @@ impl Log {
             time_search: Mutex::new(None),
             load_state: state,
             last_refresh_ms: AtomicI64::new(now_ms()),
+            refused: Mutex::new(Vec::new()),
         };
         // Read-only: a broker renaming a file between our listing and our open (a swap
         // finishing, retention) is routine; look again a few times before giving up.
@@ -397,15 +456,8 @@ impl Log {
     /// orphaned index files); in read-only mode in memory, changing nothing (see
     /// [`super::swap`]).
     fn scan_files(&self) -> Result<Vec<SegmentFiles>> {
-        let mut names = Vec::new();
-        let entries =
-            std::fs::read_dir(&self.dir).map_err(|e| Error::io(&self.dir, "readdir", e))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| Error::io(&self.dir, "readdir", e))?;
-            if let Some(name) = entry.file_name().to_str() {
-                names.push(name.to_string());
-            }
-        }
+        let (names, refused) = list_segment_files(&self.dir)?;
+        *lock(&self.refused) = refused;
         let parsed: Vec<(String, _)> =
             names.into_iter().filter_map(|n| parse_segment_file_name(&n).map(|p| (n, p))).collect();
         if self.mode == SegmentMode::ReadOnly {
@@ -1127,10 +1179,10 @@ impl Log {
         let mut out = Vec::new();
         for seg in self.segments_from(from) {
             let path = seg.file_path(".txnindex");
-            let bytes = match super::index::read_whole_file(&path) {
+            let bytes = match super::open::read_regular(&path) {
                 Ok(b) => b,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(Error::io(&path, "read", e)),
+                Err(e) if super::open::is_not_found(&e) => continue,
+                Err(e) => return Err(e),
             };
             for (at, entry) in txn_index::entries(&bytes) {
                 // Only the version's high byte is checked (versions 1..=255 pass, negative ones
@@ -1146,6 +1198,51 @@ impl Log {
                         last_stable_offset: entry.last_stable_offset,
                     });
                 }
+            }
+        }
+        Ok(out)
+    }
+
+    /// What the log could not serve from its directory's files, for the partition's `check`:
+    /// every segment-file name that is not a regular file (never opened), and an active
+    /// segment whose bytes after its last whole batch do not even start like one (a `.log` of
+    /// text, say; a broker's half-written batch is not reported).
+    pub fn file_problems(&self) -> Result<Vec<FileProblem>> {
+        self.maybe_refresh()?;
+        let mut out: Vec<FileProblem> = lock(&self.refused)
+            .iter()
+            .map(|r| FileProblem {
+                name: r.name.clone(),
+                position: None,
+                what: format!("refused: a {}, not a regular file (not opened)", r.found),
+            })
+            .collect();
+        let Some(active) = self.active_segment() else { return Ok(out) };
+        let path = active.log_path();
+        let on_disk = match std::fs::metadata(path) {
+            Ok(meta) => meta.len(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+            Err(e) => return Err(Error::io(path, "stat", e)),
+        };
+        let end = active.size();
+        if on_disk > end {
+            let mut head = [0u8; crate::format::HEADER_SIZE_UP_TO_MAGIC];
+            let n = active.read_log_bytes_on_disk(end, &mut head)?;
+            let not_a_batch = match crate::format::peek_entry(head.get(..n).unwrap_or_default()) {
+                Err(e) => Some(e.to_string()),
+                Ok(Some(h)) if !(0..=2).contains(&h.magic) => Some(format!("magic {}", h.magic)),
+                Ok(_) => None,
+            };
+            if let Some(why) = not_a_batch {
+                let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+                out.push(FileProblem {
+                    name: name.unwrap_or_default(),
+                    position: Some(end),
+                    what: format!(
+                        "{} bytes that are not record batches ({why}); not shown",
+                        on_disk - end
+                    ),
+                });
             }
         }
         Ok(out)
@@ -1168,9 +1265,12 @@ impl Log {
             SegmentFileKind::TimeIndex => seg.read_index_bytes(true, pos, buf),
             SegmentFileKind::TxnIndex => {
                 let path = seg.file_path(".txnindex");
-                let file = File::open(&path).map_err(|e| match e.kind() {
-                    std::io::ErrorKind::NotFound => Error::NotFound(path.display().to_string()),
-                    _ => Error::io(&path, "open", e),
+                let file = super::open::open_read(&path).map_err(|e| {
+                    if super::open::is_not_found(&e) {
+                        Error::NotFound(path.display().to_string())
+                    } else {
+                        e
+                    }
                 })?;
                 read_fully_at(&file, buf, pos).map_err(|e| Error::io(&path, "read", e))
             }
@@ -1191,9 +1291,7 @@ impl Log {
         for seg in self.segments_from(self.recovery_point()) {
             seg.sync()?;
         }
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| Error::io(&self.dir, "fsync", e))?;
+        super::open::sync_dir(&self.dir)?;
         self.recovery_point.fetch_max(log_end.0, Ordering::AcqRel);
         Ok(())
     }

@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use nix::errno::Errno;
 use nix::fcntl::{FcntlArg, Flock, FlockArg, fcntl};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, FileType, Result};
 use crate::format::Offset;
 use crate::format::checkpoint::{
     format_offset_checkpoint, format_properties, format_uuid, parse_offset_checkpoint,
@@ -45,6 +45,7 @@ use crate::sync::lock;
 
 use super::config::LogConfig;
 use super::log::{LoadState, Log};
+use super::open;
 use super::segment::{SegmentMode, now_ms};
 
 /// `meta.properties`.
@@ -149,11 +150,27 @@ impl LogDir {
     fn partition_dirs(&self, log_skipped: bool) -> Result<BTreeMap<(String, u32), PathBuf>> {
         let path = &self.path;
         let mut out = BTreeMap::new();
-        let entries = std::fs::read_dir(path).map_err(|e| Error::io(path, "readdir", e))?;
-        for entry in entries {
+        for entry in open::read_dir(path)? {
             let entry = entry.map_err(|e| Error::io(path, "readdir", e))?;
             let Some(name) = entry.file_name().to_str().map(str::to_string) else { continue };
-            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            let Ok(entry_type) = entry.file_type() else { continue };
+            if entry_type.is_symlink() && parse_partition_dir(&name).is_some() {
+                // A symlinked partition directory is followed; a link to anything else (or
+                // dangling, or looping) is refused, named once in the log.
+                match open::file_type(&entry.path()) {
+                    Ok(FileType::Directory) => {}
+                    Ok(found) => {
+                        refuse_partition_dir(entry.path(), found);
+                        continue;
+                    }
+                    Err(_) => continue,
+                }
+            } else if !entry_type.is_dir() {
+                if parse_partition_dir(&name).is_some() && !entry_type.is_file() {
+                    if let Ok(found) = open::file_type(&entry.path()) {
+                        refuse_partition_dir(entry.path(), found);
+                    }
+                }
                 continue;
             }
             if let Some(special) = parse_special_dir(&name) {
@@ -447,17 +464,23 @@ impl LogDir {
     }
 }
 
+/// Logs, once per process, a name shaped like a partition directory that is not one.
+fn refuse_partition_dir(path: PathBuf, found: FileType) {
+    let e = Error::WrongFileType { file: path, found, expected: FileType::Directory };
+    if e.first_report() {
+        log::warn!("{e}; no partition is served from it");
+    }
+}
+
 /// Opens `.lock` (created if missing) and locks it exclusively without waiting: held until the
 /// returned file is dropped; [`Error::Locked`] when another process holds it.
 fn take_lock(dir: &Path) -> Result<Flock<File>> {
     let path = dir.join(LOCK_FILE);
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(|e| Error::io(&path, "open", e))?;
+    let file = open::open_regular(
+        &path,
+        OpenOptions::new().read(true).write(true).create(true).truncate(false),
+        "open",
+    )?;
     // Two locks, because Linux keeps them apart: an open-file-description `fcntl` write lock on
     // the whole file, which conflicts with the POSIX record lock a Kafka broker takes
     // (`FileChannel.tryLock`), and a `flock`, which conflicts with tools that use `flock`. Both
@@ -487,7 +510,7 @@ fn take_lock(dir: &Path) -> Result<Flock<File>> {
 /// `cluster.id` and `node.id`.
 fn load_meta_properties(dir: &Path, writable: bool) -> Result<BTreeMap<String, String>> {
     let path = dir.join(META_PROPERTIES);
-    match std::fs::read_to_string(&path) {
+    match open::read_regular_to_string(&path) {
         Ok(text) => {
             let props = parse_properties(&text)
                 .map_err(|e| Error::corrupt(&path, e.at as u64, e.to_string()))?;
@@ -509,7 +532,7 @@ fn load_meta_properties(dir: &Path, writable: bool) -> Result<BTreeMap<String, S
             }
             Ok(props)
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && writable => {
+        Err(e) if open::is_not_found(&e) && writable => {
             let mut props = BTreeMap::new();
             props.insert("version".to_string(), "1".to_string());
             props.insert("cluster.id".to_string(), format_uuid(&random_uuid(&path)?));
@@ -518,8 +541,15 @@ fn load_meta_properties(dir: &Path, writable: bool) -> Result<BTreeMap<String, S
             write_atomically(dir, META_PROPERTIES, &format_properties(&props, &date))?;
             Ok(props)
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
-        Err(e) => Err(Error::io(&path, "read", e)),
+        Err(e) if open::is_not_found(&e) => Ok(BTreeMap::new()),
+        // Read-only: a `meta.properties` that is not a regular file is as good as none (the
+        // mount shows the partitions; nothing reads the ids). Writable: the mount refuses to
+        // take over the dir rather than write a new identity over it.
+        Err(e @ Error::WrongFileType { .. }) if !writable => {
+            log::warn!("{e}; reading the data dir without it");
+            Ok(BTreeMap::new())
+        }
+        Err(e) => Err(e),
     }
 }
 
@@ -537,9 +567,9 @@ fn random_uuid(for_file: &Path) -> Result<[u8; 16]> {
 /// Reads an offset checkpoint into a map; a missing or unreadable file is empty (Kafka then
 /// recovers from 0 and starts logs at their first segment).
 fn read_checkpoint(path: &Path) -> HashMap<(String, u32), i64> {
-    let text = match std::fs::read_to_string(path) {
+    let text = match open::read_regular_to_string(path) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return HashMap::new(),
+        Err(e) if open::is_not_found(&e) => return HashMap::new(),
         Err(e) => {
             log::warn!("cannot read {}: {e}; treating it as empty", path.display());
             return HashMap::new();
@@ -558,7 +588,14 @@ fn read_checkpoint(path: &Path) -> HashMap<(String, u32), i64> {
 fn write_atomically(dir: &Path, name: &str, text: &str) -> Result<()> {
     let tmp = dir.join(format!("{name}.tmp"));
     let target = dir.join(name);
-    let mut file = File::create(&tmp).map_err(|e| Error::io(&tmp, "create", e))?;
+    // A leftover temporary (even a FIFO or a link of that name) is ours to replace.
+    match std::fs::remove_file(&tmp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::io(&tmp, "remove", e)),
+    }
+    let mut file =
+        open::open_regular(&tmp, OpenOptions::new().write(true).create_new(true), "create")?;
     file.write_all(text.as_bytes()).map_err(|e| Error::io(&tmp, "write", e))?;
     file.sync_all().map_err(|e| Error::io(&tmp, "fsync", e))?;
     std::fs::rename(&tmp, &target).map_err(|e| Error::io(&tmp, "rename", e))?;
@@ -566,5 +603,5 @@ fn write_atomically(dir: &Path, name: &str, text: &str) -> Result<()> {
 }
 
 fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io(dir, "fsync", e))
+    open::sync_dir(dir)
 }

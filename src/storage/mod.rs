@@ -20,6 +20,8 @@
 //! - `swap`: the log cleaner's `.cleaned`/`.swap`/`.deleted` files as Kafka's loader would
 //!   leave them, decided in memory for read-only opens.
 //! - `mmap`: the only `unsafe` code in the crate (index maps).
+//! - [`open`]: the one way files and directories of a data dir are opened (non-blocking, regular
+//!   files only).
 //!
 //! Nothing here knows about FUSE, inodes or views.
 //!
@@ -50,6 +52,7 @@ pub mod log;
 pub mod log_dir;
 mod mmap;
 pub mod offset_index;
+pub mod open;
 pub mod scan;
 pub mod segment;
 pub mod segment_files;

@@ -20,6 +20,9 @@
 //! preallocated, or copied into memory in read-only mode).
 
 use std::fs::{File, OpenOptions};
+
+use super::open::{file_type, open_read, open_regular};
+use crate::error::FileType;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
@@ -168,12 +171,11 @@ impl LogSegment {
             }
         }
         let log_path = segment_file_path(dir, base_offset, ".log");
-        let log = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&log_path)
-            .map_err(|e| Error::io(&log_path, "create", e))?;
+        let log = open_regular(
+            &log_path,
+            OpenOptions::new().read(true).write(true).create_new(true),
+            "create",
+        )?;
         let segment = LogSegment::new(
             dir,
             base_offset,
@@ -204,11 +206,11 @@ impl LogSegment {
         active: bool,
     ) -> Result<LogSegment> {
         let log_path = segment_file_path(dir, base_offset, ".log");
-        let log = OpenOptions::new()
-            .read(true)
-            .write(mode == SegmentMode::Writable)
-            .open(&log_path)
-            .map_err(|e| Error::io(&log_path, "open", e))?;
+        let log = open_regular(
+            &log_path,
+            OpenOptions::new().read(true).write(mode == SegmentMode::Writable),
+            "open",
+        )?;
         LogSegment::opened(
             dir,
             base_offset,
@@ -231,7 +233,7 @@ impl LogSegment {
         index_interval_bytes: u32,
     ) -> Result<LogSegment> {
         let log_path = segment_file_path(dir, base_offset, ".log.swap");
-        let log = File::open(&log_path).map_err(|e| Error::io(&log_path, "open", e))?;
+        let log = open_read(&log_path)?;
         let mut segment = LogSegment::opened(
             dir,
             base_offset,
@@ -376,7 +378,15 @@ impl LogSegment {
             SegmentMode::Writable => OffsetIndex::open_sealed(&path, self.base_offset),
             SegmentMode::ReadOnly => {
                 let index =
-                    OffsetIndex::load_read_only(&path, self.base_offset, self.max_index_size)?;
+                    match OffsetIndex::load_read_only(&path, self.base_offset, self.max_index_size)
+                    {
+                        Ok(index) => index,
+                        Err(e @ Error::WrongFileType { .. }) => {
+                            self.note_repair(false, e);
+                            return Ok(self.rebuild_in_memory()?.0);
+                        }
+                        Err(e) => return Err(e),
+                    };
                 match index.sanity_check() {
                     Ok(()) => Ok(index),
                     Err(e) => {
@@ -398,7 +408,14 @@ impl LogSegment {
             SegmentMode::Writable => TimeIndex::open_sealed(&path, self.base_offset),
             SegmentMode::ReadOnly => {
                 let index =
-                    TimeIndex::load_read_only(&path, self.base_offset, self.max_index_size)?;
+                    match TimeIndex::load_read_only(&path, self.base_offset, self.max_index_size) {
+                        Ok(index) => index,
+                        Err(e @ Error::WrongFileType { .. }) => {
+                            self.note_repair(true, e);
+                            return Ok(self.rebuild_in_memory()?.1);
+                        }
+                        Err(e) => return Err(e),
+                    };
                 match index.sanity_check() {
                     Ok(()) => Ok(index),
                     Err(e) => {
@@ -1024,15 +1041,15 @@ impl LogSegment {
         Ok(())
     }
 
-    /// Size of the `.txnindex` file, `None` if there is none (one `stat`, remembered once the
-    /// segment is sealed).
+    /// Size of the `.txnindex` file, `None` if there is none or it is not a regular file (one
+    /// `stat`, remembered once the segment is sealed).
     pub fn txn_index_size(&self) -> Option<u64> {
         let path = self.file_path(".txnindex");
+        let size = || std::fs::metadata(&path).ok().filter(|m| m.is_file()).map(|m| m.len());
         if self.is_active() {
-            return std::fs::metadata(path).ok().map(|m| m.len());
+            return size();
         }
-        *lock(&self.sealed_txn_index_size)
-            .get_or_insert_with(|| std::fs::metadata(path).ok().map(|m| m.len()))
+        *lock(&self.sealed_txn_index_size).get_or_insert_with(size)
     }
 
     /// Whether the index (`time`: the time index) is served rebuilt in memory because its file
@@ -1052,8 +1069,15 @@ impl LogSegment {
     pub fn index_file_size(&self, time: bool) -> Result<u64> {
         if self.index_repaired(time)? {
             let path = self.file_path(if time { ".timeindex" } else { ".index" });
-            let meta = std::fs::metadata(&path).map_err(|e| Error::io(&path, "stat", e))?;
-            return Ok(meta.len());
+            // A refused file (a FIFO, a device, a dangling link ...) has no bytes to show.
+            return match file_type(&path) {
+                Ok(FileType::Regular) => {
+                    let meta = std::fs::metadata(&path).map_err(|e| Error::io(&path, "stat", e))?;
+                    Ok(meta.len())
+                }
+                Ok(_) => Ok(0),
+                Err(e) => Err(Error::io(&path, "stat", e)),
+            };
         }
         let len = if time {
             self.with_time_index(|i| i.valid_bytes().len())?
@@ -1067,7 +1091,12 @@ impl LogSegment {
     pub fn read_index_bytes(&self, time: bool, pos: u64, buf: &mut [u8]) -> Result<usize> {
         if self.index_repaired(time)? {
             let path = self.file_path(if time { ".timeindex" } else { ".index" });
-            let file = File::open(&path).map_err(|e| Error::io(&path, "open", e))?;
+            let file = match open_read(&path) {
+                Ok(file) => file,
+                // A refused file (a FIFO, a device ...) is shown empty (see `index_file_size`).
+                Err(Error::WrongFileType { .. }) => return Ok(0),
+                Err(e) => return Err(e),
+            };
             return read_fully_at(&file, buf, pos).map_err(|e| Error::io(&path, "read", e));
         }
         let copy = |bytes: &[u8], buf: &mut [u8]| -> usize {
@@ -1094,6 +1123,12 @@ impl LogSegment {
         let n = ((end - pos) as usize).min(buf.len());
         read_fully_at(&self.log, &mut buf[..n], pos)
             .map_err(|e| Error::io(&self.log_path, "read", e))
+    }
+
+    /// Up to `buf.len()` bytes of the `.log` file at `pos`, past the segment's size too (what
+    /// follows the last whole batch, for `check`); fewer only at the end of the file.
+    pub fn read_log_bytes_on_disk(&self, pos: u64, buf: &mut [u8]) -> Result<usize> {
+        read_fully_at(&self.log, buf, pos).map_err(|e| Error::io(&self.log_path, "read", e))
     }
 
     /// Removes the segment's files (retention, or later segments after a truncating recovery):

@@ -54,6 +54,17 @@ impl SegmentFileKind {
     }
 }
 
+/// A file of a partition that its source could not serve (for the partition's `check`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileProblem {
+    /// The file's name in the partition directory.
+    pub name: String,
+    /// The byte position the problem starts at, if it is inside the file.
+    pub position: Option<u64>,
+    /// What is wrong, in a few words.
+    pub what: String,
+}
+
 /// A partition's segment files (see the module docs).
 pub trait SegmentFiles: Send + Sync {
     /// Segments in base-offset order.
@@ -91,6 +102,12 @@ pub trait SegmentFiles: Send + Sync {
         &self,
         _base_offset: Offset,
     ) -> Result<Vec<(SegmentFileKind, u64, String)>> {
+        Ok(Vec::new())
+    }
+    /// Files the source could not serve at all or in part: names that are not regular files
+    /// (refused unopened, see `storage::open`), bytes that are not batches after the last
+    /// whole batch of the active segment. Empty by default.
+    fn file_problems(&self) -> Result<Vec<FileProblem>> {
         Ok(Vec::new())
     }
 }

@@ -17,7 +17,7 @@ use crate::source::{
     AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, PartitionSource, PartitionSummary, ReadCursor,
     SkippedDamage, SpaceStats, TopicSource,
 };
-use crate::storage::segment_files::{SegmentFileKind, SegmentFiles, SegmentSummary};
+use crate::storage::segment_files::{FileProblem, SegmentFileKind, SegmentFiles, SegmentSummary};
 
 use super::log::{Log, SegmentCursor};
 use super::log_dir::LogDir;
@@ -129,9 +129,12 @@ impl SegmentFiles for Log {
             return Ok(None);
         }
         let path = segment.file_path(kind.suffix());
-        let file = File::open(&path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => Error::NotFound(path.display().to_string()),
-            _ => Error::io(&path, "open", e),
+        let file = super::open::open_read(&path).map_err(|e| {
+            if super::open::is_not_found(&e) {
+                Error::NotFound(path.display().to_string())
+            } else {
+                e
+            }
         })?;
         let on_disk = file.metadata().map_err(|e| Error::io(&path, "stat", e))?.len();
         // What `read_segment_file` shows: the `.log` up to its committed size, an index up to its
@@ -160,6 +163,10 @@ impl SegmentFiles for Log {
                 (kind, r.position, r.what)
             })
             .collect())
+    }
+
+    fn file_problems(&self) -> Result<Vec<FileProblem>> {
+        Log::file_problems(self)
     }
 }
 

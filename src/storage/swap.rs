@@ -13,7 +13,6 @@
 //! offset range, exactly one file set, so a finished compaction whose final renames have not
 //! happened yet shows the compacted data, once, and never the originals beside it.
 
-use std::fs::File;
 use std::path::Path;
 
 use crate::error::{Error, Result};
@@ -35,7 +34,7 @@ pub struct SegmentFiles {
 /// last whole batch plus one, by a header scan; `base` when it holds no batch (Kafka's
 /// `readNextOffset` on a swap segment).
 pub fn next_offset_of_log_file(path: &Path, base: Offset) -> Result<Offset> {
-    let file = File::open(path).map_err(|e| Error::io(path, "open", e))?;
+    let file = super::open::open_read(path)?;
     let len = file.metadata().map_err(|e| Error::io(path, "stat", e))?.len();
     let mut reader = ChunkReader::new(&file, path, len);
     let (mut next, mut pos) = (base, 0);

@@ -17,8 +17,11 @@
 //!   bytes, batches whose offsets do not increase, offset index entries that do not point at a
 //!   batch start or whose offset is below that batch or past the segment, offset or time index
 //!   entries out of order, time index entries outside the segment, `.txnindex` entries that
-//!   do not end at an ABORT marker of their producer. Offset gaps between batches are listed
-//!   too but are not problems: compaction leaves them.
+//!   do not end at an ABORT marker of their producer, segment files that are not regular files
+//!   (`<file>: refused: a FIFO, not a regular file (not opened)`, see `storage::open`), and
+//!   bytes after the active segment's last whole batch that do not start like a batch (a
+//!   `.log` of text). Offset gaps between batches are listed too but are not problems:
+//!   compaction leaves them.
 //!
 //! Everything is rendered from the bytes [`SegmentFiles::read_segment_file`] serves (the
 //! preallocated zero tail of an active index is not part of them).
@@ -941,11 +944,24 @@ impl Report {
 /// The `check` report of a partition (see the module docs).
 pub fn check_partition(part: &dyn PartitionSource) -> Result<String> {
     let segments = files(part)?.segments()?;
+    let file_problems = files(part)?.file_problems()?;
+    let refused: HashSet<&str> =
+        file_problems.iter().filter(|p| p.position.is_none()).map(|p| p.name.as_str()).collect();
     let mut report = Report::default();
     // The offset the next batch is expected at, across segments.
     let mut expected: Option<Offset> = None;
     for segment in &segments {
-        check_segment(part, segment, &mut expected, &mut report)?;
+        check_segment(part, segment, &refused, &mut expected, &mut report)?;
+    }
+    for p in &file_problems {
+        let label = format!("{}-{}/{}", part.topic(), part.partition(), p.name);
+        match p.position {
+            Some(position) => report.problem(&label, position, &p.what),
+            None => {
+                report.problems += 1;
+                let _ = writeln!(report.lines, "{label}: {}", p.what);
+            }
+        }
     }
     let mut out = report.lines;
     let _ = writeln!(
@@ -964,6 +980,7 @@ pub fn check_partition(part: &dyn PartitionSource) -> Result<String> {
 fn check_segment(
     part: &dyn PartitionSource,
     segment: &SegmentSummary,
+    refused: &HashSet<&str>,
     expected: &mut Option<Offset>,
     report: &mut Report,
 ) -> Result<()> {
@@ -1108,6 +1125,10 @@ fn check_segment(
     // above, from the bytes on disk): a note, not a problem of its own.
     for (kind, position, what) in files(part)?.repaired_segment_files(base)? {
         let label = file_label(part, base, kind);
+        if label.rsplit('/').next().is_some_and(|name| refused.contains(name)) {
+            // Not a file at all: reported once, below, as refused.
+            continue;
+        }
         let _ = writeln!(
             report.lines,
             "{label} position {position}: failed the sanity check ({what}); lookups use an \
