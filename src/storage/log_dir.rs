@@ -114,6 +114,26 @@ impl LogDir {
             return Err(Error::NotFound(path.display().to_string()));
         }
         let lock_file = if writable { Some(take_lock(path)?) } else { None };
+        if writable {
+            // The checkpoints are replaced by rename at every write, which would put a file
+            // in place of what is there (or fail on a directory): refuse to take over a data
+            // dir whose checkpoints are not regular files, naming them, instead of guessing.
+            for name in [RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT] {
+                let file = path.join(name);
+                match open::file_type(&file) {
+                    Ok(FileType::Regular) => {}
+                    Ok(found) => {
+                        return Err(Error::WrongFileType {
+                            file,
+                            found,
+                            expected: FileType::Regular,
+                        });
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(Error::io(&file, "stat", e)),
+                }
+            }
+        }
         let meta = load_meta_properties(path, writable)?;
 
         let marker = path.join(CLEAN_SHUTDOWN_FILE);

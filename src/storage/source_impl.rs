@@ -129,13 +129,16 @@ impl SegmentFiles for Log {
             return Ok(None);
         }
         let path = segment.file_path(kind.suffix());
-        let file = super::open::open_read(&path).map_err(|e| {
-            if super::open::is_not_found(&e) {
-                Error::NotFound(path.display().to_string())
-            } else {
-                e
+        let file = match super::open::open_read(&path) {
+            Ok(file) => file,
+            Err(e) if super::open::is_not_found(&e) => {
+                return Err(Error::NotFound(path.display().to_string()));
             }
-        })?;
+            // Not a regular file (an index that is a FIFO, say): nothing to hand the kernel;
+            // reads go through `read_segment_file`, which shows it empty.
+            Err(Error::WrongFileType { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
         let on_disk = file.metadata().map_err(|e| Error::io(&path, "stat", e))?.len();
         // What `read_segment_file` shows: the `.log` up to its committed size, an index up to its
         // last entry (a roll trims a sealed index, but a crash can leave its zero tail).
