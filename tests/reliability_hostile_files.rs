@@ -344,3 +344,139 @@ fn read_only_open_serves_around_every_kind_of_non_regular_file_in_every_place() 
 fn writable_open_serves_around_every_kind_of_non_regular_file_in_every_place() {
     every_case(SegmentMode::Writable);
 }
+
+/// Runs `f` on a thread; fails if it does not end within [`DEADLINE`].
+fn with_deadline(name: &str, f: impl FnOnce() + Send + 'static) {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        let _ = tx.send(result.is_ok());
+    });
+    match rx.recv_timeout(DEADLINE) {
+        Ok(true) => {}
+        Ok(false) => panic!("{name}: failed (see the panic above)"),
+        Err(_) => panic!("{name}: did not end within {DEADLINE:?} (blocked?)"),
+    }
+}
+
+fn fs_over(data: &Path, mode: SegmentMode) -> Result<TopicFs, Error> {
+    let log_dir = LogDir::open_with(data, LogConfig::default(), Default::default(), mode)?;
+    let options = FsOptions {
+        read_only: mode == SegmentMode::ReadOnly,
+        partitions_per_topic: 1,
+        max_line_bytes: 1 << 20,
+        uid: 0,
+        gid: 0,
+    };
+    Ok(TopicFs::new(Arc::new(log_dir) as Arc<dyn TopicSource>, options))
+}
+
+#[test]
+fn a_partition_directory_that_is_not_a_directory_is_refused_and_a_symlinked_one_followed() {
+    let template_dir = tempfile::tempdir().unwrap();
+    template(template_dir.path());
+    let template_dir = Arc::new(template_dir);
+    for mode in [SegmentMode::ReadOnly, SegmentMode::Writable] {
+        for hostile in HOSTILE {
+            let template_dir = Arc::clone(&template_dir);
+            let name = format!("{hostile:?} as bad-0 ({mode:?})");
+            with_deadline(&name.clone(), move || {
+                let tmp = tempfile::tempdir().unwrap();
+                let data = tmp.path().join("data");
+                copy_tree(template_dir.path(), &data);
+                hostile.plant(&data.join("bad-0"), &tmp.path().join("kept-bad-0"));
+                let fs = fs_over(&data, mode).unwrap_or_else(|e| panic!("{name}: {e}"));
+                let topics = names(&fs, "").unwrap();
+                let (good, _) = touch_partition(&fs, "good", 0).unwrap();
+                assert_eq!(good, values(0..6), "{name}");
+                if hostile == Hostile::Directory {
+                    // An (empty) directory is a partition directory like any other.
+                    assert_eq!(topics, ["bad", "good"], "{name}");
+                    assert_eq!(touch_partition(&fs, "bad", 0).unwrap().0, "", "{name}");
+                } else if hostile == Hostile::LinkToRegular {
+                    // A symlink to a partition directory is followed.
+                    assert_eq!(topics, ["bad", "good"], "{name}");
+                    let (bad, check) = touch_partition(&fs, "bad", 0).unwrap();
+                    assert_eq!(bad, values(0..6), "{name}");
+                    assert!(check.contains(" 0 problems"), "{name}: {check}");
+                } else {
+                    assert_eq!(topics, ["good"], "{name}");
+                    assert_eq!(ino(&fs, "bad").unwrap_err().errno(), libc::ENOENT, "{name}");
+                }
+                if mode == SegmentMode::Writable {
+                    fs.shutdown().unwrap();
+                }
+            });
+        }
+    }
+}
+
+/// Polls `condition` (a read-only mount looks at the directory again at most every 200 ms).
+fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+    for _ in 0..200 {
+        if condition() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{what}: never happened");
+}
+
+#[test]
+fn a_live_read_only_open_refuses_files_replaced_or_appearing_while_it_is_open() {
+    with_deadline("live", || {
+        let tmp = tempfile::tempdir().unwrap();
+        let data = tmp.path().join("data");
+        template(&data);
+        let fs = fs_over(&data, SegmentMode::ReadOnly).unwrap();
+        assert_eq!(touch_partition(&fs, "bad", 0).unwrap().0, values(0..6));
+
+        // A segment appears as a FIFO (a broker would roll to a regular file).
+        let part = data.join("bad-0");
+        Hostile::Fifo.plant(&part.join("00000000000000000010.log"), &tmp.path().join("k1"));
+        eventually("the new FIFO is listed as refused", || {
+            touch_partition(&fs, "bad", 0).unwrap().1.contains("00000000000000000010.log: refused")
+        });
+        assert_eq!(touch_partition(&fs, "bad", 0).unwrap().0, values(0..6));
+
+        // The active segment's .log is replaced by a FIFO: the partition shows the rest.
+        Hostile::Fifo.plant(&part.join(format!("{ACTIVE}.log")), &tmp.path().join("k2"));
+        eventually("the replaced .log is refused", || {
+            let (values_shown, check) = touch_partition(&fs, "bad", 0).unwrap();
+            values_shown == values(0..3)
+                && check.contains(&format!("bad-0/{ACTIVE}.log: refused: a FIFO"))
+        });
+
+        // A partition appears as a FIFO, another as a symlink loop: never listed, and the
+        // listing still ends.
+        Hostile::Fifo.plant(&data.join("new-0"), &tmp.path().join("k3"));
+        Hostile::Loop.plant(&data.join("loop-0"), &tmp.path().join("k4"));
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(names(&fs, "").unwrap(), ["bad", "good"]);
+        assert_eq!(touch_partition(&fs, "good", 0).unwrap().0, values(0..6));
+    });
+}
+
+#[test]
+fn check_reports_an_active_log_whose_bytes_are_not_batches() {
+    // Read-only: the text is hidden and reported. (A writable open would recover the segment
+    // and truncate the file to its whole batches, as Kafka does with any `.log`.)
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    template(&data);
+    let text = tmp.path().join("notes.txt");
+    std::fs::write(&text, "these are notes, not record batches\n".repeat(10)).unwrap();
+    let log = data.join(format!("bad-0/{ACTIVE}.log"));
+    std::fs::remove_file(&log).unwrap();
+    for suffix in ["index", "timeindex"] {
+        std::fs::remove_file(data.join(format!("bad-0/{ACTIVE}.{suffix}"))).unwrap();
+    }
+    symlink(&text, &log).unwrap();
+    let fs = fs_over(&data, SegmentMode::ReadOnly).unwrap();
+    let (shown, check) = touch_partition(&fs, "bad", 0).unwrap();
+    assert_eq!(shown, values(0..3));
+    let line = format!("bad-0/{ACTIVE}.log position 0: 360 bytes that are not record batches");
+    assert!(check.contains(&line), "{check}");
+    assert!(check.contains(": 1 problems"), "{check}");
+    assert_eq!(std::fs::read(&text).unwrap().len(), 360, "the text is left as it was");
+}

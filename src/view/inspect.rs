@@ -266,7 +266,7 @@ impl InspectCache {
 
     /// The `check` report of `part`.
     pub fn check(&self, part: &Arc<dyn PartitionSource>) -> Result<Inspection> {
-        let key = check_key(part.as_ref());
+        let key = check_key(part.as_ref())?;
         let report = self.get_or_render(key, files(part.as_ref())?.segments()?, || {
             render_check(part.as_ref())
         })?;
@@ -276,7 +276,7 @@ impl InspectCache {
     /// The size of the `check` report: exact when cached or when the partition's files total
     /// at most [`RENDER_AT_STAT_BYTES`] (then rendered now); else 0 until it is read.
     pub fn check_size(&self, part: &dyn PartitionSource) -> Result<u64> {
-        let key = check_key(part);
+        let key = check_key(part)?;
         let segments = files(part)?.segments()?;
         if let Some(n) = self.cached_size(&key, &segments) {
             return Ok(n);
@@ -385,8 +385,15 @@ fn dump_segment(
     Ok((label, segment))
 }
 
-fn check_key(part: &dyn PartitionSource) -> String {
-    format!("{}-{}/check", part.topic(), part.partition())
+/// The cache key of a `check` report: the partition, and the problems of files outside the
+/// segments (refused names, bytes that are not batches), which change without changing the
+/// segments the cached report is stamped with.
+fn check_key(part: &dyn PartitionSource) -> Result<String> {
+    let mut key = format!("{}-{}/check", part.topic(), part.partition());
+    for p in files(part)?.file_problems()? {
+        let _ = write!(key, "\n{} {:?} {}", p.name, p.position, p.what);
+    }
+    Ok(key)
 }
 
 /// The whole of one segment file as served by `part` (for index files, which are small).
