@@ -6,6 +6,7 @@ mod common;
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -288,4 +289,163 @@ fn a_full_disk_fails_appends_with_enospc_corrupts_nothing_and_appends_resume() {
     let dirs = m.unmount();
     drop(_tmpfs);
     drop(dirs);
+}
+
+// ---- files a broker would not write, through a real mount --------------------------------
+
+/// Sealed (values 0..3) and active (3..6) segments of each of `topics` (partition 0).
+fn two_segment_partitions(data: &Path, topics: &[&str]) {
+    use topicfs::format::{NO_TIMESTAMP, NewRecord};
+    use topicfs::storage::{LogConfig, LogDir};
+    let log_dir = LogDir::open(data, LogConfig::default()).unwrap();
+    for topic in topics {
+        log_dir.create_topic(topic, 1).unwrap();
+        let log = log_dir.log(topic, 0).unwrap();
+        for i in 0..6 {
+            if i == 3 {
+                log.force_roll().unwrap();
+            }
+            let value = Some(format!("value-{i}").into_bytes());
+            let record = NewRecord { timestamp: NO_TIMESTAMP, key: None, value, headers: vec![] };
+            log.append(&[record]).unwrap();
+        }
+    }
+    log_dir.shutdown().unwrap();
+}
+
+fn mkfifo(path: &Path) {
+    rustix::fs::mkfifoat(rustix::fs::CWD, path, rustix::fs::Mode::from_raw_mode(0o644)).unwrap();
+}
+
+/// Runs `script` under `timeout 20`; fails if it had to be stopped. Its exit status and output.
+fn promptly(script: &str) -> (i32, String) {
+    let out = common::sh_output(&format!("timeout -s KILL 20 sh -c '{script}' 2>&1"));
+    let code = out.status.code().unwrap_or(-1);
+    assert!(code != 124 && code != 137 && code != -1, "`{script}` did not end: {out:?}");
+    (code, String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+const SEALED_LOG: &str = "00000000000000000000.log";
+
+/// Plants non-regular files in `data`: in `bad-0` the sealed `.log` is a FIFO, the active
+/// `.timeindex` a link to `/dev/zero`, a `.txnindex` a socket; `fifo-0` is a FIFO, `loop-0` a
+/// symlink loop and `zero-0` a link to `/dev/zero`.
+fn plant_hostile_files(data: &Path) {
+    let bad = data.join("bad-0");
+    fs::remove_file(bad.join(SEALED_LOG)).unwrap();
+    mkfifo(&bad.join(SEALED_LOG));
+    let timeindex = bad.join("00000000000000000003.timeindex");
+    fs::remove_file(&timeindex).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &timeindex).unwrap();
+    drop(std::os::unix::net::UnixListener::bind(bad.join("00000000000000000000.txnindex")));
+    mkfifo(&data.join("fifo-0"));
+    std::os::unix::fs::symlink(data.join("loop-0"), data.join("loop-0")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", data.join("zero-0")).unwrap();
+}
+
+/// Every shell touch of the bad partition ends; the good one is served in full.
+fn every_touch_ends(m: &MountGuard) {
+    let mnt = m.mnt();
+    let p = mnt.join("bad/0");
+    let (p, mnt) = (p.display(), mnt.display());
+    assert_eq!(promptly(&format!("ls {mnt}")).1, "bad\ngood\n");
+    assert_eq!(promptly(&format!("ls {p}")).0, 0);
+    assert_eq!(promptly(&format!("ls {p}/segments")).0, 0);
+    let (code, info) = promptly(&format!("cat {p}/info"));
+    assert!(code == 0 && info.contains("log_start_offset: 3"), "{info}");
+    // Below the log start offset there is nothing (the sealed segment is refused).
+    assert_ne!(promptly(&format!("cat {p}/by-offset/0")).0, 0);
+    assert_eq!(
+        promptly(&format!("cat {p}/by-offset/3")),
+        (0, "value-3\nvalue-4\nvalue-5\n".into())
+    );
+    assert_eq!(promptly(&format!("tail -n 1 {p}/by-offset/3")), (0, "value-5\n".into()));
+    assert_eq!(promptly(&format!("cat {p}/segments/* >/dev/null")).0, 0);
+    let (code, check) = promptly(&format!("cat {p}/check"));
+    assert_eq!(code, 0, "{check}");
+    for line in [
+        format!("bad-0/{SEALED_LOG}: refused: a FIFO, not a regular file"),
+        "bad-0/00000000000000000003.timeindex: refused: a character device".to_string(),
+        "bad-0/00000000000000000000.txnindex: refused: a socket".to_string(),
+    ] {
+        assert!(check.contains(&line), "{line} not in {check}");
+    }
+    assert_eq!(
+        promptly(&format!("cat {mnt}/good/0/by-offset/0")),
+        (0, (0..6).map(|i| format!("value-{i}\n")).collect())
+    );
+}
+
+/// Lines of the daemon's log naming `needle` (the log is the file `log`).
+fn log_lines_with(log: &Path, needle: &str) -> usize {
+    fs::read_to_string(log).unwrap().lines().filter(|l| l.contains(needle)).count()
+}
+
+#[test]
+fn a_read_only_mount_comes_up_over_fifos_sockets_devices_and_loops_and_every_touch_ends() {
+    let dirs = Dirs::new();
+    two_segment_partitions(&dirs.data(), &["good", "bad"]);
+    plant_hostile_files(&dirs.data());
+    let log = dirs.root.path().join("daemon.log");
+    let m = MountGuard::foreground_logging_to(
+        dirs,
+        &["--read-only"],
+        std::process::Stdio::from(File::create(&log).unwrap()),
+    );
+    every_touch_ends(&m);
+    every_touch_ends(&m);
+    // Named once in the log, however often it is met.
+    assert_eq!(log_lines_with(&log, &format!("bad-0/{SEALED_LOG}: it is a FIFO")), 1);
+    assert_eq!(log_lines_with(&log, "fifo-0: it is a FIFO, not a directory"), 1);
+    assert_eq!(log_lines_with(&log, "loop-0: it is a symlink loop, not a directory"), 1);
+    assert_eq!(log_lines_with(&log, "zero-0: it is a character device, not a directory"), 1);
+}
+
+#[test]
+fn a_writable_mount_comes_up_over_fifos_and_serves_that_partition_read_only() {
+    let dirs = Dirs::new();
+    two_segment_partitions(&dirs.data(), &["good", "bad"]);
+    plant_hostile_files(&dirs.data());
+    let m = MountGuard::foreground_on(dirs, &[]);
+    every_touch_ends(&m);
+    let err = append_lines(&m.path("bad/0/append"), b"more\n").unwrap_err();
+    assert_eq!(errno(&err), libc::EROFS, "{err}");
+    append_lines(&m.path("good/0/append"), b"more\n").unwrap();
+    assert_eq!(
+        promptly(&format!("tail -n 1 {}", m.path("good/0/by-offset/0").display())).1,
+        "more\n"
+    );
+    let dirs = m.unmount();
+    // Nothing planted was removed or replaced.
+    let planted = fs::symlink_metadata(dirs.data().join("bad-0").join(SEALED_LOG)).unwrap();
+    assert!(planted.file_type().is_fifo());
+}
+
+#[test]
+fn a_live_read_only_mount_refuses_a_log_replaced_by_a_fifo_and_a_fifo_segment_appearing() {
+    let dirs = Dirs::new();
+    two_segment_partitions(&dirs.data(), &["good", "live"]);
+    let m = MountGuard::foreground_on(dirs, &["--read-only"]);
+    let p = m.path("live/0");
+    let p = p.display();
+    assert_eq!(promptly(&format!("cat {p}/by-offset/0")).1.lines().count(), 6);
+    let part = m.data().join("live-0");
+    mkfifo(&part.join("00000000000000000010.log"));
+    let active = part.join("00000000000000000003.log");
+    fs::rename(&active, m.dirs_root().join("kept.log")).unwrap();
+    mkfifo(&active);
+    common::wait_until("check names both FIFOs", || {
+        let check = promptly(&format!("cat {p}/check")).1;
+        check.contains("live-0/00000000000000000010.log: refused: a FIFO")
+            && check.contains("live-0/00000000000000000003.log: refused: a FIFO")
+    });
+    assert_eq!(
+        promptly(&format!("cat {p}/by-offset/0")),
+        (0, "value-0\nvalue-1\nvalue-2\n".into())
+    );
+    assert_eq!(promptly(&format!("ls {p}/segments")).0, 0);
+    assert_eq!(
+        promptly(&format!("cat {}", m.path("good/0/by-offset/0").display())).1.lines().count(),
+        6
+    );
 }
