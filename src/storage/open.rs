@@ -219,6 +219,55 @@ mod tests {
         }
     }
 
+    /// The rule of this module, checked on the source: outside it, nothing in `src/` (the bench
+    /// tool and test modules aside) opens, reads or lists a file by itself; the only files
+    /// opened otherwise are not in a data dir (`/dev/fuse`, `/proc/self/mountinfo`,
+    /// `/dev/urandom`).
+    #[test]
+    fn nothing_else_in_the_crate_opens_files_by_itself() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let calls = [
+            "File::open(",
+            "File::create(",
+            "fs::read(",
+            "fs::read_to_string(",
+            "fs::read_dir(",
+            ").open(",
+            "File::options(",
+        ];
+        let allowed = ["/dev/urandom", "DEV_FUSE", "/proc/self/mountinfo"];
+        let mut stack = vec![root.clone()];
+        let mut found = Vec::new();
+        let mut files = 0;
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    if !path.ends_with("bin") {
+                        stack.push(path);
+                    }
+                    continue;
+                }
+                if path.ends_with("storage/open.rs") || path.extension() != Some("rs".as_ref()) {
+                    continue;
+                }
+                files += 1;
+                let text = std::fs::read_to_string(&path).unwrap();
+                let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or_default();
+                for (n, line) in code.lines().enumerate() {
+                    if calls.iter().any(|c| line.contains(c))
+                        && !allowed.iter().any(|a| line.contains(a))
+                        && !line.trim_start().starts_with("//")
+                    {
+                        found.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
+                    }
+                }
+            }
+        }
+        assert!(files > 40, "only {files} source files found");
+        assert!(found.is_empty(), "open through storage::open instead:\n{}", found.join("\n"));
+    }
+
     #[test]
     fn a_dangling_symlink_is_not_created_through() {
         let tmp = tempfile::tempdir().unwrap();
