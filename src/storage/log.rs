@@ -124,7 +124,7 @@ struct RefusedFile {
 }
 
 /// Lists `dir` and picks out the names that parse as segment files (every kind and state) but
-/// are not regular files (by `stat`, which never blocks); the others are returned as they are.
+/// are not regular files (by the listing's file type, else `stat`, which never blocks); the others are returned as they are.
 /// Each refused name is logged once per process (at warn level).
 fn list_segment_files(dir: &Path) -> Result<(Vec<String>, Vec<RefusedFile>)> {
     let mut names = Vec::new();
@@ -133,6 +133,12 @@ fn list_segment_files(dir: &Path) -> Result<(Vec<String>, Vec<RefusedFile>)> {
         let entry = entry.map_err(|e| Error::io(dir, "readdir", e))?;
         let Some(name) = entry.file_name().to_str().map(str::to_string) else { continue };
         if parse_segment_file_name(&name).is_none() {
+            names.push(name);
+            continue;
+        }
+        // The listing's own type answers for plain files (no `stat` per segment file on every
+        // refresh); links and anything else are looked at through `stat`.
+        if entry.file_type().is_ok_and(|t| t.is_file()) {
             names.push(name);
             continue;
         }
