@@ -3,7 +3,8 @@
 //! loop) in place of every kind of file topicfs reads in a data dir, on read-only and writable
 //! opens. Each case runs on its own thread with a deadline, so a regression (a blocking
 //! `open(2)`) fails the test instead of hanging it. Every touch of the partition a shell would
-//! make (`ls`, `info`, `by-offset/0`, `tail -n`, `segments/*`, `check`) must end and answer;
+//! make (`ls`, `info`, `by-offset/0`, `tail -n`, `by-time`, `segments/*`, `check`) must end
+//! and answer;
 //! the other partition is served in full; `check` names what was refused.
 
 use std::ffi::OsStr;
@@ -218,6 +219,9 @@ fn touch_partition(fs: &TopicFs, topic: &str, start: usize) -> Result<(String, S
     let all = String::from_utf8(read_all(fs, &format!("{p}/by-offset/{start}"))?).unwrap();
     let tail = String::from_utf8(read_all(fs, &format!("{p}/by-offset/-2"))?).unwrap();
     assert!(all.ends_with(&tail), "{p}: tail {tail:?} of {all:?}");
+    // Every record was written moments ago: a day back is the log start (the time index).
+    let by_time = String::from_utf8(read_all(fs, &format!("{p}/by-time/-1d"))?).unwrap();
+    assert_eq!(by_time, all, "{p}: by-time/-1d");
     for name in names(fs, &format!("{p}/segments"))? {
         read_all(fs, &format!("{p}/segments/{name}"))?;
     }
@@ -478,5 +482,33 @@ fn check_reports_an_active_log_whose_bytes_are_not_batches() {
     let line = format!("bad-0/{ACTIVE}.log position 0: 360 bytes that are not record batches");
     assert!(check.contains(&line), "{check}");
     assert!(check.contains(": 1 problems"), "{check}");
+    assert_eq!(std::fs::read(&text).unwrap().len(), 360, "the text is left as it was");
+}
+
+#[test]
+fn check_reports_a_sealed_log_whose_bytes_are_not_batches() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    template(&data);
+    let text = tmp.path().join("notes.txt");
+    std::fs::write(&text, "these are notes, not record batches\n".repeat(10)).unwrap();
+    let log = data.join(format!("bad-0/{SEALED}.log"));
+    std::fs::remove_file(&log).unwrap();
+    symlink(&text, &log).unwrap();
+    for mode in [SegmentMode::ReadOnly, SegmentMode::Writable] {
+        if mode == SegmentMode::Writable {
+            // A clean shutdown was recorded: a writable open trusts the sealed segment.
+            assert!(data.join(".kafka_cleanshutdown").exists());
+        }
+        let fs = fs_over(&data, mode).unwrap();
+        let check = String::from_utf8(read_all(&fs, "bad/0/check").unwrap()).unwrap();
+        let line = format!("bad-0/{SEALED}.log position 0: 360 invalid bytes at the end");
+        assert!(check.contains(&line), "{mode:?}: {check}");
+        assert!(!check.contains(" 0 problems"), "{mode:?}: {check}");
+        assert_eq!(read_all(&fs, "bad/0/by-offset/3").unwrap(), values(3..6).into_bytes());
+        if mode == SegmentMode::Writable {
+            fs.shutdown().unwrap();
+        }
+    }
     assert_eq!(std::fs::read(&text).unwrap().len(), 360, "the text is left as it was");
 }
