@@ -112,7 +112,7 @@ pub struct Log {
     last_refresh_ms: AtomicI64,
     /// Segment-file names of the directory's last listing that are not regular files (FIFOs,
     /// sockets, devices, directories, dangling links, loops): never opened, reported by
-    /// [`Log::refused_files`]. See [`super::open`].
+    /// [`Log::file_problems`]. See [`super::open`].
     refused: Mutex<Vec<RefusedFile>>,
 }
 
@@ -124,8 +124,8 @@ struct RefusedFile {
 }
 
 /// Lists `dir` and picks out the names that parse as segment files (every kind and state) but
-/// are not regular files (by the listing's file type, else `stat`, which never blocks); the others are returned as they are.
-/// Each refused name is logged once per process (at warn level).
+/// are not regular files (by the listing's file type, else `stat`, which never blocks); the
+/// other names are returned as they are. Each refused name is logged once per process (warn).
 fn list_segment_files(dir: &Path) -> Result<(Vec<String>, Vec<RefusedFile>)> {
     let mut names = Vec::new();
     let mut refused = Vec::new();

@@ -591,7 +591,11 @@ fn read_checkpoint(path: &Path) -> HashMap<(String, u32), i64> {
         Ok(t) => t,
         Err(e) if open::is_not_found(&e) => return HashMap::new(),
         Err(e) => {
-            log::warn!("cannot read {}: {e}; treating it as empty", path.display());
+            // Once per process for a refused file (read again at every rescan that finds new
+            // partitions).
+            if e.first_report() {
+                log::warn!("cannot read {}: {e}; treating it as empty", path.display());
+            }
             return HashMap::new();
         }
     };
