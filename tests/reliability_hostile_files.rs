@@ -270,6 +270,8 @@ fn run_case(template: &Path, target: &Target, hostile: Hostile, mode: SegmentMod
         max_line_bytes: 1 << 20,
         uid: 0,
         gid: 0,
+        file_mode: topicfs::fs::DEFAULT_FILE_MODE,
+        dir_mode: topicfs::fs::DEFAULT_DIR_MODE,
     };
     let fs = TopicFs::new(Arc::clone(&log_dir) as Arc<dyn TopicSource>, options);
     assert_eq!(names(&fs, "").unwrap(), ["bad", "good"], "{case}");
@@ -379,6 +381,8 @@ fn fs_over(data: &Path, mode: SegmentMode) -> Result<TopicFs, Error> {
         max_line_bytes: 1 << 20,
         uid: 0,
         gid: 0,
+        file_mode: topicfs::fs::DEFAULT_FILE_MODE,
+        dir_mode: topicfs::fs::DEFAULT_DIR_MODE,
     };
     Ok(TopicFs::new(Arc::new(log_dir) as Arc<dyn TopicSource>, options))
 }
