@@ -53,6 +53,28 @@ pub enum Error {
     /// device, dangling symlink or symlink loop where a regular file or a directory belongs):
     /// refused without opening it, so nothing blocks on it. See `storage::open`.
     WrongFileType { file: PathBuf, found: FileType, expected: FileType },
+    /// A Kafka broker answered a request with an error code (`code` and Kafka's name for it,
+    /// e.g. `NOT_LEADER_OR_FOLLOWER`), for a topic/partition when the error is about one.
+    /// (Boxed strings keep `Error` small: it travels in every `Result`.)
+    Kafka {
+        broker: String,
+        api: &'static str,
+        code: i16,
+        name: Box<str>,
+        topic: Option<Box<str>>,
+        partition: Option<i32>,
+        message: Option<Box<str>>,
+    },
+    /// A broker could not be reached, or the connection to it failed or closed mid-request.
+    BrokerUnreachable { broker: String, op: String, source: io::Error },
+    /// A request's deadline (`request.timeout.ms`) passed before it was answered.
+    Timeout { broker: String, what: String, after_ms: u64 },
+    /// TLS or SASL authentication with a broker failed (wrong password, unknown CA, ...).
+    AuthFailed { broker: String, reason: String },
+    /// The broker does not offer an API (or any version of it this client speaks).
+    UnsupportedApi { broker: String, api: &'static str, why: String },
+    /// Bytes from a broker that are not a well-formed response.
+    Protocol { broker: String, what: String },
 }
 
 /// What a name in a data dir turned out to be (after following symlinks), for
@@ -132,6 +154,12 @@ impl Error {
             // EIO (not ENOTDIR/ELOOP, which would describe the mount's own path, not the file
             // in the data dir behind it).
             Error::WrongFileType { .. } => libc::EIO,
+            Error::Kafka { code, .. } => kafka_errno(*code),
+            Error::BrokerUnreachable { .. } => libc::EIO,
+            Error::Timeout { .. } => libc::ETIMEDOUT,
+            Error::AuthFailed { .. } => libc::EACCES,
+            Error::UnsupportedApi { .. } => libc::EOPNOTSUPP,
+            Error::Protocol { .. } => libc::EIO,
         }
     }
 
@@ -150,8 +178,51 @@ impl Error {
             | Error::StaleHandle
             | Error::Usage(_) => log::Level::Info,
             Error::Locked(_) | Error::WrongFileType { .. } => log::Level::Warn,
-            Error::Corrupt { .. } | Error::Io { .. } | Error::Mount(_) => log::Level::Error,
+            Error::Kafka { code, .. } => match kafka_errno(*code) {
+                libc::ENOENT => log::Level::Debug,
+                libc::EIO => log::Level::Error,
+                _ => log::Level::Info,
+            },
+            Error::UnsupportedApi { .. } => log::Level::Info,
+            Error::AuthFailed { .. } => log::Level::Warn,
+            Error::Corrupt { .. }
+            | Error::Io { .. }
+            | Error::Mount(_)
+            | Error::BrokerUnreachable { .. }
+            | Error::Timeout { .. }
+            | Error::Protocol { .. } => log::Level::Error,
         }
+    }
+}
+
+/// The errno for a Kafka protocol error code (see Kafka's `Errors.java` for the numbers). Codes
+/// not listed are failures of the cluster the caller cannot fix by changing the request: EIO.
+pub fn kafka_errno(code: i16) -> i32 {
+    match code {
+        // OFFSET_OUT_OF_RANGE: like a local offset outside the log (the file does not exist).
+        1 => libc::ENOENT,
+        // UNKNOWN_TOPIC_OR_PARTITION, GROUP_ID_NOT_FOUND, UNKNOWN_TOPIC_ID.
+        3 | 69 | 100 => libc::ENOENT,
+        // MESSAGE_TOO_LARGE (the Java client's RecordTooLargeException), RECORD_LIST_TOO_LARGE
+        // (a batch larger than a segment): the write is too big.
+        10 | 18 => libc::EFBIG,
+        // REQUEST_TIMED_OUT (the broker's own timeout, e.g. waiting for acks=all).
+        7 => libc::ETIMEDOUT,
+        // INVALID_TOPIC_EXCEPTION, INVALID_REQUIRED_ACKS, INVALID_PARTITIONS,
+        // INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG, INVALID_RECORD,
+        // POLICY_VIOLATION.
+        17 | 21 | 37 | 38 | 39 | 40 | 87 | 44 => libc::EINVAL,
+        // TOPIC/GROUP/CLUSTER/TRANSACTIONAL_ID authorization, SASL authentication failed,
+        // DELEGATION_TOKEN_AUTH_DISABLED..., ILLEGAL_SASL_STATE, UNSUPPORTED_SASL_MECHANISM.
+        29 | 30 | 31 | 53 | 58 | 33 | 34 => libc::EACCES,
+        // TOPIC_ALREADY_EXISTS.
+        36 => libc::EEXIST,
+        // ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS, NON_EMPTY_GROUP: the group
+        // is in use by live members.
+        22 | 25 | 27 | 68 => libc::EBUSY,
+        // UNSUPPORTED_VERSION, UNSUPPORTED_FOR_MESSAGE_FORMAT.
+        35 | 43 => libc::EOPNOTSUPP,
+        _ => libc::EIO,
     }
 }
 
@@ -223,6 +294,37 @@ impl fmt::Display for Error {
             Error::WrongFileType { file, found, expected } => {
                 write!(f, "refused {}: it is a {found}, not a {expected}", file.display())
             }
+            Error::Kafka { broker, api, code, name, topic, partition, message } => {
+                write!(f, "{api} to broker {broker}")?;
+                match (topic.as_deref(), partition) {
+                    (Some(t), Some(p)) => write!(f, " for {t}/{p}")?,
+                    (Some(t), None) => write!(f, " for {t}")?,
+                    _ => {}
+                }
+                write!(f, ": {name} ({code})")?;
+                if let Some(m) = message.as_deref().filter(|m| !m.is_empty()) {
+                    write!(f, ": {m}")?;
+                }
+                Ok(())
+            }
+            Error::BrokerUnreachable { broker, op, source } => {
+                write!(f, "broker {broker}: {op}: {source}")
+            }
+            Error::Timeout { broker, what, after_ms } => {
+                write!(
+                    f,
+                    "broker {broker}: {what}: no answer within request.timeout.ms ({after_ms} ms)"
+                )
+            }
+            Error::AuthFailed { broker, reason } => {
+                write!(f, "broker {broker}: authentication failed: {reason}")
+            }
+            Error::UnsupportedApi { broker, api, why } => {
+                write!(f, "broker {broker} does not support {api}: {why}")
+            }
+            Error::Protocol { broker, what } => {
+                write!(f, "broker {broker}: malformed response: {what}")
+            }
         }
     }
 }
@@ -230,7 +332,7 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Io { source, .. } => Some(source),
+            Error::Io { source, .. } | Error::BrokerUnreachable { source, .. } => Some(source),
             _ => None,
         }
     }
@@ -246,6 +348,42 @@ mod tests {
         assert_eq!(e.errno(), libc::ENOSPC);
         let e = Error::io("/x", "write", io::Error::other("no code"));
         assert_eq!(e.errno(), libc::EIO);
+    }
+
+    #[test]
+    fn cluster_errors_map_to_the_local_errnos() {
+        let kafka = |code: i16| Error::Kafka {
+            broker: "127.0.0.1:9092".into(),
+            api: "Produce",
+            code,
+            name: "X".into(),
+            topic: Some("t".into()),
+            partition: Some(0),
+            message: None,
+        };
+        assert_eq!(kafka(3).errno(), libc::ENOENT);
+        assert_eq!(kafka(10).errno(), libc::EFBIG);
+        assert_eq!(kafka(18).errno(), libc::EFBIG);
+        assert_eq!(kafka(29).errno(), libc::EACCES);
+        assert_eq!(kafka(36).errno(), libc::EEXIST);
+        assert_eq!(kafka(6).errno(), libc::EIO);
+        let msg = kafka(10).to_string();
+        assert!(
+            msg.contains("127.0.0.1:9092") && msg.contains("t/0") && msg.contains("(10)"),
+            "{msg}"
+        );
+        let t = Error::Timeout { broker: "b:1".into(), what: "Fetch".into(), after_ms: 5 };
+        assert_eq!(t.errno(), libc::ETIMEDOUT);
+        let u = Error::BrokerUnreachable {
+            broker: "b:1".into(),
+            op: "connect".into(),
+            source: io::Error::from(io::ErrorKind::ConnectionRefused),
+        };
+        assert_eq!(u.errno(), libc::EIO);
+        assert_eq!(
+            Error::AuthFailed { broker: "b:1".into(), reason: "x".into() }.errno(),
+            libc::EACCES
+        );
     }
 
     #[test]

@@ -21,6 +21,7 @@
 //! (Kafka's default partitioner, pure) and `sync` (the poison-tolerant lock every layer uses).
 
 pub mod cli;
+pub mod cluster;
 pub mod error;
 pub mod format;
 pub mod fs;

@@ -8,6 +8,7 @@
 #![allow(dead_code)]
 
 pub mod corpus;
+pub mod tansu;
 
 use std::fs;
 use std::io::Read;

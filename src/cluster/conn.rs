@@ -1,0 +1,750 @@
+//! One connection to one broker: blocking std TCP (optionally TLS), requests pipelined by
+//! correlation id, a deadline on everything.
+//!
+//! Invariants:
+//! - Every thread of the daemon shares the one [`Connection`] to a broker. A request is
+//!   encoded, registered under a fresh correlation id, and written whole under the write lock,
+//!   so frames never interleave; the caller then waits for *its* response only. Responses are
+//!   read by one reader thread per connection, which hands each frame to the waiter registered
+//!   under the frame's correlation id. Kafka answers requests on one connection in order, but
+//!   nothing here relies on that.
+//! - Nothing waits without a deadline: connecting (TCP connect, TLS handshake, ApiVersions,
+//!   SASL) ends by the connect deadline; a request's write has a socket write timeout and its
+//!   wait for the response a receive timeout, both the time left to the request's deadline.
+//! - A request that times out kills the connection (as Kafka's Java client does): its response
+//!   may still arrive and the broker may be wedged, so the socket is shut down, every other
+//!   waiter on it gets an error at once, and the next request opens a new connection. The reader
+//!   thread ends when the socket is shut down or the broker closes it; a dead connection never
+//!   comes back to life.
+//! - A frame longer than [`Connection::max_frame`] (a broker gone mad, or not a Kafka broker)
+//!   kills the connection rather than allocating it.
+
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, mpsc};
+use std::time::{Duration, Instant};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, RequestHeader, ResponseHeader, SaslAuthenticateRequest,
+    SaslHandshakeRequest,
+};
+use kafka_protocol::messages::{
+    ApiVersionsResponse, CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
+    CreateTopicsResponse, DescribeGroupsRequest, DescribeGroupsResponse, FetchRequest,
+    FetchResponse, FindCoordinatorRequest, FindCoordinatorResponse, InitProducerIdRequest,
+    InitProducerIdResponse, ListGroupsRequest, ListGroupsResponse, ListOffsetsRequest,
+    ListOffsetsResponse, MetadataRequest, MetadataResponse, OffsetCommitRequest,
+    OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, ProduceRequest, ProduceResponse,
+    SaslAuthenticateResponse, SaslHandshakeResponse,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, Message, StrBytes};
+
+use super::config::{BrokerAddr, ClientConfig, SaslMechanism};
+use super::errors::error_name;
+use super::sasl::{self, ScramClient, ScramHash};
+use crate::error::{Error, Result};
+
+/// A request this client sends: its API key and response type. (kafka-protocol's own `Request`
+/// trait needs its `broker` feature, which would also build the request decoders.)
+pub trait Api: Encodable + Message {
+    /// The API key.
+    const KEY: ApiKey;
+    /// The response.
+    type Response: Decodable;
+}
+
+macro_rules! apis {
+    ($($req:ident => $resp:ident, $key:ident;)*) => {
+        $(impl Api for $req {
+            const KEY: ApiKey = ApiKey::$key;
+            type Response = $resp;
+        })*
+    };
+}
+
+apis! {
+    ApiVersionsRequest => ApiVersionsResponse, ApiVersions;
+    SaslHandshakeRequest => SaslHandshakeResponse, SaslHandshake;
+    SaslAuthenticateRequest => SaslAuthenticateResponse, SaslAuthenticate;
+    MetadataRequest => MetadataResponse, Metadata;
+    ListOffsetsRequest => ListOffsetsResponse, ListOffsets;
+    FetchRequest => FetchResponse, Fetch;
+    ProduceRequest => ProduceResponse, Produce;
+    InitProducerIdRequest => InitProducerIdResponse, InitProducerId;
+    CreateTopicsRequest => CreateTopicsResponse, CreateTopics;
+    CreatePartitionsRequest => CreatePartitionsResponse, CreatePartitions;
+    FindCoordinatorRequest => FindCoordinatorResponse, FindCoordinator;
+    OffsetCommitRequest => OffsetCommitResponse, OffsetCommit;
+    OffsetFetchRequest => OffsetFetchResponse, OffsetFetch;
+    ListGroupsRequest => ListGroupsResponse, ListGroups;
+    DescribeGroupsRequest => DescribeGroupsResponse, DescribeGroups;
+}
+
+/// Locks a mutex, taking over a poisoned one (the data is plain bookkeeping that a panicking
+/// holder cannot leave half-written in a way that matters more than stopping the daemon).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Time left until `deadline`, at least 1 ms (a zero socket timeout means "none").
+fn left(deadline: Instant) -> Duration {
+    deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1))
+}
+
+/// The versions of each API a broker advertised in ApiVersions.
+#[derive(Clone, Debug, Default)]
+pub struct ApiVersions(HashMap<i16, (i16, i16)>);
+
+impl ApiVersions {
+    /// The highest version both the broker and this client speak for `api`, where this client
+    /// speaks `ours` (inclusive), or `None`.
+    pub fn pick(&self, api: ApiKey, ours: (i16, i16)) -> Option<i16> {
+        let &(min, max) = self.0.get(&(api as i16))?;
+        let (lo, hi) = (min.max(ours.0), max.min(ours.1));
+        (lo <= hi).then_some(hi)
+    }
+
+    /// The broker's advertised range for `api`.
+    pub fn range(&self, api: ApiKey) -> Option<(i16, i16)> {
+        self.0.get(&(api as i16)).copied()
+    }
+}
+
+/// Bookkeeping shared by callers and the reader thread.
+struct Pending {
+    waiters: HashMap<i32, mpsc::SyncSender<Bytes>>,
+    /// Why the connection died, once it has.
+    dead: Option<String>,
+}
+
+struct Shared {
+    pending: Mutex<Pending>,
+}
+
+impl Shared {
+    fn kill(&self, why: String) {
+        let mut p = lock(&self.pending);
+        if p.dead.is_none() {
+            p.dead = Some(why);
+        }
+        // Dropping the senders wakes every waiter with `Disconnected`.
+        p.waiters.clear();
+    }
+
+    fn dead(&self) -> Option<String> {
+        lock(&self.pending).dead.clone()
+    }
+}
+
+/// A live (or dead) connection to one broker. See the module docs for its invariants.
+pub struct Connection {
+    addr: BrokerAddr,
+    client_id: StrBytes,
+    socket: TcpStream,
+    tls: Option<Arc<Mutex<rustls::ClientConnection>>>,
+    write_lock: Arc<Mutex<()>>,
+    shared: Arc<Shared>,
+    next_id: AtomicI32,
+    versions: ApiVersions,
+    /// `request.timeout.ms`, for messages.
+    timeout_ms: u64,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        // Ends the reader thread.
+        let _ = self.socket.shutdown(Shutdown::Both);
+    }
+}
+
+impl Connection {
+    /// The largest response frame accepted: a Fetch response may exceed `fetch.max.bytes` by
+    /// one batch (Kafka returns the first batch whole so a consumer can progress), so the cap
+    /// is the larger fetch setting plus 64 MiB, never less than 128 MiB.
+    pub fn max_frame(config: &ClientConfig) -> usize {
+        let fetch = config.fetch_max_bytes.max(config.max_partition_fetch_bytes).max(0) as usize;
+        (fetch + (64 << 20)).max(128 << 20)
+    }
+
+    /// Connects, handshakes TLS, negotiates API versions and authenticates, all by `deadline`.
+    pub fn open(
+        addr: &BrokerAddr,
+        config: &ClientConfig,
+        tls_config: Option<&Arc<rustls::ClientConfig>>,
+        deadline: Instant,
+    ) -> Result<Connection> {
+        let timeout_ms = config.request_timeout.as_millis() as u64;
+        let socket = connect(addr, deadline, timeout_ms)?;
+        let unreachable = |op: &str, source: io::Error| Error::BrokerUnreachable {
+            broker: addr.to_string(),
+            op: op.to_string(),
+            source,
+        };
+        socket.set_nodelay(true).map_err(|e| unreachable("set TCP_NODELAY", e))?;
+        let tls = match tls_config {
+            None => None,
+            Some(tls_config) => Some(Arc::new(Mutex::new(tls_handshake(
+                addr, &socket, tls_config, deadline, timeout_ms,
+            )?))),
+        };
+        let reader_socket = socket.try_clone().map_err(|e| unreachable("clone socket", e))?;
+        // Reads block until data or shutdown; deadlines are enforced by the waiters.
+        reader_socket.set_read_timeout(None).map_err(|e| unreachable("set read timeout", e))?;
+        let shared = Arc::new(Shared {
+            pending: Mutex::new(Pending { waiters: HashMap::new(), dead: None }),
+        });
+        let write_lock = Arc::new(Mutex::new(()));
+        let reader = Reader {
+            addr: addr.clone(),
+            socket: reader_socket,
+            writer: socket.try_clone().map_err(|e| unreachable("clone socket", e))?,
+            tls: tls.clone(),
+            write_lock: Arc::clone(&write_lock),
+            shared: Arc::clone(&shared),
+            max_frame: Connection::max_frame(config),
+        };
+        std::thread::Builder::new()
+            .name(format!("kafka-rx {addr}"))
+            .spawn(move || reader.run())
+            .map_err(|e| unreachable("spawn reader thread", e))?;
+        let mut conn = Connection {
+            addr: addr.clone(),
+            client_id: StrBytes::from_string(config.client_id.clone()),
+            socket,
+            tls,
+            write_lock,
+            shared,
+            next_id: AtomicI32::new(1),
+            versions: ApiVersions::default(),
+            timeout_ms,
+        };
+        conn.versions = conn.api_versions(deadline)?;
+        if config.security_protocol.sasl() {
+            conn.authenticate(config, deadline)?;
+        }
+        Ok(conn)
+    }
+
+    /// The broker this connection goes to.
+    pub fn addr(&self) -> &BrokerAddr {
+        &self.addr
+    }
+
+    /// The versions the broker advertised.
+    pub fn versions(&self) -> &ApiVersions {
+        &self.versions
+    }
+
+    /// Whether the connection has died (then a new one is needed).
+    pub fn is_dead(&self) -> bool {
+        self.shared.dead().is_some()
+    }
+
+    /// Kills the connection: every waiter fails now, the reader thread ends.
+    pub fn kill(&self, why: &str) {
+        self.shared.kill(why.to_string());
+        let _ = self.socket.shutdown(Shutdown::Both);
+    }
+
+    /// The highest version of `R` both sides speak, capped at `cap` (the highest this client
+    /// implements for `R`).
+    pub fn version<R: Api>(&self, cap: i16) -> Result<i16> {
+        let api = R::KEY;
+        let ours = (R::VERSIONS.min, R::VERSIONS.max.min(cap));
+        self.versions.pick(api, ours).ok_or_else(|| Error::UnsupportedApi {
+            broker: self.addr.to_string(),
+            api: api_name(api),
+            why: match self.versions.range(api) {
+                None => "the broker does not advertise it in ApiVersions".to_string(),
+                Some((lo, hi)) => {
+                    format!(
+                        "it offers versions {lo}..{hi}, this client speaks {}..{}",
+                        ours.0, ours.1
+                    )
+                }
+            },
+        })
+    }
+
+    fn encode<R: Api>(&self, req: &R, version: i16) -> Result<(i32, Bytes)> {
+        let api = R::KEY;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) & i32::MAX;
+        let header = RequestHeader::default()
+            .with_request_api_key(api as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(id)
+            .with_client_id(Some(self.client_id.clone()));
+        let mut buf = BytesMut::with_capacity(64);
+        buf.put_i32(0);
+        let encoded = header
+            .encode(&mut buf, api.request_header_version(version))
+            .and_then(|()| req.encode(&mut buf, version));
+        encoded.map_err(|e| {
+            Error::InvalidInput(format!("{} v{version}: cannot encode: {e}", api_name(api)))
+        })?;
+        let len = i32::try_from(buf.len() - 4)
+            .map_err(|_| Error::InvalidInput(format!("{} request over 2 GiB", api_name(api))))?;
+        buf[..4].copy_from_slice(&len.to_be_bytes());
+        Ok((id, buf.freeze()))
+    }
+
+    /// Sends `req` at `version` and waits for its response until `deadline`.
+    pub fn call<R: Api>(&self, req: &R, version: i16, deadline: Instant) -> Result<R::Response> {
+        let api = R::KEY;
+        let (id, frame) = self.encode(req, version)?;
+        let (tx, rx) = mpsc::sync_channel(1);
+        {
+            let mut p = lock(&self.shared.pending);
+            if let Some(why) = &p.dead {
+                return Err(self.dead_error(api, why));
+            }
+            p.waiters.insert(id, tx);
+        }
+        if let Err(e) = self.write_frame(&frame, deadline) {
+            lock(&self.shared.pending).waiters.remove(&id);
+            return Err(e);
+        }
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(response) => self.decode::<R>(version, response),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                lock(&self.shared.pending).waiters.remove(&id);
+                self.kill(&format!("{} timed out", api_name(api)));
+                Err(Error::Timeout {
+                    broker: self.addr.to_string(),
+                    what: api_name(api).to_string(),
+                    after_ms: self.timeout_ms,
+                })
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let why = self.shared.dead().unwrap_or_else(|| "connection closed".to_string());
+                Err(self.dead_error(api, &why))
+            }
+        }
+    }
+
+    /// Sends `req` without waiting for a response (Produce with `acks=0`, which has none).
+    pub fn send_only<R: Api>(&self, req: &R, version: i16, deadline: Instant) -> Result<()> {
+        if let Some(why) = self.shared.dead() {
+            return Err(self.dead_error(R::KEY, &why));
+        }
+        let (_, frame) = self.encode(req, version)?;
+        self.write_frame(&frame, deadline)
+    }
+
+    fn dead_error(&self, api: ApiKey, why: &str) -> Error {
+        Error::BrokerUnreachable {
+            broker: self.addr.to_string(),
+            op: api_name(api).to_string(),
+            source: io::Error::new(io::ErrorKind::ConnectionAborted, why.to_string()),
+        }
+    }
+
+    fn decode<R: Api>(&self, version: i16, mut frame: Bytes) -> Result<R::Response> {
+        let api = R::KEY;
+        let bad = |e: String| Error::Protocol {
+            broker: self.addr.to_string(),
+            what: format!("{} v{version} response: {e}", api_name(api)),
+        };
+        ResponseHeader::decode(&mut frame, api.response_header_version(version))
+            .map_err(|e| bad(e.to_string()))?;
+        <R::Response as Decodable>::decode(&mut frame, version).map_err(|e| bad(e.to_string()))
+    }
+
+    /// Writes one whole frame under the write lock, with the socket write timeout set to the
+    /// time left. A failed or timed-out write kills the connection (a partial frame cannot be
+    /// taken back).
+    fn write_frame(&self, frame: &[u8], deadline: Instant) -> Result<()> {
+        let guard = lock(&self.write_lock);
+        if let Some(why) = self.shared.dead() {
+            drop(guard);
+            return Err(Error::BrokerUnreachable {
+                broker: self.addr.to_string(),
+                op: "write request".to_string(),
+                source: io::Error::new(io::ErrorKind::ConnectionAborted, why),
+            });
+        }
+        let result =
+            self.socket.set_write_timeout(Some(left(deadline))).and_then(|()| match &self.tls {
+                None => (&self.socket).write_all(frame),
+                Some(tls) => {
+                    let mut out = Vec::with_capacity(frame.len() + 64);
+                    {
+                        let mut tls = lock(tls);
+                        tls.writer().write_all(frame)?;
+                        while tls.wants_write() {
+                            tls.write_tls(&mut out)?;
+                        }
+                    }
+                    (&self.socket).write_all(&out)
+                }
+            });
+        drop(guard);
+        result.map_err(|e| {
+            let timed_out = matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut);
+            self.kill(&format!("write failed: {e}"));
+            if timed_out {
+                Error::Timeout {
+                    broker: self.addr.to_string(),
+                    what: "writing a request".into(),
+                    after_ms: self.timeout_ms,
+                }
+            } else {
+                Error::BrokerUnreachable {
+                    broker: self.addr.to_string(),
+                    op: "write request".into(),
+                    source: e,
+                }
+            }
+        })
+    }
+
+    /// ApiVersions v3 (flexible, names the client software), falling back to v0 for brokers
+    /// that answer UNSUPPORTED_VERSION (they answer in v0 then, as the protocol requires).
+    fn api_versions(&self, deadline: Instant) -> Result<ApiVersions> {
+        let req = ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_static_str("topicfs"))
+            .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
+        let response = match self.call(&req, 3, deadline) {
+            Ok(r) if r.error_code == 0 => r,
+            Ok(_) | Err(Error::Protocol { .. }) => self.call(&req, 0, deadline)?,
+            Err(e) => return Err(e),
+        };
+        if response.error_code != 0 {
+            return Err(Error::Kafka {
+                broker: self.addr.to_string(),
+                api: "ApiVersions",
+                code: response.error_code,
+                name: error_name(response.error_code).into(),
+                topic: None,
+                partition: None,
+                message: None,
+            });
+        }
+        Ok(ApiVersions(
+            response.api_keys.iter().map(|k| (k.api_key, (k.min_version, k.max_version))).collect(),
+        ))
+    }
+
+    /// SaslHandshake then SaslAuthenticate rounds (KIP-152 framing).
+    fn authenticate(&self, config: &ClientConfig, deadline: Instant) -> Result<()> {
+        let broker = self.addr.to_string();
+        let failed = |reason: String| Error::AuthFailed { broker: broker.clone(), reason };
+        let mechanism = config.sasl_mechanism;
+        let (user, password) = match (&config.sasl_username, &config.sasl_password) {
+            (Some(u), Some(p)) => (u.as_str(), p.as_str()),
+            _ => return Err(failed("sasl.username and sasl.password are required".into())),
+        };
+        let version = self.version::<SaslHandshakeRequest>(1)?;
+        if version < 1 {
+            return Err(failed(
+                "the broker only speaks SaslHandshake v0 (no SaslAuthenticate)".into(),
+            ));
+        }
+        let hs = SaslHandshakeRequest::default()
+            .with_mechanism(StrBytes::from_static_str(mechanism.name()));
+        let response = self.call(&hs, version, deadline)?;
+        if response.error_code != 0 {
+            let offered: Vec<&str> = response.mechanisms.iter().map(|m| m.as_str()).collect();
+            return Err(failed(format!(
+                "{} ({}): the broker offers {}",
+                mechanism.name(),
+                error_name(response.error_code),
+                offered.join(", ")
+            )));
+        }
+        let auth_version = self.version::<SaslAuthenticateRequest>(2)?;
+        let round = |bytes: Vec<u8>| -> Result<Vec<u8>> {
+            let req = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(bytes));
+            let r = self.call(&req, auth_version, deadline)?;
+            if r.error_code != 0 {
+                let message = r.error_message.as_ref().map(|m| m.to_string()).unwrap_or_default();
+                return Err(failed(format!(
+                    "{} ({}) {message}",
+                    error_name(r.error_code),
+                    mechanism.name()
+                )));
+            }
+            Ok(r.auth_bytes.to_vec())
+        };
+        match mechanism {
+            SaslMechanism::Plain => {
+                round(sasl::plain_message(user, password))?;
+            }
+            SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512 => {
+                let hash = if mechanism == SaslMechanism::ScramSha256 {
+                    ScramHash::Sha256
+                } else {
+                    ScramHash::Sha512
+                };
+                let mut scram = ScramClient::new(hash, user, password).map_err(&failed)?;
+                let server_first = round(scram.client_first())?;
+                let client_final = scram.client_final(&server_first).map_err(&failed)?;
+                let server_final = round(client_final)?;
+                scram.verify_server_final(&server_final).map_err(&failed)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Kafka's name of an API, for messages.
+pub fn api_name(api: ApiKey) -> &'static str {
+    match api {
+        ApiKey::Produce => "Produce",
+        ApiKey::Fetch => "Fetch",
+        ApiKey::ListOffsets => "ListOffsets",
+        ApiKey::Metadata => "Metadata",
+        ApiKey::OffsetCommit => "OffsetCommit",
+        ApiKey::OffsetFetch => "OffsetFetch",
+        ApiKey::FindCoordinator => "FindCoordinator",
+        ApiKey::DescribeGroups => "DescribeGroups",
+        ApiKey::ListGroups => "ListGroups",
+        ApiKey::SaslHandshake => "SaslHandshake",
+        ApiKey::ApiVersions => "ApiVersions",
+        ApiKey::CreateTopics => "CreateTopics",
+        ApiKey::InitProducerId => "InitProducerId",
+        ApiKey::SaslAuthenticate => "SaslAuthenticate",
+        ApiKey::CreatePartitions => "CreatePartitions",
+        _ => "a Kafka API",
+    }
+}
+
+/// TCP connect to the first address of `addr` that answers, by `deadline`.
+fn connect(addr: &BrokerAddr, deadline: Instant, timeout_ms: u64) -> Result<TcpStream> {
+    let unreachable = |op: &str, source: io::Error| Error::BrokerUnreachable {
+        broker: addr.to_string(),
+        op: op.to_string(),
+        source,
+    };
+    // Name resolution has no timeout in std; brokers are usually given as IPs or resolve from
+    // /etc/hosts or a local resolver.
+    let addrs: Vec<SocketAddr> = (addr.host.as_str(), addr.port)
+        .to_socket_addrs()
+        .map_err(|e| unreachable("resolve", e))?
+        .collect();
+    let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");
+    for a in addrs {
+        if Instant::now() >= deadline {
+            return Err(Error::Timeout {
+                broker: addr.to_string(),
+                what: "connect".into(),
+                after_ms: timeout_ms,
+            });
+        }
+        match TcpStream::connect_timeout(&a, left(deadline)) {
+            Ok(s) => return Ok(s),
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => {
+                return Err(Error::Timeout {
+                    broker: addr.to_string(),
+                    what: "connect".into(),
+                    after_ms: timeout_ms,
+                });
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(unreachable("connect", last))
+}
+
+/// The TLS handshake on a connected socket, by `deadline`.
+fn tls_handshake(
+    addr: &BrokerAddr,
+    socket: &TcpStream,
+    tls_config: &Arc<rustls::ClientConfig>,
+    deadline: Instant,
+    timeout_ms: u64,
+) -> Result<rustls::ClientConnection> {
+    let broker = addr.to_string();
+    let name = rustls::pki_types::ServerName::try_from(addr.host.clone()).map_err(|e| {
+        Error::InvalidInput(format!("broker host {:?} as a TLS name: {e}", addr.host))
+    })?;
+    let mut tls = rustls::ClientConnection::new(Arc::clone(tls_config), name).map_err(|e| {
+        Error::AuthFailed { broker: broker.clone(), reason: format!("TLS setup: {e}") }
+    })?;
+    let mut sock = socket;
+    while tls.is_handshaking() {
+        let timeout = left(deadline);
+        if Instant::now() >= deadline {
+            return Err(Error::Timeout {
+                broker,
+                what: "TLS handshake".into(),
+                after_ms: timeout_ms,
+            });
+        }
+        let set = sock
+            .set_read_timeout(Some(timeout))
+            .and_then(|()| sock.set_write_timeout(Some(timeout)));
+        set.map_err(|e| Error::BrokerUnreachable {
+            broker: broker.clone(),
+            op: "TLS handshake".into(),
+            source: e,
+        })?;
+        if let Err(e) = tls.complete_io(&mut sock) {
+            return Err(match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+                    Error::Timeout { broker, what: "TLS handshake".into(), after_ms: timeout_ms }
+                }
+                io::ErrorKind::InvalidData => {
+                    Error::AuthFailed { broker, reason: format!("TLS: {e}") }
+                }
+                _ => Error::BrokerUnreachable { broker, op: "TLS handshake".into(), source: e },
+            });
+        }
+    }
+    Ok(tls)
+}
+
+/// The reader thread of one connection.
+struct Reader {
+    addr: BrokerAddr,
+    socket: TcpStream,
+    writer: TcpStream,
+    tls: Option<Arc<Mutex<rustls::ClientConnection>>>,
+    write_lock: Arc<Mutex<()>>,
+    shared: Arc<Shared>,
+    max_frame: usize,
+}
+
+impl Reader {
+    fn run(mut self) {
+        let why = match self.read_loop() {
+            Ok(()) => "the broker closed the connection".to_string(),
+            Err(e) => e,
+        };
+        log::debug!("connection to broker {} ended: {why}", self.addr);
+        self.shared.kill(why);
+        let _ = self.socket.shutdown(Shutdown::Both);
+    }
+
+    /// Reads until EOF or an error; returns `Ok` on a clean EOF.
+    fn read_loop(&mut self) -> std::result::Result<(), String> {
+        let mut raw = vec![0u8; 256 * 1024];
+        let mut inbuf = BytesMut::with_capacity(256 * 1024);
+        loop {
+            let n = match self.socket.read(&mut raw) {
+                Ok(0) => return Ok(()),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(format!("read failed: {e}")),
+            };
+            let chunk = raw.get(..n).unwrap_or_default();
+            match &self.tls {
+                None => inbuf.extend_from_slice(chunk),
+                Some(tls) => {
+                    let eof = self.decrypt(tls, chunk, &mut inbuf)?;
+                    if eof {
+                        self.frames(&mut inbuf)?;
+                        return Ok(());
+                    }
+                }
+            }
+            self.frames(&mut inbuf)?;
+            if self.shared.dead().is_some() {
+                return Err("connection killed".into());
+            }
+        }
+    }
+
+    /// Feeds TLS bytes to rustls and appends the plaintext; `Ok(true)` on close_notify.
+    fn decrypt(
+        &self,
+        tls: &Mutex<rustls::ClientConnection>,
+        mut chunk: &[u8],
+        inbuf: &mut BytesMut,
+    ) -> std::result::Result<bool, String> {
+        let mut plain = [0u8; 16 * 1024];
+        let mut conn = lock(tls);
+        let mut eof = false;
+        while !chunk.is_empty() {
+            conn.read_tls(&mut chunk).map_err(|e| format!("TLS read: {e}"))?;
+            let state = conn.process_new_packets().map_err(|e| format!("TLS: {e}"))?;
+            loop {
+                match conn.reader().read(&mut plain) {
+                    Ok(0) => {
+                        eof = true;
+                        break;
+                    }
+                    Ok(n) => inbuf.extend_from_slice(plain.get(..n).unwrap_or_default()),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) => return Err(format!("TLS read: {e}")),
+                }
+            }
+            if state.peer_has_closed() {
+                eof = true;
+            }
+        }
+        // Post-handshake messages that need an answer (key updates): flushed now if no request
+        // is being written, else by the next writer, which drains rustls's buffer in order.
+        if conn.wants_write()
+            && let Ok(_guard) = self.write_lock.try_lock()
+        {
+            let mut out = Vec::new();
+            while conn.wants_write() {
+                conn.write_tls(&mut out).map_err(|e| format!("TLS write: {e}"))?;
+            }
+            drop(conn);
+            (&self.writer).write_all(&out).map_err(|e| format!("TLS write: {e}"))?;
+        }
+        Ok(eof)
+    }
+
+    /// Hands every whole frame in `inbuf` to its waiter.
+    fn frames(&self, inbuf: &mut BytesMut) -> std::result::Result<(), String> {
+        loop {
+            let Some(len) = inbuf.get(..4) else { return Ok(()) };
+            let len = i32::from_be_bytes([len[0], len[1], len[2], len[3]]);
+            let len = usize::try_from(len)
+                .ok()
+                .filter(|&l| (4..=self.max_frame).contains(&l))
+                .ok_or_else(|| {
+                    format!(
+                        "response frame of {len} bytes (limit {} bytes): not a Kafka response",
+                        self.max_frame
+                    )
+                })?;
+            if inbuf.len() < 4 + len {
+                inbuf.reserve(4 + len - inbuf.len());
+                return Ok(());
+            }
+            let frame = inbuf.split_to(4 + len).freeze().slice(4..);
+            let id =
+                frame.get(..4).map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]])).unwrap_or(-1);
+            let waiter = lock(&self.shared.pending).waiters.remove(&id);
+            match waiter {
+                Some(tx) => {
+                    let _ = tx.send(frame);
+                }
+                None => log::debug!(
+                    "broker {}: response to correlation id {id} nobody waits for",
+                    self.addr
+                ),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_pick_is_the_highest_common_one() {
+        let v =
+            ApiVersions([(1i16, (0i16, 17i16)), (3, (0, 12)), (37, (5, 6))].into_iter().collect());
+        assert_eq!(v.pick(ApiKey::Fetch, (4, 12)), Some(12));
+        assert_eq!(v.pick(ApiKey::Metadata, (0, 13)), Some(12));
+        assert_eq!(v.pick(ApiKey::CreatePartitions, (0, 3)), None);
+        assert_eq!(v.pick(ApiKey::Produce, (3, 11)), None);
+    }
+
+    #[test]
+    fn max_frame_covers_fetch_settings() {
+        let mut c = ClientConfig::default();
+        assert!(Connection::max_frame(&c) >= c.fetch_max_bytes as usize);
+        c.fetch_max_bytes = 500 << 20;
+        assert!(Connection::max_frame(&c) > 500 << 20);
+    }
+}

@@ -1,0 +1,26 @@
+//! A live Kafka cluster over the Kafka wire protocol: the client the cluster backend uses.
+//!
+//! Beside [`crate::storage`], the second implementation of the partition interface (that part
+//! comes with the reworked `source` seam). It may use [`crate::format`] (batch encoding and
+//! decoding, CRCs, codecs) and never the view, filesystem or FUSE layers.
+//!
+//! - [`config`]: client settings by Kafka's names, `.properties` files, bootstrap specs;
+//! - [`conn`]: one blocking connection per broker, requests pipelined by correlation id,
+//!   TLS (rustls), SASL, deadlines;
+//! - [`client`]: metadata cache, leader routing, retries, and the APIs (Metadata, ListOffsets,
+//!   Fetch, Produce, CreateTopics, CreatePartitions, FindCoordinator, OffsetCommit, OffsetFetch,
+//!   ListGroups, DescribeGroups);
+//! - [`sasl`]: PLAIN and SCRAM-SHA-256/512 messages;
+//! - [`errors`]: Kafka error codes, names and which are retried.
+//!
+//! Why a hand-written transport over the `kafka-protocol` codecs rather than librdkafka:
+//! doc/ARCHITECTURE.md, "The cluster client".
+
+pub mod client;
+pub mod config;
+pub mod conn;
+pub mod errors;
+pub mod sasl;
+
+pub use client::{Client, FetchOptions, FetchedPartition, ListedOffset, Produced};
+pub use config::{BrokerAddr, ClientConfig};
