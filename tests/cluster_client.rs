@@ -464,3 +464,59 @@ fn cluster_broker_restarted_next_request_works_without_a_new_client() {
     c.produce("phoenix", 0, &sample_records(1, "after")).unwrap();
     assert_eq!(c.list_offset("phoenix", 0, LATEST).unwrap().unwrap().offset, Offset(4));
 }
+
+/// A "broker" that accepts connections and reads requests but never answers.
+fn silent_broker() -> (std::net::SocketAddr, thread::JoinHandle<()>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let h = thread::spawn(move || {
+        // Serves the one connection attempt the client makes, until the client gives up.
+        if let Ok((mut s, _)) = listener.accept() {
+            let mut buf = [0u8; 4096];
+            while matches!(std::io::Read::read(&mut s, &mut buf), Ok(n) if n > 0) {}
+        }
+    });
+    (addr, h)
+}
+
+#[test]
+fn cluster_a_broker_that_never_answers_times_out_with_etimedout() {
+    let (addr, server) = silent_broker();
+    let spec = format!("kafka://{addr}");
+    let err = returns(move || {
+        Client::connect(parse_bootstrap(&spec).unwrap(), config(&["request.timeout.ms=1000"]))
+    })
+    .err()
+    .unwrap();
+    assert_eq!(err.errno(), libc::ETIMEDOUT, "{err}");
+    assert!(
+        err.to_string().contains(&addr.to_string()) && err.to_string().contains("1000 ms"),
+        "{err}"
+    );
+    // The client closed its connection when the request timed out.
+    server.join().unwrap();
+}
+
+#[test]
+fn cluster_a_peer_sending_garbage_is_an_error_not_a_hang() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = thread::spawn(move || {
+        if let Ok((mut s, _)) = listener.accept() {
+            // A length prefix of 2 GiB - 1: not a Kafka response.
+            let _ =
+                std::io::Write::write_all(&mut s, b"\x7f\xff\xff\xffHTTP/1.1 400 Bad Request\r\n");
+            let mut buf = [0u8; 4096];
+            while matches!(std::io::Read::read(&mut s, &mut buf), Ok(n) if n > 0) {}
+        }
+    });
+    let spec = format!("kafka://{addr}");
+    let err = returns(move || {
+        Client::connect(parse_bootstrap(&spec).unwrap(), config(&["request.timeout.ms=5000"]))
+    })
+    .err()
+    .unwrap();
+    assert_eq!(err.errno(), libc::EIO, "{err}");
+    assert!(err.to_string().contains("not a Kafka response"), "{err}");
+    server.join().unwrap();
+}

@@ -926,36 +926,45 @@ impl Client {
         let mut encoded: Option<(u64, Bytes, i32)> = None;
         let mut resets = 0;
         let result = self.retry("Produce", deadline, |deadline| {
-            let session = self.producer_session(deadline)?;
-            let generation = session.map_or(0, |s| s.generation);
-            if encoded.as_ref().is_none_or(|(g, _, _)| *g != generation) {
-                if seq.generation != generation {
-                    *seq = PartitionSequence { generation, next: 0 };
-                }
-                let spec = BatchSpec {
-                    compression: self.config.compression,
-                    default_timestamp: now,
-                    producer_id: session.map_or(-1, |s| s.id),
-                    producer_epoch: session.map_or(-1, |s| s.epoch),
-                    base_sequence: if session.is_some() { seq.next } else { -1 },
-                    ..BatchSpec::default()
+            loop {
+                let session = self.producer_session(deadline)?;
+                let generation = session.map_or(0, |s| s.generation);
+                let batch = match &encoded {
+                    Some((g, batch, _)) if *g == generation => batch.clone(),
+                    _ => {
+                        if seq.generation != generation {
+                            *seq = PartitionSequence { generation, next: 0 };
+                        }
+                        let spec = BatchSpec {
+                            compression: self.config.compression,
+                            default_timestamp: now,
+                            producer_id: session.map_or(-1, |s| s.id),
+                            producer_epoch: session.map_or(-1, |s| s.epoch),
+                            base_sequence: if session.is_some() { seq.next } else { -1 },
+                            ..BatchSpec::default()
+                        };
+                        let bytes = format::encode_batch(&spec, records).map_err(|e| {
+                            Error::InvalidInput(format!(
+                                "encoding a batch for {topic}/{partition}: {e}"
+                            ))
+                        })?;
+                        let batch = Bytes::from(bytes);
+                        encoded = Some((generation, batch.clone(), spec.base_sequence));
+                        batch
+                    }
                 };
-                let bytes = format::encode_batch(&spec, records).map_err(|e| {
-                    Error::InvalidInput(format!("encoding a batch for {topic}/{partition}: {e}"))
-                })?;
-                encoded = Some((generation, Bytes::from(bytes), spec.base_sequence));
-            }
-            let Some((_, batch, _)) = &encoded else { unreachable!("encoded above") };
-            match self.produce_once(topic, partition, batch.clone(), deadline) {
-                // The producer id expired or the broker lost its state: a new session, same records.
-                Err(Error::Kafka { code: 45 | 47 | 59 | 90, .. })
-                    if resets < 1 && session.is_some() =>
-                {
-                    resets += 1;
-                    *lock(&self.producer) = None;
-                    Err(kafka_error("-", "Produce", 59, Some(topic), Some(partition), None))
+                match self.produce_once(topic, partition, batch, deadline) {
+                    // OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID,
+                    // PRODUCER_FENCED: the broker lost or dropped this producer's state. Once,
+                    // a new session and the same records.
+                    Err(Error::Kafka { code: 45 | 47 | 59 | 90, .. })
+                        if resets < 1 && session.is_some() =>
+                    {
+                        resets += 1;
+                        *lock(&self.producer) = None;
+                    }
+                    other => return other,
                 }
-                other => other,
             }
         });
         match &result {

@@ -138,6 +138,14 @@ impl Tansu {
         self.spawn();
     }
 
+    /// Starts the broker again on the same port with the same data and these extra arguments
+    /// instead of the previous ones.
+    pub fn restart_with(&mut self, extra_args: &[&str]) {
+        self.kill();
+        self.extra_args = extra_args.iter().map(ToString::to_string).collect();
+        self.spawn();
+    }
+
     /// Runs `tansu ARGS...` (e.g. `user create`) against this broker's directory; panics with
     /// its output when it fails.
     pub fn cli(&self, args: &[&str]) -> String {
