@@ -48,8 +48,6 @@ struct Got {
 /// One batch as read back.
 #[derive(Clone, Debug)]
 struct GotBatch {
-    producer_id: i64,
-    base_sequence: i32,
     control: bool,
     compression: Compression,
     records: Vec<Got>,
@@ -104,13 +102,7 @@ fn read_batches(
                 .filter(|r| r.offset >= next)
                 .collect();
             next = next.max(info.last_offset.0 + 1);
-            out.push(GotBatch {
-                producer_id: info.producer_id,
-                base_sequence: info.base_sequence,
-                control: info.is_control,
-                compression: info.compression,
-                records,
-            });
+            out.push(GotBatch { control: info.is_control, compression: info.compression, records });
             pos += size;
         }
         if next >= end {
@@ -177,10 +169,15 @@ fn cluster_metadata_lists_topics_partitions_and_leaders() {
     assert_eq!(c.metadata().unwrap().topics["meta"].partitions.len(), 3);
 }
 
+/// Every codec tansu 0.6 serves back: not snappy (it stores our xerial-framed snappy batches,
+/// Kafka's framing, then closes the connection of every Fetch that reaches them) and not lz4
+/// (it re-encodes lz4 batches as frames with linked blocks, which `format`'s decoder refuses);
+/// see doc/cluster-brokers.md. Both codecs are checked against kafka-python in
+/// tests/compat_kafka_python.rs and against librdkafka in tests/cluster_confluent.rs.
 #[test]
 fn cluster_produce_fetch_round_trip_every_codec() {
     let t = Tansu::start();
-    for codec in ["none", "gzip", "snappy", "lz4", "zstd"] {
+    for codec in ["none", "gzip", "zstd"] {
         let c = client(&t, &[&format!("compression.type={codec}")]);
         let topic = format!("codec-{codec}");
         c.create_topic(&topic, 1, &[]).unwrap();
@@ -207,13 +204,9 @@ fn cluster_produce_is_idempotent_and_a_resent_batch_is_not_duplicated() {
     c.create_topic("idem", 1, &[]).unwrap();
     c.produce("idem", 0, &sample_records(4, "a")).unwrap();
     c.produce("idem", 0, &sample_records(2, "b")).unwrap();
-    let (batches, _) = read_batches(&c, "idem", 0, 0, FetchOptions::default());
-    assert_eq!(batches.len(), 2);
-    assert!(
-        batches[0].producer_id >= 0 && batches[0].producer_id == batches[1].producer_id,
-        "{batches:?}"
-    );
-    assert_eq!((batches[0].base_sequence, batches[1].base_sequence), (0, 4));
+    // tansu rebuilds batches from stored records on Fetch, so producer ids and sequences as
+    // sent are not visible in what it returns (doc/cluster-brokers.md); the offsets are.
+    assert_eq!(c.list_offset("idem", 0, LATEST).unwrap().unwrap().offset, Offset(6));
 
     // What a retry after a lost response sends: the very same batch (producer id, epoch,
     // sequence). The broker keeps one copy.
@@ -249,14 +242,17 @@ fn cluster_list_offsets_earliest_latest_by_time_and_max_timestamp() {
     assert_eq!(q(T0 + 5000), Some(5));
     assert_eq!(q(T0 + 7500), Some(8));
     assert_eq!(q(T0 + 9000), Some(9));
-    assert_eq!(q(T0 + 9001), None, "no record at or after the time");
+    // Kafka answers -1 (no record) for a time after the last record; tansu 0.6 answers 0
+    // (doc/cluster-brokers.md), so that case is not checked here.
     let at = c.list_offset("times", 0, T0 + 2500).unwrap().unwrap();
     assert_eq!(at.timestamp, T0 + 3000);
     // -3: the record with the largest timestamp (broker permitting, ListOffsets v7+).
     match c.list_offset("times", 0, MAX_TIMESTAMP) {
         Ok(Some(o)) => assert_eq!((o.offset.0, o.timestamp), (9, T0 + 9000)),
         Ok(None) => panic!("max timestamp lookup answered nothing"),
-        Err(e) => assert_eq!(e.errno(), libc::EOPNOTSUPP, "{e}"),
+        // EOPNOTSUPP from a broker without ListOffsets v7; tansu 0.6 advertises v9 but closes
+        // the connection on -3 (EIO, doc/cluster-brokers.md).
+        Err(e) => assert!(matches!(e.errno(), libc::EOPNOTSUPP | libc::EIO), "{e}"),
     }
     // Many partitions in one call: the empty partition answers too.
     let all = c
@@ -284,9 +280,11 @@ fn cluster_fetch_honours_partition_max_bytes_and_still_progresses() {
     }
     let opts = FetchOptions { max_bytes: Some(100), ..FetchOptions::default() };
     let f = c.fetch("small", 0, Offset(0), opts).unwrap();
-    // At least one whole batch even over the limit (Kafka's progress rule), and not all five.
+    // At least one whole batch even over the limit (Kafka's progress rule). tansu 0.6 ignores
+    // the per-partition limit and returns everything (doc/cluster-brokers.md), so the upper
+    // bound is not checked here.
     let h = format::peek_entry(&f.records).unwrap().unwrap();
-    assert!(f.records.len() >= h.total_size() && f.records.len() < 5 * 3000, "{}", f.records.len());
+    assert!(f.records.len() >= h.total_size(), "{}", f.records.len());
     let (batches, _) = read_batches(&c, "small", 0, 0, opts);
     let values: Vec<Vec<u8>> =
         batches.into_iter().flat_map(|b| b.records).map(|r| r.value.unwrap()).collect();
@@ -315,11 +313,15 @@ fn cluster_fetch_past_the_end_is_offset_out_of_range() {
     // At the log end: nothing yet, not an error (tail -f waits there).
     let f = c.fetch("range", 0, Offset(3), FetchOptions::default()).unwrap();
     assert!(f.records.is_empty() && f.high_watermark == Offset(3));
+    // Past the end: Kafka answers OFFSET_OUT_OF_RANGE, which the client turns into the local
+    // error with the log start and end; tansu 0.6 answers an empty fetch with the watermarks
+    // (doc/cluster-brokers.md). Either way nothing is invented.
     match c.fetch("range", 0, Offset(50), FetchOptions::default()) {
         Err(Error::OffsetOutOfRange { requested, log_start, log_end }) => {
             assert_eq!((requested.0, log_start.0, log_end.0), (50, 0, 3));
         }
-        other => panic!("expected OffsetOutOfRange, got {other:?}"),
+        Ok(f) => assert!(f.records.is_empty() && f.high_watermark == Offset(3), "{f:?}"),
+        other => panic!("expected OffsetOutOfRange or nothing, got {other:?}"),
     }
 }
 
@@ -344,7 +346,7 @@ fn cluster_group_offsets_commit_fetch_list_and_describe() {
     let mut got = c.fetch_offsets("etl", Some(&[("grouped".into(), vec![0, 1])])).unwrap();
     got.sort_by_key(|o| o.partition);
     assert_eq!(got.iter().map(|o| (o.partition, o.offset)).collect::<Vec<_>>(), [(0, 42), (1, 7)]);
-    assert_eq!(got[0].metadata.as_deref(), Some("meta"));
+    // tansu 0.6 drops commit metadata (doc/cluster-brokers.md): only the offsets are checked.
     let all = c.fetch_offsets("etl", None).unwrap();
     assert!(
         all.iter().any(|o| o.topic == "grouped" && o.partition == 1 && o.offset == 7),
@@ -352,9 +354,12 @@ fn cluster_group_offsets_commit_fetch_list_and_describe() {
     );
     let groups = c.list_groups().unwrap();
     assert!(groups.iter().any(|g| g.group_id == "etl"), "{groups:?}");
-    let d = c.describe_group("etl").unwrap();
-    assert_eq!(d.group_id, "etl");
-    assert!(d.members.is_empty(), "{d:?}");
+    // DescribeGroups: tansu 0.6 closes the connection on it (doc/cluster-brokers.md); the
+    // client must answer with an error, not hang.
+    match c.describe_group("etl") {
+        Ok(d) => assert!(d.group_id == "etl" && d.members.is_empty(), "{d:?}"),
+        Err(e) => assert_eq!(e.errno(), libc::EIO, "{e}"),
+    }
 }
 
 #[test]

@@ -1,6 +1,9 @@
-//! TLS and SASL of the cluster client against tansu: a self-signed CA made in the test (openssl),
-//! SCRAM users created through the broker, wrong CAs and wrong passwords refused as
-//! authentication failures (EACCES) naming the broker.
+//! SASL of the cluster client against tansu: SCRAM users created through the broker, wrong
+//! passwords refused as authentication failures (EACCES) naming the broker.
+//!
+//! TLS is not tested against a broker: tansu 0.6's command line refuses `--cert` together with
+//! `--key` (a clap group makes them exclusive), so it cannot serve TLS (doc/cluster-brokers.md).
+//! `make_ca` stays for the TLS test a broker that can will get.
 
 mod common;
 
@@ -8,10 +11,8 @@ use std::path::Path;
 use std::process::Command;
 
 use common::tansu::Tansu;
-use topicfs::cluster::client::{FetchOptions, LATEST};
 use topicfs::cluster::config::parse_bootstrap;
 use topicfs::cluster::{Client, ClientConfig};
-use topicfs::format::{NewRecord, Offset};
 
 fn connect(t: &Tansu, settings: &[String]) -> topicfs::Result<Client> {
     let mut c = ClientConfig::default();
@@ -27,6 +28,7 @@ fn openssl(dir: &Path, args: &[&str]) {
     assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
+#[allow(dead_code)]
 /// A CA (`NAME-ca.pem`) and a server certificate for 127.0.0.1 signed by it
 /// (`NAME-server.pem`, `NAME-server.key`).
 fn make_ca(dir: &Path, name: &str) {
@@ -70,42 +72,6 @@ fn make_ca(dir: &Path, name: &str) {
             "ext.cnf",
         ],
     );
-}
-
-#[test]
-fn cluster_tls_with_a_self_signed_ca_made_in_the_test() {
-    let certs = tempfile::tempdir().unwrap();
-    make_ca(certs.path(), "good");
-    make_ca(certs.path(), "other");
-    let cert = certs.path().join("good-server.pem");
-    let key = certs.path().join("good-server.key");
-    let t = Tansu::start_with(&["--cert", cert.to_str().unwrap(), "--key", key.to_str().unwrap()]);
-
-    let ca = certs.path().join("good-ca.pem");
-    let c =
-        connect(&t, &["security.protocol=SSL".into(), format!("ssl.ca.location={}", ca.display())])
-            .unwrap_or_else(|e| panic!("{e}\n{}", t.log()));
-    c.create_topic("secret", 1, &[]).unwrap();
-    let records = vec![NewRecord { value: Some(b"over tls".to_vec()), ..NewRecord::default() }];
-    c.produce("secret", 0, &records).unwrap();
-    let f = c.fetch("secret", 0, Offset(0), FetchOptions::default()).unwrap();
-    assert!(f.records.windows(8).any(|w| w == b"over tls"));
-    assert_eq!(c.list_offset("secret", 0, LATEST).unwrap().unwrap().offset, Offset(1));
-
-    // A CA that did not sign the broker's certificate: refused as an authentication failure.
-    let other = certs.path().join("other-ca.pem");
-    let err = connect(
-        &t,
-        &["security.protocol=SSL".into(), format!("ssl.ca.location={}", other.display())],
-    )
-    .err()
-    .unwrap();
-    assert_eq!(err.errno(), libc::EACCES, "{err}");
-    assert!(err.to_string().contains(&t.addr()), "{err}");
-
-    // Plain TCP to a TLS listener fails (no hang), within the deadline.
-    let err = connect(&t, &["request.timeout.ms=2000".into()]).err().unwrap();
-    assert!(matches!(err.errno(), libc::EIO | libc::ETIMEDOUT), "{err}");
 }
 
 #[test]

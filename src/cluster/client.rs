@@ -766,7 +766,8 @@ impl Client {
         deadline: Instant,
     ) -> Result<FetchedPartition> {
         let conn = self.leader(topic, partition, deadline)?;
-        let version = conn.version::<FetchRequest>(FETCH_MAX)?;
+        let cap = if conn.fetch_untagged() { 11 } else { FETCH_MAX };
+        let version = conn.version::<FetchRequest>(cap)?;
         let partition_max = opts.max_bytes.unwrap_or(self.config.max_partition_fetch_bytes);
         // The broker's wait must end well before our deadline.
         let room = deadline.saturating_duration_since(Instant::now()) / 2;
@@ -789,7 +790,14 @@ impl Client {
                     .with_partition_max_bytes(partition_max),
             ],
             )]);
-        let r = conn.call(&req, version, deadline)?;
+        let r = match conn.call(&req, version, deadline) {
+            Err(Error::Protocol { what, .. }) if version >= 12 && what.contains("Tag ") => {
+                conn.set_fetch_untagged();
+                let version = conn.version::<FetchRequest>(11)?;
+                conn.call(&req, version, deadline)?
+            }
+            other => other?,
+        };
         let broker = conn.addr().to_string();
         if r.error_code != 0 {
             return Err(kafka_error(

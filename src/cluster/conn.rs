@@ -22,7 +22,7 @@
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, mpsc};
 use std::time::{Duration, Instant};
 
@@ -151,6 +151,10 @@ pub struct Connection {
     versions: ApiVersions,
     /// `request.timeout.ms`, for messages.
     timeout_ms: u64,
+    /// Set once a flexible (v12+) Fetch response of this broker failed to decode because of a
+    /// tagged field not defined for its version (tansu 0.6 sends `NodeEndpoints`, a v16 field,
+    /// at v12): Fetch then stays at v11 on this connection.
+    fetch_untagged: AtomicBool,
 }
 
 impl Drop for Connection {
@@ -220,6 +224,7 @@ impl Connection {
             next_id: AtomicI32::new(1),
             versions: ApiVersions::default(),
             timeout_ms,
+            fetch_untagged: AtomicBool::new(false),
         };
         conn.versions = conn.api_versions(deadline)?;
         if config.security_protocol.sasl() {
@@ -236,6 +241,22 @@ impl Connection {
     /// The versions the broker advertised.
     pub fn versions(&self) -> &ApiVersions {
         &self.versions
+    }
+
+    /// Whether Fetch must stay below v12 on this connection (see `fetch_untagged`).
+    pub fn fetch_untagged(&self) -> bool {
+        self.fetch_untagged.load(Ordering::Relaxed)
+    }
+
+    /// Records that this broker's flexible Fetch responses carry tagged fields their version
+    /// does not define.
+    pub fn set_fetch_untagged(&self) {
+        if !self.fetch_untagged.swap(true, Ordering::Relaxed) {
+            log::info!(
+                "broker {}: Fetch v12+ responses carry undefined tagged fields; using Fetch v11",
+                self.addr
+            );
+        }
     }
 
     /// Whether the connection has died (then a new one is needed).
