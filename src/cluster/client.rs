@@ -44,10 +44,11 @@ use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 
 use super::config::{Acks, BrokerAddr, ClientConfig, IsolationLevel};
-use super::conn::{Connection, lock};
+use super::conn::Connection;
 use super::errors::{kafka_error, retriable};
 use crate::error::{Error, Result};
 use crate::format::{self, BatchSpec, EncodeRecord, Offset, Timestamp};
+use crate::sync::lock;
 
 /// ListOffsets timestamp: the log end offset (`latest`).
 pub const LATEST: i64 = -1;

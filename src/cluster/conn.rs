@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -46,6 +46,7 @@ use super::config::{BrokerAddr, ClientConfig, SaslMechanism};
 use super::errors::error_name;
 use super::sasl::{self, ScramClient, ScramHash};
 use crate::error::{Error, Result};
+use crate::sync::lock;
 
 /// A request this client sends: its API key and response type. (kafka-protocol's own `Request`
 /// trait needs its `broker` feature, which would also build the request decoders.)
@@ -81,12 +82,6 @@ apis! {
     OffsetFetchRequest => OffsetFetchResponse, OffsetFetch;
     ListGroupsRequest => ListGroupsResponse, ListGroups;
     DescribeGroupsRequest => DescribeGroupsResponse, DescribeGroups;
-}
-
-/// Locks a mutex, taking over a poisoned one (the data is plain bookkeeping that a panicking
-/// holder cannot leave half-written in a way that matters more than stopping the daemon).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Time left until `deadline`, at least 1 ms (a zero socket timeout means "none").
