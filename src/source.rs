@@ -24,6 +24,9 @@ use crate::error::Result;
 use crate::format::{NewRecord, Offset, RecordRef, Timestamp};
 use crate::storage::segment_files::SegmentFiles;
 
+/// [`PartitionSource::sizing_budget`] of a source that states none: 16 MiB of log.
+pub const DEFAULT_SIZING_BUDGET: u64 = 16 << 20;
+
 /// Which offset a ListOffsets-style query asks for.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum OffsetQuery {
@@ -239,6 +242,15 @@ pub trait PartitionSource: Send + Sync {
     }
     /// Makes everything appended so far durable (fsync of the log and its indexes).
     fn sync(&self) -> Result<()>;
+    /// Log bytes a cheap sizing of a stream may read ([`DEFAULT_SIZING_BUDGET`] unless the
+    /// source says otherwise): `stat` and `open` of a stream render at most this much of the
+    /// log, from where the last sizing stopped, towards the end; a stream whose end that does
+    /// not reach shows a size not yet known. A local log states what a read of its pages costs,
+    /// a cluster about one Fetch response. Never zero in effect (a source stating 0 still lets
+    /// a sizing read one batch).
+    fn sizing_budget(&self) -> u64 {
+        DEFAULT_SIZING_BUDGET
+    }
     /// The partition's segment files, for a source that has local ones (`segments/`, the
     /// inspection files, passthrough): the only way to them. `None` (the default) for a source
     /// without files, whose tree then has none of those entries.

@@ -85,6 +85,16 @@ impl StreamRef {
         }
     }
 
+    /// The size `stat` shows: exact, or `None` while not yet known (partition streams whose
+    /// end lies farther than their source's sizing budget; see [`Stream::known_size`]). Topic
+    /// streams are always exact.
+    pub fn known_size(&self) -> Result<Option<u64>> {
+        match self {
+            StreamRef::Partition(s) => s.known_size(),
+            StreamRef::Topic(s) => s.size().map(Some),
+        }
+    }
+
     /// Up to `len` bytes at `offset` (fewer at the current end).
     pub fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
         match self {

@@ -879,7 +879,10 @@ impl TopicFs {
     }
 
     fn stream_attr(&self, ino: u64, node: &Node, stream: &StreamRef) -> Result<AttrReply> {
-        let size = stream.size()?;
+        // A size not yet known shows as 0, as /proc files do: every tool then reads to the end
+        // (streams are direct I/O, so reads reach the daemon whatever st_size says). Never a
+        // partial size: `tail -n` would seek to it and `wc -c` would trust it.
+        let size = stream.known_size()?.unwrap_or(0);
         let mut mtime = match (node, node.partition_id()) {
             (Node::TopicStream(topic, _), _) => self.topic_mtime(topic)?,
             (Node::GroupNext(id, ..), _) => self.partition(id)?.summary()?.last_modified,

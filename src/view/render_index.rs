@@ -108,8 +108,65 @@ impl RenderIndex {
     /// An index with one checkpoint: the log start offset at rendered position 0.
     pub fn new(part: &dyn PartitionSource, format: Format) -> Result<RenderIndex> {
         let renderer = Renderer::new(format, part.topic(), part.partition());
-        let state = Mutex::new(IndexState::origin(part, 0)?);
+        let state = Mutex::new(IndexState::origin_at(part, 0, None)?);
         Ok(RenderIndex { renderer, state, txn: None })
+    }
+
+    /// An index whose origin is `start` instead of the log start: rendered position 0 is the
+    /// start of the batch holding `start` (see "Origins" in the module docs).
+    pub fn new_at(
+        part: &dyn PartitionSource,
+        format: Format,
+        start: Offset,
+    ) -> Result<RenderIndex> {
+        let renderer = Renderer::new(format, part.topic(), part.partition());
+        let state = Mutex::new(IndexState::origin_at(part, 0, Some(start))?);
+        Ok(RenderIndex { renderer, state, txn: None })
+    }
+
+    /// The offset bound of the index's first checkpoint (its origin, or the first segment start
+    /// retention left of it).
+    pub fn origin(&self) -> Offset {
+        let st = lock(&self.state);
+        st.checkpoints.first().map_or(st.frontier.bound, |c| c.bound)
+    }
+
+    /// The offset bound the index has rendered up to (its frontier).
+    pub fn frontier(&self) -> Offset {
+        lock(&self.state).frontier.bound
+    }
+
+    /// Whether the index reaches `start` (its frontier's bound is at or past it, or the log ends
+    /// before it) after extending it by at most `budget` bytes of log: a stream starting at
+    /// `start` can then be opened on it without rendering more.
+    pub fn reaches(&self, part: &dyn PartitionSource, start: Offset, budget: u64) -> Result<bool> {
+        let mut st = lock(&self.state);
+        self.sync(&mut st, part)?;
+        if st.frontier.bound >= start {
+            return Ok(true);
+        }
+        let reached = self.extend_within(&mut st, part, Some(start), Some(budget))?;
+        Ok(reached || st.frontier.bound >= start)
+    }
+
+    /// Takes in what a read rendered past the frontier (see [`Learned`]): its checkpoints and
+    /// the batch boundary it reached become the index's, unless the index was rebuilt or another
+    /// caller got as far meanwhile.
+    pub(super) fn learn(&self, learned: Learned) {
+        let Some(reached) = learned.reached else { return };
+        let mut st = lock(&self.state);
+        if st.generation != learned.generation || reached.bound <= st.frontier.bound {
+            return;
+        }
+        let old = st.frontier;
+        st.push(old);
+        for c in learned.pending {
+            if c.bound > old.bound && c.bound < reached.bound {
+                st.push(c);
+            }
+        }
+        st.frontier = reached;
+        st.since_checkpoint = learned.since;
     }
 
     /// Number of checkpoints held (frontier excluded): for tests and statistics.
@@ -153,7 +210,7 @@ impl RenderIndex {
                 };
                 st.checkpoints = vec![st.frontier];
             } else {
-                *st = IndexState::origin(part, st.generation.wrapping_add(1))?;
+                *st = IndexState::origin_at(part, st.generation.wrapping_add(1), None)?;
             }
         }
         Ok(())
@@ -167,12 +224,30 @@ impl RenderIndex {
         part: &dyn PartitionSource,
         until: Option<Offset>,
     ) -> Result<()> {
+        self.extend_within(st, part, until, None).map(drop)
+    }
+
+    /// [`RenderIndex::extend`], rendering at most `budget` bytes of log (at least one batch
+    /// when there is one) when given. Whether it got there: its bound reached `until`, or the
+    /// log ended (`false`: the budget ran out first).
+    pub(super) fn extend_within(
+        &self,
+        st: &mut IndexState,
+        part: &dyn PartitionSource,
+        until: Option<Offset>,
+        budget: Option<u64>,
+    ) -> Result<bool> {
         let mut w = self.walker(part, st.frontier);
+        let mut spent = 0u64;
         loop {
             if until.is_some_and(|u| w.here.bound >= u) {
                 break;
             }
+            if budget.is_some_and(|b| spent > 0 && spent >= b) {
+                return Ok(false);
+            }
             let Some(step) = w.peek()? else { break };
+            spent = spent.saturating_add(u64::from(step.info.size));
             if w.at_retention_boundary && st.is_new_checkpoint(&w.here) {
                 let mut c = w.here;
                 c.segment_start = true;
@@ -186,7 +261,7 @@ impl RenderIndex {
             }
             st.frontier = w.here;
         }
-        Ok(())
+        Ok(true)
     }
 
     /// A walker from `from` with the transaction state as last refreshed (by the
@@ -247,24 +322,100 @@ impl RenderIndex {
     /// that covers them; rendering such a batch would put the frontier past the log end another
     /// reader sees next, which [`RenderIndex::sync`] must read as a truncated log. So the index
     /// renders only up to the log end offset read before the batches are.
+    ///
+    /// With a `budget`, renders at most that many bytes of log and returns `None` when the end
+    /// is farther (the size is not yet known); the next call continues from there.
     pub(super) fn end_position(
         &self,
         st: &mut IndexState,
         part: &dyn PartitionSource,
-    ) -> Result<u64> {
+        budget: Option<u64>,
+    ) -> Result<Option<u64>> {
         let log_end = part.summary()?.log_end_offset;
-        self.extend(st, part, Some(log_end))?;
-        Ok(st.frontier.position)
+        let reached = self.extend_within(st, part, Some(log_end), budget)?;
+        Ok(reached.then_some(st.frontier.position))
+    }
+}
+
+/// What a stream's read rendered past its index's frontier, for [`RenderIndex::learn`]: reads
+/// extend the index as they render, so a sequential read to the end makes sizes exact without
+/// rendering the log a second time.
+///
+/// **Invariant**: every checkpoint in `pending` and `reached` was made by a walker of the
+/// index's generation `generation` that started at one of its checkpoints, after whole batches
+/// only (so it satisfies the index's invariant), with a bound past `from` (the frontier when the
+/// read began) and at most `log_end` (a log end offset read before the batches were, as
+/// [`RenderIndex::end_position`] requires of the frontier).
+#[derive(Debug)]
+pub(super) struct Learned {
+    generation: u64,
+    from: Offset,
+    log_end: Offset,
+    interval: u64,
+    since: u64,
+    pending: Vec<Checkpoint>,
+    reached: Option<Checkpoint>,
+}
+
+impl Learned {
+    /// Starts learning for a read that may pass `st`'s frontier; `log_end` as read before the
+    /// read's batches.
+    pub(super) fn new(st: &IndexState, log_end: Offset) -> Learned {
+        Learned {
+            generation: st.generation,
+            from: st.frontier.bound,
+            log_end,
+            interval: st.interval,
+            since: st.since_checkpoint,
+            pending: Vec::new(),
+            reached: None,
+        }
+    }
+
+    /// The log end offset read before the read's batches were (nothing past it is learned).
+    pub(super) fn set_log_end(&mut self, log_end: Offset) {
+        self.log_end = log_end;
+    }
+
+    /// The walker went from `before` (a retention boundary when `boundary`) past one whole
+    /// batch of `size` stored bytes to `after`.
+    pub(super) fn passed(
+        &mut self,
+        before: Checkpoint,
+        boundary: bool,
+        after: Checkpoint,
+        size: u64,
+    ) {
+        if before.bound < self.from || after.bound > self.log_end {
+            return;
+        }
+        if boundary {
+            let mut c = before;
+            c.segment_start = true;
+            self.pending.push(c);
+            self.since = 0;
+        }
+        self.since = self.since.saturating_add(size);
+        if self.since >= self.interval {
+            self.pending.push(after);
+            self.since = 0;
+        }
+        self.reached = Some(after);
     }
 }
 
 impl IndexState {
-    /// A fresh index at the log start offset, rendered position 0.
-    pub(super) fn origin(part: &dyn PartitionSource, generation: u64) -> Result<IndexState> {
+    /// A fresh index at `start` (the log start offset when `None`), rendered position 0.
+    pub(super) fn origin_at(
+        part: &dyn PartitionSource,
+        generation: u64,
+        start: Option<Offset>,
+    ) -> Result<IndexState> {
         let summary = part.summary()?;
         let log_start = summary.log_start_offset;
-        let cursor = part.seek(log_start)?;
-        let origin = Checkpoint { cursor, bound: log_start, position: 0, segment_start: false };
+        let at = start.unwrap_or(log_start).max(log_start);
+        let cursor = part.seek(at)?;
+        let origin = Checkpoint { cursor, bound: at, position: 0, segment_start: false };
         Ok(IndexState {
             generation,
             checkpoints: vec![origin],

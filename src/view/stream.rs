@@ -46,7 +46,7 @@ use crate::error::{Error, Result};
 use crate::format::{Offset, Timestamp, decode_batch, parse_batch_info};
 use crate::source::{OffsetQuery, PartitionSource};
 use crate::sync::lock;
-use crate::view::render_index::Target;
+use crate::view::render_index::{Learned, Target};
 pub use crate::view::render_index::{
     CHECKPOINT_INTERVAL, Checkpoint, MAX_CHECKPOINTS, RenderIndex,
 };
@@ -57,11 +57,19 @@ use crate::view::walker::READ_CHUNK;
 /// Key of a render index: rendered bytes depend on the topic and partition (JSON) and format.
 type IndexKey = (String, u32, Format);
 
+/// Most render indexes with an origin of their own kept per (topic, partition, format); older
+/// ones live on only in the streams opened on them.
+pub const MAX_ORIGINS: usize = 32;
+
 /// One per mount: caches a [`RenderIndex`] per (topic, partition, format) and a
 /// [`TxnTracker`] per partition, and opens streams at one [`Isolation`].
 #[derive(Default)]
 pub struct StreamRegistry {
     indexes: Mutex<HashMap<IndexKey, Arc<RenderIndex>>>,
+    /// Render indexes whose origin is a stream's own start, for streams starting farther past
+    /// the shared index's frontier than a sizing budget (most recent last, at most
+    /// [`MAX_ORIGINS`] per key).
+    origins: Mutex<HashMap<IndexKey, Vec<Arc<RenderIndex>>>>,
     isolation: Isolation,
     trackers: Mutex<HashMap<(String, u32), Arc<TxnTracker>>>,
 }
@@ -109,9 +117,55 @@ impl StreamRegistry {
         spec: &StreamSpec,
         now: Timestamp,
     ) -> Result<Arc<Stream>> {
-        let resolved = spec.resolve(self.view(Arc::clone(&part)).as_ref(), now)?;
-        let index = self.index(part.as_ref(), spec.format)?;
+        let view = self.view(Arc::clone(&part));
+        let resolved = spec.resolve(view.as_ref(), now)?;
+        let index = self.index_for(part.as_ref(), view.as_ref(), spec.format, resolved.start)?;
         Stream::open(index, part, resolved.start, resolved.end).map(Arc::new)
+    }
+
+    /// The render index a stream of `part` (seen as `view`) starting at `start` is opened on:
+    /// the shared one when it reaches `start` within the source's sizing budget, else one with
+    /// an origin at or before `start` that does (the most recent such), else a new one whose
+    /// origin is `start` itself. So opening a stream never renders more than the budget of log,
+    /// and never the records before its start that the shared index has not rendered yet.
+    pub fn index_for(
+        &self,
+        part: &dyn PartitionSource,
+        view: &dyn PartitionSource,
+        format: Format,
+        start: Offset,
+    ) -> Result<Arc<RenderIndex>> {
+        let budget = part.sizing_budget();
+        let shared = self.index(part, format)?;
+        if shared.reaches(view, start, budget)? {
+            return Ok(shared);
+        }
+        let key = (part.topic().to_string(), part.partition(), format);
+        let candidate = lock(&self.origins).get(&key).and_then(|list| {
+            list.iter().filter(|i| i.origin() <= start).max_by_key(|i| i.origin()).cloned()
+        });
+        if let Some(index) = candidate {
+            if index.reaches(view, start, budget)? {
+                return Ok(index);
+            }
+        }
+        let mut index = RenderIndex::new_at(part, format, start)?;
+        index.txn = self.tracker(part);
+        let index = Arc::new(index);
+        let mut origins = lock(&self.origins);
+        let list = origins.entry(key).or_default();
+        list.push(Arc::clone(&index));
+        if list.len() > MAX_ORIGINS {
+            list.remove(0);
+        }
+        Ok(index)
+    }
+
+    /// Render indexes with an origin of their own kept for `part` in `format` (for tests and
+    /// statistics).
+    pub fn origin_indexes(&self, part: &dyn PartitionSource, format: Format) -> usize {
+        let key = (part.topic().to_string(), part.partition(), format);
+        lock(&self.origins).get(&key).map_or(0, Vec::len)
     }
 
     /// The render index of `part` in `format`, created (empty) on first use.
@@ -155,6 +209,10 @@ struct EndState {
     final_position: Option<u64>,
     /// [`Stream::completed_timestamp`], once looked up (it can never change either).
     completed_timestamp: Option<Option<Timestamp>>,
+    /// The stream has shown an exact size (or been read to its end): from then on
+    /// [`Stream::known_size`] is always exact, whatever it costs, so a size once shown never
+    /// turns back into "not yet known" (`tail -f` would take that for a truncation).
+    exact: bool,
 }
 
 /// A `by-offset/` or `by-time/` file: records `[start, end)` of one partition in one format,
@@ -198,8 +256,12 @@ impl Stream {
             let p = index.locate(&mut st, part.as_ref(), target)?;
             (st.generation, p)
         };
-        let end =
-            Mutex::new(EndState { bound: end, final_position: None, completed_timestamp: None });
+        let end = Mutex::new(EndState {
+            bound: end,
+            final_position: None,
+            completed_timestamp: None,
+            exact: false,
+        });
         Ok(Stream {
             index,
             part,
@@ -230,10 +292,32 @@ impl Stream {
         lock(&self.end).final_position.is_some()
     }
 
-    /// Exactly the number of bytes a full read returns now.
+    /// Exactly the number of bytes a full read returns now, rendering as much of the log as
+    /// that takes (see [`Stream::known_size`] for what `stat` shows).
     pub fn size(&self) -> Result<u64> {
-        let end = self.end_position()?;
+        let end = self.end_position(None)?.unwrap_or(self.start_position);
         Ok(end.saturating_sub(self.start_position))
+    }
+
+    /// The size as `stat` shows it: exactly the number of bytes a full read returns now, or
+    /// `None` when that is not yet known because knowing it would render more than the source's
+    /// [`sizing_budget`](PartitionSource::sizing_budget) of log. Each call continues from where
+    /// the last sizing (or read) stopped, so repeated calls converge; once a size was known, or
+    /// the stream was read to its end, every later call is exact (rendering what was appended
+    /// since).
+    pub fn known_size(&self) -> Result<Option<u64>> {
+        let exact = lock(&self.end).exact;
+        let budget = if exact { None } else { Some(self.part.sizing_budget()) };
+        let end = self.end_position(budget)?;
+        if end.is_some() {
+            lock(&self.end).exact = true;
+        }
+        Ok(end.map(|e| e.saturating_sub(self.start_position)))
+    }
+
+    /// Whether [`Stream::known_size`] is exact from now on.
+    pub fn is_sized(&self) -> bool {
+        lock(&self.end).exact
     }
 
     /// Fixes an [`Bound::UntilTimestamp`] end once some record reaches its time.
@@ -248,11 +332,12 @@ impl Stream {
         Ok(())
     }
 
-    /// The rendered position of the end of the stream now.
-    fn end_position(&self) -> Result<u64> {
+    /// The rendered position of the end of the stream now; `None` when reaching it would
+    /// render more than `budget` bytes of log.
+    fn end_position(&self, budget: Option<u64>) -> Result<Option<u64>> {
         let mut end = lock(&self.end);
         if let Some(p) = end.final_position {
-            return Ok(p);
+            return Ok(Some(p));
         }
         self.refresh_bound(&mut end)?;
         let index = &self.index;
@@ -263,13 +348,20 @@ impl Stream {
             return Err(Error::StaleHandle);
         }
         let position = match end.bound {
-            Bound::Open | Bound::UntilTimestamp(_) => index.end_position(&mut st, part)?,
+            Bound::Open | Bound::UntilTimestamp(_) => {
+                match index.end_position(&mut st, part, budget)? {
+                    Some(p) => p,
+                    None => return Ok(None),
+                }
+            }
             Bound::Fixed(e) if e <= self.start => {
                 end.final_position = Some(self.start_position);
                 self.start_position
             }
             Bound::Fixed(e) => {
-                index.extend(&mut st, part, Some(e))?;
+                if !index.extend_within(&mut st, part, Some(e), budget)? {
+                    return Ok(None);
+                }
                 if st.frontier.bound >= e {
                     let target = match index.renderer.format() {
                         Format::Raw => Target::BatchFrom(e),
@@ -283,7 +375,7 @@ impl Stream {
                 }
             }
         };
-        Ok(position.max(self.start_position))
+        Ok(Some(position.max(self.start_position)))
     }
 
     /// Reads up to `len` bytes at file offset `offset`: exactly the bytes a full read has there
@@ -414,6 +506,7 @@ impl Stream {
         let mut out = Vec::with_capacity(window.min(1 << 20).saturating_add(READ_CHUNK * 2));
         let mut from = from;
         let mut tail_buf = Vec::new();
+        let mut learning = None;
         let checkpoint = {
             let mut st = lock(&self.index.state);
             let mut tail = lock(&self.tail).take();
@@ -461,22 +554,37 @@ impl Stream {
                 }
                 tail_buf = t.bytes;
             }
-            c
+            if to > st.frontier.position {
+                // This read renders past the frontier: what it finds there becomes the index's.
+                learning = Some(st.frontier.bound);
+            }
+            (c, learning.map(|_| Learned::new(&st, Offset(i64::MAX))))
         };
-        if self.index.txn.is_some() {
+        let (checkpoint, mut learned) = checkpoint;
+        if self.index.txn.is_some() || learning.is_some() {
             // Moves the transaction state (and with it the stable offset) to the log end, as
-            // reading an open stream to its end does without transactions.
-            part.summary()?;
+            // reading an open stream to its end does without transactions; and is the log end
+            // the index may learn up to (read before the batches are).
+            let log_end = part.summary()?.log_end_offset;
+            if let Some(l) = learned.as_mut() {
+                l.set_log_end(log_end);
+            }
         }
         let mut w = self.index.walker(part, checkpoint).with_read_size(
             to.saturating_sub(checkpoint.position),
             self.batch_hint.load(Ordering::Relaxed),
         );
         let mut resume = None;
+        let mut at_end = false;
         while w.here.position < to {
-            let Some(step) = w.peek()? else { break };
+            let Some(step) = w.peek()? else {
+                at_end = true;
+                break;
+            };
             // Taken after `peek`, which moves the cursor when the batch starts a new run.
             let before = w.here;
+            let boundary = w.at_retention_boundary;
+            let size = step.len as u64;
             let r = w.render_batch(&step, from, to, self.start, end, &mut out)?;
             if out.len() > window {
                 // The window ends inside this batch: keep the rest of its rendering.
@@ -485,6 +593,9 @@ impl Stream {
                         None
                     } else {
                         w.advance(&step, r.bytes);
+                        if let Some(l) = learned.as_mut() {
+                            l.passed(before, boundary, w.here, size);
+                        }
                         Some(w.here)
                     };
                     tail_buf.clear();
@@ -501,10 +612,21 @@ impl Stream {
                 break;
             }
             w.advance(&step, r.bytes);
+            if let Some(l) = learned.as_mut() {
+                l.passed(before, boundary, w.here, size);
+            }
             resume = Some(if w.here.position <= to { w.here } else { before });
         }
         if let Some(c) = resume {
             *lock(&self.last_read) = Some(c);
+        }
+        if let Some(l) = learned {
+            self.index.learn(l);
+        }
+        if at_end {
+            // Read to the end of the log: the index's frontier is there too (learned above, or
+            // rendered by another reader), so the size is exact from now on at little cost.
+            lock(&self.end).exact = true;
         }
         self.batch_hint.store(w.batch_hint, Ordering::Relaxed);
         Ok(out)

@@ -408,6 +408,10 @@ impl PartitionSource for CommittedPartition {
         self.inner.sync()
     }
 
+    fn sizing_budget(&self) -> u64 {
+        self.inner.sizing_budget()
+    }
+
     fn segment_files(&self) -> Option<&dyn SegmentFiles> {
         self.inner.segment_files()
     }
