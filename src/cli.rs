@@ -70,7 +70,7 @@ From /etc/fstab, with topicfs installed in /usr/bin (the Debian package) or /usr
 
 or type `topicfs` (mount(8) runs /sbin/mount.topicfs, a link to the binary). Options there are
 the -o options above plus read_only, partitions=N, threads=N, isolation=LEVEL,
-retention_check_interval_ms=MS and any log setting by its Kafka name (segment.bytes=1048576);
+sizing_budget=BYTES, retention_check_interval_ms=MS and any log setting by its Kafka name (segment.bytes=1048576);
 mount(8)'s own (defaults, noauto, user, nofail, _netdev, x-systemd.*) are ignored.";
 
 const MOUNT_EXAMPLES: &str = "\
@@ -195,6 +195,15 @@ pub struct MountArgs {
     /// Example: --threads 4
     #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: u16,
+
+    /// Log bytes a stream's stat or open may read to learn its exact size, from where the
+    /// last one stopped; a stream whose end is farther shows size 0 (not yet known) until it
+    /// is read to its end or later stats get there (see SEMANTICS.md, "Streams as files").
+    /// Accepts K, M, G suffixes (powers of 1024).
+    ///
+    /// Example: --sizing-budget 64M
+    #[arg(long, value_name = "BYTES", default_value = "16M", value_parser = parse_bytes)]
+    pub sizing_budget: u64,
 
     /// log.retention.check.interval.ms: how often a read-write mount deletes segments past
     /// retention.ms / retention.bytes (Kafka's broker setting, default 300000). The first pass
@@ -347,6 +356,7 @@ impl MountArgs {
             partitions: self.partitions,
             threads: usize::from(self.threads),
             isolation: self.isolation,
+            sizing_budget: self.sizing_budget,
             retention_check_interval: std::time::Duration::from_millis(
                 self.retention_check_interval_ms,
             ),
@@ -363,6 +373,20 @@ impl MountArgs {
             Mode::Background
         }
     }
+}
+
+/// A byte count: digits with an optional K, M or G suffix (powers of 1024).
+fn parse_bytes(s: &str) -> Result<u64> {
+    let t = s.trim();
+    let (digits, unit) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 1u64 << 10),
+        Some((i, 'm' | 'M')) => (&t[..i], 1 << 20),
+        Some((i, 'g' | 'G')) => (&t[..i], 1 << 30),
+        _ => (t, 1),
+    };
+    digits.parse::<u64>().ok().and_then(|n| n.checked_mul(unit)).ok_or_else(|| {
+        Error::Usage(format!("{s:?}: expected a byte count such as 16777216, 64K, 16M or 1G"))
+    })
 }
 
 fn parse_isolation(s: &str) -> Result<Isolation> {
@@ -413,7 +437,7 @@ pub struct HelperArgs {
 /// - as `topicfs SOURCE MOUNTPOINT -o OPTIONS` by mount.fuse3, for fstab type `fuse.topicfs`.
 ///
 /// Both become `topicfs mount SOURCE MOUNTPOINT ...`: FUSE options stay in `-o`; `ro` also
-/// means `--read-only`; `partitions=N`, `threads=N`, `isolation=LEVEL` and
+/// means `--read-only`; `partitions=N`, `threads=N`, `isolation=LEVEL`, `sizing_budget=BYTES` and
 /// `retention_check_interval_ms=MS` become those flags; an option with a dot in its name
 /// (`segment.bytes=1048576`) is a log setting (`--config`); options that are for mount(8) or
 /// systemd (`defaults`, `auto`, `noauto`, `user`, `users`, `nouser`, `owner`, `nofail`,
@@ -497,7 +521,14 @@ pub fn helper_args(argv: &[OsString]) -> Result<Option<HelperArgs>> {
         match (flag.as_str(), value) {
             // `ro` among the FUSE options below means read-only too (`MountArgs::request`).
             ("read-only", None) => read_only = true,
-            ("partitions" | "threads" | "isolation" | "retention-check-interval-ms", Some(v)) => {
+            (
+                "partitions"
+                | "threads"
+                | "isolation"
+                | "retention-check-interval-ms"
+                | "sizing-budget",
+                Some(v),
+            ) => {
                 args.push(format!("--{flag}").into());
                 args.push(v.into());
             }
@@ -629,6 +660,24 @@ mod tests {
         assert!(args.request().unwrap().read_only);
         // -f: check only.
         assert!(helper(&["mount.topicfs", "-f", "d", "m"]).unwrap().unwrap().fake);
+    }
+
+    #[test]
+    fn sizing_budget_is_a_flag_and_an_option_with_byte_suffixes() {
+        let h = helper(&["topicfs", "data", "mnt", "-o", "ro,sizing_budget=64K"]).unwrap().unwrap();
+        assert_eq!(h.args, os(&["mount", "data", "mnt", "--sizing-budget", "64K", "-o", "ro"]));
+        let cli =
+            Cli::try_parse_from(std::iter::once(OsString::from("topicfs")).chain(h.args)).unwrap();
+        let Command::Mount(args) = cli.command else { panic!("not mount") };
+        assert_eq!(args.request().unwrap().sizing_budget, 64 << 10);
+        let cli = Cli::try_parse_from(["topicfs", "mount", "d", "m"]).unwrap();
+        let Command::Mount(args) = cli.command else { panic!("not mount") };
+        assert_eq!(args.request().unwrap().sizing_budget, crate::source::DEFAULT_SIZING_BUDGET);
+        assert_eq!(parse_bytes("1g"), Ok(1 << 30));
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert!(parse_bytes("16X").is_err());
+        assert!(parse_bytes("").is_err());
+        assert!(parse_bytes("99999999999G").is_err());
     }
 
     #[test]

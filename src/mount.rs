@@ -284,6 +284,9 @@ pub struct MountRequest {
     pub threads: usize,
     /// Which records of transactions streams show.
     pub isolation: crate::view::txn::Isolation,
+    /// `--sizing-budget`: log bytes a stream's stat/open may render (the log dir's
+    /// [`PartitionSource::sizing_budget`](crate::source::PartitionSource::sizing_budget)).
+    pub sizing_budget: u64,
     /// `log.retention.check.interval.ms`: how often retention runs on a read-write mount.
     pub retention_check_interval: Duration,
     /// Owner, group and modes of the files.
@@ -421,6 +424,7 @@ fn open_backend(request: &MountRequest, data_dir: &Path) -> Result<Backend> {
     let mode = if request.read_only { SegmentMode::ReadOnly } else { SegmentMode::Writable };
     let log_dir = Arc::new(LogDir::open_with(data_dir, log_config, topic_configs, mode)?);
     let groups = Arc::new(crate::storage::groups::LocalGroupStore::new(Arc::clone(&log_dir)));
+    log_dir.set_sizing_budget(request.sizing_budget);
     let source: Arc<dyn TopicSource> = Arc::clone(&log_dir) as Arc<dyn TopicSource>;
     let retained = (!request.read_only).then_some(log_dir);
     Ok(Backend { source, retained, groups })

@@ -114,6 +114,8 @@ pub struct Log {
     /// sockets, devices, directories, dangling links, loops): never opened, reported by
     /// [`Log::file_problems`]. See [`super::open`].
     refused: Mutex<Vec<RefusedFile>>,
+    /// Log bytes a stream's `stat`/`open` may render to size it ([`Log::set_sizing_budget`]).
+    sizing_budget: AtomicU64,
 }
 
 /// A segment-file name of a partition directory that is not a regular file.
@@ -288,6 +290,7 @@ impl Log {
             load_state: state,
             last_refresh_ms: AtomicI64::new(now_ms()),
             refused: Mutex::new(Vec::new()),
+            sizing_budget: AtomicU64::new(crate::source::DEFAULT_SIZING_BUDGET),
         };
         // Read-only: a broker renaming a file between our listing and our open (a swap
         // finishing, retention) is routine; look again a few times before giving up.
@@ -305,6 +308,17 @@ impl Log {
             }
         }
         Ok(log)
+    }
+
+    /// Sets what [`PartitionSource::sizing_budget`](crate::source::PartitionSource::sizing_budget)
+    /// says for this partition (`--sizing-budget`).
+    pub fn set_sizing_budget(&self, bytes: u64) {
+        self.sizing_budget.store(bytes, Ordering::Relaxed);
+    }
+
+    /// See [`Log::set_sizing_budget`].
+    pub fn sizing_budget(&self) -> u64 {
+        self.sizing_budget.load(Ordering::Relaxed)
     }
 
     /// Creates the directory of a new, empty partition and opens it (writable mode).

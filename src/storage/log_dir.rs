@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use nix::errno::Errno;
@@ -85,6 +85,8 @@ pub struct LogDir {
     last_rescan_ms: AtomicI64,
     /// Read-only mode: partitions whose last load failed (logged at error level once).
     failed: Mutex<BTreeSet<(String, u32)>>,
+    /// Every partition's sizing budget ([`LogDir::set_sizing_budget`]).
+    sizing_budget: AtomicU64,
 }
 
 impl LogDir {
@@ -155,6 +157,7 @@ impl LogDir {
             admin_lock: Mutex::new(()),
             last_rescan_ms: AtomicI64::new(now_ms()),
             failed: Mutex::new(BTreeSet::new()),
+            sizing_budget: AtomicU64::new(crate::source::DEFAULT_SIZING_BUDGET),
         };
         let partitions = dir.partition_dirs(true)?;
         let logs = dir.load_partitions(partitions.into_iter().collect());
@@ -163,6 +166,21 @@ impl LogDir {
             dir.write_checkpoints()?;
         }
         Ok(dir)
+    }
+
+    /// Sets the sizing budget of every partition, loaded now or later: the log bytes a
+    /// stream's `stat` or `open` may render to learn its size (`--sizing-budget`; default
+    /// [`DEFAULT_SIZING_BUDGET`](crate::source::DEFAULT_SIZING_BUDGET)).
+    pub fn set_sizing_budget(&self, bytes: u64) {
+        self.sizing_budget.store(bytes, Ordering::Relaxed);
+        for log in self.logs.read().unwrap_or_else(|e| e.into_inner()).values() {
+            log.set_sizing_budget(bytes);
+        }
+    }
+
+    /// See [`LogDir::set_sizing_budget`].
+    pub fn sizing_budget(&self) -> u64 {
+        self.sizing_budget.load(Ordering::Relaxed)
     }
 
     /// The partition directories under the data dir, by (topic, partition); `log_skipped`
@@ -241,6 +259,7 @@ impl LogDir {
             let config = self.config_for(topic);
             match Log::open(&dir, topic, partition, config, self.mode, state) {
                 Ok(log) => {
+                    log.set_sizing_budget(self.sizing_budget());
                     lock(&self.failed).remove(&key);
                     logs.insert(key, Arc::new(log));
                 }
@@ -407,6 +426,7 @@ impl LogDir {
     fn create_log(&self, topic: &str, partition: u32) -> Result<()> {
         let dir = self.path.join(partition_dir_name(topic, partition));
         let log = Log::create(&dir, topic, partition, self.config_for(topic))?;
+        log.set_sizing_budget(self.sizing_budget());
         sync_dir(&self.path)?;
         self.logs
             .write()

@@ -51,6 +51,10 @@ impl PartitionSource for Log {
         read_past_damage(self, cursor, max_bytes)
     }
 
+    fn sizing_budget(&self) -> u64 {
+        Log::sizing_budget(self)
+    }
+
     fn byte_location(&self, cursor: &ReadCursor, delta: u64) -> (String, u64) {
         match SegmentCursor::of(cursor) {
             Some(c) => (log_file_name(self, c.segment_base), c.position.0.saturating_add(delta)),
