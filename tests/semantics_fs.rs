@@ -606,3 +606,83 @@ fn every_test_semantics_md_names_exists() {
     assert!(checked > 200, "found only {checked} test names in SEMANTICS.md");
     assert!(missing.is_empty(), "SEMANTICS.md names tests that do not exist: {missing:?}");
 }
+
+/// A fixture whose partitions may render only `budget` bytes of log per `stat` or `open`, with
+/// `batches` appends of 20 lines each in `t/0`; returns the lines as `by-offset/0` reads them.
+fn sized_fixture(budget: u64, batches: usize) -> (Fixture, Vec<u8>) {
+    let f = fixture();
+    f.log_dir.set_sizing_budget(budget);
+    let mut all = Vec::new();
+    for b in 0..batches {
+        let lines: String = (0..20).map(|i| format!("record-{b}-{i}\n")).collect();
+        f.append("t/0/append", lines.as_bytes()).unwrap();
+        all.extend_from_slice(lines.as_bytes());
+    }
+    (f, all)
+}
+
+#[test]
+fn a_stream_farther_than_the_sizing_budget_has_size_zero_and_reads_every_record() {
+    let (f, all) = sized_fixture(1024, 100);
+    for name in ["0", "0.json", "0.raw", "5..1990", "1000"] {
+        assert_eq!(f.size(&format!("t/0/by-offset/{name}")), 0, "{name}");
+    }
+    // Reads do not depend on the size: every record, to the true end.
+    assert_eq!(f.read_all("t/0/by-offset/0"), all);
+    let middle: Vec<u8> =
+        all.split_inclusive(|&b| b == b'\n').skip(1000).flatten().copied().collect();
+    assert_eq!(f.read_all("t/0/by-offset/1000"), middle);
+    let range: Vec<u8> =
+        all.split_inclusive(|&b| b == b'\n').skip(5).take(1985).flatten().copied().collect();
+    assert_eq!(f.read_all("t/0/by-offset/5..1990"), range);
+    // Having been read to the end, they are exact.
+    assert_eq!(f.size("t/0/by-offset/0"), all.len() as u64);
+    assert_eq!(f.size("t/0/by-offset/5..1990"), range.len() as u64);
+    // A stream whose end is within the budget is exact at once.
+    assert_eq!(
+        f.size("t/0/by-offset/-3"),
+        b"record-99-17\nrecord-99-18\nrecord-99-19\n".len() as u64
+    );
+}
+
+#[test]
+fn repeated_stats_of_a_stream_converge_to_its_exact_size_never_a_partial_one() {
+    // One batch per stat.
+    let (f, all) = sized_fixture(1, 30);
+    let mut sizes = Vec::new();
+    loop {
+        let size = f.size("t/0/by-offset/0.json");
+        sizes.push(size);
+        if size > 0 || sizes.len() > 40 {
+            break;
+        }
+    }
+    assert!(sizes.len() > 10 && sizes.len() <= 31, "{sizes:?}");
+    assert_eq!(sizes.last().copied(), Some(f.read_all("t/0/by-offset/0.json").len() as u64));
+    // The render index is shared by the streams of one format: another `.json` stream is exact
+    // at once, while the value streams, whose index has not been sized, are not yet.
+    assert!(f.size("t/0/by-offset/1.json") > 0);
+    assert_eq!(f.size("t/0/by-offset/1"), 0);
+    assert_eq!(f.read_all("t/0/by-offset/0"), all);
+}
+
+#[test]
+fn a_stream_read_to_its_end_keeps_an_exact_size_as_the_log_grows_past_the_budget() {
+    let (f, all) = sized_fixture(1024, 100);
+    let ino = f.ino("t/0/by-offset/0").unwrap();
+    let fh = f.fs.open(ino, READ).unwrap().fh;
+    assert_eq!(f.fs.getattr(ino, Some(fh)).unwrap().attr.size, 0);
+    assert_eq!(f.read_fh(fh).unwrap(), all);
+    // What `tail -f` sees after reading to the end: the exact size, then the exact growth,
+    // however much is appended (here far more than the budget): never 0 again.
+    assert_eq!(f.fs.getattr(ino, Some(fh)).unwrap().attr.size, all.len() as u64);
+    let mut grown = all.clone();
+    for b in 0..100 {
+        let lines: String = (0..20).map(|i| format!("later-{b}-{i}\n")).collect();
+        f.append("t/0/append", lines.as_bytes()).unwrap();
+        grown.extend_from_slice(lines.as_bytes());
+    }
+    assert_eq!(f.fs.getattr(ino, Some(fh)).unwrap().attr.size, grown.len() as u64);
+    assert_eq!(f.fs.read(fh, all.len() as u64, 1 << 20).unwrap(), grown[all.len()..]);
+    f.fs.release(fh).unwrap();
+}

@@ -13,6 +13,7 @@ use topicfs::source::PartitionSource;
 use topicfs::view::Renderer;
 use topicfs::view::spec::{Bound, Format, StreamSpec};
 use topicfs::view::stream::{CHECKPOINT_INTERVAL, Stream, StreamRegistry};
+use topicfs::view::txn::Isolation;
 use view_support::{MemPartition, compressed, plain, rec};
 
 const FORMATS: [Format; 3] = [Format::Values, Format::Json, Format::Raw];
@@ -482,4 +483,102 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn opening_far_from_the_log_start_renders_neither_the_prefix_nor_more_than_the_budget() {
+    let part = sample(20_000, 256 * 1024);
+    let log_bytes = part.summary().unwrap().size_bytes.unwrap();
+    assert!(log_bytes > 16 * CHECKPOINT_INTERVAL, "sample too small: {log_bytes}");
+    let budget = 16 * 1024;
+    part.set_sizing_budget(budget);
+    // What one sizing or open may read: the budget, plus the chunk and batch it ends in.
+    let most = budget + 2 * CHECKPOINT_INTERVAL;
+    // read_uncommitted: the transaction scan of read_committed (its stable offset) reads the
+    // partition's batch headers once, which is not sizing (see SEMANTICS.md).
+    let reg = StreamRegistry::with_isolation(Isolation::ReadUncommitted);
+    for format in FORMATS {
+        // The middle of the partition: opened on an index of its own origin, first bytes
+        // without rendering the 10,000 records before it.
+        let before = part.bytes_read();
+        let s = open(&reg, &part, &format!("10000{}", format.suffix()));
+        let first = s.read_at(0, 100).unwrap();
+        let read = part.bytes_read() - before;
+        assert!(read < most, "{format:?}: open + first read {read} of {log_bytes}");
+        let expected = model(&part, format, 10_000, None);
+        assert_eq!(first, expected[..100]);
+        assert_eq!(reg.origin_indexes(part.as_ref(), format), 1, "{format:?}");
+        // Its size is not known within the budget; asking costs at most the budget.
+        let before = part.bytes_read();
+        assert_eq!(s.known_size().unwrap(), None, "{format:?}");
+        let read = part.bytes_read() - before;
+        assert!(read < most, "{format:?}: a sizing read {read} of {log_bytes}");
+        // The log start: the same, on the shared index.
+        let before = part.bytes_read();
+        let s0 = open(&reg, &part, &format!("0{}", format.suffix()));
+        assert_eq!(s0.known_size().unwrap(), None, "{format:?}");
+        let read = part.bytes_read() - before;
+        assert!(read < most, "{format:?}: open + stat of 0 read {read} of {log_bytes}");
+        // Reading the middle stream to its end makes its size exact, without a second pass.
+        let all = full_read(&s);
+        assert_eq!(all, expected);
+        assert_eq!(s.known_size().unwrap(), Some(all.len() as u64), "{format:?}");
+        assert!(s.is_sized());
+        // The last records: within the budget, so exact at once.
+        let tail = open(&reg, &part, &format!("-10{}", format.suffix()));
+        let tail_model = model(&part, format, tail.start().0, None);
+        assert_eq!(tail.known_size().unwrap(), Some(tail_model.len() as u64), "{format:?}");
+        assert_eq!(full_read(&tail), tail_model);
+    }
+}
+
+#[test]
+fn repeated_sizings_converge_to_the_exact_size_and_never_show_a_partial_one() {
+    let part = sample(3_000, 64 * 1024);
+    // One batch per sizing.
+    part.set_sizing_budget(1);
+    let batches = part.batches().len();
+    for format in FORMATS {
+        let reg = StreamRegistry::new();
+        let s = open(&reg, &part, &format!("0{}", format.suffix()));
+        let mut calls = 0;
+        let size = loop {
+            calls += 1;
+            assert!(calls <= batches + 1, "{format:?}: no size after {calls} sizings");
+            if let Some(size) = s.known_size().unwrap() {
+                break size;
+            }
+        };
+        assert!(calls > 10, "{format:?}: sized after {calls} sizings of {batches} batches");
+        let expected = model(&part, format, 0, None);
+        assert_eq!(size, expected.len() as u64, "{format:?}");
+        // A bounded range in the middle: not known, then exact once read.
+        let r = open(&reg, &part, &format!("1000..2000{}", format.suffix()));
+        let _ = r.known_size().unwrap();
+        let all = full_read(&r);
+        assert_eq!(r.known_size().unwrap(), Some(all.len() as u64), "{format:?}");
+    }
+}
+
+#[test]
+fn a_read_to_the_end_makes_the_size_exact_and_it_stays_exact_as_the_log_grows() {
+    let part = sample(3_000, 64 * 1024);
+    part.set_sizing_budget(1);
+    let reg = StreamRegistry::new();
+    let s = open(&reg, &part, "0");
+    assert_eq!(s.known_size().unwrap(), None);
+    let all = full_read(&s);
+    assert_eq!(all, model(&part, Format::Values, 0, None));
+    assert_eq!(s.known_size().unwrap(), Some(all.len() as u64));
+    // Far more than the budget appended: a size once shown stays exact (`tail -f` would take a
+    // size going back to 0 for a truncation).
+    for i in 0..200 {
+        part.append_batch(&plain(), &[rec(&format!("late-{i}"), 1_700_000_000_000 + i)]);
+    }
+    let grown = model(&part, Format::Values, 0, None);
+    assert_eq!(s.known_size().unwrap(), Some(grown.len() as u64));
+    assert_eq!(s.read_at(all.len() as u64, 1 << 20).unwrap(), grown[all.len()..]);
+    // The index learned the whole partition from that read: a new stream is exact at once.
+    let again = open(&reg, &part, "0");
+    assert_eq!(again.known_size().unwrap(), Some(grown.len() as u64));
 }

@@ -48,6 +48,8 @@ pub struct MemPartition {
     pub state: Mutex<State>,
     /// Bytes returned by `read` so far.
     pub bytes_read: AtomicU64,
+    /// What `sizing_budget` says (the interface's default unless set).
+    pub sizing_budget: AtomicU64,
 }
 
 impl MemPartition {
@@ -64,7 +66,13 @@ impl MemPartition {
                 timestamps: Vec::new(),
             }),
             bytes_read: AtomicU64::new(0),
+            sizing_budget: AtomicU64::new(topicfs::source::DEFAULT_SIZING_BUDGET),
         }
+    }
+
+    /// Sets what `sizing_budget` says from now on.
+    pub fn set_sizing_budget(&self, bytes: u64) {
+        self.sizing_budget.store(bytes, Ordering::SeqCst);
     }
 
     pub fn bytes_read(&self) -> u64 {
@@ -130,6 +138,10 @@ impl MemPartition {
 impl PartitionSource for MemPartition {
     fn topic(&self) -> &str {
         &self.topic
+    }
+
+    fn sizing_budget(&self) -> u64 {
+        self.sizing_budget.load(Ordering::SeqCst)
     }
 
     fn partition(&self) -> u32 {
