@@ -261,3 +261,70 @@ fn child_processes_closing_an_inherited_descriptor_do_not_end_the_line() {
     sh(&script);
     assert_eq!(fs::read_to_string(p.join("by-offset/0")).unwrap(), "partial\nnext\n");
 }
+
+/// With `--sizing-budget 1K`, a stream whose end is farther than that from where sizing
+/// stopped shows `st_size` 0; every shell tool still reads exactly its records.
+#[test]
+fn shell_tools_read_streams_whose_size_is_not_yet_known() {
+    let m = MountGuard::foreground(&["--sizing-budget", "1K"]);
+    let expected: String = (1..=20_000).map(|i| format!("{i}\n")).collect();
+    // A fresh topic per tool, so each meets a stream nobody has read (sized) yet.
+    let fresh = |name: &str| {
+        let p = m.path(name);
+        sh(&format!("mkdir {} && seq 1 20000 >> {}/0/append", p.display(), p.display()));
+        let stream = p.join("0/by-offset/0");
+        assert_eq!(sh(&format!("stat -c %s {}", stream.display())), "0\n", "{name}");
+        p.join("0")
+    };
+    let p = fresh("cat");
+    assert_eq!(sh(&format!("cat {}/by-offset/0", p.display())), expected);
+    // Read to its end, the stream is sized: stat shows exactly what cat read.
+    let size = sh(&format!("stat -c %s {}/by-offset/0", p.display()));
+    assert_eq!(size.trim(), expected.len().to_string());
+    let p = fresh("head");
+    assert_eq!(sh(&format!("head -n 3 {}/by-offset/0", p.display())), "1\n2\n3\n");
+    assert_eq!(sh(&format!("head -c 6 {}/by-offset/0", p.display())), "1\n2\n3\n");
+    let p = fresh("wcc");
+    assert_eq!(
+        sh(&format!("wc -c < {}/by-offset/0", p.display())).trim(),
+        expected.len().to_string()
+    );
+    let p = fresh("wcl");
+    assert_eq!(sh(&format!("wc -l < {}/by-offset/0", p.display())).trim(), "20000");
+    let p = fresh("tailn");
+    assert_eq!(sh(&format!("tail -n 3 {}/by-offset/0", p.display())), "19998\n19999\n20000\n");
+    let p = fresh("jq");
+    let values = sh(&format!("jq -r .payload {}/by-offset/0.json", p.display()));
+    assert_eq!(values, expected);
+    let p = fresh("grep");
+    assert_eq!(sh(&format!("grep -c 7 {}/by-offset/0", p.display())).trim(), {
+        expected.lines().filter(|l| l.contains('7')).count().to_string()
+    });
+    // The middle of the partition: size not yet known, first record at once.
+    let p = fresh("middle");
+    let middle = p.join("by-offset/10000.json");
+    assert_eq!(sh(&format!("stat -c %s {}", middle.display())), "0\n");
+    assert_eq!(sh(&format!("head -n 1 {} | jq -r .payload", middle.display())), "10001\n");
+    assert_eq!(sh(&format!("head -n 1 {}", p.join("by-offset/10000").display())), "10001\n");
+    // The last records by name: within the budget, exact at once.
+    let last = p.join("by-offset/-2");
+    assert_eq!(sh(&format!("stat -c %s {}", last.display())), "12\n");
+    assert_eq!(sh(&format!("cat {}", last.display())), "19999\n20000\n");
+}
+
+#[test]
+fn tail_f_follows_a_stream_whose_size_was_not_yet_known() {
+    let m = MountGuard::foreground(&["--sizing-budget", "1K"]);
+    let p = m.path("t");
+    sh(&format!("mkdir {} && seq 1 20000 >> {}/0/append", p.display(), p.display()));
+    let stream = p.join("0/by-offset/0");
+    assert_eq!(sh(&format!("stat -c %s {}", stream.display())), "0\n");
+    let mut follower = Follower::start("tail", &["-f", "-s", "0.2", stream.to_str().unwrap()]);
+    let last: String = (19_991..=20_000).map(|i| format!("{i}\n")).collect();
+    follower.wait_for("20000\n");
+    sh(&format!("seq 20001 40000 >> {}/0/append", p.display()));
+    sh(&format!("printf 'late\\n' >> {}/0/append", p.display()));
+    let out = follower.wait_for("late\n");
+    let grown: String = (20_001..=40_000).map(|i| format!("{i}\n")).collect();
+    assert_eq!(out, format!("{last}{grown}late\n"));
+}
