@@ -29,6 +29,25 @@
 //! stopped inside, so a sequential reader (`cat`, `tail -f`) continues from there instead of
 //! searching, and reads, checks and decodes every batch once.
 //!
+//! # Origins, sizing budget, and reads that extend the index
+//!
+//! The shared index of a (topic, partition, format) has its origin at the log start. Extending
+//! it to a far offset renders everything before that offset, so it is extended only by a bounded
+//! amount per call: `RenderIndex::extend_within` with the source's
+//! [`sizing_budget`](PartitionSource::sizing_budget) answers "not reached yet" instead of
+//! rendering more (a `stat` then shows a size not yet known; the next one continues from the
+//! frontier). A stream starting farther past the shared frontier than the budget is opened on an
+//! index whose origin is its own start ([`RenderIndex::new_at`], kept by the
+//! [`StreamRegistry`](crate::view::stream::StreamRegistry)): its rendered positions count from the
+//! start of the batch holding that offset, and the invariant below holds for it unchanged (a
+//! stream only ever subtracts positions of one index). Reads hand what they rendered past the
+//! frontier back to the index (`Learned`), so a sequential read to the end leaves the frontier
+//! at the end without a second rendering.
+//!
+//! Ready for what comes next (issue 17): the checkpoints of sealed segments are plain data (a
+//! cursor, a bound, a position), so a persistent cache can seed an index with them, and
+//! background sizing is `RenderIndex::extend_within` called off the request path.
+//!
 //! # Retention
 //!
 //! Rendered positions of a stream never change, so its size never shrinks and `tail -f` keeps

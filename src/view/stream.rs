@@ -10,7 +10,9 @@
 //! rendering between the rendered position of `start` and that of `end` (or the current end of
 //! the rendering for an open stream), so
 //!
-//! * `size()` is exactly the number of bytes a full read returns at that moment, and
+//! * `size()` is exactly the number of bytes a full read returns at that moment (what `stat`
+//!   shows, [`Stream::known_size`], is that or "not yet known" when reaching the end would
+//!   render more than the source's sizing budget), and
 //! * a read at file offset `X` is the rendering at rendered position `start_position + X`.
 //!
 //! For the record formats the rendered position of offset `x` is the number of rendered bytes of
