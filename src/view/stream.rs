@@ -48,10 +48,10 @@ use crate::error::{Error, Result};
 use crate::format::{Offset, Timestamp, decode_batch, parse_batch_info};
 use crate::source::{OffsetQuery, PartitionSource};
 use crate::sync::lock;
-use crate::view::render_index::{Learned, Target};
 pub use crate::view::render_index::{
     CHECKPOINT_INTERVAL, Checkpoint, MAX_CHECKPOINTS, RenderIndex,
 };
+use crate::view::render_index::{Learned, Target};
 use crate::view::spec::{Bound, Format, StreamSpec};
 use crate::view::txn::{CommittedPartition, Isolation, TxnTracker};
 use crate::view::walker::READ_CHUNK;
@@ -139,13 +139,21 @@ impl StreamRegistry {
     ) -> Result<Arc<RenderIndex>> {
         let budget = part.sizing_budget();
         let shared = self.index(part, format)?;
-        if shared.reaches(view, start, budget)? {
+        if shared.frontier() >= start {
             return Ok(shared);
         }
         let key = (part.topic().to_string(), part.partition(), format);
         let candidate = lock(&self.origins).get(&key).and_then(|list| {
             list.iter().filter(|i| i.origin() <= start).max_by_key(|i| i.origin()).cloned()
         });
+        // Already covered: no rendering at all (a lookup, `stat` and `open` of one name each
+        // resolve it).
+        if let Some(index) = candidate.as_ref().filter(|i| i.frontier() >= start) {
+            return Ok(Arc::clone(index));
+        }
+        if shared.reaches(view, start, budget)? {
+            return Ok(shared);
+        }
         if let Some(index) = candidate {
             if index.reaches(view, start, budget)? {
                 return Ok(index);
@@ -508,7 +516,6 @@ impl Stream {
         let mut out = Vec::with_capacity(window.min(1 << 20).saturating_add(READ_CHUNK * 2));
         let mut from = from;
         let mut tail_buf = Vec::new();
-        let mut learning = None;
         let checkpoint = {
             let mut st = lock(&self.index.state);
             let mut tail = lock(&self.tail).take();
@@ -556,14 +563,13 @@ impl Stream {
                 }
                 tail_buf = t.bytes;
             }
-            if to > st.frontier.position {
-                // This read renders past the frontier: what it finds there becomes the index's.
-                learning = Some(st.frontier.bound);
-            }
-            (c, learning.map(|_| Learned::new(&st, Offset(i64::MAX))))
+            // A read that renders past the frontier: what it finds there becomes the index's
+            // (up to the log end offset read below).
+            let learned = (to > st.frontier.position).then(|| Learned::new(&st, Offset(i64::MAX)));
+            (c, learned)
         };
         let (checkpoint, mut learned) = checkpoint;
-        if self.index.txn.is_some() || learning.is_some() {
+        if self.index.txn.is_some() || learned.is_some() {
             // Moves the transaction state (and with it the stable offset) to the log end, as
             // reading an open stream to its end does without transactions; and is the log end
             // the index may learn up to (read before the batches are).
