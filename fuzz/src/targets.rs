@@ -1,5 +1,5 @@
 //! The bodies of the fuzz targets, shared by `fuzz/fuzz_targets/*.rs` (libFuzzer, nightly
-//! flags) and `tests/reliability_fuzz_corpus.rs` (a plain `cargo test` that replays the seed
+//! flags) and `tests/reliability/reliability_fuzz_corpus.rs` (a plain `cargo test` that replays the seed
 //! corpus and every regression input through the very same functions).
 //!
 //! Each function takes arbitrary bytes and must return without panicking, whatever the bytes.

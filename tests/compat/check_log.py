@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks Kafka log files with kafka-python, independently of topicfs.
 
-Used by the Rust integration tests (tests/compat_kafka_python.rs) and by pytest
+Used by the Rust integration tests (tests/compat/compat_kafka_python.rs) and by pytest
 (tests/compat/test_fixtures.py). Subcommands:
 
   decode LOG EXPECTED.json

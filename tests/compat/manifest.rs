@@ -1,7 +1,7 @@
 //! Compares what topicfs's decoder reads from a `.log` file with a JSON list of batches written
 //! by kafka-python (schema: `tests/compat/kafka_py.py`), and finds the venv's interpreter.
 //!
-//! Shared by `tests/compat_kafka_python.rs` and `tests/compat_fixtures.rs` through `#[path]`.
+//! Shared by `tests/compat/compat_kafka_python.rs` and `tests/compat/compat_fixtures.rs` through `#[path]`.
 
 #![allow(dead_code)] // each test crate uses its own subset
 

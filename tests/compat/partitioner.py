@@ -1,4 +1,4 @@
-"""Kafka's default partitioner as kafka-python implements it, for tests/topic_partitioner_compat.rs.
+"""Kafka's default partitioner as kafka-python implements it, for tests/compat/topic_partitioner_compat.rs.
 
 Reads a JSON list of {"key": base64, "partitions": n} from stdin and prints a JSON list of
 {"murmur2": signed 32-bit hash, "partition": p}: the hash from kafka-python's pure-Python port of

@@ -7,7 +7,7 @@ writes OUT_DIR/batches.log (one segment's worth of entries: v2 with every codec,
 v1 with every legacy codec, large values that span several snappy chunks and LZ4 blocks, null
 keys and values, headers, LogAppendTime, transactional and control batches, compaction gaps, an
 empty batch) and OUT_DIR/expected.json ({"batches": [...]}: what kafka-python decodes from those
-bytes, schema in kafka_py.py). Used by tests/compat_kafka_python.rs.
+bytes, schema in kafka_py.py). Used by tests/compat/compat_kafka_python.rs.
 """
 
 import json

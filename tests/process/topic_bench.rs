@@ -1,7 +1,7 @@
 //! Benchmark (ignored by default; no timing is asserted): records/s of the merged topic-level
 //! stream against reading each partition's stream one after another, over the same records.
 //!
-//! `cargo test --release --test topic_bench -- --ignored --nocapture`
+//! `cargo test --release --test process topic_bench -- --ignored --nocapture`
 
 use std::sync::Arc;
 use std::time::Instant;

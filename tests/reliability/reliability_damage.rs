@@ -14,7 +14,7 @@
 //! file system that extended the file but never wrote its blocks leaves it): recovery keeps a
 //! valid prefix holding everything synced.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;

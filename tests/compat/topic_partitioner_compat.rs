@@ -4,8 +4,7 @@
 //!
 //! Needs the venv made by `scripts/install-deps` (`TOPICFS_PYTHON`); fails in CI without it.
 
-#[path = "compat/manifest.rs"]
-mod manifest;
+use crate::manifest;
 
 use std::io::Write;
 use std::process::{Command, Stdio};

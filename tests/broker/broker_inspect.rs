@@ -9,7 +9,7 @@
 //! * damaged data never panics or hangs the mount: the damaged range reads as `EIO`, intact
 //!   partitions and ranges stay readable.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::io::ErrorKind;

@@ -2,7 +2,7 @@
 //! of ending it (SIGTERM, SIGINT, fusermount3 -u, umount), each leaving a cleanly shut down
 //! data dir.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::io::Write;

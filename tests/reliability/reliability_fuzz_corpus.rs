@@ -3,7 +3,7 @@
 //! the libFuzzer binaries run (`fuzz/src/targets.rs`). This is CI's fuzz smoke test on stable
 //! Rust: no nightly flags, no cargo-fuzz, and every crash the fuzzer ever found stays fixed.
 
-#[path = "../fuzz/src/targets.rs"]
+#[path = "../../fuzz/src/targets.rs"]
 #[allow(dead_code)]
 mod targets;
 

@@ -2,7 +2,7 @@
 //! errors reported by `close()`, one `write()` one batch through the kernel, the access model,
 //! SIGHUP, and log levels. Needs root, /dev/fuse, fusermount3 and setpriv.
 
-mod common;
+use crate::common;
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;

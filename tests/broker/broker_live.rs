@@ -7,7 +7,7 @@
 //! in order, exactly once; new segments appear under `segments/`, deleted ones disappear, and
 //! reads of what remains keep working.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::sync::Arc;

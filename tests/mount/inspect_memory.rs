@@ -3,7 +3,7 @@
 //! from a checkpoint index), and the text read is the whole dump, byte for byte where it is
 //! spot-checked, with `st_size` exactly what `cat` reads once the dump was opened.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::os::unix::fs::MetadataExt;

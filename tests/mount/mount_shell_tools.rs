@@ -1,7 +1,7 @@
 //! Real mounts driven by the tools users use: ls, cat, head, tail, wc, jq, stat and shell
 //! redirection. Needs root (or fusermount3), /dev/fuse and jq.
 
-mod common;
+use crate::common;
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;

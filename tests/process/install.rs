@@ -7,7 +7,7 @@
 //! It refuses to run when a topicfs package is already installed (it would remove it), and a
 //! guard purges the package it installed even when the test fails.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::fs;

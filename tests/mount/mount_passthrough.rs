@@ -2,7 +2,7 @@
 //! where passthrough is unavailable); the active segment's files always go through the daemon,
 //! which hides its index's preallocated zero tail and shows only whole batches.
 
-mod common;
+use crate::common;
 
 use std::ffi::OsStr;
 use std::fs;

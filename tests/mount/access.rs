@@ -5,7 +5,7 @@
 //! Needs root (useradd, a mount with allow_other); prints `SKIPPED` otherwise. The user and its
 //! group are removed by a guard, even when the test fails.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

@@ -3,8 +3,7 @@
 //! offsets (legacy relative inner offsets, compaction gaps), timestamps (LogAppendTime), keys,
 //! values and headers. Needs no Python: the manifest is checked in.
 
-#[path = "compat/manifest.rs"]
-mod manifest;
+use crate::manifest;
 
 use serde_json::Value;
 

@@ -1,6 +1,6 @@
 //! Spec grammar and resolution: every accepted form, garbage rejected, ListOffsets semantics.
 
-mod view_support;
+use crate::view_support;
 
 use std::sync::Arc;
 

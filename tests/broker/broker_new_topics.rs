@@ -2,7 +2,7 @@
 //! creates and deletes topics: the topic and partition lists follow it, in the engine and
 //! through a read-only mount.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

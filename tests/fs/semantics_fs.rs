@@ -572,9 +572,11 @@ fn an_open_info_file_and_an_open_directory_are_one_snapshot_each() {
     f.fs.releasedir(fh).unwrap();
 }
 
-/// Every test `SEMANTICS.md` names under "Tested by" exists: `module::name` is `fn name` in
-/// `tests/module.rs`, `src/path.rs::tests::name` is `fn name` in `src/path.rs`. A renamed or
-/// removed test must take its promise's reference with it.
+/// Every test `SEMANTICS.md` names under "Tested by" exists: `binary::module::name` is `fn name`
+/// in `tests/binary/module.rs` (the module of the test binary `tests/binary/main.rs`; a name
+/// with more parts resolves through the longest prefix that is a file), `src/path.rs::tests::name`
+/// is `fn name` in `src/path.rs`. A renamed or removed test must take its promise's reference
+/// with it.
 #[test]
 fn every_test_semantics_md_names_exists() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -590,7 +592,12 @@ fn every_test_semantics_md_names_exists() {
             let file = if file_part.starts_with("src/") {
                 root.join(file_part)
             } else {
-                root.join("tests").join(format!("{file_part}.rs"))
+                let parts: Vec<&str> = name.split("::").collect();
+                (1..parts.len())
+                    .rev()
+                    .map(|n| root.join("tests").join(format!("{}.rs", parts[..n].join("/"))))
+                    .find(|path| path.is_file())
+                    .unwrap_or_default()
             };
             let source = std::fs::read_to_string(&file).unwrap_or_default();
             let defined = source.match_indices(&format!("fn {function}")).any(|(at, m)| {

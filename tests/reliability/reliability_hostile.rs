@@ -2,7 +2,7 @@
 //! stored unchanged. Also a full disk (a 2 MiB tmpfs as the data dir): the write fails with
 //! ENOSPC, nothing is corrupted, and appends resume once space is freed.
 
-mod common;
+use crate::common;
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};

@@ -7,7 +7,7 @@
 //! Two levels: the engine alone (many retention passes, called in a loop) and a real mount
 //! (cat, `tail -f`, random `by-offset`/`by-time` opens; the daemon's own retention task).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::fs::{self, OpenOptions};

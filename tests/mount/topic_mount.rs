@@ -4,7 +4,7 @@
 //! Kafka's default partitioner puts them, and mkdir of the next partition only.
 //! Needs root (or fusermount3), /dev/fuse and jq.
 
-mod common;
+use crate::common;
 
 use std::fs;
 

@@ -10,7 +10,7 @@
 //! * `-delete`, `-future` and `-stray` partition directories are not topics; `__consumer_offsets`
 //!   and `__cluster_metadata` are.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::fs;

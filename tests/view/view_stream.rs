@@ -1,7 +1,7 @@
 //! Streams: exact sizes, windows, growth, tails without re-rendering, control batches,
 //! retention, and a seeded model over random logs.
 
-mod view_support;
+use crate::view_support;
 
 use std::sync::Arc;
 

@@ -5,9 +5,8 @@
 //! `__consumer_offsets` (`tests/fixtures/groups-v1`) on a read-only mount. Needs root (or
 //! fusermount3), /dev/fuse, jq and the kafka-python venv (`TOPICFS_PYTHON`).
 
-mod common;
-#[path = "compat/manifest.rs"]
-mod manifest;
+use crate::common;
+use crate::manifest;
 
 use std::collections::BTreeMap;
 use std::fs;

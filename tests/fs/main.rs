@@ -1,0 +1,7 @@
+//! Filesystem-logic tests (`fs`), without a kernel: `TopicFs` driven the way the kernel drives it,
+//! the consumer-group tree, and the promises of SEMANTICS.md (including the check that every test
+//! SEMANTICS.md names exists).
+
+mod fs_ops;
+mod groups_fs;
+mod semantics_fs;

@@ -1,0 +1,15 @@
+//! Real-mount tests (`fuse` and `mount`), driven with shell tools: every mount is unmounted by a
+//! guard from `tests/common`.
+
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../compat/manifest.rs"]
+mod manifest;
+
+mod access;
+mod groups;
+mod inspect_memory;
+mod mount_passthrough;
+mod mount_shell_tools;
+mod semantics_mount;
+mod topic_mount;

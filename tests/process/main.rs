@@ -1,0 +1,9 @@
+//! Process-level tests of the `topicfs` binary: the daemon's life cycle, installing and booting, and
+//! the (ignored) topic-level benchmark.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod daemon_lifecycle;
+mod install;
+mod topic_bench;
