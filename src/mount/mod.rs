@@ -30,51 +30,53 @@
 //! Then [`TopicFs::shutdown`] appends the pending partial lines of open append files and shuts
 //! the log dir down cleanly (indexes trimmed, checkpoints and the clean-shutdown marker
 //! written). The exit status is 0 when that succeeded.
+//!
+//! # Layout
+//!
+//! - here: the mount request and its `-o` options ([`FuseOption`], [`Access`]), the backend
+//!   (`open_backend`, the one place it is chosen), the checks and the mount sequence, and
+//!   `topicfs unmount`;
+//! - `daemon`: background mode, the parent waiting for the daemon child's status line;
+//! - `session`: the fuser configuration, the `mount(2)` of a `fuse.topicfs` file system, the
+//!   unmounter;
+//! - `signals`: the termination signals and the signal thread that unmounts;
+//! - `retention`: the retention thread of a read-write mount;
+//! - `mountinfo`: `/proc/self/mountinfo` lookups;
+//! - `logging`: stderr or syslog.
+
+mod daemon;
+mod logging;
+mod mountinfo;
+mod retention;
+mod session;
+mod signals;
 
 use std::ffi::OsString;
-use std::fs;
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
-use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signal::SigSet;
 
+pub use self::daemon::DAEMON_CHILD_FLAG;
+use self::daemon::{Reporter, run_parent};
+pub use self::logging::{DEFAULT_LOG_FILTER, init_logging};
+use self::mountinfo::fuse_connection;
+pub use self::mountinfo::mount_entry;
+pub use self::retention::RETENTION_CHECK_INTERVAL;
+use self::retention::Retention;
+use self::session::{DEV_FUSE, session_config, start_session};
+pub use self::signals::BUSY_GRACE;
+use self::signals::{Stopper, termination_signals};
 use crate::error::{Error, Result};
 use crate::fs::{FsOptions, TopicFs};
 use crate::fuse::FuseAdapter;
 use crate::source::TopicSource;
 use crate::storage::log_dir::LogDir;
 use crate::storage::{LogConfig, SegmentMode};
-
-/// Hidden flag marking the re-executed daemon child.
-pub const DAEMON_CHILD_FLAG: &str = "--daemon-child";
-
-/// The mount's subtype unless `-o subtype=` names another: its type is `fuse.topicfs`.
-const SUBTYPE: &str = "topicfs";
-/// How long a signalled daemon waits for a busy (lazily detached) mount to be released before
-/// it aborts the FUSE connection.
-pub const BUSY_GRACE: Duration = Duration::from_secs(2);
-/// The log filter when `RUST_LOG` is unset: our messages from `info` up, fuser's errors only
-/// (fuser 0.18 warns "Failed to umount filesystem" after every `fusermount3 -u`, when its own
-/// second unmount finds nothing left to unmount).
-pub const DEFAULT_LOG_FILTER: &str = "info,fuser=error";
-/// Kafka's `log.retention.check.interval.ms` default: how often retention runs.
-pub const RETENTION_CHECK_INTERVAL: Duration = Duration::from_secs(300);
-/// Kafka's `InitialTaskDelayMs`: the first retention pass, after loading settles (or after
-/// one check interval, if that is shorter).
-const RETENTION_INITIAL_DELAY: Duration = Duration::from_secs(30);
-/// The FUSE device; without it nothing can be mounted.
-const DEV_FUSE: &str = "/dev/fuse";
-/// Where the kernel's fusectl filesystem exposes each connection's `abort` file.
-const FUSE_CONNECTIONS: &str = "/sys/fs/fuse/connections";
-/// The child's status lines.
-const READY: &str = "ready";
-const ERROR_PREFIX: &str = "error: ";
 
 /// One `-o` option, as sshfs and mount-s3 users know them.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -331,55 +333,6 @@ pub fn run(request: MountRequest, mode: Mode, args: &[OsString]) -> ExitCode {
     }
 }
 
-/// The parent in background mode: re-executes this command as the daemon child and waits for
-/// its one status line.
-fn run_parent(args: &[OsString]) -> ExitCode {
-    match spawn_daemon(args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("topicfs: {err}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn spawn_daemon(args: &[OsString]) -> Result<()> {
-    let exe = std::env::current_exe()
-        .map_err(|e| Error::Mount(format!("cannot find the topicfs executable: {e}")))?;
-    let args = daemon_child_args(args.to_vec());
-    let mut child = Command::new(exe)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| Error::Mount(format!("cannot start the daemon: {e}")))?;
-    let stdout = child.stdout.take().ok_or_else(|| Error::Mount("daemon has no stdout".into()))?;
-    let mut line = String::new();
-    // EOF (0 bytes) means the child died before reporting.
-    let read = BufReader::new(stdout).read_line(&mut line);
-    let line = line.trim_end();
-    if matches!(read, Ok(n) if n > 0) {
-        if line == READY {
-            return Ok(());
-        }
-        if let Some(message) = line.strip_prefix(ERROR_PREFIX) {
-            let _ = child.wait();
-            return Err(Error::Mount(message.to_string()));
-        }
-    }
-    let status = child.wait().map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
-    Err(Error::Mount(format!("the daemon ended ({status}) before the mount was ready")))
-}
-
-/// The daemon child's arguments: the parent's, with [`DAEMON_CHILD_FLAG`] right after the
-/// `mount` subcommand (so it can never be taken for a value or a path after `--`).
-fn daemon_child_args(mut args: Vec<OsString>) -> Vec<OsString> {
-    let at = args.iter().position(|a| a == "mount").map_or(0, |i| i + 1);
-    args.insert(at, OsString::from(DAEMON_CHILD_FLAG));
-    args
-}
-
 /// Foreground and daemon child: check, mount, serve until unmounted, shut down.
 fn serve(request: &MountRequest, daemon: bool) -> Result<()> {
     // Before any thread exists, so every thread inherits the mask and only the signal thread
@@ -522,285 +475,6 @@ fn mount_and_serve(request: &MountRequest, signals: SigSet, reporter: &mut Repor
     Ok(())
 }
 
-/// Mounts `mountpoint` and starts the FUSE session on it.
-///
-/// As root the mount is made here with `mount(2)`, so that it gets the file system type
-/// `fuse.<subtype>` (`fuse.topicfs` unless `-o subtype=` says otherwise) as `/proc/mounts`,
-/// `findmnt -t` and fstab expect: fuser's own `mount(2)` call always says `fuse`. Without the
-/// privilege (`EPERM`), and with `auto_unmount` (which needs fusermount3 to watch the daemon),
-/// fuser mounts it, through fusermount3 when not root.
-fn start_session(
-    adapter: FuseAdapter,
-    mountpoint: &Path,
-    config: &Config,
-) -> Result<(Session<FuseAdapter>, Unmounter), String> {
-    let auto_unmount = config.mount_options.contains(&MountOption::AutoUnmount);
-    if nix::unistd::geteuid().is_root() && !auto_unmount {
-        match mount_directly(mountpoint, &config.mount_options, config.acl) {
-            Ok(device) => {
-                let unmounter = Unmounter::Direct(mountpoint.to_path_buf());
-                return match Session::from_fd(adapter, device, config.acl, config.clone()) {
-                    Ok(session) => Ok((session, unmounter)),
-                    Err(err) => {
-                        // Mounted, but no session serves it: take it away again.
-                        detach_lazily(mountpoint);
-                        Err(format!("FUSE handshake failed: {err}"))
-                    }
-                };
-            }
-            Err(nix::errno::Errno::EPERM) => {
-                log::debug!("mount(2) of {} refused; mounting through fuser", mountpoint.display());
-            }
-            Err(err) => return Err(format!("mount(2): {err}")),
-        }
-    }
-    let mut session = Session::new(adapter, mountpoint, config).map_err(|e| e.to_string())?;
-    let unmounter = Unmounter::Fuser(Arc::new(std::sync::Mutex::new(session.unmount_callable())));
-    Ok((session, unmounter))
-}
-
-/// `mount(2)` of a new FUSE connection on `mountpoint` with `options`, as libfuse and fuser
-/// make it (the options a FUSE file system takes: `fd`, `rootmode`, `user_id`, `group_id`,
-/// `default_permissions`, `allow_other`; `nodev` and `nosuid` unless `dev`/`suid` are given),
-/// but with the type `fuse.<subtype>` and the source `fsname`. Returns the `/dev/fuse`
-/// descriptor the session reads.
-fn mount_directly(
-    mountpoint: &Path,
-    options: &[MountOption],
-    acl: SessionACL,
-) -> Result<std::os::fd::OwnedFd, nix::errno::Errno> {
-    use nix::mount::MsFlags;
-    use std::os::fd::{AsRawFd, OwnedFd};
-    use std::os::unix::fs::PermissionsExt;
-
-    let errno =
-        |e: std::io::Error| nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO));
-    let root_mode = fs::metadata(mountpoint).map_err(errno)?.permissions().mode();
-    let device = fs::OpenOptions::new().read(true).write(true).open(DEV_FUSE).map_err(errno)?;
-    let mut data = format!(
-        "fd={},rootmode={root_mode:o},user_id={},group_id={}",
-        device.as_raw_fd(),
-        nix::unistd::getuid(),
-        nix::unistd::getgid()
-    );
-    let (mut source, mut subtype) = (DEV_FUSE.to_string(), SUBTYPE.to_string());
-    let mut flags = MsFlags::empty();
-    let (mut dev, mut suid) = (false, false);
-    for option in options {
-        match option {
-            MountOption::FSName(name) => source.clone_from(name),
-            MountOption::Subtype(name) => subtype.clone_from(name),
-            MountOption::DefaultPermissions => data.push_str(",default_permissions"),
-            MountOption::CUSTOM(custom) => {
-                data.push(',');
-                data.push_str(custom);
-            }
-            MountOption::Dev => dev = true,
-            MountOption::Suid => suid = true,
-            MountOption::NoDev => flags |= MsFlags::MS_NODEV,
-            MountOption::NoSuid => flags |= MsFlags::MS_NOSUID,
-            MountOption::RO => flags |= MsFlags::MS_RDONLY,
-            MountOption::NoExec => flags |= MsFlags::MS_NOEXEC,
-            MountOption::NoAtime => flags |= MsFlags::MS_NOATIME,
-            MountOption::Sync => flags |= MsFlags::MS_SYNCHRONOUS,
-            MountOption::DirSync => flags |= MsFlags::MS_DIRSYNC,
-            MountOption::RW | MountOption::Exec | MountOption::Atime | MountOption::Async => {}
-            MountOption::AutoUnmount => {}
-        }
-    }
-    if !dev {
-        flags |= MsFlags::MS_NODEV;
-    }
-    if !suid {
-        flags |= MsFlags::MS_NOSUID;
-    }
-    if acl != SessionACL::Owner {
-        // The session checks allow_root itself (fuser's `SessionACL`); the kernel only knows
-        // allow_other.
-        data.push_str(",allow_other");
-    }
-    let fstype = format!("fuse.{subtype}");
-    nix::mount::mount(
-        Some(source.as_str()),
-        mountpoint,
-        Some(fstype.as_str()),
-        flags,
-        Some(data.as_str()),
-    )?;
-    Ok(OwnedFd::from(device))
-}
-
-/// How the daemon unmounts its mount at a termination signal: `umount(2)` of a mount it made
-/// itself, or fuser's unmounter for one fuser made.
-#[derive(Clone)]
-enum Unmounter {
-    Direct(PathBuf),
-    Fuser(Arc<std::sync::Mutex<SessionUnmounter>>),
-}
-
-impl Unmounter {
-    fn unmount(&mut self) -> std::io::Result<()> {
-        match self {
-            Unmounter::Direct(mountpoint) => nix::mount::umount(mountpoint.as_path())
-                .map_err(|e| std::io::Error::from_raw_os_error(e as i32)),
-            Unmounter::Fuser(unmounter) => crate::sync::lock(unmounter).unmount(),
-        }
-    }
-}
-
-/// The retention task: Kafka's `log.retention.check.interval.ms` loop over the data dir.
-struct Retention {
-    /// Dropping it wakes the thread, which then ends.
-    stop: mpsc::Sender<()>,
-    thread: std::thread::JoinHandle<()>,
-}
-
-impl Retention {
-    fn start(log_dir: Arc<LogDir>, interval: Duration) -> Retention {
-        let (stop, stopped) = mpsc::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let mut wait = RETENTION_INITIAL_DELAY.min(interval);
-            while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(wait) {
-                match log_dir.enforce_retention() {
-                    Ok(0) => {}
-                    Ok(deleted) => log::info!("retention deleted {deleted} segment(s)"),
-                    Err(err) => log::log!(err.log_level(), "retention: {err}"),
-                }
-                wait = interval;
-            }
-        });
-        Retention { stop, thread }
-    }
-
-    /// Stops the loop, waiting for a retention pass in progress to finish.
-    fn stop(self) {
-        drop(self.stop);
-        if self.thread.join().is_err() {
-            log::error!("the retention thread panicked");
-        }
-    }
-}
-
-/// Tells the waiting parent (daemon child) or the terminal (foreground) how the start went.
-struct Reporter {
-    daemon: bool,
-    reported: bool,
-}
-
-impl Reporter {
-    fn ready(&mut self) {
-        if self.daemon && !self.reported {
-            self.reported = true;
-            let mut out = std::io::stdout().lock();
-            // If the parent is gone there is no one to tell; the mount is live regardless.
-            let _ = writeln!(out, "{READY}");
-            let _ = out.flush();
-        }
-    }
-
-    fn error(&mut self, err: &Error) {
-        if self.daemon && !self.reported {
-            self.reported = true;
-            let message = err.to_string().replace('\n', " ");
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{ERROR_PREFIX}{message}");
-            let _ = out.flush();
-        }
-    }
-}
-
-/// SIGINT, SIGTERM and SIGHUP: each ends the daemon cleanly.
-fn termination_signals() -> SigSet {
-    let mut set = SigSet::empty();
-    set.add(Signal::SIGINT);
-    set.add(Signal::SIGTERM);
-    set.add(Signal::SIGHUP);
-    set
-}
-
-/// What the signal thread needs to end the mount.
-struct Stopper {
-    unmounter: Unmounter,
-    mountpoint: PathBuf,
-    /// The FUSE connection number, to abort a busy mount.
-    connection: Option<u32>,
-    /// Receives once the session has ended (the main thread then shuts down).
-    ended: mpsc::Receiver<()>,
-    fs: Arc<TopicFs>,
-}
-
-impl Stopper {
-    /// The signal thread: waits for a termination signal, then unmounts (see the module docs).
-    fn wait_and_unmount(mut self, signals: SigSet) {
-        let signal = match signals.wait() {
-            Ok(signal) => signal,
-            Err(err) => {
-                log::error!("waiting for signals failed: {err}; unmount with fusermount3 -u");
-                return;
-            }
-        };
-        let mountpoint = self.mountpoint.display();
-        log::info!("{signal}: unmounting {mountpoint}");
-        match self.unmounter.unmount() {
-            Ok(()) => {}
-            Err(err) if err.raw_os_error() == Some(libc::EBUSY) => {
-                log::warn!("{mountpoint} is busy; detaching it lazily");
-                detach_lazily(&self.mountpoint);
-            }
-            Err(err) => {
-                log::error!("unmounting {mountpoint} failed: {err}; detaching it lazily");
-                detach_lazily(&self.mountpoint);
-            }
-        }
-        // A lazily detached mount (also every unmount without root: fusermount3 -z) lives on
-        // while files are open: give them a moment, then cut the connection.
-        if self.ended.recv_timeout(BUSY_GRACE).is_ok() {
-            return;
-        }
-        log::warn!(
-            "{mountpoint} still has open files {}s after {signal}; closing them",
-            BUSY_GRACE.as_secs()
-        );
-        match self.abort_connection() {
-            // The session ends now, and the main thread shuts down.
-            Ok(()) => {}
-            Err(reason) => {
-                // Exiting closes /dev/fuse, which ends the connection just as well; shut down
-                // first (a main thread already shutting down is waited for).
-                log::warn!("cannot abort the FUSE connection ({reason}); exiting");
-                let status = match self.fs.shutdown() {
-                    Ok(()) => 0,
-                    Err(err) => {
-                        log::error!("clean shutdown failed: {err}");
-                        1
-                    }
-                };
-                std::process::exit(status);
-            }
-        }
-    }
-
-    /// Writes to the connection's `abort` file under fusectl: every pending and future request
-    /// fails with `ENOTCONN` and the session loop ends.
-    fn abort_connection(&self) -> Result<(), String> {
-        let id = self.connection.ok_or("connection number unknown")?;
-        let abort = Path::new(FUSE_CONNECTIONS).join(id.to_string()).join("abort");
-        fs::write(&abort, b"1").map_err(|err| format!("{}: {err}", abort.display()))
-    }
-}
-
-/// `umount -l` as root, `fusermount3 -u -z` otherwise.
-fn detach_lazily(mountpoint: &Path) {
-    if nix::mount::umount2(mountpoint, nix::mount::MntFlags::MNT_DETACH).is_ok() {
-        return;
-    }
-    match Command::new("fusermount3").arg("-u").arg("-z").arg("--").arg(mountpoint).status() {
-        Ok(status) if status.success() => {}
-        Ok(status) => log::error!("fusermount3 -u -z {} failed: {status}", mountpoint.display()),
-        Err(err) => log::error!("cannot run fusermount3: {err}"),
-    }
-}
-
 /// Checks the data dir, the mountpoint and `/dev/fuse`; returns both paths made absolute.
 fn check_paths(request: &MountRequest) -> Result<(PathBuf, PathBuf)> {
     let data_dir = request
@@ -846,121 +520,6 @@ fn check_paths(request: &MountRequest) -> Result<(PathBuf, PathBuf)> {
     Ok((data_dir, mountpoint))
 }
 
-/// The fuser session configuration for `request`.
-fn session_config(request: &MountRequest, data_dir: &Path) -> Result<Config> {
-    let mut fsname = data_dir.display().to_string();
-    let mut subtype = SUBTYPE.to_string();
-    let mut acl = SessionACL::Owner;
-    let mut auto_unmount = false;
-    let mut flags = Vec::new();
-    for option in &request.fuse_options {
-        match option {
-            FuseOption::AllowOther => acl = SessionACL::All,
-            FuseOption::AllowRoot => {
-                if acl != SessionACL::All {
-                    acl = SessionACL::RootAndOwner;
-                }
-            }
-            FuseOption::DefaultPermissions
-            | FuseOption::ReadOnly
-            | FuseOption::ReadWrite
-            | FuseOption::NoPassthrough
-            | FuseOption::ShowInternal
-            | FuseOption::AutoOffsetReset(_)
-            | FuseOption::AutoCommit
-            | FuseOption::Uid(_)
-            | FuseOption::Gid(_)
-            | FuseOption::Umask(_)
-            | FuseOption::FileMode(_)
-            | FuseOption::DirMode(_) => {}
-            FuseOption::AutoUnmount => auto_unmount = true,
-            FuseOption::FsName(name) => fsname.clone_from(name),
-            FuseOption::Subtype(name) => subtype.clone_from(name),
-            FuseOption::Flag(flag) => flags.push(kernel_flag(flag)),
-        }
-    }
-    if auto_unmount && acl == SessionACL::Owner {
-        return Err(Error::Mount(
-            "auto_unmount needs allow_other or allow_root (a fusermount3 requirement)".into(),
-        ));
-    }
-    let mut mount_options = vec![
-        MountOption::FSName(fsname),
-        MountOption::Subtype(subtype),
-        // The kernel checks the mode bits shown (see `Access`).
-        MountOption::DefaultPermissions,
-        if request.read_only { MountOption::RO } else { MountOption::RW },
-    ];
-    if auto_unmount {
-        mount_options.push(MountOption::AutoUnmount);
-    }
-    mount_options.extend(flags.into_iter().flatten());
-    let mut config = Config::default();
-    config.mount_options = mount_options;
-    config.acl = acl;
-    config.n_threads = Some(request.threads.max(1));
-    Ok(config)
-}
-
-fn kernel_flag(flag: &str) -> Option<MountOption> {
-    Some(match flag {
-        "nodev" => MountOption::NoDev,
-        "nosuid" => MountOption::NoSuid,
-        "noexec" => MountOption::NoExec,
-        "noatime" => MountOption::NoAtime,
-        "dev" => MountOption::Dev,
-        "suid" => MountOption::Suid,
-        "exec" => MountOption::Exec,
-        "atime" => MountOption::Atime,
-        "sync" => MountOption::Sync,
-        "async" => MountOption::Async,
-        "dirsync" => MountOption::DirSync,
-        _ => return None,
-    })
-}
-
-/// The `/proc/self/mountinfo` line of the mount whose mount point is `mountpoint`, if any
-/// (the last one: a later mount on the same point hides earlier ones).
-pub fn mount_entry(mountpoint: &Path) -> Option<String> {
-    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let wanted = mountpoint.to_str()?;
-    mountinfo
-        .lines()
-        .rev()
-        .find(|line| line.split(' ').nth(4).map(unescape_mountinfo).as_deref() == Some(wanted))
-        .map(str::to_string)
-}
-
-/// mountinfo escapes space, tab, newline and backslash as `\ooo` octal.
-fn unescape_mountinfo(field: &str) -> String {
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while let Some(&b) = bytes.get(i) {
-        let octal = bytes.get(i + 1..i + 4).filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
-        match (b, octal) {
-            (b'\\', Some(digits)) => {
-                let value = digits.iter().fold(0u32, |acc, d| acc * 8 + u32::from(d - b'0'));
-                out.push(u8::try_from(value).unwrap_or(b'?'));
-                i += 4;
-            }
-            _ => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// The FUSE connection number of the mount at `mountpoint` (the minor device number, which
-/// names its directory under `/sys/fs/fuse/connections`).
-fn fuse_connection(mountpoint: &Path) -> Option<u32> {
-    let line = mount_entry(mountpoint)?;
-    let device = line.split(' ').nth(2)?;
-    device.split_once(':')?.1.parse().ok()
-}
-
 /// `topicfs unmount MOUNTPOINT`: `umount` as root, `fusermount3 -u` otherwise. The daemon then
 /// shuts down cleanly on its own.
 pub fn unmount(mountpoint: &Path) -> ExitCode {
@@ -983,53 +542,6 @@ pub fn unmount(mountpoint: &Path) -> ExitCode {
     }
 }
 
-/// Logging: `RUST_LOG` syntax (default [`DEFAULT_LOG_FILTER`]), to stderr in the foreground and to syslog
-/// (identifier `topicfs`, facility daemon) in the daemon. Without a syslog socket the daemon
-/// logs to its stderr, which is `/dev/null`.
-pub fn init_logging(daemon: bool) {
-    let env = || env_logger::Env::default().default_filter_or(DEFAULT_LOG_FILTER);
-    if daemon {
-        let filter = env_logger::Builder::from_env(env()).build();
-        let formatter = syslog::Formatter3164 {
-            facility: syslog::Facility::LOG_DAEMON,
-            hostname: None,
-            process: "topicfs".into(),
-            pid: std::process::id(),
-        };
-        if let Ok(writer) = syslog::unix(formatter) {
-            let max = filter.filter();
-            let logger = SyslogLogger { filter, syslog: syslog::BasicLogger::new(writer) };
-            if log::set_boxed_logger(Box::new(logger)).is_ok() {
-                log::set_max_level(max);
-            }
-            return;
-        }
-    }
-    let _ = env_logger::Builder::from_env(env()).try_init();
-}
-
-/// Syslog output with `RUST_LOG` filtering.
-struct SyslogLogger {
-    filter: env_logger::Logger,
-    syslog: syslog::BasicLogger,
-}
-
-impl log::Log for SyslogLogger {
-    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
-        self.filter.enabled(metadata)
-    }
-
-    fn log(&self, record: &log::Record<'_>) {
-        if self.filter.matches(record) {
-            self.syslog.log(record);
-        }
-    }
-
-    fn flush(&self) {
-        self.syslog.flush();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1041,22 +553,6 @@ mod tests {
         assert_eq!("noatime".parse(), Ok(FuseOption::Flag("noatime")));
         assert_eq!("no_passthrough".parse(), Ok(FuseOption::NoPassthrough));
         assert!("bogus".parse::<FuseOption>().unwrap_err().contains("allow_other"));
-    }
-
-    #[test]
-    fn daemon_flag_follows_the_subcommand() {
-        let args = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
-        assert_eq!(
-            daemon_child_args(args(&["mount", "d", "m", "--", "-x"])),
-            args(&["mount", DAEMON_CHILD_FLAG, "d", "m", "--", "-x"])
-        );
-    }
-
-    #[test]
-    fn mountinfo_fields_are_unescaped() {
-        assert_eq!(unescape_mountinfo(r"/mnt/a\040b"), "/mnt/a b");
-        assert_eq!(unescape_mountinfo(r"/x\\y"), r"/x\\y");
-        assert_eq!(unescape_mountinfo(r"/x\"), r"/x\");
     }
 
     #[test]
