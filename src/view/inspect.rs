@@ -984,6 +984,9 @@ pub fn check_partition(part: &dyn PartitionSource) -> Result<String> {
     Ok(out)
 }
 
+/// Checks one segment, step by step: its `.log` (framing, CRCs, offsets), then its offset index
+/// against the batch starts found there, its time index, the indexes the source repaired, and
+/// its `.txnindex` against the ABORT markers found in the `.log`.
 fn check_segment(
     part: &dyn PartitionSource,
     segment: &SegmentSummary,
@@ -993,8 +996,39 @@ fn check_segment(
 ) -> Result<()> {
     let base = segment.base_offset;
     let log_label = file_label(part, base, SegmentFileKind::Log);
-    let index_label = file_label(part, base, SegmentFileKind::Index);
     let index = offset_entries(&read_segment_file(part, base, SegmentFileKind::Index)?);
+    let facts = check_log(part, segment, &index, &log_label, expected, report)?;
+    check_offset_index(part, base, index, &facts, &log_label, report);
+    check_time_index(part, base, facts.segment_end, report)?;
+    note_repaired_indexes(part, base, refused, report)?;
+    if segment.txn_index_size.is_some() {
+        check_txn_index(part, base, &facts.abort_markers, &log_label, report)?;
+    }
+    Ok(())
+}
+
+/// What the `.log` pass of [`check_log`] learned, for the index checks.
+struct LogFacts {
+    /// Batch starts by position, with the batch's first and last offsets.
+    starts: HashMap<u64, (Offset, Offset)>,
+    /// (producer id, offset) of every transactional ABORT marker.
+    abort_markers: HashSet<(i64, Offset)>,
+    /// One past the segment's last offset (its base offset when it holds no batch).
+    segment_end: Offset,
+}
+
+/// The `.log` of `segment`, batch by batch: CRCs, decoding, offsets below the base offset,
+/// offsets that do not increase across the partition (`expected`), gaps, and invalid bytes at
+/// the end.
+fn check_log(
+    part: &dyn PartitionSource,
+    segment: &SegmentSummary,
+    index: &[OffsetPosition],
+    log_label: &str,
+    expected: &mut Option<Offset>,
+    report: &mut Report,
+) -> Result<LogFacts> {
+    let base = segment.base_offset;
     // Batch starts by position, with the batch's first and last offsets: only at the
     // positions the offset index names (what is checked below), so that memory follows the
     // index, not the number of batches.
@@ -1007,7 +1041,7 @@ fn check_segment(
         report.batches += 1;
         let info = &e.info;
         if let Err(why) = verify_crc(e.bytes) {
-            report.problem(&log_label, e.position, why);
+            report.problem(log_label, e.position, why);
         }
         let first = match decode_batch(e.bytes) {
             Ok(batch) => {
@@ -1023,14 +1057,14 @@ fn check_segment(
             }
             Err(why) => {
                 if verify_crc(e.bytes).is_ok() {
-                    report.problem(&log_label, e.position, why);
+                    report.problem(log_label, e.position, why);
                 }
                 info.base_offset
             }
         };
         if first < base {
             report.problem(
-                &log_label,
+                log_label,
                 e.position,
                 format!("offset {first} is below the segment's base offset {base}"),
             );
@@ -1038,7 +1072,7 @@ fn check_segment(
         if let Some(x) = *expected {
             if first < x {
                 report.problem(
-                    &log_label,
+                    log_label,
                     e.position,
                     format!(
                         "offsets do not increase: batch starts at {first}, expected {x} or later"
@@ -1063,9 +1097,25 @@ fn check_segment(
     let position = entries.position();
     let invalid = entries.end_of_file(part)?.saturating_sub(position);
     if invalid > 0 {
-        report.problem(&log_label, position, format!("{invalid} invalid bytes at the end"));
+        report.problem(log_label, position, format!("{invalid} invalid bytes at the end"));
     }
 
+    Ok(LogFacts { starts, abort_markers, segment_end })
+}
+
+/// The offset index of the segment at `base`: entries in increasing order, each at a batch
+/// start of the `.log` and within the segment.
+fn check_offset_index(
+    part: &dyn PartitionSource,
+    base: Offset,
+    index: Vec<OffsetPosition>,
+    facts: &LogFacts,
+    log_label: &str,
+    report: &mut Report,
+) {
+    let index_label = file_label(part, base, SegmentFileKind::Index);
+    let LogFacts { starts, segment_end, .. } = facts;
+    let segment_end = *segment_end;
     let mut previous: Option<OffsetPosition> = None;
     for (i, e) in index.into_iter().enumerate() {
         let at = (i * OFFSET_INDEX_ENTRY_SIZE) as u64;
@@ -1092,7 +1142,15 @@ fn check_segment(
         }
         previous = Some(e);
     }
+}
 
+/// The time index of the segment at `base`: timestamps and offsets in order, within the segment.
+fn check_time_index(
+    part: &dyn PartitionSource,
+    base: Offset,
+    segment_end: Offset,
+    report: &mut Report,
+) -> Result<()> {
     let time_label = file_label(part, base, SegmentFileKind::TimeIndex);
     let time_index = read_segment_file(part, base, SegmentFileKind::TimeIndex)?;
     let mut previous: Option<TimestampOffset> = None;
@@ -1127,7 +1185,16 @@ fn check_segment(
         }
         previous = Some(e);
     }
+    Ok(())
+}
 
+/// A note for each index file of the segment at `base` the source repaired in memory.
+fn note_repaired_indexes(
+    part: &dyn PartitionSource,
+    base: Offset,
+    refused: &HashSet<&str>,
+    report: &mut Report,
+) -> Result<()> {
     // Index files the source does not use as they are (the problems in them are listed
     // above, from the bytes on disk): a note, not a problem of its own.
     for (kind, position, what) in files(part)?.repaired_segment_files(base)? {
@@ -1142,41 +1209,47 @@ fn check_segment(
              index rebuilt from the .log in memory"
         );
     }
+    Ok(())
+}
 
-    if segment.txn_index_size.is_some() {
-        let txn_label = file_label(part, base, SegmentFileKind::TxnIndex);
-        let txn = read_segment_file(part, base, SegmentFileKind::TxnIndex)?;
-        for (i, t) in txn_entries(&txn).into_iter().enumerate() {
-            let at = (i * TXN_INDEX_ENTRY_SIZE) as u64;
-            if t.first_offset > t.last_offset {
-                report.problem(
-                    &txn_label,
-                    at,
-                    format!(
-                        "first offset {} is after last offset {}",
-                        t.first_offset, t.last_offset
-                    ),
-                );
-            }
-            if !abort_markers.contains(&(t.producer_id, Offset(t.last_offset))) {
-                report.problem(
-                    &txn_label,
-                    at,
-                    format!(
-                        "no ABORT marker of producer {} at offset {} in {log_label}",
-                        t.producer_id, t.last_offset
-                    ),
-                );
-            }
-        }
-        if txn.len() % TXN_INDEX_ENTRY_SIZE != 0 {
-            let at = (txn.len() - txn.len() % TXN_INDEX_ENTRY_SIZE) as u64;
+/// The `.txnindex` of the segment at `base`: each aborted transaction well formed and matched
+/// by an ABORT marker in the `.log`, and no bytes past the last whole entry.
+fn check_txn_index(
+    part: &dyn PartitionSource,
+    base: Offset,
+    abort_markers: &HashSet<(i64, Offset)>,
+    log_label: &str,
+    report: &mut Report,
+) -> Result<()> {
+    let txn_label = file_label(part, base, SegmentFileKind::TxnIndex);
+    let txn = read_segment_file(part, base, SegmentFileKind::TxnIndex)?;
+    for (i, t) in txn_entries(&txn).into_iter().enumerate() {
+        let at = (i * TXN_INDEX_ENTRY_SIZE) as u64;
+        if t.first_offset > t.last_offset {
             report.problem(
                 &txn_label,
                 at,
-                format!("{} invalid bytes at the end", txn.len() % TXN_INDEX_ENTRY_SIZE),
+                format!("first offset {} is after last offset {}", t.first_offset, t.last_offset),
             );
         }
+        if !abort_markers.contains(&(t.producer_id, Offset(t.last_offset))) {
+            report.problem(
+                &txn_label,
+                at,
+                format!(
+                    "no ABORT marker of producer {} at offset {} in {log_label}",
+                    t.producer_id, t.last_offset
+                ),
+            );
+        }
+    }
+    if txn.len() % TXN_INDEX_ENTRY_SIZE != 0 {
+        let at = (txn.len() - txn.len() % TXN_INDEX_ENTRY_SIZE) as u64;
+        report.problem(
+            &txn_label,
+            at,
+            format!("{} invalid bytes at the end", txn.len() % TXN_INDEX_ENTRY_SIZE),
+        );
     }
     Ok(())
 }
