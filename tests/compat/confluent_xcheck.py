@@ -1,4 +1,4 @@
-"""confluent-kafka (librdkafka) as the independent client of tests/cluster_confluent.rs.
+"""confluent-kafka (librdkafka) as the independent client of tests/cluster/cluster_confluent.rs.
 
 Subcommands (JSON on stdout; bytes as base64, null as null):
   consume BOOTSTRAP TOPIC PARTITION COUNT ISOLATION

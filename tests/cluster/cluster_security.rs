@@ -5,7 +5,7 @@
 //! `--key` (a clap group makes them exclusive), so it cannot serve TLS (doc/cluster-brokers.md).
 //! `make_ca` stays for the TLS test a broker that can will get.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

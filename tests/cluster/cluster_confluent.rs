@@ -13,7 +13,7 @@
 //! Needs the venv (`TOPICFS_PYTHON`, with confluent-kafka) and the tansu broker, both made by
 //! `scripts/install-deps`; fails without them.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -5,7 +5,7 @@
 //! fails without it. No timing assertions: "within the deadline" is checked as "returns, with
 //! the right error", under the harness's hang guard.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -173,7 +173,7 @@ fn cluster_metadata_lists_topics_partitions_and_leaders() {
 /// Kafka's framing, then closes the connection of every Fetch that reaches them) and not lz4
 /// (it re-encodes lz4 batches as frames with linked blocks, which `format`'s decoder refuses);
 /// see doc/cluster-brokers.md. Both codecs are checked against kafka-python in
-/// tests/compat_kafka_python.rs and against librdkafka in tests/cluster_confluent.rs.
+/// tests/compat/compat_kafka_python.rs and against librdkafka in tests/cluster/cluster_confluent.rs.
 #[test]
 fn cluster_produce_fetch_round_trip_every_codec() {
     let t = Tansu::start();

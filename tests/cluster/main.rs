@@ -1,0 +1,10 @@
+//! The Kafka protocol client (`cluster`) against a real broker (tansu, started and stopped by a
+//! guard from `tests/common`): reads, appends, metadata, security, and confluent-kafka
+//! (librdkafka) as the independent client.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod cluster_client;
+mod cluster_confluent;
+mod cluster_security;
