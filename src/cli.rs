@@ -141,7 +141,8 @@ pub struct MountArgs {
     /// auto_offset_reset=earliest|latest (where a consumer group without a committed offset
     /// starts; default earliest), auto_commit (closing a group's next after reading all of it
     /// commits its end: at-most-once), fsname=NAME (default: the data dir), subtype=NAME (default:
-    /// topicfs), nodev, nosuid, noexec, noatime, dev, suid, exec, atime, sync, async, dirsync.
+    /// topicfs), nodev, nosuid, noexec, noatime, dev, suid, exec, atime, sync, async, dirsync; and topicfs's own memory_budget=SIZE and
+    /// render_threads=N (as --memory-budget, --render-threads; -o wins).
     ///
     /// Example: -o allow_other,fsname=kafka,gid=analysts,file_mode=0640,dir_mode=0750
     #[arg(short = 'o', value_name = "OPT[,OPT...]", value_delimiter = ',', value_parser = parse_fuse_option)]
@@ -204,6 +205,22 @@ pub struct MountArgs {
     /// Example: --sizing-budget 64M
     #[arg(long, value_name = "BYTES", default_value = "16M", value_parser = parse_bytes)]
     pub sizing_budget: u64,
+
+    /// Memory for rendered bytes kept beyond a request, shared by every open stream: read-ahead
+    /// windows and the rendering of the batch a read stopped inside. Each handle reading
+    /// sequentially gets a fair share; one over its share reads on demand (slower, never an
+    /// error). Default 64M; K, M, G suffixes. Also `-o memory_budget=SIZE`.
+    ///
+    /// Example: --memory-budget 256M
+    #[arg(long, value_name = "SIZE", value_parser = mount::parse_size)]
+    pub memory_budget: Option<usize>,
+
+    /// Read-ahead render workers, shared by every open stream (never a thread per handle).
+    /// Default: the number of cores. Also `-o render_threads=N`.
+    ///
+    /// Example: --render-threads 4
+    #[arg(long, value_name = "N", value_parser = mount::parse_render_threads)]
+    pub render_threads: Option<usize>,
 
     /// log.retention.check.interval.ms: how often a read-write mount deletes segments past
     /// retention.ms / retention.bytes (Kafka's broker setting, default 300000). The first pass
@@ -355,6 +372,26 @@ impl MountArgs {
             log_config: self.log_config()?,
             partitions: self.partitions,
             threads: usize::from(self.threads),
+            memory_budget: self
+                .options
+                .iter()
+                .rev()
+                .find_map(|o| match o {
+                    FuseOption::MemoryBudget(n) => Some(*n),
+                    _ => None,
+                })
+                .or(self.memory_budget)
+                .unwrap_or(crate::view::budget::DEFAULT_MEMORY_BUDGET),
+            render_threads: self
+                .options
+                .iter()
+                .rev()
+                .find_map(|o| match o {
+                    FuseOption::RenderThreads(n) => Some(*n),
+                    _ => None,
+                })
+                .or(self.render_threads)
+                .unwrap_or_else(crate::view::readahead::AheadPool::default_threads),
             isolation: self.isolation,
             sizing_budget: self.sizing_budget,
             retention_check_interval: std::time::Duration::from_millis(
@@ -438,7 +475,8 @@ pub struct HelperArgs {
 ///
 /// Both become `topicfs mount SOURCE MOUNTPOINT ...`: FUSE options stay in `-o`; `ro` also
 /// means `--read-only`; `partitions=N`, `threads=N`, `isolation=LEVEL`, `sizing_budget=BYTES` and
-/// `retention_check_interval_ms=MS` become those flags; an option with a dot in its name
+/// `retention_check_interval_ms=MS` become those flags (`memory_budget=SIZE` and
+/// `render_threads=N` stay `-o` options, which `topicfs mount` reads too); an option with a dot in its name
 /// (`segment.bytes=1048576`) is a log setting (`--config`); options that are for mount(8) or
 /// systemd (`defaults`, `auto`, `noauto`, `user`, `users`, `nouser`, `owner`, `nofail`,
 /// `_netdev`, `x-*`, `comment=*`) are dropped. Anything else is refused, unless `-s`

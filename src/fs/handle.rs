@@ -18,7 +18,7 @@ use crate::source::PartitionSource;
 use crate::storage::segment_files::SegmentFileKind;
 use crate::sync::lock;
 use crate::view::inspect::InspectionReader;
-use crate::view::readahead::{AheadSource, ReadAhead};
+use crate::view::readahead::{AheadPool, AheadSource, ReadAhead};
 use crate::view::stream::Stream;
 use crate::view::topic::TopicStream;
 
@@ -103,13 +103,13 @@ impl StreamRef {
         }
     }
 
-    /// Read-ahead for a handle reading this stream (partition streams; `None` for topic
-    /// streams, which merge partitions and are read directly).
-    pub fn read_ahead(&self) -> Option<ReadAhead> {
+    /// Read-ahead on `pool` for a handle reading this stream (partition streams; `None` for
+    /// topic streams, which merge partitions and are read directly).
+    pub fn read_ahead(&self, pool: &AheadPool) -> Option<ReadAhead> {
         match self {
             StreamRef::Partition(s) => {
                 let source: Arc<dyn AheadSource> = Arc::clone(s) as Arc<dyn AheadSource>;
-                Some(ReadAhead::new(source))
+                Some(ReadAhead::new(source, pool))
             }
             StreamRef::Topic(_) => None,
         }

@@ -37,9 +37,11 @@ use crate::format::Timestamp;
 use crate::source::{GroupStore, PartitionSource, TopicSource};
 use crate::storage::segment_files::SegmentSummary;
 use crate::sync::lock;
+use crate::view::budget::MemoryBudget;
 use crate::view::groups::{self as group_view, ResetPolicy};
 use crate::view::inspect::files;
 use crate::view::inspect::{DUMP_SUFFIX, Inspection, InspectionReader};
+use crate::view::readahead::AheadPool;
 use crate::view::spec::StreamSpec;
 use crate::view::stream::StreamRegistry;
 use crate::view::topic::{self as topic_view, TopicViews};
@@ -96,6 +98,9 @@ struct Pin {
 pub struct TopicFs {
     source: Arc<dyn TopicSource>,
     streams: StreamRegistry,
+    /// Render workers of read-ahead and the memory budget shared by read-ahead windows and the
+    /// renderings streams keep (see [`crate::view::budget`]).
+    ahead: AheadPool,
     /// Merge indexes of topic-level streams and each topic's keyless append rotation.
     topics: TopicViews,
     /// Rendered segment dumps and check reports.
@@ -147,9 +152,11 @@ impl std::fmt::Debug for TopicFs {
 impl TopicFs {
     /// A filesystem over `source`.
     pub fn new(source: Arc<dyn TopicSource>, options: FsOptions) -> TopicFs {
+        let ahead = AheadPool::default();
         TopicFs {
             source,
-            streams: StreamRegistry::new(),
+            streams: StreamRegistry::new().with_budget(ahead.budget()),
+            ahead,
             topics: TopicViews::new(),
             inspect: crate::view::inspect::InspectCache::new(),
             options,
@@ -194,9 +201,25 @@ impl TopicFs {
     /// The same filesystem with streams at `isolation` (default `read_committed`, see
     /// [`crate::view::txn`]). Call before the first request.
     pub fn with_isolation(mut self, isolation: crate::view::txn::Isolation) -> TopicFs {
-        self.streams = StreamRegistry::with_isolation(isolation);
+        self.streams = StreamRegistry::with_isolation(isolation).with_budget(self.ahead.budget());
         self.topics = TopicViews::with_isolation(isolation);
         self
+    }
+
+    /// The same filesystem with a memory budget of `budget_bytes` for rendered bytes held
+    /// beyond a request (read-ahead windows, kept renderings) and `render_threads` read-ahead
+    /// workers (defaults: [`crate::view::budget::DEFAULT_MEMORY_BUDGET`], one per core). Call
+    /// before the first request.
+    pub fn with_limits(mut self, budget_bytes: usize, render_threads: usize) -> TopicFs {
+        self.ahead = AheadPool::new(render_threads, MemoryBudget::new(budget_bytes));
+        let isolation = self.streams.isolation();
+        self.streams = StreamRegistry::with_isolation(isolation).with_budget(self.ahead.budget());
+        self
+    }
+
+    /// The mount's read-ahead pool and memory budget (for statistics and tests).
+    pub fn read_ahead_pool(&self) -> &AheadPool {
+        &self.ahead
     }
 
     /// The options this filesystem was built with.
@@ -389,7 +412,7 @@ impl TopicFs {
             Node::Stream(..) | Node::TopicStream(..) | Node::GroupNext(..) => {
                 self.refuse_write(request, "writing a stream")?;
                 let stream = self.open_pinned(ino, &node)?;
-                let ahead = stream.read_ahead();
+                let ahead = stream.read_ahead(&self.ahead);
                 let fh = self.handles.insert(Handle::Stream { ino, stream, ahead });
                 if self.auto_commit
                     && !self.options.read_only

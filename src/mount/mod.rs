@@ -126,6 +126,10 @@ pub enum FuseOption {
     FileMode(u16),
     /// `dir_mode=MODE`: the permission bits of directories (default `0755`).
     DirMode(u16),
+    /// `memory_budget=SIZE`: same as `--memory-budget` (topicfs's, not the kernel's).
+    MemoryBudget(usize),
+    /// `render_threads=N`: same as `--render-threads`.
+    RenderThreads(usize),
 }
 
 /// Kernel mount flags accepted by `-o`.
@@ -167,13 +171,17 @@ impl FromStr for FuseOption {
                     FuseOption::FileMode(parse_mode("file_mode", mode)?)
                 } else if let Some(mode) = s.strip_prefix("dir_mode=") {
                     FuseOption::DirMode(parse_mode("dir_mode", mode)?)
+                } else if let Some(size) = s.strip_prefix("memory_budget=") {
+                    FuseOption::MemoryBudget(parse_size(size)?)
+                } else if let Some(n) = s.strip_prefix("render_threads=") {
+                    FuseOption::RenderThreads(parse_render_threads(n)?)
                 } else {
                     return Err(format!(
                         "unknown mount option {s:?} (known: allow_other, allow_root, \
                          default_permissions, auto_unmount, ro, rw, no_passthrough, \
                          show_internal, auto_offset_reset=earliest|latest, auto_commit, \
                          fsname=NAME, subtype=NAME, uid=USER, gid=GROUP, umask=MODE, \
-                         file_mode=MODE, dir_mode=MODE, {})",
+                         file_mode=MODE, dir_mode=MODE, memory_budget=SIZE, render_threads=N, {})",
                         FLAGS.join(", ")
                     ));
                 }
@@ -271,6 +279,34 @@ impl Access {
     }
 }
 
+/// A size in bytes: a number, optionally followed by K, M or G (powers of 1024; `KiB`, `MB`
+/// and the like are read the same way), e.g. `64M`, `1G`, `65536`.
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let text = s.trim();
+    let digits = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (number, unit) = text.split_at(digits);
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        _ => return Err(format!("{s:?}: not a size (a number, optionally with K, M or G)")),
+    };
+    let n: usize = number
+        .parse()
+        .map_err(|_| format!("{s:?}: not a size (a number, optionally with K, M or G)"))?;
+    n.checked_mul(1 << shift).ok_or_else(|| format!("{s:?}: too large"))
+}
+
+/// A number of render threads: 1 to [`crate::view::readahead::MAX_RENDER_THREADS`].
+pub fn parse_render_threads(s: &str) -> Result<usize, String> {
+    let max = crate::view::readahead::MAX_RENDER_THREADS;
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("render_threads={s:?}: expected a number from 1 to {max}")),
+    }
+}
+
 /// Everything `topicfs mount` was asked to do.
 #[derive(Clone, Debug)]
 pub struct MountRequest {
@@ -284,6 +320,11 @@ pub struct MountRequest {
     pub partitions: u32,
     /// FUSE worker threads.
     pub threads: usize,
+    /// Bytes of rendered data held beyond a request, mount-wide (read-ahead windows and kept
+    /// renderings; see [`crate::view::budget`]).
+    pub memory_budget: usize,
+    /// Read-ahead render workers.
+    pub render_threads: usize,
     /// Which records of transactions streams show.
     pub isolation: crate::view::txn::Isolation,
     /// `--sizing-budget`: log bytes a stream's stat/open may render (the log dir's
@@ -419,7 +460,8 @@ fn mount_and_serve(request: &MountRequest, signals: SigSet, reporter: &mut Repor
             .with_isolation(request.isolation)
             .with_groups(groups, reset)
             .with_internal_topics(request.fuse_options.contains(&FuseOption::ShowInternal))
-            .with_auto_commit(request.fuse_options.contains(&FuseOption::AutoCommit)),
+            .with_auto_commit(request.fuse_options.contains(&FuseOption::AutoCommit))
+            .with_limits(request.memory_budget, request.render_threads),
     );
     let config = session_config(request, &data_dir)?;
     let mut adapter = FuseAdapter::new(Arc::clone(&fs));

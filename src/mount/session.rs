@@ -169,7 +169,9 @@ pub(super) fn session_config(request: &MountRequest, data_dir: &Path) -> Result<
             | FuseOption::Gid(_)
             | FuseOption::Umask(_)
             | FuseOption::FileMode(_)
-            | FuseOption::DirMode(_) => {}
+            | FuseOption::DirMode(_)
+            | FuseOption::MemoryBudget(_)
+            | FuseOption::RenderThreads(_) => {}
             FuseOption::AutoUnmount => auto_unmount = true,
             FuseOption::FsName(name) => fsname.clone_from(name),
             FuseOption::Subtype(name) => subtype.clone_from(name),

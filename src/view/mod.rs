@@ -14,7 +14,9 @@
 //! * [`txn`]: transaction isolation (`read_committed`: the last stable offset, aborted batches).
 //! * [`inspect`]: the inspection files of a partition with segment files (`check`, `.dump`),
 //!   through [`crate::storage::segment_files::SegmentFiles`].
-//! * [`readahead`]: the next windows of a stream read sequentially, rendered by a worker.
+//! * [`readahead`]: the next windows of streams read sequentially, rendered by a mount-wide
+//!   worker pool.
+//! * [`budget`]: the mount's one memory budget for windows read ahead and kept renderings.
 //! * [`listing`]: the names `ls` shows in `by-offset/` and `by-time/`.
 //! * [`topic`]: topic-level views: `offsets/<time>` for every partition, the `by-time/` stream
 //!   of all partitions merged by timestamp, and appends routed by Kafka's default partitioner.
@@ -37,6 +39,7 @@
 //! 5. **Fail explicitly.** Unparsable names are `ENOENT`, damaged batches `EIO` naming the segment
 //!    file and position, bytes deleted by retention `ESTALE`, bad appends `EINVAL` naming the line.
 
+pub mod budget;
 pub mod envelope;
 pub mod groups;
 pub mod inspect;

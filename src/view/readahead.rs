@@ -1,15 +1,26 @@
-//! Read-ahead for a stream read sequentially: worker threads render the next windows while
-//! the reader's thread hands the current one to the kernel.
+//! Read-ahead for streams read sequentially: a mount-wide pool of render workers renders the
+//! next windows of the handles reading in order while their readers' threads hand the current
+//! ones to the kernel, within the mount's memory budget.
 //!
 //! Rendering a window (read the batches, check, decode, render) costs more than handing it
 //! over (the FUSE reply, which the kernel copies into the reader's buffer); done one after the
 //! other they add up. A [`ReadAhead`] belongs to one open handle. After two reads in a row that
-//! each returned a whole window of at least [`MIN_AHEAD_WINDOW`] bytes it starts up to two
-//! workers, which claim the following windows of the same size in turn and render them in
-//! parallel (a stream serves any offset from the checkpoint before it), up to
-//! [`MAX_AHEAD_BYTES`] ahead of the reader. The next read at the expected offset takes its
-//! window (waiting for it while a worker renders it) instead of rendering. Any other read (a
-//! seek, another size) drops the windows and reads directly.
+//! each returned a whole window of at least [`MIN_AHEAD_WINDOW`] bytes the handle *reads
+//! ahead*: it queues itself on the mount's [`AheadPool`], whose workers (a fixed number, see
+//! [`AheadPool::new`]; never one per handle) each claim the handle's next window of the same
+//! size, render it, file it, and queue the handle again while it has room. Up to
+//! [`MAX_PARALLEL`] windows of one handle render at once (a stream serves any offset from the
+//! checkpoint before it), so one reader keeps the cores busy; the queue is first in, first
+//! out, one window per turn, so handles take turns. The next read at the expected offset takes
+//! its window (waiting for it while a worker renders it) instead of rendering. Any other read
+//! (a seek, another size) drops the windows and reads directly.
+//!
+//! **Budget.** A window is claimed only with a reservation of its size from the mount's
+//! [`MemoryBudget`] that fits the handle's fair share (the limit over the handles reading
+//! ahead) and the limit, and only while the handle holds less than [`MAX_AHEAD_BYTES`] ahead.
+//! A handle whose window does not fit reads on demand, exactly as without read-ahead, and tries
+//! again at its next read: slower, never refused. A direct read reserves its window as needed
+//! bytes ([`MemoryBudget::reserve`]) for as long as it renders.
 //!
 //! **Invariant**: every window held is exactly what the source returned for its offset and
 //! size when a worker read it, and a read is served a window only at exactly that offset (the
@@ -19,39 +30,41 @@
 //! meanwhile are not served (the direct read then reports them stale). An error is a window
 //! too: returned at its offset, after every byte before it.
 //!
-//! The workers stop claiming at a window that came back short (the current end of the stream:
-//! a growing stream is then read directly, as `tail -f` does, until whole windows start them
-//! again) or failed, wait while the windows ahead would pass the bound, and end when the
-//! windows are dropped or the handle is closed. No lock is held while a worker renders.
+//! Claims stop at a window that came back short (the current end of the stream: a growing
+//! stream is then read directly, as `tail -f` does, until whole windows start read-ahead
+//! again) or failed, and when the windows are dropped or the handle is closed (a worker then
+//! discards what it rendered). No lock is held while a worker renders.
 //!
-//! **Invariant** (no lost wake-ups): every change a waiting thread waits for notifies the
-//! condition variable under the state's lock: a window filed, the reader moving on, a worker
-//! stopping, the windows dropped (by any thread's read elsewhere) and the handle closed (the
-//! last two only while a worker exists: without one nobody waits). A
-//! reader waits only while a worker of the current epoch is reading its window; a worker waits
-//! only while its epoch is current, the handle open, no window has stopped the claims and the
-//! windows ahead reach the bound.
+//! **Invariant** (no lost wake-ups): only a reader waits on a handle's condition variable, and
+//! only while a worker is rendering the window at its offset (it is in `reading`, which holds
+//! windows of the current epoch only). Every removal from `reading` (a window filed, the
+//! windows dropped by any thread's read elsewhere or by the close) notifies under the handle's
+//! lock. A worker waits only on the pool's queue, and every push notifies one worker under the
+//! queue's lock.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
 
 use crate::error::Result;
 use crate::sync::lock;
+use crate::view::budget::{MemoryBudget, Reservation, Streaming};
 
-/// Most bytes rendered ahead of the reader per handle (windows ready or being rendered).
+/// Most bytes rendered ahead of the reader per handle (windows ready or being rendered), when
+/// its fair share of the budget allows that much.
 pub const MAX_AHEAD_BYTES: usize = 2 << 20;
 
 /// Smallest read size that gets read-ahead: small reads (a lookup reading the first records, a
-/// program scanning with a small buffer) are served directly, without a worker.
+/// program scanning with a small buffer) are served directly.
 pub const MIN_AHEAD_WINDOW: usize = 64 << 10;
 
-/// Whole sequential reads in a row before the workers start: one read is often all there is.
+/// Whole sequential reads in a row before read-ahead starts: one read is often all there is.
 const STREAK_TO_START: u32 = 2;
 
-/// Workers per handle, each rendering a different window: the source serves any offset (a
-/// stream renders from the checkpoint before it), so consecutive windows render in parallel
-/// on a machine's cores while the reader's thread replies.
-const MAX_WORKERS: usize = 2;
+/// Most windows of one handle rendering (or queued to render) at once.
+pub const MAX_PARALLEL: usize = 2;
+
+/// Most render workers a pool may have.
+pub const MAX_RENDER_THREADS: usize = 64;
 
 /// What a [`ReadAhead`] reads from.
 pub trait AheadSource: Send + Sync {
@@ -62,47 +75,243 @@ pub trait AheadSource: Send + Sync {
     fn holds(&self, offset: u64) -> Result<bool>;
 }
 
+/// The render workers of a mount and the budget their windows come out of. Cheap to clone
+/// (every clone is the same pool). Workers start on first use, up to the configured number,
+/// and end when the last clone is dropped.
+#[derive(Clone)]
+pub struct AheadPool {
+    inner: Arc<PoolOwner>,
+}
+
+/// Dropped with the last [`AheadPool`]: tells the workers to end.
+struct PoolOwner {
+    pool: Arc<Pool>,
+}
+
+struct Pool {
+    budget: Arc<MemoryBudget>,
+    threads: usize,
+    queue: Mutex<Queue>,
+    work: Condvar,
+}
+
+#[derive(Default)]
+struct Queue {
+    /// Handles with room for one more window, once per window they may claim.
+    jobs: VecDeque<Arc<Shared>>,
+    /// Workers started.
+    started: usize,
+    shutdown: bool,
+}
+
+impl AheadPool {
+    /// A pool of `threads` workers (1 to [`MAX_RENDER_THREADS`]) over `budget`.
+    pub fn new(threads: usize, budget: Arc<MemoryBudget>) -> AheadPool {
+        let threads = threads.clamp(1, MAX_RENDER_THREADS);
+        let pool =
+            Pool { budget, threads, queue: Mutex::new(Queue::default()), work: Condvar::new() };
+        AheadPool { inner: Arc::new(PoolOwner { pool: Arc::new(pool) }) }
+    }
+
+    /// The number of workers: the machine's cores (what `std::thread::available_parallelism`
+    /// reports), at most [`MAX_RENDER_THREADS`].
+    pub fn default_threads() -> usize {
+        std::thread::available_parallelism().map_or(2, |n| n.get()).min(MAX_RENDER_THREADS)
+    }
+
+    /// The budget windows are reserved from.
+    pub fn budget(&self) -> &Arc<MemoryBudget> {
+        &self.inner.pool.budget
+    }
+
+    /// The configured number of workers.
+    pub fn threads(&self) -> usize {
+        self.inner.pool.threads
+    }
+
+    /// Workers started so far.
+    pub fn started(&self) -> usize {
+        lock(&self.inner.pool.queue).started
+    }
+}
+
+impl Default for AheadPool {
+    fn default() -> AheadPool {
+        AheadPool::new(AheadPool::default_threads(), Arc::new(MemoryBudget::default()))
+    }
+}
+
+impl Drop for PoolOwner {
+    fn drop(&mut self) {
+        let mut queue = lock(&self.pool.queue);
+        queue.shutdown = true;
+        queue.jobs.clear();
+        self.pool.work.notify_all();
+    }
+}
+
+impl Pool {
+    /// Queues `handle` for one window, starting a worker if fewer than configured run.
+    fn push(self: &Arc<Self>, handle: Arc<Shared>) {
+        let mut queue = lock(&self.queue);
+        if queue.shutdown {
+            return;
+        }
+        queue.jobs.push_back(handle);
+        self.work.notify_one();
+        if queue.started < self.threads {
+            let pool = Arc::clone(self);
+            let spawned =
+                std::thread::Builder::new().name("topicfs-render".into()).spawn(move || pool.run());
+            match spawned {
+                Ok(_) => queue.started += 1,
+                // The workers already started serve the queue; with none, handles read on
+                // demand (a read finds no window and renders itself).
+                Err(e) => log::warn!("no render worker thread ({e}); reading on demand"),
+            }
+        }
+    }
+
+    /// A worker: renders one window of the first queued handle at a time, until shutdown.
+    fn run(self: Arc<Self>) {
+        loop {
+            let handle = {
+                let mut queue = lock(&self.queue);
+                loop {
+                    if queue.shutdown {
+                        return;
+                    }
+                    if let Some(h) = queue.jobs.pop_front() {
+                        break h;
+                    }
+                    queue =
+                        self.work.wait(queue).unwrap_or_else(std::sync::PoisonError::into_inner);
+                }
+            };
+            self.render_one(&handle);
+        }
+    }
+
+    /// Claims, renders and files the next window of `handle`, if it still wants one and the
+    /// budget has room; queues the handle again while it has room for more.
+    fn render_one(self: &Arc<Self>, handle: &Arc<Shared>) {
+        let mut st = lock(&handle.state);
+        st.queued = st.queued.saturating_sub(1);
+        let len = st.window;
+        if !st.has_room() || st.ahead().saturating_add(len as u64) > self.cap() as u64 {
+            return;
+        }
+        let Some(held) = self.budget.try_reserve(len) else { return };
+        let (at, epoch) = (st.claim_at, st.epoch);
+        st.claim_at = at.saturating_add(len as u64);
+        st.reading.insert(at);
+        // Another worker may render the window after this one meanwhile.
+        self.queue_if_room(handle, &mut st);
+        drop(st);
+        let read = handle.source.read_at(at, len).map(|mut bytes| {
+            // Held until the reader takes it: no more capacity than bytes.
+            bytes.shrink_to_fit();
+            bytes
+        });
+        let mut st = lock(&handle.state);
+        if st.epoch != epoch || st.closed {
+            return;
+        }
+        st.reading.remove(&at);
+        if !matches!(&read, Ok(bytes) if bytes.len() == len) {
+            st.stopped = true;
+        }
+        st.ready.insert(at, Window { read, _held: held });
+        handle.changed.notify_all();
+        self.queue_if_room(handle, &mut st);
+    }
+
+    /// Queues `handle` once more if it may claim another window now.
+    fn queue_if_room(self: &Arc<Self>, handle: &Arc<Shared>, st: &mut State) {
+        if st.has_room()
+            && st.queued + st.reading.len() < MAX_PARALLEL
+            && st.ahead().saturating_add(st.window as u64) <= self.cap() as u64
+        {
+            st.queued += 1;
+            self.push(Arc::clone(handle));
+        }
+    }
+
+    /// Most bytes one handle renders ahead now: its fair share, at most [`MAX_AHEAD_BYTES`].
+    fn cap(&self) -> usize {
+        self.budget.share().min(MAX_AHEAD_BYTES)
+    }
+}
+
 /// Read-ahead state of one open handle; see the module docs.
 pub struct ReadAhead {
     shared: Arc<Shared>,
-    source: Arc<dyn AheadSource>,
+    pool: AheadPool,
 }
 
 struct Shared {
+    source: Arc<dyn AheadSource>,
     state: Mutex<State>,
     changed: Condvar,
+}
+
+/// A window read ahead: what the source returned (bytes or an error), and its reservation.
+struct Window {
+    read: Result<Vec<u8>>,
+    _held: Reservation,
 }
 
 #[derive(Default)]
 struct State {
     /// The offset a sequential reader asks for next.
     next: u64,
-    /// Size of the windows the workers read (the reader's last read size).
+    /// Size of the windows read ahead (the reader's last read size).
     window: usize,
-    /// Windows read ahead, by offset: what the source returned there (bytes or an error).
-    ready: BTreeMap<u64, Result<Vec<u8>>>,
-    /// Windows a worker is reading now, by offset.
+    /// Windows read ahead, by offset.
+    ready: BTreeMap<u64, Window>,
+    /// Windows a worker is reading now, by offset (current epoch only).
     reading: BTreeSet<u64>,
     /// The offset of the next window to claim (`next` plus every window claimed since).
     claim_at: u64,
     /// A window came back short (the stream's current end) or failed: no more claims.
     stopped: bool,
-    /// Workers of this `epoch` alive.
-    workers: usize,
+    /// Reading ahead: counted in the budget's fair share while set.
+    streaming: Option<Streaming>,
+    /// Entries of this handle in the pool's queue.
+    queued: usize,
     /// Whole reads in a row, each at the offset the previous one ended.
     streak: u32,
-    /// Bumped whenever the windows are dropped: a worker of an older epoch discards what it
-    /// read and ends.
+    /// Bumped whenever the windows are dropped: a worker rendering for an older epoch
+    /// discards what it read.
     epoch: u64,
     closed: bool,
 }
 
+impl State {
+    /// Whether the handle may claim its next window (budget aside).
+    fn has_room(&self) -> bool {
+        self.streaming.is_some() && !self.closed && !self.stopped
+    }
+
+    /// Bytes claimed ahead of the reader.
+    fn ahead(&self) -> u64 {
+        self.claim_at.saturating_sub(self.next)
+    }
+}
+
 impl ReadAhead {
-    /// Read-ahead over `source`, idle until the first whole sequential reads.
-    pub fn new(source: Arc<dyn AheadSource>) -> ReadAhead {
-        let shared =
-            Arc::new(Shared { state: Mutex::new(State::default()), changed: Condvar::new() });
-        ReadAhead { shared, source }
+    /// Read-ahead over `source` on `pool`, idle until the first whole sequential reads.
+    pub fn new(source: Arc<dyn AheadSource>, pool: &AheadPool) -> ReadAhead {
+        let shared = Arc::new(Shared {
+            source,
+            state: Mutex::new(State::default()),
+            changed: Condvar::new(),
+        });
+        ReadAhead { shared, pool: pool.clone() }
+    }
+
+    fn pool(&self) -> &Arc<Pool> {
+        &self.pool.inner.pool
     }
 
     /// Up to `len` bytes at `offset`, as [`AheadSource::read_at`] returns them.
@@ -113,7 +322,9 @@ impl ReadAhead {
         if let Some(served) = self.take_ready(offset, len)? {
             return served;
         }
-        let bytes = self.source.read_at(offset, len)?;
+        let rendering = self.pool().budget.reserve(len);
+        let bytes = self.shared.source.read_at(offset, len)?;
+        drop(rendering);
         let mut st = lock(&self.shared.state);
         let sequential = offset == st.next && len == st.window;
         st.streak = match (bytes.len() == len, sequential) {
@@ -123,19 +334,18 @@ impl ReadAhead {
         };
         st.next = offset.saturating_add(bytes.len() as u64);
         st.window = len;
+        if st.streaming.is_some() && !(sequential && bytes.len() == len && st.claim_at == st.next) {
+            // A seek, another size, the current end, or another thread's read meanwhile.
+            drop_windows(&self.shared, &mut st);
+        }
         let start = st.streak >= STREAK_TO_START && len >= MIN_AHEAD_WINDOW;
-        if start && st.workers == 0 && !st.closed {
+        if start && st.streaming.is_none() && !st.closed {
             // Whole windows in a row: more is likely to follow.
             drop_windows(&self.shared, &mut st);
             st.claim_at = st.next;
-            let epoch = st.epoch;
-            let workers = MAX_WORKERS.min(MAX_AHEAD_BYTES / len).max(1);
-            st.workers = workers;
-            drop(st);
-            for _ in 0..workers {
-                self.spawn_worker(epoch);
-            }
+            st.streaming = Some(self.pool().budget.streaming_handle());
         }
+        self.pool().queue_if_room(&self.shared, &mut st);
         Ok(bytes)
     }
 
@@ -152,12 +362,19 @@ impl ReadAhead {
             st = self.shared.changed.wait(st).unwrap_or_else(std::sync::PoisonError::into_inner);
         }
         let Some(window) = st.ready.remove(&offset) else {
-            drop_windows(&self.shared, &mut st);
+            if st.streaming.is_some() && st.claim_at == offset && st.ready.is_empty() {
+                // Reading ahead, but no window was claimed here yet (the workers are busy or
+                // the budget is spent): the caller reads this one itself; the workers go on
+                // after it.
+                st.claim_at = offset.saturating_add(len as u64);
+            } else {
+                drop_windows(&self.shared, &mut st);
+            }
             return Ok(None);
         };
         let epoch = st.epoch;
         drop(st);
-        let bytes = match window {
+        let bytes = match window.read {
             Ok(bytes) => bytes,
             Err(e) => {
                 drop_windows(&self.shared, &mut lock(&self.shared.state));
@@ -165,30 +382,15 @@ impl ReadAhead {
             }
         };
         // Outside the lock: may take the source's own locks.
-        let holds = self.source.holds(offset)?;
+        let holds = self.shared.source.holds(offset)?;
         let mut st = lock(&self.shared.state);
         if !holds || st.epoch != epoch || st.next != offset {
             drop_windows(&self.shared, &mut st);
             return Ok(None);
         }
         st.next = offset.saturating_add(bytes.len() as u64);
-        self.shared.changed.notify_all();
+        self.pool().queue_if_room(&self.shared, &mut st);
         Ok(Some(Ok(bytes)))
-    }
-
-    fn spawn_worker(&self, epoch: u64) {
-        let shared = Arc::clone(&self.shared);
-        let source = Arc::clone(&self.source);
-        let spawned = std::thread::Builder::new()
-            .name("topicfs-readahead".into())
-            .spawn(move || work(&shared, source.as_ref(), epoch));
-        if let Err(e) = spawned {
-            log::warn!("no read-ahead thread ({e}); reading on demand");
-            let mut st = lock(&self.shared.state);
-            if st.epoch == epoch {
-                st.workers = st.workers.saturating_sub(1);
-            }
-        }
     }
 }
 
@@ -200,58 +402,20 @@ impl Drop for ReadAhead {
     }
 }
 
-/// Drops every window read ahead; running workers end at their next step, and a reader
-/// waiting for a window (another thread of the same handle) wakes up and reads directly.
+/// Drops every window read ahead and stops reading ahead; windows being rendered are
+/// discarded when done, and a reader waiting for one (another thread of the same handle) wakes
+/// up and reads directly.
 fn drop_windows(shared: &Shared, st: &mut State) {
-    // Only a worker of this epoch can be waited for, or wait: without one there is nobody to
-    // wake (a seek or a lookup's small read, the common case, makes no wake-up call).
-    if st.workers > 0 {
+    // Only a window being rendered can be waited for: without one there is nobody to wake (a
+    // seek or a lookup's small read, the common case, makes no wake-up call).
+    if !st.reading.is_empty() {
         shared.changed.notify_all();
     }
     st.ready.clear();
     st.reading.clear();
     st.stopped = false;
-    st.workers = 0;
+    st.streaming = None;
     st.epoch = st.epoch.wrapping_add(1);
-}
-
-/// A worker: claims the next window after the ones claimed, reads it, files it, until a window
-/// comes back short or failed, a newer epoch or the handle's close; waits while the windows
-/// ahead of the reader would pass [`MAX_AHEAD_BYTES`].
-fn work(shared: &Shared, source: &dyn AheadSource, epoch: u64) {
-    let mut st = lock(&shared.state);
-    loop {
-        while st.epoch == epoch
-            && !st.closed
-            && !st.stopped
-            && st.claim_at.saturating_sub(st.next) >= MAX_AHEAD_BYTES as u64
-        {
-            st = shared.changed.wait(st).unwrap_or_else(std::sync::PoisonError::into_inner);
-        }
-        if st.epoch != epoch || st.closed {
-            return;
-        }
-        if st.stopped {
-            st.workers = st.workers.saturating_sub(1);
-            shared.changed.notify_all();
-            return;
-        }
-        let (at, len) = (st.claim_at, st.window);
-        st.claim_at = at.saturating_add(len as u64);
-        st.reading.insert(at);
-        drop(st);
-        let read = source.read_at(at, len);
-        st = lock(&shared.state);
-        if st.epoch != epoch || st.closed {
-            return;
-        }
-        st.reading.remove(&at);
-        if !matches!(&read, Ok(bytes) if bytes.len() == len) {
-            st.stopped = true;
-        }
-        st.ready.insert(at, read);
-        shared.changed.notify_all();
-    }
 }
 
 #[cfg(test)]
@@ -259,6 +423,10 @@ mod tests {
     use super::*;
     use crate::error::Error;
     use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+    fn pool() -> AheadPool {
+        AheadPool::new(2, MemoryBudget::new(64 << 20))
+    }
 
     /// A growing file of `len` bytes (byte `i` is `i % 251`), with a failure at `bad` and
     /// nothing held below `gone`.
@@ -319,21 +487,22 @@ mod tests {
     #[test]
     fn small_or_single_reads_start_no_worker() {
         let model = Model::new(10_000_000, None);
-        let ahead = ReadAhead::new(model.clone());
+        let ahead = ReadAhead::new(model.clone(), &pool());
         ahead.read(0, 1 << 20).unwrap();
         for i in 0..10u64 {
             ahead.read(i * 4096, 4096).unwrap();
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
         assert_eq!(model.reads.load(Ordering::SeqCst), 11, "every read was direct");
-        assert_eq!(lock(&ahead.shared.state).workers, 0);
+        assert!(lock(&ahead.shared.state).streaming.is_none());
+        assert_eq!(ahead.pool.started(), 0, "no worker started");
     }
 
     #[test]
     fn sequential_reads_return_exactly_the_sources_bytes() {
         for (len, window) in [(0u64, 4096usize), (10_000_000, 65536), (1_000_001, 4096)] {
             let model = Model::new(len, None);
-            let ahead = ReadAhead::new(model.clone());
+            let ahead = ReadAhead::new(model.clone(), &pool());
             let (bytes, err) = read_all(&ahead, window);
             assert!(err.is_none());
             assert_eq!(bytes, expected(0, len), "len {len} window {window}");
@@ -343,7 +512,7 @@ mod tests {
     #[test]
     fn an_error_is_returned_at_its_offset_after_every_byte_before_it() {
         let model = Model::new(5_000_000, Some(3_000_123));
-        let ahead = ReadAhead::new(model.clone());
+        let ahead = ReadAhead::new(model.clone(), &pool());
         let (bytes, err) = read_all(&ahead, 65536);
         assert_eq!(bytes, expected(0, 3_000_123));
         assert!(matches!(err, Some(Error::Corrupt { .. })), "{err:?}");
@@ -352,7 +521,7 @@ mod tests {
     #[test]
     fn a_growing_stream_is_read_to_its_new_end_after_a_short_window() {
         let model = Model::new(300_000, None);
-        let ahead = ReadAhead::new(model.clone());
+        let ahead = ReadAhead::new(model.clone(), &pool());
         let (bytes, _) = read_all(&ahead, 65536);
         assert_eq!(bytes.len(), 300_000);
         model.len.store(1_000_000, Ordering::SeqCst);
@@ -390,7 +559,7 @@ mod tests {
     fn windows_read_in_parallel_while_the_stream_grows_never_leave_a_gap() {
         for step in [1u64, 4_000, 70_000, 200_000] {
             let source = Arc::new(Growing { len: AtomicU64::new(300_000), step });
-            let ahead = ReadAhead::new(source.clone());
+            let ahead = ReadAhead::new(source.clone(), &pool());
             let mut out: Vec<u8> = Vec::new();
             let mut empty = 0;
             while out.len() < 3_000_000 && empty < 100 {
@@ -407,7 +576,7 @@ mod tests {
     #[test]
     fn seeks_and_other_sizes_read_directly_and_agree_with_the_source() {
         let model = Model::new(2_000_000, None);
-        let ahead = ReadAhead::new(model.clone());
+        let ahead = ReadAhead::new(model.clone(), &pool());
         let mut seed = 17u64;
         let mut at = 0u64;
         for _ in 0..400 {
@@ -426,7 +595,7 @@ mod tests {
     #[test]
     fn bytes_no_longer_held_are_not_served_from_the_queue() {
         let model = Model::new(10_000_000, None);
-        let ahead = ReadAhead::new(model.clone());
+        let ahead = ReadAhead::new(model.clone(), &pool());
         assert_eq!(ahead.read(0, 65536).unwrap().len(), 65536);
         assert_eq!(ahead.read(65536, 65536).unwrap().len(), 65536);
         // Let the worker fill its queue, then retention deletes everything read so far.
@@ -465,7 +634,7 @@ mod tests {
             model: Model::new(50_000_000, None),
             delay: std::time::Duration::from_millis(300),
         });
-        let ahead = Arc::new(ReadAhead::new(source));
+        let ahead = Arc::new(ReadAhead::new(source, &pool()));
         let window = 65536usize;
         ahead.read(0, window).unwrap();
         ahead.read(window as u64, window).unwrap();
@@ -491,7 +660,7 @@ mod tests {
     #[test]
     fn the_worker_stays_within_its_bound_and_ends_when_the_handle_closes() {
         let model = Model::new(u64::MAX / 2, None);
-        let ahead = ReadAhead::new(model.clone());
+        let ahead = ReadAhead::new(model.clone(), &pool());
         ahead.read(0, 65536).unwrap();
         ahead.read(65536, 65536).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(100));
@@ -499,9 +668,94 @@ mod tests {
         assert!(reads > 2, "a worker started after two whole reads in a row");
         assert!(reads <= 3 + MAX_AHEAD_BYTES / 65536, "{reads} reads ahead");
         let state = Arc::clone(&ahead.shared);
+        let budget = Arc::clone(ahead.pool.budget());
         drop(ahead);
         std::thread::sleep(std::time::Duration::from_millis(50));
-        assert_eq!(lock(&state.state).workers, 0);
-        assert_eq!(Arc::strong_count(&state), 1, "the worker ended and let go of the state");
+        assert!(lock(&state.state).streaming.is_none());
+        assert_eq!(Arc::strong_count(&state), 1, "the workers let go of the state");
+        assert_eq!(budget.used(), 0, "every window's bytes went back to the budget");
+        assert_eq!(budget.streaming(), 0);
+    }
+
+    #[test]
+    fn a_handle_whose_window_does_not_fit_the_budget_reads_on_demand() {
+        // A budget smaller than one window: nothing is ever read ahead, every read is direct
+        // and exact.
+        let model = Model::new(3_000_000, None);
+        let pool = AheadPool::new(2, MemoryBudget::new(32 << 10));
+        let ahead = ReadAhead::new(model.clone(), &pool);
+        let (bytes, err) = read_all(&ahead, 65536);
+        assert!(err.is_none());
+        assert_eq!(bytes, expected(0, 3_000_000));
+        let reads = model.reads.load(Ordering::SeqCst);
+        assert_eq!(reads, 3_000_000usize.div_ceil(65536) + 1, "one direct read per window");
+        assert_eq!(pool.budget().used(), 0);
+    }
+
+    #[test]
+    fn many_handles_share_the_pool_and_the_budget_and_read_exactly_their_bytes() {
+        let budget = MemoryBudget::new(1 << 20);
+        let pool = AheadPool::new(3, Arc::clone(&budget));
+        let len = 2_000_000u64;
+        let model = Model::new(len, None);
+        let peak = Arc::new(AtomicUsize::new(0));
+        let readers: Vec<_> = (0..40)
+            .map(|i| {
+                let ahead = ReadAhead::new(model.clone(), &pool);
+                let (budget, peak) = (Arc::clone(&budget), Arc::clone(&peak));
+                std::thread::spawn(move || {
+                    let window = 65536 * (1 + i % 2);
+                    let mut out = Vec::new();
+                    loop {
+                        let b = ahead.read(out.len() as u64, window).unwrap();
+                        peak.fetch_max(budget.used(), Ordering::SeqCst);
+                        if b.is_empty() {
+                            break;
+                        }
+                        out.extend_from_slice(&b);
+                    }
+                    assert_eq!(out, expected(0, len), "reader {i}");
+                })
+            })
+            .collect();
+        for r in readers {
+            r.join().unwrap();
+        }
+        assert!(pool.started() <= 3, "{} workers", pool.started());
+        // Windows read ahead stay within the limit; direct reads in flight (40 readers, one
+        // window each) may add to it.
+        let bound = (1 << 20) + 40 * 131072;
+        assert!(peak.load(Ordering::SeqCst) <= bound, "peak {}", peak.load(Ordering::SeqCst));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert_eq!(budget.used(), 0, "every window's bytes went back");
+        assert_eq!(budget.streaming(), 0);
+    }
+
+    #[test]
+    fn the_fair_share_caps_what_each_handle_reads_ahead() {
+        let budget = MemoryBudget::new(1 << 20);
+        let pool = AheadPool::new(2, Arc::clone(&budget));
+        let model = Model::new(u64::MAX / 2, None);
+        let handles: Vec<ReadAhead> =
+            (0..4).map(|_| ReadAhead::new(model.clone(), &pool)).collect();
+        for h in &handles {
+            h.read(0, 65536).unwrap();
+            h.read(65536, 65536).unwrap();
+        }
+        // The first handle may have claimed the whole limit before the others started; once
+        // its reader has taken those windows, every handle claims only its share.
+        for round in 2..40u64 {
+            for h in &handles {
+                let b = h.read(round * 65536, 65536).unwrap();
+                assert_eq!(b, expected(round * 65536, (round + 1) * 65536));
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert_eq!(budget.streaming(), 4);
+        for h in &handles {
+            let st = lock(&h.shared.state);
+            assert!(st.ahead() <= (1 << 20) / 4, "{} bytes ahead", st.ahead());
+        }
+        assert!(budget.used() <= 1 << 20);
     }
 }

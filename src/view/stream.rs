@@ -48,6 +48,7 @@ use crate::error::{Error, Result};
 use crate::format::{Offset, Timestamp, decode_batch, parse_batch_info};
 use crate::source::{OffsetQuery, PartitionSource};
 use crate::sync::lock;
+use crate::view::budget::{MemoryBudget, Reservation};
 pub use crate::view::render_index::{
     CHECKPOINT_INTERVAL, Checkpoint, MAX_CHECKPOINTS, RenderIndex,
 };
@@ -74,6 +75,9 @@ pub struct StreamRegistry {
     origins: Mutex<HashMap<IndexKey, Vec<Arc<RenderIndex>>>>,
     isolation: Isolation,
     trackers: Mutex<HashMap<(String, u32), Arc<TxnTracker>>>,
+    /// The mount's budget the renderings streams keep between reads come out of; `None`: kept
+    /// without limit (in-process use without a mount).
+    budget: Option<Arc<MemoryBudget>>,
 }
 
 impl StreamRegistry {
@@ -85,6 +89,12 @@ impl StreamRegistry {
     /// An empty registry at `isolation`.
     pub fn with_isolation(isolation: Isolation) -> StreamRegistry {
         StreamRegistry { isolation, ..StreamRegistry::default() }
+    }
+
+    /// The same registry with every stream it opens keeping renderings only within `budget`.
+    pub fn with_budget(mut self, budget: &Arc<MemoryBudget>) -> StreamRegistry {
+        self.budget = Some(Arc::clone(budget));
+        self
     }
 
     /// The isolation level of every stream this registry opens.
@@ -122,7 +132,9 @@ impl StreamRegistry {
         let view = self.view(Arc::clone(&part));
         let resolved = spec.resolve(view.as_ref(), now)?;
         let index = self.index_for(part.as_ref(), view.as_ref(), spec.format, resolved.start)?;
-        Stream::open(index, part, resolved.start, resolved.end).map(Arc::new)
+        let mut stream = Stream::open(index, part, resolved.start, resolved.end)?;
+        stream.budget = self.budget.clone();
+        Ok(Arc::new(stream))
     }
 
     /// The render index a stream of `part` (seen as `view`) starting at `start` is opened on:
@@ -209,6 +221,8 @@ struct Tail {
     before: Checkpoint,
     after: Option<Checkpoint>,
     end: Option<Offset>,
+    /// Its bytes in the mount's budget (`None` without one).
+    _held: Option<Reservation>,
 }
 
 /// The end of an open stream, as far as it is known.
@@ -241,6 +255,8 @@ pub struct Stream {
     tail: Mutex<Option<Tail>>,
     /// The walker's batch size hint as the last read left it (see `Walker::batch_hint`).
     batch_hint: AtomicUsize,
+    /// The budget a kept [`Tail`] comes out of (see [`StreamRegistry::with_budget`]).
+    budget: Option<Arc<MemoryBudget>>,
 }
 
 impl Stream {
@@ -282,6 +298,7 @@ impl Stream {
             last_read: Mutex::new(None),
             tail: Mutex::new(None),
             batch_hint: AtomicUsize::new(0),
+            budget: None,
         })
     }
 
@@ -515,7 +532,6 @@ impl Stream {
         // Room for the window and the rest of the batch it ends in (kept as the tail).
         let mut out = Vec::with_capacity(window.min(1 << 20).saturating_add(READ_CHUNK * 2));
         let mut from = from;
-        let mut tail_buf = Vec::new();
         let checkpoint = {
             let mut st = lock(&self.index.state);
             let mut tail = lock(&self.tail).take();
@@ -561,7 +577,6 @@ impl Stream {
                     }
                     c = after;
                 }
-                tail_buf = t.bytes;
             }
             // A read that renders past the frontier: what it finds there becomes the index's
             // (up to the log end offset read below).
@@ -596,7 +611,14 @@ impl Stream {
             let r = w.render_batch(&step, from, to, self.start, end, &mut out)?;
             if out.len() > window {
                 // The window ends inside this batch: keep the rest of its rendering.
-                if !r.cut {
+                let rest = out.get(window..).unwrap_or_default();
+                // Kept only within the budget (else the next read renders the batch again),
+                // in a buffer of exactly its size.
+                let held = match &self.budget {
+                    None => Some(None),
+                    Some(budget) => budget.try_reserve(rest.len()).map(Some),
+                };
+                if let (false, Some(held)) = (r.cut, held) {
                     let after = if r.ends_stream {
                         None
                     } else {
@@ -606,10 +628,9 @@ impl Stream {
                         }
                         Some(w.here)
                     };
-                    tail_buf.clear();
-                    tail_buf.extend_from_slice(out.get(window..).unwrap_or_default());
-                    let bytes = std::mem::take(&mut tail_buf);
-                    *lock(&self.tail) = Some(Tail { at: to, bytes, before, after, end });
+                    let bytes = rest.to_vec();
+                    *lock(&self.tail) =
+                        Some(Tail { at: to, bytes, before, after, end, _held: held });
                 }
                 out.truncate(window);
                 resume = Some(before);
