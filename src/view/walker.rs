@@ -36,7 +36,8 @@ pub struct Checkpoint {
 
 /// Bytes asked of [`PartitionSource::read`] at a time.
 pub(super) const READ_CHUNK: usize = 64 * 1024;
-/// Most bytes asked of [`PartitionSource::read`] at a time when batches are large.
+/// Most bytes a batch size hint may reach (a batch larger than this is still read whole: the
+/// source returns whole batches).
 const MAX_READ: usize = 16 << 20;
 /// Most rendered bytes a read renders past its window to finish the batch it stopped in (kept
 /// as the stream's tail); a batch rendering to more than that is rendered again by the next
@@ -116,13 +117,18 @@ impl<'a> Walker<'a> {
     }
 
     /// Starts with reads of about `bytes` (at least 4 KiB) instead of whole chunks; with batches
-    /// of about `batch_hint` bytes as stored (0: unknown), reads of enough whole batches.
+    /// of about `batch_hint` bytes as stored (0: unknown), reads of enough whole batches, but
+    /// never more than one chunk or one batch at a time: a read holds one piece of the log in
+    /// memory, however much of it the walk renders (compressed batches render to many times
+    /// their stored size, so `bytes` of rendering may span many batches).
     pub(super) fn with_read_size(mut self, bytes: u64, batch_hint: usize) -> Walker<'a> {
         let bytes = usize::try_from(bytes).unwrap_or(READ_CHUNK);
         self.batch_hint = batch_hint.min(MAX_READ);
         self.read_size = match self.whole_batches() {
             0 => bytes.clamp(4096, READ_CHUNK),
-            one => bytes.div_ceil(self.batch_hint).max(1).saturating_mul(one).min(MAX_READ),
+            one => {
+                bytes.div_ceil(self.batch_hint).max(1).saturating_mul(one).min(one.max(READ_CHUNK))
+            }
         };
         self
     }

@@ -271,6 +271,55 @@ fn sequential_small_reads_read_and_decode_each_batch_once() {
     }
 }
 
+/// Batches of about 1 MB as stored (max.message.bytes' default) that zstd compressed from
+/// about 4 MB of values (four letters in a pseudo-random order).
+fn compressed_batches(batches: usize) -> Arc<MemPartition> {
+    let part = Arc::new(MemPartition::new("orders", 0, 1 << 30));
+    let mut seed = 7u64;
+    let spec = BatchSpec { compression: Compression::Zstd, ..plain() };
+    for _ in 0..batches {
+        let records: Vec<NewRecord> = (0..1000)
+            .map(|_| {
+                let value: String = (0..4000)
+                    .map(|_| {
+                        seed = seed
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        b"acgt"[(seed >> 62) as usize] as char
+                    })
+                    .collect();
+                rec(&value, 1)
+            })
+            .collect();
+        part.append_batch(&spec, &records);
+    }
+    part
+}
+
+#[test]
+fn a_read_holds_one_compressed_batch_at_a_time_not_the_log_its_window_spans() {
+    let part = compressed_batches(6);
+    let batches = part.batches();
+    let largest_batch = batches.iter().map(|b| b.2.len()).max().unwrap() as u64;
+    assert!(largest_batch > 500_000, "batches of {largest_batch} bytes");
+    let reg = StreamRegistry::new();
+    let s = open(&reg, &part, "0");
+    let expected = model(&part, Format::Values, 0, None);
+    assert!(expected.len() as u64 > 3 * largest_batch * 6, "compressed about 4:1");
+    // Windows deep inside the rendering of later batches, read after the first read taught the
+    // stream the batch size: each read renders from a batch start and holds one batch.
+    for at in [100u64, 9_000_000, 13_500_000, 21_000_000, 2_000_000] {
+        let got = s.read_at(at, 128 << 10).unwrap();
+        let at = at as usize;
+        assert_eq!(got, expected[at..(at + (128 << 10)).min(expected.len())], "at {at}");
+    }
+    let largest = part.largest_read.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        largest <= largest_batch,
+        "one read returned {largest} bytes (batches {largest_batch})"
+    );
+}
+
 #[test]
 fn kept_rendering_of_a_batch_retention_deleted_is_stale() {
     let part = Arc::new(MemPartition::new("orders", 0, 60_000));

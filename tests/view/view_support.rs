@@ -50,6 +50,8 @@ pub struct MemPartition {
     pub bytes_read: AtomicU64,
     /// What `sizing_budget` says (the interface's default unless set).
     pub sizing_budget: AtomicU64,
+    /// The most bytes one `read` returned.
+    pub largest_read: AtomicU64,
 }
 
 impl MemPartition {
@@ -67,6 +69,7 @@ impl MemPartition {
             }),
             bytes_read: AtomicU64::new(0),
             sizing_budget: AtomicU64::new(topicfs::source::DEFAULT_SIZING_BUDGET),
+            largest_read: AtomicU64::new(0),
         }
     }
 
@@ -260,6 +263,7 @@ impl PartitionSource for MemPartition {
             pos += len;
         }
         self.bytes_read.fetch_add(out.len() as u64, Ordering::SeqCst);
+        self.largest_read.fetch_max(out.len() as u64, Ordering::SeqCst);
         let next = cursor_at(st.segments[i].base, pos as u64, next_offset);
         Ok(BatchChunk { bytes: out, starts, next: Some(next), crc_checked: false, skipped: None })
     }
