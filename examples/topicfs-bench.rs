@@ -78,6 +78,10 @@ struct Args {
     /// Keep the generated data dirs between runs when their size matches (faster reruns).
     #[arg(long)]
     reuse_data: bool,
+    /// Only the many-readers figure (1, 10, 100 and 1,000 handles reading at once through a
+    /// mount): the data it needs and nothing else.
+    #[arg(long)]
+    many_readers: bool,
 }
 
 /// Sizes of one run.
@@ -297,8 +301,19 @@ impl Report {
             println!("{s}");
         };
         // Rows grouped by section, in this order, each group in the order measured.
-        const ORDER: [&str; 10] =
-            ["append", "read", "lookup", "tail", "ls", "mount", "open", "memory", "CPU", "machine"];
+        const ORDER: [&str; 11] = [
+            "append",
+            "read",
+            "many readers",
+            "lookup",
+            "tail",
+            "ls",
+            "mount",
+            "open",
+            "memory",
+            "CPU",
+            "machine",
+        ];
         let rank = |s: &str| ORDER.iter().position(|o| *o == s).unwrap_or(ORDER.len());
         let mut rows: Vec<&Row> = self.rows.iter().collect();
         rows.sort_by_key(|r| rank(r.section));
@@ -1447,6 +1462,141 @@ fn mount_reads(
     Ok(())
 }
 
+/// `Threads:` of process `pid`.
+fn threads(pid: u32) -> u64 {
+    fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("Threads:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Many handles reading at once: for 1, 10, 100 and 1,000 handles open together on
+/// `by-offset/<n>` at offsets spread over the partition (Kafka-sized segments, read-only), each
+/// reading its stream in 128 KiB reads (the test's threads, at most 64, take turns over the
+/// handles): the aggregate throughput, the daemon's peak RSS and most threads (sampled every
+/// 5 ms), and its RSS after every handle closed. A fresh mount for each count (the peak RSS is
+/// the process's). The baseline is the one-reader figure: the ratio is the aggregate throughput
+/// of N readers over that of one.
+fn many_readers(a: &Args, kafka: &Generated, report: &mut Report) -> Result<(), String> {
+    use std::os::unix::fs::FileExt;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let (soft, hard) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .map_err(|e| e.to_string())?;
+    if soft < 2048 {
+        nix::sys::resource::setrlimit(
+            nix::sys::resource::Resource::RLIMIT_NOFILE,
+            2048.min(hard),
+            hard,
+        )
+        .map_err(|e| format!("RLIMIT_NOFILE: {e}"))?;
+    }
+    let mnt = a.work.join("mnt-many");
+    let mut figures = Vec::new();
+    let mut one_reader = 0.0;
+    for n in [1usize, 10, 100, 1000] {
+        // Every reader reads the same amount at 100 and 1,000 (1 MiB); fewer read more, so
+        // that each count reads at least 64 MiB in all.
+        let per_reader: u64 = (64u64 << 20).div_ceil(n as u64).max(1 << 20);
+        let (m, _) = Mount::start(
+            &a.topicfs,
+            &kafka.dir,
+            &mnt,
+            &["--read-only"],
+            &format!("{TOPIC}/0"),
+            &a.work,
+        )?;
+        let pid = m.pid();
+        let part = mnt.join(TOPIC).join("0").join("by-offset");
+        // Records of about 110 bytes rendered as 101-byte lines: a reader starting at
+        // `records - span` still has `per_reader` bytes to read.
+        let span = (per_reader / 100 + BATCH_RECORDS as u64).min(kafka.records);
+        let stride = (kafka.records - span) / n as u64;
+        let files: Vec<File> = (0..n as u64)
+            .map(|i| File::open(part.join((i * stride).to_string())))
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("open: {e}"))?;
+        let files = Arc::new(files);
+        let stop = Arc::new(AtomicBool::new(false));
+        let most = Arc::new(AtomicU64::new(threads(pid)));
+        let sampler = {
+            let (stop, most) = (Arc::clone(&stop), Arc::clone(&most));
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    most.fetch_max(threads(pid), Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            })
+        };
+        let workers = n.min(64);
+        let start = Instant::now();
+        let readers: Vec<_> = (0..workers)
+            .map(|t| {
+                let files = Arc::clone(&files);
+                std::thread::spawn(move || -> Result<u64, String> {
+                    let mine: Vec<usize> = (t..files.len()).step_by(workers).collect();
+                    let mut at = vec![0u64; mine.len()];
+                    let mut buf = vec![0u8; 128 << 10];
+                    let mut total = 0;
+                    while at.iter().any(|x| *x < per_reader) {
+                        for (k, &i) in mine.iter().enumerate() {
+                            if at[k] >= per_reader {
+                                continue;
+                            }
+                            let got =
+                                files[i].read_at(&mut buf, at[k]).map_err(|e| e.to_string())?;
+                            if got == 0 {
+                                at[k] = per_reader;
+                            }
+                            at[k] += got as u64;
+                            total += got as u64;
+                        }
+                    }
+                    Ok(total)
+                })
+            })
+            .collect();
+        let mut bytes = 0;
+        for r in readers {
+            bytes += r.join().map_err(|_| "a reader panicked".to_string())??;
+        }
+        let secs = start.elapsed().as_secs_f64();
+        stop.store(true, Ordering::SeqCst);
+        let _ = sampler.join();
+        let (peak, _) = rss(pid);
+        drop(files);
+        std::thread::sleep(Duration::from_millis(500));
+        let (_, after) = rss(pid);
+        let most = most.load(Ordering::SeqCst);
+        m.stop()?;
+        let rate = bytes as f64 / secs;
+        if n == 1 {
+            one_reader = rate;
+        }
+        report.row(
+            "many readers",
+            format!("{n} handles reading at once (aggregate MB/s; daemon peak RSS, threads)"),
+            format!(
+                "{:.0} MB/s; {:.1} MB, {most} threads; {:.1} MB after close",
+                rate / 1e6,
+                peak as f64 / 1e6,
+                after as f64 / 1e6
+            ),
+            format!("{:.0} MB/s", one_reader / 1e6),
+            format!("{:.2}x", rate / one_reader),
+            "< 256 MB, <= 64 threads",
+            Some(peak < 256 << 20 && most <= 64),
+        );
+        figures.push(json!({"readers": n, "bytes": bytes, "seconds": secs,
+                            "bytes_per_s": rate, "peak_rss_bytes": peak,
+                            "rss_after_close_bytes": after, "most_threads": most}));
+    }
+    report.put("many_readers", Value::Array(figures));
+    Ok(())
+}
+
 /// One pass of sequential reads: which streams, over which partition, reported how.
 struct ReadPass {
     /// Key of the pass's figures in the JSON report.
@@ -1746,6 +1896,23 @@ fn run(a: &Args) -> Result<Report, String> {
     );
 
     let one_batch = batch_bytes(&a.work)?;
+    if a.many_readers {
+        let dir = a.work.join(format!("data-{}x1GiB", plan.records));
+        let kafka = match a.reuse_data.then(|| reuse(&dir, plan.records, 1)).flatten() {
+            Some(k) => k,
+            None => {
+                eprintln!("generating {} records in 1 GiB segments ...", plan.records);
+                generate_sized(&dir, 1, plan.records, KAFKA_SEGMENT_BYTES, BATCH_RECORDS)?.0
+            }
+        };
+        machine_context(&mut report)?;
+        eprintln!("mount: many readers ...");
+        many_readers(a, &kafka, &mut report)?;
+        if !a.reuse_data {
+            let _ = fs::remove_dir_all(&dir);
+        }
+        return Ok(report);
+    }
     let big_dir = a.work.join(format!("data-{}x{}", plan.records, plan.segments));
     let (g, gen_time) =
         match a.reuse_data.then(|| reuse(&big_dir, plan.records, plan.segments)).flatten() {
@@ -1809,6 +1976,8 @@ fn run(a: &Args) -> Result<Report, String> {
         }
         eprintln!("mount: reads, tail, lookups ...");
         mount_reads(&plan, a, &g, &kafka, &mut report)?;
+        eprintln!("mount: many readers ...");
+        many_readers(a, &kafka, &mut report)?;
         eprintln!("mount: append ...");
         mount_append(&plan, a, &mut report)?;
         eprintln!("mount: mount times ...");

@@ -814,4 +814,46 @@ mod tests {
             .unwrap();
         assert_eq!(h.args, os(&["mount", "d", "m", "-o", "allow_other,uid=0,umask=027"]));
     }
+
+    #[test]
+    fn memory_budget_and_render_threads_come_from_flags_or_o_options() {
+        let request = |words: &[&str]| -> Result<MountRequest, String> {
+            let argv = ["topicfs", "mount", "d", "m"].iter().chain(words);
+            let cli = Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
+            let Command::Mount(args) = cli.command else { panic!("not mount") };
+            args.request().map_err(|e| e.to_string())
+        };
+        let defaults = request(&[]).unwrap();
+        assert_eq!(defaults.memory_budget, 64 << 20);
+        assert_eq!(defaults.render_threads, crate::view::readahead::AheadPool::default_threads());
+        let flags = request(&["--memory-budget", "256M", "--render-threads", "4"]).unwrap();
+        assert_eq!((flags.memory_budget, flags.render_threads), (256 << 20, 4));
+        let o = request(&["-o", "ro,memory_budget=1G,render_threads=8"]).unwrap();
+        assert_eq!((o.memory_budget, o.render_threads), (1 << 30, 8));
+        assert!(o.read_only);
+        // -o wins over the flag.
+        let both = request(&["--memory-budget", "1M", "-o", "memory_budget=2M"]).unwrap();
+        assert_eq!(both.memory_budget, 2 << 20);
+        assert_eq!(request(&["--memory-budget", "65536"]).unwrap().memory_budget, 65536);
+        assert_eq!(request(&["--memory-budget", "512KiB"]).unwrap().memory_budget, 512 << 10);
+        for bad in [
+            &["--memory-budget", "lots"][..],
+            &["--memory-budget", "-1"],
+            &["--render-threads", "0"],
+            &["--render-threads", "65"],
+            &["-o", "render_threads=x"],
+            &["-o", "memory_budget=12Q"],
+        ] {
+            assert!(request(bad).is_err(), "{bad:?} accepted");
+        }
+        // fstab: both stay -o options.
+        let h =
+            helper(&["mount.topicfs", "d", "m", "-o", "ro,memory_budget=128M,render_threads=2"])
+                .unwrap()
+                .unwrap();
+        assert_eq!(
+            h.args,
+            os(&["mount", "d", "m", "-o", "ro,memory_budget=128M,render_threads=2"])
+        );
+    }
 }
