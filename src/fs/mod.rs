@@ -55,6 +55,10 @@ use handle::{Handle, HandleTable, StreamRef};
 use inode::InodeTable;
 use node::{INFO, Node, PartitionId, StreamDir, parse_partition, parse_segment_file_name};
 
+/// Stream handles open at once from which closing half of them gives freed memory back to the
+/// system ([`TopicFs::release`]).
+const TRIM_AFTER: usize = 16;
+
 /// Settings of one mount that the filesystem logic needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FsOptions {
@@ -111,6 +115,9 @@ pub struct TopicFs {
     /// Streams that open handles read, by inode number; an entry lives while a handle is open
     /// (**invariant**: `open > 0` for every entry).
     pins: Mutex<HashMap<u64, Pin>>,
+    /// Open stream handles, and the most open since memory was last given back (see
+    /// [`TopicFs::release`]).
+    open_streams: Mutex<(usize, usize)>,
     /// Set when [`TopicFs::shutdown`] starts: appends are refused from then on.
     closing: AtomicBool,
     /// Whether the shutdown completed; held for the whole shutdown so a second caller waits
@@ -163,6 +170,7 @@ impl TopicFs {
             inodes: InodeTable::new(),
             handles: HandleTable::new(),
             pins: Mutex::new(HashMap::new()),
+            open_streams: Mutex::new((0, 0)),
             started: SystemTime::now(),
             closing: AtomicBool::new(false),
             shut_down: Mutex::new(false),
@@ -414,6 +422,9 @@ impl TopicFs {
                 let stream = self.open_pinned(ino, &node)?;
                 let ahead = stream.read_ahead(&self.ahead);
                 let fh = self.handles.insert(Handle::Stream { ino, stream, ahead });
+                let mut open = lock(&self.open_streams);
+                open.0 = open.0.saturating_add(1);
+                open.1 = open.1.max(open.0);
                 if self.auto_commit
                     && !self.options.read_only
                     && matches!(node, Node::GroupNext(..))
@@ -561,10 +572,14 @@ impl TopicFs {
             Handle::Stream { ino, stream, .. } => {
                 self.pin_close(*ino);
                 let read_to = if self.auto_commit { lock(&self.read_to).remove(&fh) } else { None };
-                match read_to {
+                let closed = match read_to {
                     Some(read_to) => self.auto_commit_on_close(*ino, stream, read_to),
                     None => Ok(()),
-                }
+                };
+                // The handle's windows and kept rendering are freed with it.
+                drop(handle);
+                self.stream_closed();
+                closed
             }
             Handle::Append(state) => lock(state).flush(),
             Handle::Text(_)
@@ -572,6 +587,26 @@ impl TopicFs {
             | Handle::Segment { .. }
             | Handle::Group { .. }
             | Handle::Dir { .. } => Ok(()),
+        }
+    }
+
+    /// Counts a stream handle closed. Once many have closed (at least [`TRIM_AFTER`] were open
+    /// at once and at most half of that are open now), gives the memory freed in the
+    /// allocator's heaps back to the system: glibc keeps freed heap memory below a live
+    /// allocation resident otherwise (see `doc/ARCHITECTURE.md`, "Memory"). A single reader
+    /// opening and closing never triggers it.
+    fn stream_closed(&self) {
+        let trim = {
+            let mut open = lock(&self.open_streams);
+            open.0 = open.0.saturating_sub(1);
+            let trim = open.1 >= TRIM_AFTER && open.0 <= open.1 / 2;
+            if trim {
+                open.1 = open.0;
+            }
+            trim
+        };
+        if trim {
+            crate::storage::return_freed_memory();
         }
     }
 
