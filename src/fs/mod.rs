@@ -118,6 +118,9 @@ pub struct TopicFs {
     /// Open stream handles, and the most open since memory was last given back (see
     /// [`TopicFs::release`]).
     open_streams: Mutex<(usize, usize)>,
+    /// Gives memory freed in the allocator's heaps back to the system (the daemon passes
+    /// glibc's `malloc_trim`, see [`TopicFs::with_memory_release`]); `None`: nothing to do.
+    release_memory: Option<fn() -> bool>,
     /// Set when [`TopicFs::shutdown`] starts: appends are refused from then on.
     closing: AtomicBool,
     /// Whether the shutdown completed; held for the whole shutdown so a second caller waits
@@ -171,6 +174,7 @@ impl TopicFs {
             handles: HandleTable::new(),
             pins: Mutex::new(HashMap::new()),
             open_streams: Mutex::new((0, 0)),
+            release_memory: None,
             started: SystemTime::now(),
             closing: AtomicBool::new(false),
             shut_down: Mutex::new(false),
@@ -222,6 +226,15 @@ impl TopicFs {
         self.ahead = AheadPool::new(render_threads, MemoryBudget::new(budget_bytes));
         let isolation = self.streams.isolation();
         self.streams = StreamRegistry::with_isolation(isolation).with_budget(self.ahead.budget());
+        self
+    }
+
+    /// The same filesystem calling `release` (which gives memory freed in the allocator's heaps
+    /// back to the system) once many stream handles have closed; see [`TopicFs::release`].
+    /// The daemon passes `storage::return_freed_memory` (the filesystem logic imports nothing
+    /// of `storage` but its segment files interface).
+    pub fn with_memory_release(mut self, release: fn() -> bool) -> TopicFs {
+        self.release_memory = Some(release);
         self
     }
 
@@ -605,8 +618,8 @@ impl TopicFs {
             }
             trim
         };
-        if trim {
-            crate::storage::return_freed_memory();
+        if let (true, Some(release)) = (trim, self.release_memory) {
+            release();
         }
     }
 
