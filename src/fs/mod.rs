@@ -231,7 +231,7 @@ impl TopicFs {
 
     /// The same filesystem calling `release` (which gives memory freed in the allocator's heaps
     /// back to the system) once many stream handles have closed; see [`TopicFs::release`].
-    /// The daemon passes `storage::return_freed_memory` (the filesystem logic imports nothing
+    /// The daemon passes `mount::memory::return_freed_memory` (the filesystem logic imports nothing
     /// of `storage` but its segment files interface).
     pub fn with_memory_release(mut self, release: fn() -> bool) -> TopicFs {
         self.release_memory = Some(release);

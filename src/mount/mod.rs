@@ -46,6 +46,7 @@
 
 mod daemon;
 mod logging;
+mod memory;
 mod mountinfo;
 mod retention;
 mod session;
@@ -462,7 +463,7 @@ fn mount_and_serve(request: &MountRequest, signals: SigSet, reporter: &mut Repor
             .with_internal_topics(request.fuse_options.contains(&FuseOption::ShowInternal))
             .with_auto_commit(request.fuse_options.contains(&FuseOption::AutoCommit))
             .with_limits(request.memory_budget, request.render_threads)
-            .with_memory_release(crate::storage::return_freed_memory),
+            .with_memory_release(memory::return_freed_memory),
     );
     let config = session_config(request, &data_dir)?;
     let mut adapter = FuseAdapter::new(Arc::clone(&fs));

@@ -1,4 +1,5 @@
-//! Memory maps of index files, and one call into the allocator: the only `unsafe` code in the crate.
+//! Memory maps of index files: `unsafe` code, with `mount/memory.rs`'s one allocator call the
+//! only `unsafe` in the crate.
 //!
 //! Kafka maps `.index` and `.timeindex` files so that lookups are plain memory reads and appends
 //! are plain memory writes. Mapping a file is unsafe in Rust because another writer could change
@@ -13,9 +14,6 @@
 //! - **Read-only mounts never map.** A broker may be writing (and truncating or trimming) the
 //!   files, so [`super::index::IndexFile::load_read_only`] copies index files into memory with
 //!   `pread` instead. A concurrent truncation can then only make a read short, never fault.
-//!
-//! One more call into the C library lives here, the crate's only `unsafe` that is not a map:
-//! [`return_freed_memory`] (glibc's `malloc_trim`), which no safe wrapper offers.
 
 #![allow(unsafe_code)]
 
@@ -84,29 +82,4 @@ impl IndexMap {
     pub(crate) fn as_slice(&self) -> &[u8] {
         &self.map
     }
-}
-
-/// Gives the pages of memory freed inside the allocator's heaps back to the system (glibc's
-/// `malloc_trim(0)`); a no-op with other C libraries. Returns whether any memory was released.
-///
-/// Why: glibc returns freed heap memory to the system only from the top of a heap, so one
-/// small live allocation (an inode, a handle) above the freed buffers of many closed streams
-/// keeps them all resident (1,000 handles read and closed: 59-62 MB resident against 11 MB
-/// idle). The safe alternatives were measured and rejected: `MALLOC_ARENA_MAX=1`,
-/// `MALLOC_TRIM_THRESHOLD_` and a fixed 128 KiB `MALLOC_MMAP_THRESHOLD_` returned nothing, a
-/// 32 KiB threshold returned it but made a single `cat` 2.2 times slower (every buffer its own
-/// mapping, faulted in anew), and mimalloc kept more. The filesystem calls this when many
-/// stream handles have closed, not on any read path.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-pub fn return_freed_memory() -> bool {
-    // SAFETY: `malloc_trim` takes no pointer and has no precondition; it walks glibc's own
-    // arenas under their locks and releases whole free pages (`madvise(MADV_DONTNEED)` and
-    // shrinking the heap top). It is thread-safe and leaves every live allocation untouched.
-    unsafe { libc::malloc_trim(0) == 1 }
-}
-
-/// See the glibc version: other C libraries have no `malloc_trim`.
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-pub fn return_freed_memory() -> bool {
-    false
 }

@@ -51,7 +51,6 @@ mod index;
 pub mod log;
 pub mod log_dir;
 mod mmap;
-pub use mmap::return_freed_memory;
 pub mod offset_index;
 pub mod open;
 pub mod scan;

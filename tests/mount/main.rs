@@ -9,6 +9,7 @@ mod manifest;
 mod access;
 mod groups;
 mod inspect_memory;
+mod memory_bounds;
 mod mount_passthrough;
 mod mount_shell_tools;
 mod semantics_mount;

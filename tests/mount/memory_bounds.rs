@@ -4,8 +4,6 @@
 //! its records. The data is small (tens of MB) so that the test runs in seconds; what is
 //! measured is the daemon's `/proc/<pid>/status` (`VmHWM`, `VmRSS`, `Threads`), never time.
 
-mod common;
-
 use std::fs::{self, File};
 use std::io::Read;
 use std::os::unix::fs::FileExt;
@@ -14,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{DEADLINE, Dirs, MountGuard};
+use crate::common::{DEADLINE, Dirs, MountGuard};
 use topicfs::format::NewRecord;
 use topicfs::storage::{LogConfig, LogDir};
 
