@@ -200,10 +200,10 @@ pub struct MountArgs {
     /// Log bytes a stream's stat or open may read to learn its exact size, from where the
     /// last one stopped; a stream whose end is farther shows size 0 (not yet known) until it
     /// is read to its end or later stats get there (see SEMANTICS.md, "Streams as files").
-    /// Accepts K, M, G suffixes (powers of 1024).
+    /// Accepts K, M, G suffixes (powers of 1024). Default 256M.
     ///
     /// Example: --sizing-budget 64M
-    #[arg(long, value_name = "BYTES", default_value = "16M", value_parser = parse_bytes)]
+    #[arg(long, value_name = "BYTES", default_value = "256M", value_parser = parse_bytes)]
     pub sizing_budget: u64,
 
     /// Memory for rendered bytes kept beyond a request, shared by every open stream: read-ahead
@@ -710,7 +710,7 @@ mod tests {
         assert_eq!(args.request().unwrap().sizing_budget, 64 << 10);
         let cli = Cli::try_parse_from(["topicfs", "mount", "d", "m"]).unwrap();
         let Command::Mount(args) = cli.command else { panic!("not mount") };
-        assert_eq!(args.request().unwrap().sizing_budget, crate::source::DEFAULT_SIZING_BUDGET);
+        assert_eq!(args.request().unwrap().sizing_budget, crate::storage::LOCAL_SIZING_BUDGET);
         assert_eq!(parse_bytes("1g").ok(), Some(1 << 30));
         assert_eq!(parse_bytes("4096").ok(), Some(4096));
         assert!(parse_bytes("16X").is_err());

@@ -250,7 +250,7 @@ impl Log {
             load_state: state,
             last_refresh_ms: AtomicI64::new(now_ms()),
             refused: Mutex::new(Vec::new()),
-            sizing_budget: AtomicU64::new(crate::source::DEFAULT_SIZING_BUDGET),
+            sizing_budget: AtomicU64::new(super::log_dir::LOCAL_SIZING_BUDGET),
         };
         // Read-only: a broker renaming a file between our listing and our open (a swap
         // finishing, retention) is routine; look again a few times before giving up.

@@ -62,5 +62,5 @@ pub mod time_index;
 
 pub use config::{CompressionType, LogConfig, MessageTimestampType};
 pub use log::Log;
-pub use log_dir::LogDir;
+pub use log_dir::{LOCAL_SIZING_BUDGET, LogDir};
 pub use segment::{LogSegment, SegmentMode};
