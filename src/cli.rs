@@ -305,18 +305,18 @@ pub struct MountArgs {
 }
 
 fn parse_fuse_option(s: &str) -> Result<FuseOption> {
-    s.parse().map_err(Error::Usage)
+    s.parse()
 }
 
-fn parse_umask(s: &str) -> Result<u16, String> {
+fn parse_umask(s: &str) -> Result<u16> {
     mount::parse_mode("umask", s)
 }
 
-fn parse_file_mode(s: &str) -> Result<u16, String> {
+fn parse_file_mode(s: &str) -> Result<u16> {
     mount::parse_mode("file_mode", s)
 }
 
-fn parse_dir_mode(s: &str) -> Result<u16, String> {
+fn parse_dir_mode(s: &str) -> Result<u16> {
     mount::parse_mode("dir_mode", s)
 }
 

@@ -140,9 +140,9 @@ const FLAGS: &[&str] = &[
 ];
 
 impl FromStr for FuseOption {
-    type Err = String;
+    type Err = Error;
 
-    fn from_str(s: &str) -> Result<FuseOption, String> {
+    fn from_str(s: &str) -> Result<FuseOption> {
         let option = match s {
             "allow_other" => FuseOption::AllowOther,
             "allow_root" => FuseOption::AllowRoot,
@@ -155,7 +155,9 @@ impl FromStr for FuseOption {
             "auto_commit" => FuseOption::AutoCommit,
             _ => {
                 if let Some(policy) = s.strip_prefix("auto_offset_reset=") {
-                    FuseOption::AutoOffsetReset(policy.parse().map_err(|e| format!("{e}"))?)
+                    FuseOption::AutoOffsetReset(
+                        policy.parse().map_err(|e| Error::Usage(format!("{e}")))?,
+                    )
                 } else if let Some(name) = s.strip_prefix("fsname=") {
                     FuseOption::FsName(name.to_string())
                 } else if let Some(name) = s.strip_prefix("subtype=") {
@@ -177,14 +179,14 @@ impl FromStr for FuseOption {
                 } else if let Some(n) = s.strip_prefix("render_threads=") {
                     FuseOption::RenderThreads(parse_render_threads(n)?)
                 } else {
-                    return Err(format!(
+                    return Err(Error::Usage(format!(
                         "unknown mount option {s:?} (known: allow_other, allow_root, \
                          default_permissions, auto_unmount, ro, rw, no_passthrough, \
                          show_internal, auto_offset_reset=earliest|latest, auto_commit, \
                          fsname=NAME, subtype=NAME, uid=USER, gid=GROUP, umask=MODE, \
                          file_mode=MODE, dir_mode=MODE, memory_budget=SIZE, render_threads=N, {})",
                         FLAGS.join(", ")
-                    ));
+                    )));
                 }
             }
         };
@@ -194,36 +196,38 @@ impl FromStr for FuseOption {
 
 /// `uid=USER`: a user name (looked up in the user database when the option is parsed) or a
 /// number.
-pub fn parse_user(user: &str) -> Result<u32, String> {
+pub fn parse_user(user: &str) -> Result<u32> {
     if let Ok(uid) = user.parse::<u32>() {
         return Ok(uid);
     }
     match nix::unistd::User::from_name(user) {
         Ok(Some(found)) => Ok(found.uid.as_raw()),
-        Ok(None) => Err(format!("uid={user}: no such user")),
-        Err(err) => Err(format!("uid={user}: cannot look the user up: {err}")),
+        Ok(None) => Err(Error::Usage(format!("uid={user}: no such user"))),
+        Err(err) => Err(Error::Usage(format!("uid={user}: cannot look the user up: {err}"))),
     }
 }
 
 /// `gid=GROUP`: a group name or a number.
-pub fn parse_group(group: &str) -> Result<u32, String> {
+pub fn parse_group(group: &str) -> Result<u32> {
     if let Ok(gid) = group.parse::<u32>() {
         return Ok(gid);
     }
     match nix::unistd::Group::from_name(group) {
         Ok(Some(found)) => Ok(found.gid.as_raw()),
-        Ok(None) => Err(format!("gid={group}: no such group")),
-        Err(err) => Err(format!("gid={group}: cannot look the group up: {err}")),
+        Ok(None) => Err(Error::Usage(format!("gid={group}: no such group"))),
+        Err(err) => Err(Error::Usage(format!("gid={group}: cannot look the group up: {err}"))),
     }
 }
 
 /// An octal mode of permission bits only (`0644`, `644`, `0o644`): set-id and sticky bits
 /// mean nothing on a topicfs mount and are refused.
-pub fn parse_mode(name: &str, mode: &str) -> Result<u16, String> {
+pub fn parse_mode(name: &str, mode: &str) -> Result<u16> {
     let digits = mode.strip_prefix("0o").unwrap_or(mode);
     match u16::from_str_radix(digits, 8) {
         Ok(bits) if !digits.is_empty() && bits <= 0o777 => Ok(bits),
-        _ => Err(format!("{name}={mode}: expected an octal mode from 000 to 777, such as 0640")),
+        _ => Err(Error::Usage(format!(
+            "{name}={mode}: expected an octal mode from 000 to 777, such as 0640"
+        ))),
     }
 }
 
@@ -282,7 +286,7 @@ impl Access {
 
 /// A size in bytes: a number, optionally followed by K, M or G (powers of 1024; `KiB`, `MB`
 /// and the like are read the same way), e.g. `64M`, `1G`, `65536`.
-pub fn parse_size(s: &str) -> Result<usize, String> {
+pub fn parse_size(s: &str) -> Result<usize> {
     let text = s.trim();
     let digits = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
     let (number, unit) = text.split_at(digits);
@@ -291,20 +295,24 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
         "k" | "kb" | "kib" => 10,
         "m" | "mb" | "mib" => 20,
         "g" | "gb" | "gib" => 30,
-        _ => return Err(format!("{s:?}: not a size (a number, optionally with K, M or G)")),
+        _ => {
+            return Err(Error::Usage(format!(
+                "{s:?}: not a size (a number, optionally with K, M or G)"
+            )));
+        }
     };
-    let n: usize = number
-        .parse()
-        .map_err(|_| format!("{s:?}: not a size (a number, optionally with K, M or G)"))?;
-    n.checked_mul(1 << shift).ok_or_else(|| format!("{s:?}: too large"))
+    let n: usize = number.parse().map_err(|_| {
+        Error::Usage(format!("{s:?}: not a size (a number, optionally with K, M or G)"))
+    })?;
+    n.checked_mul(1 << shift).ok_or_else(|| Error::Usage(format!("{s:?}: too large")))
 }
 
 /// A number of render threads: 1 to [`crate::view::readahead::MAX_RENDER_THREADS`].
-pub fn parse_render_threads(s: &str) -> Result<usize, String> {
+pub fn parse_render_threads(s: &str) -> Result<usize> {
     let max = crate::view::readahead::MAX_RENDER_THREADS;
     match s.trim().parse::<usize>() {
         Ok(n) if (1..=max).contains(&n) => Ok(n),
-        _ => Err(format!("render_threads={s:?}: expected a number from 1 to {max}")),
+        _ => Err(Error::Usage(format!("render_threads={s:?}: expected a number from 1 to {max}"))),
     }
 }
 
@@ -592,29 +600,35 @@ mod tests {
 
     #[test]
     fn mount_options_parse_like_sshfs() {
-        assert_eq!("allow_other".parse(), Ok(FuseOption::AllowOther));
-        assert_eq!("fsname=kafka".parse(), Ok(FuseOption::FsName("kafka".into())));
-        assert_eq!("noatime".parse(), Ok(FuseOption::Flag("noatime")));
-        assert_eq!("no_passthrough".parse(), Ok(FuseOption::NoPassthrough));
-        assert!("bogus".parse::<FuseOption>().unwrap_err().contains("allow_other"));
+        assert_eq!("allow_other".parse::<FuseOption>().ok(), Some(FuseOption::AllowOther));
+        assert_eq!(
+            "fsname=kafka".parse::<FuseOption>().ok(),
+            Some(FuseOption::FsName("kafka".into()))
+        );
+        assert_eq!("noatime".parse::<FuseOption>().ok(), Some(FuseOption::Flag("noatime")));
+        assert_eq!("no_passthrough".parse::<FuseOption>().ok(), Some(FuseOption::NoPassthrough));
+        assert!("bogus".parse::<FuseOption>().unwrap_err().to_string().contains("allow_other"));
     }
 
     #[test]
     fn access_options_take_names_numbers_and_octal_modes() {
-        assert_eq!("uid=0".parse(), Ok(FuseOption::Uid(0)));
-        assert_eq!("uid=root".parse(), Ok(FuseOption::Uid(0)));
-        assert_eq!("gid=root".parse(), Ok(FuseOption::Gid(0)));
-        assert_eq!("gid=4294967294".parse(), Ok(FuseOption::Gid(4_294_967_294)));
-        assert_eq!("umask=027".parse(), Ok(FuseOption::Umask(0o027)));
-        assert_eq!("file_mode=0640".parse(), Ok(FuseOption::FileMode(0o640)));
-        assert_eq!("dir_mode=750".parse(), Ok(FuseOption::DirMode(0o750)));
-        assert_eq!("dir_mode=0o750".parse(), Ok(FuseOption::DirMode(0o750)));
-        let no_user = "uid=no-such-user-here".parse::<FuseOption>().unwrap_err();
+        assert_eq!("uid=0".parse::<FuseOption>().ok(), Some(FuseOption::Uid(0)));
+        assert_eq!("uid=root".parse::<FuseOption>().ok(), Some(FuseOption::Uid(0)));
+        assert_eq!("gid=root".parse::<FuseOption>().ok(), Some(FuseOption::Gid(0)));
+        assert_eq!(
+            "gid=4294967294".parse::<FuseOption>().ok(),
+            Some(FuseOption::Gid(4_294_967_294))
+        );
+        assert_eq!("umask=027".parse::<FuseOption>().ok(), Some(FuseOption::Umask(0o027)));
+        assert_eq!("file_mode=0640".parse::<FuseOption>().ok(), Some(FuseOption::FileMode(0o640)));
+        assert_eq!("dir_mode=750".parse::<FuseOption>().ok(), Some(FuseOption::DirMode(0o750)));
+        assert_eq!("dir_mode=0o750".parse::<FuseOption>().ok(), Some(FuseOption::DirMode(0o750)));
+        let no_user = "uid=no-such-user-here".parse::<FuseOption>().unwrap_err().to_string();
         assert!(no_user.contains("no such user"), "{no_user}");
-        let no_group = "gid=no-such-group-here".parse::<FuseOption>().unwrap_err();
+        let no_group = "gid=no-such-group-here".parse::<FuseOption>().unwrap_err().to_string();
         assert!(no_group.contains("no such group"), "{no_group}");
         for bad in ["file_mode=0800", "file_mode=4755", "dir_mode=", "umask=rwx", "umask=-1"] {
-            let err = bad.parse::<FuseOption>().unwrap_err();
+            let err = bad.parse::<FuseOption>().unwrap_err().to_string();
             assert!(err.contains("octal mode"), "{bad}: {err}");
         }
     }
