@@ -10,6 +10,7 @@
 //! - [`client`]: metadata cache, leader routing, retries, and the APIs (Metadata, ListOffsets,
 //!   Fetch, Produce, CreateTopics, CreatePartitions, FindCoordinator, OffsetCommit, OffsetFetch,
 //!   ListGroups, DescribeGroups);
+//! - [`source`]: the cluster backend of the `source` seam (TopicSource, PartitionSource);
 //! - [`sasl`]: PLAIN and SCRAM-SHA-256/512 messages;
 //! - [`errors`]: Kafka error codes, names and which are retried.
 //!
@@ -21,6 +22,8 @@ pub mod config;
 pub mod conn;
 pub mod errors;
 pub mod sasl;
+pub mod source;
 
 pub use client::{Client, FetchOptions, FetchedPartition, ListedOffset, Produced};
 pub use config::{BrokerAddr, ClientConfig};
+pub use source::{ClusterGroups, ClusterSource};

@@ -1,0 +1,400 @@
+//! The cluster backend: [`TopicSource`] and [`PartitionSource`] over the Kafka protocol.
+//!
+//! | seam method | request |
+//! |---|---|
+//! | `topics`, `partitions`, `partition` | Metadata (cached for `metadata.max.age.ms`) |
+//! | `summary` | ListOffsets earliest and latest, one request |
+//! | `offset_for` | ListOffsets with the timestamp, `-1`, `-2` or `-3` |
+//! | `seek` | ListOffsets earliest and latest (range check), then [`ReadCursor::at`] |
+//! | `read` | Fetch (`read_uncommitted`) from the cursor's offset |
+//! | `aborted_transactions` | Fetch, scanning the abort markers |
+//! | `append`, `append_refs` | Produce: one request per call, idempotent, acked per `acks` |
+//! | `create_topic` / `create_partition` | CreateTopics / CreatePartitions |
+//!
+//! **Transactions.** `read` always fetches `read_uncommitted`: the batches as stored, aborted
+//! ones and markers included, up to the high watermark, exactly what a local log holds. The
+//! view's transaction tracker (`view::txn`) decides what `read_committed` shows from the
+//! markers, as it does for local logs, so one rule serves both backends.
+//! `aborted_transactions(from, to)` scans the markers in `[from, to)` the same way; a
+//! transaction that began before `from` is not in its answer (nothing in the tree uses it for
+//! a cluster: it serves the local inspection files).
+//!
+//! **Cursors.** A cursor of this source is an offset alone ([`CursorHint::NONE`]): the broker
+//! finds the batch (a Fetch may start with a batch holding offsets below the one asked for; it
+//! is dropped here, so a chunk starts at the first batch whose last offset is `>=` the cursor).
+//!
+//! Nothing here has segment files: [`PartitionSource::segment_files`] is `None`, so `segments/`
+//! and the inspection files do not exist on a cluster mount.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use crate::cluster::client::{EARLIEST, FetchOptions, LATEST, MAX_TIMESTAMP};
+use crate::cluster::config::IsolationLevel;
+use crate::cluster::{Client, ListedOffset};
+use crate::error::{Error, Result};
+use crate::format::control::{ControlRecordType, parse_control_key};
+use crate::format::{NewRecord, Offset, RecordRef, decode_batch, parse_batch_info, peek_entry};
+use crate::source::{
+    AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, PartitionSource, PartitionSummary, ReadCursor,
+    TopicSource,
+};
+
+/// A Kafka cluster as a [`TopicSource`].
+pub struct ClusterSource {
+    client: Arc<Client>,
+    read_only: bool,
+}
+
+impl std::fmt::Debug for ClusterSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterSource").field("read_only", &self.read_only).finish()
+    }
+}
+
+impl ClusterSource {
+    /// The cluster `client` talks to; appends and creations refused when `read_only`.
+    pub fn new(client: Arc<Client>, read_only: bool) -> ClusterSource {
+        ClusterSource { client, read_only }
+    }
+
+    /// The client (for the group store and tests).
+    pub fn client(&self) -> &Arc<Client> {
+        &self.client
+    }
+
+    fn partition_count(&self, topic: &str) -> Result<usize> {
+        let md = self.client.metadata()?;
+        md.topics.get(topic).map(|t| t.partitions.len()).ok_or_else(|| {
+            Error::NotFound(format!("topic {topic} (not in the cluster's metadata)"))
+        })
+    }
+}
+
+fn to_i32(partition: u32) -> Result<i32> {
+    i32::try_from(partition).map_err(|_| Error::NotFound(format!("partition {partition}")))
+}
+
+impl TopicSource for ClusterSource {
+    fn topics(&self) -> Result<Vec<String>> {
+        Ok(self.client.metadata()?.topics.keys().cloned().collect())
+    }
+
+    fn partitions(&self, topic: &str) -> Result<Vec<u32>> {
+        let md = self.client.metadata()?;
+        let t = md.topics.get(topic).ok_or_else(|| {
+            Error::NotFound(format!("topic {topic} (not in the cluster's metadata)"))
+        })?;
+        let mut parts: Vec<u32> =
+            t.partitions.iter().filter_map(|p| u32::try_from(p.partition).ok()).collect();
+        parts.sort_unstable();
+        Ok(parts)
+    }
+
+    fn partition(&self, topic: &str, partition: u32) -> Result<Arc<dyn PartitionSource>> {
+        let p = to_i32(partition)?;
+        let md = self.client.metadata()?;
+        if md.partition(topic, p).is_none() {
+            return Err(Error::NotFound(format!(
+                "{topic}/{partition} (not in the cluster's metadata)"
+            )));
+        }
+        Ok(Arc::new(ClusterPartition {
+            client: Arc::clone(&self.client),
+            topic: topic.to_string(),
+            partition,
+            read_only: self.read_only,
+        }))
+    }
+
+    fn create_topic(&self, topic: &str, partitions: u32) -> Result<()> {
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        crate::format::file_name::validate_topic_name(topic)
+            .map_err(|reason| Error::InvalidTopicName { name: topic.to_string(), reason })?;
+        if partitions == 0 {
+            return Err(Error::InvalidInput("a topic needs at least one partition".to_string()));
+        }
+        let n = i32::try_from(partitions)
+            .map_err(|_| Error::InvalidInput(format!("{partitions} partitions")))?;
+        self.client.create_topic(topic, n, &[])
+    }
+
+    fn create_partition(&self, topic: &str, partition: u32) -> Result<()> {
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        let count = self.partition_count(topic)?;
+        if partition as usize != count {
+            return Err(Error::InvalidInput(format!(
+                "{topic} has {count} partitions: only partition {count} can be created next, not {partition}"
+            )));
+        }
+        self.client.create_partitions(topic, to_i32(partition)?.saturating_add(1))
+    }
+
+    fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    fn shutdown(&self) -> Result<()> {
+        // Appends are acknowledged per `acks` before they return: nothing is buffered here.
+        Ok(())
+    }
+}
+
+/// One partition of a cluster.
+struct ClusterPartition {
+    client: Arc<Client>,
+    topic: String,
+    partition: u32,
+    read_only: bool,
+}
+
+impl ClusterPartition {
+    fn p(&self) -> i32 {
+        // Made from a u32 that fitted an i32 in `ClusterSource::partition`.
+        self.partition as i32
+    }
+
+    /// (log start offset, log end offset): two ListOffsets requests (Kafka refuses one request
+    /// naming a partition twice, and tansu answers both with the first).
+    fn bounds(&self) -> Result<(Offset, Offset)> {
+        let ask = |ts| -> Result<Offset> {
+            let listed = self.client.list_offset(&self.topic, self.p(), ts)?;
+            Ok(listed.map_or(Offset(0), |l: ListedOffset| l.offset).max(Offset(0)))
+        };
+        let start = ask(EARLIEST)?;
+        let end = ask(LATEST)?;
+        Ok((start, end.max(start)))
+    }
+
+    fn produced(&self, base: Offset, count: usize) -> AppendInfo {
+        AppendInfo {
+            first_offset: base,
+            last_offset: Offset(base.0.saturating_add(count as i64 - 1)),
+            batches: 1,
+        }
+    }
+}
+
+impl PartitionSource for ClusterPartition {
+    fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    fn partition(&self) -> u32 {
+        self.partition
+    }
+
+    fn summary(&self) -> Result<PartitionSummary> {
+        let (log_start_offset, log_end_offset) = self.bounds()?;
+        Ok(PartitionSummary {
+            log_start_offset,
+            log_end_offset,
+            segment_count: None,
+            size_bytes: None,
+            first_timestamp: None,
+            max_timestamp: None,
+            // The protocol does not say when a partition last changed: the time it was asked.
+            last_modified: SystemTime::now(),
+        })
+    }
+
+    fn offset_for(&self, query: OffsetQuery) -> Result<Offset> {
+        let ts = match query {
+            OffsetQuery::Latest => LATEST,
+            OffsetQuery::Earliest => EARLIEST,
+            OffsetQuery::MaxTimestamp => MAX_TIMESTAMP,
+            OffsetQuery::Timestamp(t) => t.max(0),
+        };
+        match self.client.list_offset(&self.topic, self.p(), ts)? {
+            // A broker answering a time past the last record with an older record (tansu 0.6
+            // answers offset 0, doc/cluster-brokers.md): no record is that new.
+            Some(l) if matches!(query, OffsetQuery::Timestamp(t) if l.timestamp >= 0 && l.timestamp < t) => {
+                Ok(self.bounds()?.1)
+            }
+            Some(l) if l.offset.0 >= 0 => Ok(l.offset),
+            // No record that new (or -3 on an empty partition): the log end offset.
+            _ => Ok(self.bounds()?.1),
+        }
+    }
+
+    fn seek(&self, target: Offset) -> Result<ReadCursor> {
+        let (log_start, log_end) = self.bounds()?;
+        if target < log_start || target > log_end {
+            return Err(Error::OffsetOutOfRange { requested: target, log_start, log_end });
+        }
+        Ok(ReadCursor::at(target))
+    }
+
+    fn read(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchChunk> {
+        let opts = FetchOptions {
+            max_bytes: Some(i32::try_from(max_bytes.max(1)).unwrap_or(i32::MAX)),
+            max_wait: Duration::ZERO,
+            isolation: Some(IsolationLevel::ReadUncommitted),
+        };
+        let fetched = self.client.fetch(&self.topic, self.p(), cursor.next_offset, opts)?;
+        let buf: &[u8] = &fetched.records;
+        let mut out = Vec::new();
+        let mut next = cursor.next_offset;
+        let mut pos = 0;
+        while pos < buf.len() {
+            let rest = &buf[pos..];
+            let Some(h) = peek_entry(rest).map_err(|e| self.bad_bytes(pos, &e.to_string()))? else {
+                break;
+            };
+            let size = h.total_size();
+            if size > rest.len() {
+                break; // A batch cut at the size limit: the broker's way to say "more".
+            }
+            let entry = &rest[..size];
+            let info = parse_batch_info(entry).map_err(|e| self.bad_bytes(pos, &e.to_string()))?;
+            pos += size;
+            if info.last_offset < next {
+                continue; // Before the cursor (a fetch may start with the batch holding it).
+            }
+            if !out.is_empty() && out.len() + size > max_bytes {
+                break;
+            }
+            out.extend_from_slice(entry);
+            next = info.last_offset.plus(1);
+        }
+        let next = if out.is_empty() { None } else { Some(ReadCursor::at(next)) };
+        Ok(BatchChunk { bytes: out, starts: Vec::new(), next, crc_checked: false, skipped: None })
+    }
+
+    fn aborted_transactions(&self, from: Offset, to: Offset) -> Result<Vec<AbortedTxn>> {
+        let mut open: HashMap<i64, Offset> = HashMap::new();
+        let mut aborted = Vec::new();
+        let mut cursor = ReadCursor::at(from);
+        while cursor.next_offset < to {
+            let chunk = self.read(&cursor, 1 << 20)?;
+            let Some(next) = chunk.next else { break };
+            let mut pos = 0;
+            while let Ok(Some(h)) = peek_entry(&chunk.bytes[pos..]) {
+                let entry = &chunk.bytes[pos..pos + h.total_size().min(chunk.bytes.len() - pos)];
+                pos += entry.len();
+                let info =
+                    parse_batch_info(entry).map_err(|e| self.bad_bytes(pos, &e.to_string()))?;
+                if info.base_offset >= to {
+                    break;
+                }
+                if info.is_control && info.is_transactional {
+                    let batch =
+                        decode_batch(entry).map_err(|e| self.bad_bytes(pos, &e.to_string()))?;
+                    let Some(record) = batch.records().next() else { continue };
+                    let record = record.map_err(|e| self.bad_bytes(pos, &e.to_string()))?;
+                    let key = parse_control_key(record.key)
+                        .map_err(|e| self.bad_bytes(pos, &e.to_string()))?;
+                    let first = open.remove(&info.producer_id);
+                    if let (ControlRecordType::Abort, Some(first)) = (key.record_type, first) {
+                        aborted.push(AbortedTxn {
+                            producer_id: info.producer_id,
+                            first_offset: first,
+                            last_offset: info.base_offset,
+                            // The broker does not say: the offset after the marker.
+                            last_stable_offset: info.base_offset.plus(1),
+                        });
+                    }
+                } else if info.is_transactional {
+                    open.entry(info.producer_id).or_insert(info.base_offset);
+                }
+            }
+            cursor = next;
+        }
+        Ok(aborted)
+    }
+
+    fn append(&self, records: &[NewRecord]) -> Result<AppendInfo> {
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        let produced = self.client.produce(&self.topic, self.p(), records)?;
+        Ok(self.produced(produced.base_offset, records.len()))
+    }
+
+    fn append_refs(&self, records: &[RecordRef<'_>]) -> Result<AppendInfo> {
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        let produced = self.client.produce(&self.topic, self.p(), records)?;
+        Ok(self.produced(produced.base_offset, records.len()))
+    }
+
+    fn sync(&self) -> Result<()> {
+        // Each append was acknowledged per `acks` before it returned; there is no local copy
+        // to flush.
+        Ok(())
+    }
+}
+
+impl ClusterPartition {
+    /// Bytes in a Fetch response that do not frame a batch.
+    fn bad_bytes(&self, at: usize, what: &str) -> Error {
+        Error::Protocol {
+            broker: format!("leader of {}/{}", self.topic, self.partition),
+            what: format!("Fetch response records at byte {at}: {what}"),
+        }
+    }
+}
+
+/// Consumer groups' committed offsets on a cluster: ListGroups and OffsetFetch to read,
+/// OffsetCommit to commit (as `kafka-consumer-groups --reset-offsets` does: refused with EBUSY
+/// while the group has live members).
+pub struct ClusterGroups {
+    client: Arc<Client>,
+}
+
+impl ClusterGroups {
+    /// The groups of the cluster `client` talks to.
+    pub fn new(client: Arc<Client>) -> ClusterGroups {
+        ClusterGroups { client }
+    }
+}
+
+impl crate::source::GroupStore for ClusterGroups {
+    fn groups(&self, topic: &str) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        for g in self.client.list_groups()? {
+            let committed = self.client.fetch_offsets(&g.group_id, None)?;
+            if committed.iter().any(|c| c.topic == topic && c.offset >= 0) {
+                out.push(g.group_id);
+            }
+        }
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+
+    fn committed(
+        &self,
+        group: &str,
+        topic: &str,
+    ) -> Result<std::collections::BTreeMap<u32, crate::source::CommittedOffset>> {
+        let mut out = std::collections::BTreeMap::new();
+        for c in self.client.fetch_offsets(group, None)? {
+            let Ok(p) = u32::try_from(c.partition) else { continue };
+            if c.topic == topic && c.offset >= 0 {
+                out.insert(
+                    p,
+                    crate::source::CommittedOffset {
+                        offset: Offset(c.offset),
+                        metadata: c.metadata.unwrap_or_default(),
+                        // OffsetFetch does not return the commit time.
+                        commit_timestamp: crate::format::NO_TIMESTAMP,
+                    },
+                );
+            }
+        }
+        Ok(out)
+    }
+
+    fn commit(&self, group: &str, topic: &str, offsets: &[(u32, Offset)]) -> Result<()> {
+        let offsets: Vec<(i32, i64, Option<String>)> =
+            offsets.iter().map(|&(p, o)| (p as i32, o.0, None)).collect();
+        self.client.commit_offsets(group, topic, &offsets)
+    }
+}

@@ -1,0 +1,236 @@
+//! The filesystem logic (`TopicFs`, no kernel) over the cluster backend (`ClusterSource`)
+//! against a real broker: tansu 0.6.0 with its SQLite engine, one per test
+//! (`common::tansu::Tansu`, killed even when a test fails).
+
+mod common;
+
+use std::ffi::OsStr;
+use std::sync::Arc;
+
+use common::tansu::Tansu;
+use topicfs::Error;
+use topicfs::cluster::config::parse_bootstrap;
+use topicfs::cluster::{Client, ClientConfig, ClusterSource};
+use topicfs::format::{NewRecord, Offset};
+use topicfs::fs::attr::{DirEntry, OpenRequest};
+use topicfs::fs::inode::ROOT_INO;
+use topicfs::fs::{FsOptions, TopicFs};
+use topicfs::source::{OffsetQuery, TopicSource};
+
+const READ: OpenRequest = OpenRequest { read: true, write: false, truncate: false };
+const WRITE: OpenRequest = OpenRequest { read: false, write: true, truncate: false };
+const T0: i64 = 1_767_225_600_000;
+
+struct Fixture {
+    fs: TopicFs,
+    source: Arc<ClusterSource>,
+    _broker: Tansu,
+}
+
+fn fixture_with(read_only: bool, show_internal: bool) -> Fixture {
+    let broker = Tansu::start();
+    let mut config = ClientConfig::default();
+    config.set_pair("request.timeout.ms=10000").unwrap();
+    let client = Client::connect(parse_bootstrap(&broker.bootstrap()).unwrap(), config).unwrap();
+    let source = Arc::new(ClusterSource::new(Arc::new(client), read_only));
+    let options = FsOptions {
+        read_only,
+        partitions_per_topic: 1,
+        max_line_bytes: 1 << 20,
+        uid: 0,
+        gid: 0,
+        file_mode: topicfs::fs::DEFAULT_FILE_MODE,
+        dir_mode: topicfs::fs::DEFAULT_DIR_MODE,
+    };
+    let fs = TopicFs::new(Arc::clone(&source) as Arc<dyn TopicSource>, options)
+        .with_internal_topics(show_internal);
+    Fixture { fs, source, _broker: broker }
+}
+
+fn fixture() -> Fixture {
+    fixture_with(false, false)
+}
+
+impl Fixture {
+    fn ino(&self, path: &str) -> Result<u64, Error> {
+        let mut ino = ROOT_INO;
+        for name in path.split('/').filter(|n| !n.is_empty()) {
+            ino = self.fs.lookup(ino, OsStr::new(name))?.attr.ino;
+        }
+        Ok(ino)
+    }
+
+    fn read_all(&self, path: &str) -> Vec<u8> {
+        let ino = self.ino(path).unwrap();
+        let fh = self.fs.open(ino, READ).unwrap().fh;
+        let mut out = Vec::new();
+        loop {
+            let chunk = self.fs.read(fh, out.len() as u64, 4096).unwrap();
+            if chunk.is_empty() {
+                break;
+            }
+            out.extend(chunk);
+        }
+        self.fs.release(fh).unwrap();
+        out
+    }
+
+    fn text(&self, path: &str) -> String {
+        String::from_utf8(self.read_all(path)).unwrap()
+    }
+
+    fn append(&self, path: &str, data: &[u8]) -> Result<(), Error> {
+        let fh = self.fs.open(self.ino(path)?, WRITE)?.fh;
+        let written = self.fs.write(fh, data, None);
+        let flushed = self.fs.flush(fh, None);
+        self.fs.release(fh)?;
+        written?;
+        flushed
+    }
+
+    fn names(&self, path: &str) -> Vec<String> {
+        let ino = self.ino(path).unwrap();
+        let fh = self.fs.opendir(ino).unwrap().fh;
+        let mut names = Vec::new();
+        self.fs
+            .readdir(ino, fh, 0, &mut |e: &DirEntry| {
+                names.push(e.name.clone());
+                false
+            })
+            .unwrap();
+        self.fs.releasedir(fh).unwrap();
+        names
+    }
+
+    /// Produces records with timestamps T0, T0+1000, ... straight through the client.
+    fn produce_timed(&self, topic: &str, values: &[&str]) {
+        let records: Vec<NewRecord> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| NewRecord {
+                timestamp: T0 + 1000 * i as i64,
+                key: None,
+                value: Some(v.as_bytes().to_vec()),
+                headers: Vec::new(),
+            })
+            .collect();
+        self.source.client().produce(topic, 0, &records).unwrap();
+    }
+}
+
+#[test]
+fn cluster_fs_lists_topics_and_partitions_without_segment_files() {
+    let f = fixture();
+    f.fs.mkdir(ROOT_INO, OsStr::new("t")).unwrap();
+    let root = f.names("");
+    assert!(root.contains(&"t".to_string()), "{root:?}");
+    let topic = f.names("t");
+    assert!(topic.contains(&"0".to_string()), "{topic:?}");
+    let part = f.names("t/0");
+    for name in ["by-offset", "by-time", "append", "info"] {
+        assert!(part.contains(&name.to_string()), "{name} missing in {part:?}");
+    }
+    assert!(!part.contains(&"segments".to_string()), "{part:?}");
+    assert!(matches!(f.ino("t/0/segments"), Err(Error::NotFound(_))));
+    assert_eq!(f.ino("nope").unwrap_err().errno(), libc::ENOENT);
+    assert_eq!(f.ino("t/7").unwrap_err().errno(), libc::ENOENT);
+}
+
+#[test]
+fn cluster_fs_appends_and_reads_back_in_every_format() {
+    let f = fixture();
+    f.fs.mkdir(ROOT_INO, OsStr::new("t")).unwrap();
+    f.append("t/0/append", b"a\nb\n").unwrap();
+    f.append("t/0/append", b"c\n").unwrap();
+    assert_eq!(f.text("t/0/by-offset/0"), "a\nb\nc\n");
+    assert_eq!(f.text("t/0/by-offset/1"), "b\nc\n");
+    assert_eq!(f.text("t/0/by-offset/-1"), "c\n");
+    assert_eq!(f.text("t/0/by-offset/0..2"), "a\nb\n");
+    let json = f.text("t/0/by-offset/0.json");
+    let lines: Vec<serde_json::Value> =
+        json.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 3, "{json}");
+    assert_eq!(lines[2]["offset"], 2);
+    assert_eq!(lines[2]["payload"], "c");
+    let raw = f.read_all("t/0/by-offset/0.raw");
+    let mut pos = 0;
+    let mut values = Vec::new();
+    while let Ok(Some(h)) = topicfs::format::peek_entry(&raw[pos..]) {
+        let batch = topicfs::format::decode_batch(&raw[pos..pos + h.total_size()]).unwrap();
+        for r in batch.records() {
+            values.push(r.unwrap().value.unwrap().to_vec());
+        }
+        pos += h.total_size();
+    }
+    assert_eq!(pos, raw.len());
+    assert_eq!(values, [b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]);
+    // Past the end: the offset does not exist (as locally).
+    assert!(f.ino("t/0/by-offset/4").is_err());
+}
+
+#[test]
+fn cluster_fs_streams_by_time_through_list_offsets() {
+    let f = fixture();
+    f.fs.mkdir(ROOT_INO, OsStr::new("t")).unwrap();
+    f.produce_timed("t", &["x", "y", "z"]);
+    let part = f.source.partition("t", 0).unwrap();
+    assert_eq!(part.offset_for(OffsetQuery::Timestamp(T0 + 1000)).unwrap(), Offset(1));
+    assert_eq!(part.offset_for(OffsetQuery::Earliest).unwrap(), Offset(0));
+    assert_eq!(part.offset_for(OffsetQuery::Latest).unwrap(), Offset(3));
+    assert_eq!(f.text(&format!("t/0/by-time/{}", T0 + 1000)), "y\nz\n");
+    assert_eq!(f.text(&format!("t/0/by-time/{}", T0 + 500)), "y\nz\n");
+    let json = f.text(&format!("t/0/by-time/{}.json", T0 + 2000));
+    let v: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    assert_eq!(v["offset"], 2);
+    assert_eq!(v["ts"], T0 + 2000);
+}
+
+#[test]
+fn cluster_fs_seek_and_read_honour_the_contract() {
+    let f = fixture();
+    f.fs.mkdir(ROOT_INO, OsStr::new("t")).unwrap();
+    for i in 0..5 {
+        f.append("t/0/append", format!("{i}\n").as_bytes()).unwrap();
+    }
+    let part = f.source.partition("t", 0).unwrap();
+    let s = part.summary().unwrap();
+    assert_eq!((s.log_start_offset, s.log_end_offset), (Offset(0), Offset(5)));
+    assert_eq!(s.segment_count, None);
+    assert!(part.segment_files().is_none());
+    assert!(matches!(part.seek(Offset(6)), Err(Error::OffsetOutOfRange { .. })));
+    // One whole batch holding offset 2, even with 1 byte asked (tansu rebuilds batches on
+    // Fetch, so their boundaries are its own: doc/cluster-brokers.md).
+    let c = part.seek(Offset(2)).unwrap();
+    let chunk = part.read(&c, 1).unwrap();
+    let h = topicfs::format::peek_entry(&chunk.bytes).unwrap().unwrap();
+    assert_eq!(h.total_size(), chunk.bytes.len());
+    let info = topicfs::format::parse_batch_info(&chunk.bytes).unwrap();
+    assert!(info.base_offset <= Offset(2) && info.last_offset >= Offset(2), "{info:?}");
+    assert_eq!(chunk.next.unwrap().next_offset, info.last_offset.plus(1));
+    // At the end: empty.
+    let end = part.seek(Offset(5)).unwrap();
+    let chunk = part.read(&end, 1 << 20).unwrap();
+    assert!(chunk.bytes.is_empty() && chunk.next.is_none());
+}
+
+#[test]
+fn cluster_fs_mkdir_creates_a_topic_and_refuses_bad_names() {
+    let f = fixture();
+    f.fs.mkdir(ROOT_INO, OsStr::new("fresh")).unwrap();
+    assert_eq!(f.source.partitions("fresh").unwrap(), vec![0]);
+    let err = f.fs.mkdir(ROOT_INO, OsStr::new("bad name")).unwrap_err();
+    assert_eq!(err.errno(), libc::EINVAL, "{err}");
+    // tansu 0.6 has no CreatePartitions (doc/cluster-brokers.md): refused, never faked.
+    let err = f.source.create_partition("fresh", 1).unwrap_err();
+    assert_eq!(err.errno(), libc::EOPNOTSUPP, "{err}");
+    assert_eq!(f.source.partitions("fresh").unwrap(), vec![0]);
+}
+
+#[test]
+fn cluster_fs_read_only_refuses_appends_and_mkdir() {
+    let f = fixture_with(true, false);
+    f.source.client().create_topic("t", 1, &[]).unwrap();
+    assert!(f.fs.mkdir(ROOT_INO, OsStr::new("u")).is_err());
+    assert!(f.append("t/0/append", b"x\n").is_err());
+    assert_eq!(f.text("t/0/by-offset/0"), "");
+}
