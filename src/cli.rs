@@ -6,8 +6,10 @@ use std::process::ExitCode;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
+use crate::cluster::ClientConfig;
+use crate::cluster::config::{is_bootstrap_spec, parse_bootstrap};
 use crate::error::{Error, Result};
-use crate::mount::{self, Access, FuseOption, Mode, MountRequest};
+use crate::mount::{self, Access, ClusterMount, FuseOption, Mode, MountRequest};
 use crate::storage::LogConfig;
 use crate::view::txn::Isolation;
 
@@ -106,11 +108,19 @@ pub enum Command {
 /// Arguments of `topicfs mount`.
 #[derive(Debug, Args)]
 pub struct MountArgs {
-    /// The Kafka log directory (a broker's log.dirs entry, or an empty directory to start one).
+    /// The Kafka log directory (a broker's log.dirs entry, or an empty directory to start one),
+    /// or a cluster's bootstrap servers as kafka://HOST:PORT[,HOST:PORT...].
     pub data_dir: PathBuf,
 
     /// An existing, empty, not mounted directory.
     pub mountpoint: PathBuf,
+
+    /// Client settings of a cluster mount (`kafka://...`) from a Java-style `.properties` file,
+    /// applied before each `--config`. Refused for a local mount.
+    ///
+    /// Example: topicfs mount kafka://127.0.0.1:9092 mnt --command-config client.properties
+    #[arg(long, value_name = "FILE")]
+    pub command_config: Option<PathBuf>,
 
     /// Stay in the foreground and log to stderr; Ctrl-C unmounts.
     ///
@@ -361,15 +371,63 @@ impl MountArgs {
         Access::from_options(self.options.iter().chain(flags.iter().flatten()))
     }
 
+    /// The cluster of a `kafka://` source: bootstrap servers and the client settings
+    /// (defaults, then `--command-config`, then each `--config` in order). `None` for a local
+    /// data dir, where `--command-config` is refused.
+    pub fn cluster(&self) -> Result<Option<ClusterMount>> {
+        let source = self.data_dir.to_string_lossy();
+        if !is_bootstrap_spec(&source) {
+            if let Some(file) = &self.command_config {
+                return Err(Error::Usage(format!(
+                    "--command-config {}: only for a cluster mount (kafka://HOST:PORT)",
+                    file.display()
+                )));
+            }
+            return Ok(None);
+        }
+        let log_flags = [
+            ("--segment-bytes", &self.segment_bytes),
+            ("--segment-ms", &self.segment_ms),
+            ("--segment-index-bytes", &self.segment_index_bytes),
+            ("--index-interval-bytes", &self.index_interval_bytes),
+            ("--max-message-bytes", &self.max_message_bytes),
+            ("--retention-ms", &self.retention_ms),
+            ("--retention-bytes", &self.retention_bytes),
+            ("--message-timestamp-type", &self.message_timestamp_type),
+            ("--compression-type", &self.compression_type),
+        ];
+        if let Some((flag, _)) = log_flags.iter().find(|(_, v)| v.is_some()) {
+            return Err(Error::Usage(format!(
+                "{flag} is a log setting of a local mount; a cluster's topics keep the brokers' \
+                 (client settings go in --config KEY=VALUE)"
+            )));
+        }
+        let bootstrap = parse_bootstrap(&source).map_err(|e| Error::Usage(e.to_string()))?;
+        let mut config = ClientConfig::default();
+        if let Some(file) = &self.command_config {
+            config.load_properties_file(file).map_err(|e| Error::Usage(e.to_string()))?;
+        }
+        for pair in &self.config {
+            let (key, value) = pair
+                .split_once('=')
+                .ok_or_else(|| Error::Usage(format!("--config {pair:?}: expected KEY=VALUE")))?;
+            config.set(key.trim(), value, "--config").map_err(|e| Error::Usage(e.to_string()))?;
+        }
+        Ok(Some(ClusterMount { bootstrap, config }))
+    }
+
     /// The mount request these arguments describe.
     pub fn request(&self) -> Result<MountRequest> {
+        let cluster = self.cluster()?;
+        let log_config = if cluster.is_some() { LogConfig::default() } else { self.log_config()? };
         Ok(MountRequest {
+            cluster,
             access: self.access(),
             data_dir: self.data_dir.clone(),
             mountpoint: self.mountpoint.clone(),
             read_only: self.read_only || self.options.contains(&FuseOption::ReadOnly),
             fuse_options: self.options.clone(),
-            log_config: self.log_config()?,
+            log_config,
             partitions: self.partitions,
             threads: usize::from(self.threads),
             memory_budget: self
@@ -600,6 +658,47 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn a_kafka_source_takes_client_settings_and_a_local_one_keeps_log_settings() {
+        let mount = |extra: &[&str], source: &str| {
+            let mut argv = vec!["topicfs", "mount", source, "m"];
+            argv.extend_from_slice(extra);
+            let Command::Mount(args) = Cli::try_parse_from(argv).unwrap().command else {
+                panic!("not mount")
+            };
+            args.request()
+        };
+        let r = mount(
+            &["--config", "request.timeout.ms=1234", "--config", "client.id=me"],
+            "kafka://h1:9092,h2:9093",
+        )
+        .unwrap();
+        let cluster = r.cluster.unwrap();
+        assert_eq!(cluster.bootstrap.len(), 2);
+        assert_eq!(cluster.config.request_timeout, std::time::Duration::from_millis(1234));
+        assert_eq!(cluster.config.client_id, "me");
+        let dir = tempfile::tempdir().unwrap();
+        let props = dir.path().join("client.properties");
+        std::fs::write(&props, "# a comment\nclient.id=fromfile\nrequest.timeout.ms=5000\n")
+            .unwrap();
+        let props = props.to_str().unwrap();
+        let r =
+            mount(&["--command-config", props, "--config", "request.timeout.ms=7"], "kafka://h:1")
+                .unwrap();
+        let cluster = r.cluster.unwrap();
+        assert_eq!(cluster.config.client_id, "fromfile");
+        assert_eq!(cluster.config.request_timeout, std::time::Duration::from_millis(7));
+        let err = mount(&["--config", "segment.bytes=1024"], "kafka://h:1").unwrap_err();
+        assert!(err.to_string().contains("segment.bytes"), "{err}");
+        let err = mount(&["--segment-bytes", "1024"], "kafka://h:1").unwrap_err();
+        assert!(err.to_string().contains("--segment-bytes"), "{err}");
+        let local = mount(&["--config", "segment.bytes=1024"], "d").unwrap();
+        assert!(local.cluster.is_none());
+        assert_eq!(local.log_config.segment_bytes, 1024);
+        assert!(mount(&["--command-config", "f"], "d").is_err());
+        assert!(mount(&["--config", "request.timeout.ms=1"], "d").is_err());
     }
 
     #[test]

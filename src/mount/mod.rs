@@ -316,9 +316,18 @@ pub fn parse_render_threads(s: &str) -> Result<usize> {
     }
 }
 
+/// A cluster to mount: bootstrap servers and client settings.
+#[derive(Clone, Debug)]
+pub struct ClusterMount {
+    pub bootstrap: Vec<crate::cluster::BrokerAddr>,
+    pub config: crate::cluster::ClientConfig,
+}
+
 /// Everything `topicfs mount` was asked to do.
 #[derive(Clone, Debug)]
 pub struct MountRequest {
+    /// `kafka://...` as the source: the cluster (then `data_dir` is that spec, not a path).
+    pub cluster: Option<ClusterMount>,
     pub data_dir: PathBuf,
     pub mountpoint: PathBuf,
     /// `--read-only` or `-o ro`.
@@ -414,10 +423,27 @@ struct Backend {
 /// [`TopicSource`] (views, filesystem, FUSE) is the same for every backend; what exists only for
 /// local files is asked for by capability ([`crate::source::PartitionSource::segment_files`]).
 ///
-/// Today the backend is a Kafka log directory (`data_dir`), read-write or read-only. A live
-/// cluster (issue 16, `kafka://HOST:PORT,...`) is the second arm here: a `TopicSource` over
-/// the Kafka protocol, with `retained: None` (the brokers retain).
+/// Two arms: a Kafka log directory (`data_dir`), read-write or read-only; or a live cluster
+/// (`kafka://HOST:PORT,...`, [`crate::cluster::ClusterSource`]) over the Kafka protocol, with
+/// `retained: None` (the brokers retain). The cluster's client is made here, in the process
+/// that serves (after daemonizing: its connections and threads must not cross a fork), and
+/// its first Metadata must answer within `request.timeout.ms` or the mount fails with the
+/// bootstrap addresses and the reason.
 fn open_backend(request: &MountRequest, data_dir: &Path) -> Result<Backend> {
+    if let Some(cluster) = &request.cluster {
+        let addrs: Vec<String> = cluster.bootstrap.iter().map(ToString::to_string).collect();
+        let failed = |e: Error| {
+            Error::Mount(format!("no bootstrap server answered ({}): {e}", addrs.join(",")))
+        };
+        let client =
+            crate::cluster::Client::connect(cluster.bootstrap.clone(), cluster.config.clone())
+                .map_err(failed)?;
+        let client = Arc::new(client);
+        let source =
+            Arc::new(crate::cluster::ClusterSource::new(Arc::clone(&client), request.read_only));
+        let groups = Arc::new(crate::cluster::ClusterGroups::new(client));
+        return Ok(Backend { source, retained: None, groups });
+    }
     let log_config = request.log_config.clone();
     // `__consumer_offsets` keeps the broker's settings for it (no retention).
     let topic_configs = std::collections::HashMap::from([(
@@ -529,6 +555,17 @@ fn mount_and_serve(request: &MountRequest, signals: SigSet, reporter: &mut Repor
 
 /// Checks the data dir, the mountpoint and `/dev/fuse`; returns both paths made absolute.
 fn check_paths(request: &MountRequest) -> Result<(PathBuf, PathBuf)> {
+    let data_dir = if request.cluster.is_some() {
+        // The bootstrap spec, not a path: only shown as the mount's source (fsname).
+        request.data_dir.clone()
+    } else {
+        check_data_dir(request)?
+    };
+    let mountpoint = check_mountpoint(request)?;
+    Ok((data_dir, mountpoint))
+}
+
+fn check_data_dir(request: &MountRequest) -> Result<PathBuf> {
     let data_dir = request
         .data_dir
         .canonicalize()
@@ -536,6 +573,19 @@ fn check_paths(request: &MountRequest) -> Result<(PathBuf, PathBuf)> {
     if !data_dir.is_dir() {
         return Err(Error::Mount(format!("data dir {} is not a directory", data_dir.display())));
     }
+    let mountpoint =
+        request.mountpoint.canonicalize().unwrap_or_else(|_| request.mountpoint.clone());
+    if data_dir.starts_with(&mountpoint) {
+        return Err(Error::Mount(format!(
+            "data dir {} is inside the mountpoint {}",
+            data_dir.display(),
+            mountpoint.display()
+        )));
+    }
+    Ok(data_dir)
+}
+
+fn check_mountpoint(request: &MountRequest) -> Result<PathBuf> {
     let mountpoint = request.mountpoint.canonicalize().map_err(|e| {
         let hint = if e.raw_os_error() == Some(libc::ENOTCONN) {
             format!(" (a dead FUSE mount: fusermount3 -u {})", request.mountpoint.display())
@@ -556,20 +606,13 @@ fn check_paths(request: &MountRequest) -> Result<(PathBuf, PathBuf)> {
             mountpoint.display()
         )));
     }
-    if data_dir.starts_with(&mountpoint) {
-        return Err(Error::Mount(format!(
-            "data dir {} is inside the mountpoint {}",
-            data_dir.display(),
-            mountpoint.display()
-        )));
-    }
     if !Path::new(DEV_FUSE).exists() {
         return Err(Error::Mount(format!(
             "{DEV_FUSE} is missing: load the fuse module (modprobe fuse), or give the container \
              the device (--device /dev/fuse --cap-add SYS_ADMIN)"
         )));
     }
-    Ok((data_dir, mountpoint))
+    Ok(mountpoint)
 }
 
 /// `topicfs unmount MOUNTPOINT`: `umount` as root, `fusermount3 -u` otherwise. The daemon then

@@ -131,10 +131,22 @@ impl MountGuard {
 
     /// `topicfs mount -f` on existing dirs, its log (stderr) going to `stderr`.
     pub fn foreground_logging_to(dirs: Dirs, args: &[&str], stderr: Stdio) -> MountGuard {
+        let source = dirs.data().into_os_string();
+        MountGuard::foreground_source(dirs, &source, args, stderr)
+    }
+
+    /// `topicfs mount -f SOURCE MNT <args>` for another source than `dirs`' data dir (a
+    /// cluster's `kafka://HOST:PORT`), waiting until the mount is live.
+    pub fn foreground_source(
+        dirs: Dirs,
+        source: &std::ffi::OsStr,
+        args: &[&str],
+        stderr: Stdio,
+    ) -> MountGuard {
         let child = topicfs()
             .arg("mount")
             .arg("-f")
-            .arg(dirs.data())
+            .arg(source)
             .arg(dirs.mnt())
             .args(args)
             .stdin(Stdio::null())
