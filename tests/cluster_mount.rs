@@ -37,6 +37,9 @@ fn cluster_mount_shell_tools_list_append_and_stream() {
     assert_eq!(sh(&format!("head -n 1 {mnt}/t/0/by-offset/0")), "a\n");
     assert_eq!(sh(&format!("wc -l < {mnt}/t/0/by-offset/0")).trim(), "4");
     assert_eq!(sh(&format!("tail -n 2 {mnt}/t/0/by-offset/0")), "c\nd\n");
+    let info = sh(&format!("cat {mnt}/t/0/info"));
+    assert!(info.contains("log_end_offset: 4\n"), "{info}");
+    assert!(!info.contains("segments"), "{info}");
     assert_eq!(
         sh(&format!("jq -c '[.offset, .payload]' {mnt}/t/0/by-offset/0.json")),
         "[0,\"a\"]\n[1,\"b\"]\n[2,\"c\"]\n[3,\"d\"]\n"
