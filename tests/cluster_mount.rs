@@ -97,3 +97,21 @@ fn cluster_mount_refuses_an_unknown_client_setting_by_name() {
     assert!(stderr.contains("no.such.setting"), "{stderr}");
     assert!(!is_mounted(&dirs.mnt()));
 }
+
+#[test]
+fn cluster_mount_streams_of_not_yet_known_size_read_whole_with_shell_tools() {
+    let broker = Tansu::start();
+    let m = mount(&broker, &["--sizing-budget", "1"]);
+    let mnt = m.mnt();
+    let mnt = mnt.display();
+    sh(&format!("mkdir {mnt}/t"));
+    for i in 0..20 {
+        sh(&format!("printf '{i}\\n' >> {mnt}/t/0/append"));
+    }
+    let all: String = (0..20).map(|i| format!("{i}\n")).collect();
+    assert_eq!(sh(&format!("cat {mnt}/t/0/by-offset/0")), all);
+    assert_eq!(sh(&format!("wc -l < {mnt}/t/0/by-offset/0")).trim(), "20");
+    assert_eq!(sh(&format!("tail -n 2 {mnt}/t/0/by-offset/0")), "18\n19\n");
+    assert_eq!(sh(&format!("jq -c .offset {mnt}/t/0/by-offset/15.json | wc -l")).trim(), "5");
+    m.unmount();
+}

@@ -45,6 +45,7 @@ use crate::source::{
 pub struct ClusterSource {
     client: Arc<Client>,
     read_only: bool,
+    sizing_budget: u64,
 }
 
 impl std::fmt::Debug for ClusterSource {
@@ -56,7 +57,14 @@ impl std::fmt::Debug for ClusterSource {
 impl ClusterSource {
     /// The cluster `client` talks to; appends and creations refused when `read_only`.
     pub fn new(client: Arc<Client>, read_only: bool) -> ClusterSource {
-        ClusterSource { client, read_only }
+        ClusterSource { client, read_only, sizing_budget: crate::source::DEFAULT_SIZING_BUDGET }
+    }
+
+    /// The same source stating `bytes` as its partitions' sizing budget (`--sizing-budget`):
+    /// how much a stream's `stat`/`open` may fetch to size it.
+    pub fn with_sizing_budget(mut self, bytes: u64) -> ClusterSource {
+        self.sizing_budget = bytes;
+        self
     }
 
     /// The client (for the group store and tests).
@@ -105,6 +113,7 @@ impl TopicSource for ClusterSource {
             topic: topic.to_string(),
             partition,
             read_only: self.read_only,
+            sizing_budget: self.sizing_budget,
         }))
     }
 
@@ -151,6 +160,7 @@ struct ClusterPartition {
     topic: String,
     partition: u32,
     read_only: bool,
+    sizing_budget: u64,
 }
 
 impl ClusterPartition {
@@ -322,6 +332,10 @@ impl PartitionSource for ClusterPartition {
         }
         let produced = self.client.produce(&self.topic, self.p(), records)?;
         Ok(self.produced(produced.base_offset, records.len()))
+    }
+
+    fn sizing_budget(&self) -> u64 {
+        self.sizing_budget
     }
 
     fn sync(&self) -> Result<()> {

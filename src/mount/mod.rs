@@ -439,8 +439,10 @@ fn open_backend(request: &MountRequest, data_dir: &Path) -> Result<Backend> {
             crate::cluster::Client::connect(cluster.bootstrap.clone(), cluster.config.clone())
                 .map_err(failed)?;
         let client = Arc::new(client);
-        let source =
-            Arc::new(crate::cluster::ClusterSource::new(Arc::clone(&client), request.read_only));
+        let source = Arc::new(
+            crate::cluster::ClusterSource::new(Arc::clone(&client), request.read_only)
+                .with_sizing_budget(request.sizing_budget),
+        );
         let groups = Arc::new(crate::cluster::ClusterGroups::new(client));
         return Ok(Backend { source, retained: None, groups });
     }
