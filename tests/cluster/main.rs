@@ -7,4 +7,6 @@ mod common;
 
 mod cluster_client;
 mod cluster_confluent;
+mod cluster_fs;
+mod cluster_mount;
 mod cluster_security;

@@ -2,7 +2,7 @@
 //! against a real broker: tansu 0.6.0 with its SQLite engine, one per test
 //! (`common::tansu::Tansu`, killed even when a test fails).
 
-mod common;
+use crate::common;
 
 use std::ffi::OsStr;
 use std::sync::Arc;

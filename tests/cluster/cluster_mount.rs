@@ -3,7 +3,7 @@
 //! mount is unmounted by `MountGuard` even when a test fails. Needs root (or fusermount3),
 //! /dev/fuse, jq, and the broker built by `scripts/install-deps`.
 
-mod common;
+use crate::common;
 
 use std::ffi::OsString;
 use std::process::Stdio;
