@@ -210,11 +210,12 @@ pub struct MountArgs {
     /// Log bytes a stream's stat or open may read to learn its exact size, from where the
     /// last one stopped; a stream whose end is farther shows size 0 (not yet known) until it
     /// is read to its end or later stats get there (see SEMANTICS.md, "Streams as files").
-    /// Accepts K, M, G suffixes (powers of 1024). Default 256M.
+    /// Accepts K, M, G suffixes (powers of 1024). Default 256M for a log dir, 16M for a
+    /// cluster (each byte of sizing is fetched over the network).
     ///
     /// Example: --sizing-budget 64M
-    #[arg(long, value_name = "BYTES", default_value = "256M", value_parser = parse_bytes)]
-    pub sizing_budget: u64,
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    pub sizing_budget: Option<u64>,
 
     /// Memory for rendered bytes kept beyond a request, shared by every open stream: read-ahead
     /// windows and the rendering of the batch a read stopped inside. Each handle reading
@@ -806,10 +807,10 @@ mod tests {
         let cli =
             Cli::try_parse_from(std::iter::once(OsString::from("topicfs")).chain(h.args)).unwrap();
         let Command::Mount(args) = cli.command else { panic!("not mount") };
-        assert_eq!(args.request().unwrap().sizing_budget, 64 << 10);
+        assert_eq!(args.request().unwrap().sizing_budget, Some(64 << 10));
         let cli = Cli::try_parse_from(["topicfs", "mount", "d", "m"]).unwrap();
         let Command::Mount(args) = cli.command else { panic!("not mount") };
-        assert_eq!(args.request().unwrap().sizing_budget, crate::storage::LOCAL_SIZING_BUDGET);
+        assert_eq!(args.request().unwrap().sizing_budget, None);
         assert_eq!(parse_bytes("1g").ok(), Some(1 << 30));
         assert_eq!(parse_bytes("4096").ok(), Some(4096));
         assert!(parse_bytes("16X").is_err());

@@ -347,7 +347,9 @@ pub struct MountRequest {
     pub isolation: crate::view::txn::Isolation,
     /// `--sizing-budget`: log bytes a stream's stat/open may render (the log dir's
     /// [`PartitionSource::sizing_budget`](crate::source::PartitionSource::sizing_budget)).
-    pub sizing_budget: u64,
+    /// `None`: the backend's default ([`crate::storage::LOCAL_SIZING_BUDGET`] for a log dir,
+    /// [`crate::source::DEFAULT_SIZING_BUDGET`] for a cluster).
+    pub sizing_budget: Option<u64>,
     /// `log.retention.check.interval.ms`: how often retention runs on a read-write mount.
     pub retention_check_interval: Duration,
     /// Owner, group and modes of the files.
@@ -441,7 +443,9 @@ fn open_backend(request: &MountRequest, data_dir: &Path) -> Result<Backend> {
         let client = Arc::new(client);
         let source = Arc::new(
             crate::cluster::ClusterSource::new(Arc::clone(&client), request.read_only)
-                .with_sizing_budget(request.sizing_budget),
+                .with_sizing_budget(
+                    request.sizing_budget.unwrap_or(crate::source::DEFAULT_SIZING_BUDGET),
+                ),
         );
         let groups = Arc::new(crate::cluster::ClusterGroups::new(client));
         return Ok(Backend { source, retained: None, groups });
@@ -455,7 +459,7 @@ fn open_backend(request: &MountRequest, data_dir: &Path) -> Result<Backend> {
     let mode = if request.read_only { SegmentMode::ReadOnly } else { SegmentMode::Writable };
     let log_dir = Arc::new(LogDir::open_with(data_dir, log_config, topic_configs, mode)?);
     let groups = Arc::new(crate::storage::groups::LocalGroupStore::new(Arc::clone(&log_dir)));
-    log_dir.set_sizing_budget(request.sizing_budget);
+    log_dir.set_sizing_budget(request.sizing_budget.unwrap_or(crate::storage::LOCAL_SIZING_BUDGET));
     let source: Arc<dyn TopicSource> = Arc::clone(&log_dir) as Arc<dyn TopicSource>;
     let retained = (!request.read_only).then_some(log_dir);
     Ok(Backend { source, retained, groups })
