@@ -1,0 +1,69 @@
+//! Retention: deleting old segments by Kafka's rules (log start offset breach,
+//! `retention.bytes`, `retention.ms`).
+
+use super::*;
+
+impl Log {
+    /// Deletes old segments by Kafka's retention rules (log start offset breach, then
+    /// `retention.bytes`, then `retention.ms` by each segment's max timestamp), each rule
+    /// removing a prefix of the segments; the active segment is never deleted. Advances the log
+    /// start offset to the first remaining segment. Returns the number of segments deleted.
+    pub fn delete_old_segments(&self, now: Timestamp) -> Result<usize> {
+        if !self.writable() {
+            return Ok(0);
+        }
+        let _guard = lock(&self.append_lock);
+        let mut deleted = 0;
+        let segments = self.segment_list();
+        let sealed = segments.len().saturating_sub(1);
+        let log_start = self.log_start_offset();
+        // 1. Segments entirely below the log start offset.
+        let mut prefix = 0;
+        while prefix < sealed
+            && segments.get(prefix + 1).is_some_and(|n| n.base_offset() <= log_start)
+        {
+            prefix += 1;
+        }
+        // 2. Size: while the log minus this segment is still at least retention.bytes.
+        if let Some(limit) = self.config.retention_bytes {
+            let remaining: u64 = segments.iter().skip(prefix).map(|s| s.size()).sum();
+            let mut excess = i128::from(remaining) - i128::from(limit);
+            while prefix < sealed {
+                let size = i128::from(segments.get(prefix).map_or(0, |s| s.size()));
+                if excess < size {
+                    break;
+                }
+                excess -= size;
+                prefix += 1;
+            }
+        }
+        // 3. Time: segments whose newest record is older than retention.ms.
+        if let Some(retention_ms) = self.config.retention_ms {
+            while prefix < sealed {
+                let Some(seg) = segments.get(prefix) else { break };
+                if now.saturating_sub(seg.largest_timestamp()?) <= retention_ms {
+                    break;
+                }
+                prefix += 1;
+            }
+        }
+        for seg in segments.iter().take(prefix) {
+            // Kafka's order: the log start offset moves past the segment (new seeks refuse its
+            // offsets), then readers stop finding it, then the files go.
+            if let Some(next) = segments.get(deleted + 1) {
+                self.log_start_offset.fetch_max(next.base_offset().0, Ordering::AcqRel);
+            }
+            let mut map = self.segments.write().unwrap_or_else(|e| e.into_inner());
+            map.remove(&seg.base_offset());
+            self.segments_version.fetch_add(1, Ordering::AcqRel);
+            drop(map);
+            log::info!("retention: deleting segment {}", seg.log_path().display());
+            seg.delete_files()?;
+            deleted += 1;
+        }
+        if deleted > 0 {
+            *lock(&self.last_modified) = SystemTime::now();
+        }
+        Ok(deleted)
+    }
+}

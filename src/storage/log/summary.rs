@@ -1,0 +1,87 @@
+//! The partition's summary now ([`Log::summary`]): offsets, segment count, bytes, first and
+//! max timestamps, with the caches that keep it from costing one segment per segment.
+
+use super::*;
+
+impl Log {
+    /// Offsets, sizes and timestamps now.
+    pub fn summary(&self) -> Result<PartitionSummary> {
+        self.maybe_refresh()?;
+        let (segment_count, size_bytes, max_timestamp) = self.segment_totals()?;
+        let log_start = self.log_start_offset();
+        let log_end = self.log_end_offset();
+        Ok(PartitionSummary {
+            log_start_offset: log_start,
+            log_end_offset: log_end,
+            segment_count: Some(segment_count),
+            size_bytes: Some(size_bytes),
+            first_timestamp: self.first_timestamp(log_start, log_end)?,
+            max_timestamp,
+            last_modified: *lock(&self.last_modified),
+        })
+    }
+
+    /// Segment count, total bytes and max timestamp: the sealed segments' totals come from
+    /// `sealed_summary` while the segment map is unchanged, the last segment is read live.
+    fn segment_totals(&self) -> Result<(usize, u64, Option<Timestamp>)> {
+        fn max_ts(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
+            match (a, b) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            }
+        }
+        let map = self.segments.read().unwrap_or_else(|e| e.into_inner());
+        let version = self.segments_version.load(Ordering::Acquire);
+        let Some((_, last)) = map.iter().next_back() else { return Ok((0, 0, None)) };
+        let cached = *lock(&self.sealed_summary);
+        let (sealed_bytes, sealed_max) = match cached {
+            Some((v, bytes, max)) if v == version => (bytes, max),
+            _ => {
+                let (mut bytes, mut max) = (0u64, None);
+                for seg in map.values().take(map.len() - 1) {
+                    bytes = bytes.saturating_add(seg.size());
+                    max = max_ts(max, seg.max_timestamp_so_far()?.map(|(ts, _)| ts));
+                }
+                *lock(&self.sealed_summary) = Some((version, bytes, max));
+                (bytes, max)
+            }
+        };
+        let last_max = last.max_timestamp_so_far()?.map(|(ts, _)| ts);
+        Ok((map.len(), sealed_bytes.saturating_add(last.size()), max_ts(sealed_max, last_max)))
+    }
+
+    /// Timestamp of the first record at or after the log start offset (cached per log start).
+    fn first_timestamp(&self, log_start: Offset, log_end: Offset) -> Result<Option<Timestamp>> {
+        if log_start >= log_end {
+            return Ok(None);
+        }
+        if let Some((start, ts)) = *lock(&self.first_timestamp)
+            && start == log_start
+        {
+            return Ok(ts);
+        }
+        let cursor = self.seek(log_start)?;
+        let chunk = self.read(&cursor, 1)?;
+        let mut found = None;
+        if !chunk.bytes.is_empty() {
+            let at = SegmentCursor::of(&cursor)
+                .map_or((Offset(0), 0), |c| (c.segment_base, c.position.0));
+            let batch = decode_batch(&chunk.bytes).map_err(|e| {
+                Error::corrupt(
+                    segment_file_path(&self.dir, at.0, ".log"),
+                    at.1 + e.at as u64,
+                    e.to_string(),
+                )
+            })?;
+            for record in batch.records() {
+                let Ok(record) = record else { break };
+                if record.offset >= log_start {
+                    found = Some(record.timestamp);
+                    break;
+                }
+            }
+        }
+        *lock(&self.first_timestamp) = Some((log_start, found));
+        Ok(found)
+    }
+}
