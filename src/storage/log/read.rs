@@ -62,6 +62,10 @@ impl Log {
                 reseeked = true;
                 continue;
             };
+            // Whether `seg` was already sealed before it is read: a segment with a successor
+            // never grows again. Taken first, so that a writer appending to `seg` and rolling
+            // between the read and the check below is not mistaken for damage.
+            let sealed_before_read = self.segment_after(seg.base_offset()).is_some();
             if let Some(r) = seg.read(cursor.position, max_bytes)? {
                 let next = SegmentCursor {
                     position: r.next_position,
@@ -88,6 +92,9 @@ impl Log {
                 Some(base) if cursor.position.0 >= seg.size() => {
                     cursor = SegmentCursor { segment_base: base, position: Position(0), ..cursor };
                 }
+                // It was the active segment when read and has since grown and rolled: read it
+                // again, now sealed.
+                Some(_) if !sealed_before_read => continue,
                 // A sealed segment never grows again: bytes left at its end that do not make
                 // a whole batch are damage (a torn write before the recovery point, a file cut
                 // after a clean shutdown), not a tail still being written. Reporting them
