@@ -1,0 +1,289 @@
+//! The Kafka client the cluster backend uses: one [`Client`] per mount, shared by every FUSE
+//! worker thread.
+//!
+//! Invariants:
+//! - One [`Connection`] per broker, shared by all threads (requests pipelined by correlation
+//!   id). A dead connection is replaced by the next request that needs that broker.
+//! - Every public method has one deadline, `request.timeout.ms` from its start, that covers
+//!   metadata refreshes, reconnects, retries and backoff: it returns (an answer or an error)
+//!   by then, plus at most one backoff step's rounding.
+//! - Metadata is cached and refreshed when older than `metadata.max.age.ms`, and at once when
+//!   a broker answers NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION
+//!   and the like ([`super::errors::retriable_code`]); then the request is retried. A topic
+//!   that a fresh Metadata does not list is `NotFound` at once, not retried until the deadline.
+//! - Produce is idempotent by default: one producer id (InitProducerId) per client, a sequence
+//!   number per partition, one produce in flight per partition. A retry resends the same batch
+//!   with the same producer id, epoch and sequence, which the broker deduplicates. When a
+//!   produce finally fails, the producer id is dropped, so the next produce starts a new
+//!   session rather than guessing whether the failed batch landed.
+//!
+//! One file a job:
+//! - `mod.rs` (here): the [`Client`] type and its shared state, TLS settings, connections
+//!   (per broker, any broker), leader routing, the deadline and the retry loop
+//!   (`Client::retry`), [`Client::supports`];
+//! - `metadata.rs`: Metadata, its cache and refresh ([`ClusterMetadata`]);
+//! - `offsets.rs`: ListOffsets ([`LATEST`], [`EARLIEST`], [`MAX_TIMESTAMP`], [`ListedOffset`]);
+//! - `fetch.rs`: Fetch ([`FetchOptions`], [`FetchedPartition`]);
+//! - `produce.rs`: InitProducerId, the idempotent producer session and sequences, Produce;
+//! - `admin.rs`: CreateTopics and CreatePartitions (through the controller);
+//! - `groups.rs`: FindCoordinator, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use kafka_protocol::messages::{ApiKey, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+
+use super::config::{BrokerAddr, ClientConfig};
+use super::conn::Connection;
+use super::errors::{kafka_error, retriable};
+use crate::error::{Error, Result};
+use crate::sync::lock;
+
+mod admin;
+mod fetch;
+mod groups;
+mod metadata;
+mod offsets;
+mod produce;
+
+pub use fetch::{AbortedTransaction, FetchOptions, FetchedPartition};
+pub use groups::{CommittedOffset, GroupDescription, GroupListing, GroupMember};
+pub use metadata::{ClusterMetadata, PartitionMetadata, TopicMetadata};
+pub use offsets::{EARLIEST, LATEST, ListedOffset, MAX_TIMESTAMP, OffsetAnswer, OffsetQuery};
+pub use produce::Produced;
+use produce::{ProducerSession, Sequences};
+
+/// Default CA bundle when `ssl.ca.location` is not given (Debian's).
+const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+type Slot = Arc<Mutex<Option<Arc<Connection>>>>;
+
+/// The client. See the module docs for its invariants.
+pub struct Client {
+    config: Arc<ClientConfig>,
+    bootstrap: Vec<BrokerAddr>,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    slots: Mutex<HashMap<BrokerAddr, Slot>>,
+    metadata: Mutex<Option<Arc<ClusterMetadata>>>,
+    refresh_lock: Mutex<()>,
+    producer: Mutex<Option<ProducerSession>>,
+    next_generation: Mutex<u64>,
+    sequences: Mutex<Sequences>,
+}
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+fn ms_i32(d: Duration) -> i32 {
+    i32::try_from(d.as_millis()).unwrap_or(i32::MAX)
+}
+
+/// The rustls configuration for `config` (None for PLAINTEXT and SASL_PLAINTEXT).
+pub fn tls_config(config: &ClientConfig) -> Result<Option<Arc<rustls::ClientConfig>>> {
+    if !config.security_protocol.tls() {
+        return Ok(None);
+    }
+    let path = config.ssl_ca_location.clone().unwrap_or_else(|| SYSTEM_CA_BUNDLE.into());
+    let bad =
+        |what: String| Error::InvalidInput(format!("ssl.ca.location {}: {what}", path.display()));
+    let mut roots = rustls::RootCertStore::empty();
+    let certs = CertificateDer::pem_file_iter(&path).map_err(|e| bad(e.to_string()))?;
+    for cert in certs {
+        let cert = cert.map_err(|e| bad(e.to_string()))?;
+        roots.add(cert).map_err(|e| bad(e.to_string()))?;
+    }
+    if roots.is_empty() {
+        return Err(bad("no PEM certificate in the file".into()));
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| bad(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Some(Arc::new(tls)))
+}
+
+impl Client {
+    /// A client for the cluster behind `bootstrap`; fetches metadata once, so a cluster that
+    /// does not answer (or refuses the credentials) fails here, within `request.timeout.ms`.
+    pub fn connect(bootstrap: Vec<BrokerAddr>, config: ClientConfig) -> Result<Client> {
+        config.validate()?;
+        let tls = tls_config(&config)?;
+        let client = Client {
+            config: Arc::new(config),
+            bootstrap,
+            tls,
+            slots: Mutex::new(HashMap::new()),
+            metadata: Mutex::new(None),
+            refresh_lock: Mutex::new(()),
+            producer: Mutex::new(None),
+            next_generation: Mutex::new(1),
+            sequences: Mutex::new(HashMap::new()),
+        };
+        client.refresh_metadata(client.deadline())?;
+        Ok(client)
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
+    fn deadline(&self) -> Instant {
+        Instant::now() + self.config.request_timeout
+    }
+
+    fn timeout_ms(&self) -> u64 {
+        self.config.request_timeout.as_millis() as u64
+    }
+
+    /// Fills the elapsed deadline into a timeout error.
+    fn with_timeout(&self, e: Error) -> Error {
+        match e {
+            Error::Timeout { broker, what, .. } => {
+                Error::Timeout { broker, what, after_ms: self.timeout_ms() }
+            }
+            e => e,
+        }
+    }
+
+    /// The shared connection to `addr`, opened (or reopened after it died) if needed.
+    fn conn(&self, addr: &BrokerAddr, deadline: Instant) -> Result<Arc<Connection>> {
+        let slot = Arc::clone(lock(&self.slots).entry(addr.clone()).or_default());
+        let mut slot = lock(&slot);
+        if let Some(c) = slot.as_ref().filter(|c| !c.is_dead()) {
+            return Ok(Arc::clone(c));
+        }
+        *slot = None;
+        let c = Arc::new(Connection::open(addr, &self.config, self.tls.as_ref(), deadline)?);
+        *slot = Some(Arc::clone(&c));
+        Ok(c)
+    }
+
+    /// The connection to broker `id` per the metadata.
+    fn broker_conn(
+        &self,
+        md: &ClusterMetadata,
+        id: i32,
+        deadline: Instant,
+    ) -> Result<Arc<Connection>> {
+        let addr = md.brokers.get(&id).ok_or_else(|| {
+            kafka_error(
+                &format!("node {id}"),
+                "Metadata",
+                5,
+                None,
+                None,
+                Some(format!("broker {id} not in metadata")),
+            )
+        })?;
+        self.conn(addr, deadline)
+    }
+
+    /// A connection to any broker: the known ones first, then the bootstrap list.
+    fn any_conn(&self, deadline: Instant) -> Result<Arc<Connection>> {
+        let mut candidates: Vec<BrokerAddr> = lock(&self.metadata)
+            .as_ref()
+            .map(|m| m.brokers.values().cloned().collect())
+            .unwrap_or_default();
+        for b in &self.bootstrap {
+            if !candidates.contains(b) {
+                candidates.push(b.clone());
+            }
+        }
+        let mut last = None;
+        for addr in &candidates {
+            match self.conn(addr, deadline) {
+                Ok(c) => return Ok(c),
+                // Wrong credentials are wrong on every broker.
+                Err(e @ Error::AuthFailed { .. }) => return Err(e),
+                Err(e) => {
+                    log::debug!("broker {addr}: {e}");
+                    last = Some(e);
+                }
+            }
+            if Instant::now() >= deadline {
+                break;
+            }
+        }
+        let all: Vec<String> = candidates.iter().map(ToString::to_string).collect();
+        Err(match last {
+            Some(Error::BrokerUnreachable { op, source, .. }) => {
+                Error::BrokerUnreachable { broker: all.join(","), op, source }
+            }
+            Some(Error::Timeout { what, .. }) => {
+                Error::Timeout { broker: all.join(","), what, after_ms: self.timeout_ms() }
+            }
+            Some(e) => e,
+            None => Error::Timeout {
+                broker: all.join(","),
+                what: "connect".into(),
+                after_ms: self.timeout_ms(),
+            },
+        })
+    }
+
+    /// Runs `op` until it succeeds, fails with an error not worth retrying, or the deadline
+    /// comes; retriable errors refresh metadata first. Returns the last error.
+    fn retry<T>(
+        &self,
+        what: &str,
+        deadline: Instant,
+        mut op: impl FnMut(Instant) -> Result<T>,
+    ) -> Result<T> {
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            match op(deadline) {
+                Ok(v) => return Ok(v),
+                Err(e) if retriable(&e) && Instant::now() + backoff < deadline => {
+                    log::debug!("{what}: {e}; refreshing metadata and retrying");
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(Duration::from_secs(1));
+                    // A failure to refresh is the next attempt's problem (it fails the same way).
+                    if let Err(e) = self.refresh_metadata(deadline) {
+                        log::debug!("{what}: metadata refresh failed: {e}");
+                    }
+                }
+                Err(e) => return Err(self.with_timeout(e)),
+            }
+        }
+    }
+
+    /// The partition's leader connection; `NotFound` when a fresh Metadata does not list the
+    /// topic or partition.
+    fn leader(&self, topic: &str, partition: i32, deadline: Instant) -> Result<Arc<Connection>> {
+        let mut md = self.metadata_by(deadline)?;
+        if md.partition(topic, partition).is_none()
+            && md.fetched_at.elapsed() > Duration::from_millis(10)
+        {
+            md = self.refresh_metadata(deadline)?;
+        }
+        let p = md.partition(topic, partition).ok_or_else(|| {
+            if md.topics.contains_key(topic) {
+                Error::NotFound(format!("partition {partition} of topic {topic}"))
+            } else {
+                Error::NotFound(format!("topic {topic}"))
+            }
+        })?;
+        if p.leader < 0 {
+            return Err(kafka_error("-", "Metadata", 5, Some(topic), Some(partition), None));
+        }
+        self.broker_conn(&md, p.leader, deadline)
+    }
+
+    /// Whether the connected brokers offer `api` (at any version this client speaks).
+    pub fn supports(&self, api: ApiKey) -> Result<bool> {
+        let conn = self.any_conn(self.deadline())?;
+        Ok(conn.versions().range(api).is_some())
+    }
+}
