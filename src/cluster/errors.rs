@@ -46,6 +46,22 @@ pub fn kafka_error(
     }
 }
 
+/// The error code of an answer from `broker` to `api`: `Ok` for 0 (NONE), else its
+/// [`kafka_error`]. The one place the client turns a code in an answer into an error.
+pub fn check_code(
+    broker: &str,
+    api: &'static str,
+    code: i16,
+    topic: Option<&str>,
+    partition: Option<i32>,
+    message: Option<&str>,
+) -> Result<(), Error> {
+    match code {
+        0 => Ok(()),
+        code => Err(kafka_error(broker, api, code, topic, partition, message.map(String::from))),
+    }
+}
+
 /// Codes after which a refreshed metadata view and a retry can succeed: leadership moved or is
 /// being elected, a coordinator is loading or moved, a topic just created is not everywhere yet.
 pub fn retriable_code(code: i16) -> bool {
@@ -90,6 +106,15 @@ mod tests {
         assert_eq!(error_name(18), "RECORD_LIST_TOO_LARGE");
         assert_eq!(error_name(0), "NONE");
         assert_eq!(error_name(9999), "UNKNOWN_ERROR_CODE_9999");
+    }
+
+    #[test]
+    fn check_code_passes_none_and_names_any_other_code() {
+        assert!(check_code("b:9092", "Fetch", 0, Some("t"), Some(1), None).is_ok());
+        let e = check_code("b:9092", "Fetch", 6, Some("t"), Some(1), Some("moved")).unwrap_err();
+        assert!(retriable(&e));
+        let msg = e.to_string();
+        assert!(msg.contains("NOT_LEADER_OR_FOLLOWER") && msg.contains("moved"), "{msg}");
     }
 
     #[test]

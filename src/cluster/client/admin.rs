@@ -8,7 +8,7 @@ use kafka_protocol::messages::{CreatePartitionsRequest, CreateTopicsRequest};
 use kafka_protocol::protocol::StrBytes;
 
 use super::{Client, ms_i32, name};
-use crate::cluster::errors::kafka_error;
+use crate::cluster::errors::{check_code, kafka_error};
 use crate::error::{Error, Result};
 
 impl Client {
@@ -23,11 +23,7 @@ impl Client {
     ) -> Result<()> {
         let deadline = self.deadline();
         self.retry("CreateTopics", deadline, |deadline| {
-            let md = self.metadata_by(deadline)?;
-            let conn = match md.brokers.contains_key(&md.controller) {
-                true => self.broker_conn(&md, md.controller, deadline)?,
-                false => self.any_conn(deadline)?,
-            };
+            let conn = self.controller_conn(deadline)?;
             let version = conn.version::<CreateTopicsRequest>(7)?;
             let rf = match self.config.replication_factor {
                 Some(n) => n,
@@ -102,11 +98,7 @@ impl Client {
     pub fn create_partitions(&self, topic: &str, total: i32) -> Result<()> {
         let deadline = self.deadline();
         self.retry("CreatePartitions", deadline, |deadline| {
-            let md = self.metadata_by(deadline)?;
-            let conn = match md.brokers.contains_key(&md.controller) {
-                true => self.broker_conn(&md, md.controller, deadline)?,
-                false => self.any_conn(deadline)?,
-            };
+            let conn = self.controller_conn(deadline)?;
             let version = conn.version::<CreatePartitionsRequest>(3)?;
             let req = CreatePartitionsRequest::default()
                 .with_timeout_ms(ms_i32(deadline.saturating_duration_since(Instant::now())))
@@ -117,18 +109,10 @@ impl Client {
                         .with_assignments(None),
                 ]);
             let r = conn.call(&req, version, deadline)?;
+            let broker = conn.addr().to_string();
             for t in &r.results {
-                if t.error_code != 0 {
-                    let message = t.error_message.as_ref().map(|m| m.to_string());
-                    return Err(kafka_error(
-                        &conn.addr().to_string(),
-                        "CreatePartitions",
-                        t.error_code,
-                        Some(topic),
-                        None,
-                        message,
-                    ));
-                }
+                let message = t.error_message.as_deref();
+                check_code(&broker, "CreatePartitions", t.error_code, Some(topic), None, message)?;
             }
             Ok(())
         })?;

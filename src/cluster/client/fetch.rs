@@ -8,7 +8,7 @@ use kafka_protocol::messages::{BrokerId, FetchRequest};
 
 use super::{Client, EARLIEST, LATEST, ms_i32, name};
 use crate::cluster::config::IsolationLevel;
-use crate::cluster::errors::kafka_error;
+use crate::cluster::errors::check_code;
 use crate::error::{Error, Result};
 use crate::format::Offset;
 
@@ -129,16 +129,7 @@ impl Client {
             other => other?,
         };
         let broker = conn.addr().to_string();
-        if r.error_code != 0 {
-            return Err(kafka_error(
-                &broker,
-                "Fetch",
-                r.error_code,
-                Some(topic),
-                Some(partition),
-                None,
-            ));
-        }
+        check_code(&broker, "Fetch", r.error_code, Some(topic), Some(partition), None)?;
         let p = r
             .responses
             .into_iter()
@@ -149,16 +140,7 @@ impl Client {
                 broker: broker.clone(),
                 what: format!("Fetch without {topic}/{partition}"),
             })?;
-        if p.error_code != 0 {
-            return Err(kafka_error(
-                &broker,
-                "Fetch",
-                p.error_code,
-                Some(topic),
-                Some(partition),
-                None,
-            ));
-        }
+        check_code(&broker, "Fetch", p.error_code, Some(topic), Some(partition), None)?;
         Ok(FetchedPartition {
             records: p.records.unwrap_or_default(),
             high_watermark: Offset(p.high_watermark),

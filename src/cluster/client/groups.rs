@@ -13,14 +13,14 @@ use kafka_protocol::messages::offset_fetch_request::{
 };
 use kafka_protocol::messages::{
     DescribeGroupsRequest, FindCoordinatorRequest, GroupId, ListGroupsRequest, OffsetCommitRequest,
-    OffsetFetchRequest,
+    OffsetFetchRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
 use super::{Client, name};
 use crate::cluster::config::BrokerAddr;
 use crate::cluster::conn::Connection;
-use crate::cluster::errors::kafka_error;
+use crate::cluster::errors::check_code;
 use crate::error::{Error, Result};
 
 /// A committed group offset.
@@ -95,16 +95,7 @@ impl Client {
         } else {
             (r.error_code, r.error_message.clone(), r.host.clone(), r.port)
         };
-        if code != 0 {
-            return Err(kafka_error(
-                &broker,
-                "FindCoordinator",
-                code,
-                None,
-                None,
-                message.map(|m| m.to_string()),
-            ));
-        }
+        check_code(&broker, "FindCoordinator", code, None, None, message.as_deref())?;
         let port = u16::try_from(port).map_err(|_| Error::Protocol {
             broker: broker.clone(),
             what: format!("coordinator port {port}"),
@@ -145,18 +136,11 @@ impl Client {
                     ),
                 ]);
             let r = conn.call(&req, version, deadline)?;
+            let broker = conn.addr().to_string();
             for t in &r.topics {
                 for p in &t.partitions {
-                    if p.error_code != 0 {
-                        return Err(kafka_error(
-                            &conn.addr().to_string(),
-                            "OffsetCommit",
-                            p.error_code,
-                            Some(t.name.0.as_str()),
-                            Some(p.partition_index),
-                            None,
-                        ));
-                    }
+                    let (topic, partition) = (Some(t.name.0.as_str()), Some(p.partition_index));
+                    check_code(&broker, "OffsetCommit", p.error_code, topic, partition, None)?;
                 }
             }
             Ok(())
@@ -207,39 +191,41 @@ impl Client {
             let r = conn.call(&req, version, deadline)?;
             let broker = conn.addr().to_string();
             let mut out = Vec::new();
-            let check = |code: i16, topic: Option<&str>, partition: Option<i32>| {
-                if code != 0 {
-                    Err(kafka_error(&broker, "OffsetFetch", code, topic, partition, None))
-                } else {
-                    Ok(())
-                }
-            };
+            // One partition's answer (v8+ and older versions name the same fields by other types).
+            let mut add =
+                |topic: &TopicName, partition: i32, code, offset, meta: &Option<StrBytes>| {
+                    check_code(
+                        &broker,
+                        "OffsetFetch",
+                        code,
+                        Some(topic.0.as_str()),
+                        Some(partition),
+                        None,
+                    )?;
+                    out.push(CommittedOffset {
+                        topic: topic.0.to_string(),
+                        partition,
+                        offset,
+                        metadata: meta.as_ref().map(|m| m.to_string()),
+                    });
+                    Ok::<_, Error>(())
+                };
             if version >= 8 {
                 for g in &r.groups {
-                    check(g.error_code, None, None)?;
+                    check_code(&broker, "OffsetFetch", g.error_code, None, None, None)?;
                     for t in &g.topics {
                         for p in &t.partitions {
-                            check(p.error_code, Some(t.name.0.as_str()), Some(p.partition_index))?;
-                            out.push(CommittedOffset {
-                                topic: t.name.0.to_string(),
-                                partition: p.partition_index,
-                                offset: p.committed_offset,
-                                metadata: p.metadata.as_ref().map(|m| m.to_string()),
-                            });
+                            let (i, o) = (p.partition_index, p.committed_offset);
+                            add(&t.name, i, p.error_code, o, &p.metadata)?;
                         }
                     }
                 }
             } else {
-                check(r.error_code, None, None)?;
+                check_code(&broker, "OffsetFetch", r.error_code, None, None, None)?;
                 for t in &r.topics {
                     for p in &t.partitions {
-                        check(p.error_code, Some(t.name.0.as_str()), Some(p.partition_index))?;
-                        out.push(CommittedOffset {
-                            topic: t.name.0.to_string(),
-                            partition: p.partition_index,
-                            offset: p.committed_offset,
-                            metadata: p.metadata.as_ref().map(|m| m.to_string()),
-                        });
+                        let (i, o) = (p.partition_index, p.committed_offset);
+                        add(&t.name, i, p.error_code, o, &p.metadata)?;
                     }
                 }
             }
@@ -257,16 +243,7 @@ impl Client {
                 let conn = self.broker_conn(&md, id, deadline)?;
                 let version = conn.version::<ListGroupsRequest>(4)?;
                 let r = conn.call(&ListGroupsRequest::default(), version, deadline)?;
-                if r.error_code != 0 {
-                    return Err(kafka_error(
-                        &conn.addr().to_string(),
-                        "ListGroups",
-                        r.error_code,
-                        None,
-                        None,
-                        None,
-                    ));
-                }
+                check_code(&conn.addr().to_string(), "ListGroups", r.error_code, None, None, None)?;
                 Ok(r.groups)
             })?;
             for g in r {
@@ -301,17 +278,8 @@ impl Client {
                         what: format!("DescribeGroups without {group}"),
                     }
                 })?;
-            if g.error_code != 0 {
-                let message = g.error_message.as_ref().map(|m| m.to_string());
-                return Err(kafka_error(
-                    &broker,
-                    "DescribeGroups",
-                    g.error_code,
-                    None,
-                    None,
-                    message,
-                ));
-            }
+            let message = g.error_message.as_deref();
+            check_code(&broker, "DescribeGroups", g.error_code, None, None, message)?;
             Ok(GroupDescription {
                 group_id: group.to_string(),
                 state: g.group_state.to_string(),

@@ -62,6 +62,11 @@ const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
 type Slot = Arc<Mutex<Option<Arc<Connection>>>>;
 
+/// The first pause before a retry; each further one doubles, up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(50);
+/// The longest pause between two attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
 /// The client. See the module docs for its invariants.
 pub struct Client {
     config: Arc<ClientConfig>,
@@ -233,29 +238,58 @@ impl Client {
         })
     }
 
-    /// Runs `op` until it succeeds, fails with an error not worth retrying, or the deadline
-    /// comes; retriable errors refresh metadata first. Returns the last error.
+    /// The one retry loop of every request: runs `op` (one attempt: route to the leader,
+    /// coordinator or controller, send, map the answer's error codes) until it succeeds, fails
+    /// with an error not worth retrying, or the deadline comes. Returns the last error, with
+    /// the timeout filled in.
+    ///
+    /// Invariants:
+    /// - Every attempt gets the same `deadline` (the caller's one `request.timeout.ms`): the
+    ///   attempts, the metadata refreshes and the pauses between them all fit inside it, and
+    ///   no attempt starts once the next pause would pass it.
+    /// - Retried are exactly the errors [`retriable`] names: Kafka codes for which a fresh
+    ///   metadata view can help (UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE,
+    ///   NOT_LEADER_OR_FOLLOWER, NETWORK_EXCEPTION, the COORDINATOR_* codes,
+    ///   NOT_ENOUGH_REPLICAS*, FENCED/UNKNOWN_LEADER_EPOCH, OFFSET_NOT_AVAILABLE,
+    ///   UNKNOWN_TOPIC_ID; see [`super::errors::retriable_code`]) and an unreachable broker.
+    ///   Before each retry: [`Client::pause_and_refresh`].
     fn retry<T>(
         &self,
         what: &str,
         deadline: Instant,
         mut op: impl FnMut(Instant) -> Result<T>,
     ) -> Result<T> {
-        let mut backoff = Duration::from_millis(50);
+        let mut backoff = FIRST_BACKOFF;
         loop {
             match op(deadline) {
                 Ok(v) => return Ok(v),
                 Err(e) if retriable(&e) && Instant::now() + backoff < deadline => {
                     log::debug!("{what}: {e}; refreshing metadata and retrying");
-                    std::thread::sleep(backoff);
-                    backoff = (backoff * 2).min(Duration::from_secs(1));
-                    // A failure to refresh is the next attempt's problem (it fails the same way).
-                    if let Err(e) = self.refresh_metadata(deadline) {
-                        log::debug!("{what}: metadata refresh failed: {e}");
-                    }
+                    self.pause_and_refresh(what, &mut backoff, deadline);
                 }
                 Err(e) => return Err(self.with_timeout(e)),
             }
+        }
+    }
+
+    /// Between two attempts of one request: sleeps `backoff`, doubles it (up to
+    /// [`MAX_BACKOFF`]) and refreshes metadata. The caller checked that the pause ends before
+    /// `deadline`. A failed refresh is only logged: the next attempt fails the same way.
+    fn pause_and_refresh(&self, what: &str, backoff: &mut Duration, deadline: Instant) {
+        std::thread::sleep(*backoff);
+        *backoff = (*backoff * 2).min(MAX_BACKOFF);
+        if let Err(e) = self.refresh_metadata(deadline) {
+            log::debug!("{what}: metadata refresh failed: {e}");
+        }
+    }
+
+    /// The controller's connection (admin requests go there), or any broker's when Metadata
+    /// names no controller it lists.
+    fn controller_conn(&self, deadline: Instant) -> Result<Arc<Connection>> {
+        let md = self.metadata_by(deadline)?;
+        match md.brokers.contains_key(&md.controller) {
+            true => self.broker_conn(&md, md.controller, deadline),
+            false => self.any_conn(deadline),
         }
     }
 

@@ -1,12 +1,12 @@
 //! ListOffsets: offsets by time, the log start and end offsets, batched per leader broker.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{BrokerId, ListOffsetsRequest};
 
-use super::{Client, ClusterMetadata, ms_i32, name};
+use super::{Client, ClusterMetadata, FIRST_BACKOFF, ms_i32, name};
 use crate::cluster::errors::{kafka_error, retriable};
 use crate::error::{Error, Result};
 use crate::format::{Offset, Timestamp};
@@ -58,7 +58,7 @@ impl Client {
         let deadline = self.deadline();
         let mut results: Vec<Option<Result<Option<ListedOffset>>>> =
             queries.iter().map(|_| None).collect();
-        let mut backoff = Duration::from_millis(50);
+        let mut backoff = FIRST_BACKOFF;
         loop {
             let todo: Vec<usize> =
                 (0..queries.len()).filter(|&i| !matches!(results[i], Some(Ok(_)))).collect();
@@ -73,11 +73,7 @@ impl Client {
                 if Instant::now() + backoff >= deadline {
                     break;
                 }
-                std::thread::sleep(backoff);
-                backoff = (backoff * 2).min(Duration::from_secs(1));
-                if let Err(e) = self.refresh_metadata(deadline) {
-                    log::debug!("ListOffsets: metadata refresh failed: {e}");
-                }
+                self.pause_and_refresh("ListOffsets", &mut backoff, deadline);
             }
             // Group by leader.
             let md = self.metadata_by(deadline)?;

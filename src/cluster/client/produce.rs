@@ -11,7 +11,7 @@ use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest};
 
 use super::{Client, ms_i32, name, now_ms};
 use crate::cluster::config::Acks;
-use crate::cluster::errors::kafka_error;
+use crate::cluster::errors::{check_code, kafka_error};
 use crate::error::{Error, Result};
 use crate::format::{self, BatchSpec, EncodeRecord, Offset, Timestamp};
 use crate::sync::lock;
@@ -92,16 +92,8 @@ impl Client {
                 .with_producer_id((-1).into())
                 .with_producer_epoch(-1);
             let r = conn.call(&req, version, deadline)?;
-            if r.error_code != 0 {
-                return Err(kafka_error(
-                    &conn.addr().to_string(),
-                    "InitProducerId",
-                    r.error_code,
-                    None,
-                    None,
-                    None,
-                ));
-            }
+            let broker = conn.addr().to_string();
+            check_code(&broker, "InitProducerId", r.error_code, None, None, None)?;
             Ok((r.producer_id.0, r.producer_epoch))
         })
     }
