@@ -17,9 +17,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use topicfs::format::batch::MAGIC_V2;
 use topicfs::format::checkpoint::{
-    format_leader_epoch_checkpoint, format_offset_checkpoint, format_properties,
-    parse_leader_epoch_checkpoint, parse_offset_checkpoint, parse_partition_metadata,
-    parse_properties,
+    format_leader_epoch_checkpoint, format_offset_checkpoint, parse_leader_epoch_checkpoint,
+    parse_offset_checkpoint, parse_partition_metadata,
 };
 use topicfs::format::compression::{self, Compression};
 use topicfs::format::control::{parse_control_key, parse_end_txn_marker};
@@ -30,6 +29,7 @@ use topicfs::format::file_name::{
 use topicfs::format::index_entry::{
     OFFSET_INDEX_ENTRY_SIZE, OffsetPosition, TIME_INDEX_ENTRY_SIZE, TimestampOffset,
 };
+use topicfs::format::properties::{format_properties, parse_properties};
 use topicfs::format::{
     LOG_OVERHEAD, NewRecord, Offset, decode_batch, legacy, parse_batch_info, peek_entry, verify_crc,
 };

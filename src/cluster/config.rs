@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::format::Compression;
+use crate::format::properties::parse_entries;
 
 /// One broker address as given by the user or advertised in Metadata.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -367,8 +368,12 @@ impl ClientConfig {
     pub fn load_properties_file(&mut self, path: &Path) -> Result<()> {
         let text =
             std::fs::read_to_string(path).map_err(|e| Error::io(path, "read client config", e))?;
-        for (line, key, value) in parse_properties(&text) {
-            self.set(&key, &value, &format!("{}:{line}", path.display()))?;
+        let entries = parse_entries(&text).map_err(|e| {
+            let line = text.get(..e.at).map_or(0, |t| t.matches('\n').count()) + 1;
+            Error::InvalidInput(format!("{}:{line}: {e}", path.display()))
+        })?;
+        for p in entries {
+            self.set(&p.key, &p.value, &format!("{}:{}", path.display(), p.line))?;
         }
         Ok(())
     }
@@ -413,96 +418,6 @@ fn millis(value: &str) -> Option<Duration> {
 fn positive(value: &str) -> Option<i32> {
     let n: i32 = value.parse().ok()?;
     (n > 0).then_some(n)
-}
-
-/// Parses Java `.properties` text: `#`/`!` comments, `key=value`, `key:value` or `key value`,
-/// backslash line continuations and the escapes `\t \n \r \f \uXXXX \\`. Returns (line number
-/// of the key, key, value) in file order.
-pub fn parse_properties(text: &str) -> Vec<(usize, String, String)> {
-    let mut out = Vec::new();
-    let mut lines = text.lines().enumerate();
-    while let Some((n, line)) = lines.next() {
-        let trimmed = line.trim_start();
-        if trimmed.is_empty() || trimmed.starts_with('#') || trimmed.starts_with('!') {
-            continue;
-        }
-        // Join continuation lines: an odd number of trailing backslashes.
-        let mut logical = trimmed.to_string();
-        while ends_with_odd_backslashes(&logical) {
-            logical.pop();
-            match lines.next() {
-                Some((_, next)) => logical.push_str(next.trim_start()),
-                None => break,
-            }
-        }
-        let (key, value) = split_key_value(&logical);
-        out.push((n + 1, unescape(&key), unescape(&value)));
-    }
-    out
-}
-
-fn ends_with_odd_backslashes(s: &str) -> bool {
-    s.chars().rev().take_while(|&c| c == '\\').count() % 2 == 1
-}
-
-/// Splits at the first unescaped `=`, `:` or whitespace (whitespace around the separator is
-/// dropped); the parts are still escaped.
-fn split_key_value(line: &str) -> (String, String) {
-    let mut key = String::new();
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => {
-                key.push('\\');
-                if let Some(n) = chars.next() {
-                    key.push(n);
-                }
-            }
-            '=' | ':' => break,
-            c if c.is_whitespace() => {
-                while chars.peek().is_some_and(|c| c.is_whitespace()) {
-                    chars.next();
-                }
-                if matches!(chars.peek(), Some('=') | Some(':')) {
-                    chars.next();
-                }
-                break;
-            }
-            c => key.push(c),
-        }
-    }
-    let rest: String = chars.collect();
-    (key, rest.trim_start().to_string())
-}
-
-fn unescape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('t') => out.push('\t'),
-            Some('n') => out.push('\n'),
-            Some('r') => out.push('\r'),
-            Some('f') => out.push('\x0c'),
-            Some('u') => {
-                let hex: String = chars.by_ref().take(4).collect();
-                match u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
-                    Some(ch) => out.push(ch),
-                    None => {
-                        out.push_str("\\u");
-                        out.push_str(&hex);
-                    }
-                }
-            }
-            Some(other) => out.push(other),
-            None => {}
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -596,25 +511,6 @@ mod tests {
     }
 
     #[test]
-    fn properties_files_follow_java_syntax() {
-        let text = "# comment\n! also\n\nclient.id = my\\\n    client\nacks:all\nsasl.username alice\n\
-                    sasl.password=p\\u00e4ss\\tword\n  key\\=with\\:seps = v\n";
-        let parsed = parse_properties(text);
-        let pairs: Vec<(usize, &str, &str)> =
-            parsed.iter().map(|(n, k, v)| (*n, k.as_str(), v.as_str())).collect();
-        assert_eq!(
-            pairs,
-            [
-                (4, "client.id", "myclient"),
-                (6, "acks", "all"),
-                (7, "sasl.username", "alice"),
-                (8, "sasl.password", "p\u{e4}ss\tword"),
-                (9, "key=with:seps", "v"),
-            ]
-        );
-    }
-
-    #[test]
     fn a_properties_file_names_the_line_of_a_bad_setting() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("client.properties");
@@ -623,5 +519,15 @@ mod tests {
         let msg = c.load_properties_file(&path).unwrap_err().to_string();
         assert!(msg.contains("client.properties:2") && msg.contains("bogus.key"), "{msg}");
         assert_eq!(c.client_id, "x");
+    }
+
+    #[test]
+    fn a_properties_file_with_a_malformed_escape_names_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("client.properties");
+        std::fs::write(&path, "client.id=x\n# note\nsasl.password=p\\u00zz\n").unwrap();
+        let mut c = ClientConfig::default();
+        let msg = c.load_properties_file(&path).unwrap_err().to_string();
+        assert!(msg.contains("client.properties:3") && msg.contains("uXXXX"), "{msg}");
     }
 }

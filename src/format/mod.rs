@@ -17,6 +17,7 @@ pub mod file_name;
 pub mod groups;
 pub mod index_entry;
 pub mod legacy;
+pub mod properties;
 pub mod txn_index;
 pub mod varint;
 

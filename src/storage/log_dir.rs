@@ -34,13 +34,11 @@ use nix::fcntl::{FcntlArg, Flock, FlockArg, fcntl};
 
 use crate::error::{Error, FileType, Result};
 use crate::format::Offset;
-use crate::format::checkpoint::{
-    format_offset_checkpoint, format_properties, format_uuid, parse_offset_checkpoint,
-    parse_properties,
-};
+use crate::format::checkpoint::{format_offset_checkpoint, format_uuid, parse_offset_checkpoint};
 use crate::format::file_name::{
     parse_partition_dir, parse_special_dir, partition_dir_name, validate_topic_name,
 };
+use crate::format::properties::{format_properties, parse_properties};
 use crate::sync::lock;
 
 use super::config::LogConfig;
