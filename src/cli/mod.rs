@@ -1,0 +1,390 @@
+//! The command line: `topicfs mount DATA_DIR MOUNTPOINT [options]` and `topicfs unmount`.
+//!
+//! - `mod.rs` (here): the clap definitions (help texts, [`Cli`], [`Command`], [`MountArgs`],
+//!   their value parsers) and [`main`];
+//! - `options.rs`: [`MountArgs`] into what the mount needs (log configuration, access, cluster
+//!   client settings, the mount request and mode);
+//! - `helper.rs`: mount-helper (fstab) command lines into `topicfs mount` ([`helper_args`]);
+//! - `tests.rs`: their unit tests.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+
+use crate::error::{Error, Result};
+use crate::mount::{self, FuseOption};
+use crate::view::txn::Isolation;
+
+mod helper;
+mod options;
+#[cfg(test)]
+mod tests;
+
+pub use helper::{HelperArgs, helper_args};
+
+const ABOUT: &str = "Kafka partition logs as a filesystem: browse with ls/cat/tail/jq, produce \
+                     with file writes";
+
+const LONG_ABOUT: &str = "\
+Kafka partition logs as a filesystem.
+
+topicfs mounts a Kafka log directory (one entry of a broker's log.dirs, read and written
+byte-compatibly) so that every partition is a directory of files:
+
+  MNT/<topic>/info                   partitions and their log start/end offsets
+  MNT/<topic>/<p>/info               log start/end offset, segments, bytes, timestamps
+  MNT/<topic>/<p>/by-offset/<spec>   records from an offset: 0, -10, 100..200, with .json or .raw
+  MNT/<topic>/<p>/by-time/<spec>     records from a time: 2026-12-02, -1h, T1..T2
+  MNT/<topic>/<p>/append             write: one record per line
+  MNT/<topic>/<p>/append.json        write: one JSON envelope (as .json streams show) per line
+  MNT/<topic>/<p>/segments/          the raw .log/.index/.timeindex files, read-only
+  MNT/<topic>/groups/<group>/offsets consumer group: committed offset, log end, lag; write
+                                     `<partition> <offset>` lines to commit
+  MNT/<topic>/groups/<group>/<p>/next  records from the committed offset to the end
+
+mkdir MNT/<topic> creates a topic; mkdir MNT/<topic>/<n> adds partition n; mkdir
+MNT/<topic>/groups/<group> creates a consumer group.";
+
+const EXAMPLES: &str = "\
+Examples:
+  topicfs mount /var/lib/kafka/data /mnt/kafka --read-only
+  cat /mnt/kafka/orders/0/by-offset/-10.json | jq .payload
+  printf 'hello\\n' >> /mnt/kafka/orders/0/append
+  fusermount3 -u /mnt/kafka";
+
+const MOUNT_ABOUT: &str = "Mount a Kafka log directory";
+
+const MOUNT_LONG_ABOUT: &str = "\
+Mount a Kafka log directory.
+
+By default topicfs starts a daemon and returns once the mount is live (exit status 0), or
+prints why it could not mount (exit status 1): the data dir is missing or locked by a running
+broker, the mountpoint is not a directory or already mounted, /dev/fuse is missing. With -f it
+stays in the foreground and logs to stderr.
+
+The daemon stops cleanly (pending appends written, indexes trimmed, checkpoints and the
+clean-shutdown marker written) on `fusermount3 -u MOUNTPOINT`, `umount MOUNTPOINT`,
+`topicfs unmount MOUNTPOINT`, SIGTERM, SIGINT (Ctrl-C with -f) or SIGHUP.
+
+Logging follows RUST_LOG (default `info,fuser=error`; e.g. RUST_LOG=debug, RUST_LOG=topicfs=trace): to
+stderr with -f, to syslog (identifier topicfs) in the background.
+
+Access: every file is owned by the mounting user and group unless uid=/gid= (or --uid/--gid)
+say otherwise; file_mode= and dir_mode= (default 0664 and 0755), or umask=, set the permission
+bits, which the kernel checks (default_permissions is always on). A file shows the read bits
+(streams, info, segments) or the write bits (append files) of file_mode; other users get in
+only with allow_other.
+
+From /etc/fstab, with topicfs installed in /usr/bin (the Debian package) or /usr/local/bin:
+
+  /var/lib/kafka/data  /mnt/kafka  fuse.topicfs  ro,allow_other,gid=kafka,file_mode=0640,dir_mode=0750,nofail  0 0
+
+or type `topicfs` (mount(8) runs /sbin/mount.topicfs, a link to the binary). Options there are
+the -o options above plus read_only, partitions=N, threads=N, isolation=LEVEL,
+sizing_budget=BYTES, retention_check_interval_ms=MS and any log setting by its Kafka name (segment.bytes=1048576);
+mount(8)'s own (defaults, noauto, user, nofail, _netdev, x-systemd.*) are ignored.";
+
+const MOUNT_EXAMPLES: &str = "\
+Examples:
+  topicfs mount /var/lib/kafka/data /mnt/kafka
+  topicfs mount -f --read-only /var/lib/kafka/data /mnt/kafka
+  topicfs mount data mnt -o allow_other,fsname=kafka --partitions 3 --threads 4
+  topicfs mount data mnt --segment-bytes 1048576 --config retention.ms=86400000
+  RUST_LOG=debug topicfs mount -f data mnt";
+
+/// `topicfs`: Kafka partition logs as a filesystem.
+#[derive(Debug, Parser)]
+#[command(name = "topicfs", version, about = ABOUT, long_about = LONG_ABOUT, after_help = EXAMPLES)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    #[command(about = MOUNT_ABOUT, long_about = MOUNT_LONG_ABOUT, after_help = MOUNT_EXAMPLES)]
+    Mount(Box<MountArgs>),
+    /// Unmount a topicfs mount (umount as root, fusermount3 -u otherwise); the daemon then stops
+    /// cleanly.
+    #[command(after_help = "Example:\n  topicfs unmount /mnt/kafka")]
+    Unmount {
+        /// The mountpoint.
+        mountpoint: PathBuf,
+    },
+}
+
+/// Arguments of `topicfs mount`.
+#[derive(Debug, Args)]
+pub struct MountArgs {
+    /// The Kafka log directory (a broker's log.dirs entry, or an empty directory to start one),
+    /// or a cluster's bootstrap servers as kafka://HOST:PORT[,HOST:PORT...].
+    pub data_dir: PathBuf,
+
+    /// An existing, empty, not mounted directory.
+    pub mountpoint: PathBuf,
+
+    /// Client settings of a cluster mount (`kafka://...`) from a Java-style `.properties` file,
+    /// applied before each `--config`. Refused for a local mount.
+    ///
+    /// Example: topicfs mount kafka://127.0.0.1:9092 mnt --command-config client.properties
+    #[arg(long, value_name = "FILE")]
+    pub command_config: Option<PathBuf>,
+
+    /// Stay in the foreground and log to stderr; Ctrl-C unmounts.
+    ///
+    /// Example: topicfs mount -f data mnt
+    #[arg(short, long)]
+    pub foreground: bool,
+
+    /// Never change the data dir: no lock, no recovery writes, appends and mkdir fail with
+    /// EROFS. Safe next to a running broker.
+    ///
+    /// Example: topicfs mount --read-only /var/lib/kafka/data mnt
+    #[arg(long)]
+    pub read_only: bool,
+
+    /// Which records of transactions streams show: read_committed hides aborted records and
+    /// ends streams at the last stable offset (kcat's default); read_uncommitted shows every
+    /// record of every non-control batch.
+    ///
+    /// Example: --isolation read_uncommitted
+    #[arg(long, value_name = "LEVEL", default_value = "read_committed", value_parser = parse_isolation)]
+    pub isolation: Isolation,
+
+    /// Mount options, comma-separated or repeated: allow_other, allow_root,
+    /// default_permissions (always on), auto_unmount (with allow_other or allow_root), ro, rw,
+    /// uid=USER, gid=GROUP, umask=MODE, file_mode=MODE, dir_mode=MODE (see Access below),
+    /// no_passthrough (sealed segment files through the page cache, not FUSE passthrough),
+    /// show_internal (list __consumer_offsets and Kafka's other internal topics),
+    /// auto_offset_reset=earliest|latest (where a consumer group without a committed offset
+    /// starts; default earliest), auto_commit (closing a group's next after reading all of it
+    /// commits its end: at-most-once), fsname=NAME (default: the data dir), subtype=NAME (default:
+    /// topicfs), nodev, nosuid, noexec, noatime, dev, suid, exec, atime, sync, async, dirsync; and topicfs's own memory_budget=SIZE and
+    /// render_threads=N (as --memory-budget, --render-threads; -o wins).
+    ///
+    /// Example: -o allow_other,fsname=kafka,gid=analysts,file_mode=0640,dir_mode=0750
+    #[arg(short = 'o', value_name = "OPT[,OPT...]", value_delimiter = ',', value_parser = parse_fuse_option)]
+    pub options: Vec<FuseOption>,
+
+    /// Owner of every file (a user name or number; default: the mounting user). Same as
+    /// `-o uid=USER`.
+    ///
+    /// Example: --uid kafka
+    #[arg(long, value_name = "USER", value_parser = mount::parse_user, help_heading = "Access")]
+    pub uid: Option<u32>,
+
+    /// Group of every file (a group name or number; default: the mounting user's group). Same
+    /// as `-o gid=GROUP`.
+    ///
+    /// Example: --gid analysts
+    #[arg(long, value_name = "GROUP", value_parser = mount::parse_group, help_heading = "Access")]
+    pub gid: Option<u32>,
+
+    /// Sets --file-mode to 0666 and --dir-mode to 0777 without these bits (an explicit
+    /// --file-mode or --dir-mode wins). Same as `-o umask=MODE`.
+    ///
+    /// Example: --umask 027
+    #[arg(long, value_name = "MODE", value_parser = parse_umask, help_heading = "Access")]
+    pub umask: Option<u16>,
+
+    /// Permission bits of files (default 0664): streams, info, segment and inspection files
+    /// show its read bits, append files its write bits. Same as `-o file_mode=MODE`.
+    ///
+    /// Example: --file-mode 0640
+    #[arg(long, value_name = "MODE", value_parser = parse_file_mode, help_heading = "Access")]
+    pub file_mode: Option<u16>,
+
+    /// Permission bits of directories (default 0755): the root and topic directories of a
+    /// read-write mount show them all (write: mkdir), the others without write bits. Same as
+    /// `-o dir_mode=MODE`.
+    ///
+    /// Example: --dir-mode 0750
+    #[arg(long, value_name = "MODE", value_parser = parse_dir_mode, help_heading = "Access")]
+    pub dir_mode: Option<u16>,
+
+    /// Partitions of a topic created with `mkdir MNT/<topic>`.
+    ///
+    /// Example: --partitions 3
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub partitions: u32,
+
+    /// FUSE worker threads: requests served at the same time (a slow read does not stall a
+    /// `tail -f` poll).
+    ///
+    /// Example: --threads 4
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: u16,
+
+    /// Log bytes a stream's stat or open may read to learn its exact size, from where the
+    /// last one stopped; a stream whose end is farther shows size 0 (not yet known) until it
+    /// is read to its end or later stats get there (see SEMANTICS.md, "Streams as files").
+    /// Accepts K, M, G suffixes (powers of 1024). Default 256M for a log dir, 16M for a
+    /// cluster (each byte of sizing is fetched over the network).
+    ///
+    /// Example: --sizing-budget 64M
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    pub sizing_budget: Option<u64>,
+
+    /// Memory for rendered bytes kept beyond a request, shared by every open stream: read-ahead
+    /// windows and the rendering of the batch a read stopped inside. Each handle reading
+    /// sequentially gets a fair share; one over its share reads on demand (slower, never an
+    /// error). Default 64M; K, M, G suffixes. Also `-o memory_budget=SIZE`.
+    ///
+    /// Example: --memory-budget 256M
+    #[arg(long, value_name = "SIZE", value_parser = mount::parse_size)]
+    pub memory_budget: Option<usize>,
+
+    /// Read-ahead render workers, shared by every open stream (never a thread per handle).
+    /// Default: the number of cores. Also `-o render_threads=N`.
+    ///
+    /// Example: --render-threads 4
+    #[arg(long, value_name = "N", value_parser = mount::parse_render_threads)]
+    pub render_threads: Option<usize>,
+
+    /// log.retention.check.interval.ms: how often a read-write mount deletes segments past
+    /// retention.ms / retention.bytes (Kafka's broker setting, default 300000). The first pass
+    /// runs after 30 s, or after this interval if it is shorter.
+    ///
+    /// Example: --retention-check-interval-ms 60000
+    #[arg(long, value_name = "MS", default_value_t = 300_000, value_parser = clap::value_parser!(u64).range(1..), help_heading = "Log settings")]
+    pub retention_check_interval_ms: u64,
+
+    /// A log setting by its Kafka topic-level name (repeatable; applied after the named flags
+    /// below): segment.bytes, segment.ms, segment.jitter.ms, segment.index.bytes,
+    /// index.interval.bytes, max.message.bytes, retention.ms, retention.bytes,
+    /// message.timestamp.type, compression.type, file.delete.delay.ms.
+    ///
+    /// Example: --config retention.ms=86400000 --config compression.type=zstd
+    #[arg(long = "config", value_name = "KEY=VALUE", help_heading = "Log settings")]
+    pub config: Vec<String>,
+
+    /// segment.bytes: roll to a new segment before the .log file would exceed this
+    /// (default 1073741824).
+    ///
+    /// Example: --segment-bytes 104857600
+    #[arg(long, value_name = "BYTES", help_heading = "Log settings")]
+    pub segment_bytes: Option<String>,
+
+    /// segment.ms: roll once a segment spans this much record time (default 604800000, 7 days).
+    ///
+    /// Example: --segment-ms 3600000
+    #[arg(long, value_name = "MS", help_heading = "Log settings")]
+    pub segment_ms: Option<String>,
+
+    /// segment.index.bytes: preallocated size of each .index/.timeindex (default 10485760).
+    ///
+    /// Example: --segment-index-bytes 1048576
+    #[arg(long, value_name = "BYTES", help_heading = "Log settings")]
+    pub segment_index_bytes: Option<String>,
+
+    /// index.interval.bytes: log bytes between two offset index entries (default 4096).
+    ///
+    /// Example: --index-interval-bytes 8192
+    #[arg(long, value_name = "BYTES", help_heading = "Log settings")]
+    pub index_interval_bytes: Option<String>,
+
+    /// max.message.bytes: largest batch as stored; a longer line fails its write with EFBIG
+    /// (default 1048588).
+    ///
+    /// Example: --max-message-bytes 4194304
+    #[arg(long, value_name = "BYTES", help_heading = "Log settings")]
+    pub max_message_bytes: Option<String>,
+
+    /// retention.ms: delete segments whose newest record is older; -1 keeps all
+    /// (default 604800000, 7 days).
+    ///
+    /// Example: --retention-ms -1
+    #[arg(long, value_name = "MS", allow_hyphen_values = true, help_heading = "Log settings")]
+    pub retention_ms: Option<String>,
+
+    /// retention.bytes: delete the oldest segments while a partition is larger; -1 = no limit
+    /// (default -1).
+    ///
+    /// Example: --retention-bytes 1073741824
+    #[arg(long, value_name = "BYTES", allow_hyphen_values = true, help_heading = "Log settings")]
+    pub retention_bytes: Option<String>,
+
+    /// message.timestamp.type: CreateTime (keep the writer's timestamps, default) or
+    /// LogAppendTime (stamp each batch with the append time).
+    ///
+    /// Example: --message-timestamp-type LogAppendTime
+    #[arg(long, value_name = "TYPE", help_heading = "Log settings")]
+    pub message_timestamp_type: Option<String>,
+
+    /// compression.type: producer (default; appends are uncompressed), uncompressed, gzip,
+    /// snappy, lz4 or zstd.
+    ///
+    /// Example: --compression-type zstd
+    #[arg(long, value_name = "CODEC", help_heading = "Log settings")]
+    pub compression_type: Option<String>,
+
+    /// Internal: this process is the daemon child of a background mount.
+    #[arg(long = "daemon-child", hide = true)]
+    pub daemon_child: bool,
+}
+
+fn parse_fuse_option(s: &str) -> Result<FuseOption> {
+    s.parse()
+}
+
+fn parse_umask(s: &str) -> Result<u16> {
+    mount::parse_mode("umask", s)
+}
+
+fn parse_file_mode(s: &str) -> Result<u16> {
+    mount::parse_mode("file_mode", s)
+}
+
+fn parse_dir_mode(s: &str) -> Result<u16> {
+    mount::parse_mode("dir_mode", s)
+}
+
+/// A byte count: digits with an optional K, M or G suffix (powers of 1024).
+fn parse_bytes(s: &str) -> Result<u64> {
+    let t = s.trim();
+    let (digits, unit) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 1u64 << 10),
+        Some((i, 'm' | 'M')) => (&t[..i], 1 << 20),
+        Some((i, 'g' | 'G')) => (&t[..i], 1 << 30),
+        _ => (t, 1),
+    };
+    digits.parse::<u64>().ok().and_then(|n| n.checked_mul(unit)).ok_or_else(|| {
+        Error::Usage(format!("{s:?}: expected a byte count such as 16777216, 64K, 16M or 1G"))
+    })
+}
+
+fn parse_isolation(s: &str) -> Result<Isolation> {
+    s.parse()
+}
+
+/// Parses the command line and runs it; the process's exit status. `version` is what
+/// `--version` prints after the name (the binary adds the commit to the crate version).
+pub fn main(version: &'static str) -> ExitCode {
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    let (args, fake) = match helper_args(&argv) {
+        Ok(Some(helper)) => (helper.args, helper.fake),
+        Ok(None) => (argv.get(1..).unwrap_or_default().to_vec(), false),
+        Err(err) => {
+            eprintln!("topicfs: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    let matches = Cli::command()
+        .version(version)
+        .get_matches_from(std::iter::once(OsString::from("topicfs")).chain(args.clone()));
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
+    match cli.command {
+        Command::Mount(mount_args) => match mount_args.request() {
+            Ok(_) if fake => ExitCode::SUCCESS,
+            Ok(request) => mount::run(request, mount_args.mode(), &args),
+            Err(err) => {
+                eprintln!("topicfs: {err}");
+                ExitCode::from(2)
+            }
+        },
+        Command::Unmount { mountpoint } => mount::unmount(&mountpoint),
+    }
+}

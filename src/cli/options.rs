@@ -1,0 +1,150 @@
+//! From parsed mount arguments to what the mount needs: the log configuration, the access
+//! settings, the cluster client settings, the mount request and mode.
+
+use crate::cluster::ClientConfig;
+use crate::cluster::config::{is_bootstrap_spec, parse_bootstrap};
+use crate::error::{Error, Result};
+use crate::mount::{Access, ClusterMount, FuseOption, Mode, MountRequest};
+use crate::storage::LogConfig;
+
+use super::MountArgs;
+
+impl MountArgs {
+    /// The log configuration: defaults, then the named flags, then each `--config` in order.
+    pub fn log_config(&self) -> Result<LogConfig> {
+        let mut config = LogConfig::default();
+        let named = [
+            ("segment.bytes", &self.segment_bytes),
+            ("segment.ms", &self.segment_ms),
+            ("segment.index.bytes", &self.segment_index_bytes),
+            ("index.interval.bytes", &self.index_interval_bytes),
+            ("max.message.bytes", &self.max_message_bytes),
+            ("retention.ms", &self.retention_ms),
+            ("retention.bytes", &self.retention_bytes),
+            ("message.timestamp.type", &self.message_timestamp_type),
+            ("compression.type", &self.compression_type),
+        ];
+        for (key, value) in named {
+            if let Some(value) = value {
+                config.set(key, value)?;
+            }
+        }
+        for pair in &self.config {
+            let (key, value) = pair
+                .split_once('=')
+                .ok_or_else(|| Error::Usage(format!("--config {pair:?}: expected KEY=VALUE")))?;
+            config.set(key.trim(), value)?;
+        }
+        Ok(config)
+    }
+
+    /// Owner, group and modes: the `-o` access options in order, then the flags (which win).
+    pub fn access(&self) -> Access {
+        let flags = [
+            self.uid.map(FuseOption::Uid),
+            self.gid.map(FuseOption::Gid),
+            self.umask.map(FuseOption::Umask),
+            self.file_mode.map(FuseOption::FileMode),
+            self.dir_mode.map(FuseOption::DirMode),
+        ];
+        Access::from_options(self.options.iter().chain(flags.iter().flatten()))
+    }
+
+    /// The cluster of a `kafka://` source: bootstrap servers and the client settings
+    /// (defaults, then `--command-config`, then each `--config` in order). `None` for a local
+    /// data dir, where `--command-config` is refused.
+    pub fn cluster(&self) -> Result<Option<ClusterMount>> {
+        let source = self.data_dir.to_string_lossy();
+        if !is_bootstrap_spec(&source) {
+            if let Some(file) = &self.command_config {
+                return Err(Error::Usage(format!(
+                    "--command-config {}: only for a cluster mount (kafka://HOST:PORT)",
+                    file.display()
+                )));
+            }
+            return Ok(None);
+        }
+        let log_flags = [
+            ("--segment-bytes", &self.segment_bytes),
+            ("--segment-ms", &self.segment_ms),
+            ("--segment-index-bytes", &self.segment_index_bytes),
+            ("--index-interval-bytes", &self.index_interval_bytes),
+            ("--max-message-bytes", &self.max_message_bytes),
+            ("--retention-ms", &self.retention_ms),
+            ("--retention-bytes", &self.retention_bytes),
+            ("--message-timestamp-type", &self.message_timestamp_type),
+            ("--compression-type", &self.compression_type),
+        ];
+        if let Some((flag, _)) = log_flags.iter().find(|(_, v)| v.is_some()) {
+            return Err(Error::Usage(format!(
+                "{flag} is a log setting of a local mount; a cluster's topics keep the brokers' \
+                 (client settings go in --config KEY=VALUE)"
+            )));
+        }
+        let bootstrap = parse_bootstrap(&source).map_err(|e| Error::Usage(e.to_string()))?;
+        let mut config = ClientConfig::default();
+        if let Some(file) = &self.command_config {
+            config.load_properties_file(file).map_err(|e| Error::Usage(e.to_string()))?;
+        }
+        for pair in &self.config {
+            let (key, value) = pair
+                .split_once('=')
+                .ok_or_else(|| Error::Usage(format!("--config {pair:?}: expected KEY=VALUE")))?;
+            config.set(key.trim(), value, "--config").map_err(|e| Error::Usage(e.to_string()))?;
+        }
+        Ok(Some(ClusterMount { bootstrap, config }))
+    }
+
+    /// The mount request these arguments describe.
+    pub fn request(&self) -> Result<MountRequest> {
+        let cluster = self.cluster()?;
+        let log_config = if cluster.is_some() { LogConfig::default() } else { self.log_config()? };
+        Ok(MountRequest {
+            cluster,
+            access: self.access(),
+            data_dir: self.data_dir.clone(),
+            mountpoint: self.mountpoint.clone(),
+            read_only: self.read_only || self.options.contains(&FuseOption::ReadOnly),
+            fuse_options: self.options.clone(),
+            log_config,
+            partitions: self.partitions,
+            threads: usize::from(self.threads),
+            memory_budget: self
+                .options
+                .iter()
+                .rev()
+                .find_map(|o| match o {
+                    FuseOption::MemoryBudget(n) => Some(*n),
+                    _ => None,
+                })
+                .or(self.memory_budget)
+                .unwrap_or(crate::view::budget::DEFAULT_MEMORY_BUDGET),
+            render_threads: self
+                .options
+                .iter()
+                .rev()
+                .find_map(|o| match o {
+                    FuseOption::RenderThreads(n) => Some(*n),
+                    _ => None,
+                })
+                .or(self.render_threads)
+                .unwrap_or_else(crate::view::readahead::AheadPool::default_threads),
+            isolation: self.isolation,
+            sizing_budget: self.sizing_budget,
+            retention_check_interval: std::time::Duration::from_millis(
+                self.retention_check_interval_ms,
+            ),
+        })
+    }
+
+    /// Foreground, background, or the daemon child of a background mount.
+    pub fn mode(&self) -> Mode {
+        if self.daemon_child {
+            Mode::DaemonChild
+        } else if self.foreground {
+            Mode::Foreground
+        } else {
+            Mode::Background
+        }
+    }
+}

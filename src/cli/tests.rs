@@ -1,0 +1,296 @@
+//! Tests of the command line: definitions, option parsing, mount-helper command lines.
+
+use clap::CommandFactory;
+
+use super::*;
+use crate::mount::{Access, Mode, MountRequest};
+
+#[test]
+fn cli_definition_is_consistent() {
+    Cli::command().debug_assert();
+}
+
+#[test]
+fn a_kafka_source_takes_client_settings_and_a_local_one_keeps_log_settings() {
+    let mount = |extra: &[&str], source: &str| {
+        let mut argv = vec!["topicfs", "mount", source, "m"];
+        argv.extend_from_slice(extra);
+        let Command::Mount(args) = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("not mount")
+        };
+        args.request()
+    };
+    let r = mount(
+        &["--config", "request.timeout.ms=1234", "--config", "client.id=me"],
+        "kafka://h1:9092,h2:9093",
+    )
+    .unwrap();
+    let cluster = r.cluster.unwrap();
+    assert_eq!(cluster.bootstrap.len(), 2);
+    assert_eq!(cluster.config.request_timeout, std::time::Duration::from_millis(1234));
+    assert_eq!(cluster.config.client_id, "me");
+    let dir = tempfile::tempdir().unwrap();
+    let props = dir.path().join("client.properties");
+    std::fs::write(&props, "# a comment\nclient.id=fromfile\nrequest.timeout.ms=5000\n").unwrap();
+    let props = props.to_str().unwrap();
+    let r = mount(&["--command-config", props, "--config", "request.timeout.ms=7"], "kafka://h:1")
+        .unwrap();
+    let cluster = r.cluster.unwrap();
+    assert_eq!(cluster.config.client_id, "fromfile");
+    assert_eq!(cluster.config.request_timeout, std::time::Duration::from_millis(7));
+    let err = mount(&["--config", "segment.bytes=1024"], "kafka://h:1").unwrap_err();
+    assert!(err.to_string().contains("segment.bytes"), "{err}");
+    let err = mount(&["--segment-bytes", "1024"], "kafka://h:1").unwrap_err();
+    assert!(err.to_string().contains("--segment-bytes"), "{err}");
+    let local = mount(&["--config", "segment.bytes=1024"], "d").unwrap();
+    assert!(local.cluster.is_none());
+    assert_eq!(local.log_config.segment_bytes, 1024);
+    assert!(mount(&["--command-config", "f"], "d").is_err());
+    assert!(mount(&["--config", "request.timeout.ms=1"], "d").is_err());
+}
+
+#[test]
+fn kafka_names_and_flags_both_set_log_config() {
+    let cli = Cli::try_parse_from([
+        "topicfs",
+        "mount",
+        "d",
+        "m",
+        "--segment-bytes",
+        "1024",
+        "--config",
+        "retention.ms=-1",
+        "--retention-bytes",
+        "-1",
+        "-o",
+        "allow_other,noatime",
+        "-o",
+        "ro",
+    ])
+    .unwrap();
+    let Command::Mount(args) = cli.command else { panic!("not mount") };
+    let request = args.request().unwrap();
+    assert_eq!(request.log_config.segment_bytes, 1024);
+    assert_eq!(request.log_config.retention_ms, None);
+    assert!(request.read_only, "-o ro means read-only");
+    assert_eq!(request.fuse_options.len(), 3);
+    assert_eq!(args.mode(), Mode::Background);
+}
+
+fn os(words: &[&str]) -> Vec<OsString> {
+    words.iter().map(OsString::from).collect()
+}
+
+fn helper(words: &[&str]) -> std::result::Result<Option<HelperArgs>, String> {
+    helper_args(&os(words)).map_err(|e| e.to_string())
+}
+
+#[test]
+fn a_mount_helper_command_line_becomes_topicfs_mount() {
+    // mount(8) running /sbin/mount.topicfs for an fstab line of type topicfs.
+    let h = helper(&[
+        "/sbin/mount.topicfs",
+        "/var/lib/kafka",
+        "/mnt/kafka",
+        "-o",
+        "rw,_netdev,nofail,x-systemd.automount,allow_other,partitions=3,segment.bytes=1048576,\
+         retention_check_interval_ms=1000",
+    ])
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        h.args,
+        os(&[
+            "mount",
+            "/var/lib/kafka",
+            "/mnt/kafka",
+            "--partitions",
+            "3",
+            "--config",
+            "segment.bytes=1048576",
+            "--retention-check-interval-ms",
+            "1000",
+            "-o",
+            "rw,allow_other",
+        ])
+    );
+    assert!(!h.fake);
+    // What clap makes of it.
+    let cli =
+        Cli::try_parse_from(std::iter::once(OsString::from("topicfs")).chain(h.args)).unwrap();
+    let Command::Mount(args) = cli.command else { panic!("not mount") };
+    let request = args.request().unwrap();
+    assert_eq!((request.partitions, request.log_config.segment_bytes), (3, 1_048_576));
+    assert!(!request.read_only);
+    assert_eq!(args.mode(), Mode::Background, "a helper returns once mounted");
+}
+
+#[test]
+fn mount_fuse3_s_command_line_and_read_only_forms() {
+    // mount.fuse3 for type fuse.topicfs runs `topicfs SOURCE MOUNTPOINT -o OPTIONS`.
+    let h = helper(&["topicfs", "data", "mnt", "-o", "ro,isolation=read_uncommitted"])
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        h.args,
+        os(&["mount", "data", "mnt", "--isolation", "read_uncommitted", "-o", "ro"])
+    );
+    let h = helper(&["mount.topicfs", "data", "mnt", "-oread_only,threads=4", "-n", "-v"])
+        .unwrap()
+        .unwrap();
+    assert_eq!(h.args, os(&["mount", "data", "mnt", "--threads", "4", "--read-only"]));
+    let cli =
+        Cli::try_parse_from(std::iter::once(OsString::from("topicfs")).chain(h.args)).unwrap();
+    let Command::Mount(args) = cli.command else { panic!("not mount") };
+    assert!(args.request().unwrap().read_only);
+    // -f: check only.
+    assert!(helper(&["mount.topicfs", "-f", "d", "m"]).unwrap().unwrap().fake);
+}
+
+#[test]
+fn sizing_budget_is_a_flag_and_an_option_with_byte_suffixes() {
+    let h = helper(&["topicfs", "data", "mnt", "-o", "ro,sizing_budget=64K"]).unwrap().unwrap();
+    assert_eq!(h.args, os(&["mount", "data", "mnt", "--sizing-budget", "64K", "-o", "ro"]));
+    let cli =
+        Cli::try_parse_from(std::iter::once(OsString::from("topicfs")).chain(h.args)).unwrap();
+    let Command::Mount(args) = cli.command else { panic!("not mount") };
+    assert_eq!(args.request().unwrap().sizing_budget, Some(64 << 10));
+    let cli = Cli::try_parse_from(["topicfs", "mount", "d", "m"]).unwrap();
+    let Command::Mount(args) = cli.command else { panic!("not mount") };
+    assert_eq!(args.request().unwrap().sizing_budget, None);
+    assert_eq!(parse_bytes("1g").ok(), Some(1 << 30));
+    assert_eq!(parse_bytes("4096").ok(), Some(4096));
+    assert!(parse_bytes("16X").is_err());
+    assert!(parse_bytes("").is_err());
+    assert!(parse_bytes("99999999999G").is_err());
+}
+
+#[test]
+fn ordinary_command_lines_are_not_helper_calls() {
+    for words in [
+        &["topicfs", "mount", "d", "m"][..],
+        &["topicfs", "unmount", "m"],
+        &["topicfs", "--help"],
+        &["topicfs", "help", "mount"],
+        &["topicfs"],
+    ] {
+        assert_eq!(helper(words).unwrap(), None, "{words:?}");
+    }
+}
+
+#[test]
+fn helper_refuses_unknown_options_unless_sloppy() {
+    let err = helper(&["mount.topicfs", "d", "m", "-o", "rw,bogus"]).unwrap_err();
+    assert!(err.contains("\"bogus\""), "{err}");
+    let h = helper(&["mount.topicfs", "-s", "d", "m", "-o", "rw,bogus"]).unwrap().unwrap();
+    assert_eq!(h.args, os(&["mount", "d", "m", "-o", "rw"]));
+    assert!(helper(&["mount.topicfs", "d"]).unwrap_err().contains("SOURCE MOUNTPOINT"));
+    assert!(helper(&["mount.topicfs", "d", "m", "-x"]).unwrap_err().contains("-x"));
+    assert!(helper(&["mount.topicfs", "d", "m", "-o"]).unwrap_err().contains("-o"));
+}
+
+#[test]
+fn group_options_parse_from_the_command_line_and_fstab() {
+    use crate::view::groups::ResetPolicy;
+    let cli = Cli::try_parse_from([
+        "topicfs",
+        "mount",
+        "d",
+        "m",
+        "-o",
+        "show_internal,auto_offset_reset=latest,auto_commit",
+    ])
+    .unwrap();
+    let Command::Mount(args) = cli.command else { panic!("not mount") };
+    assert_eq!(
+        args.request().unwrap().fuse_options,
+        [
+            FuseOption::ShowInternal,
+            FuseOption::AutoOffsetReset(ResetPolicy::Latest),
+            FuseOption::AutoCommit
+        ]
+    );
+    let err = Cli::try_parse_from(["topicfs", "mount", "d", "m", "-o", "auto_offset_reset=x"])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("earliest or latest"), "{err}");
+    let h = helper(&["mount.topicfs", "d", "m", "-o", "ro,show_internal,auto_offset_reset=latest"])
+        .unwrap()
+        .unwrap();
+    assert_eq!(h.args, os(&["mount", "d", "m", "-o", "ro,show_internal,auto_offset_reset=latest"]));
+}
+
+#[test]
+fn bad_settings_are_refused_with_their_key() {
+    let cli =
+        Cli::try_parse_from(["topicfs", "mount", "d", "m", "--config", "segment.bytes"]).unwrap();
+    let Command::Mount(args) = cli.command else { panic!("not mount") };
+    assert!(args.request().unwrap_err().to_string().contains("KEY=VALUE"));
+    assert!(Cli::try_parse_from(["topicfs", "mount", "d", "m", "-o", "bogus"]).is_err());
+    assert!(Cli::try_parse_from(["topicfs", "mount", "d", "m", "--partitions", "0"]).is_err());
+}
+
+#[test]
+fn access_flags_and_options_agree_and_flags_win() {
+    let parse = |words: &[&str]| {
+        let cli = Cli::try_parse_from(["topicfs", "mount", "d", "m"].iter().chain(words)).unwrap();
+        let Command::Mount(args) = cli.command else { panic!("not mount") };
+        args.request().unwrap().access
+    };
+    let by_options = parse(&["-o", "uid=0,gid=root,file_mode=0640,dir_mode=0750"]);
+    let by_flags =
+        parse(&["--uid", "root", "--gid", "0", "--file-mode", "640", "--dir-mode", "0750"]);
+    assert_eq!(by_options, by_flags);
+    assert_eq!(
+        by_options,
+        Access { uid: Some(0), gid: Some(0), file_mode: 0o640, dir_mode: 0o750 }
+    );
+    let a = parse(&["-o", "umask=077", "--umask", "022"]);
+    assert_eq!((a.file_mode, a.dir_mode), (0o644, 0o755), "the flag wins");
+    let a = parse(&["-o", "uid=5", "--uid", "6"]);
+    assert_eq!(a.uid, Some(6));
+    assert!(Cli::try_parse_from(["topicfs", "mount", "d", "m", "--file-mode", "999"]).is_err());
+    // fstab / mount.fuse3 options reach the same place.
+    let h = helper(&["mount.topicfs", "d", "m", "-o", "allow_other,uid=0,umask=027,_netdev"])
+        .unwrap()
+        .unwrap();
+    assert_eq!(h.args, os(&["mount", "d", "m", "-o", "allow_other,uid=0,umask=027"]));
+}
+
+#[test]
+fn memory_budget_and_render_threads_come_from_flags_or_o_options() {
+    let request = |words: &[&str]| -> Result<MountRequest, String> {
+        let argv = ["topicfs", "mount", "d", "m"].iter().chain(words);
+        let cli = Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
+        let Command::Mount(args) = cli.command else { panic!("not mount") };
+        args.request().map_err(|e| e.to_string())
+    };
+    let defaults = request(&[]).unwrap();
+    assert_eq!(defaults.memory_budget, 64 << 20);
+    assert_eq!(defaults.render_threads, crate::view::readahead::AheadPool::default_threads());
+    let flags = request(&["--memory-budget", "256M", "--render-threads", "4"]).unwrap();
+    assert_eq!((flags.memory_budget, flags.render_threads), (256 << 20, 4));
+    let o = request(&["-o", "ro,memory_budget=1G,render_threads=8"]).unwrap();
+    assert_eq!((o.memory_budget, o.render_threads), (1 << 30, 8));
+    assert!(o.read_only);
+    // -o wins over the flag.
+    let both = request(&["--memory-budget", "1M", "-o", "memory_budget=2M"]).unwrap();
+    assert_eq!(both.memory_budget, 2 << 20);
+    assert_eq!(request(&["--memory-budget", "65536"]).unwrap().memory_budget, 65536);
+    assert_eq!(request(&["--memory-budget", "512KiB"]).unwrap().memory_budget, 512 << 10);
+    for bad in [
+        &["--memory-budget", "lots"][..],
+        &["--memory-budget", "-1"],
+        &["--render-threads", "0"],
+        &["--render-threads", "65"],
+        &["-o", "render_threads=x"],
+        &["-o", "memory_budget=12Q"],
+    ] {
+        assert!(request(bad).is_err(), "{bad:?} accepted");
+    }
+    // fstab: both stay -o options.
+    let h = helper(&["mount.topicfs", "d", "m", "-o", "ro,memory_budget=128M,render_threads=2"])
+        .unwrap()
+        .unwrap();
+    assert_eq!(h.args, os(&["mount", "d", "m", "-o", "ro,memory_budget=128M,render_threads=2"]));
+}
