@@ -7,14 +7,15 @@ use crate::common;
 use std::ffi::OsStr;
 use std::sync::Arc;
 
+use common::fs_fixture::{self, FsFixture};
 use common::tansu::Tansu;
 use topicfs::Error;
 use topicfs::cluster::config::parse_bootstrap;
 use topicfs::cluster::{Client, ClientConfig, ClusterSource};
 use topicfs::format::{NewRecord, Offset};
+use topicfs::fs::TopicFs;
 use topicfs::fs::attr::{DirEntry, OpenRequest};
 use topicfs::fs::inode::ROOT_INO;
-use topicfs::fs::{FsOptions, TopicFs};
 use topicfs::source::{OffsetQuery, TopicSource};
 
 const READ: OpenRequest = OpenRequest { read: true, write: false, truncate: false };
@@ -33,16 +34,9 @@ fn fixture_with(read_only: bool, show_internal: bool) -> Fixture {
     config.set_pair("request.timeout.ms=10000").unwrap();
     let client = Client::connect(parse_bootstrap(&broker.bootstrap()).unwrap(), config).unwrap();
     let source = Arc::new(ClusterSource::new(Arc::new(client), read_only));
-    let options = FsOptions {
-        read_only,
-        partitions_per_topic: 1,
-        max_line_bytes: 1 << 20,
-        uid: 0,
-        gid: 0,
-        file_mode: topicfs::fs::DEFAULT_FILE_MODE,
-        dir_mode: topicfs::fs::DEFAULT_DIR_MODE,
-    };
-    let fs = TopicFs::new(Arc::clone(&source) as Arc<dyn TopicSource>, options)
+    let fs = FsFixture::over(Arc::clone(&source) as Arc<dyn TopicSource>)
+        .read_only(read_only)
+        .build()
         .with_internal_topics(show_internal);
     Fixture { fs, source, _broker: broker }
 }
@@ -53,11 +47,7 @@ fn fixture() -> Fixture {
 
 impl Fixture {
     fn ino(&self, path: &str) -> Result<u64, Error> {
-        let mut ino = ROOT_INO;
-        for name in path.split('/').filter(|n| !n.is_empty()) {
-            ino = self.fs.lookup(ino, OsStr::new(name))?.attr.ino;
-        }
-        Ok(ino)
+        fs_fixture::ino(&self.fs, path)
     }
 
     fn read_all(&self, path: &str) -> Vec<u8> {

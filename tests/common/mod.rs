@@ -8,6 +8,7 @@
 #![allow(dead_code)]
 
 pub mod corpus;
+pub mod fs_fixture;
 pub mod tansu;
 
 use std::fs;

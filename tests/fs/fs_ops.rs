@@ -4,11 +4,12 @@
 use std::ffi::OsStr;
 use std::sync::Arc;
 
+use crate::common::fs_fixture::{self, FsFixture};
 use topicfs::Error;
 use topicfs::format::decode_batch;
+use topicfs::fs::TopicFs;
 use topicfs::fs::attr::{DirEntry, FileKind, OpenRequest, SetAttrRequest};
 use topicfs::fs::inode::ROOT_INO;
-use topicfs::fs::{FsOptions, TopicFs};
 use topicfs::source::TopicSource;
 use topicfs::storage::{LogConfig, LogDir};
 
@@ -25,16 +26,11 @@ fn fixture_with(config: LogConfig, read_only: bool) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let log_dir = Arc::new(LogDir::open(dir.path(), config.clone()).unwrap());
     log_dir.create_topic("t", 1).unwrap();
-    let options = FsOptions {
-        read_only,
-        partitions_per_topic: 2,
-        max_line_bytes: config.max_message_bytes as usize,
-        uid: 0,
-        gid: 0,
-        file_mode: topicfs::fs::DEFAULT_FILE_MODE,
-        dir_mode: topicfs::fs::DEFAULT_DIR_MODE,
-    };
-    let fs = TopicFs::new(Arc::clone(&log_dir) as Arc<dyn TopicSource>, options);
+    let fs = FsFixture::local(&log_dir)
+        .read_only(read_only)
+        .partitions_per_topic(2)
+        .max_line_bytes(config.max_message_bytes as usize)
+        .build();
     Fixture { fs, log_dir, _dir: dir }
 }
 
@@ -45,11 +41,7 @@ fn fixture() -> Fixture {
 impl Fixture {
     /// Looks up a path from the root, one component at a time.
     fn ino(&self, path: &str) -> Result<u64, Error> {
-        let mut ino = ROOT_INO;
-        for name in path.split('/').filter(|n| !n.is_empty()) {
-            ino = self.fs.lookup(ino, OsStr::new(name))?.attr.ino;
-        }
-        Ok(ino)
+        fs_fixture::ino(&self.fs, path)
     }
 
     fn read_all(&self, path: &str) -> Vec<u8> {
@@ -550,18 +542,12 @@ fn a_source_without_segment_files_has_no_segments_or_check_and_the_same_streams(
         local.append("t/0/append", &[format!("line {i} {}\n", "x".repeat(60)).as_bytes()]).unwrap();
     }
     assert!(local.log_dir.log("t", 0).unwrap().segment_summaries().unwrap().len() > 2);
-    let options = FsOptions {
-        read_only: false,
-        partitions_per_topic: 2,
-        max_line_bytes: config.max_message_bytes as usize,
-        uid: 0,
-        gid: 0,
-        file_mode: topicfs::fs::DEFAULT_FILE_MODE,
-        dir_mode: topicfs::fs::DEFAULT_DIR_MODE,
-    };
     let source = without_files::Topics(Arc::clone(&local.log_dir) as Arc<dyn TopicSource>);
     let remote = Fixture {
-        fs: TopicFs::new(Arc::new(source), options),
+        fs: FsFixture::over(Arc::new(source))
+            .partitions_per_topic(2)
+            .max_line_bytes(config.max_message_bytes as usize)
+            .build(),
         log_dir: Arc::clone(&local.log_dir),
         _dir: tempfile::tempdir().unwrap(),
     };

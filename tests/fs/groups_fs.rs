@@ -6,12 +6,12 @@ use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::sync::{Arc, Mutex};
 
+use crate::common::fs_fixture::{self, FsFixture};
 use topicfs::Error;
 use topicfs::format::{NewRecord, Offset};
+use topicfs::fs::TopicFs;
 use topicfs::fs::attr::OpenRequest;
-use topicfs::fs::inode::ROOT_INO;
-use topicfs::fs::{FsOptions, TopicFs};
-use topicfs::source::{CommittedOffset, GroupStore, TopicSource};
+use topicfs::source::{CommittedOffset, GroupStore};
 use topicfs::storage::groups::LocalGroupStore;
 use topicfs::storage::{LogConfig, LogDir};
 use topicfs::view::groups::ResetPolicy;
@@ -77,28 +77,14 @@ fn fixture(store: Option<Arc<dyn GroupStore>>) -> Fixture {
             .collect();
         log_dir.log("t", p).unwrap().append(&records).unwrap();
     }
-    let options = FsOptions {
-        read_only: false,
-        partitions_per_topic: 1,
-        max_line_bytes: 1 << 20,
-        uid: 0,
-        gid: 0,
-        file_mode: topicfs::fs::DEFAULT_FILE_MODE,
-        dir_mode: topicfs::fs::DEFAULT_DIR_MODE,
-    };
     let store = store.unwrap_or_else(|| Arc::new(LocalGroupStore::new(Arc::clone(&log_dir))));
-    let fs = TopicFs::new(Arc::clone(&log_dir) as Arc<dyn TopicSource>, options)
-        .with_groups(store, ResetPolicy::Earliest);
+    let fs = FsFixture::local(&log_dir).build().with_groups(store, ResetPolicy::Earliest);
     Fixture { fs, log_dir, _dir: dir }
 }
 
 impl Fixture {
     fn ino(&self, path: &str) -> Result<u64, Error> {
-        let mut ino = ROOT_INO;
-        for name in path.split('/').filter(|n| !n.is_empty()) {
-            ino = self.fs.lookup(ino, OsStr::new(name))?.attr.ino;
-        }
-        Ok(ino)
+        fs_fixture::ino(&self.fs, path)
     }
 
     fn read(&self, path: &str) -> String {

@@ -2,6 +2,9 @@
 //! the consumer-group tree, and the promises of SEMANTICS.md (including the check that every test
 //! SEMANTICS.md names exists).
 
+#[path = "../common/mod.rs"]
+mod common;
+
 mod fs_ops;
 mod groups_fs;
 mod semantics_fs;

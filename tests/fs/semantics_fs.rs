@@ -6,10 +6,11 @@ use std::ffi::OsStr;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::common::fs_fixture::{self, FsFixture};
 use topicfs::Error;
 use topicfs::fs::attr::{DYNAMIC_TTL, FileKind, OpenRequest, STABLE_TTL, SetAttrRequest};
 use topicfs::fs::inode::ROOT_INO;
-use topicfs::fs::{DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, FsOptions, TopicFs};
+use topicfs::fs::{DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, TopicFs};
 use topicfs::source::TopicSource;
 use topicfs::storage::{LogConfig, LogDir};
 
@@ -49,16 +50,12 @@ fn fixture_with_modes(
     let dir = tempfile::tempdir().unwrap();
     let log_dir = Arc::new(LogDir::open(dir.path(), config.clone()).unwrap());
     log_dir.create_topic("t", 2).unwrap();
-    let options = FsOptions {
-        read_only,
-        partitions_per_topic: 1,
-        max_line_bytes: config.max_message_bytes as usize,
-        uid: UID,
-        gid: GID,
-        file_mode,
-        dir_mode,
-    };
-    let fs = TopicFs::new(Arc::clone(&log_dir) as Arc<dyn TopicSource>, options);
+    let fs = FsFixture::local(&log_dir)
+        .read_only(read_only)
+        .max_line_bytes(config.max_message_bytes as usize)
+        .owner(UID, GID)
+        .modes(file_mode, dir_mode)
+        .build();
     Fixture { fs, log_dir, _dir: dir }
 }
 
@@ -68,11 +65,7 @@ fn fixture() -> Fixture {
 
 impl Fixture {
     fn ino(&self, path: &str) -> Result<u64, Error> {
-        let mut ino = ROOT_INO;
-        for name in path.split('/').filter(|n| !n.is_empty()) {
-            ino = self.fs.lookup(ino, OsStr::new(name))?.attr.ino;
-        }
-        Ok(ino)
+        fs_fixture::ino(&self.fs, path)
     }
 
     fn read_fh(&self, fh: u64) -> Result<Vec<u8>, Error> {
