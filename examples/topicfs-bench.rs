@@ -251,6 +251,22 @@ struct Report {
 }
 
 impl Report {
+    /// A row of a time in seconds (shown in ms), with no baseline; `under` is the target
+    /// (its text and the limit in seconds) when there is one.
+    fn seconds_row(
+        &mut self,
+        section: &'static str,
+        name: impl Into<String>,
+        seconds: f64,
+        under: Option<(&str, f64)>,
+    ) {
+        let (target, met) = match under {
+            Some((text, limit)) => (text, Some(seconds < limit)),
+            None => ("", None),
+        };
+        self.row(section, name, fmt_ms(seconds), "", "", target, met);
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn row(
         &mut self,
@@ -773,24 +789,10 @@ fn engine_open(plan: &Plan, g: &Generated, report: &mut Report) -> Result<(), St
     }
     let w = stat(&writable);
     let r = stat(&read_only);
-    report.row(
-        "open",
-        format!("LogDir::open, clean, {} segments (in-process)", g.segments),
-        fmt_ms(w.median),
-        "",
-        "",
-        "< 200 ms",
-        Some(w.median < 0.2),
-    );
-    report.row(
-        "open",
-        format!("LogDir::open_read_only, {} segments (in-process)", g.segments),
-        fmt_ms(r.median),
-        "",
-        "",
-        "",
-        None,
-    );
+    let name = format!("LogDir::open, clean, {} segments (in-process)", g.segments);
+    report.seconds_row("open", name, w.median, Some(("< 200 ms", 0.2)));
+    let name = format!("LogDir::open_read_only, {} segments (in-process)", g.segments);
+    report.seconds_row("open", name, r.median, None);
     report.put(
         "open_in_process",
         json!({"segments": g.segments, "writable_seconds": writable, "read_only_seconds": read_only}),
@@ -1051,6 +1053,20 @@ fn is_mounted(mnt: &Path) -> bool {
 }
 
 impl Mount {
+    /// [`Mount::start`] of `data` at `mnt` with `extra` flags, probing partition 0 of the
+    /// benchmark topic.
+    fn topic(a: &Args, data: &Path, mnt: &Path, extra: &[&str]) -> Result<(Mount, f64), String> {
+        Mount::start(&a.topicfs, data, mnt, extra, &format!("{TOPIC}/0"), &a.work)
+    }
+
+    /// One mount-time sample: mounts as [`Mount::topic`] does, unmounts cleanly, and returns
+    /// the time from spawning the daemon to the first stat under the mount.
+    fn time(a: &Args, data: &Path, mnt: &Path, extra: &[&str]) -> Result<f64, String> {
+        let (m, t) = Mount::topic(a, data, mnt, extra)?;
+        m.stop()?;
+        Ok(t)
+    }
+
     /// Starts the daemon and waits (deadline 120 s) until the mount is listed and `probe`
     /// (a path under it) can be stat'ed. Returns the mount and the time that took.
     fn start(
@@ -1184,29 +1200,19 @@ fn mount_times(
     report: &mut Report,
 ) -> Result<(), String> {
     let mnt = a.work.join("mnt");
-    let probe = format!("{TOPIC}/0");
     let (mut clean, mut unclean, mut ro, mut broker_ro) = (vec![], vec![], vec![], vec![]);
     let mut recovered = String::new();
     for _ in 0..plan.reps.min(3) {
-        let (m, t) = Mount::start(&a.topicfs, &g.dir, &mnt, &[], &probe, &a.work)?;
-        clean.push(t);
-        m.stop()?;
-        let (m, t) = Mount::start(&a.topicfs, &g.dir, &mnt, &["--read-only"], &probe, &a.work)?;
-        ro.push(t);
-        m.stop()?;
-        let (m, t) =
-            Mount::start(&a.topicfs, &broker.dir, &mnt, &["--read-only"], &probe, &a.work)?;
-        broker_ro.push(t);
-        m.stop()?;
+        clean.push(Mount::time(a, &g.dir, &mnt, &[])?);
+        ro.push(Mount::time(a, &g.dir, &mnt, &["--read-only"])?);
+        broker_ro.push(Mount::time(a, &broker.dir, &mnt, &["--read-only"])?);
         // Unclean: a writable daemon killed with SIGKILL, then mounted again.
-        let (m, _) = Mount::start(&a.topicfs, &g.dir, &mnt, &[], &probe, &a.work)?;
+        let (m, _) = Mount::topic(a, &g.dir, &mnt, &[])?;
         m.kill_unclean()?;
         if g.dir.join(".kafka_cleanshutdown").exists() {
             return Err("clean-shutdown marker present after SIGKILL".into());
         }
-        let (m, t) = Mount::start(&a.topicfs, &g.dir, &mnt, &[], &probe, &a.work)?;
-        unclean.push(t);
-        m.stop()?;
+        unclean.push(Mount::time(a, &g.dir, &mnt, &[])?);
         if !g.dir.join(".kafka_cleanshutdown").exists() {
             recovered = "(no clean-shutdown marker after unmount)".into();
         }
@@ -1215,45 +1221,17 @@ fn mount_times(
     let u = stat(&unclean);
     let r = stat(&ro);
     let b = stat(&broker_ro);
-    report.row(
-        "mount",
-        format!("mount, clean, {} segments (spawn to first stat)", g.segments),
-        fmt_ms(c.median),
-        "",
-        "",
-        "< 1 s",
-        Some(c.median < 1.0),
+    let name = format!("mount, clean, {} segments (spawn to first stat)", g.segments);
+    report.seconds_row("mount", name, c.median, Some(("< 1 s", 1.0)));
+    let name = format!("mount, after SIGKILL of the daemon, {} segments {recovered}", g.segments);
+    report.seconds_row("mount", name, u.median, None);
+    let name = format!("mount --read-only, {} segments", g.segments);
+    report.seconds_row("mount", name, r.median, None);
+    let name = format!(
+        "mount --read-only, {} partitions x {} segments",
+        plan.broker_partitions, broker.segments
     );
-    report.row(
-        "mount",
-        format!("mount, after SIGKILL of the daemon, {} segments {recovered}", g.segments),
-        fmt_ms(u.median),
-        "",
-        "",
-        "",
-        None,
-    );
-    report.row(
-        "mount",
-        format!("mount --read-only, {} segments", g.segments),
-        fmt_ms(r.median),
-        "",
-        "",
-        "",
-        None,
-    );
-    report.row(
-        "mount",
-        format!(
-            "mount --read-only, {} partitions x {} segments",
-            plan.broker_partitions, broker.segments
-        ),
-        fmt_ms(b.median),
-        "",
-        "",
-        "< 1 s",
-        Some(b.median < 1.0),
-    );
+    report.seconds_row("mount", name, b.median, Some(("< 1 s", 1.0)));
     report.put(
         "mount_time",
         json!({"segments": g.segments, "clean_seconds": clean, "unclean_seconds": unclean,
@@ -1272,8 +1250,7 @@ fn mount_reads(
     report: &mut Report,
 ) -> Result<(), String> {
     let mnt = a.work.join("mnt");
-    let (m, _) =
-        Mount::start(&a.topicfs, &g.dir, &mnt, &["--read-only"], &format!("{TOPIC}/0"), &a.work)?;
+    let (m, _) = Mount::topic(a, &g.dir, &mnt, &["--read-only"])?;
     let pid = m.pid();
     let part = mnt.join(TOPIC).join("0");
     let by0 = part.join("by-offset").join("0");
@@ -1421,14 +1398,7 @@ fn mount_reads(
 
     // The targets' sequential reads: the same records laid out as a broker with Kafka's
     // default segment.bytes would (a 1.1 GB partition: two segments).
-    let (m, _) = Mount::start(
-        &a.topicfs,
-        &kafka.dir,
-        &mnt,
-        &["--read-only"],
-        &format!("{TOPIC}/0"),
-        &a.work,
-    )?;
+    let (m, _) = Mount::topic(a, &kafka.dir, &mnt, &["--read-only"])?;
     let part = mnt.join(TOPIC).join("0");
     sequential_reads(plan, kafka, &part, m.pid(), &ReadPass::kafka_segments(kafka), report)?;
     let (hwm_kafka, now_kafka) = rss(m.pid());
@@ -1500,14 +1470,7 @@ fn many_readers(a: &Args, kafka: &Generated, report: &mut Report) -> Result<(), 
         // Every reader reads the same amount at 100 and 1,000 (1 MiB); fewer read more, so
         // that each count reads at least 64 MiB in all.
         let per_reader: u64 = (64u64 << 20).div_ceil(n as u64).max(1 << 20);
-        let (m, _) = Mount::start(
-            &a.topicfs,
-            &kafka.dir,
-            &mnt,
-            &["--read-only"],
-            &format!("{TOPIC}/0"),
-            &a.work,
-        )?;
+        let (m, _) = Mount::topic(a, &kafka.dir, &mnt, &["--read-only"])?;
         let pid = m.pid();
         let part = mnt.join(TOPIC).join("0").join("by-offset");
         // Records of about 110 bytes rendered as 101-byte lines: a reader starting at
@@ -1782,7 +1745,7 @@ fn mount_append(plan: &Plan, a: &Args, report: &mut Report) -> Result<(), String
             logs.create_topic(TOPIC, 1).map_err(|e| e.to_string())?;
             logs.shutdown().map_err(|e| e.to_string())?;
         }
-        let (m, _) = Mount::start(&a.topicfs, &data, &mnt, &[], &format!("{TOPIC}/0"), &a.work)?;
+        let (m, _) = Mount::topic(a, &data, &mnt, &[])?;
         let append = mnt.join(TOPIC).join("0").join("append");
         let run_plain = || {
             let _ = fs::remove_file(&plain);
