@@ -14,11 +14,10 @@ use topicfs::cluster::config::parse_bootstrap;
 use topicfs::cluster::{Client, ClientConfig, ClusterSource};
 use topicfs::format::{NewRecord, Offset};
 use topicfs::fs::TopicFs;
-use topicfs::fs::attr::{DirEntry, OpenRequest};
+use topicfs::fs::attr::OpenRequest;
 use topicfs::fs::inode::ROOT_INO;
 use topicfs::source::{OffsetQuery, TopicSource};
 
-const READ: OpenRequest = OpenRequest { read: true, write: false, truncate: false };
 const WRITE: OpenRequest = OpenRequest { read: false, write: true, truncate: false };
 const T0: i64 = 1_767_225_600_000;
 
@@ -51,18 +50,7 @@ impl Fixture {
     }
 
     fn read_all(&self, path: &str) -> Vec<u8> {
-        let ino = self.ino(path).unwrap();
-        let fh = self.fs.open(ino, READ).unwrap().fh;
-        let mut out = Vec::new();
-        loop {
-            let chunk = self.fs.read(fh, out.len() as u64, 4096).unwrap();
-            if chunk.is_empty() {
-                break;
-            }
-            out.extend(chunk);
-        }
-        self.fs.release(fh).unwrap();
-        out
+        fs_fixture::read_path(&self.fs, path, 4096)
     }
 
     fn text(&self, path: &str) -> String {
@@ -79,17 +67,7 @@ impl Fixture {
     }
 
     fn names(&self, path: &str) -> Vec<String> {
-        let ino = self.ino(path).unwrap();
-        let fh = self.fs.opendir(ino).unwrap().fh;
-        let mut names = Vec::new();
-        self.fs
-            .readdir(ino, fh, 0, &mut |e: &DirEntry| {
-                names.push(e.name.clone());
-                false
-            })
-            .unwrap();
-        self.fs.releasedir(fh).unwrap();
-        names
+        fs_fixture::names(&self.fs, path)
     }
 
     /// Produces records with timestamps T0, T0+1000, ... straight through the client.

@@ -6,10 +6,14 @@ use std::ffi::OsStr;
 use std::sync::Arc;
 
 use topicfs::Error;
+use topicfs::fs::attr::{DirEntry, OpenRequest};
 use topicfs::fs::inode::ROOT_INO;
 use topicfs::fs::{DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, FsOptions, TopicFs};
 use topicfs::source::TopicSource;
 use topicfs::storage::LogDir;
+
+/// How the helpers below open a file: for reading.
+const READ: OpenRequest = OpenRequest { read: true, write: false, truncate: false };
 
 /// Builds a [`TopicFs`] over a source: writable, one partition per `mkdir`ed topic, lines up to
 /// 1 MiB, owned by root (uid and gid 0), the default file and directory modes.
@@ -76,6 +80,19 @@ impl FsFixture {
     }
 }
 
+/// Reads an open file of `fs` from offset 0 to its end, `chunk` bytes a `read` (as the kernel
+/// does, each at the offset the previous one ended).
+pub fn read_to_end(fs: &TopicFs, fh: u64, chunk: u32) -> Result<Vec<u8>, Error> {
+    let mut out = Vec::new();
+    loop {
+        let piece = fs.read(fh, out.len() as u64, chunk)?;
+        if piece.is_empty() {
+            return Ok(out);
+        }
+        out.extend(piece);
+    }
+}
+
 /// Looks a path up from the root of `fs`, one component at a time, as the kernel does.
 pub fn ino(fs: &TopicFs, path: &str) -> Result<u64, Error> {
     let mut ino = ROOT_INO;
@@ -83,4 +100,26 @@ pub fn ino(fs: &TopicFs, path: &str) -> Result<u64, Error> {
         ino = fs.lookup(ino, OsStr::new(name))?.attr.ino;
     }
     Ok(ino)
+}
+
+/// Reads the file at `path` of `fs` whole, `chunk` bytes a `read`: open, reads, release.
+pub fn read_path(fs: &TopicFs, path: &str, chunk: u32) -> Vec<u8> {
+    let fh = fs.open(ino(fs, path).unwrap(), READ).unwrap().fh;
+    let out = read_to_end(fs, fh, chunk).unwrap();
+    fs.release(fh).unwrap();
+    out
+}
+
+/// The names of the directory at `path` of `fs`, `.` and `..` first, from one `readdir` pass.
+pub fn names(fs: &TopicFs, path: &str) -> Vec<String> {
+    let ino = ino(fs, path).unwrap();
+    let fh = fs.opendir(ino).unwrap().fh;
+    let mut names = Vec::new();
+    fs.readdir(ino, fh, 0, &mut |e: &DirEntry| {
+        names.push(e.name.clone());
+        false
+    })
+    .unwrap();
+    fs.releasedir(fh).unwrap();
+    names
 }

@@ -45,18 +45,7 @@ impl Fixture {
     }
 
     fn read_all(&self, path: &str) -> Vec<u8> {
-        let ino = self.ino(path).unwrap();
-        let fh = self.fs.open(ino, READ).unwrap().fh;
-        let mut out = Vec::new();
-        loop {
-            let chunk = self.fs.read(fh, out.len() as u64, 7).unwrap();
-            if chunk.is_empty() {
-                break;
-            }
-            out.extend(chunk);
-        }
-        self.fs.release(fh).unwrap();
-        out
+        fs_fixture::read_path(&self.fs, path, 7)
     }
 
     fn size(&self, path: &str) -> u64 {
@@ -73,17 +62,7 @@ impl Fixture {
     }
 
     fn names(&self, path: &str) -> Vec<String> {
-        let ino = self.ino(path).unwrap();
-        let fh = self.fs.opendir(ino).unwrap().fh;
-        let mut names = Vec::new();
-        self.fs
-            .readdir(ino, fh, 0, &mut |e: &DirEntry| {
-                names.push(e.name.clone());
-                false
-            })
-            .unwrap();
-        self.fs.releasedir(fh).unwrap();
-        names
+        fs_fixture::names(&self.fs, path)
     }
 
     /// Number of batches in partition t/0 (from the raw stream).

@@ -69,21 +69,11 @@ impl Fixture {
     }
 
     fn read_fh(&self, fh: u64) -> Result<Vec<u8>, Error> {
-        let mut out = Vec::new();
-        loop {
-            let chunk = self.fs.read(fh, out.len() as u64, 4096)?;
-            if chunk.is_empty() {
-                return Ok(out);
-            }
-            out.extend(chunk);
-        }
+        fs_fixture::read_to_end(&self.fs, fh, 4096)
     }
 
     fn read_all(&self, path: &str) -> Vec<u8> {
-        let fh = self.fs.open(self.ino(path).unwrap(), READ).unwrap().fh;
-        let out = self.read_fh(fh).unwrap();
-        self.fs.release(fh).unwrap();
-        out
+        fs_fixture::read_path(&self.fs, path, 4096)
     }
 
     fn size(&self, path: &str) -> u64 {
@@ -98,17 +88,7 @@ impl Fixture {
     }
 
     fn names(&self, path: &str) -> Vec<String> {
-        let ino = self.ino(path).unwrap();
-        let fh = self.fs.opendir(ino).unwrap().fh;
-        let mut names = Vec::new();
-        self.fs
-            .readdir(ino, fh, 0, &mut |e| {
-                names.push(e.name.clone());
-                false
-            })
-            .unwrap();
-        self.fs.releasedir(fh).unwrap();
-        names
+        fs_fixture::names(&self.fs, path)
     }
 }
 
