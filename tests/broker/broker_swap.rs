@@ -6,44 +6,18 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use topicfs::format::{NewRecord, Offset, Timestamp, decode_batch, peek_entry};
+use topicfs::format::{Offset, peek_entry};
 use topicfs::storage::segment_files::SegmentFileKind;
-use topicfs::storage::{Log, LogConfig, LogDir};
+use topicfs::storage::{Log, LogDir};
 
-fn config() -> LogConfig {
-    let mut c = LogConfig::default();
-    c.set("segment.bytes", "1024").unwrap();
-    c.set("index.interval.bytes", "100").unwrap();
-    c.set("segment.index.bytes", "4096").unwrap();
-    c.set("retention.ms", "-1").unwrap();
-    c
-}
+use crate::common::log_fixture::{read_records, record, small_config};
 
-fn record(ts: Timestamp, value: &str) -> NewRecord {
-    NewRecord { timestamp: ts, key: None, value: Some(value.as_bytes().to_vec()), headers: vec![] }
-}
-
-/// Every record readable from offset 0, as (offset, value).
+/// Every record readable from the log start offset, as (offset, value).
 fn read_all(log: &Log) -> Vec<(i64, String)> {
-    let mut cursor = log.seek(log.log_start_offset()).unwrap();
-    let mut out = Vec::new();
-    loop {
-        let chunk = log.read(&cursor, 4096).unwrap();
-        if chunk.bytes.is_empty() {
-            break;
-        }
-        let mut at = 0;
-        while let Some(h) = peek_entry(&chunk.bytes[at..]).unwrap() {
-            let batch = decode_batch(&chunk.bytes[at..at + h.total_size()]).unwrap();
-            for r in batch.records() {
-                let r = r.unwrap();
-                out.push((r.offset.0, String::from_utf8(r.value.unwrap().to_vec()).unwrap()));
-            }
-            at += h.total_size();
-        }
-        cursor = chunk.next.unwrap();
-    }
-    out
+    read_records(log, log.log_start_offset(), 4096)
+        .into_iter()
+        .map(|(o, _, v)| (o, String::from_utf8(v).unwrap()))
+        .collect()
 }
 
 /// Names, bytes and mtimes of every file under `dir`.
@@ -74,7 +48,7 @@ fn name(base: Offset, suffix: &str) -> String {
 /// A partition `t-0` of 60 one-record batches (`v0`..`v59`) over several segments, closed
 /// cleanly by the engine. Returns the segments' base offsets.
 fn broker_partition(data: &Path) -> Vec<Offset> {
-    let d = LogDir::open(data, config()).unwrap();
+    let d = LogDir::open(data, small_config()).unwrap();
     d.create_topic("t", 1).unwrap();
     let log = d.log("t", 0).unwrap();
     for i in 0..60 {
@@ -111,7 +85,7 @@ fn write_swap(part: &Path, first: Offset, second: Offset, keep: impl Fn(i64) -> 
     std::fs::create_dir(&scratch_part).unwrap();
     std::fs::write(scratch_part.join(name(first, ".log")), &log).unwrap();
     // No clean-shutdown marker: the engine recovers the segment and writes both indexes.
-    let d = LogDir::open(scratch.path(), config()).unwrap();
+    let d = LogDir::open(scratch.path(), small_config()).unwrap();
     assert_eq!(d.log("t", 0).unwrap().segment_list().len(), 1);
     d.shutdown().unwrap();
     for suffix in [".log", ".index", ".timeindex"] {
@@ -145,7 +119,7 @@ fn a_finished_compaction_not_yet_renamed_is_served_once_from_its_swap_files() {
     let swap_log = write_swap(&part, bases[0], bases[1], compacted);
     let before = hash_tree(tmp.path());
 
-    let d = LogDir::open_read_only(tmp.path(), config()).unwrap();
+    let d = LogDir::open_read_only(tmp.path(), small_config()).unwrap();
     let log = d.log("t", 0).unwrap();
     assert_eq!(read_all(&log), expected_after_compaction(bases[2]));
     let shown: Vec<Offset> = log.segment_list().iter().map(|s| s.base_offset()).collect();
@@ -177,7 +151,7 @@ fn cleaned_files_and_swaps_of_an_unfinished_split_are_ignored() {
     std::fs::write(part.join(name(bases[3], ".log.swap")), &split).unwrap();
     let before = hash_tree(tmp.path());
 
-    let d = LogDir::open_read_only(tmp.path(), config()).unwrap();
+    let d = LogDir::open_read_only(tmp.path(), small_config()).unwrap();
     let log = d.log("t", 0).unwrap();
     assert_eq!(read_all(&log), expected_after_compaction(bases[2]));
     assert!(log.segment_list().iter().any(|s| s.base_offset() == bases[3]));
@@ -193,7 +167,7 @@ fn every_step_of_a_live_swap_shows_each_record_once() {
     let part = tmp.path().join("t-0");
     let all: Vec<(i64, String)> =
         (0..60).map(|i| (i, format!("v{i}{}", "x".repeat(100)))).collect();
-    let d = LogDir::open_read_only(tmp.path(), config()).unwrap();
+    let d = LogDir::open_read_only(tmp.path(), small_config()).unwrap();
     let log = d.log("t", 0).unwrap();
     assert_eq!(read_all(&log), all);
 

@@ -9,6 +9,7 @@
 
 pub mod corpus;
 pub mod fs_fixture;
+pub mod log_fixture;
 pub mod tansu;
 
 use std::fs;

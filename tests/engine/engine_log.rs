@@ -5,23 +5,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use topicfs::Error;
-use topicfs::format::{NewRecord, Offset, Timestamp, decode_batch, peek_entry};
+use topicfs::format::{NewRecord, Offset, Timestamp, peek_entry};
 use topicfs::source::{OffsetQuery, TopicSource};
 use topicfs::storage::segment_files::SegmentFileKind;
 use topicfs::storage::{Log, LogConfig, LogDir};
 
-fn record(ts: Timestamp, value: &str) -> NewRecord {
-    NewRecord { timestamp: ts, key: None, value: Some(value.as_bytes().to_vec()), headers: vec![] }
-}
-
-fn small_config() -> LogConfig {
-    let mut c = LogConfig::default();
-    c.set("segment.bytes", "1024").unwrap();
-    c.set("index.interval.bytes", "100").unwrap();
-    c.set("segment.index.bytes", "4096").unwrap();
-    c.set("retention.ms", "-1").unwrap();
-    c
-}
+use crate::log_fixture::{read_records, record, small_config};
 
 fn open(dir: &Path, config: &LogConfig) -> LogDir {
     LogDir::open(dir, config.clone()).unwrap()
@@ -38,28 +27,10 @@ fn open_log(dir: &Path, config: &LogConfig) -> (LogDir, Arc<Log>) {
 
 /// Every record readable from `from`, as (offset, timestamp, value).
 fn read_all(log: &Log, from: Offset) -> Vec<(i64, Timestamp, String)> {
-    let mut cursor = log.seek(from).unwrap();
-    let mut out = Vec::new();
-    loop {
-        let chunk = log.read(&cursor, 4096).unwrap();
-        if chunk.bytes.is_empty() {
-            break;
-        }
-        let mut at = 0;
-        while let Some(h) = peek_entry(&chunk.bytes[at..]).unwrap() {
-            let batch = decode_batch(&chunk.bytes[at..at + h.total_size()]).unwrap();
-            for r in batch.records() {
-                let r = r.unwrap();
-                if r.offset >= from {
-                    let v = String::from_utf8(r.value.unwrap().to_vec()).unwrap();
-                    out.push((r.offset.0, r.timestamp, v));
-                }
-            }
-            at += h.total_size();
-        }
-        cursor = chunk.next.unwrap();
-    }
-    out
+    read_records(log, from, 4096)
+        .into_iter()
+        .map(|(o, ts, v)| (o, ts, String::from_utf8(v).unwrap()))
+        .collect()
 }
 
 fn files_with_suffix(dir: &Path, suffix: &str) -> Vec<PathBuf> {

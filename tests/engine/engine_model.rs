@@ -6,9 +6,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use topicfs::format::{NewRecord, Offset, Timestamp, decode_batch, peek_entry};
+use topicfs::format::{NewRecord, Offset, Timestamp};
 use topicfs::source::OffsetQuery;
 use topicfs::storage::{Log, LogConfig, LogDir};
+
+use crate::log_fixture::read_records;
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -60,27 +62,7 @@ fn value(offset: usize, len: usize) -> Vec<u8> {
 }
 
 fn read_from(log: &Log, from: Offset) -> Vec<(i64, Timestamp, Vec<u8>)> {
-    let mut cursor = log.seek(from).unwrap();
-    let mut out = Vec::new();
-    loop {
-        let chunk = log.read(&cursor, 333).unwrap();
-        if chunk.bytes.is_empty() {
-            return out;
-        }
-        let mut at = 0;
-        while let Some(h) = peek_entry(&chunk.bytes[at..]).unwrap() {
-            let batch = decode_batch(&chunk.bytes[at..at + h.total_size()]).unwrap();
-            for r in batch.records() {
-                let r = r.unwrap();
-                if r.offset >= from {
-                    out.push((r.offset.0, r.timestamp, r.value.unwrap().to_vec()));
-                }
-            }
-            at += h.total_size();
-        }
-        assert_eq!(at, chunk.bytes.len(), "chunks hold whole batches only");
-        cursor = chunk.next.unwrap();
-    }
+    read_records(log, from, 333)
 }
 
 fn run(ops: Vec<Op>, compression: &str) {
