@@ -143,6 +143,19 @@ fn absurd_specs_do_not_exist() {
     assert_eq!(values(&m, "t"), b"a\nb\nc\n");
 }
 
+/// Writes `chunk` to `f` up to 1024 times, until a write fails; returns the bytes accepted
+/// before and the error. Panics (naming `what`) when every write was accepted.
+fn write_until_refused(f: &mut File, chunk: &[u8], what: &str) -> (usize, std::io::Error) {
+    let mut accepted = 0usize;
+    for _ in 0..1024 {
+        match f.write(chunk) {
+            Ok(n) => accepted += n,
+            Err(e) => return (accepted, e),
+        }
+    }
+    panic!("{what} were all accepted");
+}
+
 #[test]
 fn an_endless_line_to_append_is_refused_with_efbig_and_stores_nothing() {
     let m = MountGuard::foreground(&["--max-message-bytes", "1048576"]);
@@ -150,19 +163,8 @@ fn an_endless_line_to_append_is_refused_with_efbig_and_stores_nothing() {
     append_lines(&m.path("t/0/append"), b"before\n").unwrap();
     let mut f = OpenOptions::new().write(true).open(m.path("t/0/append")).unwrap();
     let chunk = vec![b'x'; 64 * 1024];
-    let mut accepted = 0usize;
-    let mut refused = None;
     // Up to 64 MiB without a newline: the partial line must be refused long before.
-    for _ in 0..1024 {
-        match f.write(&chunk) {
-            Ok(n) => accepted += n,
-            Err(e) => {
-                refused = Some(e);
-                break;
-            }
-        }
-    }
-    let err = refused.expect("64 MiB without a newline were all accepted");
+    let (accepted, err) = write_until_refused(&mut f, &chunk, "64 MiB without a newline");
     assert_eq!(errno(&err), libc::EFBIG, "{err}");
     assert!(accepted <= 1048576, "{accepted} bytes of one line buffered");
     drop(f);
@@ -174,18 +176,7 @@ fn an_endless_line_to_append_is_refused_with_efbig_and_stores_nothing() {
     // no more.
     let mut f = OpenOptions::new().write(true).open(m.path("t/0/append.json")).unwrap();
     f.write_all(b"{\"payload\":\"").unwrap();
-    let mut accepted = 0usize;
-    let mut refused = None;
-    for _ in 0..1024 {
-        match f.write(&chunk) {
-            Ok(n) => accepted += n,
-            Err(e) => {
-                refused = Some(e);
-                break;
-            }
-        }
-    }
-    let err = refused.expect("64 MiB of one JSON line were all accepted");
+    let (accepted, err) = write_until_refused(&mut f, &chunk, "64 MiB of one JSON line");
     assert_eq!(errno(&err), libc::EFBIG, "{err}");
     assert!(accepted <= 8 * 1048576, "{accepted} bytes of one JSON line buffered");
     drop(f);
