@@ -4,19 +4,17 @@
 
 use crate::common;
 
-use std::ffi::OsStr;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
 
+use common::fs_fixture::{self, FsFixture};
 use common::{Dirs, MountGuard, wait_until};
 use topicfs::format::{NO_TIMESTAMP, NewRecord, Offset};
+use topicfs::fs::TopicFs;
 use topicfs::fs::attr::OpenRequest;
-use topicfs::fs::inode::ROOT_INO;
-use topicfs::fs::{FsOptions, TopicFs};
-use topicfs::source::TopicSource;
 use topicfs::storage::segment_files::{SegmentFileKind, SegmentFiles};
 use topicfs::storage::{Log, LogConfig, LogDir, SegmentMode};
 
@@ -181,20 +179,11 @@ fn sealed_and_active_files_of_a_live_writer(dirs: Dirs, args: &[&str], passthrou
 }
 
 fn fs_over(log_dir: &Arc<LogDir>) -> TopicFs {
-    let options = FsOptions {
-        read_only: true,
-        partitions_per_topic: 1,
-        max_line_bytes: 1 << 20,
-        uid: 0,
-        gid: 0,
-        file_mode: topicfs::fs::DEFAULT_FILE_MODE,
-        dir_mode: topicfs::fs::DEFAULT_DIR_MODE,
-    };
-    TopicFs::new(Arc::clone(log_dir) as Arc<dyn TopicSource>, options)
+    FsFixture::local(log_dir).read_only(true).build()
 }
 
 fn ino(fs: &TopicFs, path: &str) -> u64 {
-    path.split('/').fold(ROOT_INO, |ino, name| fs.lookup(ino, OsStr::new(name)).unwrap().attr.ino)
+    fs_fixture::ino(fs, path).unwrap()
 }
 
 #[test]

@@ -7,7 +7,6 @@
 //! and answer;
 //! the other partition is served in full; `check` names what was refused.
 
-use std::ffi::OsStr;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -16,10 +15,10 @@ use std::time::Duration;
 
 use topicfs::Error;
 use topicfs::format::{NO_TIMESTAMP, NewRecord};
+use topicfs::fs::TopicFs;
 use topicfs::fs::attr::{DirEntry, OpenRequest};
-use topicfs::fs::inode::ROOT_INO;
-use topicfs::fs::{FsOptions, TopicFs};
-use topicfs::source::TopicSource;
+
+use crate::common::fs_fixture::{FsFixture, ino, read_to_end};
 use topicfs::storage::{LogConfig, LogDir, SegmentMode};
 
 const READ: OpenRequest = OpenRequest { read: true, write: false, truncate: false };
@@ -164,25 +163,9 @@ fn targets() -> Vec<Target> {
     ]
 }
 
-/// Looks up a path from the root.
-fn ino(fs: &TopicFs, path: &str) -> Result<u64, Error> {
-    let mut ino = ROOT_INO;
-    for name in path.split('/').filter(|n| !n.is_empty()) {
-        ino = fs.lookup(ino, OsStr::new(name))?.attr.ino;
-    }
-    Ok(ino)
-}
-
 fn read_all(fs: &TopicFs, path: &str) -> Result<Vec<u8>, Error> {
     let fh = fs.open(ino(fs, path)?, READ)?.fh;
-    let mut out = Vec::new();
-    loop {
-        let chunk = fs.read(fh, out.len() as u64, 64 * 1024)?;
-        if chunk.is_empty() {
-            break;
-        }
-        out.extend(chunk);
-    }
+    let out = read_to_end(fs, fh, 64 * 1024)?;
     fs.release(fh)?;
     Ok(out)
 }
@@ -264,16 +247,7 @@ fn run_case(template: &Path, target: &Target, hostile: Hostile, mode: SegmentMod
         }
         Err(e) => panic!("{case}: open failed: {e}"),
     };
-    let options = FsOptions {
-        read_only: !writable,
-        partitions_per_topic: 1,
-        max_line_bytes: 1 << 20,
-        uid: 0,
-        gid: 0,
-        file_mode: topicfs::fs::DEFAULT_FILE_MODE,
-        dir_mode: topicfs::fs::DEFAULT_DIR_MODE,
-    };
-    let fs = TopicFs::new(Arc::clone(&log_dir) as Arc<dyn TopicSource>, options);
+    let fs = FsFixture::local(&log_dir).read_only(!writable).build();
     assert_eq!(names(&fs, "").unwrap(), ["bad", "good"], "{case}");
 
     let (good, _) = touch_partition(&fs, "good", 0).unwrap_or_else(|e| panic!("{case}: good: {e}"));
@@ -375,16 +349,7 @@ fn with_deadline(name: &str, f: impl FnOnce() + Send + 'static) {
 
 fn fs_over(data: &Path, mode: SegmentMode) -> Result<TopicFs, Error> {
     let log_dir = LogDir::open_with(data, LogConfig::default(), Default::default(), mode)?;
-    let options = FsOptions {
-        read_only: mode == SegmentMode::ReadOnly,
-        partitions_per_topic: 1,
-        max_line_bytes: 1 << 20,
-        uid: 0,
-        gid: 0,
-        file_mode: topicfs::fs::DEFAULT_FILE_MODE,
-        dir_mode: topicfs::fs::DEFAULT_DIR_MODE,
-    };
-    Ok(TopicFs::new(Arc::new(log_dir) as Arc<dyn TopicSource>, options))
+    Ok(FsFixture::local(&Arc::new(log_dir)).read_only(mode == SegmentMode::ReadOnly).build())
 }
 
 #[test]
@@ -474,21 +439,28 @@ fn a_live_read_only_open_refuses_files_replaced_or_appearing_while_it_is_open() 
     });
 }
 
+/// The template in `tmp/data` with `bad-0`'s `<base>.log` replaced by a symlink to 360 bytes
+/// of text (`tmp/notes.txt`) that frame no batch; returns both paths.
+fn notes_as_log(tmp: &Path, base: &str) -> (PathBuf, PathBuf) {
+    let data = tmp.join("data");
+    template(&data);
+    let text = tmp.join("notes.txt");
+    std::fs::write(&text, "these are notes, not record batches\n".repeat(10)).unwrap();
+    let log = data.join(format!("bad-0/{base}.log"));
+    std::fs::remove_file(&log).unwrap();
+    symlink(&text, &log).unwrap();
+    (data, text)
+}
+
 #[test]
 fn check_reports_an_active_log_whose_bytes_are_not_batches() {
     // Read-only: the text is hidden and reported. (A writable open would recover the segment
     // and truncate the file to its whole batches, as Kafka does with any `.log`.)
     let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    template(&data);
-    let text = tmp.path().join("notes.txt");
-    std::fs::write(&text, "these are notes, not record batches\n".repeat(10)).unwrap();
-    let log = data.join(format!("bad-0/{ACTIVE}.log"));
-    std::fs::remove_file(&log).unwrap();
+    let (data, text) = notes_as_log(tmp.path(), ACTIVE);
     for suffix in ["index", "timeindex"] {
         std::fs::remove_file(data.join(format!("bad-0/{ACTIVE}.{suffix}"))).unwrap();
     }
-    symlink(&text, &log).unwrap();
     let fs = fs_over(&data, SegmentMode::ReadOnly).unwrap();
     let (shown, check) = touch_partition(&fs, "bad", 0).unwrap();
     assert_eq!(shown, values(0..3));
@@ -501,13 +473,7 @@ fn check_reports_an_active_log_whose_bytes_are_not_batches() {
 #[test]
 fn check_reports_a_sealed_log_whose_bytes_are_not_batches() {
     let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    template(&data);
-    let text = tmp.path().join("notes.txt");
-    std::fs::write(&text, "these are notes, not record batches\n".repeat(10)).unwrap();
-    let log = data.join(format!("bad-0/{SEALED}.log"));
-    std::fs::remove_file(&log).unwrap();
-    symlink(&text, &log).unwrap();
+    let (data, text) = notes_as_log(tmp.path(), SEALED);
     for mode in [SegmentMode::ReadOnly, SegmentMode::Writable] {
         if mode == SegmentMode::Writable {
             // A clean shutdown was recorded: a writable open trusts the sealed segment.
