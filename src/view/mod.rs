@@ -18,6 +18,8 @@
 //!   worker pool.
 //! * [`budget`]: the mount's one memory budget for windows read ahead and kept renderings.
 //! * [`listing`]: the names `ls` shows in `by-offset/` and `by-time/`.
+//! * [`groups`]: consumer groups: the `offsets` text, commits parsed and checked, where `next`
+//!   starts, over [`crate::source::GroupStore`].
 //! * [`topic`]: topic-level views: `offsets/<time>` for every partition, the `by-time/` stream
 //!   of all partitions merged by timestamp, and appends routed by Kafka's default partitioner.
 //!
