@@ -154,6 +154,21 @@ fn rss_after_close(pid: u32, bound: u64) -> u64 {
     }
 }
 
+/// Prints the figures of a run of [`HANDLES`] `what` and checks them against the bounds: peak
+/// RSS below [`MAX_RSS`], at most [`MAX_THREADS`] threads, RSS after close at most twice idle.
+fn check_bounds(what: &str, peak: u64, most_threads: u64, idle: u64, after: u64) {
+    eprintln!(
+        "{HANDLES} {what}: peak RSS {} MB, at most {most_threads} threads, idle RSS {} MB, \
+         after close {} MB",
+        peak >> 20,
+        idle >> 20,
+        after >> 20
+    );
+    assert!(peak < MAX_RSS, "peak RSS {} MB", peak >> 20);
+    assert!(most_threads <= MAX_THREADS, "{most_threads} threads");
+    assert!(after <= 2 * idle, "RSS after close {} MB, idle {} MB", after >> 20, idle >> 20);
+}
+
 #[test]
 fn a_thousand_concurrent_readers_stay_within_the_budget_and_read_exactly_their_records() {
     raise_fd_limit();
@@ -214,16 +229,7 @@ fn a_thousand_concurrent_readers_stay_within_the_budget_and_read_exactly_their_r
     for (from, bytes) in results.iter() {
         assert!(*bytes == lines(*from, from + PER_READER), "the handle at {from} read other bytes");
     }
-    eprintln!(
-        "{HANDLES} readers: peak RSS {} MB, at most {most_threads} threads, idle RSS {} MB, \
-         after close {} MB",
-        peak >> 20,
-        idle >> 20,
-        after >> 20
-    );
-    assert!(peak < MAX_RSS, "peak RSS {} MB", peak >> 20);
-    assert!(most_threads <= MAX_THREADS, "{most_threads} threads");
-    assert!(after <= 2 * idle, "RSS after close {} MB, idle {} MB", after >> 20, idle >> 20);
+    check_bounds("readers", peak, most_threads, idle, after);
 }
 
 #[test]
@@ -299,14 +305,5 @@ fn a_thousand_followers_of_a_growing_partition_see_every_record_within_the_budge
     let most_threads = sampler.most();
     drop(Arc::try_unwrap(followers).ok().unwrap());
     let after = rss_after_close(mount.pid, 2 * idle);
-    eprintln!(
-        "{HANDLES} followers: peak RSS {} MB, at most {most_threads} threads, idle RSS {} MB, \
-         after close {} MB",
-        peak >> 20,
-        idle >> 20,
-        after >> 20
-    );
-    assert!(peak < MAX_RSS, "peak RSS {} MB", peak >> 20);
-    assert!(most_threads <= MAX_THREADS, "{most_threads} threads");
-    assert!(after <= 2 * idle, "RSS after close {} MB, idle {} MB", after >> 20, idle >> 20);
+    check_bounds("followers", peak, most_threads, idle, after);
 }
