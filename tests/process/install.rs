@@ -248,6 +248,26 @@ fn data_with_records() -> Dirs {
 /// The mount helper's environment: the installed binary must be the one found.
 const SYSTEM_PATH: &str = "/usr/sbin:/usr/bin:/sbin:/bin";
 
+/// `mount -t <fstype> -o <options> <data> <mnt>` as mount(8) and systemd run it, with the
+/// system's PATH: the mount helper chain starts the installed binary in the background.
+fn system_mount(dirs: Dirs, fstype: &str, options: &str) -> MountGuard {
+    let mut mount = Command::new("mount");
+    mount
+        .env("PATH", SYSTEM_PATH)
+        .args(["-t", fstype, "-o", options])
+        .arg(dirs.data())
+        .arg(dirs.mnt());
+    MountGuard::background_with(dirs, mount)
+}
+
+/// The daemon serving `m` runs the packaged binary.
+fn assert_installed_binary(m: &MountGuard) {
+    assert_eq!(
+        fs::read_link(format!("/proc/{}/exe", m.pid)).unwrap(),
+        Path::new("/usr/bin/topicfs")
+    );
+}
+
 #[test]
 fn the_debian_package_installs_mounts_from_fstab_and_unit_and_purges_cleanly() {
     let deb = match std::env::var("TOPICFS_DEB") {
@@ -317,17 +337,9 @@ fn the_debian_package_installs_mounts_from_fstab_and_unit_and_purges_cleanly() {
 
     // fstab type fuse.topicfs: mount(8) -> mount.fuse3 -> /usr/bin/topicfs, in the background.
     let dirs = data_with_records();
-    let mut mount = Command::new("mount");
-    mount
-        .env("PATH", SYSTEM_PATH)
-        .args(["-t", "fuse.topicfs", "-o", "rw,allow_other,file_mode=0640,dir_mode=0750,nofail"])
-        .arg(dirs.data())
-        .arg(dirs.mnt());
-    let m = MountGuard::background_with(dirs, mount);
-    assert_eq!(
-        fs::read_link(format!("/proc/{}/exe", m.pid)).unwrap(),
-        Path::new("/usr/bin/topicfs")
-    );
+    let m =
+        system_mount(dirs, "fuse.topicfs", "rw,allow_other,file_mode=0640,dir_mode=0750,nofail");
+    assert_installed_binary(&m);
     assert_eq!(fs::read_to_string(m.path("t/0/by-offset/0")).unwrap(), "a\nb\n");
     fs::write(m.path("t/0/append"), "c\n").unwrap();
     assert_eq!(fs::metadata(m.path("t/0/info")).unwrap().mode() & 0o777, 0o440);
@@ -339,13 +351,7 @@ fn the_debian_package_installs_mounts_from_fstab_and_unit_and_purges_cleanly() {
     // The example unit's command line: systemd runs `mount -t TYPE -o OPTIONS WHAT WHERE` for a
     // mount unit; the same, with What= and Where= pointed at the test's dirs.
     let unit = parse_unit(&fs::read_to_string(examples.join("mnt-kafka.mount")).unwrap());
-    let mut mount = Command::new("mount");
-    mount
-        .env("PATH", SYSTEM_PATH)
-        .args(["-t", one(&unit, "Mount", "Type"), "-o", one(&unit, "Mount", "Options")])
-        .arg(dirs.data())
-        .arg(dirs.mnt());
-    let m = MountGuard::background_with(dirs, mount);
+    let m = system_mount(dirs, one(&unit, "Mount", "Type"), one(&unit, "Mount", "Options"));
     assert_eq!(fs::read_to_string(m.path("t/0/by-offset/0")).unwrap(), "a\nb\nc\n");
     // ro,allow_other,umask=022: read-only, every file 0444, directories 0555.
     let err = fs::write(m.path("t/0/append"), "d\n").unwrap_err();
@@ -356,17 +362,8 @@ fn the_debian_package_installs_mounts_from_fstab_and_unit_and_purges_cleanly() {
     let mnt = m.mnt();
     let dirs = m.unmount();
     assert!(!is_mounted(&mnt));
-    let mut mount = Command::new("mount");
-    mount
-        .env("PATH", SYSTEM_PATH)
-        .args(["-t", "topicfs", "-o", "ro"])
-        .arg(dirs.data())
-        .arg(dirs.mnt());
-    let m = MountGuard::background_with(dirs, mount);
-    assert_eq!(
-        fs::read_link(format!("/proc/{}/exe", m.pid)).unwrap(),
-        Path::new("/usr/bin/topicfs")
-    );
+    let m = system_mount(dirs, "topicfs", "ro");
+    assert_installed_binary(&m);
     assert!(fs::read_to_string(m.path("t/0/info")).unwrap().contains("log_end_offset"));
     drop(m.unmount());
 
