@@ -6,11 +6,14 @@
 //!   compatible version 1), then chunks of int32 BE length + one raw snappy block. Input without
 //!   the header is read as one raw block (snappy-java's fallback); a repeated header between
 //!   chunks (concatenated streams) is skipped.
-//! - lz4 (3): the LZ4 frame format with Kafka's restrictions (`Lz4BlockInputStream`): independent
-//!   blocks only, FLG version `01`, reserved bits 0; the header checksum (HC) is verified except for
-//!   magic v0 data, whose HC Kafka computed wrongly before KIP-57; block checksums are verified,
-//!   the content checksum is skipped unverified. Written as FLG `0x60`, BD `0x40` (64 KiB blocks),
-//!   a correct HC, blocks stored uncompressed when compression does not shrink them.
+//! - lz4 (3): the LZ4 frame format: FLG version `01`, reserved bits 0; the header checksum (HC)
+//!   is verified except for magic v0 data, whose HC Kafka computed wrongly before KIP-57; block
+//!   checksums are verified, the content checksum is skipped unverified. Read with independent
+//!   *or linked* blocks (Kafka's `Lz4BlockInputStream` takes independent ones only, but liblz4's
+//!   default and brokers such as tansu write linked ones: a linked block may refer back into the
+//!   last 64 KiB of output). Written as Kafka writes it: FLG `0x60` (independent blocks), BD
+//!   `0x40` (64 KiB blocks), a correct HC, blocks stored uncompressed when compression does not
+//!   shrink them.
 //! - zstd (4): a standard Zstandard frame; magic v2 only.
 //!
 //! Every decoder bounds its output by [`MAX_DECOMPRESSED_SIZE`] so a small hostile payload cannot
@@ -280,6 +283,8 @@ const LZ4_FLG: u8 = 0x60;
 /// BD: maximum block size code 4 = 64 KiB (what Kafka writes).
 const LZ4_BD: u8 = 0x40;
 const LZ4_BLOCK_SIZE: usize = 64 * 1024;
+/// How far back a linked block may copy from: LZ4's 64 KiB window.
+const LZ4_WINDOW: usize = 64 * 1024;
 /// High bit of a block size: the block is stored uncompressed.
 const LZ4_UNCOMPRESSED: u32 = 0x8000_0000;
 
@@ -332,9 +337,8 @@ fn lz4_decompress(
     if flg & 0x03 != 0 || bd & 0x8f != 0 {
         return Err(err(4, "reserved descriptor bits set"));
     }
-    if flg & 0x20 == 0 {
-        return Err(err(4, "linked blocks are not supported"));
-    }
+    // Linked blocks (block independence flag clear) may copy from the previous 64 KiB of output.
+    let linked = flg & 0x20 == 0;
     let block_checksum = flg & 0x10 != 0;
     let content_size = flg & 0x08 != 0;
     let content_checksum = flg & 0x04 != 0;
@@ -390,8 +394,14 @@ fn lz4_decompress(
         } else {
             // Decompress into a full block of room, then check the real size against the bound.
             out.resize(old + max_block, 0);
-            let n = lz4_flex::block::decompress_into(block, out.get_mut(old..).unwrap_or_default())
-                .map_err(|e| codec_error(start, "lz4", e))?;
+            let (before, room) = out.split_at_mut(old);
+            let n = if linked {
+                let dict = before.get(old.saturating_sub(LZ4_WINDOW)..).unwrap_or_default();
+                lz4_flex::block::decompress_into_with_dict(block, room, dict)
+            } else {
+                lz4_flex::block::decompress_into(block, room)
+            }
+            .map_err(|e| codec_error(start, "lz4", e))?;
             out.truncate(old + n);
             if out.len() > limit {
                 return Err(too_large(pos, limit));
@@ -472,13 +482,70 @@ mod tests {
         assert_eq!(decompress(Compression::Lz4, &packed, 0).unwrap(), b"hello hello hello");
     }
 
+    /// Data whose later 64 KiB blocks repeat earlier ones, so a linked-block encoder copies from
+    /// the previous block (the dictionary) rather than within the block.
+    fn cross_block_data() -> Vec<u8> {
+        let mut seed = 0x2545_f491_u32;
+        let chunk: Vec<u8> = (0..50_000)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 17;
+                seed ^= seed << 5;
+                (seed % 251) as u8
+            })
+            .collect();
+        let mut data = Vec::new();
+        for _ in 0..7 {
+            data.extend_from_slice(&chunk);
+        }
+        data
+    }
+
+    fn linked_frame(data: &[u8], checksums: bool) -> Vec<u8> {
+        let mut enc = lz4_flex::frame::FrameEncoder::with_frame_info(
+            lz4_flex::frame::FrameInfo::new()
+                .block_mode(lz4_flex::frame::BlockMode::Linked)
+                .block_size(lz4_flex::frame::BlockSize::Max64KB)
+                .block_checksums(checksums)
+                .content_checksum(checksums),
+            Vec::new(),
+        );
+        enc.write_all(data).unwrap();
+        enc.finish().unwrap()
+    }
+
     #[test]
-    fn lz4_linked_blocks_are_rejected() {
-        let mut packed = compress(Compression::Lz4, b"hello").unwrap();
-        packed[4] = 0x40;
-        packed[6] = lz4_header_checksum(&[0x40, 0x40]);
-        let e = decompress(Compression::Lz4, &packed, 2).unwrap_err();
-        assert!(matches!(e.kind, DecodeErrorKind::Decompression(ref m) if m.contains("linked")));
+    fn lz4_linked_block_frames_decode() {
+        let data = cross_block_data();
+        for checksums in [false, true] {
+            let framed = linked_frame(&data, checksums);
+            assert_eq!(framed[4] & 0x20, 0, "the encoder wrote independent blocks");
+            // Random bytes repeated every 50,000: mostly back references across blocks shrink it.
+            assert!(framed.len() < data.len() / 2, "{} bytes", framed.len());
+            assert_eq!(decompress(Compression::Lz4, &framed, 2).unwrap(), data);
+        }
+        // The same frame read as independent blocks cannot resolve its back references.
+        let mut independent = linked_frame(&data, false);
+        independent[4] |= 0x20;
+        independent[6] = lz4_header_checksum(&independent[4..6]);
+        assert!(decompress(Compression::Lz4, &independent, 2).is_err());
+    }
+
+    #[test]
+    fn lz4_linked_blocks_keep_the_size_bound_and_error_positions() {
+        let data = cross_block_data();
+        let framed = linked_frame(&data, false);
+        let e = decompress_bounded(Compression::Lz4, &framed, 2, 100_000).unwrap_err();
+        assert!(matches!(e.kind, DecodeErrorKind::Decompression(ref m) if m.contains("100000")));
+        // A corrupt later block reports that block's position, not the frame's start.
+        let mut bad = framed.clone();
+        let first = 7 + 4 + (u32::from_le_bytes(bad[7..11].try_into().unwrap()) & 0x7fff_ffff);
+        let second_data = first as usize + 4;
+        for b in &mut bad[second_data..second_data + 8] {
+            *b = 0xff;
+        }
+        let e = decompress(Compression::Lz4, &bad, 2).unwrap_err();
+        assert!(e.at >= first as usize, "{e:?}");
     }
 
     #[test]

@@ -170,14 +170,14 @@ fn cluster_metadata_lists_topics_partitions_and_leaders() {
 }
 
 /// Every codec tansu 0.6 serves back: not snappy (it stores our xerial-framed snappy batches,
-/// Kafka's framing, then closes the connection of every Fetch that reaches them) and not lz4
-/// (it re-encodes lz4 batches as frames with linked blocks, which `format`'s decoder refuses);
-/// see doc/cluster-brokers.md. Both codecs are checked against kafka-python in
-/// tests/compat/compat_kafka_python.rs and against librdkafka in tests/cluster/cluster_confluent.rs.
+/// Kafka's framing, then closes the connection of every Fetch that reaches them; see
+/// doc/cluster-brokers.md; checked against kafka-python in tests/compat/compat_kafka_python.rs
+/// and against librdkafka in tests/cluster/cluster_confluent.rs). lz4 comes back re-encoded as
+/// frames with linked blocks, which `format` decodes.
 #[test]
 fn cluster_produce_fetch_round_trip_every_codec() {
     let t = Tansu::start();
-    for codec in ["none", "gzip", "zstd"] {
+    for codec in ["none", "gzip", "lz4", "zstd"] {
         let c = client(&t, &[&format!("compression.type={codec}")]);
         let topic = format!("codec-{codec}");
         c.create_topic(&topic, 1, &[]).unwrap();

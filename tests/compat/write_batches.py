@@ -4,14 +4,15 @@
     write_batches.py OUT_DIR
 
 writes OUT_DIR/batches.log (one segment's worth of entries: v2 with every codec, legacy v0 and
-v1 with every legacy codec, large values that span several snappy chunks and LZ4 blocks, null
-keys and values, headers, LogAppendTime, transactional and control batches, compaction gaps, an
+v1 with every legacy codec, large values that span several snappy chunks and LZ4 blocks (also
+linked ones), null keys and values, headers, LogAppendTime, transactional and control batches, compaction gaps, an
 empty batch) and OUT_DIR/expected.json ({"batches": [...]}: what kafka-python decodes from those
 bytes, schema in kafka_py.py). Used by tests/compat/compat_kafka_python.rs.
 """
 
 import json
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -29,6 +30,21 @@ def records(first, n, size=40, key=True):
         out.append({"timestamp": T0 + 10 * i, "key": f"key-{i % 4}".encode() if key else None,
                     "value": body.encode(), "headers": []})
     return out
+
+
+@contextmanager
+def lz4_linked_blocks():
+    """kafka-python writes lz4 with independent blocks (as Kafka does); liblz4's default, and
+    brokers such as tansu, link them. Build with python-lz4's ``block_linked=True`` meanwhile."""
+    import lz4.frame
+    import kafka.record.default_records as dr
+    saved = dr.lz4_encode
+    dr.lz4_encode = lambda payload: lz4.frame.compress(
+        bytes(payload), block_linked=True, block_size=lz4.frame.BLOCKSIZE_MAX64KB)
+    try:
+        yield
+    finally:
+        dr.lz4_encode = saved
 
 
 def main():
@@ -55,6 +71,9 @@ def main():
     # Values large enough for several xerial snappy chunks (32 KiB) and LZ4 blocks (64 KiB).
     for codec in ["gzip", "snappy", "lz4", "zstd"]:
         add(build_v2(records(offset, 3, size=90_000), offset, codec))
+    # Linked lz4 blocks (liblz4 makes a frame that fits one block independent, so a large one).
+    with lz4_linked_blocks():
+        add(build_v2(records(offset, 4, size=90_000), offset, "lz4"))
     for codec in ["none", "lz4"]:
         add(build_v2(records(offset, 4), offset, codec, log_append_time=T0 + 99_000,
                      leader_epoch=5))
