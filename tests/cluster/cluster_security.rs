@@ -1,16 +1,19 @@
 //! SASL of the cluster client against tansu: SCRAM users created through the broker, wrong
 //! passwords refused as authentication failures (EACCES) naming the broker.
 //!
-//! TLS is not tested against a broker: tansu 0.6's command line refuses `--cert` together with
-//! `--key` (a clap group makes them exclusive), so it cannot serve TLS (doc/cluster-brokers.md).
-//! `make_ca` stays for the TLS test a broker that can will get.
+//! TLS through a real mount: tansu 0.6's command line refuses `--cert` together with `--key` (a
+//! clap group makes them exclusive), so it cannot serve TLS itself (doc/cluster-brokers.md);
+//! the test puts a TLS-terminating proxy (socat) in front of it, with a CA made in the test, and
+//! the broker advertises the proxy's port so every connection of the client goes through TLS.
 
 use crate::common;
 
+use std::ffi::OsString;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
-use common::tansu::Tansu;
+use common::tansu::{Tansu, TlsProxy, free_port};
+use common::{Dirs, MountGuard, is_mounted, sh, topicfs};
 use topicfs::cluster::config::parse_bootstrap;
 use topicfs::cluster::{Client, ClientConfig};
 
@@ -28,7 +31,6 @@ fn openssl(dir: &Path, args: &[&str]) {
     assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
-#[allow(dead_code)]
 /// A CA (`NAME-ca.pem`) and a server certificate for 127.0.0.1 signed by it
 /// (`NAME-server.pem`, `NAME-server.key`).
 fn make_ca(dir: &Path, name: &str) {
@@ -36,7 +38,8 @@ fn make_ca(dir: &Path, name: &str) {
     let (ca_key, ca) = (format!("{name}-ca.key"), format!("{name}-ca.pem"));
     let mut args = vec!["req", "-x509"];
     args.extend(ec);
-    args.extend(["-keyout", &ca_key, "-out", &ca, "-days", "2", "-subj", "/CN=topicfs test CA"]);
+    let subject = format!("/CN=topicfs test CA {name}");
+    args.extend(["-keyout", &ca_key, "-out", &ca, "-days", "2", "-subj", &subject]);
     args.extend(["-addext", "basicConstraints=critical,CA:TRUE"]);
     args.extend(["-addext", "keyUsage=critical,keyCertSign,cRLSign"]);
     openssl(dir, &args);
@@ -100,4 +103,78 @@ fn cluster_sasl_scram_authenticates_and_a_wrong_password_is_eacces() {
         assert_eq!(err.errno(), libc::EACCES, "{mech}: {err}");
         assert!(err.to_string().contains(&t.addr()), "{err}");
     }
+}
+
+/// A broker behind a TLS proxy whose certificate is signed by the CA `tls-ca.pem` in `dir`
+/// (a second CA, `other-ca.pem`, signed nothing the proxy presents).
+fn broker_behind_tls(dir: &Path) -> (Tansu, TlsProxy) {
+    make_ca(dir, "tls");
+    make_ca(dir, "other");
+    let proxy_port = free_port();
+    let broker = Tansu::start_advertising(proxy_port);
+    let proxy = TlsProxy::start(
+        proxy_port,
+        &dir.join("tls-server.pem"),
+        &dir.join("tls-server.key"),
+        broker.port(),
+    );
+    (broker, proxy)
+}
+
+#[test]
+fn cluster_tls_mount_reads_and_appends_through_a_tls_proxy_and_a_wrong_ca_fails_the_mount() {
+    let certs = tempfile::tempdir().unwrap();
+    let (_broker, proxy) = broker_behind_tls(certs.path());
+    let ca = format!("ssl.ca.location={}", certs.path().join("tls-ca.pem").display());
+    let source = OsString::from(proxy.bootstrap());
+    let args = [
+        "--config",
+        "request.timeout.ms=10000",
+        "--config",
+        "security.protocol=SSL",
+        "--config",
+        &ca,
+    ];
+    let m = MountGuard::foreground_source(Dirs::new(), &source, &args, Stdio::inherit());
+    let mnt = m.mnt();
+    let mnt = mnt.display();
+    sh(&format!("mkdir {mnt}/secure"));
+    sh(&format!("printf 'over\\ntls\\n' >> {mnt}/secure/0/append"));
+    assert_eq!(sh(&format!("cat {mnt}/secure/0/by-offset/0")), "over\ntls\n");
+    let info = sh(&format!("cat {mnt}/secure/0/info"));
+    assert!(info.contains("log_end_offset: 2\n"), "{info}");
+    m.unmount();
+
+    // The proxy's certificate is not signed by this CA: exit 1, naming the broker and why.
+    let addr = proxy.bootstrap().trim_start_matches("kafka://").to_string();
+    let wrong = format!("ssl.ca.location={}", certs.path().join("other-ca.pem").display());
+    let dirs = Dirs::new();
+    let out = topicfs()
+        .arg("mount")
+        .arg(&source)
+        .arg(dirs.mnt())
+        .args(["--config", "request.timeout.ms=5000", "--config", "security.protocol=SSL"])
+        .args(["--config", &wrong])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(&addr), "{stderr}");
+    assert!(stderr.to_lowercase().contains("certificate"), "{stderr}");
+    assert!(!is_mounted(&dirs.mnt()));
+
+    // Plaintext to a TLS port is refused too, within the deadline, not a hang.
+    let out = topicfs()
+        .arg("mount")
+        .arg(&source)
+        .arg(dirs.mnt())
+        .args(["--config", "request.timeout.ms=3000"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(&addr), "{stderr}");
+    assert!(!is_mounted(&dirs.mnt()));
 }

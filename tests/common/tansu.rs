@@ -4,16 +4,21 @@
 //!
 //! [`Tansu`] kills the broker when dropped, even when the test panics; [`Tansu::kill`] and
 //! [`Tansu::restart`] drive fault tests (the restarted broker keeps its port and its data).
+//! tansu 0.6 cannot serve TLS itself (doc/cluster-brokers.md): [`TlsProxy`] (socat) terminates
+//! TLS in front of a broker started with [`Tansu::start_advertising`] on the proxy's port.
 //!
 //! SQLite, not the in-memory engine: the memory engine answers ListOffsets by timestamp with 0
 //! and can report a batch's base offset + 1 as the log end (doc/cluster-brokers.md).
 
 use std::fs::File;
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
 use tempfile::TempDir;
 
 use super::wait_until;
@@ -40,6 +45,8 @@ pub struct Tansu {
     child: Option<Child>,
     dir: TempDir,
     port: u16,
+    /// The port Metadata names for this broker (a proxy's), when not `port`.
+    advertised_port: Option<u16>,
     extra_args: Vec<String>,
     starts: u32,
 }
@@ -52,11 +59,22 @@ impl Tansu {
 
     /// [`Tansu::start`] with extra broker arguments (e.g. `--cert`, `--key`, `--authentication`).
     pub fn start_with(extra_args: &[&str]) -> Tansu {
+        Tansu::start_full(None, extra_args)
+    }
+
+    /// [`Tansu::start`] with Metadata naming `127.0.0.1:advertised_port` (a proxy in front of
+    /// it) as the broker's address, so clients that bootstrap through the proxy stay on it.
+    pub fn start_advertising(advertised_port: u16) -> Tansu {
+        Tansu::start_full(Some(advertised_port), &[])
+    }
+
+    fn start_full(advertised_port: Option<u16>, extra_args: &[&str]) -> Tansu {
         let dir = tempfile::Builder::new().prefix("topicfs-tansu-").tempdir().unwrap();
         let mut t = Tansu {
             child: None,
             dir,
             port: free_port(),
+            advertised_port,
             extra_args: extra_args.iter().map(ToString::to_string).collect(),
             starts: 0,
         };
@@ -69,10 +87,11 @@ impl Tansu {
         self.starts += 1;
         let log = File::create(self.dir.path().join(format!("tansu-{}.log", self.starts))).unwrap();
         let url = format!("tcp://127.0.0.1:{}", self.port);
+        let advertised = format!("tcp://127.0.0.1:{}", self.advertised_port.unwrap_or(self.port));
         let child = Command::new(tansu_binary())
             .current_dir(self.dir.path())
             .arg("broker")
-            .args(["--listener-url", &url, "--advertised-listener-url", &url])
+            .args(["--listener-url", &url, "--advertised-listener-url", &advertised])
             // Relative: tansu opens it under its working directory (the temp dir).
             .args(["--storage-engine", "sqlite://tansu.db"])
             .args(&self.extra_args)
@@ -164,5 +183,54 @@ impl Tansu {
 impl Drop for Tansu {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// A TLS-terminating proxy (`socat OPENSSL-LISTEN`) on 127.0.0.1:`port` in front of a plaintext
+/// broker, presenting `cert`/`key` and not asking for client certificates. socat runs in its
+/// own process group (one process per connection), which is killed on drop.
+pub struct TlsProxy {
+    child: Option<Child>,
+    port: u16,
+}
+
+impl TlsProxy {
+    /// Starts socat on `port`, forwarding to 127.0.0.1:`target_port`; waits until it listens.
+    pub fn start(port: u16, cert: &Path, key: &Path, target_port: u16) -> TlsProxy {
+        let listen = format!(
+            "OPENSSL-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork,cert={},key={},verify=0",
+            cert.display(),
+            key.display()
+        );
+        let child = Command::new("socat")
+            .args([&listen, &format!("TCP:127.0.0.1:{target_port}")])
+            .stdin(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap_or_else(|e| panic!("socat (scripts/install-deps installs it): {e}"));
+        let mut proxy = TlsProxy { child: Some(child), port };
+        wait_until("socat to listen", || {
+            if let Some(status) = proxy.child.as_mut().and_then(|c| c.try_wait().unwrap()) {
+                panic!("socat exited with {status}");
+            }
+            TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200))
+                .is_ok()
+        });
+        proxy
+    }
+
+    /// `kafka://127.0.0.1:PORT`.
+    pub fn bootstrap(&self) -> String {
+        format!("kafka://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for TlsProxy {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // The group socat leads (process_group(0) above): it and its per-connection children.
+            let _ = killpg(Pid::from_raw(c.id() as i32), Signal::SIGKILL);
+            let _ = c.wait();
+        }
     }
 }
