@@ -173,7 +173,8 @@ impl ClusterPartition {
     /// naming a partition twice, and tansu answers both with the first).
     fn bounds(&self) -> Result<(Offset, Offset)> {
         let ask = |ts| -> Result<Offset> {
-            let listed = self.client.list_offset(&self.topic, self.p(), ts)?;
+            let listed =
+                self.client.list_offset(&self.topic, self.p(), ts).map_err(|e| self.named(e))?;
             Ok(listed.map_or(Offset(0), |l: ListedOffset| l.offset).max(Offset(0)))
         };
         let start = ask(EARLIEST)?;
@@ -220,7 +221,7 @@ impl PartitionSource for ClusterPartition {
             OffsetQuery::MaxTimestamp => MAX_TIMESTAMP,
             OffsetQuery::Timestamp(t) => t.max(0),
         };
-        match self.client.list_offset(&self.topic, self.p(), ts)? {
+        match self.client.list_offset(&self.topic, self.p(), ts).map_err(|e| self.named(e))? {
             // A broker answering a time past the last record with an older record (tansu 0.6
             // answers offset 0, doc/cluster-brokers.md): no record is that new.
             Some(l) if matches!(query, OffsetQuery::Timestamp(t) if l.timestamp >= 0 && l.timestamp < t) => {
@@ -246,7 +247,10 @@ impl PartitionSource for ClusterPartition {
             max_wait: Duration::ZERO,
             isolation: Some(IsolationLevel::ReadUncommitted),
         };
-        let fetched = self.client.fetch(&self.topic, self.p(), cursor.next_offset, opts)?;
+        let fetched = self
+            .client
+            .fetch(&self.topic, self.p(), cursor.next_offset, opts)
+            .map_err(|e| self.named(e))?;
         let buf: &[u8] = &fetched.records;
         let mut out = Vec::new();
         let mut next = cursor.next_offset;
@@ -322,7 +326,8 @@ impl PartitionSource for ClusterPartition {
         if self.read_only {
             return Err(Error::ReadOnly);
         }
-        let produced = self.client.produce(&self.topic, self.p(), records)?;
+        let produced =
+            self.client.produce(&self.topic, self.p(), records).map_err(|e| self.named(e))?;
         Ok(self.produced(produced.base_offset, records.len()))
     }
 
@@ -330,7 +335,8 @@ impl PartitionSource for ClusterPartition {
         if self.read_only {
             return Err(Error::ReadOnly);
         }
-        let produced = self.client.produce(&self.topic, self.p(), records)?;
+        let produced =
+            self.client.produce(&self.topic, self.p(), records).map_err(|e| self.named(e))?;
         Ok(self.produced(produced.base_offset, records.len()))
     }
 
@@ -346,6 +352,25 @@ impl PartitionSource for ClusterPartition {
 }
 
 impl ClusterPartition {
+    /// `e` naming this partition where the client's error names only a broker (a connection
+    /// that failed or a deadline that passed), so the log line of a failed read says which
+    /// partition it was reading: `broker B: partition T/P: Fetch: ...`.
+    fn named(&self, e: Error) -> Error {
+        let part = format!("partition {}/{}", self.topic, self.partition);
+        match e {
+            Error::BrokerUnreachable { broker, op, source } => {
+                Error::BrokerUnreachable { broker, op: format!("{part}: {op}"), source }
+            }
+            Error::Timeout { broker, what, after_ms } => {
+                Error::Timeout { broker, what: format!("{part}: {what}"), after_ms }
+            }
+            Error::Protocol { broker, what } => {
+                Error::Protocol { broker, what: format!("{part}: {what}") }
+            }
+            other => other,
+        }
+    }
+
     /// Bytes in a Fetch response that do not frame a batch.
     fn bad_bytes(&self, at: usize, what: &str) -> Error {
         Error::Protocol {

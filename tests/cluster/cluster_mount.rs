@@ -115,3 +115,119 @@ fn cluster_mount_streams_of_not_yet_known_size_read_whole_with_shell_tools() {
     assert_eq!(sh(&format!("jq -c .offset {mnt}/t/0/by-offset/15.json | wc -l")).trim(), "5");
     m.unmount();
 }
+
+/// A mount whose log (stderr) goes to `log`, with a short request deadline for fault tests.
+/// Fetches are kept to 256 KiB: tansu's SQLite engine serves about 5,000 records a second, so a
+/// default-sized Fetch (50 MiB) of a large partition takes longer than any short deadline.
+fn mount_logging(broker: &Tansu, timeout_ms: u32, log: &std::path::Path) -> MountGuard {
+    let timeout = format!("request.timeout.ms={timeout_ms}");
+    let source = OsString::from(broker.bootstrap());
+    let file = std::fs::File::create(log).unwrap();
+    let args = ["--config", &timeout, "--config", "fetch.max.bytes=262144"];
+    MountGuard::foreground_source(Dirs::new(), &source, &args, Stdio::from(file))
+}
+
+/// The broker killed mid-`cat`: `cat` ends with an error (no hang) and the daemon logs the
+/// broker and the partition; `ls` while it is down answers from cached metadata or fails, both
+/// within the deadline; once the broker is back a new `cat` reads everything without a
+/// remount; and unmounting works while the broker is down. Times are printed, not asserted
+/// (beyond the hang guard of the shell tools' `timeout`).
+#[test]
+fn cluster_mount_broker_killed_mid_cat_fails_the_read_and_a_restart_recovers() {
+    const TIMEOUT_MS: u32 = 10_000;
+    let mut broker = Tansu::start();
+    let scratch = tempfile::tempdir().unwrap();
+    let log = scratch.path().join("topicfs.log");
+    let m = mount_logging(&broker, TIMEOUT_MS, &log);
+    let mnt = m.mnt();
+    let mnt = mnt.display();
+    sh(&format!("mkdir {mnt}/big"));
+    // 40,000 lines of 100 bytes (4 MB), appended in 128 KiB writes (one Produce each): tansu's
+    // SQLite engine serves about 5,000 records a second, so `cat` takes seconds.
+    const LINES: usize = 40_000;
+    let lines = scratch.path().join("lines");
+    sh(&format!(
+        "seq -w 1 {LINES} | sed 's/$/ {pad}/' > {lines} && cat {lines} >> {mnt}/big/0/append",
+        pad = "x".repeat(92),
+        lines = lines.display()
+    ));
+    let out = scratch.path().join("out");
+    let err = scratch.path().join("err");
+    let mut cat = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "exec timeout 120 cat {mnt}/big/0/by-offset/0 > {} 2> {}",
+            out.display(),
+            err.display()
+        ))
+        .spawn()
+        .unwrap();
+    let opened = std::time::Instant::now();
+    while std::fs::metadata(&out).map(|m| m.len() == 0).unwrap_or(true) {
+        assert!(cat.try_wait().unwrap().is_none(), "cat ended before printing anything");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    eprintln!("cat printed its first bytes after {:?}", opened.elapsed());
+    broker.kill();
+    let killed = std::time::Instant::now();
+    let status = cat.wait().unwrap();
+    let cat_took = killed.elapsed();
+    let printed = std::fs::metadata(&out).unwrap().len();
+    let cat_err = std::fs::read_to_string(&err).unwrap();
+    eprintln!(
+        "cat ended {cat_took:?} after the kill (request.timeout.ms={TIMEOUT_MS}): {status}, \
+         {printed} of {} bytes, stderr: {cat_err}",
+        LINES * 100
+    );
+    // Not 124 (the hang guard) and not success: cat saw a read error.
+    assert!(!status.success() && status.code() != Some(124), "{status}: {cat_err}");
+    assert!(cat_err.contains("Input/output error") || cat_err.contains("timed out"), "{cat_err}");
+    assert!((printed as usize) < LINES * 100, "cat finished before the kill: make it bigger");
+    let daemon_log = std::fs::read_to_string(&log).unwrap();
+    let logged =
+        daemon_log.lines().find(|l| l.contains(&broker.addr()) && l.contains("partition big/0"));
+    assert!(logged.is_some(), "no log line names the broker and big/0:\n{daemon_log}");
+
+    // While the broker is down: `ls` of the mount answers from cached metadata (Metadata is
+    // kept for metadata.max.age.ms); `ls` of a partition needs its offsets (ListOffsets) and
+    // fails with EIO after the deadline. Neither hangs.
+    let started = std::time::Instant::now();
+    assert_eq!(sh(&format!("timeout 60 ls {mnt}")), "big\n");
+    eprintln!("ls of the mount with the broker down took {:?}", started.elapsed());
+    let started = std::time::Instant::now();
+    let ls = sh_output(&format!("timeout 60 ls {mnt}/big/0"));
+    eprintln!(
+        "ls of a partition with the broker down took {:?}: {} {}{}",
+        started.elapsed(),
+        ls.status,
+        String::from_utf8_lossy(&ls.stdout),
+        String::from_utf8_lossy(&ls.stderr)
+    );
+    assert_ne!(ls.status.code(), Some(124), "ls hung");
+    if ls.status.success() {
+        let listed = String::from_utf8_lossy(&ls.stdout).to_string();
+        assert!(listed.contains("by-offset"), "{listed}");
+    } else {
+        let stderr = String::from_utf8_lossy(&ls.stderr).to_string();
+        assert!(stderr.contains("Input/output error") || stderr.contains("timed out"), "{stderr}");
+    }
+
+    // The broker back on the same port: a new cat reads everything, without a remount.
+    broker.restart();
+    let started = std::time::Instant::now();
+    assert_eq!(
+        sh(&format!("timeout 300 cat {mnt}/big/0/by-offset/0 | wc -l")).trim(),
+        LINES.to_string()
+    );
+    eprintln!("cat after the restart took {:?}", started.elapsed());
+    assert_eq!(
+        sh(&format!("timeout 60 tail -n 1 {mnt}/big/0/by-offset/0")),
+        format!("{LINES} {}\n", "x".repeat(92))
+    );
+
+    // Down again: unmount still works (and the daemon exits cleanly).
+    broker.kill();
+    let started = std::time::Instant::now();
+    m.unmount();
+    eprintln!("unmount with the broker down took {:?}", started.elapsed());
+}
