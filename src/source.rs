@@ -230,6 +230,15 @@ pub trait PartitionSource: Send + Sync {
     }
     /// Aborted transactions overlapping `[from, to)` (for read-committed views).
     fn aborted_transactions(&self, from: Offset, to: Offset) -> Result<Vec<AbortedTxn>>;
+    /// Whether this source applies `read_committed` itself: [`PartitionSource::read`] returns no
+    /// batch of an aborted transaction and nothing at or past the last stable offset, and the
+    /// log end offset it states (summary, `Latest`, `seek`) is the last stable offset. A cluster
+    /// does so with Kafka's Fetch at isolation level 1, filtered per response as the Java
+    /// consumer does, so the view keeps no transaction scan of its own for such a partition.
+    /// The default: `false`, the view decides from the batches (`view::txn`).
+    fn reads_committed(&self) -> bool {
+        false
+    }
     /// Appends records as one batch (several only when one would exceed `max.message.bytes`);
     /// visible to readers when this returns. Refuses the whole call, writing nothing, if any
     /// single record cannot fit in a batch.

@@ -10,6 +10,8 @@
 //! - [`client`]: metadata cache, leader routing, retries, and the APIs (Metadata, ListOffsets,
 //!   Fetch, Produce, CreateTopics, CreatePartitions, FindCoordinator, OffsetCommit, OffsetFetch,
 //!   ListGroups, DescribeGroups);
+//! - [`committed`]: the `read_committed` filter of one Fetch response (aborted transactions,
+//!   control batches, the last stable offset), as the Java consumer applies it;
 //! - [`source`]: the cluster backend of the `source` seam (TopicSource, PartitionSource);
 //! - [`sasl`]: PLAIN and SCRAM-SHA-256/512 messages;
 //! - [`errors`]: Kafka error codes, names and which are retried.
@@ -18,6 +20,7 @@
 //! doc/ARCHITECTURE.md, "The cluster client".
 
 pub mod client;
+pub mod committed;
 pub mod config;
 pub mod conn;
 pub mod errors;

@@ -31,6 +31,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::cluster::client::{EARLIEST, FetchOptions, LATEST, MAX_TIMESTAMP};
+use crate::cluster::committed::committed_batches;
 use crate::cluster::config::IsolationLevel;
 use crate::cluster::{Client, ListedOffset};
 use crate::error::{Error, Result};
@@ -46,6 +47,7 @@ pub struct ClusterSource {
     client: Arc<Client>,
     read_only: bool,
     sizing_budget: u64,
+    committed: bool,
 }
 
 impl std::fmt::Debug for ClusterSource {
@@ -57,7 +59,22 @@ impl std::fmt::Debug for ClusterSource {
 impl ClusterSource {
     /// The cluster `client` talks to; appends and creations refused when `read_only`.
     pub fn new(client: Arc<Client>, read_only: bool) -> ClusterSource {
-        ClusterSource { client, read_only, sizing_budget: crate::source::DEFAULT_SIZING_BUDGET }
+        ClusterSource {
+            client,
+            read_only,
+            sizing_budget: crate::source::DEFAULT_SIZING_BUDGET,
+            committed: false,
+        }
+    }
+
+    /// The same source reading as a `read_committed` consumer when `committed`: Fetch at
+    /// isolation level 1, each response filtered by its aborted-transaction list and cut at its
+    /// last stable offset ([`crate::cluster::committed`]); the log end offset its partitions
+    /// state is then ListOffsets `latest`, which the client asks at its `isolation.level` (the
+    /// caller makes that `read_committed` too). See [`PartitionSource::reads_committed`].
+    pub fn with_committed_reads(mut self, committed: bool) -> ClusterSource {
+        self.committed = committed;
+        self
     }
 
     /// The same source stating `bytes` as its partitions' sizing budget (`--sizing-budget`):
@@ -114,6 +131,7 @@ impl TopicSource for ClusterSource {
             partition,
             read_only: self.read_only,
             sizing_budget: self.sizing_budget,
+            committed: self.committed,
         }))
     }
 
@@ -161,6 +179,8 @@ struct ClusterPartition {
     partition: u32,
     read_only: bool,
     sizing_budget: u64,
+    /// Reads as a `read_committed` consumer (see [`ClusterSource::with_committed_reads`]).
+    committed: bool,
 }
 
 impl ClusterPartition {
@@ -242,6 +262,9 @@ impl PartitionSource for ClusterPartition {
     }
 
     fn read(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchChunk> {
+        if self.committed {
+            return self.read_committed(cursor, max_bytes);
+        }
         let opts = FetchOptions {
             max_bytes: Some(i32::try_from(max_bytes.max(1)).unwrap_or(i32::MAX)),
             max_wait: Duration::ZERO,
@@ -344,6 +367,10 @@ impl PartitionSource for ClusterPartition {
         self.sizing_budget
     }
 
+    fn reads_committed(&self) -> bool {
+        self.committed
+    }
+
     fn sync(&self) -> Result<()> {
         // Each append was acknowledged per `acks` before it returned; there is no local copy
         // to flush.
@@ -352,6 +379,57 @@ impl PartitionSource for ClusterPartition {
 }
 
 impl ClusterPartition {
+    /// [`PartitionSource::read`] as a `read_committed` consumer: Fetch at isolation level 1,
+    /// the response filtered by its own aborted-transaction list and cut at its last stable
+    /// offset ([`committed_batches`]). A response whose batches were all dropped (an aborted
+    /// transaction longer than one response) is followed by the next Fetch from past them, each
+    /// with its own deadline; the walk ends empty at the last stable offset.
+    fn read_committed(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchChunk> {
+        let opts = FetchOptions {
+            max_bytes: Some(i32::try_from(max_bytes.max(1)).unwrap_or(i32::MAX)),
+            max_wait: Duration::ZERO,
+            isolation: Some(IsolationLevel::ReadCommitted),
+        };
+        let mut from = cursor.next_offset;
+        loop {
+            let fetched =
+                self.client.fetch(&self.topic, self.p(), from, opts).map_err(|e| self.named(e))?;
+            // A broker that does not say (-1): nothing is pending, the high watermark.
+            let lso = if fetched.last_stable_offset.0 >= 0 {
+                fetched.last_stable_offset
+            } else {
+                fetched.high_watermark
+            };
+            let aborted: Vec<(i64, Offset)> = fetched
+                .aborted_transactions
+                .iter()
+                .map(|a| (a.producer_id, a.first_offset))
+                .collect();
+            let kept = committed_batches(&fetched.records, from, lso, &aborted, max_bytes)
+                .map_err(|(at, e)| self.bad_bytes(at, &e.to_string()))?;
+            if !kept.bytes.is_empty() {
+                let next = Some(ReadCursor::at(kept.next));
+                return Ok(BatchChunk {
+                    bytes: kept.bytes,
+                    starts: Vec::new(),
+                    next,
+                    crc_checked: false,
+                    skipped: None,
+                });
+            }
+            if kept.next <= from || kept.next >= lso {
+                return Ok(BatchChunk {
+                    bytes: Vec::new(),
+                    starts: Vec::new(),
+                    next: None,
+                    crc_checked: false,
+                    skipped: None,
+                });
+            }
+            from = kept.next;
+        }
+    }
+
     /// `e` naming this partition where the client's error names only a broker (a connection
     /// that failed or a deadline that passed), so the log line of a failed read says which
     /// partition it was reading: `broker B: partition T/P: Fetch: ...`.

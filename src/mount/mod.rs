@@ -164,15 +164,23 @@ fn open_backend(request: &MountRequest, data_dir: &Path) -> Result<Backend> {
         let failed = |e: Error| {
             Error::Mount(format!("no bootstrap server answered ({}): {e}", addrs.join(",")))
         };
+        // `--isolation` and `isolation.level` agree on read_committed (both defaults) or the
+        // mount reads uncommitted: Fetch and ListOffsets ask the level the streams show.
+        let mut config = cluster.config.clone();
+        let committed = request.isolation == crate::view::txn::Isolation::ReadCommitted
+            && config.isolation_level == crate::cluster::config::IsolationLevel::ReadCommitted;
+        if !committed {
+            config.isolation_level = crate::cluster::config::IsolationLevel::ReadUncommitted;
+        }
         let client =
-            crate::cluster::Client::connect(cluster.bootstrap.clone(), cluster.config.clone())
-                .map_err(failed)?;
+            crate::cluster::Client::connect(cluster.bootstrap.clone(), config).map_err(failed)?;
         let client = Arc::new(client);
         let source = Arc::new(
             crate::cluster::ClusterSource::new(Arc::clone(&client), request.read_only)
                 .with_sizing_budget(
                     request.sizing_budget.unwrap_or(crate::source::DEFAULT_SIZING_BUDGET),
-                ),
+                )
+                .with_committed_reads(committed),
         );
         let groups = Arc::new(crate::cluster::ClusterGroups::new(client));
         return Ok(Backend { source, retained: None, groups });

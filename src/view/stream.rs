@@ -102,9 +102,10 @@ impl StreamRegistry {
         self.isolation
     }
 
-    /// The transaction tracker of `part` (`read_committed`), created on first use.
+    /// The transaction tracker of `part` (`read_committed`), created on first use; none for a
+    /// source that reads committed records itself ([`PartitionSource::reads_committed`]).
     fn tracker(&self, part: &dyn PartitionSource) -> Option<Arc<TxnTracker>> {
-        if self.isolation == Isolation::ReadUncommitted {
+        if self.isolation == Isolation::ReadUncommitted || part.reads_committed() {
             return None;
         }
         let key = (part.topic().to_string(), part.partition());

@@ -308,9 +308,10 @@ impl TxnTrackers {
     }
 
     /// The tracker of `part` in `read_committed`, created on first use; `None` in
-    /// `read_uncommitted` (every record is shown, nothing needs tracking).
+    /// `read_uncommitted` (every record is shown, nothing needs tracking) and for a source that
+    /// reads committed records itself ([`PartitionSource::reads_committed`]).
     pub fn tracker(&self, part: &dyn PartitionSource) -> Option<Arc<TxnTracker>> {
-        if self.isolation == Isolation::ReadUncommitted {
+        if self.isolation == Isolation::ReadUncommitted || part.reads_committed() {
             return None;
         }
         let key = (part.topic().to_string(), part.partition());

@@ -7,6 +7,7 @@ mod common;
 
 mod cluster_client;
 mod cluster_confluent;
+mod cluster_fake;
 mod cluster_fs;
 mod cluster_mount;
 mod cluster_security;

@@ -1,0 +1,451 @@
+//! `read_committed` on a cluster, against a scripted broker: tansu has no transactions (no
+//! EndTxn, doc/cluster-brokers.md), so a fake broker on 127.0.0.1 answers ApiVersions,
+//! Metadata, ListOffsets and Fetch for one partition whose log holds committed, aborted and
+//! still-open transactions, with the last stable offset and aborted-transaction list Kafka
+//! would send. The filesystem logic (`TopicFs`) over `ClusterSource` must show what a Java
+//! `read_committed` consumer shows, and a stream's first read must cost one Fetch, however long
+//! the partition.
+
+use std::ffi::OsStr;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsResponse, BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest,
+    ListOffsetsResponse, MetadataResponse, ProducerId, RequestHeader, ResponseHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use topicfs::cluster::config::parse_bootstrap;
+use topicfs::cluster::{Client, ClientConfig, ClusterSource};
+use topicfs::format::control::encode_end_txn_marker_batch;
+use topicfs::format::{BatchSpec, NewRecord, Offset, encode_batch, parse_batch_info};
+use topicfs::fs::attr::OpenRequest;
+use topicfs::fs::inode::ROOT_INO;
+use topicfs::fs::{FsOptions, TopicFs};
+use topicfs::source::TopicSource;
+use topicfs::view::txn::Isolation;
+
+const READ: OpenRequest = OpenRequest { read: true, write: false, truncate: false };
+const TOPIC: &str = "tx";
+
+/// One batch of `values` at `base`, transactional for `pid` >= 0.
+fn batch(base: i64, values: &[&str], pid: i64) -> Vec<u8> {
+    let records: Vec<NewRecord> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| NewRecord {
+            timestamp: 1_767_225_600_000 + base + i as i64,
+            key: None,
+            value: Some(v.as_bytes().to_vec()),
+            headers: Vec::new(),
+        })
+        .collect();
+    let spec = BatchSpec {
+        base_offset: Offset(base),
+        producer_id: pid,
+        producer_epoch: if pid >= 0 { 0 } else { -1 },
+        base_sequence: if pid >= 0 { 0 } else { -1 },
+        is_transactional: pid >= 0,
+        ..BatchSpec::default()
+    };
+    encode_batch(&spec, &records).unwrap()
+}
+
+fn marker(base: i64, pid: i64, commit: bool) -> Vec<u8> {
+    encode_end_txn_marker_batch(Offset(base), 0, pid, 0, commit, 0, 1_767_225_600_000).unwrap()
+}
+
+/// The partition `tx/0` as the fake broker stores it.
+struct Log {
+    /// (base offset, last offset, bytes) in offset order.
+    batches: Vec<(i64, i64, Vec<u8>)>,
+    /// Aborted transactions: (producer id, first offset, marker offset).
+    aborted: Vec<(i64, i64, i64)>,
+    lso: i64,
+    hwm: i64,
+}
+
+impl Log {
+    fn new(entries: Vec<Vec<u8>>, aborted: Vec<(i64, i64, i64)>, lso: i64) -> Log {
+        let batches: Vec<(i64, i64, Vec<u8>)> = entries
+            .into_iter()
+            .map(|b| {
+                let info = parse_batch_info(&b).unwrap();
+                (info.base_offset.0, info.last_offset.0, b)
+            })
+            .collect();
+        let hwm = batches.last().map_or(0, |b| b.1 + 1);
+        Log { batches, aborted, lso, hwm }
+    }
+
+    /// What Kafka's Fetch returns from `offset`: whole batches from the one holding it, up to
+    /// `max_bytes` (at least one batch), below the LSO when `committed`, with the aborted
+    /// transactions overlapping the returned range.
+    fn fetch(&self, offset: i64, max_bytes: usize, committed: bool) -> (Vec<u8>, Vec<(i64, i64)>) {
+        let limit = if committed { self.lso } else { self.hwm };
+        let mut out = Vec::new();
+        let mut last = offset;
+        for (base, end, bytes) in &self.batches {
+            if *end < offset || *base >= limit {
+                continue;
+            }
+            if !out.is_empty() && out.len() + bytes.len() > max_bytes {
+                break;
+            }
+            out.extend_from_slice(bytes);
+            last = *end;
+        }
+        let aborted = if committed {
+            self.aborted
+                .iter()
+                .filter(|&&(_, first, marker)| marker >= offset && first <= last)
+                .map(|&(pid, first, _)| (pid, first))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        (out, aborted)
+    }
+}
+
+/// A scripted broker serving one partition; counts the Fetch requests it answered.
+struct FakeBroker {
+    addr: String,
+    fetches: Arc<AtomicUsize>,
+    fetch_offsets: Arc<Mutex<Vec<i64>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for FakeBroker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wakes the accept loop.
+        let _ = TcpStream::connect(&self.addr);
+    }
+}
+
+impl FakeBroker {
+    fn start(log: Log) -> FakeBroker {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let log = Arc::new(log);
+        let fetches = Arc::new(AtomicUsize::new(0));
+        let fetch_offsets = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (f, o, s) = (Arc::clone(&fetches), Arc::clone(&fetch_offsets), Arc::clone(&stop));
+        thread::spawn(move || {
+            for conn in listener.incoming() {
+                if s.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(conn) = conn else { continue };
+                let (log, f, o) = (Arc::clone(&log), Arc::clone(&f), Arc::clone(&o));
+                thread::spawn(move || serve(conn, addr.port(), &log, &f, &o));
+            }
+        });
+        FakeBroker { addr: addr.to_string(), fetches, fetch_offsets, stop }
+    }
+}
+
+fn serve(
+    mut conn: TcpStream,
+    port: u16,
+    log: &Log,
+    fetches: &AtomicUsize,
+    offsets: &Mutex<Vec<i64>>,
+) {
+    loop {
+        let mut len = [0u8; 4];
+        if conn.read_exact(&mut len).is_err() {
+            return;
+        }
+        let mut frame = vec![0u8; u32::from_be_bytes(len) as usize];
+        if conn.read_exact(&mut frame).is_err() {
+            return;
+        }
+        let api = ApiKey::try_from(i16::from_be_bytes([frame[0], frame[1]])).unwrap();
+        let version = i16::from_be_bytes([frame[2], frame[3]]);
+        let mut buf = Bytes::from(frame);
+        let header = RequestHeader::decode(&mut buf, api.request_header_version(version)).unwrap();
+        let mut body = BytesMut::new();
+        match api {
+            ApiKey::ApiVersions => {
+                let keys = [
+                    (ApiKey::ApiVersions, 0, 3),
+                    (ApiKey::Metadata, 0, 12),
+                    (ApiKey::ListOffsets, 0, 7),
+                    (ApiKey::Fetch, 4, 11),
+                ];
+                let r = ApiVersionsResponse::default().with_api_keys(
+                    keys.iter()
+                        .map(|&(k, min, max)| {
+                            ApiVersion::default()
+                                .with_api_key(k as i16)
+                                .with_min_version(min)
+                                .with_max_version(max)
+                        })
+                        .collect(),
+                );
+                r.encode(&mut body, version).unwrap();
+            }
+            ApiKey::Metadata => {
+                let r = MetadataResponse::default()
+                    .with_brokers(vec![
+                        MetadataResponseBroker::default()
+                            .with_node_id(BrokerId(1))
+                            .with_host(StrBytes::from_static_str("127.0.0.1"))
+                            .with_port(i32::from(port)),
+                    ])
+                    .with_controller_id(BrokerId(1))
+                    .with_topics(vec![
+                        MetadataResponseTopic::default()
+                            .with_name(Some(TopicName(StrBytes::from_static_str(TOPIC))))
+                            .with_partitions(vec![
+                                MetadataResponsePartition::default()
+                                    .with_partition_index(0)
+                                    .with_leader_id(BrokerId(1))
+                                    .with_replica_nodes(vec![BrokerId(1)])
+                                    .with_isr_nodes(vec![BrokerId(1)]),
+                            ]),
+                    ]);
+                r.encode(&mut body, version).unwrap();
+            }
+            ApiKey::ListOffsets => {
+                let req = ListOffsetsRequest::decode(&mut buf, version).unwrap();
+                let committed = req.isolation_level == 1;
+                let topics = req
+                    .topics
+                    .iter()
+                    .map(|t| {
+                        let parts = t
+                            .partitions
+                            .iter()
+                            .map(|p| {
+                                let offset = match p.timestamp {
+                                    -2 => 0,
+                                    -1 if committed => log.lso,
+                                    -1 => log.hwm,
+                                    _ => 0,
+                                };
+                                ListOffsetsPartitionResponse::default()
+                                    .with_partition_index(p.partition_index)
+                                    .with_timestamp(-1)
+                                    .with_offset(offset)
+                            })
+                            .collect();
+                        ListOffsetsTopicResponse::default()
+                            .with_name(t.name.clone())
+                            .with_partitions(parts)
+                    })
+                    .collect();
+                ListOffsetsResponse::default()
+                    .with_topics(topics)
+                    .encode(&mut body, version)
+                    .unwrap();
+            }
+            ApiKey::Fetch => {
+                let req = FetchRequest::decode(&mut buf, version).unwrap();
+                let committed = req.isolation_level == 1;
+                let topics = req
+                    .topics
+                    .iter()
+                    .map(|t| {
+                        let parts = t
+                            .partitions
+                            .iter()
+                            .map(|p| {
+                                fetches.fetch_add(1, Ordering::SeqCst);
+                                offsets.lock().unwrap().push(p.fetch_offset);
+                                let max = (p.partition_max_bytes.max(1) as usize)
+                                    .min(req.max_bytes.max(1) as usize);
+                                let (records, aborted) = log.fetch(p.fetch_offset, max, committed);
+                                PartitionData::default()
+                                    .with_partition_index(p.partition)
+                                    .with_high_watermark(log.hwm)
+                                    .with_last_stable_offset(log.lso)
+                                    .with_log_start_offset(0)
+                                    .with_aborted_transactions(committed.then(|| {
+                                        aborted
+                                            .iter()
+                                            .map(|&(pid, first)| {
+                                                AbortedTransaction::default()
+                                                    .with_producer_id(ProducerId(pid))
+                                                    .with_first_offset(first)
+                                            })
+                                            .collect()
+                                    }))
+                                    .with_records(Some(Bytes::from(records)))
+                            })
+                            .collect();
+                        FetchableTopicResponse::default()
+                            .with_topic(t.topic.clone())
+                            .with_partitions(parts)
+                    })
+                    .collect();
+                FetchResponse::default().with_responses(topics).encode(&mut body, version).unwrap();
+            }
+            other => panic!("the fake broker does not answer {other:?}"),
+        }
+        let mut frame = BytesMut::new();
+        ResponseHeader::default()
+            .with_correlation_id(header.correlation_id)
+            .encode(&mut frame, api.response_header_version(version))
+            .unwrap();
+        frame.extend_from_slice(&body);
+        let mut out = (frame.len() as u32).to_be_bytes().to_vec();
+        out.extend_from_slice(&frame);
+        if conn.write_all(&out).is_err() {
+            return;
+        }
+    }
+}
+
+/// `TopicFs` over `ClusterSource` at `isolation` against `broker`, as the mount builds it.
+fn fs_for(broker: &FakeBroker, isolation: Isolation, sizing_budget: u64) -> TopicFs {
+    let mut config = ClientConfig::default();
+    config.set_pair("request.timeout.ms=5000").unwrap();
+    let committed = isolation == Isolation::ReadCommitted;
+    if !committed {
+        config.set_pair("isolation.level=read_uncommitted").unwrap();
+    }
+    let spec = format!("kafka://{}", broker.addr);
+    let client = Client::connect(parse_bootstrap(&spec).unwrap(), config).unwrap();
+    let source = ClusterSource::new(Arc::new(client), true)
+        .with_sizing_budget(sizing_budget)
+        .with_committed_reads(committed);
+    let options = FsOptions {
+        read_only: true,
+        partitions_per_topic: 1,
+        max_line_bytes: 1 << 20,
+        uid: 0,
+        gid: 0,
+        file_mode: topicfs::fs::DEFAULT_FILE_MODE,
+        dir_mode: topicfs::fs::DEFAULT_DIR_MODE,
+    };
+    TopicFs::new(Arc::new(source) as Arc<dyn TopicSource>, options).with_isolation(isolation)
+}
+
+fn ino(fs: &TopicFs, path: &str) -> u64 {
+    let mut ino = ROOT_INO;
+    for name in path.split('/') {
+        ino = fs.lookup(ino, OsStr::new(name)).unwrap().attr.ino;
+    }
+    ino
+}
+
+fn read_all(fs: &TopicFs, path: &str) -> String {
+    let fh = fs.open(ino(fs, path), READ).unwrap().fh;
+    let mut out = Vec::new();
+    loop {
+        let chunk = fs.read(fh, out.len() as u64, 4096).unwrap();
+        if chunk.is_empty() {
+            break;
+        }
+        out.extend(chunk);
+    }
+    fs.release(fh).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+/// 0-1 plain; 2-3 transaction of producer 7, aborted by the marker at 6; 4-5 transaction of 8,
+/// committed at 7; 8 plain; 9-10 transaction of 7 again, committed at 11; 12-13 transaction of
+/// 9, aborted at 14 (the aborted transaction last before the stable offset); 15-16 transaction
+/// of 10, still open: the last stable offset is 15, the high watermark 17.
+fn scripted_log() -> Log {
+    Log::new(
+        vec![
+            batch(0, &["a", "b"], -1),
+            batch(2, &["aborted-1", "aborted-2"], 7),
+            batch(4, &["c", "d"], 8),
+            marker(6, 7, false),
+            marker(7, 8, true),
+            batch(8, &["e"], -1),
+            batch(9, &["f", "g"], 7),
+            marker(11, 7, true),
+            batch(12, &["aborted-3", "aborted-4"], 9),
+            marker(14, 9, false),
+            batch(15, &["open-1", "open-2"], 10),
+        ],
+        vec![(7, 2, 6), (9, 12, 14)],
+        15,
+    )
+}
+
+#[test]
+fn cluster_read_committed_hides_aborted_transactions_and_stops_at_the_last_stable_offset() {
+    let broker = FakeBroker::start(scripted_log());
+    let fs = fs_for(&broker, Isolation::ReadCommitted, 1 << 20);
+    assert_eq!(read_all(&fs, "tx/0/by-offset/0"), "a\nb\nc\nd\ne\nf\ng\n");
+    // From inside the aborted transaction: the broker lists it with its first offset (2).
+    assert_eq!(read_all(&fs, "tx/0/by-offset/3"), "c\nd\ne\nf\ng\n");
+    // Names resolve against the last stable offset (15): offsets 8 to 14, of which 12-13 are
+    // aborted and 11 and 14 are markers.
+    assert_eq!(read_all(&fs, "tx/0/by-offset/-7"), "e\nf\ng\n");
+    assert_eq!(read_all(&fs, "tx/0/by-offset/-2"), "");
+    let json = read_all(&fs, "tx/0/by-offset/0.json");
+    let offsets: Vec<&str> = json
+        .lines()
+        .map(|l| l.split("\"offset\":").nth(1).unwrap().split(',').next().unwrap())
+        .collect();
+    assert_eq!(offsets, ["0", "1", "4", "5", "8", "9", "10"], "{json}");
+    let info = read_all(&fs, "tx/0/info");
+    assert!(info.contains("log_end_offset: 15\n"), "{info}");
+
+    // read_uncommitted: every record of every data batch up to the high watermark.
+    let fs = fs_for(&broker, Isolation::ReadUncommitted, 1 << 20);
+    assert_eq!(
+        read_all(&fs, "tx/0/by-offset/0"),
+        "a\nb\naborted-1\naborted-2\nc\nd\ne\nf\ng\naborted-3\naborted-4\nopen-1\nopen-2\n"
+    );
+}
+
+#[test]
+fn cluster_read_committed_first_read_costs_one_fetch_whatever_the_partition_size() {
+    // 20,000 batches, every other one in a transaction aborted right after it: a partition a
+    // scan from the log start would fetch in full before the first byte.
+    let mut entries = Vec::new();
+    let mut aborted = Vec::new();
+    let mut next = 0i64;
+    for i in 0..20_000i64 {
+        if i % 2 == 0 {
+            entries.push(batch(next, &[&format!("r{next}")], -1));
+            next += 1;
+        } else {
+            entries.push(batch(next, &["x"], 100 + i));
+            entries.push(marker(next + 1, 100 + i, false));
+            aborted.push((100 + i, next, next + 1));
+            next += 2;
+        }
+    }
+    let broker = FakeBroker::start(Log::new(entries, aborted, next));
+    // A small sizing budget, as for a partition too large to size at open.
+    let fs = fs_for(&broker, Isolation::ReadCommitted, 4096);
+    let before = broker.fetches.load(Ordering::SeqCst);
+    let fh = fs.open(ino(&fs, "tx/0/by-offset/0"), READ).unwrap().fh;
+    let first = fs.read(fh, 0, 12).unwrap();
+    assert_eq!(String::from_utf8_lossy(&first), "r0\nr3\nr6\nr9\n");
+    let fetched = broker.fetches.load(Ordering::SeqCst) - before;
+    let offsets = broker.fetch_offsets.lock().unwrap().clone();
+    eprintln!("open and first read: {fetched} Fetch requests at offsets {offsets:?}");
+    // Bounded by the sizing budget, not by the partition's 30,000 offsets.
+    assert!(fetched <= 4, "{fetched} fetches: {offsets:?}");
+    fs.release(fh).unwrap();
+    // Near the end (30,000 offsets): the first record at or after 29,996 that is not aborted.
+    let fh = fs.open(ino(&fs, "tx/0/by-offset/29996"), READ).unwrap().fh;
+    assert_eq!(String::from_utf8_lossy(&fs.read(fh, 0, 100).unwrap()), "r29997\n");
+    fs.release(fh).unwrap();
+}
