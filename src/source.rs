@@ -17,8 +17,9 @@
 //! which backend is mounted. The backend itself is chosen once, at mount time
 //! (`mount::open_backend`).
 
+use std::any::Any;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 use crate::error::Result;
 use crate::format::{NewRecord, Offset, RecordRef, Timestamp};
@@ -266,6 +267,17 @@ pub trait PartitionSource: Send + Sync {
     fn segment_files(&self) -> Option<&dyn SegmentFiles> {
         None
     }
+}
+
+/// The mount's memory for data a backend fetched and the view has not rendered yet (the view's
+/// shared memory budget, `--memory-budget`, implements it): a backend holds the bytes it is
+/// about to fetch for as long as it keeps them, and waits while other fetches hold the cap.
+pub trait FetchMemory: Send + Sync {
+    /// Holds `bytes` until the returned value is dropped, waiting until `deadline` at most for
+    /// room; `None` when the deadline passed first.
+    fn hold(&self, bytes: usize, deadline: Instant) -> Option<Box<dyn Any + Send>>;
+    /// The cap in bytes.
+    fn limit(&self) -> usize;
 }
 
 /// A set of topics made of partitions.

@@ -231,7 +231,9 @@ pub struct MountArgs {
     /// Memory for rendered bytes kept beyond a request, shared by every open stream: read-ahead
     /// windows and the rendering of the batch a read stopped inside. Each handle reading
     /// sequentially gets a fair share; one over its share reads on demand (slower, never an
-    /// error). Default 64M; K, M, G suffixes. Also `-o memory_budget=SIZE`.
+    /// error). On a cluster it also caps the bytes of all Fetches in flight: a read whose
+    /// fetch does not fit waits for others (at most request.timeout.ms). Default 64M; K, M, G
+    /// suffixes. Also `-o memory_budget=SIZE`.
     ///
     /// Example: --memory-budget 256M
     #[arg(long, value_name = "SIZE", value_parser = mount::parse_size)]

@@ -28,7 +28,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::cluster::client::{EARLIEST, FetchOptions, LATEST, MAX_TIMESTAMP};
 use crate::cluster::committed::committed_batches;
@@ -38,8 +38,8 @@ use crate::error::{Error, Result};
 use crate::format::control::{ControlRecordType, parse_control_key};
 use crate::format::{NewRecord, Offset, RecordRef, decode_batch, parse_batch_info, peek_entry};
 use crate::source::{
-    AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, PartitionSource, PartitionSummary, ReadCursor,
-    TopicSource,
+    AbortedTxn, AppendInfo, BatchChunk, FetchMemory, OffsetQuery, PartitionSource,
+    PartitionSummary, ReadCursor, TopicSource,
 };
 
 /// A Kafka cluster as a [`TopicSource`].
@@ -48,6 +48,14 @@ pub struct ClusterSource {
     read_only: bool,
     sizing_budget: u64,
     committed: bool,
+    fetch_memory: Option<FetchCap>,
+}
+
+/// The mount's cap on fetched bytes in flight and how long a fetch may wait for room.
+#[derive(Clone)]
+struct FetchCap {
+    memory: Arc<dyn FetchMemory>,
+    wait: Duration,
 }
 
 impl std::fmt::Debug for ClusterSource {
@@ -64,7 +72,21 @@ impl ClusterSource {
             read_only,
             sizing_budget: crate::source::DEFAULT_SIZING_BUDGET,
             committed: false,
+            fetch_memory: None,
         }
+    }
+
+    /// The same source holding every Fetch's bytes (the size it asks for) in `memory` while it
+    /// fetches and filters them: when other fetches hold the cap, a read waits for room, at
+    /// most `wait` (the request deadline), then fails with `ETIMEDOUT` rather than growing
+    /// memory. Without it, fetches in flight are bounded only by the readers at once.
+    pub fn with_fetch_memory(
+        mut self,
+        memory: Arc<dyn FetchMemory>,
+        wait: Duration,
+    ) -> ClusterSource {
+        self.fetch_memory = Some(FetchCap { memory, wait });
+        self
     }
 
     /// The same source reading as a `read_committed` consumer when `committed`: Fetch at
@@ -132,6 +154,7 @@ impl TopicSource for ClusterSource {
             read_only: self.read_only,
             sizing_budget: self.sizing_budget,
             committed: self.committed,
+            fetch_memory: self.fetch_memory.clone(),
         }))
     }
 
@@ -181,6 +204,7 @@ struct ClusterPartition {
     sizing_budget: u64,
     /// Reads as a `read_committed` consumer (see [`ClusterSource::with_committed_reads`]).
     committed: bool,
+    fetch_memory: Option<FetchCap>,
 }
 
 impl ClusterPartition {
@@ -270,6 +294,7 @@ impl PartitionSource for ClusterPartition {
             max_wait: Duration::ZERO,
             isolation: Some(IsolationLevel::ReadUncommitted),
         };
+        let _held = self.hold(max_bytes)?;
         let fetched = self
             .client
             .fetch(&self.topic, self.p(), cursor.next_offset, opts)
@@ -392,6 +417,7 @@ impl ClusterPartition {
         };
         let mut from = cursor.next_offset;
         loop {
+            let _held = self.hold(max_bytes)?;
             let fetched =
                 self.client.fetch(&self.topic, self.p(), from, opts).map_err(|e| self.named(e))?;
             // A broker that does not say (-1): nothing is pending, the high watermark.
@@ -427,6 +453,27 @@ impl ClusterPartition {
                 });
             }
             from = kept.next;
+        }
+    }
+
+    /// Room for a Fetch of `max_bytes` in the mount's fetch memory, held until dropped (nothing
+    /// without a cap); waits for other fetches at most the request deadline.
+    fn hold(&self, max_bytes: usize) -> Result<Option<Box<dyn std::any::Any + Send>>> {
+        let Some(cap) = &self.fetch_memory else { return Ok(None) };
+        match cap.memory.hold(max_bytes, Instant::now() + cap.wait) {
+            Some(held) => Ok(Some(held)),
+            None => Err(Error::Timeout {
+                broker: format!("leader of {}/{}", self.topic, self.partition),
+                what: format!(
+                    "partition {}/{}: waiting for fetch memory ({} bytes asked, other fetches \
+                     hold the memory budget of {} bytes)",
+                    self.topic,
+                    self.partition,
+                    max_bytes,
+                    cap.memory.limit()
+                ),
+                after_ms: u64::try_from(cap.wait.as_millis()).unwrap_or(u64::MAX),
+            }),
         }
     }
 

@@ -238,8 +238,18 @@ impl TopicFs {
     /// beyond a request (read-ahead windows, kept renderings) and `render_threads` read-ahead
     /// workers (defaults: [`crate::view::budget::DEFAULT_MEMORY_BUDGET`], one per core). Call
     /// before the first request.
-    pub fn with_limits(mut self, budget_bytes: usize, render_threads: usize) -> TopicFs {
-        self.ahead = AheadPool::new(render_threads, MemoryBudget::new(budget_bytes));
+    pub fn with_limits(self, budget_bytes: usize, render_threads: usize) -> TopicFs {
+        self.with_shared_limits(MemoryBudget::new(budget_bytes), render_threads)
+    }
+
+    /// [`TopicFs::with_limits`] with a budget the caller shares with the backend (a cluster
+    /// holds the bytes of its fetches in flight in it, `ClusterSource::with_fetch_memory`).
+    pub fn with_shared_limits(
+        mut self,
+        budget: Arc<MemoryBudget>,
+        render_threads: usize,
+    ) -> TopicFs {
+        self.ahead = AheadPool::new(render_threads, budget);
         let isolation = self.streams.isolation();
         self.streams = StreamRegistry::with_isolation(isolation).with_budget(self.ahead.budget());
         self

@@ -158,7 +158,11 @@ struct Backend {
 /// that serves (after daemonizing: its connections and threads must not cross a fork), and
 /// its first Metadata must answer within `request.timeout.ms` or the mount fails with the
 /// bootstrap addresses and the reason.
-fn open_backend(request: &MountRequest, data_dir: &Path) -> Result<Backend> {
+fn open_backend(
+    request: &MountRequest,
+    data_dir: &Path,
+    budget: &Arc<crate::view::budget::MemoryBudget>,
+) -> Result<Backend> {
     if let Some(cluster) = &request.cluster {
         let addrs: Vec<String> = cluster.bootstrap.iter().map(ToString::to_string).collect();
         let failed = |e: Error| {
@@ -172,6 +176,7 @@ fn open_backend(request: &MountRequest, data_dir: &Path) -> Result<Backend> {
         if !committed {
             config.isolation_level = crate::cluster::config::IsolationLevel::ReadUncommitted;
         }
+        let config_timeout = config.request_timeout;
         let client =
             crate::cluster::Client::connect(cluster.bootstrap.clone(), config).map_err(failed)?;
         let client = Arc::new(client);
@@ -180,7 +185,8 @@ fn open_backend(request: &MountRequest, data_dir: &Path) -> Result<Backend> {
                 .with_sizing_budget(
                     request.sizing_budget.unwrap_or(crate::source::DEFAULT_SIZING_BUDGET),
                 )
-                .with_committed_reads(committed),
+                .with_committed_reads(committed)
+                .with_fetch_memory(Arc::new(Arc::clone(budget)), config_timeout),
         );
         let groups = Arc::new(crate::cluster::ClusterGroups::new(client));
         return Ok(Backend { source, retained: None, groups });
@@ -212,7 +218,9 @@ fn mount_and_serve(request: &MountRequest, signals: SigSet, reporter: &mut Repor
         let _ = std::env::set_current_dir("/");
     }
     let log_config = &request.log_config;
-    let Backend { source, groups, retained } = open_backend(request, &data_dir)?;
+    // One budget for the view's renderings and a cluster's fetches in flight.
+    let budget = crate::view::budget::MemoryBudget::new(request.memory_budget);
+    let Backend { source, groups, retained } = open_backend(request, &data_dir, &budget)?;
     let options = FsOptions {
         read_only: request.read_only,
         partitions_per_topic: request.partitions,
@@ -237,7 +245,7 @@ fn mount_and_serve(request: &MountRequest, signals: SigSet, reporter: &mut Repor
             .with_groups(groups, reset)
             .with_internal_topics(request.fuse_options.contains(&FuseOption::ShowInternal))
             .with_auto_commit(request.fuse_options.contains(&FuseOption::AutoCommit))
-            .with_limits(request.memory_budget, request.render_threads)
+            .with_shared_limits(budget, request.render_threads)
             .with_memory_release(memory::return_freed_memory),
     );
     let config = session_config(request, &data_dir)?;

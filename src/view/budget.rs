@@ -13,16 +13,29 @@
 //! * [`MemoryBudget::reserve`]: bytes a read needs to answer at all (its render buffer). Always
 //!   granted, counted so that optional reservations back off while reads are in flight. They
 //!   are bounded by the FUSE worker threads (one read each) times the largest read.
+//! * [`MemoryBudget::reserve_fetch`] (through [`FetchMemory`]): bytes a backend is about to
+//!   fetch over the network (a cluster's Fetch response) and hold until the view has them.
+//!   Granted while the bytes of all fetches in flight stay within the limit, or when no other
+//!   fetch is in flight (so one fetch larger than the limit still proceeds, alone); otherwise
+//!   the fetch *waits* for others to finish, until its deadline. Fetches wait only for fetches,
+//!   which end within their own deadlines, never for read-ahead windows an idle handle keeps;
+//!   and they count in `used`, so read-ahead backs off while they are in flight.
 //!
 //! **Invariant**: `used` is the sum of the bytes of every live [`Reservation`]; optional ones
 //! are granted only while `used` stays at or below `limit`. So the bytes held by optional
 //! reservations never exceed the limit, and all bytes held never exceed the limit plus what
-//! the reads in flight need.
+//! the reads in flight need. `fetching` is the sum of the live fetch reservations, at most
+//! `max(limit, the largest single fetch)`.
 //!
 //! [`Tail`]: crate::view::stream
 
-use std::sync::Arc;
+use std::any::Any;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Instant;
+
+use crate::source::FetchMemory;
+use crate::sync::lock;
 
 /// Default budget of a mount: 64 MiB.
 pub const DEFAULT_MEMORY_BUDGET: usize = 64 << 20;
@@ -34,12 +47,19 @@ pub struct MemoryBudget {
     used: AtomicUsize,
     /// Handles reading ahead now (each counted by one [`Streaming`]).
     streaming: AtomicUsize,
+    /// Bytes of the fetches in flight; fetches waiting for room wait on `fetched`.
+    fetching: Mutex<usize>,
+    fetched: Condvar,
+    /// The most `fetching` has been (statistics and tests).
+    peak_fetching: AtomicUsize,
+    /// Fetches that had to wait for room (statistics and tests).
+    fetch_waits: AtomicUsize,
 }
 
 impl MemoryBudget {
     /// A budget of `limit` bytes.
     pub fn new(limit: usize) -> Arc<MemoryBudget> {
-        Arc::new(MemoryBudget { limit, used: AtomicUsize::new(0), streaming: AtomicUsize::new(0) })
+        Arc::new(MemoryBudget { limit, ..MemoryBudget::default() })
     }
 
     /// The limit in bytes.
@@ -73,7 +93,9 @@ impl MemoryBudget {
             let total = used.checked_add(bytes).filter(|t| *t <= self.limit)?;
             match self.used.compare_exchange_weak(used, total, Ordering::AcqRel, Ordering::Relaxed)
             {
-                Ok(_) => return Some(Reservation { budget: Arc::clone(self), bytes }),
+                Ok(_) => {
+                    return Some(Reservation { budget: Arc::clone(self), bytes, fetch: false });
+                }
                 Err(now) => used = now,
             }
         }
@@ -82,7 +104,45 @@ impl MemoryBudget {
     /// `bytes` a read needs to answer: always granted, and counted.
     pub fn reserve(self: &Arc<Self>, bytes: usize) -> Reservation {
         self.used.fetch_add(bytes, Ordering::AcqRel);
-        Reservation { budget: Arc::clone(self), bytes }
+        Reservation { budget: Arc::clone(self), bytes, fetch: false }
+    }
+
+    /// `bytes` about to be fetched: granted while all fetches in flight fit the limit, or when
+    /// none is; otherwise waits for fetches to finish, until `deadline` (`None` then). See the
+    /// module docs.
+    pub fn reserve_fetch(self: &Arc<Self>, bytes: usize, deadline: Instant) -> Option<Reservation> {
+        let mut fetching = lock(&self.fetching);
+        let mut waited = false;
+        while *fetching > 0 && fetching.saturating_add(bytes) > self.limit {
+            let left = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero())?;
+            if !waited {
+                waited = true;
+                self.fetch_waits.fetch_add(1, Ordering::Relaxed);
+            }
+            fetching = match self.fetched.wait_timeout(fetching, left) {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+        *fetching += bytes;
+        self.peak_fetching.fetch_max(*fetching, Ordering::Relaxed);
+        self.used.fetch_add(bytes, Ordering::AcqRel);
+        Some(Reservation { budget: Arc::clone(self), bytes, fetch: true })
+    }
+
+    /// Bytes of the fetches in flight now.
+    pub fn fetching(&self) -> usize {
+        *lock(&self.fetching)
+    }
+
+    /// The most bytes fetches have held at once.
+    pub fn peak_fetching(&self) -> usize {
+        self.peak_fetching.load(Ordering::Relaxed)
+    }
+
+    /// Fetches that waited for room so far.
+    pub fn fetch_waits(&self) -> usize {
+        self.fetch_waits.load(Ordering::Relaxed)
     }
 
     /// Counts one more handle reading ahead until the returned value is dropped.
@@ -98,7 +158,21 @@ impl Default for MemoryBudget {
             limit: DEFAULT_MEMORY_BUDGET,
             used: AtomicUsize::new(0),
             streaming: AtomicUsize::new(0),
+            fetching: Mutex::new(0),
+            fetched: Condvar::new(),
+            peak_fetching: AtomicUsize::new(0),
+            fetch_waits: AtomicUsize::new(0),
         }
+    }
+}
+
+impl FetchMemory for Arc<MemoryBudget> {
+    fn hold(&self, bytes: usize, deadline: Instant) -> Option<Box<dyn Any + Send>> {
+        self.reserve_fetch(bytes, deadline).map(|r| Box::new(r) as Box<dyn Any + Send>)
+    }
+
+    fn limit(&self) -> usize {
+        self.limit
     }
 }
 
@@ -107,6 +181,8 @@ impl Default for MemoryBudget {
 pub struct Reservation {
     budget: Arc<MemoryBudget>,
     bytes: usize,
+    /// Made by [`MemoryBudget::reserve_fetch`]: also counted in `fetching`.
+    fetch: bool,
 }
 
 impl Reservation {
@@ -119,6 +195,12 @@ impl Reservation {
 impl Drop for Reservation {
     fn drop(&mut self) {
         self.budget.used.fetch_sub(self.bytes, Ordering::AcqRel);
+        if self.fetch {
+            let mut fetching = lock(&self.budget.fetching);
+            *fetching = fetching.saturating_sub(self.bytes);
+            drop(fetching);
+            self.budget.fetched.notify_all();
+        }
     }
 }
 
@@ -172,6 +254,47 @@ mod tests {
         drop(handles);
         assert_eq!(budget.streaming(), 0);
         assert_eq!(budget.share(), 1000);
+    }
+
+    #[test]
+    fn fetches_wait_for_other_fetches_within_the_limit_and_give_up_at_the_deadline() {
+        let budget = MemoryBudget::new(1000);
+        let soon = || Instant::now() + std::time::Duration::from_millis(50);
+        let a = budget.reserve_fetch(600, soon()).unwrap();
+        // Would pass the limit with `a` in flight: waits, then gives up at the deadline.
+        assert!(budget.reserve_fetch(600, soon()).is_none());
+        assert_eq!(budget.fetch_waits(), 1);
+        let b = budget.reserve_fetch(400, soon()).unwrap();
+        assert_eq!((budget.fetching(), budget.used()), (1000, 1000));
+        // Read-ahead backs off while fetches are in flight.
+        assert!(budget.try_reserve(1).is_none());
+        drop((a, b));
+        assert_eq!((budget.fetching(), budget.used()), (0, 0));
+        // Alone, a fetch larger than the limit proceeds.
+        let big = budget.reserve_fetch(5000, soon()).unwrap();
+        assert_eq!(budget.peak_fetching(), 5000);
+        drop(big);
+    }
+
+    #[test]
+    fn a_waiting_fetch_proceeds_when_another_ends() {
+        let budget = MemoryBudget::new(1000);
+        let a = budget.reserve_fetch(800, Instant::now()).unwrap();
+        let waiter = {
+            let budget = Arc::clone(&budget);
+            std::thread::spawn(move || {
+                let deadline = Instant::now() + std::time::Duration::from_secs(30);
+                budget.reserve_fetch(800, deadline).map(|r| r.bytes())
+            })
+        };
+        while budget.fetch_waits() == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        // Optional bytes held elsewhere do not keep a fetch waiting; only fetches do.
+        let _window = budget.reserve(10_000);
+        drop(a);
+        assert_eq!(waiter.join().unwrap(), Some(800));
+        assert!(budget.peak_fetching() <= 1000);
     }
 
     #[test]

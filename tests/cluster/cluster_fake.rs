@@ -37,6 +37,7 @@ use topicfs::fs::attr::OpenRequest;
 use topicfs::fs::inode::ROOT_INO;
 use topicfs::fs::{FsOptions, TopicFs};
 use topicfs::source::TopicSource;
+use topicfs::view::budget::MemoryBudget;
 use topicfs::view::txn::Isolation;
 
 const READ: OpenRequest = OpenRequest { read: true, write: false, truncate: false };
@@ -77,6 +78,8 @@ struct Log {
     aborted: Vec<(i64, i64, i64)>,
     lso: i64,
     hwm: i64,
+    /// How long each Fetch takes to answer (so that concurrent readers overlap).
+    fetch_delay: std::time::Duration,
 }
 
 impl Log {
@@ -89,7 +92,7 @@ impl Log {
             })
             .collect();
         let hwm = batches.last().map_or(0, |b| b.1 + 1);
-        Log { batches, aborted, lso, hwm }
+        Log { batches, aborted, lso, hwm, fetch_delay: std::time::Duration::ZERO }
     }
 
     /// What Kafka's Fetch returns from `offset`: whole batches from the one holding it, up to
@@ -259,6 +262,7 @@ fn serve(
             }
             ApiKey::Fetch => {
                 let req = FetchRequest::decode(&mut buf, version).unwrap();
+                thread::sleep(log.fetch_delay);
                 let committed = req.isolation_level == 1;
                 let topics = req
                     .topics
@@ -316,6 +320,16 @@ fn serve(
 
 /// `TopicFs` over `ClusterSource` at `isolation` against `broker`, as the mount builds it.
 fn fs_for(broker: &FakeBroker, isolation: Isolation, sizing_budget: u64) -> TopicFs {
+    fs_with_budget(broker, isolation, sizing_budget, MemoryBudget::new(64 << 20))
+}
+
+/// [`fs_for`] sharing `budget` between the view and the fetches, as the mount does.
+fn fs_with_budget(
+    broker: &FakeBroker,
+    isolation: Isolation,
+    sizing_budget: u64,
+    budget: Arc<MemoryBudget>,
+) -> TopicFs {
     let mut config = ClientConfig::default();
     config.set_pair("request.timeout.ms=5000").unwrap();
     let committed = isolation == Isolation::ReadCommitted;
@@ -326,7 +340,8 @@ fn fs_for(broker: &FakeBroker, isolation: Isolation, sizing_budget: u64) -> Topi
     let client = Client::connect(parse_bootstrap(&spec).unwrap(), config).unwrap();
     let source = ClusterSource::new(Arc::new(client), true)
         .with_sizing_budget(sizing_budget)
-        .with_committed_reads(committed);
+        .with_committed_reads(committed)
+        .with_fetch_memory(Arc::new(Arc::clone(&budget)), std::time::Duration::from_secs(30));
     let options = FsOptions {
         read_only: true,
         partitions_per_topic: 1,
@@ -336,7 +351,9 @@ fn fs_for(broker: &FakeBroker, isolation: Isolation, sizing_budget: u64) -> Topi
         file_mode: topicfs::fs::DEFAULT_FILE_MODE,
         dir_mode: topicfs::fs::DEFAULT_DIR_MODE,
     };
-    TopicFs::new(Arc::new(source) as Arc<dyn TopicSource>, options).with_isolation(isolation)
+    TopicFs::new(Arc::new(source) as Arc<dyn TopicSource>, options)
+        .with_shared_limits(budget, 2)
+        .with_isolation(isolation)
 }
 
 fn ino(fs: &TopicFs, path: &str) -> u64 {
@@ -448,4 +465,55 @@ fn cluster_read_committed_first_read_costs_one_fetch_whatever_the_partition_size
     let fh = fs.open(ino(&fs, "tx/0/by-offset/29996"), READ).unwrap().fh;
     assert_eq!(String::from_utf8_lossy(&fs.read(fh, 0, 100).unwrap()), "r29997\n");
     fs.release(fh).unwrap();
+}
+
+#[test]
+fn cluster_fetches_in_flight_stay_within_the_memory_budget_with_many_readers() {
+    // 2,000 batches of 10 records of 100 bytes (about 2.2 MB); each Fetch answers after 2 ms.
+    let mut entries = Vec::new();
+    for b in 0..2_000i64 {
+        let values: Vec<String> = (0..10).map(|i| format!("{:0>99}", b * 10 + i)).collect();
+        let refs: Vec<&str> = values.iter().map(String::as_str).collect();
+        entries.push(batch(b * 10, &refs, -1));
+    }
+    let mut log = Log::new(entries, Vec::new(), 20_000);
+    log.fetch_delay = std::time::Duration::from_millis(2);
+    let broker = FakeBroker::start(log);
+    // A budget of 256 KiB for 16 handles reading at once, 16 KiB at a time.
+    const LIMIT: usize = 256 << 10;
+    let budget = MemoryBudget::new(LIMIT);
+    let fs = Arc::new(fs_with_budget(&broker, Isolation::ReadCommitted, 1, Arc::clone(&budget)));
+    let want: String = (0..20_000).map(|n| format!("{n:0>99}\n")).collect();
+    let readers: Vec<_> = (0..16)
+        .map(|r| {
+            let fs = Arc::clone(&fs);
+            thread::spawn(move || {
+                let start = r * 1_000;
+                let fh = fs.open(ino(&fs, &format!("tx/0/by-offset/{start}")), READ).unwrap().fh;
+                let mut out = Vec::new();
+                loop {
+                    let chunk = fs.read(fh, out.len() as u64, 16 << 10).unwrap();
+                    if chunk.is_empty() {
+                        break;
+                    }
+                    out.extend(chunk);
+                }
+                fs.release(fh).unwrap();
+                (start, String::from_utf8(out).unwrap())
+            })
+        })
+        .collect();
+    for r in readers {
+        let (start, got) = r.join().unwrap();
+        assert!(got == want[start as usize * 100..], "reader from {start}: {} bytes", got.len());
+    }
+    let (peak, waits) = (budget.peak_fetching(), budget.fetch_waits());
+    eprintln!(
+        "16 readers: peak fetched bytes in flight {peak} (limit {LIMIT}), {waits} fetches \
+         waited, {} Fetch requests",
+        broker.fetches.load(Ordering::SeqCst)
+    );
+    assert!(peak <= LIMIT, "{peak} bytes of fetches in flight, limit {LIMIT}");
+    assert!(waits > 0, "no reader ever had to wait: the test does not exercise the cap");
+    assert_eq!(budget.fetching(), 0);
 }
