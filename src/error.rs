@@ -163,6 +163,13 @@ impl Error {
         }
     }
 
+    /// Whether the data's source could not be reached, or did not answer, within its deadline
+    /// (a broker down or silent): asking it again at once would only wait out another
+    /// deadline, so callers that retry to get past a race (retention) give up instead.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, Error::BrokerUnreachable { .. } | Error::Timeout { .. })
+    }
+
     /// How loudly a failed request with this error is logged: lookups of absent names are
     /// routine (debug), refused user input is info, damaged data and I/O failures are errors.
     pub fn log_level(&self) -> log::Level {

@@ -437,6 +437,9 @@ impl Stream {
             Bound::Open | Bound::UntilTimestamp(_) => None,
         };
         match self.read_window(from, to, end) {
+            // A source that could not be reached within its deadline: a retry would wait out
+            // another one (a dead broker ends a read within one deadline, not three).
+            Err(e) if e.is_unreachable() => Err(e),
             Err(e) if !matches!(e, Error::StaleHandle) => {
                 // The checkpoint may have been deleted by retention meanwhile: notice it, retry.
                 let mut st = lock(&self.index.state);
