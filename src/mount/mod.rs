@@ -158,6 +158,20 @@ struct Backend {
 /// that serves (after daemonizing: its connections and threads must not cross a fork), and
 /// its first Metadata must answer within `request.timeout.ms` or the mount fails with the
 /// bootstrap addresses and the reason.
+/// What streams show: `--isolation`, except that a cluster mount given
+/// `--config isolation.level=read_uncommitted` reads uncommitted too (either setting saying
+/// `read_uncommitted` wins), so Fetch, ListOffsets and the view agree.
+fn stream_isolation(request: &MountRequest) -> crate::view::txn::Isolation {
+    let uncommitted_client = request.cluster.as_ref().is_some_and(|c| {
+        c.config.isolation_level == crate::cluster::config::IsolationLevel::ReadUncommitted
+    });
+    if uncommitted_client {
+        crate::view::txn::Isolation::ReadUncommitted
+    } else {
+        request.isolation
+    }
+}
+
 fn open_backend(
     request: &MountRequest,
     data_dir: &Path,
@@ -171,8 +185,7 @@ fn open_backend(
         // `--isolation` and `isolation.level` agree on read_committed (both defaults) or the
         // mount reads uncommitted: Fetch and ListOffsets ask the level the streams show.
         let mut config = cluster.config.clone();
-        let committed = request.isolation == crate::view::txn::Isolation::ReadCommitted
-            && config.isolation_level == crate::cluster::config::IsolationLevel::ReadCommitted;
+        let committed = stream_isolation(request) == crate::view::txn::Isolation::ReadCommitted;
         if !committed {
             config.isolation_level = crate::cluster::config::IsolationLevel::ReadUncommitted;
         }
@@ -241,7 +254,7 @@ fn mount_and_serve(request: &MountRequest, signals: SigSet, reporter: &mut Repor
         .unwrap_or_default();
     let fs = Arc::new(
         TopicFs::new(Arc::clone(&source), options)
-            .with_isolation(request.isolation)
+            .with_isolation(stream_isolation(request))
             .with_groups(groups, reset)
             .with_internal_topics(request.fuse_options.contains(&FuseOption::ShowInternal))
             .with_auto_commit(request.fuse_options.contains(&FuseOption::AutoCommit))
@@ -383,5 +396,29 @@ pub fn unmount(mountpoint: &Path) -> ExitCode {
             eprintln!("topicfs: cannot run fusermount3: {err}");
             ExitCode::FAILURE
         }
+    }
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn either_isolation_setting_saying_read_uncommitted_makes_a_cluster_mount_read_uncommitted() {
+        use crate::view::txn::Isolation;
+        use clap::Parser;
+        let isolation = |args: &[&str]| {
+            let mut argv = vec!["topicfs", "mount", "kafka://h:1", "m"];
+            argv.extend_from_slice(args);
+            let crate::cli::Command::Mount(m) =
+                crate::cli::Cli::try_parse_from(argv).unwrap().command
+            else {
+                panic!("not mount")
+            };
+            stream_isolation(&m.request().unwrap())
+        };
+        assert_eq!(isolation(&[]), Isolation::ReadCommitted);
+        assert_eq!(isolation(&["--isolation", "read_uncommitted"]), Isolation::ReadUncommitted);
+        let client = ["--config", "isolation.level=read_uncommitted"];
+        assert_eq!(isolation(&client), Isolation::ReadUncommitted);
     }
 }
