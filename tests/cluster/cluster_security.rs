@@ -178,3 +178,43 @@ fn cluster_tls_mount_reads_and_appends_through_a_tls_proxy_and_a_wrong_ca_fails_
     assert!(stderr.contains(&addr), "{stderr}");
     assert!(!is_mounted(&dirs.mnt()));
 }
+
+#[test]
+fn cluster_sasl_ssl_through_a_tls_proxy_authenticates_and_a_wrong_password_is_eacces() {
+    let certs = tempfile::tempdir().unwrap();
+    make_ca(certs.path(), "tls");
+    let proxy_port = free_port();
+    let mut broker = Tansu::start_full(Some(proxy_port), &[]);
+    let url = format!("tcp://{}", broker.addr());
+    broker.cli(&["user", "create", "--broker", &url, "--mechanism", "scram512", "carol", "pw-512"]);
+    broker.restart_with(&["--authentication"]);
+    let proxy = TlsProxy::start(
+        proxy_port,
+        &certs.path().join("tls-server.pem"),
+        &certs.path().join("tls-server.key"),
+        broker.port(),
+    );
+    let settings = |password: &str| {
+        let mut c = ClientConfig::default();
+        for s in [
+            "request.timeout.ms=10000".to_string(),
+            "security.protocol=SASL_SSL".to_string(),
+            format!("ssl.ca.location={}", certs.path().join("tls-ca.pem").display()),
+            "sasl.mechanism=SCRAM-SHA-512".to_string(),
+            "sasl.username=carol".to_string(),
+            format!("sasl.password={password}"),
+        ] {
+            c.set_pair(&s).unwrap();
+        }
+        c
+    };
+    let bootstrap = parse_bootstrap(&proxy.bootstrap()).unwrap();
+    let c = Client::connect(bootstrap.clone(), settings("pw-512"))
+        .unwrap_or_else(|e| panic!("{e}\n{}", broker.log()));
+    c.create_topic("sasl-tls", 1, &[]).unwrap();
+    let md = c.metadata().unwrap();
+    assert!(md.topics.contains_key("sasl-tls"));
+    let err = Client::connect(bootstrap, settings("wrong")).err().unwrap();
+    assert_eq!(err.errno(), libc::EACCES, "{err}");
+    assert!(err.to_string().contains(&format!("127.0.0.1:{proxy_port}")), "{err}");
+}

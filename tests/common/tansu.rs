@@ -68,7 +68,8 @@ impl Tansu {
         Tansu::start_full(Some(advertised_port), &[])
     }
 
-    fn start_full(advertised_port: Option<u16>, extra_args: &[&str]) -> Tansu {
+    /// [`Tansu::start_advertising`] with extra broker arguments.
+    pub fn start_full(advertised_port: Option<u16>, extra_args: &[&str]) -> Tansu {
         let dir = tempfile::Builder::new().prefix("topicfs-tansu-").tempdir().unwrap();
         let mut t = Tansu {
             child: None,
