@@ -398,6 +398,7 @@ pub fn unmount(mountpoint: &Path) -> ExitCode {
         }
     }
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;
