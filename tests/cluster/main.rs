@@ -10,4 +10,5 @@ mod cluster_confluent;
 mod cluster_fake;
 mod cluster_fs;
 mod cluster_mount;
+mod cluster_scale;
 mod cluster_security;
