@@ -196,6 +196,13 @@ pub trait PartitionSource: Send + Sync {
     fn partition(&self) -> u32;
     /// Offsets, sizes and timestamps now.
     fn summary(&self) -> Result<PartitionSummary>;
+    /// When the partition last changed (the mtime of its directories and files), without the
+    /// offsets when the backend can: a directory's attributes must not cost a request per
+    /// partition (a topic of 100 partitions would cost 200 ListOffsets per `stat`). The
+    /// default is [`PartitionSummary::last_modified`].
+    fn last_modified(&self) -> Result<SystemTime> {
+        Ok(self.summary()?.last_modified)
+    }
     /// ListOffsets semantics; see [`OffsetQuery`]. Never "not found".
     fn offset_for(&self, query: OffsetQuery) -> Result<Offset>;
     /// Cursor at the first batch whose last offset is >= `target`. `target` equal to the log

@@ -258,6 +258,12 @@ impl PartitionSource for ClusterPartition {
         })
     }
 
+    /// The time it was asked, as in `summary`, without asking the broker: directory
+    /// attributes of a cluster mount cost no request (and answer while the broker is down).
+    fn last_modified(&self) -> Result<SystemTime> {
+        Ok(SystemTime::now())
+    }
+
     fn offset_for(&self, query: OffsetQuery) -> Result<Offset> {
         let ts = match query {
             OffsetQuery::Latest => LATEST,

@@ -228,7 +228,7 @@ impl TopicFs {
             | Node::ByOffsetDir(id)
             | Node::ByTimeDir(id)
             | Node::SegmentsDir(id) => {
-                let mtime = self.partition(id)?.summary()?.last_modified;
+                let mtime = self.partition(id)?.last_modified()?;
                 (FileKind::Directory, 0, dir, mtime, STABLE_TTL)
             }
             Node::PartitionInfo(id) => {
@@ -237,7 +237,7 @@ impl TopicFs {
                 (FileKind::RegularFile, size, ro_file, summary.last_modified, DYNAMIC_TTL)
             }
             Node::Append(id) | Node::AppendJson(id) => {
-                let mtime = self.partition(id)?.summary()?.last_modified;
+                let mtime = self.partition(id)?.last_modified()?;
                 (FileKind::RegularFile, 0, wo_file, mtime, DYNAMIC_TTL)
             }
             Node::SegmentFile(id, base, file_kind) => {
@@ -261,7 +261,7 @@ impl TopicFs {
                 (FileKind::RegularFile, size, ro_file, segment.last_modified, ttl)
             }
             Node::PartitionCheck(id) => {
-                let mtime = self.partition(id)?.summary()?.last_modified;
+                let mtime = self.partition(id)?.last_modified()?;
                 let size = self.inspect.check_size(self.partition(id)?.as_ref())?;
                 (FileKind::RegularFile, size, ro_file, mtime, DYNAMIC_TTL)
             }
@@ -283,7 +283,7 @@ impl TopicFs {
             }
             Node::GroupPartition(id, group) => {
                 self.check_group(&id.topic, group)?;
-                let mtime = self.partition(id)?.summary()?.last_modified;
+                let mtime = self.partition(id)?.last_modified()?;
                 (FileKind::Directory, 0, 0o555, mtime, DYNAMIC_TTL)
             }
             Node::Stream(..) | Node::TopicStream(..) | Node::GroupNext(..) => {
@@ -332,8 +332,8 @@ impl TopicFs {
         let size = stream.known_size()?.unwrap_or(0);
         let mut mtime = match (node, node.partition_id()) {
             (Node::TopicStream(topic, _), _) => self.topic_mtime(topic)?,
-            (Node::GroupNext(id, ..), _) => self.partition(id)?.summary()?.last_modified,
-            (_, Some(id)) => self.partition(id)?.summary()?.last_modified,
+            (Node::GroupNext(id, ..), _) => self.partition(id)?.last_modified()?,
+            (_, Some(id)) => self.partition(id)?.last_modified()?,
             (_, None) => return Err(Error::StaleHandle),
         };
         // A complete range never changes again: its mtime stops moving too.
@@ -352,7 +352,7 @@ impl TopicFs {
     fn topic_mtime(&self, topic: &str) -> Result<SystemTime> {
         let mut mtime = None;
         for p in self.source.partitions(topic)? {
-            let modified = self.source.partition(topic, p)?.summary()?.last_modified;
+            let modified = self.source.partition(topic, p)?.last_modified()?;
             mtime = mtime.max(Some(modified));
         }
         Ok(mtime.unwrap_or(self.started))

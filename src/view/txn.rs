@@ -358,6 +358,10 @@ impl PartitionSource for CommittedPartition {
         Ok(summary)
     }
 
+    fn last_modified(&self) -> Result<std::time::SystemTime> {
+        self.inner.last_modified()
+    }
+
     fn offset_for(&self, query: OffsetQuery) -> Result<Offset> {
         let summary = self.summary()?;
         match query {
