@@ -212,6 +212,29 @@ fn cluster_mount_broker_killed_mid_cat_fails_the_read_and_a_restart_recovers() {
         assert!(stderr.contains("Input/output error") || stderr.contains("timed out"), "{stderr}");
     }
 
+    // A command of several requests (`ls -l` stats `info`, whose size needs ListOffsets
+    // earliest and latest, and more) against the dead broker, once the broker has not counted
+    // as down for a while (one deadline after the last failure): it ends within about one
+    // deadline, since after the first request times out the others fail at once; run again
+    // at once, it fails at once. Times printed, not asserted.
+    std::thread::sleep(std::time::Duration::from_millis(u64::from(TIMEOUT_MS) + 500));
+    for round in ["first", "again"] {
+        let started = std::time::Instant::now();
+        let ls =
+            sh_output(&format!("timeout 60 ls -l {mnt}/big/0; timeout 60 cat {mnt}/big/0/info"));
+        eprintln!(
+            "ls -l and cat info of a partition with the broker down ({round}) took {:?} \
+             (request.timeout.ms={TIMEOUT_MS}): {} {}",
+            started.elapsed(),
+            ls.status,
+            String::from_utf8_lossy(&ls.stderr)
+        );
+        assert_ne!(ls.status.code(), Some(124), "ls -l or cat hung");
+        assert!(!ls.status.success(), "cat info with the broker down succeeded");
+        let stderr = String::from_utf8_lossy(&ls.stderr).to_string();
+        assert!(stderr.contains("Input/output error") || stderr.contains("timed out"), "{stderr}");
+    }
+
     // The broker back on the same port: a new cat reads everything, without a remount.
     broker.restart();
     let started = std::time::Instant::now();

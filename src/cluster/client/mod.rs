@@ -7,6 +7,12 @@
 //! - Every public method has one deadline, `request.timeout.ms` from its start, that covers
 //!   metadata refreshes, reconnects, retries and backoff: it returns (an answer or an error)
 //!   by then, plus at most one backoff step's rounding.
+//! - A broker that a request could not reach for its whole deadline (unreachable, or silent
+//!   until the deadline) is *down* for the next `request.timeout.ms` ([`Client::down`]): a
+//!   request that needs it then makes one connection attempt of at most [`PROBE_TIMEOUT`] and,
+//!   when that fails, fails at once with that error (not retried), so one shell command of
+//!   several requests against a dead broker ends within about one deadline, not one deadline
+//!   per request. A successful connection ends it at once (the broker is back).
 //! - Metadata is cached and refreshed when older than `metadata.max.age.ms`, and at once when
 //!   a broker answers NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION
 //!   and the like ([`super::errors::retriable_code`]); then the request is retried. A topic
@@ -66,6 +72,8 @@ type Slot = Arc<Mutex<Option<Arc<Connection>>>>;
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 /// The longest pause between two attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
+/// The longest connection attempt to a broker that is down (see [`Client::down`]).
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The client. See the module docs for its invariants.
 pub struct Client {
@@ -78,6 +86,9 @@ pub struct Client {
     producer: Mutex<Option<ProducerSession>>,
     next_generation: Mutex<u64>,
     sequences: Mutex<Sequences>,
+    /// Brokers (by address as written in errors) that a request could not reach for its whole
+    /// deadline, and until when they count as down.
+    down: Mutex<HashMap<String, Instant>>,
 }
 
 fn name(s: &str) -> TopicName {
@@ -134,6 +145,7 @@ impl Client {
             producer: Mutex::new(None),
             next_generation: Mutex::new(1),
             sequences: Mutex::new(HashMap::new()),
+            down: Mutex::new(HashMap::new()),
         };
         client.refresh_metadata(client.deadline())?;
         Ok(client)
@@ -170,9 +182,58 @@ impl Client {
             return Ok(Arc::clone(c));
         }
         *slot = None;
+        let deadline = match self.down(&addr.to_string()) {
+            true => deadline.min(Instant::now() + PROBE_TIMEOUT),
+            false => deadline,
+        };
         let c = Arc::new(Connection::open(addr, &self.config, self.tls.as_ref(), deadline)?);
+        lock(&self.down).remove(&addr.to_string());
         *slot = Some(Arc::clone(&c));
         Ok(c)
+    }
+
+    /// Whether the broker at `addr` counts as down: a request could not reach it for its
+    /// whole deadline less than `request.timeout.ms` ago, and no connection to it was opened
+    /// since.
+    fn down(&self, addr: &str) -> bool {
+        lock(&self.down).get(addr).is_some_and(|until| Instant::now() < *until)
+    }
+
+    /// The brokers an unreachable-broker error names (one address, or the bootstrap list
+    /// joined with commas).
+    fn named_brokers(e: &Error) -> Option<impl Iterator<Item = &str>> {
+        match e {
+            Error::BrokerUnreachable { broker, .. } | Error::Timeout { broker, .. } => {
+                Some(broker.split(','))
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether `e` came from brokers that are all down (then it is not retried).
+    fn names_only_down_brokers(&self, e: &Error) -> bool {
+        Client::named_brokers(e).is_some_and(|mut names| names.all(|b| self.down(b)))
+    }
+
+    /// After a request ended with `e`: when it could not reach its broker(s) for its whole
+    /// deadline, they are down for the next `request.timeout.ms` (unless already).
+    fn note_down(&self, e: &Error) {
+        let Some(names) = Client::named_brokers(e) else { return };
+        let until = Instant::now() + self.config.request_timeout;
+        let mut down = lock(&self.down);
+        for b in names {
+            if down.get(b).is_none_or(|t| Instant::now() >= *t) {
+                log::info!(
+                    "broker {b} did not answer within request.timeout.ms ({} ms): requests \
+                     to it fail after one connection attempt of at most {} ms until it \
+                     answers or {} ms pass",
+                    self.timeout_ms(),
+                    PROBE_TIMEOUT.as_millis(),
+                    self.timeout_ms()
+                );
+                down.insert(b.to_string(), until);
+            }
+        }
     }
 
     /// The connection to broker `id` per the metadata.
@@ -263,11 +324,15 @@ impl Client {
         loop {
             match op(deadline) {
                 Ok(v) => return Ok(v),
+                Err(e) if self.names_only_down_brokers(&e) => return Err(self.with_timeout(e)),
                 Err(e) if retriable(&e) && Instant::now() + backoff < deadline => {
                     log::debug!("{what}: {e}; refreshing metadata and retrying");
                     self.pause_and_refresh(what, &mut backoff, deadline);
                 }
-                Err(e) => return Err(self.with_timeout(e)),
+                Err(e) => {
+                    self.note_down(&e);
+                    return Err(self.with_timeout(e));
+                }
             }
         }
     }

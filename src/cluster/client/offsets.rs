@@ -59,6 +59,9 @@ impl Client {
         let mut results: Vec<Option<Result<Option<ListedOffset>>>> =
             queries.iter().map(|_| None).collect();
         let mut backoff = FIRST_BACKOFF;
+        // The last round's error from a broker that could not be reached, as the connection
+        // gave it (naming the broker's address), for `Client::note_down`.
+        let mut unreached: Option<Error> = None;
         loop {
             let todo: Vec<usize> =
                 (0..queries.len()).filter(|&i| !matches!(results[i], Some(Ok(_)))).collect();
@@ -71,10 +74,14 @@ impl Client {
             }
             if results.iter().any(Option::is_some) {
                 if Instant::now() + backoff >= deadline {
+                    if let Some(e) = &unreached {
+                        self.note_down(e);
+                    }
                     break;
                 }
                 self.pause_and_refresh("ListOffsets", &mut backoff, deadline);
             }
+            unreached = None;
             // Group by leader.
             let md = self.metadata_by(deadline)?;
             let mut by_leader: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
@@ -110,6 +117,7 @@ impl Client {
                             results[i] = Some(r);
                         }
                     }
+                    Err(e) if self.names_only_down_brokers(&e) => return Err(self.with_timeout(e)),
                     Err(e) if retriable(&e) => {
                         let msg = e.to_string();
                         for i in idx {
@@ -119,8 +127,12 @@ impl Client {
                                 source: std::io::Error::other(msg.clone()),
                             }));
                         }
+                        unreached = Some(e);
                     }
-                    Err(e) => return Err(self.with_timeout(e)),
+                    Err(e) => {
+                        self.note_down(&e);
+                        return Err(self.with_timeout(e));
+                    }
                 }
             }
         }
