@@ -470,6 +470,37 @@ fn cluster_broker_restarted_next_request_works_without_a_new_client() {
     assert_eq!(c.list_offset("phoenix", 0, LATEST).unwrap().unwrap().offset, Offset(4));
 }
 
+/// A broker that a request could not reach for its whole deadline counts as down: the next
+/// requests to it (ListOffsets and Fetch, each with its own deadline) fail with the same kind
+/// of error after one connection attempt instead of each waiting out a deadline; once it is
+/// back, the first request connects and works (within what would still be the down window).
+/// Times are printed, not asserted.
+#[test]
+fn cluster_a_broker_down_for_a_whole_deadline_fails_the_next_requests_at_once() {
+    let mut t = Tansu::start();
+    let c = Arc::new(client(&t, &["request.timeout.ms=5000"]));
+    c.create_topic("down", 1, &[]).unwrap();
+    c.produce("down", 0, &sample_records(2, "d")).unwrap();
+    t.kill();
+    let c2 = Arc::clone(&c);
+    let started = std::time::Instant::now();
+    let first = returns(move || c2.list_offset("down", 0, EARLIEST)).unwrap_err();
+    eprintln!("first ListOffsets on the dead broker failed after {:?}: {first}", started.elapsed());
+    assert!(matches!(first.errno(), libc::EIO | libc::ETIMEDOUT), "{first}");
+    let c2 = Arc::clone(&c);
+    let started = std::time::Instant::now();
+    let (offsets, fetch) = returns(move || {
+        (c2.list_offset("down", 0, LATEST), c2.fetch("down", 0, Offset(0), FetchOptions::default()))
+    });
+    eprintln!("then ListOffsets and Fetch failed after {:?}", started.elapsed());
+    for err in [offsets.unwrap_err(), fetch.unwrap_err()] {
+        assert_eq!(err.errno(), first.errno(), "{err}");
+        assert!(err.to_string().contains(&t.addr()), "{err}");
+    }
+    t.restart();
+    assert_eq!(read_records(&c, "down", 0, 0), as_got(&sample_records(2, "d"), 0));
+}
+
 /// A "broker" that accepts connections and reads requests but never answers.
 fn silent_broker() -> (std::net::SocketAddr, thread::JoinHandle<()>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
