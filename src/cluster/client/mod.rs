@@ -314,6 +314,8 @@ impl Client {
     ///   NOT_ENOUGH_REPLICAS*, FENCED/UNKNOWN_LEADER_EPOCH, OFFSET_NOT_AVAILABLE,
     ///   UNKNOWN_TOPIC_ID; see [`super::errors::retriable_code`]) and an unreachable broker.
     ///   Before each retry: [`Client::pause_and_refresh`].
+    /// - Never retried: an error from brokers that are all down ([`Client::down`]); a final
+    ///   unreachable-broker error marks its brokers down ([`Client::note_down`]).
     fn retry<T>(
         &self,
         what: &str,
