@@ -108,7 +108,7 @@ fn cluster_scale_ten_thousand_partitions_list_completely() {
     m.unmount();
 }
 
-/// 100 concurrent `cat by-offset/0` readers (of 4 partitions, 25 each) through one mount: each
+/// 100 concurrent `cat by-offset/0` readers (of 4 partitions of 2 MB, 25 each) through one mount: each
 /// reads exactly the partition's records; while they run the daemon holds exactly one TCP
 /// connection to the (one) broker, bootstrap and leader alike, since connections are keyed by
 /// address and the bootstrap address is the broker's advertised one; the daemon's peak RSS is
@@ -118,7 +118,7 @@ fn cluster_scale_ten_thousand_partitions_list_completely() {
 fn cluster_scale_hundred_concurrent_readers_share_one_connection_and_bounded_memory() {
     const READERS: usize = 100;
     const PARTITIONS: usize = 4;
-    const LINES: usize = 500;
+    const LINES: usize = 200;
     const BUDGET_MIB: u64 = 16;
     /// Beyond the budget: thread stacks touched, per-handle buffers and allocator slack.
     const ALLOWANCE_MIB: u64 = 48;
@@ -132,7 +132,7 @@ fn cluster_scale_hundred_concurrent_readers_share_one_connection_and_bounded_mem
     sh(&format!("mkdir {mnt}/r"));
     sh(&format!(
         "seq -w 1 {LINES} | sed 's/$/ {pad}/' > {lines}",
-        pad = "x".repeat(92),
+        pad = "x".repeat(10_000),
         lines = lines.display()
     ));
     for p in 0..PARTITIONS {
@@ -166,7 +166,7 @@ fn cluster_scale_hundred_concurrent_readers_share_one_connection_and_bounded_mem
     let peak_kib = status_kib(pid, "VmHWM");
     let max_conns = samples.iter().copied().max().unwrap_or(0);
     eprintln!(
-        "{READERS} concurrent readers ({LINES} records of 100 bytes each) took {took:?}; \
+        "{READERS} concurrent readers ({LINES} records of 10 KB each) took {took:?}; \
          connections to the broker sampled {} times: min {}, max {max_conns}; daemon RSS \
          before {} KiB, peak (VmHWM) {peak_kib} KiB, --memory-budget {BUDGET_MIB} MiB",
         samples.len(),
