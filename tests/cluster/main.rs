@@ -9,5 +9,6 @@ mod cluster_client;
 mod cluster_confluent;
 mod cluster_fake;
 mod cluster_fs;
+mod cluster_groups;
 mod cluster_mount;
 mod cluster_security;
