@@ -559,6 +559,70 @@ impl crate::source::GroupStore for ClusterGroups {
     fn commit(&self, group: &str, topic: &str, offsets: &[(u32, Offset)]) -> Result<()> {
         let offsets: Vec<(i32, i64, Option<String>)> =
             offsets.iter().map(|&(p, o)| (p as i32, o.0, None)).collect();
-        self.client.commit_offsets(group, topic, &offsets)
+        match self.client.commit_offsets(group, topic, &offsets) {
+            Err(err) if err.errno() == libc::EBUSY => {
+                // Kafka refuses a commit from outside the group while it has members: name
+                // the group's state (ListGroups v4+; DescribeGroups is not needed for it).
+                let state = self.client.list_groups().ok().and_then(|listing| {
+                    listing.into_iter().find(|g| g.group_id == group).map(|g| g.state)
+                });
+                Err(group_in_use(err, group, state.as_deref()))
+            }
+            other => other,
+        }
+    }
+}
+
+/// The error of a commit the group's coordinator refused because the group is in use
+/// (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS: EBUSY), with a message
+/// naming the group's `state` as the broker reported it (or saying it did not). Other errors
+/// are returned unchanged.
+pub fn group_in_use(err: Error, group: &str, state: Option<&str>) -> Error {
+    let Error::Kafka { broker, api, code, name, topic, partition, message: _ } = err else {
+        return err;
+    };
+    let state = match state {
+        Some(s) if !s.is_empty() && !s.eq_ignore_ascii_case("unknown") => s.to_string(),
+        Some(_) => "not reported by the broker".to_string(),
+        None => "unknown: the broker no longer lists the group".to_string(),
+    };
+    let message = format!(
+        "group {group:?} is in use by active members (state {state}); Kafka accepts a commit \
+         from outside the group only while it has none: stop its consumers first, as \
+         kafka-consumer-groups --reset-offsets requires"
+    );
+    Error::Kafka { broker, api, code, name, topic, partition, message: Some(message.into()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::errors::kafka_error;
+
+    #[test]
+    fn a_refused_commit_is_ebusy_and_names_the_groups_state() {
+        // UNKNOWN_MEMBER_ID (25), as Kafka answers a standalone commit to a Stable group.
+        let refused = || kafka_error("b:9092", "OffsetCommit", 25, Some("orders"), Some(0), None);
+        let err = group_in_use(refused(), "etl", Some("Stable"));
+        assert_eq!(err.errno(), libc::EBUSY);
+        let text = err.to_string();
+        assert!(text.contains("UNKNOWN_MEMBER_ID") && text.contains("orders/0"), "{text}");
+        assert!(text.contains("\"etl\" is in use") && text.contains("state Stable"), "{text}");
+        for (code, state) in [(22, "PreparingRebalance"), (27, "CompletingRebalance")] {
+            let err = group_in_use(
+                kafka_error("b:9092", "OffsetCommit", code, None, None, None),
+                "etl",
+                Some(state),
+            );
+            assert_eq!(err.errno(), libc::EBUSY);
+            assert!(err.to_string().contains(&format!("state {state}")), "{err}");
+        }
+        let err = group_in_use(refused(), "etl", Some("unknown"));
+        assert!(err.to_string().contains("state not reported by the broker"), "{err}");
+        let err = group_in_use(refused(), "etl", None);
+        assert!(err.to_string().contains("no longer lists the group"), "{err}");
+        // Anything else is left as it was.
+        let other = group_in_use(Error::ReadOnly, "etl", Some("Stable"));
+        assert!(matches!(other, Error::ReadOnly));
     }
 }
