@@ -15,6 +15,7 @@
 //! Output: a table on stdout and every figure as JSON (`--json`).
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -31,6 +32,9 @@ use topicfs::storage::LogConfig;
 use topicfs::storage::log::Log;
 use topicfs::storage::log_dir::LogDir;
 use topicfs::view::{StreamRegistry, StreamSpec};
+
+#[path = "bench/cluster.rs"]
+mod cluster;
 
 /// Bytes of every generated record value (and of every line written to `append`, newline
 /// included).
@@ -82,6 +86,23 @@ struct Args {
     /// mount): the data it needs and nothing else.
     #[arg(long)]
     many_readers: bool,
+    /// Only the cluster figures (examples/bench/cluster.rs): a cluster mount against
+    /// confluent-kafka on a tansu broker started here.
+    #[arg(long)]
+    cluster: bool,
+    /// Records of the cluster read partition (`cat by-offset/0` vs confluent-kafka).
+    #[arg(long, default_value_t = 1_000_000)]
+    cluster_records: u64,
+    /// Records of the large partition for the cluster time to first byte (the read partition
+    /// when not larger).
+    #[arg(long, default_value_t = 5_000_000)]
+    cluster_ttfb_records: u64,
+    /// Lines of the cluster append figure.
+    #[arg(long, default_value_t = 300_000)]
+    cluster_append_lines: u64,
+    /// tansu's storage engine for the cluster figures: memory or sqlite.
+    #[arg(long, default_value = "memory")]
+    cluster_engine: String,
 }
 
 /// Sizes of one run.
@@ -317,7 +338,8 @@ impl Report {
             println!("{s}");
         };
         // Rows grouped by section, in this order, each group in the order measured.
-        const ORDER: [&str; 11] = [
+        const ORDER: [&str; 12] = [
+            "cluster",
             "append",
             "read",
             "many readers",
@@ -1077,6 +1099,20 @@ impl Mount {
         probe: &str,
         work: &Path,
     ) -> Result<(Mount, f64), String> {
+        let mut args = vec!["--retention-ms", "-1"];
+        args.extend_from_slice(extra);
+        Mount::start_source(bin, data.as_os_str(), mnt, &args, probe, work)
+    }
+
+    /// [`Mount::start`] of any source (a data dir or `kafka://HOST:PORT`) with exactly `args`.
+    fn start_source(
+        bin: &Path,
+        source: &OsStr,
+        mnt: &Path,
+        args: &[&str],
+        probe: &str,
+        work: &Path,
+    ) -> Result<(Mount, f64), String> {
         fs::create_dir_all(mnt).map_err(|e| e.to_string())?;
         if is_mounted(mnt) {
             return Err(format!("{} is already mounted", mnt.display()));
@@ -1085,12 +1121,10 @@ impl Mount {
         let start = Instant::now();
         let child = Command::new(bin)
             .arg("mount")
-            .arg(data)
+            .arg(source)
             .arg(mnt)
             .arg("-f")
-            .arg("--retention-ms")
-            .arg("-1")
-            .args(extra)
+            .args(args)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -1858,6 +1892,17 @@ fn run(a: &Args) -> Result<Report, String> {
         a.work.display()
     );
 
+    if a.cluster {
+        if !a.topicfs.exists() {
+            return Err(format!("{} missing: cargo build --release", a.topicfs.display()));
+        }
+        machine_context(&mut report)?;
+        cluster::run(a, &mut report)?;
+        if let Ok(load) = fs::read_to_string("/proc/loadavg") {
+            report.notes.push(format!("load average at the end: {}", load.trim()));
+        }
+        return Ok(report);
+    }
     let one_batch = batch_bytes(&a.work)?;
     if a.many_readers {
         let dir = a.work.join(format!("data-{}x1GiB", plan.records));
