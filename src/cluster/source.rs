@@ -155,6 +155,7 @@ impl TopicSource for ClusterSource {
             sizing_budget: self.sizing_budget,
             committed: self.committed,
             fetch_memory: self.fetch_memory.clone(),
+            ahead: std::sync::Mutex::new(Vec::new()),
         }))
     }
 
@@ -205,6 +206,45 @@ struct ClusterPartition {
     /// Reads as a `read_committed` consumer (see [`ClusterSource::with_committed_reads`]).
     committed: bool,
     fetch_memory: Option<FetchCap>,
+    /// Whole batches Fetches returned beyond what their `read` gave out (see [`Ahead`]), the
+    /// newest last, [`READ_AHEAD_SLOTS`] at most.
+    ahead: std::sync::Mutex<Vec<Ahead>>,
+}
+
+/// Read-ahead of one partition handle. A stream reads in chunks of tens of KiB, but one Fetch
+/// round trip is worth up to `max.partition.fetch.bytes` (1 MiB by default), and some brokers
+/// (tansu 0.6) ignore the partition limit and answer up to their own limit (5 MiB) whatever is
+/// asked: without this, each 64 KiB chunk cost a whole Fetch, and reading a partition
+/// transferred tens of times its size. The surplus (at most `max.partition.fetch.bytes` of
+/// it) is served to the next `read` that starts where it starts. A handle shared by readers at
+/// different places keeps one surplus per reader, [`READ_AHEAD_SLOTS`] at most (the oldest is
+/// dropped), so memory stays below that many times `max.partition.fetch.bytes` per partition
+/// handle. Batches below the high watermark do not change, so serving them later is what a
+/// Fetch would answer.
+struct Ahead {
+    /// The offset the next sequential `read` asks for.
+    from: Offset,
+    /// Whole batches, the first holding `from` or a later offset.
+    bytes: Vec<u8>,
+}
+
+/// Surpluses one partition handle keeps at most (see [`Ahead`]).
+const READ_AHEAD_SLOTS: usize = 4;
+
+/// Reads asking for less than this (probes of one batch) fetch only what they ask for.
+const READ_AHEAD_MIN_ASK: usize = 4096;
+
+/// The length of the longest prefix of `buf` made of whole batches.
+fn whole_batches(buf: &[u8]) -> usize {
+    let mut pos = 0;
+    while let Ok(Some(h)) = peek_entry(&buf[pos..]) {
+        let size = h.total_size();
+        if size == 0 || size > buf.len() - pos {
+            break;
+        }
+        pos += size;
+    }
+    pos
 }
 
 impl ClusterPartition {
@@ -289,43 +329,42 @@ impl PartitionSource for ClusterPartition {
         if self.committed {
             return self.read_committed(cursor, max_bytes);
         }
+        let from = cursor.next_offset;
+        let taken = {
+            let mut ahead = crate::sync::lock(&self.ahead);
+            ahead.iter().position(|a| a.from == from).map(|i| ahead.remove(i))
+        };
+        if let Some(a) = taken {
+            let (chunk, rest) = self.split(&a.bytes, from, max_bytes)?;
+            if chunk.next.is_some() {
+                if let (Some(next), Some(rest)) = (chunk.next, rest) {
+                    let bytes = a.bytes[rest..].to_vec();
+                    self.keep_ahead(Ahead { from: next.next_offset, bytes });
+                }
+                return Ok(chunk);
+            }
+        }
+        let cap = usize::try_from(self.client.config().max_partition_fetch_bytes).unwrap_or(0);
+        let ask = if max_bytes >= READ_AHEAD_MIN_ASK { max_bytes.max(cap) } else { max_bytes };
         let opts = FetchOptions {
-            max_bytes: Some(i32::try_from(max_bytes.max(1)).unwrap_or(i32::MAX)),
+            max_bytes: Some(i32::try_from(ask.max(1)).unwrap_or(i32::MAX)),
             max_wait: Duration::ZERO,
             isolation: Some(IsolationLevel::ReadUncommitted),
         };
-        let _held = self.hold(max_bytes)?;
-        let fetched = self
-            .client
-            .fetch(&self.topic, self.p(), cursor.next_offset, opts)
-            .map_err(|e| self.named(e))?;
+        let _held = self.hold(ask)?;
+        let fetched =
+            self.client.fetch(&self.topic, self.p(), from, opts).map_err(|e| self.named(e))?;
         let buf: &[u8] = &fetched.records;
-        let mut out = Vec::new();
-        let mut next = cursor.next_offset;
-        let mut pos = 0;
-        while pos < buf.len() {
-            let rest = &buf[pos..];
-            let Some(h) = peek_entry(rest).map_err(|e| self.bad_bytes(pos, &e.to_string()))? else {
-                break;
-            };
-            let size = h.total_size();
-            if size > rest.len() {
-                break; // A batch cut at the size limit: the broker's way to say "more".
+        let (chunk, rest) = self.split(buf, from, max_bytes)?;
+        if let (Some(next), Some(rest)) = (chunk.next, rest) {
+            let end = buf.len().min(rest.saturating_add(cap));
+            let kept = whole_batches(&buf[rest..end]);
+            if kept > 0 {
+                let bytes = buf[rest..rest + kept].to_vec();
+                self.keep_ahead(Ahead { from: next.next_offset, bytes });
             }
-            let entry = &rest[..size];
-            let info = parse_batch_info(entry).map_err(|e| self.bad_bytes(pos, &e.to_string()))?;
-            pos += size;
-            if info.last_offset < next {
-                continue; // Before the cursor (a fetch may start with the batch holding it).
-            }
-            if !out.is_empty() && out.len() + size > max_bytes {
-                break;
-            }
-            out.extend_from_slice(entry);
-            next = info.last_offset.plus(1);
         }
-        let next = if out.is_empty() { None } else { Some(ReadCursor::at(next)) };
-        Ok(BatchChunk { bytes: out, starts: Vec::new(), next, crc_checked: false, skipped: None })
+        Ok(chunk)
     }
 
     fn aborted_transactions(&self, from: Offset, to: Offset) -> Result<Vec<AbortedTxn>> {
@@ -494,6 +533,59 @@ impl ClusterPartition {
             }
             other => other,
         }
+    }
+
+    /// Keeps a surplus for the next sequential read, dropping the oldest beyond
+    /// [`READ_AHEAD_SLOTS`].
+    fn keep_ahead(&self, a: Ahead) {
+        let mut ahead = crate::sync::lock(&self.ahead);
+        ahead.retain(|b| b.from != a.from);
+        if ahead.len() >= READ_AHEAD_SLOTS {
+            ahead.remove(0);
+        }
+        ahead.push(a);
+    }
+
+    /// The first batches of `buf` (a Fetch response's records) holding `from` or a later
+    /// offset, `max_bytes` of them at most (but at least one), as a chunk; and where the
+    /// batches after them start in `buf`, when some follow.
+    fn split(
+        &self,
+        buf: &[u8],
+        from: Offset,
+        max_bytes: usize,
+    ) -> Result<(BatchChunk, Option<usize>)> {
+        let mut out = Vec::new();
+        let mut next = from;
+        let mut pos = 0;
+        let mut more = None;
+        while pos < buf.len() {
+            let rest = &buf[pos..];
+            let Some(h) = peek_entry(rest).map_err(|e| self.bad_bytes(pos, &e.to_string()))? else {
+                break;
+            };
+            let size = h.total_size();
+            if size > rest.len() {
+                break; // A batch cut at the size limit: the broker's way to say "more".
+            }
+            let entry = &rest[..size];
+            let info = parse_batch_info(entry).map_err(|e| self.bad_bytes(pos, &e.to_string()))?;
+            if info.last_offset < next {
+                pos += size;
+                continue; // Before the cursor (a fetch may start with the batch holding it).
+            }
+            if !out.is_empty() && out.len() + size > max_bytes {
+                more = Some(pos);
+                break;
+            }
+            pos += size;
+            out.extend_from_slice(entry);
+            next = info.last_offset.plus(1);
+        }
+        let next = if out.is_empty() { None } else { Some(ReadCursor::at(next)) };
+        let chunk =
+            BatchChunk { bytes: out, starts: Vec::new(), next, crc_checked: false, skipped: None };
+        Ok((chunk, more))
     }
 
     /// Bytes in a Fetch response that do not frame a batch.

@@ -11,4 +11,5 @@ mod cluster_fake;
 mod cluster_fs;
 mod cluster_groups;
 mod cluster_mount;
+mod cluster_read_ahead;
 mod cluster_security;
