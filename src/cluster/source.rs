@@ -156,6 +156,7 @@ impl TopicSource for ClusterSource {
             committed: self.committed,
             fetch_memory: self.fetch_memory.clone(),
             ahead: std::sync::Mutex::new(Vec::new()),
+            high_watermark: std::sync::atomic::AtomicI64::new(0),
         }))
     }
 
@@ -209,6 +210,10 @@ struct ClusterPartition {
     /// Whole batches Fetches returned beyond what their `read` gave out (see [`Ahead`]), the
     /// newest last, [`READ_AHEAD_SLOTS`] at most.
     ahead: std::sync::Mutex<Vec<Ahead>>,
+    /// The highest high watermark a Fetch of this handle reported: the log end offset is never
+    /// below it (a broker whose ListOffsets lags its Fetch, as tansu's memory engine does,
+    /// would otherwise look truncated to the transaction scan, which then starts over).
+    high_watermark: std::sync::atomic::AtomicI64,
 }
 
 /// Read-ahead of one partition handle. A stream reads in chunks of tens of KiB, but one Fetch
@@ -262,7 +267,8 @@ impl ClusterPartition {
             Ok(listed.map_or(Offset(0), |l: ListedOffset| l.offset).max(Offset(0)))
         };
         let start = ask(EARLIEST)?;
-        let end = ask(LATEST)?;
+        let seen = Offset(self.high_watermark.load(std::sync::atomic::Ordering::Relaxed));
+        let end = ask(LATEST)?.max(seen);
         Ok((start, end.max(start)))
     }
 
@@ -354,6 +360,8 @@ impl PartitionSource for ClusterPartition {
         let _held = self.hold(ask)?;
         let fetched =
             self.client.fetch(&self.topic, self.p(), from, opts).map_err(|e| self.named(e))?;
+        self.high_watermark
+            .fetch_max(fetched.high_watermark.0, std::sync::atomic::Ordering::Relaxed);
         let buf: &[u8] = &fetched.records;
         let (chunk, rest) = self.split(buf, from, max_bytes)?;
         if let (Some(next), Some(rest)) = (chunk.next, rest) {
