@@ -105,7 +105,10 @@ impl Client {
             .with_replica_id(BrokerId(-1))
             .with_max_wait_ms(ms_i32(opts.max_wait.min(room)))
             .with_min_bytes(if opts.max_wait.is_zero() { 0 } else { 1 })
-            .with_max_bytes(self.config.fetch_max_bytes)
+            // One partition per request: the response limit is the partition's (KIP-74: the
+            // first batch comes whole whatever the limits). Brokers that ignore the partition
+            // limit (tansu 0.6) honour this one.
+            .with_max_bytes(self.config.fetch_max_bytes.min(partition_max))
             .with_isolation_level(opts.isolation.unwrap_or(self.config.isolation_level).wire())
             .with_session_id(0)
             .with_session_epoch(-1)
