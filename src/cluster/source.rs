@@ -28,6 +28,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::cluster::client::{EARLIEST, FetchOptions, LATEST, MAX_TIMESTAMP};
@@ -49,6 +50,9 @@ pub struct ClusterSource {
     sizing_budget: u64,
     committed: bool,
     fetch_memory: Option<FetchCap>,
+    /// Per partition, the highest high watermark a Fetch reported, shared by every handle of
+    /// the partition (see `ClusterPartition::high_watermark`).
+    high_watermarks: std::sync::Mutex<HashMap<(String, u32), Arc<AtomicI64>>>,
 }
 
 /// The mount's cap on fetched bytes in flight and how long a fetch may wait for room.
@@ -73,6 +77,7 @@ impl ClusterSource {
             sizing_budget: crate::source::DEFAULT_SIZING_BUDGET,
             committed: false,
             fetch_memory: None,
+            high_watermarks: std::sync::Mutex::new(HashMap::new()),
         }
     }
 
@@ -156,7 +161,11 @@ impl TopicSource for ClusterSource {
             committed: self.committed,
             fetch_memory: self.fetch_memory.clone(),
             ahead: std::sync::Mutex::new(Vec::new()),
-            high_watermark: std::sync::atomic::AtomicI64::new(0),
+            high_watermark: Arc::clone(
+                crate::sync::lock(&self.high_watermarks)
+                    .entry((topic.to_string(), partition))
+                    .or_default(),
+            ),
         }))
     }
 
@@ -210,10 +219,12 @@ struct ClusterPartition {
     /// Whole batches Fetches returned beyond what their `read` gave out (see [`Ahead`]), the
     /// newest last, [`READ_AHEAD_SLOTS`] at most.
     ahead: std::sync::Mutex<Vec<Ahead>>,
-    /// The highest high watermark a Fetch of this handle reported: the log end offset is never
-    /// below it (a broker whose ListOffsets lags its Fetch, as tansu's memory engine does,
-    /// would otherwise look truncated to the transaction scan, which then starts over).
-    high_watermark: std::sync::atomic::AtomicI64,
+    /// The highest high watermark a `read_uncommitted` Fetch of this partition reported
+    /// (shared by its handles, kept by the [`ClusterSource`]): the log end offset of an
+    /// uncommitted reader is never below it (tansu's memory engine answers ListOffsets latest
+    /// below it, which made a stream's end, and the transaction scan's idea of truncation,
+    /// wrong).
+    high_watermark: Arc<AtomicI64>,
 }
 
 /// Read-ahead of one partition handle. A stream reads in chunks of tens of KiB, but one Fetch
@@ -267,7 +278,13 @@ impl ClusterPartition {
             Ok(listed.map_or(Offset(0), |l: ListedOffset| l.offset).max(Offset(0)))
         };
         let start = ask(EARLIEST)?;
-        let seen = Offset(self.high_watermark.load(std::sync::atomic::Ordering::Relaxed));
+        // Reading uncommitted, the log end is the high watermark; reading committed, it is the
+        // last stable offset that ListOffsets answers, which a high watermark must not raise.
+        let seen = if self.committed {
+            Offset(0)
+        } else {
+            Offset(self.high_watermark.load(Ordering::Relaxed))
+        };
         let end = ask(LATEST)?.max(seen);
         Ok((start, end.max(start)))
     }
@@ -360,8 +377,7 @@ impl PartitionSource for ClusterPartition {
         let _held = self.hold(ask)?;
         let fetched =
             self.client.fetch(&self.topic, self.p(), from, opts).map_err(|e| self.named(e))?;
-        self.high_watermark
-            .fetch_max(fetched.high_watermark.0, std::sync::atomic::Ordering::Relaxed);
+        self.high_watermark.fetch_max(fetched.high_watermark.0, Ordering::Relaxed);
         let buf: &[u8] = &fetched.records;
         let (chunk, rest) = self.split(buf, from, max_bytes)?;
         if let (Some(next), Some(rest)) = (chunk.next, rest) {
