@@ -48,6 +48,7 @@
 pub mod config;
 pub mod groups;
 mod index;
+pub mod key_index;
 pub mod log;
 pub mod log_dir;
 mod mmap;

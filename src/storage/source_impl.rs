@@ -14,8 +14,8 @@ use crate::format::{
     parse_batch_info, peek_entry,
 };
 use crate::source::{
-    AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, PartitionSource, PartitionSummary, ReadCursor,
-    SkippedDamage, SpaceStats, TopicSource,
+    AbortedTxn, AppendInfo, BatchChunk, KeyHits, KeyIndex, KeyListing, OffsetQuery,
+    PartitionSource, PartitionSummary, ReadCursor, SkippedDamage, SpaceStats, TopicSource,
 };
 use crate::storage::segment_files::{FileProblem, SegmentFileKind, SegmentFiles, SegmentSummary};
 
@@ -98,6 +98,24 @@ impl PartitionSource for Log {
 
     fn segment_files(&self) -> Option<&dyn SegmentFiles> {
         Some(self)
+    }
+
+    fn key_index(&self) -> Option<&dyn KeyIndex> {
+        Some(self)
+    }
+}
+
+impl KeyIndex for Log {
+    fn key_hits(&self, key: Option<&[u8]>, from: Offset) -> Result<KeyHits> {
+        self.keys().key_hits(self, key, from)
+    }
+
+    fn keys_named(&self, h0: u64, h1: u64) -> Result<Vec<Vec<u8>>> {
+        self.keys().keys_named(self, h0, h1)
+    }
+
+    fn listing(&self) -> Result<Box<dyn KeyListing>> {
+        self.keys().listing(self)
     }
 }
 

@@ -104,7 +104,7 @@ impl StreamRegistry {
 
     /// The transaction tracker of `part` (`read_committed`), created on first use; none for a
     /// source that reads committed records itself ([`PartitionSource::reads_committed`]).
-    fn tracker(&self, part: &dyn PartitionSource) -> Option<Arc<TxnTracker>> {
+    pub fn tracker(&self, part: &dyn PartitionSource) -> Option<Arc<TxnTracker>> {
         if self.isolation == Isolation::ReadUncommitted || part.reads_committed() {
             return None;
         }

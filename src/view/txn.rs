@@ -36,7 +36,8 @@ use crate::format::{
     peek_entry,
 };
 use crate::source::{
-    AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, PartitionSource, PartitionSummary, ReadCursor,
+    AbortedTxn, AppendInfo, BatchChunk, KeyIndex, OffsetQuery, PartitionSource, PartitionSummary,
+    ReadCursor,
 };
 use crate::storage::segment_files::SegmentFiles;
 use crate::sync::lock;
@@ -110,6 +111,17 @@ impl TxnSnapshot {
         let Some(ranges) = self.aborted.get(&info.producer_id) else { return false };
         let i = ranges.partition_point(|(_, last)| *last < info.base_offset);
         ranges.get(i).is_some_and(|(first, _)| *first <= info.base_offset)
+    }
+
+    /// Whether the record at `offset` (below [`TxnSnapshot::stable`]) of a transactional batch
+    /// of producer `producer_id` belongs to an aborted transaction: what
+    /// [`TxnSnapshot::is_aborted`] says of its batch (an aborted range holds whole batches, so
+    /// any offset of the batch answers for it). Used by key lookups, which know records by
+    /// offset and producer without reading their batches.
+    pub fn is_aborted_record(&self, producer_id: i64, offset: Offset) -> bool {
+        let Some(ranges) = self.aborted.get(&producer_id) else { return false };
+        let i = ranges.partition_point(|(_, last)| *last < offset);
+        ranges.get(i).is_some_and(|(first, _)| *first <= offset)
     }
 
     /// Whether an entry whose header offset is `offset` may be shown: it lies below the
@@ -415,6 +427,10 @@ impl PartitionSource for CommittedPartition {
 
     fn segment_files(&self) -> Option<&dyn SegmentFiles> {
         self.inner.segment_files()
+    }
+
+    fn key_index(&self) -> Option<&dyn KeyIndex> {
+        self.inner.key_index()
     }
 }
 
