@@ -130,9 +130,10 @@ fn batch_holding(part: &dyn PartitionSource, offset: Offset) -> Result<CachedBat
         let (file, pos) = part.byte_location(&cursor, e.at as u64);
         Error::corrupt(file, pos, e.to_string())
     })?;
-    if offset < info.base_offset || offset > info.last_offset {
-        // The batch at the cursor does not hold the offset: it is gone (compaction rewrote
-        // the segment, retention deleted it).
+    // The batch at the cursor is the first whose last offset is at or past `offset` (a
+    // legacy wrapper's header names only its last offset). Past it: the record is gone
+    // (compaction rewrote the segment, retention deleted it).
+    if offset > info.last_offset {
         return Err(Error::StaleHandle);
     }
     Ok(CachedBatch { base: info.base_offset, last: info.last_offset, bytes })
