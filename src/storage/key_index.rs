@@ -456,13 +456,16 @@ fn push_hits(
     Ok(())
 }
 
+/// A dictionary entry in the merge: its hash, its key, the index it comes from.
+type HeapEntry = (u64, Option<Vec<u8>>, usize);
+
 /// A k-way merge of segments' dictionaries in (hash, key) order.
 struct MergedListing {
     indexes: Vec<Arc<SegmentKeyIndex>>,
     /// Per index, the next dictionary entry to push.
     next: Vec<usize>,
     /// Min-heap (by `Reverse`) of each index's current entry.
-    heap: BinaryHeap<std::cmp::Reverse<(u64, Option<Vec<u8>>, usize)>>,
+    heap: BinaryHeap<std::cmp::Reverse<HeapEntry>>,
     from: Offset,
 }
 

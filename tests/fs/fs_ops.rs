@@ -563,6 +563,13 @@ fn a_source_without_segment_files_has_no_segments_or_check_and_the_same_streams(
     assert_eq!(errno(remote.ino("t/0/segments")), libc::ENOENT);
     assert_eq!(errno(remote.ino("t/0/check")), libc::ENOENT);
     assert_eq!(errno(remote.ino("t/0/segments/00000000000000000000.log")), libc::ENOENT);
+    // No key index either: no by-key/, latest/ or keys, in the partition or the topic.
+    for path in
+        ["t/0/by-key", "t/0/by-key/k", "t/0/latest", "t/0/keys", "t/by-key", "t/by-key/k.json"]
+    {
+        assert_eq!(errno(remote.ino(path)), libc::ENOENT, "{path}");
+    }
+    assert!(!remote.names("t").contains(&"by-key".to_string()));
     // Listings offer only the log start; the streams are byte for byte the local ones.
     assert_eq!(remote.names("t/0/by-offset"), [".", "..", "0"]);
     assert!(local.names("t/0/by-offset").len() > 4);

@@ -23,6 +23,8 @@ fn mounted() -> MountGuard {
         r#"{"key":"user-1","payload":"v2"}"#,
         r#"{"key":"user-2","payload":null}"#,
     ];
+    let long = format!(r#"{{"key":"{}","payload":"long"}}"#, "L".repeat(300));
+    let lines: Vec<&str> = lines.iter().copied().chain([long.as_str()]).collect();
     let path = m.path("t/0/append.json");
     fs::write(&path, lines.join("\n") + "\n").unwrap();
     m
@@ -84,6 +86,13 @@ fn hidden_key_names_round_trip_through_keys() {
         })
         .collect();
     names.sort();
+    // The 300-byte key is named by its hashes, and that name opens it.
+    let at = names.iter().position(|(n, _)| n.starts_with("%~")).unwrap();
+    let (long, count) = names.remove(at);
+    assert!(long.starts_with("%~") && long.len() == 34 && count == "1", "{long}");
+    let path = m.path(&format!("t/0/by-key/{long}.json"));
+    assert_eq!(sh(&format!("jq -r .key '{}'", path.display())), format!("{}\n", "L".repeat(300)));
+    assert_eq!(sh(&format!("cat '{}'", m.path(&format!("t/0/latest/{long}")).display())), "long\n");
     assert_eq!(
         names,
         [
