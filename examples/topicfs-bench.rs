@@ -78,6 +78,10 @@ struct Args {
     /// Keep the generated data dirs between runs when their size matches (faster reruns).
     #[arg(long)]
     reuse_data: bool,
+    /// Only the by-key figures (issue 21): a partition of `--records` records (10 million in
+    /// full mode) with a tenth as many distinct keys, in 1 GiB segments.
+    #[arg(long)]
+    by_key: bool,
     /// Only the many-readers figure (1, 10, 100 and 1,000 handles reading at once through a
     /// mount): the data it needs and nothing else.
     #[arg(long)]
@@ -1876,6 +1880,11 @@ fn run(a: &Args) -> Result<Report, String> {
         }
         return Ok(report);
     }
+    if a.by_key {
+        machine_context(&mut report)?;
+        by_key(&plan, a, &mut report)?;
+        return Ok(report);
+    }
     let big_dir = a.work.join(format!("data-{}x{}", plan.records, plan.segments));
     let (g, gen_time) =
         match a.reuse_data.then(|| reuse(&big_dir, plan.records, plan.segments)).flatten() {
@@ -1955,6 +1964,170 @@ fn run(a: &Args) -> Result<Report, String> {
         report.notes.push(format!("load average at the end: {}", load.trim()));
     }
     Ok(report)
+}
+
+// ---- by-key (issue 21) ----------------------------------------------------------------------
+
+/// The key of record `n` among `keys` keys (spread at random, so a key's records are in every
+/// segment and never adjacent).
+fn bench_key(n: u64, keys: u64) -> String {
+    let mut rng = Rng(n.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    format!("user-{:07}", rng.below(keys))
+}
+
+/// By-key figures: index build through a mount against `cat by-offset/0.json`, index size
+/// against the log, `by-key/<k>.json` and `latest/<k>` open plus first read, an absent key,
+/// and `jq` over the JSON stream against `by-key/<k>.json` for one key.
+fn by_key(plan: &Plan, a: &Args, report: &mut Report) -> Result<(), String> {
+    let records = plan.records;
+    let keys = (records / 10).max(1);
+    let dir = a.work.join(format!("data-{records}-keyed"));
+    let _ = fs::remove_dir_all(&dir);
+    eprintln!("generating {records} records with {keys} keys in 1 GiB segments ...");
+    let logs = LogDir::open(&dir, bench_config(KAFKA_SEGMENT_BYTES)).map_err(|e| e.to_string())?;
+    logs.create_topic(TOPIC, 1).map_err(|e| e.to_string())?;
+    let log = logs.log(TOPIC, 0).map_err(|e| e.to_string())?;
+    let t0 = now_ms() - records as i64 - 60_000;
+    let mut batch = Batch::new(BATCH_RECORDS);
+    let mut n = 0;
+    while n < records {
+        let k = (records - n).min(BATCH_RECORDS as u64) as usize;
+        batch.fill(n, t0);
+        for (i, r) in batch.records[..k].iter_mut().enumerate() {
+            r.key = Some(bench_key(n + i as u64, keys).into_bytes());
+        }
+        log.append(&batch.records[..k]).map_err(|e| e.to_string())?;
+        n += k as u64;
+    }
+    let log_size = log_bytes(&log);
+    let segments = log.segment_list().len();
+    logs.shutdown().map_err(|e| e.to_string())?;
+    drop(log);
+    drop(logs);
+
+    // In process: the build, and the size of the indexes against the log.
+    let logs = LogDir::open_read_only(&dir, bench_config(KAFKA_SEGMENT_BYTES))
+        .map_err(|e| e.to_string())?;
+    let log = logs.log(TOPIC, 0).map_err(|e| e.to_string())?;
+    let start = Instant::now();
+    let index_bytes = log.keys().index_bytes(&log).map_err(|e| e.to_string())?;
+    let build_in_process = start.elapsed().as_secs_f64();
+    drop(log);
+    drop(logs);
+    report.row(
+        "by-key",
+        format!(
+            "key index size ({records} records, {keys} keys, {:.2} GB of log in {segments} \
+             segments)",
+            log_size as f64 / 1e9
+        ),
+        format!("{:.1} MB", index_bytes as f64 / 1e6),
+        format!("{:.1} MB log", log_size as f64 / 1e6),
+        format!("{:.3}", index_bytes as f64 / log_size as f64),
+        "<= 0.10",
+        Some(index_bytes as f64 <= 0.10 * log_size as f64),
+    );
+    report.row(
+        "by-key",
+        "key index build in process (every segment)",
+        fmt_ms(build_in_process),
+        "",
+        "",
+        "",
+        None,
+    );
+
+    // Through a mount: the first query builds the index; the baseline is a full JSON read.
+    let mnt = a.work.join("mnt");
+    let part = mnt.join(TOPIC).join("0");
+    let probe = format!("{TOPIC}/0");
+    let json0 = part.join("by-offset").join("0.json");
+    let (mut builds, mut cats) = (vec![], vec![]);
+    let some_key = bench_key(records / 2, keys);
+    for _ in 0..plan.reps.min(3) {
+        let (m, _) = Mount::start(&a.topicfs, &dir, &mnt, &["--read-only"], &probe, &a.work)?;
+        cats.push(time_sh(&format!("cat {} > /dev/null", sh_quote(&json0)))?);
+        m.stop()?;
+        let (m, _) = Mount::start(&a.topicfs, &dir, &mnt, &["--read-only"], &probe, &a.work)?;
+        let first = part.join("by-key").join(format!("{some_key}.json"));
+        builds.push(time_sh(&format!("cat {} > /dev/null", sh_quote(&first)))?);
+        m.stop()?;
+    }
+    let (b, c) = (stat(&builds), stat(&cats));
+    report.row(
+        "by-key",
+        "first by-key query on a fresh mount (index build) vs cat by-offset/0.json",
+        format!("{} ({})", fmt_ms(b.median), fmt_spread(&b, 1000.0, "ms")),
+        format!("{} ({})", fmt_ms(c.median), fmt_spread(&c, 1000.0, "ms")),
+        format!("{:.2}", b.median / c.median),
+        "<= 1.5",
+        Some(b.median <= 1.5 * c.median),
+    );
+
+    // Lookups once built.
+    let (m, _) = Mount::start(&a.topicfs, &dir, &mnt, &["--read-only"], &probe, &a.work)?;
+    time_sh(&format!(
+        "cat {} > /dev/null",
+        sh_quote(&part.join("by-key").join(format!("{some_key}.json")))
+    ))?;
+    let mut rng = Rng(0x5EED);
+    let mut buf = vec![0u8; 4096];
+    let mut open_read = |path: PathBuf| -> Result<f64, String> {
+        let start = Instant::now();
+        let mut f = File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let _ = f.read(&mut buf).map_err(|e| e.to_string())?;
+        Ok(start.elapsed().as_secs_f64() * 1e6)
+    };
+    let lookups = plan.lookups_mount;
+    let (mut by_key_us, mut latest_us, mut absent_us) = (vec![], vec![], vec![]);
+    for i in 0..lookups {
+        let key = bench_key(rng.below(records), keys);
+        by_key_us.push(open_read(part.join("by-key").join(format!("{key}.json")))?);
+        latest_us.push(open_read(part.join("latest").join(&key))?);
+        let absent = format!("absent-{i}");
+        absent_us.push(open_read(part.join("by-key").join(absent))?);
+    }
+    for (name, us, target) in [
+        ("by-key/<k>.json open + first read", by_key_us, 5000.0),
+        ("latest/<k> open + first read", latest_us, 5000.0),
+        ("by-key/<absent> open + read", absent_us, 1000.0),
+    ] {
+        let r = latency_rounds(&us, 3);
+        report.row(
+            "by-key",
+            format!("{name} ({lookups} random keys): p50 / p99"),
+            format!("{:.0} / {:.0} us", r.p50, r.p99),
+            "",
+            "",
+            format!("p99 < {:.0} ms", target / 1000.0),
+            Some(r.p99 < target),
+        );
+    }
+    // One key: jq scanning the JSON stream against the index.
+    let jq = time_sh(&format!(
+        "jq -c 'select(.key == \"{some_key}\")' {} > /dev/null",
+        sh_quote(&json0)
+    ))?;
+    let mut direct = vec![];
+    for _ in 0..5 {
+        let path = part.join("by-key").join(format!("{some_key}.json"));
+        direct.push(time_sh(&format!("cat {} > /dev/null", sh_quote(&path)))?);
+    }
+    let d = stat(&direct);
+    report.row(
+        "by-key",
+        "one key: cat by-key/<k>.json vs jq select(.key == k) over by-offset/0.json",
+        fmt_ms(d.median),
+        fmt_ms(jq),
+        format!("{:.0}x faster", jq / d.median),
+        "",
+        None,
+    );
+    m.stop()?;
+    if !a.reuse_data {
+        let _ = fs::remove_dir_all(&dir);
+    }
+    Ok(())
 }
 
 fn main() -> ExitCode {

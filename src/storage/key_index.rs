@@ -200,6 +200,17 @@ impl PartitionKeys {
         lock(&self.sealed).values().map(|i| i.bytes().len() as u64).sum()
     }
 
+    /// Bytes of every index of the partition in its encoded form (the sealed ones held, the
+    /// active one as it would be stored), for statistics; builds what is missing first.
+    pub fn index_bytes(&self, log: &Log) -> Result<u64> {
+        self.refresh(log)?;
+        let sealed = self.sealed_bytes();
+        let active = lock(&self.active)
+            .as_ref()
+            .map_or(0, |a| a.builder.encode(a.next_offset, a.position).len() as u64);
+        Ok(sealed + active)
+    }
+
     /// The stored index of `seg` if it decodes and describes `seg`.
     fn load(&self, seg: &LogSegment) -> Option<SegmentKeyIndex> {
         let bytes = self.store()?.load(seg)?;
