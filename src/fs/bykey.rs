@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::source::PartitionSource;
-use crate::view::bykey::{KeySpec, KeyStream, KeysReader, TopicKeyStream, latest_record};
+use crate::view::bykey::{KeySpec, KeysReader, TopicKeyStream, latest_record};
 use crate::view::spec::Format;
 
 use super::TopicFs;
@@ -63,8 +63,8 @@ impl TopicFs {
                 let part = self.partition(id)?;
                 let key = spec.resolve(part.as_ref())?;
                 let tracker = self.streams.tracker(part.as_ref());
-                let stream = KeyStream::open(part, key, spec.format, tracker)?;
-                Ok(StreamRef::Key(Arc::new(stream)))
+                let stream = self.streams.key_streams().open(part, key, spec.format, tracker)?;
+                Ok(StreamRef::Key(stream))
             }
             Node::TopicByKey(topic, name) => {
                 let spec = parse_key_spec(name, false)?;

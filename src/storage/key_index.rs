@@ -42,7 +42,8 @@ use crate::storage::log::Log;
 use crate::storage::segment::LogSegment;
 use crate::sync::lock;
 
-/// Most threads building sealed segments' indexes at once, per partition.
+/// Most threads building sealed segments' indexes at once, per partition (plus one catching
+/// up the active segment's).
 pub const BUILD_THREADS: usize = 4;
 /// Bytes of a segment read per step while indexing.
 const READ_CHUNK: usize = 1 << 20;
@@ -309,58 +310,57 @@ impl PartitionKeys {
                 missing.push(Arc::clone(seg));
             }
         }
-        if !missing.is_empty() {
-            let next = AtomicUsize::new(0);
-            let results: Mutex<Vec<(Offset, Result<SegmentKeyIndex>)>> = Mutex::new(Vec::new());
-            let threads = BUILD_THREADS
-                .min(std::thread::available_parallelism().map_or(1, |n| n.get()))
-                .min(missing.len())
-                .max(1);
-            std::thread::scope(|scope| {
-                for _ in 0..threads {
-                    scope.spawn(|| {
-                        while let Some(seg) = missing.get(next.fetch_add(1, Ordering::Relaxed)) {
-                            let built = self.build_sealed(seg);
-                            lock(&results).push((seg.base_offset(), built));
-                        }
-                    });
-                }
-            });
-            let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
-            let mut sealed = lock(&self.sealed);
-            for (base, built) in results {
-                sealed.insert(base, Arc::new(built?));
+        // The active segment catches up on a thread of its own while sealed segments build.
+        let catch_up_active = || {
+            let mut active = lock(&self.active);
+            let Some(seg) = &active_seg else {
+                *active = None;
+                return;
+            };
+            let fresh = || Active {
+                base: seg.base_offset(),
+                position: 0,
+                next_offset: seg.base_offset(),
+                builder: KeyIndexBuilder::new(seg.base_offset()),
+                encoded: None,
+                damaged: false,
+            };
+            let a = active.get_or_insert_with(fresh);
+            if a.base != seg.base_offset() || a.position > seg.size() {
+                *a = fresh();
             }
+            if !a.damaged && a.position < seg.size() {
+                let done = index_segment(seg, a.position, a.next_offset, &mut a.builder);
+                a.position = done.position;
+                a.next_offset = done.next_offset;
+                a.damaged = done.damaged;
+            }
+        };
+        if missing.is_empty() {
+            catch_up_active();
+            return Ok(());
         }
-        let mut active = lock(&self.active);
-        match active_seg {
-            None => *active = None,
-            Some(seg) => {
-                let a = active.get_or_insert_with(|| Active {
-                    base: seg.base_offset(),
-                    position: 0,
-                    next_offset: seg.base_offset(),
-                    builder: KeyIndexBuilder::new(seg.base_offset()),
-                    encoded: None,
-                    damaged: false,
+        let next = AtomicUsize::new(0);
+        let results: Mutex<Vec<(Offset, Result<SegmentKeyIndex>)>> = Mutex::new(Vec::new());
+        let threads = BUILD_THREADS
+            .min(std::thread::available_parallelism().map_or(1, |n| n.get()))
+            .min(missing.len())
+            .max(1);
+        std::thread::scope(|scope| {
+            scope.spawn(catch_up_active);
+            for _ in 0..threads {
+                scope.spawn(|| {
+                    while let Some(seg) = missing.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        let built = self.build_sealed(seg);
+                        lock(&results).push((seg.base_offset(), built));
+                    }
                 });
-                if a.base != seg.base_offset() || a.position > seg.size() {
-                    *a = Active {
-                        base: seg.base_offset(),
-                        position: 0,
-                        next_offset: seg.base_offset(),
-                        builder: KeyIndexBuilder::new(seg.base_offset()),
-                        encoded: None,
-                        damaged: false,
-                    };
-                }
-                if !a.damaged && a.position < seg.size() {
-                    let done = index_segment(&seg, a.position, a.next_offset, &mut a.builder);
-                    a.position = done.position;
-                    a.next_offset = done.next_offset;
-                    a.damaged = done.damaged;
-                }
             }
+        });
+        let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+        let mut sealed = lock(&self.sealed);
+        for (base, built) in results {
+            sealed.insert(base, Arc::new(built?));
         }
         Ok(())
     }

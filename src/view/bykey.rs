@@ -237,6 +237,11 @@ impl KeyStream {
         self.key.as_deref()
     }
 
+    /// The offset of the first record (raw: batch) shown, if any.
+    pub fn first_offset(&self) -> Option<Offset> {
+        lock(&self.state).units.first().map(|u| u.0)
+    }
+
     /// Takes in the matching records appended (or become stable) since the last look.
     fn catch_up(&self, st: &mut KeyState) -> Result<()> {
         let part = self.part.as_ref();
@@ -310,6 +315,50 @@ impl KeyStream {
             i += 1;
         }
         Ok(out)
+    }
+}
+
+/// Key streams most recently opened, kept per mount so that the lookup, `stat` and `open` of
+/// one name (and later opens of it) share one stream instead of each rendering the key's
+/// records to learn the size (at most [`MAX_CACHED_KEY_STREAMS`]; the oldest goes first).
+pub const MAX_CACHED_KEY_STREAMS: usize = 256;
+
+/// See [`MAX_CACHED_KEY_STREAMS`].
+#[derive(Default)]
+pub struct KeyStreamCache {
+    streams: Mutex<std::collections::VecDeque<(KeyStreamId, Arc<KeyStream>)>>,
+}
+
+type KeyStreamId = (String, u32, Option<Vec<u8>>, Format, bool);
+
+impl KeyStreamCache {
+    /// The stream of `key` in `part` in `format` through `txn`: the cached one when it is still
+    /// whole (no record it shows was deleted by retention since), else a new one.
+    pub fn open(
+        &self,
+        part: Arc<dyn PartitionSource>,
+        key: Option<Vec<u8>>,
+        format: Format,
+        txn: Option<Arc<TxnTracker>>,
+    ) -> Result<Arc<KeyStream>> {
+        let id: KeyStreamId =
+            (part.topic().to_string(), part.partition(), key.clone(), format, txn.is_some());
+        let cached = lock(&self.streams).iter().find(|(i, _)| *i == id).map(|(_, s)| Arc::clone(s));
+        if let Some(stream) = cached {
+            let log_start = part.summary()?.log_start_offset;
+            if stream.first_offset().is_none_or(|first| first >= log_start) {
+                stream.size()?;
+                return Ok(stream);
+            }
+        }
+        let stream = Arc::new(KeyStream::open(part, key, format, txn)?);
+        let mut streams = lock(&self.streams);
+        streams.retain(|(i, _)| *i != id);
+        streams.push_back((id, Arc::clone(&stream)));
+        while streams.len() > MAX_CACHED_KEY_STREAMS {
+            streams.pop_front();
+        }
+        Ok(stream)
     }
 }
 

@@ -78,6 +78,8 @@ pub struct StreamRegistry {
     /// The mount's budget the renderings streams keep between reads come out of; `None`: kept
     /// without limit (in-process use without a mount).
     budget: Option<Arc<MemoryBudget>>,
+    /// Key streams recently opened (`by-key/`), shared by the lookups and opens of a name.
+    key_streams: crate::view::bykey::KeyStreamCache,
 }
 
 impl StreamRegistry {
@@ -95,6 +97,11 @@ impl StreamRegistry {
     pub fn with_budget(mut self, budget: &Arc<MemoryBudget>) -> StreamRegistry {
         self.budget = Some(Arc::clone(budget));
         self
+    }
+
+    /// The key streams recently opened (see [`crate::view::bykey::KeyStreamCache`]).
+    pub fn key_streams(&self) -> &crate::view::bykey::KeyStreamCache {
+        &self.key_streams
     }
 
     /// The isolation level of every stream this registry opens.
