@@ -314,6 +314,10 @@ pub trait KeyIndex: Send + Sync {
     /// Every distinct key now, in the index's hash order, with its records, streamed: the
     /// listing holds the indexes, not the keys.
     fn listing(&self) -> Result<Box<dyn KeyListing>>;
+    /// Whether anything indexed so far is in a transactional batch. `false` means no record
+    /// found so far can be aborted or wait for a transaction: a read-committed reader then shows
+    /// them all without scanning for transaction markers.
+    fn transactional(&self) -> bool;
 }
 
 /// The mount's memory for data a backend fetched and the view has not rendered yet (the view's

@@ -29,9 +29,7 @@
 //! owner.
 
 use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
-
-use twox_hash::XxHash64;
+use std::hash::{BuildHasherDefault, Hasher};
 use xorf::{BinaryFuse8, Filter};
 
 use crate::format::bytes::invalid;
@@ -63,15 +61,43 @@ pub struct TxnBatch {
 /// A key's hash, the key, its offsets, while encoding.
 type Entry<'a> = (u64, Option<&'a [u8]>, &'a [i64]);
 
-type KeyMap = HashMap<Vec<u8>, Vec<i64>, BuildHasherDefault<XxHash64>>;
+/// A hasher for keys that are already [`key_hash`]es (well mixed 64-bit values): the map
+/// takes them as they are instead of hashing every record's key twice.
+#[derive(Default)]
+struct Prehashed(u64);
+
+impl Hasher for Prehashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+/// One key of a [`KeyIndexBuilder`] and its offsets.
+#[derive(Clone, Debug)]
+struct Slot {
+    key: Option<Box<[u8]>>,
+    offsets: Vec<i64>,
+}
 
 /// The records of one segment by key, as they are read (the active segment's index in memory,
 /// and every index before it is encoded).
 #[derive(Clone, Debug, Default)]
 pub struct KeyIndexBuilder {
     base_offset: Offset,
-    keyed: KeyMap,
-    null: Vec<i64>,
+    /// By [`key_hash`]: the first key seen with that hash.
+    slots: HashMap<u64, Slot, BuildHasherDefault<Prehashed>>,
+    /// Keys whose hash an earlier key in `slots` has (a collision: practically never).
+    collided: Vec<(u64, Slot)>,
     txns: Vec<TxnBatch>,
     records: u64,
 }
@@ -94,7 +120,16 @@ impl KeyIndexBuilder {
 
     /// Distinct keys added.
     pub fn key_count(&self) -> usize {
-        self.keyed.len() + usize::from(!self.null.is_empty())
+        self.slots.len() + self.collided.len()
+    }
+
+    fn slot(&self, key: Option<&[u8]>) -> Option<&Slot> {
+        let hash = key_hash(key);
+        let slot = self.slots.get(&hash)?;
+        if slot.key.as_deref() == key {
+            return Some(slot);
+        }
+        self.collided.iter().find(|(h, s)| *h == hash && s.key.as_deref() == key).map(|(_, s)| s)
     }
 
     /// Adds the record at `offset` (offsets come in increasing order) whose key is `key`.
@@ -104,17 +139,37 @@ impl KeyIndexBuilder {
         if offset < self.base_offset {
             return;
         }
-        let list = match key {
-            None => &mut self.null,
-            Some(key) => match self.keyed.get_mut(key) {
-                Some(list) => list,
-                None => self.keyed.entry(key.to_vec()).or_default(),
-            },
+        let hash = key_hash(key);
+        let new_slot = || Slot { key: key.map(Box::from), offsets: Vec::new() };
+        let slot = match self.slots.entry(hash) {
+            std::collections::hash_map::Entry::Vacant(v) => v.insert(new_slot()),
+            std::collections::hash_map::Entry::Occupied(o) => {
+                let slot = o.into_mut();
+                if slot.key.as_deref() == key {
+                    slot
+                } else {
+                    let at = match self
+                        .collided
+                        .iter()
+                        .position(|(h, s)| *h == hash && s.key.as_deref() == key)
+                    {
+                        Some(at) => at,
+                        None => {
+                            self.collided.push((hash, new_slot()));
+                            self.collided.len() - 1
+                        }
+                    };
+                    match self.collided.get_mut(at) {
+                        Some((_, s)) => s,
+                        None => return,
+                    }
+                }
+            }
         };
-        if list.last().is_some_and(|last| *last >= offset.0) {
+        if slot.offsets.last().is_some_and(|last| *last >= offset.0) {
             return;
         }
-        list.push(offset.0);
+        slot.offsets.push(offset.0);
         self.records += 1;
     }
 
@@ -127,20 +182,19 @@ impl KeyIndexBuilder {
 
     /// The offsets of `key`'s records, ascending.
     pub fn offsets(&self, key: Option<&[u8]>) -> &[i64] {
-        match key {
-            None => &self.null,
-            Some(key) => self.keyed.get(key).map_or(&[], Vec::as_slice),
-        }
+        self.slot(key).map_or(&[], |s| s.offsets.as_slice())
     }
 
     /// The keys added whose [`key_hash`] is `hash`.
     pub fn keys_with_hash(&self, hash: u64) -> Vec<Option<Vec<u8>>> {
-        let mut keys: Vec<Option<Vec<u8>>> =
-            self.keyed.keys().filter(|k| key_hash(Some(k)) == hash).cloned().map(Some).collect();
-        if hash == key_hash(None) && !self.null.is_empty() {
-            keys.push(None);
-        }
-        keys
+        let first = self.slots.get(&hash).into_iter();
+        let more = self.collided.iter().filter(|(h, _)| *h == hash).map(|(_, s)| s);
+        first.chain(more).map(|s| s.key.as_deref().map(<[u8]>::to_vec)).collect()
+    }
+
+    /// Whether any transactional batch was noted.
+    pub fn has_txn_batches(&self) -> bool {
+        !self.txns.is_empty()
     }
 
     /// The producer of the transactional batch holding `offset`, if one does.
@@ -152,13 +206,11 @@ impl KeyIndexBuilder {
     /// up to `end_offset`, read from the first `log_size` bytes of the segment's `.log`.
     pub fn encode(&self, end_offset: Offset, log_size: u64) -> Vec<u8> {
         let mut entries: Vec<Entry<'_>> = self
-            .keyed
+            .slots
             .iter()
-            .map(|(k, v)| (key_hash(Some(k)), Some(k.as_slice()), v.as_slice()))
+            .chain(self.collided.iter().map(|(h, s)| (h, s)))
+            .map(|(h, s)| (*h, s.key.as_deref(), s.offsets.as_slice()))
             .collect();
-        if !self.null.is_empty() {
-            entries.push((key_hash(None), None, &self.null));
-        }
         entries.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
 
         let mut hashes: Vec<u64> = entries.iter().map(|e| e.0).collect();
@@ -544,6 +596,11 @@ impl SegmentKeyIndex {
     /// The producer of the transactional batch holding `offset`, if one does.
     pub fn producer_at(&self, offset: Offset) -> Option<i64> {
         producer_in(&self.txns, offset)
+    }
+
+    /// Whether the segment has any transactional batch.
+    pub fn has_txn_batches(&self) -> bool {
+        !self.txns.is_empty()
     }
 }
 

@@ -36,7 +36,7 @@ use std::sync::{Arc, Mutex};
 use crate::error::{Error, Result};
 use crate::format::key_index::{DictEntry, KeyIndexBuilder, SegmentKeyIndex, TxnBatch};
 use crate::format::key_name::long_hashes;
-use crate::format::{Offset, Position, decode_batch};
+use crate::format::{Offset, Position, decode_batch_unverified};
 use crate::source::{KeyHit, KeyHits, KeyListing, KeyRecords};
 use crate::storage::log::Log;
 use crate::storage::segment::LogSegment;
@@ -118,7 +118,7 @@ fn index_segment(
         let mut at = 0usize;
         while let Some(rest) = read.bytes.get(at..).filter(|r| !r.is_empty()) {
             // `LogSegment::read` returns whole batches whose CRC it checked.
-            let batch = match decode_batch(rest) {
+            let batch = match decode_batch_unverified(rest) {
                 Ok(batch) => batch,
                 Err(e) => {
                     log::error!(
@@ -391,6 +391,12 @@ impl PartitionKeys {
             }
         }
         Ok(KeyHits { hits, indexed_to })
+    }
+
+    /// See [`crate::source::KeyIndex::transactional`].
+    pub fn transactional(&self) -> bool {
+        lock(&self.sealed).values().any(|i| i.has_txn_batches())
+            || lock(&self.active).as_ref().is_some_and(|a| a.builder.has_txn_batches())
     }
 
     /// See [`crate::source::KeyIndex::keys_named`].

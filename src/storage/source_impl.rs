@@ -117,6 +117,10 @@ impl KeyIndex for Log {
     fn listing(&self) -> Result<Box<dyn KeyListing>> {
         self.keys().listing(self)
     }
+
+    fn transactional(&self) -> bool {
+        self.keys().transactional()
+    }
 }
 
 impl SegmentFiles for Log {

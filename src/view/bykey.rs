@@ -88,8 +88,12 @@ fn key_index(part: &dyn PartitionSource) -> Result<&dyn crate::source::KeyIndex>
 }
 
 /// The transaction state a reader of `part` applies: `None` shows every record
-/// (`read_uncommitted`).
+/// (`read_uncommitted`, or a partition whose index has seen no transactional batch: nothing
+/// to hide, no transaction to wait for, so no scan for markers).
 fn snapshot(part: &dyn PartitionSource, txn: Option<&TxnTracker>) -> Result<Option<TxnSnapshot>> {
+    if !key_index(part)?.transactional() {
+        return Ok(None);
+    }
     txn.map(|t| t.refresh(part)).transpose()
 }
 
@@ -245,8 +249,9 @@ impl KeyStream {
     /// Takes in the matching records appended (or become stable) since the last look.
     fn catch_up(&self, st: &mut KeyState) -> Result<()> {
         let part = self.part.as_ref();
-        let snap = snapshot(part, self.txn.as_deref())?;
+        // Hits first: the snapshot then knows of every transactional batch they are in.
         let hits = key_index(part)?.key_hits(self.key.as_deref(), st.from)?;
+        let snap = snapshot(part, self.txn.as_deref())?;
         let raw = self.renderer.format() == Format::Raw;
         for hit in &hits.hits {
             match visible(hit, snap.as_ref(), raw)? {
@@ -370,8 +375,8 @@ pub fn latest_record(
     format: Format,
     txn: Option<&TxnTracker>,
 ) -> Result<Option<Vec<u8>>> {
-    let snap = snapshot(part, txn)?;
     let hits = key_index(part)?.key_hits(key, Offset(0))?;
+    let snap = snapshot(part, txn)?;
     let renderer = Renderer::new(format, part.topic(), part.partition());
     let mut cached: Option<CachedBatch> = None;
     for hit in hits.hits.iter().rev() {
@@ -432,8 +437,8 @@ impl KeysReader {
     }
 
     fn restart(&self, st: &mut KeysState) -> Result<()> {
-        st.snap = snapshot(self.part.as_ref(), self.txn.as_deref())?;
         st.listing = Some(key_index(self.part.as_ref())?.listing()?);
+        st.snap = snapshot(self.part.as_ref(), self.txn.as_deref())?;
         st.buf.clear();
         st.buf_start = 0;
         st.done = false;
