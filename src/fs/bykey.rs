@@ -63,7 +63,8 @@ impl TopicFs {
                 let part = self.partition(id)?;
                 let key = spec.resolve(part.as_ref())?;
                 let tracker = self.streams.tracker(part.as_ref());
-                let stream = self.streams.key_streams().open(part, key, spec.format, tracker)?;
+                let streams = self.streams.key_streams();
+                let stream = streams.open(part, key, spec.format, tracker)?;
                 Ok(StreamRef::Key(stream))
             }
             Node::TopicByKey(topic, name) => {
