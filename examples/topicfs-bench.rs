@@ -2010,7 +2010,7 @@ fn by_key(plan: &Plan, a: &Args, report: &mut Report) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let log = logs.log(TOPIC, 0).map_err(|e| e.to_string())?;
     let start = Instant::now();
-    let index_bytes = log.keys().index_bytes(&log).map_err(|e| e.to_string())?;
+    let index_bytes = log.keys().index_bytes(log.as_ref()).map_err(|e| e.to_string())?;
     let build_in_process = start.elapsed().as_secs_f64();
     drop(log);
     drop(logs);

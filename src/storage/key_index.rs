@@ -38,7 +38,6 @@ use crate::format::key_index::{DictEntry, KeyIndexBuilder, SegmentKeyIndex, TxnB
 use crate::format::key_name::long_hashes;
 use crate::format::{Offset, Position, decode_batch_unverified};
 use crate::source::{KeyHit, KeyHits, KeyListing, KeyRecords};
-use crate::storage::log::Log;
 use crate::storage::segment::LogSegment;
 use crate::sync::lock;
 
@@ -56,6 +55,20 @@ pub trait KeyIndexStore: Send + Sync {
     fn load(&self, segment: &LogSegment) -> Option<Vec<u8>>;
     /// Keeps `payload` as `segment`'s key index (best effort: failures are the store's to log).
     fn store(&self, segment: &LogSegment, payload: &[u8]);
+}
+
+/// What the key indexes need of their partition's log (implemented by
+/// [`crate::storage::Log`]; a trait so that this module does not import the log that holds
+/// it).
+pub trait IndexedLog: Sync {
+    /// The segments in base-offset order (a snapshot).
+    fn segment_list(&self) -> Vec<Arc<LogSegment>>;
+    fn log_start_offset(&self) -> Offset;
+    fn log_end_offset(&self) -> Offset;
+    /// Read-only logs: takes in what the broker changed (rate-limited by the log).
+    fn take_in_changes(&self) -> Result<()>;
+    /// The partition directory (for messages).
+    fn dir(&self) -> &std::path::Path;
 }
 
 /// The active segment's index and how far it has read.
@@ -203,7 +216,7 @@ impl PartitionKeys {
 
     /// Bytes of every index of the partition in its encoded form (the sealed ones held, the
     /// active one as it would be stored), for statistics; builds what is missing first.
-    pub fn index_bytes(&self, log: &Log) -> Result<u64> {
+    pub fn index_bytes(&self, log: &dyn IndexedLog) -> Result<u64> {
         self.refresh(log)?;
         let sealed = self.sealed_bytes();
         let active = lock(&self.active)
@@ -265,7 +278,7 @@ impl PartitionKeys {
 
     /// Brings every index up to the log as it is now: sealed segments without an index get one
     /// (in parallel), deleted ones are dropped, the active segment's catches up.
-    pub fn refresh(&self, log: &Log) -> Result<()> {
+    pub fn refresh(&self, log: &dyn IndexedLog) -> Result<()> {
         let _building = lock(&self.building);
         let segments = log.segment_list();
         let (sealed_segs, active_seg): (Vec<_>, Vec<_>) =
@@ -366,8 +379,13 @@ impl PartitionKeys {
     }
 
     /// See [`crate::source::KeyIndex::key_hits`].
-    pub fn key_hits(&self, log: &Log, key: Option<&[u8]>, from: Offset) -> Result<KeyHits> {
-        log.maybe_refresh()?;
+    pub fn key_hits(
+        &self,
+        log: &dyn IndexedLog,
+        key: Option<&[u8]>,
+        from: Offset,
+    ) -> Result<KeyHits> {
+        log.take_in_changes()?;
         let indexed_to = log.log_end_offset();
         self.refresh(log)?;
         let from = from.max(log.log_start_offset());
@@ -400,8 +418,8 @@ impl PartitionKeys {
     }
 
     /// See [`crate::source::KeyIndex::keys_named`].
-    pub fn keys_named(&self, log: &Log, h0: u64, h1: u64) -> Result<Vec<Vec<u8>>> {
-        log.maybe_refresh()?;
+    pub fn keys_named(&self, log: &dyn IndexedLog, h0: u64, h1: u64) -> Result<Vec<Vec<u8>>> {
+        log.take_in_changes()?;
         self.refresh(log)?;
         let mut keys: Vec<Vec<u8>> = Vec::new();
         let mut consider = |key: &[u8]| {
@@ -425,8 +443,8 @@ impl PartitionKeys {
     }
 
     /// See [`crate::source::KeyIndex::listing`].
-    pub fn listing(&self, log: &Log) -> Result<Box<dyn KeyListing>> {
-        log.maybe_refresh()?;
+    pub fn listing(&self, log: &dyn IndexedLog) -> Result<Box<dyn KeyListing>> {
+        log.take_in_changes()?;
         self.refresh(log)?;
         let from = log.log_start_offset();
         let mut indexes: Vec<Arc<SegmentKeyIndex>> = lock(&self.sealed).values().cloned().collect();

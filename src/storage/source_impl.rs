@@ -19,8 +19,10 @@ use crate::source::{
 };
 use crate::storage::segment_files::{FileProblem, SegmentFileKind, SegmentFiles, SegmentSummary};
 
+use super::key_index::IndexedLog;
 use super::log::{Log, SegmentCursor};
 use super::log_dir::LogDir;
+use super::segment::LogSegment;
 
 impl PartitionSource for Log {
     fn topic(&self) -> &str {
@@ -102,6 +104,28 @@ impl PartitionSource for Log {
 
     fn key_index(&self) -> Option<&dyn KeyIndex> {
         Some(self)
+    }
+}
+
+impl IndexedLog for Log {
+    fn segment_list(&self) -> Vec<Arc<LogSegment>> {
+        Log::segment_list(self)
+    }
+
+    fn log_start_offset(&self) -> Offset {
+        Log::log_start_offset(self)
+    }
+
+    fn log_end_offset(&self) -> Offset {
+        Log::log_end_offset(self)
+    }
+
+    fn take_in_changes(&self) -> Result<()> {
+        self.maybe_refresh()
+    }
+
+    fn dir(&self) -> &std::path::Path {
+        Log::dir(self)
     }
 }
 
