@@ -65,6 +65,7 @@ mod load;
 mod read;
 mod refresh;
 mod retention;
+mod summaries;
 mod summary;
 mod txn;
 
@@ -136,6 +137,9 @@ pub struct Log {
     /// The key indexes of the segments, built on the first key query
     /// ([`super::key_index`]).
     keys: super::key_index::PartitionKeys,
+    /// The segment cache and what this partition knows of its sealed segments' identities
+    /// (`log/summaries.rs`).
+    summaries: summaries::Summaries,
 }
 
 impl Log {
@@ -192,6 +196,7 @@ impl Log {
             refused: Mutex::new(Vec::new()),
             sizing_budget: AtomicU64::new(super::log_dir::LOCAL_SIZING_BUDGET),
             keys: super::key_index::PartitionKeys::new(None),
+            summaries: summaries::Summaries::default(),
         };
         // Read-only: a broker renaming a file between our listing and our open (a swap
         // finishing, retention) is routine; look again a few times before giving up.
