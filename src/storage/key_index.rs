@@ -47,9 +47,10 @@ pub const BUILD_THREADS: usize = 4;
 /// Bytes of a segment read per step while indexing.
 const READ_CHUNK: usize = 1 << 20;
 
-/// Where sealed segments' key indexes persist between mounts: the segment cache's
-/// `load(&SegmentIdentity, CacheKind::KeyIndex)` / `store(..)` shape. A store may lose, damage
-/// or keep stale entries: every payload is decoded and checked against the segment before use.
+/// Where sealed segments' key indexes persist between mounts in place of the log's segment
+/// cache (`CacheKind::KeyIndex` entries of `storage::cache`, the default): for tests and
+/// embedders. A store may lose, damage or keep stale entries: every payload is decoded and
+/// checked against the segment before use.
 pub trait KeyIndexStore: Send + Sync {
     /// The payload stored for `segment`'s key index, if any.
     fn load(&self, segment: &LogSegment) -> Option<Vec<u8>>;
@@ -69,6 +70,11 @@ pub trait IndexedLog: Sync {
     fn take_in_changes(&self) -> Result<()>;
     /// The partition directory (for messages).
     fn dir(&self) -> &std::path::Path;
+    /// The key index the segment cache holds for sealed segment `base`, if any (the cache
+    /// checked that it is the entry of this very segment file; its contents are checked here).
+    fn load_key_index(&self, base: Offset) -> Option<Vec<u8>>;
+    /// Keeps `payload` in the segment cache as sealed segment `base`'s key index.
+    fn store_key_index(&self, base: Offset, payload: &[u8]);
 }
 
 /// The active segment's index and how far it has read.
@@ -225,9 +231,13 @@ impl PartitionKeys {
         Ok(sealed + active)
     }
 
-    /// The stored index of `seg` if it decodes and describes `seg`.
-    fn load(&self, seg: &LogSegment) -> Option<SegmentKeyIndex> {
-        let bytes = self.store()?.load(seg)?;
+    /// The stored index of `seg` if it decodes and describes `seg`: from the store set with
+    /// [`PartitionKeys::set_store`], else from the log's segment cache.
+    fn load(&self, log: &dyn IndexedLog, seg: &LogSegment) -> Option<SegmentKeyIndex> {
+        let bytes = match self.store() {
+            Some(store) => store.load(seg)?,
+            None => log.load_key_index(seg.base_offset())?,
+        };
         match SegmentKeyIndex::decode(bytes) {
             Ok(index)
                 if index.base_offset() == seg.base_offset() && index.log_size() == seg.size() =>
@@ -256,9 +266,17 @@ impl PartitionKeys {
         }
     }
 
+    /// Keeps `bytes` as the sealed segment `seg`'s index (the store, else the segment cache).
+    fn persist(&self, log: &dyn IndexedLog, seg: &LogSegment, bytes: &[u8]) {
+        match self.store() {
+            Some(store) => store.store(seg, bytes),
+            None => log.store_key_index(seg.base_offset(), bytes),
+        }
+    }
+
     /// Builds (or loads) the index of the sealed segment `seg`.
-    fn build_sealed(&self, seg: &LogSegment) -> Result<SegmentKeyIndex> {
-        if let Some(index) = self.load(seg) {
+    fn build_sealed(&self, log: &dyn IndexedLog, seg: &LogSegment) -> Result<SegmentKeyIndex> {
+        if let Some(index) = self.load(log, seg) {
             self.loaded.fetch_add(1, Ordering::Relaxed);
             return Ok(index);
         }
@@ -269,9 +287,7 @@ impl PartitionKeys {
         let index = SegmentKeyIndex::decode(bytes)
             .map_err(|e| Error::corrupt(seg.log_path(), 0, format!("key index encoding: {e}")))?;
         if !done.damaged && done.position == seg.size() {
-            if let Some(store) = self.store() {
-                store.store(seg, index.bytes());
-            }
+            self.persist(log, seg, index.bytes());
         }
         Ok(index)
     }
@@ -311,9 +327,7 @@ impl PartitionKeys {
                         let bytes = a.builder.encode(done.next_offset, done.position);
                         if let Ok(index) = SegmentKeyIndex::decode(bytes) {
                             if !a.damaged {
-                                if let Some(store) = self.store() {
-                                    store.store(seg, index.bytes());
-                                }
+                                self.persist(log, seg, index.bytes());
                             }
                             sealed.insert(seg.base_offset(), Arc::new(index));
                             continue;
@@ -364,7 +378,7 @@ impl PartitionKeys {
             for _ in 0..threads {
                 scope.spawn(|| {
                     while let Some(seg) = missing.get(next.fetch_add(1, Ordering::Relaxed)) {
-                        let built = self.build_sealed(seg);
+                        let built = self.build_sealed(log, seg);
                         lock(&results).push((seg.base_offset(), built));
                     }
                 });

@@ -127,6 +127,14 @@ impl IndexedLog for Log {
     fn dir(&self) -> &std::path::Path {
         Log::dir(self)
     }
+
+    fn load_key_index(&self, base: Offset) -> Option<Vec<u8>> {
+        self.load_summary(base, crate::storage::cache::CacheKind::KeyIndex)
+    }
+
+    fn store_key_index(&self, base: Offset, payload: &[u8]) {
+        self.store_summary(base, crate::storage::cache::CacheKind::KeyIndex, payload)
+    }
 }
 
 impl KeyIndex for Log {

@@ -412,3 +412,44 @@ fn a_damaged_or_stale_stored_index_is_detected_and_rebuilt() {
     assert_eq!(user1(&log), expect);
     assert_eq!((log.keys().built_count(), log.keys().loaded_count()), (0, 2));
 }
+
+/// Through the log's own segment cache (no store set): a remount loads the sealed segments'
+/// key indexes instead of building them.
+#[test]
+fn a_remount_loads_sealed_key_indexes_from_the_segment_cache() {
+    use topicfs::storage::cache::{CacheSettings, SegmentCache};
+    let tmp = tempfile::tempdir().unwrap();
+    let specs: Vec<Spec> = (0..6)
+        .map(|i| Spec {
+            kind: Kind::V2(Compression::None),
+            records: vec![(1 + i % 3, false), (2, false)],
+            gap: 0,
+            roll: i % 2 == 0,
+        })
+        .collect();
+    let (seen, _) = write_log(tmp.path(), &specs);
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = Arc::new(SegmentCache::open(&CacheSettings {
+        dir: Some(cache_dir.path().to_path_buf()),
+        max_bytes: 1 << 24,
+    }));
+    let expect: Vec<i64> = seen.iter().filter(|r| r.key == 1).map(|r| r.offset).collect();
+    let query = |log: &Arc<topicfs::storage::Log>| {
+        let part: Arc<dyn PartitionSource> = log.clone();
+        let s = KeyStream::open(part, Some(b"user-1".to_vec()), Format::Json, None).unwrap();
+        offsets_of_json(&s.read_at(0, 1 << 20).unwrap())
+    };
+    {
+        let dir = LogDir::open_read_only(tmp.path(), config()).unwrap();
+        let log = dir.log("t", 0).unwrap();
+        log.set_cache(Arc::clone(&cache));
+        assert_eq!(query(&log), expect);
+        assert_eq!((log.keys().built_count(), log.keys().loaded_count()), (2, 0));
+        dir.shutdown().unwrap();
+    }
+    let dir = LogDir::open_read_only(tmp.path(), config()).unwrap();
+    let log = dir.log("t", 0).unwrap();
+    log.set_cache(Arc::clone(&cache));
+    assert_eq!(query(&log), expect);
+    assert_eq!((log.keys().built_count(), log.keys().loaded_count()), (0, 2));
+}
