@@ -65,6 +65,7 @@ mod load;
 mod read;
 mod refresh;
 mod retention;
+mod summaries;
 mod summary;
 mod txn;
 
@@ -133,6 +134,9 @@ pub struct Log {
     refused: Mutex<Vec<RefusedFile>>,
     /// Log bytes a stream's `stat`/`open` may render to size it ([`Log::set_sizing_budget`]).
     sizing_budget: AtomicU64,
+    /// The segment cache and what this partition knows of its sealed segments' identities
+    /// (`log/summaries.rs`).
+    summaries: summaries::Summaries,
 }
 
 impl Log {
@@ -188,6 +192,7 @@ impl Log {
             last_refresh_ms: AtomicI64::new(now_ms()),
             refused: Mutex::new(Vec::new()),
             sizing_budget: AtomicU64::new(super::log_dir::LOCAL_SIZING_BUDGET),
+            summaries: summaries::Summaries::default(),
         };
         // Read-only: a broker renaming a file between our listing and our open (a swap
         // finishing, retention) is routine; look again a few times before giving up.
