@@ -654,7 +654,7 @@ impl Stream {
             *lock(&self.last_read) = Some(c);
         }
         if let Some(l) = learned {
-            self.index.learn(l);
+            self.index.learn(part, l);
         }
         if at_end {
             // Read to the end of the log: the index's frontier is there too (learned above, or

@@ -36,7 +36,8 @@ use crate::format::{
     peek_entry,
 };
 use crate::source::{
-    AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, PartitionSource, PartitionSummary, ReadCursor,
+    AbortedTxn, AppendInfo, BatchChunk, CacheKind, OffsetQuery, PartitionSource, PartitionSummary,
+    ReadCursor, SealedSpan, SummaryUpdate,
 };
 use crate::storage::segment_files::SegmentFiles;
 use crate::sync::lock;
@@ -110,6 +111,32 @@ impl TxnSnapshot {
         let Some(ranges) = self.aborted.get(&info.producer_id) else { return false };
         let i = ranges.partition_point(|(_, last)| *last < info.base_offset);
         ranges.get(i).is_some_and(|(first, _)| *first <= info.base_offset)
+    }
+
+    /// A digest of the aborted ranges that overlap `[from, to)` (every producer): two snapshots
+    /// with the same digest hide the same records of a span between those offsets. Used to key
+    /// what is cached about a span's `read_committed` rendering.
+    pub fn aborted_digest(&self, from: Offset, to: Offset) -> u64 {
+        let mut hits: Vec<(i64, i64, i64)> = self
+            .aborted
+            .iter()
+            .flat_map(|(pid, ranges)| {
+                ranges
+                    .iter()
+                    .filter(|(first, last)| *first < to && *last >= from)
+                    .map(move |(first, last)| (*pid, first.0, last.0))
+            })
+            .collect();
+        hits.sort_unstable();
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for (pid, first, last) in hits {
+            for b in pid.to_be_bytes().iter().chain(&first.to_be_bytes()).chain(&last.to_be_bytes())
+            {
+                h ^= u64::from(*b);
+                h = h.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        }
+        h
     }
 
     /// Whether an entry whose header offset is `offset` may be shown: it lies below the
@@ -415,6 +442,18 @@ impl PartitionSource for CommittedPartition {
 
     fn segment_files(&self) -> Option<&dyn SegmentFiles> {
         self.inner.segment_files()
+    }
+
+    fn sealed_span_at(&self, cursor: &ReadCursor) -> Option<SealedSpan> {
+        self.inner.sealed_span_at(cursor)
+    }
+
+    fn load_summary(&self, span: &SealedSpan, kind: CacheKind) -> Option<Vec<u8>> {
+        self.inner.load_summary(span, kind)
+    }
+
+    fn update_summary(&self, span: &SealedSpan, kind: CacheKind, update: SummaryUpdate) {
+        self.inner.update_summary(span, kind, update)
     }
 }
 
