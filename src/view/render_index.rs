@@ -181,6 +181,17 @@ impl RenderIndex {
         Ok(reached || st.frontier.bound >= start)
     }
 
+    /// One step of background sizing: extends the index towards the current log end by at most
+    /// `step` bytes of log (sealed segments the segment cache knows cost nothing), holding the
+    /// index's lock only for that step, so a reader of this format waits at most one step and
+    /// readers of anything else never. Whether the index reached the end.
+    pub fn size_step(&self, part: &dyn PartitionSource, step: u64) -> Result<bool> {
+        let mut st = lock(&self.state);
+        self.sync(&mut st, part)?;
+        let log_end = part.summary()?.log_end_offset;
+        self.extend_within(&mut st, part, Some(log_end), Some(step))
+    }
+
     /// Takes in what a read rendered past the frontier (see [`Learned`]): its checkpoints and
     /// the batch boundary it reached become the index's, unless the index was rebuilt or another
     /// caller got as far meanwhile.

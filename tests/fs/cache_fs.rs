@@ -20,7 +20,7 @@ const WRITE: OpenRequest = OpenRequest { read: false, write: true, truncate: fal
 const FORMATS: [&str; 3] = ["", ".json", ".raw"];
 
 struct Mounted {
-    fs: TopicFs,
+    fs: Arc<TopicFs>,
     log_dir: Arc<LogDir>,
     cache: Arc<SegmentCache>,
 }
@@ -52,8 +52,10 @@ fn mount(data: &Path, cache: Option<&Path>, budget: u64, writable: bool) -> Moun
         file_mode: DEFAULT_FILE_MODE,
         dir_mode: DEFAULT_DIR_MODE,
     };
-    let fs = TopicFs::new(Arc::clone(&log_dir) as Arc<dyn TopicSource>, options)
-        .with_isolation(Isolation::ReadCommitted);
+    let fs = Arc::new(
+        TopicFs::new(Arc::clone(&log_dir) as Arc<dyn TopicSource>, options)
+            .with_isolation(Isolation::ReadCommitted),
+    );
     Mounted { fs, log_dir, cache }
 }
 
@@ -99,6 +101,7 @@ impl Mounted {
     }
 
     fn unmount(self) {
+        self.fs.shutdown().unwrap();
         self.cache.flush();
         drop(self.fs);
         self.log_dir.shutdown().unwrap();
@@ -247,6 +250,44 @@ fn deleting_the_cache_dir_at_any_time_costs_only_the_rendering() {
     let m = mount(&data, Some(&cache), u64::MAX, false);
     std::fs::remove_dir_all(&cache).unwrap();
     assert_eq!(m.size("t/0/by-offset/0.json"), all[1].len() as u64);
+    assert_eq!(m.read_all("t/0/by-offset/0"), all[0]);
+    m.unmount();
+}
+
+#[test]
+fn background_sizing_makes_a_new_directorys_sizes_exact_and_fills_the_cache() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (data, cache) = (tmp.path().join("data"), tmp.path().join("cache"));
+    let all = written(&data, None);
+    // A first mount of this directory: nothing cached, one batch per stat.
+    let m = mount(&data, Some(&cache), 1, false);
+    TopicFs::start_background_sizing(&m.fs).unwrap().join().unwrap();
+    for (f, bytes) in FORMATS.iter().zip(&all) {
+        let name = format!("t/0/by-offset/0{f}");
+        assert_eq!(m.size(&name), bytes.len() as u64, "{name} exact at the first stat");
+        assert_eq!(&m.read_all(&name), bytes);
+    }
+    m.unmount();
+    assert!(entries(&cache).len() > 20, "the sealed segments were summarized");
+    // And a remount knows them at once.
+    let again = mount(&data, Some(&cache), 1, false);
+    let mut sizes = vec![again.size("t/0/by-offset/0.json")];
+    while sizes.last() == Some(&0) && sizes.len() < 10 {
+        sizes.push(again.size("t/0/by-offset/0.json"));
+    }
+    assert_eq!(sizes.last().copied(), Some(all[1].len() as u64), "{sizes:?}");
+    again.unmount();
+}
+
+#[test]
+fn background_sizing_leaves_a_partition_without_sealed_segments_or_cache_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let all = written(&data, None);
+    // No cache: nothing is kept across remounts, so nothing is sized ahead of readers.
+    let m = mount(&data, None, 1, false);
+    TopicFs::start_background_sizing(&m.fs).unwrap().join().unwrap();
+    assert_eq!(m.size("t/0/by-offset/0"), 0);
     assert_eq!(m.read_all("t/0/by-offset/0"), all[0]);
     m.unmount();
 }
