@@ -7,6 +7,7 @@ mod common;
 mod manifest;
 
 mod access;
+mod cache_mount;
 mod groups;
 mod inspect_memory;
 mod memory_bounds;
