@@ -70,6 +70,8 @@ fn a_cache_dir_on_a_full_disk_is_logged_and_every_read_stays_exact() {
             .to_string_lossy()
             .starts_with(".tmp"))
     );
+    drop(tmpfs);
+    drop(dirs);
 }
 
 #[test]
