@@ -178,6 +178,24 @@ pub struct AppendInfo {
     pub batches: usize,
 }
 
+/// A sealed part of the log (a sealed segment locally): its batches never change while it
+/// exists, so what is learned about them can be kept across remounts
+/// ([`PartitionSource::load_summary`]). Made by the source; the view copies its cursors.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct SealedSpan {
+    /// The span's name: the base offset of its segment.
+    pub base: Offset,
+    /// The cursor at its first batch.
+    pub start: ReadCursor,
+    /// The cursor after its last batch (the source's place of its end; `next_offset` is the
+    /// last offset it holds plus one).
+    pub end: ReadCursor,
+    /// Its stored bytes.
+    pub bytes: u64,
+}
+
+pub use crate::storage::cache::{CacheKind, SummaryUpdate};
+
 /// An aborted transaction, as recorded in `.txnindex` (Kafka's `AbortedTxn`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct AbortedTxn {
@@ -260,6 +278,26 @@ pub trait PartitionSource: Send + Sync {
     /// a sizing read one batch).
     fn sizing_budget(&self) -> u64 {
         DEFAULT_SIZING_BUDGET
+    }
+    /// The sealed span whose first batch is the next one read from `cursor` (the cursor is at
+    /// the span's start, or at the end of the sealed span before it), if the source keeps
+    /// summaries of sealed spans. `None` (the default) otherwise.
+    fn sealed_span_at(&self, cursor: &ReadCursor) -> Option<SealedSpan> {
+        let _ = cursor;
+        None
+    }
+    /// What was stored as `kind` for `span` by [`PartitionSource::store_summary`] (in this or an
+    /// earlier mount), if it is still valid for the span's bytes. The payload is the caller's
+    /// encoding, checked only for integrity: decode it like bytes from disk.
+    fn load_summary(&self, span: &SealedSpan, kind: CacheKind) -> Option<Vec<u8>> {
+        let _ = (span, kind);
+        None
+    }
+    /// Replaces what is kept as `kind` for `span` by what `update` makes of it (`None`: keep
+    /// it as it is), later, on another thread; updates of one source run one at a time, so two
+    /// callers merging into one payload do not lose each other's part. Never fails.
+    fn update_summary(&self, span: &SealedSpan, kind: CacheKind, update: SummaryUpdate) {
+        let _ = (span, kind, update);
     }
     /// The partition's segment files, for a source that has local ones (`segments/`, the
     /// inspection files, passthrough): the only way to them. `None` (the default) for a source

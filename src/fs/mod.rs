@@ -42,6 +42,7 @@ pub mod handle;
 pub mod info;
 pub mod inode;
 pub mod node;
+mod sizing;
 
 mod admin;
 mod contents;

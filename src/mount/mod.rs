@@ -299,6 +299,9 @@ fn mount_and_serve(request: &MountRequest, signals: SigSet, reporter: &mut Repor
             )));
         }
     };
+    // Sizing that still has to happen runs now, off the request path (a partition whose
+    // sealed segments the cache knows costs nothing).
+    let _sizing = TopicFs::start_background_sizing(&fs);
     let connection = fuse_connection(&mountpoint);
     let (ended_tx, ended_rx) = mpsc::channel::<()>();
     let stopper = Stopper {

@@ -44,8 +44,9 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::SyncSender;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, SystemTime};
 
 use crate::format::Offset;
@@ -389,7 +390,24 @@ pub struct SegmentCache {
     /// Serializes eviction passes.
     evicting: Mutex<()>,
     temp_seq: AtomicU64,
+    /// The writer thread's queue ([`SegmentCache::store_later`]), started on first use.
+    writer: Mutex<Option<SyncSender<Job>>>,
+    /// Entries queued and not yet written.
+    queued: Arc<(Mutex<usize>, Condvar)>,
 }
+
+/// What [`SegmentCache::update_later`] does with an entry: given its valid payload (if any),
+/// the new payload (`None`: leave it).
+pub type SummaryUpdate = Box<dyn FnOnce(Option<Vec<u8>>) -> Option<Vec<u8>> + Send>;
+
+/// Work for the writer thread.
+enum Job {
+    Update(SegmentIdentity, CacheKind, SummaryUpdate),
+}
+
+/// Entries [`SegmentCache::store_later`] may have queued at once; more are dropped (they are
+/// learned again on a later mount).
+const QUEUE_BOUND: usize = 1024;
 
 impl SegmentCache {
     /// A cache that keeps nothing.
@@ -402,6 +420,8 @@ impl SegmentCache {
             store_warned: AtomicBool::new(false),
             evicting: Mutex::new(()),
             temp_seq: AtomicU64::new(0),
+            writer: Mutex::new(None),
+            queued: Arc::new((Mutex::new(0), Condvar::new())),
         }
     }
 
@@ -413,7 +433,8 @@ impl SegmentCache {
             .recursive(true)
             .mode(0o700)
             .create(dir)
-            .and_then(|()| std::fs::read_dir(dir).map(drop));
+            .map_err(|e| e.to_string())
+            .and_then(|()| super::open::read_dir(dir).map(drop).map_err(|e| e.to_string()));
         if let Err(e) = made {
             log::warn!(
                 "segment cache {}: cannot use the directory ({e}); continuing without a cache",
@@ -453,9 +474,11 @@ impl SegmentCache {
     /// the module docs); otherwise `None`, with one warning per rejected file naming it.
     pub fn load(&self, id: &SegmentIdentity, kind: CacheKind) -> Option<Vec<u8>> {
         let path = self.entry_path(id, kind)?;
-        let mut file = match File::open(&path) {
+        // Through `storage::open`: a FIFO or device planted under an entry's name is refused
+        // without blocking.
+        let mut file = match super::open::open_read(&path) {
             Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
+            Err(e) if super::open::is_not_found(&e) => return None,
             Err(e) => {
                 self.warn_once(&path, &format!("cannot be read ({e})"));
                 return None;
@@ -514,6 +537,80 @@ impl SegmentCache {
         }
     }
 
+    /// [`SegmentCache::store`] on the cache's writer thread: see [`SegmentCache::update_later`].
+    pub fn store_later(self: &Arc<Self>, id: SegmentIdentity, kind: CacheKind, payload: Vec<u8>) {
+        self.update_later(id, kind, Box::new(move |_| Some(payload)));
+    }
+
+    /// Loads the entry of `id` and `kind`, hands its payload (if valid) to `update`, and stores
+    /// what that returns, on the cache's writer thread (one per cache, started on first use; it
+    /// holds the cache weakly and ends when the cache is dropped). The caller does not wait for
+    /// the write and its `fsync`s; updates run one at a time in the order queued, so merges
+    /// into one entry never lose each other's part. When the queue is full the update is
+    /// dropped (logged at debug): it is learned again later.
+    pub fn update_later(
+        self: &Arc<Self>,
+        id: SegmentIdentity,
+        kind: CacheKind,
+        update: SummaryUpdate,
+    ) {
+        if self.dir.is_none() {
+            return;
+        }
+        let mut writer = lock(&self.writer);
+        if writer.is_none() {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Job>(QUEUE_BOUND);
+            let weak = Arc::downgrade(self);
+            let queued = Arc::clone(&self.queued);
+            let spawned =
+                std::thread::Builder::new().name("topicfs-cache".into()).spawn(move || {
+                    while let Ok(Job::Update(id, kind, update)) = rx.recv() {
+                        if let Some(cache) = weak.upgrade() {
+                            cache.update(&id, kind, update);
+                        }
+                        let (count, done) = &*queued;
+                        let mut n = lock(count);
+                        *n = n.saturating_sub(1);
+                        done.notify_all();
+                    }
+                });
+            match spawned {
+                Ok(_) => *writer = Some(tx),
+                Err(e) => {
+                    log::debug!("segment cache: no writer thread ({e}); writing in place");
+                    drop(writer);
+                    self.update(&id, kind, update);
+                    return;
+                }
+            }
+        }
+        let Some(tx) = writer.as_ref() else { return };
+        *lock(&self.queued.0) += 1;
+        if tx.try_send(Job::Update(id, kind, update)).is_err() {
+            let (count, done) = &*self.queued;
+            let mut n = lock(count);
+            *n = n.saturating_sub(1);
+            done.notify_all();
+            log::debug!("segment cache: write queue full, an update is dropped");
+        }
+    }
+
+    /// [`SegmentCache::update_later`] in place.
+    pub fn update(&self, id: &SegmentIdentity, kind: CacheKind, update: SummaryUpdate) {
+        if let Some(payload) = update(self.load(id, kind)) {
+            self.store(id, kind, &payload);
+        }
+    }
+
+    /// Waits until every entry queued by [`SegmentCache::store_later`] is written (or failed).
+    pub fn flush(&self) {
+        let (count, done) = &*self.queued;
+        let mut n = lock(count);
+        while *n > 0 {
+            n = done.wait(n).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
     /// Deletes the entry of `id` and `kind`, if any.
     pub fn remove(&self, id: &SegmentIdentity, kind: CacheKind) {
         if let Some(path) = self.entry_path(id, kind) {
@@ -534,11 +631,13 @@ impl SegmentCache {
         let seq = self.temp_seq.fetch_add(1, Ordering::Relaxed);
         let temp = dir.join(format!(".tmp-{}-{seq}", std::process::id()));
         let written = (|| {
-            let mut f = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&temp)?;
+            let mut options = OpenOptions::new();
+            options.write(true).create_new(true).mode(0o600);
+            let mut f = super::open::open_regular(&temp, &mut options, "create").map_err(io_of)?;
             f.write_all(bytes)?;
             f.sync_all()?;
             std::fs::rename(&temp, path)?;
-            File::open(dir)?.sync_all()
+            super::open::sync_dir(dir).map_err(io_of)
         })();
         if written.is_err() {
             let _ = std::fs::remove_file(&temp);
@@ -564,7 +663,7 @@ impl SegmentCache {
     /// crash.
     fn scan(&self, clean_temps: bool) -> Vec<Entry> {
         let Some(dir) = &self.dir else { return Vec::new() };
-        let Ok(read) = std::fs::read_dir(dir) else { return Vec::new() };
+        let Ok(read) = super::open::read_dir(dir) else { return Vec::new() };
         let now = SystemTime::now();
         let mut out = Vec::new();
         for ent in read.flatten() {
@@ -611,6 +710,15 @@ impl SegmentCache {
             }
         }
         self.used.store(total, Ordering::Relaxed);
+    }
+}
+
+/// The `io::Error` inside an [`crate::error::Error`] from `storage::open` (its errno kept, so a
+/// full disk is still `ENOSPC`).
+fn io_of(e: crate::error::Error) -> io::Error {
+    match e {
+        crate::error::Error::Io { source, .. } => source,
+        other => io::Error::other(other.to_string()),
     }
 }
 

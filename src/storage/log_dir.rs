@@ -514,8 +514,10 @@ impl LogDir {
     }
 
     /// Closes every partition cleanly (trimmed indexes, fsync), writes the checkpoints and the
-    /// clean-shutdown marker, and releases the lock. Idempotent.
+    /// clean-shutdown marker, and releases the lock; first waits for the segment cache's
+    /// queued writes (both modes: the cache is outside the data dir). Idempotent.
     pub fn shutdown(&self) -> Result<()> {
+        self.cache().flush();
         if self.shut_down.swap(true, Ordering::AcqRel) || self.mode == SegmentMode::ReadOnly {
             return Ok(());
         }

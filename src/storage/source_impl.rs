@@ -14,8 +14,9 @@ use crate::format::{
     parse_batch_info, peek_entry,
 };
 use crate::source::{
-    AbortedTxn, AppendInfo, BatchChunk, KeyHits, KeyIndex, KeyListing, OffsetQuery,
-    PartitionSource, PartitionSummary, ReadCursor, SkippedDamage, SpaceStats, TopicSource,
+    AbortedTxn, AppendInfo, BatchChunk, CacheKind, KeyHits, KeyIndex, KeyListing, OffsetQuery,
+    PartitionSource, PartitionSummary, ReadCursor, SealedSpan, SkippedDamage, SpaceStats,
+    SummaryUpdate, TopicSource,
 };
 use crate::storage::segment_files::{FileProblem, SegmentFileKind, SegmentFiles, SegmentSummary};
 
@@ -55,6 +56,18 @@ impl PartitionSource for Log {
 
     fn sizing_budget(&self) -> u64 {
         Log::sizing_budget(self)
+    }
+
+    fn sealed_span_at(&self, cursor: &ReadCursor) -> Option<SealedSpan> {
+        Log::sealed_span_at(self, cursor)
+    }
+
+    fn load_summary(&self, span: &SealedSpan, kind: CacheKind) -> Option<Vec<u8>> {
+        Log::load_summary(self, span.base, kind)
+    }
+
+    fn update_summary(&self, span: &SealedSpan, kind: CacheKind, update: SummaryUpdate) {
+        Log::update_summary_later(self, span.base, kind, update)
     }
 
     fn byte_location(&self, cursor: &ReadCursor, delta: u64) -> (String, u64) {

@@ -53,6 +53,7 @@ pub mod render;
 pub mod render_index;
 pub mod spec;
 pub mod stream;
+mod summary;
 pub mod topic;
 pub mod txn;
 mod walker;

@@ -198,6 +198,28 @@ impl StreamRegistry {
         lock(&self.origins).get(&key).map_or(0, Vec::len)
     }
 
+    /// Sizes the shared render index of `part` in `format` to the log end in steps of `step`
+    /// bytes of log (see [`RenderIndex::size_step`]) while `go()` says so: background sizing.
+    /// Readers share the index, so what this renders is never rendered again by them, and a
+    /// reader that needs more renders it itself (the index's lock orders them).
+    pub fn size_in_background(
+        &self,
+        part: Arc<dyn PartitionSource>,
+        format: Format,
+        step: u64,
+        go: &dyn Fn() -> bool,
+    ) -> Result<bool> {
+        let view = self.view(Arc::clone(&part));
+        let index = self.index(part.as_ref(), format)?;
+        while go() {
+            if index.size_step(view.as_ref(), step)? {
+                return Ok(true);
+            }
+            std::thread::yield_now();
+        }
+        Ok(false)
+    }
+
     /// The render index of `part` in `format`, created (empty) on first use.
     pub fn index(&self, part: &dyn PartitionSource, format: Format) -> Result<Arc<RenderIndex>> {
         let key = (part.topic().to_string(), part.partition(), format);
@@ -661,7 +683,7 @@ impl Stream {
             *lock(&self.last_read) = Some(c);
         }
         if let Some(l) = learned {
-            self.index.learn(l);
+            self.index.learn(part, l);
         }
         if at_end {
             // Read to the end of the log: the index's frontier is there too (learned above, or

@@ -8,7 +8,10 @@
 use std::collections::HashMap;
 use std::sync::{OnceLock, Weak};
 
-use crate::storage::cache::{CacheKind, SegmentCache, SegmentIdentity};
+use crate::source::SealedSpan;
+
+use super::read::cursor_at;
+use crate::storage::cache::{CacheKind, SegmentCache, SegmentIdentity, SummaryUpdate};
 
 use super::*;
 
@@ -80,6 +83,46 @@ impl Log {
         let cache = self.cache();
         cache.dir()?;
         cache.load(&self.sealed_identity(base)?, kind)
+    }
+
+    /// The sealed segment whose first batch is the next one read from `cursor`: the cursor is at
+    /// its start, or at the end of the sealed segment before it. `None` for the active segment,
+    /// an empty one, or when caching is off.
+    pub fn sealed_span_at(&self, cursor: &ReadCursor) -> Option<SealedSpan> {
+        self.cache().dir()?;
+        let at = SegmentCursor::of(cursor)?;
+        let seg = self.segment(at.segment_base)?;
+        let target = if at.position.0 == 0 {
+            seg
+        } else if at.position.0 == seg.size() && !seg.is_active() {
+            self.segment_after(at.segment_base)?
+        } else {
+            return None;
+        };
+        let bytes = target.size();
+        if target.is_active() || bytes == 0 {
+            return None;
+        }
+        let base = target.base_offset();
+        let next = target.next_offset().ok()?;
+        Some(SealedSpan {
+            base,
+            start: cursor_at(base, Position(0), base),
+            end: cursor_at(base, Position(bytes), next),
+            bytes,
+        })
+    }
+
+    /// Replaces the `kind` summary of sealed segment `base` by what `update` makes of it, on
+    /// the cache's writer thread (see [`SegmentCache::update_later`]).
+    pub fn update_summary_later(&self, base: Offset, kind: CacheKind, update: SummaryUpdate) {
+        let cache = self.cache();
+        if cache.dir().is_none() {
+            return;
+        }
+        if let Some(id) = self.sealed_identity(base) {
+            cache.update_later(id, kind, update);
+        }
     }
 
     /// Stores `payload` as the `kind` summary of sealed segment `base` (nothing if the segment
