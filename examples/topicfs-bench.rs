@@ -15,12 +15,16 @@
 //! Output: a table on stdout and every figure as JSON (`--json`).
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+#[path = "bench/ceiling.rs"]
+mod ceiling;
 
 use clap::Parser;
 use serde_json::{Value, json};
@@ -31,6 +35,9 @@ use topicfs::storage::LogConfig;
 use topicfs::storage::log::Log;
 use topicfs::storage::log_dir::LogDir;
 use topicfs::view::{StreamRegistry, StreamSpec};
+
+#[path = "bench/cluster.rs"]
+mod cluster;
 
 /// Bytes of every generated record value (and of every line written to `append`, newline
 /// included).
@@ -78,10 +85,39 @@ struct Args {
     /// Keep the generated data dirs between runs when their size matches (faster reruns).
     #[arg(long)]
     reuse_data: bool,
+    /// Only the by-key figures (issue 21): a partition of `--records` records (10 million in
+    /// full mode) with a tenth as many distinct keys, in 1 GiB segments.
+    #[arg(long)]
+    by_key: bool,
     /// Only the many-readers figure (1, 10, 100 and 1,000 handles reading at once through a
     /// mount): the data it needs and nothing else.
     #[arg(long)]
     many_readers: bool,
+    /// Only the cluster figures (examples/bench/cluster.rs): a cluster mount against
+    /// confluent-kafka on a tansu broker started here.
+    #[arg(long)]
+    cluster: bool,
+    /// Records of the cluster read partition (`cat by-offset/0` vs confluent-kafka).
+    #[arg(long, default_value_t = 1_000_000)]
+    cluster_records: u64,
+    /// Records of the large partition for the cluster time to first byte (the read partition
+    /// when not larger).
+    #[arg(long, default_value_t = 5_000_000)]
+    cluster_ttfb_records: u64,
+    /// Lines of the cluster append figure.
+    #[arg(long, default_value_t = 300_000)]
+    cluster_append_lines: u64,
+    /// tansu's storage engine for the cluster figures: memory or sqlite.
+    #[arg(long, default_value = "memory")]
+    cluster_engine: String,
+    /// Only the FUSE-ceiling figures (topicfs against a null filesystem with the same FUSE
+    /// settings) and the cold-open figures (issue 17): the data they need and nothing else.
+    #[arg(long)]
+    ceiling_and_cold: bool,
+    /// Records of the large cold-open partition (default: about 10 GB of log when the disk has
+    /// 20 GB free, else the largest that leaves 10 GB free).
+    #[arg(long)]
+    cold_records: Option<u64>,
 }
 
 /// Sizes of one run.
@@ -317,7 +353,8 @@ impl Report {
             println!("{s}");
         };
         // Rows grouped by section, in this order, each group in the order measured.
-        const ORDER: [&str; 11] = [
+        const ORDER: [&str; 12] = [
+            "cluster",
             "append",
             "read",
             "many readers",
@@ -1077,6 +1114,24 @@ impl Mount {
         probe: &str,
         work: &Path,
     ) -> Result<(Mount, f64), String> {
+        let mut args = vec!["--retention-ms", "-1"];
+        // Figures other than the cold-open ones measure mounts without a segment cache.
+        if !extra.contains(&"--cache-dir") {
+            args.extend_from_slice(&["--cache-dir", "none"]);
+        }
+        args.extend_from_slice(extra);
+        Mount::start_source(bin, data.as_os_str(), mnt, &args, probe, work)
+    }
+
+    /// [`Mount::start`] of any source (a data dir or `kafka://HOST:PORT`) with exactly `args`.
+    fn start_source(
+        bin: &Path,
+        source: &OsStr,
+        mnt: &Path,
+        args: &[&str],
+        probe: &str,
+        work: &Path,
+    ) -> Result<(Mount, f64), String> {
         fs::create_dir_all(mnt).map_err(|e| e.to_string())?;
         if is_mounted(mnt) {
             return Err(format!("{} is already mounted", mnt.display()));
@@ -1085,12 +1140,10 @@ impl Mount {
         let start = Instant::now();
         let child = Command::new(bin)
             .arg("mount")
-            .arg(data)
+            .arg(source)
             .arg(mnt)
             .arg("-f")
-            .arg("--retention-ms")
-            .arg("-1")
-            .args(extra)
+            .args(args)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -1823,6 +1876,312 @@ fn mount_append(plan: &Plan, a: &Args, report: &mut Report) -> Result<(), String
 
 // ---- main -----------------------------------------------------------------------------------
 
+/// Median seconds and MB/s of `bytes` as a cell.
+fn fmt_rate_cell(seconds: f64, bytes: u64) -> String {
+    format!("{} ({:.0} MB/s)", fmt_ms(seconds), bytes as f64 / seconds / 1e6)
+}
+
+/// The FUSE ceiling (issue 17): `cat by-offset/0`, `cat by-offset/0.json` and `cat lines >>
+/// append` through topicfs against a null filesystem with the same FUSE settings serving the
+/// same bytes from memory (and writing what it is given to a plain file), and against raw
+/// `cat` of the page cache, in the same run, alternating.
+fn fuse_ceiling(
+    plan: &Plan,
+    a: &Args,
+    kafka: &Generated,
+    report: &mut Report,
+) -> Result<(), String> {
+    let mnt = a.work.join("mnt");
+    let null_mnt = a.work.join("mnt-null");
+    let (m, _) = Mount::topic(a, &kafka.dir, &mnt, &["--read-only"])?;
+    let part = mnt.join(TOPIC).join("0");
+    let values = fs::read(part.join("by-offset/0")).map_err(|e| e.to_string())?;
+    let json_bytes = fs::read(part.join("by-offset/0.json")).map_err(|e| e.to_string())?;
+    let (values_len, json_len) = (values.len() as u64, json_bytes.len() as u64);
+    let sink = a.work.join("null-sink.txt");
+    let nullfs = ceiling::NullFs::new(values, json_bytes, &sink).map_err(|e| e.to_string())?;
+    let null = ceiling::NullMount::start(nullfs, &null_mnt, 2)?;
+    let raw: Vec<String> = segment_logs(kafka).iter().map(|p| sh_quote(p)).collect();
+    let raw_cat = format!("cat {}", raw.join(" "));
+    let cats = [
+        format!("cat {}", sh_quote(&part.join("by-offset/0"))),
+        format!("cat {}", sh_quote(&null.mnt.join("data"))),
+        format!("cat {}", sh_quote(&part.join("by-offset/0.json"))),
+        format!("cat {}", sh_quote(&null.mnt.join("data.json"))),
+        raw_cat,
+    ];
+    for c in &cats {
+        time_sh(c)?; // warm: page cache, render index
+    }
+    let reps = plan.reps.max(3);
+    let mut t: Vec<Vec<f64>> = vec![vec![]; cats.len()];
+    for rep in 0..reps {
+        let order: Vec<usize> =
+            if rep % 2 == 0 { (0..cats.len()).collect() } else { (0..cats.len()).rev().collect() };
+        for i in order {
+            t[i].push(time_sh(&cats[i])?);
+        }
+    }
+    drop(m);
+    let med: Vec<f64> = t.iter().map(|x| stat(x).median).collect();
+    let sec = "ceiling";
+    let ratio = |num: f64, den: f64| format!("{:.2}", num / den);
+    report.row(
+        sec,
+        "null fs read of the value lines vs raw cat of the segments",
+        fmt_rate_cell(med[1], values_len),
+        fmt_rate_cell(med[4], kafka.log_bytes),
+        ratio(med[4], med[1]),
+        "",
+        None,
+    );
+    report.row(
+        sec,
+        "cat by-offset/0 vs the null fs read of the same bytes",
+        fmt_rate_cell(med[0], values_len),
+        fmt_rate_cell(med[1], values_len),
+        ratio(med[1], med[0]),
+        ">= 0.75",
+        Some(med[1] / med[0] >= 0.75),
+    );
+    report.row(
+        sec,
+        "cat by-offset/0 vs raw cat of the segments",
+        fmt_rate_cell(med[0], values_len),
+        fmt_rate_cell(med[4], kafka.log_bytes),
+        ratio(med[4], med[0]),
+        "",
+        None,
+    );
+    report.row(
+        sec,
+        "cat by-offset/0.json vs the null fs read of the same bytes",
+        fmt_rate_cell(med[2], json_len),
+        fmt_rate_cell(med[3], json_len),
+        ratio(med[3], med[2]),
+        ">= 0.50",
+        Some(med[3] / med[2] >= 0.50),
+    );
+    report.row(
+        sec,
+        "cat by-offset/0.json vs raw cat of the segments",
+        fmt_rate_cell(med[2], json_len),
+        fmt_rate_cell(med[4], kafka.log_bytes),
+        ratio(med[4], med[2]),
+        "",
+        None,
+    );
+
+    // Appends: the same lines into topicfs's append, the null fs's sink, and a plain file.
+    let lines = plan.mount_append_lines;
+    let src = a.work.join("lines.txt");
+    {
+        let mut out = std::io::BufWriter::new(File::create(&src).map_err(|e| e.to_string())?);
+        let mut line = vec![b'y'; VALUE_BYTES];
+        line[..5].copy_from_slice(b"line ");
+        line[VALUE_BYTES - 1] = b'\n';
+        for n in 0..lines {
+            write_decimal(&mut line[5..17], n);
+            out.write_all(&line).map_err(|e| e.to_string())?;
+        }
+    }
+    time_sh(&format!("cat {}", sh_quote(&src)))?;
+    let data = a.work.join("data-append");
+    let plain = a.work.join("append-plain.txt");
+    let (mut top_s, mut null_s, mut plain_s) = (vec![], vec![], vec![]);
+    for rep in 0..reps {
+        let _ = fs::remove_dir_all(&data);
+        {
+            let logs = LogDir::open(&data, bench_config(1 << 30)).map_err(|e| e.to_string())?;
+            logs.create_topic(TOPIC, 1).map_err(|e| e.to_string())?;
+            logs.shutdown().map_err(|e| e.to_string())?;
+        }
+        let (m, _) = Mount::topic(a, &data, &mnt, &[])?;
+        let append = mnt.join(TOPIC).join("0").join("append");
+        let mut runs: Vec<(usize, String)> = vec![
+            (0, format!("cat {} >> {}", sh_quote(&src), sh_quote(&append))),
+            (1, format!("cat {} >> {}", sh_quote(&src), sh_quote(&null.mnt.join("sink")))),
+            (2, format!("rm -f {p}; cat {} >> {p}", sh_quote(&src), p = sh_quote(&plain))),
+        ];
+        if rep % 2 == 1 {
+            runs.reverse();
+        }
+        for (i, script) in runs {
+            let secs = time_sh(&script)?;
+            [&mut top_s, &mut null_s, &mut plain_s][i].push(secs);
+        }
+        drop(m);
+    }
+    let bytes = lines * VALUE_BYTES as u64;
+    let (tm, nm, pm) = (stat(&top_s).median, stat(&null_s).median, stat(&plain_s).median);
+    report.row(
+        sec,
+        "cat lines >> append vs the null fs's write of the same lines",
+        fmt_rate_cell(tm, bytes),
+        fmt_rate_cell(nm, bytes),
+        ratio(nm, tm),
+        ">= 0.80",
+        Some(nm / tm >= 0.80),
+    );
+    report.row(
+        sec,
+        "null fs write vs cat >> a plain file",
+        fmt_rate_cell(nm, bytes),
+        fmt_rate_cell(pm, bytes),
+        ratio(pm, nm),
+        "",
+        None,
+    );
+    report.put(
+        "ceiling",
+        json!({"reps": reps, "values_bytes": values_len, "json_bytes": json_len,
+        "log_bytes": kafka.log_bytes, "topicfs_values_s": t[0], "null_values_s": t[1],
+        "topicfs_json_s": t[2], "null_json_s": t[3], "raw_cat_s": t[4], "append_lines": lines,
+        "topicfs_append_s": top_s, "null_append_s": null_s, "plain_append_s": plain_s}),
+    );
+    drop(null);
+    let _ = fs::remove_file(&sink);
+    let _ = fs::remove_file(&plain);
+    let _ = fs::remove_dir_all(&data);
+    Ok(())
+}
+
+/// Time to open `path` and read its first byte (in-process: no shell or process start).
+fn first_byte_s(path: &Path) -> Result<f64, String> {
+    let start = Instant::now();
+    let mut f = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut b = [0u8; 1];
+    let n = f.read(&mut b).map_err(|e| format!("{}: {e}", path.display()))?;
+    if n == 0 {
+        return Err(format!("{}: empty", path.display()));
+    }
+    Ok(start.elapsed().as_secs_f64())
+}
+
+/// Free bytes on the filesystem of `dir` (`df`).
+fn free_bytes(dir: &Path) -> u64 {
+    let out = Command::new("df").arg("-B1").arg("--output=avail").arg(dir).output();
+    out.ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.lines().nth(1).and_then(|l| l.trim().parse().ok()))
+        .unwrap_or(0)
+}
+
+/// Cold opens (issue 17): on a fresh read-only mount (first without a cache, then remounted
+/// with the cache the first mount's background sizing filled), p99 time to first byte of
+/// random `by-offset/N`, `by-time/T` in every format, and `tail -n 10 by-offset/0` as the
+/// first thing done on the mount; on 1,000 records and on a large partition.
+fn cold_opens(a: &Args, one_batch: u64, report: &mut Report) -> Result<(), String> {
+    let per_record = one_batch.div_ceil(BATCH_RECORDS as u64).max(1);
+    let free = free_bytes(&a.work);
+    let large = a.cold_records.unwrap_or_else(|| {
+        let target: u64 = 10 << 30;
+        let bytes = if free >= 20 << 30 { target } else { free.saturating_sub(10 << 30) };
+        (bytes / per_record).max(1_000_000)
+    });
+    report.notes.push(format!(
+        "cold opens: {} free on the work disk at the start; large partition {large} records (~{:.1} GB)",
+        free as f64 / 1e9,
+        (large * per_record) as f64 / 1e9
+    ));
+    let mnt = a.work.join("mnt");
+    let mut rng = Rng(0x005e_ed17);
+    let samples = 30;
+    let mut json_all = serde_json::Map::new();
+    for records in [1000u64, large] {
+        let dir = a.work.join(format!("data-cold-{records}"));
+        eprintln!("generating {records} records in 1 GiB segments for cold opens ...");
+        let (g, took) = generate_sized(&dir, 1, records, KAFKA_SEGMENT_BYTES, BATCH_RECORDS)?;
+        report.notes.push(format!(
+            "cold opens: generated {records} records ({:.2} GB, {} segments) in {:.0} s",
+            g.log_bytes as f64 / 1e9,
+            g.segments,
+            took.as_secs_f64()
+        ));
+        let cache = a.work.join(format!("cache-cold-{records}"));
+        let _ = fs::remove_dir_all(&cache);
+        let cache_s = cache.to_string_lossy().into_owned();
+        for phase in ["first mount, no cache", "remount, cache warm"] {
+            let extra = ["--read-only", "--cache-dir", cache_s.as_str()];
+            let (m, mount_s) = Mount::topic(a, &g.dir, &mnt, &extra)?;
+            let part = mnt.join(TOPIC).join("0");
+            // A size not yet known (0) makes `tail` read forward from the start: bounded here.
+            let tail_script =
+                format!("timeout 60 tail -n 10 {} >/dev/null", sh_quote(&part.join("by-offset/0")));
+            let tail = time_sh(&tail_script).unwrap_or(60.0);
+            let mut ttfb: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+            for _ in 0..samples {
+                let n = rng.below(g.records);
+                let t = g.t0 + rng.below(g.records) as i64;
+                for (kind, name) in [
+                    ("by-offset/N", format!("by-offset/{n}")),
+                    ("by-offset/N.json", format!("by-offset/{n}.json")),
+                    ("by-offset/N.raw", format!("by-offset/{n}.raw")),
+                    ("by-time/T", format!("by-time/{t}")),
+                    ("by-time/T.json", format!("by-time/{t}.json")),
+                    ("by-time/T.raw", format!("by-time/{t}.raw")),
+                ] {
+                    ttfb.entry(kind).or_default().push(first_byte_s(&part.join(&name))?);
+                }
+            }
+            let label = format!("{records} records ({:.1} GB), {phase}", g.log_bytes as f64 / 1e9);
+            report.seconds_row(
+                "cold open",
+                format!("{label}: mount (spawn to first stat)"),
+                mount_s,
+                None,
+            );
+            report.seconds_row(
+                "cold open",
+                format!("{label}: tail -n 10 by-offset/0, first thing on the mount"),
+                tail,
+                Some(("< 50 ms", 0.050)),
+            );
+            let mut phase_json = serde_json::Map::new();
+            for (kind, v) in &ttfb {
+                let mut sorted = v.clone();
+                sorted.sort_by(f64::total_cmp);
+                let p99 = quantile(&sorted, 0.99);
+                report.seconds_row(
+                    "cold open",
+                    format!("{label}: open + first byte of {kind}, p99 of {samples}"),
+                    p99,
+                    Some(("< 50 ms", 0.050)),
+                );
+                phase_json.insert(kind.to_string(), json!(v));
+            }
+            phase_json.insert("tail_n_10_s".into(), json!(tail));
+            phase_json.insert("mount_s".into(), json!(mount_s));
+            if phase.starts_with("first") {
+                // Let background sizing finish (the last format it sizes is JSON).
+                let started = Instant::now();
+                let json0 = part.join("by-offset/0.json");
+                let deadline = started + Duration::from_secs(1800);
+                loop {
+                    if fs::metadata(&json0).map(|m| m.len()).unwrap_or(0) > 0 {
+                        break;
+                    }
+                    if Instant::now() > deadline {
+                        return Err("background sizing did not finish in 30 minutes".into());
+                    }
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+                let sized = started.elapsed().as_secs_f64();
+                phase_json.insert("sized_after_s".into(), json!(sized));
+                report.notes.push(format!(
+                    "cold opens, {label}: by-offset/0.json exact {sized:.1} s after the samples (background sizing)"
+                ));
+            }
+            m.stop()?;
+            json_all.insert(format!("{records}/{phase}"), Value::Object(phase_json));
+        }
+        let _ = fs::remove_dir_all(&dir);
+        let _ = fs::remove_dir_all(&cache);
+    }
+    report.put("cold_open", Value::Object(json_all));
+    Ok(())
+}
+
 fn machine() -> Value {
     let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let model = cpuinfo
@@ -1858,6 +2217,17 @@ fn run(a: &Args) -> Result<Report, String> {
         a.work.display()
     );
 
+    if a.cluster {
+        if !a.topicfs.exists() {
+            return Err(format!("{} missing: cargo build --release", a.topicfs.display()));
+        }
+        machine_context(&mut report)?;
+        cluster::run(a, &mut report)?;
+        if let Ok(load) = fs::read_to_string("/proc/loadavg") {
+            report.notes.push(format!("load average at the end: {}", load.trim()));
+        }
+        return Ok(report);
+    }
     let one_batch = batch_bytes(&a.work)?;
     if a.many_readers {
         let dir = a.work.join(format!("data-{}x1GiB", plan.records));
@@ -1874,6 +2244,23 @@ fn run(a: &Args) -> Result<Report, String> {
         if !a.reuse_data {
             let _ = fs::remove_dir_all(&dir);
         }
+        return Ok(report);
+    }
+    if a.by_key {
+        machine_context(&mut report)?;
+        by_key(&plan, a, &mut report)?;
+        return Ok(report);
+    }
+    if a.ceiling_and_cold {
+        machine_context(&mut report)?;
+        let dir = a.work.join(format!("data-{}x1GiB", plan.records));
+        eprintln!("generating {} records in 1 GiB segments ...", plan.records);
+        let kafka = generate_sized(&dir, 1, plan.records, KAFKA_SEGMENT_BYTES, BATCH_RECORDS)?.0;
+        eprintln!("mount: the FUSE ceiling ...");
+        fuse_ceiling(&plan, a, &kafka, &mut report)?;
+        let _ = fs::remove_dir_all(&dir);
+        eprintln!("mount: cold opens ...");
+        cold_opens(a, one_batch, &mut report)?;
         return Ok(report);
     }
     let big_dir = a.work.join(format!("data-{}x{}", plan.records, plan.segments));
@@ -1955,6 +2342,170 @@ fn run(a: &Args) -> Result<Report, String> {
         report.notes.push(format!("load average at the end: {}", load.trim()));
     }
     Ok(report)
+}
+
+// ---- by-key (issue 21) ----------------------------------------------------------------------
+
+/// The key of record `n` among `keys` keys (spread at random, so a key's records are in every
+/// segment and never adjacent).
+fn bench_key(n: u64, keys: u64) -> String {
+    let mut rng = Rng(n.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    format!("user-{:07}", rng.below(keys))
+}
+
+/// By-key figures: index build through a mount against `cat by-offset/0.json`, index size
+/// against the log, `by-key/<k>.json` and `latest/<k>` open plus first read, an absent key,
+/// and `jq` over the JSON stream against `by-key/<k>.json` for one key.
+fn by_key(plan: &Plan, a: &Args, report: &mut Report) -> Result<(), String> {
+    let records = plan.records;
+    let keys = (records / 10).max(1);
+    let dir = a.work.join(format!("data-{records}-keyed"));
+    let _ = fs::remove_dir_all(&dir);
+    eprintln!("generating {records} records with {keys} keys in 1 GiB segments ...");
+    let logs = LogDir::open(&dir, bench_config(KAFKA_SEGMENT_BYTES)).map_err(|e| e.to_string())?;
+    logs.create_topic(TOPIC, 1).map_err(|e| e.to_string())?;
+    let log = logs.log(TOPIC, 0).map_err(|e| e.to_string())?;
+    let t0 = now_ms() - records as i64 - 60_000;
+    let mut batch = Batch::new(BATCH_RECORDS);
+    let mut n = 0;
+    while n < records {
+        let k = (records - n).min(BATCH_RECORDS as u64) as usize;
+        batch.fill(n, t0);
+        for (i, r) in batch.records[..k].iter_mut().enumerate() {
+            r.key = Some(bench_key(n + i as u64, keys).into_bytes());
+        }
+        log.append(&batch.records[..k]).map_err(|e| e.to_string())?;
+        n += k as u64;
+    }
+    let log_size = log_bytes(&log);
+    let segments = log.segment_list().len();
+    logs.shutdown().map_err(|e| e.to_string())?;
+    drop(log);
+    drop(logs);
+
+    // In process: the build, and the size of the indexes against the log.
+    let logs = LogDir::open_read_only(&dir, bench_config(KAFKA_SEGMENT_BYTES))
+        .map_err(|e| e.to_string())?;
+    let log = logs.log(TOPIC, 0).map_err(|e| e.to_string())?;
+    let start = Instant::now();
+    let index_bytes = log.keys().index_bytes(log.as_ref()).map_err(|e| e.to_string())?;
+    let build_in_process = start.elapsed().as_secs_f64();
+    drop(log);
+    drop(logs);
+    report.row(
+        "by-key",
+        format!(
+            "key index size ({records} records, {keys} keys, {:.2} GB of log in {segments} \
+             segments)",
+            log_size as f64 / 1e9
+        ),
+        format!("{:.1} MB", index_bytes as f64 / 1e6),
+        format!("{:.1} MB log", log_size as f64 / 1e6),
+        format!("{:.3}", index_bytes as f64 / log_size as f64),
+        "<= 0.10",
+        Some(index_bytes as f64 <= 0.10 * log_size as f64),
+    );
+    report.row(
+        "by-key",
+        "key index build in process (every segment)",
+        fmt_ms(build_in_process),
+        "",
+        "",
+        "",
+        None,
+    );
+
+    // Through a mount: the first query builds the index; the baseline is a full JSON read.
+    let mnt = a.work.join("mnt");
+    let part = mnt.join(TOPIC).join("0");
+    let probe = format!("{TOPIC}/0");
+    let json0 = part.join("by-offset").join("0.json");
+    let (mut builds, mut cats) = (vec![], vec![]);
+    let some_key = bench_key(records / 2, keys);
+    for _ in 0..plan.reps.min(3) {
+        let (m, _) = Mount::start(&a.topicfs, &dir, &mnt, &["--read-only"], &probe, &a.work)?;
+        cats.push(time_sh(&format!("cat {} > /dev/null", sh_quote(&json0)))?);
+        m.stop()?;
+        let (m, _) = Mount::start(&a.topicfs, &dir, &mnt, &["--read-only"], &probe, &a.work)?;
+        let first = part.join("by-key").join(format!("{some_key}.json"));
+        builds.push(time_sh(&format!("cat {} > /dev/null", sh_quote(&first)))?);
+        m.stop()?;
+    }
+    let (b, c) = (stat(&builds), stat(&cats));
+    report.row(
+        "by-key",
+        "first by-key query on a fresh mount (index build) vs cat by-offset/0.json",
+        format!("{} ({})", fmt_ms(b.median), fmt_spread(&b, 1000.0, "ms")),
+        format!("{} ({})", fmt_ms(c.median), fmt_spread(&c, 1000.0, "ms")),
+        format!("{:.2}", b.median / c.median),
+        "<= 1.5",
+        Some(b.median <= 1.5 * c.median),
+    );
+
+    // Lookups once built.
+    let (m, _) = Mount::start(&a.topicfs, &dir, &mnt, &["--read-only"], &probe, &a.work)?;
+    time_sh(&format!(
+        "cat {} > /dev/null",
+        sh_quote(&part.join("by-key").join(format!("{some_key}.json")))
+    ))?;
+    let mut rng = Rng(0x5EED);
+    let mut buf = vec![0u8; 4096];
+    let mut open_read = |path: PathBuf| -> Result<f64, String> {
+        let start = Instant::now();
+        let mut f = File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let _ = f.read(&mut buf).map_err(|e| e.to_string())?;
+        Ok(start.elapsed().as_secs_f64() * 1e6)
+    };
+    let lookups = plan.lookups_mount;
+    let (mut by_key_us, mut latest_us, mut absent_us) = (vec![], vec![], vec![]);
+    for i in 0..lookups {
+        let key = bench_key(rng.below(records), keys);
+        by_key_us.push(open_read(part.join("by-key").join(format!("{key}.json")))?);
+        latest_us.push(open_read(part.join("latest").join(&key))?);
+        let absent = format!("absent-{i}");
+        absent_us.push(open_read(part.join("by-key").join(absent))?);
+    }
+    for (name, us, target) in [
+        ("by-key/<k>.json open + first read", by_key_us, 5000.0),
+        ("latest/<k> open + first read", latest_us, 5000.0),
+        ("by-key/<absent> open + read", absent_us, 1000.0),
+    ] {
+        let r = latency_rounds(&us, 3);
+        report.row(
+            "by-key",
+            format!("{name} ({lookups} random keys): p50 / p99"),
+            format!("{:.0} / {:.0} us", r.p50, r.p99),
+            "",
+            "",
+            format!("p99 < {:.0} ms", target / 1000.0),
+            Some(r.p99 < target),
+        );
+    }
+    // One key: jq scanning the JSON stream against the index.
+    let jq = time_sh(&format!(
+        "jq -c 'select(.key == \"{some_key}\")' {} > /dev/null",
+        sh_quote(&json0)
+    ))?;
+    let mut direct = vec![];
+    for _ in 0..5 {
+        let path = part.join("by-key").join(format!("{some_key}.json"));
+        direct.push(time_sh(&format!("cat {} > /dev/null", sh_quote(&path)))?);
+    }
+    let d = stat(&direct);
+    report.row(
+        "by-key",
+        "one key: cat by-key/<k>.json vs jq select(.key == k) over by-offset/0.json",
+        fmt_ms(d.median),
+        fmt_ms(jq),
+        format!("{:.0}x faster", jq / d.median),
+        "",
+        None,
+    );
+    m.stop()?;
+    if !a.reuse_data {
+        let _ = fs::remove_dir_all(&dir);
+    }
+    Ok(())
 }
 
 fn main() -> ExitCode {

@@ -178,6 +178,24 @@ pub struct AppendInfo {
     pub batches: usize,
 }
 
+/// A sealed part of the log (a sealed segment locally): its batches never change while it
+/// exists, so what is learned about them can be kept across remounts
+/// ([`PartitionSource::load_summary`]). Made by the source; the view copies its cursors.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct SealedSpan {
+    /// The span's name: the base offset of its segment.
+    pub base: Offset,
+    /// The cursor at its first batch.
+    pub start: ReadCursor,
+    /// The cursor after its last batch (the source's place of its end; `next_offset` is the
+    /// last offset it holds plus one).
+    pub end: ReadCursor,
+    /// Its stored bytes.
+    pub bytes: u64,
+}
+
+pub use crate::storage::cache::{CacheKind, SummaryUpdate};
+
 /// An aborted transaction, as recorded in `.txnindex` (Kafka's `AbortedTxn`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct AbortedTxn {
@@ -268,12 +286,83 @@ pub trait PartitionSource: Send + Sync {
     fn sizing_budget(&self) -> u64 {
         DEFAULT_SIZING_BUDGET
     }
+    /// The sealed span whose first batch is the next one read from `cursor` (the cursor is at
+    /// the span's start, or at the end of the sealed span before it), if the source keeps
+    /// summaries of sealed spans. `None` (the default) otherwise.
+    fn sealed_span_at(&self, cursor: &ReadCursor) -> Option<SealedSpan> {
+        let _ = cursor;
+        None
+    }
+    /// What was stored as `kind` for `span` by [`PartitionSource::store_summary`] (in this or an
+    /// earlier mount), if it is still valid for the span's bytes. The payload is the caller's
+    /// encoding, checked only for integrity: decode it like bytes from disk.
+    fn load_summary(&self, span: &SealedSpan, kind: CacheKind) -> Option<Vec<u8>> {
+        let _ = (span, kind);
+        None
+    }
+    /// Replaces what is kept as `kind` for `span` by what `update` makes of it (`None`: keep
+    /// it as it is), later, on another thread; updates of one source run one at a time, so two
+    /// callers merging into one payload do not lose each other's part. Never fails.
+    fn update_summary(&self, span: &SealedSpan, kind: CacheKind, update: SummaryUpdate) {
+        let _ = (span, kind, update);
+    }
     /// The partition's segment files, for a source that has local ones (`segments/`, the
     /// inspection files, passthrough): the only way to them. `None` (the default) for a source
     /// without files, whose tree then has none of those entries.
     fn segment_files(&self) -> Option<&dyn SegmentFiles> {
         None
     }
+    /// The partition's records by key, for a source that indexes them (the log engine). `None`
+    /// (the default): no `by-key/`, `latest/` or `keys` in its tree.
+    fn key_index(&self) -> Option<&dyn KeyIndex> {
+        None
+    }
+}
+
+/// One record a [`KeyIndex`] found: its offset and, when its batch is transactional, the
+/// producer (a read-committed reader hides it when that producer's transaction was aborted).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct KeyHit {
+    pub offset: Offset,
+    pub producer_id: Option<i64>,
+}
+
+/// What a [`KeyIndex`] lookup found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeyHits {
+    /// The records holding the key, ascending, from the offset asked for (at or above the log
+    /// start offset).
+    pub hits: Vec<KeyHit>,
+    /// Every record below this offset was indexed when the lookup ran: no record below it that
+    /// holds the key is missing from `hits` (the log end offset of that moment).
+    pub indexed_to: Offset,
+}
+
+/// One key of a [`KeyListing`] and its records.
+pub type KeyRecords = (Option<Vec<u8>>, Vec<KeyHit>);
+
+/// The distinct keys of a partition, one at a time (see [`KeyIndex::listing`]).
+pub trait KeyListing: Send {
+    /// The next key and its records, `None` after the last.
+    fn next_key(&mut self) -> Result<Option<KeyRecords>>;
+}
+
+/// A partition's records by key: the per-segment key indexes of the log engine. Reached by
+/// [`PartitionSource::key_index`]; a source without one (a cluster) has no `by-key/`,
+/// `latest/` or `keys`.
+pub trait KeyIndex: Send + Sync {
+    /// The records whose key is `key` (`None`: the null key) at offsets `>= from`, catching up
+    /// with what was appended first. Touches only the segments whose filters admit the key.
+    fn key_hits(&self, key: Option<&[u8]>, from: Offset) -> Result<KeyHits>;
+    /// The keys whose long name (`%~`, see [`crate::format::key_name`]) holds these hashes.
+    fn keys_named(&self, h0: u64, h1: u64) -> Result<Vec<Vec<u8>>>;
+    /// Every distinct key now, in the index's hash order, with its records, streamed: the
+    /// listing holds the indexes, not the keys.
+    fn listing(&self) -> Result<Box<dyn KeyListing>>;
+    /// Whether anything indexed so far is in a transactional batch. `false` means no record
+    /// found so far can be aborted or wait for a transaction: a read-committed reader then shows
+    /// them all without scanning for transaction markers.
+    fn transactional(&self) -> bool;
 }
 
 /// The mount's memory for data a backend fetched and the view has not rendered yet (the view's

@@ -228,6 +228,21 @@ pub struct MountArgs {
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
     pub sizing_budget: Option<u64>,
 
+    /// Where what topicfs learns about sealed segments (rendered sizes, transactions) is kept
+    /// across remounts: a directory outside the data dir, created if missing; `none` keeps
+    /// nothing. Safe to delete at any time. Default /var/cache/topicfs. Also `-o cache_dir=DIR`.
+    ///
+    /// Example: --cache-dir /var/cache/topicfs
+    #[arg(long, value_name = "DIR|none", value_parser = parse_cache_dir_flag)]
+    pub cache_dir: Option<CacheDirFlag>,
+
+    /// The most the cache dir's entries may take; the least recently used go first. Default
+    /// 256M; K, M, G suffixes. Also `-o cache_size=SIZE`.
+    ///
+    /// Example: --cache-size 1G
+    #[arg(long, value_name = "SIZE", value_parser = mount::parse_size)]
+    pub cache_size: Option<usize>,
+
     /// Memory for rendered bytes kept beyond a request, shared by every open stream: read-ahead
     /// windows and the rendering of the batch a read stopped inside. Each handle reading
     /// sequentially gets a fair share; one over its share reads on demand (slower, never an
@@ -342,6 +357,14 @@ fn parse_file_mode(s: &str) -> Result<u16> {
 
 fn parse_dir_mode(s: &str) -> Result<u16> {
     mount::parse_mode("dir_mode", s)
+}
+
+/// `--cache-dir DIR|none`.
+#[derive(Clone, Debug)]
+pub struct CacheDirFlag(pub Option<PathBuf>);
+
+fn parse_cache_dir_flag(s: &str) -> Result<CacheDirFlag> {
+    mount::parse_cache_dir(s).map(CacheDirFlag)
 }
 
 /// A byte count: digits with an optional K, M or G suffix (powers of 1024).

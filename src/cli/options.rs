@@ -131,10 +131,37 @@ impl MountArgs {
                 .unwrap_or_else(crate::view::readahead::AheadPool::default_threads),
             isolation: self.isolation,
             sizing_budget: self.sizing_budget,
+            cache: self.cache_settings(),
             retention_check_interval: std::time::Duration::from_millis(
                 self.retention_check_interval_ms,
             ),
         })
+    }
+
+    /// `--cache-dir`/`--cache-size`, or their `-o` forms (the last given wins, `-o` over flags).
+    fn cache_settings(&self) -> crate::storage::cache::CacheSettings {
+        let defaults = crate::storage::cache::CacheSettings::default();
+        let dir = self
+            .options
+            .iter()
+            .rev()
+            .find_map(|o| match o {
+                FuseOption::CacheDir(d) => Some(d.clone()),
+                _ => None,
+            })
+            .or_else(|| self.cache_dir.clone().map(|f| f.0))
+            .unwrap_or(defaults.dir);
+        let max_bytes = self
+            .options
+            .iter()
+            .rev()
+            .find_map(|o| match o {
+                FuseOption::CacheSize(n) => Some(*n),
+                _ => None,
+            })
+            .or(self.cache_size.map(|n| n as u64))
+            .unwrap_or(defaults.max_bytes);
+        crate::storage::cache::CacheSettings { dir, max_bytes }
     }
 
     /// Foreground, background, or the daemon child of a background mount.

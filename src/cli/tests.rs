@@ -221,6 +221,31 @@ fn group_options_parse_from_the_command_line_and_fstab() {
 }
 
 #[test]
+fn cache_dir_and_size_are_flags_and_options_and_none_turns_the_cache_off() {
+    let parse = |words: &[&str]| {
+        let cli = Cli::try_parse_from(["topicfs", "mount", "d", "m"].iter().chain(words)).unwrap();
+        let Command::Mount(args) = cli.command else { panic!("not mount") };
+        args.request().unwrap().cache
+    };
+    let defaults = parse(&[]);
+    assert_eq!(defaults.dir, Some(PathBuf::from("/var/cache/topicfs")));
+    assert_eq!(defaults.max_bytes, 256 << 20);
+    let flags = parse(&["--cache-dir", "/tmp/c", "--cache-size", "1G"]);
+    assert_eq!((flags.dir, flags.max_bytes), (Some(PathBuf::from("/tmp/c")), 1 << 30));
+    let o = parse(&["-o", "ro,cache_dir=/tmp/o,cache_size=64M"]);
+    assert_eq!((o.dir, o.max_bytes), (Some(PathBuf::from("/tmp/o")), 64 << 20));
+    assert_eq!(parse(&["-o", "cache_dir=none"]).dir, None);
+    assert_eq!(parse(&["--cache-dir", "none"]).dir, None);
+    assert_eq!(parse(&["--cache-dir", "/a", "-o", "cache_dir=/b"]).dir, Some("/b".into()));
+    assert!(Cli::try_parse_from(["topicfs", "mount", "d", "m", "-o", "cache_dir="]).is_err());
+    assert!(Cli::try_parse_from(["topicfs", "mount", "d", "m", "--cache-size", "x"]).is_err());
+    let h = helper(&["mount.topicfs", "d", "m", "-o", "ro,cache_dir=/c,cache_size=1M"])
+        .unwrap()
+        .unwrap();
+    assert_eq!(h.args, os(&["mount", "d", "m", "-o", "ro,cache_dir=/c,cache_size=1M"]));
+}
+
+#[test]
 fn bad_settings_are_refused_with_their_key() {
     let cli =
         Cli::try_parse_from(["topicfs", "mount", "d", "m", "--config", "segment.bytes"]).unwrap();

@@ -28,6 +28,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::cluster::client::{EARLIEST, FetchOptions, LATEST, MAX_TIMESTAMP};
@@ -49,6 +50,9 @@ pub struct ClusterSource {
     sizing_budget: u64,
     committed: bool,
     fetch_memory: Option<FetchCap>,
+    /// Per partition, the highest high watermark a Fetch reported, shared by every handle of
+    /// the partition (see `ClusterPartition::high_watermark`).
+    high_watermarks: std::sync::Mutex<HashMap<(String, u32), Arc<AtomicI64>>>,
 }
 
 /// The mount's cap on fetched bytes in flight and how long a fetch may wait for room.
@@ -73,6 +77,7 @@ impl ClusterSource {
             sizing_budget: crate::source::DEFAULT_SIZING_BUDGET,
             committed: false,
             fetch_memory: None,
+            high_watermarks: std::sync::Mutex::new(HashMap::new()),
         }
     }
 
@@ -155,6 +160,12 @@ impl TopicSource for ClusterSource {
             sizing_budget: self.sizing_budget,
             committed: self.committed,
             fetch_memory: self.fetch_memory.clone(),
+            ahead: std::sync::Mutex::new(Vec::new()),
+            high_watermark: Arc::clone(
+                crate::sync::lock(&self.high_watermarks)
+                    .entry((topic.to_string(), partition))
+                    .or_default(),
+            ),
         }))
     }
 
@@ -205,6 +216,51 @@ struct ClusterPartition {
     /// Reads as a `read_committed` consumer (see [`ClusterSource::with_committed_reads`]).
     committed: bool,
     fetch_memory: Option<FetchCap>,
+    /// Whole batches Fetches returned beyond what their `read` gave out (see [`Ahead`]), the
+    /// newest last, [`READ_AHEAD_SLOTS`] at most.
+    ahead: std::sync::Mutex<Vec<Ahead>>,
+    /// The highest high watermark a `read_uncommitted` Fetch of this partition reported
+    /// (shared by its handles, kept by the [`ClusterSource`]): the log end offset of an
+    /// uncommitted reader is never below it (tansu's memory engine answers ListOffsets latest
+    /// below it, which made a stream's end, and the transaction scan's idea of truncation,
+    /// wrong).
+    high_watermark: Arc<AtomicI64>,
+}
+
+/// Read-ahead of one partition handle. A stream reads in chunks of tens of KiB, but one Fetch
+/// round trip is worth up to `max.partition.fetch.bytes` (1 MiB by default), and some brokers
+/// (tansu 0.6) ignore the partition limit and answer up to their own limit (5 MiB) whatever is
+/// asked: without this, each 64 KiB chunk cost a whole Fetch, and reading a partition
+/// transferred tens of times its size. The surplus (at most `max.partition.fetch.bytes` of
+/// it) is served to the next `read` that starts where it starts. A handle shared by readers at
+/// different places keeps one surplus per reader, [`READ_AHEAD_SLOTS`] at most (the oldest is
+/// dropped), so memory stays below that many times `max.partition.fetch.bytes` per partition
+/// handle. Batches below the high watermark do not change, so serving them later is what a
+/// Fetch would answer.
+struct Ahead {
+    /// The offset the next sequential `read` asks for.
+    from: Offset,
+    /// Whole batches, the first holding `from` or a later offset.
+    bytes: Vec<u8>,
+}
+
+/// Surpluses one partition handle keeps at most (see [`Ahead`]).
+const READ_AHEAD_SLOTS: usize = 4;
+
+/// Reads asking for less than this (probes of one batch) fetch only what they ask for.
+const READ_AHEAD_MIN_ASK: usize = 4096;
+
+/// The length of the longest prefix of `buf` made of whole batches.
+fn whole_batches(buf: &[u8]) -> usize {
+    let mut pos = 0;
+    while let Ok(Some(h)) = peek_entry(&buf[pos..]) {
+        let size = h.total_size();
+        if size == 0 || size > buf.len() - pos {
+            break;
+        }
+        pos += size;
+    }
+    pos
 }
 
 impl ClusterPartition {
@@ -222,7 +278,14 @@ impl ClusterPartition {
             Ok(listed.map_or(Offset(0), |l: ListedOffset| l.offset).max(Offset(0)))
         };
         let start = ask(EARLIEST)?;
-        let end = ask(LATEST)?;
+        // Reading uncommitted, the log end is the high watermark; reading committed, it is the
+        // last stable offset that ListOffsets answers, which a high watermark must not raise.
+        let seen = if self.committed {
+            Offset(0)
+        } else {
+            Offset(self.high_watermark.load(Ordering::Relaxed))
+        };
+        let end = ask(LATEST)?.max(seen);
         Ok((start, end.max(start)))
     }
 
@@ -295,43 +358,43 @@ impl PartitionSource for ClusterPartition {
         if self.committed {
             return self.read_committed(cursor, max_bytes);
         }
+        let from = cursor.next_offset;
+        let taken = {
+            let mut ahead = crate::sync::lock(&self.ahead);
+            ahead.iter().position(|a| a.from == from).map(|i| ahead.remove(i))
+        };
+        if let Some(a) = taken {
+            let (chunk, rest) = self.split(&a.bytes, from, max_bytes)?;
+            if chunk.next.is_some() {
+                if let (Some(next), Some(rest)) = (chunk.next, rest) {
+                    let bytes = a.bytes[rest..].to_vec();
+                    self.keep_ahead(Ahead { from: next.next_offset, bytes });
+                }
+                return Ok(chunk);
+            }
+        }
+        let cap = usize::try_from(self.client.config().max_partition_fetch_bytes).unwrap_or(0);
+        let ask = if max_bytes >= READ_AHEAD_MIN_ASK { max_bytes.max(cap) } else { max_bytes };
         let opts = FetchOptions {
-            max_bytes: Some(i32::try_from(max_bytes.max(1)).unwrap_or(i32::MAX)),
+            max_bytes: Some(i32::try_from(ask.max(1)).unwrap_or(i32::MAX)),
             max_wait: Duration::ZERO,
             isolation: Some(IsolationLevel::ReadUncommitted),
         };
-        let _held = self.hold(max_bytes)?;
-        let fetched = self
-            .client
-            .fetch(&self.topic, self.p(), cursor.next_offset, opts)
-            .map_err(|e| self.named(e))?;
+        let _held = self.hold(ask)?;
+        let fetched =
+            self.client.fetch(&self.topic, self.p(), from, opts).map_err(|e| self.named(e))?;
+        self.high_watermark.fetch_max(fetched.high_watermark.0, Ordering::Relaxed);
         let buf: &[u8] = &fetched.records;
-        let mut out = Vec::new();
-        let mut next = cursor.next_offset;
-        let mut pos = 0;
-        while pos < buf.len() {
-            let rest = &buf[pos..];
-            let Some(h) = peek_entry(rest).map_err(|e| self.bad_bytes(pos, &e.to_string()))? else {
-                break;
-            };
-            let size = h.total_size();
-            if size > rest.len() {
-                break; // A batch cut at the size limit: the broker's way to say "more".
+        let (chunk, rest) = self.split(buf, from, max_bytes)?;
+        if let (Some(next), Some(rest)) = (chunk.next, rest) {
+            let end = buf.len().min(rest.saturating_add(cap));
+            let kept = whole_batches(&buf[rest..end]);
+            if kept > 0 {
+                let bytes = buf[rest..rest + kept].to_vec();
+                self.keep_ahead(Ahead { from: next.next_offset, bytes });
             }
-            let entry = &rest[..size];
-            let info = parse_batch_info(entry).map_err(|e| self.bad_bytes(pos, &e.to_string()))?;
-            pos += size;
-            if info.last_offset < next {
-                continue; // Before the cursor (a fetch may start with the batch holding it).
-            }
-            if !out.is_empty() && out.len() + size > max_bytes {
-                break;
-            }
-            out.extend_from_slice(entry);
-            next = info.last_offset.plus(1);
         }
-        let next = if out.is_empty() { None } else { Some(ReadCursor::at(next)) };
-        Ok(BatchChunk { bytes: out, starts: Vec::new(), next, crc_checked: false, skipped: None })
+        Ok(chunk)
     }
 
     fn aborted_transactions(&self, from: Offset, to: Offset) -> Result<Vec<AbortedTxn>> {
@@ -502,6 +565,59 @@ impl ClusterPartition {
         }
     }
 
+    /// Keeps a surplus for the next sequential read, dropping the oldest beyond
+    /// [`READ_AHEAD_SLOTS`].
+    fn keep_ahead(&self, a: Ahead) {
+        let mut ahead = crate::sync::lock(&self.ahead);
+        ahead.retain(|b| b.from != a.from);
+        if ahead.len() >= READ_AHEAD_SLOTS {
+            ahead.remove(0);
+        }
+        ahead.push(a);
+    }
+
+    /// The first batches of `buf` (a Fetch response's records) holding `from` or a later
+    /// offset, `max_bytes` of them at most (but at least one), as a chunk; and where the
+    /// batches after them start in `buf`, when some follow.
+    fn split(
+        &self,
+        buf: &[u8],
+        from: Offset,
+        max_bytes: usize,
+    ) -> Result<(BatchChunk, Option<usize>)> {
+        let mut out = Vec::new();
+        let mut next = from;
+        let mut pos = 0;
+        let mut more = None;
+        while pos < buf.len() {
+            let rest = &buf[pos..];
+            let Some(h) = peek_entry(rest).map_err(|e| self.bad_bytes(pos, &e.to_string()))? else {
+                break;
+            };
+            let size = h.total_size();
+            if size > rest.len() {
+                break; // A batch cut at the size limit: the broker's way to say "more".
+            }
+            let entry = &rest[..size];
+            let info = parse_batch_info(entry).map_err(|e| self.bad_bytes(pos, &e.to_string()))?;
+            if info.last_offset < next {
+                pos += size;
+                continue; // Before the cursor (a fetch may start with the batch holding it).
+            }
+            if !out.is_empty() && out.len() + size > max_bytes {
+                more = Some(pos);
+                break;
+            }
+            pos += size;
+            out.extend_from_slice(entry);
+            next = info.last_offset.plus(1);
+        }
+        let next = if out.is_empty() { None } else { Some(ReadCursor::at(next)) };
+        let chunk =
+            BatchChunk { bytes: out, starts: Vec::new(), next, crc_checked: false, skipped: None };
+        Ok((chunk, more))
+    }
+
     /// Bytes in a Fetch response that do not frame a batch.
     fn bad_bytes(&self, at: usize, what: &str) -> Error {
         Error::Protocol {
@@ -565,6 +681,70 @@ impl crate::source::GroupStore for ClusterGroups {
     fn commit(&self, group: &str, topic: &str, offsets: &[(u32, Offset)]) -> Result<()> {
         let offsets: Vec<(i32, i64, Option<String>)> =
             offsets.iter().map(|&(p, o)| (p as i32, o.0, None)).collect();
-        self.client.commit_offsets(group, topic, &offsets)
+        match self.client.commit_offsets(group, topic, &offsets) {
+            Err(err) if err.errno() == libc::EBUSY => {
+                // Kafka refuses a commit from outside the group while it has members: name
+                // the group's state (ListGroups v4+; DescribeGroups is not needed for it).
+                let state = self.client.list_groups().ok().and_then(|listing| {
+                    listing.into_iter().find(|g| g.group_id == group).map(|g| g.state)
+                });
+                Err(group_in_use(err, group, state.as_deref()))
+            }
+            other => other,
+        }
+    }
+}
+
+/// The error of a commit the group's coordinator refused because the group is in use
+/// (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS: EBUSY), with a message
+/// naming the group's `state` as the broker reported it (or saying it did not). Other errors
+/// are returned unchanged.
+pub fn group_in_use(err: Error, group: &str, state: Option<&str>) -> Error {
+    let Error::Kafka { broker, api, code, name, topic, partition, message: _ } = err else {
+        return err;
+    };
+    let state = match state {
+        Some(s) if !s.is_empty() && !s.eq_ignore_ascii_case("unknown") => s.to_string(),
+        Some(_) => "not reported by the broker".to_string(),
+        None => "unknown: the broker no longer lists the group".to_string(),
+    };
+    let message = format!(
+        "group {group:?} is in use by active members (state {state}); Kafka accepts a commit \
+         from outside the group only while it has none: stop its consumers first, as \
+         kafka-consumer-groups --reset-offsets requires"
+    );
+    Error::Kafka { broker, api, code, name, topic, partition, message: Some(message.into()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::errors::kafka_error;
+
+    #[test]
+    fn a_refused_commit_is_ebusy_and_names_the_groups_state() {
+        // UNKNOWN_MEMBER_ID (25), as Kafka answers a standalone commit to a Stable group.
+        let refused = || kafka_error("b:9092", "OffsetCommit", 25, Some("orders"), Some(0), None);
+        let err = group_in_use(refused(), "etl", Some("Stable"));
+        assert_eq!(err.errno(), libc::EBUSY);
+        let text = err.to_string();
+        assert!(text.contains("UNKNOWN_MEMBER_ID") && text.contains("orders/0"), "{text}");
+        assert!(text.contains("\"etl\" is in use") && text.contains("state Stable"), "{text}");
+        for (code, state) in [(22, "PreparingRebalance"), (27, "CompletingRebalance")] {
+            let err = group_in_use(
+                kafka_error("b:9092", "OffsetCommit", code, None, None, None),
+                "etl",
+                Some(state),
+            );
+            assert_eq!(err.errno(), libc::EBUSY);
+            assert!(err.to_string().contains(&format!("state {state}")), "{err}");
+        }
+        let err = group_in_use(refused(), "etl", Some("unknown"));
+        assert!(err.to_string().contains("state not reported by the broker"), "{err}");
+        let err = group_in_use(refused(), "etl", None);
+        assert!(err.to_string().contains("no longer lists the group"), "{err}");
+        // Anything else is left as it was.
+        let other = group_in_use(Error::ReadOnly, "etl", Some("Stable"));
+        assert!(matches!(other, Error::ReadOnly));
     }
 }

@@ -16,6 +16,8 @@ pub mod dump;
 pub mod file_name;
 pub mod groups;
 pub mod index_entry;
+pub mod key_index;
+pub mod key_name;
 pub mod legacy;
 pub mod properties;
 pub mod txn_index;

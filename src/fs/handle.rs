@@ -17,6 +17,7 @@ use crate::format::Offset;
 use crate::source::PartitionSource;
 use crate::storage::segment_files::SegmentFileKind;
 use crate::sync::lock;
+use crate::view::bykey::{KeyStream, KeysReader, TopicKeyStream};
 use crate::view::inspect::InspectionReader;
 use crate::view::readahead::{AheadPool, AheadSource, ReadAhead};
 use crate::view::stream::Stream;
@@ -46,6 +47,8 @@ pub enum Handle {
     /// A group's `offsets` or `auto.offset.reset` file (`node` says which): the text rendered
     /// at `open`; each `write()` is one commit (or one setting).
     Group { node: super::node::Node, text: Vec<u8> },
+    /// A partition's `keys` listing, generated as it is read.
+    Keys(KeysReader),
 }
 
 impl std::fmt::Debug for Handle {
@@ -64,6 +67,7 @@ impl std::fmt::Debug for Handle {
             ),
             Handle::Append(state) => write!(f, "{:?}", lock(state)),
             Handle::Group { node, .. } => write!(f, "Group({node:?})"),
+            Handle::Keys(_) => write!(f, "Keys"),
         }
     }
 }
@@ -74,6 +78,10 @@ impl std::fmt::Debug for Handle {
 pub enum StreamRef {
     Partition(Arc<Stream>),
     Topic(Arc<TopicStream>),
+    /// `<topic>/<p>/by-key/<key>`: the records of one key, growing.
+    Key(Arc<KeyStream>),
+    /// `<topic>/by-key/<key>`: the records of one key over the topic.
+    TopicKey(Arc<TopicKeyStream>),
 }
 
 impl StreamRef {
@@ -82,6 +90,8 @@ impl StreamRef {
         match self {
             StreamRef::Partition(s) => s.size(),
             StreamRef::Topic(s) => s.size(),
+            StreamRef::Key(s) => s.size(),
+            StreamRef::TopicKey(s) => s.size(),
         }
     }
 
@@ -92,6 +102,8 @@ impl StreamRef {
         match self {
             StreamRef::Partition(s) => s.known_size(),
             StreamRef::Topic(s) => s.size().map(Some),
+            StreamRef::Key(s) => s.size().map(Some),
+            StreamRef::TopicKey(s) => s.size().map(Some),
         }
     }
 
@@ -100,6 +112,8 @@ impl StreamRef {
         match self {
             StreamRef::Partition(s) => s.read_at(offset, len),
             StreamRef::Topic(s) => s.read_at(offset, len),
+            StreamRef::Key(s) => s.read_at(offset, len),
+            StreamRef::TopicKey(s) => s.read_at(offset, len),
         }
     }
 
@@ -111,7 +125,7 @@ impl StreamRef {
                 let source: Arc<dyn AheadSource> = Arc::clone(s) as Arc<dyn AheadSource>;
                 Some(ReadAhead::new(source, pool))
             }
-            StreamRef::Topic(_) => None,
+            StreamRef::Topic(_) | StreamRef::Key(_) | StreamRef::TopicKey(_) => None,
         }
     }
 
@@ -120,6 +134,8 @@ impl StreamRef {
         match (self, other) {
             (StreamRef::Partition(a), StreamRef::Partition(b)) => Arc::ptr_eq(a, b),
             (StreamRef::Topic(a), StreamRef::Topic(b)) => Arc::ptr_eq(a, b),
+            (StreamRef::Key(a), StreamRef::Key(b)) => Arc::ptr_eq(a, b),
+            (StreamRef::TopicKey(a), StreamRef::TopicKey(b)) => Arc::ptr_eq(a, b),
             _ => false,
         }
     }

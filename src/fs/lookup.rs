@@ -115,6 +115,12 @@ impl TopicFs {
         let node = match parent {
             Node::Root => Node::Topic(name.to_string()),
             Node::Topic(topic) => match Node::topic_child(topic, name) {
+                Some(node @ Node::TopicByKeyDir(_)) => {
+                    if !self.topic_has_key_index(topic)? {
+                        return Err(absent());
+                    }
+                    node
+                }
                 Some(node) => node,
                 None => Node::Partition(PartitionId {
                     topic: topic.clone(),
@@ -132,6 +138,9 @@ impl TopicFs {
             Node::Partition(id) => {
                 let child = Node::partition_child(id, name).ok_or_else(absent)?;
                 if needs_segment_files(&child) && !self.has_segment_files(id)? {
+                    return Err(absent());
+                }
+                if super::bykey::needs_key_index(&child) && !self.has_key_index(id)? {
                     return Err(absent());
                 }
                 child
@@ -173,6 +182,21 @@ impl TopicFs {
                     Node::SegmentFile(id.clone(), base, kind)
                 }
             },
+            Node::ByKeyDir(id) => {
+                super::bykey::parse_key_spec(name, true)?;
+                Node::ByKey(id.clone(), name.to_string())
+            }
+            Node::LatestDir(id) => {
+                super::bykey::parse_key_spec(name, false)?;
+                Node::Latest(id.clone(), name.to_string())
+            }
+            Node::TopicByKeyDir(topic) => {
+                super::bykey::parse_key_spec(name, false)?;
+                Node::TopicByKey(topic.clone(), name.to_string())
+            }
+            Node::ByKey(..) | Node::Latest(..) | Node::Keys(_) | Node::TopicByKey(..) => {
+                return Err(absent());
+            }
             Node::TopicInfo(_)
             | Node::Offsets(..)
             | Node::TopicStream(..)
@@ -211,7 +235,7 @@ impl TopicFs {
                 let size = self.info_text(node)?.len() as u64;
                 (FileKind::RegularFile, size, ro_file, mtime, DYNAMIC_TTL)
             }
-            Node::OffsetsDir(topic) | Node::TopicByTimeDir(topic) => {
+            Node::OffsetsDir(topic) | Node::TopicByTimeDir(topic) | Node::TopicByKeyDir(topic) => {
                 let mtime = self.topic_mtime(topic)?;
                 (FileKind::Directory, 0, dir, mtime, STABLE_TTL)
             }
@@ -227,7 +251,9 @@ impl TopicFs {
             Node::Partition(id)
             | Node::ByOffsetDir(id)
             | Node::ByTimeDir(id)
-            | Node::SegmentsDir(id) => {
+            | Node::SegmentsDir(id)
+            | Node::ByKeyDir(id)
+            | Node::LatestDir(id) => {
                 let mtime = self.partition(id)?.last_modified()?;
                 (FileKind::Directory, 0, dir, mtime, STABLE_TTL)
             }
@@ -286,7 +312,22 @@ impl TopicFs {
                 let mtime = self.partition(id)?.last_modified()?;
                 (FileKind::Directory, 0, 0o555, mtime, DYNAMIC_TTL)
             }
-            Node::Stream(..) | Node::TopicStream(..) | Node::GroupNext(..) => {
+            Node::Latest(id, _) => {
+                let size = self.latest_text(node)?.len() as u64;
+                let mtime = self.partition(id)?.summary()?.last_modified;
+                (FileKind::RegularFile, size, ro_file, mtime, DYNAMIC_TTL)
+            }
+            Node::Keys(id) => {
+                // Generated as it is read: its size is not known in advance (0, as for a
+                // stream of unknown size; every tool reads to the end).
+                let mtime = self.partition(id)?.summary()?.last_modified;
+                (FileKind::RegularFile, 0, ro_file, mtime, DYNAMIC_TTL)
+            }
+            Node::Stream(..)
+            | Node::TopicStream(..)
+            | Node::GroupNext(..)
+            | Node::ByKey(..)
+            | Node::TopicByKey(..) => {
                 // Without an inode yet (0) there is nothing to pin the resolution to.
                 let stream = if ino == 0 { self.resolve(node)? } else { self.pinned(ino, node)? };
                 return self.stream_attr(ino, node, &stream);
@@ -331,7 +372,9 @@ impl TopicFs {
         // partial size: `tail -n` would seek to it and `wc -c` would trust it.
         let size = stream.known_size()?.unwrap_or(0);
         let mut mtime = match (node, node.partition_id()) {
-            (Node::TopicStream(topic, _), _) => self.topic_mtime(topic)?,
+            (Node::TopicStream(topic, _) | Node::TopicByKey(topic, _), _) => {
+                self.topic_mtime(topic)?
+            }
             (Node::GroupNext(id, ..), _) => self.partition(id)?.last_modified()?,
             (_, Some(id)) => self.partition(id)?.last_modified()?,
             (_, None) => return Err(Error::StaleHandle),

@@ -37,10 +37,12 @@
 
 pub mod append;
 pub mod attr;
+mod bykey;
 pub mod handle;
 pub mod info;
 pub mod inode;
 pub mod node;
+mod sizing;
 
 mod admin;
 mod contents;
@@ -311,6 +313,13 @@ pub fn describe(node: &Node) -> String {
             node::segment_file_name(*base, *kind)
         ),
         Node::PartitionCheck(id) => format!("{}/{}", partition(id), node::CHECK),
+        Node::ByKeyDir(id) => format!("{}/{}", partition(id), node::BY_KEY),
+        Node::ByKey(id, name) => format!("{}/{}/{name}", partition(id), node::BY_KEY),
+        Node::LatestDir(id) => format!("{}/{}", partition(id), node::LATEST),
+        Node::Latest(id, name) => format!("{}/{}/{name}", partition(id), node::LATEST),
+        Node::Keys(id) => format!("{}/{}", partition(id), node::KEYS),
+        Node::TopicByKeyDir(topic) => format!("{topic}/{}", node::BY_KEY),
+        Node::TopicByKey(topic, name) => format!("{topic}/{}/{name}", node::BY_KEY),
         Node::GroupsDir(topic) => format!("{topic}/{}", node::GROUPS),
         Node::Group(topic, group) => format!("{topic}/{}/{group}", node::GROUPS),
         Node::GroupOffsets(topic, group) => {
@@ -336,7 +345,14 @@ fn needs_segment_files(node: &Node) -> bool {
 
 /// Whether a node is a stream file (of a partition, of a topic, or a group's `next`).
 fn is_stream(node: &Node) -> bool {
-    matches!(node, Node::Stream(..) | Node::TopicStream(..) | Node::GroupNext(..))
+    matches!(
+        node,
+        Node::Stream(..)
+            | Node::TopicStream(..)
+            | Node::GroupNext(..)
+            | Node::ByKey(..)
+            | Node::TopicByKey(..)
+    )
 }
 
 /// Size of one file of a segment; `None` when the segment has no such file.

@@ -25,6 +25,13 @@
 //! /<topic>/<p>/segments/<base>.<ext>  SegmentFile
 //! /<topic>/<p>/segments/<base>.<ext>.dump  SegmentDump
 //! /<topic>/<p>/check                  PartitionCheck
+//! /<topic>/<p>/by-key/                ByKeyDir
+//! /<topic>/<p>/by-key/<key>[.json|.raw]  ByKey
+//! /<topic>/<p>/latest/                LatestDir
+//! /<topic>/<p>/latest/<key>[.json]    Latest
+//! /<topic>/<p>/keys                   Keys
+//! /<topic>/by-key/                    TopicByKeyDir
+//! /<topic>/by-key/<key>[.json]        TopicByKey
 //! /<topic>/groups/                    GroupsDir
 //! /<topic>/groups/<group>/            Group
 //! /<topic>/groups/<group>/offsets     GroupOffsets
@@ -57,6 +64,12 @@ pub const SEGMENTS: &str = "segments";
 pub const OFFSETS: &str = "offsets";
 /// Name of a topic's consumer groups directory.
 pub const GROUPS: &str = "groups";
+/// Name of the by-key directories (partition and topic).
+pub const BY_KEY: &str = crate::view::bykey::BY_KEY;
+/// Name of a partition's latest-value directory.
+pub const LATEST: &str = crate::view::bykey::LATEST;
+/// Name of a partition's key listing.
+pub const KEYS: &str = crate::view::bykey::KEYS;
 
 /// Digits in a segment file's base offset (`00000000000000000000.log`), as Kafka writes them.
 const SEGMENT_BASE_DIGITS: usize = 20;
@@ -131,6 +144,20 @@ pub enum Node {
     /// `<topic>/groups/<group>/<p>/next[.json|.raw]` (partition, group, name): records from the
     /// committed offset to the end as of resolution.
     GroupNext(PartitionId, String, String),
+    /// `<topic>/<p>/by-key/`: records by key (only with a key index).
+    ByKeyDir(PartitionId),
+    /// `<topic>/<p>/by-key/<key>[.json|.raw]`; the name as written in the path.
+    ByKey(PartitionId, String),
+    /// `<topic>/<p>/latest/`: the last record of each key.
+    LatestDir(PartitionId),
+    /// `<topic>/<p>/latest/<key>[.json]`; the name as written in the path.
+    Latest(PartitionId, String),
+    /// `<topic>/<p>/keys`: the distinct keys with their record counts.
+    Keys(PartitionId),
+    /// `<topic>/by-key/`: records by key over the topic's partitions.
+    TopicByKeyDir(String),
+    /// `<topic>/by-key/<key>[.json]`; the name as written in the path.
+    TopicByKey(String, String),
 }
 
 impl Node {
@@ -147,8 +174,12 @@ impl Node {
             | Node::SegmentsDir(_)
             | Node::GroupsDir(_)
             | Node::Group(..)
-            | Node::GroupPartition(..) => true,
+            | Node::GroupPartition(..)
+            | Node::ByKeyDir(_)
+            | Node::LatestDir(_)
+            | Node::TopicByKeyDir(_) => true,
             Node::GroupOffsets(..) | Node::GroupReset(..) | Node::GroupNext(..) => false,
+            Node::ByKey(..) | Node::Latest(..) | Node::Keys(_) | Node::TopicByKey(..) => false,
             Node::TopicInfo(_)
             | Node::Offsets(..)
             | Node::TopicStream(..)
@@ -193,6 +224,13 @@ impl Node {
             }
             Node::GroupPartition(id, group) => Node::Group(id.topic.clone(), group.clone()),
             Node::GroupNext(id, group, _) => Node::GroupPartition(id.clone(), group.clone()),
+            Node::ByKeyDir(id) | Node::LatestDir(id) | Node::Keys(id) => {
+                Node::Partition(id.clone())
+            }
+            Node::ByKey(id, _) => Node::ByKeyDir(id.clone()),
+            Node::Latest(id, _) => Node::LatestDir(id.clone()),
+            Node::TopicByKeyDir(topic) => Node::Topic(topic.clone()),
+            Node::TopicByKey(topic, _) => Node::TopicByKeyDir(topic.clone()),
         }
     }
 
@@ -213,7 +251,9 @@ impl Node {
             | Node::GroupOffsets(..)
             | Node::GroupReset(..)
             | Node::GroupPartition(..)
-            | Node::GroupNext(..) => None,
+            | Node::GroupNext(..)
+            | Node::TopicByKeyDir(_)
+            | Node::TopicByKey(..) => None,
             Node::Partition(id)
             | Node::PartitionInfo(id)
             | Node::ByOffsetDir(id)
@@ -224,7 +264,12 @@ impl Node {
             | Node::SegmentsDir(id)
             | Node::SegmentFile(id, ..)
             | Node::SegmentDump(id, ..)
-            | Node::PartitionCheck(id) => Some(id),
+            | Node::PartitionCheck(id)
+            | Node::ByKeyDir(id)
+            | Node::ByKey(id, _)
+            | Node::LatestDir(id)
+            | Node::Latest(id, _)
+            | Node::Keys(id) => Some(id),
         }
     }
 
@@ -238,6 +283,7 @@ impl Node {
             APPEND => Node::TopicAppend(topic),
             APPEND_JSON => Node::TopicAppendJson(topic),
             GROUPS => Node::GroupsDir(topic),
+            BY_KEY => Node::TopicByKeyDir(topic),
             _ => return None,
         })
     }
@@ -253,6 +299,9 @@ impl Node {
             APPEND => Node::Append(id),
             APPEND_JSON => Node::AppendJson(id),
             SEGMENTS => Node::SegmentsDir(id),
+            BY_KEY => Node::ByKeyDir(id),
+            LATEST => Node::LatestDir(id),
+            KEYS => Node::Keys(id),
             _ => return None,
         })
     }
@@ -348,6 +397,10 @@ mod tests {
             Node::GroupOffsets("t".into(), "g".into()),
             Node::GroupReset("t".into(), "g".into()),
             Node::GroupNext(id.clone(), "g".into(), "next.json".into()),
+            Node::ByKey(id.clone(), "user-42.json".into()),
+            Node::Latest(id.clone(), "%null".into()),
+            Node::Keys(id.clone()),
+            Node::TopicByKey("t".into(), "k.json".into()),
         ];
         for node in nodes {
             assert!(node.parent().is_dir(), "{node:?}");

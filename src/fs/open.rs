@@ -38,7 +38,20 @@ impl TopicFs {
             | Node::SegmentsDir(_)
             | Node::GroupsDir(_)
             | Node::Group(..)
-            | Node::GroupPartition(..) => Err(Error::Unsupported("open of a directory as a file")),
+            | Node::GroupPartition(..)
+            | Node::ByKeyDir(_)
+            | Node::LatestDir(_)
+            | Node::TopicByKeyDir(_) => Err(Error::Unsupported("open of a directory as a file")),
+            Node::Latest(..) => {
+                self.refuse_write(request, "writing a latest file")?;
+                let text = self.latest_text(&node)?;
+                Ok(direct(self.handles.insert(Handle::Text(text))))
+            }
+            Node::Keys(id) => {
+                self.refuse_write(request, "writing a keys file")?;
+                let reader = self.keys_reader(id)?;
+                Ok(direct(self.handles.insert(Handle::Keys(reader))))
+            }
             Node::GroupOffsets(..) | Node::GroupReset(..) => {
                 if request.write || request.truncate {
                     self.check_writable()?;
@@ -77,7 +90,11 @@ impl TopicFs {
                 let state = AppendState::for_target(target, format, self.options.max_line_bytes);
                 Ok(append(self.handles.insert(Handle::Append(Mutex::new(state)))))
             }
-            Node::Stream(..) | Node::TopicStream(..) | Node::GroupNext(..) => {
+            Node::Stream(..)
+            | Node::TopicStream(..)
+            | Node::GroupNext(..)
+            | Node::ByKey(..)
+            | Node::TopicByKey(..) => {
                 self.refuse_write(request, "writing a stream")?;
                 let stream = self.open_pinned(ino, &node)?;
                 let ahead = stream.read_ahead(&self.ahead);
@@ -151,6 +168,7 @@ impl TopicFs {
                 Ok(text.get(start..end).unwrap_or_default().to_vec())
             }
             Handle::Inspection(reader) => reader.read_at(offset, size),
+            Handle::Keys(reader) => reader.read_at(offset, size),
             Handle::Stream { stream, ahead, .. } => {
                 let data = match ahead {
                     Some(ahead) => ahead.read(offset, size)?,
@@ -201,6 +219,7 @@ impl TopicFs {
             | Handle::Inspection(_)
             | Handle::Segment { .. }
             | Handle::Group { .. }
+            | Handle::Keys(_)
             | Handle::Dir { .. } => Ok(()),
         }
     }
@@ -227,6 +246,9 @@ impl TopicFs {
 
     /// Resolves a stream node now.
     pub(super) fn resolve(&self, node: &Node) -> Result<StreamRef> {
+        if matches!(node, Node::ByKey(..) | Node::TopicByKey(..)) {
+            return self.resolve_key(node);
+        }
         if let Node::GroupNext(id, group, name) = node {
             return self.resolve_next(id, group, name).map(StreamRef::Partition);
         }

@@ -83,8 +83,12 @@ impl TopicFs {
                     node::APPEND,
                     node::APPEND_JSON,
                     node::GROUPS,
+                    node::BY_KEY,
                 ] {
                     if name == node::GROUPS && self.groups.is_none() {
+                        continue;
+                    }
+                    if name == node::BY_KEY && !self.topic_has_key_index(topic)? {
                         continue;
                     }
                     if let Some(child) = Node::topic_child(topic, name) {
@@ -98,6 +102,7 @@ impl TopicFs {
             }
             Node::Partition(id) => {
                 let has_files = self.has_segment_files(id)?;
+                let has_keys = self.has_key_index(id)?;
                 for name in [
                     node::INFO,
                     node::BY_OFFSET,
@@ -106,9 +111,13 @@ impl TopicFs {
                     node::APPEND_JSON,
                     node::SEGMENTS,
                     node::CHECK,
+                    node::BY_KEY,
+                    node::LATEST,
+                    node::KEYS,
                 ] {
                     if let Some(child) = Node::partition_child(id, name)
                         && (has_files || !needs_segment_files(&child))
+                        && (has_keys || !super::bykey::needs_key_index(&child))
                     {
                         names.push((name.to_string(), child));
                     }
@@ -129,6 +138,13 @@ impl TopicFs {
                     let child = Node::Stream(id.clone(), dir, name.clone());
                     names.push((name, child));
                 }
+            }
+            // Keys are not listed (a partition may have millions): `keys` lists them.
+            Node::ByKeyDir(id) | Node::LatestDir(id) => {
+                self.has_key_index(id)?;
+            }
+            Node::TopicByKeyDir(topic) => {
+                self.source.partitions(topic)?;
             }
             Node::GroupsDir(topic) => {
                 for group in self.group_names(topic)? {

@@ -69,7 +69,7 @@ use self::mountinfo::fuse_connection;
 pub use self::mountinfo::mount_entry;
 pub use self::request::{
     Access, ClusterMount, DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, FuseOption, MountRequest,
-    parse_group, parse_mode, parse_render_threads, parse_size, parse_user,
+    parse_cache_dir, parse_group, parse_mode, parse_render_threads, parse_size, parse_user,
 };
 pub use self::retention::RETENTION_CHECK_INTERVAL;
 use self::retention::Retention;
@@ -81,6 +81,7 @@ use crate::fs::{FsOptions, TopicFs};
 use crate::fuse::FuseAdapter;
 use crate::source::TopicSource;
 use crate::storage::SegmentMode;
+use crate::storage::cache::{CacheSettings, SegmentCache};
 use crate::storage::log_dir::LogDir;
 
 /// How the mount process runs.
@@ -214,9 +215,30 @@ fn open_backend(
     let log_dir = Arc::new(LogDir::open_with(data_dir, log_config, topic_configs, mode)?);
     let groups = Arc::new(crate::storage::groups::LocalGroupStore::new(Arc::clone(&log_dir)));
     log_dir.set_sizing_budget(request.sizing_budget.unwrap_or(crate::storage::LOCAL_SIZING_BUDGET));
+    log_dir.set_cache(Arc::new(open_cache(&request.cache, data_dir)?));
     let source: Arc<dyn TopicSource> = Arc::clone(&log_dir) as Arc<dyn TopicSource>;
     let retained = (!request.read_only).then_some(log_dir);
     Ok(Backend { source, retained, groups })
+}
+
+/// The segment cache of a log-dir mount: refused inside the data dir (a read-only mount of a
+/// broker's directory must write nothing there, and the broker would see foreign files).
+fn open_cache(settings: &CacheSettings, data_dir: &Path) -> Result<SegmentCache> {
+    if let Some(dir) = &settings.dir {
+        // The nearest existing ancestor tells where the directory would be created.
+        let absolute = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
+        let existing = absolute.ancestors().find_map(|a| std::fs::canonicalize(a).ok());
+        let data = std::fs::canonicalize(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
+        if existing.is_some_and(|e| e.starts_with(&data) || absolute.starts_with(&data)) {
+            return Err(Error::Usage(format!(
+                "--cache-dir {} is inside the data dir {}: choose a directory outside it \
+                 (or cache_dir=none)",
+                dir.display(),
+                data.display()
+            )));
+        }
+    }
+    Ok(SegmentCache::open(settings))
 }
 
 fn mount_and_serve(request: &MountRequest, signals: SigSet, reporter: &mut Reporter) -> Result<()> {
@@ -277,6 +299,9 @@ fn mount_and_serve(request: &MountRequest, signals: SigSet, reporter: &mut Repor
             )));
         }
     };
+    // Sizing that still has to happen runs now, off the request path (a partition whose
+    // sealed segments the cache knows costs nothing).
+    let _sizing = TopicFs::start_background_sizing(&fs);
     let connection = fuse_connection(&mountpoint);
     let (ended_tx, ended_rx) = mpsc::channel::<()>();
     let stopper = Stopper {
@@ -421,5 +446,29 @@ mod tests {
         assert_eq!(isolation(&["--isolation", "read_uncommitted"]), Isolation::ReadUncommitted);
         let client = ["--config", "isolation.level=read_uncommitted"];
         assert_eq!(isolation(&client), Isolation::ReadUncommitted);
+    }
+}
+
+#[cfg(test)]
+mod cache_tests {
+    use super::*;
+
+    #[test]
+    fn a_cache_dir_inside_the_data_dir_is_refused_and_one_outside_is_created() {
+        let tmp = tempfile::tempdir().unwrap();
+        let data = tmp.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        let inside = CacheSettings { dir: Some(data.join("sub/cache")), max_bytes: 1 << 20 };
+        let err = open_cache(&inside, &data).unwrap_err().to_string();
+        assert!(err.contains("inside the data dir"), "{err}");
+        assert!(!data.join("sub").exists(), "nothing was created in the data dir");
+        let dotted = CacheSettings { dir: Some(data.join("../data/c")), max_bytes: 1 << 20 };
+        assert!(open_cache(&dotted, &data).is_err());
+        let outside = CacheSettings { dir: Some(tmp.path().join("cache")), max_bytes: 1 << 20 };
+        let cache = open_cache(&outside, &data).unwrap();
+        assert_eq!(cache.dir(), Some(tmp.path().join("cache").as_path()));
+        assert!(tmp.path().join("cache").is_dir());
+        let off = open_cache(&CacheSettings { dir: None, max_bytes: 0 }, &data).unwrap();
+        assert_eq!(off.dir(), None);
     }
 }

@@ -63,6 +63,10 @@ pub enum FuseOption {
     MemoryBudget(usize),
     /// `render_threads=N`: same as `--render-threads`.
     RenderThreads(usize),
+    /// `cache_dir=DIR`: same as `--cache-dir`; `cache_dir=none` turns the segment cache off.
+    CacheDir(Option<PathBuf>),
+    /// `cache_size=SIZE`: same as `--cache-size`.
+    CacheSize(u64),
 }
 
 /// Kernel mount flags accepted by `-o`.
@@ -110,19 +114,33 @@ impl FromStr for FuseOption {
                     FuseOption::MemoryBudget(parse_size(size)?)
                 } else if let Some(n) = s.strip_prefix("render_threads=") {
                     FuseOption::RenderThreads(parse_render_threads(n)?)
+                } else if let Some(dir) = s.strip_prefix("cache_dir=") {
+                    FuseOption::CacheDir(parse_cache_dir(dir)?)
+                } else if let Some(size) = s.strip_prefix("cache_size=") {
+                    FuseOption::CacheSize(parse_size(size)? as u64)
                 } else {
                     return Err(Error::Usage(format!(
                         "unknown mount option {s:?} (known: allow_other, allow_root, \
                          default_permissions, auto_unmount, ro, rw, no_passthrough, \
                          show_internal, auto_offset_reset=earliest|latest, auto_commit, \
                          fsname=NAME, subtype=NAME, uid=USER, gid=GROUP, umask=MODE, \
-                         file_mode=MODE, dir_mode=MODE, memory_budget=SIZE, render_threads=N, {})",
+                         file_mode=MODE, dir_mode=MODE, memory_budget=SIZE, render_threads=N, \
+                         cache_dir=DIR|none, cache_size=SIZE, {})",
                         FLAGS.join(", ")
                     )));
                 }
             }
         };
         Ok(option)
+    }
+}
+
+/// `cache_dir=DIR` / `--cache-dir DIR`: a directory, or `none` (no segment cache).
+pub fn parse_cache_dir(dir: &str) -> Result<Option<PathBuf>> {
+    match dir {
+        "" => Err(Error::Usage("cache_dir needs a directory (or none)".into())),
+        "none" => Ok(None),
+        _ => Ok(Some(PathBuf::from(dir))),
     }
 }
 
@@ -284,6 +302,8 @@ pub struct MountRequest {
     pub sizing_budget: Option<u64>,
     /// `log.retention.check.interval.ms`: how often retention runs on a read-write mount.
     pub retention_check_interval: Duration,
+    /// `--cache-dir`/`--cache-size`: the segment cache (see [`crate::storage::cache`]).
+    pub cache: crate::storage::cache::CacheSettings,
     /// Owner, group and modes of the files.
     pub access: Access,
 }

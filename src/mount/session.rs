@@ -171,7 +171,9 @@ pub(super) fn session_config(request: &MountRequest, data_dir: &Path) -> Result<
             | FuseOption::FileMode(_)
             | FuseOption::DirMode(_)
             | FuseOption::MemoryBudget(_)
-            | FuseOption::RenderThreads(_) => {}
+            | FuseOption::RenderThreads(_)
+            | FuseOption::CacheDir(_)
+            | FuseOption::CacheSize(_) => {}
             FuseOption::AutoUnmount => auto_unmount = true,
             FuseOption::FsName(name) => fsname.clone_from(name),
             FuseOption::Subtype(name) => subtype.clone_from(name),

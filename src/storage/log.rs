@@ -65,6 +65,7 @@ mod load;
 mod read;
 mod refresh;
 mod retention;
+mod summaries;
 mod summary;
 mod txn;
 
@@ -133,6 +134,12 @@ pub struct Log {
     refused: Mutex<Vec<RefusedFile>>,
     /// Log bytes a stream's `stat`/`open` may render to size it ([`Log::set_sizing_budget`]).
     sizing_budget: AtomicU64,
+    /// The key indexes of the segments, built on the first key query
+    /// ([`super::key_index`]).
+    keys: super::key_index::PartitionKeys,
+    /// The segment cache and what this partition knows of its sealed segments' identities
+    /// (`log/summaries.rs`).
+    summaries: summaries::Summaries,
 }
 
 impl Log {
@@ -188,6 +195,8 @@ impl Log {
             last_refresh_ms: AtomicI64::new(now_ms()),
             refused: Mutex::new(Vec::new()),
             sizing_budget: AtomicU64::new(super::log_dir::LOCAL_SIZING_BUDGET),
+            keys: super::key_index::PartitionKeys::new(None),
+            summaries: summaries::Summaries::default(),
         };
         // Read-only: a broker renaming a file between our listing and our open (a swap
         // finishing, retention) is routine; look again a few times before giving up.
@@ -211,6 +220,11 @@ impl Log {
     /// says for this partition (`--sizing-budget`).
     pub fn set_sizing_budget(&self, bytes: u64) {
         self.sizing_budget.store(bytes, Ordering::Relaxed);
+    }
+
+    /// The partition's key indexes ([`super::key_index`]).
+    pub fn keys(&self) -> &super::key_index::PartitionKeys {
+        &self.keys
     }
 
     /// See [`Log::set_sizing_budget`].

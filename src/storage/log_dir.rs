@@ -41,6 +41,7 @@ use crate::format::file_name::{
 use crate::format::properties::{format_properties, parse_properties};
 use crate::sync::lock;
 
+use super::cache::SegmentCache;
 use super::config::LogConfig;
 use super::log::{LoadState, Log};
 use super::open;
@@ -96,6 +97,9 @@ pub struct LogDir {
     failed: Mutex<BTreeSet<(String, u32)>>,
     /// Every partition's sizing budget ([`LogDir::set_sizing_budget`]).
     sizing_budget: AtomicU64,
+    /// The segment cache every partition keeps its sealed segments' summaries in
+    /// ([`LogDir::set_cache`]; disabled until set).
+    cache: RwLock<Arc<SegmentCache>>,
 }
 
 impl LogDir {
@@ -167,6 +171,7 @@ impl LogDir {
             last_rescan_ms: AtomicI64::new(now_ms()),
             failed: Mutex::new(BTreeSet::new()),
             sizing_budget: AtomicU64::new(LOCAL_SIZING_BUDGET),
+            cache: RwLock::new(Arc::new(SegmentCache::disabled())),
         };
         let partitions = dir.partition_dirs(true)?;
         let logs = dir.load_partitions(partitions.into_iter().collect());
@@ -190,6 +195,20 @@ impl LogDir {
     /// See [`LogDir::set_sizing_budget`].
     pub fn sizing_budget(&self) -> u64 {
         self.sizing_budget.load(Ordering::Relaxed)
+    }
+
+    /// Sets the segment cache of every partition, loaded now or later (`--cache-dir`; the
+    /// cache lives outside the data dir, so a read-only mount still writes nothing here).
+    pub fn set_cache(&self, cache: Arc<SegmentCache>) {
+        *self.cache.write().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&cache);
+        for log in self.logs.read().unwrap_or_else(|e| e.into_inner()).values() {
+            log.set_cache(Arc::clone(&cache));
+        }
+    }
+
+    /// See [`LogDir::set_cache`].
+    pub fn cache(&self) -> Arc<SegmentCache> {
+        Arc::clone(&self.cache.read().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// The partition directories under the data dir, by (topic, partition); `log_skipped`
@@ -269,6 +288,7 @@ impl LogDir {
             match Log::open(&dir, topic, partition, config, self.mode, state) {
                 Ok(log) => {
                     log.set_sizing_budget(self.sizing_budget());
+                    log.set_cache(self.cache());
                     lock(&self.failed).remove(&key);
                     logs.insert(key, Arc::new(log));
                 }
@@ -436,6 +456,7 @@ impl LogDir {
         let dir = self.path.join(partition_dir_name(topic, partition));
         let log = Log::create(&dir, topic, partition, self.config_for(topic))?;
         log.set_sizing_budget(self.sizing_budget());
+        log.set_cache(self.cache());
         sync_dir(&self.path)?;
         self.logs
             .write()
@@ -493,8 +514,10 @@ impl LogDir {
     }
 
     /// Closes every partition cleanly (trimmed indexes, fsync), writes the checkpoints and the
-    /// clean-shutdown marker, and releases the lock. Idempotent.
+    /// clean-shutdown marker, and releases the lock; first waits for the segment cache's
+    /// queued writes (both modes: the cache is outside the data dir). Idempotent.
     pub fn shutdown(&self) -> Result<()> {
+        self.cache().flush();
         if self.shut_down.swap(true, Ordering::AcqRel) || self.mode == SegmentMode::ReadOnly {
             return Ok(());
         }

@@ -14,6 +14,8 @@
 //!   `index` file (mapped when writable, copied into memory when read-only).
 //! - [`scan`]: positioned reads of `.log` files (`pread`, never mapped) and the forward
 //!   batch-header scan.
+//! - [`cache`]: the segment cache, outside the data dir: what was learned about sealed
+//!   segments, kept across remounts and validated before use.
 //! - [`config::LogConfig`]: Kafka's topic-level settings and defaults.
 //! - `source_impl`: [`crate::source::TopicSource`] and [`crate::source::PartitionSource`] for
 //!   [`log_dir::LogDir`] and [`log::Log`].
@@ -45,9 +47,11 @@
 //!   read for aborted transactions), compaction. Appended batches carry partition leader
 //!   epoch 0 and no producer id.
 
+pub mod cache;
 pub mod config;
 pub mod groups;
 mod index;
+pub mod key_index;
 pub mod log;
 pub mod log_dir;
 mod mmap;

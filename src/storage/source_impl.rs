@@ -14,13 +14,16 @@ use crate::format::{
     parse_batch_info, peek_entry,
 };
 use crate::source::{
-    AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, PartitionSource, PartitionSummary, ReadCursor,
-    SkippedDamage, SpaceStats, TopicSource,
+    AbortedTxn, AppendInfo, BatchChunk, CacheKind, KeyHits, KeyIndex, KeyListing, OffsetQuery,
+    PartitionSource, PartitionSummary, ReadCursor, SealedSpan, SkippedDamage, SpaceStats,
+    SummaryUpdate, TopicSource,
 };
 use crate::storage::segment_files::{FileProblem, SegmentFileKind, SegmentFiles, SegmentSummary};
 
+use super::key_index::IndexedLog;
 use super::log::{Log, SegmentCursor};
 use super::log_dir::LogDir;
+use super::segment::LogSegment;
 
 impl PartitionSource for Log {
     fn topic(&self) -> &str {
@@ -53,6 +56,18 @@ impl PartitionSource for Log {
 
     fn sizing_budget(&self) -> u64 {
         Log::sizing_budget(self)
+    }
+
+    fn sealed_span_at(&self, cursor: &ReadCursor) -> Option<SealedSpan> {
+        Log::sealed_span_at(self, cursor)
+    }
+
+    fn load_summary(&self, span: &SealedSpan, kind: CacheKind) -> Option<Vec<u8>> {
+        Log::load_summary(self, span.base, kind)
+    }
+
+    fn update_summary(&self, span: &SealedSpan, kind: CacheKind, update: SummaryUpdate) {
+        Log::update_summary_later(self, span.base, kind, update)
     }
 
     fn byte_location(&self, cursor: &ReadCursor, delta: u64) -> (String, u64) {
@@ -98,6 +113,58 @@ impl PartitionSource for Log {
 
     fn segment_files(&self) -> Option<&dyn SegmentFiles> {
         Some(self)
+    }
+
+    fn key_index(&self) -> Option<&dyn KeyIndex> {
+        Some(self)
+    }
+}
+
+impl IndexedLog for Log {
+    fn segment_list(&self) -> Vec<Arc<LogSegment>> {
+        Log::segment_list(self)
+    }
+
+    fn log_start_offset(&self) -> Offset {
+        Log::log_start_offset(self)
+    }
+
+    fn log_end_offset(&self) -> Offset {
+        Log::log_end_offset(self)
+    }
+
+    fn take_in_changes(&self) -> Result<()> {
+        self.maybe_refresh()
+    }
+
+    fn dir(&self) -> &std::path::Path {
+        Log::dir(self)
+    }
+
+    fn load_key_index(&self, base: Offset) -> Option<Vec<u8>> {
+        self.load_summary(base, crate::storage::cache::CacheKind::KeyIndex)
+    }
+
+    fn store_key_index(&self, base: Offset, payload: &[u8]) {
+        self.store_summary(base, crate::storage::cache::CacheKind::KeyIndex, payload)
+    }
+}
+
+impl KeyIndex for Log {
+    fn key_hits(&self, key: Option<&[u8]>, from: Offset) -> Result<KeyHits> {
+        self.keys().key_hits(self, key, from)
+    }
+
+    fn keys_named(&self, h0: u64, h1: u64) -> Result<Vec<Vec<u8>>> {
+        self.keys().keys_named(self, h0, h1)
+    }
+
+    fn listing(&self) -> Result<Box<dyn KeyListing>> {
+        self.keys().listing(self)
+    }
+
+    fn transactional(&self) -> bool {
+        self.keys().transactional()
     }
 }
 

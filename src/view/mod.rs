@@ -11,6 +11,7 @@
 //! * [`envelope`]: `append` lines and `append.json` envelopes back into records.
 //! * [`stream`]: streams with exact sizes and the registry that opens them; [`render_index`]:
 //!   the shared sparse render index behind them; `walker`: the batch walk both render with.
+//! * [`bykey`]: records by key (`by-key/`, `latest/`, `keys`) over a partition's key index.
 //! * [`txn`]: transaction isolation (`read_committed`: the last stable offset, aborted batches).
 //! * [`inspect`]: the inspection files of a partition with segment files (`check`, `.dump`),
 //!   through [`crate::storage::segment_files::SegmentFiles`].
@@ -42,6 +43,7 @@
 //!    file and position, bytes deleted by retention `ESTALE`, bad appends `EINVAL` naming the line.
 
 pub mod budget;
+pub mod bykey;
 pub mod envelope;
 pub mod groups;
 pub mod inspect;
@@ -51,6 +53,7 @@ pub mod render;
 pub mod render_index;
 pub mod spec;
 pub mod stream;
+mod summary;
 pub mod topic;
 pub mod txn;
 mod walker;

@@ -61,20 +61,27 @@
 //! [`Error::StaleHandle`]: reopening them gives consistent new positions.
 //!
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 use crate::format::Offset;
-use crate::source::PartitionSource;
+use crate::source::{CacheKind, PartitionSource, ReadCursor, SealedSpan};
 use crate::sync::lock;
 use crate::view::render::Renderer;
 use crate::view::spec::Format;
-use crate::view::txn::TxnTracker;
+use crate::view::summary::{self, FormatSummary, SpanCheckpoint};
+use crate::view::txn::{TxnSnapshot, TxnTracker};
 pub use crate::view::walker::Checkpoint;
 use crate::view::walker::{Walker, first_offset};
 
 /// Bytes of log between two interval checkpoints of a fresh render index.
 pub const CHECKPOINT_INTERVAL: u64 = 64 * 1024;
+/// Log bytes between the checkpoints a span's cached summary keeps (so reading from a place
+/// inside a cached segment renders at most about this much before it).
+pub const SUMMARY_SPACING: u64 = 1 << 20;
+/// Most whole spans waiting to be stored at once (more are learned again later).
+const MAX_COMPLETED: usize = 4096;
 /// Most checkpoints kept per render index before thinning (about 4 GiB of log at the initial
 /// interval; 64 bytes each).
 pub const MAX_CHECKPOINTS: usize = 64 * 1024;
@@ -94,6 +101,12 @@ pub(super) struct IndexState {
     pub(super) since_checkpoint: u64,
     /// The log start offset last seen.
     pub(super) log_start: Offset,
+    /// Sealed spans (by base offset) whose summary in this format is known to be cached: taken
+    /// from the cache or stored by this index (see "The segment cache" in the module docs).
+    pub(super) summarized: HashSet<Offset>,
+    /// Spans rendered whole since the last store: (checkpoint at the start, checkpoint at the
+    /// next span's start, the checkpoints between).
+    pub(super) completed: Vec<(Checkpoint, Checkpoint, Vec<Checkpoint>)>,
 }
 
 /// The shared sparse render index of one partition in one format (see the module docs).
@@ -168,10 +181,21 @@ impl RenderIndex {
         Ok(reached || st.frontier.bound >= start)
     }
 
+    /// One step of background sizing: extends the index towards the current log end by at most
+    /// `step` bytes of log (sealed segments the segment cache knows cost nothing), holding the
+    /// index's lock only for that step, so a reader of this format waits at most one step and
+    /// readers of anything else never. Whether the index reached the end.
+    pub fn size_step(&self, part: &dyn PartitionSource, step: u64) -> Result<bool> {
+        let mut st = lock(&self.state);
+        self.sync(&mut st, part)?;
+        let log_end = part.summary()?.log_end_offset;
+        self.extend_within(&mut st, part, Some(log_end), Some(step))
+    }
+
     /// Takes in what a read rendered past the frontier (see [`Learned`]): its checkpoints and
     /// the batch boundary it reached become the index's, unless the index was rebuilt or another
     /// caller got as far meanwhile.
-    pub(super) fn learn(&self, learned: Learned) {
+    pub(super) fn learn(&self, part: &dyn PartitionSource, learned: Learned) {
         let Some(reached) = learned.reached else { return };
         let mut st = lock(&self.state);
         if st.generation != learned.generation || reached.bound <= st.frontier.bound {
@@ -180,12 +204,18 @@ impl RenderIndex {
         let old = st.frontier;
         st.push(old);
         for c in learned.pending {
-            if c.bound > old.bound && c.bound < reached.bound {
+            // A segment start right after the old frontier has its bound (the end of the
+            // segment before): kept, so that the segment's rendering is known whole.
+            let after_old = c.bound > old.bound
+                || (c.segment_start && c.bound == old.bound && c.cursor != old.cursor);
+            if after_old && c.bound < reached.bound {
                 st.push(c);
             }
         }
         st.frontier = reached;
         st.since_checkpoint = learned.since;
+        let snap = self.txn.as_ref().map(|t| t.snapshot());
+        self.store_completed(&mut st, part, snap.as_ref());
     }
 
     /// Number of checkpoints held (frontier excluded): for tests and statistics.
@@ -256,6 +286,8 @@ impl RenderIndex {
         until: Option<Offset>,
         budget: Option<u64>,
     ) -> Result<bool> {
+        let snap = self.txn.as_ref().map(|t| t.snapshot());
+        self.jump_cached(st, part, snap.as_ref());
         let mut w = self.walker(part, st.frontier);
         let mut spent = 0u64;
         loop {
@@ -263,15 +295,21 @@ impl RenderIndex {
                 break;
             }
             if budget.is_some_and(|b| spent > 0 && spent >= b) {
+                self.store_completed(st, part, snap.as_ref());
                 return Ok(false);
             }
             let Some(step) = w.peek()? else { break };
-            spent = spent.saturating_add(u64::from(step.info.size));
             if w.at_retention_boundary && st.is_new_checkpoint(&w.here) {
+                // A new segment: if the cache knows its rendering, skip to its end.
+                if self.jump_cached(st, part, snap.as_ref()) {
+                    w = self.walker(part, st.frontier);
+                    continue;
+                }
                 let mut c = w.here;
                 c.segment_start = true;
                 st.push(c);
             }
+            spent = spent.saturating_add(u64::from(step.info.size));
             let rendered = w.count_batch(&step, None)?;
             w.advance(&step, rendered);
             st.since_checkpoint = st.since_checkpoint.saturating_add(u64::from(step.info.size));
@@ -280,7 +318,136 @@ impl RenderIndex {
             }
             st.frontier = w.here;
         }
+        self.store_completed(st, part, snap.as_ref());
         Ok(true)
+    }
+
+    /// With `read_committed`, what a span's rendering depends on besides its bytes: `None` when
+    /// it cannot be known yet (the span reaches the stable offset), else (committed, digest of
+    /// the aborted ranges over the span). `(false, 0)` with `read_uncommitted`.
+    fn txn_key(&self, snap: Option<&TxnSnapshot>, span: &SealedSpan) -> Option<(bool, u64)> {
+        match (&self.txn, snap) {
+            (None, _) => Some((false, 0)),
+            (Some(_), Some(s)) if s.stable >= span.end.next_offset => {
+                Some((true, s.aborted_digest(span.base, span.end.next_offset)))
+            }
+            (Some(_), _) => None,
+        }
+    }
+
+    /// Moves the frontier over every sealed span right after it whose rendering in this
+    /// format the segment cache holds (adding its checkpoints). Whether it moved.
+    fn jump_cached(
+        &self,
+        st: &mut IndexState,
+        part: &dyn PartitionSource,
+        snap: Option<&TxnSnapshot>,
+    ) -> bool {
+        let mut moved = false;
+        while let Some(span) = part.sealed_span_at(&st.frontier.cursor) {
+            // A frontier past the span's base (an origin inside it) renders only part of it.
+            if st.frontier.bound > span.base {
+                break;
+            }
+            let Some((committed, digest)) = self.txn_key(snap, &span) else { break };
+            let Some(summaries) = part
+                .load_summary(&span, CacheKind::RenderSummary)
+                .and_then(|b| summary::decode(&b))
+            else {
+                break;
+            };
+            let format = self.renderer.format();
+            let found = summaries.into_iter().find(|s| {
+                s.format == format
+                    && s.committed == committed
+                    && s.digest == digest
+                    && s.end_bound == span.end.next_offset
+            });
+            let Some(found) = found else { break };
+            let (bound, position) = (st.frontier.bound, st.frontier.position);
+            let start = Checkpoint {
+                cursor: ReadCursor { next_offset: bound, hint: span.start.hint },
+                bound,
+                position,
+                segment_start: true,
+            };
+            st.push(start);
+            for c in &found.checkpoints {
+                let bound = c.bound.max(bound);
+                st.push(Checkpoint {
+                    cursor: ReadCursor { next_offset: bound, hint: c.hint },
+                    bound,
+                    position: position.saturating_add(c.position),
+                    segment_start: false,
+                });
+            }
+            let end = span.end.next_offset.max(bound);
+            st.frontier = Checkpoint {
+                cursor: ReadCursor { next_offset: end, hint: span.end.hint },
+                bound: end,
+                position: position.saturating_add(found.rendered),
+                segment_start: false,
+            };
+            st.since_checkpoint = 0;
+            st.summarized.insert(span.base);
+            moved = true;
+        }
+        moved
+    }
+
+    /// Stores in the segment cache what rendering whole sealed spans taught (see
+    /// [`IndexState::push`]), at most one checkpoint per [`SUMMARY_SPACING`] bytes of log.
+    fn store_completed(
+        &self,
+        st: &mut IndexState,
+        part: &dyn PartitionSource,
+        snap: Option<&TxnSnapshot>,
+    ) {
+        for (p, c, interior) in std::mem::take(&mut st.completed) {
+            let Some(span) = part.sealed_span_at(&p.cursor) else { continue };
+            // `c` must be the start of the very next segment (whose bound is this one's end):
+            // a segment start missing in between would make this the rendering of two.
+            if span.start.hint != p.cursor.hint
+                || p.bound > span.base
+                || c.bound != span.end.next_offset
+                || st.summarized.contains(&span.base)
+            {
+                continue;
+            }
+            let Some((committed, digest)) = self.txn_key(snap, &span) else { continue };
+            let wanted = usize::try_from(span.bytes / SUMMARY_SPACING).unwrap_or(usize::MAX);
+            let step = interior.len().div_ceil(wanted.max(1)).max(1);
+            let checkpoints = interior
+                .iter()
+                .skip(step - 1)
+                .step_by(step)
+                .filter(|k| k.bound <= span.end.next_offset && k.position >= p.position)
+                .map(|k| SpanCheckpoint {
+                    hint: k.cursor.hint,
+                    bound: k.bound,
+                    position: k.position - p.position,
+                })
+                .collect();
+            let new = FormatSummary {
+                format: self.renderer.format(),
+                committed,
+                digest,
+                rendered: c.position - p.position,
+                end_bound: span.end.next_offset,
+                checkpoints,
+            };
+            // Merged with what other formats stored, on the cache's writer (so two formats
+            // finishing one segment at once do not overwrite each other).
+            part.update_summary(
+                &span,
+                CacheKind::RenderSummary,
+                Box::new(move |old| {
+                    let old = old.and_then(|b| summary::decode(&b)).unwrap_or_default();
+                    Some(summary::encode(&summary::merged(old, new)))
+                }),
+            );
+            st.summarized.insert(span.base);
+        }
     }
 
     /// A walker from `from` with the transaction state as last refreshed (by the
@@ -442,6 +609,8 @@ impl IndexState {
             interval: CHECKPOINT_INTERVAL,
             since_checkpoint: 0,
             log_start,
+            summarized: HashSet::new(),
+            completed: Vec::new(),
         })
     }
 
@@ -454,6 +623,17 @@ impl IndexState {
         self.since_checkpoint = 0;
         if !self.is_new_checkpoint(&c) {
             return;
+        }
+        if c.segment_start && self.completed.len() < MAX_COMPLETED {
+            // The span from the previous segment start (or the origin) to here was rendered
+            // whole: a candidate for the segment cache.
+            let from = self.checkpoints.iter().rposition(|p| p.segment_start).unwrap_or(0);
+            if let Some(p) = self.checkpoints.get(from).copied() {
+                if p.position <= c.position {
+                    let interior = self.checkpoints.get(from + 1..).unwrap_or_default().to_vec();
+                    self.completed.push((p, c, interior));
+                }
+            }
         }
         self.checkpoints.push(c);
         if self.checkpoints.len() > MAX_CHECKPOINTS {

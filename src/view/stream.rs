@@ -78,6 +78,8 @@ pub struct StreamRegistry {
     /// The mount's budget the renderings streams keep between reads come out of; `None`: kept
     /// without limit (in-process use without a mount).
     budget: Option<Arc<MemoryBudget>>,
+    /// Key streams recently opened (`by-key/`), shared by the lookups and opens of a name.
+    key_streams: crate::view::bykey::KeyStreamCache,
 }
 
 impl StreamRegistry {
@@ -97,6 +99,11 @@ impl StreamRegistry {
         self
     }
 
+    /// The key streams recently opened (see [`crate::view::bykey::KeyStreamCache`]).
+    pub fn key_streams(&self) -> &crate::view::bykey::KeyStreamCache {
+        &self.key_streams
+    }
+
     /// The isolation level of every stream this registry opens.
     pub fn isolation(&self) -> Isolation {
         self.isolation
@@ -104,7 +111,7 @@ impl StreamRegistry {
 
     /// The transaction tracker of `part` (`read_committed`), created on first use; none for a
     /// source that reads committed records itself ([`PartitionSource::reads_committed`]).
-    fn tracker(&self, part: &dyn PartitionSource) -> Option<Arc<TxnTracker>> {
+    pub fn tracker(&self, part: &dyn PartitionSource) -> Option<Arc<TxnTracker>> {
         if self.isolation == Isolation::ReadUncommitted || part.reads_committed() {
             return None;
         }
@@ -189,6 +196,28 @@ impl StreamRegistry {
     pub fn origin_indexes(&self, part: &dyn PartitionSource, format: Format) -> usize {
         let key = (part.topic().to_string(), part.partition(), format);
         lock(&self.origins).get(&key).map_or(0, Vec::len)
+    }
+
+    /// Sizes the shared render index of `part` in `format` to the log end in steps of `step`
+    /// bytes of log (see [`RenderIndex::size_step`]) while `go()` says so: background sizing.
+    /// Readers share the index, so what this renders is never rendered again by them, and a
+    /// reader that needs more renders it itself (the index's lock orders them).
+    pub fn size_in_background(
+        &self,
+        part: Arc<dyn PartitionSource>,
+        format: Format,
+        step: u64,
+        go: &dyn Fn() -> bool,
+    ) -> Result<bool> {
+        let view = self.view(Arc::clone(&part));
+        let index = self.index(part.as_ref(), format)?;
+        while go() {
+            if index.size_step(view.as_ref(), step)? {
+                return Ok(true);
+            }
+            std::thread::yield_now();
+        }
+        Ok(false)
     }
 
     /// The render index of `part` in `format`, created (empty) on first use.
@@ -654,7 +683,7 @@ impl Stream {
             *lock(&self.last_read) = Some(c);
         }
         if let Some(l) = learned {
-            self.index.learn(l);
+            self.index.learn(part, l);
         }
         if at_end {
             // Read to the end of the log: the index's frontier is there too (learned above, or

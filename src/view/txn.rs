@@ -36,7 +36,8 @@ use crate::format::{
     peek_entry,
 };
 use crate::source::{
-    AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, PartitionSource, PartitionSummary, ReadCursor,
+    AbortedTxn, AppendInfo, BatchChunk, CacheKind, KeyIndex, OffsetQuery, PartitionSource,
+    PartitionSummary, ReadCursor, SealedSpan, SummaryUpdate,
 };
 use crate::storage::segment_files::SegmentFiles;
 use crate::sync::lock;
@@ -112,6 +113,43 @@ impl TxnSnapshot {
         ranges.get(i).is_some_and(|(first, _)| *first <= info.base_offset)
     }
 
+    /// Whether the record at `offset` (below [`TxnSnapshot::stable`]) of a transactional batch
+    /// of producer `producer_id` belongs to an aborted transaction: what
+    /// [`TxnSnapshot::is_aborted`] says of its batch (an aborted range holds whole batches, so
+    /// any offset of the batch answers for it). Used by key lookups, which know records by
+    /// offset and producer without reading their batches.
+    pub fn is_aborted_record(&self, producer_id: i64, offset: Offset) -> bool {
+        let Some(ranges) = self.aborted.get(&producer_id) else { return false };
+        let i = ranges.partition_point(|(_, last)| *last < offset);
+        ranges.get(i).is_some_and(|(first, _)| *first <= offset)
+    }
+
+    /// A digest of the aborted ranges that overlap `[from, to)` (every producer): two snapshots
+    /// with the same digest hide the same records of a span between those offsets. Used to key
+    /// what is cached about a span's `read_committed` rendering.
+    pub fn aborted_digest(&self, from: Offset, to: Offset) -> u64 {
+        let mut hits: Vec<(i64, i64, i64)> = self
+            .aborted
+            .iter()
+            .flat_map(|(pid, ranges)| {
+                ranges
+                    .iter()
+                    .filter(|(first, last)| *first < to && *last >= from)
+                    .map(move |(first, last)| (*pid, first.0, last.0))
+            })
+            .collect();
+        hits.sort_unstable();
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for (pid, first, last) in hits {
+            for b in pid.to_be_bytes().iter().chain(&first.to_be_bytes()).chain(&last.to_be_bytes())
+            {
+                h ^= u64::from(*b);
+                h = h.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        }
+        h
+    }
+
     /// Whether an entry whose header offset is `offset` may be shown: it lies below the
     /// stable offset. Past it, `Err` when the scan stopped there on damage (reading on would
     /// show records whose transaction is unknown), else `Ok(false)`.
@@ -150,32 +188,136 @@ impl TxnState {
         TxnSnapshot { stable, aborted: Arc::clone(&self.aborted), damage }
     }
 
-    /// Takes one batch into account.
-    fn observe(&mut self, info: &BatchInfo, entry: &[u8]) -> Result<(), DecodeError> {
-        if info.is_control {
+    /// Takes one batch into account; what it was, for a [`SpanEvents`] recording.
+    fn observe(&mut self, info: &BatchInfo, entry: &[u8]) -> Result<Option<TxnEvent>, DecodeError> {
+        let event = if info.is_control {
             if !info.is_transactional {
-                return Ok(()); // KRaft control records: no transaction.
+                return Ok(None); // KRaft control records: no transaction.
             }
             let batch = decode_batch(entry)?;
-            let Some(record) = batch.records().next() else { return Ok(()) };
+            let Some(record) = batch.records().next() else { return Ok(None) };
             let key = parse_control_key(record?.key)?;
-            let pid = info.producer_id;
             match key.record_type {
-                ControlRecordType::Abort => {
-                    if let Some(first) = self.open.remove(&pid) {
-                        let ranges = Arc::make_mut(&mut self.aborted).entry(pid).or_default();
-                        ranges.push((first, info.base_offset));
-                    }
-                }
-                ControlRecordType::Commit => {
-                    self.open.remove(&pid);
-                }
-                _ => {}
+                ControlRecordType::Abort => TxnEvent::Abort(info.producer_id, info.base_offset),
+                ControlRecordType::Commit => TxnEvent::Commit(info.producer_id, info.base_offset),
+                _ => return Ok(None),
             }
         } else if info.is_transactional {
-            self.open.entry(info.producer_id).or_insert(info.base_offset);
+            TxnEvent::Data(info.producer_id, info.base_offset)
+        } else {
+            return Ok(None);
+        };
+        self.apply(event);
+        Ok(Some(event))
+    }
+
+    /// The effect of one transactional batch or marker on the state.
+    fn apply(&mut self, event: TxnEvent) {
+        match event {
+            TxnEvent::Data(pid, offset) => {
+                self.open.entry(pid).or_insert(offset);
+            }
+            TxnEvent::Abort(pid, offset) => {
+                if let Some(first) = self.open.remove(&pid) {
+                    let ranges = Arc::make_mut(&mut self.aborted).entry(pid).or_default();
+                    ranges.push((first, offset));
+                }
+            }
+            TxnEvent::Commit(pid, _) => {
+                self.open.remove(&pid);
+            }
         }
-        Ok(())
+    }
+}
+
+/// A transactional batch or marker, as far as the scan's state is concerned.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum TxnEvent {
+    /// A transactional data batch of producer `.0` at base offset `.1`.
+    Data(i64, Offset),
+    Commit(i64, Offset),
+    Abort(i64, Offset),
+}
+
+/// The transaction summary of a sealed span ([`CacheKind::TxnSummary`]): the events of its
+/// batches that the scan's state depends on, so that a later scan applies them instead of
+/// reading the span. Of the data batches of a producer, only the first after the span's start
+/// and the first after each of its markers are kept (applying a `Data` to an open transaction
+/// changes nothing); every marker is kept. Applying the events in order to any state gives the
+/// state scanning the span's batches gives (also when retention deleted what came before).
+///
+/// ```text
+/// version u8 = 1 | end bound i64 | count u32 | count × (kind u8: 0 data, 1 commit, 2 abort
+///   | producer id i64 | offset i64)
+/// ```
+#[derive(Debug, Default)]
+struct SpanEvents {
+    events: Vec<TxnEvent>,
+    /// Producers with a data batch kept since the span's start or their last marker.
+    seen: std::collections::HashSet<i64>,
+}
+
+impl SpanEvents {
+    fn note(&mut self, event: TxnEvent) {
+        match event {
+            TxnEvent::Data(pid, _) => {
+                if !self.seen.insert(pid) {
+                    return;
+                }
+            }
+            TxnEvent::Commit(pid, _) | TxnEvent::Abort(pid, _) => {
+                self.seen.remove(&pid);
+            }
+        }
+        self.events.push(event);
+    }
+
+    fn encode(&self, end: Offset) -> Vec<u8> {
+        let mut out = vec![1u8];
+        out.extend_from_slice(&end.0.to_be_bytes());
+        out.extend_from_slice(&(self.events.len() as u32).to_be_bytes());
+        for e in &self.events {
+            let (kind, pid, offset) = match *e {
+                TxnEvent::Data(p, o) => (0u8, p, o),
+                TxnEvent::Commit(p, o) => (1, p, o),
+                TxnEvent::Abort(p, o) => (2, p, o),
+            };
+            out.push(kind);
+            out.extend_from_slice(&pid.to_be_bytes());
+            out.extend_from_slice(&offset.0.to_be_bytes());
+        }
+        out
+    }
+
+    /// The events of a payload whose end bound is `end`; `None` if anything does not check.
+    fn decode(bytes: &[u8], end: Offset) -> Option<Vec<TxnEvent>> {
+        let (&version, rest) = bytes.split_first()?;
+        let (stored_end, rest) = rest.split_first_chunk::<8>()?;
+        let (count, mut rest) = rest.split_first_chunk::<4>()?;
+        if version != 1 || i64::from_be_bytes(*stored_end) != end.0 {
+            return None;
+        }
+        let count = u32::from_be_bytes(*count) as usize;
+        if rest.len() != count.checked_mul(17)? {
+            return None;
+        }
+        let mut events = Vec::with_capacity(count);
+        while let Some((&kind, tail)) = rest.split_first() {
+            let (pid, tail) = tail.split_first_chunk::<8>()?;
+            let (offset, tail) = tail.split_first_chunk::<8>()?;
+            let (pid, offset) = (i64::from_be_bytes(*pid), Offset(i64::from_be_bytes(*offset)));
+            if offset >= end {
+                return None;
+            }
+            events.push(match kind {
+                0 => TxnEvent::Data(pid, offset),
+                1 => TxnEvent::Commit(pid, offset),
+                2 => TxnEvent::Abort(pid, offset),
+                _ => return None,
+            });
+            rest = tail;
+        }
+        Some(events)
     }
 }
 
@@ -218,7 +360,33 @@ impl TxnTracker {
             Some(c) => c,
             None => part.seek(st.log_start)?,
         };
+        // The sealed span being scanned whole from its start, with its events so far.
+        let mut recording: Option<(SealedSpan, SpanEvents)> = None;
         loop {
+            if let Some((span, events)) = recording.take() {
+                if cursor.hint == span.end.hint {
+                    let payload = events.encode(span.end.next_offset);
+                    part.update_summary(&span, CacheKind::TxnSummary, Box::new(|_| Some(payload)));
+                } else {
+                    recording = Some((span, events));
+                }
+            }
+            if let Some(span) = part.sealed_span_at(&cursor).filter(|s| st.scanned_to <= s.base) {
+                let cached = part
+                    .load_summary(&span, CacheKind::TxnSummary)
+                    .and_then(|b| SpanEvents::decode(&b, span.end.next_offset));
+                if let Some(events) = cached {
+                    // Known from the segment cache: its events instead of its batches.
+                    for e in events {
+                        st.apply(e);
+                    }
+                    st.scanned_to = st.scanned_to.max(span.end.next_offset);
+                    cursor = span.end;
+                    st.cursor = Some(cursor);
+                    continue;
+                }
+                recording = Some((span, SpanEvents::default()));
+            }
             let chunk = match part.read_past_damage(&cursor, SCAN_CHUNK) {
                 Ok(chunk) => chunk,
                 Err(Error::Corrupt { file, position, what }) => {
@@ -259,13 +427,25 @@ impl TxnTracker {
                         break;
                     }
                 };
-                if let Err(e) = st.observe(&info, entry) {
-                    damaged = Some((part.byte_location(&here, e.at as u64), e));
-                    break;
+                match st.observe(&info, entry) {
+                    Ok(Some(event)) => {
+                        if let Some((_, events)) = recording.as_mut() {
+                            events.note(event);
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        damaged = Some((part.byte_location(&here, e.at as u64), e));
+                        break;
+                    }
                 }
                 st.scanned_to = st.scanned_to.max(info.last_offset.plus(1));
                 here = here.after_batch(entry.len() as u64, info.last_offset);
                 at = at.saturating_add(entry.len());
+            }
+            if chunk.skipped.is_some() {
+                // Damage stepped over: the span's events are not known whole.
+                recording = None;
             }
             if let Some(((file, position), e)) = damaged {
                 log::error!(
@@ -420,6 +600,22 @@ impl PartitionSource for CommittedPartition {
     fn segment_files(&self) -> Option<&dyn SegmentFiles> {
         self.inner.segment_files()
     }
+
+    fn key_index(&self) -> Option<&dyn KeyIndex> {
+        self.inner.key_index()
+    }
+
+    fn sealed_span_at(&self, cursor: &ReadCursor) -> Option<SealedSpan> {
+        self.inner.sealed_span_at(cursor)
+    }
+
+    fn load_summary(&self, span: &SealedSpan, kind: CacheKind) -> Option<Vec<u8>> {
+        self.inner.load_summary(span, kind)
+    }
+
+    fn update_summary(&self, span: &SealedSpan, kind: CacheKind, update: SummaryUpdate) {
+        self.inner.update_summary(span, kind, update)
+    }
 }
 
 #[cfg(test)]
@@ -490,6 +686,79 @@ mod tests {
         let (st, infos) = scan(&[data(0, 1, false), marker(1, 1, false)]);
         assert!(!st.snapshot().is_aborted(&infos[0]));
         assert_eq!(st.snapshot().stable, Offset(2));
+    }
+
+    /// Scans `batches`, recording the events of each span (split before each index in
+    /// `splits`), as the tracker does for sealed segments.
+    fn record(batches: &[Vec<u8>], splits: &[usize]) -> Vec<Vec<TxnEvent>> {
+        let mut st = TxnState::default();
+        let mut spans = vec![SpanEvents::default()];
+        for (i, b) in batches.iter().enumerate() {
+            if splits.contains(&i) {
+                spans.push(SpanEvents::default());
+            }
+            let info = parse_batch_info(b).unwrap();
+            if let Some(e) = st.observe(&info, b).unwrap() {
+                spans.last_mut().unwrap().note(e);
+            }
+        }
+        spans.into_iter().map(|s| s.events).collect()
+    }
+
+    fn applied(spans: &[Vec<TxnEvent>]) -> (HashMap<i64, Offset>, HashMap<i64, Ranges>) {
+        let mut st = TxnState::default();
+        for e in spans.iter().flatten() {
+            st.apply(*e);
+        }
+        (st.open, (*st.aborted).clone())
+    }
+
+    #[test]
+    fn a_spans_recorded_events_give_the_state_scanning_its_batches_gives() {
+        // P1 spans three segments (its abort in the last), P2 commits inside the first, P3 is
+        // still open at the end.
+        let batches = [
+            data(0, 1, true),
+            data(1, 2, true),
+            data(2, 1, true),
+            marker(3, 2, true),
+            data(4, 1, true),
+            data(5, 3, true),
+            data(6, 1, true),
+            marker(7, 1, false),
+            data(8, 1, true),
+            data(9, 9, false),
+        ];
+        for splits in [vec![], vec![3], vec![2, 5], vec![1, 4, 7, 8], (1..10).collect()] {
+            let spans = record(&batches, &splits);
+            let (st, _) = scan(&batches);
+            assert_eq!(applied(&spans), (st.open.clone(), (*st.aborted).clone()), "{splits:?}");
+            // Retention deleted the spans before the last ones: applying the rest equals
+            // scanning the rest.
+            let starts: Vec<usize> = std::iter::once(0).chain(splits.iter().copied()).collect();
+            for (k, from) in starts.iter().enumerate() {
+                let (rest, _) = scan(&batches[*from..]);
+                assert_eq!(
+                    applied(&spans[k..]),
+                    (rest.open.clone(), (*rest.aborted).clone()),
+                    "{splits:?} from {from}"
+                );
+            }
+            // Encoded and decoded, each span's events are the same.
+            for events in &spans {
+                let e = SpanEvents { events: events.clone(), ..SpanEvents::default() };
+                let bytes = e.encode(Offset(10));
+                assert_eq!(SpanEvents::decode(&bytes, Offset(10)).as_ref(), Some(events));
+                assert_eq!(SpanEvents::decode(&bytes, Offset(11)), None, "another end");
+                for n in 0..bytes.len() {
+                    assert_eq!(SpanEvents::decode(&bytes[..n], Offset(10)), None);
+                }
+            }
+        }
+        // Only what the state depends on is kept: the first data batch of a producer per span
+        // and after each marker, and every marker.
+        let spans = record(&batches, &[]);
+        assert_eq!(spans[0].len(), 6, "{:?}", spans[0]);
     }
 
     #[test]

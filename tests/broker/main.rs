@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod broker_cache;
 mod broker_corpus;
 mod broker_inspect;
 mod broker_live;

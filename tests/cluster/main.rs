@@ -9,6 +9,8 @@ mod cluster_client;
 mod cluster_confluent;
 mod cluster_fake;
 mod cluster_fs;
+mod cluster_groups;
 mod cluster_mount;
+mod cluster_read_ahead;
 mod cluster_scale;
 mod cluster_security;

@@ -4,5 +4,6 @@
 #[path = "../common/log_fixture.rs"]
 mod log_fixture;
 
+mod engine_keys;
 mod engine_log;
 mod engine_model;

@@ -94,11 +94,24 @@ fn tree_lists_topics_partitions_and_partition_files() {
     assert_eq!(f.names(""), [".", "..", "t"]);
     assert_eq!(
         f.names("t"),
-        [".", "..", "info", "offsets", "by-time", "append", "append.json", "0"]
+        [".", "..", "info", "offsets", "by-time", "append", "append.json", "by-key", "0"]
     );
     assert_eq!(
         f.names("t/0"),
-        [".", "..", "info", "by-offset", "by-time", "append", "append.json", "segments", "check"]
+        [
+            ".",
+            "..",
+            "info",
+            "by-offset",
+            "by-time",
+            "append",
+            "append.json",
+            "segments",
+            "check",
+            "by-key",
+            "latest",
+            "keys"
+        ]
     );
     let attr = f.fs.getattr(f.ino("t/0/by-offset").unwrap(), None).unwrap().attr;
     assert_eq!(attr.kind, FileKind::Directory);
@@ -206,7 +219,7 @@ fn mkdir_creates_topics_and_only_the_next_partition() {
     assert_eq!(entry.attr.kind, FileKind::Directory);
     assert_eq!(
         f.names("u"),
-        [".", "..", "info", "offsets", "by-time", "append", "append.json", "0", "1"]
+        [".", "..", "info", "offsets", "by-time", "append", "append.json", "by-key", "0", "1"]
     );
     let u = f.ino("u").unwrap();
     assert!(f.fs.mkdir(u, OsStr::new("3")).is_err());
@@ -237,7 +250,20 @@ fn readdir_resumes_at_the_offset_of_the_last_entry_taken() {
     let names: Vec<_> = first.iter().map(|e| e.name.clone()).chain(rest).collect();
     assert_eq!(
         names,
-        [".", "..", "info", "by-offset", "by-time", "append", "append.json", "segments", "check"]
+        [
+            ".",
+            "..",
+            "info",
+            "by-offset",
+            "by-time",
+            "append",
+            "append.json",
+            "segments",
+            "check",
+            "by-key",
+            "latest",
+            "keys"
+        ]
     );
 }
 
@@ -537,6 +563,13 @@ fn a_source_without_segment_files_has_no_segments_or_check_and_the_same_streams(
     assert_eq!(errno(remote.ino("t/0/segments")), libc::ENOENT);
     assert_eq!(errno(remote.ino("t/0/check")), libc::ENOENT);
     assert_eq!(errno(remote.ino("t/0/segments/00000000000000000000.log")), libc::ENOENT);
+    // No key index either: no by-key/, latest/ or keys, in the partition or the topic.
+    for path in
+        ["t/0/by-key", "t/0/by-key/k", "t/0/latest", "t/0/keys", "t/by-key", "t/by-key/k.json"]
+    {
+        assert_eq!(errno(remote.ino(path)), libc::ENOENT, "{path}");
+    }
+    assert!(!remote.names("t").contains(&"by-key".to_string()));
     // Listings offer only the log start; the streams are byte for byte the local ones.
     assert_eq!(remote.names("t/0/by-offset"), [".", "..", "0"]);
     assert!(local.names("t/0/by-offset").len() > 4);

@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod cache_fs;
 mod fs_ops;
 mod groups_fs;
 mod semantics_fs;

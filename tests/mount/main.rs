@@ -7,6 +7,8 @@ mod common;
 mod manifest;
 
 mod access;
+mod bykey_mount;
+mod cache_mount;
 mod groups;
 mod inspect_memory;
 mod memory_bounds;

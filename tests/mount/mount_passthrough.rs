@@ -109,7 +109,10 @@ fn sealed_and_active_files_of_a_live_writer(dirs: Dirs, args: &[&str], passthrou
     let active_base = log.log_end_offset();
     append_batches(&log, 8);
     let data_part = dirs.data().join("live-0");
-    let mount = MountGuard::foreground_on(dirs, &[&["--read-only"], args].concat());
+    // No segment cache: background sizing would read the sealed segment in the daemon, which
+    // is what this test counts.
+    let mount =
+        MountGuard::foreground_on(dirs, &[&["--read-only", "--cache-dir", "none"], args].concat());
     let segments = mount.path("live/0/segments");
     let sealed = |kind| segments.join(segment_name(Offset(0), kind));
     let active = |kind| segments.join(segment_name(active_base, kind));

@@ -21,11 +21,11 @@ fn ls_shows_topics_partitions_and_partition_files() {
     assert_eq!(sh(&format!("ls {}", m.mnt().display())), "t\n");
     assert_eq!(
         sh(&format!("ls {}", m.path("t").display())),
-        "0\n1\nappend\nappend.json\nby-time\ngroups\ninfo\noffsets\n"
+        "0\n1\nappend\nappend.json\nby-key\nby-time\ngroups\ninfo\noffsets\n"
     );
     assert_eq!(
         sh(&format!("ls {}", m.path("t/0").display())),
-        "append\nappend.json\nby-offset\nby-time\ncheck\ninfo\nsegments\n"
+        "append\nappend.json\nby-key\nby-offset\nby-time\ncheck\ninfo\nkeys\nlatest\nsegments\n"
     );
     assert_eq!(sh(&format!("ls {}", m.path("t/1/by-offset").display())), "0\n");
     assert!(sh(&format!("cat {}", m.path("t/info").display())).contains("partitions: 2\n"));

@@ -73,7 +73,14 @@ impl Client {
     ) -> Result<FetchedPartition> {
         let deadline = self.deadline();
         let result = self.retry("Fetch", deadline, |deadline| {
-            self.fetch_once(topic, partition, offset, opts, deadline)
+            let f = self.fetch_once(topic, partition, offset, opts, true, deadline)?;
+            if f.records.is_empty() && f.high_watermark > offset {
+                // Nothing although records are there: a broker that answers nothing when the
+                // first batch exceeds the response limit (tansu 0.6, unlike KIP-74's rule) is
+                // asked again with the whole `fetch.max.bytes`.
+                return self.fetch_once(topic, partition, offset, opts, false, deadline);
+            }
+            Ok(f)
         });
         match result {
             Err(Error::Kafka { code: 1, .. }) => {
@@ -93,6 +100,7 @@ impl Client {
         partition: i32,
         offset: Offset,
         opts: FetchOptions,
+        response_capped: bool,
         deadline: Instant,
     ) -> Result<FetchedPartition> {
         let conn = self.leader(topic, partition, deadline)?;
@@ -105,7 +113,14 @@ impl Client {
             .with_replica_id(BrokerId(-1))
             .with_max_wait_ms(ms_i32(opts.max_wait.min(room)))
             .with_min_bytes(if opts.max_wait.is_zero() { 0 } else { 1 })
-            .with_max_bytes(self.config.fetch_max_bytes)
+            // One partition per request: the response limit is the partition's (KIP-74: the
+            // first batch comes whole whatever the limits). Brokers that ignore the partition
+            // limit (tansu 0.6) honour this one.
+            .with_max_bytes(if response_capped {
+                self.config.fetch_max_bytes.min(partition_max)
+            } else {
+                self.config.fetch_max_bytes
+            })
             .with_isolation_level(opts.isolation.unwrap_or(self.config.isolation_level).wire())
             .with_session_id(0)
             .with_session_epoch(-1)

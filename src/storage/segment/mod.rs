@@ -157,6 +157,11 @@ impl LogSegment {
         segment_file_path(&self.dir, self.base_offset, &format!("{suffix}{}", self.state_suffix))
     }
 
+    /// The open `.log` file (for its identity in the segment cache: `fstat` and `pread` only).
+    pub fn log_file(&self) -> &File {
+        &self.log
+    }
+
     /// Whether this is the active (last, appendable) segment.
     pub fn is_active(&self) -> bool {
         self.active.load(Ordering::Acquire)

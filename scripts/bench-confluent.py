@@ -1,0 +1,85 @@
+"""confluent-kafka (librdkafka) as the baseline of the cluster section of scripts/bench
+(examples/topicfs-bench.rs, `--cluster`). Prints one JSON object on stdout.
+
+  consume BOOTSTRAP TOPIC PARTITION END
+      reads the partition from offset 0 until the record at END-1 (an assign()ed consumer, no
+      group commits, default fetch settings); {"seconds", "records", "bytes"}
+  produce BOOTSTRAP TOPIC PARTITION FILE
+      produces every line of FILE (without its newline) to the partition with acks=all and the
+      default batching; waits for every acknowledgement; {"seconds", "records"}
+
+"seconds" runs from creating the client to the last record consumed or acknowledged: it
+includes connecting and the first metadata, as the mount's figure includes open().
+"""
+
+import json
+import sys
+import time
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+
+def consume(bootstrap, topic, partition, end):
+    end = int(end)
+    start = time.monotonic()
+    c = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": "topicfs-bench",
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+    })
+    c.assign([TopicPartition(topic, int(partition), 0)])
+    records = nbytes = 0
+    last = -1
+    while last < end - 1:
+        msgs = c.consume(num_messages=10000, timeout=10)
+        if not msgs:
+            raise SystemExit(f"no record for 10 s at offset {last + 1} of {end}")
+        for m in msgs:
+            if m.error():
+                raise KafkaException(m.error())
+            records += 1
+            v = m.value()
+            nbytes += len(v) if v is not None else 0
+            last = m.offset()
+    seconds = time.monotonic() - start
+    c.close()
+    print(json.dumps({"seconds": seconds, "records": records, "bytes": nbytes}))
+
+
+def produce(bootstrap, topic, partition, path):
+    with open(path, "rb") as f:
+        lines = f.read().split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    partition = int(partition)
+    failed = []
+
+    def report(err, _m):
+        if err is not None:
+            failed.append(err)
+
+    start = time.monotonic()
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for line in lines:
+        while True:
+            try:
+                p.produce(topic, line, partition=partition, on_delivery=report)
+                break
+            except BufferError:
+                p.poll(0.05)
+        p.poll(0)
+    left = p.flush(120)
+    seconds = time.monotonic() - start
+    if left or failed:
+        raise SystemExit(f"{left} records unacknowledged, {len(failed)} failed: {failed[:3]}")
+    print(json.dumps({"seconds": seconds, "records": len(lines)}))
+
+
+def main():
+    cmd, args = sys.argv[1], sys.argv[2:]
+    {"consume": consume, "produce": produce}[cmd](*args)
+
+
+if __name__ == "__main__":
+    main()

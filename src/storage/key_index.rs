@@ -1,0 +1,575 @@
+//! The log engine's key indexes: one [`SegmentKeyIndex`] per sealed segment, built once, and
+//! the active segment's in memory ([`KeyIndexBuilder`]), behind [`crate::source::KeyIndex`].
+//!
+//! # Building
+//!
+//! Nothing is read before the first key query of a partition ([`PartitionKeys::refresh`]).
+//! Then every sealed segment without an index gets one: loaded from the persistent store
+//! ([`KeyIndexStore`], the segment cache outside the data dir) when it holds one that decodes
+//! and describes this segment (same base offset, same `.log` size; anything else is stale and
+//! is rebuilt and stored again, with a log line), else built by reading the segment's batches,
+//! in parallel over segments on at most [`BUILD_THREADS`] threads. The active segment's index
+//! catches up at each query with the batches appended since the last (by us or, on a read-only
+//! mount, by the broker); when it rolls, its index is encoded as the sealed segment's and
+//! stored, so a roll costs no rebuild.
+//!
+//! # What is indexed
+//!
+//! Every record of every non-control batch, every codec and message format (v0/v1 messages
+//! and their compressed wrappers, v2 batches), by its key (null keys included), at its offset
+//! (compacted logs' gaps are simply absent offsets). Transactional batches are noted with their
+//! producer so that read-committed readers hide aborted records without reading them
+//! ([`KeyHit::producer_id`]); what is aborted and where the last stable offset lies is decided
+//! by the reader's transaction tracker, as for every stream. A batch that fails its CRC ends
+//! its segment's index there (logged naming the file and position; such an index is not
+//! persisted, so the next mount tries again): records after damage are not found by key.
+//!
+//! **Invariant**: a sealed segment's index covers exactly the `.log` bytes it names
+//! ([`SegmentKeyIndex::log_size`]); sealed segments never change, and one rewritten by the
+//! cleaner (a `.swap` renamed over it) has another size or is reloaded by the log, which drops
+//! its index here.
+
+use std::collections::{BTreeMap, BinaryHeap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::error::{Error, Result};
+use crate::format::key_index::{DictEntry, KeyIndexBuilder, SegmentKeyIndex, TxnBatch};
+use crate::format::key_name::long_hashes;
+use crate::format::{Offset, Position, decode_batch_unverified};
+use crate::source::{KeyHit, KeyHits, KeyListing, KeyRecords};
+use crate::storage::segment::LogSegment;
+use crate::sync::lock;
+
+/// Most threads building sealed segments' indexes at once, per partition (plus one catching
+/// up the active segment's).
+pub const BUILD_THREADS: usize = 4;
+/// Bytes of a segment read per step while indexing.
+const READ_CHUNK: usize = 1 << 20;
+
+/// Where sealed segments' key indexes persist between mounts in place of the log's segment
+/// cache (`CacheKind::KeyIndex` entries of `storage::cache`, the default): for tests and
+/// embedders. A store may lose, damage or keep stale entries: every payload is decoded and
+/// checked against the segment before use.
+pub trait KeyIndexStore: Send + Sync {
+    /// The payload stored for `segment`'s key index, if any.
+    fn load(&self, segment: &LogSegment) -> Option<Vec<u8>>;
+    /// Keeps `payload` as `segment`'s key index (best effort: failures are the store's to log).
+    fn store(&self, segment: &LogSegment, payload: &[u8]);
+}
+
+/// What the key indexes need of their partition's log (implemented by
+/// [`crate::storage::Log`]; a trait so that this module does not import the log that holds
+/// it).
+pub trait IndexedLog: Sync {
+    /// The segments in base-offset order (a snapshot).
+    fn segment_list(&self) -> Vec<Arc<LogSegment>>;
+    fn log_start_offset(&self) -> Offset;
+    fn log_end_offset(&self) -> Offset;
+    /// Read-only logs: takes in what the broker changed (rate-limited by the log).
+    fn take_in_changes(&self) -> Result<()>;
+    /// The partition directory (for messages).
+    fn dir(&self) -> &std::path::Path;
+    /// The key index the segment cache holds for sealed segment `base`, if any (the cache
+    /// checked that it is the entry of this very segment file; its contents are checked here).
+    fn load_key_index(&self, base: Offset) -> Option<Vec<u8>>;
+    /// Keeps `payload` in the segment cache as sealed segment `base`'s key index.
+    fn store_key_index(&self, base: Offset, payload: &[u8]);
+}
+
+/// The active segment's index and how far it has read.
+struct Active {
+    base: Offset,
+    position: u64,
+    next_offset: Offset,
+    builder: KeyIndexBuilder,
+    /// The encoded form of `builder` at `position`, for listings.
+    encoded: Option<(u64, Arc<SegmentKeyIndex>)>,
+    damaged: bool,
+}
+
+/// The key indexes of one partition (see the module docs).
+pub struct PartitionKeys {
+    store: Mutex<Option<Arc<dyn KeyIndexStore>>>,
+    /// Sealed segments' indexes by base offset.
+    sealed: Mutex<BTreeMap<Offset, Arc<SegmentKeyIndex>>>,
+    active: Mutex<Option<Active>>,
+    /// Held while building, so concurrent first queries wait for one build.
+    building: Mutex<()>,
+    /// Sealed indexes built by reading their segment (not loaded), for tests and statistics.
+    built: AtomicUsize,
+    /// Sealed indexes loaded from the store.
+    loaded: AtomicUsize,
+}
+
+impl std::fmt::Debug for PartitionKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PartitionKeys({} sealed)", lock(&self.sealed).len())
+    }
+}
+
+/// What one segment read gave the index: how far it got and whether it stopped on damage.
+struct Indexed {
+    position: u64,
+    next_offset: Offset,
+    damaged: bool,
+}
+
+/// Reads `seg`'s batches from `position` to its current size into `builder`.
+fn index_segment(
+    seg: &LogSegment,
+    mut position: u64,
+    mut next_offset: Offset,
+    builder: &mut KeyIndexBuilder,
+) -> Indexed {
+    loop {
+        let read = match seg.read(Position(position), READ_CHUNK) {
+            Ok(Some(read)) => read,
+            Ok(None) => return Indexed { position, next_offset, damaged: false },
+            Err(e) => {
+                log::error!(
+                    "key index of {} stops at position {position}: {e}",
+                    seg.log_path().display()
+                );
+                return Indexed { position, next_offset, damaged: true };
+            }
+        };
+        let mut at = 0usize;
+        while let Some(rest) = read.bytes.get(at..).filter(|r| !r.is_empty()) {
+            // `LogSegment::read` returns whole batches whose CRC it checked.
+            let batch = match decode_batch_unverified(rest) {
+                Ok(batch) => batch,
+                Err(e) => {
+                    log::error!(
+                        "key index of {} stops at position {}: {e}",
+                        seg.log_path().display(),
+                        position + at as u64
+                    );
+                    return Indexed { position: position + at as u64, next_offset, damaged: true };
+                }
+            };
+            let size = crate::format::peek_entry(rest)
+                .ok()
+                .flatten()
+                .map_or(rest.len(), |h| h.total_size());
+            let info = batch.info();
+            if !info.is_control {
+                if info.is_transactional {
+                    builder.add_txn_batch(TxnBatch {
+                        base_offset: info.base_offset,
+                        last_offset: info.last_offset,
+                        producer_id: info.producer_id,
+                    });
+                }
+                for record in batch.records() {
+                    match record {
+                        Ok(r) => builder.add(r.key, r.offset),
+                        Err(e) => {
+                            log::error!(
+                                "key index of {}: batch at position {} has a bad record: {e}",
+                                seg.log_path().display(),
+                                position + at as u64
+                            );
+                            break;
+                        }
+                    }
+                }
+            }
+            next_offset = next_offset.max(info.last_offset.plus(1));
+            at += size.max(1);
+        }
+        position = read.next_position.0;
+        next_offset = next_offset.max(read.next_offset);
+    }
+}
+
+impl PartitionKeys {
+    /// No index yet; sealed indexes persist in `store` when given.
+    pub fn new(store: Option<Arc<dyn KeyIndexStore>>) -> PartitionKeys {
+        PartitionKeys {
+            store: Mutex::new(store),
+            sealed: Mutex::new(BTreeMap::new()),
+            active: Mutex::new(None),
+            building: Mutex::new(()),
+            built: AtomicUsize::new(0),
+            loaded: AtomicUsize::new(0),
+        }
+    }
+
+    /// Persists sealed indexes in `store` from now on.
+    pub fn set_store(&self, store: Option<Arc<dyn KeyIndexStore>>) {
+        *lock(&self.store) = store;
+    }
+
+    fn store(&self) -> Option<Arc<dyn KeyIndexStore>> {
+        lock(&self.store).clone()
+    }
+
+    /// Sealed indexes built from their segment so far (not loaded from the store).
+    pub fn built_count(&self) -> usize {
+        self.built.load(Ordering::Relaxed)
+    }
+
+    /// Sealed indexes loaded from the store so far.
+    pub fn loaded_count(&self) -> usize {
+        self.loaded.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of the sealed indexes held (what the store holds for this partition).
+    pub fn sealed_bytes(&self) -> u64 {
+        lock(&self.sealed).values().map(|i| i.bytes().len() as u64).sum()
+    }
+
+    /// Bytes of every index of the partition in its encoded form (the sealed ones held, the
+    /// active one as it would be stored), for statistics; builds what is missing first.
+    pub fn index_bytes(&self, log: &dyn IndexedLog) -> Result<u64> {
+        self.refresh(log)?;
+        let sealed = self.sealed_bytes();
+        let active = lock(&self.active)
+            .as_ref()
+            .map_or(0, |a| a.builder.encode(a.next_offset, a.position).len() as u64);
+        Ok(sealed + active)
+    }
+
+    /// The stored index of `seg` if it decodes and describes `seg`: from the store set with
+    /// [`PartitionKeys::set_store`], else from the log's segment cache.
+    fn load(&self, log: &dyn IndexedLog, seg: &LogSegment) -> Option<SegmentKeyIndex> {
+        let bytes = match self.store() {
+            Some(store) => store.load(seg)?,
+            None => log.load_key_index(seg.base_offset())?,
+        };
+        match SegmentKeyIndex::decode(bytes) {
+            Ok(index)
+                if index.base_offset() == seg.base_offset() && index.log_size() == seg.size() =>
+            {
+                Some(index)
+            }
+            Ok(index) => {
+                log::warn!(
+                    "stored key index of {} is stale (it indexed {} bytes from offset {}, the \
+                     segment has {} from {}): rebuilding it",
+                    seg.log_path().display(),
+                    index.log_size(),
+                    index.base_offset(),
+                    seg.size(),
+                    seg.base_offset()
+                );
+                None
+            }
+            Err(e) => {
+                log::warn!(
+                    "stored key index of {} is damaged ({e}): rebuilding it",
+                    seg.log_path().display()
+                );
+                None
+            }
+        }
+    }
+
+    /// Keeps `bytes` as the sealed segment `seg`'s index (the store, else the segment cache).
+    fn persist(&self, log: &dyn IndexedLog, seg: &LogSegment, bytes: &[u8]) {
+        match self.store() {
+            Some(store) => store.store(seg, bytes),
+            None => log.store_key_index(seg.base_offset(), bytes),
+        }
+    }
+
+    /// Builds (or loads) the index of the sealed segment `seg`.
+    fn build_sealed(&self, log: &dyn IndexedLog, seg: &LogSegment) -> Result<SegmentKeyIndex> {
+        if let Some(index) = self.load(log, seg) {
+            self.loaded.fetch_add(1, Ordering::Relaxed);
+            return Ok(index);
+        }
+        let mut builder = KeyIndexBuilder::new(seg.base_offset());
+        let done = index_segment(seg, 0, seg.base_offset(), &mut builder);
+        let bytes = builder.encode(done.next_offset, done.position);
+        self.built.fetch_add(1, Ordering::Relaxed);
+        let index = SegmentKeyIndex::decode(bytes)
+            .map_err(|e| Error::corrupt(seg.log_path(), 0, format!("key index encoding: {e}")))?;
+        if !done.damaged && done.position == seg.size() {
+            self.persist(log, seg, index.bytes());
+        }
+        Ok(index)
+    }
+
+    /// Brings every index up to the log as it is now: sealed segments without an index get one
+    /// (in parallel), deleted ones are dropped, the active segment's catches up.
+    pub fn refresh(&self, log: &dyn IndexedLog) -> Result<()> {
+        let _building = lock(&self.building);
+        let segments = log.segment_list();
+        let (sealed_segs, active_seg): (Vec<_>, Vec<_>) =
+            segments.iter().cloned().partition(|s| !s.is_active());
+        // A read-only log's last segment may not say it is active: the last one always is.
+        let (sealed_segs, active_seg) = match (active_seg.into_iter().next_back(), sealed_segs) {
+            (Some(a), sealed) => (sealed, Some(a)),
+            (None, mut sealed) => {
+                let last = sealed.pop();
+                (sealed, last)
+            }
+        };
+        let mut missing = Vec::new();
+        {
+            let mut sealed = lock(&self.sealed);
+            sealed.retain(|base, index| {
+                sealed_segs.iter().any(|s| s.base_offset() == *base && s.size() == index.log_size())
+            });
+            let mut active = lock(&self.active);
+            for seg in &sealed_segs {
+                if sealed.contains_key(&seg.base_offset()) {
+                    continue;
+                }
+                // The segment this index followed as active rolled: finish it.
+                if let Some(a) = active.take_if(|a| a.base == seg.base_offset()) {
+                    let mut a = a;
+                    let done = index_segment(seg, a.position, a.next_offset, &mut a.builder);
+                    a.damaged |= done.damaged;
+                    if done.position == seg.size() {
+                        let bytes = a.builder.encode(done.next_offset, done.position);
+                        if let Ok(index) = SegmentKeyIndex::decode(bytes) {
+                            if !a.damaged {
+                                self.persist(log, seg, index.bytes());
+                            }
+                            sealed.insert(seg.base_offset(), Arc::new(index));
+                            continue;
+                        }
+                    }
+                }
+                missing.push(Arc::clone(seg));
+            }
+        }
+        // The active segment catches up on a thread of its own while sealed segments build.
+        let catch_up_active = || {
+            let mut active = lock(&self.active);
+            let Some(seg) = &active_seg else {
+                *active = None;
+                return;
+            };
+            let fresh = || Active {
+                base: seg.base_offset(),
+                position: 0,
+                next_offset: seg.base_offset(),
+                builder: KeyIndexBuilder::new(seg.base_offset()),
+                encoded: None,
+                damaged: false,
+            };
+            let a = active.get_or_insert_with(fresh);
+            if a.base != seg.base_offset() || a.position > seg.size() {
+                *a = fresh();
+            }
+            if !a.damaged && a.position < seg.size() {
+                let done = index_segment(seg, a.position, a.next_offset, &mut a.builder);
+                a.position = done.position;
+                a.next_offset = done.next_offset;
+                a.damaged = done.damaged;
+            }
+        };
+        if missing.is_empty() {
+            catch_up_active();
+            return Ok(());
+        }
+        let next = AtomicUsize::new(0);
+        let results: Mutex<Vec<(Offset, Result<SegmentKeyIndex>)>> = Mutex::new(Vec::new());
+        let threads = BUILD_THREADS
+            .min(std::thread::available_parallelism().map_or(1, |n| n.get()))
+            .min(missing.len())
+            .max(1);
+        std::thread::scope(|scope| {
+            scope.spawn(catch_up_active);
+            for _ in 0..threads {
+                scope.spawn(|| {
+                    while let Some(seg) = missing.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        let built = self.build_sealed(log, seg);
+                        lock(&results).push((seg.base_offset(), built));
+                    }
+                });
+            }
+        });
+        let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+        let mut sealed = lock(&self.sealed);
+        for (base, built) in results {
+            sealed.insert(base, Arc::new(built?));
+        }
+        Ok(())
+    }
+
+    /// See [`crate::source::KeyIndex::key_hits`].
+    pub fn key_hits(
+        &self,
+        log: &dyn IndexedLog,
+        key: Option<&[u8]>,
+        from: Offset,
+    ) -> Result<KeyHits> {
+        log.take_in_changes()?;
+        let indexed_to = log.log_end_offset();
+        self.refresh(log)?;
+        let from = from.max(log.log_start_offset());
+        let hash = crate::format::key_name::key_hash(key);
+        let mut hits = Vec::new();
+        let sealed: Vec<Arc<SegmentKeyIndex>> =
+            lock(&self.sealed).values().filter(|i| i.end_offset() > from).cloned().collect();
+        for index in sealed {
+            if !index.may_contain(hash) {
+                continue;
+            }
+            let Some(entry) = index.find(key) else { continue };
+            push_hits(&index, &entry, from, &mut hits)?;
+        }
+        if let Some(a) = lock(&self.active).as_ref() {
+            for o in a.builder.offsets(key) {
+                if *o >= from.0 {
+                    let offset = Offset(*o);
+                    hits.push(KeyHit { offset, producer_id: a.builder.producer_at(offset) });
+                }
+            }
+        }
+        Ok(KeyHits { hits, indexed_to })
+    }
+
+    /// See [`crate::source::KeyIndex::transactional`].
+    pub fn transactional(&self) -> bool {
+        lock(&self.sealed).values().any(|i| i.has_txn_batches())
+            || lock(&self.active).as_ref().is_some_and(|a| a.builder.has_txn_batches())
+    }
+
+    /// See [`crate::source::KeyIndex::keys_named`].
+    pub fn keys_named(&self, log: &dyn IndexedLog, h0: u64, h1: u64) -> Result<Vec<Vec<u8>>> {
+        log.take_in_changes()?;
+        self.refresh(log)?;
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        let mut consider = |key: &[u8]| {
+            if long_hashes(key) == (h0, h1) && !keys.iter().any(|k| k == key) {
+                keys.push(key.to_vec());
+            }
+        };
+        for index in lock(&self.sealed).values() {
+            for e in index.entries_with_hash(h0) {
+                if let Ok(Some(key)) = index.key_of(&e) {
+                    consider(key);
+                }
+            }
+        }
+        if let Some(a) = lock(&self.active).as_ref() {
+            for key in a.builder.keys_with_hash(h0).into_iter().flatten() {
+                consider(&key);
+            }
+        }
+        Ok(keys)
+    }
+
+    /// See [`crate::source::KeyIndex::listing`].
+    pub fn listing(&self, log: &dyn IndexedLog) -> Result<Box<dyn KeyListing>> {
+        log.take_in_changes()?;
+        self.refresh(log)?;
+        let from = log.log_start_offset();
+        let mut indexes: Vec<Arc<SegmentKeyIndex>> = lock(&self.sealed).values().cloned().collect();
+        if let Some(a) = lock(&self.active).as_mut() {
+            let encoded = match &a.encoded {
+                Some((position, index)) if *position == a.position => Arc::clone(index),
+                _ => {
+                    let bytes = a.builder.encode(a.next_offset, a.position);
+                    let index = Arc::new(SegmentKeyIndex::decode(bytes).map_err(|e| {
+                        Error::corrupt(log.dir(), 0, format!("key index encoding: {e}"))
+                    })?);
+                    a.encoded = Some((a.position, Arc::clone(&index)));
+                    index
+                }
+            };
+            indexes.push(encoded);
+        }
+        let mut listing =
+            MergedListing { indexes, next: Vec::new(), heap: BinaryHeap::new(), from };
+        listing.next = vec![0; listing.indexes.len()];
+        for i in 0..listing.indexes.len() {
+            listing.advance(i)?;
+        }
+        Ok(Box::new(listing))
+    }
+}
+
+fn push_hits(
+    index: &SegmentKeyIndex,
+    entry: &DictEntry,
+    from: Offset,
+    hits: &mut Vec<KeyHit>,
+) -> Result<()> {
+    let offsets = index.postings(entry).map_err(|e| {
+        Error::corrupt(
+            format!("key index of segment {}", index.base_offset()),
+            e.at as u64,
+            e.to_string(),
+        )
+    })?;
+    for offset in offsets.into_iter().filter(|o| *o >= from) {
+        hits.push(KeyHit { offset, producer_id: index.producer_at(offset) });
+    }
+    Ok(())
+}
+
+/// A dictionary entry in the merge: its hash, its key, the index it comes from.
+type HeapEntry = (u64, Option<Vec<u8>>, usize);
+
+/// A k-way merge of segments' dictionaries in (hash, key) order.
+struct MergedListing {
+    indexes: Vec<Arc<SegmentKeyIndex>>,
+    /// Per index, the next dictionary entry to push.
+    next: Vec<usize>,
+    /// Min-heap (by `Reverse`) of each index's current entry.
+    heap: BinaryHeap<std::cmp::Reverse<HeapEntry>>,
+    from: Offset,
+}
+
+impl MergedListing {
+    /// Pushes index `i`'s next entry, if it has one.
+    fn advance(&mut self, i: usize) -> Result<()> {
+        let (Some(index), Some(next)) = (self.indexes.get(i), self.next.get_mut(i)) else {
+            return Ok(());
+        };
+        if *next >= index.key_count() {
+            return Ok(());
+        }
+        let entry = index.entry(*next).map_err(|e| damaged(index, e))?;
+        let key = index.key_of(&entry).map_err(|e| damaged(index, e))?.map(<[u8]>::to_vec);
+        *next += 1;
+        self.heap.push(std::cmp::Reverse((entry.hash, key, i)));
+        Ok(())
+    }
+}
+
+fn damaged(index: &SegmentKeyIndex, e: crate::format::DecodeError) -> Error {
+    Error::corrupt(
+        format!("key index of segment {}", index.base_offset()),
+        e.at as u64,
+        e.to_string(),
+    )
+}
+
+impl KeyListing for MergedListing {
+    fn next_key(&mut self) -> Result<Option<KeyRecords>> {
+        loop {
+            let Some(std::cmp::Reverse((hash, key, i))) = self.heap.pop() else { return Ok(None) };
+            let mut sources = vec![i];
+            while let Some(std::cmp::Reverse(top)) = self.heap.peek() {
+                if top.0 != hash || top.1 != key {
+                    break;
+                }
+                let Some(std::cmp::Reverse((_, _, j))) = self.heap.pop() else { break };
+                sources.push(j);
+            }
+            sources.sort_unstable();
+            let mut hits = Vec::new();
+            for &j in &sources {
+                let index = match self.indexes.get(j) {
+                    Some(index) => Arc::clone(index),
+                    None => continue,
+                };
+                let at = self.next.get(j).copied().unwrap_or(0).saturating_sub(1);
+                let entry = index.entry(at).map_err(|e| damaged(&index, e))?;
+                push_hits(&index, &entry, self.from, &mut hits)?;
+                self.advance(j)?;
+            }
+            if !hits.is_empty() {
+                return Ok(Some((key, hits)));
+            }
+        }
+    }
+}

@@ -1,0 +1,293 @@
+//! The segment cache as the filesystem uses it (SEMANTICS.md, "The segment cache"): what sizing
+//! learned about sealed segments makes a remount's sizes exact without rendering them again, and
+//! an entry that no longer matches its segment is ignored and rebuilt. `TopicFs` over real log
+//! dirs in temp dirs, without a kernel.
+
+use std::ffi::OsStr;
+use std::path::Path;
+use std::sync::Arc;
+
+use topicfs::fs::attr::OpenRequest;
+use topicfs::fs::inode::ROOT_INO;
+use topicfs::fs::{DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, FsOptions, TopicFs};
+use topicfs::source::TopicSource;
+use topicfs::storage::cache::{CacheSettings, SegmentCache};
+use topicfs::storage::{LogConfig, LogDir};
+use topicfs::view::txn::Isolation;
+
+const READ: OpenRequest = OpenRequest { read: true, write: false, truncate: false };
+const WRITE: OpenRequest = OpenRequest { read: false, write: true, truncate: false };
+const FORMATS: [&str; 3] = ["", ".json", ".raw"];
+
+struct Mounted {
+    fs: Arc<TopicFs>,
+    log_dir: Arc<LogDir>,
+    cache: Arc<SegmentCache>,
+}
+
+fn config() -> LogConfig {
+    LogConfig { segment_bytes: 4096, ..LogConfig::default() }
+}
+
+/// `TopicFs` over `data` (read-only unless `writable`), sizing at most `budget` bytes of log per
+/// stat, with the segment cache in `cache` (`None`: no cache).
+fn mount(data: &Path, cache: Option<&Path>, budget: u64, writable: bool) -> Mounted {
+    let log_dir = Arc::new(if writable {
+        LogDir::open(data, config()).unwrap()
+    } else {
+        LogDir::open_read_only(data, config()).unwrap()
+    });
+    let cache = Arc::new(SegmentCache::open(&CacheSettings {
+        dir: cache.map(Path::to_path_buf),
+        max_bytes: 64 << 20,
+    }));
+    log_dir.set_cache(Arc::clone(&cache));
+    log_dir.set_sizing_budget(budget);
+    let options = FsOptions {
+        read_only: !writable,
+        partitions_per_topic: 1,
+        max_line_bytes: 1 << 20,
+        uid: 0,
+        gid: 0,
+        file_mode: DEFAULT_FILE_MODE,
+        dir_mode: DEFAULT_DIR_MODE,
+    };
+    let fs = Arc::new(
+        TopicFs::new(Arc::clone(&log_dir) as Arc<dyn TopicSource>, options)
+            .with_isolation(Isolation::ReadCommitted),
+    );
+    Mounted { fs, log_dir, cache }
+}
+
+impl Mounted {
+    fn ino(&self, path: &str) -> u64 {
+        let mut ino = ROOT_INO;
+        for name in path.split('/').filter(|n| !n.is_empty()) {
+            ino = self.fs.lookup(ino, OsStr::new(name)).unwrap().attr.ino;
+        }
+        ino
+    }
+
+    fn size(&self, path: &str) -> u64 {
+        self.fs.getattr(self.ino(path), None).unwrap().attr.size
+    }
+
+    fn read_at(&self, path: &str, offset: u64, len: u32) -> Vec<u8> {
+        let fh = self.fs.open(self.ino(path), READ).unwrap().fh;
+        let out = self.fs.read(fh, offset, len).unwrap();
+        self.fs.release(fh).unwrap();
+        out
+    }
+
+    fn read_all(&self, path: &str) -> Vec<u8> {
+        let fh = self.fs.open(self.ino(path), READ).unwrap().fh;
+        let mut out = Vec::new();
+        loop {
+            let chunk = self.fs.read(fh, out.len() as u64, 65536).unwrap();
+            if chunk.is_empty() {
+                break;
+            }
+            out.extend_from_slice(&chunk);
+        }
+        self.fs.release(fh).unwrap();
+        out
+    }
+
+    fn append(&self, path: &str, data: &[u8]) {
+        let fh = self.fs.open(self.ino(path), WRITE).unwrap().fh;
+        self.fs.write(fh, data, None).unwrap();
+        self.fs.flush(fh, None).unwrap();
+        self.fs.release(fh).unwrap();
+    }
+
+    fn unmount(self) {
+        self.fs.shutdown().unwrap();
+        self.cache.flush();
+        drop(self.fs);
+        self.log_dir.shutdown().unwrap();
+        drop(self.log_dir);
+    }
+}
+
+/// A data dir with topic `t`, partition 0 in about 60 segments of 4 KiB; returns what each
+/// format's `by-offset/0` reads, after a mount that read them all (so the cache, when given,
+/// holds every sealed segment's rendering).
+fn written(data: &Path, cache: Option<&Path>) -> Vec<Vec<u8>> {
+    let m = mount(data, cache, u64::MAX, true);
+    m.log_dir.create_topic("t", 1).unwrap();
+    for b in 0..200 {
+        let lines: String = (0..20).map(|i| format!("record-{b}-{i}\n")).collect();
+        m.append("t/0/append", lines.as_bytes());
+    }
+    let all: Vec<Vec<u8>> =
+        FORMATS.iter().map(|f| m.read_all(&format!("t/0/by-offset/0{f}"))).collect();
+    for (f, bytes) in FORMATS.iter().zip(&all) {
+        assert_eq!(m.size(&format!("t/0/by-offset/0{f}")), bytes.len() as u64);
+    }
+    m.unmount();
+    all
+}
+
+fn entries(cache: &Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "render"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Names, sizes and mtimes of every file under `dir`.
+fn listing(dir: &Path) -> Vec<(String, u64, std::time::SystemTime)> {
+    let mut out = Vec::new();
+    for e in walk(dir) {
+        let m = std::fs::metadata(&e).unwrap();
+        out.push((e.display().to_string(), m.len(), m.modified().unwrap()));
+    }
+    out.sort();
+    out
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_remount_knows_exact_sizes_from_the_cache_and_renders_only_the_active_segment() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (data, cache) = (tmp.path().join("data"), tmp.path().join("cache"));
+    let all = written(&data, Some(&cache));
+    let segments = walk(&data).iter().filter(|p| p.extension().is_some_and(|e| e == "log")).count();
+    assert!(segments > 20, "{segments} segments");
+    assert_eq!(entries(&cache).len(), segments - 1, "one entry per sealed segment");
+
+    // Without the cache, a stat that may render one batch cannot know the size.
+    let before = listing(&data);
+    let cold = mount(&data, None, 1, false);
+    assert_eq!(cold.size("t/0/by-offset/0"), 0);
+    cold.unmount();
+
+    // With it, the first stat is exact in every format: only the active segment is rendered
+    // (one batch at a time: a few stats at most), the sealed ones come from the cache.
+    let warm = mount(&data, Some(&cache), 1, false);
+    for (f, bytes) in FORMATS.iter().zip(&all) {
+        let name = format!("t/0/by-offset/0{f}");
+        let mut sizes = vec![warm.size(&name)];
+        while sizes.last() == Some(&0) && sizes.len() < 10 {
+            sizes.push(warm.size(&name));
+        }
+        assert_eq!(sizes.last().copied(), Some(bytes.len() as u64), "{name}: {sizes:?}");
+        assert!(sizes.len() <= 6, "{name}: more stats than batches in the active segment");
+        // The last 100 bytes, read where the size says (what `tail -c` does), and everything.
+        let end = bytes.len() as u64;
+        assert_eq!(warm.read_at(&name, end - 100, 100), bytes[bytes.len() - 100..].to_vec());
+        assert_eq!(&warm.read_all(&name), bytes, "{name}");
+    }
+    // A stream in the middle of a cached segment reads exactly its records.
+    let from_1234: Vec<u8> =
+        all[0].split_inclusive(|&b| b == b'\n').skip(1234).flatten().copied().collect();
+    assert_eq!(warm.read_all("t/0/by-offset/1234"), from_1234);
+    warm.unmount();
+    assert_eq!(listing(&data), before, "a read-only mount wrote nothing into the data dir");
+}
+
+#[test]
+fn damaged_and_stale_entries_are_ignored_and_rebuilt_and_reads_stay_exact() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (data, cache) = (tmp.path().join("data"), tmp.path().join("cache"));
+    let all = written(&data, Some(&cache));
+    let files = entries(&cache);
+    // Damage one entry, replace another with a foreign file, truncate a third.
+    let mut bytes = std::fs::read(&files[0]).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&files[0], &bytes).unwrap();
+    std::fs::write(&files[1], b"{\"not\": \"a cache file\"}").unwrap();
+    let bytes = std::fs::read(&files[2]).unwrap();
+    std::fs::write(&files[2], &bytes[..bytes.len() / 2]).unwrap();
+    // A segment replaced by a copy of itself (what compaction's rename does to the inode):
+    // its entry is stale.
+    let seg = data.join("t-0").join("00000000000000000000.log");
+    let copy = data.join("t-0").join("copy");
+    std::fs::copy(&seg, &copy).unwrap();
+    std::fs::rename(&copy, &seg).unwrap();
+
+    let m = mount(&data, Some(&cache), u64::MAX, false);
+    for (f, bytes) in FORMATS.iter().zip(&all) {
+        let name = format!("t/0/by-offset/0{f}");
+        assert_eq!(m.size(&name), bytes.len() as u64, "{name}");
+        assert_eq!(&m.read_all(&name), bytes, "{name}");
+    }
+    m.unmount();
+    // Rebuilt: a remount that may render only one batch per stat is exact again.
+    let again = mount(&data, Some(&cache), 1, false);
+    let mut size = 0;
+    for _ in 0..10 {
+        size = again.size("t/0/by-offset/0.json");
+        if size > 0 {
+            break;
+        }
+    }
+    assert_eq!(size, all[1].len() as u64);
+    again.unmount();
+}
+
+#[test]
+fn deleting_the_cache_dir_at_any_time_costs_only_the_rendering() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (data, cache) = (tmp.path().join("data"), tmp.path().join("cache"));
+    let all = written(&data, Some(&cache));
+    let m = mount(&data, Some(&cache), u64::MAX, false);
+    std::fs::remove_dir_all(&cache).unwrap();
+    assert_eq!(m.size("t/0/by-offset/0.json"), all[1].len() as u64);
+    assert_eq!(m.read_all("t/0/by-offset/0"), all[0]);
+    m.unmount();
+}
+
+#[test]
+fn background_sizing_makes_a_new_directorys_sizes_exact_and_fills_the_cache() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (data, cache) = (tmp.path().join("data"), tmp.path().join("cache"));
+    let all = written(&data, None);
+    // A first mount of this directory: nothing cached, one batch per stat.
+    let m = mount(&data, Some(&cache), 1, false);
+    TopicFs::start_background_sizing(&m.fs).unwrap().join().unwrap();
+    for (f, bytes) in FORMATS.iter().zip(&all) {
+        let name = format!("t/0/by-offset/0{f}");
+        assert_eq!(m.size(&name), bytes.len() as u64, "{name} exact at the first stat");
+        assert_eq!(&m.read_all(&name), bytes);
+    }
+    m.unmount();
+    assert!(entries(&cache).len() > 20, "the sealed segments were summarized");
+    // And a remount knows them at once.
+    let again = mount(&data, Some(&cache), 1, false);
+    let mut sizes = vec![again.size("t/0/by-offset/0.json")];
+    while sizes.last() == Some(&0) && sizes.len() < 10 {
+        sizes.push(again.size("t/0/by-offset/0.json"));
+    }
+    assert_eq!(sizes.last().copied(), Some(all[1].len() as u64), "{sizes:?}");
+    again.unmount();
+}
+
+#[test]
+fn background_sizing_leaves_a_partition_without_sealed_segments_or_cache_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let all = written(&data, None);
+    // No cache: nothing is kept across remounts, so nothing is sized ahead of readers.
+    let m = mount(&data, None, 1, false);
+    TopicFs::start_background_sizing(&m.fs).unwrap().join().unwrap();
+    assert_eq!(m.size("t/0/by-offset/0"), 0);
+    assert_eq!(m.read_all("t/0/by-offset/0"), all[0]);
+    m.unmount();
+}

@@ -1,0 +1,140 @@
+//! `by-key/`, `latest/`, `keys` and the topic's `by-key/` through a real mount, driven with
+//! cat, jq, tail -f, test -e and ls.
+
+use crate::common;
+
+use std::fs;
+
+use common::{Follower, MountGuard, sh, sh_output};
+
+/// A mount with topic `t` (one partition) whose records have keys of every kind.
+fn mounted() -> MountGuard {
+    let m = MountGuard::foreground(&[]);
+    sh(&format!("mkdir {}", m.path("t").display()));
+    let lines = [
+        r#"{"key":"user-1","payload":"v1"}"#,
+        r#"{"key":"user-2","payload":"w1"}"#,
+        r#"{"key":"a/b","payload":"slash"}"#,
+        // Bytes ff 00 62: not UTF-8.
+        r#"{"key":"/wBi","key_encoding":"base64","payload":"binary"}"#,
+        r#"{"key":"","payload":"empty"}"#,
+        r#"{"key":null,"payload":"nokey"}"#,
+        r#"{"key":"x.json","payload":"dotted"}"#,
+        r#"{"key":"user-1","payload":"v2"}"#,
+        r#"{"key":"user-2","payload":null}"#,
+    ];
+    let long = format!(r#"{{"key":"{}","payload":"long"}}"#, "L".repeat(300));
+    let lines: Vec<&str> = lines.iter().copied().chain([long.as_str()]).collect();
+    let path = m.path("t/0/append.json");
+    fs::write(&path, lines.join("\n") + "\n").unwrap();
+    m
+}
+
+fn cat(m: &MountGuard, rel: &str) -> String {
+    sh(&format!("cat '{}'", m.path(rel).display()))
+}
+
+#[test]
+fn by_key_and_latest_show_one_keys_records_with_cat_and_jq() {
+    let m = mounted();
+    assert_eq!(cat(&m, "t/0/by-key/user-1"), "v1\nv2\n");
+    assert_eq!(
+        sh(&format!(
+            "jq -c '[.offset,.key,.payload]' {}",
+            m.path("t/0/by-key/user-1.json").display()
+        )),
+        "[0,\"user-1\",\"v1\"]\n[7,\"user-1\",\"v2\"]\n"
+    );
+    assert_eq!(cat(&m, "t/0/latest/user-1"), "v2\n");
+    assert_eq!(sh(&format!("jq -r .offset {}", m.path("t/0/latest/user-1.json").display())), "7\n");
+    // The last record of user-2 is a tombstone: no latest value.
+    assert_eq!(cat(&m, "t/0/by-key/user-2.json").lines().count(), 2);
+    let absent = sh_output(&format!("test -e {}", m.path("t/0/latest/user-2").display()));
+    assert!(!absent.status.success());
+    assert!(!sh_output(&format!("cat {}", m.path("t/0/latest/nobody").display())).status.success());
+    // An absent key is an empty stream (it may come), not an error.
+    assert_eq!(cat(&m, "t/0/by-key/nobody"), "");
+    // `.raw` is the stored batch holding the record.
+    let raw = fs::read(m.path("t/0/by-key/a%2Fb.raw")).unwrap_or_default();
+    assert!(raw.is_empty(), "a/b's name is %a%2Fb, not a%2Fb");
+    let raw = fs::read(m.path("t/0/by-key/%a%2Fb.raw")).unwrap();
+    assert!(raw.windows(5).any(|w| w == b"slash"));
+    // stat's size is what cat reads.
+    let size = fs::metadata(m.path("t/0/by-key/user-1.json")).unwrap().len();
+    assert_eq!(size as usize, cat(&m, "t/0/by-key/user-1.json").len());
+    // Topic level: the partition murmur2 places the key in (the only one here).
+    assert_eq!(
+        sh(&format!("jq -r .payload {}", m.path("t/by-key/user-1.json").display())),
+        "v1\nv2\n"
+    );
+    assert_eq!(
+        sh(&format!("ls {}", m.path("t/0").display())),
+        "append\nappend.json\nby-key\nby-offset\nby-time\ncheck\ninfo\nkeys\nlatest\nsegments\n"
+    );
+}
+
+/// Every key's name in `keys` opens its records, and the JSON key of those records is the key.
+#[test]
+fn hidden_key_names_round_trip_through_keys() {
+    let m = mounted();
+    let keys = cat(&m, "t/0/keys");
+    let mut names: Vec<(String, String)> = keys
+        .lines()
+        .map(|l| {
+            let (name, count) = l.split_once('\t').unwrap();
+            (name.to_string(), count.to_string())
+        })
+        .collect();
+    names.sort();
+    // The 300-byte key is named by its hashes, and that name opens it.
+    let at = names.iter().position(|(n, _)| n.starts_with("%~")).unwrap();
+    let (long, count) = names.remove(at);
+    assert!(long.starts_with("%~") && long.len() == 34 && count == "1", "{long}");
+    let path = m.path(&format!("t/0/by-key/{long}.json"));
+    assert_eq!(sh(&format!("jq -r .key '{}'", path.display())), format!("{}\n", "L".repeat(300)));
+    assert_eq!(sh(&format!("cat '{}'", m.path(&format!("t/0/latest/{long}")).display())), "long\n");
+    assert_eq!(
+        names,
+        [
+            ("%".into(), "1".into()),
+            ("%%FF%00b".into(), "1".into()),
+            ("%a%2Fb".into(), "1".into()),
+            ("%null".into(), "1".into()),
+            ("%x%2Ejson".into(), "1".into()),
+            ("user-1".into(), "2".into()),
+            ("user-2".into(), "2".into()),
+        ]
+    );
+    let expect = [
+        ("%", r#"[4,"",null]"#),
+        ("%%FF%00b", r#"[3,"/wBi","base64"]"#),
+        ("%a%2Fb", r#"[2,"a/b",null]"#),
+        ("%null", r#"[5,null,null]"#),
+        ("%x%2Ejson", r#"[6,"x.json",null]"#),
+    ];
+    for (name, json) in expect {
+        let path = m.path(&format!("t/0/by-key/{name}.json"));
+        let got = sh(&format!("jq -c '[.offset,.key,.key_encoding]' '{}'", path.display()));
+        assert_eq!(got.trim(), json, "{name}");
+    }
+    assert_eq!(sh(&format!("cat '{}'", m.path("t/0/latest/%null").display())), "nokey\n");
+}
+
+#[test]
+fn tail_f_of_a_key_follows_its_new_records_only() {
+    let m = mounted();
+    let stream = m.path("t/0/by-key/user-1");
+    let mut follower = Follower::start("tail", &["-f", "-s", "0.2", stream.to_str().unwrap()]);
+    follower.wait_for("v2\n");
+    let append = m.path("t/0/append.json");
+    fs::write(
+        &append,
+        "{\"key\":\"user-2\",\"payload\":\"other\"}\n{\"key\":\"user-1\",\"payload\":\"v3\"}\n",
+    )
+    .unwrap();
+    let seen = follower.wait_for("v3\n");
+    assert!(!seen.contains("other"), "{seen}");
+    fs::write(&append, "{\"key\":\"user-1\",\"payload\":\"v4\"}\n").unwrap();
+    let seen = follower.wait_for("v4\n");
+    assert_eq!(seen, "v1\nv2\nv3\nv4\n");
+}

@@ -1,0 +1,114 @@
+//! The segment cache on a real mount: a cache dir on a full disk (a 16 KiB tmpfs mounted for
+//! the test, unmounted by a guard) and a damaged cache file change nothing that `cat`, `stat`
+//! and `tail` see; the log names the files and the cause.
+
+use crate::common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use common::{Dirs, MountGuard, sh};
+
+/// A tmpfs of `size` mounted on `path` for the test; unmounted on drop, even on failure.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(path: &Path, size: &str) -> Tmpfs {
+        fs::create_dir_all(path).unwrap();
+        sh(&format!("mount -t tmpfs -o size={size} topicfs-test-cache {}", path.display()));
+        Tmpfs(path.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// Writes `seq 1 N` into topic `t` through a read-write mount with small segments; returns the
+/// dirs (unmounted) and what `by-offset/0` reads.
+fn written(n: usize) -> (Dirs, String) {
+    let m = MountGuard::foreground(&["--config", "segment.bytes=16384", "-o", "cache_dir=none"]);
+    let p = m.path("t");
+    sh(&format!("mkdir {} && seq 1 {n} >> {}/0/append", p.display(), p.display()));
+    let expected: String = (1..=n).map(|i| format!("{i}\n")).collect();
+    (m.unmount(), expected)
+}
+
+fn stderr_file(dirs: &Dirs, name: &str) -> (PathBuf, Stdio) {
+    let path = dirs.root.path().join(name);
+    let file = fs::File::create(&path).unwrap();
+    (path, Stdio::from(file))
+}
+
+#[test]
+fn a_cache_dir_on_a_full_disk_is_logged_and_every_read_stays_exact() {
+    let (dirs, expected) = written(100_000);
+    let cache = dirs.root.path().join("cache");
+    let tmpfs = Tmpfs::mount(&cache, "16k");
+    let cache_opt = format!("cache_dir={}", cache.display());
+    let (log, stderr) = stderr_file(&dirs, "log");
+    let m = MountGuard::foreground_logging_to(dirs, &["--read-only", "-o", &cache_opt], stderr);
+    let stream = m.path("t/0/by-offset/0");
+    assert_eq!(sh(&format!("cat {}", stream.display())), expected);
+    let size = sh(&format!("stat -c %s {}", stream.display()));
+    assert_eq!(size.trim(), expected.len().to_string());
+    assert_eq!(sh(&format!("tail -n 2 {}", stream.display())), "99999\n100000\n");
+    let json = sh(&format!("wc -l < {}", m.path("t/0/by-offset/0.json").display()));
+    assert_eq!(json.trim(), "100000");
+    let dirs = m.unmount();
+    let log = fs::read_to_string(&log).unwrap();
+    assert!(log.contains("segment cache: cannot store") && log.contains("No space left"), "{log}");
+    // Whatever fit is whole: no entry is damaged, no temporary file is left.
+    assert!(!log.contains("damaged"), "{log}");
+    assert!(
+        fs::read_dir(&cache).unwrap().all(|e| !e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with(".tmp"))
+    );
+    drop(tmpfs);
+    drop(dirs);
+}
+
+#[test]
+fn a_damaged_cache_file_is_logged_by_name_ignored_and_rebuilt() {
+    let (dirs, expected) = written(50_000);
+    let cache = dirs.root.path().join("cache");
+    let cache_opt = format!("cache_dir={}", cache.display());
+    let m = MountGuard::foreground_on(dirs, &["--read-only", "-o", &cache_opt]);
+    assert_eq!(sh(&format!("cat {}", m.path("t/0/by-offset/0").display())), expected);
+    let dirs = m.unmount();
+    let mut entries: Vec<PathBuf> = fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "render"))
+        .collect();
+    entries.sort();
+    assert!(entries.len() > 5, "{entries:?}");
+    let damaged = &entries[1];
+    let mut bytes = fs::read(damaged).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    fs::write(damaged, &bytes).unwrap();
+
+    let (log, stderr) = stderr_file(&dirs, "log");
+    let m = MountGuard::foreground_logging_to(
+        dirs,
+        &["--read-only", "--sizing-budget", "1K", "-o", &cache_opt],
+        stderr,
+    );
+    let stream = m.path("t/0/by-offset/0");
+    // Not yet known (the damaged segment must be rendered again), never wrong.
+    let size = sh(&format!("stat -c %s {}", stream.display()));
+    assert!(size.trim() == "0" || size.trim() == expected.len().to_string(), "{size}");
+    assert_eq!(sh(&format!("cat {}", stream.display())), expected);
+    assert_eq!(sh(&format!("stat -c %s {}", stream.display())).trim(), expected.len().to_string());
+    let _dirs = m.unmount();
+    let log = fs::read_to_string(&log).unwrap();
+    let named = format!("segment cache entry {}: damaged", damaged.display());
+    assert_eq!(log.matches(&named).count(), 1, "{log}");
+}
