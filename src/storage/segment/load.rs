@@ -186,26 +186,12 @@ impl LogSegment {
                 OffsetIndex::open_writable(&path, self.base_offset, self.max_index_size, true)
             }
             SegmentMode::Writable => OffsetIndex::open_sealed(&path, self.base_offset),
-            SegmentMode::ReadOnly => {
-                let index =
-                    match OffsetIndex::load_read_only(&path, self.base_offset, self.max_index_size)
-                    {
-                        Ok(index) => index,
-                        Err(e @ Error::WrongFileType { .. }) => {
-                            self.note_repair(false, e);
-                            return Ok(self.rebuild_in_memory()?.0);
-                        }
-                        Err(e) => return Err(e),
-                    };
-                match index.sanity_check() {
-                    Ok(()) => Ok(index),
-                    Err(e) => {
-                        log::warn!("{e}; rebuilding the offset index in memory");
-                        self.note_repair(false, e);
-                        Ok(self.rebuild_in_memory()?.0)
-                    }
-                }
-            }
+            SegmentMode::ReadOnly => self.checked_or_rebuilt(
+                false,
+                OffsetIndex::load_read_only(&path, self.base_offset, self.max_index_size),
+                OffsetIndex::sanity_check,
+                |(offset_index, _)| offset_index,
+            ),
         }
     }
 
@@ -216,26 +202,39 @@ impl LogSegment {
                 TimeIndex::open_writable(&path, self.base_offset, self.max_index_size, true)
             }
             SegmentMode::Writable => TimeIndex::open_sealed(&path, self.base_offset),
-            SegmentMode::ReadOnly => {
-                let index =
-                    match TimeIndex::load_read_only(&path, self.base_offset, self.max_index_size) {
-                        Ok(index) => index,
-                        Err(e @ Error::WrongFileType { .. }) => {
-                            self.note_repair(true, e);
-                            return Ok(self.rebuild_in_memory()?.1);
-                        }
-                        Err(e) => return Err(e),
-                    };
-                match index.sanity_check() {
-                    Ok(()) => Ok(index),
-                    Err(e) => {
-                        log::warn!("{e}; rebuilding the time index in memory");
-                        self.note_repair(true, e);
-                        Ok(self.rebuild_in_memory()?.1)
-                    }
-                }
-            }
+            SegmentMode::ReadOnly => self.checked_or_rebuilt(
+                true,
+                TimeIndex::load_read_only(&path, self.base_offset, self.max_index_size),
+                TimeIndex::sanity_check,
+                |(_, time_index)| time_index,
+            ),
         }
+    }
+
+    /// A read-only mount's index as loaded when it is a regular file that passes its sanity
+    /// check; otherwise (refused file kind, failed check) noted as repaired and rebuilt in
+    /// memory from the `.log`, the broker's file left untouched. `time` names the time index.
+    fn checked_or_rebuilt<I>(
+        &self,
+        time: bool,
+        loaded: Result<I>,
+        sanity_check: impl Fn(&I) -> Result<()>,
+        pick: impl FnOnce((OffsetIndex, TimeIndex)) -> I,
+    ) -> Result<I> {
+        let problem = match loaded {
+            Ok(index) => match sanity_check(&index) {
+                Ok(()) => return Ok(index),
+                Err(e) => {
+                    let which = if time { "time" } else { "offset" };
+                    log::warn!("{e}; rebuilding the {which} index in memory");
+                    e
+                }
+            },
+            Err(e @ Error::WrongFileType { .. }) => e,
+            Err(e) => return Err(e),
+        };
+        self.note_repair(time, problem);
+        Ok(pick(self.rebuild_in_memory()?))
     }
 
     fn note_repair(&self, time: bool, e: Error) {
