@@ -330,6 +330,29 @@ impl Report {
         });
     }
 
+    /// A row comparing two transfer rates: `(seconds, bytes)` of the figure and of its
+    /// baseline, the ratio baseline time / figure time (higher is better), and `min` as the
+    /// target when there is one.
+    fn rate_ratio_row(
+        &mut self,
+        section: &'static str,
+        name: &str,
+        (secs, bytes): (f64, u64),
+        (base_secs, base_bytes): (f64, u64),
+        min: Option<f64>,
+    ) {
+        let r = base_secs / secs;
+        self.row(
+            section,
+            name,
+            fmt_rate_cell(secs, bytes),
+            fmt_rate_cell(base_secs, base_bytes),
+            format!("{r:.2}"),
+            min.map_or(String::new(), |m| format!(">= {m:.2}")),
+            min.map(|m| r >= m),
+        );
+    }
+
     fn put(&mut self, key: &str, value: Value) {
         self.json.insert(key.to_string(), value);
     }
@@ -443,6 +466,23 @@ impl Batch {
             }
         }
     }
+}
+
+/// Writes `lines` lines of `VALUE_BYTES` bytes each (`line NNNNNNNNNNNN yyy…`) to `path` and
+/// reads them once, so they come from the page cache when timed.
+fn write_lines_file(path: &Path, lines: u64) -> Result<(), String> {
+    {
+        let mut out = std::io::BufWriter::new(File::create(path).map_err(|e| e.to_string())?);
+        let mut line = vec![b'y'; VALUE_BYTES];
+        line[..5].copy_from_slice(b"line ");
+        line[VALUE_BYTES - 1] = b'\n';
+        for n in 0..lines {
+            write_decimal(&mut line[5..17], n);
+            out.write_all(&line).map_err(|e| e.to_string())?;
+        }
+    }
+    time_sh(&format!("cat {}", sh_quote(path)))?;
+    Ok(())
 }
 
 /// Writes `n` as zero-padded decimal filling `out`.
@@ -1775,17 +1815,7 @@ fn sequential_reads(
 fn mount_append(plan: &Plan, a: &Args, report: &mut Report) -> Result<(), String> {
     let lines = plan.mount_append_lines;
     let src = a.work.join("lines.txt");
-    {
-        let mut out = std::io::BufWriter::new(File::create(&src).map_err(|e| e.to_string())?);
-        let mut line = vec![b'y'; VALUE_BYTES];
-        line[..5].copy_from_slice(b"line ");
-        line[VALUE_BYTES - 1] = b'\n';
-        for n in 0..lines {
-            write_decimal(&mut line[5..17], n);
-            out.write_all(&line).map_err(|e| e.to_string())?;
-        }
-    }
-    time_sh(&format!("cat {}", sh_quote(&src)))?; // page cache
+    write_lines_file(&src, lines)?;
     let plain = a.work.join("append-plain.txt");
     let data = a.work.join("data-append");
     let mnt = a.work.join("mnt");
@@ -1925,67 +1955,46 @@ fn fuse_ceiling(
     drop(m);
     let med: Vec<f64> = t.iter().map(|x| stat(x).median).collect();
     let sec = "ceiling";
-    let ratio = |num: f64, den: f64| format!("{:.2}", num / den);
-    report.row(
+    report.rate_ratio_row(
         sec,
         "null fs read of the value lines vs raw cat of the segments",
-        fmt_rate_cell(med[1], values_len),
-        fmt_rate_cell(med[4], kafka.log_bytes),
-        ratio(med[4], med[1]),
-        "",
+        (med[1], values_len),
+        (med[4], kafka.log_bytes),
         None,
     );
-    report.row(
+    report.rate_ratio_row(
         sec,
         "cat by-offset/0 vs the null fs read of the same bytes",
-        fmt_rate_cell(med[0], values_len),
-        fmt_rate_cell(med[1], values_len),
-        ratio(med[1], med[0]),
-        ">= 0.75",
-        Some(med[1] / med[0] >= 0.75),
+        (med[0], values_len),
+        (med[1], values_len),
+        Some(0.75),
     );
-    report.row(
+    report.rate_ratio_row(
         sec,
         "cat by-offset/0 vs raw cat of the segments",
-        fmt_rate_cell(med[0], values_len),
-        fmt_rate_cell(med[4], kafka.log_bytes),
-        ratio(med[4], med[0]),
-        "",
+        (med[0], values_len),
+        (med[4], kafka.log_bytes),
         None,
     );
-    report.row(
+    report.rate_ratio_row(
         sec,
         "cat by-offset/0.json vs the null fs read of the same bytes",
-        fmt_rate_cell(med[2], json_len),
-        fmt_rate_cell(med[3], json_len),
-        ratio(med[3], med[2]),
-        ">= 0.50",
-        Some(med[3] / med[2] >= 0.50),
+        (med[2], json_len),
+        (med[3], json_len),
+        Some(0.50),
     );
-    report.row(
+    report.rate_ratio_row(
         sec,
         "cat by-offset/0.json vs raw cat of the segments",
-        fmt_rate_cell(med[2], json_len),
-        fmt_rate_cell(med[4], kafka.log_bytes),
-        ratio(med[4], med[2]),
-        "",
+        (med[2], json_len),
+        (med[4], kafka.log_bytes),
         None,
     );
 
     // Appends: the same lines into topicfs's append, the null fs's sink, and a plain file.
     let lines = plan.mount_append_lines;
     let src = a.work.join("lines.txt");
-    {
-        let mut out = std::io::BufWriter::new(File::create(&src).map_err(|e| e.to_string())?);
-        let mut line = vec![b'y'; VALUE_BYTES];
-        line[..5].copy_from_slice(b"line ");
-        line[VALUE_BYTES - 1] = b'\n';
-        for n in 0..lines {
-            write_decimal(&mut line[5..17], n);
-            out.write_all(&line).map_err(|e| e.to_string())?;
-        }
-    }
-    time_sh(&format!("cat {}", sh_quote(&src)))?;
+    write_lines_file(&src, lines)?;
     let data = a.work.join("data-append");
     let plain = a.work.join("append-plain.txt");
     let (mut top_s, mut null_s, mut plain_s) = (vec![], vec![], vec![]);
@@ -2014,22 +2023,18 @@ fn fuse_ceiling(
     }
     let bytes = lines * VALUE_BYTES as u64;
     let (tm, nm, pm) = (stat(&top_s).median, stat(&null_s).median, stat(&plain_s).median);
-    report.row(
+    report.rate_ratio_row(
         sec,
         "cat lines >> append vs the null fs's write of the same lines",
-        fmt_rate_cell(tm, bytes),
-        fmt_rate_cell(nm, bytes),
-        ratio(nm, tm),
-        ">= 0.80",
-        Some(nm / tm >= 0.80),
+        (tm, bytes),
+        (nm, bytes),
+        Some(0.80),
     );
-    report.row(
+    report.rate_ratio_row(
         sec,
         "null fs write vs cat >> a plain file",
-        fmt_rate_cell(nm, bytes),
-        fmt_rate_cell(pm, bytes),
-        ratio(pm, nm),
-        "",
+        (nm, bytes),
+        (pm, bytes),
         None,
     );
     report.put(

@@ -340,17 +340,7 @@ pub fn run(a: &Args, report: &mut Report) -> Result<(), String> {
     let lines = a.cluster_append_lines;
     eprintln!("cluster: cat {lines} lines >> append vs confluent-kafka produce ...");
     let src = a.work.join("cluster-lines.txt");
-    {
-        let mut out = std::io::BufWriter::new(File::create(&src).map_err(|e| e.to_string())?);
-        let mut line = vec![b'y'; VALUE_BYTES];
-        line[..5].copy_from_slice(b"line ");
-        line[VALUE_BYTES - 1] = b'\n';
-        for n in 0..lines {
-            write_decimal(&mut line[5..17], n);
-            out.write_all(&line).map_err(|e| e.to_string())?;
-        }
-    }
-    time_sh(&format!("cat {}", sh_quote(&src)))?; // page cache
+    write_lines_file(&src, lines)?;
     let src_s = src.to_string_lossy().to_string();
     let (mut mount_t, mut conf_t, mut ratios, mut cpu) = (vec![], vec![], vec![], vec![]);
     for rep in 0..reps {
