@@ -9,7 +9,8 @@ use std::ffi::OsStr;
 use std::path::Path;
 use std::sync::Arc;
 
-use topicfs::format::{NewRecord, Offset, peek_entry};
+use crate::common::log_fixture::kept_batches;
+use topicfs::format::{NewRecord, Offset};
 use topicfs::fs::attr::OpenRequest;
 use topicfs::fs::inode::ROOT_INO;
 use topicfs::fs::{DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, FsOptions, TopicFs};
@@ -53,19 +54,6 @@ fn broker_partition(data: &Path) -> Vec<Offset> {
     let bases = log.segment_list().iter().map(|s| s.base_offset()).collect();
     d.shutdown().unwrap();
     bases
-}
-
-/// The batches of a `.log` file whose base offset `keep` accepts.
-fn kept_batches(log_file: &Path, keep: impl Fn(i64) -> bool) -> Vec<u8> {
-    let bytes = std::fs::read(log_file).unwrap();
-    let (mut out, mut at) = (Vec::new(), 0);
-    while let Some(h) = peek_entry(&bytes[at..]).unwrap() {
-        if keep(h.offset.0) {
-            out.extend_from_slice(&bytes[at..at + h.total_size()]);
-        }
-        at += h.total_size();
-    }
-    out
 }
 
 /// Kafka's cleaner compacting segments `first` and `second` into one (keeping offsets `keep`

@@ -6,11 +6,11 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use topicfs::format::{Offset, peek_entry};
+use topicfs::format::Offset;
 use topicfs::storage::segment_files::SegmentFileKind;
 use topicfs::storage::{Log, LogDir};
 
-use crate::common::log_fixture::{read_records, record, small_config};
+use crate::common::log_fixture::{kept_batches, read_records, record, small_config};
 
 /// Every record readable from the log start offset, as (offset, value).
 fn read_all(log: &Log) -> Vec<(i64, String)> {
@@ -57,19 +57,6 @@ fn broker_partition(data: &Path) -> Vec<Offset> {
     let bases = log.segment_list().iter().map(|s| s.base_offset()).collect();
     d.shutdown().unwrap();
     bases
-}
-
-/// The batches of a `.log` file whose base offset `keep` accepts, concatenated.
-fn kept_batches(log_file: &Path, keep: impl Fn(i64) -> bool) -> Vec<u8> {
-    let bytes = std::fs::read(log_file).unwrap();
-    let (mut out, mut at) = (Vec::new(), 0);
-    while let Some(h) = peek_entry(&bytes[at..]).unwrap() {
-        if keep(h.offset.0) {
-            out.extend_from_slice(&bytes[at..at + h.total_size()]);
-        }
-        at += h.total_size();
-    }
-    out
 }
 
 /// Writes what Kafka's cleaner leaves once it has compacted the segments `first` and `second`

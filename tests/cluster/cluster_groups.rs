@@ -23,7 +23,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 
 use common::tansu::Tansu;
-use common::{Dirs, MountGuard, sh, sh_output};
+use common::{Dirs, MountGuard, run_group_loop, sh, sh_output, spawn_group_loops};
 use serde_json::{Value, json};
 use topicfs::Error;
 use topicfs::cluster::config::parse_bootstrap;
@@ -37,7 +37,6 @@ use topicfs::view::groups::ResetPolicy;
 
 const READ: OpenRequest = OpenRequest { read: true, write: false, truncate: false };
 const WRITE: OpenRequest = OpenRequest { read: false, write: true, truncate: true };
-const LOOP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/doc/examples/consume-group.sh");
 
 fn python() -> String {
     std::env::var("TOPICFS_PYTHON").unwrap_or_else(|_| "/opt/topicfs-venv/bin/python".into())
@@ -416,16 +415,6 @@ fn cluster_groups_commit_while_a_confluent_consumer_is_a_member() {
     m.unmount();
 }
 
-/// Runs the README loop for `group` with `command` on `m`; whether it succeeded.
-fn run_loop(m: &MountGuard, group: &str, command: &str) -> bool {
-    Command::new("sh")
-        .args([LOOP, m.mnt().to_str().unwrap(), "t", group, command])
-        .stdin(Stdio::null())
-        .status()
-        .unwrap()
-        .success()
-}
-
 fn all_records(partitions: i32, records: usize) -> Vec<String> {
     let mut all: Vec<String> =
         (0..partitions).flat_map(|p| (0..records).map(move |i| format!("{p}-{i}"))).collect();
@@ -441,20 +430,8 @@ fn cluster_groups_readme_loop_two_groups_at_once() {
     let m = mount(&broker, &[]);
     let mnt = m.mnt();
     let root = m.dirs_root();
-    let mut children = Vec::new();
-    let mut outs = Vec::new();
-    for group in ["etl", "audit"] {
-        let out = root.join(format!("{group}.out"));
-        let command = format!("jq -r .payload >> {}", out.display());
-        // Each script runs the loop four times while records keep coming.
-        let script = format!(
-            "for i in 1 2 3 4; do sh {LOOP} {mnt} t {group} '{command}' || exit 1; done",
-            mnt = mnt.display()
-        );
-        children
-            .push(Command::new("sh").args(["-c", &script]).stdin(Stdio::null()).spawn().unwrap());
-        outs.push((group, out, command));
-    }
+    // Each script runs the loop 4 times while records keep coming.
+    let (children, outs) = spawn_group_loops(&mnt, &root, &["etl", "audit"], 4);
     for round in 0..4 {
         for p in 0..3 {
             // Through the mount's append, as a shell producer would.
@@ -468,7 +445,7 @@ fn cluster_groups_readme_loop_two_groups_at_once() {
     }
     for (group, out, command) in &outs {
         // A last run after the writes ended picks up the rest.
-        assert!(run_loop(&m, group, command));
+        assert!(run_group_loop(&m, group, command));
         let mut got: Vec<String> =
             std::fs::read_to_string(out).unwrap().lines().map(str::to_string).collect();
         got.sort();
@@ -486,7 +463,7 @@ fn cluster_groups_readme_loop_two_groups_at_once() {
     assert_eq!(sh(&format!("ls {}", m.path("t/groups").display())), "audit\netl\n");
     // Nothing new: a run processes nothing and commits nothing.
     let (group, out, command) = &outs[0];
-    assert!(run_loop(&m, group, command));
+    assert!(run_group_loop(&m, group, command));
     assert_eq!(std::fs::read_to_string(out).unwrap().lines().count(), 66);
     m.unmount();
 }

@@ -9,7 +9,7 @@ use std::ffi::OsString;
 use std::process::Stdio;
 
 use common::tansu::{Tansu, free_port};
-use common::{Dirs, Follower, MountGuard, is_mounted, sh, sh_output, topicfs};
+use common::{Dirs, Follower, MountGuard, failed_mount, sh, sh_output};
 
 fn mount(broker: &Tansu, args: &[&str]) -> MountGuard {
     let mut all = vec!["--config", "request.timeout.ms=10000"];
@@ -67,35 +67,20 @@ fn cluster_mount_with_no_broker_fails_with_the_address() {
     let port = free_port();
     let dirs = Dirs::new();
     let addr = format!("127.0.0.1:{port}");
-    let out = topicfs()
-        .arg("mount")
-        .arg(format!("kafka://{addr}"))
-        .arg(dirs.mnt())
-        .args(["--config", "request.timeout.ms=2000"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let source = format!("kafka://{addr}");
+    let (code, stderr) =
+        failed_mount(&source, &dirs.mnt(), &["--config", "request.timeout.ms=2000"]);
+    assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains(&addr), "{stderr}");
-    assert!(!is_mounted(&dirs.mnt()));
 }
 
 #[test]
 fn cluster_mount_refuses_an_unknown_client_setting_by_name() {
     let dirs = Dirs::new();
-    let out = topicfs()
-        .arg("mount")
-        .arg("kafka://127.0.0.1:1")
-        .arg(dirs.mnt())
-        .args(["--config", "no.such.setting=1"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
+    let (code, stderr) =
+        failed_mount("kafka://127.0.0.1:1", &dirs.mnt(), &["--config", "no.such.setting=1"]);
+    assert!(code != Some(0), "{stderr}");
     assert!(stderr.contains("no.such.setting"), "{stderr}");
-    assert!(!is_mounted(&dirs.mnt()));
 }
 
 #[test]

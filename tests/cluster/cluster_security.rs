@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use common::tansu::{Tansu, TlsProxy, free_port};
-use common::{Dirs, MountGuard, is_mounted, sh, topicfs};
+use common::{Dirs, MountGuard, failed_mount, sh};
 use topicfs::cluster::config::parse_bootstrap;
 use topicfs::cluster::{Client, ClientConfig};
 
@@ -149,34 +149,18 @@ fn cluster_tls_mount_reads_and_appends_through_a_tls_proxy_and_a_wrong_ca_fails_
     let addr = proxy.bootstrap().trim_start_matches("kafka://").to_string();
     let wrong = format!("ssl.ca.location={}", certs.path().join("other-ca.pem").display());
     let dirs = Dirs::new();
-    let out = topicfs()
-        .arg("mount")
-        .arg(&source)
-        .arg(dirs.mnt())
-        .args(["--config", "request.timeout.ms=5000", "--config", "security.protocol=SSL"])
-        .args(["--config", &wrong])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let args = ["--config", "request.timeout.ms=5000", "--config", "security.protocol=SSL"];
+    let (code, stderr) =
+        failed_mount(&source, &dirs.mnt(), &[&args[..], &["--config", &wrong]].concat());
+    assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains(&addr), "{stderr}");
     assert!(stderr.to_lowercase().contains("certificate"), "{stderr}");
-    assert!(!is_mounted(&dirs.mnt()));
 
     // Plaintext to a TLS port is refused too, within the deadline, not a hang.
-    let out = topicfs()
-        .arg("mount")
-        .arg(&source)
-        .arg(dirs.mnt())
-        .args(["--config", "request.timeout.ms=3000"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let (code, stderr) =
+        failed_mount(&source, &dirs.mnt(), &["--config", "request.timeout.ms=3000"]);
+    assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains(&addr), "{stderr}");
-    assert!(!is_mounted(&dirs.mnt()));
 }
 
 #[test]

@@ -49,3 +49,16 @@ pub fn read_records(log: &Log, from: Offset, chunk: usize) -> Vec<(i64, Timestam
         cursor = read.next.unwrap();
     }
 }
+
+/// The batches of a `.log` file whose base offset `keep` accepts, concatenated.
+pub fn kept_batches(log_file: &std::path::Path, keep: impl Fn(i64) -> bool) -> Vec<u8> {
+    let bytes = std::fs::read(log_file).unwrap();
+    let (mut out, mut at) = (Vec::new(), 0);
+    while let Some(h) = peek_entry(&bytes[at..]).unwrap() {
+        if keep(h.offset.0) {
+            out.extend_from_slice(&bytes[at..at + h.total_size()]);
+        }
+        at += h.total_size();
+    }
+    out
+}

@@ -34,6 +34,25 @@ pub fn topicfs() -> Command {
     Command::new(env!("CARGO_BIN_EXE_topicfs"))
 }
 
+/// Runs `topicfs mount SOURCE MNT ARGS` in the foreground of the test, for a mount that is
+/// meant to fail: checks nothing was left mounted, and returns its exit code and stderr.
+pub fn failed_mount(
+    source: impl AsRef<std::ffi::OsStr>,
+    mnt: &Path,
+    args: &[&str],
+) -> (Option<i32>, String) {
+    let out = topicfs()
+        .arg("mount")
+        .arg(source.as_ref())
+        .arg(mnt)
+        .args(args)
+        .stdin(Stdio::null())
+        .output();
+    let out = out.unwrap();
+    assert!(!is_mounted(mnt));
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
 /// A temp dir with `data/` and `mnt/` in it, removed on drop.
 pub struct Dirs {
     pub root: TempDir,
@@ -355,4 +374,43 @@ impl Drop for Follower {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The README's consumer-group loop, as shipped in `doc/examples/consume-group.sh`.
+pub const GROUP_LOOP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/doc/examples/consume-group.sh");
+
+/// Runs the README loop once on topic `t` of the mount `m` for `group` with `command`; whether
+/// it succeeded.
+pub fn run_group_loop(m: &MountGuard, group: &str, command: &str) -> bool {
+    Command::new("sh")
+        .args([GROUP_LOOP, m.mnt().to_str().unwrap(), "t", group, command])
+        .stdin(Stdio::null())
+        .status()
+        .unwrap()
+        .success()
+}
+
+/// Starts one shell per group running the README loop `times` times on topic `t` of the mount
+/// at `mnt`, each processing with `jq -r .payload >> <root>/<group>.out`. Returns the shells and,
+/// per group, its output file and processing command.
+pub fn spawn_group_loops(
+    mnt: &Path,
+    root: &Path,
+    groups: &[&'static str],
+    times: u32,
+) -> (Vec<Child>, Vec<(&'static str, PathBuf, String)>) {
+    let mut children = Vec::new();
+    let mut outs = Vec::new();
+    for &group in groups {
+        let out = root.join(format!("{group}.out"));
+        let command = format!("jq -r .payload >> {}", out.display());
+        let script = format!(
+            "for i in $(seq {times}); do sh {GROUP_LOOP} {mnt} t {group} '{command}' || exit 1; done",
+            mnt = mnt.display()
+        );
+        children
+            .push(Command::new("sh").args(["-c", &script]).stdin(Stdio::null()).spawn().unwrap());
+        outs.push((group, out, command));
+    }
+    (children, outs)
 }

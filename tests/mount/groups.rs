@@ -12,12 +12,10 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use common::{Dirs, MountGuard, sh, sh_output};
+use common::{Dirs, GROUP_LOOP, MountGuard, run_group_loop, sh, sh_output, spawn_group_loops};
 use serde_json::Value;
-
-const LOOP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/doc/examples/consume-group.sh");
 
 /// A mount with topic `t` of `partitions` partitions and `records` value lines `<p>-<i>` in each.
 fn mounted(partitions: u32, records: usize, extra: &[&str]) -> MountGuard {
@@ -51,16 +49,6 @@ fn write(m: &MountGuard, rel: &str, text: &str) -> Result<(), i32> {
     let n = file.write(text.as_bytes()).map_err(|e| e.raw_os_error().unwrap_or(0))?;
     assert_eq!(n, text.len(), "one write");
     Ok(())
-}
-
-/// Runs the README loop for `group` with `command`; whether it succeeded.
-fn run_loop(m: &MountGuard, group: &str, command: &str) -> bool {
-    Command::new("sh")
-        .args([LOOP, m.mnt().to_str().unwrap(), "t", group, command])
-        .stdin(Stdio::null())
-        .status()
-        .unwrap()
-        .success()
 }
 
 fn lines(path: &Path) -> Vec<String> {
@@ -203,7 +191,7 @@ fn readme_loop_resumes_and_kill_9_before_the_commit_repeats_never_skips() {
     // after processing it and before its commit.
     let killer =
         format!("cat >> {out}; [ $(wc -l < {out}) -lt 10 ] || kill -9 {pid}", out = out.display());
-    assert!(!run_loop(&m, "etl", &killer), "the commit after the kill cannot succeed");
+    assert!(!run_group_loop(&m, "etl", &killer), "the commit after the kill cannot succeed");
     assert_eq!(lines(&out).len(), 10);
     let dirs = m.into_dirs();
     let m = MountGuard::foreground_on(dirs, &[]);
@@ -211,7 +199,7 @@ fn readme_loop_resumes_and_kill_9_before_the_commit_repeats_never_skips() {
     assert_eq!(read(&m, "t/groups/etl/offsets"), "0 5 5 0\n1 - 5 -\n");
     append(&m, 0, 5..7);
     let keep = format!("cat >> {}", out.display());
-    assert!(run_loop(&m, "etl", &keep));
+    assert!(run_group_loop(&m, "etl", &keep));
     assert_eq!(read(&m, "t/groups/etl/offsets"), "0 7 7 0\n1 5 5 0\n");
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     for line in lines(&out) {
@@ -228,7 +216,7 @@ fn readme_loop_resumes_and_kill_9_before_the_commit_repeats_never_skips() {
         assert_eq!(*n, want, "{record}");
     }
     // Nothing new: the loop does nothing and commits nothing.
-    assert!(run_loop(&m, "etl", &keep));
+    assert!(run_group_loop(&m, "etl", &keep));
     assert_eq!(lines(&out).len(), 17);
 }
 
@@ -236,20 +224,8 @@ fn readme_loop_resumes_and_kill_9_before_the_commit_repeats_never_skips() {
 fn two_loops_with_two_groups_on_one_topic_at_once() {
     let m = mounted(3, 20, &[]);
     let mnt = m.mnt();
-    let mut outs = Vec::new();
-    let mut children = Vec::new();
-    for group in ["etl", "audit"] {
-        let out = m.dirs_root().join(format!("{group}.out"));
-        let command = format!("jq -r .payload >> {}", out.display());
-        // Each script runs the loop five times while records keep coming.
-        let script = format!(
-            "for i in 1 2 3 4 5; do sh {LOOP} {mnt} t {group} '{command}' || exit 1; done",
-            mnt = mnt.display()
-        );
-        children
-            .push(Command::new("sh").args(["-c", &script]).stdin(Stdio::null()).spawn().unwrap());
-        outs.push((group, out, command));
-    }
+    // Each script runs the loop 5 times while records keep coming.
+    let (children, outs) = spawn_group_loops(&mnt, &m.dirs_root(), &["etl", "audit"], 5);
     for round in 0..5 {
         for p in 0..3 {
             append(&m, p, 20 + round * 4..24 + round * 4);
@@ -260,7 +236,7 @@ fn two_loops_with_two_groups_on_one_topic_at_once() {
     }
     for (group, out, command) in &outs {
         // A last run after the writes ended picks up the rest.
-        assert!(run_loop(&m, group, command));
+        assert!(run_group_loop(&m, group, command));
         let mut got = lines(out);
         got.sort();
         assert_eq!(got, all_records(3, 40), "{group}: every record exactly once");
@@ -401,6 +377,9 @@ fn auto_commit_on_close_commits_what_was_read_whole_and_nothing_else() {
 fn readme_shows_the_loop_the_tests_run() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let readme = fs::read_to_string(root.join("README.md")).unwrap();
-    let script = fs::read_to_string(LOOP).unwrap();
-    assert!(readme.contains(&format!("```sh\n{script}```")), "README's loop differs from {LOOP}");
+    let script = fs::read_to_string(GROUP_LOOP).unwrap();
+    assert!(
+        readme.contains(&format!("```sh\n{script}```")),
+        "README's loop differs from {GROUP_LOOP}"
+    );
 }
