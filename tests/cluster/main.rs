@@ -10,6 +10,7 @@ mod cluster_confluent;
 mod cluster_fake;
 mod cluster_fs;
 mod cluster_groups;
+mod cluster_leader;
 mod cluster_mount;
 mod cluster_read_ahead;
 mod cluster_scale;

@@ -8,7 +8,8 @@ use kafka_protocol::messages::MetadataRequest;
 
 use super::Client;
 use crate::cluster::config::BrokerAddr;
-use crate::error::Result;
+use crate::cluster::errors::{error_name, kafka_error};
+use crate::error::{Error, Result};
 use crate::sync::lock;
 
 /// The highest Metadata version this client implements (the version used is the highest both
@@ -58,12 +59,26 @@ pub struct ClusterMetadata {
     pub topics: BTreeMap<String, TopicMetadata>,
     /// When this was fetched.
     pub fetched_at: Instant,
+    /// The broker that answered (`HOST:PORT`), named in errors the answer causes (a partition
+    /// without a leader).
+    pub from: String,
 }
 
 impl ClusterMetadata {
     /// The partition's metadata, if the topic and partition exist.
     pub fn partition(&self, topic: &str, partition: i32) -> Option<&PartitionMetadata> {
         self.topics.get(topic)?.partitions.iter().find(|p| p.partition == partition)
+    }
+
+    /// LEADER_NOT_AVAILABLE for `topic`/`partition`, which this Metadata lists without a leader:
+    /// names the broker that said so, for `api` (the request that could not be routed).
+    pub fn no_leader(&self, api: &'static str, topic: &str, partition: i32) -> Error {
+        let said = self.partition(topic, partition).map_or(0, |p| p.error_code);
+        let message = match said {
+            0 | 5 => "no leader in Metadata".to_string(),
+            code => format!("no leader in Metadata ({})", error_name(code)),
+        };
+        kafka_error(&self.from, api, 5, Some(topic), Some(partition), Some(message))
     }
 }
 
@@ -147,6 +162,7 @@ impl Client {
             brokers,
             topics,
             fetched_at: Instant::now(),
+            from: conn.addr().to_string(),
         });
         *lock(&self.metadata) = Some(Arc::clone(&md));
         Ok(md)

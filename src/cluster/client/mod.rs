@@ -377,7 +377,7 @@ impl Client {
             }
         })?;
         if p.leader < 0 {
-            return Err(kafka_error("-", "Metadata", 5, Some(topic), Some(partition), None));
+            return Err(md.no_leader("Metadata", topic, partition));
         }
         self.broker_conn(&md, p.leader, deadline)
     }

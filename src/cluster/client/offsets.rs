@@ -106,8 +106,7 @@ impl Client {
                 if leader < 0 {
                     for i in idx {
                         let (t, p, _) = &queries[i];
-                        results[i] =
-                            Some(Err(kafka_error("-", "ListOffsets", 5, Some(t), Some(*p), None)));
+                        results[i] = Some(Err(md.no_leader("ListOffsets", t, *p)));
                     }
                     continue;
                 }
