@@ -274,7 +274,19 @@ pub struct MountArgs {
     /// index.interval.bytes, max.message.bytes, retention.ms, retention.bytes,
     /// message.timestamp.type, compression.type, file.delete.delay.ms.
     ///
+    /// On a cluster mount (kafka://...), a client setting by its Kafka client name instead
+    /// (applied after --command-config): client.id, request.timeout.ms, metadata.max.age.ms,
+    /// fetch.max.bytes, max.partition.fetch.bytes, isolation.level, acks, enable.idempotence,
+    /// compression.type, security.protocol, ssl.ca.location, ssl.truststore.location,
+    /// ssl.truststore.type, ssl.certificate.location, ssl.key.location, sasl.mechanism,
+    /// sasl.username, sasl.password, replication.factor, retry.backoff.ms,
+    /// retry.backoff.max.ms, reconnect.backoff.max.ms, socket.connection.setup.timeout.ms
+    /// (SEMANTICS.md, "Cluster mounts").
+    ///
     /// Example: --config retention.ms=86400000 --config compression.type=zstd
+    ///
+    /// Example: topicfs mount kafka://127.0.0.1:9092 mnt --config security.protocol=SSL
+    /// --config ssl.certificate.location=client.pem --config ssl.key.location=client.key
     #[arg(long = "config", value_name = "KEY=VALUE", help_heading = "Log settings")]
     pub config: Vec<String>,
 

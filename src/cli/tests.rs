@@ -319,3 +319,13 @@ fn memory_budget_and_render_threads_come_from_flags_or_o_options() {
         .unwrap();
     assert_eq!(h.args, os(&["mount", "d", "m", "-o", "ro,memory_budget=128M,render_threads=2"]));
 }
+
+#[test]
+fn mount_help_lists_every_cluster_client_setting() {
+    let mut cmd = Cli::command();
+    let mount = cmd.find_subcommand_mut("mount").unwrap();
+    let help = mount.render_long_help().to_string();
+    for key in crate::cluster::config::KNOWN_KEYS {
+        assert!(help.contains(key), "`topicfs mount --help` does not list {key}");
+    }
+}

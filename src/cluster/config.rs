@@ -199,6 +199,13 @@ pub struct ClientConfig {
     /// `ssl.ca.location` or `ssl.truststore.location` (PEM): the CAs brokers' certificates must
     /// chain to; without it, the system's bundle.
     pub ssl_ca_location: Option<PathBuf>,
+    /// `ssl.certificate.location` (PEM, librdkafka's name): the client certificate (chain,
+    /// leaf first) presented to brokers that ask for one (mutual TLS); needs
+    /// `ssl.key.location`.
+    pub ssl_certificate_location: Option<PathBuf>,
+    /// `ssl.key.location` (PEM, unencrypted PKCS#8, PKCS#1 or SEC1): the private key of
+    /// `ssl.certificate.location`.
+    pub ssl_key_location: Option<PathBuf>,
     /// `sasl.mechanism` (default `PLAIN` when SASL is on).
     pub sasl_mechanism: SaslMechanism,
     /// `sasl.username`.
@@ -207,6 +214,21 @@ pub struct ClientConfig {
     pub sasl_password: Option<String>,
     /// `replication.factor`: for topics created with mkdir; `None` is the broker's default.
     pub replication_factor: Option<i16>,
+    /// `retry.backoff.ms` (default 50): the first pause before a request is retried (after a
+    /// retriable error such as NOT_LEADER_OR_FOLLOWER, or a broker that could not be reached);
+    /// each further pause of the same request doubles, up to `retry.backoff.max.ms`.
+    pub retry_backoff: Duration,
+    /// `retry.backoff.max.ms` (default 1000): the longest pause between two attempts.
+    pub retry_backoff_max: Duration,
+    /// `reconnect.backoff.max.ms` (default: `request.timeout.ms`; 0 turns it off): how long a
+    /// broker that a request could not reach for its whole deadline counts as *down* (see
+    /// `Client`): requests that need it make one short connection attempt and then fail at
+    /// once rather than each waiting out its deadline. `None`: the default.
+    pub reconnect_backoff_max: Option<Duration>,
+    /// `socket.connection.setup.timeout.ms` (default 1000): the longest connection setup (TCP,
+    /// TLS, ApiVersions, SASL) to a broker that counts as down. Other connections may take
+    /// what is left of the request's deadline.
+    pub socket_connection_setup_timeout: Duration,
 }
 
 impl Default for ClientConfig {
@@ -224,10 +246,16 @@ impl Default for ClientConfig {
             compression: Compression::None,
             security_protocol: SecurityProtocol::Plaintext,
             ssl_ca_location: None,
+            ssl_certificate_location: None,
+            ssl_key_location: None,
             sasl_mechanism: SaslMechanism::Plain,
             sasl_username: None,
             sasl_password: None,
             replication_factor: None,
+            retry_backoff: Duration::from_millis(50),
+            retry_backoff_max: Duration::from_millis(1000),
+            reconnect_backoff_max: None,
+            socket_connection_setup_timeout: Duration::from_millis(1000),
         }
     }
 }
@@ -247,10 +275,16 @@ pub const KNOWN_KEYS: &[&str] = &[
     "ssl.ca.location",
     "ssl.truststore.location",
     "ssl.truststore.type",
+    "ssl.certificate.location",
+    "ssl.key.location",
     "sasl.mechanism",
     "sasl.username",
     "sasl.password",
     "replication.factor",
+    "retry.backoff.ms",
+    "retry.backoff.max.ms",
+    "reconnect.backoff.max.ms",
+    "socket.connection.setup.timeout.ms",
 ];
 
 impl ClientConfig {
@@ -319,6 +353,16 @@ impl ClientConfig {
                 }
                 self.ssl_ca_location = Some(PathBuf::from(value))
             }
+            "ssl.certificate.location" | "ssl.key.location" => {
+                if value.is_empty() {
+                    return Err(bad("empty path"));
+                }
+                let path = Some(PathBuf::from(value));
+                match key {
+                    "ssl.certificate.location" => self.ssl_certificate_location = path,
+                    _ => self.ssl_key_location = path,
+                }
+            }
             "ssl.truststore.type" => {
                 if !value.eq_ignore_ascii_case("PEM") {
                     return Err(bad(
@@ -345,6 +389,22 @@ impl ClientConfig {
                 } else {
                     return Err(bad("expected a number of replicas >= 1 (or -1)"));
                 }
+            }
+            "retry.backoff.ms" => {
+                self.retry_backoff =
+                    millis(value).ok_or_else(|| bad("expected milliseconds > 0"))?
+            }
+            "retry.backoff.max.ms" => {
+                self.retry_backoff_max =
+                    millis(value).ok_or_else(|| bad("expected milliseconds > 0"))?
+            }
+            "reconnect.backoff.max.ms" => {
+                let n: u64 = value.parse().map_err(|_| bad("expected milliseconds >= 0"))?;
+                self.reconnect_backoff_max = Some(Duration::from_millis(n))
+            }
+            "socket.connection.setup.timeout.ms" => {
+                self.socket_connection_setup_timeout =
+                    millis(value).ok_or_else(|| bad("expected milliseconds > 0"))?
             }
             _ => {
                 return Err(Error::InvalidInput(format!(
@@ -388,10 +448,37 @@ impl ClientConfig {
                 self.security_protocol
             )));
         }
+        match (&self.ssl_certificate_location, &self.ssl_key_location) {
+            (Some(_), None) => {
+                return Err(Error::InvalidInput(
+                    "ssl.certificate.location needs ssl.key.location (the certificate's private key)"
+                        .to_string(),
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(Error::InvalidInput(
+                    "ssl.key.location needs ssl.certificate.location (the client certificate)"
+                        .to_string(),
+                ));
+            }
+            (Some(_), Some(_)) if !self.security_protocol.tls() => log::warn!(
+                "ssl.certificate.location and ssl.key.location are not used with \
+                 security.protocol={:?} (no TLS)",
+                self.security_protocol
+            ),
+            _ => {}
+        }
         if self.enable_idempotence && self.idempotence_explicit && self.acks != Acks::All {
             return Err(Error::InvalidInput(
                 "enable.idempotence=true needs acks=all (as in Kafka's clients)".to_string(),
             ));
+        }
+        if self.retry_backoff > self.retry_backoff_max {
+            return Err(Error::InvalidInput(format!(
+                "retry.backoff.ms ({} ms) is above retry.backoff.max.ms ({} ms)",
+                self.retry_backoff.as_millis(),
+                self.retry_backoff_max.as_millis()
+            )));
         }
         if self.max_partition_fetch_bytes > self.fetch_max_bytes {
             log::debug!(
@@ -401,6 +488,12 @@ impl ClientConfig {
             );
         }
         Ok(())
+    }
+
+    /// How long a broker unreachable for a whole deadline counts as down
+    /// (`reconnect.backoff.max.ms`, by default `request.timeout.ms`).
+    pub fn broker_down_for(&self) -> Duration {
+        self.reconnect_backoff_max.unwrap_or(self.request_timeout)
     }
 
     /// Whether produce requests carry a producer id and sequence numbers: idempotence on and
@@ -463,6 +556,8 @@ mod tests {
             "compression.type=zstd",
             "security.protocol=SASL_SSL",
             "ssl.ca.location=/etc/ca.pem",
+            "ssl.certificate.location=/etc/client.pem",
+            "ssl.key.location=/etc/client.key",
             "sasl.mechanism=SCRAM-SHA-512",
             "sasl.username=u",
             "sasl.password=p=w",
@@ -481,6 +576,8 @@ mod tests {
         assert_eq!(c.compression, Compression::Zstd);
         assert!(c.security_protocol.tls() && c.security_protocol.sasl());
         assert_eq!(c.ssl_ca_location.as_deref(), Some(Path::new("/etc/ca.pem")));
+        assert_eq!(c.ssl_certificate_location.as_deref(), Some(Path::new("/etc/client.pem")));
+        assert_eq!(c.ssl_key_location.as_deref(), Some(Path::new("/etc/client.key")));
         assert_eq!(c.sasl_mechanism, SaslMechanism::ScramSha512);
         assert_eq!(c.sasl_password.as_deref(), Some("p=w"));
         assert_eq!(c.replication_factor, Some(3));
@@ -504,10 +601,55 @@ mod tests {
         }
         c.set_pair("security.protocol=SASL_PLAINTEXT").unwrap();
         assert!(c.validate().unwrap_err().to_string().contains("sasl.username"));
+        for (given, missing) in [
+            ("ssl.certificate.location=/c.pem", "ssl.key.location"),
+            ("ssl.key.location=/c.key", "ssl.certificate.location"),
+        ] {
+            let mut c = ClientConfig::default();
+            c.set_pair(given).unwrap();
+            let msg = c.validate().unwrap_err().to_string();
+            assert!(msg.contains(missing), "{msg}");
+        }
         let mut c = ClientConfig::default();
         c.set_pair("enable.idempotence=true").unwrap();
         c.set_pair("acks=1").unwrap();
         assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn retry_and_reconnect_settings_default_to_the_built_in_values_and_are_validated() {
+        let mut c = ClientConfig::default();
+        assert_eq!(c.retry_backoff, Duration::from_millis(50));
+        assert_eq!(c.retry_backoff_max, Duration::from_secs(1));
+        assert_eq!(c.socket_connection_setup_timeout, Duration::from_secs(1));
+        // The down window follows request.timeout.ms unless set.
+        c.set_pair("request.timeout.ms=7000").unwrap();
+        assert_eq!(c.broker_down_for(), Duration::from_secs(7));
+        for pair in [
+            "retry.backoff.ms=20",
+            "retry.backoff.max.ms=400",
+            "reconnect.backoff.max.ms=0",
+            "socket.connection.setup.timeout.ms=250",
+        ] {
+            c.set_pair(pair).unwrap();
+        }
+        assert_eq!(c.retry_backoff, Duration::from_millis(20));
+        assert_eq!(c.retry_backoff_max, Duration::from_millis(400));
+        assert_eq!(c.broker_down_for(), Duration::ZERO);
+        assert_eq!(c.socket_connection_setup_timeout, Duration::from_millis(250));
+        c.validate().unwrap();
+        for bad in [
+            "retry.backoff.ms=0",
+            "retry.backoff.max.ms=-1",
+            "reconnect.backoff.max.ms=soon",
+            "socket.connection.setup.timeout.ms=0",
+        ] {
+            let msg = c.set_pair(bad).unwrap_err().to_string();
+            assert!(msg.contains(bad.split('=').next().unwrap()), "{msg}");
+        }
+        c.set_pair("retry.backoff.ms=500").unwrap();
+        let msg = c.validate().unwrap_err().to_string();
+        assert!(msg.contains("retry.backoff.max.ms"), "{msg}");
     }
 
     #[test]

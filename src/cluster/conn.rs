@@ -221,7 +221,7 @@ impl Connection {
             timeout_ms,
             fetch_untagged: AtomicBool::new(false),
         };
-        conn.versions = conn.api_versions(deadline)?;
+        conn.versions = conn.api_versions(deadline).map_err(|e| tls_refused(e, config))?;
         if config.security_protocol.sasl() {
             conn.authenticate(config, deadline)?;
         }
@@ -563,6 +563,27 @@ fn connect(addr: &BrokerAddr, deadline: Instant, timeout_ms: u64) -> Result<TcpS
         }
     }
     Err(unreachable("connect", last))
+}
+
+/// A connection that died with a TLS alert on its first request: the broker refused the TLS
+/// session after the handshake (TLS 1.3 reports a missing or unaccepted client certificate
+/// this way). An authentication failure, not retried, with what to set.
+fn tls_refused(e: Error, config: &ClientConfig) -> Error {
+    match e {
+        Error::BrokerUnreachable { broker, op, source }
+            if source.to_string().contains("TLS: received fatal alert") =>
+        {
+            let hint = match config.ssl_certificate_location {
+                None => {
+                    " (the broker may require a client certificate: ssl.certificate.location \
+                     and ssl.key.location)"
+                }
+                Some(_) => " (the broker may not accept the client certificate)",
+            };
+            Error::AuthFailed { broker, reason: format!("{op}: {source}{hint}") }
+        }
+        e => e,
+    }
 }
 
 /// The TLS handshake on a connected socket, by `deadline`.

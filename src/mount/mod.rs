@@ -180,8 +180,11 @@ fn open_backend(
 ) -> Result<Backend> {
     if let Some(cluster) = &request.cluster {
         let addrs: Vec<String> = cluster.bootstrap.iter().map(ToString::to_string).collect();
-        let failed = |e: Error| {
-            Error::Mount(format!("no bootstrap server answered ({}): {e}", addrs.join(",")))
+        let failed = |e: Error| match e {
+            // A setting's file (a CA, a client certificate or key) that cannot be used: no
+            // broker was asked.
+            Error::InvalidInput(what) => Error::Mount(what),
+            e => Error::Mount(format!("no bootstrap server answered ({}): {e}", addrs.join(","))),
         };
         // `--isolation` and `isolation.level` agree on read_committed (both defaults) or the
         // mount reads uncommitted: Fetch and ListOffsets ask the level the streams show.

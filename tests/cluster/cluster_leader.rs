@@ -17,7 +17,7 @@ use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Instant;
@@ -153,7 +153,15 @@ struct FakeCluster {
     ports: HashMap<i32, u16>,
     state: Arc<Mutex<State>>,
     stop: Arc<AtomicBool>,
+    /// Connections accepted, by both brokers.
+    accepted: Arc<AtomicUsize>,
+    /// How the brokers misbehave: 0 they answer, [`HANG_UP`] they close every connection at
+    /// once (as a broker going away does), [`SILENT`] they read requests and never answer.
+    fault: Arc<AtomicUsize>,
 }
+
+const HANG_UP: usize = 1;
+const SILENT: usize = 2;
 
 impl Drop for FakeCluster {
     fn drop(&mut self) {
@@ -173,20 +181,25 @@ impl FakeCluster {
             [A, B].iter().map(|&n| (n, TcpListener::bind("127.0.0.1:0").unwrap())).collect();
         let ports: HashMap<i32, u16> =
             listeners.iter().map(|(n, l)| (*n, l.local_addr().unwrap().port())).collect();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let fault = Arc::new(AtomicUsize::new(0));
         for (node, listener) in listeners {
             let (state, stop, ports) = (Arc::clone(&state), Arc::clone(&stop), ports.clone());
+            let (accepted, fault) = (Arc::clone(&accepted), Arc::clone(&fault));
             thread::spawn(move || {
                 for conn in listener.incoming() {
                     if stop.load(Ordering::SeqCst) {
                         break;
                     }
                     let Ok(conn) = conn else { continue };
-                    let (state, ports) = (Arc::clone(&state), ports.clone());
-                    thread::spawn(move || serve(conn, node, &ports, &state));
+                    accepted.fetch_add(1, Ordering::SeqCst);
+                    let (state, ports, fault) =
+                        (Arc::clone(&state), ports.clone(), Arc::clone(&fault));
+                    thread::spawn(move || serve(conn, node, &ports, &state, &fault));
                 }
             });
         }
-        FakeCluster { ports, state, stop }
+        FakeCluster { ports, state, stop, accepted, fault }
     }
 
     fn bootstrap(&self, node: i32) -> String {
@@ -240,8 +253,17 @@ fn answer(api: ApiKey, version: i16, body: &mut BytesMut, r: &impl Encodable) {
     r.encode(body, version).unwrap_or_else(|e| panic!("encoding {api:?} v{version}: {e}"));
 }
 
-fn serve(mut conn: TcpStream, node: i32, ports: &HashMap<i32, u16>, state: &Mutex<State>) {
+fn serve(
+    mut conn: TcpStream,
+    node: i32,
+    ports: &HashMap<i32, u16>,
+    state: &Mutex<State>,
+    fault: &AtomicUsize,
+) {
     loop {
+        if fault.load(Ordering::SeqCst) == HANG_UP {
+            return;
+        }
         let mut len = [0u8; 4];
         if conn.read_exact(&mut len).is_err() {
             return;
@@ -249,6 +271,11 @@ fn serve(mut conn: TcpStream, node: i32, ports: &HashMap<i32, u16>, state: &Mute
         let mut frame = vec![0u8; u32::from_be_bytes(len) as usize];
         if conn.read_exact(&mut frame).is_err() {
             return;
+        }
+        match fault.load(Ordering::SeqCst) {
+            HANG_UP => return,
+            SILENT => continue,
+            _ => {}
         }
         let api = ApiKey::try_from(i16::from_be_bytes([frame[0], frame[1]])).unwrap();
         let version = i16::from_be_bytes([frame[2], frame[3]]);
@@ -440,8 +467,14 @@ fn serve(mut conn: TcpStream, node: i32, ports: &HashMap<i32, u16>, state: &Mute
 }
 
 fn client(cluster: &FakeCluster, timeout_ms: u32) -> Arc<Client> {
+    client_with(cluster, &[&format!("request.timeout.ms={timeout_ms}")])
+}
+
+fn client_with(cluster: &FakeCluster, settings: &[&str]) -> Arc<Client> {
     let mut config = ClientConfig::default();
-    config.set_pair(&format!("request.timeout.ms={timeout_ms}")).unwrap();
+    for s in settings {
+        config.set_pair(s).unwrap();
+    }
     Arc::new(Client::connect(parse_bootstrap(&cluster.bootstrap(A)).unwrap(), config).unwrap())
 }
 
@@ -591,4 +624,67 @@ fn cluster_leader_move_through_a_real_mount_cat_reads_exactly_and_append_lands_o
             && (l.contains(&cluster.addr(A)) || l.contains(&cluster.addr(B)))
     };
     assert!(log.lines().any(|l| named(&l)), "no log line names the broker and partition:\n{log}");
+}
+
+/// `reconnect.backoff.max.ms` and `socket.connection.setup.timeout.ms`: a broker that hung up
+/// on every connection for a whole deadline counts as down for the window, so the next request
+/// makes exactly one connection attempt and fails; with the window off (0) the next request
+/// retries connecting until its own deadline. A silent down broker gets one connection setup
+/// of at most `socket.connection.setup.timeout.ms` (times printed, not asserted).
+#[test]
+fn cluster_down_broker_window_and_probe_follow_their_settings() {
+    for (window, one_attempt) in [("60000", true), ("0", false)] {
+        let cluster = FakeCluster::start(A);
+        let client = client_with(
+            &cluster,
+            &[
+                "request.timeout.ms=1500",
+                &format!("reconnect.backoff.max.ms={window}"),
+                "socket.connection.setup.timeout.ms=200",
+                "retry.backoff.ms=20",
+                "retry.backoff.max.ms=100",
+            ],
+        );
+        client.list_offset(TOPIC, 0, -1).unwrap();
+        cluster.fault.store(HANG_UP, Ordering::SeqCst);
+        let err = client.list_offset(TOPIC, 0, -1).unwrap_err();
+        assert!([libc::EIO, libc::ETIMEDOUT].contains(&err.errno()), "{err}");
+        let before = cluster.accepted.load(Ordering::SeqCst);
+        let start = Instant::now();
+        let err = client.list_offset(TOPIC, 0, -1).unwrap_err();
+        let attempts = cluster.accepted.load(Ordering::SeqCst) - before;
+        eprintln!(
+            "reconnect.backoff.max.ms={window}: the next request made {attempts} connections \
+             and failed after {:?}: {err}",
+            start.elapsed()
+        );
+        assert!([libc::EIO, libc::ETIMEDOUT].contains(&err.errno()), "{err}");
+        if one_attempt {
+            assert_eq!(attempts, 1, "a down broker gets one connection attempt");
+        } else {
+            assert!(attempts > 1, "without the window the request retries: {attempts}");
+        }
+    }
+    // Silent: the connection opens, ApiVersions is never answered.
+    let cluster = FakeCluster::start(A);
+    let client = client_with(
+        &cluster,
+        &["request.timeout.ms=1500", "socket.connection.setup.timeout.ms=200"],
+    );
+    client.list_offset(TOPIC, 0, -1).unwrap();
+    cluster.fault.store(SILENT, Ordering::SeqCst);
+    let start = Instant::now();
+    let err = client.list_offset(TOPIC, 0, -1).unwrap_err();
+    eprintln!("silent broker: first request failed after {:?}: {err}", start.elapsed());
+    assert_eq!(err.errno(), libc::ETIMEDOUT, "{err}");
+    let before = cluster.accepted.load(Ordering::SeqCst);
+    let start = Instant::now();
+    let err = client.list_offset(TOPIC, 0, -1).unwrap_err();
+    eprintln!(
+        "silent broker counted down: next request failed after {:?} \
+         (socket.connection.setup.timeout.ms=200): {err}",
+        start.elapsed()
+    );
+    assert_eq!(err.errno(), libc::ETIMEDOUT, "{err}");
+    assert_eq!(cluster.accepted.load(Ordering::SeqCst) - before, 1);
 }

@@ -77,6 +77,45 @@ fn make_ca(dir: &Path, name: &str) {
     );
 }
 
+/// A client certificate `NAME-client.pem` with key `NAME-client.key`, signed by the CA
+/// `CA-ca.pem` of [`make_ca`].
+fn make_client_cert(dir: &Path, ca: &str, name: &str) {
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    let (key, csr, cert) =
+        (format!("{name}-client.key"), format!("{name}-client.csr"), format!("{name}-client.pem"));
+    let mut args = vec!["req"];
+    args.extend(ec);
+    let subject = format!("/CN=topicfs test client {name}");
+    args.extend(["-keyout", &key, "-out", &csr, "-subj", &subject]);
+    openssl(dir, &args);
+    std::fs::write(
+        dir.join("client-ext.cnf"),
+        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=clientAuth\n",
+    )
+    .unwrap();
+    let (ca_pem, ca_key) = (format!("{ca}-ca.pem"), format!("{ca}-ca.key"));
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            &ca_pem,
+            "-CAkey",
+            &ca_key,
+            "-CAcreateserial",
+            "-out",
+            &cert,
+            "-days",
+            "2",
+            "-extfile",
+            "client-ext.cnf",
+        ],
+    );
+}
+
 #[test]
 fn cluster_sasl_scram_authenticates_and_a_wrong_password_is_eacces() {
     let mut t = Tansu::start();
@@ -201,4 +240,84 @@ fn cluster_sasl_ssl_through_a_tls_proxy_authenticates_and_a_wrong_password_is_ea
     let err = Client::connect(bootstrap, settings("wrong")).err().unwrap();
     assert_eq!(err.errno(), libc::EACCES, "{err}");
     assert!(err.to_string().contains(&format!("127.0.0.1:{proxy_port}")), "{err}");
+}
+
+#[test]
+fn cluster_mutual_tls_mounts_with_the_client_certificate_and_fails_clearly_without_one() {
+    let certs = tempfile::tempdir().unwrap();
+    let dir = certs.path();
+    make_ca(dir, "tls");
+    make_ca(dir, "clients");
+    make_client_cert(dir, "clients", "alice");
+    make_client_cert(dir, "clients", "bob");
+    // Signed by a CA the proxy does not trust for clients.
+    make_client_cert(dir, "tls", "mallory");
+    let proxy_port = free_port();
+    let broker = Tansu::start_advertising(proxy_port);
+    let proxy = TlsProxy::start_verifying(
+        proxy_port,
+        &dir.join("tls-server.pem"),
+        &dir.join("tls-server.key"),
+        broker.port(),
+        Some(&dir.join("clients-ca.pem")),
+    );
+    let source = OsString::from(proxy.bootstrap());
+    let addr = proxy.bootstrap().trim_start_matches("kafka://").to_string();
+    let setting = |key: &str, file: &str| format!("{key}={}", dir.join(file).display());
+    let ca = setting("ssl.ca.location", "tls-ca.pem");
+    let cert = setting("ssl.certificate.location", "alice-client.pem");
+    let key = setting("ssl.key.location", "alice-client.key");
+    let tls = ["--config", "request.timeout.ms=10000", "--config", "security.protocol=SSL"];
+    let with = |extra: &[&str]| -> Vec<String> {
+        tls.iter().chain(["--config", &ca].iter()).chain(extra).map(|s| s.to_string()).collect()
+    };
+
+    // With the client certificate: mounts, appends, reads.
+    let args = with(&["--config", &cert, "--config", &key]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let m = MountGuard::foreground_source(Dirs::new(), &source, &args, Stdio::inherit());
+    let mnt = m.mnt();
+    let mnt = mnt.display();
+    sh(&format!("mkdir {mnt}/mutual"));
+    sh(&format!("printf 'client\\ncertified\\n' >> {mnt}/mutual/0/append"));
+    assert_eq!(sh(&format!("cat {mnt}/mutual/0/by-offset/0")), "client\ncertified\n");
+    m.unmount();
+
+    // Without one, the proxy refuses the handshake: exit 1 naming the broker.
+    let dirs = Dirs::new();
+    let args = with(&[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, stderr) = failed_mount(&source, &dirs.mnt(), &args);
+    eprintln!("without a client certificate: {stderr}");
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains(&addr), "{stderr}");
+    assert!(stderr.contains("ssl.certificate.location"), "{stderr}");
+
+    // A certificate the broker does not accept: exit 1 naming the broker.
+    let other_cert = setting("ssl.certificate.location", "mallory-client.pem");
+    let other_key = setting("ssl.key.location", "mallory-client.key");
+    let args = with(&["--config", &other_cert, "--config", &other_key]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, stderr) = failed_mount(&source, &dirs.mnt(), &args);
+    eprintln!("an untrusted client certificate: {stderr}");
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains(&addr) && stderr.contains("client certificate"), "{stderr}");
+
+    // A key that is not the certificate's, an unreadable key, a file without a certificate:
+    // exit 1 naming the file, before any broker is asked.
+    let wrong_key = setting("ssl.key.location", "bob-client.key");
+    let missing_key = setting("ssl.key.location", "nowhere.key");
+    let no_cert = setting("ssl.certificate.location", "alice-client.key");
+    for (extra, file) in [
+        (["--config", &cert, "--config", &wrong_key], "bob-client.key"),
+        (["--config", &cert, "--config", &missing_key], "nowhere.key"),
+        (["--config", &no_cert, "--config", &key], "alice-client.key"),
+    ] {
+        let args = with(&extra);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, stderr) = failed_mount(&source, &dirs.mnt(), &args);
+        eprintln!("{file}: {stderr}");
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(stderr.contains(&dir.join(file).display().to_string()), "{stderr}");
+    }
 }

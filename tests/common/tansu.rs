@@ -198,8 +198,24 @@ pub struct TlsProxy {
 impl TlsProxy {
     /// Starts socat on `port`, forwarding to 127.0.0.1:`target_port`; waits until it listens.
     pub fn start(port: u16, cert: &Path, key: &Path, target_port: u16) -> TlsProxy {
+        TlsProxy::start_verifying(port, cert, key, target_port, None)
+    }
+
+    /// [`TlsProxy::start`], and with `client_ca` the proxy requires a client certificate
+    /// signed by that CA (mutual TLS: socat's `verify=1 cafile=...`).
+    pub fn start_verifying(
+        port: u16,
+        cert: &Path,
+        key: &Path,
+        target_port: u16,
+        client_ca: Option<&Path>,
+    ) -> TlsProxy {
+        let verify = match client_ca {
+            None => "verify=0".to_string(),
+            Some(ca) => format!("verify=1,cafile={}", ca.display()),
+        };
         let listen = format!(
-            "OPENSSL-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork,cert={},key={},verify=0",
+            "OPENSSL-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork,cert={},key={},{verify}",
             cert.display(),
             key.display()
         );

@@ -8,11 +8,13 @@
 //!   metadata refreshes, reconnects, retries and backoff: it returns (an answer or an error)
 //!   by then, plus at most one backoff step's rounding.
 //! - A broker that a request could not reach for its whole deadline (unreachable, or silent
-//!   until the deadline) is *down* for the next `request.timeout.ms` ([`Client::down`]): a
-//!   request that needs it then makes one connection attempt of at most [`PROBE_TIMEOUT`] and,
-//!   when that fails, fails at once with that error (not retried), so one shell command of
-//!   several requests against a dead broker ends within about one deadline, not one deadline
-//!   per request. A successful connection ends it at once (the broker is back).
+//!   until the deadline) is *down* for the next `reconnect.backoff.max.ms` (by default
+//!   `request.timeout.ms`; 0: never) ([`Client::down`]): a request that needs it then makes
+//!   one connection attempt of at most `socket.connection.setup.timeout.ms` (1 s) and, when
+//!   that fails, fails at once with that error (not retried), so one shell command of several
+//!   requests against a dead broker ends within about one deadline, not one deadline per
+//!   request. A successful connection ends it at once (the broker is back).
+//! - Retries pause `retry.backoff.ms` (50 ms), doubling up to `retry.backoff.max.ms` (1 s).
 //! - Metadata is cached and refreshed when older than `metadata.max.age.ms`, and at once when
 //!   a broker answers NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION
 //!   and the like ([`super::errors::retriable_code`]); then the request is retried. A topic
@@ -40,8 +42,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use kafka_protocol::messages::{ApiKey, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::config::{BrokerAddr, ClientConfig};
 use super::conn::Connection;
@@ -67,13 +69,6 @@ use produce::{ProducerSession, Sequences};
 const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
 type Slot = Arc<Mutex<Option<Arc<Connection>>>>;
-
-/// The first pause before a retry; each further one doubles, up to [`MAX_BACKOFF`].
-const FIRST_BACKOFF: Duration = Duration::from_millis(50);
-/// The longest pause between two attempts.
-const MAX_BACKOFF: Duration = Duration::from_secs(1);
-/// The longest connection attempt to a broker that is down (see [`Client::down`]).
-pub const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The client. See the module docs for its invariants.
 pub struct Client {
@@ -124,9 +119,56 @@ pub fn tls_config(config: &ClientConfig) -> Result<Option<Arc<rustls::ClientConf
     let tls = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| bad(e.to_string()))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        .with_root_certificates(roots);
+    let tls = match (&config.ssl_certificate_location, &config.ssl_key_location) {
+        (Some(cert), Some(key)) => {
+            let (chain, key) = client_certificate(cert, key)?;
+            tls.with_client_auth_cert(chain, key).map_err(|e| {
+                Error::InvalidInput(format!(
+                    "ssl.key.location {} and ssl.certificate.location {}: {e} (is it the \
+                     certificate's key?)",
+                    key_path_display(config),
+                    cert.display()
+                ))
+            })?
+        }
+        _ => tls.with_no_client_auth(),
+    };
     Ok(Some(Arc::new(tls)))
+}
+
+fn key_path_display(config: &ClientConfig) -> String {
+    config.ssl_key_location.as_ref().map_or_else(String::new, |p| p.display().to_string())
+}
+
+/// The client certificate chain (`ssl.certificate.location`, leaf first) and its private key
+/// (`ssl.key.location`), both PEM; an unreadable or empty file is an error naming it.
+fn client_certificate(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
+    let bad = |setting: &str, path: &std::path::Path, what: String| {
+        Error::InvalidInput(format!("{setting} {}: {what}", path.display()))
+    };
+    let mut chain = Vec::new();
+    let certs = CertificateDer::pem_file_iter(cert)
+        .map_err(|e| bad("ssl.certificate.location", cert, e.to_string()))?;
+    for c in certs {
+        chain.push(c.map_err(|e| bad("ssl.certificate.location", cert, e.to_string()))?);
+    }
+    if chain.is_empty() {
+        return Err(bad("ssl.certificate.location", cert, "no PEM certificate in the file".into()));
+    }
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| {
+        let what = match e {
+            rustls_pki_types::pem::Error::NoItemsFound => {
+                "no PEM private key in the file (an encrypted key is not supported)".to_string()
+            }
+            e => e.to_string(),
+        };
+        bad("ssl.key.location", key, what)
+    })?;
+    Ok((chain, key))
 }
 
 impl Client {
@@ -182,19 +224,32 @@ impl Client {
             return Ok(Arc::clone(c));
         }
         *slot = None;
-        let deadline = match self.down(&addr.to_string()) {
-            true => deadline.min(Instant::now() + PROBE_TIMEOUT),
+        let probe = self.down(&addr.to_string());
+        let deadline = match probe {
+            true => deadline.min(Instant::now() + self.config.socket_connection_setup_timeout),
             false => deadline,
         };
-        let c = Arc::new(Connection::open(addr, &self.config, self.tls.as_ref(), deadline)?);
+        let c = match Connection::open(addr, &self.config, self.tls.as_ref(), deadline) {
+            Ok(c) => Arc::new(c),
+            // Say why a request failed before its deadline.
+            Err(Error::Timeout { broker, what, after_ms }) if probe => {
+                let what = format!(
+                    "{what} (the broker counts as down: one connection attempt of at most \
+                     socket.connection.setup.timeout.ms = {} ms)",
+                    self.config.socket_connection_setup_timeout.as_millis()
+                );
+                return Err(Error::Timeout { broker, what, after_ms });
+            }
+            Err(e) => return Err(e),
+        };
         lock(&self.down).remove(&addr.to_string());
         *slot = Some(Arc::clone(&c));
         Ok(c)
     }
 
     /// Whether the broker at `addr` counts as down: a request could not reach it for its
-    /// whole deadline less than `request.timeout.ms` ago, and no connection to it was opened
-    /// since.
+    /// whole deadline less than `reconnect.backoff.max.ms` ago, and no connection to it was
+    /// opened since.
     fn down(&self, addr: &str) -> bool {
         lock(&self.down).get(addr).is_some_and(|until| Instant::now() < *until)
     }
@@ -216,20 +271,25 @@ impl Client {
     }
 
     /// After a request ended with `e`: when it could not reach its broker(s) for its whole
-    /// deadline, they are down for the next `request.timeout.ms` (unless already).
+    /// deadline, they are down for the next `reconnect.backoff.max.ms` (unless already).
     fn note_down(&self, e: &Error) {
         let Some(names) = Client::named_brokers(e) else { return };
-        let until = Instant::now() + self.config.request_timeout;
+        let window = self.config.broker_down_for();
+        if window.is_zero() {
+            return;
+        }
+        let until = Instant::now() + window;
         let mut down = lock(&self.down);
         for b in names {
             if down.get(b).is_none_or(|t| Instant::now() >= *t) {
                 log::info!(
                     "broker {b} did not answer within request.timeout.ms ({} ms): requests \
-                     to it fail after one connection attempt of at most {} ms until it \
-                     answers or {} ms pass",
+                     to it fail after one connection attempt of at most {} ms \
+                     (socket.connection.setup.timeout.ms) until it answers or {} ms pass \
+                     (reconnect.backoff.max.ms)",
                     self.timeout_ms(),
-                    PROBE_TIMEOUT.as_millis(),
-                    self.timeout_ms()
+                    self.config.socket_connection_setup_timeout.as_millis(),
+                    window.as_millis()
                 );
                 down.insert(b.to_string(), until);
             }
@@ -322,7 +382,7 @@ impl Client {
         deadline: Instant,
         mut op: impl FnMut(Instant) -> Result<T>,
     ) -> Result<T> {
-        let mut backoff = FIRST_BACKOFF;
+        let mut backoff = self.config.retry_backoff;
         loop {
             match op(deadline) {
                 Ok(v) => return Ok(v),
@@ -340,11 +400,11 @@ impl Client {
     }
 
     /// Between two attempts of one request: sleeps `backoff`, doubles it (up to
-    /// [`MAX_BACKOFF`]) and refreshes metadata. The caller checked that the pause ends before
+    /// `retry.backoff.max.ms`) and refreshes metadata. The caller checked that the pause ends before
     /// `deadline`. A failed refresh is only logged: the next attempt fails the same way.
     fn pause_and_refresh(&self, what: &str, backoff: &mut Duration, deadline: Instant) {
         std::thread::sleep(*backoff);
-        *backoff = (*backoff * 2).min(MAX_BACKOFF);
+        *backoff = (*backoff * 2).min(self.config.retry_backoff_max);
         if let Err(e) = self.refresh_metadata(deadline) {
             log::debug!("{what}: metadata refresh failed: {e}");
         }

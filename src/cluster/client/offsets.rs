@@ -6,7 +6,7 @@ use std::time::Instant;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{BrokerId, ListOffsetsRequest};
 
-use super::{Client, ClusterMetadata, FIRST_BACKOFF, ms_i32, name};
+use super::{Client, ClusterMetadata, ms_i32, name};
 use crate::cluster::errors::{kafka_error, retriable};
 use crate::error::{Error, Result};
 use crate::format::{Offset, Timestamp};
@@ -58,7 +58,7 @@ impl Client {
         let deadline = self.deadline();
         let mut results: Vec<Option<Result<Option<ListedOffset>>>> =
             queries.iter().map(|_| None).collect();
-        let mut backoff = FIRST_BACKOFF;
+        let mut backoff = self.config.retry_backoff;
         // The last round's error from a broker that could not be reached, as the connection
         // gave it (naming the broker's address), for `Client::note_down`.
         let mut unreached: Option<Error> = None;
