@@ -77,6 +77,11 @@ struct State {
     /// A move that happens right before the first request of an API (to the old leader):
     /// (that API, the new leader, the Metadata script from then on).
     pending_move: Option<(ApiKey, i32, Vec<i32>)>,
+    /// Set: the next Produce stored is not answered (its broker closes the connection) and the
+    /// leadership moves to this node at that moment.
+    lose_produce_answer_and_move_to: Option<i32>,
+    /// Produce requests answered as duplicates of a batch already stored.
+    duplicates: usize,
     /// Every partition request and Metadata: (node, API, error code answered).
     requests: Vec<(i32, ApiKey, i16)>,
     /// Produce requests refused for a sequence gap, or stored a second time: must stay empty.
@@ -115,6 +120,7 @@ impl State {
         if info.producer_id >= 0 {
             let p = self.producers.entry(info.producer_id).or_default();
             if let Some(&(_, offset)) = p.stored.iter().find(|s| s.0 == info.base_sequence) {
+                self.duplicates += 1;
                 return (0, offset);
             }
             if info.base_sequence != p.next {
@@ -419,6 +425,7 @@ fn serve(
                 answer(api, version, &mut body, &FetchResponse::default().with_responses(topics));
             }
             ApiKey::Produce => {
+                let mut lost = false;
                 let req = ProduceRequest::decode(&mut buf, version).unwrap();
                 let mut s = state.lock().unwrap();
                 let topics = req
@@ -434,6 +441,10 @@ fn serve(
                                 if code == 0 {
                                     let batch = p.records.clone().unwrap().to_vec();
                                     (code, base) = s.produce(batch);
+                                    if let Some(to) = s.lose_produce_answer_and_move_to.take() {
+                                        s.leader = to;
+                                        lost = true;
+                                    }
                                 }
                                 s.requests.push((node, api, code));
                                 PartitionProduceResponse::default()
@@ -448,6 +459,10 @@ fn serve(
                             .with_partition_responses(parts)
                     })
                     .collect();
+                if lost {
+                    // Stored, never answered: the connection drops.
+                    return;
+                }
                 answer(api, version, &mut body, &ProduceResponse::default().with_responses(topics));
             }
             other => panic!("the fake cluster does not answer {other:?}"),
@@ -555,6 +570,26 @@ fn cluster_leader_moves_are_invisible_to_reads_and_appends() {
     assert_eq!(values, ["one", "two", "three", "four", "five"]);
     assert_eq!(bases, [0, 2, 3]);
     assert_eq!(cluster.sequence_errors(), Vec::<String>::new());
+}
+
+/// The answer to a stored Produce is lost (the old leader's connection drops) and the
+/// leadership moves at that moment: the client resends the same batch (same producer id and
+/// sequence) to the new leader, which recognises it, so the records are stored once.
+#[test]
+fn cluster_leader_move_after_a_lost_produce_answer_stores_the_batch_once() {
+    let cluster = FakeCluster::start(A);
+    let fs = fs_over(client(&cluster, 10_000));
+    append(&fs, b"before\n").unwrap();
+    cluster.state.lock().unwrap().lose_produce_answer_and_move_to = Some(B);
+    append(&fs, b"lost-answer-1\nlost-answer-2\n").unwrap();
+    let r = cluster.take_requests();
+    eprintln!("a lost Produce answer across a move: {r:?}");
+    assert!(saw(&r, A, ApiKey::Produce, 0) && saw(&r, B, ApiKey::Produce, 0), "{r:?}");
+    append(&fs, b"after\n").unwrap();
+    assert_eq!(cluster.state.lock().unwrap().duplicates, 1, "the resent batch was not recognised");
+    assert_eq!(cluster.stored().0, ["before", "lost-answer-1", "lost-answer-2", "after"]);
+    assert_eq!(cluster.sequence_errors(), Vec::<String>::new());
+    assert_eq!(read(&fs), "before\nlost-answer-1\nlost-answer-2\nafter\n");
 }
 
 #[test]
