@@ -103,7 +103,7 @@ impl Client {
         response_capped: bool,
         deadline: Instant,
     ) -> Result<FetchedPartition> {
-        let conn = self.leader(topic, partition, deadline)?;
+        let conn = self.leader("Fetch", topic, partition, deadline)?;
         let cap = if conn.fetch_untagged() { 11 } else { FETCH_MAX };
         let version = conn.version::<FetchRequest>(cap)?;
         let partition_max = opts.max_bytes.unwrap_or(self.config.max_partition_fetch_bytes);

@@ -71,12 +71,13 @@ impl ClusterMetadata {
     }
 
     /// LEADER_NOT_AVAILABLE for `topic`/`partition`, which this Metadata lists without a leader:
-    /// names the broker that said so, for `api` (the request that could not be routed).
+    /// names the broker that said so, for `api` (the request that could not be routed), e.g.
+    /// `Fetch to broker 127.0.0.1:9092 for t/0: LEADER_NOT_AVAILABLE (5): its Metadata names no leader`.
     pub fn no_leader(&self, api: &'static str, topic: &str, partition: i32) -> Error {
         let said = self.partition(topic, partition).map_or(0, |p| p.error_code);
         let message = match said {
-            0 | 5 => "no leader in Metadata".to_string(),
-            code => format!("no leader in Metadata ({})", error_name(code)),
+            0 | 5 => "its Metadata names no leader".to_string(),
+            code => format!("its Metadata names no leader ({})", error_name(code)),
         };
         kafka_error(&self.from, api, 5, Some(topic), Some(partition), Some(message))
     }

@@ -420,9 +420,16 @@ impl Client {
         }
     }
 
-    /// The partition's leader connection; `NotFound` when a fresh Metadata does not list the
-    /// topic or partition.
-    fn leader(&self, topic: &str, partition: i32, deadline: Instant) -> Result<Arc<Connection>> {
+    /// The partition's leader connection for an `api` request; `NotFound` when a fresh
+    /// Metadata does not list the topic or partition, LEADER_NOT_AVAILABLE (naming the broker
+    /// whose Metadata said so) when it lists no leader.
+    fn leader(
+        &self,
+        api: &'static str,
+        topic: &str,
+        partition: i32,
+        deadline: Instant,
+    ) -> Result<Arc<Connection>> {
         let mut md = self.metadata_by(deadline)?;
         if md.partition(topic, partition).is_none()
             && md.fetched_at.elapsed() > Duration::from_millis(10)
@@ -437,7 +444,7 @@ impl Client {
             }
         })?;
         if p.leader < 0 {
-            return Err(md.no_leader("Metadata", topic, partition));
+            return Err(md.no_leader(api, topic, partition));
         }
         self.broker_conn(&md, p.leader, deadline)
     }

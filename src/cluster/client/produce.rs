@@ -198,7 +198,7 @@ impl Client {
         batch: Bytes,
         deadline: Instant,
     ) -> Result<Produced> {
-        let conn = self.leader(topic, partition, deadline)?;
+        let conn = self.leader("Produce", topic, partition, deadline)?;
         let version = conn.version::<ProduceRequest>(PRODUCE_MAX)?;
         let req = ProduceRequest::default()
             .with_transactional_id(None)
