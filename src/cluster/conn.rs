@@ -22,7 +22,7 @@
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
@@ -108,6 +108,59 @@ impl ApiVersions {
     }
 }
 
+/// Requests sent, per API, by every connection of one client: what a stream's open or read
+/// costs in round trips, for tests and measurements (`Client::request_counts`). Counted when a
+/// request is written, whatever its answer.
+pub struct RequestCounts {
+    by_key: Box<[AtomicU64]>,
+}
+
+/// One past the highest API key counted (Kafka's keys are below 100).
+const COUNTED_KEYS: usize = 128;
+
+impl Default for RequestCounts {
+    fn default() -> Self {
+        RequestCounts { by_key: (0..COUNTED_KEYS).map(|_| AtomicU64::new(0)).collect() }
+    }
+}
+
+impl RequestCounts {
+    /// Requests of `api` sent so far.
+    pub fn get(&self, api: ApiKey) -> u64 {
+        usize::try_from(api as i16)
+            .ok()
+            .and_then(|k| self.by_key.get(k))
+            .map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
+    /// Requests of every API sent so far.
+    pub fn total(&self) -> u64 {
+        self.by_key.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+
+    fn note(&self, api: ApiKey) {
+        if let Some(c) = usize::try_from(api as i16).ok().and_then(|k| self.by_key.get(k)) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl std::fmt::Debug for RequestCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut m = f.debug_map();
+        for (k, c) in self.by_key.iter().enumerate() {
+            let n = c.load(Ordering::Relaxed);
+            if n > 0 {
+                match i16::try_from(k).ok().and_then(|k| ApiKey::try_from(k).ok()) {
+                    Some(api) => m.entry(&api_name(api), &n),
+                    None => m.entry(&k, &n),
+                };
+            }
+        }
+        m.finish()
+    }
+}
+
 /// Bookkeeping shared by callers and the reader thread.
 struct Pending {
     waiters: HashMap<i32, mpsc::SyncSender<Bytes>>,
@@ -150,6 +203,8 @@ pub struct Connection {
     /// tagged field not defined for its version (tansu 0.6 sends `NodeEndpoints`, a v16 field,
     /// at v12): Fetch then stays at v11 on this connection.
     fetch_untagged: AtomicBool,
+    /// The client's count of requests sent (shared by its connections).
+    counts: Arc<RequestCounts>,
 }
 
 impl Drop for Connection {
@@ -168,12 +223,14 @@ impl Connection {
         (fetch + (64 << 20)).max(128 << 20)
     }
 
-    /// Connects, handshakes TLS, negotiates API versions and authenticates, all by `deadline`.
+    /// Connects, handshakes TLS, negotiates API versions and authenticates, all by `deadline`;
+    /// every request it sends is counted in `counts`.
     pub fn open(
         addr: &BrokerAddr,
         config: &ClientConfig,
         tls_config: Option<&Arc<rustls::ClientConfig>>,
         deadline: Instant,
+        counts: Arc<RequestCounts>,
     ) -> Result<Connection> {
         let timeout_ms = config.request_timeout.as_millis() as u64;
         let socket = connect(addr, deadline, timeout_ms)?;
@@ -220,6 +277,7 @@ impl Connection {
             versions: ApiVersions::default(),
             timeout_ms,
             fetch_untagged: AtomicBool::new(false),
+            counts,
         };
         conn.versions = conn.api_versions(deadline).map_err(|e| tls_refused(e, config))?;
         if config.security_protocol.sasl() {
@@ -311,6 +369,7 @@ impl Connection {
     pub fn call<R: Api>(&self, req: &R, version: i16, deadline: Instant) -> Result<R::Response> {
         let api = R::KEY;
         let (id, frame) = self.encode(req, version)?;
+        let sent = Instant::now();
         let (tx, rx) = mpsc::sync_channel(1);
         {
             let mut p = lock(&self.shared.pending);
@@ -319,12 +378,22 @@ impl Connection {
             }
             p.waiters.insert(id, tx);
         }
+        self.counts.note(api);
         if let Err(e) = self.write_frame(&frame, deadline) {
             lock(&self.shared.pending).waiters.remove(&id);
             return Err(e);
         }
         match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(response) => self.decode::<R>(version, response),
+            Ok(response) => {
+                log::trace!(
+                    "broker {}: {} v{version}: {} bytes answered in {:?}",
+                    self.addr,
+                    api_name(api),
+                    response.len(),
+                    sent.elapsed()
+                );
+                self.decode::<R>(version, response)
+            }
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 lock(&self.shared.pending).waiters.remove(&id);
                 self.kill(&format!("{} timed out", api_name(api)));
@@ -347,6 +416,7 @@ impl Connection {
             return Err(self.dead_error(R::KEY, &why));
         }
         let (_, frame) = self.encode(req, version)?;
+        self.counts.note(R::KEY);
         self.write_frame(&frame, deadline)
     }
 

@@ -46,7 +46,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::config::{BrokerAddr, ClientConfig};
-use super::conn::Connection;
+use super::conn::{Connection, RequestCounts};
 use super::errors::{kafka_error, retriable};
 use crate::error::{Error, Result};
 use crate::sync::lock;
@@ -84,6 +84,8 @@ pub struct Client {
     /// Brokers (by address as written in errors) that a request could not reach for its whole
     /// deadline, and until when they count as down.
     down: Mutex<HashMap<String, Instant>>,
+    /// Requests sent by every connection of this client.
+    counts: Arc<RequestCounts>,
 }
 
 fn name(s: &str) -> TopicName {
@@ -188,6 +190,7 @@ impl Client {
             next_generation: Mutex::new(1),
             sequences: Mutex::new(HashMap::new()),
             down: Mutex::new(HashMap::new()),
+            counts: Arc::new(RequestCounts::default()),
         };
         client.refresh_metadata(client.deadline())?;
         Ok(client)
@@ -196,6 +199,11 @@ impl Client {
     /// The settings.
     pub fn config(&self) -> &ClientConfig {
         &self.config
+    }
+
+    /// Requests sent so far, per API (every connection, retries included).
+    pub fn request_counts(&self) -> &RequestCounts {
+        &self.counts
     }
 
     fn deadline(&self) -> Instant {
@@ -229,7 +237,13 @@ impl Client {
             true => deadline.min(Instant::now() + self.config.socket_connection_setup_timeout),
             false => deadline,
         };
-        let c = match Connection::open(addr, &self.config, self.tls.as_ref(), deadline) {
+        let c = match Connection::open(
+            addr,
+            &self.config,
+            self.tls.as_ref(),
+            deadline,
+            Arc::clone(&self.counts),
+        ) {
             Ok(c) => Arc::new(c),
             // Say why a request failed before its deadline.
             Err(Error::Timeout { broker, what, after_ms }) if probe => {
