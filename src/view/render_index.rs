@@ -73,7 +73,7 @@ use crate::view::spec::Format;
 use crate::view::summary::{self, FormatSummary, SpanCheckpoint};
 use crate::view::txn::{TxnSnapshot, TxnTracker};
 pub use crate::view::walker::Checkpoint;
-use crate::view::walker::{Walker, first_offset};
+use crate::view::walker::{READ_CHUNK, Walker, first_offset};
 
 /// Bytes of log between two interval checkpoints of a fresh render index.
 pub const CHECKPOINT_INTERVAL: u64 = 64 * 1024;
@@ -289,12 +289,21 @@ impl RenderIndex {
         let snap = self.txn.as_ref().map(|t| t.snapshot());
         self.jump_cached(st, part, snap.as_ref());
         let mut w = self.walker(part, st.frontier);
+        if let Some(b) = budget.filter(|&b| b < READ_CHUNK as u64) {
+            // A small budget reads no more than it may render.
+            w = w.with_read_size(b, 0);
+        }
         let mut spent = 0u64;
         loop {
             if until.is_some_and(|u| w.here.bound >= u) {
                 break;
             }
-            if budget.is_some_and(|b| spent > 0 && spent >= b) {
+            // Over the budget, or about to read from the source more than it has left: a
+            // budget of one read's worth costs one read of the source (one Fetch of a cluster).
+            let over = |b: u64| {
+                spent >= b || (w.needs_read() && spent.saturating_add(w.read_size as u64) > b)
+            };
+            if budget.is_some_and(|b| spent > 0 && over(b)) {
                 self.store_completed(st, part, snap.as_ref());
                 return Ok(false);
             }
@@ -471,6 +480,12 @@ impl RenderIndex {
         let x = target.offset();
         self.extend(st, part, Some(x))?;
         let from = st.floor_by_bound(x).ok_or(Error::StaleHandle)?;
+        if from.bound == x {
+            // Every batch at or after the checkpoint holds only offsets >= x (the index's
+            // invariant): the first record >= x, the batch holding x and the first batch from
+            // x all start there. No read (a stream opened at an origin or checkpoint costs none).
+            return Ok(from.position);
+        }
         let mut w = self.walker(part, from);
         while let Some(step) = w.peek()? {
             let rendered = match target {

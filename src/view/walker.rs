@@ -146,6 +146,11 @@ impl<'a> Walker<'a> {
         Error::corrupt(place, position, e.to_string())
     }
 
+    /// Whether the next [`Walker::peek`] reads from the source (no batch is left in hand).
+    pub(super) fn needs_read(&self) -> bool {
+        self.chunk_at >= self.chunk.len()
+    }
+
     /// The next batch, reading a chunk when needed; `None` at the current end of the log.
     pub(super) fn peek(&mut self) -> Result<Option<Step>> {
         if self.chunk_at >= self.chunk.len() {
