@@ -221,8 +221,8 @@ pub struct MountArgs {
     /// Log bytes a stream's stat or open may read to learn its exact size, from where the
     /// last one stopped; a stream whose end is farther shows size 0 (not yet known) until it
     /// is read to its end or later stats get there (see SEMANTICS.md, "Streams as files").
-    /// Accepts K, M, G suffixes (powers of 1024). Default 256M for a log dir, 16M for a
-    /// cluster (each byte of sizing is fetched over the network).
+    /// Accepts K, M, G suffixes (powers of 1024). Default 256M for a log dir, 64K for a
+    /// cluster (one Fetch: each byte of sizing is fetched over the network).
     ///
     /// Example: --sizing-budget 64M
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]

@@ -3,10 +3,10 @@
 //! | seam method | request |
 //! |---|---|
 //! | `topics`, `partitions`, `partition` | Metadata (cached for `metadata.max.age.ms`) |
-//! | `summary` | ListOffsets earliest and latest, one request |
-//! | `offset_for` | ListOffsets with the timestamp, `-1`, `-2` or `-3` |
-//! | `seek` | ListOffsets earliest and latest (range check), then [`ReadCursor::at`] |
-//! | `read` | Fetch (`read_uncommitted`) from the cursor's offset |
+//! | `summary` | ListOffsets earliest, then latest (two requests), unless a ListOffsets or Fetch answer stated them within [`BOUNDS_FRESH`] (see [`Bounds`]) |
+//! | `offset_for` | ListOffsets with the timestamp or `-3`; `-1` and `-2` as `summary` |
+//! | `seek` | as `summary` (range check), then [`ReadCursor::at`] |
+//! | `read` | Fetch from the cursor's offset (its answer's log start, high watermark and last stable offset kept as the bounds) |
 //! | `aborted_transactions` | Fetch, scanning the abort markers |
 //! | `append`, `append_refs` | Produce: one request per call, idempotent, acked per `acks` |
 //! | `create_topic` / `create_partition` | CreateTopics / CreatePartitions |
@@ -28,10 +28,9 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::cluster::client::{EARLIEST, FetchOptions, LATEST, MAX_TIMESTAMP};
+use crate::cluster::client::{EARLIEST, FetchOptions, FetchedPartition, LATEST, MAX_TIMESTAMP};
 use crate::cluster::committed::committed_batches;
 use crate::cluster::config::IsolationLevel;
 use crate::cluster::{Client, ListedOffset};
@@ -50,9 +49,45 @@ pub struct ClusterSource {
     sizing_budget: u64,
     committed: bool,
     fetch_memory: Option<FetchCap>,
-    /// Per partition, the highest high watermark a Fetch reported, shared by every handle of
-    /// the partition (see `ClusterPartition::high_watermark`).
-    high_watermarks: std::sync::Mutex<HashMap<(String, u32), Arc<AtomicI64>>>,
+    /// Per partition, what was last learned of its log start and end offsets, shared by every
+    /// handle of the partition (see [`Bounds`]).
+    bounds: std::sync::Mutex<HashMap<(String, u32), Arc<std::sync::Mutex<Bounds>>>>,
+    /// How long learned bounds answer for the broker (see [`Bounds`]).
+    bounds_fresh: Duration,
+}
+
+/// The sizing budget of a cluster's partitions unless `--sizing-budget` says otherwise: 64 KiB
+/// of log, what one Fetch of the view's read size returns, so that `stat` and `open` of a
+/// stream cost at most one Fetch whatever the partition holds (see
+/// [`PartitionSource::sizing_budget`]).
+pub const CLUSTER_SIZING_BUDGET: u64 = 64 << 10;
+
+/// How long a partition's log start and end offsets, as a ListOffsets or Fetch answer stated
+/// them, answer for the broker (see [`Bounds`]).
+pub const BOUNDS_FRESH: Duration = Duration::from_millis(50);
+
+/// A partition's log start and end offsets as last learned, from ListOffsets (earliest and
+/// latest, two requests) or from a Fetch response, which carries the log start offset, the
+/// high watermark and the last stable offset.
+///
+/// Used for [`ClusterPartition::bounds`] (and so `summary`, `seek`, `holds`, `offset_for`
+/// latest and earliest) while younger than the source's freshness window ([`BOUNDS_FRESH`]),
+/// so that one `open`, `stat` or `read()` of a stream, which asks the bounds several times,
+/// and a sequential reader, whose every Fetch states them, cost no ListOffsets; older, they
+/// are asked again. An append through this source makes them stale at once (its records are
+/// visible to the next read).
+///
+/// **Invariant**: `end` never decreases: it is at least every end stated since (ListOffsets
+/// latest, and the high watermark or, reading committed, the last stable offset of every
+/// Fetch), so every batch a read returned lies below the log end offset the source states
+/// next (a view must never see its rendered frontier past the log end, which it would take for
+/// a truncation; tansu's memory engine answers ListOffsets latest below its high watermark).
+#[derive(Debug, Default)]
+struct Bounds {
+    start: Offset,
+    end: Offset,
+    /// When `start` and `end` were last stated together; `None`: never, or made stale.
+    learned: Option<Instant>,
 }
 
 /// The mount's cap on fetched bytes in flight and how long a fetch may wait for room.
@@ -74,11 +109,20 @@ impl ClusterSource {
         ClusterSource {
             client,
             read_only,
-            sizing_budget: crate::source::DEFAULT_SIZING_BUDGET,
+            sizing_budget: CLUSTER_SIZING_BUDGET,
             committed: false,
             fetch_memory: None,
-            high_watermarks: std::sync::Mutex::new(HashMap::new()),
+            bounds: std::sync::Mutex::new(HashMap::new()),
+            bounds_fresh: BOUNDS_FRESH,
         }
+    }
+
+    /// The same source reusing a partition's learned log start and end offsets for `fresh`
+    /// instead of [`BOUNDS_FRESH`] (zero: every question asks ListOffsets). For tests that
+    /// count requests on a loaded machine, and for comparisons.
+    pub fn with_bounds_fresh(mut self, fresh: Duration) -> ClusterSource {
+        self.bounds_fresh = fresh;
+        self
     }
 
     /// The same source holding every Fetch's bytes (the size it asks for) in `memory` while it
@@ -161,11 +205,10 @@ impl TopicSource for ClusterSource {
             committed: self.committed,
             fetch_memory: self.fetch_memory.clone(),
             ahead: std::sync::Mutex::new(Vec::new()),
-            high_watermark: Arc::clone(
-                crate::sync::lock(&self.high_watermarks)
-                    .entry((topic.to_string(), partition))
-                    .or_default(),
+            bounds: Arc::clone(
+                crate::sync::lock(&self.bounds).entry((topic.to_string(), partition)).or_default(),
             ),
+            bounds_fresh: self.bounds_fresh,
         }))
     }
 
@@ -219,12 +262,11 @@ struct ClusterPartition {
     /// Whole batches Fetches returned beyond what their `read` gave out (see [`Ahead`]), the
     /// newest last, [`READ_AHEAD_SLOTS`] at most.
     ahead: std::sync::Mutex<Vec<Ahead>>,
-    /// The highest high watermark a `read_uncommitted` Fetch of this partition reported
-    /// (shared by its handles, kept by the [`ClusterSource`]): the log end offset of an
-    /// uncommitted reader is never below it (tansu's memory engine answers ListOffsets latest
-    /// below it, which made a stream's end, and the transaction scan's idea of truncation,
-    /// wrong).
-    high_watermark: Arc<AtomicI64>,
+    /// The partition's log start and end offsets as last learned (shared by its handles, kept
+    /// by the [`ClusterSource`]).
+    bounds: Arc<std::sync::Mutex<Bounds>>,
+    /// How long `bounds` answer for the broker.
+    bounds_fresh: Duration,
 }
 
 /// Read-ahead of one partition handle. A stream reads in chunks of tens of KiB, but one Fetch
@@ -269,24 +311,57 @@ impl ClusterPartition {
         self.partition as i32
     }
 
-    /// (log start offset, log end offset): two ListOffsets requests (Kafka refuses one request
-    /// naming a partition twice, and tansu answers both with the first).
+    /// (log start offset, log end offset): the learned [`Bounds`] while fresh, else two
+    /// ListOffsets requests (Kafka refuses one request naming a partition twice, and tansu
+    /// answers both with the first). Reading uncommitted, the log end is the high watermark;
+    /// reading committed, the last stable offset (ListOffsets asks at the client's isolation
+    /// level, which the mount makes the streams' own).
     fn bounds(&self) -> Result<(Offset, Offset)> {
+        {
+            let b = crate::sync::lock(&self.bounds);
+            if b.learned.is_some_and(|t| t.elapsed() < self.bounds_fresh) {
+                return Ok((b.start, b.end.max(b.start)));
+            }
+        }
         let ask = |ts| -> Result<Offset> {
             let listed =
                 self.client.list_offset(&self.topic, self.p(), ts).map_err(|e| self.named(e))?;
             Ok(listed.map_or(Offset(0), |l: ListedOffset| l.offset).max(Offset(0)))
         };
+        let asked = Instant::now();
         let start = ask(EARLIEST)?;
-        // Reading uncommitted, the log end is the high watermark; reading committed, it is the
-        // last stable offset that ListOffsets answers, which a high watermark must not raise.
-        let seen = if self.committed {
-            Offset(0)
+        let end = ask(LATEST)?;
+        let mut b = crate::sync::lock(&self.bounds);
+        b.start = start;
+        b.end = b.end.max(end);
+        b.learned = Some(asked);
+        Ok((b.start, b.end.max(b.start)))
+    }
+
+    /// Takes in what a Fetch response stated (asked at `asked`): its log start offset (when
+    /// the broker says), and its high watermark or, reading committed, its last stable offset
+    /// (the high watermark when the broker does not say) as a floor of the log end.
+    fn learn_from_fetch(&self, fetched: &FetchedPartition, asked: Instant) {
+        let end = if self.committed && fetched.last_stable_offset.0 >= 0 {
+            fetched.last_stable_offset
         } else {
-            Offset(self.high_watermark.load(Ordering::Relaxed))
+            fetched.high_watermark
         };
-        let end = ask(LATEST)?.max(seen);
-        Ok((start, end.max(start)))
+        let mut b = crate::sync::lock(&self.bounds);
+        b.end = b.end.max(end);
+        if fetched.log_start_offset.0 >= 0 {
+            b.start = fetched.log_start_offset;
+            if b.learned.is_none_or(|t| t < asked) {
+                b.learned = Some(asked);
+            }
+        }
+    }
+
+    /// After an append: the bounds are asked again by the next question, so the appended
+    /// records are visible to the next read (the log end a Produce answer implies is the high
+    /// watermark only with `acks=all`, and not the last stable offset).
+    fn forget_bounds(&self) {
+        crate::sync::lock(&self.bounds).learned = None;
     }
 
     fn produced(&self, base: Offset, count: usize) -> AppendInfo {
@@ -329,8 +404,8 @@ impl PartitionSource for ClusterPartition {
 
     fn offset_for(&self, query: OffsetQuery) -> Result<Offset> {
         let ts = match query {
-            OffsetQuery::Latest => LATEST,
-            OffsetQuery::Earliest => EARLIEST,
+            OffsetQuery::Latest => return Ok(self.bounds()?.1),
+            OffsetQuery::Earliest => return Ok(self.bounds()?.0),
             OffsetQuery::MaxTimestamp => MAX_TIMESTAMP,
             OffsetQuery::Timestamp(t) => t.max(0),
         };
@@ -381,9 +456,10 @@ impl PartitionSource for ClusterPartition {
             isolation: Some(IsolationLevel::ReadUncommitted),
         };
         let _held = self.hold(ask)?;
+        let asked = Instant::now();
         let fetched =
             self.client.fetch(&self.topic, self.p(), from, opts).map_err(|e| self.named(e))?;
-        self.high_watermark.fetch_max(fetched.high_watermark.0, Ordering::Relaxed);
+        self.learn_from_fetch(&fetched, asked);
         let buf: &[u8] = &fetched.records;
         let (chunk, rest) = self.split(buf, from, max_bytes)?;
         if let (Some(next), Some(rest)) = (chunk.next, rest) {
@@ -443,8 +519,9 @@ impl PartitionSource for ClusterPartition {
         if self.read_only {
             return Err(Error::ReadOnly);
         }
-        let produced =
-            self.client.produce(&self.topic, self.p(), records).map_err(|e| self.named(e))?;
+        let produced = self.client.produce(&self.topic, self.p(), records);
+        self.forget_bounds();
+        let produced = produced.map_err(|e| self.named(e))?;
         Ok(self.produced(produced.base_offset, records.len()))
     }
 
@@ -452,8 +529,9 @@ impl PartitionSource for ClusterPartition {
         if self.read_only {
             return Err(Error::ReadOnly);
         }
-        let produced =
-            self.client.produce(&self.topic, self.p(), records).map_err(|e| self.named(e))?;
+        let produced = self.client.produce(&self.topic, self.p(), records);
+        self.forget_bounds();
+        let produced = produced.map_err(|e| self.named(e))?;
         Ok(self.produced(produced.base_offset, records.len()))
     }
 
@@ -487,8 +565,10 @@ impl ClusterPartition {
         let mut from = cursor.next_offset;
         loop {
             let _held = self.hold(max_bytes)?;
+            let asked = Instant::now();
             let fetched =
                 self.client.fetch(&self.topic, self.p(), from, opts).map_err(|e| self.named(e))?;
+            self.learn_from_fetch(&fetched, asked);
             // A broker that does not say (-1): nothing is pending, the high watermark.
             let lso = if fetched.last_stable_offset.0 >= 0 {
                 fetched.last_stable_offset

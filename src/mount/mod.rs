@@ -200,7 +200,7 @@ fn open_backend(
         let source = Arc::new(
             crate::cluster::ClusterSource::new(Arc::clone(&client), request.read_only)
                 .with_sizing_budget(
-                    request.sizing_budget.unwrap_or(crate::source::DEFAULT_SIZING_BUDGET),
+                    request.sizing_budget.unwrap_or(crate::cluster::source::CLUSTER_SIZING_BUDGET),
                 )
                 .with_committed_reads(committed)
                 .with_fetch_memory(Arc::new(Arc::clone(budget)), config_timeout),

@@ -298,7 +298,7 @@ pub struct MountRequest {
     /// `--sizing-budget`: log bytes a stream's stat/open may render (the log dir's
     /// [`PartitionSource::sizing_budget`](crate::source::PartitionSource::sizing_budget)).
     /// `None`: the backend's default ([`crate::storage::LOCAL_SIZING_BUDGET`] for a log dir,
-    /// [`crate::source::DEFAULT_SIZING_BUDGET`] for a cluster).
+    /// [`crate::cluster::source::CLUSTER_SIZING_BUDGET`] for a cluster).
     pub sizing_budget: Option<u64>,
     /// `log.retention.check.interval.ms`: how often retention runs on a read-write mount.
     pub retention_check_interval: Duration,
