@@ -318,6 +318,45 @@ fn serve(
     }
 }
 
+/// `TopicFs` over `ClusterSource` at `isolation` against `broker` with the mount's default
+/// sizing budget, and its client (to count requests). The learned bounds of a partition stay
+/// fresh for a minute, so that counts do not depend on the machine's speed (the mount's
+/// window is `BOUNDS_FRESH`).
+fn fs_counting(broker: &FakeBroker, isolation: Isolation) -> (TopicFs, Arc<Client>) {
+    let mut config = ClientConfig::default();
+    config.set_pair("request.timeout.ms=5000").unwrap();
+    let committed = isolation == Isolation::ReadCommitted;
+    if !committed {
+        config.set_pair("isolation.level=read_uncommitted").unwrap();
+    }
+    let spec = format!("kafka://{}", broker.addr);
+    let client = Arc::new(Client::connect(parse_bootstrap(&spec).unwrap(), config).unwrap());
+    let budget = MemoryBudget::new(64 << 20);
+    let source = ClusterSource::new(Arc::clone(&client), true)
+        .with_committed_reads(committed)
+        .with_bounds_fresh(std::time::Duration::from_secs(60))
+        .with_fetch_memory(Arc::new(Arc::clone(&budget)), std::time::Duration::from_secs(30));
+    let options = FsOptions {
+        read_only: true,
+        partitions_per_topic: 1,
+        max_line_bytes: 1 << 20,
+        uid: 0,
+        gid: 0,
+        file_mode: topicfs::fs::DEFAULT_FILE_MODE,
+        dir_mode: topicfs::fs::DEFAULT_DIR_MODE,
+    };
+    let fs = TopicFs::new(Arc::new(source) as Arc<dyn TopicSource>, options)
+        .with_shared_limits(budget, 2)
+        .with_isolation(isolation);
+    (fs, client)
+}
+
+/// (Fetch, ListOffsets) requests `client` sent so far.
+fn fetch_and_list_offsets(client: &Client) -> (u64, u64) {
+    let counts = client.request_counts();
+    (counts.get(ApiKey::Fetch), counts.get(ApiKey::ListOffsets))
+}
+
 /// `TopicFs` over `ClusterSource` at `isolation` against `broker`, as the mount builds it.
 fn fs_for(broker: &FakeBroker, isolation: Isolation, sizing_budget: u64) -> TopicFs {
     fs_with_budget(broker, isolation, sizing_budget, MemoryBudget::new(64 << 20))
@@ -516,4 +555,82 @@ fn cluster_fetches_in_flight_stay_within_the_memory_budget_with_many_readers() {
     assert!(peak <= LIMIT, "{peak} bytes of fetches in flight, limit {LIMIT}");
     assert!(waits > 0, "no reader ever had to wait: the test does not exercise the cap");
     assert_eq!(budget.fetching(), 0);
+}
+
+/// A plain partition of `records` records of 100 bytes, 10 to a batch.
+fn plain_log(records: i64) -> Log {
+    let mut entries = Vec::new();
+    for b in 0..records / 10 {
+        let values: Vec<String> = (0..10).map(|i| format!("{:0>99}", b * 10 + i)).collect();
+        let refs: Vec<&str> = values.iter().map(String::as_str).collect();
+        entries.push(batch(b * 10, &refs, -1));
+    }
+    Log::new(entries, Vec::new(), records)
+}
+
+#[test]
+fn cluster_open_and_first_read_cost_the_same_requests_whatever_the_partition_size() {
+    // What `cat by-offset/0` does: a lookup of the name (its size), an open, an fstat, a first
+    // read; then reads of 128 KiB, as FUSE sends them. 1,000 records (110 KB, more than the
+    // cluster's 64 KiB sizing budget) against 300,000 (33 MB).
+    for isolation in [Isolation::ReadCommitted, Isolation::ReadUncommitted] {
+        let mut costs = Vec::new();
+        for records in [1_000, 300_000] {
+            let broker = FakeBroker::start(plain_log(records));
+            let (fs, client) = fs_counting(&broker, isolation);
+            let dir = ino(&fs, "tx/0/by-offset");
+            let before = fetch_and_list_offsets(&client);
+            let entry = fs.lookup(dir, OsStr::new("0")).unwrap();
+            // Not yet known: sizing it would take more than one Fetch.
+            assert_eq!(entry.attr.size, 0, "{records} records, {isolation:?}");
+            let fh = fs.open(entry.attr.ino, READ).unwrap().fh;
+            // The fstat continues the sizing by one more Fetch: exact for 1,000 records.
+            let size = fs.getattr(entry.attr.ino, Some(fh)).unwrap().attr.size;
+            let exact = if records == 1_000 { 100_000 } else { 0 };
+            assert_eq!(size, exact, "{records} records, {isolation:?}");
+            let first = fs.read(fh, 0, 1).unwrap();
+            assert_eq!(first, b"0");
+            let after = fetch_and_list_offsets(&client);
+            let opened = (after.0 - before.0, after.1 - before.1);
+            // The rest, in 128 KiB reads (the view reads ahead of them in the background).
+            let mut out = first;
+            loop {
+                let chunk = fs.read(fh, out.len() as u64, 128 << 10).unwrap();
+                if chunk.is_empty() {
+                    break;
+                }
+                out.extend(chunk);
+            }
+            let want: String = (0..records).map(|n| format!("{n:0>99}\n")).collect();
+            assert!(
+                out == want.as_bytes(),
+                "{records} records, {isolation:?}: {} bytes",
+                out.len()
+            );
+            let done = fetch_and_list_offsets(&client);
+            let mib = out.len() as f64 / f64::from(1 << 20);
+            let fetch_per_mib = (done.0 - after.0) as f64 / mib;
+            let list_offsets = done.1 - after.1;
+            eprintln!(
+                "{isolation:?}, {records} records: lookup + open + fstat + first read: {} Fetch, \
+                 {} ListOffsets; then {fetch_per_mib:.1} Fetch per MiB read, {list_offsets} \
+                 ListOffsets in all",
+                opened.0, opened.1
+            );
+            // At most one Fetch to size at the lookup, one at the fstat, one for the read, and
+            // the bounds asked once.
+            assert!(opened.0 <= 3 && opened.1 <= 2, "{opened:?}");
+            // Reads learn the bounds from their Fetch answers: no ListOffsets.
+            assert_eq!(list_offsets, 0);
+            // Read-committed Fetches are the view's reads of 64 KiB; read-uncommitted ones keep
+            // 1 MiB (max.partition.fetch.bytes) of read-ahead.
+            if records > 1_000 {
+                let most = if isolation == Isolation::ReadCommitted { 100.0 } else { 50.0 };
+                assert!(fetch_per_mib <= most, "{fetch_per_mib} Fetch per MiB");
+            }
+            fs.release(fh).unwrap();
+            costs.push(opened);
+        }
+        assert_eq!(costs[0], costs[1], "{isolation:?}: the costs depend on the partition size");
+    }
 }
