@@ -336,6 +336,48 @@ pub fn run(a: &Args, report: &mut Report) -> Result<(), String> {
                "ratio_small_to_big": ttfb_ratios}),
     );
 
+    // The broker's own share: one Fetch of offset 0 (64 KiB, what a first read asks) with
+    // topicfs's client, no mount. A broker whose Fetch costs more on a larger partition (tansu's
+    // memory engine) bounds the ratio above whatever the mount does.
+    let one_fetch = |topic: &str| -> Result<f64, String> {
+        let opts = FetchOptions { max_bytes: Some(64 << 10), ..FetchOptions::default() };
+        let start = Instant::now();
+        let f = c.fetch(topic, 0, Offset(0), opts).map_err(|e| format!("{topic}: {e}"))?;
+        let t = start.elapsed().as_secs_f64();
+        if f.records.is_empty() {
+            return Err(format!("{topic}: Fetch of offset 0 returned nothing"));
+        }
+        Ok(t)
+    };
+    let (mut big_f, mut small_f, mut fetch_ratios) = (vec![], vec![], vec![]);
+    for rep in 0..ttfb_reps {
+        let (bt, st) = if rep % 2 == 0 {
+            let bt = one_fetch(big)?;
+            (bt, one_fetch("small")?)
+        } else {
+            let st = one_fetch("small")?;
+            (one_fetch(big)?, st)
+        };
+        big_f.push(bt);
+        small_f.push(st);
+        fetch_ratios.push(st / bt);
+    }
+    let (bf, sf, fr) = (stat(&big_f), stat(&small_f), stat(&fetch_ratios));
+    report.row(
+        "cluster",
+        format!("the broker alone: one Fetch of offset 0 (64 KiB), {big_end} records vs 1,000"),
+        format!("{} ({}..{})", fmt_ms(bf.median), fmt_ms(bf.min), fmt_ms(bf.max)),
+        format!("1,000 records {}", fmt_ms(sf.median)),
+        format!("{:.2} ({:.2}..{:.2})", fr.median, fr.min, fr.max),
+        "(the broker's share of the row above)",
+        None,
+    );
+    report.put(
+        "cluster_broker_fetch",
+        json!({"big_records": big_end, "big_seconds": big_f, "small_seconds": small_f,
+               "ratio_small_to_big": fetch_ratios}),
+    );
+
     // ---- cat lines >> append vs confluent-kafka producing them ----
     let lines = a.cluster_append_lines;
     eprintln!("cluster: cat {lines} lines >> append vs confluent-kafka produce ...");
