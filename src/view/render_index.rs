@@ -480,10 +480,17 @@ impl RenderIndex {
         let x = target.offset();
         self.extend(st, part, Some(x))?;
         let from = st.floor_by_bound(x).ok_or(Error::StaleHandle)?;
-        if from.bound == x {
-            // Every batch at or after the checkpoint holds only offsets >= x (the index's
-            // invariant): the first record >= x, the batch holding x and the first batch from
-            // x all start there. No read (a stream opened at an origin or checkpoint costs none).
+        // The checkpoint is the place itself, without a read (opening `by-offset/0`, or a
+        // stream at a checkpoint, fetches nothing): when its bound is x, the batch at it holds
+        // x or only later offsets. That batch holds no record below x unless the checkpoint is
+        // the index's origin, which may lie inside a batch (`new_at`, a log start inside a
+        // batch): there only the batch holding x, or x = 0 (no offset is below it), is sure.
+        let origin = st.checkpoints.first().is_some_and(|c| c.cursor == from.cursor);
+        let sure = match target {
+            Target::BatchHolding(_) => true,
+            Target::Record(_) | Target::BatchFrom(_) => !origin || x == Offset(0),
+        };
+        if from.bound == x && sure {
             return Ok(from.position);
         }
         let mut w = self.walker(part, from);
