@@ -51,10 +51,13 @@ pub struct ClusterSource {
     fetch_memory: Option<FetchCap>,
     /// Per partition, what was last learned of its log start and end offsets, shared by every
     /// handle of the partition (see [`Bounds`]).
-    bounds: std::sync::Mutex<HashMap<(String, u32), Arc<std::sync::Mutex<Bounds>>>>,
+    bounds: std::sync::Mutex<HashMap<(String, u32), SharedBounds>>,
     /// How long learned bounds answer for the broker (see [`Bounds`]).
     bounds_fresh: Duration,
 }
+
+/// One partition's [`Bounds`], shared by its handles.
+type SharedBounds = Arc<std::sync::Mutex<Bounds>>;
 
 /// The sizing budget of a cluster's partitions unless `--sizing-budget` says otherwise: 64 KiB
 /// of log, what one Fetch of the view's read size returns, so that `stat` and `open` of a
@@ -264,7 +267,7 @@ struct ClusterPartition {
     ahead: std::sync::Mutex<Vec<Ahead>>,
     /// The partition's log start and end offsets as last learned (shared by its handles, kept
     /// by the [`ClusterSource`]).
-    bounds: Arc<std::sync::Mutex<Bounds>>,
+    bounds: SharedBounds,
     /// How long `bounds` answer for the broker.
     bounds_fresh: Duration,
 }
