@@ -101,6 +101,51 @@ fn cluster_mount_streams_of_not_yet_known_size_read_whole_with_shell_tools() {
     m.unmount();
 }
 
+/// With the cluster's default sizing budget (64 KiB, one Fetch): a stream of 2,000 records of
+/// 100 bytes (200 KB) shows st_size 0 at its first stat (not yet known), every shell tool reads
+/// exactly its records, `tail -n` of it reads forward and prints the right lines, the fast
+/// form `by-offset/-N` is exact at once, a stream read to its end stays exact, and `tail -f` of
+/// a stream not yet sized follows a later append.
+#[test]
+fn cluster_mount_streams_larger_than_the_default_sizing_budget_behave_as_locally() {
+    let broker = Tansu::start();
+    let m = mount(&broker, &[]);
+    let mnt = m.mnt();
+    let mnt = mnt.display();
+    sh(&format!("mkdir {mnt}/t"));
+    sh(&format!("seq -f 'r%099.0f' 0 1999 >> {mnt}/t/0/append"));
+    let line = |n: u32| format!("r{n:099}\n");
+    let all: String = (0..2000).map(line).collect();
+    // Not yet known: more than one Fetch away (a fresh name of the same stream).
+    assert_eq!(sh(&format!("stat -c %s {mnt}/t/0/by-offset/0.json")), "0\n");
+    assert_eq!(sh(&format!("head -n 2 {mnt}/t/0/by-offset/0")), line(0) + &line(1));
+    assert_eq!(sh(&format!("tail -n 2 {mnt}/t/0/by-offset/0")), line(1998) + &line(1999));
+    assert_eq!(sh(&format!("tail -n 2 {mnt}/t/0/by-offset/1000")), line(1998) + &line(1999));
+    assert_eq!(sh(&format!("wc -c < {mnt}/t/0/by-offset/0")).trim(), "202000");
+    assert_eq!(sh(&format!("wc -l < {mnt}/t/0/by-offset/10")).trim(), "1990");
+    assert_eq!(sh(&format!("cat {mnt}/t/0/by-offset/0")), all);
+    // The fast form is exact at once: its end is within one Fetch of its start.
+    assert_eq!(sh(&format!("stat -c %s {mnt}/t/0/by-offset/-3")), "303\n");
+    assert_eq!(sh(&format!("tail -n 2 {mnt}/t/0/by-offset/-3")), line(1998) + &line(1999));
+    assert_eq!(
+        sh(&format!("jq -r .offset {mnt}/t/0/by-offset/1995.json")),
+        "1995\n1996\n1997\n1998\n1999\n"
+    );
+    assert_eq!(sh(&format!("jq -c .offset {mnt}/t/0/by-offset/0.json | wc -l")).trim(), "2000");
+    // Read to its end by `cat` above: exact from then on.
+    assert_eq!(sh(&format!("stat -c %s {mnt}/t/0/by-offset/0")), "202000\n");
+    // `tail -f` of a stream whose size is not yet known reads to its end, then follows.
+    let stream = m.path("t/0/by-offset/1.json");
+    let args = ["-n", "+1", "-f", "-s", "0.2", stream.to_str().unwrap()];
+    let mut follower = Follower::start("tail", &args);
+    follower.wait_for("\"offset\":1999,");
+    sh(&format!("printf 'later\\n' >> {mnt}/t/0/append"));
+    let seen = follower.wait_for("\"offset\":2000,");
+    assert_eq!(seen.lines().count(), 2000, "records 1 to 2000 once each");
+    drop(follower);
+    m.unmount();
+}
+
 /// A mount whose log (stderr) goes to `log`, with a short request deadline for fault tests.
 /// Fetches are kept to 256 KiB: tansu's SQLite engine serves about 5,000 records a second, so a
 /// default-sized Fetch (50 MiB) of a large partition takes longer than any short deadline.
