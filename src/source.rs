@@ -277,6 +277,15 @@ pub trait PartitionSource: Send + Sync {
     }
     /// Makes everything appended so far durable (fsync of the log and its indexes).
     fn sync(&self) -> Result<()>;
+    /// The log start and end offsets this source last stated (in a summary, or with a read: a
+    /// cluster's every Fetch answer states them), known without asking anyone. The end is a
+    /// lower bound of the log end now, never below a batch a read returned: a read that
+    /// renders past its index's frontier learns up to it, and bytes a read rendered a moment
+    /// ago are served while the start is not past them, without a request per read. `None`
+    /// (the default): ask [`PartitionSource::summary`].
+    fn stated_bounds(&self) -> Option<(Offset, Offset)> {
+        None
+    }
     /// Log bytes a cheap sizing of a stream may read ([`DEFAULT_SIZING_BUDGET`] unless the
     /// source says otherwise): `stat` and `open` of a stream render at most this much of the
     /// log, from where the last sizing stopped, towards the end; a stream whose end that does

@@ -3,10 +3,10 @@
 //! | seam method | request |
 //! |---|---|
 //! | `topics`, `partitions`, `partition` | Metadata (cached for `metadata.max.age.ms`) |
-//! | `summary` | ListOffsets earliest, then latest (two requests), unless a ListOffsets or Fetch answer stated them within [`BOUNDS_FRESH`] (see [`Bounds`]) |
+//! | `summary` | ListOffsets earliest, then latest (two requests; see [`Bounds`]) |
 //! | `offset_for` | ListOffsets with the timestamp or `-3`; `-1` and `-2` as `summary` |
 //! | `seek` | as `summary` (range check), then [`ReadCursor::at`] |
-//! | `read` | Fetch from the cursor's offset (its answer's log start, high watermark and last stable offset kept as the bounds) |
+//! | `read` | Fetch from the cursor's offset (its answer's log start, high watermark and last stable offset kept as the bounds; `stated_bounds` are the bounds last stated) |
 //! | `aborted_transactions` | Fetch, scanning the abort markers |
 //! | `append`, `append_refs` | Produce: one request per call, idempotent, acked per `acks` |
 //! | `create_topic` / `create_partition` | CreateTopics / CreatePartitions |
@@ -66,19 +66,22 @@ type SharedBounds = Arc<std::sync::Mutex<Bounds>>;
 pub const CLUSTER_SIZING_BUDGET: u64 = 64 << 10;
 
 /// How long a partition's log start and end offsets, as a ListOffsets or Fetch answer stated
-/// them, answer for the broker (see [`Bounds`]).
-pub const BOUNDS_FRESH: Duration = Duration::from_millis(50);
+/// them, answer for the broker by default (see [`Bounds`]): not at all. A name resolved, or a
+/// size shown, is the partition as of that moment (a record another client produced a moment
+/// before is in it), at two ListOffsets per question.
+pub const BOUNDS_FRESH: Duration = Duration::ZERO;
 
 /// A partition's log start and end offsets as last learned, from ListOffsets (earliest and
 /// latest, two requests) or from a Fetch response, which carries the log start offset, the
 /// high watermark and the last stable offset.
 ///
-/// Used for [`ClusterPartition::bounds`] (and so `summary`, `seek`, `holds`, `offset_for`
-/// latest and earliest) while younger than the source's freshness window ([`BOUNDS_FRESH`]),
-/// so that one `open`, `stat` or `read()` of a stream, which asks the bounds several times,
-/// and a sequential reader, whose every Fetch states them, cost no ListOffsets; older, they
-/// are asked again. An append through this source makes them stale at once (its records are
-/// visible to the next read).
+/// - A read that renders past its index's frontier learns up to the end last stated
+///   ([`PartitionSource::stated_bounds`]) without asking: a sequential reader, whose every
+///   Fetch states the end, asks no ListOffsets.
+/// - [`ClusterPartition::bounds`] (and so `summary`, `seek`, `holds`, `offset_for` latest and
+///   earliest) answers from them while younger than the source's freshness window
+///   ([`BOUNDS_FRESH`], zero unless [`ClusterSource::with_bounds_fresh`] says otherwise), else
+///   asks ListOffsets again. An append through this source makes them stale at once.
 ///
 /// **Invariant**: `end` never decreases: it is at least every end stated since (ListOffsets
 /// latest, and the high watermark or, reading committed, the last stable offset of every
@@ -91,6 +94,8 @@ struct Bounds {
     end: Offset,
     /// When `start` and `end` were last stated together; `None`: never, or made stale.
     learned: Option<Instant>,
+    /// Some ListOffsets or Fetch answer stated `end`.
+    stated: bool,
 }
 
 /// The mount's cap on fetched bytes in flight and how long a fetch may wait for room.
@@ -121,8 +126,9 @@ impl ClusterSource {
     }
 
     /// The same source reusing a partition's learned log start and end offsets for `fresh`
-    /// instead of [`BOUNDS_FRESH`] (zero: every question asks ListOffsets). For tests that
-    /// count requests on a loaded machine, and for comparisons.
+    /// instead of [`BOUNDS_FRESH`] (zero: every question asks ListOffsets): names and sizes
+    /// then reflect the broker up to `fresh` before, for fewer ListOffsets per open and stat.
+    /// Not a mount setting; for measurements and comparisons.
     pub fn with_bounds_fresh(mut self, fresh: Duration) -> ClusterSource {
         self.bounds_fresh = fresh;
         self
@@ -338,6 +344,7 @@ impl ClusterPartition {
         b.start = start;
         b.end = b.end.max(end);
         b.learned = Some(asked);
+        b.stated = true;
         Ok((b.start, b.end.max(b.start)))
     }
 
@@ -352,6 +359,7 @@ impl ClusterPartition {
         };
         let mut b = crate::sync::lock(&self.bounds);
         b.end = b.end.max(end);
+        b.stated = true;
         if fetched.log_start_offset.0 >= 0 {
             b.start = fetched.log_start_offset;
             if b.learned.is_none_or(|t| t < asked) {
@@ -540,6 +548,13 @@ impl PartitionSource for ClusterPartition {
 
     fn sizing_budget(&self) -> u64 {
         self.sizing_budget
+    }
+
+    /// The bounds as last stated by a ListOffsets or Fetch answer (see [`Bounds`]): a read
+    /// learns up to their end without a request, and its own Fetch answer restates them.
+    fn stated_bounds(&self) -> Option<(Offset, Offset)> {
+        let b = crate::sync::lock(&self.bounds);
+        b.stated.then_some((b.start, b.end.max(b.start)))
     }
 
     fn reads_committed(&self) -> bool {

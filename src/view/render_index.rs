@@ -227,9 +227,21 @@ impl RenderIndex {
     /// index when its frontier is gone.
     pub(super) fn sync(&self, st: &mut IndexState, part: &dyn PartitionSource) -> Result<()> {
         let summary = part.summary()?;
-        let frontier_lost = summary.log_end_offset < st.frontier.bound;
-        if summary.log_start_offset > st.log_start || frontier_lost {
-            st.log_start = summary.log_start_offset;
+        self.sync_to(st, part, summary.log_start_offset, summary.log_end_offset)
+    }
+
+    /// [`RenderIndex::sync`] against a log start and end offset the caller has (for the
+    /// bounds a source last stated, [`PartitionSource::stated_bounds`]).
+    pub(super) fn sync_to(
+        &self,
+        st: &mut IndexState,
+        part: &dyn PartitionSource,
+        log_start: Offset,
+        log_end: Offset,
+    ) -> Result<()> {
+        let frontier_lost = log_end < st.frontier.bound;
+        if log_start > st.log_start || frontier_lost {
+            st.log_start = log_start;
             if !frontier_lost && part.holds(&st.frontier.cursor)? {
                 // Checkpoints are in log order: the deleted ones are a prefix.
                 let mut dead = 0;

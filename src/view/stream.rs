@@ -377,6 +377,15 @@ impl Stream {
         lock(&self.end).exact
     }
 
+    /// [`RenderIndex::sync`] by the bounds the source last stated
+    /// ([`PartitionSource::stated_bounds`], no request) when it keeps them, else by its summary.
+    fn sync_stated(&self, st: &mut crate::view::render_index::IndexState) -> Result<()> {
+        match self.part.stated_bounds() {
+            Some((start, end)) => self.index.sync_to(st, self.part.as_ref(), start, end),
+            None => self.index.sync(st, self.part.as_ref()),
+        }
+    }
+
     /// Fixes an [`Bound::UntilTimestamp`] end once some record reaches its time.
     fn refresh_bound(&self, end: &mut EndState) -> Result<()> {
         if let Bound::UntilTimestamp(t) = end.bound {
@@ -525,7 +534,9 @@ impl Stream {
     pub fn holds(&self, offset: u64) -> Result<bool> {
         let from = self.start_position.saturating_add(offset);
         let mut st = lock(&self.index.state);
-        self.index.sync(&mut st, self.part.as_ref())?;
+        // Bytes rendered a moment ago are served while the log start the source last stated
+        // (a cluster: the Fetch that brought them) is not past them: no request per window.
+        self.sync_stated(&mut st)?;
         if st.generation != self.generation {
             return Ok(false);
         }
@@ -570,8 +581,9 @@ impl Stream {
             let mut tail = lock(&self.tail).take();
             if tail.as_ref().is_some_and(|t| t.end == end && t.at <= from) {
                 // Bytes kept in memory are served only while the log still holds them: the
-                // index notices retention here (as a read from the log would).
-                self.index.sync(&mut st, part)?;
+                // index notices retention here (as a read from the log would), by the bounds
+                // the source last stated when it keeps them (the read that kept the bytes).
+                self.sync_stated(&mut st)?;
             }
             if st.generation != self.generation {
                 return Err(Error::StaleHandle);
@@ -617,7 +629,7 @@ impl Stream {
             (c, learned)
         };
         let (checkpoint, mut learned) = checkpoint;
-        if self.index.txn.is_some() || learned.is_some() {
+        if self.index.txn.is_some() {
             // Moves the transaction state (and with it the stable offset) to the log end, as
             // reading an open stream to its end does without transactions; and is the log end
             // the index may learn up to (read before the batches are).
@@ -625,6 +637,14 @@ impl Stream {
             if let Some(l) = learned.as_mut() {
                 l.set_log_end(log_end);
             }
+        } else if let Some(l) = learned.as_mut() {
+            // The log end the index may learn up to, read before the batches are: one the
+            // source already stated, when it keeps one (no request), else its summary's.
+            let log_end = match part.stated_bounds() {
+                Some((_, end)) => end,
+                None => part.summary()?.log_end_offset,
+            };
+            l.set_log_end(log_end);
         }
         let mut w = self.index.walker(part, checkpoint).with_read_size(
             to.saturating_sub(checkpoint.position),
