@@ -616,6 +616,14 @@ impl PartitionSource for CommittedPartition {
     fn update_summary(&self, span: &SealedSpan, kind: CacheKind, update: SummaryUpdate) {
         self.inner.update_summary(span, kind, update)
     }
+
+    fn prefix_span_at(&self, cursor: &ReadCursor) -> Option<(SealedSpan, Vec<u8>)> {
+        self.inner.prefix_span_at(cursor)
+    }
+
+    fn update_prefix_summary(&self, start: &ReadCursor, end: &ReadCursor, update: SummaryUpdate) {
+        self.inner.update_prefix_summary(start, end, update)
+    }
 }
 
 #[cfg(test)]
