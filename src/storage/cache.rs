@@ -91,6 +91,9 @@ pub enum CacheKind {
     /// bytes `[0, P)`, proven by a [`SegmentIdentity::of_prefix`] (see "Active-segment
     /// prefixes" in the module docs).
     PrefixRender,
+    /// The transactions of the stable prefix of an active segment (as [`CacheKind::TxnSummary`]
+    /// of a sealed one), proven like [`CacheKind::PrefixRender`].
+    PrefixTxn,
 }
 
 impl CacheKind {
@@ -100,7 +103,13 @@ impl CacheKind {
             CacheKind::TxnSummary => 2,
             CacheKind::KeyIndex => 3,
             CacheKind::PrefixRender => 4,
+            CacheKind::PrefixTxn => 5,
         }
+    }
+
+    /// Whether an entry of this kind describes an active segment's stable prefix.
+    pub fn is_prefix(self) -> bool {
+        matches!(self, CacheKind::PrefixRender | CacheKind::PrefixTxn)
     }
 
     /// The entry file's extension.
@@ -110,6 +119,7 @@ impl CacheKind {
             CacheKind::TxnSummary => "txn",
             CacheKind::KeyIndex => "keys",
             CacheKind::PrefixRender => "prefix",
+            CacheKind::PrefixTxn => "prefix-txn",
         }
     }
 
@@ -578,8 +588,8 @@ impl SegmentCache {
         }
     }
 
-    /// The prefix length and payload of the [`CacheKind::PrefixRender`] entry of the active
-    /// segment `name` names (only its data dir, topic, partition and base offset are read),
+    /// The prefix length and payload of the `kind` entry ([`CacheKind::is_prefix`]) of the
+    /// active segment `name` names (only its data dir, topic, partition and base offset are read),
     /// if it passes every check against `identify(prefix)`, the identity of the segment's
     /// first `prefix` bytes now (`None`: the file is shorter, truncated since: *stale*). The
     /// prefix length is read from the entry's key before the checks; the checks are then those
@@ -587,9 +597,9 @@ impl SegmentCache {
     pub fn load_prefix(
         &self,
         name: &SegmentIdentity,
+        kind: CacheKind,
         identify: impl FnOnce(u64) -> Option<SegmentIdentity>,
     ) -> Option<(u64, Vec<u8>)> {
-        let kind = CacheKind::PrefixRender;
         let path = self.entry_path(name, kind)?;
         let (file, bytes) = self.read_entry(&path)?;
         // The key's size field, before anything is checked: a damaged or foreign file fails
@@ -727,7 +737,7 @@ impl SegmentCache {
 
     /// [`SegmentCache::update_later`] in place.
     pub fn update(&self, id: &SegmentIdentity, kind: CacheKind, update: SummaryUpdate) {
-        let old = if kind == CacheKind::PrefixRender {
+        let old = if kind.is_prefix() {
             // A prefix entry of another length is replaced, not merged, and without a
             // warning: the active segment grew since it was written (nothing is wrong).
             self.entry_path(id, kind)
@@ -1058,7 +1068,7 @@ mod tests {
             SegmentIdentity::of_prefix(&data, "t", 0, Offset(0), &File::open(p).unwrap(), prefix)
                 .unwrap()
         };
-        let load = |p: &Path| c.load_prefix(&name, |n| of(p, n));
+        let load = |p: &Path| c.load_prefix(&name, CacheKind::PrefixRender, |n| of(p, n));
         assert_eq!(load(&p), None, "nothing stored yet");
         c.store(&of(&p, prefix).unwrap(), CacheKind::PrefixRender, b"sizes");
         assert_eq!(load(&p), Some((prefix, b"sizes".to_vec())));

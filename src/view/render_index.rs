@@ -79,7 +79,7 @@ use crate::view::walker::{Walker, first_offset};
 pub const CHECKPOINT_INTERVAL: u64 = 64 * 1024;
 /// Log bytes between the checkpoints a span's cached summary keeps (so reading from a place
 /// inside a cached segment renders at most about this much before it).
-pub const SUMMARY_SPACING: u64 = 1 << 20;
+pub const SUMMARY_SPACING: u64 = 256 << 10;
 /// Rendered bytes the frontier must move inside the active segment before a `stat` stores
 /// its prefix again (background sizing stores it whenever it reaches the end).
 pub const PREFIX_STORE_EVERY: u64 = 64 << 20;
@@ -386,7 +386,9 @@ impl RenderIndex {
         }
         if st.prefix_tried != Some(st.frontier.cursor) {
             st.prefix_tried = Some(st.frontier.cursor);
-            if let Some((span, payload)) = part.prefix_span_at(&st.frontier.cursor) {
+            if let Some((span, payload)) =
+                part.prefix_span_at(&st.frontier.cursor, CacheKind::RenderSummary)
+            {
                 if self.jump_prefix(st, snap, &span, &payload) {
                     st.prefix_tried = Some(st.frontier.cursor);
                     moved = true;
@@ -511,6 +513,7 @@ impl RenderIndex {
         part.update_prefix_summary(
             &p.cursor,
             &f.cursor,
+            CacheKind::RenderSummary,
             Box::new(move |old| {
                 let old = old.and_then(|b| summary::decode(&b)).unwrap_or_default();
                 Some(summary::encode(&summary::merged(old, new)))

@@ -333,6 +333,11 @@ fn a_remount_knows_the_active_segments_prefix_from_the_cache_until_it_is_truncat
     TopicFs::start_background_sizing(&m.fs).unwrap().join().unwrap();
     m.unmount();
     assert_eq!(prefix_entries(&cache).len(), 1, "one prefix entry: the active segment's");
+    let txn_entries = std::fs::read_dir(&cache)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "prefix-txn"))
+        .count();
+    assert_eq!(txn_entries, 1, "and one of its transactions (read_committed)");
     let active = walk(&data)
         .into_iter()
         .filter(|p| p.extension().is_some_and(|e| e == "log"))

@@ -102,7 +102,12 @@ impl Log {
     /// boundary when stored; `end.next_offset` the offset after its last batch) and the render
     /// payload stored for it, if the entry is still valid for the file's bytes (see "Active-
     /// segment prefixes" in [`crate::storage::cache`]). `None` otherwise.
-    pub fn prefix_span_at(&self, cursor: &ReadCursor) -> Option<(SealedSpan, Vec<u8>)> {
+    pub fn prefix_span_at(
+        &self,
+        cursor: &ReadCursor,
+        kind: CacheKind,
+    ) -> Option<(SealedSpan, Vec<u8>)> {
+        let kind = prefix_kind(kind)?;
         let seg = self.active_at(cursor)?;
         let base = seg.base_offset();
         let data_dir = self.canonical_data_dir().to_path_buf();
@@ -123,7 +128,7 @@ impl Log {
                 .ok()
                 .flatten()
         };
-        let (prefix, payload) = self.cache().load_prefix(&name, identify)?;
+        let (prefix, payload) = self.cache().load_prefix(&name, kind, identify)?;
         let (next, payload) = payload.split_first_chunk::<8>()?;
         let next = Offset(i64::from_be_bytes(*next));
         if prefix == 0 || next <= base {
@@ -147,8 +152,10 @@ impl Log {
         &self,
         start: &ReadCursor,
         end: &ReadCursor,
+        kind: CacheKind,
         update: SummaryUpdate,
     ) {
+        let Some(kind) = prefix_kind(kind) else { return };
         let (Some(s), Some(e)) = (SegmentCursor::of(start), SegmentCursor::of(end)) else {
             return;
         };
@@ -183,7 +190,7 @@ impl Log {
         let next = e.next_offset.0.to_be_bytes();
         self.cache().update_later(
             id,
-            CacheKind::PrefixRender,
+            kind,
             Box::new(move |old| {
                 let old = old.and_then(|b| b.get(8..).map(<[u8]>::to_vec));
                 update(old).map(|p| {
@@ -253,6 +260,15 @@ impl Log {
         if let Some(id) = self.sealed_identity(base) {
             cache.store(&id, kind, payload);
         }
+    }
+}
+
+/// The kind of an active segment's prefix entry holding what `kind` holds of a sealed one.
+fn prefix_kind(kind: CacheKind) -> Option<CacheKind> {
+    match kind {
+        CacheKind::RenderSummary => Some(CacheKind::PrefixRender),
+        CacheKind::TxnSummary => Some(CacheKind::PrefixTxn),
+        CacheKind::KeyIndex | CacheKind::PrefixRender | CacheKind::PrefixTxn => None,
     }
 }
 
