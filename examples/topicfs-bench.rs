@@ -118,6 +118,9 @@ struct Args {
     /// 20 GB free, else the largest that leaves 10 GB free).
     #[arg(long)]
     cold_records: Option<u64>,
+    /// With `--ceiling-and-cold`: only the cold-open figures (no ceiling rows).
+    #[arg(long)]
+    cold_only: bool,
 }
 
 /// Sizes of one run.
@@ -2072,10 +2075,105 @@ fn free_bytes(dir: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-/// Cold opens (issue 17): on a fresh read-only mount (first without a cache, then remounted
-/// with the cache the first mount's background sizing filled), p99 time to first byte of
-/// random `by-offset/N`, `by-time/T` in every format, and `tail -n 10 by-offset/0` as the
-/// first thing done on the mount; on 1,000 records and on a large partition.
+/// Time to open `path` and read its first record: one read of 4 KiB (a 100-byte value line,
+/// its JSON object, or the first batch's header), in-process.
+fn first_record_s(path: &Path) -> Result<f64, String> {
+    let start = Instant::now();
+    let mut f = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut b = [0u8; 4096];
+    let n = f.read(&mut b).map_err(|e| format!("{}: {e}", path.display()))?;
+    if n == 0 {
+        return Err(format!("{}: empty", path.display()));
+    }
+    Ok(start.elapsed().as_secs_f64())
+}
+
+/// Polls `path` every 100 ms until its `st_size` is not 0 (its size is known); the seconds
+/// that took, or an error after `limit`.
+fn wait_exact(path: &Path, limit: Duration) -> Result<f64, String> {
+    let started = Instant::now();
+    loop {
+        if fs::metadata(path).map(|m| m.len()).unwrap_or(0) > 0 {
+            return Ok(started.elapsed().as_secs_f64());
+        }
+        if started.elapsed() > limit {
+            return Err(format!("{}: size still not known after {limit:?}", path.display()));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The six kinds of random stream the open figures sample.
+const OPEN_KINDS: [&str; 6] = [
+    "by-offset/N",
+    "by-offset/N.json",
+    "by-offset/N.raw",
+    "by-time/T",
+    "by-time/T.json",
+    "by-time/T.raw",
+];
+
+/// `samples` rounds of the six kinds of random stream of `g` under `part`, each timed by
+/// `time`: the seconds per kind.
+fn open_samples(
+    g: &Generated,
+    part: &Path,
+    rng: &mut Rng,
+    samples: usize,
+    time: fn(&Path) -> Result<f64, String>,
+) -> Result<BTreeMap<&'static str, Vec<f64>>, String> {
+    let mut out: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for _ in 0..samples {
+        let n = rng.below(g.records);
+        let t = g.t0 + rng.below(g.records) as i64;
+        let names = [
+            format!("by-offset/{n}"),
+            format!("by-offset/{n}.json"),
+            format!("by-offset/{n}.raw"),
+            format!("by-time/{t}"),
+            format!("by-time/{t}.json"),
+            format!("by-time/{t}.raw"),
+        ];
+        for (kind, name) in OPEN_KINDS.iter().zip(names) {
+            out.entry(kind).or_default().push(time(&part.join(&name))?);
+        }
+    }
+    Ok(out)
+}
+
+/// Rows (p50 and p99 against `limit`) and JSON of open samples.
+fn open_rows(
+    report: &mut Report,
+    label: &str,
+    what: &str,
+    samples: &BTreeMap<&'static str, Vec<f64>>,
+    target: (&str, f64),
+    json_out: &mut serde_json::Map<String, Value>,
+) {
+    for (kind, v) in samples {
+        let mut sorted = v.clone();
+        sorted.sort_by(f64::total_cmp);
+        let p50 = quantile(&sorted, 0.5);
+        let p99 = quantile(&sorted, 0.99);
+        report.seconds_row(
+            "cold open",
+            format!("{label}: {what} of {kind}, p99 of {} (p50 {})", v.len(), fmt_ms(p50)),
+            p99,
+            Some(target),
+        );
+        json_out.insert(format!("{what}/{kind}"), json!(v));
+    }
+}
+
+/// Cold and warm opens (issue 17), on read-only mounts of partitions in 1 GiB segments (1,000
+/// records and a large one, about 10 GB) and of one in small segments:
+/// - first mount, empty `--cache-dir`: open + first byte of 30 random `by-offset/N` and
+///   `by-time/T` in every format at once after mount (cold); how long until background sizing
+///   makes `by-offset/0` (values) and then `by-offset/0.json` exact; `tail -n 10 by-offset/0`
+///   once `by-offset/0` is exact; then open + first record of 200 random streams of each kind
+///   (warm);
+/// - remount with the cache the first mount filled: `tail -n 10 by-offset/0` as the first thing
+///   on the mount, then the cold and warm samples again.
 fn cold_opens(a: &Args, one_batch: u64, report: &mut Report) -> Result<(), String> {
     let per_record = one_batch.div_ceil(BATCH_RECORDS as u64).max(1);
     let free = free_bytes(&a.work);
@@ -2091,96 +2189,118 @@ fn cold_opens(a: &Args, one_batch: u64, report: &mut Report) -> Result<(), Strin
     ));
     let mnt = a.work.join("mnt");
     let mut rng = Rng(0x005e_ed17);
-    let samples = 30;
+    let (cold_samples, warm_samples) = (30, 200);
     let mut json_all = serde_json::Map::new();
-    for records in [1000u64, large] {
-        let dir = a.work.join(format!("data-cold-{records}"));
-        eprintln!("generating {records} records in 1 GiB segments for cold opens ...");
-        let (g, took) = generate_sized(&dir, 1, records, KAFKA_SEGMENT_BYTES, BATCH_RECORDS)?;
-        report.notes.push(format!(
-            "cold opens: generated {records} records ({:.2} GB, {} segments) in {:.0} s",
-            g.log_bytes as f64 / 1e9,
-            g.segments,
-            took.as_secs_f64()
-        ));
-        let cache = a.work.join(format!("cache-cold-{records}"));
+    let small_segment: u64 = 1 << 20;
+    for (records, segment_bytes) in
+        [(1000u64, KAFKA_SEGMENT_BYTES), (1_000_000, small_segment), (large, KAFKA_SEGMENT_BYTES)]
+    {
+        let layout = if segment_bytes == small_segment { "1 MiB" } else { "1 GiB" };
+        let dir = a.work.join(format!("data-cold-{records}-{segment_bytes}"));
+        let expected_segments = (records * per_record).div_ceil(segment_bytes).max(1);
+        let g = match a.reuse_data.then(|| reuse(&dir, records, expected_segments)).flatten() {
+            Some(g) => g,
+            None => {
+                eprintln!("generating {records} records in {layout} segments for cold opens ...");
+                let (g, took) = generate_sized(&dir, 1, records, segment_bytes, BATCH_RECORDS)?;
+                report.notes.push(format!(
+                    "cold opens: generated {records} records ({:.2} GB, {} segments) in {:.0} s",
+                    g.log_bytes as f64 / 1e9,
+                    g.segments,
+                    took.as_secs_f64()
+                ));
+                g
+            }
+        };
+        let cache = a.work.join(format!("cache-cold-{records}-{segment_bytes}"));
         let _ = fs::remove_dir_all(&cache);
         let cache_s = cache.to_string_lossy().into_owned();
         for phase in ["first mount, no cache", "remount, cache warm"] {
             let extra = ["--read-only", "--cache-dir", cache_s.as_str()];
             let (m, mount_s) = Mount::topic(a, &g.dir, &mnt, &extra)?;
+            let ready = Instant::now();
             let part = mnt.join(TOPIC).join("0");
-            // A size not yet known (0) makes `tail` read forward from the start: bounded here.
-            let tail_script =
-                format!("timeout 60 tail -n 10 {} >/dev/null", sh_quote(&part.join("by-offset/0")));
-            let tail = time_sh(&tail_script).unwrap_or(60.0);
-            let mut ttfb: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-            for _ in 0..samples {
-                let n = rng.below(g.records);
-                let t = g.t0 + rng.below(g.records) as i64;
-                for (kind, name) in [
-                    ("by-offset/N", format!("by-offset/{n}")),
-                    ("by-offset/N.json", format!("by-offset/{n}.json")),
-                    ("by-offset/N.raw", format!("by-offset/{n}.raw")),
-                    ("by-time/T", format!("by-time/{t}")),
-                    ("by-time/T.json", format!("by-time/{t}.json")),
-                    ("by-time/T.raw", format!("by-time/{t}.raw")),
-                ] {
-                    ttfb.entry(kind).or_default().push(first_byte_s(&part.join(&name))?);
-                }
-            }
-            let label = format!("{records} records ({:.1} GB), {phase}", g.log_bytes as f64 / 1e9);
+            let label = format!(
+                "{records} records ({:.1} GB, {} x {layout} segments), {phase}",
+                g.log_bytes as f64 / 1e9,
+                g.segments
+            );
+            let by0 = part.join("by-offset/0");
+            let tail_script = format!("timeout 60 tail -n 10 {} >/dev/null", sh_quote(&by0));
+            let mut phase_json = serde_json::Map::new();
             report.seconds_row(
                 "cold open",
                 format!("{label}: mount (spawn to first stat)"),
                 mount_s,
                 None,
             );
-            report.seconds_row(
-                "cold open",
-                format!("{label}: tail -n 10 by-offset/0, first thing on the mount"),
-                tail,
-                Some(("< 50 ms", 0.050)),
-            );
-            let mut phase_json = serde_json::Map::new();
-            for (kind, v) in &ttfb {
-                let mut sorted = v.clone();
-                sorted.sort_by(f64::total_cmp);
-                let p99 = quantile(&sorted, 0.99);
+            phase_json.insert("mount_s".into(), json!(mount_s));
+            let first = phase.starts_with("first");
+            if !first {
+                // A size not yet known (0) would make `tail` read forward from the start:
+                // bounded here.
+                let tail = time_sh(&tail_script).unwrap_or(60.0);
                 report.seconds_row(
                     "cold open",
-                    format!("{label}: open + first byte of {kind}, p99 of {samples}"),
-                    p99,
+                    format!("{label}: tail -n 10 by-offset/0, first thing on the mount"),
+                    tail,
                     Some(("< 50 ms", 0.050)),
                 );
-                phase_json.insert(kind.to_string(), json!(v));
+                phase_json.insert("tail_n_10_s".into(), json!(tail));
             }
-            phase_json.insert("tail_n_10_s".into(), json!(tail));
-            phase_json.insert("mount_s".into(), json!(mount_s));
-            if phase.starts_with("first") {
-                // Let background sizing finish (the last format it sizes is JSON).
-                let started = Instant::now();
-                let json0 = part.join("by-offset/0.json");
-                let deadline = started + Duration::from_secs(1800);
-                loop {
-                    if fs::metadata(&json0).map(|m| m.len()).unwrap_or(0) > 0 {
-                        break;
-                    }
-                    if Instant::now() > deadline {
-                        return Err("background sizing did not finish in 30 minutes".into());
-                    }
-                    std::thread::sleep(Duration::from_millis(500));
-                }
-                let sized = started.elapsed().as_secs_f64();
-                phase_json.insert("sized_after_s".into(), json!(sized));
-                report.notes.push(format!(
-                    "cold opens, {label}: by-offset/0.json exact {sized:.1} s after the samples (background sizing)"
-                ));
+            let cold = open_samples(&g, &part, &mut rng, cold_samples, first_byte_s)?;
+            open_rows(
+                report,
+                &label,
+                "cold open + first byte",
+                &cold,
+                ("< 50 ms", 0.050),
+                &mut phase_json,
+            );
+            if first {
+                let limit = Duration::from_secs(1800);
+                wait_exact(&by0, limit)?;
+                let values_s = ready.elapsed().as_secs_f64();
+                report.seconds_row(
+                    "cold open",
+                    format!("{label}: by-offset/0 exact (background sizing), after mount"),
+                    values_s,
+                    None,
+                );
+                let tail = time_sh(&tail_script).unwrap_or(60.0);
+                report.seconds_row(
+                    "cold open",
+                    format!("{label}: tail -n 10 by-offset/0 once by-offset/0 is exact"),
+                    tail,
+                    Some(("< 50 ms", 0.050)),
+                );
+                wait_exact(&part.join("by-offset/0.json"), limit)?;
+                let json_s = ready.elapsed().as_secs_f64();
+                report.seconds_row(
+                    "cold open",
+                    format!("{label}: by-offset/0.json exact (background sizing), after mount"),
+                    json_s,
+                    None,
+                );
+                phase_json.insert("values_exact_after_s".into(), json!(values_s));
+                phase_json.insert("json_exact_after_s".into(), json!(json_s));
+                phase_json.insert("tail_n_10_once_exact_s".into(), json!(tail));
             }
+            let warm = open_samples(&g, &part, &mut rng, warm_samples, first_record_s)?;
+            open_rows(
+                report,
+                &label,
+                "warm open + first record",
+                &warm,
+                ("< 2 ms", 0.002),
+                &mut phase_json,
+            );
             m.stop()?;
-            json_all.insert(format!("{records}/{phase}"), Value::Object(phase_json));
+            json_all.insert(format!("{records}x{layout}/{phase}"), Value::Object(phase_json));
         }
-        let _ = fs::remove_dir_all(&dir);
+        if !a.reuse_data {
+            let _ = fs::remove_dir_all(&dir);
+        }
         let _ = fs::remove_dir_all(&cache);
     }
     report.put("cold_open", Value::Object(json_all));
@@ -2258,12 +2378,15 @@ fn run(a: &Args) -> Result<Report, String> {
     }
     if a.ceiling_and_cold {
         machine_context(&mut report)?;
-        let dir = a.work.join(format!("data-{}x1GiB", plan.records));
-        eprintln!("generating {} records in 1 GiB segments ...", plan.records);
-        let kafka = generate_sized(&dir, 1, plan.records, KAFKA_SEGMENT_BYTES, BATCH_RECORDS)?.0;
-        eprintln!("mount: the FUSE ceiling ...");
-        fuse_ceiling(&plan, a, &kafka, &mut report)?;
-        let _ = fs::remove_dir_all(&dir);
+        if !a.cold_only {
+            let dir = a.work.join(format!("data-{}x1GiB", plan.records));
+            eprintln!("generating {} records in 1 GiB segments ...", plan.records);
+            let kafka =
+                generate_sized(&dir, 1, plan.records, KAFKA_SEGMENT_BYTES, BATCH_RECORDS)?.0;
+            eprintln!("mount: the FUSE ceiling ...");
+            fuse_ceiling(&plan, a, &kafka, &mut report)?;
+            let _ = fs::remove_dir_all(&dir);
+        }
         eprintln!("mount: cold opens ...");
         cold_opens(a, one_batch, &mut report)?;
         return Ok(report);

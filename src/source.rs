@@ -315,6 +315,33 @@ pub trait PartitionSource: Send + Sync {
     fn update_summary(&self, span: &SealedSpan, kind: CacheKind, update: SummaryUpdate) {
         let _ = (span, kind, update);
     }
+    /// The stable prefix of the part of the log still being written (the active segment
+    /// locally) whose first batch is the next one read from `cursor`, if the source keeps
+    /// summaries of it: the span of that prefix (its batches never change while the source
+    /// holds them; `end` is a batch boundary) and the `kind` payload (encoded as for a sealed
+    /// span) stored for exactly that span by [`PartitionSource::update_prefix_summary`], if
+    /// still valid. `None` (the default) otherwise.
+    fn prefix_span_at(
+        &self,
+        cursor: &ReadCursor,
+        kind: CacheKind,
+    ) -> Option<(SealedSpan, Vec<u8>)> {
+        let _ = (cursor, kind);
+        None
+    }
+    /// Like [`PartitionSource::update_summary`] for the prefix of the part still being written
+    /// from `start` (its first batch, a cursor at a span start) to `end` (a batch boundary the
+    /// caller rendered up to). Nothing (the default) for a source that keeps no such summaries,
+    /// or when `start` and `end` do not delimit such a prefix. Never fails.
+    fn update_prefix_summary(
+        &self,
+        start: &ReadCursor,
+        end: &ReadCursor,
+        kind: CacheKind,
+        update: SummaryUpdate,
+    ) {
+        let _ = (start, end, kind, update);
+    }
     /// The partition's segment files, for a source that has local ones (`segments/`, the
     /// inspection files, passthrough): the only way to them. `None` (the default) for a source
     /// without files, whose tree then has none of those entries.

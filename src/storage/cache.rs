@@ -38,6 +38,16 @@
 //!   they take at most nine tenths of the limit. Several mounts may share one cache dir: names
 //!   are per data dir, writes are atomic renames, and each recounts the directory when it evicts.
 //! - Deleting the directory or any file in it at any time only costs the work of rebuilding.
+//!
+//! **Active-segment prefixes.** The active segment changes by appends only, so its bytes below
+//! a batch boundary already passed are as stable as a sealed segment's until the file is
+//! truncated or replaced. A [`CacheKind::PrefixRender`] entry describes the first `P` bytes of
+//! the active segment (one entry per segment, the latest `P` stored): its key records `P` as
+//! the size and 0 as the mtime, and [`SegmentCache::load_prefix`] checks it against
+//! [`SegmentIdentity::of_prefix`]`(P)` computed now: a file now shorter than `P` (truncated) or
+//! with another inode or device (replaced) makes it *stale*, as does a change of the
+//! fingerprint of bytes `[0, 512)` and `[P - 4096, P)` (rewritten in place); bytes appended
+//! past `P` leave it valid. The other rules (magic, version, kind, CRCs, key) are those above.
 
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
@@ -77,6 +87,13 @@ pub enum CacheKind {
     TxnSummary,
     /// A per-segment index of record keys (issue 21).
     KeyIndex,
+    /// Rendered sizes and render checkpoints of the *stable prefix* of an active segment: its
+    /// bytes `[0, P)`, proven by a [`SegmentIdentity::of_prefix`] (see "Active-segment
+    /// prefixes" in the module docs).
+    PrefixRender,
+    /// The transactions of the stable prefix of an active segment (as [`CacheKind::TxnSummary`]
+    /// of a sealed one), proven like [`CacheKind::PrefixRender`].
+    PrefixTxn,
 }
 
 impl CacheKind {
@@ -85,7 +102,14 @@ impl CacheKind {
             CacheKind::RenderSummary => 1,
             CacheKind::TxnSummary => 2,
             CacheKind::KeyIndex => 3,
+            CacheKind::PrefixRender => 4,
+            CacheKind::PrefixTxn => 5,
         }
+    }
+
+    /// Whether an entry of this kind describes an active segment's stable prefix.
+    pub fn is_prefix(self) -> bool {
+        matches!(self, CacheKind::PrefixRender | CacheKind::PrefixTxn)
     }
 
     /// The entry file's extension.
@@ -94,13 +118,20 @@ impl CacheKind {
             CacheKind::RenderSummary => "render",
             CacheKind::TxnSummary => "txn",
             CacheKind::KeyIndex => "keys",
+            CacheKind::PrefixRender => "prefix",
+            CacheKind::PrefixTxn => "prefix-txn",
         }
     }
 
     fn from_extension(ext: &str) -> Option<CacheKind> {
-        [CacheKind::RenderSummary, CacheKind::TxnSummary, CacheKind::KeyIndex]
-            .into_iter()
-            .find(|k| k.extension() == ext)
+        [
+            CacheKind::RenderSummary,
+            CacheKind::TxnSummary,
+            CacheKind::KeyIndex,
+            CacheKind::PrefixRender,
+        ]
+        .into_iter()
+        .find(|k| k.extension() == ext)
     }
 }
 
@@ -163,6 +194,49 @@ impl SegmentIdentity {
             device: meta.dev(),
             fingerprint: crc,
         })
+    }
+
+    /// The identity of the first `prefix` bytes of the open `.log` file `file` of the *active*
+    /// segment `base_offset`: `None` when the file is now shorter than `prefix` (truncated
+    /// since). Bytes of an active segment below a batch boundary it has passed never change
+    /// while the file exists (appends go after them); what proves them unchanged is the inode,
+    /// the device and the fingerprint of the prefix's first 512 and last 4096 bytes. The size
+    /// recorded is `prefix` and the mtime 0: the active file's own size and mtime move with
+    /// every append, which leaves the prefix as it was.
+    pub fn of_prefix(
+        data_dir: &Path,
+        topic: &str,
+        partition: u32,
+        base_offset: Offset,
+        file: &File,
+        prefix: u64,
+    ) -> io::Result<Option<SegmentIdentity>> {
+        use std::os::unix::fs::FileExt;
+        let meta = file.metadata()?;
+        if meta.len() < prefix {
+            return Ok(None);
+        }
+        let mut crc = 0u32;
+        let mut buf = vec![0u8; (FINGERPRINT_HEAD + FINGERPRINT_TAIL) as usize];
+        let head = prefix.min(FINGERPRINT_HEAD) as usize;
+        let head_buf = buf.get_mut(..head).unwrap_or_default();
+        file.read_exact_at(head_buf, 0)?;
+        crc = crc32c::crc32c_append(crc, head_buf);
+        let tail = prefix.min(FINGERPRINT_TAIL) as usize;
+        let tail_buf = buf.get_mut(..tail).unwrap_or_default();
+        file.read_exact_at(tail_buf, prefix - tail as u64)?;
+        crc = crc32c::crc32c_append(crc, tail_buf);
+        Ok(Some(SegmentIdentity {
+            data_dir: data_dir.to_path_buf(),
+            topic: topic.to_string(),
+            partition,
+            base_offset,
+            size: prefix,
+            mtime_ns: 0,
+            inode: meta.ino(),
+            device: meta.dev(),
+            fingerprint: crc,
+        }))
     }
 
     /// The entry's file name for `kind`.
@@ -360,6 +434,18 @@ fn decode<'a>(
     Ok(payload)
 }
 
+/// The size field of an entry's key (a prefix entry's prefix length), unchecked: `None` when
+/// the bytes are too short to hold it.
+fn stored_size(bytes: &[u8]) -> Option<u64> {
+    let mut c = Cur { bytes, at: 0 };
+    c.take(MAGIC.len() + 4)?;
+    c.u32()?;
+    c.str()?;
+    c.str()?;
+    c.take(4 + 8)?;
+    c.u64()
+}
+
 /// The cache settings of a mount: `--cache-dir` (`None`: `-o cache_dir=none`, no cache) and
 /// `--cache-size`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -502,6 +588,60 @@ impl SegmentCache {
         }
     }
 
+    /// The prefix length and payload of the `kind` entry ([`CacheKind::is_prefix`]) of the
+    /// active segment `name` names (only its data dir, topic, partition and base offset are read),
+    /// if it passes every check against `identify(prefix)`, the identity of the segment's
+    /// first `prefix` bytes now (`None`: the file is shorter, truncated since: *stale*). The
+    /// prefix length is read from the entry's key before the checks; the checks are then those
+    /// of [`SegmentCache::load`], in the same order, with the same warning on a rejection.
+    pub fn load_prefix(
+        &self,
+        name: &SegmentIdentity,
+        kind: CacheKind,
+        identify: impl FnOnce(u64) -> Option<SegmentIdentity>,
+    ) -> Option<(u64, Vec<u8>)> {
+        let path = self.entry_path(name, kind)?;
+        let (file, bytes) = self.read_entry(&path)?;
+        // The key's size field, before anything is checked: a damaged or foreign file fails
+        // the checks below whatever it says here.
+        let prefix = stored_size(&bytes).unwrap_or(0);
+        let id = match identify(prefix) {
+            Some(id) => id,
+            None => {
+                let why = Rejected::Stale("size (shorter than the cached prefix)");
+                self.warn_once(&path, &format!("{why}; ignored, it will be rebuilt"));
+                return None;
+            }
+        };
+        match decode(&bytes, &id, kind) {
+            Ok(payload) => {
+                self.touch(&file);
+                Some((prefix, payload.to_vec()))
+            }
+            Err(why) => {
+                self.warn_once(&path, &format!("{why}; ignored, it will be rebuilt"));
+                None
+            }
+        }
+    }
+
+    fn read_entry(&self, path: &Path) -> Option<(File, Vec<u8>)> {
+        let mut file = match super::open::open_read(path) {
+            Ok(f) => f,
+            Err(e) if super::open::is_not_found(&e) => return None,
+            Err(e) => {
+                self.warn_once(path, &format!("cannot be read ({e})"));
+                return None;
+            }
+        };
+        let mut bytes = Vec::new();
+        if let Err(e) = file.read_to_end(&mut bytes) {
+            self.warn_once(path, &format!("cannot be read ({e})"));
+            return None;
+        }
+        Some((file, bytes))
+    }
+
     /// Stores `payload` as the entry of `id` and `kind`, crash-safely, replacing any entry
     /// there. A failure (full disk, unwritable dir) is logged, never returned.
     pub fn store(&self, id: &SegmentIdentity, kind: CacheKind, payload: &[u8]) {
@@ -597,7 +737,20 @@ impl SegmentCache {
 
     /// [`SegmentCache::update_later`] in place.
     pub fn update(&self, id: &SegmentIdentity, kind: CacheKind, update: SummaryUpdate) {
-        if let Some(payload) = update(self.load(id, kind)) {
+        let old = if kind.is_prefix() {
+            // A prefix entry of another length is replaced, not merged, and without a
+            // warning: the active segment grew since it was written (nothing is wrong).
+            self.entry_path(id, kind)
+                .and_then(|path| super::open::open_read(&path).ok())
+                .and_then(|mut f| {
+                    let mut bytes = Vec::new();
+                    f.read_to_end(&mut bytes).ok().map(|_| bytes)
+                })
+                .and_then(|bytes| decode(&bytes, id, kind).ok().map(<[u8]>::to_vec))
+        } else {
+            self.load(id, kind)
+        };
+        if let Some(payload) = update(old) {
             self.store(id, kind, &payload);
         }
     }
@@ -889,6 +1042,86 @@ mod tests {
         // Tiny and empty files have identities too.
         std::fs::write(&p, b"").unwrap();
         assert_eq!(of(&p).size, 0);
+    }
+
+    #[test]
+    fn an_active_prefix_entry_survives_appends_and_is_rejected_when_truncated_replaced_rewritten_or_damaged()
+     {
+        let tmp = tempfile::tempdir().unwrap();
+        let data = tmp.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        let c = cache_in(&tmp.path().join("cache"), 1 << 20);
+        let p = data.join("00000000000000000000.log");
+        let mut bytes: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&p, &bytes).unwrap();
+        let prefix = 12_000u64;
+        let name = SegmentIdentity {
+            size: 0,
+            mtime_ns: 0,
+            inode: 0,
+            device: 0,
+            fingerprint: 0,
+            ..ident(0)
+        };
+        let name = SegmentIdentity { data_dir: data.clone(), ..name };
+        let of = |p: &Path, prefix: u64| {
+            SegmentIdentity::of_prefix(&data, "t", 0, Offset(0), &File::open(p).unwrap(), prefix)
+                .unwrap()
+        };
+        let load = |p: &Path| c.load_prefix(&name, CacheKind::PrefixRender, |n| of(p, n));
+        assert_eq!(load(&p), None, "nothing stored yet");
+        c.store(&of(&p, prefix).unwrap(), CacheKind::PrefixRender, b"sizes");
+        assert_eq!(load(&p), Some((prefix, b"sizes".to_vec())));
+        // Appends beyond the prefix (the file's size and mtime move): still valid.
+        bytes.extend_from_slice(&[9u8; 5_000]);
+        std::fs::write(&p, &bytes).unwrap();
+        assert_eq!(load(&p), Some((prefix, b"sizes".to_vec())), "valid after an append");
+        // Truncated below the prefix: stale, and warned about by name.
+        let short = File::options().write(true).open(&p).unwrap();
+        short.set_len(prefix - 1).unwrap();
+        assert_eq!(of(&p, prefix), None);
+        assert_eq!(load(&p), None, "truncated below the prefix");
+        let path = c.entry_path(&name, CacheKind::PrefixRender).unwrap();
+        assert!(lock(&c.warned).contains(&path));
+        // Truncated and written again to beyond the prefix with other bytes: the fingerprint.
+        let mut other = bytes.clone();
+        other[(prefix - 10) as usize] ^= 0xff;
+        std::fs::write(&p, &other).unwrap();
+        assert_eq!(load(&p), None, "rewritten below the prefix");
+        // Replaced by another file with the same bytes (a new inode): stale.
+        std::fs::write(&p, &bytes).unwrap();
+        assert_eq!(load(&p), Some((prefix, b"sizes".to_vec())), "the same bytes again");
+        let q = data.join("new");
+        std::fs::write(&q, &bytes).unwrap();
+        std::fs::rename(&q, &p).unwrap();
+        assert_eq!(load(&p), None, "replaced by another file");
+        // Stored again for the new file, then damaged: ignored.
+        c.store(&of(&p, prefix).unwrap(), CacheKind::PrefixRender, b"sizes");
+        assert_eq!(load(&p), Some((prefix, b"sizes".to_vec())));
+        let mut entry = std::fs::read(&path).unwrap();
+        let last = entry.len() - 1;
+        entry[last] ^= 0xff;
+        std::fs::write(&path, &entry).unwrap();
+        assert_eq!(load(&p), None, "a damaged payload");
+        // A damaged header (even one claiming a prefix the file has): ignored too.
+        std::fs::write(&path, b"TFSCACHE garbage").unwrap();
+        assert_eq!(load(&p), None, "a foreign file");
+        // An update of another prefix length replaces the entry without merging.
+        c.store(&of(&p, prefix).unwrap(), CacheKind::PrefixRender, b"old");
+        let longer = of(&p, prefix + 100).unwrap();
+        c.update(
+            &longer,
+            CacheKind::PrefixRender,
+            Box::new(|old| {
+                assert_eq!(old, None, "the entry of another prefix is not handed over");
+                Some(b"new".to_vec())
+            }),
+        );
+        assert_eq!(load(&p), Some((prefix + 100, b"new".to_vec())));
+        // Nothing was written into the data dir.
+        let names: Vec<_> =
+            std::fs::read_dir(&data).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 1, "{names:?}");
     }
 
     #[test]

@@ -70,6 +70,24 @@ impl PartitionSource for Log {
         Log::update_summary_later(self, span.base, kind, update)
     }
 
+    fn prefix_span_at(
+        &self,
+        cursor: &ReadCursor,
+        kind: CacheKind,
+    ) -> Option<(SealedSpan, Vec<u8>)> {
+        Log::prefix_span_at(self, cursor, kind)
+    }
+
+    fn update_prefix_summary(
+        &self,
+        start: &ReadCursor,
+        end: &ReadCursor,
+        kind: CacheKind,
+        update: SummaryUpdate,
+    ) {
+        Log::update_prefix_summary_later(self, start, end, kind, update)
+    }
+
     fn byte_location(&self, cursor: &ReadCursor, delta: u64) -> (String, u64) {
         match SegmentCursor::of(cursor) {
             Some(c) => (log_file_name(self, c.segment_base), c.position.0.saturating_add(delta)),

@@ -79,7 +79,10 @@ use crate::view::walker::{READ_CHUNK, Walker, first_offset};
 pub const CHECKPOINT_INTERVAL: u64 = 64 * 1024;
 /// Log bytes between the checkpoints a span's cached summary keeps (so reading from a place
 /// inside a cached segment renders at most about this much before it).
-pub const SUMMARY_SPACING: u64 = 1 << 20;
+pub const SUMMARY_SPACING: u64 = 256 << 10;
+/// Rendered bytes the frontier must move inside the active segment before a `stat` stores
+/// its prefix again (background sizing stores it whenever it reaches the end).
+pub const PREFIX_STORE_EVERY: u64 = 64 << 20;
 /// Most whole spans waiting to be stored at once (more are learned again later).
 const MAX_COMPLETED: usize = 4096;
 /// Most checkpoints kept per render index before thinning (about 4 GiB of log at the initial
@@ -107,6 +110,12 @@ pub(super) struct IndexState {
     /// Spans rendered whole since the last store: (checkpoint at the start, checkpoint at the
     /// next span's start, the checkpoints between).
     pub(super) completed: Vec<(Checkpoint, Checkpoint, Vec<Checkpoint>)>,
+    /// The frontier cursor at which the segment cache was last asked for an active segment's
+    /// prefix (asked once per place, not at every extension).
+    pub(super) prefix_tried: Option<ReadCursor>,
+    /// The rendered position of the frontier when the active segment's prefix was last
+    /// stored (see [`RenderIndex::store_prefix`]).
+    pub(super) prefix_stored: Option<u64>,
 }
 
 /// The shared sparse render index of one partition in one format (see the module docs).
@@ -115,6 +124,9 @@ pub struct RenderIndex {
     pub(super) state: Mutex<IndexState>,
     /// The partition's transaction state (`read_committed`); `None` shows every record.
     pub(super) txn: Option<Arc<TxnTracker>>,
+    /// Made by [`RenderIndex::new_at`]: its origin may lie inside a batch, so it never stores
+    /// an active segment's prefix from its origin.
+    own_origin: bool,
 }
 
 /// What a locate walk looks for: the rendered position of the first unit that satisfies it.
@@ -141,7 +153,7 @@ impl RenderIndex {
     pub fn new(part: &dyn PartitionSource, format: Format) -> Result<RenderIndex> {
         let renderer = Renderer::new(format, part.topic(), part.partition());
         let state = Mutex::new(IndexState::origin_at(part, 0, None)?);
-        Ok(RenderIndex { renderer, state, txn: None })
+        Ok(RenderIndex { renderer, state, txn: None, own_origin: false })
     }
 
     /// An index whose origin is `start` instead of the log start: rendered position 0 is the
@@ -153,7 +165,7 @@ impl RenderIndex {
     ) -> Result<RenderIndex> {
         let renderer = Renderer::new(format, part.topic(), part.partition());
         let state = Mutex::new(IndexState::origin_at(part, 0, Some(start))?);
-        Ok(RenderIndex { renderer, state, txn: None })
+        Ok(RenderIndex { renderer, state, txn: None, own_origin: true })
     }
 
     /// The offset bound of the index's first checkpoint (its origin, or the first segment start
@@ -189,7 +201,11 @@ impl RenderIndex {
         let mut st = lock(&self.state);
         self.sync(&mut st, part)?;
         let log_end = part.summary()?.log_end_offset;
-        self.extend_within(&mut st, part, Some(log_end), Some(step))
+        let reached = self.extend_within(&mut st, part, Some(log_end), Some(step))?;
+        if reached {
+            self.store_prefix(&mut st, part, 0);
+        }
+        Ok(reached)
     }
 
     /// Takes in what a read rendered past the frontier (see [`Learned`]): its checkpoints and
@@ -385,35 +401,146 @@ impl RenderIndex {
                     && s.end_bound == span.end.next_offset
             });
             let Some(found) = found else { break };
-            let (bound, position) = (st.frontier.bound, st.frontier.position);
-            let start = Checkpoint {
-                cursor: ReadCursor { next_offset: bound, hint: span.start.hint },
-                bound,
-                position,
-                segment_start: true,
-            };
-            st.push(start);
-            for c in &found.checkpoints {
-                let bound = c.bound.max(bound);
-                st.push(Checkpoint {
-                    cursor: ReadCursor { next_offset: bound, hint: c.hint },
-                    bound,
-                    position: position.saturating_add(c.position),
-                    segment_start: false,
-                });
-            }
-            let end = span.end.next_offset.max(bound);
-            st.frontier = Checkpoint {
-                cursor: ReadCursor { next_offset: end, hint: span.end.hint },
-                bound: end,
-                position: position.saturating_add(found.rendered),
-                segment_start: false,
-            };
-            st.since_checkpoint = 0;
+            self.apply_summary(st, &span, &found);
             st.summarized.insert(span.base);
             moved = true;
         }
+        if st.prefix_tried != Some(st.frontier.cursor) {
+            st.prefix_tried = Some(st.frontier.cursor);
+            if let Some((span, payload)) =
+                part.prefix_span_at(&st.frontier.cursor, CacheKind::RenderSummary)
+            {
+                if self.jump_prefix(st, snap, &span, &payload) {
+                    st.prefix_tried = Some(st.frontier.cursor);
+                    moved = true;
+                }
+            }
+        }
         moved
+    }
+
+    /// Moves the frontier over the stable prefix `span` of the active segment (right after
+    /// it) when `payload` (the cache's summaries of it) holds its rendering in this format.
+    /// Whether it moved. Unlike a sealed span, the segment is not marked summarized: when it is
+    /// sealed later its whole rendering is stored as usual.
+    fn jump_prefix(
+        &self,
+        st: &mut IndexState,
+        snap: Option<&TxnSnapshot>,
+        span: &SealedSpan,
+        payload: &[u8],
+    ) -> bool {
+        if st.frontier.bound > span.base {
+            return false;
+        }
+        let Some((committed, digest)) = self.txn_key(snap, span) else { return false };
+        let format = self.renderer.format();
+        let found = summary::decode(payload).and_then(|all| {
+            all.into_iter().find(|s| {
+                s.format == format
+                    && s.committed == committed
+                    && s.digest == digest
+                    && s.end_bound == span.end.next_offset
+            })
+        });
+        let Some(found) = found else { return false };
+        self.apply_summary(st, span, &found);
+        st.prefix_stored = Some(st.frontier.position);
+        true
+    }
+
+    /// Adds the checkpoints of `found` (the rendering of `span` in this format, which starts
+    /// right at the frontier) and moves the frontier to the span's end.
+    fn apply_summary(&self, st: &mut IndexState, span: &SealedSpan, found: &FormatSummary) {
+        let (bound, position) = (st.frontier.bound, st.frontier.position);
+        let start = Checkpoint {
+            cursor: ReadCursor { next_offset: bound, hint: span.start.hint },
+            bound,
+            position,
+            segment_start: true,
+        };
+        st.push(start);
+        for c in &found.checkpoints {
+            let bound = c.bound.max(bound);
+            st.push(Checkpoint {
+                cursor: ReadCursor { next_offset: bound, hint: c.hint },
+                bound,
+                position: position.saturating_add(c.position),
+                segment_start: false,
+            });
+        }
+        let end = span.end.next_offset.max(bound);
+        st.frontier = Checkpoint {
+            cursor: ReadCursor { next_offset: end, hint: span.end.hint },
+            bound: end,
+            position: position.saturating_add(found.rendered),
+            segment_start: false,
+        };
+        st.since_checkpoint = 0;
+    }
+
+    /// Stores in the segment cache the rendering of the active segment's prefix, from its
+    /// start (the index's last segment start, or its origin at the log start) to the frontier, when the frontier moved at
+    /// least `every` rendered bytes since it was last stored (or taken from the cache) and
+    /// past that start. The source decides whether that start is the active segment's and the
+    /// frontier inside it ([`PartitionSource::update_prefix_summary`]); nothing else is stored.
+    pub(super) fn store_prefix(&self, st: &mut IndexState, part: &dyn PartitionSource, every: u64) {
+        let f = st.frontier;
+        if st.prefix_stored.is_some_and(|at| f.position < at.saturating_add(every.max(1))) {
+            return;
+        }
+        // The last segment start, or the origin when it is the log start (whose cursor is the
+        // first segment's start).
+        let from = match st.checkpoints.iter().rposition(|c| c.segment_start) {
+            Some(i) => i,
+            None if !self.own_origin => 0,
+            None => return,
+        };
+        let Some(p) = st.checkpoints.get(from).copied() else { return };
+        if p.cursor == f.cursor || p.bound > f.bound || f.bound != f.cursor.next_offset {
+            return;
+        }
+        let snap = self.txn.as_ref().map(|t| t.snapshot());
+        let span = SealedSpan { base: p.bound, start: p.cursor, end: f.cursor, bytes: 0 };
+        let Some((committed, digest)) = self.txn_key(snap.as_ref(), &span) else { return };
+        let mut last = p.position;
+        let checkpoints = st
+            .checkpoints
+            .get(from + 1..)
+            .unwrap_or_default()
+            .iter()
+            .filter(|k| k.bound <= f.bound && k.position >= p.position)
+            .filter(|k| {
+                let keep = k.position >= last.saturating_add(SUMMARY_SPACING);
+                if keep {
+                    last = k.position;
+                }
+                keep
+            })
+            .map(|k| SpanCheckpoint {
+                hint: k.cursor.hint,
+                bound: k.bound,
+                position: k.position - p.position,
+            })
+            .collect();
+        let new = FormatSummary {
+            format: self.renderer.format(),
+            committed,
+            digest,
+            rendered: f.position - p.position,
+            end_bound: f.bound,
+            checkpoints,
+        };
+        part.update_prefix_summary(
+            &p.cursor,
+            &f.cursor,
+            CacheKind::RenderSummary,
+            Box::new(move |old| {
+                let old = old.and_then(|b| summary::decode(&b)).unwrap_or_default();
+                Some(summary::encode(&summary::merged(old, new)))
+            }),
+        );
+        st.prefix_stored = Some(f.position);
     }
 
     /// Stores in the segment cache what rendering whole sealed spans taught (see
@@ -553,6 +680,9 @@ impl RenderIndex {
     ) -> Result<Option<u64>> {
         let log_end = part.summary()?.log_end_offset;
         let reached = self.extend_within(st, part, Some(log_end), budget)?;
+        if reached {
+            self.store_prefix(st, part, PREFIX_STORE_EVERY);
+        }
         Ok(reached.then_some(st.frontier.position))
     }
 }
@@ -645,6 +775,8 @@ impl IndexState {
             log_start,
             summarized: HashSet::new(),
             completed: Vec::new(),
+            prefix_tried: None,
+            prefix_stored: None,
         })
     }
 

@@ -177,9 +177,45 @@ struct TxnState {
     open: HashMap<i64, Offset>,
     aborted: Arc<HashMap<i64, Ranges>>,
     damage: Option<Damage>,
+    /// The segment cache asked for an active segment's prefix at this cursor already.
+    prefix_tried: Option<ReadCursor>,
+    /// Since a segment start not known as a sealed span (the active segment's, if any): that
+    /// start and the events after it, stored as the segment's prefix (see
+    /// [`PartitionSource::update_prefix_summary`]) every [`PREFIX_STORE_EVERY`] bytes scanned.
+    prefix: Option<(ReadCursor, SpanEvents)>,
+    /// Bytes scanned since the prefix was last stored or loaded (`None`: none scanned).
+    prefix_unstored: Option<u64>,
+    /// The prefix was stored or loaded by this state.
+    prefix_stored_once: bool,
 }
 
+/// Bytes of the active segment scanned before its prefix's transactions are stored again.
+const PREFIX_STORE_EVERY: u64 = 64 << 20;
+
 impl TxnState {
+    /// Stores the events of the active segment's prefix up to `end` (where the scan stopped)
+    /// when [`PREFIX_STORE_EVERY`] bytes were scanned since it was last stored or loaded, or
+    /// it never was. The source stores nothing unless the prefix's start is the active
+    /// segment's and `end` lies inside it.
+    fn store_prefix(&mut self, part: &dyn PartitionSource, end: ReadCursor) {
+        let Some((start, events)) = &self.prefix else { return };
+        let due = match self.prefix_unstored {
+            None => false,
+            Some(n) => n >= PREFIX_STORE_EVERY || self.prefix_stored_never(),
+        };
+        if !due || *start == end || self.damage.is_some() {
+            return;
+        }
+        let payload = events.encode(end.next_offset);
+        part.update_prefix_summary(start, &end, CacheKind::TxnSummary, Box::new(|_| Some(payload)));
+        self.prefix_unstored = Some(0);
+        self.prefix_stored_once = true;
+    }
+
+    fn prefix_stored_never(&self) -> bool {
+        !self.prefix_stored_once
+    }
+
     fn snapshot(&self) -> TxnSnapshot {
         let first_open = self.open.values().min().copied();
         let stable = first_open.map_or(self.scanned_to, |o| o.min(self.scanned_to));
@@ -250,7 +286,7 @@ enum TxnEvent {
 /// version u8 = 1 | end bound i64 | count u32 | count × (kind u8: 0 data, 1 commit, 2 abort
 ///   | producer id i64 | offset i64)
 /// ```
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct SpanEvents {
     events: Vec<TxnEvent>,
     /// Producers with a data batch kept since the span's start or their last marker.
@@ -386,6 +422,35 @@ impl TxnTracker {
                     continue;
                 }
                 recording = Some((span, SpanEvents::default()));
+                st.prefix = None;
+            } else if recording.is_none() && st.prefix_tried != Some(cursor) {
+                st.prefix_tried = Some(cursor);
+                let cached = part
+                    .prefix_span_at(&cursor, CacheKind::TxnSummary)
+                    .filter(|(span, _)| st.scanned_to <= span.base)
+                    .and_then(|(span, b)| {
+                        Some((span, SpanEvents::decode(&b, span.end.next_offset)?))
+                    });
+                if let Some((span, events)) = cached {
+                    // The active segment's prefix, known from the segment cache.
+                    let mut kept = SpanEvents::default();
+                    for e in events {
+                        st.apply(e);
+                        kept.note(e);
+                    }
+                    st.scanned_to = st.scanned_to.max(span.end.next_offset);
+                    st.prefix = Some((span.start, kept));
+                    st.prefix_unstored = Some(0);
+                    st.prefix_stored_once = true;
+                    cursor = span.end;
+                    st.cursor = Some(cursor);
+                    st.prefix_tried = Some(cursor);
+                    continue;
+                }
+                if st.prefix.is_none() && st.scanned_to == st.log_start {
+                    // The scan starts at the log start: perhaps the active segment's start.
+                    st.prefix = Some((cursor, SpanEvents::default()));
+                }
             }
             let chunk = match part.read_past_damage(&cursor, SCAN_CHUNK) {
                 Ok(chunk) => chunk,
@@ -411,6 +476,11 @@ impl TxnTracker {
                         next_offset: here.next_offset.max(start.cursor.next_offset),
                         hint: start.cursor.hint,
                     };
+                    if start.retention_boundary {
+                        // A segment start: the active segment's, if this is the last one (the
+                        // source stores nothing for any other).
+                        st.prefix = Some((here, SpanEvents::default()));
+                    }
                 }
                 let rest = chunk.bytes.get(at..).unwrap_or_default();
                 let parsed = peek_entry(rest).and_then(|h| {
@@ -432,6 +502,9 @@ impl TxnTracker {
                         if let Some((_, events)) = recording.as_mut() {
                             events.note(event);
                         }
+                        if let Some((_, events)) = st.prefix.as_mut() {
+                            events.note(event);
+                        }
                     }
                     Ok(None) => {}
                     Err(e) => {
@@ -446,6 +519,11 @@ impl TxnTracker {
             if chunk.skipped.is_some() {
                 // Damage stepped over: the span's events are not known whole.
                 recording = None;
+                st.prefix = None;
+            }
+            if st.prefix.is_some() {
+                let scanned = chunk.bytes.len() as u64;
+                st.prefix_unstored = Some(st.prefix_unstored.map_or(scanned, |n| n + scanned));
             }
             if let Some(((file, position), e)) = damaged {
                 log::error!(
@@ -455,6 +533,7 @@ impl TxnTracker {
                     part.partition()
                 );
                 st.damage = Some(Damage { file, position, what: e.to_string() });
+                st.prefix = None;
                 break;
             }
             match chunk.next {
@@ -465,6 +544,7 @@ impl TxnTracker {
             st.cursor = Some(cursor);
         }
         st.cursor = Some(cursor);
+        st.store_prefix(part, cursor);
         Ok(st.snapshot())
     }
 }
@@ -615,6 +695,24 @@ impl PartitionSource for CommittedPartition {
 
     fn update_summary(&self, span: &SealedSpan, kind: CacheKind, update: SummaryUpdate) {
         self.inner.update_summary(span, kind, update)
+    }
+
+    fn prefix_span_at(
+        &self,
+        cursor: &ReadCursor,
+        kind: CacheKind,
+    ) -> Option<(SealedSpan, Vec<u8>)> {
+        self.inner.prefix_span_at(cursor, kind)
+    }
+
+    fn update_prefix_summary(
+        &self,
+        start: &ReadCursor,
+        end: &ReadCursor,
+        kind: CacheKind,
+        update: SummaryUpdate,
+    ) {
+        self.inner.update_prefix_summary(start, end, kind, update)
     }
 }
 

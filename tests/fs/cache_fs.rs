@@ -4,6 +4,7 @@
 //! dirs in temp dirs, without a kernel.
 
 use std::ffi::OsStr;
+use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -289,5 +290,158 @@ fn background_sizing_leaves_a_partition_without_sealed_segments_or_cache_alone()
     TopicFs::start_background_sizing(&m.fs).unwrap().join().unwrap();
     assert_eq!(m.size("t/0/by-offset/0"), 0);
     assert_eq!(m.read_all("t/0/by-offset/0"), all[0]);
+    m.unmount();
+}
+
+fn prefix_entries(cache: &Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "prefix"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// The sizes of every format's `by-offset/0` on the first stat of a fresh mount that may render
+/// one batch per stat.
+fn first_stats(m: &Mounted) -> Vec<u64> {
+    FORMATS.iter().map(|f| m.size(&format!("t/0/by-offset/0{f}"))).collect()
+}
+
+#[test]
+fn a_remount_knows_the_active_segments_prefix_from_the_cache_until_it_is_truncated_replaced_or_damaged()
+ {
+    let tmp = tempfile::tempdir().unwrap();
+    let (data, cache) = (tmp.path().join("data"), tmp.path().join("cache"));
+    written(&data, Some(&cache));
+    // A few more small batches, so that the active segment holds several.
+    let w = mount(&data, None, u64::MAX, true);
+    for b in 0..3 {
+        w.append("t/0/append", format!("small-{b}\n").as_bytes());
+    }
+    let mut all: Vec<Vec<u8>> =
+        FORMATS.iter().map(|f| w.read_all(&format!("t/0/by-offset/0{f}"))).collect();
+    let lens = |all: &[Vec<u8>]| all.iter().map(|b| b.len() as u64).collect::<Vec<_>>();
+    assert_eq!(
+        FORMATS.iter().map(|f| w.size(&format!("t/0/by-offset/0{f}"))).collect::<Vec<_>>(),
+        lens(&all)
+    );
+    w.unmount();
+    // Background sizing, reaching the end, stores the active segment's prefix to there.
+    let m = mount(&data, Some(&cache), 1, false);
+    TopicFs::start_background_sizing(&m.fs).unwrap().join().unwrap();
+    m.unmount();
+    assert_eq!(prefix_entries(&cache).len(), 1, "one prefix entry: the active segment's");
+    let txn_entries = std::fs::read_dir(&cache)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "prefix-txn"))
+        .count();
+    assert_eq!(txn_entries, 1, "and one of its transactions (read_committed)");
+    let active = walk(&data)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .max()
+        .unwrap();
+
+    // Without the prefix entry (the sealed ones kept), a stat that may render one batch does
+    // not reach the end: the active segment holds several.
+    let entry = prefix_entries(&cache).pop().unwrap();
+    let saved = std::fs::read(&entry).unwrap();
+    std::fs::remove_file(&entry).unwrap();
+    let m = mount(&data, Some(&cache), 1, false);
+    assert!(first_stats(&m).contains(&0), "several batches in the active segment");
+    m.fs.shutdown().unwrap();
+    drop(m.fs);
+    m.log_dir.shutdown().unwrap();
+    // (Not flushed: that mount's own prefix entry is not kept; the saved one is put back.)
+    std::fs::write(&entry, &saved).unwrap();
+
+    // The first stat renders at most one batch, yet is exact in every format: the sealed
+    // segments and the active one's prefix come from the cache.
+    let before = listing(&data);
+    let m = mount(&data, Some(&cache), 1, false);
+    assert_eq!(first_stats(&m), lens(&all));
+    for (f, bytes) in FORMATS.iter().zip(&all) {
+        let name = format!("t/0/by-offset/0{f}");
+        let end = bytes.len() as u64;
+        assert_eq!(m.read_at(&name, end - 100, 100), bytes[bytes.len() - 100..].to_vec());
+        assert_eq!(&m.read_all(&name), bytes, "{name}");
+    }
+    m.unmount();
+    assert_eq!(listing(&data), before, "a read-only mount wrote nothing into the data dir");
+
+    // One batch appended beyond the prefix: the entry stays valid, and the first stat renders
+    // just that batch.
+    let w = mount(&data, None, u64::MAX, true);
+    w.append("t/0/append", b"appended-1\nappended-2\n");
+    all = FORMATS.iter().map(|f| w.read_all(&format!("t/0/by-offset/0{f}"))).collect();
+    w.unmount();
+    let m = mount(&data, Some(&cache), 1, false);
+    assert_eq!(first_stats(&m), lens(&all), "exact after an append beyond the prefix");
+    assert!(m.read_all("t/0/by-offset/0").ends_with(b"appended-1\nappended-2\n"));
+    m.unmount();
+
+    // A damaged entry is ignored: sizes become exact by rendering, and stay right.
+    let entry = prefix_entries(&cache).pop().unwrap();
+    let mut bytes = std::fs::read(&entry).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&entry, &bytes).unwrap();
+    let m = mount(&data, Some(&cache), 1, false);
+    assert!(first_stats(&m).contains(&0), "the damaged entry is not used");
+    for (f, bytes) in FORMATS.iter().zip(&all) {
+        assert_eq!(&m.read_all(&format!("t/0/by-offset/0{f}")), bytes);
+    }
+    // Rebuilt by that mount (its reads reached the end, a stat stored the prefix again).
+    assert_eq!(first_stats(&m), lens(&all));
+    m.unmount();
+    let m = mount(&data, Some(&cache), 1, false);
+    assert_eq!(first_stats(&m), lens(&all), "rebuilt");
+    m.unmount();
+
+    // The active segment replaced by a copy of itself (a new inode): stale.
+    let copy = active.with_extension("copy");
+    std::fs::copy(&active, &copy).unwrap();
+    std::fs::rename(&copy, &active).unwrap();
+    let m = mount(&data, Some(&cache), 1, false);
+    assert!(first_stats(&m).contains(&0), "the replaced segment's entry is not used");
+    for (f, bytes) in FORMATS.iter().zip(&all) {
+        assert_eq!(&m.read_all(&format!("t/0/by-offset/0{f}")), bytes);
+    }
+    m.unmount();
+
+    // Truncated to its first batches (what a broker's log truncation does), then written again
+    // with other records: the entry is stale, and every read shows the new records.
+    let m = mount(&data, Some(&cache), u64::MAX, false);
+    assert_eq!(first_stats(&m), lens(&all));
+    m.unmount();
+    let kept = {
+        let bytes = std::fs::read(&active).unwrap();
+        // The first batch: its length is at bytes 8..12 (plus the 12-byte prefix).
+        12 + u32::from_be_bytes(bytes[8..12].try_into().unwrap()) as u64
+    };
+    File::options().write(true).open(&active).unwrap().set_len(kept).unwrap();
+    for idx in ["index", "timeindex"] {
+        let _ = std::fs::remove_file(active.with_extension(idx));
+    }
+    let w = mount(&data, None, u64::MAX, true);
+    w.append("t/0/append", b"after-truncation\n");
+    let now: Vec<Vec<u8>> =
+        FORMATS.iter().map(|f| w.read_all(&format!("t/0/by-offset/0{f}"))).collect();
+    w.unmount();
+    assert!(now[0].ends_with(b"after-truncation\n"));
+    let m = mount(&data, Some(&cache), 1, false);
+    let mut sizes = first_stats(&m);
+    for _ in 0..20 {
+        if !sizes.contains(&0) {
+            break;
+        }
+        sizes = first_stats(&m);
+    }
+    assert_eq!(sizes, lens(&now), "exact sizes of the truncated and rewritten segment");
+    for (f, bytes) in FORMATS.iter().zip(&now) {
+        assert_eq!(&m.read_all(&format!("t/0/by-offset/0{f}")), bytes);
+    }
     m.unmount();
 }

@@ -59,10 +59,7 @@ impl Log {
                 return Some(id.clone());
             }
         }
-        let data_dir = self.summaries.data_dir.get_or_init(|| {
-            let parent = self.dir.parent().unwrap_or(&self.dir);
-            std::fs::canonicalize(parent).unwrap_or_else(|_| parent.to_path_buf())
-        });
+        let data_dir = self.canonical_data_dir();
         match SegmentIdentity::of_file(data_dir, &self.topic, self.partition, base, seg.log_file())
         {
             Ok(id) => {
@@ -75,6 +72,134 @@ impl Log {
                 None
             }
         }
+    }
+
+    fn canonical_data_dir(&self) -> &Path {
+        self.summaries.data_dir.get_or_init(|| {
+            let parent = self.dir.parent().unwrap_or(&self.dir);
+            std::fs::canonicalize(parent).unwrap_or_else(|_| parent.to_path_buf())
+        })
+    }
+
+    /// The active segment whose first batch is the next one read from `cursor` (at its
+    /// start, or at the end of the sealed segment before it), when caching is on.
+    fn active_at(&self, cursor: &ReadCursor) -> Option<Arc<LogSegment>> {
+        self.cache().dir()?;
+        let at = SegmentCursor::of(cursor)?;
+        let seg = self.segment(at.segment_base)?;
+        let target = if at.position.0 == 0 {
+            seg
+        } else if at.position.0 == seg.size() && !seg.is_active() {
+            self.segment_after(at.segment_base)?
+        } else {
+            return None;
+        };
+        target.is_active().then_some(target)
+    }
+
+    /// The stable prefix of the active segment whose first batch is the next one read from
+    /// `cursor`, as the segment cache knows it: the span of its first `P` bytes (a batch
+    /// boundary when stored; `end.next_offset` the offset after its last batch) and the render
+    /// payload stored for it, if the entry is still valid for the file's bytes (see "Active-
+    /// segment prefixes" in [`crate::storage::cache`]). `None` otherwise.
+    pub fn prefix_span_at(
+        &self,
+        cursor: &ReadCursor,
+        kind: CacheKind,
+    ) -> Option<(SealedSpan, Vec<u8>)> {
+        let kind = prefix_kind(kind)?;
+        let seg = self.active_at(cursor)?;
+        let base = seg.base_offset();
+        let data_dir = self.canonical_data_dir().to_path_buf();
+        let (topic, partition) = (self.topic.as_str(), self.partition);
+        let name = SegmentIdentity {
+            data_dir: data_dir.clone(),
+            topic: topic.to_string(),
+            partition,
+            base_offset: base,
+            size: 0,
+            mtime_ns: 0,
+            inode: 0,
+            device: 0,
+            fingerprint: 0,
+        };
+        let identify = |prefix: u64| {
+            SegmentIdentity::of_prefix(&data_dir, topic, partition, base, seg.log_file(), prefix)
+                .ok()
+                .flatten()
+        };
+        let (prefix, payload) = self.cache().load_prefix(&name, kind, identify)?;
+        let (next, payload) = payload.split_first_chunk::<8>()?;
+        let next = Offset(i64::from_be_bytes(*next));
+        if prefix == 0 || next <= base {
+            return None;
+        }
+        let span = SealedSpan {
+            base,
+            start: cursor_at(base, Position(0), base),
+            end: cursor_at(base, Position(prefix), next),
+            bytes: prefix,
+        };
+        Some((span, payload.to_vec()))
+    }
+
+    /// Replaces the render payload kept for the prefix of the active segment from `start` (its
+    /// first batch) to `end` (a batch boundary inside it) by what `update` makes of it, on the
+    /// cache's writer thread; a payload kept for a prefix of another length is not handed to
+    /// `update`. Nothing when `start` is not the start of the active segment, `end` not inside
+    /// it, or caching is off.
+    pub fn update_prefix_summary_later(
+        &self,
+        start: &ReadCursor,
+        end: &ReadCursor,
+        kind: CacheKind,
+        update: SummaryUpdate,
+    ) {
+        let Some(kind) = prefix_kind(kind) else { return };
+        let (Some(s), Some(e)) = (SegmentCursor::of(start), SegmentCursor::of(end)) else {
+            return;
+        };
+        let Some(seg) = self.active_at(start) else { return };
+        let base = seg.base_offset();
+        if s.segment_base != base || s.position.0 != 0 || e.segment_base != base {
+            return;
+        }
+        let prefix = e.position.0;
+        if prefix == 0 || prefix > seg.size() {
+            return;
+        }
+        let data_dir = self.canonical_data_dir().to_path_buf();
+        let id = match SegmentIdentity::of_prefix(
+            &data_dir,
+            &self.topic,
+            self.partition,
+            base,
+            seg.log_file(),
+            prefix,
+        ) {
+            Ok(Some(id)) => id,
+            Ok(None) => return,
+            Err(err) => {
+                log::debug!(
+                    "segment cache: no prefix identity for {}: {err}",
+                    seg.log_path().display()
+                );
+                return;
+            }
+        };
+        let next = e.next_offset.0.to_be_bytes();
+        self.cache().update_later(
+            id,
+            kind,
+            Box::new(move |old| {
+                let old = old.and_then(|b| b.get(8..).map(<[u8]>::to_vec));
+                update(old).map(|p| {
+                    let mut out = next.to_vec();
+                    out.extend_from_slice(&p);
+                    out
+                })
+            }),
+        );
     }
 
     /// The cached `kind` payload of sealed segment `base`, if valid (see
@@ -135,6 +260,15 @@ impl Log {
         if let Some(id) = self.sealed_identity(base) {
             cache.store(&id, kind, payload);
         }
+    }
+}
+
+/// The kind of an active segment's prefix entry holding what `kind` holds of a sealed one.
+fn prefix_kind(kind: CacheKind) -> Option<CacheKind> {
+    match kind {
+        CacheKind::RenderSummary => Some(CacheKind::PrefixRender),
+        CacheKind::TxnSummary => Some(CacheKind::PrefixTxn),
+        CacheKind::KeyIndex | CacheKind::PrefixRender | CacheKind::PrefixTxn => None,
     }
 }
 
