@@ -114,6 +114,11 @@ struct Args {
     /// settings) and the cold-open figures (issue 17): the data they need and nothing else.
     #[arg(long)]
     ceiling_and_cold: bool,
+    /// Only the read rows of the FUSE ceiling (`cat by-offset/0` and `.json` against the null
+    /// filesystem and raw `cat`): no appends, no cold opens. With `--reuse-data` the 1 GiB-segment
+    /// partition is kept for the next run.
+    #[arg(long)]
+    ceiling_reads: bool,
     /// Records of the large cold-open partition (default: about 10 GB of log when the disk has
     /// 20 GB free, else the largest that leaves 10 GB free).
     #[arg(long)]
@@ -1994,6 +1999,18 @@ fn fuse_ceiling(
         None,
     );
 
+    if a.ceiling_reads {
+        report.put(
+            "ceiling",
+            json!({"reps": reps, "values_bytes": values_len, "json_bytes": json_len,
+            "log_bytes": kafka.log_bytes, "topicfs_values_s": t[0], "null_values_s": t[1],
+            "topicfs_json_s": t[2], "null_json_s": t[3], "raw_cat_s": t[4]}),
+        );
+        drop(null);
+        let _ = fs::remove_file(&sink);
+        return Ok(());
+    }
+
     // Appends: the same lines into topicfs's append, the null fs's sink, and a plain file.
     let lines = plan.mount_append_lines;
     let src = a.work.join("lines.txt");
@@ -2051,6 +2068,93 @@ fn fuse_ceiling(
     let _ = fs::remove_file(&sink);
     let _ = fs::remove_file(&plain);
     let _ = fs::remove_dir_all(&data);
+    Ok(())
+}
+
+/// The rendering alone (issue 17): `by-offset/0` and `by-offset/0.json` read in-process through
+/// one view stream in 1 MiB windows (what a FUSE read asks for), on one thread, without FUSE
+/// and without read-ahead: the thread's CPU time per MB rendered, against reading the `.log`
+/// files with `read(2)` into a 1 MiB buffer. The render index is warm (a first pass builds it),
+/// as it is for the mount's figures.
+fn render_in_process(plan: &Plan, g: &Generated, report: &mut Report) -> Result<(), String> {
+    let logs =
+        Arc::new(LogDir::open_read_only(&g.dir, bench_config(1 << 30)).map_err(|e| e.to_string())?);
+    let log = logs.log(TOPIC, 0).map_err(|e| e.to_string())?;
+    let registry = StreamRegistry::new();
+    let files = segment_logs(g);
+    let raw = || -> Result<(u64, u64), String> {
+        let mut buf = vec![0u8; 1 << 20];
+        let cpu0 = thread_cpu_ns();
+        let mut n = 0u64;
+        for f in &files {
+            let mut file = File::open(f).map_err(|e| e.to_string())?;
+            loop {
+                let got = file.read(&mut buf).map_err(|e| e.to_string())?;
+                if got == 0 {
+                    break;
+                }
+                n += got as u64;
+            }
+        }
+        Ok((thread_cpu_ns() - cpu0, n))
+    };
+    let render = |name: &str| -> Result<(u64, u64), String> {
+        let part: Arc<dyn PartitionSource> = log.clone();
+        let spec = StreamSpec::parse_by_offset(name).map_err(|e| e.to_string())?;
+        let stream = registry.open(part, &spec, now_ms()).map_err(|e| e.to_string())?;
+        let cpu0 = thread_cpu_ns();
+        let mut pos = 0u64;
+        loop {
+            let bytes = stream.read_at(pos, 1 << 20).map_err(|e| e.to_string())?;
+            if bytes.is_empty() {
+                break;
+            }
+            pos += bytes.len() as u64;
+            std::hint::black_box(bytes);
+        }
+        Ok((thread_cpu_ns() - cpu0, pos))
+    };
+    raw()?;
+    render("0")?;
+    render("0.json")?;
+    let (mut raw_ns, mut val_ns, mut json_ns) = (vec![], vec![], vec![]);
+    let (mut raw_b, mut val_b, mut json_b) = (0, 0, 0);
+    for _ in 0..plan.reps.max(3) {
+        let (ns, b) = raw()?;
+        raw_ns.push(ns as f64);
+        raw_b = b;
+        let (ns, b) = render("0")?;
+        val_ns.push(ns as f64);
+        val_b = b;
+        let (ns, b) = render("0.json")?;
+        json_ns.push(ns as f64);
+        json_b = b;
+    }
+    let per_mb = |ns: &[f64], bytes: u64| stat(ns).median / (bytes as f64 / 1e6);
+    let (raw_c, val_c, json_c) =
+        (per_mb(&raw_ns, raw_b), per_mb(&val_ns, val_b), per_mb(&json_ns, json_b));
+    let cell =
+        |c: f64, ns: &[f64]| format!("{:.0} µs/MB ({:.1} ms CPU)", c / 1e3, stat(ns).median / 1e6);
+    let sec = "render";
+    for (name, c, ns) in [
+        ("by-offset/0 rendered in-process, CPU per MB (1 MiB windows)", val_c, &val_ns),
+        ("by-offset/0.json rendered in-process, CPU per MB (1 MiB windows)", json_c, &json_ns),
+    ] {
+        report.row(
+            sec,
+            name,
+            cell(c, ns),
+            cell(raw_c, &raw_ns),
+            format!("{:.2}", raw_c / c),
+            "",
+            None,
+        );
+    }
+    report.put(
+        "render_in_process",
+        json!({"values_bytes": val_b, "json_bytes": json_b, "log_bytes": raw_b,
+        "values_cpu_ns": val_ns, "json_cpu_ns": json_ns, "raw_read_cpu_ns": raw_ns}),
+    );
     Ok(())
 }
 
@@ -2374,6 +2478,25 @@ fn run(a: &Args) -> Result<Report, String> {
     if a.by_key {
         machine_context(&mut report)?;
         by_key(&plan, a, &mut report)?;
+        return Ok(report);
+    }
+    if a.ceiling_reads {
+        machine_context(&mut report)?;
+        let dir = a.work.join(format!("data-{}x1GiB", plan.records));
+        let kafka = match a.reuse_data.then(|| reuse(&dir, plan.records, 1)).flatten() {
+            Some(k) => k,
+            None => {
+                eprintln!("generating {} records in 1 GiB segments ...", plan.records);
+                generate_sized(&dir, 1, plan.records, KAFKA_SEGMENT_BYTES, BATCH_RECORDS)?.0
+            }
+        };
+        eprintln!("in-process: rendering by-offset/0 and .json ...");
+        render_in_process(&plan, &kafka, &mut report)?;
+        eprintln!("mount: the FUSE ceiling, reads only ...");
+        fuse_ceiling(&plan, a, &kafka, &mut report)?;
+        if !a.reuse_data {
+            let _ = fs::remove_dir_all(&dir);
+        }
         return Ok(report);
     }
     if a.ceiling_and_cold {

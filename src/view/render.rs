@@ -53,9 +53,16 @@ pub trait Sink {
 
     /// Appends `data` as standard base64 with padding.
     fn put_base64(&mut self, data: &[u8]);
+
+    /// Appends `n` in decimal (a counter only counts its digits).
+    #[inline]
+    fn put_decimal(&mut self, n: i64) {
+        self.put(itoa::Buffer::new().format(n).as_bytes());
+    }
 }
 
 impl Sink for Vec<u8> {
+    #[inline]
     fn put(&mut self, bytes: &[u8]) {
         self.extend_from_slice(bytes);
     }
@@ -77,8 +84,14 @@ impl Sink for Vec<u8> {
 pub struct ByteCounter(pub u64);
 
 impl Sink for ByteCounter {
+    #[inline]
     fn put(&mut self, bytes: &[u8]) {
         self.0 = self.0.saturating_add(bytes.len() as u64);
+    }
+
+    #[inline]
+    fn put_decimal(&mut self, n: i64) {
+        self.0 = self.0.saturating_add(decimal_len(n));
     }
 
     fn put_base64(&mut self, data: &[u8]) {
@@ -87,21 +100,39 @@ impl Sink for ByteCounter {
     }
 }
 
+/// Bytes of `n` in decimal (with its sign).
+#[inline]
+fn decimal_len(n: i64) -> u64 {
+    let digits = n.unsigned_abs().checked_ilog10().map_or(1, |d| u64::from(d) + 1);
+    digits + u64::from(n < 0)
+}
+
 /// Renders records of one partition in one (record) format.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Renderer {
     format: Format,
-    /// The JSON-escaped, quoted topic name, rendered once.
-    topic_json: Vec<u8>,
-    partition: u32,
+    /// What every JSON object of this partition starts with, rendered once:
+    /// `{"topic":<topic>,"partition":<partition>,"offset":`.
+    json_head: Vec<u8>,
 }
+
+/// What follows the offset of a JSON object, by the batch's timestamp type (up to the
+/// timestamp) ...
+const JSON_CREATE_TS: &[u8] = b",\"tstype\":\"create\",\"ts\":";
+const JSON_LOG_APPEND_TS: &[u8] = b",\"tstype\":\"logappend\",\"ts\":";
+/// ... and what follows that, up to the key's value, for a record without headers.
+const JSON_BROKER_KEY: &[u8] = b",\"broker\":-1,\"key\":";
 
 impl Renderer {
     /// A renderer for records of `topic`/`partition` in `format`.
     pub fn new(format: Format, topic: &str, partition: u32) -> Renderer {
-        let mut topic_json = Vec::with_capacity(topic.len() + 2);
-        write_json_str(&mut topic_json, topic);
-        Renderer { format, topic_json, partition }
+        let mut json_head = Vec::with_capacity(topic.len() + 40);
+        json_head.extend_from_slice(b"{\"topic\":");
+        write_json_str(&mut json_head, topic);
+        json_head.extend_from_slice(b",\"partition\":");
+        json_head.put_decimal(i64::from(partition));
+        json_head.extend_from_slice(b",\"offset\":");
+        Renderer { format, json_head }
     }
 
     /// The format rendered.
@@ -121,26 +152,21 @@ impl Renderer {
     }
 
     fn render_json(&self, info: &BatchInfo, record: &Record<'_>, out: &mut impl Sink) {
-        let mut num = itoa::Buffer::new();
-        out.put(b"{\"topic\":");
-        out.put(&self.topic_json);
-        out.put(b",\"partition\":");
-        out.put(num.format(i64::from(self.partition)).as_bytes());
-        out.put(b",\"offset\":");
-        out.put(num.format(record.offset.0).as_bytes());
-        let tstype: Option<&[u8]> = match info.timestamp_type {
-            TimestampType::CreateTime => Some(b"create"),
-            TimestampType::LogAppendTime => Some(b"logappend"),
+        out.put(&self.json_head);
+        out.put_decimal(record.offset.0);
+        let ts: Option<&[u8]> = match info.timestamp_type {
+            TimestampType::CreateTime => Some(JSON_CREATE_TS),
+            TimestampType::LogAppendTime => Some(JSON_LOG_APPEND_TS),
             TimestampType::NoTimestampType => None,
         };
-        if let Some(tstype) = tstype {
-            out.put(b",\"tstype\":\"");
-            out.put(tstype);
-            out.put(b"\",\"ts\":");
-            out.put(num.format(record.timestamp).as_bytes());
+        if let Some(ts) = ts {
+            out.put(ts);
+            out.put_decimal(record.timestamp);
         }
-        out.put(b",\"broker\":-1");
-        if !record.headers.is_empty() {
+        if record.headers.is_empty() {
+            out.put(JSON_BROKER_KEY);
+        } else {
+            out.put(b",\"broker\":-1");
             let binary = record
                 .headers
                 .iter()
@@ -166,9 +192,11 @@ impl Renderer {
             if binary {
                 out.put(b",\"headers_encoding\":\"base64\"");
             }
+            out.put(b",\"key\":");
         }
-        write_bytes_field(out, b"key", record.key);
-        write_bytes_field(out, b"payload", record.value);
+        write_bytes_value(out, b"key", record.key);
+        out.put(b",\"payload\":");
+        write_bytes_value(out, b"payload", record.value);
         out.put(b"}\n");
     }
 }
@@ -188,24 +216,43 @@ pub fn value_line_len(value: Option<&[u8]>) -> u64 {
     value.map_or(0, |v| v.len() as u64) + 1
 }
 
-/// Writes `,"name":<value>` and, for non-UTF-8 bytes, `,"name_encoding":"base64"`.
-fn write_bytes_field(out: &mut impl Sink, name: &[u8], value: Option<&[u8]>) {
-    out.put(b",\"");
-    out.put(name);
-    out.put(b"\":");
-    match value {
-        None => out.put(b"null"),
-        Some(v) => match std::str::from_utf8(v) {
-            Ok(s) => write_json_str(out, s),
-            Err(_) => {
-                out.put(b"\"");
-                out.put_base64(v);
-                out.put(b"\",\"");
-                out.put(name);
-                out.put(b"_encoding\":\"base64\"");
-            }
-        },
+/// Writes the value of the field `name` (whose `,"name":` is written): `null`, a JSON string,
+/// or for bytes that are not UTF-8 a base64 string followed by `,"name_encoding":"base64"`.
+#[inline]
+fn write_bytes_value(out: &mut impl Sink, name: &[u8], value: Option<&[u8]>) {
+    let Some(v) = value else {
+        out.put(b"null");
+        return;
+    };
+    if plain_ascii(v) {
+        // The common case, found in one pass: printable ASCII without a quote or backslash is
+        // valid UTF-8 that needs no escape.
+        out.put(b"\"");
+        out.put(v);
+        out.put(b"\"");
+        return;
     }
+    match std::str::from_utf8(v) {
+        Ok(s) => write_json_str(out, s),
+        Err(_) => {
+            out.put(b"\"");
+            out.put_base64(v);
+            out.put(b"\",\"");
+            out.put(name);
+            out.put(b"_encoding\":\"base64\"");
+        }
+    }
+}
+
+/// Whether every byte of `bytes` is ASCII that a JSON string holds verbatim (no quote,
+/// backslash, control character or byte of a multi-byte character). One pass without an early
+/// exit, so the compiler turns it into vector compares (keys and payloads are short, and
+/// nearly always plain).
+#[inline]
+fn plain_ascii(bytes: &[u8]) -> bool {
+    // Below 0x20 or at/above 0x80: outside 0x20..0x80 after the shift.
+    let special = |b: u8| u8::from(b.wrapping_sub(0x20) >= 0x60 || b == b'"' || b == b'\\');
+    bytes.iter().fold(0u8, |any, &b| any | special(b)) == 0
 }
 
 /// Whether JSON needs `b` escaped inside a string: a quote, a backslash or a control character.
@@ -271,4 +318,44 @@ pub fn write_json_str(out: &mut impl Sink, s: &str) {
     }
     out.put(bytes.get(run_start..).unwrap_or_default());
     out.put(b"\"");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_counter_counts_the_digits_a_buffer_gets() {
+        let mut n = 1i64;
+        let mut samples = vec![0, i64::MIN, i64::MAX, -1, 9, 10, -10, 99, 100];
+        while let Some(next) = n.checked_mul(10) {
+            samples.extend([n - 1, n, n + 1, -n, -(n - 1)]);
+            n = next;
+        }
+        for v in samples {
+            let mut buf = Vec::new();
+            buf.put_decimal(v);
+            assert_eq!(buf, v.to_string().into_bytes());
+            let mut counter = ByteCounter(0);
+            counter.put_decimal(v);
+            assert_eq!(counter.0, buf.len() as u64, "{v}");
+        }
+    }
+
+    #[test]
+    fn plain_ascii_is_exactly_what_needs_no_escape_and_is_utf8() {
+        for len in [0usize, 1, 15, 16, 17, 40] {
+            for b in 0u8..=255 {
+                for at in [0, len / 2, len.saturating_sub(1)] {
+                    let mut v = vec![b'a'; len];
+                    if let Some(x) = v.get_mut(at) {
+                        *x = b;
+                    }
+                    let expected =
+                        v.iter().all(|&c| (0x20..0x80).contains(&c) && c != b'"' && c != b'\\');
+                    assert_eq!(plain_ascii(&v), expected, "{v:?}");
+                }
+            }
+        }
+    }
 }
