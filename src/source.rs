@@ -275,6 +275,21 @@ pub trait PartitionSource: Send + Sync {
         let owned: Vec<NewRecord> = records.iter().map(RecordRef::to_new_record).collect();
         self.append(&owned)
     }
+    /// Appends a record of `head` (when given) and one record per `\n`-terminated line of
+    /// `lines` (its value the line without the `\n`; no key, no headers), as
+    /// [`PartitionSource::append`] does: one batch unless they do not fit in one, all or
+    /// nothing. Bytes after the last `\n` are not appended. The default borrows each line
+    /// into a [`RecordRef`] for [`PartitionSource::append_refs`]; a local log encodes them
+    /// straight from `lines`.
+    fn append_value_lines(&self, head: Option<&[u8]>, lines: &[u8]) -> Result<AppendInfo> {
+        let mut records: Vec<RecordRef<'_>> = head.map(RecordRef::value_only).into_iter().collect();
+        let mut from = 0;
+        for nl in memchr::memchr_iter(b'\n', lines) {
+            records.push(RecordRef::value_only(lines.get(from..nl).unwrap_or_default()));
+            from = nl + 1;
+        }
+        self.append_refs(&records)
+    }
     /// Makes everything appended so far durable (fsync of the log and its indexes).
     fn sync(&self) -> Result<()>;
     /// Log bytes a cheap sizing of a stream may read ([`DEFAULT_SIZING_BUDGET`] unless the
