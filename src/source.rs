@@ -282,13 +282,7 @@ pub trait PartitionSource: Send + Sync {
     /// into a [`RecordRef`] for [`PartitionSource::append_refs`]; a local log encodes them
     /// straight from `lines`.
     fn append_value_lines(&self, head: Option<&[u8]>, lines: &[u8]) -> Result<AppendInfo> {
-        let mut records: Vec<RecordRef<'_>> = head.map(RecordRef::value_only).into_iter().collect();
-        let mut from = 0;
-        for nl in memchr::memchr_iter(b'\n', lines) {
-            records.push(RecordRef::value_only(lines.get(from..nl).unwrap_or_default()));
-            from = nl + 1;
-        }
-        self.append_refs(&records)
+        self.append_refs(&crate::format::value_line_records(head, lines))
     }
     /// Makes everything appended so far durable (fsync of the log and its indexes).
     fn sync(&self) -> Result<()>;

@@ -19,9 +19,9 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::format::{NewRecord, RecordRef};
+use crate::format::{NewRecord, RecordRef, value_line_records};
 use crate::source::PartitionSource;
-use crate::view::envelope::{self, find_newline, push_value_lines};
+use crate::view::envelope::{self, find_newline};
 use crate::view::topic::TopicAppender;
 
 /// Where an append file's records go.
@@ -50,9 +50,7 @@ impl AppendTarget {
                 Ok(info.last_offset.0.saturating_sub(info.first_offset.0).saturating_add(1) as u64)
             }
             AppendTarget::Topic(_) => {
-                let mut records: Vec<RecordRef<'_>> =
-                    head.map(RecordRef::value_only).into_iter().collect();
-                push_value_lines(lines, &mut records);
+                let records = value_line_records(head, lines);
                 let count = records.len() as u64;
                 if count > 0 {
                     self.append(records.iter().map(RecordRef::to_new_record).collect())?;

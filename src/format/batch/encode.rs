@@ -402,6 +402,19 @@ fn put_line_record(
     out.push(0); // header count
 }
 
+/// The records of `head` (when given) and of every `\n`-terminated line of `lines`, each
+/// borrowing its line without the `\n` as its value (what [`encode_value_lines_into`] encodes),
+/// for the paths that need a list of records (a codec, a topic-level append, a cluster).
+pub fn value_line_records<'a>(head: Option<&'a [u8]>, lines: &'a [u8]) -> Vec<RecordRef<'a>> {
+    let mut records: Vec<RecordRef<'a>> = head.map(RecordRef::value_only).into_iter().collect();
+    let mut from = 0;
+    for nl in memchr::memchr_iter(b'\n', lines) {
+        records.push(RecordRef::value_only(lines.get(from..nl).unwrap_or_default()));
+        from = nl + 1;
+    }
+    records
+}
+
 /// Encodes lines as records straight from the written bytes, the `append` file's path: `head`
 /// (when given) and then every `\n`-terminated line of `lines` each become one record whose
 /// value is the line without its `\n` (no key, no headers, no timestamp of its own: the

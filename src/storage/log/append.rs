@@ -5,6 +5,7 @@ use super::*;
 
 use crate::format::{
     Compression, EncodedBatch, LinesError, encode_batch_into, encode_value_lines_into,
+    value_line_records,
 };
 
 /// Encoded batches ready to be appended, one after another in one buffer.
@@ -62,13 +63,7 @@ impl Log {
         }
         let (spec, limit) = self.batch_spec(now_ms());
         if spec.compression != Compression::None {
-            let mut records: Vec<RecordRef<'_>> =
-                head.map(RecordRef::value_only).into_iter().collect();
-            let mut from = 0;
-            for nl in memchr::memchr_iter(b'\n', lines) {
-                records.push(RecordRef::value_only(lines.get(from..nl).unwrap_or_default()));
-                from = nl + 1;
-            }
+            let records = value_line_records(head, lines);
             if records.is_empty() {
                 return Err(Error::InvalidInput("an append needs at least one record".to_string()));
             }
