@@ -126,6 +126,14 @@ struct Args {
     /// With `--ceiling-and-cold`: only the cold-open figures (no ceiling rows).
     #[arg(long)]
     cold_only: bool,
+    /// Only the append rows of the FUSE ceiling (`cat lines >> append` against the null
+    /// filesystem's write and `cat >> plain file`): no read data is generated.
+    #[arg(long)]
+    ceiling_append: bool,
+    /// Lines per repetition of the append-through-the-mount figures (default: 300,000 quick,
+    /// 2,000,000 full).
+    #[arg(long)]
+    append_lines: Option<u64>,
 }
 
 /// Sizes of one run.
@@ -179,6 +187,9 @@ impl Plan {
         if let Some(r) = a.records {
             p.records = r.max(BATCH_RECORDS as u64);
             p.mode = "custom";
+        }
+        if let Some(n) = a.append_lines {
+            p.mount_append_lines = n.max(1);
         }
         if let Some(s) = a.segments {
             p.segments = s.max(1);
@@ -1999,25 +2010,38 @@ fn fuse_ceiling(
         None,
     );
 
-    if a.ceiling_reads {
-        report.put(
-            "ceiling",
-            json!({"reps": reps, "values_bytes": values_len, "json_bytes": json_len,
-            "log_bytes": kafka.log_bytes, "topicfs_values_s": t[0], "null_values_s": t[1],
-            "topicfs_json_s": t[2], "null_json_s": t[3], "raw_cat_s": t[4]}),
-        );
-        drop(null);
-        let _ = fs::remove_file(&sink);
-        return Ok(());
+    report.put(
+        "ceiling",
+        json!({"reps": reps, "values_bytes": values_len, "json_bytes": json_len,
+        "log_bytes": kafka.log_bytes, "topicfs_values_s": t[0], "null_values_s": t[1],
+        "topicfs_json_s": t[2], "null_json_s": t[3], "raw_cat_s": t[4]}),
+    );
+    if !a.ceiling_reads {
+        ceiling_append(plan, a, &null, report)?;
     }
+    drop(null);
+    let _ = fs::remove_file(&sink);
+    Ok(())
+}
 
-    // Appends: the same lines into topicfs's append, the null fs's sink, and a plain file.
+/// The append rows of the FUSE ceiling: the same lines `cat`ed into topicfs's `append` (a
+/// fresh writable mount each repetition), the null fs's sink and a plain file, alternating the
+/// order; each repetition's log end offset is checked against the line count.
+fn ceiling_append(
+    plan: &Plan,
+    a: &Args,
+    null: &ceiling::NullMount,
+    report: &mut Report,
+) -> Result<(), String> {
+    let mnt = a.work.join("mnt");
+    let sec = "ceiling";
+    let reps = plan.reps.max(3);
     let lines = plan.mount_append_lines;
     let src = a.work.join("lines.txt");
     write_lines_file(&src, lines)?;
     let data = a.work.join("data-append");
     let plain = a.work.join("append-plain.txt");
-    let (mut top_s, mut null_s, mut plain_s) = (vec![], vec![], vec![]);
+    let (mut top_s, mut null_s, mut plain_s, mut cpu) = (vec![], vec![], vec![], vec![]);
     for rep in 0..reps {
         let _ = fs::remove_dir_all(&data);
         {
@@ -2036,10 +2060,20 @@ fn fuse_ceiling(
             runs.reverse();
         }
         for (i, script) in runs {
+            let c0 = process_cpu_ns(m.pid());
             let secs = time_sh(&script)?;
+            if i == 0 {
+                cpu.push((process_cpu_ns(m.pid()) - c0) as f64 / lines as f64);
+            }
             [&mut top_s, &mut null_s, &mut plain_s][i].push(secs);
         }
-        drop(m);
+        m.stop()?;
+        let logs =
+            LogDir::open_read_only(&data, bench_config(1 << 30)).map_err(|e| e.to_string())?;
+        let end = logs.log(TOPIC, 0).map_err(|e| e.to_string())?.log_end_offset();
+        if end.0 as u64 != lines {
+            return Err(format!("ceiling append: log end offset {end}, expected {lines}"));
+        }
     }
     let bytes = lines * VALUE_BYTES as u64;
     let (tm, nm, pm) = (stat(&top_s).median, stat(&null_s).median, stat(&plain_s).median);
@@ -2052,20 +2086,33 @@ fn fuse_ceiling(
     );
     report.rate_ratio_row(
         sec,
+        "cat lines >> append vs cat >> a plain file",
+        (tm, bytes),
+        (pm, bytes),
+        None,
+    );
+    report.rate_ratio_row(
+        sec,
         "null fs write vs cat >> a plain file",
         (nm, bytes),
         (pm, bytes),
         None,
     );
-    report.put(
-        "ceiling",
-        json!({"reps": reps, "values_bytes": values_len, "json_bytes": json_len,
-        "log_bytes": kafka.log_bytes, "topicfs_values_s": t[0], "null_values_s": t[1],
-        "topicfs_json_s": t[2], "null_json_s": t[3], "raw_cat_s": t[4], "append_lines": lines,
-        "topicfs_append_s": top_s, "null_append_s": null_s, "plain_append_s": plain_s}),
+    report.row(
+        "CPU",
+        "daemon CPU per record written (ceiling append)",
+        format!("{:.0} ns", stat(&cpu).median),
+        "",
+        "",
+        "",
+        None,
     );
-    drop(null);
-    let _ = fs::remove_file(&sink);
+    report.put(
+        "ceiling_append",
+        json!({"reps": reps, "append_lines": lines, "topicfs_append_s": top_s,
+               "null_append_s": null_s, "plain_append_s": plain_s,
+               "daemon_cpu_ns_per_record": cpu}),
+    );
     let _ = fs::remove_file(&plain);
     let _ = fs::remove_dir_all(&data);
     Ok(())
@@ -2156,6 +2203,18 @@ fn render_in_process(plan: &Plan, g: &Generated, report: &mut Report) -> Result<
         "values_cpu_ns": val_ns, "json_cpu_ns": json_ns, "raw_read_cpu_ns": raw_ns}),
     );
     Ok(())
+}
+
+/// Only the append rows of the FUSE ceiling (`--ceiling-append`), with a null fs that serves
+/// no read data.
+fn ceiling_append_only(plan: &Plan, a: &Args, report: &mut Report) -> Result<(), String> {
+    let sink = a.work.join("null-sink.txt");
+    let nullfs = ceiling::NullFs::new(vec![], vec![], &sink).map_err(|e| e.to_string())?;
+    let null = ceiling::NullMount::start(nullfs, &a.work.join("mnt-null"), 2)?;
+    let result = ceiling_append(plan, a, &null, report);
+    drop(null);
+    let _ = fs::remove_file(&sink);
+    result
 }
 
 /// Time to open `path` and read its first byte (in-process: no shell or process start).
@@ -2478,6 +2537,12 @@ fn run(a: &Args) -> Result<Report, String> {
     if a.by_key {
         machine_context(&mut report)?;
         by_key(&plan, a, &mut report)?;
+        return Ok(report);
+    }
+    if a.ceiling_append {
+        machine_context(&mut report)?;
+        eprintln!("mount: the FUSE ceiling, appends ...");
+        ceiling_append_only(&plan, a, &mut report)?;
         return Ok(report);
     }
     if a.ceiling_reads {

@@ -275,6 +275,15 @@ pub trait PartitionSource: Send + Sync {
         let owned: Vec<NewRecord> = records.iter().map(RecordRef::to_new_record).collect();
         self.append(&owned)
     }
+    /// Appends a record of `head` (when given) and one record per `\n`-terminated line of
+    /// `lines` (its value the line without the `\n`; no key, no headers), as
+    /// [`PartitionSource::append`] does: one batch unless they do not fit in one, all or
+    /// nothing. Bytes after the last `\n` are not appended. The default borrows each line
+    /// into a [`RecordRef`] for [`PartitionSource::append_refs`]; a local log encodes them
+    /// straight from `lines`.
+    fn append_value_lines(&self, head: Option<&[u8]>, lines: &[u8]) -> Result<AppendInfo> {
+        self.append_refs(&crate::format::value_line_records(head, lines))
+    }
     /// Makes everything appended so far durable (fsync of the log and its indexes).
     fn sync(&self) -> Result<()>;
     /// The log start and end offsets this source last stated (in a summary, or with a read: a

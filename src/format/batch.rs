@@ -42,8 +42,9 @@ pub use decode::{
     check_no_trailing_records, decode_batch, decode_batch_unverified, peek_record_stamp,
 };
 pub use encode::{
-    BatchSpec, EncodeRecord, RecordRef, encode_batch, encode_batch_into, set_base_offset,
-    set_log_append_time, set_partition_leader_epoch,
+    BatchSpec, EncodeRecord, EncodedBatch, LinesError, RecordRef, encode_batch, encode_batch_into,
+    encode_value_lines_into, set_base_offset, set_log_append_time, set_partition_leader_epoch,
+    value_line_records,
 };
 
 use super::bytes::{be_bytes, be_i16, be_i32, be_i64, be_u32};

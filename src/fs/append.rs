@@ -19,9 +19,9 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::format::{NewRecord, RecordRef};
+use crate::format::{NewRecord, RecordRef, value_line_records};
 use crate::source::PartitionSource;
-use crate::view::envelope::{self, find_newline, push_value_lines};
+use crate::view::envelope::{self, find_newline};
 use crate::view::topic::TopicAppender;
 
 /// Where an append file's records go.
@@ -40,13 +40,22 @@ impl AppendTarget {
         }
     }
 
-    /// [`AppendTarget::append`] of records borrowing the written bytes (a partition's engine
-    /// encodes them without a copy each).
-    fn append_refs(&self, records: &[RecordRef<'_>]) -> Result<()> {
+    /// Appends `head` (when given) and the `\n`-terminated lines of `lines` as records whose
+    /// values are the lines (the `append` file); returns how many records. A partition's
+    /// engine encodes them straight from the written bytes.
+    fn append_value_lines(&self, head: Option<&[u8]>, lines: &[u8]) -> Result<u64> {
         match self {
-            AppendTarget::Partition(p) => p.append_refs(records).map(drop),
+            AppendTarget::Partition(p) => {
+                let info = p.append_value_lines(head, lines)?;
+                Ok(info.last_offset.0.saturating_sub(info.first_offset.0).saturating_add(1) as u64)
+            }
             AppendTarget::Topic(_) => {
-                self.append(records.iter().map(RecordRef::to_new_record).collect())
+                let records = value_line_records(head, lines);
+                let count = records.len() as u64;
+                if count > 0 {
+                    self.append(records.iter().map(RecordRef::to_new_record).collect())?;
+                }
+                Ok(count)
             }
         }
     }
@@ -184,25 +193,17 @@ impl AppendState {
     }
 
     /// Appends the lines of `ended` (which ends with `\n`), the first one continuing `pending`,
-    /// as one append of records borrowing their values: only the line that continues `pending`
-    /// is copied. Returns the number of lines. Changes nothing on failure.
+    /// as one append of records encoded from the written bytes: only the line that continues
+    /// `pending` is copied. Returns the number of lines. Changes nothing on failure.
     fn append_lines(&self, ended: &[u8]) -> Result<u64> {
-        let joined: Vec<u8>;
-        let mut records = Vec::new();
-        let body = match find_newline(ended) {
+        match find_newline(ended) {
             Some(nl) if !self.pending.is_empty() => {
                 let (first, after) = ended.split_at(nl);
-                joined = [self.pending.as_slice(), first].concat();
-                records.push(RecordRef::value_only(&joined));
-                after.get(1..).unwrap_or_default()
+                let joined = [self.pending.as_slice(), first].concat();
+                self.target.append_value_lines(Some(&joined), after.get(1..).unwrap_or_default())
             }
-            _ => ended,
-        };
-        push_value_lines(body, &mut records);
-        if !records.is_empty() {
-            self.target.append_refs(&records)?;
+            _ => self.target.append_value_lines(None, ended),
         }
-        Ok(records.len() as u64)
     }
 
     /// `flush` (a `close()` of one descriptor of this open file) by `owner`: appends the

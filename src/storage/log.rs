@@ -43,7 +43,7 @@ use crate::format::file_name::{FileKind, FileState, parse_segment_file_name};
 use crate::format::txn_index;
 use crate::format::{
     BatchSpec, EncodeRecord, NewRecord, Offset, Position, RecordRef, Timestamp, TimestampType,
-    decode_batch, encode_batch, parse_batch_info, set_base_offset,
+    decode_batch, parse_batch_info, set_base_offset,
 };
 use crate::source::{
     AbortedTxn, AppendInfo, BatchChunk, ChunkStart, CursorHint, OffsetQuery, PartitionSummary,

@@ -125,6 +125,10 @@ impl PartitionSource for Log {
         Log::append_refs(self, records)
     }
 
+    fn append_value_lines(&self, head: Option<&[u8]>, lines: &[u8]) -> Result<AppendInfo> {
+        Log::append_value_lines(self, head, lines)
+    }
+
     fn sync(&self) -> Result<()> {
         Log::sync(self)
     }

@@ -308,10 +308,28 @@ fn encode_at<R: EncodeRecord>(
         write_records(&mut plain, spec, base_timestamp, records)?;
         out.extend_from_slice(&compression::compress(spec.compression, &plain)?);
     }
-    let total = out.len() - start;
-    let batch_length =
-        i32::try_from(total - LOG_OVERHEAD).map_err(|_| invalid(0, "batch larger than 2 GiB"))?;
-    let h = out.get_mut(start..).unwrap_or_default();
+    finish_header(
+        out.get_mut(start..).unwrap_or_default(),
+        spec,
+        count,
+        base_timestamp,
+        max_timestamp,
+    )
+}
+
+/// Fills in the header of the batch that is all of `h` (its records written after
+/// [`RECORD_BATCH_OVERHEAD`] zero bytes) and its CRC-32C, computed once over the whole batch.
+/// Returns the batch's length in bytes.
+fn finish_header(
+    h: &mut [u8],
+    spec: &BatchSpec,
+    count: i32,
+    base_timestamp: Timestamp,
+    max_timestamp: Timestamp,
+) -> Result<usize, DecodeError> {
+    let total = h.len();
+    let batch_length = i32::try_from(total.saturating_sub(LOG_OVERHEAD))
+        .map_err(|_| invalid(0, "batch larger than 2 GiB"))?;
     put(h, BASE_OFFSET_AT, &spec.base_offset.0.to_be_bytes());
     put(h, LENGTH_AT, &batch_length.to_be_bytes());
     put(h, PARTITION_LEADER_EPOCH_AT, &spec.partition_leader_epoch.to_be_bytes());
@@ -327,6 +345,182 @@ fn encode_at<R: EncodeRecord>(
     let crc = crc32c::crc32c(h.get(ATTRIBUTES_AT..).unwrap_or_default());
     put(h, CRC_AT, &crc.to_be_bytes());
     Ok(total)
+}
+
+/// One batch [`encode_value_lines_into`] wrote: where it lies in the buffer, how many records
+/// it holds and its max timestamp.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct EncodedBatch {
+    /// Position of the batch's first byte in the buffer.
+    pub start: usize,
+    /// Length of the batch in bytes.
+    pub len: usize,
+    /// Records in the batch.
+    pub records: usize,
+    /// The batch's `maxTimestamp` as written.
+    pub max_timestamp: Timestamp,
+}
+
+/// Why [`encode_value_lines_into`] wrote nothing.
+#[derive(Debug, PartialEq, Eq)]
+pub enum LinesError {
+    /// One line's record alone makes a batch of `size` bytes, over the limit.
+    RecordTooLarge { size: usize },
+    /// The spec asks for what this encoder does not write (a codec), or a part is too large.
+    Invalid(DecodeError),
+}
+
+impl From<DecodeError> for LinesError {
+    fn from(e: DecodeError) -> Self {
+        LinesError::Invalid(e)
+    }
+}
+
+/// Appends the record of one line ([`write_value_record`]'s bytes) given the sizes the caller
+/// already computed: `body_len` is the record's length field. The header (at most 18 bytes) is
+/// assembled on the stack and appended as a fixed 24-byte copy cut back to its length, which
+/// compiles to a few stores instead of a call; the value is the one variable-length copy.
+#[inline]
+fn put_line_record(
+    out: &mut Vec<u8>,
+    offset_delta: i32,
+    value: &[u8],
+    value_len: i32,
+    body_len: i32,
+) {
+    let mut head = [0u8; 24];
+    let mut n = 0;
+    put_varint(&mut head, &mut n, body_len);
+    n += 2; // attributes, timestamp delta: zero
+    put_varint(&mut head, &mut n, offset_delta);
+    put_varint(&mut head, &mut n, -1);
+    put_varint(&mut head, &mut n, value_len);
+    let at = out.len();
+    out.extend_from_slice(&head);
+    out.truncate(at + n);
+    out.extend_from_slice(value);
+    out.push(0); // header count
+}
+
+/// The records of `head` (when given) and of every `\n`-terminated line of `lines`, each
+/// borrowing its line without the `\n` as its value (what [`encode_value_lines_into`] encodes),
+/// for the paths that need a list of records (a codec, a topic-level append, a cluster).
+pub fn value_line_records<'a>(head: Option<&'a [u8]>, lines: &'a [u8]) -> Vec<RecordRef<'a>> {
+    let mut records: Vec<RecordRef<'a>> = head.map(RecordRef::value_only).into_iter().collect();
+    let mut from = 0;
+    for nl in memchr::memchr_iter(b'\n', lines) {
+        records.push(RecordRef::value_only(lines.get(from..nl).unwrap_or_default()));
+        from = nl + 1;
+    }
+    records
+}
+
+/// Encodes lines as records straight from the written bytes, the `append` file's path: `head`
+/// (when given) and then every `\n`-terminated line of `lines` each become one record whose
+/// value is the line without its `\n` (no key, no headers, no timestamp of its own: the
+/// batch's base timestamp, `spec.default_timestamp`); bytes after the last `\n` are not
+/// encoded. The records go into consecutive uncompressed batches appended to `out`, each
+/// filled greedily up to `limit` bytes, so one batch unless the records do not fit in one.
+/// Each batch is byte for byte what [`encode_batch_into`] writes for the same records (the
+/// test `value_lines_encode_as_encode_batch_does` holds them equal), without a list of
+/// records: one pass finds the newlines and copies the values, one CRC-32C per batch.
+///
+/// On error `out` is left as it was. Needs `spec.compression` to be [`Compression::None`].
+pub fn encode_value_lines_into(
+    out: &mut Vec<u8>,
+    spec: &BatchSpec,
+    head: Option<&[u8]>,
+    lines: &[u8],
+    limit: usize,
+) -> Result<Vec<EncodedBatch>, LinesError> {
+    let start = out.len();
+    let result = encode_lines_at(out, spec, head, lines, limit);
+    if result.is_err() {
+        out.truncate(start);
+    }
+    result
+}
+
+fn encode_lines_at(
+    out: &mut Vec<u8>,
+    spec: &BatchSpec,
+    head: Option<&[u8]>,
+    lines: &[u8],
+    limit: usize,
+) -> Result<Vec<EncodedBatch>, LinesError> {
+    if spec.compression != Compression::None {
+        return Err(invalid(0, "lines are encoded uncompressed only").into());
+    }
+    let timestamp = spec.default_timestamp;
+    let max_timestamp = if spec.timestamp_type == TimestampType::LogAppendTime {
+        spec.log_append_time
+    } else {
+        timestamp
+    };
+    // About the size of the output: each line's `\n` becomes a few bytes of record framing.
+    out.reserve(
+        RECORD_BATCH_OVERHEAD
+            .saturating_add(head.map_or(0, <[u8]>::len))
+            .saturating_add(lines.len().saturating_add(lines.len() / 8)),
+    );
+    let mut batches = Vec::new();
+    let mut batch = out.len();
+    out.resize(batch + RECORD_BATCH_OVERHEAD, 0);
+    let mut count: i32 = 0;
+    let mut record = |out: &mut Vec<u8>, value: &[u8]| -> Result<(), LinesError> {
+        let value_len = part_len(Some(value))?;
+        // Attributes, timestamp delta, key length and header count: a byte each.
+        let fixed = 4 + size_of_varint(value_len) + value.len();
+        let mut body = fixed + size_of_varint(count);
+        let mut size = size_of_varint(body as i32) + body;
+        if count > 0 && (out.len() - batch).saturating_add(size) > limit {
+            let len = finish_header(
+                out.get_mut(batch..).unwrap_or_default(),
+                spec,
+                count,
+                timestamp,
+                max_timestamp,
+            )?;
+            batches.push(EncodedBatch {
+                start: batch,
+                len,
+                records: count as usize,
+                max_timestamp,
+            });
+            batch = out.len();
+            out.resize(batch + RECORD_BATCH_OVERHEAD, 0);
+            count = 0;
+            body = fixed + 1;
+            size = size_of_varint(body as i32) + body;
+        }
+        if count == 0 && RECORD_BATCH_OVERHEAD.saturating_add(size) > limit {
+            return Err(LinesError::RecordTooLarge { size: RECORD_BATCH_OVERHEAD + size });
+        }
+        let body_len = i32::try_from(body).map_err(|_| invalid(0, "record larger than 2 GiB"))?;
+        put_line_record(out, count, value, value_len, body_len);
+        count = count.checked_add(1).ok_or_else(|| invalid(0, "too many records"))?;
+        Ok(())
+    };
+    if let Some(value) = head {
+        record(out, value)?;
+    }
+    let mut from = 0;
+    for nl in memchr::memchr_iter(b'\n', lines) {
+        record(out, lines.get(from..nl).unwrap_or_default())?;
+        from = nl + 1;
+    }
+    if count == 0 {
+        return Err(invalid(0, "a batch needs at least one record").into());
+    }
+    let len = finish_header(
+        out.get_mut(batch..).unwrap_or_default(),
+        spec,
+        count,
+        timestamp,
+        max_timestamp,
+    )?;
+    batches.push(EncodedBatch { start: batch, len, records: count as usize, max_timestamp });
+    Ok(batches)
 }
 
 /// Writes `bytes` at `at` of a buffer known to be long enough (callers checked the length).

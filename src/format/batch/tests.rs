@@ -657,6 +657,98 @@ mod value_records {
         }
     }
 
+    /// Splits `lines` as the `append` file does: one value per `\n`-terminated line.
+    fn line_values(head: Option<&[u8]>, lines: &[u8]) -> Vec<Vec<u8>> {
+        let mut values: Vec<Vec<u8>> = head.map(<[u8]>::to_vec).into_iter().collect();
+        let mut parts: Vec<&[u8]> = lines.split(|&b| b == b'\n').collect();
+        parts.pop(); // after the last newline: not a line
+        values.extend(parts.into_iter().map(<[u8]>::to_vec));
+        values
+    }
+
+    proptest! {
+        /// Lines encoded straight from the written bytes are byte for byte the batches
+        /// `encode_batch` writes for the same records, split greedily under the limit: every
+        /// batch but the last is full (the next record would not fit), each fits, and every
+        /// line is a record in order. Bytes after the last newline are not encoded, and what
+        /// was in the buffer before stays.
+        #[test]
+        fn value_lines_encode_as_encode_batch_does(
+            lines in proptest::collection::vec(proptest::collection::vec(1u8..=255, 0..500), 1..40),
+            tail in proptest::collection::vec(1u8..=255, 0..5),
+            head in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..50)),
+            limit in prop_oneof![400usize..2000, Just(1 << 20)],
+            log_append_time in any::<bool>(),
+        ) {
+            let mut bytes = Vec::new();
+            for l in &lines {
+                bytes.extend(l.iter().map(|&b| if b == b'\n' { b'n' } else { b }));
+                bytes.push(b'\n');
+            }
+            bytes.extend(tail.iter().map(|&b| if b == b'\n' { b'n' } else { b }));
+            let spec = BatchSpec {
+                default_timestamp: 1_000,
+                log_append_time: 1_000,
+                timestamp_type: if log_append_time {
+                    TimestampType::LogAppendTime
+                } else {
+                    TimestampType::CreateTime
+                },
+                ..BatchSpec::default()
+            };
+            let values = line_values(head.as_deref(), &bytes);
+            let records: Vec<RecordRef<'_>> =
+                values.iter().map(|v| RecordRef::value_only(v)).collect();
+            let mut out = vec![9u8, 9];
+            match encode_value_lines_into(&mut out, &spec, head.as_deref(), &bytes, limit) {
+                Ok(batches) => {
+                    prop_assert_eq!(&out[..2], &[9u8, 9][..]);
+                    let mut next = 0;
+                    let mut at = 2;
+                    for (i, b) in batches.iter().enumerate() {
+                        prop_assert_eq!(b.start, at);
+                        prop_assert!(b.len <= limit);
+                        let chunk = &records[next..next + b.records];
+                        let expected = encode_batch(&spec, chunk).unwrap();
+                        prop_assert_eq!(&out[b.start..b.start + b.len], &expected[..]);
+                        prop_assert_eq!(b.max_timestamp, 1_000);
+                        if i + 1 < batches.len() {
+                            let one_more = encode_batch(&spec, &records[next..next + b.records + 1]).unwrap();
+                            prop_assert!(one_more.len() > limit);
+                        }
+                        next += b.records;
+                        at += b.len;
+                    }
+                    prop_assert_eq!(next, records.len());
+                    prop_assert_eq!(at, out.len());
+                }
+                Err(LinesError::RecordTooLarge { size }) => {
+                    prop_assert_eq!(&out[..], &[9u8, 9][..]);
+                    prop_assert!(size > limit);
+                    let too_large = records
+                        .iter()
+                        .any(|r| encode_batch(&spec, std::slice::from_ref(r)).unwrap().len() == size);
+                    prop_assert!(too_large);
+                }
+                Err(LinesError::Invalid(e)) => {
+                    prop_assert!(records.is_empty(), "{e}");
+                    prop_assert_eq!(&out[..], &[9u8, 9][..]);
+                }
+            }
+        }
+    }
+
+    /// A codec is refused (the caller encodes compressed lines the general way), writing
+    /// nothing.
+    #[test]
+    fn value_lines_refuse_a_codec() {
+        let spec = BatchSpec { compression: Compression::Lz4, ..BatchSpec::default() };
+        let mut out = vec![1u8];
+        let r = encode_value_lines_into(&mut out, &spec, None, b"a\n", 1 << 20);
+        assert!(matches!(r, Err(LinesError::Invalid(_))));
+        assert_eq!(out, [1u8]);
+    }
+
     /// A batch mixing value records with keyed, timestamped and headed ones decodes to
     /// what was encoded: the dispatch picks the fast path only for records it fits.
     #[test]

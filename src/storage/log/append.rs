@@ -3,11 +3,15 @@
 
 use super::*;
 
-/// One encoded batch ready to be appended.
-struct EncodedBatch {
+use crate::format::{
+    Compression, EncodedBatch, LinesError, encode_batch_into, encode_value_lines_into,
+    value_line_records,
+};
+
+/// Encoded batches ready to be appended, one after another in one buffer.
+struct Encoded {
     bytes: Vec<u8>,
-    records: usize,
-    max_timestamp: Timestamp,
+    batches: Vec<EncodedBatch>,
 }
 
 impl Log {
@@ -42,37 +46,43 @@ impl Log {
             return Err(Error::InvalidInput("an append needs at least one record".to_string()));
         }
         // "Now" fills in missing timestamps while encoding (`BatchSpec::default_timestamp`).
-        let batches = self.encode_batches(records, now_ms())?;
-        let batch_count = batches.len();
-
-        let _guard = lock(&self.append_lock);
-        if self.closed.load(Ordering::Acquire) {
-            return Err(Error::StaleHandle);
-        }
-        let first_offset = self.log_end_offset();
-        let mut last_offset = first_offset;
-        for mut batch in batches {
-            let base = self.log_end_offset();
-            let last = base.plus(batch.records as i64 - 1);
-            set_base_offset(&mut batch.bytes, base)
-                .map_err(|e| Error::InvalidInput(format!("encoded batch: {e}")))?;
-            let active = self.maybe_roll(batch.bytes.len() as u64, batch.max_timestamp, last)?;
-            active.append(&batch.bytes, last, batch.max_timestamp, last)?;
-            self.log_end_offset.store(last.plus(1).0, Ordering::Release);
-            last_offset = last;
-        }
-        *lock(&self.last_modified) = SystemTime::now();
-        Ok(AppendInfo { first_offset, last_offset, batches: batch_count })
+        let (spec, limit) = self.batch_spec(now_ms());
+        let encoded = self.encode_batches(records, &spec, limit)?;
+        self.write_batches(encoded)
     }
 
-    /// Encodes `records` into batches of at most `max.message.bytes` each: one batch when it
-    /// fits, otherwise consecutive chunks, halved until each fits. Records without a timestamp
-    /// are written with `now`.
-    fn encode_batches<R: EncodeRecord>(
-        &self,
-        records: &[R],
-        now: Timestamp,
-    ) -> Result<Vec<EncodedBatch>> {
+    /// Appends one record per `\n`-terminated line of `lines` (its value the line without the
+    /// `\n`; no key, no headers, the append time), after a record of `head` when given, as
+    /// [`Log::append`] does: one batch unless they do not fit in one of `max.message.bytes`, all
+    /// or nothing. Bytes after the last `\n` are not appended. The `append` file's path: the
+    /// records are encoded straight from the written bytes
+    /// ([`encode_value_lines_into`]), with no list of records in between.
+    pub fn append_value_lines(&self, head: Option<&[u8]>, lines: &[u8]) -> Result<AppendInfo> {
+        if !self.writable() {
+            return Err(Error::ReadOnly);
+        }
+        let (spec, limit) = self.batch_spec(now_ms());
+        if spec.compression != Compression::None {
+            let records = value_line_records(head, lines);
+            if records.is_empty() {
+                return Err(Error::InvalidInput("an append needs at least one record".to_string()));
+            }
+            let encoded = self.encode_batches(&records, &spec, limit)?;
+            return self.write_batches(encoded);
+        }
+        let mut bytes = Vec::new();
+        let batches = encode_value_lines_into(&mut bytes, &spec, head, lines, limit).map_err(
+            |e| match e {
+                LinesError::RecordTooLarge { size } => Error::RecordTooLarge { size, max: limit },
+                LinesError::Invalid(e) => Error::InvalidInput(e.to_string()),
+            },
+        )?;
+        self.write_batches(Encoded { bytes, batches })
+    }
+
+    /// The spec of the batches an append writes at `now` (the topic's codec and timestamp
+    /// type; `now` for records without a timestamp), and the largest batch it may write.
+    fn batch_spec(&self, now: Timestamp) -> (BatchSpec, usize) {
         let max = self.config.max_message_bytes as usize;
         let limit = max.min(usize::try_from(self.config.segment_bytes).unwrap_or(usize::MAX));
         let spec = BatchSpec {
@@ -85,6 +95,45 @@ impl Log {
             default_timestamp: now,
             ..BatchSpec::default()
         };
+        (spec, limit)
+    }
+
+    /// Writes encoded batches at the log end, in order, under the append lock: offsets from
+    /// the log end offset, the active segment rolled first where a batch must not go into it.
+    fn write_batches(&self, mut encoded: Encoded) -> Result<AppendInfo> {
+        let batch_count = encoded.batches.len();
+        let _guard = lock(&self.append_lock);
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::StaleHandle);
+        }
+        let first_offset = self.log_end_offset();
+        let mut last_offset = first_offset;
+        for batch in &encoded.batches {
+            let base = self.log_end_offset();
+            let last = base.plus(batch.records as i64 - 1);
+            let bytes =
+                encoded.bytes.get_mut(batch.start..batch.start + batch.len).ok_or_else(|| {
+                    Error::InvalidInput("encoded batch out of its buffer".to_string())
+                })?;
+            set_base_offset(bytes, base)
+                .map_err(|e| Error::InvalidInput(format!("encoded batch: {e}")))?;
+            let active = self.maybe_roll(bytes.len() as u64, batch.max_timestamp, last)?;
+            active.append(bytes, last, batch.max_timestamp, last)?;
+            self.log_end_offset.store(last.plus(1).0, Ordering::Release);
+            last_offset = last;
+        }
+        *lock(&self.last_modified) = SystemTime::now();
+        Ok(AppendInfo { first_offset, last_offset, batches: batch_count })
+    }
+
+    /// Encodes `records` into batches of at most `limit` bytes each, one after another in one
+    /// buffer: one batch when it fits, otherwise consecutive chunks, halved until each fits.
+    fn encode_batches<R: EncodeRecord>(
+        &self,
+        records: &[R],
+        spec: &BatchSpec,
+        limit: usize,
+    ) -> Result<Encoded> {
         // Pre-split by an upper bound of the uncompressed size, so one huge append does not
         // encode everything many times over.
         let mut chunks = Vec::new();
@@ -99,35 +148,11 @@ impl Log {
             estimate = estimate.saturating_add(size);
         }
         chunks.push(records.get(start..).unwrap_or_default());
-        let mut out = Vec::with_capacity(chunks.len());
+        let mut out = Encoded { bytes: Vec::new(), batches: Vec::with_capacity(chunks.len()) };
         for chunk in chunks {
-            self.encode_split(chunk, &spec, limit, &mut out)?;
+            encode_split(chunk, spec, limit, &mut out)?;
         }
         Ok(out)
-    }
-
-    fn encode_split<R: EncodeRecord>(
-        &self,
-        records: &[R],
-        spec: &BatchSpec,
-        limit: usize,
-        out: &mut Vec<EncodedBatch>,
-    ) -> Result<()> {
-        let bytes = encode_batch(spec, records).map_err(|e| Error::InvalidInput(e.to_string()))?;
-        if bytes.len() <= limit {
-            // The encoder wrote the max timestamp (now-filled, or LogAppendTime) in the header.
-            let max_timestamp = parse_batch_info(&bytes)
-                .map_err(|e| Error::InvalidInput(format!("encoded batch: {e}")))?
-                .max_timestamp;
-            out.push(EncodedBatch { bytes, records: records.len(), max_timestamp });
-            return Ok(());
-        }
-        if records.len() == 1 {
-            return Err(Error::RecordTooLarge { size: bytes.len(), max: limit });
-        }
-        let (first, second) = records.split_at(records.len() / 2);
-        self.encode_split(first, spec, limit, out)?;
-        self.encode_split(second, spec, limit, out)
     }
 
     /// The active segment, rolled first if the next set must not go into it (Kafka's
@@ -188,4 +213,32 @@ impl Log {
         let _guard = lock(&self.append_lock);
         self.roll().map(|_| ())
     }
+}
+
+/// Encodes `records` as one batch at the end of `out`, or, when that is over `limit`, each half
+/// in turn (recursively); a single record over `limit` is refused.
+fn encode_split<R: EncodeRecord>(
+    records: &[R],
+    spec: &BatchSpec,
+    limit: usize,
+    out: &mut Encoded,
+) -> Result<()> {
+    let start = out.bytes.len();
+    let len = encode_batch_into(&mut out.bytes, spec, records)
+        .map_err(|e| Error::InvalidInput(e.to_string()))?;
+    if len <= limit {
+        // The encoder wrote the max timestamp (now-filled, or LogAppendTime) in the header.
+        let max_timestamp = parse_batch_info(out.bytes.get(start..).unwrap_or_default())
+            .map_err(|e| Error::InvalidInput(format!("encoded batch: {e}")))?
+            .max_timestamp;
+        out.batches.push(EncodedBatch { start, len, records: records.len(), max_timestamp });
+        return Ok(());
+    }
+    out.bytes.truncate(start);
+    if records.len() == 1 {
+        return Err(Error::RecordTooLarge { size: len, max: limit });
+    }
+    let (first, second) = records.split_at(records.len() / 2);
+    encode_split(first, spec, limit, out)?;
+    encode_split(second, spec, limit, out)
 }
