@@ -34,7 +34,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
-use crate::format::key_index::{DictEntry, KeyIndexBuilder, SegmentKeyIndex, TxnBatch};
+use crate::format::key_index::{
+    BulkKeyIndexBuilder, DictEntry, KeyIndexBuilder, KeySink, SegmentKeyIndex, TxnBatch,
+};
 use crate::format::key_name::long_hashes;
 use crate::format::{Offset, Position, decode_batch_unverified};
 use crate::source::{KeyHit, KeyHits, KeyListing, KeyRecords};
@@ -44,6 +46,9 @@ use crate::sync::lock;
 /// Most threads building sealed segments' indexes at once, per partition (plus one catching
 /// up the active segment's).
 pub const BUILD_THREADS: usize = 4;
+/// An active segment at least this large is first indexed in bulk (see
+/// [`KeyIndexBuilder::on_top_of`]); smaller ones record by record.
+const BULK_ACTIVE_BYTES: u64 = 16 << 20;
 /// Bytes of a segment read per step while indexing.
 const READ_CHUNK: usize = 1 << 20;
 
@@ -118,12 +123,26 @@ struct Indexed {
 /// Reads `seg`'s batches from `position` to its current size into `builder`.
 fn index_segment(
     seg: &LogSegment,
+    position: u64,
+    next_offset: Offset,
+    builder: &mut impl KeySink,
+) -> Indexed {
+    index_range(seg, position, seg.size(), next_offset, builder)
+}
+
+/// Reads `seg`'s batches from `position` up to `end` (a batch boundary) into `builder`.
+fn index_range(
+    seg: &LogSegment,
     mut position: u64,
+    end: u64,
     mut next_offset: Offset,
-    builder: &mut KeyIndexBuilder,
+    builder: &mut impl KeySink,
 ) -> Indexed {
     loop {
-        let read = match seg.read(Position(position), READ_CHUNK) {
+        let Some(left) = end.checked_sub(position).filter(|l| *l > 0) else {
+            return Indexed { position, next_offset, damaged: false };
+        };
+        let read = match seg.read(Position(position), READ_CHUNK.min(left as usize)) {
             Ok(Some(read)) => read,
             Ok(None) => return Indexed { position, next_offset, damaged: false },
             Err(e) => {
@@ -181,6 +200,74 @@ fn index_segment(
         position = read.next_position.0;
         next_offset = next_offset.max(read.next_offset);
     }
+}
+
+/// Where `seg` may be cut into about `parts` ranges from `from` on: positions of batches its
+/// offset index names (checked as the ranges are read: see [`bulk_index`]).
+fn split_positions(seg: &LogSegment, from: u64, parts: usize) -> Vec<u64> {
+    let size = seg.size();
+    if parts < 2 || size <= from + (READ_CHUNK as u64) * 4 {
+        return Vec::new();
+    }
+    let cuts = seg.with_offset_index(|idx| {
+        let n = idx.entries();
+        (1..parts)
+            .filter_map(|k| idx.entry(n * k / parts).map(|(_, p)| p.0))
+            .filter(|p| *p > from && *p < size)
+            .collect::<Vec<u64>>()
+    });
+    let mut cuts = cuts.unwrap_or_default();
+    cuts.dedup();
+    cuts
+}
+
+/// Indexes `seg` from `position` to its end in bulk, in parts read on their own threads, then
+/// joined. A part that does not end exactly where the next begins (an offset index entry that
+/// is not a batch boundary) or stops on damage makes the whole read again in one part, so
+/// the result is the one a single sequential read gives.
+fn bulk_index(seg: &LogSegment, position: u64, parts: usize) -> (BulkKeyIndexBuilder, Indexed) {
+    let sequential = || {
+        let mut builder = BulkKeyIndexBuilder::new(seg.base_offset());
+        let done = index_segment(seg, position, seg.base_offset(), &mut builder);
+        (builder, done)
+    };
+    let cuts = split_positions(seg, position, parts);
+    if cuts.is_empty() {
+        return sequential();
+    }
+    let mut bounds = vec![position];
+    bounds.extend(cuts);
+    bounds.push(seg.size());
+    let ranges: Vec<(u64, u64)> = bounds.windows(2).map(|w| (w[0], w[1])).collect();
+    let results: Vec<(BulkKeyIndexBuilder, Indexed, u64)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = ranges
+            .iter()
+            .map(|&(start, end)| {
+                scope.spawn(move || {
+                    let mut builder = BulkKeyIndexBuilder::new(seg.base_offset());
+                    let done = index_range(seg, start, end, seg.base_offset(), &mut builder);
+                    (builder, done, end)
+                })
+            })
+            .collect();
+        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+    });
+    if results.len() != ranges.len()
+        || results.iter().any(|(_, done, end)| done.damaged || done.position != *end)
+    {
+        return sequential();
+    }
+    let mut joined = BulkKeyIndexBuilder::new(seg.base_offset());
+    let mut last = Indexed { position, next_offset: seg.base_offset(), damaged: false };
+    for (builder, done, _) in results {
+        joined.append(builder);
+        last = Indexed {
+            position: done.position,
+            next_offset: last.next_offset.max(done.next_offset),
+            damaged: false,
+        };
+    }
+    (joined, last)
 }
 
 impl PartitionKeys {
@@ -274,14 +361,19 @@ impl PartitionKeys {
         }
     }
 
-    /// Builds (or loads) the index of the sealed segment `seg`.
-    fn build_sealed(&self, log: &dyn IndexedLog, seg: &LogSegment) -> Result<SegmentKeyIndex> {
+    /// Builds (or loads) the index of the sealed segment `seg`, reading it in `parts` parts
+    /// on as many threads.
+    fn build_sealed(
+        &self,
+        log: &dyn IndexedLog,
+        seg: &LogSegment,
+        parts: usize,
+    ) -> Result<SegmentKeyIndex> {
         if let Some(index) = self.load(log, seg) {
             self.loaded.fetch_add(1, Ordering::Relaxed);
             return Ok(index);
         }
-        let mut builder = KeyIndexBuilder::new(seg.base_offset());
-        let done = index_segment(seg, 0, seg.base_offset(), &mut builder);
+        let (builder, done) = bulk_index(seg, 0, parts);
         let bytes = builder.encode(done.next_offset, done.position);
         self.built.fetch_add(1, Ordering::Relaxed);
         let index = SegmentKeyIndex::decode(bytes)
@@ -356,6 +448,22 @@ impl PartitionKeys {
             if a.base != seg.base_offset() || a.position > seg.size() {
                 *a = fresh();
             }
+            if a.position == 0 && a.builder.record_count() == 0 && seg.size() >= BULK_ACTIVE_BYTES {
+                // A large active segment's first read: in bulk, then record by record on top.
+                let (bulk, done) = bulk_index(seg, 0, 1);
+                match SegmentKeyIndex::decode(bulk.encode(done.next_offset, done.position)) {
+                    Ok(index) => {
+                        a.builder = KeyIndexBuilder::on_top_of(index);
+                        a.position = done.position;
+                        a.next_offset = done.next_offset;
+                        a.damaged = done.damaged;
+                    }
+                    Err(e) => log::error!(
+                        "key index of {}: encoding the active segment's: {e}",
+                        seg.log_path().display()
+                    ),
+                }
+            }
             if !a.damaged && a.position < seg.size() {
                 let done = index_segment(seg, a.position, a.next_offset, &mut a.builder);
                 a.position = done.position;
@@ -369,16 +477,16 @@ impl PartitionKeys {
         }
         let next = AtomicUsize::new(0);
         let results: Mutex<Vec<(Offset, Result<SegmentKeyIndex>)>> = Mutex::new(Vec::new());
-        let threads = BUILD_THREADS
-            .min(std::thread::available_parallelism().map_or(1, |n| n.get()))
-            .min(missing.len())
-            .max(1);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = BUILD_THREADS.min(cores).min(missing.len()).max(1);
+        // Fewer segments than cores: each is read in parts on threads of its own.
+        let parts = (cores / threads).clamp(1, BUILD_THREADS);
         std::thread::scope(|scope| {
             scope.spawn(catch_up_active);
             for _ in 0..threads {
                 scope.spawn(|| {
                     while let Some(seg) = missing.get(next.fetch_add(1, Ordering::Relaxed)) {
-                        let built = self.build_sealed(log, seg);
+                        let built = self.build_sealed(log, seg, parts);
                         lock(&results).push((seg.base_offset(), built));
                     }
                 });
@@ -415,11 +523,9 @@ impl PartitionKeys {
             push_hits(&index, &entry, from, &mut hits)?;
         }
         if let Some(a) = lock(&self.active).as_ref() {
-            for o in a.builder.offsets(key) {
-                if *o >= from.0 {
-                    let offset = Offset(*o);
-                    hits.push(KeyHit { offset, producer_id: a.builder.producer_at(offset) });
-                }
+            for o in a.builder.offsets_from(key, from) {
+                let offset = Offset(o);
+                hits.push(KeyHit { offset, producer_id: a.builder.producer_at(offset) });
             }
         }
         Ok(KeyHits { hits, indexed_to })
@@ -492,23 +598,18 @@ fn push_hits(
     from: Offset,
     hits: &mut Vec<KeyHit>,
 ) -> Result<()> {
-    let offsets = index.postings(entry).map_err(|e| {
-        Error::corrupt(
-            format!("key index of segment {}", index.base_offset()),
-            e.at as u64,
-            e.to_string(),
-        )
-    })?;
-    for offset in offsets.into_iter().filter(|o| *o >= from) {
-        hits.push(KeyHit { offset, producer_id: index.producer_at(offset) });
-    }
-    Ok(())
+    index
+        .postings_from(entry, from, |offset| {
+            hits.push(KeyHit { offset, producer_id: index.producer_at(offset) })
+        })
+        .map_err(|e| damaged(index, e))
 }
 
-/// A dictionary entry in the merge: its hash, its key, the index it comes from.
-type HeapEntry = (u64, Option<Vec<u8>>, usize);
+/// A dictionary entry in the merge: its key, the index it comes from.
+type HeapEntry = (Option<Vec<u8>>, usize);
 
-/// A k-way merge of segments' dictionaries in (hash, key) order.
+/// A k-way merge of segments' dictionaries in key order (the null key first, then by bytes),
+/// each walked in its own key order ([`SegmentKeyIndex::entry_in_key_order`]).
 struct MergedListing {
     indexes: Vec<Arc<SegmentKeyIndex>>,
     /// Per index, the next dictionary entry to push.
@@ -527,10 +628,10 @@ impl MergedListing {
         if *next >= index.key_count() {
             return Ok(());
         }
-        let entry = index.entry(*next).map_err(|e| damaged(index, e))?;
+        let entry = index.entry_in_key_order(*next).map_err(|e| damaged(index, e))?;
         let key = index.key_of(&entry).map_err(|e| damaged(index, e))?.map(<[u8]>::to_vec);
         *next += 1;
-        self.heap.push(std::cmp::Reverse((entry.hash, key, i)));
+        self.heap.push(std::cmp::Reverse((key, i)));
         Ok(())
     }
 }
@@ -546,13 +647,13 @@ fn damaged(index: &SegmentKeyIndex, e: crate::format::DecodeError) -> Error {
 impl KeyListing for MergedListing {
     fn next_key(&mut self) -> Result<Option<KeyRecords>> {
         loop {
-            let Some(std::cmp::Reverse((hash, key, i))) = self.heap.pop() else { return Ok(None) };
+            let Some(std::cmp::Reverse((key, i))) = self.heap.pop() else { return Ok(None) };
             let mut sources = vec![i];
             while let Some(std::cmp::Reverse(top)) = self.heap.peek() {
-                if top.0 != hash || top.1 != key {
+                if top.0 != key {
                     break;
                 }
-                let Some(std::cmp::Reverse((_, _, j))) = self.heap.pop() else { break };
+                let Some(std::cmp::Reverse((_, j))) = self.heap.pop() else { break };
                 sources.push(j);
             }
             sources.sort_unstable();
@@ -563,7 +664,7 @@ impl KeyListing for MergedListing {
                     None => continue,
                 };
                 let at = self.next.get(j).copied().unwrap_or(0).saturating_sub(1);
-                let entry = index.entry(at).map_err(|e| damaged(&index, e))?;
+                let entry = index.entry_in_key_order(at).map_err(|e| damaged(&index, e))?;
                 push_hits(&index, &entry, self.from, &mut hits)?;
                 self.advance(j)?;
             }
