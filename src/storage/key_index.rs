@@ -52,6 +52,113 @@ const BULK_ACTIVE_BYTES: u64 = 16 << 20;
 /// Bytes of a segment read per step while indexing.
 const READ_CHUNK: usize = 1 << 20;
 
+/// Default of [`set_memory_limit`]: bytes of sealed key indexes held in memory by the process.
+pub const DEFAULT_MEMORY_LIMIT: u64 = 256 << 20;
+
+/// The sealed key indexes every partition of the process holds in memory, and their bound
+/// (see [`set_memory_limit`]).
+struct Held {
+    /// Where the index is held (gone when its partition is).
+    map: std::sync::Weak<Mutex<BTreeMap<Offset, Arc<SegmentKeyIndex>>>>,
+    bytes: u64,
+    /// When a query last used it (a tick of [`Memory::tick`]).
+    used: u64,
+}
+
+#[derive(Default)]
+struct MemoryState {
+    tick: u64,
+    total: u64,
+    held: std::collections::HashMap<(usize, Offset), Held>,
+}
+
+struct Memory {
+    limit: std::sync::atomic::AtomicU64,
+    state: Mutex<MemoryState>,
+}
+
+static MEMORY: std::sync::LazyLock<Memory> = std::sync::LazyLock::new(|| Memory {
+    limit: std::sync::atomic::AtomicU64::new(DEFAULT_MEMORY_LIMIT),
+    state: Mutex::new(MemoryState::default()),
+});
+
+/// Bounds the bytes of sealed segments' key indexes held in memory by this process (every
+/// partition, every log dir; a daemon serves one mount): when a newly built or loaded index
+/// takes the total past `limit`, the least recently used sealed indexes are dropped (never
+/// the active segment's, which is built record by record and cannot be read back). A dropped
+/// index is loaded again from the segment cache at its next query, or rebuilt when the cache
+/// does not hold it. A query holds the indexes it uses until it ends, so a bound smaller than
+/// one query's indexes costs reloads, never wrong answers.
+pub fn set_memory_limit(limit: u64) {
+    MEMORY.limit.store(limit, Ordering::Relaxed);
+    MEMORY.shrink(&mut lock(&MEMORY.state));
+}
+
+/// Bytes of sealed key indexes held in memory by this process now.
+pub fn memory_held() -> u64 {
+    lock(&MEMORY.state).total
+}
+
+static NEXT_PARTITION: AtomicUsize = AtomicUsize::new(0);
+
+impl Memory {
+    /// Notes that partition `id` holds `index` in `map`, then drops the least recently used
+    /// indexes while over the limit.
+    fn admit(
+        &self,
+        id: usize,
+        map: &Arc<Mutex<BTreeMap<Offset, Arc<SegmentKeyIndex>>>>,
+        index: &SegmentKeyIndex,
+    ) {
+        let mut st = lock(&self.state);
+        st.tick += 1;
+        let used = st.tick;
+        let bytes = index.bytes().len() as u64;
+        let held = Held { map: Arc::downgrade(map), bytes, used };
+        if let Some(old) = st.held.insert((id, index.base_offset()), held) {
+            st.total -= old.bytes;
+        }
+        st.total += bytes;
+        self.shrink(&mut st);
+    }
+
+    /// Drops the least recently used indexes while over the limit.
+    fn shrink(&self, st: &mut MemoryState) {
+        let limit = self.limit.load(Ordering::Relaxed);
+        while st.total > limit {
+            let Some((&victim, _)) = st.held.iter().min_by_key(|(_, h)| h.used) else { break };
+            let Some(h) = st.held.remove(&victim) else { break };
+            st.total -= h.bytes;
+            if let Some(map) = h.map.upgrade() {
+                lock(&map).remove(&victim.1);
+                log::debug!(
+                    "key index of segment {} dropped from memory ({} bytes; bound {limit})",
+                    victim.1,
+                    h.bytes
+                );
+            }
+        }
+    }
+
+    /// Notes that partition `id`'s index of segment `base` was used.
+    fn touch(&self, id: usize, base: Offset) {
+        let mut st = lock(&self.state);
+        st.tick += 1;
+        let tick = st.tick;
+        if let Some(h) = st.held.get_mut(&(id, base)) {
+            h.used = tick;
+        }
+    }
+
+    /// Forgets partition `id`'s index of segment `base` (dropped by its partition).
+    fn forget(&self, id: usize, base: Offset) {
+        let mut st = lock(&self.state);
+        if let Some(h) = st.held.remove(&(id, base)) {
+            st.total -= h.bytes;
+        }
+    }
+}
+
 /// Where sealed segments' key indexes persist between mounts in place of the log's segment
 /// cache (`CacheKind::KeyIndex` entries of `storage::cache`, the default): for tests and
 /// embedders. A store may lose, damage or keep stale entries: every payload is decoded and
@@ -96,15 +203,29 @@ struct Active {
 /// The key indexes of one partition (see the module docs).
 pub struct PartitionKeys {
     store: Mutex<Option<Arc<dyn KeyIndexStore>>>,
-    /// Sealed segments' indexes by base offset.
-    sealed: Mutex<BTreeMap<Offset, Arc<SegmentKeyIndex>>>,
+    /// Sealed segments' indexes by base offset (those held in memory: see
+    /// [`set_memory_limit`]).
+    sealed: Arc<Mutex<BTreeMap<Offset, Arc<SegmentKeyIndex>>>>,
+    /// This partition's name in the process's memory bound.
+    id: usize,
     active: Mutex<Option<Active>>,
+    /// Whether any sealed index held so far has a transactional batch (stays set when the
+    /// memory bound drops that index: read-committed readers keep looking for markers).
+    txn_seen: std::sync::atomic::AtomicBool,
     /// Held while building, so concurrent first queries wait for one build.
     building: Mutex<()>,
     /// Sealed indexes built by reading their segment (not loaded), for tests and statistics.
     built: AtomicUsize,
     /// Sealed indexes loaded from the store.
     loaded: AtomicUsize,
+}
+
+impl Drop for PartitionKeys {
+    fn drop(&mut self) {
+        for base in lock(&self.sealed).keys() {
+            MEMORY.forget(self.id, *base);
+        }
+    }
 }
 
 impl std::fmt::Debug for PartitionKeys {
@@ -275,8 +396,10 @@ impl PartitionKeys {
     pub fn new(store: Option<Arc<dyn KeyIndexStore>>) -> PartitionKeys {
         PartitionKeys {
             store: Mutex::new(store),
-            sealed: Mutex::new(BTreeMap::new()),
+            sealed: Arc::new(Mutex::new(BTreeMap::new())),
+            id: NEXT_PARTITION.fetch_add(1, Ordering::Relaxed),
             active: Mutex::new(None),
+            txn_seen: std::sync::atomic::AtomicBool::new(false),
             building: Mutex::new(()),
             built: AtomicUsize::new(0),
             loaded: AtomicUsize::new(0),
@@ -310,8 +433,7 @@ impl PartitionKeys {
     /// Bytes of every index of the partition in its encoded form (the sealed ones held, the
     /// active one as it would be stored), for statistics; builds what is missing first.
     pub fn index_bytes(&self, log: &dyn IndexedLog) -> Result<u64> {
-        self.refresh(log)?;
-        let sealed = self.sealed_bytes();
+        let sealed: u64 = self.refresh(log)?.iter().map(|i| i.bytes().len() as u64).sum();
         let active = lock(&self.active)
             .as_ref()
             .map_or(0, |a| a.builder.encode(a.next_offset, a.position).len() as u64);
@@ -385,8 +507,10 @@ impl PartitionKeys {
     }
 
     /// Brings every index up to the log as it is now: sealed segments without an index get one
-    /// (in parallel), deleted ones are dropped, the active segment's catches up.
-    pub fn refresh(&self, log: &dyn IndexedLog) -> Result<()> {
+    /// (in parallel), deleted ones are dropped, the active segment's catches up. Returns the
+    /// sealed segments' indexes (held by the caller even if the memory bound drops them from
+    /// this partition meanwhile).
+    pub fn refresh(&self, log: &dyn IndexedLog) -> Result<Vec<Arc<SegmentKeyIndex>>> {
         let _building = lock(&self.building);
         let segments = log.segment_list();
         let (sealed_segs, active_seg): (Vec<_>, Vec<_>) =
@@ -400,10 +524,17 @@ impl PartitionKeys {
             }
         };
         let mut missing = Vec::new();
+        let mut admitted: Vec<Arc<SegmentKeyIndex>> = Vec::new();
         {
             let mut sealed = lock(&self.sealed);
             sealed.retain(|base, index| {
-                sealed_segs.iter().any(|s| s.base_offset() == *base && s.size() == index.log_size())
+                let keep = sealed_segs
+                    .iter()
+                    .any(|s| s.base_offset() == *base && s.size() == index.log_size());
+                if !keep {
+                    MEMORY.forget(self.id, *base);
+                }
+                keep
             });
             let mut active = lock(&self.active);
             for seg in &sealed_segs {
@@ -421,7 +552,9 @@ impl PartitionKeys {
                             if !a.damaged {
                                 self.persist(log, seg, index.bytes());
                             }
-                            sealed.insert(seg.base_offset(), Arc::new(index));
+                            let index = Arc::new(index);
+                            sealed.insert(seg.base_offset(), Arc::clone(&index));
+                            admitted.push(index);
                             continue;
                         }
                     }
@@ -473,7 +606,7 @@ impl PartitionKeys {
         };
         if missing.is_empty() {
             catch_up_active();
-            return Ok(());
+            return Ok(self.held_after(admitted));
         }
         let next = AtomicUsize::new(0);
         let results: Mutex<Vec<(Offset, Result<SegmentKeyIndex>)>> = Mutex::new(Vec::new());
@@ -493,11 +626,28 @@ impl PartitionKeys {
             }
         });
         let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
-        let mut sealed = lock(&self.sealed);
-        for (base, built) in results {
-            sealed.insert(base, Arc::new(built?));
+        {
+            let mut sealed = lock(&self.sealed);
+            for (base, built) in results {
+                let index = Arc::new(built?);
+                sealed.insert(base, Arc::clone(&index));
+                admitted.push(index);
+            }
         }
-        Ok(())
+        Ok(self.held_after(admitted))
+    }
+
+    /// The sealed indexes held now, then `admitted` (just built or loaded) counted against the
+    /// memory bound (which may drop the least recently used from their partitions).
+    fn held_after(&self, admitted: Vec<Arc<SegmentKeyIndex>>) -> Vec<Arc<SegmentKeyIndex>> {
+        let held: Vec<Arc<SegmentKeyIndex>> = lock(&self.sealed).values().cloned().collect();
+        for index in &admitted {
+            if index.has_txn_batches() {
+                self.txn_seen.store(true, Ordering::Relaxed);
+            }
+            MEMORY.admit(self.id, &self.sealed, index);
+        }
+        held
     }
 
     /// See [`crate::source::KeyIndex::key_hits`].
@@ -509,16 +659,15 @@ impl PartitionKeys {
     ) -> Result<KeyHits> {
         log.take_in_changes()?;
         let indexed_to = log.log_end_offset();
-        self.refresh(log)?;
+        let sealed = self.refresh(log)?;
         let from = from.max(log.log_start_offset());
         let hash = crate::format::key_name::key_hash(key);
         let mut hits = Vec::new();
-        let sealed: Vec<Arc<SegmentKeyIndex>> =
-            lock(&self.sealed).values().filter(|i| i.end_offset() > from).cloned().collect();
-        for index in sealed {
+        for index in sealed.iter().filter(|i| i.end_offset() > from) {
             if !index.may_contain(hash) {
                 continue;
             }
+            MEMORY.touch(self.id, index.base_offset());
             let Some(entry) = index.find(key) else { continue };
             push_hits(&index, &entry, from, &mut hits)?;
         }
@@ -533,21 +682,21 @@ impl PartitionKeys {
 
     /// See [`crate::source::KeyIndex::transactional`].
     pub fn transactional(&self) -> bool {
-        lock(&self.sealed).values().any(|i| i.has_txn_batches())
+        self.txn_seen.load(Ordering::Relaxed)
             || lock(&self.active).as_ref().is_some_and(|a| a.builder.has_txn_batches())
     }
 
     /// See [`crate::source::KeyIndex::keys_named`].
     pub fn keys_named(&self, log: &dyn IndexedLog, h0: u64, h1: u64) -> Result<Vec<Vec<u8>>> {
         log.take_in_changes()?;
-        self.refresh(log)?;
+        let sealed = self.refresh(log)?;
         let mut keys: Vec<Vec<u8>> = Vec::new();
         let mut consider = |key: &[u8]| {
             if long_hashes(key) == (h0, h1) && !keys.iter().any(|k| k == key) {
                 keys.push(key.to_vec());
             }
         };
-        for index in lock(&self.sealed).values() {
+        for index in &sealed {
             for e in index.entries_with_hash(h0) {
                 if let Ok(Some(key)) = index.key_of(&e) {
                     consider(key);
@@ -565,9 +714,11 @@ impl PartitionKeys {
     /// See [`crate::source::KeyIndex::listing`].
     pub fn listing(&self, log: &dyn IndexedLog) -> Result<Box<dyn KeyListing>> {
         log.take_in_changes()?;
-        self.refresh(log)?;
+        let mut indexes = self.refresh(log)?;
+        for index in &indexes {
+            MEMORY.touch(self.id, index.base_offset());
+        }
         let from = log.log_start_offset();
-        let mut indexes: Vec<Arc<SegmentKeyIndex>> = lock(&self.sealed).values().cloned().collect();
         if let Some(a) = lock(&self.active).as_mut() {
             let encoded = match &a.encoded {
                 Some((position, index)) if *position == a.position => Arc::clone(index),
