@@ -182,7 +182,14 @@ struct KeyState {
     from: Offset,
     /// The last batch read.
     batch: Option<CachedBatch>,
+    /// The rendering of the first units, up to [`HEAD_BYTES`], kept from sizing so that the
+    /// first read after an open does not read and render their batches again.
+    head: Vec<u8>,
 }
+
+/// Bytes of a key stream's start kept rendered (see `KeyState::head`): at most
+/// [`MAX_CACHED_KEY_STREAMS`] times this per mount.
+const HEAD_BYTES: usize = 16 << 10;
 
 impl KeyState {
     fn size(&self) -> u64 {
@@ -264,10 +271,23 @@ impl KeyStream {
                         st.from = hit.offset.plus(1);
                         continue;
                     }
-                    let mut n = ByteCounter::default();
+                    let keep = st.head.len() as u64 == st.size() && st.head.len() < HEAD_BYTES;
                     let batch = st.batch(part, hit.offset)?;
-                    if render_unit(part, batch, hit.offset, &self.renderer, &mut n)? {
-                        let end = st.size().saturating_add(n.0);
+                    let (found, n) = if keep {
+                        let mut rendered = Vec::new();
+                        let found =
+                            render_unit(part, batch, hit.offset, &self.renderer, &mut rendered)?;
+                        let n = rendered.len() as u64;
+                        if found && st.head.len() + rendered.len() <= HEAD_BYTES {
+                            st.head.extend_from_slice(&rendered);
+                        }
+                        (found, n)
+                    } else {
+                        let mut n = ByteCounter::default();
+                        (render_unit(part, batch, hit.offset, &self.renderer, &mut n)?, n.0)
+                    };
+                    if found {
+                        let end = st.size().saturating_add(n);
                         st.units.push((if raw { base } else { hit.offset }, end));
                     }
                 }
@@ -295,6 +315,9 @@ impl KeyStream {
         let mut out = Vec::new();
         if offset >= end {
             return Ok(out);
+        }
+        if end <= st.head.len() as u64 {
+            return Ok(st.head.get(offset as usize..end as usize).unwrap_or_default().to_vec());
         }
         // The first unit ending after `offset`, and where it starts.
         let mut i = st.units.partition_point(|u| u.1 <= offset);
