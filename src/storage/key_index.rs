@@ -824,4 +824,8 @@ impl KeyListing for MergedListing {
             }
         }
     }
+
+    fn keys_at_most(&self) -> u64 {
+        self.indexes.iter().map(|i| i.key_count() as u64).sum()
+    }
 }

@@ -15,8 +15,11 @@
 //!   at open; it does not exist (`ENOENT`) when there is none or when it is a tombstone (null
 //!   value): the key's current value in a compacted topic.
 //! * **keys** ([`KeysReader`]) lists each distinct key with a visible record as
-//!   `<name>\t<count>\n` (count: its visible records, tombstones included), in the index's
-//!   hash order, generated as it is read: memory is the indexes', not the listing's.
+//!   `<name>\t<count>\n` (count: its visible records, tombstones included), in key order
+//!   (the null key first, then the keys' bytes, unsigned: a merge of the segments' key
+//!   orders), generated as it is read: memory is the indexes', not the listing's. Its size is
+//!   exact at `stat` for at most [`KEYS_SIZED_AT_STAT`] keys (generated once to count), else
+//!   0 (not yet known).
 //!
 //! Memory of a key stream: 16 bytes per record it shows (where each record's rendering ends);
 //! reads render the records they return again from the log.
@@ -429,6 +432,23 @@ pub fn latest_record(
     Ok(None)
 }
 
+/// Most keys a partition's `keys` may have for `stat` to show its exact size (generating it
+/// to count: about 0.1 s at this many); larger listings show 0 (size not yet known).
+pub const KEYS_SIZED_AT_STAT: u64 = 100_000;
+
+/// The line of `keys` for `key` with records `hits`: `None` when none is visible.
+fn line(key: Option<&[u8]>, hits: &[KeyHit], snap: Option<&TxnSnapshot>) -> Result<Option<String>> {
+    let mut count = 0u64;
+    for hit in hits {
+        match visible(hit, snap, false)? {
+            None => break,
+            Some(true) => count += 1,
+            Some(false) => {}
+        }
+    }
+    Ok((count > 0).then(|| format!("{}\t{count}\n", key_name(key))))
+}
+
 /// `keys`: the distinct keys of a partition with their visible record counts, generated as it
 /// is read (see the module docs). Reads are expected in order (`cat`, `wc`, `grep`); a read
 /// before the window kept starts the listing over.
@@ -459,6 +479,21 @@ impl KeysReader {
         Ok(KeysReader { part, txn, state: Mutex::new(state) })
     }
 
+    /// The listing's exact size now, when it has at most [`KEYS_SIZED_AT_STAT`] keys (it is
+    /// generated to count its bytes); `None` (size not yet known) for more.
+    pub fn size(&self) -> Result<Option<u64>> {
+        let mut listing = key_index(self.part.as_ref())?.listing()?;
+        if listing.keys_at_most() > KEYS_SIZED_AT_STAT {
+            return Ok(None);
+        }
+        let snap = snapshot(self.part.as_ref(), self.txn.as_deref())?;
+        let mut size = 0u64;
+        while let Some((key, hits)) = listing.next_key()? {
+            size += line(key.as_deref(), &hits, snap.as_ref())?.map_or(0, |l| l.len() as u64);
+        }
+        Ok(Some(size))
+    }
+
     fn restart(&self, st: &mut KeysState) -> Result<()> {
         st.listing = Some(key_index(self.part.as_ref())?.listing()?);
         st.snap = snapshot(self.part.as_ref(), self.txn.as_deref())?;
@@ -484,16 +519,7 @@ impl KeysReader {
                 st.done = true;
                 break;
             };
-            let mut count = 0u64;
-            for hit in &hits {
-                match visible(hit, st.snap.as_ref(), false)? {
-                    None => break,
-                    Some(true) => count += 1,
-                    Some(false) => {}
-                }
-            }
-            if count > 0 {
-                let line = format!("{}\t{count}\n", key_name(key.as_deref()));
+            if let Some(line) = line(key.as_deref(), &hits, st.snap.as_ref())? {
                 st.buf.extend_from_slice(line.as_bytes());
             }
         }

@@ -285,6 +285,20 @@ fn check(part: Arc<dyn PartitionSource>, visible: &[Seen], read_committed: bool)
     }
     let reader = KeysReader::open(Arc::clone(&part), tracker()).unwrap();
     assert_eq!(read_all_keys(&reader), counts);
+    // In key order (the null key first, then bytes), and `stat`'s size is what a read gives.
+    let reader = KeysReader::open(Arc::clone(&part), tracker()).unwrap();
+    let text = reader.read_at(0, 1 << 20).unwrap();
+    assert_eq!(reader.size().unwrap(), Some(text.len() as u64));
+    let by_name: HashMap<String, Option<Vec<u8>>> =
+        keys.iter().map(|k| (key_name(k.as_deref()), k.clone())).collect();
+    let listed: Vec<Option<Vec<u8>>> = std::str::from_utf8(&text)
+        .unwrap()
+        .lines()
+        .map(|l| by_name[l.split_once('\t').unwrap().0].clone())
+        .collect();
+    let mut sorted = listed.clone();
+    sorted.sort();
+    assert_eq!(listed, sorted, "keys is in key order");
 }
 
 /// A store that keeps payloads in memory, by segment base offset and size.
