@@ -669,7 +669,7 @@ impl PartitionKeys {
             }
             MEMORY.touch(self.id, index.base_offset());
             let Some(entry) = index.find(key) else { continue };
-            push_hits(&index, &entry, from, &mut hits)?;
+            push_hits(index, &entry, from, &mut hits)?;
         }
         if let Some(a) = lock(&self.active).as_ref() {
             for o in a.builder.offsets_from(key, from) {
