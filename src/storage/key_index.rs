@@ -72,6 +72,8 @@ struct MemoryState {
     held: std::collections::HashMap<(usize, Offset), Held>,
 }
 
+/// Lock order: `state`, then a partition's map (to drop an index from it); a partition never
+/// calls in here while holding its map.
 struct Memory {
     limit: std::sync::atomic::AtomicU64,
     state: Mutex<MemoryState>,
@@ -222,8 +224,9 @@ pub struct PartitionKeys {
 
 impl Drop for PartitionKeys {
     fn drop(&mut self) {
-        for base in lock(&self.sealed).keys() {
-            MEMORY.forget(self.id, *base);
+        let bases: Vec<Offset> = lock(&self.sealed).keys().copied().collect();
+        for base in bases {
+            MEMORY.forget(self.id, base);
         }
     }
 }
@@ -525,6 +528,9 @@ impl PartitionKeys {
         };
         let mut missing = Vec::new();
         let mut admitted: Vec<Arc<SegmentKeyIndex>> = Vec::new();
+        // Dropped here, forgotten by the memory bound once `sealed` is unlocked (the bound
+        // locks its state, then a partition's `sealed`: never the other way round).
+        let mut dropped = Vec::new();
         {
             let mut sealed = lock(&self.sealed);
             sealed.retain(|base, index| {
@@ -532,7 +538,7 @@ impl PartitionKeys {
                     .iter()
                     .any(|s| s.base_offset() == *base && s.size() == index.log_size());
                 if !keep {
-                    MEMORY.forget(self.id, *base);
+                    dropped.push(*base);
                 }
                 keep
             });
@@ -561,6 +567,9 @@ impl PartitionKeys {
                 }
                 missing.push(Arc::clone(seg));
             }
+        }
+        for base in dropped {
+            MEMORY.forget(self.id, base);
         }
         // The active segment catches up on a thread of its own while sealed segments build.
         let catch_up_active = || {
