@@ -390,6 +390,9 @@ pub type KeyRecords = (Option<Vec<u8>>, Vec<KeyHit>);
 pub trait KeyListing: Send {
     /// The next key and its records, `None` after the last.
     fn next_key(&mut self) -> Result<Option<KeyRecords>>;
+    /// At least as many keys as the listing has (the sum of its segments' key counts): what
+    /// generating it all would cost.
+    fn keys_at_most(&self) -> u64;
 }
 
 /// A partition's records by key: the per-segment key indexes of the log engine. Reached by

@@ -254,6 +254,15 @@ pub struct MountArgs {
     #[arg(long, value_name = "SIZE", value_parser = mount::parse_size)]
     pub memory_budget: Option<usize>,
 
+    /// Memory for built key indexes (`by-key/`, `latest/`, `keys`) of sealed segments, all
+    /// partitions together: past it the least recently used are dropped from memory, and
+    /// loaded again from the segment cache (or rebuilt) at their next query. The active
+    /// segments' indexes are not counted. Default 256M; K, M, G suffixes.
+    ///
+    /// Example: --key-index-memory 1G
+    #[arg(long, value_name = "SIZE", value_parser = mount::parse_size)]
+    pub key_index_memory: Option<usize>,
+
     /// Read-ahead render workers, shared by every open stream (never a thread per handle).
     /// Default: the number of cores. Also `-o render_threads=N`.
     ///

@@ -119,6 +119,9 @@ impl MountArgs {
                 })
                 .or(self.memory_budget)
                 .unwrap_or(crate::view::budget::DEFAULT_MEMORY_BUDGET),
+            key_index_memory: self
+                .key_index_memory
+                .map_or(crate::storage::key_index::DEFAULT_MEMORY_LIMIT, |n| n as u64),
             render_threads: self
                 .options
                 .iter()

@@ -4,12 +4,12 @@
 //! segment cache, outside the data dir; the active segment's is built in memory with the same
 //! [`KeyIndexBuilder`]. Pure: bytes in, bytes out.
 //!
-//! # Layout (version 1, big-endian like Kafka's own files)
+//! # Layout (version 2, big-endian like Kafka's own files)
 //!
 //! | position | field |
 //! |---|---|
 //! | 0 | magic `TFKI` |
-//! | 4 | version `u16` (1), flags `u16` (bit 0: a filter is present) |
+//! | 4 | version `u16` (2), flags `u16` (bit 0: a filter is present) |
 //! | 8 | CRC-32C `u32` of every other byte of the index |
 //! | 12 | base offset `i64`, end offset `i64` (every record below it, from the base offset on, is indexed) |
 //! | 28 | log size `u64`: the `.log` bytes indexed (a segment of another size is not this one) |
@@ -19,11 +19,15 @@
 //! | | dictionary: per key, 24 bytes: hash `u64` ([`key_hash`]), key position and length in the keys section `u32` each (length `u32::MAX`: the null key), postings position and record count `u32` each; sorted by hash, then null first, then key bytes, so keys whose hashes collide sit side by side and are told apart by their bytes |
 //! | | keys: the key bytes, concatenated |
 //! | | postings: per key, its records' offsets as unsigned LEB128 varints, the first relative to the base offset, each next one the (positive) difference to the previous |
+//! | | key order: per key, `u32`, the dictionary index of the keys in key order (null key first, then the keys' bytes compared as unsigned bytes): `keys` lists in this order, merging segments |
 //! | | transactional batches: 24 bytes each, base offset, last offset, producer id (`i64`), by base offset: a read-committed query tells aborted records from these without reading them |
+//!
+//! Version 1 (no key order) is not read: an index of another version is rebuilt, never misread.
 //!
 //! **Invariants** checked by [`SegmentKeyIndex::decode`] before anything is trusted: the CRC,
 //! every section within the bytes and the lengths adding up exactly, every key and postings
-//! range inside its section, the dictionary sorted, the record counts adding up, the filter's
+//! range inside its section, the dictionary sorted, the key order a permutation of the
+//! dictionary in strictly increasing key order, the record counts adding up, the filter's
 //! geometry inside its fingerprints. Postings are decoded with checked arithmetic when read.
 //! Nothing here panics on any bytes; a damaged index is a [`DecodeError`] and is rebuilt by its
 //! owner.
@@ -39,11 +43,12 @@ use crate::format::{DecodeError, DecodeErrorKind, Offset};
 /// First bytes of every key index.
 pub const MAGIC: [u8; 4] = *b"TFKI";
 /// The layout version this code writes and reads.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 /// Bytes before the filter.
 pub const HEADER_LEN: usize = 72;
 const DICT_ENTRY: usize = 24;
 const TXN_ENTRY: usize = 24;
+const ORDER_ENTRY: usize = 4;
 const NULL_KEY: u32 = u32::MAX;
 const FLAG_FILTER: u16 = 1;
 /// The filter's descriptor: seed, segment length, mask, segment count length.
@@ -57,9 +62,6 @@ pub struct TxnBatch {
     pub last_offset: Offset,
     pub producer_id: i64,
 }
-
-/// A key's hash, the key, its offsets, while encoding.
-type Entry<'a> = (u64, Option<&'a [u8]>, &'a [i64]);
 
 /// A hasher for keys that are already [`key_hash`]es (well mixed 64-bit values): the map
 /// takes them as they are instead of hashing every record's key twice.
@@ -89,11 +91,24 @@ struct Slot {
     offsets: Vec<i64>,
 }
 
-/// The records of one segment by key, as they are read (the active segment's index in memory,
-/// and every index before it is encoded).
+/// What adds records to an index being built: [`KeyIndexBuilder`] (answers lookups as it
+/// grows) and [`BulkKeyIndexBuilder`] (answers none, builds a whole segment's fast).
+pub trait KeySink {
+    /// Adds the record at `offset` whose key is `key`.
+    fn add(&mut self, key: Option<&[u8]>, offset: Offset);
+    /// Notes a transactional batch (in increasing offset order).
+    fn add_txn_batch(&mut self, batch: TxnBatch);
+}
+
+/// The records of one segment by key, as they are read: the active segment's index in
+/// memory, answering lookups as records are appended. It is a hash map of the keys added
+/// since it was made, on top of an optional encoded index of the records before
+/// ([`KeyIndexBuilder::on_top_of`]: a large active segment is first indexed in bulk).
 #[derive(Clone, Debug, Default)]
 pub struct KeyIndexBuilder {
     base_offset: Offset,
+    /// The records below `frozen.end_offset()`, when it was made on top of an index.
+    frozen: Option<std::sync::Arc<SegmentKeyIndex>>,
     /// By [`key_hash`]: the first key seen with that hash.
     slots: HashMap<u64, Slot, BuildHasherDefault<Prehashed>>,
     /// Keys whose hash an earlier key in `slots` has (a collision: practically never).
@@ -102,10 +117,31 @@ pub struct KeyIndexBuilder {
     records: u64,
 }
 
+impl KeySink for KeyIndexBuilder {
+    fn add(&mut self, key: Option<&[u8]>, offset: Offset) {
+        KeyIndexBuilder::add(self, key, offset)
+    }
+
+    fn add_txn_batch(&mut self, batch: TxnBatch) {
+        KeyIndexBuilder::add_txn_batch(self, batch)
+    }
+}
+
 impl KeyIndexBuilder {
     /// An empty index of the segment whose base offset is `base_offset`.
     pub fn new(base_offset: Offset) -> KeyIndexBuilder {
         KeyIndexBuilder { base_offset, ..KeyIndexBuilder::default() }
+    }
+
+    /// An index holding what `index` holds, to which later records are added.
+    pub fn on_top_of(index: SegmentKeyIndex) -> KeyIndexBuilder {
+        KeyIndexBuilder {
+            base_offset: index.base_offset(),
+            records: index.record_count(),
+            txns: index.txns.clone(),
+            frozen: Some(std::sync::Arc::new(index)),
+            ..KeyIndexBuilder::default()
+        }
     }
 
     /// The segment's base offset.
@@ -118,11 +154,6 @@ impl KeyIndexBuilder {
         self.records
     }
 
-    /// Distinct keys added.
-    pub fn key_count(&self) -> usize {
-        self.slots.len() + self.collided.len()
-    }
-
     fn slot(&self, key: Option<&[u8]>) -> Option<&Slot> {
         let hash = key_hash(key);
         let slot = self.slots.get(&hash)?;
@@ -133,10 +164,12 @@ impl KeyIndexBuilder {
     }
 
     /// Adds the record at `offset` (offsets come in increasing order) whose key is `key`.
-    /// Records below the base offset, or not above the key's previous one, are not indexed
-    /// (they cannot be encoded; a log never has them).
+    /// Records below the base offset (or below the end of the index this one was made on top
+    /// of), or not above the key's previous one, are not indexed (they cannot be encoded; a
+    /// log never has them).
     pub fn add(&mut self, key: Option<&[u8]>, offset: Offset) {
-        if offset < self.base_offset {
+        if offset < self.base_offset || self.frozen.as_ref().is_some_and(|f| offset < f.end_offset)
+        {
             return;
         }
         let hash = key_hash(key);
@@ -180,16 +213,45 @@ impl KeyIndexBuilder {
         }
     }
 
+    /// The offsets of `key`'s records from `from` on, ascending.
+    pub fn offsets_from(&self, key: Option<&[u8]>, from: Offset) -> Vec<i64> {
+        let mut out = Vec::new();
+        if let Some(frozen) = &self.frozen
+            && let Some(entry) = frozen.find(key)
+        {
+            let _ = frozen.postings_from(&entry, from, |o| out.push(o.0));
+        }
+        if let Some(s) = self.slot(key) {
+            let at = s.offsets.partition_point(|o| *o < from.0);
+            out.extend_from_slice(s.offsets.get(at..).unwrap_or_default());
+        }
+        out
+    }
+
     /// The offsets of `key`'s records, ascending.
-    pub fn offsets(&self, key: Option<&[u8]>) -> &[i64] {
-        self.slot(key).map_or(&[], |s| s.offsets.as_slice())
+    pub fn offsets(&self, key: Option<&[u8]>) -> Vec<i64> {
+        self.offsets_from(key, Offset(i64::MIN))
     }
 
     /// The keys added whose [`key_hash`] is `hash`.
     pub fn keys_with_hash(&self, hash: u64) -> Vec<Option<Vec<u8>>> {
+        let mut keys: Vec<Option<Vec<u8>>> = Vec::new();
+        if let Some(frozen) = &self.frozen {
+            for e in frozen.entries_with_hash(hash) {
+                if let Ok(key) = frozen.key_of(&e) {
+                    keys.push(key.map(<[u8]>::to_vec));
+                }
+            }
+        }
         let first = self.slots.get(&hash).into_iter();
         let more = self.collided.iter().filter(|(h, _)| *h == hash).map(|(_, s)| s);
-        first.chain(more).map(|s| s.key.as_deref().map(<[u8]>::to_vec)).collect()
+        for s in first.chain(more) {
+            let key = s.key.as_deref().map(<[u8]>::to_vec);
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+        keys
     }
 
     /// Whether any transactional batch was noted.
@@ -205,43 +267,225 @@ impl KeyIndexBuilder {
     /// The index in its byte layout (see the module docs): every record from the base offset
     /// up to `end_offset`, read from the first `log_size` bytes of the segment's `.log`.
     pub fn encode(&self, end_offset: Offset, log_size: u64) -> Vec<u8> {
-        let mut entries: Vec<Entry<'_>> = self
-            .slots
-            .iter()
-            .chain(self.collided.iter().map(|(h, s)| (h, s)))
-            .map(|(h, s)| (*h, s.key.as_deref(), s.offsets.as_slice()))
-            .collect();
-        entries.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
-
-        let mut hashes: Vec<u64> = entries.iter().map(|e| e.0).collect();
-        hashes.dedup();
-        let filter = if hashes.is_empty() { None } else { BinaryFuse8::try_from(&hashes).ok() };
-
-        let mut keys = Vec::new();
-        let mut postings = Vec::new();
-        let mut dict = Vec::with_capacity(entries.len() * DICT_ENTRY);
-        for (hash, key, offsets) in &entries {
-            dict.extend_from_slice(&hash.to_be_bytes());
-            match key {
-                Some(k) => {
-                    dict.extend_from_slice(&(keys.len() as u32).to_be_bytes());
-                    dict.extend_from_slice(&(k.len() as u32).to_be_bytes());
-                    keys.extend_from_slice(k);
-                }
-                None => {
-                    dict.extend_from_slice(&0u32.to_be_bytes());
-                    dict.extend_from_slice(&NULL_KEY.to_be_bytes());
-                }
-            }
-            dict.extend_from_slice(&(postings.len() as u32).to_be_bytes());
-            dict.extend_from_slice(&(offsets.len() as u32).to_be_bytes());
-            let mut prev = self.base_offset.0;
-            for o in offsets.iter() {
-                // Offsets are >= the base and strictly increasing (`add`).
-                put_uvarint(&mut postings, (o - prev) as u64);
-                prev = *o;
+        let mut bulk = BulkKeyIndexBuilder::new(self.base_offset);
+        if let Some(frozen) = &self.frozen {
+            for i in 0..frozen.key_count() {
+                let Ok(e) = frozen.entry(i) else { continue };
+                let Ok(key) = frozen.key_of(&e) else { continue };
+                let _ = frozen.postings_from(&e, Offset(i64::MIN), |o| bulk.add(key, o));
             }
         }
+        for s in self.slots.values().chain(self.collided.iter().map(|(_, s)| s)) {
+            for o in &s.offsets {
+                bulk.add(s.key.as_deref(), Offset(*o));
+            }
+        }
+        bulk.txns = self.txns.clone();
+        bulk.encode(end_offset, log_size)
+    }
+}
+
+/// Keys up to this long are kept in their [`Posting`], longer ones in the builder's arena.
+const INLINE_KEY: usize = 16;
+
+/// One record in a [`BulkKeyIndexBuilder`]: its key's hash, its offset relative to the base,
+/// its key (`key_len` [`NULL_KEY`]: the null key): the bytes themselves when at most
+/// [`INLINE_KEY`] long (zero-padded; so comparing the keys of a hash's records reads only the
+/// sorted records, no random access), else where they are in the builder's arena (big-endian
+/// `u64` in the first 8 bytes).
+#[derive(Copy, Clone, Debug, Default)]
+struct Posting {
+    hash: u64,
+    relative: u32,
+    key_len: u32,
+    key: [u8; INLINE_KEY],
+}
+
+/// Builds a whole segment's index fast (about 0.1 us a record however many keys): each record
+/// appends its key's hash, offset and key bytes to arrays in one sequential pass, then
+/// [`BulkKeyIndexBuilder::encode`] sorts the records by (hash, offset) (a radix partition by
+/// the hash's top bits, then each part sorted, on up to [`SORT_THREADS`] threads) and walks
+/// them once, comparing keys' bytes only within a hash. No random access per record while
+/// reading, no allocation per key. A segment read in parts on several threads gives one
+/// builder per part, joined with [`BulkKeyIndexBuilder::append`].
+#[derive(Clone, Debug, Default)]
+pub struct BulkKeyIndexBuilder {
+    base_offset: Offset,
+    postings: Vec<Posting>,
+    arena: Vec<u8>,
+    txns: Vec<TxnBatch>,
+}
+
+impl Posting {
+    /// Where a long key is in the arena.
+    fn key_at(&self) -> u64 {
+        let mut at = [0u8; 8];
+        at.copy_from_slice(self.key.get(..8).unwrap_or(&[0; 8]));
+        u64::from_be_bytes(at)
+    }
+}
+
+/// Most threads sorting one index's records.
+pub const SORT_THREADS: usize = 4;
+
+impl KeySink for BulkKeyIndexBuilder {
+    fn add(&mut self, key: Option<&[u8]>, offset: Offset) {
+        BulkKeyIndexBuilder::add(self, key, offset)
+    }
+
+    fn add_txn_batch(&mut self, batch: TxnBatch) {
+        if self.txns.last().is_none_or(|last| last.last_offset < batch.base_offset) {
+            self.txns.push(batch);
+        }
+    }
+}
+
+impl BulkKeyIndexBuilder {
+    /// An empty index of the segment whose base offset is `base_offset`.
+    pub fn new(base_offset: Offset) -> BulkKeyIndexBuilder {
+        BulkKeyIndexBuilder { base_offset, ..BulkKeyIndexBuilder::default() }
+    }
+
+    /// Adds the record at `offset` whose key is `key`. Records below the base offset or more
+    /// than `u32::MAX` past it are not indexed (Kafka's offset index cannot address them
+    /// either: a log never has them); a key's repeated offset is indexed once.
+    pub fn add(&mut self, key: Option<&[u8]>, offset: Offset) {
+        let Some(relative) = offset.0.checked_sub(self.base_offset.0) else { return };
+        let Ok(relative) = u32::try_from(relative) else { return };
+        let mut inline = [0u8; INLINE_KEY];
+        let key_len = match key {
+            Some(k) if k.len() <= INLINE_KEY => {
+                inline.get_mut(..k.len()).unwrap_or_default().copy_from_slice(k);
+                k.len() as u32
+            }
+            Some(k) if k.len() < NULL_KEY as usize => {
+                let at = self.arena.len() as u64;
+                self.arena.extend_from_slice(k);
+                inline.get_mut(..8).unwrap_or_default().copy_from_slice(&at.to_be_bytes());
+                k.len() as u32
+            }
+            Some(_) => return,
+            None => NULL_KEY,
+        };
+        self.postings.push(Posting { hash: key_hash(key), relative, key_len, key: inline });
+    }
+
+    /// Records added.
+    pub fn len(&self) -> usize {
+        self.postings.len()
+    }
+
+    /// Whether no record was added.
+    pub fn is_empty(&self) -> bool {
+        self.postings.is_empty()
+    }
+
+    /// Takes in the records of `later`, a builder of a later part of the same segment.
+    pub fn append(&mut self, later: BulkKeyIndexBuilder) {
+        let shift = self.arena.len() as u64;
+        self.arena.extend_from_slice(&later.arena);
+        self.postings.extend(later.postings.into_iter().map(|mut p| {
+            if p.key_len != NULL_KEY && p.key_len as usize > INLINE_KEY {
+                let at = p.key_at() + shift;
+                if let Some(field) = p.key.get_mut(..8) {
+                    field.copy_from_slice(&at.to_be_bytes());
+                }
+            }
+            p
+        }));
+        for t in later.txns {
+            KeySink::add_txn_batch(self, t);
+        }
+    }
+
+    fn key<'a>(&'a self, p: &'a Posting) -> Option<&'a [u8]> {
+        let len = p.key_len as usize;
+        if p.key_len == NULL_KEY {
+            None
+        } else if len <= INLINE_KEY {
+            p.key.get(..len)
+        } else {
+            let at = p.key_at() as usize;
+            self.arena.get(at..at + len)
+        }
+    }
+
+    /// Whether `a` and `b` (of equal hash) have the same key.
+    fn same_key(&self, a: &Posting, b: &Posting) -> bool {
+        a.key_len == b.key_len
+            && (a.key == b.key
+                || (a.key_len != NULL_KEY
+                    && a.key_len as usize > INLINE_KEY
+                    && self.key(a) == self.key(b)))
+    }
+
+    /// The index in its byte layout (see the module docs): every record from the base offset
+    /// up to `end_offset`, read from the first `log_size` bytes of the segment's `.log`.
+    pub fn encode(mut self, end_offset: Offset, log_size: u64) -> Vec<u8> {
+        let postings = std::mem::take(&mut self.postings);
+        let sorted = sort_postings(postings);
+
+        let mut hashes: Vec<u64> = Vec::new();
+        let mut keys = Vec::new();
+        let mut out_postings = Vec::new();
+        let mut dict = Vec::new();
+        // Per dictionary entry, where its key is in `keys` (for the key order).
+        let mut key_refs: Vec<(u32, u32)> = Vec::new();
+        let mut records = 0u64;
+        let mut group_keys: Vec<(Option<&[u8]>, Vec<u32>)> = Vec::new();
+        let mut i = 0;
+        while let Some(first) = sorted.get(i) {
+            let hash = first.hash;
+            let end =
+                i + sorted.get(i..).map_or(0, |r| r.iter().take_while(|p| p.hash == hash).count());
+            let group = sorted.get(i..end).unwrap_or_default();
+            i = end.max(i + 1);
+            hashes.push(hash);
+            let first_key = self.key(first);
+            group_keys.clear();
+            if group.iter().all(|p| self.same_key(p, first)) {
+                group_keys.push((first_key, group.iter().map(|p| p.relative).collect()));
+            } else {
+                for p in group {
+                    let key = self.key(p);
+                    match group_keys.iter_mut().find(|(k, _)| *k == key) {
+                        Some((_, offs)) => offs.push(p.relative),
+                        None => group_keys.push((key, vec![p.relative])),
+                    }
+                }
+                group_keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            }
+            for (key, offsets) in &group_keys {
+                dict.extend_from_slice(&hash.to_be_bytes());
+                let key_ref = match key {
+                    Some(k) => (keys.len() as u32, k.len() as u32),
+                    None => (0, NULL_KEY),
+                };
+                dict.extend_from_slice(&key_ref.0.to_be_bytes());
+                dict.extend_from_slice(&key_ref.1.to_be_bytes());
+                key_refs.push(key_ref);
+                if let Some(k) = key {
+                    keys.extend_from_slice(k);
+                }
+                let postings_at = out_postings.len() as u32;
+                let mut prev = 0u32;
+                let mut count = 0u32;
+                for (n, o) in offsets.iter().enumerate() {
+                    if n > 0 && *o == prev {
+                        continue;
+                    }
+                    put_uvarint(&mut out_postings, u64::from(o - prev));
+                    prev = *o;
+                    count += 1;
+                }
+                dict.extend_from_slice(&postings_at.to_be_bytes());
+                dict.extend_from_slice(&count.to_be_bytes());
+                records += u64::from(count);
+            }
+        }
+        drop(sorted);
+        let order = key_order(&keys, &key_refs);
+        let filter = if hashes.is_empty() { None } else { BinaryFuse8::try_from(&hashes).ok() };
         let mut filter_bytes = Vec::new();
         if let Some(f) = &filter {
             filter_bytes.extend_from_slice(&f.descriptor.seed.to_be_bytes());
@@ -252,7 +496,13 @@ impl KeyIndexBuilder {
         }
 
         let mut out = Vec::with_capacity(
-            HEADER_LEN + filter_bytes.len() + dict.len() + keys.len() + postings.len(),
+            HEADER_LEN
+                + filter_bytes.len()
+                + dict.len()
+                + keys.len()
+                + out_postings.len()
+                + order.len() * ORDER_ENTRY
+                + self.txns.len() * TXN_ENTRY,
         );
         out.extend_from_slice(&MAGIC);
         out.extend_from_slice(&VERSION.to_be_bytes());
@@ -262,17 +512,20 @@ impl KeyIndexBuilder {
         out.extend_from_slice(&self.base_offset.0.to_be_bytes());
         out.extend_from_slice(&end_offset.0.to_be_bytes());
         out.extend_from_slice(&log_size.to_be_bytes());
-        out.extend_from_slice(&self.records.to_be_bytes());
-        out.extend_from_slice(&(entries.len() as u32).to_be_bytes());
+        out.extend_from_slice(&records.to_be_bytes());
+        out.extend_from_slice(&(key_refs.len() as u32).to_be_bytes());
         out.extend_from_slice(&(self.txns.len() as u32).to_be_bytes());
         out.extend_from_slice(&(filter_bytes.len() as u32).to_be_bytes());
         out.extend_from_slice(&(keys.len() as u32).to_be_bytes());
-        out.extend_from_slice(&(postings.len() as u32).to_be_bytes());
+        out.extend_from_slice(&(out_postings.len() as u32).to_be_bytes());
         out.extend_from_slice(&[0; 8]);
         out.extend_from_slice(&filter_bytes);
         out.extend_from_slice(&dict);
         out.extend_from_slice(&keys);
-        out.extend_from_slice(&postings);
+        out.extend_from_slice(&out_postings);
+        for i in &order {
+            out.extend_from_slice(&i.to_be_bytes());
+        }
         for t in &self.txns {
             out.extend_from_slice(&t.base_offset.0.to_be_bytes());
             out.extend_from_slice(&t.last_offset.0.to_be_bytes());
@@ -284,6 +537,112 @@ impl KeyIndexBuilder {
         }
         out
     }
+}
+
+/// `postings` by (hash, relative offset): partitioned by the hash's top bits into parts of
+/// about 4,096 records (so each part sorts in cache), the parts sorted on up to
+/// [`SORT_THREADS`] threads.
+fn sort_postings(postings: Vec<Posting>) -> Vec<Posting> {
+    let n = postings.len();
+    if n < 1 << 14 {
+        let mut p = postings;
+        p.sort_unstable_by_key(|p| (p.hash, p.relative));
+        return p;
+    }
+    let bits = (usize::BITS - (n >> 12).leading_zeros()).clamp(1, 16);
+    let shift = 64 - bits;
+    let mut counts = vec![0usize; (1 << bits) + 1];
+    for p in &postings {
+        if let Some(c) = counts.get_mut((p.hash >> shift) as usize + 1) {
+            *c += 1;
+        }
+    }
+    for b in 1..counts.len() {
+        let before = counts.get(b - 1).copied().unwrap_or(0);
+        if let Some(c) = counts.get_mut(b) {
+            *c += before;
+        }
+    }
+    let starts = counts.clone();
+    let mut sorted = vec![Posting::default(); n];
+    for p in &postings {
+        let b = (p.hash >> shift) as usize;
+        if let Some(at) = counts.get_mut(b)
+            && let Some(slot) = sorted.get_mut(*at)
+        {
+            *slot = *p;
+            *at += 1;
+        }
+    }
+    drop(postings);
+    let threads =
+        SORT_THREADS.min(std::thread::available_parallelism().map_or(1, |t| t.get())).max(1);
+    // Split at part boundaries into `threads` runs of about equal length.
+    let mut cuts: Vec<usize> = (1..threads)
+        .map(|t| starts.get(starts.partition_point(|s| *s < n * t / threads)).copied().unwrap_or(n))
+        .collect();
+    cuts.push(n);
+    cuts.dedup();
+    let mut runs: Vec<&mut [Posting]> = Vec::new();
+    let mut rest: &mut [Posting] = &mut sorted;
+    let mut done = 0usize;
+    for cut in cuts {
+        let (run, tail) = rest.split_at_mut(cut.saturating_sub(done).min(rest.len()));
+        done += run.len();
+        runs.push(run);
+        rest = tail;
+    }
+    std::thread::scope(|scope| {
+        for run in runs {
+            scope.spawn(move || sort_parts(run, shift));
+        }
+    });
+    sorted
+}
+
+/// Sorts each part (records of equal top hash bits) of `run` by (hash, relative offset).
+fn sort_parts(run: &mut [Posting], shift: u32) {
+    let mut rest = run;
+    while let Some(first) = rest.first() {
+        let top = first.hash >> shift;
+        let len = rest.partition_point(|p| p.hash >> shift == top);
+        let (part, tail) = rest.split_at_mut(len.max(1));
+        part.sort_unstable_by_key(|p| (p.hash, p.relative));
+        rest = tail;
+    }
+}
+
+/// The dictionary indexes of `key_refs` (positions in `keys`; [`NULL_KEY`] length: the null
+/// key) in key order: the null key first, then by bytes.
+fn key_order(keys: &[u8], key_refs: &[(u32, u32)]) -> Vec<u32> {
+    let key = |r: &(u32, u32)| -> Option<&[u8]> {
+        if r.1 == NULL_KEY {
+            return None;
+        }
+        keys.get(r.0 as usize..r.0 as usize + r.1 as usize)
+    };
+    // The first 16 bytes as a number sort most keys without reading them again.
+    let mut order: Vec<(bool, u128, u32)> = key_refs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let k = key(r);
+            let mut prefix = [0u8; 16];
+            if let Some(k) = k {
+                let n = k.len().min(16);
+                prefix[..n].copy_from_slice(k.get(..n).unwrap_or_default());
+            }
+            (k.is_some(), u128::from_be_bytes(prefix), i as u32)
+        })
+        .collect();
+    order.sort_unstable_by(|a, b| {
+        (a.0, a.1).cmp(&(b.0, b.1)).then_with(|| {
+            let ka = key_refs.get(a.2 as usize).and_then(key);
+            let kb = key_refs.get(b.2 as usize).and_then(key);
+            ka.cmp(&kb)
+        })
+    });
+    order.into_iter().map(|o| o.2).collect()
 }
 
 /// CRC-32C of every byte but the checksum field's own (8..12).
@@ -346,6 +705,7 @@ pub struct SegmentKeyIndex {
     keys_len: usize,
     postings_at: usize,
     postings_len: usize,
+    order_at: usize,
     txns: Vec<TxnBatch>,
 }
 
@@ -403,7 +763,11 @@ impl SegmentKeyIndex {
             .and_then(|d| d.checked_add(dict_at))
             .ok_or_else(|| invalid(44, "key count too large"))?;
         let postings_at = keys_at + keys_len;
-        let txn_at = postings_at + postings_len;
+        let order_at = postings_at + postings_len;
+        let txn_at = key_count
+            .checked_mul(ORDER_ENTRY)
+            .and_then(|o| o.checked_add(order_at))
+            .ok_or_else(|| invalid(44, "key count too large"))?;
         let end = txn_count
             .checked_mul(TXN_ENTRY)
             .and_then(|t| t.checked_add(txn_at))
@@ -446,6 +810,7 @@ impl SegmentKeyIndex {
             keys_len,
             postings_at,
             postings_len,
+            order_at,
             txns,
         };
         let mut index = index;
@@ -466,6 +831,23 @@ impl SegmentKeyIndex {
         }
         if total != record_count {
             return Err(invalid(36, "record count differs from the dictionary's"));
+        }
+        // The key order: a permutation of the dictionary, keys strictly increasing.
+        let mut seen = vec![false; key_count];
+        let mut previous: Option<Option<&[u8]>> = None;
+        for i in 0..key_count {
+            let at = index.order_at + i * ORDER_ENTRY;
+            let e = index.entry_in_key_order(i)?;
+            let slot = seen.get_mut(be_u32(&index.bytes, at)? as usize);
+            match slot {
+                Some(s) if !*s => *s = true,
+                _ => return Err(invalid(at, "key order is not a permutation")),
+            }
+            let key = index.key_of(&e)?;
+            if previous.is_some_and(|p| p >= key) {
+                return Err(invalid(at, "key order out of order"));
+            }
+            previous = Some(key);
         }
         Ok(index)
     }
@@ -541,6 +923,14 @@ impl SegmentKeyIndex {
             .ok_or_else(|| invalid(self.keys_at, "key out of range"))
     }
 
+    /// The `i`th dictionary entry in key order (the null key first, then by bytes).
+    pub fn entry_in_key_order(&self, i: usize) -> Result<DictEntry, DecodeError> {
+        if i >= self.key_count {
+            return Err(invalid(self.order_at, "key order entry past the key count"));
+        }
+        self.entry(be_u32(&self.bytes, self.order_at + i * ORDER_ENTRY)? as usize)
+    }
+
     /// Index of the first dictionary entry whose hash is `>= hash`.
     fn lower_bound(&self, hash: u64) -> usize {
         let (mut lo, mut hi) = (0, self.key_count);
@@ -571,12 +961,24 @@ impl SegmentKeyIndex {
 
     /// The offsets of `entry`'s records, ascending.
     pub fn postings(&self, entry: &DictEntry) -> Result<Vec<Offset>, DecodeError> {
+        let mut out = Vec::with_capacity(entry.count.min(1 << 16) as usize);
+        self.postings_from(entry, Offset(i64::MIN), |o| out.push(o))?;
+        Ok(out)
+    }
+
+    /// Calls `each` with the offsets of `entry`'s records from `from` on, ascending (decoding
+    /// stops at the end of the postings; nothing is collected).
+    pub fn postings_from(
+        &self,
+        entry: &DictEntry,
+        from: Offset,
+        mut each: impl FnMut(Offset),
+    ) -> Result<(), DecodeError> {
         let section = self
             .bytes
             .get(self.postings_at..self.postings_at + self.postings_len)
             .unwrap_or_default();
         let mut pos = entry.postings_at as usize;
-        let mut out = Vec::with_capacity(entry.count.min(1 << 16) as usize);
         let mut offset = self.base_offset.0;
         for i in 0..entry.count {
             let delta = get_uvarint(section, &mut pos)?;
@@ -588,9 +990,11 @@ impl SegmentKeyIndex {
                 .checked_add(delta)
                 .filter(|o| *o < self.end_offset.0)
                 .ok_or_else(|| invalid(self.postings_at + pos, "offset past the index's end"))?;
-            out.push(Offset(offset));
+            if offset >= from.0 {
+                each(Offset(offset));
+            }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// The producer of the transactional batch holding `offset`, if one does.
@@ -709,6 +1113,88 @@ mod tests {
         for len in 0..bytes.len() {
             assert!(SegmentKeyIndex::decode(bytes[..len].to_vec()).is_err());
         }
+    }
+
+    /// An index of another layout version (version 1, written before the key order) is
+    /// refused, so a stored one is rebuilt, never misread.
+    #[test]
+    fn an_index_of_another_version_is_refused() {
+        let mut bytes = sample().encode(Offset(406), 1);
+        assert!(SegmentKeyIndex::decode(bytes.clone()).is_ok());
+        bytes[4..6].copy_from_slice(&1u16.to_be_bytes());
+        let crc = checksum(&bytes);
+        bytes[8..12].copy_from_slice(&crc.to_be_bytes());
+        let err = SegmentKeyIndex::decode(bytes).unwrap_err();
+        assert!(err.to_string().contains("version"), "{err}");
+    }
+
+    /// The key order lists every key once, the null key first, then by bytes.
+    #[test]
+    fn entries_in_key_order_are_sorted_by_key_bytes() {
+        let index = SegmentKeyIndex::decode(sample().encode(Offset(406), 1)).unwrap();
+        let keys: Vec<Option<Vec<u8>>> = (0..index.key_count())
+            .map(|i| {
+                index.key_of(&index.entry_in_key_order(i).unwrap()).unwrap().map(<[u8]>::to_vec)
+            })
+            .collect();
+        let mut expect = keys.clone();
+        expect.sort();
+        expect.dedup();
+        assert_eq!(keys, expect);
+        assert_eq!(keys.len(), 40);
+        assert_eq!(keys[0], None);
+        assert_eq!(keys[1].as_deref(), Some(&b""[..]));
+    }
+
+    /// Built in bulk, in parts joined in order, with keys short and long (kept in the arena),
+    /// the index is byte for byte the one built record by record.
+    #[test]
+    fn the_bulk_builder_in_parts_encodes_what_the_incremental_one_does() {
+        let key = |o: i64| match o % 7 {
+            0 => None,
+            1 => Some(format!("a-much-longer-key-than-sixteen-bytes-{}", o % 5).into_bytes()),
+            _ => Some(format!("k{}", o % 13).into_bytes()),
+        };
+        let mut one = KeyIndexBuilder::new(Offset(1000));
+        let mut parts: Vec<BulkKeyIndexBuilder> =
+            (0..3).map(|_| BulkKeyIndexBuilder::new(Offset(1000))).collect();
+        // 39,000 records: sorted through the radix partition on several threads.
+        for o in 1000..40_000 {
+            one.add(key(o).as_deref(), Offset(o));
+            parts[((o - 1000) * 3 / 39_000) as usize].add(key(o).as_deref(), Offset(o));
+        }
+        let t = TxnBatch { base_offset: Offset(1003), last_offset: Offset(1009), producer_id: 3 };
+        one.add_txn_batch(t);
+        KeySink::add_txn_batch(&mut parts[0], t);
+        let mut bulk = parts.remove(0);
+        for p in parts {
+            bulk.append(p);
+        }
+        assert_eq!(bulk.encode(Offset(40_000), 77), one.encode(Offset(40_000), 77));
+        // And a builder on top of an encoded index answers as one that read everything.
+        let half = {
+            let mut b = KeyIndexBuilder::new(Offset(1000));
+            for o in 1000..20_000 {
+                b.add(key(o).as_deref(), Offset(o));
+            }
+            b
+        };
+        let mut top = KeyIndexBuilder::on_top_of(
+            SegmentKeyIndex::decode(half.encode(Offset(20_000), 5)).unwrap(),
+        );
+        for o in 1000..40_000 {
+            top.add(key(o).as_deref(), Offset(o));
+        }
+        top.add_txn_batch(t);
+        for o in 0..20 {
+            let k = key(o);
+            assert_eq!(top.offsets(k.as_deref()), one.offsets(k.as_deref()), "key of {o}");
+            assert_eq!(
+                top.offsets_from(k.as_deref(), Offset(20_005)),
+                one.offsets_from(k.as_deref(), Offset(20_005))
+            );
+        }
+        assert_eq!(top.encode(Offset(40_000), 77), one.encode(Offset(40_000), 77));
     }
 
     /// Bytes with a valid CRC but hostile contents never panic.

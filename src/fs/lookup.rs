@@ -318,10 +318,11 @@ impl TopicFs {
                 (FileKind::RegularFile, size, ro_file, mtime, DYNAMIC_TTL)
             }
             Node::Keys(id) => {
-                // Generated as it is read: its size is not known in advance (0, as for a
-                // stream of unknown size; every tool reads to the end).
+                // Exact when the listing is small enough to generate at stat, else 0 (not yet
+                // known, as for a stream farther than the sizing budget; tools read to the end).
+                let size = self.keys_reader(id)?.size()?.unwrap_or(0);
                 let mtime = self.partition(id)?.summary()?.last_modified;
-                (FileKind::RegularFile, 0, ro_file, mtime, DYNAMIC_TTL)
+                (FileKind::RegularFile, size, ro_file, mtime, DYNAMIC_TTL)
             }
             Node::Stream(..)
             | Node::TopicStream(..)

@@ -258,6 +258,7 @@ fn mount_and_serve(request: &MountRequest, signals: SigSet, reporter: &mut Repor
     let log_config = &request.log_config;
     // One budget for the view's renderings and a cluster's fetches in flight.
     let budget = crate::view::budget::MemoryBudget::new(request.memory_budget);
+    crate::storage::key_index::set_memory_limit(request.key_index_memory);
     let Backend { source, groups, retained } = open_backend(request, &data_dir, &budget)?;
     let options = FsOptions {
         read_only: request.read_only,

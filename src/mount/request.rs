@@ -291,6 +291,9 @@ pub struct MountRequest {
     /// Bytes of rendered data held beyond a request, mount-wide (read-ahead windows and kept
     /// renderings; see [`crate::view::budget`]).
     pub memory_budget: usize,
+    /// `--key-index-memory`: bytes of sealed key indexes held in memory (see
+    /// [`crate::storage::key_index::set_memory_limit`]).
+    pub key_index_memory: u64,
     /// Read-ahead render workers.
     pub render_threads: usize,
     /// Which records of transactions streams show.

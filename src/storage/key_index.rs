@@ -34,7 +34,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
-use crate::format::key_index::{DictEntry, KeyIndexBuilder, SegmentKeyIndex, TxnBatch};
+use crate::format::key_index::{
+    BulkKeyIndexBuilder, DictEntry, KeyIndexBuilder, KeySink, SegmentKeyIndex, TxnBatch,
+};
 use crate::format::key_name::long_hashes;
 use crate::format::{Offset, Position, decode_batch_unverified};
 use crate::source::{KeyHit, KeyHits, KeyListing, KeyRecords};
@@ -44,8 +46,120 @@ use crate::sync::lock;
 /// Most threads building sealed segments' indexes at once, per partition (plus one catching
 /// up the active segment's).
 pub const BUILD_THREADS: usize = 4;
+/// An active segment at least this large is first indexed in bulk (see
+/// [`KeyIndexBuilder::on_top_of`]); smaller ones record by record.
+const BULK_ACTIVE_BYTES: u64 = 16 << 20;
 /// Bytes of a segment read per step while indexing.
 const READ_CHUNK: usize = 1 << 20;
+
+/// Default of [`set_memory_limit`]: bytes of sealed key indexes held in memory by the process.
+pub const DEFAULT_MEMORY_LIMIT: u64 = 256 << 20;
+
+/// The sealed key indexes every partition of the process holds in memory, and their bound
+/// (see [`set_memory_limit`]).
+struct Held {
+    /// Where the index is held (gone when its partition is).
+    map: std::sync::Weak<Mutex<BTreeMap<Offset, Arc<SegmentKeyIndex>>>>,
+    bytes: u64,
+    /// When a query last used it (a tick of [`Memory::tick`]).
+    used: u64,
+}
+
+#[derive(Default)]
+struct MemoryState {
+    tick: u64,
+    total: u64,
+    held: std::collections::HashMap<(usize, Offset), Held>,
+}
+
+/// Lock order: `state`, then a partition's map (to drop an index from it); a partition never
+/// calls in here while holding its map.
+struct Memory {
+    limit: std::sync::atomic::AtomicU64,
+    state: Mutex<MemoryState>,
+}
+
+static MEMORY: std::sync::LazyLock<Memory> = std::sync::LazyLock::new(|| Memory {
+    limit: std::sync::atomic::AtomicU64::new(DEFAULT_MEMORY_LIMIT),
+    state: Mutex::new(MemoryState::default()),
+});
+
+/// Bounds the bytes of sealed segments' key indexes held in memory by this process (every
+/// partition, every log dir; a daemon serves one mount): when a newly built or loaded index
+/// takes the total past `limit`, the least recently used sealed indexes are dropped (never
+/// the active segment's, which is built record by record and cannot be read back). A dropped
+/// index is loaded again from the segment cache at its next query, or rebuilt when the cache
+/// does not hold it. A query holds the indexes it uses until it ends, so a bound smaller than
+/// one query's indexes costs reloads, never wrong answers.
+pub fn set_memory_limit(limit: u64) {
+    MEMORY.limit.store(limit, Ordering::Relaxed);
+    MEMORY.shrink(&mut lock(&MEMORY.state));
+}
+
+/// Bytes of sealed key indexes held in memory by this process now.
+pub fn memory_held() -> u64 {
+    lock(&MEMORY.state).total
+}
+
+static NEXT_PARTITION: AtomicUsize = AtomicUsize::new(0);
+
+impl Memory {
+    /// Notes that partition `id` holds `index` in `map`, then drops the least recently used
+    /// indexes while over the limit.
+    fn admit(
+        &self,
+        id: usize,
+        map: &Arc<Mutex<BTreeMap<Offset, Arc<SegmentKeyIndex>>>>,
+        index: &SegmentKeyIndex,
+    ) {
+        let mut st = lock(&self.state);
+        st.tick += 1;
+        let used = st.tick;
+        let bytes = index.bytes().len() as u64;
+        let held = Held { map: Arc::downgrade(map), bytes, used };
+        if let Some(old) = st.held.insert((id, index.base_offset()), held) {
+            st.total -= old.bytes;
+        }
+        st.total += bytes;
+        self.shrink(&mut st);
+    }
+
+    /// Drops the least recently used indexes while over the limit.
+    fn shrink(&self, st: &mut MemoryState) {
+        let limit = self.limit.load(Ordering::Relaxed);
+        while st.total > limit {
+            let Some((&victim, _)) = st.held.iter().min_by_key(|(_, h)| h.used) else { break };
+            let Some(h) = st.held.remove(&victim) else { break };
+            st.total -= h.bytes;
+            if let Some(map) = h.map.upgrade() {
+                lock(&map).remove(&victim.1);
+                log::debug!(
+                    "key index of segment {} dropped from memory ({} bytes; bound {limit})",
+                    victim.1,
+                    h.bytes
+                );
+            }
+        }
+    }
+
+    /// Notes that partition `id`'s index of segment `base` was used.
+    fn touch(&self, id: usize, base: Offset) {
+        let mut st = lock(&self.state);
+        st.tick += 1;
+        let tick = st.tick;
+        if let Some(h) = st.held.get_mut(&(id, base)) {
+            h.used = tick;
+        }
+    }
+
+    /// Forgets partition `id`'s index of segment `base` (dropped by its partition).
+    fn forget(&self, id: usize, base: Offset) {
+        let mut st = lock(&self.state);
+        if let Some(h) = st.held.remove(&(id, base)) {
+            st.total -= h.bytes;
+        }
+    }
+}
 
 /// Where sealed segments' key indexes persist between mounts in place of the log's segment
 /// cache (`CacheKind::KeyIndex` entries of `storage::cache`, the default): for tests and
@@ -91,15 +205,30 @@ struct Active {
 /// The key indexes of one partition (see the module docs).
 pub struct PartitionKeys {
     store: Mutex<Option<Arc<dyn KeyIndexStore>>>,
-    /// Sealed segments' indexes by base offset.
-    sealed: Mutex<BTreeMap<Offset, Arc<SegmentKeyIndex>>>,
+    /// Sealed segments' indexes by base offset (those held in memory: see
+    /// [`set_memory_limit`]).
+    sealed: Arc<Mutex<BTreeMap<Offset, Arc<SegmentKeyIndex>>>>,
+    /// This partition's name in the process's memory bound.
+    id: usize,
     active: Mutex<Option<Active>>,
+    /// Whether any sealed index held so far has a transactional batch (stays set when the
+    /// memory bound drops that index: read-committed readers keep looking for markers).
+    txn_seen: std::sync::atomic::AtomicBool,
     /// Held while building, so concurrent first queries wait for one build.
     building: Mutex<()>,
     /// Sealed indexes built by reading their segment (not loaded), for tests and statistics.
     built: AtomicUsize,
     /// Sealed indexes loaded from the store.
     loaded: AtomicUsize,
+}
+
+impl Drop for PartitionKeys {
+    fn drop(&mut self) {
+        let bases: Vec<Offset> = lock(&self.sealed).keys().copied().collect();
+        for base in bases {
+            MEMORY.forget(self.id, base);
+        }
+    }
 }
 
 impl std::fmt::Debug for PartitionKeys {
@@ -118,12 +247,26 @@ struct Indexed {
 /// Reads `seg`'s batches from `position` to its current size into `builder`.
 fn index_segment(
     seg: &LogSegment,
+    position: u64,
+    next_offset: Offset,
+    builder: &mut impl KeySink,
+) -> Indexed {
+    index_range(seg, position, seg.size(), next_offset, builder)
+}
+
+/// Reads `seg`'s batches from `position` up to `end` (a batch boundary) into `builder`.
+fn index_range(
+    seg: &LogSegment,
     mut position: u64,
+    end: u64,
     mut next_offset: Offset,
-    builder: &mut KeyIndexBuilder,
+    builder: &mut impl KeySink,
 ) -> Indexed {
     loop {
-        let read = match seg.read(Position(position), READ_CHUNK) {
+        let Some(left) = end.checked_sub(position).filter(|l| *l > 0) else {
+            return Indexed { position, next_offset, damaged: false };
+        };
+        let read = match seg.read(Position(position), READ_CHUNK.min(left as usize)) {
             Ok(Some(read)) => read,
             Ok(None) => return Indexed { position, next_offset, damaged: false },
             Err(e) => {
@@ -183,13 +326,83 @@ fn index_segment(
     }
 }
 
+/// Where `seg` may be cut into about `parts` ranges from `from` on: positions of batches its
+/// offset index names (checked as the ranges are read: see [`bulk_index`]).
+fn split_positions(seg: &LogSegment, from: u64, parts: usize) -> Vec<u64> {
+    let size = seg.size();
+    if parts < 2 || size <= from + (READ_CHUNK as u64) * 4 {
+        return Vec::new();
+    }
+    let cuts = seg.with_offset_index(|idx| {
+        let n = idx.entries();
+        (1..parts)
+            .filter_map(|k| idx.entry(n * k / parts).map(|(_, p)| p.0))
+            .filter(|p| *p > from && *p < size)
+            .collect::<Vec<u64>>()
+    });
+    let mut cuts = cuts.unwrap_or_default();
+    cuts.dedup();
+    cuts
+}
+
+/// Indexes `seg` from `position` to its end in bulk, in parts read on their own threads, then
+/// joined. A part that does not end exactly where the next begins (an offset index entry that
+/// is not a batch boundary) or stops on damage makes the whole read again in one part, so
+/// the result is the one a single sequential read gives.
+fn bulk_index(seg: &LogSegment, position: u64, parts: usize) -> (BulkKeyIndexBuilder, Indexed) {
+    let sequential = || {
+        let mut builder = BulkKeyIndexBuilder::new(seg.base_offset());
+        let done = index_segment(seg, position, seg.base_offset(), &mut builder);
+        (builder, done)
+    };
+    let cuts = split_positions(seg, position, parts);
+    if cuts.is_empty() {
+        return sequential();
+    }
+    let mut bounds = vec![position];
+    bounds.extend(cuts);
+    bounds.push(seg.size());
+    let ranges: Vec<(u64, u64)> = bounds.windows(2).map(|w| (w[0], w[1])).collect();
+    let results: Vec<(BulkKeyIndexBuilder, Indexed, u64)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = ranges
+            .iter()
+            .map(|&(start, end)| {
+                scope.spawn(move || {
+                    let mut builder = BulkKeyIndexBuilder::new(seg.base_offset());
+                    let done = index_range(seg, start, end, seg.base_offset(), &mut builder);
+                    (builder, done, end)
+                })
+            })
+            .collect();
+        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+    });
+    if results.len() != ranges.len()
+        || results.iter().any(|(_, done, end)| done.damaged || done.position != *end)
+    {
+        return sequential();
+    }
+    let mut joined = BulkKeyIndexBuilder::new(seg.base_offset());
+    let mut last = Indexed { position, next_offset: seg.base_offset(), damaged: false };
+    for (builder, done, _) in results {
+        joined.append(builder);
+        last = Indexed {
+            position: done.position,
+            next_offset: last.next_offset.max(done.next_offset),
+            damaged: false,
+        };
+    }
+    (joined, last)
+}
+
 impl PartitionKeys {
     /// No index yet; sealed indexes persist in `store` when given.
     pub fn new(store: Option<Arc<dyn KeyIndexStore>>) -> PartitionKeys {
         PartitionKeys {
             store: Mutex::new(store),
-            sealed: Mutex::new(BTreeMap::new()),
+            sealed: Arc::new(Mutex::new(BTreeMap::new())),
+            id: NEXT_PARTITION.fetch_add(1, Ordering::Relaxed),
             active: Mutex::new(None),
+            txn_seen: std::sync::atomic::AtomicBool::new(false),
             building: Mutex::new(()),
             built: AtomicUsize::new(0),
             loaded: AtomicUsize::new(0),
@@ -223,8 +436,7 @@ impl PartitionKeys {
     /// Bytes of every index of the partition in its encoded form (the sealed ones held, the
     /// active one as it would be stored), for statistics; builds what is missing first.
     pub fn index_bytes(&self, log: &dyn IndexedLog) -> Result<u64> {
-        self.refresh(log)?;
-        let sealed = self.sealed_bytes();
+        let sealed: u64 = self.refresh(log)?.iter().map(|i| i.bytes().len() as u64).sum();
         let active = lock(&self.active)
             .as_ref()
             .map_or(0, |a| a.builder.encode(a.next_offset, a.position).len() as u64);
@@ -274,14 +486,19 @@ impl PartitionKeys {
         }
     }
 
-    /// Builds (or loads) the index of the sealed segment `seg`.
-    fn build_sealed(&self, log: &dyn IndexedLog, seg: &LogSegment) -> Result<SegmentKeyIndex> {
+    /// Builds (or loads) the index of the sealed segment `seg`, reading it in `parts` parts
+    /// on as many threads.
+    fn build_sealed(
+        &self,
+        log: &dyn IndexedLog,
+        seg: &LogSegment,
+        parts: usize,
+    ) -> Result<SegmentKeyIndex> {
         if let Some(index) = self.load(log, seg) {
             self.loaded.fetch_add(1, Ordering::Relaxed);
             return Ok(index);
         }
-        let mut builder = KeyIndexBuilder::new(seg.base_offset());
-        let done = index_segment(seg, 0, seg.base_offset(), &mut builder);
+        let (builder, done) = bulk_index(seg, 0, parts);
         let bytes = builder.encode(done.next_offset, done.position);
         self.built.fetch_add(1, Ordering::Relaxed);
         let index = SegmentKeyIndex::decode(bytes)
@@ -293,8 +510,10 @@ impl PartitionKeys {
     }
 
     /// Brings every index up to the log as it is now: sealed segments without an index get one
-    /// (in parallel), deleted ones are dropped, the active segment's catches up.
-    pub fn refresh(&self, log: &dyn IndexedLog) -> Result<()> {
+    /// (in parallel), deleted ones are dropped, the active segment's catches up. Returns the
+    /// sealed segments' indexes (held by the caller even if the memory bound drops them from
+    /// this partition meanwhile).
+    pub fn refresh(&self, log: &dyn IndexedLog) -> Result<Vec<Arc<SegmentKeyIndex>>> {
         let _building = lock(&self.building);
         let segments = log.segment_list();
         let (sealed_segs, active_seg): (Vec<_>, Vec<_>) =
@@ -308,10 +527,20 @@ impl PartitionKeys {
             }
         };
         let mut missing = Vec::new();
+        let mut admitted: Vec<Arc<SegmentKeyIndex>> = Vec::new();
+        // Dropped here, forgotten by the memory bound once `sealed` is unlocked (the bound
+        // locks its state, then a partition's `sealed`: never the other way round).
+        let mut dropped = Vec::new();
         {
             let mut sealed = lock(&self.sealed);
             sealed.retain(|base, index| {
-                sealed_segs.iter().any(|s| s.base_offset() == *base && s.size() == index.log_size())
+                let keep = sealed_segs
+                    .iter()
+                    .any(|s| s.base_offset() == *base && s.size() == index.log_size());
+                if !keep {
+                    dropped.push(*base);
+                }
+                keep
             });
             let mut active = lock(&self.active);
             for seg in &sealed_segs {
@@ -329,13 +558,18 @@ impl PartitionKeys {
                             if !a.damaged {
                                 self.persist(log, seg, index.bytes());
                             }
-                            sealed.insert(seg.base_offset(), Arc::new(index));
+                            let index = Arc::new(index);
+                            sealed.insert(seg.base_offset(), Arc::clone(&index));
+                            admitted.push(index);
                             continue;
                         }
                     }
                 }
                 missing.push(Arc::clone(seg));
             }
+        }
+        for base in dropped {
+            MEMORY.forget(self.id, base);
         }
         // The active segment catches up on a thread of its own while sealed segments build.
         let catch_up_active = || {
@@ -356,6 +590,22 @@ impl PartitionKeys {
             if a.base != seg.base_offset() || a.position > seg.size() {
                 *a = fresh();
             }
+            if a.position == 0 && a.builder.record_count() == 0 && seg.size() >= BULK_ACTIVE_BYTES {
+                // A large active segment's first read: in bulk, then record by record on top.
+                let (bulk, done) = bulk_index(seg, 0, 1);
+                match SegmentKeyIndex::decode(bulk.encode(done.next_offset, done.position)) {
+                    Ok(index) => {
+                        a.builder = KeyIndexBuilder::on_top_of(index);
+                        a.position = done.position;
+                        a.next_offset = done.next_offset;
+                        a.damaged = done.damaged;
+                    }
+                    Err(e) => log::error!(
+                        "key index of {}: encoding the active segment's: {e}",
+                        seg.log_path().display()
+                    ),
+                }
+            }
             if !a.damaged && a.position < seg.size() {
                 let done = index_segment(seg, a.position, a.next_offset, &mut a.builder);
                 a.position = done.position;
@@ -365,31 +615,48 @@ impl PartitionKeys {
         };
         if missing.is_empty() {
             catch_up_active();
-            return Ok(());
+            return Ok(self.held_after(admitted));
         }
         let next = AtomicUsize::new(0);
         let results: Mutex<Vec<(Offset, Result<SegmentKeyIndex>)>> = Mutex::new(Vec::new());
-        let threads = BUILD_THREADS
-            .min(std::thread::available_parallelism().map_or(1, |n| n.get()))
-            .min(missing.len())
-            .max(1);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = BUILD_THREADS.min(cores).min(missing.len()).max(1);
+        // Fewer segments than cores: each is read in parts on threads of its own.
+        let parts = (cores / threads).clamp(1, BUILD_THREADS);
         std::thread::scope(|scope| {
             scope.spawn(catch_up_active);
             for _ in 0..threads {
                 scope.spawn(|| {
                     while let Some(seg) = missing.get(next.fetch_add(1, Ordering::Relaxed)) {
-                        let built = self.build_sealed(log, seg);
+                        let built = self.build_sealed(log, seg, parts);
                         lock(&results).push((seg.base_offset(), built));
                     }
                 });
             }
         });
         let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
-        let mut sealed = lock(&self.sealed);
-        for (base, built) in results {
-            sealed.insert(base, Arc::new(built?));
+        {
+            let mut sealed = lock(&self.sealed);
+            for (base, built) in results {
+                let index = Arc::new(built?);
+                sealed.insert(base, Arc::clone(&index));
+                admitted.push(index);
+            }
         }
-        Ok(())
+        Ok(self.held_after(admitted))
+    }
+
+    /// The sealed indexes held now, then `admitted` (just built or loaded) counted against the
+    /// memory bound (which may drop the least recently used from their partitions).
+    fn held_after(&self, admitted: Vec<Arc<SegmentKeyIndex>>) -> Vec<Arc<SegmentKeyIndex>> {
+        let held: Vec<Arc<SegmentKeyIndex>> = lock(&self.sealed).values().cloned().collect();
+        for index in &admitted {
+            if index.has_txn_batches() {
+                self.txn_seen.store(true, Ordering::Relaxed);
+            }
+            MEMORY.admit(self.id, &self.sealed, index);
+        }
+        held
     }
 
     /// See [`crate::source::KeyIndex::key_hits`].
@@ -401,25 +668,22 @@ impl PartitionKeys {
     ) -> Result<KeyHits> {
         log.take_in_changes()?;
         let indexed_to = log.log_end_offset();
-        self.refresh(log)?;
+        let sealed = self.refresh(log)?;
         let from = from.max(log.log_start_offset());
         let hash = crate::format::key_name::key_hash(key);
         let mut hits = Vec::new();
-        let sealed: Vec<Arc<SegmentKeyIndex>> =
-            lock(&self.sealed).values().filter(|i| i.end_offset() > from).cloned().collect();
-        for index in sealed {
+        for index in sealed.iter().filter(|i| i.end_offset() > from) {
             if !index.may_contain(hash) {
                 continue;
             }
+            MEMORY.touch(self.id, index.base_offset());
             let Some(entry) = index.find(key) else { continue };
-            push_hits(&index, &entry, from, &mut hits)?;
+            push_hits(index, &entry, from, &mut hits)?;
         }
         if let Some(a) = lock(&self.active).as_ref() {
-            for o in a.builder.offsets(key) {
-                if *o >= from.0 {
-                    let offset = Offset(*o);
-                    hits.push(KeyHit { offset, producer_id: a.builder.producer_at(offset) });
-                }
+            for o in a.builder.offsets_from(key, from) {
+                let offset = Offset(o);
+                hits.push(KeyHit { offset, producer_id: a.builder.producer_at(offset) });
             }
         }
         Ok(KeyHits { hits, indexed_to })
@@ -427,21 +691,21 @@ impl PartitionKeys {
 
     /// See [`crate::source::KeyIndex::transactional`].
     pub fn transactional(&self) -> bool {
-        lock(&self.sealed).values().any(|i| i.has_txn_batches())
+        self.txn_seen.load(Ordering::Relaxed)
             || lock(&self.active).as_ref().is_some_and(|a| a.builder.has_txn_batches())
     }
 
     /// See [`crate::source::KeyIndex::keys_named`].
     pub fn keys_named(&self, log: &dyn IndexedLog, h0: u64, h1: u64) -> Result<Vec<Vec<u8>>> {
         log.take_in_changes()?;
-        self.refresh(log)?;
+        let sealed = self.refresh(log)?;
         let mut keys: Vec<Vec<u8>> = Vec::new();
         let mut consider = |key: &[u8]| {
             if long_hashes(key) == (h0, h1) && !keys.iter().any(|k| k == key) {
                 keys.push(key.to_vec());
             }
         };
-        for index in lock(&self.sealed).values() {
+        for index in &sealed {
             for e in index.entries_with_hash(h0) {
                 if let Ok(Some(key)) = index.key_of(&e) {
                     consider(key);
@@ -459,9 +723,11 @@ impl PartitionKeys {
     /// See [`crate::source::KeyIndex::listing`].
     pub fn listing(&self, log: &dyn IndexedLog) -> Result<Box<dyn KeyListing>> {
         log.take_in_changes()?;
-        self.refresh(log)?;
+        let mut indexes = self.refresh(log)?;
+        for index in &indexes {
+            MEMORY.touch(self.id, index.base_offset());
+        }
         let from = log.log_start_offset();
-        let mut indexes: Vec<Arc<SegmentKeyIndex>> = lock(&self.sealed).values().cloned().collect();
         if let Some(a) = lock(&self.active).as_mut() {
             let encoded = match &a.encoded {
                 Some((position, index)) if *position == a.position => Arc::clone(index),
@@ -492,23 +758,18 @@ fn push_hits(
     from: Offset,
     hits: &mut Vec<KeyHit>,
 ) -> Result<()> {
-    let offsets = index.postings(entry).map_err(|e| {
-        Error::corrupt(
-            format!("key index of segment {}", index.base_offset()),
-            e.at as u64,
-            e.to_string(),
-        )
-    })?;
-    for offset in offsets.into_iter().filter(|o| *o >= from) {
-        hits.push(KeyHit { offset, producer_id: index.producer_at(offset) });
-    }
-    Ok(())
+    index
+        .postings_from(entry, from, |offset| {
+            hits.push(KeyHit { offset, producer_id: index.producer_at(offset) })
+        })
+        .map_err(|e| damaged(index, e))
 }
 
-/// A dictionary entry in the merge: its hash, its key, the index it comes from.
-type HeapEntry = (u64, Option<Vec<u8>>, usize);
+/// A dictionary entry in the merge: its key, the index it comes from.
+type HeapEntry = (Option<Vec<u8>>, usize);
 
-/// A k-way merge of segments' dictionaries in (hash, key) order.
+/// A k-way merge of segments' dictionaries in key order (the null key first, then by bytes),
+/// each walked in its own key order ([`SegmentKeyIndex::entry_in_key_order`]).
 struct MergedListing {
     indexes: Vec<Arc<SegmentKeyIndex>>,
     /// Per index, the next dictionary entry to push.
@@ -527,10 +788,10 @@ impl MergedListing {
         if *next >= index.key_count() {
             return Ok(());
         }
-        let entry = index.entry(*next).map_err(|e| damaged(index, e))?;
+        let entry = index.entry_in_key_order(*next).map_err(|e| damaged(index, e))?;
         let key = index.key_of(&entry).map_err(|e| damaged(index, e))?.map(<[u8]>::to_vec);
         *next += 1;
-        self.heap.push(std::cmp::Reverse((entry.hash, key, i)));
+        self.heap.push(std::cmp::Reverse((key, i)));
         Ok(())
     }
 }
@@ -546,13 +807,13 @@ fn damaged(index: &SegmentKeyIndex, e: crate::format::DecodeError) -> Error {
 impl KeyListing for MergedListing {
     fn next_key(&mut self) -> Result<Option<KeyRecords>> {
         loop {
-            let Some(std::cmp::Reverse((hash, key, i))) = self.heap.pop() else { return Ok(None) };
+            let Some(std::cmp::Reverse((key, i))) = self.heap.pop() else { return Ok(None) };
             let mut sources = vec![i];
             while let Some(std::cmp::Reverse(top)) = self.heap.peek() {
-                if top.0 != hash || top.1 != key {
+                if top.0 != key {
                     break;
                 }
-                let Some(std::cmp::Reverse((_, _, j))) = self.heap.pop() else { break };
+                let Some(std::cmp::Reverse((_, j))) = self.heap.pop() else { break };
                 sources.push(j);
             }
             sources.sort_unstable();
@@ -563,7 +824,7 @@ impl KeyListing for MergedListing {
                     None => continue,
                 };
                 let at = self.next.get(j).copied().unwrap_or(0).saturating_sub(1);
-                let entry = index.entry(at).map_err(|e| damaged(&index, e))?;
+                let entry = index.entry_in_key_order(at).map_err(|e| damaged(&index, e))?;
                 push_hits(&index, &entry, self.from, &mut hits)?;
                 self.advance(j)?;
             }
@@ -571,5 +832,9 @@ impl KeyListing for MergedListing {
                 return Ok(Some((key, hits)));
             }
         }
+    }
+
+    fn keys_at_most(&self) -> u64 {
+        self.indexes.iter().map(|i| i.key_count() as u64).sum()
     }
 }

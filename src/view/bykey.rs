@@ -15,8 +15,11 @@
 //!   at open; it does not exist (`ENOENT`) when there is none or when it is a tombstone (null
 //!   value): the key's current value in a compacted topic.
 //! * **keys** ([`KeysReader`]) lists each distinct key with a visible record as
-//!   `<name>\t<count>\n` (count: its visible records, tombstones included), in the index's
-//!   hash order, generated as it is read: memory is the indexes', not the listing's.
+//!   `<name>\t<count>\n` (count: its visible records, tombstones included), in key order
+//!   (the null key first, then the keys' bytes, unsigned: a merge of the segments' key
+//!   orders), generated as it is read: memory is the indexes', not the listing's. Its size is
+//!   exact at `stat` for at most [`KEYS_SIZED_AT_STAT`] keys (generated once to count), else
+//!   0 (not yet known).
 //!
 //! Memory of a key stream: 16 bytes per record it shows (where each record's rendering ends);
 //! reads render the records they return again from the log.
@@ -182,7 +185,14 @@ struct KeyState {
     from: Offset,
     /// The last batch read.
     batch: Option<CachedBatch>,
+    /// The rendering of the first units, up to [`HEAD_BYTES`], kept from sizing so that the
+    /// first read after an open does not read and render their batches again.
+    head: Vec<u8>,
 }
+
+/// Bytes of a key stream's start kept rendered (see `KeyState::head`): at most
+/// [`MAX_CACHED_KEY_STREAMS`] times this per mount.
+const HEAD_BYTES: usize = 16 << 10;
 
 impl KeyState {
     fn size(&self) -> u64 {
@@ -264,10 +274,23 @@ impl KeyStream {
                         st.from = hit.offset.plus(1);
                         continue;
                     }
-                    let mut n = ByteCounter::default();
+                    let keep = st.head.len() as u64 == st.size() && st.head.len() < HEAD_BYTES;
                     let batch = st.batch(part, hit.offset)?;
-                    if render_unit(part, batch, hit.offset, &self.renderer, &mut n)? {
-                        let end = st.size().saturating_add(n.0);
+                    let (found, n) = if keep {
+                        let mut rendered = Vec::new();
+                        let found =
+                            render_unit(part, batch, hit.offset, &self.renderer, &mut rendered)?;
+                        let n = rendered.len() as u64;
+                        if found && st.head.len() + rendered.len() <= HEAD_BYTES {
+                            st.head.extend_from_slice(&rendered);
+                        }
+                        (found, n)
+                    } else {
+                        let mut n = ByteCounter::default();
+                        (render_unit(part, batch, hit.offset, &self.renderer, &mut n)?, n.0)
+                    };
+                    if found {
+                        let end = st.size().saturating_add(n);
                         st.units.push((if raw { base } else { hit.offset }, end));
                     }
                 }
@@ -295,6 +318,9 @@ impl KeyStream {
         let mut out = Vec::new();
         if offset >= end {
             return Ok(out);
+        }
+        if end <= st.head.len() as u64 {
+            return Ok(st.head.get(offset as usize..end as usize).unwrap_or_default().to_vec());
         }
         // The first unit ending after `offset`, and where it starts.
         let mut i = st.units.partition_point(|u| u.1 <= offset);
@@ -406,6 +432,23 @@ pub fn latest_record(
     Ok(None)
 }
 
+/// Most keys a partition's `keys` may have for `stat` to show its exact size (generating it
+/// to count: about 0.1 s at this many); larger listings show 0 (size not yet known).
+pub const KEYS_SIZED_AT_STAT: u64 = 100_000;
+
+/// The line of `keys` for `key` with records `hits`: `None` when none is visible.
+fn line(key: Option<&[u8]>, hits: &[KeyHit], snap: Option<&TxnSnapshot>) -> Result<Option<String>> {
+    let mut count = 0u64;
+    for hit in hits {
+        match visible(hit, snap, false)? {
+            None => break,
+            Some(true) => count += 1,
+            Some(false) => {}
+        }
+    }
+    Ok((count > 0).then(|| format!("{}\t{count}\n", key_name(key))))
+}
+
 /// `keys`: the distinct keys of a partition with their visible record counts, generated as it
 /// is read (see the module docs). Reads are expected in order (`cat`, `wc`, `grep`); a read
 /// before the window kept starts the listing over.
@@ -436,6 +479,21 @@ impl KeysReader {
         Ok(KeysReader { part, txn, state: Mutex::new(state) })
     }
 
+    /// The listing's exact size now, when it has at most [`KEYS_SIZED_AT_STAT`] keys (it is
+    /// generated to count its bytes); `None` (size not yet known) for more.
+    pub fn size(&self) -> Result<Option<u64>> {
+        let mut listing = key_index(self.part.as_ref())?.listing()?;
+        if listing.keys_at_most() > KEYS_SIZED_AT_STAT {
+            return Ok(None);
+        }
+        let snap = snapshot(self.part.as_ref(), self.txn.as_deref())?;
+        let mut size = 0u64;
+        while let Some((key, hits)) = listing.next_key()? {
+            size += line(key.as_deref(), &hits, snap.as_ref())?.map_or(0, |l| l.len() as u64);
+        }
+        Ok(Some(size))
+    }
+
     fn restart(&self, st: &mut KeysState) -> Result<()> {
         st.listing = Some(key_index(self.part.as_ref())?.listing()?);
         st.snap = snapshot(self.part.as_ref(), self.txn.as_deref())?;
@@ -461,16 +519,7 @@ impl KeysReader {
                 st.done = true;
                 break;
             };
-            let mut count = 0u64;
-            for hit in &hits {
-                match visible(hit, st.snap.as_ref(), false)? {
-                    None => break,
-                    Some(true) => count += 1,
-                    Some(false) => {}
-                }
-            }
-            if count > 0 {
-                let line = format!("{}\t{count}\n", key_name(key.as_deref()));
+            if let Some(line) = line(key.as_deref(), &hits, st.snap.as_ref())? {
                 st.buf.extend_from_slice(line.as_bytes());
             }
         }

@@ -285,6 +285,20 @@ fn check(part: Arc<dyn PartitionSource>, visible: &[Seen], read_committed: bool)
     }
     let reader = KeysReader::open(Arc::clone(&part), tracker()).unwrap();
     assert_eq!(read_all_keys(&reader), counts);
+    // In key order (the null key first, then bytes), and `stat`'s size is what a read gives.
+    let reader = KeysReader::open(Arc::clone(&part), tracker()).unwrap();
+    let text = reader.read_at(0, 1 << 20).unwrap();
+    assert_eq!(reader.size().unwrap(), Some(text.len() as u64));
+    let by_name: HashMap<String, Option<Vec<u8>>> =
+        keys.iter().map(|k| (key_name(k.as_deref()), k.clone())).collect();
+    let listed: Vec<Option<Vec<u8>>> = std::str::from_utf8(&text)
+        .unwrap()
+        .lines()
+        .map(|l| by_name[l.split_once('\t').unwrap().0].clone())
+        .collect();
+    let mut sorted = listed.clone();
+    sorted.sort();
+    assert_eq!(listed, sorted, "keys is in key order");
 }
 
 /// A store that keeps payloads in memory, by segment base offset and size.
@@ -351,6 +365,59 @@ fn a_key_stream_grows_with_appends_and_survives_a_roll() {
     assert_eq!(stream.read_at(0, 100).unwrap(), b"1\n3\n5\n");
     assert_eq!(stream.read_at(2, 3).unwrap(), b"3\n5");
     assert_eq!(log.keys().built_count(), 0, "the rolled segment's index came from memory");
+}
+
+/// Sealed indexes past the memory bound (`--key-index-memory`) are dropped from memory, least
+/// recently used first, and loaded again from the store at their next query: the answers
+/// never change. (The bound is process-wide: nextest runs each test in a process of its own.)
+#[test]
+fn sealed_key_indexes_past_the_memory_bound_are_dropped_and_loaded_again() {
+    use topicfs::storage::key_index::{memory_held, set_memory_limit};
+    let tmp = tempfile::tempdir().unwrap();
+    let specs: Vec<Spec> = (0..6)
+        .map(|i| Spec {
+            kind: Kind::V2(Compression::None),
+            records: vec![(1 + i % 3, false), (2, i == 5)],
+            gap: 0,
+            roll: i % 2 == 0,
+        })
+        .collect();
+    let (seen, _) = write_log(tmp.path(), &specs);
+    let store = Arc::new(MemStore::default());
+    let dir = LogDir::open_read_only(tmp.path(), config()).unwrap();
+    let log = dir.log("t", 0).unwrap();
+    log.keys().set_store(Some(store.clone() as Arc<dyn KeyIndexStore>));
+    let user1 = |log: &Arc<topicfs::storage::Log>| {
+        let part: Arc<dyn PartitionSource> = log.clone();
+        let s = KeyStream::open(part, Some(b"user-1".to_vec()), Format::Json, None).unwrap();
+        offsets_of_json(&s.read_at(0, 1 << 20).unwrap())
+    };
+    let expect: Vec<i64> = seen.iter().filter(|r| r.key == 1).map(|r| r.offset).collect();
+    assert_eq!(user1(&log), expect);
+    assert_eq!((log.keys().built_count(), log.keys().loaded_count()), (2, 0));
+    let sizes: Vec<u64> = store.payloads.lock().unwrap().values().map(|p| p.len() as u64).collect();
+    assert_eq!(memory_held(), sizes.iter().sum::<u64>());
+
+    // Room for one index: one is dropped at once, and each query loads what it lacks.
+    let one = *sizes.iter().max().unwrap();
+    set_memory_limit(one);
+    assert!(memory_held() <= one, "{} held, bound {one}", memory_held());
+    assert!(log.keys().sealed_bytes() <= one);
+    for round in 1..=3 {
+        assert_eq!(user1(&log), expect, "round {round}");
+        assert!(memory_held() <= one, "{} held, bound {one}", memory_held());
+    }
+    assert_eq!(log.keys().built_count(), 2, "dropped indexes are loaded, not rebuilt");
+    assert!(log.keys().loaded_count() >= 3, "{} loads", log.keys().loaded_count());
+
+    // A bound again larger than both: nothing more is dropped or loaded.
+    set_memory_limit(1 << 30);
+    assert_eq!(user1(&log), expect);
+    let loads = log.keys().loaded_count();
+    assert_eq!(user1(&log), expect);
+    assert_eq!(log.keys().loaded_count(), loads);
+    drop(log);
+    drop(dir);
 }
 
 /// A stored index that is damaged, or describes another segment, is rebuilt and stored again.

@@ -78,6 +78,15 @@ fn by_key_and_latest_show_one_keys_records_with_cat_and_jq() {
 fn hidden_key_names_round_trip_through_keys() {
     let m = mounted();
     let keys = cat(&m, "t/0/keys");
+    // In key order: the null key, the empty key, then by bytes ("L"*300 < "a/b" < "user-1" <
+    // "x.json" < ff 00 62); stat's size is exactly what cat read.
+    let order: Vec<&str> = keys.lines().map(|l| l.split_once('\t').unwrap().0).collect();
+    assert_eq!(order.len(), 8, "{keys}");
+    assert_eq!(&order[..2], ["%null", "%"]);
+    assert!(order[2].starts_with("%~"), "{keys}");
+    assert_eq!(&order[3..], ["%a%2Fb", "user-1", "user-2", "%x%2Ejson", "%%FF%00b"]);
+    let stat = sh(&format!("stat -c %s '{}'", m.path("t/0/keys").display()));
+    assert_eq!(stat.trim(), keys.len().to_string());
     let mut names: Vec<(String, String)> = keys
         .lines()
         .map(|l| {
