@@ -54,7 +54,38 @@ pub struct ClusterSource {
     bounds: std::sync::Mutex<HashMap<(String, u32), SharedBounds>>,
     /// How long learned bounds answer for the broker (see [`Bounds`]).
     bounds_fresh: Duration,
+    /// The mount's last Fetch answers, shared by every partition handle (see [`Answers`]).
+    answers: Arc<Answers>,
 }
+
+/// The last chunks `read` fetched, of any partition of the mount, the most recently used last,
+/// [`ANSWER_SLOTS`] at most (so at most that many times `max.partition.fetch.bytes` of memory).
+/// A read starting at the offset one of them started at is served from it without a Fetch:
+/// the sizing of a stream (at a lookup, `open` or `stat`) fetches the chunk its first `read()`
+/// then needs, and each new open of `by-offset/0` reads the same first chunk again. Batches
+/// below the high watermark (reading committed, below the last stable offset, and with the
+/// aborted transactions already dropped) never change, so this is what a Fetch would answer;
+/// a chunk is never empty, so a read served from one ends where that answer ended and the
+/// read after it Fetches from there, seeing whatever was produced since. Not served when the
+/// log start offset last stated has passed its first offset (retention deleted it).
+#[derive(Debug, Default)]
+struct Answers(std::sync::Mutex<std::collections::VecDeque<Answer>>);
+
+/// One kept chunk (see [`Answers`]).
+#[derive(Debug)]
+struct Answer {
+    topic: String,
+    partition: u32,
+    committed: bool,
+    from: Offset,
+    /// Whole batches, the first holding `from` or a later offset.
+    bytes: Vec<u8>,
+    /// Where the read after these batches continues.
+    next: Offset,
+}
+
+/// Fetch answers the mount keeps (see [`Answers`]).
+const ANSWER_SLOTS: usize = 8;
 
 /// One partition's [`Bounds`], shared by its handles.
 type SharedBounds = Arc<std::sync::Mutex<Bounds>>;
@@ -122,6 +153,7 @@ impl ClusterSource {
             fetch_memory: None,
             bounds: std::sync::Mutex::new(HashMap::new()),
             bounds_fresh: BOUNDS_FRESH,
+            answers: Arc::default(),
         }
     }
 
@@ -218,6 +250,7 @@ impl TopicSource for ClusterSource {
                 crate::sync::lock(&self.bounds).entry((topic.to_string(), partition)).or_default(),
             ),
             bounds_fresh: self.bounds_fresh,
+            answers: Arc::clone(&self.answers),
         }))
     }
 
@@ -276,6 +309,8 @@ struct ClusterPartition {
     bounds: SharedBounds,
     /// How long `bounds` answer for the broker.
     bounds_fresh: Duration,
+    /// The mount's last Fetch answers (see [`Answers`]).
+    answers: Arc<Answers>,
 }
 
 /// Read-ahead of one partition handle. A stream reads in chunks of tens of KiB, but one Fetch
@@ -441,47 +476,14 @@ impl PartitionSource for ClusterPartition {
     }
 
     fn read(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchChunk> {
+        if let Some(chunk) = self.answered(cursor.next_offset, max_bytes)? {
+            return Ok(chunk);
+        }
         if self.committed {
-            return self.read_committed(cursor, max_bytes);
+            self.read_committed(cursor, max_bytes)
+        } else {
+            self.read_uncommitted(cursor, max_bytes)
         }
-        let from = cursor.next_offset;
-        let taken = {
-            let mut ahead = crate::sync::lock(&self.ahead);
-            ahead.iter().position(|a| a.from == from).map(|i| ahead.remove(i))
-        };
-        if let Some(a) = taken {
-            let (chunk, rest) = self.split(&a.bytes, from, max_bytes)?;
-            if chunk.next.is_some() {
-                if let (Some(next), Some(rest)) = (chunk.next, rest) {
-                    let bytes = a.bytes[rest..].to_vec();
-                    self.keep_ahead(Ahead { from: next.next_offset, bytes });
-                }
-                return Ok(chunk);
-            }
-        }
-        let cap = usize::try_from(self.client.config().max_partition_fetch_bytes).unwrap_or(0);
-        let ask = if max_bytes >= READ_AHEAD_MIN_ASK { max_bytes.max(cap) } else { max_bytes };
-        let opts = FetchOptions {
-            max_bytes: Some(i32::try_from(ask.max(1)).unwrap_or(i32::MAX)),
-            max_wait: Duration::ZERO,
-            isolation: Some(IsolationLevel::ReadUncommitted),
-        };
-        let _held = self.hold(ask)?;
-        let asked = Instant::now();
-        let fetched =
-            self.client.fetch(&self.topic, self.p(), from, opts).map_err(|e| self.named(e))?;
-        self.learn_from_fetch(&fetched, asked);
-        let buf: &[u8] = &fetched.records;
-        let (chunk, rest) = self.split(buf, from, max_bytes)?;
-        if let (Some(next), Some(rest)) = (chunk.next, rest) {
-            let end = buf.len().min(rest.saturating_add(cap));
-            let kept = whole_batches(&buf[rest..end]);
-            if kept > 0 {
-                let bytes = buf[rest..rest + kept].to_vec();
-                self.keep_ahead(Ahead { from: next.next_offset, bytes });
-            }
-        }
-        Ok(chunk)
     }
 
     fn aborted_transactions(&self, from: Offset, to: Offset) -> Result<Vec<AbortedTxn>> {
@@ -569,6 +571,110 @@ impl PartitionSource for ClusterPartition {
 }
 
 impl ClusterPartition {
+    /// [`PartitionSource::read`] as a `read_uncommitted` consumer, with read-ahead (see
+    /// [`Ahead`]).
+    fn read_uncommitted(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchChunk> {
+        let from = cursor.next_offset;
+        let taken = {
+            let mut ahead = crate::sync::lock(&self.ahead);
+            ahead.iter().position(|a| a.from == from).map(|i| ahead.remove(i))
+        };
+        if let Some(a) = taken {
+            let (chunk, rest) = self.split(&a.bytes, from, max_bytes)?;
+            if chunk.next.is_some() {
+                if let (Some(next), Some(rest)) = (chunk.next, rest) {
+                    let bytes = a.bytes[rest..].to_vec();
+                    self.keep_ahead(Ahead { from: next.next_offset, bytes });
+                }
+                return Ok(chunk);
+            }
+        }
+        let cap = usize::try_from(self.client.config().max_partition_fetch_bytes).unwrap_or(0);
+        let ask = if max_bytes >= READ_AHEAD_MIN_ASK { max_bytes.max(cap) } else { max_bytes };
+        let opts = FetchOptions {
+            max_bytes: Some(i32::try_from(ask.max(1)).unwrap_or(i32::MAX)),
+            max_wait: Duration::ZERO,
+            isolation: Some(IsolationLevel::ReadUncommitted),
+        };
+        let _held = self.hold(ask)?;
+        let asked = Instant::now();
+        let fetched =
+            self.client.fetch(&self.topic, self.p(), from, opts).map_err(|e| self.named(e))?;
+        self.learn_from_fetch(&fetched, asked);
+        let buf: &[u8] = &fetched.records;
+        let (chunk, rest) = self.split(buf, from, max_bytes)?;
+        if let (Some(next), Some(rest)) = (chunk.next, rest) {
+            let end = buf.len().min(rest.saturating_add(cap));
+            let kept = whole_batches(&buf[rest..end]);
+            if kept > 0 {
+                let bytes = buf[rest..rest + kept].to_vec();
+                self.keep_ahead(Ahead { from: next.next_offset, bytes });
+            }
+        }
+        self.keep_answer(from, &chunk);
+        Ok(chunk)
+    }
+
+    /// A read from `from` served by a kept Fetch answer (see [`Answers`]): its batches,
+    /// `max_bytes` of them at most (at least one); `None` when no answer starts there.
+    fn answered(&self, from: Offset, max_bytes: usize) -> Result<Option<BatchChunk>> {
+        if self.stated_bounds().is_none_or(|(start, _)| start > from) {
+            return Ok(None);
+        }
+        let mut answers = crate::sync::lock(&self.answers.0);
+        let Some(i) = answers.iter().position(|a| {
+            a.from == from
+                && a.partition == self.partition
+                && a.committed == self.committed
+                && a.topic == self.topic
+        }) else {
+            return Ok(None);
+        };
+        let Some(a) = answers.remove(i) else { return Ok(None) };
+        let chunk = if a.bytes.len() <= max_bytes {
+            BatchChunk {
+                bytes: a.bytes.clone(),
+                starts: Vec::new(),
+                next: Some(ReadCursor::at(a.next)),
+                crc_checked: false,
+                skipped: None,
+            }
+        } else {
+            self.split(&a.bytes, from, max_bytes)?.0
+        };
+        answers.push_back(a);
+        Ok(chunk.next.is_some().then_some(chunk))
+    }
+
+    /// Keeps what a read from `from` fetched (see [`Answers`]), dropping the least recently
+    /// used answer beyond [`ANSWER_SLOTS`].
+    fn keep_answer(&self, from: Offset, chunk: &BatchChunk) {
+        let Some(next) = chunk.next.as_ref().map(|c| c.next_offset) else { return };
+        if chunk.bytes.is_empty() {
+            return;
+        }
+        let mut answers = crate::sync::lock(&self.answers.0);
+        answers.retain(|a| {
+            !(a.from == from
+                && a.partition == self.partition
+                && a.committed == self.committed
+                && a.topic == self.topic)
+        });
+        if answers.len() >= ANSWER_SLOTS {
+            answers.pop_front();
+        }
+        answers.push_back(Answer {
+            topic: self.topic.clone(),
+            partition: self.partition,
+            committed: self.committed,
+            from,
+            bytes: chunk.bytes.clone(),
+            next,
+        });
+    }
+}
+
+impl ClusterPartition {
     /// [`PartitionSource::read`] as a `read_committed` consumer: Fetch at isolation level 1,
     /// the response filtered by its own aborted-transaction list and cut at its last stable
     /// offset ([`committed_batches`]). A response whose batches were all dropped (an aborted
@@ -602,13 +708,15 @@ impl ClusterPartition {
                 .map_err(|(at, e)| self.bad_bytes(at, &e.to_string()))?;
             if !kept.bytes.is_empty() {
                 let next = Some(ReadCursor::at(kept.next));
-                return Ok(BatchChunk {
+                let chunk = BatchChunk {
                     bytes: kept.bytes,
                     starts: Vec::new(),
                     next,
                     crc_checked: false,
                     skipped: None,
-                });
+                };
+                self.keep_answer(cursor.next_offset, &chunk);
+                return Ok(chunk);
             }
             if kept.next <= from || kept.next >= lso {
                 return Ok(BatchChunk {
