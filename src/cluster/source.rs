@@ -6,7 +6,7 @@
 //! | `summary` | ListOffsets earliest, then latest (two requests; see [`Bounds`]) |
 //! | `offset_for` | ListOffsets with the timestamp or `-3`; `-1` and `-2` as `summary` |
 //! | `seek` | as `summary` (range check), then [`ReadCursor::at`] |
-//! | `read` | Fetch from the cursor's offset (its answer's log start, high watermark and last stable offset kept as the bounds; `stated_bounds` are the bounds last stated) |
+//! | `read` | Fetch from the cursor's offset (its answer's log start, high watermark and last stable offset kept as the bounds; `stated_bounds` are the bounds last stated), or none when one of the mount's last Fetch answers started there ([`Answers`]) |
 //! | `aborted_transactions` | Fetch, scanning the abort markers |
 //! | `append`, `append_refs` | Produce: one request per call, idempotent, acked per `acks` |
 //! | `create_topic` / `create_partition` | CreateTopics / CreatePartitions |
