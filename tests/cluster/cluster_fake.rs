@@ -589,6 +589,14 @@ fn cluster_open_and_first_read_cost_the_same_requests_whatever_the_partition_siz
             assert_eq!(first, b"0");
             let after = fetch_and_list_offsets(&client);
             let opened = (after.0 - before.0, after.1 - before.1);
+            // Another open + first read of the same name (as `head -c 1` again): the read is
+            // served by the Fetch answer of offset 0 the mount kept, whatever the size.
+            let again = fs.open(entry.attr.ino, READ).unwrap().fh;
+            assert_eq!(fs.read(again, 0, 1).unwrap(), b"0");
+            fs.release(again).unwrap();
+            let reopened = fetch_and_list_offsets(&client).0 - after.0;
+            assert_eq!(reopened, 0, "{records} records, {isolation:?}: Fetches of a second open");
+            let after = fetch_and_list_offsets(&client);
             // The rest, in 128 KiB reads (the view reads ahead of them in the background).
             let mut out = first;
             loop {
