@@ -22,7 +22,10 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use crate::error::Result;
-use crate::format::{NewRecord, Offset, RecordRef, Timestamp};
+use crate::format::{
+    BatchInfo, DecodeError, DecodeErrorKind, NewRecord, Offset, RecordRef, Timestamp,
+    parse_batch_info, peek_entry,
+};
 use crate::storage::segment_files::SegmentFiles;
 
 /// [`PartitionSource::sizing_budget`] of a source that states none: 16 MiB of log.
@@ -169,6 +172,84 @@ pub struct BatchChunk {
     pub skipped: Option<SkippedDamage>,
 }
 
+/// One batch as the transaction scan sees it ([`PartitionSource::read_heads_past_damage`]):
+/// its header facts, and its whole entry only when it is a control batch (the scan decodes
+/// the marker's one record; a data batch's records are never needed).
+#[derive(Clone, Debug)]
+pub struct BatchHead {
+    /// Header facts (`info.size` is the whole stored entry, 12-byte overhead included).
+    pub info: BatchInfo,
+    /// The whole entry as stored, for control batches; `None` for data batches.
+    pub control: Option<Vec<u8>>,
+}
+
+/// The headers of consecutive batches read from a cursor, without their records.
+#[derive(Clone, Debug, Default)]
+pub struct BatchHeads {
+    /// The batches in order.
+    pub heads: Vec<BatchHead>,
+    /// Where runs start, as in [`BatchChunk::starts`], `at` indexing `heads` (an index equal
+    /// to `heads.len()` is the place of `damaged`). Empty means one run at the cursor read from.
+    pub starts: Vec<ChunkStart>,
+    /// Cursor after the last batch in `heads`.
+    pub next: Option<ReadCursor>,
+    /// As in [`BatchChunk::skipped`].
+    pub skipped: Option<SkippedDamage>,
+    /// The bytes after the last head do not decode as a batch: why, `at` counted from where
+    /// that batch starts. The reader stops there.
+    pub damaged: Option<DecodeError>,
+    /// Stored bytes the heads cover.
+    pub bytes: u64,
+}
+
+impl BatchHeads {
+    /// The heads of the whole batches of `chunk` (what a source without a header-only read
+    /// returns): stops at the first entry that does not decode, kept in `damaged`.
+    pub fn of_chunk(chunk: BatchChunk) -> BatchHeads {
+        let mut out =
+            BatchHeads { next: chunk.next, skipped: chunk.skipped, ..BatchHeads::default() };
+        let mut starts = chunk.starts.into_iter().peekable();
+        let mut at = 0usize;
+        while at < chunk.bytes.len() {
+            while let Some(start) = starts.next_if(|s| s.at <= at) {
+                out.starts.push(ChunkStart { at: out.heads.len(), ..start });
+            }
+            let rest = chunk.bytes.get(at..).unwrap_or_default();
+            let parsed = peek_entry(rest).and_then(|h| {
+                let h = h.ok_or_else(|| {
+                    DecodeError::new(
+                        0,
+                        DecodeErrorKind::Truncated { needed: 17, available: rest.len() },
+                    )
+                })?;
+                let entry = rest.get(..h.total_size()).ok_or_else(|| {
+                    DecodeError::new(
+                        0,
+                        DecodeErrorKind::Truncated {
+                            needed: h.total_size(),
+                            available: rest.len(),
+                        },
+                    )
+                })?;
+                Ok((entry, parse_batch_info(entry)?))
+            });
+            match parsed {
+                Ok((entry, info)) => {
+                    let control = info.is_control.then(|| entry.to_vec());
+                    out.heads.push(BatchHead { info, control });
+                    out.bytes += entry.len() as u64;
+                    at += entry.len();
+                }
+                Err(e) => {
+                    out.damaged = Some(e);
+                    break;
+                }
+            }
+        }
+        out
+    }
+}
+
 /// What an append wrote.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct AppendInfo {
@@ -239,6 +320,14 @@ pub trait PartitionSource: Send + Sync {
     /// error.
     fn read_past_damage(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchChunk> {
         self.read(cursor, max_bytes)
+    }
+    /// The headers of the batches from `cursor` on, as [`PartitionSource::read_past_damage`]
+    /// would return them, covering about `max_bytes` of stored batches (at least one batch),
+    /// without reading their records: what the `read_committed` transaction scan needs. Data
+    /// batches are not CRC-checked here (their readers check them); control batches come
+    /// whole. The default reads the whole batches with `read_past_damage`.
+    fn read_heads_past_damage(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchHeads> {
+        self.read_past_damage(cursor, max_bytes).map(BatchHeads::of_chunk)
     }
     /// Where the stored byte `delta` bytes after the batch start at `cursor` lies, as (a file
     /// name or other place, a byte position), for error messages about damaged batches. The

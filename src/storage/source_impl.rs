@@ -14,9 +14,9 @@ use crate::format::{
     parse_batch_info, peek_entry,
 };
 use crate::source::{
-    AbortedTxn, AppendInfo, BatchChunk, CacheKind, KeyHits, KeyIndex, KeyListing, OffsetQuery,
-    PartitionSource, PartitionSummary, ReadCursor, SealedSpan, SkippedDamage, SpaceStats,
-    SummaryUpdate, TopicSource,
+    AbortedTxn, AppendInfo, BatchChunk, BatchHeads, CacheKind, KeyHits, KeyIndex, KeyListing,
+    OffsetQuery, PartitionSource, PartitionSummary, ReadCursor, SealedSpan, SkippedDamage,
+    SpaceStats, SummaryUpdate, TopicSource,
 };
 use crate::storage::segment_files::{FileProblem, SegmentFileKind, SegmentFiles, SegmentSummary};
 
@@ -52,6 +52,15 @@ impl PartitionSource for Log {
 
     fn read_past_damage(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchChunk> {
         read_past_damage(self, cursor, max_bytes)
+    }
+
+    /// Headers only where the engine can frame whole v2 batches; anything else (the end of a
+    /// segment, a legacy message, damage) one batch at a time as `read_past_damage` reads it.
+    fn read_heads_past_damage(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchHeads> {
+        match Log::read_heads(self, cursor, max_bytes)? {
+            Some(heads) => Ok(heads),
+            None => read_past_damage(self, cursor, 1).map(BatchHeads::of_chunk),
+        }
     }
 
     fn sizing_budget(&self) -> u64 {

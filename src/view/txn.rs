@@ -32,8 +32,7 @@ use std::sync::{Arc, Mutex};
 use crate::error::{Error, Result};
 use crate::format::control::{ControlRecordType, parse_control_key};
 use crate::format::{
-    BatchInfo, DecodeError, DecodeErrorKind, NewRecord, Offset, decode_batch, parse_batch_info,
-    peek_entry,
+    BatchInfo, DecodeError, DecodeErrorKind, NewRecord, Offset, RECORD_BATCH_OVERHEAD, decode_batch,
 };
 use crate::source::{
     AbortedTxn, AppendInfo, BatchChunk, CacheKind, KeyIndex, OffsetQuery, PartitionSource,
@@ -225,11 +224,18 @@ impl TxnState {
     }
 
     /// Takes one batch into account; what it was, for a [`SpanEvents`] recording.
-    fn observe(&mut self, info: &BatchInfo, entry: &[u8]) -> Result<Option<TxnEvent>, DecodeError> {
+    /// `control` is the whole entry of a control batch (decoded and CRC-checked here); a data
+    /// batch needs only its header.
+    fn observe(
+        &mut self,
+        info: &BatchInfo,
+        control: Option<&[u8]>,
+    ) -> Result<Option<TxnEvent>, DecodeError> {
         let event = if info.is_control {
             if !info.is_transactional {
                 return Ok(None); // KRaft control records: no transaction.
             }
+            let entry = control.ok_or_else(|| truncated(RECORD_BATCH_OVERHEAD, 0))?;
             let batch = decode_batch(entry)?;
             let Some(record) = batch.records().next() else { return Ok(None) };
             let key = parse_control_key(record?.key)?;
@@ -452,7 +458,7 @@ impl TxnTracker {
                     st.prefix = Some((cursor, SpanEvents::default()));
                 }
             }
-            let chunk = match part.read_past_damage(&cursor, SCAN_CHUNK) {
+            let chunk = match part.read_heads_past_damage(&cursor, SCAN_CHUNK) {
                 Ok(chunk) => chunk,
                 Err(Error::Corrupt { file, position, what }) => {
                     let file = file.display().to_string();
@@ -461,17 +467,16 @@ impl TxnTracker {
                 }
                 Err(e) => return Err(e),
             };
-            if chunk.bytes.is_empty() {
+            if chunk.heads.is_empty() && chunk.damaged.is_none() {
                 break;
             }
             // The cursor at the batch being scanned: the run starts say where the source's runs
             // begin, `after_batch` moves past each batch.
             let mut here = cursor;
             let mut starts = chunk.starts.iter().peekable();
-            let mut at = 0usize;
             let mut damaged = None;
-            while at < chunk.bytes.len() {
-                if let Some(start) = starts.next_if(|s| s.at <= at) {
+            for i in 0..=chunk.heads.len() {
+                if let Some(start) = starts.next_if(|s| s.at <= i) {
                     here = ReadCursor {
                         next_offset: here.next_offset.max(start.cursor.next_offset),
                         hint: start.cursor.hint,
@@ -482,22 +487,14 @@ impl TxnTracker {
                         st.prefix = Some((here, SpanEvents::default()));
                     }
                 }
-                let rest = chunk.bytes.get(at..).unwrap_or_default();
-                let parsed = peek_entry(rest).and_then(|h| {
-                    let h = h.ok_or_else(|| truncated(17, rest.len()))?;
-                    let entry = rest
-                        .get(..h.total_size())
-                        .ok_or_else(|| truncated(h.total_size(), rest.len()))?;
-                    Ok((entry, parse_batch_info(entry)?))
-                });
-                let (entry, info) = match parsed {
-                    Ok(p) => p,
-                    Err(e) => {
-                        damaged = Some((part.byte_location(&here, e.at as u64), e));
-                        break;
+                let Some(head) = chunk.heads.get(i) else {
+                    if let Some(e) = &chunk.damaged {
+                        damaged = Some((part.byte_location(&here, e.at as u64), e.clone()));
                     }
+                    break;
                 };
-                match st.observe(&info, entry) {
+                let info = &head.info;
+                match st.observe(info, head.control.as_deref()) {
                     Ok(Some(event)) => {
                         if let Some((_, events)) = recording.as_mut() {
                             events.note(event);
@@ -513,8 +510,7 @@ impl TxnTracker {
                     }
                 }
                 st.scanned_to = st.scanned_to.max(info.last_offset.plus(1));
-                here = here.after_batch(entry.len() as u64, info.last_offset);
-                at = at.saturating_add(entry.len());
+                here = here.after_batch(u64::from(info.size), info.last_offset);
             }
             if chunk.skipped.is_some() {
                 // Damage stepped over: the span's events are not known whole.
@@ -522,7 +518,7 @@ impl TxnTracker {
                 st.prefix = None;
             }
             if st.prefix.is_some() {
-                let scanned = chunk.bytes.len() as u64;
+                let scanned = chunk.bytes;
                 st.prefix_unstored = Some(st.prefix_unstored.map_or(scanned, |n| n + scanned));
             }
             if let Some(((file, position), e)) = damaged {
@@ -585,7 +581,9 @@ fn truncated(needed: usize, available: usize) -> DecodeError {
 
 /// A partition as a `read_committed` consumer sees its offsets: the log end offset is the last
 /// stable offset (see the module docs). Batches are read as stored; the stream walker cuts them
-/// at the stable offset and hides aborted records.
+/// at the stable offset and hides aborted records. The transaction scan reads the inner source
+/// (so its header-only reads), never this wrapper, which keeps the default
+/// [`PartitionSource::read_heads_past_damage`] (whole batches).
 pub struct CommittedPartition {
     inner: Arc<dyn PartitionSource>,
     tracker: Arc<TxnTracker>,
@@ -720,7 +718,7 @@ impl PartitionSource for CommittedPartition {
 mod tests {
     use super::*;
     use crate::format::control::encode_end_txn_marker_batch;
-    use crate::format::{BatchSpec, encode_batch};
+    use crate::format::{BatchSpec, encode_batch, parse_batch_info};
 
     fn data(base: i64, pid: i64, transactional: bool) -> Vec<u8> {
         let spec = BatchSpec {
@@ -745,7 +743,7 @@ mod tests {
         let mut infos = Vec::new();
         for b in batches {
             let info = parse_batch_info(b).unwrap();
-            st.observe(&info, b).unwrap();
+            st.observe(&info, Some(b)).unwrap();
             st.scanned_to = info.last_offset.plus(1);
             infos.push(info);
         }
@@ -796,7 +794,7 @@ mod tests {
                 spans.push(SpanEvents::default());
             }
             let info = parse_batch_info(b).unwrap();
-            if let Some(e) = st.observe(&info, b).unwrap() {
+            if let Some(e) = st.observe(&info, Some(b)).unwrap() {
                 spans.last_mut().unwrap().note(e);
             }
         }
@@ -857,6 +855,144 @@ mod tests {
         // and after each marker, and every marker.
         let spans = record(&batches, &[]);
         assert_eq!(spans[0].len(), 6, "{:?}", spans[0]);
+    }
+
+    /// A transactional (or plain) batch of `n` records of `len` bytes each from `base`.
+    fn data_n(base: i64, pid: i64, transactional: bool, n: usize, len: usize) -> Vec<u8> {
+        let spec = BatchSpec {
+            base_offset: Offset(base),
+            producer_id: pid,
+            producer_epoch: 0,
+            base_sequence: 0,
+            is_transactional: transactional,
+            ..BatchSpec::default()
+        };
+        let record = NewRecord { value: Some(vec![b'v'; len]), ..NewRecord::default() };
+        encode_batch(&spec, &vec![record; n]).unwrap()
+    }
+
+    /// A segment as stored: its base offset, its batches, bytes after them.
+    type StoredSegment = (i64, Vec<Vec<u8>>, Vec<u8>);
+
+    /// Segments of a partition `t-0` written as stored, opened read-only by the engine.
+    fn stored_log(dir: &std::path::Path, segments: &[StoredSegment]) -> Arc<dyn PartitionSource> {
+        use crate::storage::config::LogConfig;
+        use crate::storage::log_dir::LogDir;
+        let part = dir.join("t-0");
+        std::fs::create_dir_all(&part).unwrap();
+        for (base, batches, tail) in segments {
+            let mut bytes = batches.concat();
+            bytes.extend_from_slice(tail);
+            std::fs::write(part.join(format!("{base:020}.log")), bytes).unwrap();
+        }
+        // Segments below the last one were recovered before (a broker's clean history): the
+        // damage in them is served as stored, not cut off by recovery.
+        let last = segments.last().map_or(0, |s| s.0);
+        std::fs::write(dir.join("recovery-point-offset-checkpoint"), format!("0\n1\nt 0 {last}\n"))
+            .unwrap();
+        let logs = LogDir::open_read_only(dir, LogConfig::default()).unwrap();
+        logs.log("t", 0).unwrap()
+    }
+
+    /// The scan through the engine's header-only reads, and through whole batches (the
+    /// default [`PartitionSource::read_heads_past_damage`] of a wrapper that does not override
+    /// it), give the same state: stable offset, aborted ranges, damage and where.
+    fn assert_header_scan_is_the_full_scan(part: Arc<dyn PartitionSource>) -> TxnSnapshot {
+        let heads = TxnTracker::new().refresh(part.as_ref()).unwrap();
+        let whole = CommittedPartition::new(Arc::clone(&part), Arc::new(TxnTracker::new()));
+        let full = TxnTracker::new().refresh(&whole).unwrap();
+        assert_eq!(heads.stable, full.stable);
+        assert_eq!(*heads.aborted, *full.aborted);
+        assert_eq!(heads.damage, full.damage);
+        heads
+    }
+
+    /// Flips the last byte of `batch` (a record byte): it still frames, its CRC fails.
+    fn damaged(mut batch: Vec<u8>) -> Vec<u8> {
+        let last = batch.len() - 1;
+        batch[last] ^= 0xff;
+        batch
+    }
+
+    #[test]
+    fn the_header_only_scan_gives_what_scanning_whole_batches_gives() {
+        // Segment 0: plain and transactional batches of producers 1..=4 large enough to take
+        // several scan chunks and header reads; P1 commits, P2 aborts, a compaction gap (offsets
+        // 400..1000 gone), a damaged transactional data batch of P3 (its header still true)
+        // later committed, a KRaft-style control batch without a transaction. Segment 1000: P4
+        // aborts, P5 stays open.
+        let mut seg0 = Vec::new();
+        let mut o = 0i64;
+        for i in 0..100 {
+            let pid = 1 + (i % 2);
+            seg0.push(data_n(o, pid, i % 5 != 0, 3, 3000));
+            o += 3;
+        }
+        seg0.push(marker(o, 1, true));
+        seg0.push(marker(o + 1, 2, false));
+        o = 1000; // compaction gap
+        seg0.push(damaged(data_n(o, 3, true, 2, 100)));
+        seg0.push(data_n(o + 2, 9, false, 1, 10));
+        seg0.push(marker(o + 3, 3, true));
+        let mut kraft = marker(o + 4, 0, true);
+        kraft[22] &= !0x10; // control, not transactional (attributes bit 4)
+        kraft = recrc(kraft);
+        seg0.push(kraft);
+        let seg1_base = o + 5;
+        let seg1 = vec![
+            data_n(seg1_base, 4, true, 5, 5000),
+            marker(seg1_base + 5, 4, false),
+            data_n(seg1_base + 6, 5, true, 1, 10),
+            data_n(seg1_base + 7, 9, false, 1, 10),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let part =
+            stored_log(dir.path(), &[(0, seg0.clone(), vec![]), (seg1_base, seg1.clone(), vec![])]);
+        let snap = assert_header_scan_is_the_full_scan(part);
+        assert_eq!(snap.stable, Offset(seg1_base + 6), "P5 open: {snap:?}");
+        assert!(snap.damage.is_none());
+        assert!(snap.is_aborted_record(2, Offset(4)), "P2 aborted");
+        assert!(!snap.is_aborted_record(1, Offset(1)), "P1 committed");
+        assert!(!snap.is_aborted_record(3, Offset(1000)), "P3 committed, its batch damaged");
+        assert!(snap.is_aborted_record(4, Offset(seg1_base)), "P4 aborted");
+
+        // Bytes that do not frame a batch at the end of the sealed segment: stepped over.
+        let dir = tempfile::tempdir().unwrap();
+        let garbage = vec![0x7f; 40];
+        let part = stored_log(
+            dir.path(),
+            &[(0, seg0.clone(), garbage), (seg1_base, seg1.clone(), vec![])],
+        );
+        assert_eq!(assert_header_scan_is_the_full_scan(part).stable, Offset(seg1_base + 6));
+
+        // A damaged marker (P1's commit): the scan stops there, at the same place both ways.
+        let at = 100;
+        let mut bad = seg0.clone();
+        bad[at] = damaged(bad[at].clone());
+        let dir = tempfile::tempdir().unwrap();
+        let part = stored_log(dir.path(), &[(0, bad, vec![]), (seg1_base, seg1.clone(), vec![])]);
+        let snap = assert_header_scan_is_the_full_scan(part);
+        assert_eq!(snap.stable, Offset(3), "P2's transaction stays open below the stop");
+        assert!(snap.admits(Offset(3)).is_ok_and(|a| !a));
+
+        // A damaged header (an unknown magic) at the end of the sealed segment: bytes that do
+        // not frame a batch end the segment, both ways alike.
+        let mut bad = seg0.clone();
+        let mut unknown = data_n(1004, 9, false, 1, 10);
+        unknown[16] = 7;
+        bad.push(unknown);
+        let dir = tempfile::tempdir().unwrap();
+        let part = stored_log(dir.path(), &[(0, bad, vec![]), (seg1_base, seg1, vec![])]);
+        let snap = assert_header_scan_is_the_full_scan(part);
+        assert_eq!(snap.stable, Offset(seg1_base + 6), "stepped over to the next segment");
+        assert!(snap.damage.is_none());
+    }
+
+    /// `batch` with its CRC computed again (after an attribute was changed on purpose).
+    fn recrc(mut batch: Vec<u8>) -> Vec<u8> {
+        let crc = crc32c::crc32c(&batch[21..]);
+        batch[17..21].copy_from_slice(&crc.to_be_bytes());
+        batch
     }
 
     #[test]

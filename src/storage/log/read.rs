@@ -117,6 +117,37 @@ impl Log {
     }
 }
 
+impl Log {
+    /// The headers of the batches at `cursor` in its segment, about `max_bytes` of them (see
+    /// [`LogSegment::read_heads`]); `None` when none can be given without reading whole
+    /// batches (a cursor without a hint, the end of a segment, a legacy message, damage), for
+    /// [`Log::read`] to decide.
+    pub fn read_heads(
+        &self,
+        cursor: &ReadCursor,
+        max_bytes: usize,
+    ) -> Result<Option<crate::source::BatchHeads>> {
+        self.maybe_refresh()?;
+        let Some(at) = SegmentCursor::of(cursor) else { return Ok(None) };
+        let Some(seg) = self.segment(at.segment_base) else { return Ok(None) };
+        let (heads, end) = seg.read_heads(at.position, max_bytes)?;
+        let Some(last) = heads.last() else { return Ok(None) };
+        let next = SegmentCursor {
+            position: end,
+            next_offset: at.next_offset.max(last.info.last_offset.plus(1)),
+            ..at
+        };
+        Ok(Some(crate::source::BatchHeads {
+            bytes: end.0 - at.position.0,
+            heads,
+            starts: vec![at.start(0)],
+            next: Some(next.cursor()),
+            skipped: None,
+            damaged: None,
+        }))
+    }
+}
+
 /// A [`ReadCursor`] as this engine makes it: the hint is (segment base offset, position of a
 /// batch start in its `.log`, or the segment's end).
 ///

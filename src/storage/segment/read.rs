@@ -104,6 +104,41 @@ impl LogSegment {
         Ok(Some(SegmentRead { bytes, next_position, next_offset }))
     }
 
+    /// The headers of the v2 batches starting at `position`, covering at most `max_bytes`
+    /// unless the first batch alone is larger, without reading their records (one `pread` of
+    /// about a page per batch header, see [`ChunkReader`]); a control batch comes whole, read
+    /// but not CRC-checked here (its decoder checks it). Stops before the first batch that is
+    /// not a whole v2 batch inside the committed end (a legacy message, a torn or damaged
+    /// header, the end), which [`LogSegment::read`] then decides about. Empty at the end.
+    /// Returns the heads and the position after the last one.
+    pub fn read_heads(
+        &self,
+        position: Position,
+        max_bytes: usize,
+    ) -> Result<(Vec<crate::source::BatchHead>, Position)> {
+        let end = self.size();
+        let mut reader = ChunkReader::new(&self.log, &self.log_path, end);
+        let mut heads = Vec::new();
+        let mut pos = position.0;
+        while pos < end && (heads.is_empty() || pos - position.0 < max_bytes as u64) {
+            let Ok(Some(batch)) = reader.batch_at(pos) else { break };
+            if batch.info.magic < 2 {
+                break;
+            }
+            let control = if batch.info.is_control {
+                match reader.entry(&batch) {
+                    Ok(Some(entry)) => Some(entry.to_vec()),
+                    _ => break,
+                }
+            } else {
+                None
+            };
+            pos = batch.end();
+            heads.push(crate::source::BatchHead { info: batch.info, control });
+        }
+        Ok((heads, Position(pos)))
+    }
+
     /// Offset after the last batch (the log end offset when active), computed from the last
     /// index entry and a scan to the committed end on first use.
     pub fn next_offset(&self) -> Result<Offset> {
