@@ -603,7 +603,7 @@ impl Stream {
     ) -> Result<Vec<u8>> {
         let part = self.part.as_ref();
         let from0 = from;
-        let mut window = usize::try_from(to - from).unwrap_or(usize::MAX);
+        let window = usize::try_from(to - from).unwrap_or(usize::MAX);
         // Room for the window and the rest of the batch it ends in (kept as the tail).
         let mut out = Vec::with_capacity(window.min(1 << 20).saturating_add(READ_CHUNK * 2));
         let mut from = from;
@@ -680,7 +680,6 @@ impl Stream {
             if let Some(n) = defer_to {
                 c = n;
                 from = n.position;
-                window = usize::try_from(to - from).unwrap_or(usize::MAX);
             }
             (c, learned, defer_to)
         };
@@ -707,9 +706,12 @@ impl Stream {
             self.batch_hint.load(Ordering::Relaxed),
         );
         if let Some(n) = deferred {
-            // From `n` on; then the part before it.
-            let rest = match self.walk_window(&mut w, from, to, end, window, learned, out) {
-                Ok(rest) => rest,
+            // From `n` on, after room for the part before it (filled in then: no copy of the
+            // window).
+            let prefix = (n.position - from0) as usize;
+            out.resize(prefix, 0);
+            let mut out = match self.walk_window(&mut w, from, to, end, window, learned, out) {
+                Ok(out) => out,
                 // Whatever went wrong from `n` on, a render from the start says it as
                 // without deferring (e.g. damage at `n` ends a read short rather than failing).
                 Err(_) => return self.render_window(from0, to, end, false),
@@ -720,12 +722,12 @@ impl Stream {
                     r = self.rendered.wait(r).unwrap_or_else(std::sync::PoisonError::into_inner);
                 }
             }
-            let mut out = self.render_window(from0, n.position, end, false)?;
-            if out.len() as u64 != n.position - from0 {
+            let before = self.render_window(from0, n.position, end, false)?;
+            match out.get_mut(..prefix) {
+                Some(room) if before.len() == prefix => room.copy_from_slice(&before),
                 // The stream ended before `n` (its bound was reached): nothing after it.
-                return Ok(out);
+                _ => return Ok(before),
             }
-            out.extend_from_slice(&rest);
             return Ok(out);
         }
         self.walk_window(&mut w, from, to, end, window, learned, out)
