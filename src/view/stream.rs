@@ -40,9 +40,9 @@
 //! stable offset, so all it renders is final. With `read_uncommitted` every non-control record is
 //! shown.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 use crate::error::{Error, Result};
 use crate::format::{Offset, Timestamp, decode_batch, parse_batch_info};
@@ -281,8 +281,13 @@ pub struct Stream {
     end: Mutex<EndState>,
     /// Where the last read stopped: a checkpoint at a batch boundary at or before it.
     last_read: Mutex<Option<Checkpoint>>,
-    /// The rest of the batch the last read stopped inside (record formats).
-    tail: Mutex<Option<Tail>>,
+    /// The rest of the batch each of the last reads stopped inside (record formats), at most
+    /// [`MAX_TAILS`], oldest first.
+    tails: Mutex<VecDeque<Tail>>,
+    /// The ends (`to`) of the windows being rendered now (see [`Stream::read_window`]).
+    rendering: Mutex<Vec<u64>>,
+    /// Notified whenever a window's rendering ends.
+    rendered: Condvar,
     /// The walker's batch size hint as the last read left it (see `Walker::batch_hint`).
     batch_hint: AtomicUsize,
     /// The budget a kept [`Tail`] comes out of (see [`StreamRegistry::with_budget`]).
@@ -326,7 +331,9 @@ impl Stream {
             start_position,
             end,
             last_read: Mutex::new(None),
-            tail: Mutex::new(None),
+            tails: Mutex::new(VecDeque::new()),
+            rendering: Mutex::new(Vec::new()),
+            rendered: Condvar::new(),
             batch_hint: AtomicUsize::new(0),
             budget: None,
         })
@@ -568,17 +575,47 @@ impl Stream {
         Ok(())
     }
 
-    /// Renders rendered positions `[from, to)` (records below `end`) from the stream's [`Tail`]
-    /// when it holds `from`, else from the nearest checkpoint.
+    /// Renders rendered positions `[from, to)` (records below `end`); see
+    /// [`Stream::render_window`].
     fn read_window(&self, from: u64, to: u64, end: Option<Offset>) -> Result<Vec<u8>> {
+        lock(&self.rendering).push(to);
+        let _done = RenderingWindow { stream: self, to };
+        self.render_window(from, to, end, true)
+    }
+
+    /// Renders rendered positions `[from, to)` (records below `end`) from one of the stream's
+    /// [`Tail`]s when one holds `from`, else from the nearest checkpoint.
+    ///
+    /// Windows read ahead render in parallel, so the window before this one (ending at `from`)
+    /// may still be rendering the batch `from` falls in, and keeps the rest of it as a tail.
+    /// With `may_defer`, when it is (and the index has the checkpoint `n` where that batch
+    /// ends, inside the window), this render starts at `n` and then takes `[from, n)` from
+    /// that tail once the window before is done, instead of reading, checking and decoding
+    /// the batch a second time (issue 17: 27% more records rendered than read). Without the
+    /// tail, or when the render from `n` fails, it renders as without deferring: the bytes
+    /// are the same either way.
+    fn render_window(
+        &self,
+        from: u64,
+        to: u64,
+        end: Option<Offset>,
+        may_defer: bool,
+    ) -> Result<Vec<u8>> {
         let part = self.part.as_ref();
+        let from0 = from;
         let window = usize::try_from(to - from).unwrap_or(usize::MAX);
         // Room for the window and the rest of the batch it ends in (kept as the tail).
         let mut out = Vec::with_capacity(window.min(1 << 20).saturating_add(READ_CHUNK * 2));
         let mut from = from;
         let checkpoint = {
             let mut st = lock(&self.index.state);
-            let mut tail = lock(&self.tail).take();
+            let mut tail = {
+                let mut tails = lock(&self.tails);
+                let found = tails.iter().position(|t| {
+                    t.end == end && t.at <= from && from < t.at.saturating_add(t.bytes.len() as u64)
+                });
+                found.and_then(|i| tails.remove(i))
+            };
             if tail.as_ref().is_some_and(|t| t.end == end && t.at <= from) {
                 // Bytes kept in memory are served only while the log still holds them: the
                 // index notices retention here (as a read from the log would), by the bounds
@@ -612,7 +649,7 @@ impl Stream {
                     out.extend_from_slice(t.bytes.get(skip..skip + n).unwrap_or_default());
                     from = from.saturating_add(n as u64);
                     if from < held {
-                        *lock(&self.tail) = Some(t);
+                        keep_tail(&mut lock(&self.tails), t);
                         return Ok(out);
                     }
                     let Some(after) = t.after else { return Ok(out) };
@@ -626,9 +663,27 @@ impl Stream {
             // A read that renders past the frontier: what it finds there becomes the index's
             // (up to the log end offset read below).
             let learned = (to > st.frontier.position).then(|| Learned::new(&st, Offset(i64::MAX)));
-            (c, learned)
+            // Defer the batch `from` falls in to the window before, while it renders it (see
+            // above): only below the frontier (nothing to learn) and in the record formats
+            // (raw windows keep no tail).
+            let defer_to = (may_defer
+                && out.is_empty()
+                && learned.is_none()
+                && self.index.renderer.format() != Format::Raw
+                && lock(&self.rendering).contains(&from))
+            .then(|| {
+                let i = st.checkpoints.partition_point(|k| k.position <= from);
+                st.checkpoints.get(i).copied()
+            })
+            .flatten()
+            .filter(|n| n.position > from && n.position < to);
+            if let Some(n) = defer_to {
+                c = n;
+                from = n.position;
+            }
+            (c, learned, defer_to)
         };
-        let (checkpoint, mut learned) = checkpoint;
+        let (checkpoint, mut learned, deferred) = checkpoint;
         if self.index.txn.is_some() {
             // Moves the transaction state (and with it the stable offset) to the log end, as
             // reading an open stream to its end does without transactions; and is the log end
@@ -650,6 +705,48 @@ impl Stream {
             to.saturating_sub(checkpoint.position),
             self.batch_hint.load(Ordering::Relaxed),
         );
+        if let Some(n) = deferred {
+            // From `n` on, after room for the part before it (filled in then: no copy of the
+            // window).
+            let prefix = (n.position - from0) as usize;
+            out.resize(prefix, 0);
+            let mut out = match self.walk_window(&mut w, from, to, end, window, learned, out) {
+                Ok(out) => out,
+                // Whatever went wrong from `n` on, a render from the start says it as
+                // without deferring (e.g. damage at `n` ends a read short rather than failing).
+                Err(_) => return self.render_window(from0, to, end, false),
+            };
+            {
+                let mut r = lock(&self.rendering);
+                while r.contains(&from0) {
+                    r = self.rendered.wait(r).unwrap_or_else(std::sync::PoisonError::into_inner);
+                }
+            }
+            let before = self.render_window(from0, n.position, end, false)?;
+            match out.get_mut(..prefix) {
+                Some(room) if before.len() == prefix => room.copy_from_slice(&before),
+                // The stream ended before `n` (its bound was reached): nothing after it.
+                _ => return Ok(before),
+            }
+            return Ok(out);
+        }
+        self.walk_window(&mut w, from, to, end, window, learned, out)
+    }
+
+    /// The walk of [`Stream::render_window`] from the walker's checkpoint: renders `[from,
+    /// to)` into `out` (which holds `window` bytes when done, or fewer at the stream's end).
+    #[allow(clippy::too_many_arguments)]
+    fn walk_window(
+        &self,
+        w: &mut crate::view::walker::Walker<'_>,
+        from: u64,
+        to: u64,
+        end: Option<Offset>,
+        window: usize,
+        mut learned: Option<Learned>,
+        mut out: Vec<u8>,
+    ) -> Result<Vec<u8>> {
+        let part = self.part.as_ref();
         let mut resume = None;
         let mut at_end = false;
         while w.here.position < to {
@@ -682,8 +779,8 @@ impl Stream {
                         Some(w.here)
                     };
                     let bytes = rest.to_vec();
-                    *lock(&self.tail) =
-                        Some(Tail { at: to, bytes, before, after, end, _held: held });
+                    let tail = Tail { at: to, bytes, before, after, end, _held: held };
+                    keep_tail(&mut lock(&self.tails), tail);
                 }
                 out.truncate(window);
                 resume = Some(before);
@@ -712,6 +809,37 @@ impl Stream {
         }
         self.batch_hint.store(w.batch_hint, Ordering::Relaxed);
         Ok(out)
+    }
+}
+
+/// Tails a stream keeps at once: one per window of a handle rendering in parallel
+/// ([`crate::view::readahead::MAX_PARALLEL`]) and one for a reader's own read.
+const MAX_TAILS: usize = crate::view::readahead::MAX_PARALLEL + 2;
+
+/// Keeps `tail` among `tails`, dropping the oldest beyond [`MAX_TAILS`] and any other at the
+/// same position.
+fn keep_tail(tails: &mut VecDeque<Tail>, tail: Tail) {
+    tails.retain(|t| t.at != tail.at || t.end != tail.end);
+    while tails.len() >= MAX_TAILS {
+        tails.pop_front();
+    }
+    tails.push_back(tail);
+}
+
+/// A window of [`Stream::read_window`] being rendered: its end is in the stream's `rendering`
+/// until dropped.
+struct RenderingWindow<'a> {
+    stream: &'a Stream,
+    to: u64,
+}
+
+impl Drop for RenderingWindow<'_> {
+    fn drop(&mut self) {
+        let mut r = lock(&self.stream.rendering);
+        if let Some(i) = r.iter().position(|&t| t == self.to) {
+            r.swap_remove(i);
+        }
+        self.stream.rendered.notify_all();
     }
 }
 
