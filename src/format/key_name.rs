@@ -56,17 +56,20 @@ pub fn key_hash(key: Option<&[u8]>) -> u64 {
     }
 }
 
+/// A function of a key to its hash (see [`with_key_hash`]).
+#[cfg(test)]
+type KeyHashFn = fn(Option<&[u8]>) -> u64;
+
 #[cfg(test)]
 thread_local! {
     /// A hash that replaces [`key_hash`] on this thread (see [`with_key_hash`]).
-    static TEST_KEY_HASH: std::cell::Cell<Option<fn(Option<&[u8]>) -> u64>> =
-        const { std::cell::Cell::new(None) };
+    static TEST_KEY_HASH: std::cell::Cell<Option<KeyHashFn>> = const { std::cell::Cell::new(None) };
 }
 
 /// Runs `f` with `hash` in place of [`key_hash`] on this thread: unit tests force keys to share a
 /// hash (64-bit collisions cannot be found by search) to check that the index tells them apart.
 #[cfg(test)]
-pub(crate) fn with_key_hash<T>(hash: fn(Option<&[u8]>) -> u64, f: impl FnOnce() -> T) -> T {
+pub(crate) fn with_key_hash<T>(hash: KeyHashFn, f: impl FnOnce() -> T) -> T {
     struct Reset;
     impl Drop for Reset {
         fn drop(&mut self) {
