@@ -1197,6 +1197,60 @@ mod tests {
         assert_eq!(top.encode(Offset(40_000), 77), one.encode(Offset(40_000), 77));
     }
 
+    /// Keys of one hash (forced: every key hashes to its length here, so `aa`, `bb` and `cc`
+    /// collide, as do `x` and `y`, and the empty key shares the null key's 0) are kept apart by their bytes, in
+    /// the bulk builder (sorted, in parts) and in the incremental one (and one on top of an
+    /// encoded index), and a query for one returns that key's offsets only.
+    #[test]
+    fn keys_of_one_hash_are_kept_apart() {
+        fn by_len(key: Option<&[u8]>) -> u64 {
+            key.map_or(0, |k| k.len() as u64)
+        }
+        crate::format::key_name::with_key_hash(by_len, || {
+            let keys: [Option<&[u8]>; 6] =
+                [Some(b"aa"), Some(b"bb"), Some(b"cc"), Some(b"x"), Some(b"y"), None];
+            // Offset o holds keys[o % 6], or the empty key when o % 11 == 0.
+            let key = |o: i64| if o % 11 == 0 { Some(&b""[..]) } else { keys[(o % 6) as usize] };
+            let mut one = KeyIndexBuilder::new(Offset(0));
+            let mut parts: Vec<BulkKeyIndexBuilder> =
+                (0..2).map(|_| BulkKeyIndexBuilder::new(Offset(0))).collect();
+            for o in 0..3000 {
+                one.add(key(o), Offset(o));
+                parts[(o / 1500) as usize].add(key(o), Offset(o));
+            }
+            let mut bulk = parts.remove(0);
+            bulk.append(parts.remove(0));
+            let encoded = bulk.encode(Offset(3000), 9);
+            assert_eq!(encoded, one.encode(Offset(3000), 9));
+            let index = SegmentKeyIndex::decode(encoded).unwrap();
+            assert_eq!(index.key_count(), 7);
+            assert_eq!(index.entries_with_hash(2).len(), 3);
+            let mut top = KeyIndexBuilder::on_top_of(
+                SegmentKeyIndex::decode(one.encode(Offset(3000), 9)).unwrap(),
+            );
+            for o in 3000..3100 {
+                top.add(key(o), Offset(o));
+                one.add(key(o), Offset(o));
+            }
+            let mut all = keys.to_vec();
+            all.push(Some(b""));
+            for k in all {
+                let want: Vec<i64> = (0..3000).filter(|&o| key(o) == k).collect();
+                let entry = index.find(k).unwrap();
+                assert_eq!(index.key_of(&entry).unwrap(), k);
+                let got: Vec<i64> = index.postings(&entry).unwrap().iter().map(|o| o.0).collect();
+                assert_eq!(got, want, "encoded, key {k:?}");
+                assert_eq!(one.offsets_from(k, Offset(0))[..want.len()], want[..], "key {k:?}");
+                assert_eq!(top.offsets(k), one.offsets(k), "on top, key {k:?}");
+                assert!(one.offsets(k).iter().all(|&o| key(o) == k), "key {k:?}");
+            }
+            // A key of a shared hash that the segment does not hold is not found.
+            assert!(index.find(Some(b"dd")).is_none());
+            assert!(one.offsets(Some(b"dd")).is_empty());
+            assert!(top.offsets(Some(b"z")).is_empty());
+        });
+    }
+
     /// Bytes with a valid CRC but hostile contents never panic.
     #[test]
     fn hostile_contents_with_a_valid_crc_never_panic() {

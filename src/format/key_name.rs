@@ -46,10 +46,39 @@ pub enum KeyName {
 /// The 64-bit hash of a key that the key index sorts its dictionary by (xxHash64, seed 0; the
 /// null key hashes to 0, and the dictionary tells it from a key of that hash by its bytes).
 pub fn key_hash(key: Option<&[u8]>) -> u64 {
+    #[cfg(test)]
+    if let Some(hash) = TEST_KEY_HASH.with(std::cell::Cell::get) {
+        return hash(key);
+    }
     match key {
         Some(key) => XxHash64::oneshot(0, key),
         None => 0,
     }
+}
+
+/// A function of a key to its hash (see [`with_key_hash`]).
+#[cfg(test)]
+type KeyHashFn = fn(Option<&[u8]>) -> u64;
+
+#[cfg(test)]
+thread_local! {
+    /// A hash that replaces [`key_hash`] on this thread (see [`with_key_hash`]).
+    static TEST_KEY_HASH: std::cell::Cell<Option<KeyHashFn>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` with `hash` in place of [`key_hash`] on this thread: unit tests force keys to share a
+/// hash (64-bit collisions cannot be found by search) to check that the index tells them apart.
+#[cfg(test)]
+pub(crate) fn with_key_hash<T>(hash: KeyHashFn, f: impl FnOnce() -> T) -> T {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            TEST_KEY_HASH.with(|h| h.set(None));
+        }
+    }
+    TEST_KEY_HASH.with(|h| h.set(Some(hash)));
+    let _reset = Reset;
+    f()
 }
 
 /// The two hashes a long key's name holds: [`key_hash`] and xxHash64 with seed 1 (128 bits

@@ -116,6 +116,20 @@ struct CachedBatch {
     base: Offset,
     last: Offset,
     bytes: Vec<u8>,
+    /// The source checked its CRC when it read it ([`crate::source::BatchChunk::crc_checked`]),
+    /// so decoding it does not check it again.
+    crc_checked: bool,
+}
+
+impl CachedBatch {
+    /// The batch decoded (its CRC checked once: by the source or here).
+    fn decode(&self) -> std::result::Result<crate::format::Batch<'_>, crate::format::DecodeError> {
+        if self.crc_checked {
+            crate::format::decode_batch_unverified(&self.bytes)
+        } else {
+            decode_batch(&self.bytes)
+        }
+    }
 }
 
 /// Reads the batch holding `offset` (`ESTALE` when retention deleted it).
@@ -125,6 +139,7 @@ fn batch_holding(part: &dyn PartitionSource, offset: Offset) -> Result<CachedBat
         e => e,
     })?;
     let chunk = part.read(&cursor, 1)?;
+    let crc_checked = chunk.crc_checked;
     let header = peek_entry(&chunk.bytes)
         .map_err(|e| {
             let (file, pos) = part.byte_location(&cursor, e.at as u64);
@@ -143,7 +158,7 @@ fn batch_holding(part: &dyn PartitionSource, offset: Offset) -> Result<CachedBat
     if offset > info.last_offset {
         return Err(Error::StaleHandle);
     }
-    Ok(CachedBatch { base: info.base_offset, last: info.last_offset, bytes })
+    Ok(CachedBatch { base: info.base_offset, last: info.last_offset, bytes, crc_checked })
 }
 
 /// Renders the record at `offset` of `batch` with `renderer` (raw: the batch itself) into
@@ -163,7 +178,7 @@ fn render_unit(
         let (file, pos) = part.byte_location(&ReadCursor::at(batch.base), e.at as u64);
         Error::corrupt(file, pos, e.to_string())
     };
-    let decoded = decode_batch(&batch.bytes).map_err(corrupt)?;
+    let decoded = batch.decode().map_err(corrupt)?;
     let info: BatchInfo = decoded.info().clone();
     for record in decoded.records() {
         let record = record.map_err(corrupt)?;
@@ -413,7 +428,7 @@ pub fn latest_record(
             cached = Some(batch_holding(part, hit.offset)?);
         }
         let Some(batch) = cached.as_ref() else { continue };
-        let decoded = decode_batch(&batch.bytes).map_err(|e| {
+        let decoded = batch.decode().map_err(|e| {
             let (file, pos) = part.byte_location(&ReadCursor::at(batch.base), e.at as u64);
             Error::corrupt(file, pos, e.to_string())
         })?;
