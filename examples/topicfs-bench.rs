@@ -1203,7 +1203,12 @@ impl Mount {
             .arg(mnt)
             .arg("-f")
             .args(args)
-            .env("RUST_LOG", "warn")
+            // `TOPICFS_BENCH_DAEMON_LOG` (an env_logger filter) traces the daemon into
+            // `<work>/daemon.log`, e.g. `topicfs::cluster::conn=trace` for every request.
+            .env(
+                "RUST_LOG",
+                std::env::var("TOPICFS_BENCH_DAEMON_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
