@@ -28,6 +28,60 @@ use crate::format::{
 };
 use crate::storage::segment_files::SegmentFiles;
 
+/// The filesystem operation (one `lookup`, `open`, `read`, `getattr`, ...) running on this
+/// thread, as a moment: a source may answer a question of that operation with what it learned
+/// from an answer *asked after the operation began*, without asking again.
+///
+/// **Invariant** (what makes this linearizable): an answer asked after the operation began
+/// reflects every change the source had acknowledged before the operation began, so one such
+/// answer serves every question of the operation as "the partition at that moment". An answer
+/// asked before it, however recent, does not: another client's record produced a moment before
+/// the operation must be visible to it. A question asked outside any operation (a background
+/// thread) never reuses anything on this account.
+///
+/// Operations nest: an operation begun while one runs on the thread keeps the outer one's
+/// moment (the inner one is part of it). Made by the filesystem layer at the top of each
+/// filesystem method; dropped at its end.
+#[must_use = "the operation ends when this is dropped"]
+pub struct Operation {
+    outer: Option<Instant>,
+}
+
+thread_local! {
+    static OPERATION_BEGAN: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+}
+
+impl Operation {
+    /// Begins an operation on this thread (or joins the one running).
+    pub fn begin() -> Operation {
+        let outer = OPERATION_BEGAN.with(|b| {
+            let outer = b.get();
+            if outer.is_none() {
+                b.set(Some(Instant::now()));
+            }
+            outer
+        });
+        Operation { outer }
+    }
+
+    /// When the operation running on this thread began; `None` outside any operation.
+    pub fn began() -> Option<Instant> {
+        OPERATION_BEGAN.with(std::cell::Cell::get)
+    }
+
+    /// Whether an answer asked at `asked` answers for the operation running on this thread:
+    /// asked at or after it began.
+    pub fn covers(asked: Instant) -> bool {
+        Operation::began().is_some_and(|began| asked >= began)
+    }
+}
+
+impl Drop for Operation {
+    fn drop(&mut self) {
+        OPERATION_BEGAN.with(|b| b.set(self.outer));
+    }
+}
+
 /// [`PartitionSource::sizing_budget`] of a source that states none: 16 MiB of log.
 pub const DEFAULT_SIZING_BUDGET: u64 = 16 << 20;
 
@@ -580,4 +634,33 @@ pub trait GroupStore: Send + Sync {
     /// Commits `offsets` (partition, offset) of `topic` for `group`: all of them or none, and
     /// durably before it returns. `ReadOnly` where commits are not possible.
     fn commit(&self, group: &str, topic: &str, offsets: &[(u32, Offset)]) -> Result<()>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Operation;
+    use std::time::Instant;
+
+    #[test]
+    fn an_operation_covers_answers_asked_after_it_began_and_only_while_it_runs() {
+        let before = Instant::now();
+        assert!(!Operation::covers(before), "outside any operation");
+        {
+            let _op = Operation::begin();
+            let began = Operation::began().unwrap();
+            assert!(!Operation::covers(before), "asked before the operation began");
+            assert!(Operation::covers(Instant::now()));
+            {
+                // A nested operation keeps the outer moment.
+                let _inner = Operation::begin();
+                assert_eq!(Operation::began(), Some(began));
+            }
+            assert_eq!(Operation::began(), Some(began), "the inner end does not end the outer");
+        }
+        assert_eq!(Operation::began(), None);
+        assert!(!Operation::covers(Instant::now()));
+        // Another thread runs its own operations.
+        let _op = Operation::begin();
+        std::thread::spawn(|| assert_eq!(Operation::began(), None)).join().unwrap();
+    }
 }

@@ -367,47 +367,88 @@ impl Connection {
 
     /// Sends `req` at `version` and waits for its response until `deadline`.
     pub fn call<R: Api>(&self, req: &R, version: i16, deadline: Instant) -> Result<R::Response> {
+        let mut answers = self.call_all(std::slice::from_ref(req), version, deadline)?;
+        answers.pop().unwrap_or_else(|| Err(self.dead_error(R::KEY, "no response")))
+    }
+
+    /// Sends every request of `reqs` at `version` at once (pipelined: their frames in one
+    /// write, each under its own correlation id), then waits for each response until
+    /// `deadline`: one round trip for all of them instead of one each. The answers are in the
+    /// order of `reqs`; a request that timed out (which kills the connection) or whose answer
+    /// does not decode is an error in its place. `Err` when nothing could be sent.
+    pub fn call_all<R: Api>(
+        &self,
+        reqs: &[R],
+        version: i16,
+        deadline: Instant,
+    ) -> Result<Vec<Result<R::Response>>> {
         let api = R::KEY;
-        let (id, frame) = self.encode(req, version)?;
+        let mut frames = Vec::with_capacity(reqs.len());
+        for req in reqs {
+            frames.push(self.encode(req, version)?);
+        }
         let sent = Instant::now();
-        let (tx, rx) = mpsc::sync_channel(1);
+        let mut waits = Vec::with_capacity(frames.len());
         {
             let mut p = lock(&self.shared.pending);
             if let Some(why) = &p.dead {
                 return Err(self.dead_error(api, why));
             }
-            p.waiters.insert(id, tx);
+            for (id, _) in &frames {
+                let (tx, rx) = mpsc::sync_channel(1);
+                p.waiters.insert(*id, tx);
+                waits.push((*id, rx));
+            }
         }
-        self.counts.note(api);
-        if let Err(e) = self.write_frame(&frame, deadline) {
-            lock(&self.shared.pending).waiters.remove(&id);
+        let written = match frames.as_slice() {
+            [(_, frame)] => self.write_frame(frame, deadline),
+            _ => {
+                let all: Vec<&[u8]> = frames.iter().map(|(_, f)| f.as_ref()).collect();
+                self.write_frame(&all.concat(), deadline)
+            }
+        };
+        for _ in &frames {
+            self.counts.note(api);
+        }
+        if let Err(e) = written {
+            let mut p = lock(&self.shared.pending);
+            for (id, _) in &frames {
+                p.waiters.remove(id);
+            }
             return Err(e);
         }
-        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(response) => {
-                log::trace!(
-                    "broker {}: {} v{version}: {} bytes answered in {:?}",
-                    self.addr,
-                    api_name(api),
-                    response.len(),
-                    sent.elapsed()
-                );
-                self.decode::<R>(version, response)
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                lock(&self.shared.pending).waiters.remove(&id);
-                self.kill(&format!("{} timed out", api_name(api)));
-                Err(Error::Timeout {
-                    broker: self.addr.to_string(),
-                    what: api_name(api).to_string(),
-                    after_ms: self.timeout_ms,
-                })
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                let why = self.shared.dead().unwrap_or_else(|| "connection closed".to_string());
-                Err(self.dead_error(api, &why))
-            }
+        let mut answers = Vec::with_capacity(waits.len());
+        for (id, rx) in waits {
+            answers.push(
+                match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                    Ok(response) => {
+                        log::trace!(
+                            "broker {}: {} v{version}: {} bytes answered in {:?}",
+                            self.addr,
+                            api_name(api),
+                            response.len(),
+                            sent.elapsed()
+                        );
+                        self.decode::<R>(version, response)
+                    }
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        lock(&self.shared.pending).waiters.remove(&id);
+                        self.kill(&format!("{} timed out", api_name(api)));
+                        Err(Error::Timeout {
+                            broker: self.addr.to_string(),
+                            what: api_name(api).to_string(),
+                            after_ms: self.timeout_ms,
+                        })
+                    }
+                    Err(mpsc::RecvTimeoutError::Disconnected) => {
+                        let why =
+                            self.shared.dead().unwrap_or_else(|| "connection closed".to_string());
+                        Err(self.dead_error(api, &why))
+                    }
+                },
+            );
         }
+        Ok(answers)
     }
 
     /// Sends `req` without waiting for a response (Produce with `acks=0`, which has none).

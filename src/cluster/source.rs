@@ -3,7 +3,7 @@
 //! | seam method | request |
 //! |---|---|
 //! | `topics`, `partitions`, `partition` | Metadata (cached for `metadata.max.age.ms`) |
-//! | `summary` | ListOffsets earliest, then latest (two requests; see [`Bounds`]) |
+//! | `summary` | ListOffsets earliest and latest (two requests in one round trip, once per filesystem operation; see [`Bounds`]) |
 //! | `offset_for` | ListOffsets with the timestamp or `-3`; `-1` and `-2` as `summary` |
 //! | `seek` | as `summary` (range check), then [`ReadCursor::at`] |
 //! | `read` | Fetch from the cursor's offset (its answer's log start, high watermark and last stable offset kept as the bounds; `stated_bounds` are the bounds last stated), or none when one of the mount's last Fetch answers started there ([`Answers`]) |
@@ -38,7 +38,7 @@ use crate::error::{Error, Result};
 use crate::format::control::{ControlRecordType, parse_control_key};
 use crate::format::{NewRecord, Offset, RecordRef, decode_batch, parse_batch_info, peek_entry};
 use crate::source::{
-    AbortedTxn, AppendInfo, BatchChunk, FetchMemory, OffsetQuery, PartitionSource,
+    AbortedTxn, AppendInfo, BatchChunk, FetchMemory, OffsetQuery, Operation, PartitionSource,
     PartitionSummary, ReadCursor, TopicSource,
 };
 
@@ -99,7 +99,7 @@ pub const CLUSTER_SIZING_BUDGET: u64 = 64 << 10;
 /// How long a partition's log start and end offsets, as a ListOffsets or Fetch answer stated
 /// them, answer for the broker by default (see [`Bounds`]): not at all. A name resolved, or a
 /// size shown, is the partition as of that moment (a record another client produced a moment
-/// before is in it), at two ListOffsets per question.
+/// before is in it), at two ListOffsets per filesystem operation that asks ([`Operation`]).
 pub const BOUNDS_FRESH: Duration = Duration::ZERO;
 
 /// A partition's log start and end offsets as last learned, from ListOffsets (earliest and
@@ -110,9 +110,12 @@ pub const BOUNDS_FRESH: Duration = Duration::ZERO;
 ///   ([`PartitionSource::stated_bounds`]) without asking: a sequential reader, whose every
 ///   Fetch states the end, asks no ListOffsets.
 /// - [`ClusterPartition::bounds`] (and so `summary`, `seek`, `holds`, `offset_for` latest and
-///   earliest) answers from them while younger than the source's freshness window
-///   ([`BOUNDS_FRESH`], zero unless [`ClusterSource::with_bounds_fresh`] says otherwise), else
-///   asks ListOffsets again. An append through this source makes them stale at once.
+///   earliest) answers from them when they were asked after the filesystem operation running
+///   on the thread began ([`Operation`]: one ListOffsets pair, or a Fetch, serves every
+///   question of one `lookup`, `open` or `getattr`, and the partition is still as of a moment
+///   of that operation), or while younger than the source's freshness window ([`BOUNDS_FRESH`],
+///   zero unless [`ClusterSource::with_bounds_fresh`] says otherwise); else it asks
+///   ListOffsets again. An append through this source makes them stale at once.
 ///
 /// **Invariant**: `end` never decreases: it is at least every end stated since (ListOffsets
 /// latest, and the high watermark or, reading committed, the last stable offset of every
@@ -355,26 +358,29 @@ impl ClusterPartition {
         self.partition as i32
     }
 
-    /// (log start offset, log end offset): the learned [`Bounds`] while fresh, else two
-    /// ListOffsets requests (Kafka refuses one request naming a partition twice, and tansu
-    /// answers both with the first). Reading uncommitted, the log end is the high watermark;
+    /// (log start offset, log end offset): the learned [`Bounds`] while fresh, else ListOffsets
+    /// earliest and latest (two requests, pipelined: one round trip). Reading uncommitted, the log end is the high watermark;
     /// reading committed, the last stable offset (ListOffsets asks at the client's isolation
     /// level, which the mount makes the streams' own).
     fn bounds(&self) -> Result<(Offset, Offset)> {
         {
             let b = crate::sync::lock(&self.bounds);
-            if b.learned.is_some_and(|t| t.elapsed() < self.bounds_fresh) {
+            if b.learned.is_some_and(|t| t.elapsed() < self.bounds_fresh || Operation::covers(t)) {
                 return Ok((b.start, b.end.max(b.start)));
             }
         }
-        let ask = |ts| -> Result<Offset> {
-            let listed =
-                self.client.list_offset(&self.topic, self.p(), ts).map_err(|e| self.named(e))?;
+        let asked = Instant::now();
+        let queries = [EARLIEST, LATEST].map(|ts| (self.topic.clone(), self.p(), ts));
+        let answers = self.client.list_offsets(&queries).map_err(|e| self.named(e))?;
+        let mut answers = answers.into_iter().map(|(_, answer)| answer);
+        let mut offset = || -> Result<Offset> {
+            let listed = answers
+                .next()
+                .unwrap_or_else(|| Err(Error::NotFound(format!("{}/{}", self.topic, self.p()))))
+                .map_err(|e| self.named(e))?;
             Ok(listed.map_or(Offset(0), |l: ListedOffset| l.offset).max(Offset(0)))
         };
-        let asked = Instant::now();
-        let start = ask(EARLIEST)?;
-        let end = ask(LATEST)?;
+        let (start, end) = (offset()?, offset()?);
         let mut b = crate::sync::lock(&self.bounds);
         b.start = start;
         b.end = b.end.max(end);

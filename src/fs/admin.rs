@@ -17,6 +17,7 @@ impl TopicFs {
     /// `mkdir`: a topic in the root (with [`FsOptions::partitions_per_topic`](super::FsOptions::partitions_per_topic) partitions), or
     /// the next partition in a topic. Nowhere else.
     pub fn mkdir(&self, parent: u64, name: &OsStr) -> Result<Entry> {
+        let _op = crate::source::Operation::begin();
         let parent = self.node(parent)?;
         self.check_writable()?;
         let name = name_str(name)?;

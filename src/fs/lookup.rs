@@ -27,6 +27,7 @@ use super::{TopicFs, describe, is_stream, name_str, needs_segment_files, segment
 impl TopicFs {
     /// Looks `name` up in directory `parent`, taking one kernel reference on the result.
     pub fn lookup(&self, parent: u64, name: &OsStr) -> Result<Entry> {
+        let _op = crate::source::Operation::begin();
         let parent = self.node(parent)?;
         let node = self.child(&parent, name)?;
         if is_stream(&node) {
@@ -55,6 +56,7 @@ impl TopicFs {
 
     /// Attributes of `ino`; `fh` (when the kernel passes one) selects an open stream's view.
     pub fn getattr(&self, ino: u64, fh: Option<u64>) -> Result<AttrReply> {
+        let _op = crate::source::Operation::begin();
         let node = self.node(ino)?;
         if is_stream(&node) {
             let stream = match fh.map(|fh| self.handles.get(fh)) {
@@ -72,6 +74,7 @@ impl TopicFs {
     /// `setattr`: only `append` files accept a change, and only truncation to 0 (what `>`
     /// does) and time updates (`touch`), both without effect. Everything else is refused.
     pub fn setattr(&self, ino: u64, request: &SetAttrRequest) -> Result<AttrReply> {
+        let _op = crate::source::Operation::begin();
         let node = self.node(ino)?;
         let reply = self.getattr(ino, None)?;
         match node {

@@ -22,6 +22,7 @@ impl TopicFs {
     /// their file on disk as [`Opened::backing`]); `append` files are write-only in effect
     /// (reading them gives nothing).
     pub fn open(&self, ino: u64, request: OpenRequest) -> Result<Opened> {
+        let _op = crate::source::Operation::begin();
         let node = self.node(ino)?;
         let direct =
             |fh| Opened { fh, direct_io: true, keep_cache: false, backing: None, no_flush: true };
@@ -160,6 +161,7 @@ impl TopicFs {
 
     /// Reads up to `size` bytes at `offset` of an open file (fewer at its current end).
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
+        let _op = crate::source::Operation::begin();
         let size = size as usize;
         match &*self.handles.get(fh)? {
             Handle::Text(text) | Handle::Group { text, .. } => {
@@ -200,6 +202,7 @@ impl TopicFs {
     /// Closes a file handle. A partial line still pending (no `flush` came) is appended; its
     /// error, if any, is returned for logging (the kernel does not pass it to anyone).
     pub fn release(&self, fh: u64) -> Result<()> {
+        let _op = crate::source::Operation::begin();
         let handle = self.handles.remove(fh)?;
         match &*handle {
             Handle::Stream { ino, stream, .. } => {

@@ -18,6 +18,7 @@ impl TopicFs {
     /// Opens a directory: its entries are listed now, and served from this list until
     /// `releasedir` (or a `readdir` from offset 0, which lists again).
     pub fn opendir(&self, ino: u64) -> Result<Opened> {
+        let _op = crate::source::Operation::begin();
         let node = self.node(ino)?;
         if !node.is_dir() {
             return Err(Error::NotFound(format!("{} is not a directory", describe(&node))));
@@ -36,6 +37,7 @@ impl TopicFs {
         offset: u64,
         add: &mut dyn FnMut(&DirEntry) -> bool,
     ) -> Result<()> {
+        let _op = crate::source::Operation::begin();
         let handle = self.handles.get(fh)?;
         let Handle::Dir { ino: dir_ino, entries } = &*handle else {
             return Err(Error::StaleHandle);

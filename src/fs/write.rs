@@ -15,6 +15,7 @@ impl TopicFs {
     /// returns. `owner` is the kernel's lock owner of the writing process, when sent. Returns
     /// the bytes accepted (all of `data`).
     pub fn write(&self, fh: u64, data: &[u8], owner: Option<u64>) -> Result<u32> {
+        let _op = crate::source::Operation::begin();
         self.check_open()?;
         match &*self.handles.get(fh)? {
             Handle::Append(state) => {
@@ -34,6 +35,7 @@ impl TopicFs {
     /// line when the closing process (`owner`) wrote it, so its errors reach that `close()`;
     /// see [`AppendState::flush_by`](super::append::AppendState::flush_by).
     pub fn flush(&self, fh: u64, owner: Option<u64>) -> Result<()> {
+        let _op = crate::source::Operation::begin();
         self.check_open()?;
         match &*self.handles.get(fh)? {
             Handle::Append(state) => lock(state).flush_by(owner),
@@ -50,6 +52,7 @@ impl TopicFs {
 
     /// `fsync`: makes an append file's records durable. Nothing to do for read-only files.
     pub fn fsync(&self, fh: u64) -> Result<()> {
+        let _op = crate::source::Operation::begin();
         match &*self.handles.get(fh)? {
             Handle::Append(state) => lock(state).sync(),
             _ => Ok(()),

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::tansu::{Tansu, free_port};
+use kafka_protocol::messages::ApiKey;
 use topicfs::cluster::client::{EARLIEST, FetchOptions, LATEST, MAX_TIMESTAMP};
 use topicfs::cluster::config::{IsolationLevel, parse_bootstrap};
 use topicfs::cluster::{Client, ClientConfig};
@@ -265,6 +266,15 @@ fn cluster_list_offsets_earliest_latest_by_time_and_max_timestamp() {
     let got: Vec<Option<i64>> =
         all.into_iter().map(|(_, r)| r.unwrap().map(|o| o.offset.0)).collect();
     assert_eq!(got, [Some(10), Some(0), Some(0)]);
+    // One partition asked twice in one call (the log start and end of a stream's bounds): two
+    // requests, pipelined on the connection, each answered for its own question.
+    let before = c.request_counts().get(ApiKey::ListOffsets);
+    let both =
+        c.list_offsets(&[("times".into(), 0, EARLIEST), ("times".into(), 0, LATEST)]).unwrap();
+    let got: Vec<Option<i64>> =
+        both.into_iter().map(|(_, r)| r.unwrap().map(|o| o.offset.0)).collect();
+    assert_eq!(got, [Some(0), Some(10)]);
+    assert_eq!(c.request_counts().get(ApiKey::ListOffsets) - before, 2);
 }
 
 #[test]

@@ -624,9 +624,10 @@ fn cluster_open_and_first_read_cost_the_same_requests_whatever_the_partition_siz
             );
             // At most one Fetch to size at the lookup, one at the fstat; the first read is
             // served by the lookup's Fetch answer of offset 0 (the mount keeps its last
-            // answers). The bounds asked (two ListOffsets a time) by the lookup, open and
-            // fstat, not the read.
-            assert!(opened.0 <= 2 && opened.1 <= 20, "{opened:?}");
+            // answers). The bounds asked once per operation (ListOffsets earliest and latest,
+            // pipelined) by the lookup, the open and the fstat, never again within one of them,
+            // and not by the read.
+            assert!(opened.0 <= 2 && opened.1 <= 6, "{opened:?}");
             // Reads learn the log end from their Fetch answers: no ListOffsets per read (the
             // bounds asked once at the end of the stream at most, whatever its length).
             assert!(list_offsets <= 2, "{list_offsets} ListOffsets");

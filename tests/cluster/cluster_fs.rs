@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use common::fs_fixture::{self, FsFixture};
 use common::tansu::Tansu;
+use kafka_protocol::messages::ApiKey;
 use topicfs::Error;
 use topicfs::cluster::config::parse_bootstrap;
 use topicfs::cluster::{Client, ClientConfig, ClusterSource};
@@ -201,4 +202,34 @@ fn cluster_fs_read_only_refuses_appends_and_mkdir() {
     assert!(f.fs.mkdir(ROOT_INO, OsStr::new("u")).is_err());
     assert!(f.append("t/0/append", b"x\n").is_err());
     assert_eq!(f.text("t/0/by-offset/0"), "");
+}
+
+#[test]
+fn cluster_fs_every_operation_sees_what_another_client_produced_before_it_asking_the_bounds_once() {
+    let f = fixture();
+    f.fs.mkdir(ROOT_INO, OsStr::new("lin")).unwrap();
+    let bootstrap = parse_bootstrap(&f._broker.bootstrap()).unwrap();
+    let other = Client::connect(bootstrap, ClientConfig::default()).unwrap();
+    let produce = |v: &str| {
+        let record = NewRecord { value: Some(v.as_bytes().to_vec()), ..NewRecord::default() };
+        other.produce("lin", 0, &[record]).unwrap();
+    };
+    let list_offsets = || f.source.client().request_counts().get(ApiKey::ListOffsets);
+    produce("a");
+    let ino = f.ino("lin/0/by-offset/0").unwrap();
+    let mut want = String::from("a\n");
+    assert_eq!(f.fs.getattr(ino, None).unwrap().attr.size, want.len() as u64);
+    for v in ["b", "c", "d"] {
+        produce(v);
+        want.push_str(&format!("{v}\n"));
+        // The next operation sees the record at once: no window in which bounds learned by an
+        // earlier operation hide it.
+        let before = list_offsets();
+        assert_eq!(f.fs.getattr(ino, None).unwrap().attr.size, want.len() as u64, "after {v}");
+        // One operation asks the bounds once (ListOffsets earliest and latest), however many
+        // questions of it need them.
+        assert_eq!(list_offsets() - before, 2, "after {v}");
+        assert_eq!(f.text("lin/0/by-offset/-1"), format!("{v}\n"));
+        assert_eq!(f.text("lin/0/by-offset/0"), want);
+    }
 }

@@ -146,6 +146,10 @@ impl Client {
             .collect())
     }
 
+    /// The questions `idx` of `queries` to the broker `leader`: one ListOffsets request per
+    /// round of distinct partitions (Kafka refuses a request naming a partition twice, and
+    /// tansu answers both with the first), all rounds pipelined on the connection, so the log
+    /// start and end of a partition cost one round trip.
     fn list_offsets_on(
         &self,
         md: &ClusterMetadata,
@@ -156,7 +160,9 @@ impl Client {
     ) -> Result<Vec<(usize, Result<Option<ListedOffset>>)>> {
         let conn = self.broker_conn(md, leader, deadline)?;
         let version = conn.version::<ListOffsetsRequest>(LIST_OFFSETS_MAX)?;
-        let mut topics: BTreeMap<&str, Vec<ListOffsetsPartition>> = BTreeMap::new();
+        // Round r holds each partition's r-th question.
+        let mut rounds: Vec<Vec<usize>> = Vec::new();
+        let mut seen: BTreeMap<(&str, i32), usize> = BTreeMap::new();
         for &i in idx {
             let (t, p, ts) = &queries[i];
             if *ts == MAX_TIMESTAMP && version < 7 {
@@ -168,6 +174,64 @@ impl Client {
                     ),
                 });
             }
+            let round = seen.entry((t.as_str(), *p)).or_default();
+            if *round == rounds.len() {
+                rounds.push(Vec::new());
+            }
+            if let Some(r) = rounds.get_mut(*round) {
+                r.push(i);
+            }
+            *round += 1;
+        }
+        let reqs: Vec<ListOffsetsRequest> =
+            rounds.iter().map(|round| self.list_offsets_request(queries, round)).collect();
+        let answers = conn.call_all(&reqs, version, deadline)?;
+        let broker = conn.addr().to_string();
+        let mut out = Vec::new();
+        for (round, r) in rounds.iter().zip(answers) {
+            let r = r?;
+            for &i in round {
+                let (t, p, _) = &queries[i];
+                let answer = r
+                    .topics
+                    .iter()
+                    .filter(|rt| rt.name.0.as_str() == t)
+                    .flat_map(|rt| rt.partitions.iter())
+                    .find(|rp| rp.partition_index == *p);
+                let res = match answer {
+                    None => Err(Error::Protocol {
+                        broker: broker.clone(),
+                        what: format!("ListOffsets without {t}/{p}"),
+                    }),
+                    Some(rp) if rp.error_code != 0 => Err(kafka_error(
+                        &broker,
+                        "ListOffsets",
+                        rp.error_code,
+                        Some(t),
+                        Some(*p),
+                        None,
+                    )),
+                    Some(rp) if rp.offset < 0 => Ok(None),
+                    Some(rp) => Ok(Some(ListedOffset {
+                        offset: Offset(rp.offset),
+                        timestamp: rp.timestamp,
+                    })),
+                };
+                out.push((i, res));
+            }
+        }
+        Ok(out)
+    }
+
+    /// One ListOffsets request for the questions `round` of `queries` (distinct partitions).
+    fn list_offsets_request(
+        &self,
+        queries: &[(String, i32, i64)],
+        round: &[usize],
+    ) -> ListOffsetsRequest {
+        let mut topics: BTreeMap<&str, Vec<ListOffsetsPartition>> = BTreeMap::new();
+        for &i in round {
+            let (t, p, ts) = &queries[i];
             topics.entry(t).or_default().push(
                 ListOffsetsPartition::default()
                     .with_partition_index(*p)
@@ -175,7 +239,7 @@ impl Client {
                     .with_timestamp(*ts),
             );
         }
-        let req = ListOffsetsRequest::default()
+        ListOffsetsRequest::default()
             .with_replica_id(BrokerId(-1))
             .with_isolation_level(self.config.isolation_level.wire())
             .with_timeout_ms(ms_i32(self.config.request_timeout))
@@ -186,33 +250,6 @@ impl Client {
                         ListOffsetsTopic::default().with_name(name(t)).with_partitions(ps)
                     })
                     .collect(),
-            );
-        let r = conn.call(&req, version, deadline)?;
-        let broker = conn.addr().to_string();
-        let mut out = Vec::new();
-        for &i in idx {
-            let (t, p, _) = &queries[i];
-            let answer = r
-                .topics
-                .iter()
-                .filter(|rt| rt.name.0.as_str() == t)
-                .flat_map(|rt| rt.partitions.iter())
-                .find(|rp| rp.partition_index == *p);
-            let res = match answer {
-                None => Err(Error::Protocol {
-                    broker: broker.clone(),
-                    what: format!("ListOffsets without {t}/{p}"),
-                }),
-                Some(rp) if rp.error_code != 0 => {
-                    Err(kafka_error(&broker, "ListOffsets", rp.error_code, Some(t), Some(*p), None))
-                }
-                Some(rp) if rp.offset < 0 => Ok(None),
-                Some(rp) => {
-                    Ok(Some(ListedOffset { offset: Offset(rp.offset), timestamp: rp.timestamp }))
-                }
-            };
-            out.push((i, res));
-        }
-        Ok(out)
+            )
     }
 }
