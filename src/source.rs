@@ -42,18 +42,45 @@ use crate::storage::segment_files::SegmentFiles;
 /// Operations nest: an operation begun while one runs on the thread keeps the outer one's
 /// moment (the inner one is part of it). Made by the filesystem layer at the top of each
 /// filesystem method; dropped at its end.
+///
+/// The process also counts the operations running on behalf of a caller (not background
+/// work, [`Operation::begin_background`]) and when the last one ended, so background work can
+/// wait for a quiet moment ([`Operation::quiet_for`]) instead of queueing its requests ahead of
+/// a caller's on a shared connection.
 #[must_use = "the operation ends when this is dropped"]
 pub struct Operation {
     outer: Option<Instant>,
+    /// Counted in [`RUNNING_OPERATIONS`] (an outermost operation for a caller).
+    counted: bool,
 }
 
 thread_local! {
     static OPERATION_BEGAN: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
 }
 
+/// Outermost caller operations running now in the process.
+static RUNNING_OPERATIONS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// When the last caller operation ended, in nanoseconds since [`operations_epoch`].
+static LAST_OPERATION_ENDED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn operations_epoch() -> Instant {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
 impl Operation {
-    /// Begins an operation on this thread (or joins the one running).
+    /// Begins an operation for a caller on this thread (or joins the one running).
     pub fn begin() -> Operation {
+        Operation::begin_counted(true)
+    }
+
+    /// Begins an operation of background work: as [`Operation::begin`], but not counted as
+    /// a caller's ([`Operation::quiet_for`]).
+    pub fn begin_background() -> Operation {
+        Operation::begin_counted(false)
+    }
+
+    fn begin_counted(counted: bool) -> Operation {
         let outer = OPERATION_BEGAN.with(|b| {
             let outer = b.get();
             if outer.is_none() {
@@ -61,7 +88,22 @@ impl Operation {
             }
             outer
         });
-        Operation { outer }
+        let counted = counted && outer.is_none();
+        if counted {
+            operations_epoch();
+            RUNNING_OPERATIONS.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        }
+        Operation { outer, counted }
+    }
+
+    /// How long no caller operation has been running in the process; `None` while one runs.
+    pub fn quiet_for() -> Option<std::time::Duration> {
+        use std::sync::atomic::Ordering;
+        if RUNNING_OPERATIONS.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        let ended = std::time::Duration::from_nanos(LAST_OPERATION_ENDED.load(Ordering::Acquire));
+        Some(operations_epoch().elapsed().saturating_sub(ended))
     }
 
     /// When the operation running on this thread began; `None` outside any operation.
@@ -79,6 +121,12 @@ impl Operation {
 impl Drop for Operation {
     fn drop(&mut self) {
         OPERATION_BEGAN.with(|b| b.set(self.outer));
+        if self.counted {
+            use std::sync::atomic::Ordering;
+            let now = u64::try_from(operations_epoch().elapsed().as_nanos()).unwrap_or(u64::MAX);
+            LAST_OPERATION_ENDED.fetch_max(now, Ordering::AcqRel);
+            RUNNING_OPERATIONS.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
@@ -662,5 +710,19 @@ mod tests {
         // Another thread runs its own operations.
         let _op = Operation::begin();
         std::thread::spawn(|| assert_eq!(Operation::began(), None)).join().unwrap();
+    }
+
+    #[test]
+    fn the_process_is_quiet_only_while_no_caller_operation_runs() {
+        let op = Operation::begin();
+        assert_eq!(Operation::quiet_for(), None, "a caller's operation runs");
+        drop(op);
+        let quiet = Operation::quiet_for().expect("none runs");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert!(Operation::quiet_for().expect("none runs") > quiet, "quiet time grows");
+        // Background work does not count.
+        let _background = Operation::begin_background();
+        assert!(Operation::quiet_for().is_some());
+        assert!(Operation::began().is_some(), "but it is an operation for the bounds");
     }
 }

@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::source::PartitionSource;
 use crate::storage::segment_files::SegmentSummary;
 use crate::sync::lock;
+use crate::view::StatSize;
 use crate::view::groups as group_view;
 use crate::view::inspect::DUMP_SUFFIX;
 use crate::view::inspect::files;
@@ -374,7 +375,17 @@ impl TopicFs {
         // A size not yet known shows as 0, as /proc files do: every tool then reads to the end
         // (streams are direct I/O, so reads reach the daemon whatever st_size says). Never a
         // partial size: `tail -n` would seek to it and `wc -c` would trust it.
-        let size = stream.known_size()?.unwrap_or(0);
+        let size = match stream {
+            StreamRef::Partition(s) => match s.stat_size()? {
+                StatSize::Now(size) => size,
+                StatSize::Deferred => {
+                    self.sizing_steps.continue_sizing(s);
+                    None
+                }
+            },
+            _ => stream.known_size()?,
+        };
+        let size = size.unwrap_or(0);
         let mut mtime = match (node, node.partition_id()) {
             (Node::TopicStream(topic, _) | Node::TopicByKey(topic, _), _) => {
                 self.topic_mtime(topic)?

@@ -160,6 +160,8 @@ pub struct TopicFs {
     auto_commit: bool,
     /// With `auto_commit`: how far each open `next` handle has read (bytes), by handle.
     read_to: Mutex<HashMap<u64, u64>>,
+    /// Sizing steps `stat` left to the background (see [`sizing::SizingSteps`]).
+    sizing_steps: sizing::SizingSteps,
 }
 
 /// Kafka's internal topics, not listed in the root unless the mount shows them (they can still
@@ -202,7 +204,14 @@ impl TopicFs {
             show_internal: false,
             auto_commit: false,
             read_to: Mutex::new(HashMap::new()),
+            sizing_steps: sizing::SizingSteps::default(),
         }
+    }
+
+    /// Waits until the sizing steps `stat` left to the background are done, at most
+    /// `timeout`; whether they are (for tests and measurements).
+    pub fn wait_for_sizing_steps(&self, timeout: std::time::Duration) -> bool {
+        self.sizing_steps.wait_idle(timeout)
     }
 
     /// The same filesystem committing, when a `groups/<group>/<p>/next` handle that read its

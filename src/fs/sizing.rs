@@ -8,10 +8,18 @@
 //! cost: values, raw, then JSON. Steps of [`SIZING_STEP`] bytes of log hold one render index's
 //! lock at a time; readers of that format and partition wait at most one step, and what the
 //! thread rendered is the index's, never rendered again by a reader.
+//!
+//! [`SizingSteps`]: the sizing a `stat` leaves to the background once a stream's index has been
+//! sized to the budget short of the log end, so that every later `stat` answers at once (a
+//! cluster mount: without waiting for a Fetch) and repeated stats still converge.
 
-use std::sync::{Arc, Weak};
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::time::{Duration, Instant};
 
-use crate::source::PartitionSource;
+use crate::source::{Operation, PartitionSource};
+use crate::sync::lock;
+use crate::view::Stream;
 use crate::view::spec::Format;
 
 use super::TopicFs;
@@ -77,4 +85,132 @@ fn size_everything(weak: &Weak<TopicFs>) {
         parts.len(),
         started.elapsed().as_secs_f64()
     );
+}
+
+/// Sizing steps a `stat` left to the background ([`Stream::stat_size`] answered
+/// [`crate::view::StatSize::Deferred`]): one worker thread, started at the first step and
+/// ended when this is dropped, runs one [`Stream::size_step`] (one budget of sizing) per
+/// step, in order, each as one [`crate::source::Operation`]. A stream whose render index is
+/// already waiting or being sized is not queued (one step sizes every stream of the index),
+/// and at most [`MAX_PENDING_STEPS`] wait (more are dropped: a later `stat` asks again), so
+/// memory stays bounded whatever is stat'ed. A step starts only once no caller's operation
+/// has run for [`QUIET`] ([`Operation::quiet_for`]): its Fetch would otherwise go ahead of the
+/// caller's next requests on the connection they share (Kafka answers a connection's
+/// requests in order), and `cat` would wait for it after all.
+#[derive(Default)]
+pub struct SizingSteps {
+    shared: Arc<StepsShared>,
+}
+
+/// Steps waiting at most in a [`SizingSteps`] queue.
+pub const MAX_PENDING_STEPS: usize = 64;
+
+#[derive(Default)]
+struct StepsShared {
+    queue: Mutex<StepsQueue>,
+    /// Signalled when a step is queued, when one ends, and when closing.
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct StepsQueue {
+    pending: VecDeque<Arc<Stream>>,
+    running: Option<Arc<Stream>>,
+    started: bool,
+    closing: bool,
+}
+
+impl SizingSteps {
+    /// Queues one sizing step of `stream` (see the type's docs).
+    pub fn continue_sizing(&self, stream: &Arc<Stream>) {
+        let mut q = lock(&self.shared.queue);
+        let queued = q.running.iter().chain(q.pending.iter()).any(|s| s.sized_with(stream));
+        if q.closing || queued || q.pending.len() >= MAX_PENDING_STEPS {
+            return;
+        }
+        if !q.started {
+            let shared = Arc::clone(&self.shared);
+            let spawned = std::thread::Builder::new()
+                .name("topicfs-sizing-steps".into())
+                .spawn(move || run_steps(&shared));
+            if let Err(e) = spawned {
+                log::warn!("sizing steps not started (sizes stay unknown until read): {e}");
+                return;
+            }
+            q.started = true;
+        }
+        q.pending.push_back(Arc::clone(stream));
+        self.shared.changed.notify_all();
+    }
+
+    /// Waits until no step is waiting or running, at most `timeout`; whether it got there
+    /// (for tests and measurements that need a stat's step done).
+    pub fn wait_idle(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut q = lock(&self.shared.queue);
+        while !q.pending.is_empty() || q.running.is_some() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            q = match self.shared.changed.wait_timeout(q, left) {
+                Ok((q, _)) => q,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+        true
+    }
+}
+
+impl Drop for SizingSteps {
+    fn drop(&mut self) {
+        let mut q = lock(&self.shared.queue);
+        q.closing = true;
+        q.pending.clear();
+        self.shared.changed.notify_all();
+    }
+}
+
+/// How long no caller's operation must have run before a sizing step starts.
+pub const QUIET: Duration = Duration::from_millis(20);
+
+fn quiet() -> bool {
+    Operation::quiet_for().is_some_and(|q| q >= QUIET)
+}
+
+fn run_steps(shared: &StepsShared) {
+    loop {
+        let stream = {
+            let mut q = lock(&shared.queue);
+            q.running = None;
+            shared.changed.notify_all();
+            loop {
+                if q.closing {
+                    return;
+                }
+                if !q.pending.is_empty() && !quiet() {
+                    // Requests of a step would queue ahead of a caller's on the connection
+                    // they share: wait for a quiet moment.
+                    q = match shared.changed.wait_timeout(q, QUIET / 4) {
+                        Ok((q, _)) => q,
+                        Err(poisoned) => poisoned.into_inner().0,
+                    };
+                    continue;
+                }
+                if let Some(s) = q.pending.pop_front() {
+                    q.running = Some(Arc::clone(&s));
+                    break s;
+                }
+                q = match shared.changed.wait(q) {
+                    Ok(q) => q,
+                    Err(poisoned) => poisoned.into_inner(),
+                };
+            }
+        };
+        // One step is one operation: it asks the partition's bounds once.
+        let _op = Operation::begin_background();
+        if let Err(e) = stream.size_step() {
+            log::debug!("background sizing step stopped: {e}");
+        }
+    }
 }

@@ -64,4 +64,4 @@ pub use render::{ByteCounter, Renderer, Sink};
 pub use spec::{
     Bound, Format, OffsetPoint, Resolved, Selector, SpecError, StreamSpec, TimePoint, time_name,
 };
-pub use stream::{Checkpoint, RenderIndex, Stream, StreamRegistry};
+pub use stream::{Checkpoint, RenderIndex, StatSize, Stream, StreamRegistry};

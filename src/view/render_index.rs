@@ -62,6 +62,7 @@
 //!
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
@@ -127,6 +128,11 @@ pub struct RenderIndex {
     /// Made by [`RenderIndex::new_at`]: its origin may lie inside a batch, so it never stores
     /// an active segment's prefix from its origin.
     own_origin: bool,
+    /// The last sizing to the log end ([`RenderIndex::end_position`] with a budget) stopped at
+    /// the budget short of it; cleared when a sizing reaches the end. A `stat` of a stream
+    /// ending at the log end then answers "not yet known" at once and leaves the next budget's
+    /// sizing to the background ([`crate::view::stream::Stream::stat_size`]).
+    pub(super) sizing_cut: AtomicBool,
 }
 
 /// What a locate walk looks for: the rendered position of the first unit that satisfies it.
@@ -153,7 +159,13 @@ impl RenderIndex {
     pub fn new(part: &dyn PartitionSource, format: Format) -> Result<RenderIndex> {
         let renderer = Renderer::new(format, part.topic(), part.partition());
         let state = Mutex::new(IndexState::origin_at(part, 0, None)?);
-        Ok(RenderIndex { renderer, state, txn: None, own_origin: false })
+        Ok(RenderIndex {
+            renderer,
+            state,
+            txn: None,
+            own_origin: false,
+            sizing_cut: AtomicBool::new(false),
+        })
     }
 
     /// An index whose origin is `start` instead of the log start: rendered position 0 is the
@@ -165,7 +177,13 @@ impl RenderIndex {
     ) -> Result<RenderIndex> {
         let renderer = Renderer::new(format, part.topic(), part.partition());
         let state = Mutex::new(IndexState::origin_at(part, 0, Some(start))?);
-        Ok(RenderIndex { renderer, state, txn: None, own_origin: true })
+        Ok(RenderIndex {
+            renderer,
+            state,
+            txn: None,
+            own_origin: true,
+            sizing_cut: AtomicBool::new(false),
+        })
     }
 
     /// The offset bound of the index's first checkpoint (its origin, or the first segment start
@@ -682,6 +700,9 @@ impl RenderIndex {
         let reached = self.extend_within(st, part, Some(log_end), budget)?;
         if reached {
             self.store_prefix(st, part, PREFIX_STORE_EVERY);
+        }
+        if budget.is_some() || reached {
+            self.sizing_cut.store(!reached, Ordering::Release);
         }
         Ok(reached.then_some(st.frontier.position))
     }

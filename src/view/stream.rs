@@ -41,7 +41,7 @@
 //! shown.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use crate::error::{Error, Result};
@@ -269,6 +269,16 @@ struct EndState {
     exact: bool,
 }
 
+/// What [`Stream::stat_size`] answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StatSize {
+    /// As [`Stream::known_size`]: exact, or `None` while not yet known.
+    Now(Option<u64>),
+    /// Not yet known, and knowing more needs a budget's worth of sizing, left to the caller
+    /// (a [`Stream::known_size`] elsewhere).
+    Deferred,
+}
+
 /// A `by-offset/` or `by-time/` file: records `[start, end)` of one partition in one format,
 /// with an exact, growing size. Cheap to open; `Send + Sync`.
 pub struct Stream {
@@ -279,6 +289,10 @@ pub struct Stream {
     /// Rendered position of the stream's first byte.
     start_position: u64,
     end: Mutex<EndState>,
+    /// The stream's end was the log end when it was opened (no fixed end offset).
+    open_ended: bool,
+    /// [`EndState::exact`], readable without waiting for a sizing or read in progress.
+    shown_exact: AtomicBool,
     /// Where the last read stopped: a checkpoint at a batch boundary at or before it.
     last_read: Mutex<Option<Checkpoint>>,
     /// The rest of the batch each of the last reads stopped inside (record formats), at most
@@ -317,6 +331,7 @@ impl Stream {
             let p = index.locate(&mut st, part.as_ref(), target)?;
             (st.generation, p)
         };
+        let open_ended = matches!(end, Bound::Open | Bound::UntilTimestamp(_));
         let end = Mutex::new(EndState {
             bound: end,
             final_position: None,
@@ -331,6 +346,8 @@ impl Stream {
             start_position,
             end,
             last_read: Mutex::new(None),
+            open_ended,
+            shown_exact: AtomicBool::new(false),
             tails: Mutex::new(VecDeque::new()),
             rendering: Mutex::new(Vec::new()),
             rendered: Condvar::new(),
@@ -375,8 +392,61 @@ impl Stream {
         let end = self.end_position(budget)?;
         if end.is_some() {
             lock(&self.end).exact = true;
+            self.shown_exact.store(true, Ordering::Release);
         }
         Ok(end.map(|e| e.saturating_sub(self.start_position)))
+    }
+
+    /// What `stat` shows without waiting for a budget's worth of sizing: as
+    /// [`Stream::known_size`], except for a stream ending at the log end whose size is not yet
+    /// known while the last sizing of its index stopped at the budget short of the log end
+    /// (and reads have not since reached it): then [`StatSize::Deferred`], having rendered
+    /// nothing, and the caller continues the sizing elsewhere (one [`Stream::known_size`] per
+    /// deferred stat, in the background), so repeated stats still converge while each answers
+    /// at once. A stream's first sizing, and every exact size, are answered here.
+    pub fn stat_size(&self) -> Result<StatSize> {
+        // Never waits for a sizing or read in progress to decide: the flags are atomic, and a
+        // busy index is being extended (not yet known).
+        if self.open_ended
+            && !self.shown_exact.load(Ordering::Acquire)
+            && self.index.sizing_cut.load(Ordering::Acquire)
+        {
+            let log_end = self.part.summary()?.log_end_offset;
+            let behind = match self.index.state.try_lock() {
+                Ok(st) => st.frontier.bound < log_end,
+                Err(std::sync::TryLockError::WouldBlock) => true,
+                Err(std::sync::TryLockError::Poisoned(st)) => {
+                    st.into_inner().frontier.bound < log_end
+                }
+            };
+            if behind {
+                return Ok(StatSize::Deferred);
+            }
+        }
+        Ok(StatSize::Now(self.known_size()?))
+    }
+
+    /// One step of sizing left to the background by a deferred [`Stream::stat_size`]: the
+    /// first read of the step is asked of the source before the index is locked (a cluster
+    /// keeps that Fetch's answer for the step), so opens, stats and reads of the index wait
+    /// for the step's rendering only, not for the source; then [`Stream::known_size`].
+    pub fn size_step(&self) -> Result<Option<u64>> {
+        let frontier = lock(&self.index.state).frontier.cursor;
+        if let Err(e) = self.part.read(&frontier, READ_CHUNK) {
+            // The step reads it again under the lock, and fails there if it must.
+            log::debug!(
+                "sizing step of {}-{}: read ahead of the step: {e}",
+                self.part.topic(),
+                self.part.partition()
+            );
+        }
+        self.known_size()
+    }
+
+    /// Whether `self` and `other` are sized together (one render index): a sizing step of
+    /// either sizes both.
+    pub fn sized_with(&self, other: &Stream) -> bool {
+        Arc::ptr_eq(&self.index, &other.index)
     }
 
     /// Whether [`Stream::known_size`] is exact from now on.
@@ -806,6 +876,7 @@ impl Stream {
             // Read to the end of the log: the index's frontier is there too (learned above, or
             // rendered by another reader), so the size is exact from now on at little cost.
             lock(&self.end).exact = true;
+            self.shown_exact.store(true, Ordering::Release);
         }
         self.batch_hint.store(w.batch_hint, Ordering::Relaxed);
         Ok(out)

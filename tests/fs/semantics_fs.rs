@@ -627,12 +627,15 @@ fn a_stream_farther_than_the_sizing_budget_has_size_zero_and_reads_every_record(
 
 #[test]
 fn repeated_stats_of_a_stream_converge_to_its_exact_size_never_a_partial_one() {
-    // One batch per stat.
+    // One batch per stat. The first stat sizes before it answers; once a sizing stopped at the
+    // budget, a stat answers at once and continues the sizing by one budget in the background
+    // (waited for here, so each stat is one step).
     let (f, all) = sized_fixture(1, 30);
     let mut sizes = Vec::new();
     loop {
         let size = f.size("t/0/by-offset/0.json");
         sizes.push(size);
+        assert!(f.fs.wait_for_sizing_steps(std::time::Duration::from_secs(30)));
         if size > 0 || sizes.len() > 40 {
             break;
         }
