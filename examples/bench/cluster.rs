@@ -7,7 +7,9 @@
 //! - `cat lines >> append` (acks=all, the mount's default) vs confluent-kafka producing the
 //!   same lines with its default batching and acks=all, each into a fresh topic;
 //! - time to first byte of `by-offset/0` (open plus the first `read()`) on a large partition vs
-//!   on a 1,000-record one.
+//!   on a 1,000-record one, and the broker's share of it: the same partitions' answer times to
+//!   one Fetch of offset 0, and to what the mount asks for an open + first read (ListOffsets
+//!   earliest and latest, twice).
 //!
 //! Repetitions alternate between the mount and its baseline (A B B A ...), as everywhere in
 //! the benchmark. The broker's storage engine is reported with the figures: a comparison is
@@ -23,6 +25,8 @@ use topicfs::cluster::{Client, ClientConfig, FetchOptions};
 /// ListOffsets' "latest" timestamp: the log end offset (what the mount takes as a stream's end
 /// at open).
 const LATEST: i64 = -1;
+/// ListOffsets' "earliest" timestamp: the log start offset.
+const EARLIEST: i64 = -2;
 /// Records per Produce request when seeding partitions.
 const SEED_BATCH: usize = 5000;
 
@@ -376,6 +380,53 @@ pub fn run(a: &Args, report: &mut Report) -> Result<(), String> {
         "cluster_broker_fetch",
         json!({"big_records": big_end, "big_seconds": big_f, "small_seconds": small_f,
                "ratio_small_to_big": fetch_ratios}),
+    );
+
+    // What the mount asks of the broker for an open + first read once the stream's first
+    // Fetch answer is kept (the steady state of the row above): the log start and end twice
+    // (the permission check's stat and the open each resolve the name; ListOffsets earliest
+    // and latest, pipelined), nothing else. The same requests for both partitions, so what
+    // differs is the broker's time to answer them.
+    let two_bounds = |topic: &str| -> Result<f64, String> {
+        let q = [EARLIEST, LATEST].map(|ts| (topic.to_string(), 0, ts));
+        let start = Instant::now();
+        for _ in 0..2 {
+            for (_, answer) in c.list_offsets(&q).map_err(|e| format!("{topic}: {e}"))? {
+                answer.map_err(|e| format!("{topic}: {e}"))?;
+            }
+        }
+        Ok(start.elapsed().as_secs_f64())
+    };
+    let (mut big_b, mut small_b, mut bound_ratios) = (vec![], vec![], vec![]);
+    for rep in 0..ttfb_reps {
+        let (bt, st) = if rep % 2 == 0 {
+            let bt = two_bounds(big)?;
+            (bt, two_bounds("small")?)
+        } else {
+            let st = two_bounds("small")?;
+            (two_bounds(big)?, st)
+        };
+        big_b.push(bt);
+        small_b.push(st);
+        bound_ratios.push(st / bt);
+    }
+    let (bb, sb, br) = (stat(&big_b), stat(&small_b), stat(&bound_ratios));
+    report.row(
+        "cluster",
+        format!(
+            "the broker alone: what an open + first read asks (ListOffsets earliest + latest, \
+             twice), {big_end} records vs 1,000"
+        ),
+        format!("{} ({}..{})", fmt_ms(bb.median), fmt_ms(bb.min), fmt_ms(bb.max)),
+        format!("1,000 records {}", fmt_ms(sb.median)),
+        format!("{:.2} ({:.2}..{:.2})", br.median, br.min, br.max),
+        "(the broker's share of time to first byte)",
+        None,
+    );
+    report.put(
+        "cluster_broker_bounds",
+        json!({"big_records": big_end, "big_seconds": big_b, "small_seconds": small_b,
+               "ratio_small_to_big": bound_ratios}),
     );
 
     // ---- cat lines >> append vs confluent-kafka producing them ----
