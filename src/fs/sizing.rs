@@ -67,7 +67,10 @@ fn size_everything(weak: &Weak<TopicFs>) {
     for format in [Format::Values, Format::Raw, Format::Json] {
         for part in &parts {
             let Some(fs) = weak.upgrade() else { return };
-            let go = || !fs.closing.load(std::sync::atomic::Ordering::Relaxed);
+            // Between steps, waits for a quiet moment: a reader of the index being sized waits
+            // for at most the step running when it came, never for a train of steps (the
+            // index's lock is not fair: a thread taking it again at once keeps it).
+            let go = || wait_quiet(&|| fs.closing.load(std::sync::atomic::Ordering::Relaxed));
             match fs.streams.size_in_background(Arc::clone(part), format, SIZING_STEP, &go) {
                 Ok(true) => sized += 1,
                 Ok(false) => return,
@@ -171,11 +174,24 @@ impl Drop for SizingSteps {
     }
 }
 
-/// How long no caller's operation must have run before a sizing step starts.
+/// How long no caller's operation must have run before a step of background sizing starts.
 pub const QUIET: Duration = Duration::from_millis(20);
 
 fn quiet() -> bool {
     Operation::quiet_for().is_some_and(|q| q >= QUIET)
+}
+
+/// Waits until no caller's operation has run for [`QUIET`]; `false` (at once) when `closing`.
+fn wait_quiet(closing: &dyn Fn() -> bool) -> bool {
+    loop {
+        if closing() {
+            return false;
+        }
+        if quiet() {
+            return true;
+        }
+        std::thread::sleep(QUIET / 4);
+    }
 }
 
 fn run_steps(shared: &StepsShared) {
@@ -209,7 +225,8 @@ fn run_steps(shared: &StepsShared) {
         };
         // One step is one operation: it asks the partition's bounds once.
         let _op = Operation::begin_background();
-        if let Err(e) = stream.size_step() {
+        let closing = || lock(&shared.queue).closing;
+        if let Err(e) = stream.size_step(SIZING_STEP, &|| wait_quiet(&closing)) {
             log::debug!("background sizing step stopped: {e}");
         }
     }

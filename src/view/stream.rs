@@ -146,10 +146,11 @@ impl StreamRegistry {
     }
 
     /// The render index a stream of `part` (seen as `view`) starting at `start` is opened on:
-    /// the shared one when it reaches `start` within the source's sizing budget, else one with
-    /// an origin at or before `start` that does (the most recent such), else a new one whose
-    /// origin is `start` itself. So opening a stream never renders more than the budget of log,
-    /// and never the records before its start that the shared index has not rendered yet.
+    /// the shared one when it reaches `start` within the source's sizing budget (at most
+    /// [`SIZED_AT_ONCE`]), else one with an origin at or before `start` that does (the most
+    /// recent such), else a new one whose origin is `start` itself. So opening a stream never
+    /// renders more than that of log, and never the records before its start that the shared
+    /// index has not rendered yet.
     pub fn index_for(
         &self,
         part: &dyn PartitionSource,
@@ -171,6 +172,7 @@ impl StreamRegistry {
         if let Some(index) = candidate.as_ref().filter(|i| i.frontier() >= start) {
             return Ok(Arc::clone(index));
         }
+        let budget = budget.min(SIZED_AT_ONCE);
         if shared.reaches(view, start, budget)? {
             return Ok(shared);
         }
@@ -268,6 +270,13 @@ struct EndState {
     /// turns back into "not yet known" (`tail -f` would take that for a truncation).
     exact: bool,
 }
+
+/// Log bytes a request (`stat`, lookup, `open`) renders at most itself to size a stream or to
+/// reach its start on the shared render index, whatever the source's sizing budget: 16 MiB,
+/// 20–30 ms of rendering here. The rest of a larger budget is sized in the background
+/// ([`Stream::stat_size`]), so a first open far into a large partition on a fresh mount does
+/// not wait for a quarter of a GiB of rendering (BENCHMARKS.md, issue 17).
+pub const SIZED_AT_ONCE: u64 = 16 << 20;
 
 /// What [`Stream::stat_size`] answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -387,8 +396,13 @@ impl Stream {
     /// the stream was read to its end, every later call is exact (rendering what was appended
     /// since).
     pub fn known_size(&self) -> Result<Option<u64>> {
+        self.known_size_within(self.part.sizing_budget())
+    }
+
+    /// [`Stream::known_size`] rendering at most `budget` bytes of log while not exact.
+    fn known_size_within(&self, budget: u64) -> Result<Option<u64>> {
         let exact = lock(&self.end).exact;
-        let budget = if exact { None } else { Some(self.part.sizing_budget()) };
+        let budget = if exact { None } else { Some(budget) };
         let end = self.end_position(budget)?;
         if end.is_some() {
             lock(&self.end).exact = true;
@@ -398,12 +412,17 @@ impl Stream {
     }
 
     /// What `stat` shows without waiting for a budget's worth of sizing: as
-    /// [`Stream::known_size`], except for a stream ending at the log end whose size is not yet
-    /// known while the last sizing of its index stopped at the budget short of the log end
-    /// (and reads have not since reached it): then [`StatSize::Deferred`], having rendered
-    /// nothing, and the caller continues the sizing elsewhere (one [`Stream::known_size`] per
-    /// deferred stat, in the background), so repeated stats still converge while each answers
-    /// at once. A stream's first sizing, and every exact size, are answered here.
+    /// [`Stream::known_size`], but
+    /// - it renders at most [`SIZED_AT_ONCE`] of log itself; when the source's budget is larger
+    ///   and that was not enough, [`StatSize::Deferred`]: not yet known, and the caller sizes
+    ///   the rest of the budget in the background ([`Stream::size_step`]);
+    /// - a stream ending at the log end whose size is not yet known while the last sizing of
+    ///   its index stopped at the budget short of the log end (and reads have not reached it
+    ///   since) is [`StatSize::Deferred`] at once, rendering nothing.
+    ///
+    /// So every `stat` answers within one step's rendering, and repeated stats still converge
+    /// (each deferred one continues the sizing by a budget). Exact sizes are answered here,
+    /// whatever they cost (a size once shown is never "not yet known" again).
     pub fn stat_size(&self) -> Result<StatSize> {
         // Never waits for a sizing or read in progress to decide: the flags are atomic, and a
         // busy index is being extended (not yet known).
@@ -423,14 +442,26 @@ impl Stream {
                 return Ok(StatSize::Deferred);
             }
         }
+        // A request sizes at most `SIZED_AT_ONCE` itself; the rest of the budget is the
+        // background's.
+        let budget = self.part.sizing_budget();
+        if budget > SIZED_AT_ONCE && !self.shown_exact.load(Ordering::Acquire) {
+            return Ok(match self.known_size_within(SIZED_AT_ONCE)? {
+                Some(size) => StatSize::Now(Some(size)),
+                None => StatSize::Deferred,
+            });
+        }
         Ok(StatSize::Now(self.known_size()?))
     }
 
     /// One step of sizing left to the background by a deferred [`Stream::stat_size`]: the
-    /// first read of the step is asked of the source before the index is locked (a cluster
-    /// keeps that Fetch's answer for the step), so opens, stats and reads of the index wait
-    /// for the step's rendering only, not for the source; then [`Stream::known_size`].
-    pub fn size_step(&self) -> Result<Option<u64>> {
+    /// source's sizing budget of log, towards the log end, in parts of at most `part_bytes`,
+    /// each under the index's lock once `go` says so (`false`: stop). The first read of the
+    /// step is asked of the source before the index is locked (a cluster keeps that Fetch's
+    /// answer for the step), so opens, stats and reads of the index wait for a part's
+    /// rendering at most, never for the source or the whole budget. The next `stat` shows
+    /// the size if the step reached the end.
+    pub fn size_step(&self, part_bytes: u64, go: &dyn Fn() -> bool) -> Result<()> {
         let frontier = lock(&self.index.state).frontier.cursor;
         if let Err(e) = self.part.read(&frontier, READ_CHUNK) {
             // The step reads it again under the lock, and fails there if it must.
@@ -440,7 +471,16 @@ impl Stream {
                 self.part.partition()
             );
         }
-        self.known_size()
+        let budget = self.part.sizing_budget();
+        let part_bytes = part_bytes.clamp(1, budget.max(1));
+        let mut spent = 0u64;
+        while spent < budget && go() {
+            if self.index.size_step(self.part.as_ref(), part_bytes)? {
+                break;
+            }
+            spent = spent.saturating_add(part_bytes);
+        }
+        Ok(())
     }
 
     /// Whether `self` and `other` are sized together (one render index): a sizing step of
