@@ -219,7 +219,7 @@ pub struct MountArgs {
     pub threads: u16,
 
     /// Log bytes a stream's stat or open may read to learn its exact size, from where the
-    /// last one stopped (at most 16 MiB by the request itself, the rest in the background); a
+    /// last one stopped (at most 1 MiB by the request itself, the rest in the background); a
     /// stream whose end is farther shows size 0 (not yet known) until it is read to its end or
     /// later stats get there (see SEMANTICS.md, "Streams as files").
     /// Accepts K, M, G suffixes (powers of 1024). Default 256M for a log dir, 64K for a

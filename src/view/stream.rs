@@ -272,11 +272,12 @@ struct EndState {
 }
 
 /// Log bytes a request (`stat`, lookup, `open`) renders at most itself to size a stream or to
-/// reach its start on the shared render index, whatever the source's sizing budget: 16 MiB,
-/// 20–30 ms of rendering here. The rest of a larger budget is sized in the background
-/// ([`Stream::stat_size`]), so a first open far into a large partition on a fresh mount does
-/// not wait for a quarter of a GiB of rendering (BENCHMARKS.md, issue 17).
-pub const SIZED_AT_ONCE: u64 = 16 << 20;
+/// reach its start on the shared render index, whatever the source's sizing budget: 1 MiB,
+/// about a millisecond of rendering here. The rest of a larger budget is sized in the
+/// background ([`Stream::stat_size`]), so an open far into a large partition on a fresh mount
+/// does not wait for a quarter of a GiB of rendering (BENCHMARKS.md, issue 17: with 16 MiB
+/// here, every such open still took 20–30 ms).
+pub const SIZED_AT_ONCE: u64 = 1 << 20;
 
 /// What [`Stream::stat_size`] answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
