@@ -96,6 +96,8 @@ pub(crate) struct ChunkReader<'a> {
     buf: Vec<u8>,
     filled: usize,
     buf_start: u64,
+    /// Bytes one refill reads at least ([`SCAN_CHUNK`] unless [`ChunkReader::read_at_least`]).
+    chunk: usize,
 }
 
 /// Largest scan buffer kept for reuse; a larger one (a huge batch) is freed after use.
@@ -113,7 +115,7 @@ impl<'a> ChunkReader<'a> {
     /// Reads `file` up to `end` (the segment's committed size, or its file length in recovery).
     pub(crate) fn new(file: &'a File, path: &'a Path, end: u64) -> ChunkReader<'a> {
         let buf = SCAN_BUFFER.with(|cell| cell.take());
-        ChunkReader { file, path, end, buf, filled: 0, buf_start: 0 }
+        ChunkReader { file, path, end, buf, filled: 0, buf_start: 0, chunk: SCAN_CHUNK }
     }
 
     /// The bytes `[pos, pos + len)`, or `None` if they extend past `end` (or the file is
@@ -125,7 +127,7 @@ impl<'a> ChunkReader<'a> {
         }
         let buf_end = self.buf_start + self.filled as u64;
         if pos < self.buf_start || stop > buf_end {
-            let want = (len.max(SCAN_CHUNK) as u64).min(self.end - pos) as usize;
+            let want = (len.max(self.chunk) as u64).min(self.end - pos) as usize;
             if self.buf.len() < want {
                 self.buf.resize(want, 0);
             }
@@ -140,6 +142,13 @@ impl<'a> ChunkReader<'a> {
         }
         let from = (pos - self.buf_start) as usize;
         Ok(self.buf.get(from..from + len))
+    }
+
+    /// Makes each refill read at least `bytes` (clamped to 64..=[`SCAN_CHUNK`]): a scan of
+    /// headers of batches larger than a chunk reads one header per `pread` whatever it asks,
+    /// so reading a page for each only copies bytes it skips.
+    pub(crate) fn read_at_least(&mut self, bytes: usize) {
+        self.chunk = bytes.clamp(64, SCAN_CHUNK);
     }
 
     /// The header of the batch at `pos`, or `None` at the end (fewer than 17 bytes left, or a

@@ -28,6 +28,7 @@
 use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::format::control::{ControlRecordType, parse_control_key};
@@ -404,6 +405,7 @@ impl TxnTracker {
         };
         // The sealed span being scanned whole from its start, with its events so far.
         let mut recording: Option<(SealedSpan, SpanEvents)> = None;
+        let (began, from) = (Instant::now(), st.scanned_to);
         loop {
             if let Some((span, events)) = recording.take() {
                 if cursor.hint == span.end.hint {
@@ -541,6 +543,15 @@ impl TxnTracker {
         }
         st.cursor = Some(cursor);
         st.store_prefix(part, cursor);
+        if st.scanned_to.0 - from.0 > 100_000 {
+            log::debug!(
+                "transaction scan of {}-{}: offsets {from}..{} in {:.1} ms",
+                part.topic(),
+                part.partition(),
+                st.scanned_to,
+                began.elapsed().as_secs_f64() * 1e3
+            );
+        }
         Ok(st.snapshot())
     }
 }

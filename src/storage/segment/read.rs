@@ -106,7 +106,8 @@ impl LogSegment {
 
     /// The headers of the v2 batches starting at `position`, covering at most `max_bytes`
     /// unless the first batch alone is larger, without reading their records (one `pread` of
-    /// about a page per batch header, see [`ChunkReader`]); a control batch comes whole, read
+    /// about a page per batch header, or of the header alone after a batch larger than a page,
+    /// see [`ChunkReader`]); a control batch comes whole, read
     /// but not CRC-checked here (its decoder checks it). Stops before the first batch that is
     /// not a whole v2 batch inside the committed end (a legacy message, a torn or damaged
     /// header, the end), which [`LogSegment::read`] then decides about. Empty at the end.
@@ -134,6 +135,8 @@ impl LogSegment {
                 None
             };
             pos = batch.end();
+            // Batches larger than a scan chunk: the next header is never in this one.
+            reader.read_at_least(if batch.info.size as usize > 4096 { 64 } else { usize::MAX });
             heads.push(crate::source::BatchHead { info: batch.info, control });
         }
         Ok((heads, Position(pos)))
