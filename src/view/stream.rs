@@ -265,10 +265,6 @@ struct EndState {
     final_position: Option<u64>,
     /// [`Stream::completed_timestamp`], once looked up (it can never change either).
     completed_timestamp: Option<Option<Timestamp>>,
-    /// The stream has shown an exact size (or been read to its end): from then on
-    /// [`Stream::known_size`] is always exact, whatever it costs, so a size once shown never
-    /// turns back into "not yet known" (`tail -f` would take that for a truncation).
-    exact: bool,
 }
 
 /// Log bytes a request (`stat`, lookup, `open`) renders at most itself to size a stream or to
@@ -301,7 +297,10 @@ pub struct Stream {
     end: Mutex<EndState>,
     /// The stream's end was the log end when it was opened (no fixed end offset).
     open_ended: bool,
-    /// [`EndState::exact`], readable without waiting for a sizing or read in progress.
+    /// The stream has shown an exact size (or been read to its end): from then on
+    /// [`Stream::known_size`] is always exact, whatever it costs, so a size once shown never
+    /// turns back into "not yet known" (`tail -f` would take that for a truncation). Atomic:
+    /// `stat` reads it without waiting for a sizing or read in progress.
     shown_exact: AtomicBool,
     /// Where the last read stopped: a checkpoint at a batch boundary at or before it.
     last_read: Mutex<Option<Checkpoint>>,
@@ -342,12 +341,8 @@ impl Stream {
             (st.generation, p)
         };
         let open_ended = matches!(end, Bound::Open | Bound::UntilTimestamp(_));
-        let end = Mutex::new(EndState {
-            bound: end,
-            final_position: None,
-            completed_timestamp: None,
-            exact: false,
-        });
+        let end =
+            Mutex::new(EndState { bound: end, final_position: None, completed_timestamp: None });
         Ok(Stream {
             index,
             part,
@@ -402,11 +397,10 @@ impl Stream {
 
     /// [`Stream::known_size`] rendering at most `budget` bytes of log while not exact.
     fn known_size_within(&self, budget: u64) -> Result<Option<u64>> {
-        let exact = lock(&self.end).exact;
+        let exact = self.shown_exact.load(Ordering::Acquire);
         let budget = if exact { None } else { Some(budget) };
         let end = self.end_position(budget)?;
         if end.is_some() {
-            lock(&self.end).exact = true;
             self.shown_exact.store(true, Ordering::Release);
         }
         Ok(end.map(|e| e.saturating_sub(self.start_position)))
@@ -492,7 +486,7 @@ impl Stream {
 
     /// Whether [`Stream::known_size`] is exact from now on.
     pub fn is_sized(&self) -> bool {
-        lock(&self.end).exact
+        self.shown_exact.load(Ordering::Acquire)
     }
 
     /// [`RenderIndex::sync`] by the bounds the source last stated
@@ -916,7 +910,6 @@ impl Stream {
         if at_end {
             // Read to the end of the log: the index's frontier is there too (learned above, or
             // rendered by another reader), so the size is exact from now on at little cost.
-            lock(&self.end).exact = true;
             self.shown_exact.store(true, Ordering::Release);
         }
         self.batch_hint.store(w.batch_hint, Ordering::Relaxed);
