@@ -310,35 +310,15 @@ pub fn run(a: &Args, report: &mut Report) -> Result<(), String> {
         Ok(t)
     };
     let ttfb_reps = (reps * 5).max(10);
-    let (mut big_t, mut small_t, mut ttfb_ratios) = (vec![], vec![], vec![]);
-    for rep in 0..ttfb_reps {
-        let (bt, st) = if rep % 2 == 0 {
-            let bt = first_byte(big)?;
-            (bt, first_byte("small")?)
-        } else {
-            let st = first_byte("small")?;
-            (first_byte(big)?, st)
-        };
-        big_t.push(bt);
-        small_t.push(st);
-        ttfb_ratios.push(st / bt);
-    }
-    let (bt, st, r) = (stat(&big_t), stat(&small_t), stat(&ttfb_ratios));
     let (_, big_end) = ends(&c, big)?;
-    report.row(
-        "cluster",
-        format!("time to first byte of by-offset/0, {big_end} records vs 1,000"),
-        format!("{} ({}..{})", fmt_ms(bt.median), fmt_ms(bt.min), fmt_ms(bt.max)),
-        format!("1,000 records {}", fmt_ms(st.median)),
-        format!("{:.2} ({:.2}..{:.2})", r.median, r.min, r.max),
-        "~1 (the same within noise)",
-        Some(r.median >= 0.8),
-    );
-    report.put(
+    let pair = BigVsSmall { reps: ttfb_reps, big, big_end };
+    pair.measure(
+        report,
         "cluster_first_byte",
-        json!({"big_records": big_end, "big_seconds": big_t, "small_seconds": small_t,
-               "ratio_small_to_big": ttfb_ratios}),
-    );
+        "time to first byte of by-offset/0",
+        ("~1 (the same within noise)", Some(0.8)),
+        &first_byte,
+    )?;
 
     // The broker's own share: one Fetch of offset 0 (64 KiB, what a first read asks) with
     // topicfs's client, no mount. A broker whose Fetch costs more on a larger partition (tansu's
@@ -353,34 +333,13 @@ pub fn run(a: &Args, report: &mut Report) -> Result<(), String> {
         }
         Ok(t)
     };
-    let (mut big_f, mut small_f, mut fetch_ratios) = (vec![], vec![], vec![]);
-    for rep in 0..ttfb_reps {
-        let (bt, st) = if rep % 2 == 0 {
-            let bt = one_fetch(big)?;
-            (bt, one_fetch("small")?)
-        } else {
-            let st = one_fetch("small")?;
-            (one_fetch(big)?, st)
-        };
-        big_f.push(bt);
-        small_f.push(st);
-        fetch_ratios.push(st / bt);
-    }
-    let (bf, sf, fr) = (stat(&big_f), stat(&small_f), stat(&fetch_ratios));
-    report.row(
-        "cluster",
-        format!("the broker alone: one Fetch of offset 0 (64 KiB), {big_end} records vs 1,000"),
-        format!("{} ({}..{})", fmt_ms(bf.median), fmt_ms(bf.min), fmt_ms(bf.max)),
-        format!("1,000 records {}", fmt_ms(sf.median)),
-        format!("{:.2} ({:.2}..{:.2})", fr.median, fr.min, fr.max),
-        "(the broker's share of the row above)",
-        None,
-    );
-    report.put(
+    pair.measure(
+        report,
         "cluster_broker_fetch",
-        json!({"big_records": big_end, "big_seconds": big_f, "small_seconds": small_f,
-               "ratio_small_to_big": fetch_ratios}),
-    );
+        "the broker alone: one Fetch of offset 0 (64 KiB)",
+        ("(the broker's share of the row above)", None),
+        &one_fetch,
+    )?;
 
     // What the mount asks of the broker for an open + first read once the stream's first
     // Fetch answer is kept (the steady state of the row above): the log start and end twice
@@ -397,37 +356,13 @@ pub fn run(a: &Args, report: &mut Report) -> Result<(), String> {
         }
         Ok(start.elapsed().as_secs_f64())
     };
-    let (mut big_b, mut small_b, mut bound_ratios) = (vec![], vec![], vec![]);
-    for rep in 0..ttfb_reps {
-        let (bt, st) = if rep % 2 == 0 {
-            let bt = two_bounds(big)?;
-            (bt, two_bounds("small")?)
-        } else {
-            let st = two_bounds("small")?;
-            (two_bounds(big)?, st)
-        };
-        big_b.push(bt);
-        small_b.push(st);
-        bound_ratios.push(st / bt);
-    }
-    let (bb, sb, br) = (stat(&big_b), stat(&small_b), stat(&bound_ratios));
-    report.row(
-        "cluster",
-        format!(
-            "the broker alone: what an open + first read asks (ListOffsets earliest + latest, \
-             twice), {big_end} records vs 1,000"
-        ),
-        format!("{} ({}..{})", fmt_ms(bb.median), fmt_ms(bb.min), fmt_ms(bb.max)),
-        format!("1,000 records {}", fmt_ms(sb.median)),
-        format!("{:.2} ({:.2}..{:.2})", br.median, br.min, br.max),
-        "(the broker's share of time to first byte)",
-        None,
-    );
-    report.put(
+    pair.measure(
+        report,
         "cluster_broker_bounds",
-        json!({"big_records": big_end, "big_seconds": big_b, "small_seconds": small_b,
-               "ratio_small_to_big": bound_ratios}),
-    );
+        "the broker alone: what an open + first read asks (ListOffsets earliest + latest, twice)",
+        ("(the broker's share of time to first byte)", None),
+        &two_bounds,
+    )?;
 
     // ---- cat lines >> append vs confluent-kafka producing them ----
     let lines = a.cluster_append_lines;
@@ -497,4 +432,57 @@ pub fn run(a: &Args, report: &mut Report) -> Result<(), String> {
     drop(broker);
     let _ = fs::remove_dir_all(a.work.join("tansu"));
     Ok(())
+}
+
+/// A figure measured on the big partition and on the 1,000-record one (`small`), `reps`
+/// times, alternating which goes first; the ratio is small / big (1: no growth with the
+/// partition).
+struct BigVsSmall<'a> {
+    reps: usize,
+    big: &'a str,
+    big_end: i64,
+}
+
+impl BigVsSmall<'_> {
+    /// Times `time` on both partitions and reports the row `what` (its target text, and the
+    /// median ratio it must reach to be "met", if any) and its repetitions as JSON `key`.
+    fn measure(
+        &self,
+        report: &mut Report,
+        key: &str,
+        what: &str,
+        (target, at_least): (&str, Option<f64>),
+        time: &dyn Fn(&str) -> Result<f64, String>,
+    ) -> Result<(), String> {
+        let (mut big_t, mut small_t, mut ratios) = (vec![], vec![], vec![]);
+        for rep in 0..self.reps {
+            let (bt, st) = if rep % 2 == 0 {
+                let bt = time(self.big)?;
+                (bt, time("small")?)
+            } else {
+                let st = time("small")?;
+                (time(self.big)?, st)
+            };
+            big_t.push(bt);
+            small_t.push(st);
+            ratios.push(st / bt);
+        }
+        let (bt, st, r) = (stat(&big_t), stat(&small_t), stat(&ratios));
+        let big_end = self.big_end;
+        report.row(
+            "cluster",
+            format!("{what}, {big_end} records vs 1,000"),
+            format!("{} ({}..{})", fmt_ms(bt.median), fmt_ms(bt.min), fmt_ms(bt.max)),
+            format!("1,000 records {}", fmt_ms(st.median)),
+            format!("{:.2} ({:.2}..{:.2})", r.median, r.min, r.max),
+            target,
+            at_least.map(|least| r.median >= least),
+        );
+        report.put(
+            key,
+            json!({"big_records": big_end, "big_seconds": big_t, "small_seconds": small_t,
+                   "ratio_small_to_big": ratios}),
+        );
+        Ok(())
+    }
 }
