@@ -388,6 +388,20 @@ pub struct AbortedTxn {
     pub last_stable_offset: Offset,
 }
 
+/// The transaction state a broker recorded at a segment boundary (Kafka's producer-state
+/// snapshot and `.txnindex` files): what a `read_committed` scan of every batch below
+/// [`BoundaryTxnState::offset`] would have found, so the scan can start there.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BoundaryTxnState {
+    /// A segment's base offset above the log start offset: the state is that of every batch
+    /// below it.
+    pub offset: Offset,
+    /// The transactions open at `offset`: `(producer id, first offset)`.
+    pub open: Vec<(i64, Offset)>,
+    /// The aborted transactions whose ABORT marker lies below `offset`.
+    pub aborted: Vec<AbortedTxn>,
+}
+
 /// One partition: offsets, batches as stored, appends. Nothing here assumes files: a live
 /// cluster implements it with ListOffsets, Fetch and Produce.
 pub trait PartitionSource: Send + Sync {
@@ -447,6 +461,12 @@ pub trait PartitionSource: Send + Sync {
     }
     /// Aborted transactions overlapping `[from, to)` (for read-committed views).
     fn aborted_transactions(&self, from: Offset, to: Offset) -> Result<Vec<AbortedTxn>>;
+    /// The transaction state recorded at the newest segment boundary that has one (see
+    /// [`BoundaryTxnState`]), for a `read_committed` scan to start from instead of the log
+    /// start. The default: none (the scan reads every batch from the log start).
+    fn txn_state_at_boundary(&self) -> Result<Option<BoundaryTxnState>> {
+        Ok(None)
+    }
     /// Whether this source applies `read_committed` itself: [`PartitionSource::read`] returns no
     /// batch of an aborted transaction and nothing at or past the last stable offset, and the
     /// log end offset it states (summary, `Latest`, `seek`) is the last stable offset. A cluster

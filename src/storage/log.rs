@@ -28,7 +28,8 @@
 //! - `refresh.rs`: read-only mode over a live broker's directory ([`Log::refresh`]);
 //! - `retention.rs`: [`Log::delete_old_segments`];
 //! - `durability.rs`: [`Log::sync`] and [`Log::close`];
-//! - `txn.rs`: aborted transactions from `.txnindex` files.
+//! - `txn.rs`: aborted transactions from `.txnindex` files; producer-state snapshots
+//!   (`<offset>.snapshot`), read at segment boundaries and written at each roll.
 
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;
@@ -103,6 +104,9 @@ pub struct Log {
     active_roll_jitter_ms: AtomicI64,
     /// Serializes appends, rolls, retention and close.
     append_lock: Mutex<()>,
+    /// The producer state at the active segment's base offset, as far as this engine knows it,
+    /// for the `.snapshot` it writes at the next roll (see `txn.rs`). Under `append_lock`.
+    producer_state: Mutex<txn::ProducerState>,
     /// Serializes `sync` calls (separate so readers and appends never wait for the disk).
     sync_lock: Mutex<()>,
     last_modified: Mutex<SystemTime>,
@@ -182,6 +186,7 @@ impl Log {
             recovery_point: AtomicI64::new(0),
             active_roll_jitter_ms: AtomicI64::new(0),
             append_lock: Mutex::new(()),
+            producer_state: Mutex::new(txn::ProducerState::Undetermined),
             sync_lock: Mutex::new(()),
             last_modified: Mutex::new(SystemTime::now()),
             closed: AtomicBool::new(false),

@@ -43,9 +43,14 @@
 //!   with a whole batch.
 //! - Deleted segments are renamed `.deleted` and removed at once (`file.delete.delay.ms` is
 //!   ignored: no reader of ours holds files by name).
-//! - Not kept: producer-state snapshots, the leader-epoch cache, `.txnindex` writing (it is
-//!   read for aborted transactions), compaction. Appended batches carry partition leader
-//!   epoch 0 and no producer id.
+//! - Producer-state snapshots (`<base>.snapshot`) are written at each roll only when the
+//!   producer state is known without following producers through batches: this engine's
+//!   appends carry no producer id, so the state is the one at the sealed segment's base offset
+//!   unless that segment holds a producer's batch (then none is written). A broker writes one
+//!   at every roll and at shutdown.
+//! - Not kept: the leader-epoch cache, `.txnindex` writing (it is read for aborted
+//!   transactions), compaction. Appended batches carry partition leader epoch 0 and no
+//!   producer id.
 
 pub mod cache;
 pub mod config;

@@ -14,9 +14,9 @@ use crate::format::{
     parse_batch_info, peek_entry,
 };
 use crate::source::{
-    AbortedTxn, AppendInfo, BatchChunk, BatchHeads, CacheKind, KeyHits, KeyIndex, KeyListing,
-    OffsetQuery, PartitionSource, PartitionSummary, ReadCursor, SealedSpan, SkippedDamage,
-    SpaceStats, SummaryUpdate, TopicSource,
+    AbortedTxn, AppendInfo, BatchChunk, BatchHeads, BoundaryTxnState, CacheKind, KeyHits, KeyIndex,
+    KeyListing, OffsetQuery, PartitionSource, PartitionSummary, ReadCursor, SealedSpan,
+    SkippedDamage, SpaceStats, SummaryUpdate, TopicSource,
 };
 use crate::storage::segment_files::{FileProblem, SegmentFileKind, SegmentFiles, SegmentSummary};
 
@@ -124,6 +124,10 @@ impl PartitionSource for Log {
 
     fn aborted_transactions(&self, from: Offset, to: Offset) -> Result<Vec<AbortedTxn>> {
         Log::aborted_transactions(self, from, to)
+    }
+
+    fn txn_state_at_boundary(&self) -> Result<Option<BoundaryTxnState>> {
+        Log::txn_state_at_boundary(self)
     }
 
     fn append(&self, records: &[NewRecord]) -> Result<AppendInfo> {

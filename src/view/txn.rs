@@ -36,8 +36,8 @@ use crate::format::{
     BatchInfo, DecodeError, DecodeErrorKind, NewRecord, Offset, RECORD_BATCH_OVERHEAD, decode_batch,
 };
 use crate::source::{
-    AbortedTxn, AppendInfo, BatchChunk, CacheKind, KeyIndex, OffsetQuery, PartitionSource,
-    PartitionSummary, ReadCursor, SealedSpan, SummaryUpdate,
+    AbortedTxn, AppendInfo, BatchChunk, BoundaryTxnState, CacheKind, KeyIndex, OffsetQuery,
+    PartitionSource, PartitionSummary, ReadCursor, SealedSpan, SummaryUpdate,
 };
 use crate::storage::segment_files::SegmentFiles;
 use crate::sync::lock;
@@ -173,6 +173,9 @@ struct TxnState {
     scanned_to: Offset,
     /// The log start offset when the scan began.
     log_start: Offset,
+    /// Where the scan began: the log start, or the segment boundary whose state a broker
+    /// recorded ([`TxnState::start`]).
+    scan_start: Offset,
     /// First offset of the open transaction of each producer.
     open: HashMap<i64, Offset>,
     aborted: Arc<HashMap<i64, Ranges>>,
@@ -210,6 +213,48 @@ impl TxnState {
         part.update_prefix_summary(start, &end, CacheKind::TxnSummary, Box::new(|_| Some(payload)));
         self.prefix_unstored = Some(0);
         self.prefix_stored_once = true;
+    }
+
+    /// The cursor the first scan starts at. From the newest segment boundary whose transaction
+    /// state a broker recorded ([`PartitionSource::txn_state_at_boundary`]: its producer-state
+    /// snapshot and `.txnindex` files), as Kafka restores producer state, so that a first scan
+    /// reads only the batches after it; else from the log start. A recorded state that cannot
+    /// be read is not used (the scan starts at the log start, with a warning).
+    fn start(&mut self, part: &dyn PartitionSource, log_end: Offset) -> Result<ReadCursor> {
+        let boundary = match part.txn_state_at_boundary() {
+            Ok(b) => b.filter(|b| b.offset > self.log_start && b.offset <= log_end),
+            Err(e) => {
+                log::warn!(
+                    "transaction state of {}-{} at a segment boundary not used: {e}",
+                    part.topic(),
+                    part.partition()
+                );
+                None
+            }
+        };
+        let Some(b) = boundary else { return part.seek(self.log_start) };
+        let cursor = part.seek(b.offset)?;
+        let mut aborted: HashMap<i64, Ranges> = HashMap::new();
+        for t in &b.aborted {
+            aborted.entry(t.producer_id).or_default().push((t.first_offset, t.last_offset));
+        }
+        for ranges in aborted.values_mut() {
+            ranges.sort_unstable_by_key(|(_, last)| *last);
+        }
+        log::debug!(
+            "transaction scan of {}-{} starts at {} from the broker's producer snapshot: {} open, \
+             {} aborted below",
+            part.topic(),
+            part.partition(),
+            b.offset,
+            b.open.len(),
+            b.aborted.len()
+        );
+        self.open = b.open.into_iter().collect();
+        self.aborted = Arc::new(aborted);
+        self.scanned_to = b.offset;
+        self.scan_start = b.offset;
+        Ok(cursor)
     }
 
     fn prefix_stored_never(&self) -> bool {
@@ -392,6 +437,7 @@ impl TxnTracker {
         if st.cursor.is_none() || stale || summary.log_end_offset < st.scanned_to {
             *st = TxnState {
                 log_start: summary.log_start_offset,
+                scan_start: summary.log_start_offset,
                 scanned_to: summary.log_start_offset,
                 ..TxnState::default()
             };
@@ -401,7 +447,7 @@ impl TxnTracker {
         }
         let mut cursor = match st.cursor {
             Some(c) => c,
-            None => part.seek(st.log_start)?,
+            None => st.start(part, summary.log_end_offset)?,
         };
         // The sealed span being scanned whole from its start, with its events so far.
         let mut recording: Option<(SealedSpan, SpanEvents)> = None;
@@ -455,8 +501,8 @@ impl TxnTracker {
                     st.prefix_tried = Some(cursor);
                     continue;
                 }
-                if st.prefix.is_none() && st.scanned_to == st.log_start {
-                    // The scan starts at the log start: perhaps the active segment's start.
+                if st.prefix.is_none() && st.scanned_to == st.scan_start {
+                    // The scan starts at a segment's start: perhaps the active segment's.
                     st.prefix = Some((cursor, SpanEvents::default()));
                 }
             }
@@ -672,6 +718,10 @@ impl PartitionSource for CommittedPartition {
 
     fn aborted_transactions(&self, from: Offset, to: Offset) -> Result<Vec<AbortedTxn>> {
         self.inner.aborted_transactions(from, to)
+    }
+
+    fn txn_state_at_boundary(&self) -> Result<Option<BoundaryTxnState>> {
+        self.inner.txn_state_at_boundary()
     }
 
     fn append(&self, records: &[NewRecord]) -> Result<AppendInfo> {
@@ -1004,6 +1054,71 @@ mod tests {
         let crc = crc32c::crc32c(&batch[21..]);
         batch[17..21].copy_from_slice(&crc.to_be_bytes());
         batch
+    }
+
+    #[test]
+    fn a_brokers_producer_snapshot_and_txnindex_start_the_scan_at_their_segment() {
+        use crate::format::producer_snapshot::{ProducerEntry, ProducerSnapshot};
+        use crate::format::txn_index::TxnIndexEntry;
+        // Segment 0: P1 opens a transaction, P2's is aborted, a plain batch. Segment 4: P1
+        // commits, P4 opens a transaction that has no marker yet, a plain batch.
+        let seg0 = vec![data(0, 1, true), data(1, 2, true), marker(2, 2, false), data(3, 9, false)];
+        let seg4 = vec![data(4, 1, true), marker(5, 1, true), data(6, 4, true), data(7, 9, false)];
+        let dir = tempfile::tempdir().unwrap();
+        let part = stored_log(dir.path(), &[(0, seg0, vec![]), (4, seg4, vec![])]);
+        let scanned = TxnTracker::new().refresh(part.as_ref()).unwrap();
+        assert_eq!(scanned.stable, Offset(6));
+        assert!(scanned.is_aborted_record(2, Offset(1)));
+
+        // What a broker leaves: P2's abort in segment 0's `.txnindex`, and at the roll to
+        // segment 4 a snapshot with P1's transaction open since offset 0.
+        let pdir = dir.path().join("t-0");
+        let abort = TxnIndexEntry {
+            version: 0,
+            producer_id: 2,
+            first_offset: Offset(1),
+            last_offset: Offset(2),
+            last_stable_offset: Offset(0),
+        };
+        std::fs::write(pdir.join("00000000000000000000.txnindex"), abort.to_bytes()).unwrap();
+        let producer = |pid: i64, open: Option<i64>| ProducerEntry {
+            producer_id: pid,
+            epoch: 0,
+            last_sequence: 0,
+            last_offset: 1,
+            offset_delta: 0,
+            timestamp: 0,
+            coordinator_epoch: 0,
+            current_txn_first_offset: open.map(Offset),
+        };
+        let snapshot = |entries| ProducerSnapshot { entries }.encode();
+        let at4 = pdir.join("00000000000000000004.snapshot");
+        std::fs::write(&at4, snapshot(vec![producer(1, Some(0)), producer(2, None)])).unwrap();
+        let from_snapshot = TxnTracker::new().refresh(part.as_ref()).unwrap();
+        assert_eq!(from_snapshot.stable, scanned.stable);
+        assert_eq!(*from_snapshot.aborted, *scanned.aborted);
+
+        // The state below the boundary is the snapshot's, not read from the batches: a
+        // transaction it records open since offset 3 (with no batch here) holds the stable
+        // offset there, as it would on the broker.
+        std::fs::write(&at4, snapshot(vec![producer(7, Some(3))])).unwrap();
+        assert_eq!(TxnTracker::new().refresh(part.as_ref()).unwrap().stable, Offset(3));
+
+        // A damaged snapshot is not used: the scan reads every batch instead.
+        let mut bytes = snapshot(vec![producer(7, Some(3))]);
+        bytes[12] ^= 1;
+        std::fs::write(&at4, bytes).unwrap();
+        let damaged_snapshot = TxnTracker::new().refresh(part.as_ref()).unwrap();
+        assert_eq!(damaged_snapshot.stable, scanned.stable);
+        assert_eq!(*damaged_snapshot.aborted, *scanned.aborted);
+
+        // Nor is one at the log start offset (nothing below it to stand for), or at an offset
+        // that is not a segment's base offset.
+        std::fs::remove_file(&at4).unwrap();
+        for name in ["00000000000000000000.snapshot", "00000000000000000005.snapshot"] {
+            std::fs::write(pdir.join(name), snapshot(vec![producer(7, Some(0))])).unwrap();
+        }
+        assert_eq!(TxnTracker::new().refresh(part.as_ref()).unwrap().stable, scanned.stable);
     }
 
     #[test]

@@ -842,3 +842,67 @@ fn timestamp_lookup_in_a_batch_with_a_bad_record_length_is_an_error_naming_the_p
         e => panic!("expected Corrupt, got {e}"),
     }
 }
+
+/// The producer snapshots (`<base>.snapshot`) in a partition directory, by offset.
+fn snapshot_offsets(dir: &Path) -> Vec<i64> {
+    files_with_suffix(dir, ".snapshot")
+        .iter()
+        .map(|p| {
+            p.file_name().unwrap().to_str().unwrap().split('.').next().unwrap().parse().unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn each_roll_writes_a_producer_snapshot_at_the_new_base_and_retention_removes_it() {
+    use topicfs::format::producer_snapshot::ProducerSnapshot;
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = small_config();
+    c.set("retention.ms", "1000").unwrap();
+    let d = open(tmp.path(), &c);
+    d.create_topic("t", 1).unwrap();
+    let log = d.log("t", 0).unwrap();
+    append_n(&log, 30, 1000, 100);
+    let bases: Vec<i64> = log.segment_list().iter().map(|s| s.base_offset().0).collect();
+    assert!(bases.len() > 2, "{bases:?}");
+    // As a broker: one at each roll, named after the new segment; none at the log start.
+    assert_eq!(snapshot_offsets(log.dir()), bases[1..]);
+    for path in files_with_suffix(log.dir(), ".snapshot") {
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(ProducerSnapshot::decode(&bytes).unwrap(), ProducerSnapshot::default());
+    }
+    // A reader's transaction scan starts at the newest.
+    let state = log.txn_state_at_boundary().unwrap().unwrap();
+    assert_eq!(state.offset, Offset(*bases.last().unwrap()));
+    assert!(state.open.is_empty() && state.aborted.is_empty());
+    // Retention removes a segment's snapshot with its files.
+    d.enforce_retention().unwrap();
+    assert_eq!(snapshot_offsets(log.dir()), [*bases.last().unwrap()]);
+    assert!(log.txn_state_at_boundary().unwrap().is_none(), "at the log start: not used");
+}
+
+#[test]
+fn no_producer_snapshot_is_written_after_a_segment_holding_a_producers_batch() {
+    use topicfs::format::{BatchSpec, encode_batch};
+    let tmp = tempfile::tempdir().unwrap();
+    let (d, log) = open_log(tmp.path(), &small_config());
+    let dir = log.dir().to_path_buf();
+    d.shutdown().unwrap();
+    drop((log, d));
+    // Another writer left a transactional batch of producer 5 in the active segment.
+    let spec = BatchSpec {
+        base_offset: Offset(0),
+        producer_id: 5,
+        is_transactional: true,
+        ..BatchSpec::default()
+    };
+    let batch = encode_batch(&spec, &[record(1000, "t")]).unwrap();
+    std::fs::write(dir.join("00000000000000000000.log"), batch).unwrap();
+    let (_d, log) = open_log(tmp.path(), &small_config());
+    append_n(&log, 30, 1000, 100);
+    assert!(log.segment_list().len() > 2);
+    // This engine does not follow producers through batches: no snapshot says what it
+    // does not know, and readers scan from the log start.
+    assert!(snapshot_offsets(&dir).is_empty(), "{:?}", snapshot_offsets(&dir));
+    assert!(log.txn_state_at_boundary().unwrap().is_none());
+}

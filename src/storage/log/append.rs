@@ -189,6 +189,7 @@ impl Log {
                 return Ok(active);
             }
             active.on_become_inactive()?;
+            self.write_producer_snapshot(&active, new_base);
         }
         let segment = Arc::new(LogSegment::create(
             &self.dir,

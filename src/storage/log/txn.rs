@@ -1,7 +1,12 @@
-//! Reading the `.txnindex` files of a partition's segments: the aborted transactions a
-//! `read_committed` reader skips.
+//! Reading the `.txnindex` files of a partition's segments (the aborted transactions a
+//! `read_committed` reader skips), and producer-state snapshots (`<offset>.snapshot`): read at
+//! segment boundaries so that a transaction scan need not start at the log start, and written
+//! at each roll when the engine knows the producer state.
 
 use super::*;
+
+use crate::format::producer_snapshot::ProducerSnapshot;
+use crate::source::BoundaryTxnState;
 
 impl Log {
     /// Aborted transactions from the `.txnindex` files whose range overlaps `[from, to)`
@@ -32,5 +37,141 @@ impl Log {
             }
         }
         Ok(out)
+    }
+}
+
+impl Log {
+    /// The transaction state a broker recorded at a segment boundary (Kafka's way to know it
+    /// without reading the log): the newest `<base>.snapshot` that decodes, taken at the base
+    /// offset of a segment above the log start offset, with the aborted transactions whose ABORT
+    /// marker lies below it from the `.txnindex` files. A snapshot that does not decode is
+    /// skipped with a warning naming it (an older one, or none, is used instead); `None` when
+    /// no segment above the log start has one (what this engine writes for its own appends, or
+    /// a broker older than 0.11).
+    pub fn txn_state_at_boundary(&self) -> Result<Option<BoundaryTxnState>> {
+        let log_start = self.log_start_offset();
+        let bases: Vec<Offset> = self
+            .segments
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .copied()
+            .filter(|b| *b > log_start)
+            .collect();
+        for base in bases.into_iter().rev() {
+            let path = segment_file_path(&self.dir, base, ".snapshot");
+            let bytes = match crate::storage::open::read_regular(&path) {
+                Ok(b) => b,
+                Err(e) if crate::storage::open::is_not_found(&e) => continue,
+                Err(e) => {
+                    log::warn!("{e}: producer snapshot not used");
+                    continue;
+                }
+            };
+            let snapshot = match ProducerSnapshot::decode(&bytes) {
+                Ok(s) => s,
+                Err(e) => {
+                    log::warn!(
+                        "{}: producer snapshot not used: corrupt at byte {}: {}",
+                        path.display(),
+                        e.at,
+                        e
+                    );
+                    continue;
+                }
+            };
+            let aborted = self
+                .aborted_transactions(log_start, base)?
+                .into_iter()
+                .filter(|t| t.last_offset < base)
+                .collect();
+            return Ok(Some(BoundaryTxnState {
+                offset: base,
+                open: snapshot.open_transactions().collect(),
+                aborted,
+            }));
+        }
+        Ok(None)
+    }
+}
+
+/// What the engine knows of the producer state at the active segment's base offset: what the
+/// `.snapshot` it writes at the next roll holds. Its own appends carry no producer id, so they
+/// never change the state; only batches another writer left in the active segment can.
+#[derive(Debug)]
+pub(in crate::storage) enum ProducerState {
+    /// Not looked at yet: decided at the first roll ([`Log::producer_state_at_roll`]).
+    Undetermined,
+    /// The state at the active segment's base offset, which every batch in it so far left
+    /// unchanged.
+    Known(ProducerSnapshot),
+    /// Not known: no usable snapshot at the active segment's base offset (and it is not the
+    /// log start), or the segment held batches of a producer. No snapshot is written, and
+    /// readers scan as they would without one.
+    Unknown,
+}
+
+/// Bytes of batch headers asked per step when looking for producers in a segment.
+const PRODUCER_LOOK_CHUNK: usize = 16 << 20;
+
+impl Log {
+    /// Writes `<new_base>.snapshot` at a roll, as a broker takes one at each roll, when the
+    /// producer state is known: readers then start their transaction scan there
+    /// ([`Log::txn_state_at_boundary`]) instead of reading every batch below it. Caller holds
+    /// `append_lock`; `sealed` is the segment just sealed. A failure costs readers a scan, never
+    /// a wrong answer: it is logged, and a partly written file is removed (one that survives a
+    /// crash fails its CRC and is not used).
+    pub(super) fn write_producer_snapshot(&self, sealed: &LogSegment, new_base: Offset) {
+        let mut state = lock(&self.producer_state);
+        if matches!(*state, ProducerState::Undetermined) {
+            *state = self.producer_state_at_roll(sealed);
+        }
+        let ProducerState::Known(snapshot) = &*state else { return };
+        let path = segment_file_path(&self.dir, new_base, ".snapshot");
+        if let Err(e) = std::fs::write(&path, snapshot.encode()) {
+            log::warn!("{}: producer snapshot not written: {e}", path.display());
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+
+    /// The producer state at the end of `sealed` (the segment being sealed): the snapshot at
+    /// its base offset (none needed at the log start, where the state is empty), when none of
+    /// its batches is a producer's.
+    fn producer_state_at_roll(&self, sealed: &LogSegment) -> ProducerState {
+        let base = sealed.base_offset();
+        let path = segment_file_path(&self.dir, base, ".snapshot");
+        let at_base = match crate::storage::open::read_regular(&path) {
+            Ok(bytes) => ProducerSnapshot::decode(&bytes).ok(),
+            Err(_) => None,
+        };
+        let at_base = match at_base {
+            Some(s) => s,
+            None if base == self.log_start_offset() => ProducerSnapshot::default(),
+            None => {
+                log::debug!("{}: no producer state at {base}; no snapshots", self.dir.display());
+                return ProducerState::Unknown;
+            }
+        };
+        let mut position = Position(0);
+        while position.0 < sealed.size() {
+            let (heads, next) = match sealed.read_heads(position, PRODUCER_LOOK_CHUNK) {
+                Ok(r) => r,
+                Err(e) => {
+                    log::debug!("{}: producer state unknown: {e}", self.dir.display());
+                    return ProducerState::Unknown;
+                }
+            };
+            // No header (a legacy message, damage) or a producer's batch: not known here.
+            if heads.is_empty() || heads.iter().any(|h| h.info.producer_id >= 0) {
+                log::debug!(
+                    "{}: segment {base} holds batches this engine cannot follow producers \
+                     through; no snapshots",
+                    self.dir.display()
+                );
+                return ProducerState::Unknown;
+            }
+            position = next;
+        }
+        ProducerState::Known(at_base)
     }
 }

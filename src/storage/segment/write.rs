@@ -199,7 +199,9 @@ impl LogSegment {
         // Unmap the indexes before their files go away.
         *self.offset_index.write().unwrap_or_else(|e| e.into_inner()) = None;
         *self.time_index.write().unwrap_or_else(|e| e.into_inner()) = None;
-        for suffix in [".log", ".index", ".timeindex", ".txnindex"] {
+        // The producer snapshot taken at the segment's base offset goes with it, as Kafka's
+        // `removeAndMarkSnapshotForDeletion` does.
+        for suffix in [".log", ".index", ".timeindex", ".txnindex", ".snapshot"] {
             let path = self.file_path(suffix);
             let deleted = self.file_path(&format!("{suffix}.deleted"));
             match std::fs::rename(&path, &deleted) {
