@@ -1121,6 +1121,97 @@ mod tests {
         assert_eq!(TxnTracker::new().refresh(part.as_ref()).unwrap().stable, scanned.stable);
     }
 
+    /// A seeded model of the promise above: for random transactional logs split into random
+    /// segments, a broker's files at any segment boundary (a snapshot of the transactions open
+    /// there, each aborted transaction in the `.txnindex` of the segment holding its marker)
+    /// give the scan starting there the state the scan of every batch gives.
+    #[test]
+    fn starting_at_any_boundarys_snapshot_gives_what_scanning_every_batch_gives() {
+        use crate::format::producer_snapshot::{ProducerEntry, ProducerSnapshot};
+        use crate::format::txn_index::TxnIndexEntry;
+        let mut x: u64 = 0x5eed_1234_abcd_0001;
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for seed in 0..40 {
+            let count = 8 + next(40) as i64;
+            let batches: Vec<Vec<u8>> = (0..count)
+                .map(|o| {
+                    let pid = 1 + next(4) as i64;
+                    match next(6) {
+                        0 => marker(o, pid, true),
+                        1 => marker(o, pid, false),
+                        2 => data(o, pid, false),
+                        _ => data(o, pid, true),
+                    }
+                })
+                .collect();
+            let mut cuts: Vec<i64> =
+                (0..1 + next(3)).map(|_| 1 + next(count as u64 - 1) as i64).collect();
+            cuts.sort_unstable();
+            cuts.dedup();
+            let bases: Vec<i64> = std::iter::once(0).chain(cuts.iter().copied()).collect();
+            let segments: Vec<StoredSegment> = bases
+                .iter()
+                .enumerate()
+                .map(|(i, &b)| {
+                    let end = bases.get(i + 1).copied().unwrap_or(count);
+                    (b, batches[b as usize..end as usize].to_vec(), vec![])
+                })
+                .collect();
+            let dir = tempfile::tempdir().unwrap();
+            let part = stored_log(dir.path(), &segments);
+            let full = TxnTracker::new().refresh(part.as_ref()).unwrap();
+            // What a broker leaves at the boundary `at`: the state of every batch below it.
+            let at = cuts[next(cuts.len() as u64) as usize];
+            let (below, _) = scan(&batches[..at as usize]);
+            let pdir = dir.path().join("t-0");
+            let mut txnindex: HashMap<i64, Vec<u8>> = HashMap::new();
+            let mut aborts: Vec<(i64, Offset, Offset)> = below
+                .aborted
+                .iter()
+                .flat_map(|(pid, ranges)| ranges.iter().map(move |(f, l)| (*pid, *f, *l)))
+                .collect();
+            aborts.sort_unstable_by_key(|(_, _, last)| *last);
+            for (pid, first, last) in aborts {
+                let seg = *bases.iter().filter(|b| **b <= last.0).next_back().unwrap();
+                let entry = TxnIndexEntry {
+                    version: 0,
+                    producer_id: pid,
+                    first_offset: first,
+                    last_offset: last,
+                    last_stable_offset: first,
+                };
+                txnindex.entry(seg).or_default().extend_from_slice(&entry.to_bytes());
+            }
+            for (seg, bytes) in txnindex {
+                std::fs::write(pdir.join(format!("{seg:020}.txnindex")), bytes).unwrap();
+            }
+            let entries = below
+                .open
+                .iter()
+                .map(|(pid, first)| ProducerEntry {
+                    producer_id: *pid,
+                    epoch: 0,
+                    last_sequence: 0,
+                    last_offset: at - 1,
+                    offset_delta: 0,
+                    timestamp: 0,
+                    coordinator_epoch: 0,
+                    current_txn_first_offset: Some(*first),
+                })
+                .collect();
+            let snapshot = ProducerSnapshot { entries }.encode();
+            std::fs::write(pdir.join(format!("{at:020}.snapshot")), snapshot).unwrap();
+            let started = TxnTracker::new().refresh(part.as_ref()).unwrap();
+            assert_eq!(started.stable, full.stable, "seed {seed}, boundary {at}, {bases:?}");
+            assert_eq!(*started.aborted, *full.aborted, "seed {seed}, boundary {at}, {bases:?}");
+        }
+    }
+
     #[test]
     fn isolation_levels_parse_by_kafkas_names() {
         assert_eq!("read_committed".parse::<Isolation>().unwrap(), Isolation::ReadCommitted);
