@@ -1177,7 +1177,7 @@ mod tests {
                 .collect();
             aborts.sort_unstable_by_key(|(_, _, last)| *last);
             for (pid, first, last) in aborts {
-                let seg = *bases.iter().filter(|b| **b <= last.0).next_back().unwrap();
+                let seg = *bases.iter().rfind(|b| **b <= last.0).unwrap();
                 let entry = TxnIndexEntry {
                     version: 0,
                     producer_id: pid,
