@@ -1,6 +1,10 @@
-//! Background sizing: after mount, one low-priority thread renders (counting only) every
+//! Background sizing: after mount, background threads render (counting only) every
 //! partition's streams towards their end, so that a brand-new directory gets exact sizes soon
-//! after mount instead of at the first `stat` (SEMANTICS.md, "Background sizing").
+//! after mount instead of at the first `stat` (SEMANTICS.md, "Background sizing"): first every
+//! sealed segment on its own, in parallel (one thread per core but one, at most
+//! [`MAX_SUMMARIZERS`]), into the segment cache; then each stream's shared index, which moves
+//! over those segments without rendering them and renders the active segments; format by
+//! format.
 //!
 //! Only partitions whose source keeps summaries of sealed spans (a log directory with a segment
 //! cache, [`PartitionSource::sealed_span_at`]) are sized: for them the work is done once and
@@ -32,10 +36,22 @@ impl TopicFs {
     /// filesystem is dropped or shut down, or when everything is sized). `None` when the
     /// thread could not be started (logged).
     pub fn start_background_sizing(fs: &Arc<TopicFs>) -> Option<std::thread::JoinHandle<()>> {
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get().saturating_sub(1))
+            .clamp(1, MAX_SUMMARIZERS);
+        TopicFs::start_background_sizing_with(fs, threads)
+    }
+
+    /// [`TopicFs::start_background_sizing`] with `threads` summarizing sealed segments at once
+    /// (at least one) instead of one per core but one.
+    pub fn start_background_sizing_with(
+        fs: &Arc<TopicFs>,
+        threads: usize,
+    ) -> Option<std::thread::JoinHandle<()>> {
         let weak = Arc::downgrade(fs);
         let spawned = std::thread::Builder::new()
             .name("topicfs-sizing".into())
-            .spawn(move || size_everything(&weak));
+            .spawn(move || size_everything(&weak, threads.max(1)));
         match spawned {
             Ok(handle) => Some(handle),
             Err(e) => {
@@ -46,7 +62,7 @@ impl TopicFs {
     }
 }
 
-fn size_everything(weak: &Weak<TopicFs>) {
+fn size_everything(weak: &Weak<TopicFs>, threads: usize) {
     let Some(fs) = weak.upgrade() else { return };
     let mut parts: Vec<Arc<dyn PartitionSource>> = Vec::new();
     for topic in fs.source.topics().unwrap_or_default() {
@@ -65,6 +81,9 @@ fn size_everything(weak: &Weak<TopicFs>) {
     let started = std::time::Instant::now();
     let mut sized = 0;
     for format in [Format::Values, Format::Raw, Format::Json] {
+        if !summarize_sealed_spans(weak, &parts, format, threads) {
+            return;
+        }
         for part in &parts {
             let Some(fs) = weak.upgrade() else { return };
             // Between steps, waits for a quiet moment: a reader of the index being sized waits
@@ -88,6 +107,87 @@ fn size_everything(weak: &Weak<TopicFs>) {
         parts.len(),
         started.elapsed().as_secs_f64()
     );
+}
+
+/// Threads that summarize sealed spans at once in background sizing by default: one per core
+/// but one (kept for requests), at least one, at most this.
+pub const MAX_SUMMARIZERS: usize = 4;
+
+/// The parallel phase of background sizing in `format`: every sealed span of `parts`, each
+/// rendered on an index of its own ([`crate::view::StreamRegistry::summarize_span`]) by one of
+/// `threads` threads, so that the segment cache holds
+/// every sealed segment's rendering and the sequential phase after it renders only the active
+/// segments. Spans the cache already knows cost nothing. Each step waits for a quiet moment,
+/// as the sequential phase does. `false` when the filesystem is closing or gone.
+fn summarize_sealed_spans(
+    weak: &Weak<TopicFs>,
+    parts: &[Arc<dyn PartitionSource>],
+    format: Format,
+    threads: usize,
+) -> bool {
+    let mut jobs = Vec::new();
+    for part in parts {
+        let Ok(mut cursor) = part.summary().and_then(|s| part.seek(s.log_start_offset)) else {
+            continue;
+        };
+        while let Some(span) = part.sealed_span_at(&cursor) {
+            if span.end == cursor {
+                break;
+            }
+            cursor = span.end;
+            jobs.push((Arc::clone(part), format, span));
+        }
+    }
+    let threads = threads.min(jobs.len());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let started = Instant::now();
+    let work = || {
+        while let Some((part, format, span)) =
+            jobs.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+        {
+            let Some(fs) = weak.upgrade() else { return false };
+            let go = || wait_quiet(&|| fs.closing.load(std::sync::atomic::Ordering::Relaxed));
+            let _op = Operation::begin_background();
+            match fs.streams.summarize_span(Arc::clone(part), *format, span, SIZING_STEP, &go) {
+                Ok(true) => {}
+                Ok(false) => return false,
+                Err(e) => log::debug!(
+                    "background sizing of {}-{}{} segment {} stopped: {e}",
+                    part.topic(),
+                    part.partition(),
+                    format.suffix(),
+                    span.base
+                ),
+            }
+        }
+        true
+    };
+    let finished = std::thread::scope(|scope| {
+        let workers: Vec<_> = (1..threads)
+            .filter_map(|n| {
+                std::thread::Builder::new()
+                    .name(format!("topicfs-sizing-{n}"))
+                    .spawn_scoped(scope, work)
+                    .map_err(|e| log::warn!("a background sizing thread not started: {e}"))
+                    .ok()
+            })
+            .collect();
+        let mine = work();
+        workers.into_iter().all(|w| w.join().unwrap_or(false)) && mine
+    });
+    if finished && !jobs.is_empty() {
+        log::info!(
+            "background sizing: {} sealed segments summarized in {} on {threads} threads in \
+             {:.1} s",
+            jobs.len(),
+            match format.suffix() {
+                "" => "values",
+                suffix => suffix,
+            },
+            started.elapsed().as_secs_f64()
+        );
+    }
+    finished
 }
 
 /// Sizing steps a `stat` left to the background ([`Stream::stat_size`] answered

@@ -226,6 +226,21 @@ impl RenderIndex {
         Ok(reached)
     }
 
+    /// One step of summarizing the sealed span that ends before `end` (its last offset plus
+    /// one) from this index's origin at its start ([`RenderIndex::new_at`]): extends by at most
+    /// `step` bytes of log, up to the first batch after the span, where the next segment's
+    /// start completes the span and its rendering goes to the segment cache. Whether it got
+    /// there (or the log ended).
+    pub fn summarize_step(
+        &self,
+        part: &dyn PartitionSource,
+        end: Offset,
+        step: u64,
+    ) -> Result<bool> {
+        let mut st = lock(&self.state);
+        self.extend_within(&mut st, part, Some(end.plus(1)), Some(step))
+    }
+
     /// Takes in what a read rendered past the frontier (see [`Learned`]): its checkpoints and
     /// the batch boundary it reached become the index's, unless the index was rebuilt or another
     /// caller got as far meanwhile.

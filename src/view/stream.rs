@@ -46,7 +46,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use crate::error::{Error, Result};
 use crate::format::{Offset, Timestamp, decode_batch, parse_batch_info};
-use crate::source::{OffsetQuery, PartitionSource};
+use crate::source::{OffsetQuery, PartitionSource, SealedSpan};
 use crate::sync::lock;
 use crate::view::budget::{MemoryBudget, Reservation};
 pub use crate::view::render_index::{
@@ -218,6 +218,31 @@ impl StreamRegistry {
                 return Ok(true);
             }
             std::thread::yield_now();
+        }
+        Ok(false)
+    }
+
+    /// Renders (counting only) the sealed span `span` of `part` in `format` on an index of its
+    /// own whose origin is the span's start, in steps of `step` bytes of log while `go()` says
+    /// so, so that the segment cache learns the span's rendering: the shared index (and every
+    /// stream) then moves over the span without rendering it. Spans are independent, so
+    /// background sizing summarizes several at once. Nothing is shared with readers but the
+    /// cache. Whether it got through the span (the index is dropped either way).
+    pub fn summarize_span(
+        &self,
+        part: Arc<dyn PartitionSource>,
+        format: Format,
+        span: &SealedSpan,
+        step: u64,
+        go: &dyn Fn() -> bool,
+    ) -> Result<bool> {
+        let view = self.view(Arc::clone(&part));
+        let mut index = RenderIndex::new_at(view.as_ref(), format, span.base)?;
+        index.txn = self.tracker(part.as_ref());
+        while go() {
+            if index.summarize_step(view.as_ref(), span.end.next_offset, step)? {
+                return Ok(true);
+            }
         }
         Ok(false)
     }

@@ -281,6 +281,31 @@ fn background_sizing_makes_a_new_directorys_sizes_exact_and_fills_the_cache() {
 }
 
 #[test]
+fn background_sizing_summarizes_sealed_segments_on_several_threads_with_the_same_sizes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (data, cache) = (tmp.path().join("data"), tmp.path().join("cache"));
+    let all = written(&data, None);
+    let m = mount(&data, Some(&cache), 1, false);
+    TopicFs::start_background_sizing_with(&m.fs, 3).unwrap().join().unwrap();
+    for (f, bytes) in FORMATS.iter().zip(&all) {
+        let name = format!("t/0/by-offset/0{f}");
+        assert_eq!(m.size(&name), bytes.len() as u64, "{name} exact at the first stat");
+        assert_eq!(&m.read_all(&name), bytes);
+    }
+    m.unmount();
+    let summarized = entries(&cache).len();
+    assert!(summarized > 20, "the sealed segments were summarized: {summarized}");
+    // A remount on one thread finds everything summarized: the same cache, nothing new.
+    let again = mount(&data, Some(&cache), 1, false);
+    TopicFs::start_background_sizing_with(&again.fs, 1).unwrap().join().unwrap();
+    for (f, bytes) in FORMATS.iter().zip(&all) {
+        assert_eq!(again.size(&format!("t/0/by-offset/0{f}")), bytes.len() as u64);
+    }
+    again.unmount();
+    assert_eq!(entries(&cache).len(), summarized);
+}
+
+#[test]
 fn background_sizing_leaves_a_partition_without_sealed_segments_or_cache_alone() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
