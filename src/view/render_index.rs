@@ -241,6 +241,13 @@ impl RenderIndex {
         self.extend_within(&mut st, part, Some(end.plus(1)), Some(step))
     }
 
+    /// Whether the segment cache holds the rendering of the sealed span `span` in this format
+    /// (made with the current transaction state): summarizing it would add nothing.
+    pub fn knows_span(&self, part: &dyn PartitionSource, span: &SealedSpan) -> bool {
+        let snap = self.txn.as_ref().map(|t| t.snapshot());
+        self.cached_summary(part, snap.as_ref(), span).is_some()
+    }
+
     /// Takes in what a read rendered past the frontier (see [`Learned`]): its checkpoints and
     /// the batch boundary it reached become the index's, unless the index was rebuilt or another
     /// caller got as far meanwhile.
@@ -419,21 +426,7 @@ impl RenderIndex {
             if st.frontier.bound > span.base {
                 break;
             }
-            let Some((committed, digest)) = self.txn_key(snap, &span) else { break };
-            let Some(summaries) = part
-                .load_summary(&span, CacheKind::RenderSummary)
-                .and_then(|b| summary::decode(&b))
-            else {
-                break;
-            };
-            let format = self.renderer.format();
-            let found = summaries.into_iter().find(|s| {
-                s.format == format
-                    && s.committed == committed
-                    && s.digest == digest
-                    && s.end_bound == span.end.next_offset
-            });
-            let Some(found) = found else { break };
+            let Some(found) = self.cached_summary(part, snap, &span) else { break };
             self.apply_summary(st, &span, &found);
             st.summarized.insert(span.base);
             moved = true;
@@ -450,6 +443,26 @@ impl RenderIndex {
             }
         }
         moved
+    }
+
+    /// The segment cache's rendering of the sealed span `span` in this format, if it holds one
+    /// made with the transaction state `snap` gives.
+    fn cached_summary(
+        &self,
+        part: &dyn PartitionSource,
+        snap: Option<&TxnSnapshot>,
+        span: &SealedSpan,
+    ) -> Option<FormatSummary> {
+        let (committed, digest) = self.txn_key(snap, span)?;
+        let summaries =
+            part.load_summary(span, CacheKind::RenderSummary).and_then(|b| summary::decode(&b))?;
+        let format = self.renderer.format();
+        summaries.into_iter().find(|s| {
+            s.format == format
+                && s.committed == committed
+                && s.digest == digest
+                && s.end_bound == span.end.next_offset
+        })
     }
 
     /// Moves the frontier over the stable prefix `span` of the active segment (right after

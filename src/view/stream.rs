@@ -239,6 +239,11 @@ impl StreamRegistry {
         let view = self.view(Arc::clone(&part));
         let mut index = RenderIndex::new_at(view.as_ref(), format, span.base)?;
         index.txn = self.tracker(part.as_ref());
+        if index.knows_span(view.as_ref(), span) {
+            // Known from an earlier mount: nothing to render (and no jump over the cached
+            // spans after it, which for every span of a remount would cost their square).
+            return Ok(true);
+        }
         while go() {
             if index.summarize_step(view.as_ref(), span.end.next_offset, step)? {
                 return Ok(true);
