@@ -107,6 +107,9 @@ pub struct Log {
     /// The producer state at the active segment's base offset, as far as this engine knows it,
     /// for the `.snapshot` it writes at the next roll (see `txn.rs`). Under `append_lock`.
     producer_state: Mutex<txn::ProducerState>,
+    /// Every batch of the active segment was appended by this engine since it was opened (the
+    /// segment was empty at open, or this engine rolled to it): it holds no producer's batch.
+    active_all_ours: AtomicBool,
     /// Serializes `sync` calls (separate so readers and appends never wait for the disk).
     sync_lock: Mutex<()>,
     last_modified: Mutex<SystemTime>,
@@ -187,6 +190,7 @@ impl Log {
             active_roll_jitter_ms: AtomicI64::new(0),
             append_lock: Mutex::new(()),
             producer_state: Mutex::new(txn::ProducerState::Undetermined),
+            active_all_ours: AtomicBool::new(false),
             sync_lock: Mutex::new(()),
             last_modified: Mutex::new(SystemTime::now()),
             closed: AtomicBool::new(false),

@@ -199,6 +199,7 @@ impl Log {
         )?);
         let mut map = self.segments.write().unwrap_or_else(|e| e.into_inner());
         map.insert(new_base, Arc::clone(&segment));
+        self.active_all_ours.store(true, Ordering::Release);
         self.segments_version.fetch_add(1, Ordering::AcqRel);
         drop(map);
         self.active_roll_jitter_ms.store(self.draw_roll_jitter(new_base), Ordering::Relaxed);

@@ -158,6 +158,8 @@ impl Log {
             Some(active) => active.next_offset()?,
             None => log_end,
         };
+        let empty_active = segments.values().next_back().is_some_and(|a| a.size() == 0);
+        self.active_all_ours.store(self.writable() && empty_active, Ordering::Release);
         let first_base = segments.keys().next().copied().unwrap_or(log_end);
         let log_start = checkpoint_start.max(first_base).min(log_end);
         let recovery_point = if state.had_clean_shutdown {

@@ -136,7 +136,8 @@ impl Log {
 
     /// The producer state at the end of `sealed` (the segment being sealed): the snapshot at
     /// its base offset (none needed at the log start, where the state is empty), when none of
-    /// its batches is a producer's.
+    /// its batches is a producer's: known without reading it when this engine appended all of
+    /// them, else from its batch headers (once per process, at the first roll after open).
     fn producer_state_at_roll(&self, sealed: &LogSegment) -> ProducerState {
         let base = sealed.base_offset();
         let path = segment_file_path(&self.dir, base, ".snapshot");
@@ -152,6 +153,10 @@ impl Log {
                 return ProducerState::Unknown;
             }
         };
+        if self.active_all_ours.load(Ordering::Acquire) {
+            // Every batch in it is this engine's: no producer's, nothing to read.
+            return ProducerState::Known(at_base);
+        }
         let mut position = Position(0);
         while position.0 < sealed.size() {
             let (heads, next) = match sealed.read_heads(position, PRODUCER_LOOK_CHUNK) {
