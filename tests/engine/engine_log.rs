@@ -219,15 +219,27 @@ fn log_append_time_stamps_every_batch() {
     assert!(all[0].1 > 1_000_000_000_000 && all[0].1 == all[1].1, "{all:?}");
 }
 
+/// Topic `t` in `dir` under [`small_config`] with the retention `setting`, and `records`
+/// 100-byte records with timestamps in 1970 appended (several segments).
+fn retained_log(
+    dir: &Path,
+    setting: (&str, &str),
+    records: usize,
+) -> (LogConfig, LogDir, Arc<Log>) {
+    let mut c = small_config();
+    c.set(setting.0, setting.1).unwrap();
+    let d = open(dir, &c);
+    d.create_topic("t", 1).unwrap();
+    let log = d.log("t", 0).unwrap();
+    append_n(&log, records, 1000, 100);
+    (c, d, log)
+}
+
 #[test]
 fn retention_by_time_never_deletes_the_active_segment_and_advances_log_start() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut c = small_config();
-    c.set("retention.ms", "1000").unwrap();
-    let d = open(tmp.path(), &c);
-    d.create_topic("t", 1).unwrap();
-    let log = d.log("t", 0).unwrap();
-    append_n(&log, 30, 1000, 100); // timestamps in 1970: all old
+    // Timestamps in 1970: all old.
+    let (c, d, log) = retained_log(tmp.path(), ("retention.ms", "1000"), 30);
     let before = log.segment_list();
     assert!(before.len() > 2);
     let deleted = d.enforce_retention().unwrap();
@@ -254,12 +266,7 @@ fn retention_by_time_never_deletes_the_active_segment_and_advances_log_start() {
 #[test]
 fn retention_by_bytes_deletes_oldest_segments_while_over_the_limit() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut c = small_config();
-    c.set("retention.bytes", "2500").unwrap();
-    let d = open(tmp.path(), &c);
-    d.create_topic("t", 1).unwrap();
-    let log = d.log("t", 0).unwrap();
-    append_n(&log, 40, 1000, 100);
+    let (_, d, log) = retained_log(tmp.path(), ("retention.bytes", "2500"), 40);
     d.enforce_retention().unwrap();
     let total: u64 = log.segment_list().iter().map(|s| s.size()).sum();
     let first = log.segment_list()[0].size();
@@ -857,12 +864,7 @@ fn snapshot_offsets(dir: &Path) -> Vec<i64> {
 fn each_roll_writes_a_producer_snapshot_at_the_new_base_and_retention_removes_it() {
     use topicfs::format::producer_snapshot::ProducerSnapshot;
     let tmp = tempfile::tempdir().unwrap();
-    let mut c = small_config();
-    c.set("retention.ms", "1000").unwrap();
-    let d = open(tmp.path(), &c);
-    d.create_topic("t", 1).unwrap();
-    let log = d.log("t", 0).unwrap();
-    append_n(&log, 30, 1000, 100);
+    let (_, d, log) = retained_log(tmp.path(), ("retention.ms", "1000"), 30);
     let bases: Vec<i64> = log.segment_list().iter().map(|s| s.base_offset().0).collect();
     assert!(bases.len() > 2, "{bases:?}");
     // As a broker: one at each roll, named after the new segment; none at the log start.

@@ -255,6 +255,15 @@ fn deleting_the_cache_dir_at_any_time_costs_only_the_rendering() {
     m.unmount();
 }
 
+/// Every format's `by-offset/0` shows its exact size at the first stat, and reads `all`.
+fn assert_every_format_exact_at_the_first_stat(m: &Mounted, all: &[Vec<u8>]) {
+    for (f, bytes) in FORMATS.iter().zip(all) {
+        let name = format!("t/0/by-offset/0{f}");
+        assert_eq!(m.size(&name), bytes.len() as u64, "{name} exact at the first stat");
+        assert_eq!(&m.read_all(&name), bytes);
+    }
+}
+
 #[test]
 fn background_sizing_makes_a_new_directorys_sizes_exact_and_fills_the_cache() {
     let tmp = tempfile::tempdir().unwrap();
@@ -263,11 +272,7 @@ fn background_sizing_makes_a_new_directorys_sizes_exact_and_fills_the_cache() {
     // A first mount of this directory: nothing cached, one batch per stat.
     let m = mount(&data, Some(&cache), 1, false);
     TopicFs::start_background_sizing(&m.fs).unwrap().join().unwrap();
-    for (f, bytes) in FORMATS.iter().zip(&all) {
-        let name = format!("t/0/by-offset/0{f}");
-        assert_eq!(m.size(&name), bytes.len() as u64, "{name} exact at the first stat");
-        assert_eq!(&m.read_all(&name), bytes);
-    }
+    assert_every_format_exact_at_the_first_stat(&m, &all);
     m.unmount();
     assert!(entries(&cache).len() > 20, "the sealed segments were summarized");
     // And a remount knows them at once.
@@ -287,11 +292,7 @@ fn background_sizing_summarizes_sealed_segments_on_several_threads_with_the_same
     let all = written(&data, None);
     let m = mount(&data, Some(&cache), 1, false);
     TopicFs::start_background_sizing_with(&m.fs, 3).unwrap().join().unwrap();
-    for (f, bytes) in FORMATS.iter().zip(&all) {
-        let name = format!("t/0/by-offset/0{f}");
-        assert_eq!(m.size(&name), bytes.len() as u64, "{name} exact at the first stat");
-        assert_eq!(&m.read_all(&name), bytes);
-    }
+    assert_every_format_exact_at_the_first_stat(&m, &all);
     m.unmount();
     let summarized = entries(&cache).len();
     assert!(summarized > 20, "the sealed segments were summarized: {summarized}");

@@ -59,27 +59,7 @@ impl Log {
             .filter(|b| *b > log_start)
             .collect();
         for base in bases.into_iter().rev() {
-            let path = segment_file_path(&self.dir, base, ".snapshot");
-            let bytes = match crate::storage::open::read_regular(&path) {
-                Ok(b) => b,
-                Err(e) if crate::storage::open::is_not_found(&e) => continue,
-                Err(e) => {
-                    log::warn!("{e}: producer snapshot not used");
-                    continue;
-                }
-            };
-            let snapshot = match ProducerSnapshot::decode(&bytes) {
-                Ok(s) => s,
-                Err(e) => {
-                    log::warn!(
-                        "{}: producer snapshot not used: corrupt at byte {}: {}",
-                        path.display(),
-                        e.at,
-                        e
-                    );
-                    continue;
-                }
-            };
+            let Some(snapshot) = self.producer_snapshot_at(base) else { continue };
             let aborted = self
                 .aborted_transactions(log_start, base)?
                 .into_iter()
@@ -92,6 +72,31 @@ impl Log {
             }));
         }
         Ok(None)
+    }
+
+    /// The producer snapshot `<base>.snapshot`, if there is one that reads and decodes; one
+    /// that does not is logged (naming the file, and the byte for a damaged one) and `None`.
+    fn producer_snapshot_at(&self, base: Offset) -> Option<ProducerSnapshot> {
+        let path = segment_file_path(&self.dir, base, ".snapshot");
+        let bytes = match crate::storage::open::read_regular(&path) {
+            Ok(b) => b,
+            Err(e) if crate::storage::open::is_not_found(&e) => return None,
+            Err(e) => {
+                log::warn!("{e}: producer snapshot not used");
+                return None;
+            }
+        };
+        match ProducerSnapshot::decode(&bytes) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                log::warn!(
+                    "{}: producer snapshot not used: corrupt at byte {}: {e}",
+                    path.display(),
+                    e.at
+                );
+                None
+            }
+        }
     }
 }
 
@@ -140,12 +145,7 @@ impl Log {
     /// them, else from its batch headers (once per process, at the first roll after open).
     fn producer_state_at_roll(&self, sealed: &LogSegment) -> ProducerState {
         let base = sealed.base_offset();
-        let path = segment_file_path(&self.dir, base, ".snapshot");
-        let at_base = match crate::storage::open::read_regular(&path) {
-            Ok(bytes) => ProducerSnapshot::decode(&bytes).ok(),
-            Err(_) => None,
-        };
-        let at_base = match at_base {
+        let at_base = match self.producer_snapshot_at(base) {
             Some(s) => s,
             None if base == self.log_start_offset() => ProducerSnapshot::default(),
             None => {
