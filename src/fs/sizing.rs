@@ -135,20 +135,20 @@ fn summarize_sealed_spans(
                 break;
             }
             cursor = span.end;
-            jobs.push((Arc::clone(part), format, span));
+            jobs.push((Arc::clone(part), span));
         }
     }
     let threads = threads.min(jobs.len());
     let next = std::sync::atomic::AtomicUsize::new(0);
     let started = Instant::now();
     let work = || {
-        while let Some((part, format, span)) =
+        while let Some((part, span)) =
             jobs.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
         {
             let Some(fs) = weak.upgrade() else { return false };
             let go = || wait_quiet(&|| fs.closing.load(std::sync::atomic::Ordering::Relaxed));
             let _op = Operation::begin_background();
-            match fs.streams.summarize_span(Arc::clone(part), *format, span, SIZING_STEP, &go) {
+            match fs.streams.summarize_span(Arc::clone(part), format, span, SIZING_STEP, &go) {
                 Ok(true) => {}
                 Ok(false) => return false,
                 Err(e) => log::debug!(
@@ -177,13 +177,10 @@ fn summarize_sealed_spans(
     });
     if finished && !jobs.is_empty() {
         log::info!(
-            "background sizing: {} sealed segments summarized in {} on {threads} threads in \
-             {:.1} s",
+            "background sizing: {} sealed segments summarized (by-offset/N{}) on {threads} \
+             threads in {:.1} s",
             jobs.len(),
-            match format.suffix() {
-                "" => "values",
-                suffix => suffix,
-            },
+            format.suffix(),
             started.elapsed().as_secs_f64()
         );
     }
