@@ -49,6 +49,8 @@ pub enum Handle {
     Group { node: super::node::Node, text: Vec<u8> },
     /// A partition's `keys` listing, generated as it is read.
     Keys(KeysReader),
+    /// A topic's `config` file ([`super::config`]).
+    Config(super::config::ConfigHandle),
 }
 
 impl std::fmt::Debug for Handle {
@@ -68,6 +70,7 @@ impl std::fmt::Debug for Handle {
             Handle::Append(state) => write!(f, "{:?}", lock(state)),
             Handle::Group { node, .. } => write!(f, "Group({node:?})"),
             Handle::Keys(_) => write!(f, "Keys"),
+            Handle::Config(handle) => write!(f, "Config({})", handle.topic),
         }
     }
 }

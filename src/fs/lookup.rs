@@ -84,7 +84,8 @@ impl TopicFs {
             | Node::TopicAppend(_)
             | Node::TopicAppendJson(_)
             | Node::GroupOffsets(..)
-            | Node::GroupReset(..) => {
+            | Node::GroupReset(..)
+            | Node::TopicConfig(_) => {
                 self.check_writable()?;
                 if request.mode.is_some() || request.uid.is_some() || request.gid.is_some() {
                     return Err(Error::NotPermitted("changing the mode or owner of a file"));
@@ -202,6 +203,7 @@ impl TopicFs {
                 return Err(absent());
             }
             Node::TopicInfo(_)
+            | Node::TopicConfig(_)
             | Node::Offsets(..)
             | Node::TopicStream(..)
             | Node::TopicAppend(_)
@@ -238,6 +240,16 @@ impl TopicFs {
                 let mtime = self.topic_mtime(topic)?;
                 let size = self.info_text(node)?.len() as u64;
                 (FileKind::RegularFile, size, ro_file, mtime, DYNAMIC_TTL)
+            }
+            Node::TopicConfig(topic) => {
+                let mtime = self.topic_mtime(topic)?;
+                let size = self.config_text(topic)?.len() as u64;
+                let perm = if self.options.read_only {
+                    ro_file
+                } else {
+                    self.options.file_mode & 0o666
+                };
+                (FileKind::RegularFile, size, perm, mtime, DYNAMIC_TTL)
             }
             Node::OffsetsDir(topic) | Node::TopicByTimeDir(topic) | Node::TopicByKeyDir(topic) => {
                 let mtime = self.topic_mtime(topic)?;

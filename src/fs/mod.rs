@@ -32,6 +32,7 @@
 //!   append handles' line and JSON parsing.
 //! - `admin.rs`: `mkdir`, the refusals of other changes of names, `statfs`, `shutdown`.
 //! - `groups.rs`: consumer groups (`<topic>/groups/`): their files, `next` streams, commits.
+//! - [`config`]: `<topic>/config`, the topic's settings and changes to its overrides.
 //! - `contents.rs`: the text of info and `offsets/<time>` files and the inspection files;
 //!   [`info`]: the `info` texts themselves.
 
@@ -45,6 +46,7 @@ pub mod node;
 mod sizing;
 
 mod admin;
+pub mod config;
 mod contents;
 mod groups;
 mod lookup;
@@ -293,6 +295,7 @@ pub fn describe(node: &Node) -> String {
         Node::Root => "/".to_string(),
         Node::Topic(topic) => topic.clone(),
         Node::TopicInfo(topic) => format!("{topic}/{INFO}"),
+        Node::TopicConfig(topic) => format!("{topic}/{}", node::CONFIG),
         Node::OffsetsDir(topic) => format!("{topic}/{}", node::OFFSETS),
         Node::Offsets(topic, name) => format!("{topic}/{}/{name}", node::OFFSETS),
         Node::TopicByTimeDir(topic) => format!("{topic}/{}", node::BY_TIME),

@@ -7,6 +7,7 @@
 //! /                                   Root
 //! /<topic>/                           Topic
 //! /<topic>/info                       TopicInfo
+//! /<topic>/config                     TopicConfig
 //! /<topic>/offsets/                   OffsetsDir
 //! /<topic>/offsets/<time>             Offsets
 //! /<topic>/by-time/                   TopicByTimeDir
@@ -48,6 +49,8 @@ use crate::storage::segment_files::SegmentFileKind;
 
 /// Name of the info file in topic and partition directories.
 pub const INFO: &str = "info";
+/// Name of a topic's settings file (see [`super::config`]).
+pub const CONFIG: &str = "config";
 /// Name of a partition's check report (see [`crate::view::inspect`]).
 pub const CHECK: &str = "check";
 /// Name of the by-offset directory.
@@ -105,6 +108,8 @@ pub enum Node {
     Root,
     Topic(String),
     TopicInfo(String),
+    /// `<topic>/config`: the topic's settings; writing changes its overrides.
+    TopicConfig(String),
     /// `<topic>/offsets/`: offsets of every partition for a time.
     OffsetsDir(String),
     /// `<topic>/offsets/<time>`; the name as written in the path.
@@ -181,6 +186,7 @@ impl Node {
             Node::GroupOffsets(..) | Node::GroupReset(..) | Node::GroupNext(..) => false,
             Node::ByKey(..) | Node::Latest(..) | Node::Keys(_) | Node::TopicByKey(..) => false,
             Node::TopicInfo(_)
+            | Node::TopicConfig(_)
             | Node::Offsets(..)
             | Node::TopicStream(..)
             | Node::TopicAppend(_)
@@ -200,6 +206,7 @@ impl Node {
         match self {
             Node::Root | Node::Topic(_) => Node::Root,
             Node::TopicInfo(topic)
+            | Node::TopicConfig(topic)
             | Node::OffsetsDir(topic)
             | Node::TopicByTimeDir(topic)
             | Node::TopicAppend(topic)
@@ -240,6 +247,7 @@ impl Node {
             Node::Root
             | Node::Topic(_)
             | Node::TopicInfo(_)
+            | Node::TopicConfig(_)
             | Node::OffsetsDir(_)
             | Node::Offsets(..)
             | Node::TopicByTimeDir(_)
@@ -278,6 +286,7 @@ impl Node {
         let topic = topic.to_string();
         Some(match name {
             INFO => Node::TopicInfo(topic),
+            CONFIG => Node::TopicConfig(topic),
             OFFSETS => Node::OffsetsDir(topic),
             BY_TIME => Node::TopicByTimeDir(topic),
             APPEND => Node::TopicAppend(topic),

@@ -61,6 +61,14 @@ impl TopicFs {
                 let handle = Handle::Group { node: node.clone(), text };
                 Ok(append(self.handles.insert(handle)))
             }
+            Node::TopicConfig(topic) => {
+                if request.write || request.truncate {
+                    self.check_writable()?;
+                }
+                let text = self.config_text(topic)?.into_bytes();
+                let handle = super::config::ConfigHandle::new(topic.clone(), text);
+                Ok(append(self.handles.insert(Handle::Config(handle))))
+            }
             Node::TopicInfo(_) | Node::PartitionInfo(_) => {
                 self.refuse_write(request, "writing an info file")?;
                 let text = self.info_text(&node)?;
@@ -164,7 +172,9 @@ impl TopicFs {
         let _op = crate::source::Operation::begin();
         let size = size as usize;
         match &*self.handles.get(fh)? {
-            Handle::Text(text) | Handle::Group { text, .. } => {
+            Handle::Text(text)
+            | Handle::Group { text, .. }
+            | Handle::Config(super::config::ConfigHandle { text, .. }) => {
                 let start = usize::try_from(offset).unwrap_or(usize::MAX).min(text.len());
                 let end = start.saturating_add(size).min(text.len());
                 Ok(text.get(start..end).unwrap_or_default().to_vec())
@@ -218,6 +228,7 @@ impl TopicFs {
                 closed
             }
             Handle::Append(state) => lock(state).flush(),
+            Handle::Config(config) => self.config_flush(config),
             Handle::Text(_)
             | Handle::Inspection(_)
             | Handle::Segment { .. }

@@ -80,6 +80,7 @@ impl TopicFs {
             Node::Topic(topic) => {
                 for name in [
                     INFO,
+                    node::CONFIG,
                     node::OFFSETS,
                     node::BY_TIME,
                     node::APPEND,

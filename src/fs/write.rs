@@ -27,6 +27,11 @@ impl TopicFs {
                 self.group_write(node, data)?;
                 Ok(u32::try_from(data.len()).unwrap_or(u32::MAX))
             }
+            Handle::Config(handle) => {
+                self.check_writable()?;
+                self.config_write(handle, data)?;
+                Ok(u32::try_from(data.len()).unwrap_or(u32::MAX))
+            }
             _ => Err(self.write_refusal("writing a file other than append")),
         }
     }
@@ -39,6 +44,7 @@ impl TopicFs {
         self.check_open()?;
         match &*self.handles.get(fh)? {
             Handle::Append(state) => lock(state).flush_by(owner),
+            Handle::Config(handle) => self.config_flush(handle),
             Handle::Stream { ino, stream, .. } if self.auto_commit => {
                 let read_to = lock(&self.read_to).get(&fh).copied();
                 match read_to {

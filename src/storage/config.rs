@@ -1,9 +1,19 @@
-//! Per-log configuration with Kafka's topic-level names and defaults (`LogConfig`).
+//! Per-topic configuration with Kafka's topic-level names, types, ranges and defaults
+//! (`LogConfig`), and what a broker holds for a data dir's topics ([`BrokerSettings`]).
 //!
-//! Only the settings that change what the engine writes or keeps are modelled. Names are the
-//! topic-level ones (`segment.bytes`, not the broker's `log.segment.bytes`), values are parsed
-//! with the same validation Kafka applies (minimums, `-1` meaning "no limit" where Kafka allows
-//! it), and every refusal says which key and why.
+//! Names are the topic-level ones (`segment.bytes`, not the broker's `log.segment.bytes`),
+//! values are parsed with the validation Kafka 4.0's `LogConfig` applies (minimums, ranges,
+//! `-1` meaning "no limit" where Kafka allows it), and every refusal names the setting and the
+//! rule. Every topic-level setting Kafka 4.0 has is accepted ([`NAMES`]); those that change
+//! nothing in a single-node engine without replication or tiered storage are stored and shown
+//! with Kafka's validation and defaults ([`NO_EFFECT`], SEMANTICS.md "Topic settings"), and
+//! `remote.storage.enable=true` is refused as a broker without tiered storage refuses it.
+//!
+//! [`LogConfig::get`] renders a value as Kafka's DescribeConfigs shows it, and
+//! [`LogConfig::set`] of that rendering gives the same value back (the invariant the `config`
+//! file's round trip rests on, `rendered_values_parse_back_to_the_same_config`).
+
+use std::collections::BTreeMap;
 
 use crate::error::{Error, Result};
 use crate::format::Compression;
@@ -20,6 +30,14 @@ pub const DEFAULT_INDEX_INTERVAL_BYTES: u32 = 4096;
 pub const DEFAULT_MAX_MESSAGE_BYTES: u32 = 1024 * 1024 + 12;
 /// `retention.ms` default: 7 days.
 pub const DEFAULT_RETENTION_MS: i64 = 7 * 24 * 60 * 60 * 1000;
+/// `delete.retention.ms` default: 1 day.
+pub const DEFAULT_DELETE_RETENTION_MS: i64 = 24 * 60 * 60 * 1000;
+/// `file.delete.delay.ms` default: 1 minute.
+pub const DEFAULT_FILE_DELETE_DELAY_MS: i64 = 60_000;
+/// `message.timestamp.after.max.ms` default in Kafka 4.0 (KIP-1030): 1 hour.
+pub const DEFAULT_TIMESTAMP_AFTER_MAX_MS: i64 = 60 * 60 * 1000;
+/// `min.cleanable.dirty.ratio` default.
+pub const DEFAULT_MIN_CLEANABLE_DIRTY_RATIO: f64 = 0.5;
 /// Smallest `segment.bytes` Kafka 4.0 accepts (the v0 message minimum).
 const MIN_SEGMENT_BYTES: u64 = 14;
 /// Smallest `segment.index.bytes` Kafka accepts.
@@ -52,11 +70,74 @@ impl CompressionType {
             CompressionType::Codec(c) => c,
         }
     }
+
+    /// Kafka's name of the setting's value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CompressionType::Producer => "producer",
+            CompressionType::Codec(Compression::None) => "uncompressed",
+            CompressionType::Codec(Compression::Gzip) => "gzip",
+            CompressionType::Codec(Compression::Snappy) => "snappy",
+            CompressionType::Codec(Compression::Lz4) => "lz4",
+            CompressionType::Codec(Compression::Zstd) => "zstd",
+        }
+    }
+}
+
+/// `cleanup.policy`: `delete`, `compact` or both (`compact,delete`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct CleanupPolicy {
+    pub delete: bool,
+    pub compact: bool,
+}
+
+impl CleanupPolicy {
+    /// Kafka's default: `delete` only.
+    pub const DELETE: CleanupPolicy = CleanupPolicy { delete: true, compact: false };
+    /// `compact` only.
+    pub const COMPACT: CleanupPolicy = CleanupPolicy { delete: false, compact: true };
+
+    /// The value as Kafka lists it (`delete`, `compact`, `compact,delete`).
+    pub fn as_str(self) -> &'static str {
+        match (self.compact, self.delete) {
+            (true, true) => "compact,delete",
+            (true, false) => "compact",
+            _ => "delete",
+        }
+    }
+
+    /// Parses Kafka's list form: comma-separated, each `compact` or `delete`, spaces around
+    /// items ignored, at least one item.
+    pub fn parse(value: &str) -> Option<CleanupPolicy> {
+        let mut policy = CleanupPolicy { delete: false, compact: false };
+        for item in value.split(',') {
+            match item.trim() {
+                "delete" => policy.delete = true,
+                "compact" => policy.compact = true,
+                _ => return None,
+            }
+        }
+        (policy.delete || policy.compact).then_some(policy)
+    }
 }
 
 /// The settings of one log (partition), Kafka names and defaults.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct LogConfig {
+    /// `cleanup.policy`: with `delete`, retention deletes old segments by time and size; with
+    /// `compact`, the log cleaner keeps the last record of each key. Rule 1 of retention (the
+    /// log start offset breach) applies whatever the policy, as in Kafka.
+    pub cleanup_policy: CleanupPolicy,
+    /// `delete.retention.ms`: how long a tombstone is kept after its segment was cleaned.
+    pub delete_retention_ms: i64,
+    /// `min.compaction.lag.ms`: a record younger than this is not compacted.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: a record older than this makes its segment cleanable
+    /// whatever the dirty ratio.
+    pub max_compaction_lag_ms: i64,
+    /// `min.cleanable.dirty.ratio`, in `[0, 1]`: the dirty share of a log above which the
+    /// cleaner cleans it.
+    pub min_cleanable_dirty_ratio: f64,
     /// `segment.bytes`: the active segment is rolled before an append that would make its `.log`
     /// larger than this.
     pub segment_bytes: u64,
@@ -80,11 +161,19 @@ pub struct LogConfig {
     pub message_timestamp_type: MessageTimestampType,
     /// `compression.type`.
     pub compression_type: CompressionType,
+    /// The settings stored and shown but without effect here ([`NO_EFFECT`]), by name, as
+    /// rendered ([`LogConfig::get`]); absent means Kafka's default.
+    pub stored: BTreeMap<&'static str, String>,
 }
 
 impl Default for LogConfig {
     fn default() -> LogConfig {
         LogConfig {
+            cleanup_policy: CleanupPolicy::DELETE,
+            delete_retention_ms: DEFAULT_DELETE_RETENTION_MS,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            min_cleanable_dirty_ratio: DEFAULT_MIN_CLEANABLE_DIRTY_RATIO,
             segment_bytes: DEFAULT_SEGMENT_BYTES,
             segment_ms: DEFAULT_SEGMENT_MS,
             segment_jitter_ms: 0,
@@ -95,33 +184,139 @@ impl Default for LogConfig {
             retention_bytes: None,
             message_timestamp_type: MessageTimestampType::CreateTime,
             compression_type: CompressionType::Producer,
+            stored: BTreeMap::new(),
         }
     }
 }
 
-/// The keys [`LogConfig::set`] understands.
-pub const KNOWN_KEYS: &[&str] = &[
-    "segment.bytes",
-    "segment.ms",
-    "segment.jitter.ms",
-    "segment.index.bytes",
-    "index.interval.bytes",
-    "max.message.bytes",
-    "retention.ms",
-    "retention.bytes",
-    "message.timestamp.type",
+/// Every topic-level setting of Kafka 4.0, sorted: what [`LogConfig::set`] accepts and
+/// [`LogConfig::get`] shows.
+pub const NAMES: &[&str] = &[
+    "cleanup.policy",
+    "compression.gzip.level",
+    "compression.lz4.level",
     "compression.type",
+    "compression.zstd.level",
+    "delete.retention.ms",
     "file.delete.delay.ms",
+    "flush.messages",
+    "flush.ms",
+    "follower.replication.throttled.replicas",
+    "index.interval.bytes",
+    "leader.replication.throttled.replicas",
+    "local.retention.bytes",
+    "local.retention.ms",
+    "max.compaction.lag.ms",
+    "max.message.bytes",
+    "message.timestamp.after.max.ms",
+    "message.timestamp.before.max.ms",
+    "message.timestamp.type",
+    "min.cleanable.dirty.ratio",
+    "min.compaction.lag.ms",
+    "min.insync.replicas",
+    "preallocate",
+    "remote.log.copy.disable",
+    "remote.log.delete.on.disable",
+    "remote.storage.enable",
+    "retention.bytes",
+    "retention.ms",
+    "segment.bytes",
+    "segment.index.bytes",
+    "segment.jitter.ms",
+    "segment.ms",
+    "unclean.leader.election.enable",
 ];
+
+/// The keys [`LogConfig::set`] understands (the same list as [`NAMES`]).
+pub const KNOWN_KEYS: &[&str] = NAMES;
+
+/// Settings accepted, validated and shown, without effect in this engine, with why:
+/// - replication (`min.insync.replicas`, `unclean.leader.election.enable`, the two
+///   `*.replication.throttled.replicas`): one node, no replicas;
+/// - tiered storage (`local.retention.*`, `remote.log.*`, `remote.storage.enable`, which
+///   only accepts `false`): there is no remote tier;
+/// - `flush.messages`, `flush.ms`: the engine's own durability rules apply (RELIABILITY.md);
+/// - `file.delete.delay.ms`: segment files are deleted at once (no reader of ours holds an
+///   old segment open by name);
+/// - `preallocate`: `.log` files are never preallocated;
+/// - `compression.*.level`: appends use each codec's default level;
+/// - `message.timestamp.before.max.ms`, `message.timestamp.after.max.ms`: appends are not
+///   refused by timestamp.
+pub const NO_EFFECT: &[&str] = &[
+    "compression.gzip.level",
+    "compression.lz4.level",
+    "compression.zstd.level",
+    "file.delete.delay.ms",
+    "flush.messages",
+    "flush.ms",
+    "follower.replication.throttled.replicas",
+    "leader.replication.throttled.replicas",
+    "local.retention.bytes",
+    "local.retention.ms",
+    "message.timestamp.after.max.ms",
+    "message.timestamp.before.max.ms",
+    "min.insync.replicas",
+    "preallocate",
+    "remote.log.copy.disable",
+    "remote.log.delete.on.disable",
+    "remote.storage.enable",
+    "unclean.leader.election.enable",
+];
+
+/// Kafka's default of a [`NO_EFFECT`] setting, as rendered.
+fn stored_default(name: &str) -> &'static str {
+    match name {
+        "compression.gzip.level" => "-1",
+        "compression.lz4.level" => "9",
+        "compression.zstd.level" => "3",
+        "file.delete.delay.ms" => "60000",
+        "flush.messages" | "flush.ms" | "message.timestamp.before.max.ms" => {
+            "9223372036854775807"
+        }
+        "local.retention.bytes" | "local.retention.ms" => "-2",
+        "message.timestamp.after.max.ms" => "3600000",
+        "min.insync.replicas" => "1",
+        "preallocate"
+        | "remote.log.copy.disable"
+        | "remote.log.delete.on.disable"
+        | "remote.storage.enable"
+        | "unclean.leader.election.enable" => "false",
+        // The throttled-replica lists.
+        _ => "",
+    }
+}
 
 impl LogConfig {
     /// Sets one setting by its Kafka topic-level name, validating the value as Kafka does.
-    ///
-    /// `file.delete.delay.ms` is accepted and ignored: this engine deletes segment files at once
-    /// (no reader of ours can still hold an old segment open by name).
+    /// On error nothing changed; the message names the setting and the rule.
     pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
         let value = value.trim();
         match key {
+            "cleanup.policy" => {
+                self.cleanup_policy = CleanupPolicy::parse(value).ok_or_else(|| {
+                    invalid(key, value, "must be delete, compact or compact,delete".to_string())
+                })?
+            }
+            "delete.retention.ms" => {
+                self.delete_retention_ms = at_least(key, parse_int(key, value)?, 0)?
+            }
+            "min.compaction.lag.ms" => {
+                self.min_compaction_lag_ms = at_least(key, parse_int(key, value)?, 0)?
+            }
+            "max.compaction.lag.ms" => {
+                self.max_compaction_lag_ms = at_least(key, parse_int(key, value)?, 1)?
+            }
+            "min.cleanable.dirty.ratio" => {
+                let v: f64 = value
+                    .parse()
+                    .ok()
+                    .filter(|v: &f64| v.is_finite())
+                    .ok_or_else(|| invalid(key, value, "not a number".to_string()))?;
+                if !(0.0..=1.0).contains(&v) {
+                    return Err(invalid(key, value, "must be between 0 and 1".to_string()));
+                }
+                self.min_cleanable_dirty_ratio = v;
+            }
             "segment.bytes" => {
                 let v = parse_int(key, value)?;
                 self.segment_bytes = at_least(key, v, MIN_SEGMENT_BYTES as i64)? as u64;
@@ -177,15 +372,67 @@ impl LogConfig {
                     }
                 }
             }
-            "file.delete.delay.ms" => {
-                at_least(key, parse_int(key, value)?, 0)?;
-            }
             _ => {
-                return Err(Error::InvalidInput(format!(
-                    "unknown log config {key:?} (known: {})",
-                    KNOWN_KEYS.join(", ")
-                )));
+                let Some(name) = NO_EFFECT.iter().copied().find(|n| *n == key) else {
+                    return Err(Error::InvalidInput(format!(
+                        "unknown topic setting {key:?} (known: {})",
+                        NAMES.join(", ")
+                    )));
+                };
+                let rendered = validate_stored(name, value)?;
+                if rendered == stored_default(name) {
+                    self.stored.remove(name);
+                } else {
+                    self.stored.insert(name, rendered);
+                }
             }
+        }
+        Ok(())
+    }
+
+    /// The value of setting `name` as Kafka's DescribeConfigs renders it (`-1` for no limit,
+    /// `compact,delete`, `0.5`, `false`); `None` for a name not in [`NAMES`].
+    pub fn get(&self, name: &str) -> Option<String> {
+        let unlimited = |v: Option<i64>| v.map_or("-1".to_string(), |v| v.to_string());
+        Some(match name {
+            "cleanup.policy" => self.cleanup_policy.as_str().to_string(),
+            "delete.retention.ms" => self.delete_retention_ms.to_string(),
+            "min.compaction.lag.ms" => self.min_compaction_lag_ms.to_string(),
+            "max.compaction.lag.ms" => self.max_compaction_lag_ms.to_string(),
+            "min.cleanable.dirty.ratio" => format!("{:?}", self.min_cleanable_dirty_ratio),
+            "segment.bytes" => self.segment_bytes.to_string(),
+            "segment.ms" => self.segment_ms.to_string(),
+            "segment.jitter.ms" => self.segment_jitter_ms.to_string(),
+            "segment.index.bytes" => self.segment_index_bytes.to_string(),
+            "index.interval.bytes" => self.index_interval_bytes.to_string(),
+            "max.message.bytes" => self.max_message_bytes.to_string(),
+            "retention.ms" => unlimited(self.retention_ms),
+            "retention.bytes" => unlimited(self.retention_bytes.map(|v| v as i64)),
+            "message.timestamp.type" => match self.message_timestamp_type {
+                MessageTimestampType::CreateTime => "CreateTime".to_string(),
+                MessageTimestampType::LogAppendTime => "LogAppendTime".to_string(),
+            },
+            "compression.type" => self.compression_type.as_str().to_string(),
+            _ => {
+                let name = NO_EFFECT.iter().copied().find(|n| *n == name)?;
+                self.stored.get(name).cloned().unwrap_or_else(|| stored_default(name).to_string())
+            }
+        })
+    }
+
+    /// Every setting with its value, sorted by name ([`NAMES`], [`LogConfig::get`]).
+    pub fn settings(&self) -> Vec<(&'static str, String)> {
+        NAMES.iter().filter_map(|n| Some((*n, self.get(n)?))).collect()
+    }
+
+    /// The rules between settings Kafka checks when a topic's settings change
+    /// (`LogConfig.validateValues`): `min.compaction.lag.ms` at most `max.compaction.lag.ms`.
+    pub fn validate(&self) -> Result<()> {
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms {
+            return Err(Error::InvalidInput(format!(
+                "min.compaction.lag.ms ({}) must not be above max.compaction.lag.ms ({})",
+                self.min_compaction_lag_ms, self.max_compaction_lag_ms
+            )));
         }
         Ok(())
     }
@@ -199,6 +446,95 @@ impl LogConfig {
     pub fn time_index_max_entries(&self) -> usize {
         self.segment_index_bytes as usize / crate::format::index_entry::TIME_INDEX_ENTRY_SIZE
     }
+}
+
+/// Validates a [`NO_EFFECT`] setting as Kafka does; returns its rendering.
+fn validate_stored(key: &str, value: &str) -> Result<String> {
+    let int = |min: i64, max: i64| -> Result<String> {
+        let v = parse_int(key, value)?;
+        if v < min || v > max {
+            let rule = if max == i64::MAX {
+                format!("must be at least {min}")
+            } else {
+                format!("must be between {min} and {max}")
+            };
+            return Err(invalid(key, value, rule));
+        }
+        Ok(v.to_string())
+    };
+    match key {
+        "compression.gzip.level" => {
+            let v = parse_int(key, value)?;
+            if v != -1 && !(1..=9).contains(&v) {
+                return Err(invalid(key, value, "must be -1 or between 1 and 9".to_string()));
+            }
+            Ok(v.to_string())
+        }
+        "compression.lz4.level" => int(1, 17),
+        "compression.zstd.level" => int(-131_072, 22),
+        "file.delete.delay.ms"
+        | "flush.ms"
+        | "message.timestamp.after.max.ms"
+        | "message.timestamp.before.max.ms" => int(0, i64::MAX),
+        "flush.messages" | "min.insync.replicas" => int(1, i64::MAX),
+        "local.retention.bytes" | "local.retention.ms" => int(-2, i64::MAX),
+        "follower.replication.throttled.replicas" | "leader.replication.throttled.replicas" => {
+            throttled_replicas(key, value)
+        }
+        _ => {
+            let v = match value.to_ascii_lowercase().as_str() {
+                "true" => true,
+                "false" => false,
+                _ => return Err(invalid(key, value, "must be true or false".to_string())),
+            };
+            if key == "remote.storage.enable" && v {
+                return Err(invalid(
+                    key,
+                    value,
+                    "tiered storage is not available here (no remote log storage system)"
+                        .to_string(),
+                ));
+            }
+            Ok(v.to_string())
+        }
+    }
+}
+
+/// Kafka's `ThrottledReplicaListValidator`: empty, `*`, or `partition:broker` pairs separated
+/// by commas. Rendered without spaces.
+fn throttled_replicas(key: &str, value: &str) -> Result<String> {
+    if value.is_empty() || value == "*" {
+        return Ok(value.to_string());
+    }
+    let mut items = Vec::new();
+    for item in value.split(',') {
+        let item = item.trim();
+        let ok = item.split_once(':').is_some_and(|(p, b)| {
+            p.trim().parse::<u32>().is_ok() && b.trim().parse::<i32>().is_ok_and(|b| b >= 0)
+        });
+        if !ok {
+            return Err(invalid(
+                key,
+                value,
+                "must be *, empty, or partition:broker pairs separated by commas".to_string(),
+            ));
+        }
+        items.push(item.split(':').map(str::trim).collect::<Vec<_>>().join(":"));
+    }
+    Ok(items.join(","))
+}
+
+/// What a broker holds for a data dir's topics, in TOPIC-level names (`retention.ms`, not
+/// `log.retention.ms`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BrokerSettings {
+    /// Per topic the broker knows (a KRaft TopicRecord): its overrides. A topic present here has
+    /// known settings even with an empty map.
+    pub topics: BTreeMap<String, BTreeMap<String, String>>,
+    /// Cluster-wide and this broker's dynamic defaults (KRaft ConfigRecord, resource BROKER).
+    pub dynamic_defaults: BTreeMap<String, String>,
+    /// Static defaults (`--server-properties FILE`).
+    pub static_defaults: BTreeMap<String, String>,
 }
 
 fn invalid(key: &str, value: &str, why: String) -> Error {

@@ -47,10 +47,11 @@ const READ_CHUNK: usize = 1 << 20;
 
 /// The configuration a broker gives `__consumer_offsets` (`cleanup.policy=compact`,
 /// `offsets.topic.segment.bytes` 100 MiB, producer compression): no time or size retention, so
-/// the data dir's retention settings never delete committed offsets. topicfs does not compact,
-/// so the topic keeps every commit (about 60 bytes plus the group and topic names each).
+/// the data dir's retention settings never delete committed offsets (the `config` file shows
+/// these as the broker's override of the topic).
 pub fn offsets_topic_config(default: &LogConfig) -> LogConfig {
     LogConfig {
+        cleanup_policy: super::config::CleanupPolicy::COMPACT,
         segment_bytes: 100 * 1024 * 1024,
         retention_ms: None,
         retention_bytes: None,

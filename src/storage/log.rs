@@ -92,7 +92,12 @@ pub struct Log {
     topic: String,
     partition: u32,
     dir: PathBuf,
-    config: LogConfig,
+    /// The effective configuration, replaced as a whole when the topic's settings change
+    /// ([`Log::set_config`]); each append, roll and retention pass reads it once.
+    config: RwLock<Arc<LogConfig>>,
+    /// Whether the topic's settings are known (see [`super::topic_config`]): retention by
+    /// time and size runs only then. `true` for a log opened on its own.
+    settings_known: AtomicBool,
     mode: SegmentMode,
     /// Segments by base offset. Lock order: after `append_lock`.
     segments: RwLock<BTreeMap<Offset, Arc<LogSegment>>>,
@@ -181,7 +186,8 @@ impl Log {
             topic: topic.to_string(),
             partition,
             dir: dir.to_path_buf(),
-            config,
+            config: RwLock::new(Arc::new(config)),
+            settings_known: AtomicBool::new(true),
             mode,
             segments: RwLock::new(BTreeMap::new()),
             log_start_offset: AtomicI64::new(0),
@@ -272,9 +278,26 @@ impl Log {
         &self.dir
     }
 
-    /// The configuration this log was opened with.
-    pub fn config(&self) -> &LogConfig {
-        &self.config
+    /// The configuration now (a snapshot: a change made meanwhile applies to the next call).
+    pub fn config(&self) -> Arc<LogConfig> {
+        Arc::clone(&self.config.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Replaces the configuration: the next append, roll and retention pass use it (a segment
+    /// already created keeps the index size it was preallocated with).
+    pub fn set_config(&self, config: Arc<LogConfig>) {
+        *self.config.write().unwrap_or_else(|e| e.into_inner()) = config;
+    }
+
+    /// Whether the topic's settings are known (see [`Log::set_settings_known`]).
+    pub fn settings_known(&self) -> bool {
+        self.settings_known.load(Ordering::Acquire)
+    }
+
+    /// Sets whether the topic's settings are known: while they are not, retention deletes only
+    /// segments below the log start offset (rule 1), never by time or size.
+    pub fn set_settings_known(&self, known: bool) {
+        self.settings_known.store(known, Ordering::Release);
     }
 
     /// First offset readers may see.

@@ -7,6 +7,8 @@
 //! <dir>/recovery-point-offset-checkpoint  per partition: offset below which data is on disk
 //! <dir>/log-start-offset-checkpoint       per partition: first visible offset (when above the
 //!                                         first segment's base offset)
+//! <dir>/topicfs-topic-config              topicfs's per-topic overrides (a broker ignores it;
+//!                                         see [`super::topic_config`])
 //! <dir>/<topic>-<partition>/              one partition log each
 //! ```
 //!
@@ -42,7 +44,12 @@ use crate::format::properties::{format_properties, parse_properties};
 use crate::sync::lock;
 
 use super::cache::SegmentCache;
-use super::config::LogConfig;
+use super::config::{BrokerSettings, LogConfig};
+use super::topic_config::{
+    Resolved, TOPIC_CONFIG_FILE, TopicSettings, differing_settings, format_topic_config_file,
+    parse_topic_config_file,
+};
+use crate::source::{ConfigChange, ConfigEntry};
 use super::log::{LoadState, Log};
 use super::open;
 use super::segment::{SegmentMode, now_ms};
@@ -79,8 +86,13 @@ pub const LOCAL_SIZING_BUDGET: u64 = 256 << 20;
 pub struct LogDir {
     path: PathBuf,
     mode: SegmentMode,
-    default_config: LogConfig,
-    topic_configs: HashMap<String, LogConfig>,
+    /// Every layer of the topics' settings ([`super::topic_config`]). Changed under
+    /// `admin_lock` (after the file is written, for the overrides); read without it.
+    settings: RwLock<TopicSettings>,
+    /// The topics last logged as having unknown settings (logged again only when this changes).
+    unknown_logged: Mutex<Option<BTreeSet<String>>>,
+    /// Problems of broker settings already logged (each once).
+    problems_logged: Mutex<BTreeSet<String>>,
     /// The open `.lock` file (its locks are released when it is closed); `None` read-only.
     lock_file: Mutex<Option<Flock<File>>>,
     /// Partitions by (topic, partition).
@@ -133,7 +145,7 @@ impl LogDir {
             // The checkpoints are replaced by rename at every write, which would put a file
             // in place of what is there (or fail on a directory): refuse to take over a data
             // dir whose checkpoints are not regular files, naming them, instead of guessing.
-            for name in [RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT] {
+            for name in [RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, TOPIC_CONFIG_FILE] {
                 let file = path.join(name);
                 match open::file_type(&file) {
                     Ok(FileType::Regular) => {}
@@ -150,6 +162,18 @@ impl LogDir {
             }
         }
         let meta = load_meta_properties(path, writable)?;
+        let overrides = load_topic_config_file(path, writable)?;
+        let settings = TopicSettings {
+            mount_defaults: differing_settings(&default_config, &LogConfig::default()),
+            internal: topic_configs
+                .iter()
+                .map(|(topic, config)| {
+                    (topic.clone(), differing_settings(config, &default_config))
+                })
+                .collect(),
+            broker: BrokerSettings::default(),
+            overrides,
+        };
 
         let marker = path.join(CLEAN_SHUTDOWN_FILE);
         let had_clean_shutdown = marker.exists();
@@ -160,8 +184,9 @@ impl LogDir {
         let dir = LogDir {
             path: path.to_path_buf(),
             mode,
-            default_config,
-            topic_configs,
+            settings: RwLock::new(settings),
+            unknown_logged: Mutex::new(None),
+            problems_logged: Mutex::new(BTreeSet::new()),
             lock_file: Mutex::new(lock_file),
             logs: RwLock::new(BTreeMap::new()),
             had_clean_shutdown,
@@ -178,8 +203,135 @@ impl LogDir {
         *dir.logs.write().unwrap_or_else(|e| e.into_inner()) = logs;
         if writable {
             dir.write_checkpoints()?;
+            dir.log_unknown_topics();
         }
         Ok(dir)
+    }
+
+    /// Takes what the broker holds for the data dir's topics (its KRaft metadata,
+    /// `server.properties`) as the layers between the topics' overrides and Kafka's defaults
+    /// ([`super::topic_config`] for the precedence), and re-resolves every partition's
+    /// configuration now: the next append, roll and retention pass use it.
+    pub fn set_broker_settings(&self, broker: BrokerSettings) {
+        let _guard = lock(&self.admin_lock);
+        self.settings.write().unwrap_or_else(|e| e.into_inner()).broker = broker;
+        self.apply_settings(None);
+        if self.mode == SegmentMode::Writable {
+            self.log_unknown_topics();
+        }
+    }
+
+    /// The effective settings of `topic` (see [`super::topic_config`]).
+    pub fn resolve_topic(&self, topic: &str) -> Resolved {
+        let resolved = self.settings.read().unwrap_or_else(|e| e.into_inner()).resolve(topic);
+        for problem in &resolved.problems {
+            if lock(&self.problems_logged).insert(format!("{topic}: {problem}")) {
+                log::warn!(
+                    "topic {topic}: {problem}; its settings count as unknown (no retention by \
+                     time or size, no compaction)"
+                );
+            }
+        }
+        resolved
+    }
+
+    /// Gives the partitions of `topic` (all when `None`) their configuration as resolved now.
+    fn apply_settings(&self, topic: Option<&str>) {
+        let mut resolved: HashMap<String, Resolved> = HashMap::new();
+        for log in self.logs() {
+            if topic.is_some_and(|t| t != log.topic()) {
+                continue;
+            }
+            let r = resolved
+                .entry(log.topic().to_string())
+                .or_insert_with(|| self.resolve_topic(log.topic()));
+            log.set_config(Arc::new(r.config.clone()));
+            log.set_settings_known(r.known);
+        }
+    }
+
+    /// Logs (writable mode) the topics whose settings are unknown, once per change of that
+    /// set: their partitions are not deleted from by time or size, nor compacted.
+    fn log_unknown_topics(&self) {
+        let unknown: BTreeSet<String> =
+            self.logs().iter().filter(|l| !l.settings_known()).map(|l| l.topic().to_string()).collect();
+        let mut logged = lock(&self.unknown_logged);
+        if logged.as_ref() == Some(&unknown) {
+            return;
+        }
+        if !unknown.is_empty() {
+            log::warn!(
+                "{}: settings unknown for topic(s) {}: no retention by time or size and no \
+                 compaction there until set (write e.g. cleanup.policy=delete to \
+                 MNT/<topic>/config to accept the defaults)",
+                self.path.display(),
+                unknown.iter().cloned().collect::<Vec<_>>().join(", ")
+            );
+        }
+        *logged = Some(unknown);
+    }
+
+    /// Every effective setting of `topic`, sorted by name, with its source. `NotFound` for a
+    /// topic without partitions.
+    pub fn topic_config(&self, topic: &str) -> Result<Vec<ConfigEntry>> {
+        self.partition_numbers(topic)?;
+        Ok(self.resolve_topic(topic).entries)
+    }
+
+    /// Whether `topic`'s settings are known (see [`super::topic_config`]).
+    pub fn topic_settings_known(&self, topic: &str) -> bool {
+        self.resolve_topic(topic).known
+    }
+
+    /// Applies `changes` to `topic`'s overrides, all or nothing: validated, written to
+    /// [`TOPIC_CONFIG_FILE`] (crash-safe), then in effect for the topic's partitions. Any call,
+    /// even with no change, makes the topic's settings known. `ReadOnly` on a read-only mount,
+    /// `NotFound` for a topic without partitions, `InvalidInput` naming the setting and the
+    /// rule (nothing changed).
+    pub fn alter_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()> {
+        self.check_writable()?;
+        self.partition_numbers(topic)?;
+        let _guard = lock(&self.admin_lock);
+        let mut candidate = self.settings.read().unwrap_or_else(|e| e.into_inner()).overrides.clone();
+        let overrides = self
+            .settings
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .changed_overrides(topic, changes)?;
+        let unchanged = candidate.get(topic) == Some(&overrides);
+        candidate.insert(topic.to_string(), overrides);
+        if !unchanged {
+            write_atomically(&self.path, TOPIC_CONFIG_FILE, &format_topic_config_file(&candidate))?;
+            self.settings.write().unwrap_or_else(|e| e.into_inner()).overrides = candidate;
+            let described: Vec<String> = changes
+                .iter()
+                .map(|c| match c {
+                    ConfigChange::Set { name, value } => format!("{name}={value}"),
+                    ConfigChange::Remove { name } => format!("{name} removed"),
+                })
+                .collect();
+            if described.is_empty() {
+                log::info!("topic {topic}: settings known now (no override)");
+            } else {
+                log::info!("topic {topic}: settings changed: {}", described.join(", "));
+            }
+        }
+        self.apply_settings(Some(topic));
+        self.log_unknown_topics();
+        Ok(())
+    }
+
+    /// Gives `topic` an entry (no override) in [`TOPIC_CONFIG_FILE`] unless it has one:
+    /// its settings are then known. Caller holds `admin_lock`.
+    fn record_topic(&self, topic: &str) -> Result<()> {
+        let mut candidate = self.settings.read().unwrap_or_else(|e| e.into_inner()).overrides.clone();
+        if candidate.contains_key(topic) {
+            return Ok(());
+        }
+        candidate.insert(topic.to_string(), Default::default());
+        write_atomically(&self.path, TOPIC_CONFIG_FILE, &format_topic_config_file(&candidate))?;
+        self.settings.write().unwrap_or_else(|e| e.into_inner()).overrides = candidate;
+        Ok(())
     }
 
     /// Sets the sizing budget of every partition, loaded now or later: the log bytes a
@@ -284,9 +436,10 @@ impl LogDir {
                 log_start_offset: log_starts.get(&key).copied().map(Offset),
             };
             let (topic, partition) = (&key.0, key.1);
-            let config = self.config_for(topic);
-            match Log::open(&dir, topic, partition, config, self.mode, state) {
+            let resolved = self.resolve_topic(topic);
+            match Log::open(&dir, topic, partition, resolved.config, self.mode, state) {
                 Ok(log) => {
+                    log.set_settings_known(resolved.known);
                     log.set_sizing_budget(self.sizing_budget());
                     log.set_cache(self.cache());
                     lock(&self.failed).remove(&key);
@@ -366,9 +519,9 @@ impl LogDir {
         &self.meta
     }
 
-    /// The configuration of `topic` (its override, else the default).
+    /// The effective configuration of `topic` (see [`super::topic_config`]).
     pub fn config_for(&self, topic: &str) -> LogConfig {
-        self.topic_configs.get(topic).unwrap_or(&self.default_config).clone()
+        self.resolve_topic(topic).config
     }
 
     /// One partition's log.
@@ -429,6 +582,9 @@ impl LogDir {
         if self.partition_numbers(topic).is_ok() {
             return Err(Error::AlreadyExists(format!("topic {topic}")));
         }
+        // The entry first: a crash before the partitions exist leaves an entry without a
+        // topic (harmless), never a topic created here without known settings.
+        self.record_topic(topic)?;
         for p in 0..partitions {
             self.create_log(topic, p)?;
         }
@@ -454,7 +610,9 @@ impl LogDir {
 
     fn create_log(&self, topic: &str, partition: u32) -> Result<()> {
         let dir = self.path.join(partition_dir_name(topic, partition));
-        let log = Log::create(&dir, topic, partition, self.config_for(topic))?;
+        let resolved = self.resolve_topic(topic);
+        let log = Log::create(&dir, topic, partition, resolved.config)?;
+        log.set_settings_known(resolved.known);
         log.set_sizing_budget(self.sizing_budget());
         log.set_cache(self.cache());
         sync_dir(&self.path)?;
@@ -533,6 +691,29 @@ impl LogDir {
     /// Whether appends and creations are refused.
     pub fn is_read_only(&self) -> bool {
         self.mode == SegmentMode::ReadOnly
+    }
+}
+
+/// Reads [`TOPIC_CONFIG_FILE`] (absent: no overrides). Writable: a damaged file refuses the
+/// mount, naming the file and the line, because retention decided on guessed settings could
+/// delete what the user kept; read-only: the file is logged and left out.
+fn load_topic_config_file(
+    dir: &Path,
+    writable: bool,
+) -> Result<BTreeMap<String, super::topic_config::Settings>> {
+    let path = dir.join(TOPIC_CONFIG_FILE);
+    let parsed = match open::read_regular_to_string(&path) {
+        Ok(text) => parse_topic_config_file(&text).map_err(|(at, why)| Error::corrupt(&path, at, why)),
+        Err(e) if open::is_not_found(&e) => return Ok(BTreeMap::new()),
+        Err(e) => Err(e),
+    };
+    match parsed {
+        Ok(overrides) => Ok(overrides),
+        Err(e) if !writable => {
+            log::warn!("{e}; reading the data dir without its topic settings");
+            Ok(BTreeMap::new())
+        }
+        Err(e) => Err(e),
     }
 }
 

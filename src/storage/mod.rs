@@ -68,8 +68,9 @@ pub mod segment_files;
 mod source_impl;
 mod swap;
 pub mod time_index;
+pub mod topic_config;
 
-pub use config::{CompressionType, LogConfig, MessageTimestampType};
+pub use config::{BrokerSettings, CleanupPolicy, CompressionType, LogConfig, MessageTimestampType};
 pub use log::Log;
 pub use log_dir::{LOCAL_SIZING_BUDGET, LogDir};
 pub use segment::{LogSegment, SegmentMode};

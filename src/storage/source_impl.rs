@@ -14,7 +14,7 @@ use crate::format::{
     parse_batch_info, peek_entry,
 };
 use crate::source::{
-    AbortedTxn, AppendInfo, BatchChunk, BatchHeads, BoundaryTxnState, CacheKind, KeyHits, KeyIndex,
+    AbortedTxn, AppendInfo, ConfigChange, ConfigEntry, BatchChunk, BatchHeads, BoundaryTxnState, CacheKind, KeyHits, KeyIndex,
     KeyListing, OffsetQuery, PartitionSource, PartitionSummary, ReadCursor, SealedSpan,
     SkippedDamage, SpaceStats, SummaryUpdate, TopicSource,
 };
@@ -418,6 +418,14 @@ impl TopicSource for LogDir {
 
     fn shutdown(&self) -> Result<()> {
         LogDir::shutdown(self)
+    }
+
+    fn topic_config(&self, topic: &str) -> Result<Vec<ConfigEntry>> {
+        LogDir::topic_config(self, topic)
+    }
+
+    fn alter_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()> {
+        LogDir::alter_topic_config(self, topic, changes)
     }
 
     fn space(&self) -> Result<SpaceStats> {

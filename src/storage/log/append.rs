@@ -16,12 +16,13 @@ struct Encoded {
 
 impl Log {
     pub(super) fn draw_roll_jitter(&self, base: Offset) -> i64 {
-        let jitter = self.config.segment_jitter_ms;
+        let config = self.config();
+        let jitter = config.segment_jitter_ms;
         if jitter <= 0 {
             return 0;
         }
         let random = std::hash::RandomState::new().hash_one(base.0);
-        (random % jitter.min(self.config.segment_ms).max(1) as u64) as i64
+        (random % jitter.min(config.segment_ms).max(1) as u64) as i64
     }
 
     /// Appends `records` as one batch (several only when one would exceed `max.message.bytes`),
@@ -83,11 +84,12 @@ impl Log {
     /// The spec of the batches an append writes at `now` (the topic's codec and timestamp
     /// type; `now` for records without a timestamp), and the largest batch it may write.
     fn batch_spec(&self, now: Timestamp) -> (BatchSpec, usize) {
-        let max = self.config.max_message_bytes as usize;
-        let limit = max.min(usize::try_from(self.config.segment_bytes).unwrap_or(usize::MAX));
+        let config = self.config();
+        let max = config.max_message_bytes as usize;
+        let limit = max.min(usize::try_from(config.segment_bytes).unwrap_or(usize::MAX));
         let spec = BatchSpec {
-            compression: self.config.compression_type.codec(),
-            timestamp_type: match self.config.message_timestamp_type {
+            compression: config.compression_type.codec(),
+            timestamp_type: match config.message_timestamp_type {
                 MessageTimestampType::CreateTime => TimestampType::CreateTime,
                 MessageTimestampType::LogAppendTime => TimestampType::LogAppendTime,
             },
@@ -165,15 +167,14 @@ impl Log {
         last: Offset,
     ) -> Result<Arc<LogSegment>> {
         let active = self.active_segment().ok_or(Error::StaleHandle)?;
-        let max_segment_ms = self
-            .config
-            .segment_ms
-            .saturating_sub(self.active_roll_jitter_ms.load(Ordering::Relaxed));
+        let config = self.config();
+        let max_segment_ms =
+            config.segment_ms.saturating_sub(self.active_roll_jitter_ms.load(Ordering::Relaxed));
         if !active.should_roll(
             set_size,
             max_timestamp,
             last,
-            self.config.segment_bytes,
+            config.segment_bytes,
             max_segment_ms,
         )? {
             return Ok(active);
@@ -191,11 +192,12 @@ impl Log {
             active.on_become_inactive()?;
             self.write_producer_snapshot(&active, new_base);
         }
+        let config = self.config();
         let segment = Arc::new(LogSegment::create(
             &self.dir,
             new_base,
-            self.config.segment_index_bytes,
-            self.config.index_interval_bytes,
+            config.segment_index_bytes,
+            config.index_interval_bytes,
         )?);
         let mut map = self.segments.write().unwrap_or_else(|e| e.into_inner());
         map.insert(new_base, Arc::clone(&segment));

@@ -52,8 +52,8 @@ pub(super) fn list_segment_files(dir: &Path) -> Result<(Vec<String>, Vec<Refused
 impl Log {
     pub(super) fn load(&self, state: LoadState) -> Result<()> {
         let logs = self.scan_files()?;
-        let max_index = self.config.segment_index_bytes;
-        let interval = self.config.index_interval_bytes;
+        let max_index = self.config().segment_index_bytes;
+        let interval = self.config().index_interval_bytes;
         let mut segments = BTreeMap::new();
         for (i, files) in logs.iter().enumerate() {
             let active = i + 1 == logs.len();

@@ -1,5 +1,5 @@
 //! Retention: deleting old segments by Kafka's rules (log start offset breach,
-//! `retention.bytes`, `retention.ms`).
+//! `retention.bytes`, `retention.ms`), as `cleanup.policy` and known settings allow.
 
 use super::*;
 
@@ -8,11 +8,20 @@ impl Log {
     /// `retention.bytes`, then `retention.ms` by each segment's max timestamp), each rule
     /// removing a prefix of the segments; the active segment is never deleted. Advances the log
     /// start offset to the first remaining segment. Returns the number of segments deleted.
+    ///
+    /// Rules 2 and 3 apply only when `cleanup.policy` includes `delete` and the topic's
+    /// settings are known ([`Log::settings_known`]): a compacted topic is never deleted from by
+    /// time or size (Kafka's `UnifiedLog.deleteOldSegments`), and a topic whose real settings
+    /// topicfs cannot find keeps every segment a broker might keep. Rule 1 always applies, as
+    /// in Kafka for every policy: the segments it deletes hold only offsets below the log start
+    /// offset, which no reader can see any more (a broker with any settings deletes them too).
     pub fn delete_old_segments(&self, now: Timestamp) -> Result<usize> {
         if !self.writable() {
             return Ok(0);
         }
         let _guard = lock(&self.append_lock);
+        let config = self.config();
+        let by_time_and_size = config.cleanup_policy.delete && self.settings_known();
         let mut deleted = 0;
         let segments = self.segment_list();
         let sealed = segments.len().saturating_sub(1);
@@ -25,7 +34,7 @@ impl Log {
             prefix += 1;
         }
         // 2. Size: while the log minus this segment is still at least retention.bytes.
-        if let Some(limit) = self.config.retention_bytes {
+        if let Some(limit) = config.retention_bytes.filter(|_| by_time_and_size) {
             let remaining: u64 = segments.iter().skip(prefix).map(|s| s.size()).sum();
             let mut excess = i128::from(remaining) - i128::from(limit);
             while prefix < sealed {
@@ -38,7 +47,7 @@ impl Log {
             }
         }
         // 3. Time: segments whose newest record is older than retention.ms.
-        if let Some(retention_ms) = self.config.retention_ms {
+        if let Some(retention_ms) = config.retention_ms.filter(|_| by_time_and_size) {
             while prefix < sealed {
                 let Some(seg) = segments.get(prefix) else { break };
                 if now.saturating_sub(seg.largest_timestamp()?) <= retention_ms {
