@@ -605,4 +605,105 @@ mod tests {
         assert!(c.set("segment.ms", "soon").is_err());
         assert!(c.set("no.such.key", "1").unwrap_err().to_string().contains("unknown"));
     }
+
+    #[test]
+    fn every_topic_setting_has_kafkas_default_and_a_rendering() {
+        let c = LogConfig::default();
+        let shown: BTreeMap<&str, String> = c.settings().into_iter().collect();
+        assert_eq!(shown.len(), NAMES.len());
+        for (name, value) in [
+            ("cleanup.policy", "delete"),
+            ("delete.retention.ms", "86400000"),
+            ("min.compaction.lag.ms", "0"),
+            ("max.compaction.lag.ms", "9223372036854775807"),
+            ("min.cleanable.dirty.ratio", "0.5"),
+            ("retention.ms", "604800000"),
+            ("retention.bytes", "-1"),
+            ("min.insync.replicas", "1"),
+            ("unclean.leader.election.enable", "false"),
+            ("file.delete.delay.ms", "60000"),
+            ("message.timestamp.after.max.ms", "3600000"),
+            ("local.retention.ms", "-2"),
+            ("leader.replication.throttled.replicas", ""),
+            ("compression.type", "producer"),
+        ] {
+            assert_eq!(shown[name], value, "{name}");
+        }
+        let mut sorted = NAMES.to_vec();
+        sorted.sort_unstable();
+        assert_eq!(sorted, NAMES);
+        assert!(NO_EFFECT.iter().all(|n| NAMES.contains(n)));
+    }
+
+    #[test]
+    fn cleanup_policy_takes_kafkas_list_forms() {
+        let mut c = LogConfig::default();
+        c.set("cleanup.policy", "compact").unwrap();
+        assert_eq!(c.cleanup_policy, CleanupPolicy::COMPACT);
+        c.set("cleanup.policy", "delete, compact").unwrap();
+        assert_eq!(c.cleanup_policy, CleanupPolicy { delete: true, compact: true });
+        assert_eq!(c.get("cleanup.policy").unwrap(), "compact,delete");
+        for bad in ["", "none", "compact,", "compact;delete"] {
+            let e = c.set("cleanup.policy", bad).unwrap_err().to_string();
+            assert!(e.contains("cleanup.policy") && e.contains("delete, compact"), "{e}");
+        }
+        assert_eq!(c.cleanup_policy, CleanupPolicy { delete: true, compact: true });
+    }
+
+    #[test]
+    fn settings_are_validated_with_kafkas_ranges() {
+        let mut c = LogConfig::default();
+        for (name, bad, rule) in [
+            ("min.cleanable.dirty.ratio", "1.5", "between 0 and 1"),
+            ("min.cleanable.dirty.ratio", "NaN", "not a number"),
+            ("max.compaction.lag.ms", "0", "at least 1"),
+            ("delete.retention.ms", "-1", "at least 0"),
+            ("min.insync.replicas", "0", "at least 1"),
+            ("unclean.leader.election.enable", "yes", "true or false"),
+            ("compression.lz4.level", "18", "between 1 and 17"),
+            ("compression.gzip.level", "0", "-1 or between 1 and 9"),
+            ("local.retention.ms", "-3", "at least -2"),
+            ("leader.replication.throttled.replicas", "0:x", "partition:broker"),
+            ("remote.storage.enable", "true", "tiered storage"),
+        ] {
+            let e = c.set(name, bad).unwrap_err().to_string();
+            assert!(e.contains(name) && e.contains(rule), "{name}={bad}: {e}");
+        }
+        assert_eq!(c, LogConfig::default(), "a refused value changes nothing");
+        c.set("min.insync.replicas", "2").unwrap();
+        c.set("unclean.leader.election.enable", "TRUE").unwrap();
+        c.set("leader.replication.throttled.replicas", "0:1, 1:2").unwrap();
+        c.set("min.cleanable.dirty.ratio", "0.1").unwrap();
+        assert_eq!(c.get("min.insync.replicas").unwrap(), "2");
+        assert_eq!(c.get("unclean.leader.election.enable").unwrap(), "true");
+        assert_eq!(c.get("leader.replication.throttled.replicas").unwrap(), "0:1,1:2");
+        assert_eq!(c.min_cleanable_dirty_ratio, 0.1);
+        c.set("min.insync.replicas", "1").unwrap();
+        assert!(!c.stored.contains_key("min.insync.replicas"), "the default is not stored");
+        c.set("min.compaction.lag.ms", "10").unwrap();
+        c.set("max.compaction.lag.ms", "5").unwrap();
+        assert!(c.validate().unwrap_err().to_string().contains("min.compaction.lag.ms"));
+    }
+
+    #[test]
+    fn rendered_values_parse_back_to_the_same_config() {
+        let mut c = LogConfig::default();
+        for (name, value) in [
+            ("cleanup.policy", "compact,delete"),
+            ("min.cleanable.dirty.ratio", "1"),
+            ("retention.ms", "-1"),
+            ("retention.bytes", "123"),
+            ("compression.type", "lz4"),
+            ("message.timestamp.type", "LogAppendTime"),
+            ("flush.messages", "5"),
+            ("follower.replication.throttled.replicas", "*"),
+        ] {
+            c.set(name, value).unwrap();
+        }
+        let mut back = LogConfig::default();
+        for (name, value) in c.settings() {
+            back.set(name, &value).unwrap();
+        }
+        assert_eq!(back, c);
+    }
 }

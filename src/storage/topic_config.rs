@@ -241,8 +241,105 @@ pub fn parse_topic_config_file(
             return Err((at, format!("topic {topic} listed twice")));
         }
     }
-    if !version_seen && !out.is_empty() {
-        return Err((0, format!("no {VERSION_LINE:?} line")));
-    }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(pairs: &[(&str, &str)]) -> Settings {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    fn entry<'a>(r: &'a Resolved, name: &str) -> &'a ConfigEntry {
+        r.entries.iter().find(|e| e.name == name).unwrap()
+    }
+
+    #[test]
+    fn each_setting_comes_from_the_highest_layer_holding_it() {
+        let mut s = TopicSettings {
+            mount_defaults: settings(&[("retention.ms", "4"), ("segment.bytes", "4000")]),
+            ..TopicSettings::default()
+        };
+        s.broker.static_defaults =
+            settings(&[("retention.ms", "5"), ("segment.bytes", "5000"), ("segment.ms", "5")]);
+        s.broker.dynamic_defaults = settings(&[("retention.ms", "3"), ("segment.jitter.ms", "3")]);
+        s.broker.topics.insert("t".into(), settings(&[("retention.ms", "2"), ("flush.ms", "2")]));
+        s.overrides.insert("t".into(), settings(&[("retention.ms", "1")]));
+        let r = s.resolve("t");
+        assert!(r.known);
+        assert_eq!(r.config.retention_ms, Some(1));
+        for (name, value, source) in [
+            ("retention.ms", "1", ConfigSource::TopicOverride),
+            ("flush.ms", "2", ConfigSource::BrokerTopic),
+            ("segment.jitter.ms", "3", ConfigSource::BrokerDefault),
+            ("segment.bytes", "4000", ConfigSource::MountDefault),
+            ("segment.ms", "5", ConfigSource::BrokerStatic),
+            ("cleanup.policy", "delete", ConfigSource::KafkaDefault),
+        ] {
+            let e = entry(&r, name);
+            assert_eq!((e.value.as_deref(), e.source), (Some(value), source), "{name}");
+        }
+        // Another topic: no entry anywhere, so unknown; the defaults' layers still apply.
+        let u = s.resolve("u");
+        assert!(!u.known);
+        assert_eq!(entry(&u, "retention.ms").source, ConfigSource::BrokerDefault);
+    }
+
+    #[test]
+    fn an_invalid_broker_value_makes_the_settings_unknown_and_falls_back() {
+        let mut s = TopicSettings::default();
+        s.broker.topics.insert(
+            "t".into(),
+            settings(&[("retention.ms", "-7"), ("message.downconversion.enable", "true")]),
+        );
+        let r = s.resolve("t");
+        assert!(!r.known, "{r:?}");
+        assert_eq!(r.problems.len(), 1, "unknown names are ignored: {:?}", r.problems);
+        assert_eq!(entry(&r, "retention.ms").source, ConfigSource::KafkaDefault);
+    }
+
+    #[test]
+    fn changes_are_validated_and_stored_rendered() {
+        let mut s = TopicSettings::default();
+        s.overrides.insert("t".into(), settings(&[("retention.ms", "1")]));
+        let set = |n: &str, v: &str| ConfigChange::Set { name: n.into(), value: v.into() };
+        let o = s
+            .changed_overrides(
+                "t",
+                &[
+                    set("cleanup.policy", "delete , compact"),
+                    ConfigChange::Remove { name: "retention.ms".into() },
+                ],
+            )
+            .unwrap();
+        assert_eq!(o, settings(&[("cleanup.policy", "compact,delete")]));
+        let e = s.changed_overrides("t", &[set("segment.bytes", "1")]).unwrap_err();
+        assert!(e.to_string().contains("segment.bytes"), "{e}");
+        let e = s
+            .changed_overrides("t", &[ConfigChange::Remove { name: "nope".into() }])
+            .unwrap_err();
+        assert!(e.to_string().contains("nope"), "{e}");
+        s.broker.topics.insert("t".into(), settings(&[("max.compaction.lag.ms", "10")]));
+        let e = s.changed_overrides("t", &[set("min.compaction.lag.ms", "20")]).unwrap_err();
+        assert!(e.to_string().contains("max.compaction.lag.ms"), "{e}");
+    }
+
+    #[test]
+    fn the_file_round_trips_and_refuses_damage_naming_the_line() {
+        let mut o = BTreeMap::new();
+        o.insert("orders".to_string(), Settings::new());
+        o.insert("a.b-c_d".to_string(), settings(&[("cleanup.policy", "compact,delete")]));
+        let text = format_topic_config_file(&o);
+        assert_eq!(parse_topic_config_file(&text).unwrap(), o);
+        assert_eq!(parse_topic_config_file("").unwrap(), BTreeMap::new());
+        let bad = text.replace("compact,delete", "sometimes");
+        let (at, why) = parse_topic_config_file(&bad).unwrap_err();
+        assert_eq!(at as usize, bad.find("a.b-c_d").unwrap());
+        assert!(why.contains("cleanup.policy"), "{why}");
+        assert!(parse_topic_config_file("orders\n").unwrap_err().1.contains("version 1"));
+        let twice = format!("{VERSION_LINE}\nt\nt\n");
+        assert!(parse_topic_config_file(&twice).unwrap_err().1.contains("twice"));
+    }
 }
