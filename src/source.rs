@@ -669,10 +669,17 @@ impl ConfigSource {
 }
 /// One effective setting of a topic.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigEntry { pub name: String, pub value: Option<String>, pub source: ConfigSource }
+pub struct ConfigEntry {
+    pub name: String,
+    pub value: Option<String>,
+    pub source: ConfigSource,
+}
 /// One change to a topic's overrides.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ConfigChange { Set { name: String, value: String }, Remove { name: String } }
+pub enum ConfigChange {
+    Set { name: String, value: String },
+    Remove { name: String },
+}
 
 pub trait TopicSource: Send + Sync {
     /// Topic names, sorted.

@@ -244,11 +244,8 @@ impl TopicFs {
             Node::TopicConfig(topic) => {
                 let mtime = self.topic_mtime(topic)?;
                 let size = self.config_text(topic)?.len() as u64;
-                let perm = if self.options.read_only {
-                    ro_file
-                } else {
-                    self.options.file_mode & 0o666
-                };
+                let perm =
+                    if self.options.read_only { ro_file } else { self.options.file_mode & 0o666 };
                 (FileKind::RegularFile, size, perm, mtime, DYNAMIC_TTL)
             }
             Node::OffsetsDir(topic) | Node::TopicByTimeDir(topic) | Node::TopicByKeyDir(topic) => {

@@ -270,9 +270,7 @@ fn stored_default(name: &str) -> &'static str {
         "compression.lz4.level" => "9",
         "compression.zstd.level" => "3",
         "file.delete.delay.ms" => "60000",
-        "flush.messages" | "flush.ms" | "message.timestamp.before.max.ms" => {
-            "9223372036854775807"
-        }
+        "flush.messages" | "flush.ms" | "message.timestamp.before.max.ms" => "9223372036854775807",
         "local.retention.bytes" | "local.retention.ms" => "-2",
         "message.timestamp.after.max.ms" => "3600000",
         "min.insync.replicas" => "1",

@@ -45,14 +45,14 @@ use crate::sync::lock;
 
 use super::cache::SegmentCache;
 use super::config::{BrokerSettings, LogConfig};
+use super::log::{LoadState, Log};
+use super::open;
+use super::segment::{SegmentMode, now_ms};
 use super::topic_config::{
     Resolved, TOPIC_CONFIG_FILE, TopicSettings, differing_settings, format_topic_config_file,
     parse_topic_config_file,
 };
 use crate::source::{ConfigChange, ConfigEntry};
-use super::log::{LoadState, Log};
-use super::open;
-use super::segment::{SegmentMode, now_ms};
 
 /// `meta.properties`.
 pub const META_PROPERTIES: &str = "meta.properties";
@@ -145,7 +145,8 @@ impl LogDir {
             // The checkpoints are replaced by rename at every write, which would put a file
             // in place of what is there (or fail on a directory): refuse to take over a data
             // dir whose checkpoints are not regular files, naming them, instead of guessing.
-            for name in [RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, TOPIC_CONFIG_FILE] {
+            for name in [RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, TOPIC_CONFIG_FILE]
+            {
                 let file = path.join(name);
                 match open::file_type(&file) {
                     Ok(FileType::Regular) => {}
@@ -167,9 +168,7 @@ impl LogDir {
             mount_defaults: differing_settings(&default_config, &LogConfig::default()),
             internal: topic_configs
                 .iter()
-                .map(|(topic, config)| {
-                    (topic.clone(), differing_settings(config, &default_config))
-                })
+                .map(|(topic, config)| (topic.clone(), differing_settings(config, &default_config)))
                 .collect(),
             broker: BrokerSettings::default(),
             overrides,
@@ -253,8 +252,12 @@ impl LogDir {
     /// Logs (writable mode) the topics whose settings are unknown, once per change of that
     /// set: their partitions are not deleted from by time or size, nor compacted.
     fn log_unknown_topics(&self) {
-        let unknown: BTreeSet<String> =
-            self.logs().iter().filter(|l| !l.settings_known()).map(|l| l.topic().to_string()).collect();
+        let unknown: BTreeSet<String> = self
+            .logs()
+            .iter()
+            .filter(|l| !l.settings_known())
+            .map(|l| l.topic().to_string())
+            .collect();
         let mut logged = lock(&self.unknown_logged);
         if logged.as_ref() == Some(&unknown) {
             return;
@@ -292,7 +295,8 @@ impl LogDir {
         self.check_writable()?;
         self.partition_numbers(topic)?;
         let _guard = lock(&self.admin_lock);
-        let mut candidate = self.settings.read().unwrap_or_else(|e| e.into_inner()).overrides.clone();
+        let mut candidate =
+            self.settings.read().unwrap_or_else(|e| e.into_inner()).overrides.clone();
         let overrides = self
             .settings
             .read()
@@ -324,7 +328,8 @@ impl LogDir {
     /// Gives `topic` an entry (no override) in [`TOPIC_CONFIG_FILE`] unless it has one:
     /// its settings are then known. Caller holds `admin_lock`.
     fn record_topic(&self, topic: &str) -> Result<()> {
-        let mut candidate = self.settings.read().unwrap_or_else(|e| e.into_inner()).overrides.clone();
+        let mut candidate =
+            self.settings.read().unwrap_or_else(|e| e.into_inner()).overrides.clone();
         if candidate.contains_key(topic) {
             return Ok(());
         }
@@ -703,7 +708,9 @@ fn load_topic_config_file(
 ) -> Result<BTreeMap<String, super::topic_config::Settings>> {
     let path = dir.join(TOPIC_CONFIG_FILE);
     let parsed = match open::read_regular_to_string(&path) {
-        Ok(text) => parse_topic_config_file(&text).map_err(|(at, why)| Error::corrupt(&path, at, why)),
+        Ok(text) => {
+            parse_topic_config_file(&text).map_err(|(at, why)| Error::corrupt(&path, at, why))
+        }
         Err(e) if open::is_not_found(&e) => return Ok(BTreeMap::new()),
         Err(e) => Err(e),
     };

@@ -14,9 +14,9 @@ use crate::format::{
     parse_batch_info, peek_entry,
 };
 use crate::source::{
-    AbortedTxn, AppendInfo, ConfigChange, ConfigEntry, BatchChunk, BatchHeads, BoundaryTxnState, CacheKind, KeyHits, KeyIndex,
-    KeyListing, OffsetQuery, PartitionSource, PartitionSummary, ReadCursor, SealedSpan,
-    SkippedDamage, SpaceStats, SummaryUpdate, TopicSource,
+    AbortedTxn, AppendInfo, BatchChunk, BatchHeads, BoundaryTxnState, CacheKind, ConfigChange,
+    ConfigEntry, KeyHits, KeyIndex, KeyListing, OffsetQuery, PartitionSource, PartitionSummary,
+    ReadCursor, SealedSpan, SkippedDamage, SpaceStats, SummaryUpdate, TopicSource,
 };
 use crate::storage::segment_files::{FileProblem, SegmentFileKind, SegmentFiles, SegmentSummary};
 

@@ -231,9 +231,9 @@ pub fn parse_topic_config_file(
         let mut settings = Settings::new();
         let mut probe = LogConfig::default();
         for word in words {
-            let (name, value) = word
-                .split_once('=')
-                .ok_or_else(|| (at, format!("topic {topic}: expected name=value, found {word:?}")))?;
+            let (name, value) = word.split_once('=').ok_or_else(|| {
+                (at, format!("topic {topic}: expected name=value, found {word:?}"))
+            })?;
             probe.set(name, value).map_err(|e| (at, format!("topic {topic}: {e}")))?;
             settings.insert(name.to_string(), value.to_string());
         }
@@ -317,9 +317,8 @@ mod tests {
         assert_eq!(o, settings(&[("cleanup.policy", "compact,delete")]));
         let e = s.changed_overrides("t", &[set("segment.bytes", "1")]).unwrap_err();
         assert!(e.to_string().contains("segment.bytes"), "{e}");
-        let e = s
-            .changed_overrides("t", &[ConfigChange::Remove { name: "nope".into() }])
-            .unwrap_err();
+        let e =
+            s.changed_overrides("t", &[ConfigChange::Remove { name: "nope".into() }]).unwrap_err();
         assert!(e.to_string().contains("nope"), "{e}");
         s.broker.topics.insert("t".into(), settings(&[("max.compaction.lag.ms", "10")]));
         let e = s.changed_overrides("t", &[set("min.compaction.lag.ms", "20")]).unwrap_err();

@@ -219,7 +219,19 @@ fn mkdir_creates_topics_and_only_the_next_partition() {
     assert_eq!(entry.attr.kind, FileKind::Directory);
     assert_eq!(
         f.names("u"),
-        [".", "..", "info", "config", "offsets", "by-time", "append", "append.json", "by-key", "0", "1"]
+        [
+            ".",
+            "..",
+            "info",
+            "config",
+            "offsets",
+            "by-time",
+            "append",
+            "append.json",
+            "by-key",
+            "0",
+            "1"
+        ]
     );
     let u = f.ino("u").unwrap();
     assert!(f.fs.mkdir(u, OsStr::new("3")).is_err());

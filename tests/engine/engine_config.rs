@@ -1,0 +1,306 @@
+//! Per-topic settings in the engine: which topics retention may delete from (known settings,
+//! `cleanup.policy`), overrides persisted in `topicfs-topic-config` across reopenings, the
+//! layers of a broker's settings, and changes taking effect without reopening.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use topicfs::error::Error;
+use topicfs::format::Offset;
+use topicfs::source::{ConfigChange, ConfigSource};
+use topicfs::storage::topic_config::TOPIC_CONFIG_FILE;
+use topicfs::storage::{BrokerSettings, CleanupPolicy, LogConfig, LogDir};
+
+use crate::log_fixture::{record, small_config};
+
+fn config_with(pairs: &[(&str, &str)]) -> LogConfig {
+    let mut c = small_config();
+    for (name, value) in pairs {
+        c.set(name, value).unwrap();
+    }
+    c
+}
+
+fn set(name: &str, value: &str) -> ConfigChange {
+    ConfigChange::Set { name: name.to_string(), value: value.to_string() }
+}
+
+/// `records` 100-byte records with timestamps in 1970 appended to `topic` (several segments).
+fn fill(d: &LogDir, topic: &str, records: usize) {
+    let log = d.log(topic, 0).unwrap();
+    for i in 0..records {
+        log.append(&[record(1000 + i as i64, &"x".repeat(100))]).unwrap();
+    }
+}
+
+fn segment_count(d: &LogDir, topic: &str) -> usize {
+    d.log(topic, 0).unwrap().segment_list().len()
+}
+
+/// What `config` shows for one setting: (value, source).
+fn shown(d: &LogDir, topic: &str, name: &str) -> (String, ConfigSource) {
+    let entries = d.topic_config(topic).unwrap();
+    let e = entries.iter().find(|e| e.name == name).unwrap();
+    (e.value.clone().unwrap(), e.source)
+}
+
+/// A data dir holding topic `t` (several segments of 1970 records) whose settings topicfs does
+/// not know: created by this engine, then its entry removed, as in a copy of a broker's dir.
+fn dir_with_unknown_topic(path: &Path) {
+    let d = LogDir::open(path, config_with(&[("retention.ms", "-1")])).unwrap();
+    d.create_topic("t", 1).unwrap();
+    fill(&d, "t", 40);
+    d.shutdown().unwrap();
+    drop(d);
+    std::fs::remove_file(path.join(TOPIC_CONFIG_FILE)).unwrap();
+}
+
+#[test]
+fn a_topic_with_unknown_settings_is_never_deleted_from_by_time_or_size_until_set() {
+    let tmp = tempfile::tempdir().unwrap();
+    dir_with_unknown_topic(tmp.path());
+    let mount = config_with(&[("retention.ms", "1000"), ("retention.bytes", "100")]);
+    let d = LogDir::open(tmp.path(), mount).unwrap();
+    let before = segment_count(&d, "t");
+    assert!(before > 3);
+    assert!(!d.topic_settings_known("t"));
+    assert_eq!(d.enforce_retention().unwrap(), 0);
+    assert_eq!(segment_count(&d, "t"), before);
+    // Writing the settings, even only the default policy, makes them known: retention runs.
+    d.alter_topic_config("t", &[set("cleanup.policy", "delete")]).unwrap();
+    assert!(d.topic_settings_known("t"));
+    assert!(d.enforce_retention().unwrap() > 0);
+    assert_eq!(segment_count(&d, "t"), 1);
+}
+
+#[test]
+fn an_empty_change_accepts_the_defaults_and_is_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    dir_with_unknown_topic(tmp.path());
+    let d = LogDir::open(tmp.path(), small_config()).unwrap();
+    d.alter_topic_config("t", &[]).unwrap();
+    assert!(d.topic_settings_known("t"));
+    d.shutdown().unwrap();
+    drop(d);
+    let text = std::fs::read_to_string(tmp.path().join(TOPIC_CONFIG_FILE)).unwrap();
+    assert!(text.lines().any(|l| l == "t"), "{text}");
+    let d = LogDir::open(tmp.path(), small_config()).unwrap();
+    assert!(d.topic_settings_known("t"));
+}
+
+#[test]
+fn segments_below_the_log_start_offset_are_deleted_even_with_unknown_settings() {
+    let tmp = tempfile::tempdir().unwrap();
+    dir_with_unknown_topic(tmp.path());
+    let d = LogDir::open(tmp.path(), small_config()).unwrap();
+    let third = d.log("t", 0).unwrap().segment_list()[2].base_offset();
+    d.shutdown().unwrap();
+    drop(d);
+    // As a DeleteRecords would leave it: the log start offset at the third segment.
+    std::fs::write(
+        tmp.path().join("log-start-offset-checkpoint"),
+        format!("0\n1\nt 0 {}\n", third.0),
+    )
+    .unwrap();
+    let d = LogDir::open(tmp.path(), small_config()).unwrap();
+    assert!(!d.topic_settings_known("t"));
+    assert_eq!(d.enforce_retention().unwrap(), 2, "the two segments below offset {third:?}");
+    assert_eq!(d.log("t", 0).unwrap().segment_list()[0].base_offset(), third);
+}
+
+#[test]
+fn compact_alone_never_deletes_by_time_or_size_and_compact_delete_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mount = config_with(&[
+        ("cleanup.policy", "compact"),
+        ("retention.ms", "1000"),
+        ("retention.bytes", "100"),
+    ]);
+    assert_eq!(mount.cleanup_policy, CleanupPolicy::COMPACT);
+    let d = LogDir::open(tmp.path(), mount).unwrap();
+    d.create_topic("t", 1).unwrap();
+    fill(&d, "t", 40);
+    let before = segment_count(&d, "t");
+    assert_eq!(d.enforce_retention().unwrap(), 0);
+    assert_eq!(segment_count(&d, "t"), before);
+    assert_eq!(shown(&d, "t", "cleanup.policy"), ("compact".into(), ConfigSource::MountDefault));
+    d.alter_topic_config("t", &[set("cleanup.policy", "compact,delete")]).unwrap();
+    assert!(d.enforce_retention().unwrap() > 0);
+    assert_eq!(segment_count(&d, "t"), 1);
+}
+
+#[test]
+fn an_override_survives_reopening_while_mount_defaults_follow_the_new_mount() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = LogDir::open(tmp.path(), config_with(&[("retention.ms", "-1")])).unwrap();
+    for topic in ["kept", "follows"] {
+        d.create_topic(topic, 1).unwrap();
+        fill(&d, topic, 30);
+    }
+    d.alter_topic_config("kept", &[set("retention.ms", "-1")]).unwrap();
+    d.shutdown().unwrap();
+    drop(d);
+    let d = LogDir::open(tmp.path(), config_with(&[("retention.ms", "1000")])).unwrap();
+    assert_eq!(shown(&d, "kept", "retention.ms"), ("-1".into(), ConfigSource::TopicOverride));
+    assert_eq!(shown(&d, "follows", "retention.ms"), ("1000".into(), ConfigSource::MountDefault));
+    assert_eq!(shown(&d, "follows", "flush.ms").1, ConfigSource::KafkaDefault);
+    let kept = segment_count(&d, "kept");
+    assert!(d.enforce_retention().unwrap() > 0);
+    assert_eq!(segment_count(&d, "kept"), kept, "the override keeps every segment");
+    assert_eq!(segment_count(&d, "follows"), 1);
+    // Removing the override: the topic follows the mount's default from now on.
+    d.alter_topic_config("kept", &[ConfigChange::Remove { name: "retention.ms".into() }]).unwrap();
+    assert_eq!(shown(&d, "kept", "retention.ms"), ("1000".into(), ConfigSource::MountDefault));
+    assert!(d.enforce_retention().unwrap() > 0);
+    assert_eq!(segment_count(&d, "kept"), 1);
+}
+
+#[test]
+fn settings_take_effect_without_reopening() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = LogDir::open(tmp.path(), small_config()).unwrap();
+    d.create_topic("t", 1).unwrap();
+    let log = d.log("t", 0).unwrap();
+    log.append(&[record(1, &"x".repeat(200))]).unwrap();
+    d.alter_topic_config("t", &[set("max.message.bytes", "150")]).unwrap();
+    assert!(matches!(
+        log.append(&[record(2, &"x".repeat(200))]),
+        Err(Error::RecordTooLarge { .. })
+    ));
+    d.alter_topic_config(
+        "t",
+        &[set("max.message.bytes", "100000"), set("segment.bytes", "100000")],
+    )
+    .unwrap();
+    for i in 0..20 {
+        log.append(&[record(3 + i, &"x".repeat(200))]).unwrap();
+    }
+    assert_eq!(log.segment_list().len(), 1, "no roll at the old 1 KiB segment size");
+    assert_eq!(log.config().segment_bytes, 100_000);
+}
+
+#[test]
+fn a_refused_change_changes_nothing_and_a_read_only_dir_refuses_changes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = LogDir::open(tmp.path(), small_config()).unwrap();
+    d.create_topic("t", 1).unwrap();
+    d.alter_topic_config("t", &[set("retention.ms", "5000")]).unwrap();
+    let file = tmp.path().join(TOPIC_CONFIG_FILE);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let before = d.topic_config("t").unwrap();
+    for changes in [
+        vec![set("retention.bytes", "10"), set("segment.bytes", "1")],
+        vec![set("no.such.setting", "1")],
+        vec![set("min.compaction.lag.ms", "10"), set("max.compaction.lag.ms", "5")],
+    ] {
+        let e = d.alter_topic_config("t", &changes).unwrap_err();
+        assert_eq!(e.errno(), libc::EINVAL, "{e}");
+    }
+    assert_eq!(d.topic_config("t").unwrap(), before);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
+    assert_eq!(d.alter_topic_config("nope", &[]).unwrap_err().errno(), libc::ENOENT);
+    d.shutdown().unwrap();
+    drop(d);
+    let r = LogDir::open_read_only(tmp.path(), small_config()).unwrap();
+    assert_eq!(shown(&r, "t", "retention.ms"), ("5000".into(), ConfigSource::TopicOverride));
+    assert_eq!(r.alter_topic_config("t", &[]).unwrap_err().errno(), libc::EROFS);
+}
+
+#[test]
+fn a_damaged_settings_file_refuses_a_writable_open_and_is_left_out_read_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = LogDir::open(tmp.path(), small_config()).unwrap();
+    d.create_topic("t", 1).unwrap();
+    d.alter_topic_config("t", &[set("retention.ms", "-1")]).unwrap();
+    d.shutdown().unwrap();
+    drop(d);
+    let file = tmp.path().join(TOPIC_CONFIG_FILE);
+    let damaged =
+        std::fs::read_to_string(&file).unwrap().replace("retention.ms=-1", "retention.ms=x");
+    std::fs::write(&file, &damaged).unwrap();
+    let e = LogDir::open(tmp.path(), small_config()).unwrap_err().to_string();
+    assert!(e.contains(TOPIC_CONFIG_FILE) && e.contains("retention.ms"), "{e}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), damaged, "left as it was");
+    let r = LogDir::open_read_only(tmp.path(), small_config()).unwrap();
+    assert_eq!(shown(&r, "t", "retention.ms").1, ConfigSource::MountDefault);
+}
+
+#[test]
+fn the_settings_file_is_a_plain_file_at_the_root_written_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = LogDir::open(tmp.path(), small_config()).unwrap();
+    d.create_topic("a.b", 2).unwrap();
+    d.alter_topic_config("a.b", &[set("cleanup.policy", "delete,compact")]).unwrap();
+    let file = tmp.path().join(TOPIC_CONFIG_FILE);
+    assert!(std::fs::symlink_metadata(&file).unwrap().is_file());
+    assert!(!tmp.path().join(format!("{TOPIC_CONFIG_FILE}.tmp")).exists());
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.lines().any(|l| l == "a.b cleanup.policy=compact,delete"), "{text}");
+    // Nothing but partition directories is a directory at the root (a broker would take any
+    // other for a partition and fail the log dir).
+    for entry in std::fs::read_dir(tmp.path()).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_dir() {
+            let name = entry.file_name().into_string().unwrap();
+            assert!(name == "a.b-0" || name == "a.b-1", "{name}");
+        }
+    }
+}
+
+#[test]
+fn broker_settings_layer_with_their_precedence_and_make_a_topic_known() {
+    let tmp = tempfile::tempdir().unwrap();
+    dir_with_unknown_topic(tmp.path());
+    let d = LogDir::open(tmp.path(), config_with(&[("segment.ms", "4444")])).unwrap();
+    assert!(!d.topic_settings_known("t"));
+    let props = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    };
+    d.set_broker_settings(BrokerSettings {
+        topics: BTreeMap::from([("t".to_string(), props(&[("retention.bytes", "100")]))]),
+        dynamic_defaults: props(&[("retention.ms", "-1"), ("segment.jitter.ms", "7")]),
+        static_defaults: props(&[("segment.ms", "5555"), ("flush.ms", "9")]),
+    });
+    assert!(d.topic_settings_known("t"));
+    for (name, value, source) in [
+        ("retention.bytes", "100", ConfigSource::BrokerTopic),
+        ("retention.ms", "-1", ConfigSource::BrokerDefault),
+        ("segment.jitter.ms", "7", ConfigSource::BrokerDefault),
+        ("segment.ms", "4444", ConfigSource::MountDefault),
+        ("flush.ms", "9", ConfigSource::BrokerStatic),
+        ("cleanup.policy", "delete", ConfigSource::KafkaDefault),
+    ] {
+        assert_eq!(shown(&d, "t", name), (value.to_string(), source), "{name}");
+    }
+    // The broker's settings decide retention at once.
+    assert!(d.enforce_retention().unwrap() > 0);
+    assert_eq!(segment_count(&d, "t"), 1);
+    // The topic's own override is above the broker's.
+    d.alter_topic_config("t", &[set("retention.bytes", "-1")]).unwrap();
+    assert_eq!(shown(&d, "t", "retention.bytes"), ("-1".into(), ConfigSource::TopicOverride));
+    // Broker settings that vanish leave the topic known through its entry here.
+    d.set_broker_settings(BrokerSettings::default());
+    assert!(d.topic_settings_known("t"));
+    assert!(d.log("t", 0).unwrap().log_start_offset() > Offset(0));
+}
+
+#[test]
+fn consumer_offsets_keeps_the_brokers_compacted_settings() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mount = config_with(&[("retention.ms", "1000")]);
+    let internal = std::collections::HashMap::from([(
+        "__consumer_offsets".to_string(),
+        topicfs::storage::groups::offsets_topic_config(&mount),
+    )]);
+    let d = LogDir::open_with(tmp.path(), mount, internal, topicfs::storage::SegmentMode::Writable)
+        .unwrap();
+    d.create_topic("__consumer_offsets", 1).unwrap();
+    assert_eq!(
+        shown(&d, "__consumer_offsets", "cleanup.policy"),
+        ("compact".into(), ConfigSource::BrokerTopic)
+    );
+    assert_eq!(
+        shown(&d, "__consumer_offsets", "retention.ms"),
+        ("-1".into(), ConfigSource::BrokerTopic)
+    );
+}
