@@ -6,6 +6,7 @@
 mod common;
 
 mod cache_fs;
+mod config_fs;
 mod fs_ops;
 mod groups_fs;
 mod semantics_fs;
