@@ -9,6 +9,7 @@ mod manifest;
 mod access;
 mod bykey_mount;
 mod cache_mount;
+mod config_mount;
 mod groups;
 mod inspect_memory;
 mod memory_bounds;
