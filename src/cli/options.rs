@@ -38,6 +38,35 @@ impl MountArgs {
         Ok(config)
     }
 
+    /// The settings given by name (the named flags, then each `--config`, a later one winning),
+    /// validated: the mount's defaults for every topic without an override.
+    pub fn log_settings(&self) -> Result<std::collections::BTreeMap<String, String>> {
+        self.log_config()?;
+        let mut settings = std::collections::BTreeMap::new();
+        let named = [
+            ("segment.bytes", &self.segment_bytes),
+            ("segment.ms", &self.segment_ms),
+            ("segment.index.bytes", &self.segment_index_bytes),
+            ("index.interval.bytes", &self.index_interval_bytes),
+            ("max.message.bytes", &self.max_message_bytes),
+            ("retention.ms", &self.retention_ms),
+            ("retention.bytes", &self.retention_bytes),
+            ("message.timestamp.type", &self.message_timestamp_type),
+            ("compression.type", &self.compression_type),
+        ];
+        for (key, value) in named {
+            if let Some(value) = value {
+                settings.insert(key.to_string(), value.trim().to_string());
+            }
+        }
+        for pair in &self.config {
+            if let Some((key, value)) = pair.split_once('=') {
+                settings.insert(key.trim().to_string(), value.trim().to_string());
+            }
+        }
+        Ok(settings)
+    }
+
     /// Owner, group and modes: the `-o` access options in order, then the flags (which win).
     pub fn access(&self) -> Access {
         let flags = [
@@ -99,6 +128,8 @@ impl MountArgs {
     pub fn request(&self) -> Result<MountRequest> {
         let cluster = self.cluster()?;
         let log_config = if cluster.is_some() { LogConfig::default() } else { self.log_config()? };
+        let log_settings =
+            if cluster.is_some() { Default::default() } else { self.log_settings()? };
         Ok(MountRequest {
             cluster,
             access: self.access(),
@@ -107,6 +138,7 @@ impl MountArgs {
             read_only: self.read_only || self.options.contains(&FuseOption::ReadOnly),
             fuse_options: self.options.clone(),
             log_config,
+            log_settings,
             partitions: self.partitions,
             threads: usize::from(self.threads),
             memory_budget: self

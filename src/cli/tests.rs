@@ -47,6 +47,8 @@ fn a_kafka_source_takes_client_settings_and_a_local_one_keeps_log_settings() {
     assert_eq!(local.log_config.segment_bytes, 1024);
     assert!(mount(&["--command-config", "f"], "d").is_err());
     assert!(mount(&["--config", "request.timeout.ms=1"], "d").is_err());
+    let compact = mount(&["--config", "cleanup.policy=compact"], "d").unwrap();
+    assert!(compact.log_config.cleanup_policy.compact && !compact.log_config.cleanup_policy.delete);
 }
 
 #[test]
@@ -72,6 +74,13 @@ fn kafka_names_and_flags_both_set_log_config() {
     let request = args.request().unwrap();
     assert_eq!(request.log_config.segment_bytes, 1024);
     assert_eq!(request.log_config.retention_ms, None);
+    // The names given are the mount's defaults, even at Kafka's own value (retention.bytes).
+    let given: Vec<(&str, &str)> =
+        request.log_settings.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    assert_eq!(
+        given,
+        [("retention.bytes", "-1"), ("retention.ms", "-1"), ("segment.bytes", "1024")]
+    );
     assert!(request.read_only, "-o ro means read-only");
     assert_eq!(request.fuse_options.len(), 3);
     assert_eq!(args.mode(), Mode::Background);

@@ -284,6 +284,9 @@ pub struct MountRequest {
     pub read_only: bool,
     pub fuse_options: Vec<FuseOption>,
     pub log_config: LogConfig,
+    /// The settings of `log_config` given by name (`--config` and the named flags): the
+    /// mount-default layer of every topic's settings ([`crate::storage::LogDir::set_mount_defaults`]).
+    pub log_settings: std::collections::BTreeMap<String, String>,
     /// Partitions of topics created with `mkdir`.
     pub partitions: u32,
     /// FUSE worker threads.

@@ -220,6 +220,25 @@ impl LogDir {
         }
     }
 
+    /// Replaces the mount's defaults (the `--config` layer) with `settings`, by name, and
+    /// re-resolves every partition's configuration. [`LogDir::open`] derives the layer from its
+    /// `LogConfig` (the settings that differ from Kafka's defaults); this states it exactly, so
+    /// a setting given at its Kafka default still counts as the mount's (above
+    /// `server.properties`). `InvalidInput` naming the setting and the rule, nothing changed.
+    pub fn set_mount_defaults(&self, settings: BTreeMap<String, String>) -> Result<()> {
+        let mut rendered = BTreeMap::new();
+        for (name, value) in settings {
+            let mut probe = LogConfig::default();
+            probe.set(&name, &value)?;
+            let shown = probe.get(&name).unwrap_or(value);
+            rendered.insert(name, shown);
+        }
+        let _guard = lock(&self.admin_lock);
+        self.settings.write().unwrap_or_else(|e| e.into_inner()).mount_defaults = rendered;
+        self.apply_settings(None);
+        Ok(())
+    }
+
     /// The effective settings of `topic` (see [`super::topic_config`]).
     pub fn resolve_topic(&self, topic: &str) -> Resolved {
         let resolved = self.settings.read().unwrap_or_else(|e| e.into_inner()).resolve(topic);

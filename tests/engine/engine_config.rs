@@ -304,3 +304,23 @@ fn consumer_offsets_keeps_the_brokers_compacted_settings() {
         ("-1".into(), ConfigSource::BrokerTopic)
     );
 }
+
+#[test]
+fn a_mount_default_given_at_kafkas_value_still_ranks_above_server_properties() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = LogDir::open(tmp.path(), small_config()).unwrap();
+    d.create_topic("t", 1).unwrap();
+    let given = BTreeMap::from([("retention.ms".to_string(), "604800000".to_string())]);
+    d.set_mount_defaults(given).unwrap();
+    d.set_broker_settings(BrokerSettings {
+        static_defaults: BTreeMap::from([("retention.ms".to_string(), "3600000".to_string())]),
+        ..BrokerSettings::default()
+    });
+    assert_eq!(shown(&d, "t", "retention.ms"), ("604800000".into(), ConfigSource::MountDefault));
+    assert_eq!(d.log("t", 0).unwrap().config().retention_ms, Some(604_800_000));
+    // Only what was given is the mount's now: segment.bytes falls to Kafka's default.
+    assert_eq!(shown(&d, "t", "segment.bytes").1, ConfigSource::KafkaDefault);
+    let bad = BTreeMap::from([("retention.ms".to_string(), "soon".to_string())]);
+    assert_eq!(d.set_mount_defaults(bad).unwrap_err().errno(), libc::EINVAL);
+    assert_eq!(shown(&d, "t", "retention.ms").1, ConfigSource::MountDefault);
+}
