@@ -280,9 +280,12 @@ pub struct MountArgs {
     pub retention_check_interval_ms: u64,
 
     /// A log setting by its Kafka topic-level name (repeatable; applied after the named flags
-    /// below): segment.bytes, segment.ms, segment.jitter.ms, segment.index.bytes,
-    /// index.interval.bytes, max.message.bytes, retention.ms, retention.bytes,
-    /// message.timestamp.type, compression.type, file.delete.delay.ms.
+    /// below): the default of every topic without its own override (MNT/<topic>/config).
+    /// Every topic-level setting of Kafka 4.0: cleanup.policy, retention.ms, retention.bytes,
+    /// segment.bytes, segment.ms, segment.jitter.ms, segment.index.bytes,
+    /// index.interval.bytes, max.message.bytes, message.timestamp.type, compression.type,
+    /// delete.retention.ms, min.compaction.lag.ms, max.compaction.lag.ms,
+    /// min.cleanable.dirty.ratio, ... (SEMANTICS.md, "Topic settings").
     ///
     /// On a cluster mount (kafka://...), a client setting by its Kafka client name instead
     /// (applied after --command-config): client.id, request.timeout.ms, metadata.max.age.ms,

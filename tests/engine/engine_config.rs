@@ -324,3 +324,12 @@ fn a_mount_default_given_at_kafkas_value_still_ranks_above_server_properties() {
     assert_eq!(d.set_mount_defaults(bad).unwrap_err().errno(), libc::EINVAL);
     assert_eq!(shown(&d, "t", "retention.ms").1, ConfigSource::MountDefault);
 }
+
+#[test]
+fn a_settings_file_that_is_not_a_regular_file_refuses_a_writable_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join(TOPIC_CONFIG_FILE)).unwrap();
+    let e = LogDir::open(tmp.path(), small_config()).unwrap_err().to_string();
+    assert!(e.contains(TOPIC_CONFIG_FILE), "{e}");
+    assert!(tmp.path().join(TOPIC_CONFIG_FILE).is_dir(), "left as it was");
+}
