@@ -284,6 +284,10 @@ pub struct MountRequest {
     pub read_only: bool,
     pub fuse_options: Vec<FuseOption>,
     pub log_config: LogConfig,
+    /// `--server-properties FILE`: the broker's static settings in topic-level names
+    /// (`retention.ms`, ...), read at mount; empty without the flag. The broker settings'
+    /// `static_defaults` (below `--config` and the KRaft metadata's settings).
+    pub server_properties: std::collections::BTreeMap<String, String>,
     /// Partitions of topics created with `mkdir`.
     pub partitions: u32,
     /// FUSE worker threads.
