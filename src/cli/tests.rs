@@ -334,7 +334,8 @@ fn mount_help_lists_every_cluster_client_setting() {
 fn server_properties_flag_reads_the_file_into_topic_settings_at_mount() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("server.properties");
-    std::fs::write(&file, "node.id=1\nlog.retention.hours=1\nlog.cleanup.policy=compact\n").unwrap();
+    std::fs::write(&file, "node.id=1\nlog.retention.hours=1\nlog.cleanup.policy=compact\n")
+        .unwrap();
     let file = file.to_str().unwrap();
     let request = |source: &str, extra: &[&str]| {
         let mut argv = vec!["topicfs", "mount", source, "m"];

@@ -94,10 +94,9 @@ impl Dir {
     }
 
     fn append(&self, name: &str, bytes: &[u8]) {
-        use std::io::Write;
-        let mut f =
-            std::fs::OpenOptions::new().append(true).create(true).open(self.path(name)).unwrap();
-        f.write_all(bytes).unwrap();
+        let mut all = crate::storage::open::read_regular(&self.path(name)).unwrap();
+        all.extend_from_slice(bytes);
+        self.write(name, &all);
     }
 
     fn read(&self, node_id: Option<i32>) -> Result<Option<ClusterMetadataConfigs>> {
@@ -438,8 +437,10 @@ fn snapshot_names_parse_as_kafka_writes_them() {
 #[test]
 fn the_kraft_fixture_gives_the_settings_its_manifest_lists() {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kraft-v1");
-    let manifest: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(fixture.join("manifest.json")).unwrap()).unwrap();
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &crate::storage::open::read_regular(&fixture.join("manifest.json")).unwrap(),
+    )
+    .unwrap();
     let as_map = |v: &serde_json::Value| -> BTreeMap<String, String> {
         v.as_object()
             .unwrap()
