@@ -279,6 +279,17 @@ pub struct MountArgs {
     #[arg(long, value_name = "MS", default_value_t = 300_000, value_parser = clap::value_parser!(u64).range(1..), help_heading = "Log settings")]
     pub retention_check_interval_ms: u64,
 
+    /// A broker's static settings file (`server.properties`): its log settings
+    /// (`log.retention.hours`, `log.cleanup.policy`, `log.segment.bytes`, ...) become the
+    /// defaults of topics without an override of their own, mapped to topic-level names with
+    /// Kafka's precedence (`log.retention.ms` over `log.retention.minutes` over
+    /// `log.retention.hours`); below `--config` and the settings the data dir's KRaft metadata
+    /// holds. Read at mount; a file that does not parse is refused. Local mounts only.
+    ///
+    /// Example: --server-properties /etc/kafka/server.properties
+    #[arg(long, value_name = "FILE", help_heading = "Log settings")]
+    pub server_properties: Option<PathBuf>,
+
     /// A log setting by its Kafka topic-level name (repeatable; applied after the named flags
     /// below): the default of every topic without its own override (MNT/<topic>/config).
     /// Every topic-level setting of Kafka 4.0: cleanup.policy, retention.ms, retention.bytes,

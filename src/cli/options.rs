@@ -1,11 +1,14 @@
 //! From parsed mount arguments to what the mount needs: the log configuration, the access
 //! settings, the cluster client settings, the mount request and mode.
 
+use std::collections::BTreeMap;
+
 use crate::cluster::ClientConfig;
 use crate::cluster::config::{is_bootstrap_spec, parse_bootstrap};
 use crate::error::{Error, Result};
 use crate::mount::{Access, ClusterMount, FuseOption, Mode, MountRequest};
 use crate::storage::LogConfig;
+use crate::storage::server_properties::read_server_properties;
 
 use super::MountArgs;
 
@@ -124,12 +127,28 @@ impl MountArgs {
         Ok(Some(ClusterMount { bootstrap, config }))
     }
 
+    /// `--server-properties FILE` read into topic-level settings (empty without the flag).
+    /// Refused for a cluster mount, whose brokers hold their own settings.
+    pub fn server_properties(&self, cluster: bool) -> Result<BTreeMap<String, String>> {
+        let Some(file) = &self.server_properties else { return Ok(BTreeMap::new()) };
+        if cluster {
+            return Err(Error::Usage(format!(
+                "--server-properties {}: only for a local mount (a cluster's brokers keep their \
+                 own settings)",
+                file.display()
+            )));
+        }
+        read_server_properties(file)
+            .map_err(|e| Error::Usage(format!("--server-properties {}: {e}", file.display())))
+    }
+
     /// The mount request these arguments describe.
     pub fn request(&self) -> Result<MountRequest> {
         let cluster = self.cluster()?;
         let log_config = if cluster.is_some() { LogConfig::default() } else { self.log_config()? };
         let log_settings =
             if cluster.is_some() { Default::default() } else { self.log_settings()? };
+        let server_properties = self.server_properties(cluster.is_some())?;
         Ok(MountRequest {
             cluster,
             access: self.access(),
@@ -139,6 +158,7 @@ impl MountArgs {
             fuse_options: self.options.clone(),
             log_config,
             log_settings,
+            server_properties,
             partitions: self.partitions,
             threads: usize::from(self.threads),
             memory_budget: self

@@ -338,3 +338,41 @@ fn mount_help_lists_every_cluster_client_setting() {
         assert!(help.contains(key), "`topicfs mount --help` does not list {key}");
     }
 }
+
+#[test]
+fn server_properties_flag_reads_the_file_into_topic_settings_at_mount() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("server.properties");
+    std::fs::write(&file, "node.id=1\nlog.retention.hours=1\nlog.cleanup.policy=compact\n")
+        .unwrap();
+    let file = file.to_str().unwrap();
+    let request = |source: &str, extra: &[&str]| {
+        let mut argv = vec!["topicfs", "mount", source, "m"];
+        argv.extend_from_slice(extra);
+        let Command::Mount(args) = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("not mount")
+        };
+        args.request()
+    };
+    let r = request("data", &["--server-properties", file]).unwrap();
+    let want: std::collections::BTreeMap<String, String> =
+        [("cleanup.policy", "compact"), ("retention.ms", "3600000")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+    assert_eq!(r.server_properties, want);
+    assert!(request("data", &[]).unwrap().server_properties.is_empty());
+    let missing = request("data", &["--server-properties", "/no/such/server.properties"])
+        .unwrap_err()
+        .to_string();
+    assert!(missing.contains("/no/such/server.properties"), "{missing}");
+    let cluster = request("kafka://h:1", &["--server-properties", file]).unwrap_err();
+    assert!(cluster.to_string().contains("only for a local mount"), "{cluster}");
+    // fstab: server_properties=FILE becomes the flag.
+    let args = helper(&["mount.topicfs", "data", "m", "-o", &format!("server_properties={file}")])
+        .unwrap()
+        .unwrap()
+        .args;
+    let args: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    assert!(args.windows(2).any(|w| w == ["--server-properties", file]), "{args:?}");
+}

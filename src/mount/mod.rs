@@ -217,6 +217,9 @@ fn open_backend(
     let mode = if request.read_only { SegmentMode::ReadOnly } else { SegmentMode::Writable };
     let log_dir = Arc::new(LogDir::open_with(data_dir, log_config, topic_configs, mode)?);
     log_dir.set_mount_defaults(request.log_settings.clone())?;
+    if !request.server_properties.is_empty() {
+        log_dir.set_static_defaults(request.server_properties.clone());
+    }
     let groups = Arc::new(crate::storage::groups::LocalGroupStore::new(Arc::clone(&log_dir)));
     log_dir.set_sizing_budget(request.sizing_budget.unwrap_or(crate::storage::LOCAL_SIZING_BUDGET));
     log_dir.set_cache(Arc::new(open_cache(&request.cache, data_dir)?));

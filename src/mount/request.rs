@@ -287,6 +287,10 @@ pub struct MountRequest {
     /// The settings of `log_config` given by name (`--config` and the named flags): the
     /// mount-default layer of every topic's settings ([`crate::storage::LogDir::set_mount_defaults`]).
     pub log_settings: std::collections::BTreeMap<String, String>,
+    /// `--server-properties FILE`: the broker's static settings in topic-level names
+    /// (`retention.ms`, ...), read at mount; empty without the flag. The broker settings'
+    /// `static_defaults` (below `--config` and the KRaft metadata's settings).
+    pub server_properties: std::collections::BTreeMap<String, String>,
     /// Partitions of topics created with `mkdir`.
     pub partitions: u32,
     /// FUSE worker threads.

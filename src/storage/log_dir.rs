@@ -44,6 +44,7 @@ use crate::format::properties::{format_properties, parse_properties};
 use crate::sync::lock;
 
 use super::cache::SegmentCache;
+use super::cluster_metadata::{ClusterMetadataConfigs, ClusterMetadataReader};
 use super::config::{BrokerSettings, LogConfig};
 use super::log::{LoadState, Log};
 use super::open;
@@ -112,6 +113,10 @@ pub struct LogDir {
     /// The segment cache every partition keeps its sealed segments' summaries in
     /// ([`LogDir::set_cache`]; disabled until set).
     cache: RwLock<Arc<SegmentCache>>,
+    /// The broker's KRaft metadata log (`__cluster_metadata-0`), read at open for the topics'
+    /// broker layers and, read-only, again at each rescan (a running broker changes it);
+    /// `None` when the data dir has none (yet).
+    metadata: Mutex<Option<ClusterMetadataReader>>,
 }
 
 impl LogDir {
@@ -164,13 +169,17 @@ impl LogDir {
         }
         let meta = load_meta_properties(path, writable)?;
         let overrides = load_topic_config_file(path, writable)?;
+        let metadata = open_cluster_metadata(path, &meta);
         let settings = TopicSettings {
             mount_defaults: differing_settings(&default_config, &LogConfig::default()),
             internal: topic_configs
                 .iter()
                 .map(|(topic, config)| (topic.clone(), differing_settings(config, &default_config)))
                 .collect(),
-            broker: BrokerSettings::default(),
+            broker: metadata
+                .as_ref()
+                .map(|m| broker_settings(m.configs(), BTreeMap::new()))
+                .unwrap_or_default(),
             overrides,
         };
 
@@ -196,6 +205,7 @@ impl LogDir {
             failed: Mutex::new(BTreeSet::new()),
             sizing_budget: AtomicU64::new(LOCAL_SIZING_BUDGET),
             cache: RwLock::new(Arc::new(SegmentCache::disabled())),
+            metadata: Mutex::new(metadata),
         };
         let partitions = dir.partition_dirs(true)?;
         let logs = dir.load_partitions(partitions.into_iter().collect());
@@ -217,6 +227,51 @@ impl LogDir {
         self.apply_settings(None);
         if self.mode == SegmentMode::Writable {
             self.log_unknown_topics();
+        }
+    }
+
+    /// Takes a broker's static settings (`--server-properties`, in topic-level names) as the
+    /// layer below the mount's `--config`, keeping what the broker's metadata log holds.
+    pub fn set_static_defaults(&self, static_defaults: BTreeMap<String, String>) {
+        let mut broker = self.settings.read().unwrap_or_else(|e| e.into_inner()).broker.clone();
+        broker.static_defaults = static_defaults;
+        self.set_broker_settings(broker);
+    }
+
+    /// Read-only mode: reads what the broker appended to its metadata log since the last
+    /// read (a topic created or removed, a setting changed through the broker's admin API) and
+    /// re-resolves the topics' settings when anything changed. An error is logged and the
+    /// settings read before stay.
+    fn refresh_cluster_metadata(&self) {
+        let changed = {
+            let mut reader = lock(&self.metadata);
+            match reader.as_mut() {
+                Some(r) => match r.refresh() {
+                    Ok(changed) => changed.then(|| r.configs().clone()),
+                    Err(e) => {
+                        log::warn!("{e}; keeping the broker's topic settings read before");
+                        None
+                    }
+                },
+                None => {
+                    *reader = open_cluster_metadata(&self.path, &self.meta);
+                    reader.as_ref().map(|r| r.configs().clone())
+                }
+            }
+        };
+        if let Some(configs) = changed {
+            let statics = self
+                .settings
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .broker
+                .static_defaults
+                .clone();
+            log::info!(
+                "{}: the broker's topic settings changed; applying them",
+                self.path.display()
+            );
+            self.set_broker_settings(broker_settings(&configs, statics));
         }
     }
 
@@ -499,6 +554,7 @@ impl LogDir {
         {
             return;
         }
+        self.refresh_cluster_metadata();
         let _guard = lock(&self.admin_lock);
         let on_disk = match self.partition_dirs(false) {
             Ok(dirs) => dirs,
@@ -781,6 +837,51 @@ fn take_lock(dir: &Path) -> Result<Flock<File>> {
         Ok(locked) => Ok(locked),
         Err((_, Errno::EWOULDBLOCK)) => Err(Error::Locked(dir.to_path_buf())),
         Err((_, e)) => Err(Error::io(&path, "lock", e.into())),
+    }
+}
+
+/// The broker's metadata log reader for a data dir, with this broker's id from its
+/// `meta.properties` (`node.id`, or `broker.id` of a version 0 file); `None` when the dir has no
+/// `__cluster_metadata-0` or it cannot be read (logged: the topics it would have made known
+/// then stay unknown, so nothing of theirs is deleted or compacted).
+fn open_cluster_metadata(
+    path: &Path,
+    meta: &BTreeMap<String, String>,
+) -> Option<ClusterMetadataReader> {
+    let node_id = meta
+        .get("node.id")
+        .or_else(|| meta.get("broker.id"))
+        .and_then(|v| v.trim().parse::<i32>().ok());
+    match ClusterMetadataReader::open(path, node_id) {
+        Ok(reader) => {
+            if let Some(r) = &reader {
+                log::info!(
+                    "{}: the broker's metadata log holds settings for {} topic(s) and {} \
+                     default(s)",
+                    path.display(),
+                    r.configs().topics.len(),
+                    r.configs().dynamic_defaults.len()
+                );
+            }
+            reader
+        }
+        Err(e) => {
+            log::warn!("{e}; the broker's topic settings in its metadata log are not used");
+            None
+        }
+    }
+}
+
+/// The broker layers of the topics' settings: what its metadata log holds, and its static
+/// `server.properties` defaults.
+fn broker_settings(
+    configs: &ClusterMetadataConfigs,
+    static_defaults: BTreeMap<String, String>,
+) -> BrokerSettings {
+    BrokerSettings {
+        topics: configs.topics.clone(),
+        dynamic_defaults: configs.dynamic_defaults.clone(),
+        static_defaults,
     }
 }
 

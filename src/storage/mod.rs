@@ -17,6 +17,10 @@
 //! - [`cache`]: the segment cache, outside the data dir: what was learned about sealed
 //!   segments, kept across remounts and validated before use.
 //! - [`config::LogConfig`]: Kafka's topic-level settings and defaults.
+//! - [`cluster_metadata`]: a KRaft broker's topic settings from the data dir's
+//!   `__cluster_metadata-0` (snapshot, then the log), re-read cheaply as it grows;
+//!   [`server_properties`]: a broker's static `server.properties` and the broker-name to
+//!   topic-name mapping (`log.retention.hours` to `retention.ms`).
 //! - `source_impl`: [`crate::source::TopicSource`] and [`crate::source::PartitionSource`] for
 //!   [`log_dir::LogDir`] and [`log::Log`].
 //! - `swap`: the log cleaner's `.cleaned`/`.swap`/`.deleted` files as Kafka's loader would
@@ -53,6 +57,7 @@
 //!   producer id.
 
 pub mod cache;
+pub mod cluster_metadata;
 pub mod config;
 pub mod groups;
 mod index;
@@ -65,6 +70,7 @@ pub mod open;
 pub mod scan;
 pub mod segment;
 pub mod segment_files;
+pub mod server_properties;
 mod source_impl;
 mod swap;
 pub mod time_index;

@@ -154,3 +154,68 @@ fn an_override_set_through_config_survives_remount_keeps_data_and_changes_live()
     assert_eq!(append_errno(&m.path("t/config"), "retention.ms=5\n"), Some(libc::EROFS));
     m.unmount();
 }
+
+/// The broker-v1 corpus with a KRaft metadata log beside it (`tests/fixtures/kraft-v1`: the
+/// same topics, `compacted` with `cleanup.policy=compact`, `retained` with `retention.ms=-1`,
+/// `transactions` with `retention.ms=86400000`, a cluster default `retention.ms=-1`). A
+/// read-only mount shows those settings in `config` with their sources; a writable mount takes
+/// them as the topics' settings: the topics are known (no "settings unknown" line), retention
+/// deletes the sealed segments of `transactions` (records of 2026-01-01, older than its day)
+/// and nothing of the topics the broker keeps forever or compacts.
+#[test]
+fn a_brokers_kraft_metadata_log_decides_its_topics_settings() {
+    let dirs = Dirs::new();
+    copy_corpus(&dirs.data());
+    let kraft = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kraft-v1/log-dir");
+    common::corpus::copy_tree(
+        &kraft.join("__cluster_metadata-0"),
+        &dirs.data().join("__cluster_metadata-0"),
+    );
+    let before = log_files(&dirs.data());
+
+    let m = MountGuard::foreground_on(dirs, &["--read-only"]);
+    assert_eq!(
+        config_line(&m, "compacted", "cleanup.policy"),
+        "cleanup.policy=compact # broker-override"
+    );
+    assert_eq!(config_line(&m, "retained", "retention.ms"), "retention.ms=-1 # broker-override");
+    assert_eq!(
+        config_line(&m, "transactions", "retention.ms"),
+        "retention.ms=86400000 # broker-override"
+    );
+    assert_eq!(config_line(&m, "orders", "retention.ms"), "retention.ms=-1 # broker-default");
+    let dirs = m.unmount();
+
+    let log_path = dirs.root.path().join("mount.log");
+    let log = fs::File::create(&log_path).unwrap();
+    let m = MountGuard::foreground_logging_to(
+        dirs,
+        &["--retention-check-interval-ms", "200"],
+        Stdio::from(log),
+    );
+    wait_until("retention deleted the sealed segments of transactions", || {
+        !m.path("transactions/0/segments/00000000000000000013.log").exists()
+    });
+    assert!(!has_first_segment(&m, "transactions"));
+    assert!(m.path("transactions/0/segments/00000000000000000017.log").exists(), "active kept");
+    let kept: Vec<String> = log_files(&m.data())
+        .into_iter()
+        .filter(|f| !f.starts_with("transactions-0/") && !f.starts_with("__cluster_metadata-0/"))
+        .collect();
+    let expected: Vec<String> = before
+        .iter()
+        .filter(|f| !f.starts_with("transactions-0/") && !f.starts_with("__cluster_metadata-0/"))
+        .cloned()
+        .collect();
+    assert_eq!(kept, expected, "no segment of a topic kept forever or compacted was deleted");
+    let keys = fs::read_to_string(m.path("compacted/0/keys")).unwrap();
+    let names: Vec<&str> = keys.lines().map(|l| l.split('\t').next().unwrap()).collect();
+    assert_eq!(names, ["k1", "k2", "k3", "k4", "k5"], "{keys}");
+    let _dirs = m.unmount();
+    let logged = fs::read_to_string(&log_path).unwrap();
+    assert!(
+        !logged.lines().any(|l| l.contains("settings unknown for topic(s)")
+            && ["compacted", "orders", "retained", "transactions"].iter().any(|t| l.contains(t))),
+        "{logged}"
+    );
+}
