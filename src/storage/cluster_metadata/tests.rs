@@ -413,6 +413,57 @@ fn refresh_keeps_the_last_good_state_on_damage() {
     assert!(matches!(reader.refresh(), Err(Error::Corrupt { .. })));
     assert_eq!(reader.configs().topics, topics(&[("t", &[])]));
     assert_eq!(reader.replay.next_offset, 1);
+    assert!(matches!(reader.refresh(), Err(Error::Corrupt { .. })), "still damaged");
+    // The broker truncates the damaged batch and writes it again: read from the start.
+    let mut fixed = batch(0, &[topic("t", 1)]);
+    fixed.extend(batch(1, &[topic("u", 2)]));
+    dir.write(LOG0, &fixed);
+    assert!(reader.refresh().unwrap());
+    assert_eq!(reader.configs().topics, topics(&[("t", &[]), ("u", &[])]));
+}
+
+fn any_record() -> impl proptest::strategy::Strategy<Value = MetadataRecord> {
+    use proptest::prelude::*;
+    let name = || prop::sample::select(vec!["a", "b", "c"]);
+    let setting = || prop::sample::select(vec!["retention.ms", "cleanup.policy"]);
+    let value = || prop::option::of(prop::sample::select(vec!["1", "2"]));
+    prop_oneof![
+        (name(), 0u8..4).prop_map(|(n, i)| topic(n, i)),
+        (0u8..4).prop_map(remove),
+        (name(), setting(), value()).prop_map(|(t, k, v)| topic_config(t, k, v)),
+        (prop::sample::select(vec!["", "1", "2"]), value()).prop_map(|(b, v)| broker_config(
+            b,
+            "log.retention.ms",
+            v
+        )),
+        Just(MetadataRecord::BeginTransaction),
+        Just(MetadataRecord::EndTransaction),
+        Just(MetadataRecord::AbortTransaction),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// What a reader refreshed after every batch shows is what a fresh read shows.
+    #[test]
+    fn refreshing_after_each_batch_agrees_with_a_fresh_read(
+        batches in proptest::collection::vec(proptest::collection::vec(any_record(), 1..4), 1..12)
+    ) {
+        let dir = Dir::new();
+        dir.write(LOG0, &[]);
+        let mut reader = ClusterMetadataReader::open(&dir.data, Some(1)).unwrap().unwrap();
+        let mut offset = 0;
+        for records in &batches {
+            dir.append(LOG0, &batch(offset, records));
+            offset += records.len() as i64;
+            let before = reader.configs().clone();
+            let changed = reader.refresh().unwrap();
+            let fresh = dir.read(Some(1)).unwrap().unwrap();
+            proptest::prop_assert_eq!(reader.configs(), &fresh);
+            proptest::prop_assert_eq!(changed, before != fresh);
+        }
+    }
 }
 
 #[test]
