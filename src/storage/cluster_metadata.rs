@@ -29,14 +29,15 @@
 //! - The last batch of the newest segment extending past the end of the file is a write in
 //!   progress (or torn by a crash): the read stops before it, without error, and a later
 //!   [`ClusterMetadataReader::refresh`] reads it once it is whole.
-//! - A batch that fails its CRC or framing, a sealed segment with bytes after its last whole
-//!   batch, a snapshot without its header or footer, or records missing between the snapshot
-//!   and the log (a gap in offsets): `Err(`[`Error::Corrupt`]`)` naming the file and position.
+//! - A batch that fails its CRC or framing, log batches whose offsets do not increase (the CRC
+//!   does not cover the base offset), a sealed segment with bytes after its last whole batch,
+//!   a snapshot without its header or footer, or records missing between the snapshot and the
+//!   log (a gap in offsets): `Err(`[`Error::Corrupt`]`)` naming the file and position.
 //!   The broker's settings are then unknown as a whole: a reader that went on past the damage,
 //!   or stopped before it, could hand retention a topic's settings that the broker no longer
 //!   has (a `cleanup.policy=compact` set after the damage), and the safe answer is none
-//!   (SEMANTICS.md, "Settings a broker holds"). [`ClusterMetadataReader::refresh`] keeps the
-//!   last good state on such an error.
+//!   (SEMANTICS.md, "Settings a broker holds"). [`ClusterMetadataReader::refresh`] keeps
+//!   showing the last good state on such an error, and its next call reads everything again.
 //! - A record inside a whole batch that does not decode (an unknown frame version, a version
 //!   of `ConfigRecord` this reader does not know) or does not apply (a `RemoveTopicRecord` of
 //!   an unknown topic id, an `EndTransactionRecord` without a begin) is logged once, naming
@@ -305,6 +306,9 @@ struct Replay {
     snapshot: Option<SnapshotId>,
     /// The offset of the next record to apply.
     next_offset: i64,
+    /// The last offset of the last log batch read (applied or not): the next batch must start
+    /// after it.
+    log_last_offset: Option<i64>,
     resume: Option<Resume>,
 }
 
@@ -481,8 +485,13 @@ fn list(dir: &Path) -> Result<Listing> {
 /// Replays the newest snapshot, then the log from its end offset.
 fn load(dir: &Path) -> Result<Replay> {
     let listing = list(dir)?;
-    let mut replay =
-        Replay { image: Image::default(), snapshot: None, next_offset: 0, resume: None };
+    let mut replay = Replay {
+        image: Image::default(),
+        snapshot: None,
+        next_offset: 0,
+        log_last_offset: None,
+        resume: None,
+    };
     if let Some(&id) = listing.snapshots.last() {
         let name = format!("{:020}-{:010}{SNAPSHOT_SUFFIX}", id.end_offset, id.epoch);
         read_snapshot(&dir.join(name), &mut replay.image)?;
@@ -607,6 +616,13 @@ fn read_log(dir: &Path, segments: &[i64], replay: &mut Replay) -> Result<()> {
         let end = for_each_batch(&path, &file, from, |batch, entry| {
             let at = batch.position.0;
             let info = &batch.info;
+            // Kafka's batch CRC does not cover the base offset: offsets that do not increase
+            // are damage (a broker's recovery refuses them too), not records to skip.
+            let after = replay.log_last_offset.map_or(i64::MIN, |last| last);
+            if info.base_offset.0 <= after || info.last_offset.0 < info.base_offset.0 {
+                return Err(Error::corrupt(&path, at, "batch offsets that do not increase"));
+            }
+            replay.log_last_offset = Some(info.last_offset.0);
             last_batch = Some((at, info.base_offset.0, info.crc));
             if info.last_offset.0 < replay.next_offset {
                 return Ok(());

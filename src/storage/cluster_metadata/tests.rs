@@ -517,3 +517,64 @@ fn the_kraft_fixture_gives_the_settings_its_manifest_lists() {
     let cluster_only = read_cluster_metadata(&fixture.join("log-dir"), None).unwrap().unwrap();
     assert_eq!(cluster_only.dynamic_defaults, as_map(&manifest["cluster_defaults"]));
 }
+
+/// The kraft-v1 fixture's files, (name, bytes), sorted by name.
+fn fixture_files() -> Vec<(String, Vec<u8>)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/kraft-v1/log-dir")
+        .join(CLUSTER_METADATA_DIR);
+    let mut files: Vec<(String, Vec<u8>)> = crate::storage::open::read_dir(&dir)
+        .unwrap()
+        .map(|e| {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            let bytes = crate::storage::open::read_regular(&dir.join(&name)).unwrap();
+            (name, bytes)
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+
+    /// Flipped bits or a truncation anywhere in the fixture's metadata log: never a panic; the
+    /// answer is either settings or damage named by file and a position inside it.
+    #[test]
+    fn damaged_fixture_files_give_settings_or_an_error_naming_the_damage(
+        file in 0usize..16, at in proptest::prelude::any::<proptest::sample::Index>(),
+        bits in 1u8..=255, truncate in proptest::prelude::any::<bool>(),
+    ) {
+        let files = fixture_files();
+        let dir = Dir::new();
+        let hit = file % files.len();
+        for (i, (name, bytes)) in files.iter().enumerate() {
+            let mut bytes = bytes.clone();
+            if i == hit && !bytes.is_empty() {
+                let at = at.index(bytes.len());
+                if truncate { bytes.truncate(at) } else { bytes[at] ^= bits }
+            }
+            dir.write(name, &bytes);
+        }
+        match dir.read(Some(1)) {
+            Ok(configs) => proptest::prop_assert!(configs.is_some()),
+            Err(Error::Corrupt { file, position, .. }) => {
+                let len = crate::storage::open::read_regular(&file).unwrap().len() as u64;
+                proptest::prop_assert!(file.starts_with(dir.path("")));
+                proptest::prop_assert!(position <= len, "{position} > {len}");
+            }
+            Err(other) => proptest::prop_assert!(false, "{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn batch_offsets_that_do_not_increase_are_damage_not_records_to_skip() {
+    let dir = Dir::new();
+    let mut log = batch(0, &[topic("t", 1), topic("u", 2)]);
+    // A bit flipped in the second batch's base offset (outside the CRC) sends it back to 1.
+    log.extend(batch(1, &[topic_config("t", "cleanup.policy", Some("compact"))]));
+    dir.write(LOG0, &log);
+    let err = dir.read(None).unwrap_err();
+    assert!(err.to_string().contains("do not increase"), "{err}");
+}
