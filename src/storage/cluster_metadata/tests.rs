@@ -578,3 +578,16 @@ fn batch_offsets_that_do_not_increase_are_damage_not_records_to_skip() {
     let err = dir.read(None).unwrap_err();
     assert!(err.to_string().contains("do not increase"), "{err}");
 }
+
+/// The fixture's metadata log is a partition the engine itself reads as a broker's: a
+/// read-only open of its log dir loads `__cluster_metadata-0` from log start 8 to log end 27
+/// (the snapshot and `quorum-state` next to it are ignored).
+#[test]
+fn the_kraft_fixture_is_a_partition_the_engine_reads() {
+    let log_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kraft-v1/log-dir");
+    let dir =
+        crate::storage::LogDir::open_read_only(&log_dir, crate::storage::LogConfig::default())
+            .unwrap();
+    let log = dir.log("__cluster_metadata", 0).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (Offset(8), Offset(27)));
+}
