@@ -83,7 +83,7 @@ From /etc/fstab, with topicfs installed in /usr/bin (the Debian package) or /usr
 
 or type `topicfs` (mount(8) runs /sbin/mount.topicfs, a link to the binary). Options there are
 the -o options above plus read_only, partitions=N, threads=N, isolation=LEVEL,
-sizing_budget=BYTES, retention_check_interval_ms=MS and any log setting by its Kafka name (segment.bytes=1048576);
+sizing_budget=BYTES, retention_check_interval_ms=MS, server_properties=FILE and any log setting by its Kafka name (segment.bytes=1048576);
 mount(8)'s own (defaults, noauto, user, nofail, _netdev, x-systemd.*) are ignored.";
 
 const MOUNT_EXAMPLES: &str = "\

@@ -29,14 +29,15 @@
 //! - The last batch of the newest segment extending past the end of the file is a write in
 //!   progress (or torn by a crash): the read stops before it, without error, and a later
 //!   [`ClusterMetadataReader::refresh`] reads it once it is whole.
-//! - A batch that fails its CRC or framing, a sealed segment with bytes after its last whole
-//!   batch, a snapshot without its header or footer, or records missing between the snapshot
-//!   and the log (a gap in offsets): `Err(`[`Error::Corrupt`]`)` naming the file and position.
+//! - A batch that fails its CRC or framing, log batches whose offsets do not increase (the CRC
+//!   does not cover the base offset), a sealed segment with bytes after its last whole batch,
+//!   a snapshot without its header or footer, or records missing between the snapshot and the
+//!   log (a gap in offsets): `Err(`[`Error::Corrupt`]`)` naming the file and position.
 //!   The broker's settings are then unknown as a whole: a reader that went on past the damage,
 //!   or stopped before it, could hand retention a topic's settings that the broker no longer
 //!   has (a `cleanup.policy=compact` set after the damage), and the safe answer is none
-//!   (SEMANTICS.md, "Settings a broker holds"). [`ClusterMetadataReader::refresh`] keeps the
-//!   last good state on such an error.
+//!   (SEMANTICS.md, "Settings a broker holds"). [`ClusterMetadataReader::refresh`] keeps
+//!   showing the last good state on such an error, and its next call reads everything again.
 //! - A record inside a whole batch that does not decode (an unknown frame version, a version
 //!   of `ConfigRecord` this reader does not know) or does not apply (a `RemoveTopicRecord` of
 //!   an unknown topic id, an `EndTransactionRecord` without a begin) is logged once, naming
@@ -47,7 +48,7 @@
 //! watermark, which is not kept on disk) are read like the others; a broker truncates them
 //! only when the log diverges, which the reader notices (see [`ClusterMetadataReader::refresh`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -114,12 +115,20 @@ fn parse_snapshot_name(name: &str) -> Option<SnapshotId> {
 }
 
 /// The replayed metadata, as far as settings go.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 struct Image {
     /// Topic id to name, for every topic not removed.
     topics: BTreeMap<TopicId, String>,
+    /// Topic name to the number of ids in `topics` with that name (one, unless a topic was
+    /// created again without its removal in between).
+    names: BTreeMap<String, usize>,
     /// (resource type, resource name) to its settings, for TOPIC and BROKER resources.
     resources: BTreeMap<(i8, String), BTreeMap<String, String>>,
+    /// Topics whose entry in [`ClusterMetadataConfigs::topics`] may differ since
+    /// [`Image::take_touched`] was last called.
+    touched_topics: BTreeSet<String>,
+    /// Whether a BROKER resource changed since then.
+    touched_broker: bool,
     /// The records of a metadata transaction begun and not yet ended.
     transaction: Option<Vec<MetadataRecord>>,
 }
@@ -159,18 +168,28 @@ impl Image {
     fn apply(&mut self, record: MetadataRecord) -> std::result::Result<(), &'static str> {
         match record {
             MetadataRecord::Topic { name, topic_id } => {
-                self.topics.insert(topic_id, name);
+                if let Some(old) = self.topics.insert(topic_id, name.clone()) {
+                    self.forget_name(old);
+                }
+                *self.names.entry(name.clone()).or_default() += 1;
+                self.touched_topics.insert(name);
             }
             MetadataRecord::RemoveTopic { topic_id } => {
                 let name = self
                     .topics
                     .remove(&topic_id)
                     .ok_or("RemoveTopicRecord of an unknown topic id")?;
-                self.resources.remove(&(RESOURCE_TOPIC, name));
+                self.resources.remove(&(RESOURCE_TOPIC, name.clone()));
+                self.forget_name(name);
             }
             MetadataRecord::Config { resource_type, resource_name, name, value }
                 if resource_type == RESOURCE_TOPIC || resource_type == RESOURCE_BROKER =>
             {
+                if resource_type == RESOURCE_TOPIC {
+                    self.touched_topics.insert(resource_name.clone());
+                } else {
+                    self.touched_broker = true;
+                }
                 let key = (resource_type, resource_name);
                 match value {
                     Some(value) => {
@@ -191,10 +210,69 @@ impl Image {
         Ok(())
     }
 
+    /// One id fewer carries `name`.
+    fn forget_name(&mut self, name: String) {
+        if let Some(n) = self.names.get_mut(&name) {
+            *n -= 1;
+            if *n == 0 {
+                self.names.remove(&name);
+            }
+        }
+        self.touched_topics.insert(name);
+    }
+
+    /// The topics and whether the broker settings changed since the last call.
+    fn take_touched(&mut self) -> (BTreeSet<String>, bool) {
+        (std::mem::take(&mut self.touched_topics), std::mem::take(&mut self.touched_broker))
+    }
+
+    /// `name`'s entry in [`ClusterMetadataConfigs::topics`]: `None` if no topic has that name.
+    fn topic_configs(&self, name: &str) -> Option<BTreeMap<String, String>> {
+        self.names.contains_key(name).then(|| {
+            self.resources.get(&(RESOURCE_TOPIC, name.to_string())).cloned().unwrap_or_default()
+        })
+    }
+
+    fn dynamic_defaults(&self, node_id: Option<i32>) -> BTreeMap<String, String> {
+        let mut broker =
+            self.resources.get(&(RESOURCE_BROKER, String::new())).cloned().unwrap_or_default();
+        if let Some(own) =
+            node_id.and_then(|id| self.resources.get(&(RESOURCE_BROKER, id.to_string())))
+        {
+            broker.extend(own.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        broker_defaults_to_topic_settings(&broker)
+    }
+
+    /// Brings `configs` up to date with the changes since [`Image::take_touched`] was last
+    /// called, touching only what changed; whether anything did.
+    fn update(&mut self, configs: &mut ClusterMetadataConfigs, node_id: Option<i32>) -> bool {
+        let (topics, broker) = self.take_touched();
+        let mut changed = false;
+        for name in topics {
+            let now = self.topic_configs(&name);
+            if configs.topics.get(&name) != now.as_ref() {
+                changed = true;
+                match now {
+                    Some(settings) => configs.topics.insert(name, settings),
+                    None => configs.topics.remove(&name),
+                };
+            }
+        }
+        if broker {
+            let now = self.dynamic_defaults(node_id);
+            if now != configs.dynamic_defaults {
+                changed = true;
+                configs.dynamic_defaults = now;
+            }
+        }
+        changed
+    }
+
     fn configs(&self, node_id: Option<i32>) -> ClusterMetadataConfigs {
         let topics = self
-            .topics
-            .values()
+            .names
+            .keys()
             .map(|name| {
                 let settings = self
                     .resources
@@ -204,17 +282,7 @@ impl Image {
                 (name.clone(), settings)
             })
             .collect();
-        let mut broker =
-            self.resources.get(&(RESOURCE_BROKER, String::new())).cloned().unwrap_or_default();
-        if let Some(own) =
-            node_id.and_then(|id| self.resources.get(&(RESOURCE_BROKER, id.to_string())))
-        {
-            broker.extend(own.iter().map(|(k, v)| (k.clone(), v.clone())));
-        }
-        ClusterMetadataConfigs {
-            topics,
-            dynamic_defaults: broker_defaults_to_topic_settings(&broker),
-        }
+        ClusterMetadataConfigs { topics, dynamic_defaults: self.dynamic_defaults(node_id) }
     }
 }
 
@@ -230,14 +298,17 @@ struct Resume {
     last_batch: Option<(u64, i64, u32)>,
 }
 
-/// The replay state that advances together; replaced whole or not at all.
-#[derive(Clone, Debug)]
+/// Where the replay stands.
+#[derive(Debug)]
 struct Replay {
     image: Image,
     /// The snapshot read, if any.
     snapshot: Option<SnapshotId>,
     /// The offset of the next record to apply.
     next_offset: i64,
+    /// The last offset of the last log batch read (applied or not): the next batch must start
+    /// after it.
+    log_last_offset: Option<i64>,
     resume: Option<Resume>,
 }
 
@@ -264,6 +335,8 @@ pub struct ClusterMetadataReader {
     node_id: Option<i32>,
     replay: Replay,
     configs: ClusterMetadataConfigs,
+    /// A read failed: the next refresh reads everything again.
+    start_over: bool,
 }
 
 impl ClusterMetadataReader {
@@ -276,9 +349,10 @@ impl ClusterMetadataReader {
             Err(e) => return Err(Error::io(&dir, "stat", e)),
             Ok(_) => {}
         }
-        let replay = load(&dir)?;
+        let mut replay = load(&dir)?;
+        replay.image.take_touched();
         let configs = replay.image.configs(node_id);
-        Ok(Some(ClusterMetadataReader { dir, node_id, replay, configs }))
+        Ok(Some(ClusterMetadataReader { dir, node_id, replay, configs, start_over: false }))
     }
 
     /// The settings as of the last successful read.
@@ -291,55 +365,92 @@ impl ClusterMetadataReader {
     /// Starts over from the newest snapshot when the log is not the one read before: the
     /// segment the read stopped in is gone or shorter than where it stopped, the last batch
     /// read there has other bytes now (a follower truncated and wrote again), or a snapshot
-    /// newer than the records read has appeared. On an error the previous state stays.
+    /// newer than the records read has appeared. When nothing was appended it returns at once
+    /// (one directory listing and one 21-byte read), whatever the size of the metadata. On an
+    /// error the previous state stays.
     pub fn refresh(&mut self) -> Result<bool> {
-        let replay = match self.continue_replay()? {
-            Some(replay) => replay,
-            None => load(&self.dir)?,
-        };
-        self.replay = replay;
-        let configs = self.replay.image.configs(self.node_id);
+        if self.start_over {
+            return self.reload();
+        }
+        let listing = list(&self.dir)?;
+        match self.place(&listing)? {
+            Place::Unchanged => Ok(false),
+            Place::StartOver => self.reload(),
+            Place::Continue => {
+                // Applied in place, so that a refresh costs what was appended, not what the
+                // metadata holds. On an error the image holds the records before the damage
+                // but `configs` does not show them, and the next refresh starts over.
+                if let Err(e) = read_log(&self.dir, &listing.segments, &mut self.replay) {
+                    self.start_over = true;
+                    return Err(e);
+                }
+                Ok(self.replay.image.update(&mut self.configs, self.node_id))
+            }
+        }
+    }
+
+    /// Reads the newest snapshot and the log again; whether [`Self::configs`] changed.
+    fn reload(&mut self) -> Result<bool> {
+        self.start_over = true;
+        let mut replay = load(&self.dir)?;
+        replay.image.take_touched();
+        let configs = replay.image.configs(self.node_id);
         let changed = configs != self.configs;
-        self.configs = configs;
+        (self.replay, self.configs, self.start_over) = (replay, configs, false);
         Ok(changed)
     }
 
-    /// The replay advanced over new batches, or `None` if it must start over.
-    fn continue_replay(&self) -> Result<Option<Replay>> {
-        let listing = list(&self.dir)?;
+    /// Whether the log read so far is still there, and whether anything follows it.
+    fn place(&self, listing: &Listing) -> Result<Place> {
         if listing.snapshots.last().is_some_and(|s| s.end_offset > self.replay.next_offset) {
-            return Ok(None);
+            return Ok(Place::StartOver);
         }
-        let mut replay = self.replay.clone();
-        if let Some(resume) = replay.resume {
-            if !listing.segments.contains(&resume.segment) || !still_there(&self.dir, &resume)? {
-                return Ok(None);
-            }
+        let Some(resume) = self.replay.resume else {
+            return Ok(if listing.segments.is_empty() {
+                Place::Unchanged
+            } else {
+                Place::Continue
+            });
+        };
+        if !listing.segments.contains(&resume.segment) {
+            return Ok(Place::StartOver);
         }
-        read_log(&self.dir, &listing.segments, &mut replay)?;
-        Ok(Some(replay))
+        let Some(len) = still_there(&self.dir, &resume)? else { return Ok(Place::StartOver) };
+        let newest = listing.segments.last() == Some(&resume.segment);
+        Ok(if newest && len == resume.position { Place::Unchanged } else { Place::Continue })
     }
 }
 
-/// Whether the segment of `resume` still holds the bytes it was read up to.
-fn still_there(dir: &Path, resume: &Resume) -> Result<bool> {
+/// What [`ClusterMetadataReader::refresh`] has to do.
+enum Place {
+    /// Nothing was appended.
+    Unchanged,
+    /// Read on from where the last read stopped.
+    Continue,
+    /// The log is not the one read before: read the newest snapshot and the log again.
+    StartOver,
+}
+
+/// The length of the segment of `resume` if it still holds the bytes it was read up to.
+fn still_there(dir: &Path, resume: &Resume) -> Result<Option<u64>> {
     let path = dir.join(segment_name(resume.segment));
     let file = match open_read(&path) {
         Ok(f) => f,
-        Err(e) if is_not_found(&e) => return Ok(false),
+        Err(e) if is_not_found(&e) => return Ok(None),
         Err(e) => return Err(e),
     };
     let len = file.metadata().map_err(|e| Error::io(&path, "stat", e))?.len();
     if len < resume.position {
-        return Ok(false);
+        return Ok(None);
     }
-    let Some((position, base_offset, crc)) = resume.last_batch else { return Ok(true) };
+    let Some((position, base_offset, crc)) = resume.last_batch else { return Ok(Some(len)) };
     let mut head = [0u8; CRC_AT + 4];
     let n = read_fully_at(&file, &mut head, position).map_err(|e| Error::io(&path, "read", e))?;
     let found_base = head.get(..8).and_then(|b| b.try_into().ok()).map(i64::from_be_bytes);
     let found_crc =
         head.get(CRC_AT..CRC_AT + 4).and_then(|b| b.try_into().ok()).map(u32::from_be_bytes);
-    Ok(n == head.len() && found_base == Some(base_offset) && found_crc == Some(crc))
+    let same = n == head.len() && found_base == Some(base_offset) && found_crc == Some(crc);
+    Ok(same.then_some(len))
 }
 
 fn segment_name(base_offset: i64) -> String {
@@ -374,8 +485,13 @@ fn list(dir: &Path) -> Result<Listing> {
 /// Replays the newest snapshot, then the log from its end offset.
 fn load(dir: &Path) -> Result<Replay> {
     let listing = list(dir)?;
-    let mut replay =
-        Replay { image: Image::default(), snapshot: None, next_offset: 0, resume: None };
+    let mut replay = Replay {
+        image: Image::default(),
+        snapshot: None,
+        next_offset: 0,
+        log_last_offset: None,
+        resume: None,
+    };
     if let Some(&id) = listing.snapshots.last() {
         let name = format!("{:020}-{:010}{SNAPSHOT_SUFFIX}", id.end_offset, id.epoch);
         read_snapshot(&dir.join(name), &mut replay.image)?;
@@ -500,6 +616,13 @@ fn read_log(dir: &Path, segments: &[i64], replay: &mut Replay) -> Result<()> {
         let end = for_each_batch(&path, &file, from, |batch, entry| {
             let at = batch.position.0;
             let info = &batch.info;
+            // Kafka's batch CRC does not cover the base offset: offsets that do not increase
+            // are damage (a broker's recovery refuses them too), not records to skip.
+            let after = replay.log_last_offset.map_or(i64::MIN, |last| last);
+            if info.base_offset.0 <= after || info.last_offset.0 < info.base_offset.0 {
+                return Err(Error::corrupt(&path, at, "batch offsets that do not increase"));
+            }
+            replay.log_last_offset = Some(info.last_offset.0);
             last_batch = Some((at, info.base_offset.0, info.crc));
             if info.last_offset.0 < replay.next_offset {
                 return Ok(());

@@ -413,6 +413,57 @@ fn refresh_keeps_the_last_good_state_on_damage() {
     assert!(matches!(reader.refresh(), Err(Error::Corrupt { .. })));
     assert_eq!(reader.configs().topics, topics(&[("t", &[])]));
     assert_eq!(reader.replay.next_offset, 1);
+    assert!(matches!(reader.refresh(), Err(Error::Corrupt { .. })), "still damaged");
+    // The broker truncates the damaged batch and writes it again: read from the start.
+    let mut fixed = batch(0, &[topic("t", 1)]);
+    fixed.extend(batch(1, &[topic("u", 2)]));
+    dir.write(LOG0, &fixed);
+    assert!(reader.refresh().unwrap());
+    assert_eq!(reader.configs().topics, topics(&[("t", &[]), ("u", &[])]));
+}
+
+fn any_record() -> impl proptest::strategy::Strategy<Value = MetadataRecord> {
+    use proptest::prelude::*;
+    let name = || prop::sample::select(vec!["a", "b", "c"]);
+    let setting = || prop::sample::select(vec!["retention.ms", "cleanup.policy"]);
+    let value = || prop::option::of(prop::sample::select(vec!["1", "2"]));
+    prop_oneof![
+        (name(), 0u8..4).prop_map(|(n, i)| topic(n, i)),
+        (0u8..4).prop_map(remove),
+        (name(), setting(), value()).prop_map(|(t, k, v)| topic_config(t, k, v)),
+        (prop::sample::select(vec!["", "1", "2"]), value()).prop_map(|(b, v)| broker_config(
+            b,
+            "log.retention.ms",
+            v
+        )),
+        Just(MetadataRecord::BeginTransaction),
+        Just(MetadataRecord::EndTransaction),
+        Just(MetadataRecord::AbortTransaction),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// What a reader refreshed after every batch shows is what a fresh read shows.
+    #[test]
+    fn refreshing_after_each_batch_agrees_with_a_fresh_read(
+        batches in proptest::collection::vec(proptest::collection::vec(any_record(), 1..4), 1..12)
+    ) {
+        let dir = Dir::new();
+        dir.write(LOG0, &[]);
+        let mut reader = ClusterMetadataReader::open(&dir.data, Some(1)).unwrap().unwrap();
+        let mut offset = 0;
+        for records in &batches {
+            dir.append(LOG0, &batch(offset, records));
+            offset += records.len() as i64;
+            let before = reader.configs().clone();
+            let changed = reader.refresh().unwrap();
+            let fresh = dir.read(Some(1)).unwrap().unwrap();
+            proptest::prop_assert_eq!(reader.configs(), &fresh);
+            proptest::prop_assert_eq!(changed, before != fresh);
+        }
+    }
 }
 
 #[test]
@@ -465,4 +516,78 @@ fn the_kraft_fixture_gives_the_settings_its_manifest_lists() {
     // Without the node id the broker's own override is not applied.
     let cluster_only = read_cluster_metadata(&fixture.join("log-dir"), None).unwrap().unwrap();
     assert_eq!(cluster_only.dynamic_defaults, as_map(&manifest["cluster_defaults"]));
+}
+
+/// The kraft-v1 fixture's files, (name, bytes), sorted by name.
+fn fixture_files() -> Vec<(String, Vec<u8>)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/kraft-v1/log-dir")
+        .join(CLUSTER_METADATA_DIR);
+    let mut files: Vec<(String, Vec<u8>)> = crate::storage::open::read_dir(&dir)
+        .unwrap()
+        .map(|e| {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            let bytes = crate::storage::open::read_regular(&dir.join(&name)).unwrap();
+            (name, bytes)
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+
+    /// Flipped bits or a truncation anywhere in the fixture's metadata log: never a panic; the
+    /// answer is either settings or damage named by file and a position inside it.
+    #[test]
+    fn damaged_fixture_files_give_settings_or_an_error_naming_the_damage(
+        file in 0usize..16, at in proptest::prelude::any::<proptest::sample::Index>(),
+        bits in 1u8..=255, truncate in proptest::prelude::any::<bool>(),
+    ) {
+        let files = fixture_files();
+        let dir = Dir::new();
+        let hit = file % files.len();
+        for (i, (name, bytes)) in files.iter().enumerate() {
+            let mut bytes = bytes.clone();
+            if i == hit && !bytes.is_empty() {
+                let at = at.index(bytes.len());
+                if truncate { bytes.truncate(at) } else { bytes[at] ^= bits }
+            }
+            dir.write(name, &bytes);
+        }
+        match dir.read(Some(1)) {
+            Ok(configs) => proptest::prop_assert!(configs.is_some()),
+            Err(Error::Corrupt { file, position, .. }) => {
+                let len = crate::storage::open::read_regular(&file).unwrap().len() as u64;
+                proptest::prop_assert!(file.starts_with(dir.path("")));
+                proptest::prop_assert!(position <= len, "{position} > {len}");
+            }
+            Err(other) => proptest::prop_assert!(false, "{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn batch_offsets_that_do_not_increase_are_damage_not_records_to_skip() {
+    let dir = Dir::new();
+    let mut log = batch(0, &[topic("t", 1), topic("u", 2)]);
+    // A bit flipped in the second batch's base offset (outside the CRC) sends it back to 1.
+    log.extend(batch(1, &[topic_config("t", "cleanup.policy", Some("compact"))]));
+    dir.write(LOG0, &log);
+    let err = dir.read(None).unwrap_err();
+    assert!(err.to_string().contains("do not increase"), "{err}");
+}
+
+/// The fixture's metadata log is a partition the engine itself reads as a broker's: a
+/// read-only open of its log dir loads `__cluster_metadata-0` from log start 8 to log end 27
+/// (the snapshot and `quorum-state` next to it are ignored).
+#[test]
+fn the_kraft_fixture_is_a_partition_the_engine_reads() {
+    let log_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kraft-v1/log-dir");
+    let dir =
+        crate::storage::LogDir::open_read_only(&log_dir, crate::storage::LogConfig::default())
+            .unwrap();
+    let log = dir.log("__cluster_metadata", 0).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (Offset(8), Offset(27)));
 }
