@@ -16,8 +16,11 @@
 //!   and size rules as partition streams, their mtime is the topic's latest change.
 //! - **Appends** (`append`, `append.json`): see [`append`]. Size 0; `O_TRUNC` and `O_APPEND`
 //!   are both accepted; errors surface from `write` or `flush`, never only from `release`.
+//! - **Topic settings** (`<topic>/config`): see [`config`]. Read-write text; each `write()`'s
+//!   lines are one change of the topic's overrides, through the source.
 //! - **Refusals**: unknown names and unparsable specs are `NotFound`; changing anything other
-//!   than by `mkdir` or an append is `NotPermitted`, or `ReadOnly` on a read-only mount.
+//!   than by `mkdir`, an append, a group file or `config` is `NotPermitted`, or `ReadOnly` on a
+//!   read-only mount.
 //!
 //! Where each job is: this file holds [`TopicFs`] (its state, constructors and options) and
 //! the helpers its files share; each other file adds the methods of one job to it.

@@ -1,5 +1,5 @@
-//! Writes: `write`, `flush` and `fsync` of `append` and group files, and the refusals of
-//! changes on a read-only mount or after the shutdown started.
+//! Writes: `write`, `flush` and `fsync` of `append`, group and `config` files, and the
+//! refusals of changes on a read-only mount or after the shutdown started.
 
 use std::sync::atomic::Ordering;
 

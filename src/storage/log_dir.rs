@@ -94,6 +94,10 @@ pub struct LogDir {
     unknown_logged: Mutex<Option<BTreeSet<String>>>,
     /// Problems of broker settings already logged (each once).
     problems_logged: Mutex<BTreeSet<String>>,
+    /// [`TOPIC_CONFIG_FILE`] could not be read (byte position of the bad line, what is wrong):
+    /// no topic has known settings through it, and changes are refused so the file (the only
+    /// copy of its overrides) is never replaced until it is fixed or removed.
+    settings_damage: Option<(u64, String)>,
     /// The open `.lock` file (its locks are released when it is closed); `None` read-only.
     lock_file: Mutex<Option<Flock<File>>>,
     /// Partitions by (topic, partition).
@@ -168,7 +172,7 @@ impl LogDir {
             }
         }
         let meta = load_meta_properties(path, writable)?;
-        let overrides = load_topic_config_file(path, writable)?;
+        let (overrides, settings_damage) = load_topic_config_file(path)?;
         let metadata = open_cluster_metadata(path, &meta);
         let settings = TopicSettings {
             mount_defaults: differing_settings(&default_config, &LogConfig::default()),
@@ -195,6 +199,7 @@ impl LogDir {
             settings: RwLock::new(settings),
             unknown_logged: Mutex::new(None),
             problems_logged: Mutex::new(BTreeSet::new()),
+            settings_damage,
             lock_file: Mutex::new(lock_file),
             logs: RwLock::new(BTreeMap::new()),
             had_clean_shutdown,
@@ -364,10 +369,14 @@ impl LogDir {
     /// [`TOPIC_CONFIG_FILE`] (crash-safe), then in effect for the topic's partitions. Any call,
     /// even with no change, makes the topic's settings known. `ReadOnly` on a read-only mount,
     /// `NotFound` for a topic without partitions, `InvalidInput` naming the setting and the
-    /// rule (nothing changed).
+    /// rule (nothing changed), `Corrupt` (EIO) while the file is damaged (see
+    /// `load_topic_config_file`).
     pub fn alter_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()> {
         self.check_writable()?;
         self.partition_numbers(topic)?;
+        if let Some((at, why)) = &self.settings_damage {
+            return Err(Error::corrupt(self.path.join(TOPIC_CONFIG_FILE), *at, why.clone()));
+        }
         let _guard = lock(&self.admin_lock);
         let mut candidate =
             self.settings.read().unwrap_or_else(|e| e.into_inner()).overrides.clone();
@@ -402,6 +411,10 @@ impl LogDir {
     /// Gives `topic` an entry (no override) in [`TOPIC_CONFIG_FILE`] unless it has one:
     /// its settings are then known. Caller holds `admin_lock`.
     fn record_topic(&self, topic: &str) -> Result<()> {
+        if self.settings_damage.is_some() {
+            // The damaged file is not replaced: the new topic's settings stay unknown (safe).
+            return Ok(());
+        }
         let mut candidate =
             self.settings.read().unwrap_or_else(|e| e.into_inner()).overrides.clone();
         if candidate.contains_key(topic) {
@@ -774,29 +787,31 @@ impl LogDir {
     }
 }
 
-/// Reads [`TOPIC_CONFIG_FILE`] (absent: no overrides). Writable: a damaged file refuses the
-/// mount, naming the file and the line, because retention decided on guessed settings could
-/// delete what the user kept; read-only: the file is logged and left out.
+/// The overrides of [`TOPIC_CONFIG_FILE`] (absent: none), and its damage if it cannot be
+/// parsed (a bad line, not UTF-8): then it is logged once at error level, left as it is, and no
+/// topic has known settings through it (nothing is deleted on guessed settings); reads and
+/// appends go on. A file that cannot be read at all (not a regular file on a read-only mount,
+/// an I/O error) is taken the same way; a writable open refuses a non-regular one earlier, as
+/// for the checkpoints.
+#[allow(clippy::type_complexity)]
 fn load_topic_config_file(
     dir: &Path,
-    writable: bool,
-) -> Result<BTreeMap<String, super::topic_config::Settings>> {
+) -> Result<(BTreeMap<String, super::topic_config::Settings>, Option<(u64, String)>)> {
     let path = dir.join(TOPIC_CONFIG_FILE);
-    let parsed = match open::read_regular_to_string(&path) {
-        Ok(text) => {
-            parse_topic_config_file(&text).map_err(|(at, why)| Error::corrupt(&path, at, why))
-        }
-        Err(e) if open::is_not_found(&e) => return Ok(BTreeMap::new()),
-        Err(e) => Err(e),
+    let damage = match open::read_regular_to_string(&path) {
+        Ok(text) => match parse_topic_config_file(&text) {
+            Ok(overrides) => return Ok((overrides, None)),
+            Err(damage) => damage,
+        },
+        Err(e) if open::is_not_found(&e) => return Ok((BTreeMap::new(), None)),
+        Err(e) => (0, e.to_string()),
     };
-    match parsed {
-        Ok(overrides) => Ok(overrides),
-        Err(e) if !writable => {
-            log::warn!("{e}; reading the data dir without its topic settings");
-            Ok(BTreeMap::new())
-        }
-        Err(e) => Err(e),
-    }
+    let e = Error::corrupt(&path, damage.0, damage.1.clone());
+    log::error!(
+        "{e}; every topic's settings count as unknown (no retention by time or size, no \
+         compaction) and changes to them fail until the file is fixed or removed"
+    );
+    Ok((BTreeMap::new(), Some(damage)))
 }
 
 /// Logs, once per process, a name shaped like a partition directory that is not one.

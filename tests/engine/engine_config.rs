@@ -207,19 +207,32 @@ fn a_refused_change_changes_nothing_and_a_read_only_dir_refuses_changes() {
 }
 
 #[test]
-fn a_damaged_settings_file_refuses_a_writable_open_and_is_left_out_read_only() {
+fn a_damaged_settings_file_is_left_as_it_is_and_its_topics_count_as_unknown() {
     let tmp = tempfile::tempdir().unwrap();
     let d = LogDir::open(tmp.path(), small_config()).unwrap();
     d.create_topic("t", 1).unwrap();
     d.alter_topic_config("t", &[set("retention.ms", "-1")]).unwrap();
+    fill(&d, "t", 30);
     d.shutdown().unwrap();
     drop(d);
     let file = tmp.path().join(TOPIC_CONFIG_FILE);
     let damaged =
         std::fs::read_to_string(&file).unwrap().replace("retention.ms=-1", "retention.ms=x");
     std::fs::write(&file, &damaged).unwrap();
-    let e = LogDir::open(tmp.path(), small_config()).unwrap_err().to_string();
-    assert!(e.contains(TOPIC_CONFIG_FILE) && e.contains("retention.ms"), "{e}");
+    // Writable: the mount comes up; no topic is deleted from on guessed settings, changes fail
+    // with EIO naming the file (it is the only copy of the other overrides), new topics work.
+    let d = LogDir::open(tmp.path(), config_with(&[("retention.ms", "1000")])).unwrap();
+    assert!(!d.topic_settings_known("t"));
+    let segments = segment_count(&d, "t");
+    assert_eq!(d.enforce_retention().unwrap(), 0);
+    assert_eq!(segment_count(&d, "t"), segments);
+    let e = d.alter_topic_config("t", &[set("retention.ms", "-1")]).unwrap_err();
+    assert_eq!(e.errno(), libc::EIO);
+    assert!(e.to_string().contains(TOPIC_CONFIG_FILE) && e.to_string().contains("retention.ms"));
+    d.create_topic("u", 1).unwrap();
+    assert!(!d.topic_settings_known("u"));
+    d.shutdown().unwrap();
+    drop(d);
     assert_eq!(std::fs::read_to_string(&file).unwrap(), damaged, "left as it was");
     let r = LogDir::open_read_only(tmp.path(), small_config()).unwrap();
     assert_eq!(shown(&r, "t", "retention.ms").1, ConfigSource::MountDefault);
