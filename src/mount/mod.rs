@@ -34,7 +34,8 @@
 //! # Layout
 //!
 //! - here: the backend (`open_backend`, the one place it is chosen), the checks and the mount
-//!   sequence, and `topicfs unmount`;
+//!   sequence;
+//! - `unmount`: `topicfs unmount`, which waits for the daemon's clean shutdown;
 //! - `request`: the mount request and its `-o` options ([`FuseOption`], [`Access`]) and the
 //!   parsers of their values;
 //! - `daemon`: background mode, the parent waiting for the daemon child's status line;
@@ -53,12 +54,14 @@ mod request;
 mod retention;
 mod session;
 mod signals;
+mod unmount;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use nix::sys::signal::SigSet;
 
@@ -76,6 +79,9 @@ use self::retention::Retention;
 use self::session::{DEV_FUSE, session_config, start_session};
 pub use self::signals::BUSY_GRACE;
 use self::signals::{Stopper, termination_signals};
+pub use self::unmount::{
+    DEFAULT_UNMOUNT_TIMEOUT, MountpointOf, STARTED_IN_ENV, UnmountRequest, unmount,
+};
 use crate::error::{Error, Result};
 use crate::fs::{FsOptions, TopicFs};
 use crate::fuse::FuseAdapter;
@@ -215,13 +221,61 @@ fn open_backend(
         crate::storage::groups::offsets_topic_config(&log_config),
     )]);
     let mode = if request.read_only { SegmentMode::ReadOnly } else { SegmentMode::Writable };
-    let log_dir = Arc::new(LogDir::open_with(data_dir, log_config, topic_configs, mode)?);
+    let log_dir = Arc::new(open_log_dir(data_dir, &log_config, &topic_configs, mode)?);
     let groups = Arc::new(crate::storage::groups::LocalGroupStore::new(Arc::clone(&log_dir)));
     log_dir.set_sizing_budget(request.sizing_budget.unwrap_or(crate::storage::LOCAL_SIZING_BUDGET));
     log_dir.set_cache(Arc::new(open_cache(&request.cache, data_dir)?));
     let source: Arc<dyn TopicSource> = Arc::clone(&log_dir) as Arc<dyn TopicSource>;
     let retained = (!request.read_only).then_some(log_dir);
     Ok(Backend { source, retained, groups })
+}
+
+/// How long a mount waits for a data dir locked by another process: long enough for a daemon
+/// that was just unmounted (`fusermount3 -u` returns before it has shut down) to finish, short
+/// enough that a dir a broker holds is refused promptly.
+pub const LOCK_WAIT: Duration = Duration::from_secs(5);
+const LOCK_RETRY: Duration = Duration::from_millis(50);
+
+/// Opens the log dir, waiting up to [`LOCK_WAIT`] (logged once) while another process holds
+/// its lock; then [`Error::Locked`].
+fn open_log_dir(
+    data_dir: &Path,
+    log_config: &crate::storage::LogConfig,
+    topic_configs: &std::collections::HashMap<String, crate::storage::LogConfig>,
+    mode: SegmentMode,
+) -> Result<LogDir> {
+    let deadline = Instant::now() + LOCK_WAIT;
+    let mut waiting = false;
+    loop {
+        match LogDir::open_with(data_dir, log_config.clone(), topic_configs.clone(), mode) {
+            Err(Error::Locked(_)) if Instant::now() < deadline => {
+                if !waiting {
+                    waiting = true;
+                    log::info!(
+                        "{} is locked by another process (a topicfs still shutting down?); \
+                         waiting up to {} s for it",
+                        data_dir.display(),
+                        LOCK_WAIT.as_secs()
+                    );
+                }
+                std::thread::sleep(LOCK_RETRY);
+            }
+            Err(Error::Locked(dir)) if waiting => {
+                return Err(Error::Mount(format!(
+                    "{} is locked by another process (a broker or another topicfs; waited {} s)",
+                    dir.display(),
+                    LOCK_WAIT.as_secs()
+                )));
+            }
+            Ok(dir) => {
+                if waiting {
+                    log::info!("{} is no longer locked; opening it", data_dir.display());
+                }
+                return Ok(dir);
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// The segment cache of a log-dir mount: refused inside the data dir (a read-only mount of a
@@ -255,6 +309,9 @@ fn mount_and_serve(request: &MountRequest, signals: SigSet, reporter: &mut Repor
         // The daemon must not keep the directory it was started from busy.
         let _ = std::env::set_current_dir("/");
     }
+    // Everything that can be known to fail the mount is checked before the data dir is
+    // opened, which writes into it (`.lock`, `meta.properties`, checkpoints).
+    check_fuse_usable(&mountpoint)?;
     let log_config = &request.log_config;
     // One budget for the view's renderings and a cluster's fetches in flight.
     let budget = crate::view::budget::MemoryBudget::new(request.memory_budget);
@@ -356,6 +413,71 @@ fn check_paths(request: &MountRequest) -> Result<(PathBuf, PathBuf)> {
     Ok((data_dir, mountpoint))
 }
 
+/// Whether this process can make a FUSE mount on `mountpoint`: `/dev/fuse` opens for reading
+/// and writing, and without root, `fusermount3` (which mounts for an unprivileged user) is
+/// there and the user may write to the mountpoint, as it requires. Run before anything is
+/// written into the data dir, so a mount that cannot succeed leaves it untouched.
+fn check_fuse_usable(mountpoint: &Path) -> Result<()> {
+    if let Err(e) = std::fs::OpenOptions::new().read(true).write(true).open(DEV_FUSE) {
+        let hint = match e.raw_os_error() {
+            Some(libc::EACCES | libc::EPERM) => format!(
+                ": this user may not use FUSE. Make the device usable by everyone, as \
+                 distributions do (chmod 0666 {DEV_FUSE}, or a udev rule: KERNEL==\"fuse\", \
+                 MODE=\"0666\"), or mount as root"
+            ),
+            Some(libc::ENOENT | libc::ENODEV | libc::ENXIO) => {
+                ": load the fuse module (modprobe fuse), or give the container the device \
+                 (--device /dev/fuse --cap-add SYS_ADMIN)"
+                    .to_string()
+            }
+            _ => String::new(),
+        };
+        return Err(Error::Mount(format!("cannot open {DEV_FUSE}: {e}{hint}")));
+    }
+    if nix::unistd::geteuid().is_root() {
+        return Ok(());
+    }
+    let in_path = std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| dir.join("fusermount3").is_file())
+    });
+    if !in_path {
+        return Err(Error::Mount(
+            "fusermount3 is not in PATH: without root, topicfs mounts through it (install the \
+             fuse3 package)"
+                .into(),
+        ));
+    }
+    if nix::unistd::access(mountpoint, nix::unistd::AccessFlags::W_OK).is_err() {
+        return Err(Error::Mount(format!(
+            "mountpoint {}: this user may not write to it, which fusermount3 requires of a \
+             mount without root: use a directory of your own",
+            mountpoint.display()
+        )));
+    }
+    Ok(())
+}
+
+/// The refusal of a mountpoint whose FUSE daemon is gone (`stat` fails with `ENOTCONN`): what
+/// it is and how to clear it.
+fn disconnected_mount(mountpoint: &Path) -> Error {
+    let absolute = std::path::absolute(mountpoint).unwrap_or_else(|_| mountpoint.to_path_buf());
+    // The file system type follows the ` - ` separator of its mountinfo line.
+    let fstype = mount_entry(&absolute).and_then(|line| {
+        line.split(" - ").nth(1).and_then(|rest| rest.split(' ').next()).map(str::to_string)
+    });
+    let what = match fstype.as_deref() {
+        Some(t) if t.starts_with("fuse.topicfs") => "a disconnected topicfs mount".to_string(),
+        Some(t) => format!("a disconnected FUSE mount (type {t})"),
+        None => "a disconnected FUSE mount".to_string(),
+    };
+    Error::Mount(format!(
+        "mountpoint {} is {what}: the daemon that served it has died. Clear it with \
+         `fusermount3 -u {}` (or `umount -l` as root), then mount again",
+        mountpoint.display(),
+        mountpoint.display()
+    ))
+}
+
 fn check_data_dir(request: &MountRequest) -> Result<PathBuf> {
     let data_dir = request
         .data_dir
@@ -377,15 +499,19 @@ fn check_data_dir(request: &MountRequest) -> Result<PathBuf> {
 }
 
 fn check_mountpoint(request: &MountRequest) -> Result<PathBuf> {
-    let mountpoint = request.mountpoint.canonicalize().map_err(|e| {
-        let hint = if e.raw_os_error() == Some(libc::ENOTCONN) {
-            format!(" (a dead FUSE mount: fusermount3 -u {})", request.mountpoint.display())
+    let given = &request.mountpoint;
+    let not_usable = |e: std::io::Error| {
+        if e.raw_os_error() == Some(libc::ENOTCONN) {
+            disconnected_mount(given)
         } else {
-            String::new()
-        };
-        Error::Mount(format!("mountpoint {}: {e}{hint}", request.mountpoint.display()))
-    })?;
-    if !mountpoint.is_dir() {
+            Error::Mount(format!("mountpoint {}: {e}", given.display()))
+        }
+    };
+    // stat first: on a mount whose daemon died it fails with ENOTCONN, which must not read as
+    // "not a directory".
+    let metadata = std::fs::metadata(given).map_err(not_usable)?;
+    let mountpoint = given.canonicalize().map_err(not_usable)?;
+    if !metadata.is_dir() {
         return Err(Error::Mount(format!(
             "mountpoint {} is not a directory",
             mountpoint.display()
@@ -397,35 +523,7 @@ fn check_mountpoint(request: &MountRequest) -> Result<PathBuf> {
             mountpoint.display()
         )));
     }
-    if !Path::new(DEV_FUSE).exists() {
-        return Err(Error::Mount(format!(
-            "{DEV_FUSE} is missing: load the fuse module (modprobe fuse), or give the container \
-             the device (--device /dev/fuse --cap-add SYS_ADMIN)"
-        )));
-    }
     Ok(mountpoint)
-}
-
-/// `topicfs unmount MOUNTPOINT`: `umount` as root, `fusermount3 -u` otherwise. The daemon then
-/// shuts down cleanly on its own.
-pub fn unmount(mountpoint: &Path) -> ExitCode {
-    if mount_entry(&mountpoint.canonicalize().unwrap_or_else(|_| mountpoint.to_path_buf()))
-        .is_none()
-    {
-        eprintln!("topicfs: {} is not mounted", mountpoint.display());
-        return ExitCode::FAILURE;
-    }
-    if nix::mount::umount(mountpoint).is_ok() {
-        return ExitCode::SUCCESS;
-    }
-    match Command::new("fusermount3").arg("-u").arg("--").arg(mountpoint).status() {
-        Ok(status) if status.success() => ExitCode::SUCCESS,
-        Ok(_) => ExitCode::FAILURE,
-        Err(err) => {
-            eprintln!("topicfs: cannot run fusermount3: {err}");
-            ExitCode::FAILURE
-        }
-    }
 }
 
 #[cfg(test)]

@@ -81,8 +81,9 @@ pub struct LogDir {
     mode: SegmentMode,
     default_config: LogConfig,
     topic_configs: HashMap<String, LogConfig>,
-    /// The open `.lock` file (its locks are released when it is closed); `None` read-only.
-    lock_file: Mutex<Option<Flock<File>>>,
+    /// The locks on `.lock` and on the directory itself (released when closed); `None`
+    /// read-only.
+    lock_file: Mutex<Option<DirLock>>,
     /// Partitions by (topic, partition).
     logs: RwLock<BTreeMap<(String, u32), Arc<Log>>>,
     had_clean_shutdown: bool,
@@ -544,9 +545,34 @@ fn refuse_partition_dir(path: PathBuf, found: FileType) {
     }
 }
 
+/// What a writable [`LogDir`] holds locked while it owns the directory: `.lock`, as a broker
+/// locks it, and the directory itself.
+///
+/// Invariant: both are held from open to shutdown, so a second writable topicfs is refused
+/// even if `.lock` was deleted by hand under a running mount (the new `.lock` it would create
+/// is another file; the directory cannot be deleted while in use as the data dir). A broker
+/// only knows `.lock` (Kafka shares that weakness).
+#[derive(Debug)]
+struct DirLock {
+    _file: Flock<File>,
+    _dir: Flock<File>,
+}
+
+/// Locks the data dir (see [`DirLock`]) without waiting; [`Error::Locked`] when another
+/// process holds either lock.
+fn take_lock(dir: &Path) -> Result<DirLock> {
+    let handle = open::open_dir(dir)?;
+    let dir_lock = match Flock::lock(handle, FlockArg::LockExclusiveNonblock) {
+        Ok(locked) => locked,
+        Err((_, Errno::EWOULDBLOCK)) => return Err(Error::Locked(dir.to_path_buf())),
+        Err((_, e)) => return Err(Error::io(dir, "lock", e.into())),
+    };
+    Ok(DirLock { _file: take_lock_file(dir)?, _dir: dir_lock })
+}
+
 /// Opens `.lock` (created if missing) and locks it exclusively without waiting: held until the
 /// returned file is dropped; [`Error::Locked`] when another process holds it.
-fn take_lock(dir: &Path) -> Result<Flock<File>> {
+fn take_lock_file(dir: &Path) -> Result<Flock<File>> {
     let path = dir.join(LOCK_FILE);
     let file = open::open_regular(
         &path,

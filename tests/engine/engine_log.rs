@@ -427,6 +427,22 @@ fn second_open_of_a_locked_dir_fails() {
 }
 
 #[test]
+fn deleting_the_lock_file_by_hand_does_not_let_a_second_writer_in() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = open(tmp.path(), &small_config());
+    std::fs::remove_file(tmp.path().join(".lock")).unwrap();
+    // The directory itself is locked too.
+    let err = LogDir::open(tmp.path(), small_config()).unwrap_err();
+    assert!(matches!(err, Error::Locked(_)), "{err}");
+    d.shutdown().unwrap();
+    drop(d);
+    // Released at shutdown: the next writer gets both locks (and a new `.lock`).
+    let again = open(tmp.path(), &small_config());
+    assert!(tmp.path().join(".lock").is_file());
+    again.shutdown().unwrap();
+}
+
+#[test]
 fn meta_properties_is_created_as_version_1() {
     let tmp = tempfile::tempdir().unwrap();
     let d = open(tmp.path(), &small_config());
