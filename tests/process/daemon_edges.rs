@@ -260,3 +260,64 @@ fn relative_paths_of_a_background_mount_are_resolved_where_it_was_started() {
     let status = child.try_wait().unwrap().expect("topicfs unmount returned before the exit");
     assert!(status.success());
 }
+
+/// The lines of `tail -f FILE`'s stderr so far, read by a thread.
+fn stderr_lines(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<String> {
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+#[test]
+fn sigterm_ends_a_tail_f_reader_even_where_fusectl_was_not_mounted() {
+    let fusectl = Path::new("/sys/fs/fuse/connections");
+    let fusectl_before = is_mounted(fusectl);
+    let dirs = Dirs::new();
+    let log_path = dirs.root.path().join("log");
+    let log = fs::File::create(&log_path).unwrap();
+    let mut m = MountGuard::foreground_logging_to(dirs, &[], Stdio::from(log));
+    produce(&m.mnt(), "a\n");
+    let mut tail = Command::new("tail")
+        .arg("-f")
+        .arg(m.path("t/0/by-offset/0"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let errors = stderr_lines(&mut tail);
+    let tail_pid = tail.id();
+    // tail has the file open once one of its descriptors points into the mount.
+    wait_until("tail -f to open its file", || {
+        fs::read_dir(format!("/proc/{tail_pid}/fd"))
+            .unwrap()
+            .flatten()
+            .any(|e| fs::read_link(e.path()).is_ok_and(|t| t.starts_with(m.mnt())))
+    });
+    m.signal(Signal::SIGTERM);
+    let status = m.wait_ended().unwrap();
+    assert!(status.success(), "{status}");
+    // The reader's next read fails: tail reports it and, with no file left, ends.
+    let mut said = Vec::new();
+    wait_until("tail -f to end", || {
+        said.extend(errors.try_iter());
+        tail.try_wait().unwrap().is_some()
+    });
+    said.extend(errors.try_iter());
+    let said = said.join("\n");
+    assert!(said.contains("Transport endpoint is not connected"), "tail said: {said}");
+    let log = fs::read_to_string(&log_path).unwrap();
+    assert!(log.contains("aborted the FUSE connection"), "{log}");
+    if !fusectl_before && nix::unistd::geteuid().is_root() {
+        assert!(log.contains("mounted fusectl on /sys/fs/fuse/connections"), "{log}");
+    }
+    assert!(is_mounted(fusectl) || !nix::unistd::geteuid().is_root());
+    assert!(m.data().join(CLEAN_SHUTDOWN_MARKER).exists());
+}
