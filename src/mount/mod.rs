@@ -19,9 +19,13 @@
 //! - SIGINT, SIGTERM or SIGHUP: a dedicated thread (the signals are blocked in every other
 //!   thread) unmounts. If the mount is busy (a `tail -f` holds a file open), it is detached
 //!   lazily, and if the session has not ended [`BUSY_GRACE`] later the FUSE connection is
-//!   aborted through fusectl (or, without fusectl, the daemon shuts down and exits, which ends
-//!   the connection too), so open files fail with `ENOTCONN` instead of keeping the daemon
-//!   alive.
+//!   aborted through fusectl (mounted first, as root, where it is not; without fusectl and
+//!   without root, the daemon shuts down and exits, which ends the connection too), so open
+//!   files fail with `ENOTCONN` instead of keeping the daemon alive.
+//!
+//! `fusermount3 -u` and `umount` return when the kernel has let go of the mount, before the
+//! daemon's shutdown; `topicfs unmount` ([`unmount`]) waits for it. A mount started meanwhile
+//! waits up to [`LOCK_WAIT`] for the data dir's lock.
 //!
 //! While mounted read-write, retention runs every `--retention-check-interval-ms` (Kafka's
 //! `log.retention.check.interval.ms`, default [`RETENTION_CHECK_INTERVAL`]), deleting segments
