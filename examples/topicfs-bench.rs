@@ -38,6 +38,8 @@ use topicfs::view::{StreamRegistry, StreamSpec};
 
 #[path = "bench/cluster.rs"]
 mod cluster;
+#[path = "bench/shutdown.rs"]
+mod shutdown;
 
 /// Bytes of every generated record value (and of every line written to `append`, newline
 /// included).
@@ -130,6 +132,14 @@ struct Args {
     /// filesystem's write and `cat >> plain file`): no read data is generated.
     #[arg(long)]
     ceiling_append: bool,
+    /// Only the shutdown figures (issue 32, examples/bench/shutdown.rs): SIGTERM to exit with
+    /// `--shutdown-segments` unsynced segments, with and without a `tail -f` reader, against
+    /// `sync -f` and an fsync per file of a copy of the same files.
+    #[arg(long)]
+    shutdown: bool,
+    /// Unsynced segments of the shutdown figures.
+    #[arg(long, default_value_t = 10_000)]
+    shutdown_segments: u64,
     /// Lines per repetition of the append-through-the-mount figures (default: 300,000 quick,
     /// 2,000,000 full).
     #[arg(long)]
@@ -395,7 +405,8 @@ impl Report {
             println!("{s}");
         };
         // Rows grouped by section, in this order, each group in the order measured.
-        const ORDER: [&str; 12] = [
+        const ORDER: [&str; 13] = [
+            "shutdown",
             "cluster",
             "append",
             "read",
@@ -2542,6 +2553,11 @@ fn run(a: &Args) -> Result<Report, String> {
     if a.by_key {
         machine_context(&mut report)?;
         by_key(&plan, a, &mut report)?;
+        return Ok(report);
+    }
+    if a.shutdown {
+        machine_context(&mut report)?;
+        shutdown::run(a, &plan, &mut report)?;
         return Ok(report);
     }
     if a.ceiling_append {

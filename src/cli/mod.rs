@@ -52,7 +52,7 @@ Examples:
   topicfs mount /var/lib/kafka/data /mnt/kafka --read-only
   cat /mnt/kafka/orders/0/by-offset/-10.json | jq .payload
   printf 'hello\\n' >> /mnt/kafka/orders/0/append
-  fusermount3 -u /mnt/kafka";
+  topicfs unmount /mnt/kafka";
 
 const MOUNT_ABOUT: &str = "Mount a Kafka log directory";
 
@@ -61,12 +61,18 @@ Mount a Kafka log directory.
 
 By default topicfs starts a daemon and returns once the mount is live (exit status 0), or
 prints why it could not mount (exit status 1): the data dir is missing or locked by a running
-broker, the mountpoint is not a directory or already mounted, /dev/fuse is missing. With -f it
-stays in the foreground and logs to stderr.
+broker, the mountpoint is not a directory, already mounted or a dead FUSE mount (clear it with
+fusermount3 -u), /dev/fuse is missing or not usable by this user. Those are checked before
+anything is written into the data dir. A data dir locked by another process is waited for up
+to 5 s (a topicfs just unmounted may still be shutting down). Relative paths are taken from the
+directory the command runs in. With -f it stays in the foreground and logs to stderr.
 
 The daemon stops cleanly (pending appends written, indexes trimmed, checkpoints and the
-clean-shutdown marker written) on `fusermount3 -u MOUNTPOINT`, `umount MOUNTPOINT`,
-`topicfs unmount MOUNTPOINT`, SIGTERM, SIGINT (Ctrl-C with -f) or SIGHUP.
+clean-shutdown marker written, the lock released) on `fusermount3 -u MOUNTPOINT`, `umount
+MOUNTPOINT`, `topicfs unmount MOUNTPOINT`, SIGTERM, SIGINT (Ctrl-C with -f) or SIGHUP. Only
+`topicfs unmount` returns after that shutdown; fusermount3 -u and umount return as soon as the
+mount is gone, while the daemon may still be writing. On a signal, files still open under the
+mount fail with ENOTCONN 2 s later at most, and the daemon exits.
 
 Logging follows RUST_LOG (default `info,fuser=error`; e.g. RUST_LOG=debug, RUST_LOG=topicfs=trace): to
 stderr with -f, to syslog (identifier topicfs) in the background.
@@ -107,14 +113,50 @@ pub struct Cli {
 pub enum Command {
     #[command(about = MOUNT_ABOUT, long_about = MOUNT_LONG_ABOUT, after_help = MOUNT_EXAMPLES)]
     Mount(Box<MountArgs>),
-    /// Unmount a topicfs mount (umount as root, fusermount3 -u otherwise); the daemon then stops
-    /// cleanly.
-    #[command(after_help = "Example:\n  topicfs unmount /mnt/kafka")]
+    #[command(about = UNMOUNT_ABOUT, long_about = UNMOUNT_LONG_ABOUT, after_help = UNMOUNT_EXAMPLES)]
     Unmount {
         /// The mountpoint.
         mountpoint: PathBuf,
+
+        /// Detach the mount even if files under it are open (umount -l, fusermount3 -u -z) and
+        /// return at once: the daemon serves the open files until the last is closed, then
+        /// shuts down cleanly.
+        #[arg(long, short = 'l')]
+        lazy: bool,
+
+        /// Seconds to wait for the daemon to exit after the unmount (default 30).
+        ///
+        /// Example: --timeout 120
+        #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+        timeout: u64,
     },
 }
+
+const UNMOUNT_ABOUT: &str = "Unmount a topicfs mount and wait for its daemon's clean shutdown";
+
+const UNMOUNT_LONG_ABOUT: &str = "\
+Unmount a topicfs mount and wait for its daemon's clean shutdown.
+
+Unmounts MOUNTPOINT (umount as root, fusermount3 -u otherwise), then waits until the daemon
+serving it has exited and, for a read-write mount of a log dir, the data dir is closed cleanly:
+pending appends written, checkpoints and .kafka_cleanshutdown written, .lock released. When it
+returns with exit status 0 the data dir may be mounted again or given to a broker at once.
+
+Exit status 1 with a message when MOUNTPOINT is not mounted; when it is busy (files or working
+directories under it in use: the processes holding it are listed; close them, or use --lazy);
+or when the daemon (named by its pid) has not exited within --timeout, or exited without
+writing .kafka_cleanshutdown.
+
+`fusermount3 -u MOUNTPOINT` or `umount MOUNTPOINT` alone only detach the mount: they return as
+soon as the kernel has let go of it, while the daemon is still shutting down (usually well under
+a second, longer with many segments to sync). A mount of the same data dir started in that
+window waits for the lock (up to 5 s) instead of failing.";
+
+const UNMOUNT_EXAMPLES: &str = "\
+Examples:
+  topicfs unmount /mnt/kafka
+  topicfs unmount --lazy /mnt/kafka
+  topicfs unmount /mnt/kafka && kafka-server-start.sh server.properties";
 
 /// Arguments of `topicfs mount`.
 #[derive(Debug, Args)]
@@ -421,6 +463,22 @@ fn parse_isolation(s: &str) -> Result<Isolation> {
     s.parse()
 }
 
+/// The mountpoint a process's command line (`/proc/<pid>/cmdline`: program name first) names
+/// if it is a `topicfs mount` (or a mount helper's form of one), as written there; how
+/// `topicfs unmount` recognizes the daemon serving a mount.
+pub fn mountpoint_of(argv: &[OsString]) -> Option<PathBuf> {
+    let args = match helper_args(argv) {
+        Ok(Some(helper)) => helper.args,
+        Ok(None) => argv.get(1..)?.to_vec(),
+        Err(_) => return None,
+    };
+    let cli = Cli::try_parse_from(std::iter::once(OsString::from("topicfs")).chain(args)).ok()?;
+    match cli.command {
+        Command::Mount(mount) => Some(mount.mountpoint),
+        Command::Unmount { .. } => None,
+    }
+}
+
 /// Parses the command line and runs it; the process's exit status. `version` is what
 /// `--version` prints after the name (the binary adds the commit to the crate version).
 pub fn main(version: &'static str) -> ExitCode {
@@ -446,6 +504,13 @@ pub fn main(version: &'static str) -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::Unmount { mountpoint } => mount::unmount(&mountpoint),
+        Command::Unmount { mountpoint, lazy, timeout } => mount::unmount(
+            &mount::UnmountRequest {
+                mountpoint,
+                lazy,
+                timeout: std::time::Duration::from_secs(timeout),
+            },
+            mountpoint_of,
+        ),
     }
 }

@@ -12,6 +12,12 @@ use crate::storage::server_properties::read_server_properties;
 
 use super::MountArgs;
 
+/// `path` made absolute against the current directory (lexically: `..` and symlinks are left
+/// for the checks that canonicalize); unchanged if the current directory is unknown.
+fn absolute(path: &std::path::Path) -> std::path::PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
 impl MountArgs {
     /// The log configuration: defaults, then the named flags, then each `--config` in order.
     pub fn log_config(&self) -> Result<LogConfig> {
@@ -143,17 +149,38 @@ impl MountArgs {
     }
 
     /// The mount request these arguments describe.
+    ///
+    /// Every path in it is absolute, resolved against the current directory here: the daemon
+    /// child changes to `/` before it opens the data dir, the cache dir or a cluster's
+    /// certificate files, so a relative path must never reach it.
     pub fn request(&self) -> Result<MountRequest> {
-        let cluster = self.cluster()?;
+        let mut cluster = self.cluster()?;
+        if let Some(cluster) = cluster.as_mut() {
+            let config = &mut cluster.config;
+            for path in [
+                &mut config.ssl_ca_location,
+                &mut config.ssl_certificate_location,
+                &mut config.ssl_key_location,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                *path = absolute(path);
+            }
+        }
         let log_config = if cluster.is_some() { LogConfig::default() } else { self.log_config()? };
         let log_settings =
             if cluster.is_some() { Default::default() } else { self.log_settings()? };
         let server_properties = self.server_properties(cluster.is_some())?;
+        let data_dir =
+            if cluster.is_some() { self.data_dir.clone() } else { absolute(&self.data_dir) };
+        let mut cache = self.cache_settings();
+        cache.dir = cache.dir.as_deref().map(absolute);
         Ok(MountRequest {
             cluster,
             access: self.access(),
-            data_dir: self.data_dir.clone(),
-            mountpoint: self.mountpoint.clone(),
+            data_dir,
+            mountpoint: absolute(&self.mountpoint),
             read_only: self.read_only || self.options.contains(&FuseOption::ReadOnly),
             fuse_options: self.options.clone(),
             log_config,
@@ -186,7 +213,7 @@ impl MountArgs {
                 .unwrap_or_else(crate::view::readahead::AheadPool::default_threads),
             isolation: self.isolation,
             sizing_budget: self.sizing_budget,
-            cache: self.cache_settings(),
+            cache,
             retention_check_interval: std::time::Duration::from_millis(
                 self.retention_check_interval_ms,
             ),

@@ -376,3 +376,44 @@ fn server_properties_flag_reads_the_file_into_topic_settings_at_mount() {
     let args: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
     assert!(args.windows(2).any(|w| w == ["--server-properties", file]), "{args:?}");
 }
+
+#[test]
+fn every_path_option_is_made_absolute_against_the_current_directory() {
+    use std::path::Path;
+    let cwd = std::env::current_dir().unwrap();
+    let request = |argv: &[&str]| {
+        let Command::Mount(args) = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("not mount")
+        };
+        args.request().unwrap()
+    };
+    let r = request(&["topicfs", "mount", "d", "m", "--cache-dir", "c"]);
+    assert_eq!(r.data_dir, cwd.join("d"));
+    assert_eq!(r.mountpoint, cwd.join("m"));
+    assert_eq!(r.cache.dir, Some(cwd.join("c")));
+    let r = request(&["topicfs", "mount", "d", "m", "-o", "cache_dir=sub/c"]);
+    assert_eq!(r.cache.dir, Some(cwd.join("sub/c")));
+    let r = request(&["topicfs", "mount", "/abs/d", "/abs/m", "--cache-dir", "none"]);
+    assert_eq!(
+        (r.data_dir.as_path(), r.mountpoint.as_path()),
+        (Path::new("/abs/d"), Path::new("/abs/m"))
+    );
+    assert_eq!(r.cache.dir, None);
+    let r = request(&[
+        "topicfs",
+        "mount",
+        "kafka://h:1",
+        "m",
+        "--config",
+        "ssl.ca.location=ca.pem",
+        "--config",
+        "ssl.certificate.location=client.pem",
+        "--config",
+        "ssl.key.location=client.key",
+    ]);
+    assert_eq!(r.data_dir, Path::new("kafka://h:1"), "a bootstrap spec is not a path");
+    let config = r.cluster.unwrap().config;
+    assert_eq!(config.ssl_ca_location, Some(cwd.join("ca.pem")));
+    assert_eq!(config.ssl_certificate_location, Some(cwd.join("client.pem")));
+    assert_eq!(config.ssl_key_location, Some(cwd.join("client.key")));
+}

@@ -30,7 +30,13 @@ fn spawn_daemon(args: &[OsString]) -> Result<()> {
     let exe = std::env::current_exe()
         .map_err(|e| Error::Mount(format!("cannot find the topicfs executable: {e}")))?;
     let args = daemon_child_args(args.to_vec());
-    let mut child = Command::new(exe)
+    let mut command = Command::new(exe);
+    // The child changes to `/`: `topicfs unmount` reads its command line's relative paths
+    // against this.
+    if let Ok(dir) = std::env::current_dir() {
+        command.env(super::STARTED_IN_ENV, dir);
+    }
+    let mut child = command
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -19,9 +19,13 @@
 //! - SIGINT, SIGTERM or SIGHUP: a dedicated thread (the signals are blocked in every other
 //!   thread) unmounts. If the mount is busy (a `tail -f` holds a file open), it is detached
 //!   lazily, and if the session has not ended [`BUSY_GRACE`] later the FUSE connection is
-//!   aborted through fusectl (or, without fusectl, the daemon shuts down and exits, which ends
-//!   the connection too), so open files fail with `ENOTCONN` instead of keeping the daemon
-//!   alive.
+//!   aborted through fusectl (mounted first, as root, where it is not; without fusectl and
+//!   without root, the daemon shuts down and exits, which ends the connection too), so open
+//!   files fail with `ENOTCONN` instead of keeping the daemon alive.
+//!
+//! `fusermount3 -u` and `umount` return when the kernel has let go of the mount, before the
+//! daemon's shutdown; `topicfs unmount` ([`unmount`]) waits for it. A mount started meanwhile
+//! waits up to [`LOCK_WAIT`] for the data dir's lock.
 //!
 //! While mounted read-write, retention runs every `--retention-check-interval-ms` (Kafka's
 //! `log.retention.check.interval.ms`, default [`RETENTION_CHECK_INTERVAL`]), deleting segments
@@ -34,7 +38,8 @@
 //! # Layout
 //!
 //! - here: the backend (`open_backend`, the one place it is chosen), the checks and the mount
-//!   sequence, and `topicfs unmount`;
+//!   sequence;
+//! - `unmount`: `topicfs unmount`, which waits for the daemon's clean shutdown;
 //! - `request`: the mount request and its `-o` options ([`FuseOption`], [`Access`]) and the
 //!   parsers of their values;
 //! - `daemon`: background mode, the parent waiting for the daemon child's status line;
@@ -53,12 +58,14 @@ mod request;
 mod retention;
 mod session;
 mod signals;
+mod unmount;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use nix::sys::signal::SigSet;
 
@@ -76,6 +83,9 @@ use self::retention::Retention;
 use self::session::{DEV_FUSE, session_config, start_session};
 pub use self::signals::BUSY_GRACE;
 use self::signals::{Stopper, termination_signals};
+pub use self::unmount::{
+    DEFAULT_UNMOUNT_TIMEOUT, MountpointOf, STARTED_IN_ENV, UnmountRequest, unmount,
+};
 use crate::error::{Error, Result};
 use crate::fs::{FsOptions, TopicFs};
 use crate::fuse::FuseAdapter;
@@ -130,12 +140,33 @@ fn serve(request: &MountRequest, daemon: bool) -> Result<()> {
     signals
         .thread_block()
         .map_err(|e| Error::Mount(format!("cannot block termination signals: {e}")))?;
+    raise_open_file_limit();
     let mut reporter = Reporter { daemon, reported: false };
     let served = mount_and_serve(request, signals, &mut reporter);
     if let Err(err) = &served {
         reporter.error(err);
     }
     served
+}
+
+/// Raises this process's limit of open files as far as it may: every segment keeps its `.log`
+/// and index files open (as a broker does), three descriptors per segment, so 10,000 segments
+/// need more than the usual soft limit of 1,024 (or even a hard limit of 20,000). The soft
+/// limit goes up to the hard one; as root both go up to the kernel's `fs.nr_open`.
+fn raise_open_file_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else { return };
+    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .unwrap_or(hard);
+    let raised = nr_open > hard && setrlimit(Resource::RLIMIT_NOFILE, nr_open, nr_open).is_ok();
+    if !raised && soft < hard {
+        let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+    }
+    if let Ok((soft, _)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        log::debug!("open files limit: {soft}");
+    }
 }
 
 /// What a mount serves: the one [`TopicSource`] of the tree, and the local work that goes with
@@ -215,7 +246,7 @@ fn open_backend(
         crate::storage::groups::offsets_topic_config(&log_config),
     )]);
     let mode = if request.read_only { SegmentMode::ReadOnly } else { SegmentMode::Writable };
-    let log_dir = Arc::new(LogDir::open_with(data_dir, log_config, topic_configs, mode)?);
+    let log_dir = Arc::new(open_log_dir(data_dir, &log_config, &topic_configs, mode)?);
     log_dir.set_mount_defaults(request.log_settings.clone())?;
     if !request.server_properties.is_empty() {
         log_dir.set_static_defaults(request.server_properties.clone());
@@ -226,6 +257,54 @@ fn open_backend(
     let source: Arc<dyn TopicSource> = Arc::clone(&log_dir) as Arc<dyn TopicSource>;
     let retained = (!request.read_only).then_some(log_dir);
     Ok(Backend { source, retained, groups })
+}
+
+/// How long a mount waits for a data dir locked by another process: long enough for a daemon
+/// that was just unmounted (`fusermount3 -u` returns before it has shut down) to finish, short
+/// enough that a dir a broker holds is refused promptly.
+pub const LOCK_WAIT: Duration = Duration::from_secs(5);
+const LOCK_RETRY: Duration = Duration::from_millis(50);
+
+/// Opens the log dir, waiting up to [`LOCK_WAIT`] (logged once) while another process holds
+/// its lock; then [`Error::Locked`].
+fn open_log_dir(
+    data_dir: &Path,
+    log_config: &crate::storage::LogConfig,
+    topic_configs: &std::collections::HashMap<String, crate::storage::LogConfig>,
+    mode: SegmentMode,
+) -> Result<LogDir> {
+    let deadline = Instant::now() + LOCK_WAIT;
+    let mut waiting = false;
+    loop {
+        match LogDir::open_with(data_dir, log_config.clone(), topic_configs.clone(), mode) {
+            Err(Error::Locked(_)) if Instant::now() < deadline => {
+                if !waiting {
+                    waiting = true;
+                    log::info!(
+                        "{} is locked by another process (a topicfs still shutting down?); \
+                         waiting up to {} s for it",
+                        data_dir.display(),
+                        LOCK_WAIT.as_secs()
+                    );
+                }
+                std::thread::sleep(LOCK_RETRY);
+            }
+            Err(Error::Locked(dir)) if waiting => {
+                return Err(Error::Mount(format!(
+                    "{} is locked by another process (a broker or another topicfs; waited {} s)",
+                    dir.display(),
+                    LOCK_WAIT.as_secs()
+                )));
+            }
+            Ok(dir) => {
+                if waiting {
+                    log::info!("{} is no longer locked; opening it", data_dir.display());
+                }
+                return Ok(dir);
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// The segment cache of a log-dir mount: refused inside the data dir (a read-only mount of a
@@ -259,6 +338,9 @@ fn mount_and_serve(request: &MountRequest, signals: SigSet, reporter: &mut Repor
         // The daemon must not keep the directory it was started from busy.
         let _ = std::env::set_current_dir("/");
     }
+    // Everything that can be known to fail the mount is checked before the data dir is
+    // opened, which writes into it (`.lock`, `meta.properties`, checkpoints).
+    check_fuse_usable(&mountpoint)?;
     let log_config = &request.log_config;
     // One budget for the view's renderings and a cluster's fetches in flight.
     let budget = crate::view::budget::MemoryBudget::new(request.memory_budget);
@@ -360,6 +442,71 @@ fn check_paths(request: &MountRequest) -> Result<(PathBuf, PathBuf)> {
     Ok((data_dir, mountpoint))
 }
 
+/// Whether this process can make a FUSE mount on `mountpoint`: `/dev/fuse` opens for reading
+/// and writing, and without root, `fusermount3` (which mounts for an unprivileged user) is
+/// there and the user may write to the mountpoint, as it requires. Run before anything is
+/// written into the data dir, so a mount that cannot succeed leaves it untouched.
+fn check_fuse_usable(mountpoint: &Path) -> Result<()> {
+    if let Err(e) = std::fs::OpenOptions::new().read(true).write(true).open(DEV_FUSE) {
+        let hint = match e.raw_os_error() {
+            Some(libc::EACCES | libc::EPERM) => format!(
+                ": this user may not use FUSE. Make the device usable by everyone, as \
+                 distributions do (chmod 0666 {DEV_FUSE}, or a udev rule: KERNEL==\"fuse\", \
+                 MODE=\"0666\"), or mount as root"
+            ),
+            Some(libc::ENOENT | libc::ENODEV | libc::ENXIO) => {
+                ": load the fuse module (modprobe fuse), or give the container the device \
+                 (--device /dev/fuse --cap-add SYS_ADMIN)"
+                    .to_string()
+            }
+            _ => String::new(),
+        };
+        return Err(Error::Mount(format!("cannot open {DEV_FUSE}: {e}{hint}")));
+    }
+    if nix::unistd::geteuid().is_root() {
+        return Ok(());
+    }
+    let in_path = std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| dir.join("fusermount3").is_file())
+    });
+    if !in_path {
+        return Err(Error::Mount(
+            "fusermount3 is not in PATH: without root, topicfs mounts through it (install the \
+             fuse3 package)"
+                .into(),
+        ));
+    }
+    if nix::unistd::access(mountpoint, nix::unistd::AccessFlags::W_OK).is_err() {
+        return Err(Error::Mount(format!(
+            "mountpoint {}: this user may not write to it, which fusermount3 requires of a \
+             mount without root: use a directory of your own",
+            mountpoint.display()
+        )));
+    }
+    Ok(())
+}
+
+/// The refusal of a mountpoint whose FUSE daemon is gone (`stat` fails with `ENOTCONN`): what
+/// it is and how to clear it.
+fn disconnected_mount(mountpoint: &Path) -> Error {
+    let absolute = std::path::absolute(mountpoint).unwrap_or_else(|_| mountpoint.to_path_buf());
+    // The file system type follows the ` - ` separator of its mountinfo line.
+    let fstype = mount_entry(&absolute).and_then(|line| {
+        line.split(" - ").nth(1).and_then(|rest| rest.split(' ').next()).map(str::to_string)
+    });
+    let what = match fstype.as_deref() {
+        Some(t) if t.starts_with("fuse.topicfs") => "a disconnected topicfs mount".to_string(),
+        Some(t) => format!("a disconnected FUSE mount (type {t})"),
+        None => "a disconnected FUSE mount".to_string(),
+    };
+    Error::Mount(format!(
+        "mountpoint {} is {what}: the daemon that served it has died. Clear it with \
+         `fusermount3 -u {}` (or `umount -l` as root), then mount again",
+        mountpoint.display(),
+        mountpoint.display()
+    ))
+}
+
 fn check_data_dir(request: &MountRequest) -> Result<PathBuf> {
     let data_dir = request
         .data_dir
@@ -381,15 +528,19 @@ fn check_data_dir(request: &MountRequest) -> Result<PathBuf> {
 }
 
 fn check_mountpoint(request: &MountRequest) -> Result<PathBuf> {
-    let mountpoint = request.mountpoint.canonicalize().map_err(|e| {
-        let hint = if e.raw_os_error() == Some(libc::ENOTCONN) {
-            format!(" (a dead FUSE mount: fusermount3 -u {})", request.mountpoint.display())
+    let given = &request.mountpoint;
+    let not_usable = |e: std::io::Error| {
+        if e.raw_os_error() == Some(libc::ENOTCONN) {
+            disconnected_mount(given)
         } else {
-            String::new()
-        };
-        Error::Mount(format!("mountpoint {}: {e}{hint}", request.mountpoint.display()))
-    })?;
-    if !mountpoint.is_dir() {
+            Error::Mount(format!("mountpoint {}: {e}", given.display()))
+        }
+    };
+    // stat first: on a mount whose daemon died it fails with ENOTCONN, which must not read as
+    // "not a directory".
+    let metadata = std::fs::metadata(given).map_err(not_usable)?;
+    let mountpoint = given.canonicalize().map_err(not_usable)?;
+    if !metadata.is_dir() {
         return Err(Error::Mount(format!(
             "mountpoint {} is not a directory",
             mountpoint.display()
@@ -401,35 +552,7 @@ fn check_mountpoint(request: &MountRequest) -> Result<PathBuf> {
             mountpoint.display()
         )));
     }
-    if !Path::new(DEV_FUSE).exists() {
-        return Err(Error::Mount(format!(
-            "{DEV_FUSE} is missing: load the fuse module (modprobe fuse), or give the container \
-             the device (--device /dev/fuse --cap-add SYS_ADMIN)"
-        )));
-    }
     Ok(mountpoint)
-}
-
-/// `topicfs unmount MOUNTPOINT`: `umount` as root, `fusermount3 -u` otherwise. The daemon then
-/// shuts down cleanly on its own.
-pub fn unmount(mountpoint: &Path) -> ExitCode {
-    if mount_entry(&mountpoint.canonicalize().unwrap_or_else(|_| mountpoint.to_path_buf()))
-        .is_none()
-    {
-        eprintln!("topicfs: {} is not mounted", mountpoint.display());
-        return ExitCode::FAILURE;
-    }
-    if nix::mount::umount(mountpoint).is_ok() {
-        return ExitCode::SUCCESS;
-    }
-    match Command::new("fusermount3").arg("-u").arg("--").arg(mountpoint).status() {
-        Ok(status) if status.success() => ExitCode::SUCCESS,
-        Ok(_) => ExitCode::FAILURE,
-        Err(err) => {
-            eprintln!("topicfs: cannot run fusermount3: {err}");
-            ExitCode::FAILURE
-        }
-    }
 }
 
 #[cfg(test)]

@@ -74,7 +74,9 @@ impl Stopper {
         );
         match self.abort_connection() {
             // The session ends now, and the main thread shuts down.
-            Ok(()) => {}
+            Ok(()) => log::info!(
+                "aborted the FUSE connection of {mountpoint}: open files fail with ENOTCONN"
+            ),
             Err(reason) => {
                 // Exiting closes /dev/fuse, which ends the connection just as well; shut down
                 // first (a main thread already shutting down is waited for).
@@ -92,12 +94,37 @@ impl Stopper {
     }
 
     /// Writes to the connection's `abort` file under fusectl: every pending and future request
-    /// fails with `ENOTCONN` and the session loop ends.
+    /// fails with `ENOTCONN` and the session loop ends. fusectl not mounted (as on hosts
+    /// without systemd) is mounted first when running as root.
     fn abort_connection(&self) -> Result<(), String> {
         let id = self.connection.ok_or("connection number unknown")?;
+        ensure_fusectl()?;
         let abort = Path::new(FUSE_CONNECTIONS).join(id.to_string()).join("abort");
         fs::write(&abort, b"1").map_err(|err| format!("{}: {err}", abort.display()))
     }
+}
+
+/// Mounts fusectl on [`FUSE_CONNECTIONS`] unless it is there (as systemd does at boot); needs
+/// root. It stays mounted, for every FUSE file system of the host.
+fn ensure_fusectl() -> Result<(), String> {
+    if super::mount_entry(Path::new(FUSE_CONNECTIONS)).is_some() {
+        return Ok(());
+    }
+    if !nix::unistd::geteuid().is_root() {
+        return Err(format!(
+            "fusectl is not mounted on {FUSE_CONNECTIONS}, and mounting it needs root"
+        ));
+    }
+    nix::mount::mount(
+        Some("fusectl"),
+        FUSE_CONNECTIONS,
+        Some("fusectl"),
+        nix::mount::MsFlags::empty(),
+        None::<&str>,
+    )
+    .map_err(|err| format!("cannot mount fusectl on {FUSE_CONNECTIONS}: {err}"))?;
+    log::info!("mounted fusectl on {FUSE_CONNECTIONS} to abort a FUSE connection");
+    Ok(())
 }
 
 /// `umount -l` as root, `fusermount3 -u -z` otherwise.

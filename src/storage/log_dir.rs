@@ -57,6 +57,11 @@ use crate::source::{ConfigChange, ConfigEntry};
 
 /// `meta.properties`.
 pub const META_PROPERTIES: &str = "meta.properties";
+/// Unsynced segments (all partitions) from which a clean shutdown makes them durable with one
+/// `syncfs` instead of an fsync per file ([`LogDir::shutdown`]): below it the fsyncs are few
+/// and do not wait for other files of the file system.
+pub const SYNCFS_FROM: usize = 64;
+
 /// The lock file.
 pub const LOCK_FILE: &str = ".lock";
 /// The clean-shutdown marker.
@@ -98,8 +103,9 @@ pub struct LogDir {
     /// no topic has known settings through it, and changes are refused so the file (the only
     /// copy of its overrides) is never replaced until it is fixed or removed.
     settings_damage: Option<(u64, String)>,
-    /// The open `.lock` file (its locks are released when it is closed); `None` read-only.
-    lock_file: Mutex<Option<Flock<File>>>,
+    /// The locks on `.lock` and on the directory itself (released when closed); `None`
+    /// read-only.
+    lock_file: Mutex<Option<DirLock>>,
     /// Partitions by (topic, partition).
     logs: RwLock<BTreeMap<(String, u32), Arc<Log>>>,
     had_clean_shutdown: bool,
@@ -767,18 +773,54 @@ impl LogDir {
     /// Closes every partition cleanly (trimmed indexes, fsync), writes the checkpoints and the
     /// clean-shutdown marker, and releases the lock; first waits for the segment cache's
     /// queued writes (both modes: the cache is outside the data dir). Idempotent.
+    ///
+    /// The fsyncs are bounded: past [`SYNCFS_FROM`] unsynced segments (all partitions
+    /// together), one `syncfs` of the data dir's file system replaces the fsync of every file
+    /// (three per segment, 30,000 for 10,000 segments, one after the other). It runs on the
+    /// directory handle held locked since open, so a write-back error of any file of the file
+    /// system since then fails it (Linux 5.8 and later), as the fsyncs would have.
     pub fn shutdown(&self) -> Result<()> {
         self.cache().flush();
         if self.shut_down.swap(true, Ordering::AcqRel) || self.mode == SegmentMode::ReadOnly {
             return Ok(());
         }
-        for log in self.logs() {
-            log.close()?;
+        let logs = self.logs();
+        let unsynced: usize = logs.iter().map(|l| l.unsynced_segments()).sum();
+        if unsynced < SYNCFS_FROM {
+            for log in &logs {
+                log.close()?;
+            }
+        } else {
+            let mut closed = Vec::with_capacity(logs.len());
+            for log in &logs {
+                if let Some(end) = log.close_unsynced()? {
+                    closed.push((log, end));
+                }
+            }
+            let started = std::time::Instant::now();
+            self.syncfs()?;
+            for (log, end) in closed {
+                log.synced_to(end);
+            }
+            log::info!(
+                "{}: {unsynced} unsynced segments made durable by one syncfs in {:.2} s",
+                self.path.display(),
+                started.elapsed().as_secs_f64()
+            );
         }
         self.write_checkpoints()?;
         write_atomically(&self.path, CLEAN_SHUTDOWN_FILE, "{\"version\":0,\"brokerEpoch\":-1}")?;
         *lock(&self.lock_file) = None;
         Ok(())
+    }
+
+    /// `syncfs` of the data dir's file system, through the directory handle locked since open.
+    fn syncfs(&self) -> Result<()> {
+        let guard = lock(&self.lock_file);
+        let held = guard.as_ref().ok_or_else(|| {
+            Error::io(&self.path, "syncfs", std::io::Error::other("the data dir is not locked"))
+        })?;
+        nix::unistd::syncfs(&*held.dir).map_err(|e| Error::io(&self.path, "syncfs", e.into()))
     }
 
     /// Whether appends and creations are refused.
@@ -822,9 +864,35 @@ fn refuse_partition_dir(path: PathBuf, found: FileType) {
     }
 }
 
+/// What a writable [`LogDir`] holds locked while it owns the directory: `.lock`, as a broker
+/// locks it, and the directory itself.
+///
+/// Invariant: both are held from open to shutdown, so a second writable topicfs is refused
+/// even if `.lock` was deleted by hand under a running mount (the new `.lock` it would create
+/// is another file; the directory cannot be deleted while in use as the data dir). A broker
+/// only knows `.lock` (Kafka shares that weakness).
+#[derive(Debug)]
+struct DirLock {
+    _file: Flock<File>,
+    /// Also the handle the shutdown's `syncfs` goes through.
+    dir: Flock<File>,
+}
+
+/// Locks the data dir (see [`DirLock`]) without waiting; [`Error::Locked`] when another
+/// process holds either lock.
+fn take_lock(dir: &Path) -> Result<DirLock> {
+    let handle = open::open_dir(dir)?;
+    let dir_lock = match Flock::lock(handle, FlockArg::LockExclusiveNonblock) {
+        Ok(locked) => locked,
+        Err((_, Errno::EWOULDBLOCK)) => return Err(Error::Locked(dir.to_path_buf())),
+        Err((_, e)) => return Err(Error::io(dir, "lock", e.into())),
+    };
+    Ok(DirLock { _file: take_lock_file(dir)?, dir: dir_lock })
+}
+
 /// Opens `.lock` (created if missing) and locks it exclusively without waiting: held until the
 /// returned file is dropped; [`Error::Locked`] when another process holds it.
-fn take_lock(dir: &Path) -> Result<Flock<File>> {
+fn take_lock_file(dir: &Path) -> Result<Flock<File>> {
     let path = dir.join(LOCK_FILE);
     let file = open::open_regular(
         &path,

@@ -427,6 +427,22 @@ fn second_open_of_a_locked_dir_fails() {
 }
 
 #[test]
+fn deleting_the_lock_file_by_hand_does_not_let_a_second_writer_in() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = open(tmp.path(), &small_config());
+    std::fs::remove_file(tmp.path().join(".lock")).unwrap();
+    // The directory itself is locked too.
+    let err = LogDir::open(tmp.path(), small_config()).unwrap_err();
+    assert!(matches!(err, Error::Locked(_)), "{err}");
+    d.shutdown().unwrap();
+    drop(d);
+    // Released at shutdown: the next writer gets both locks (and a new `.lock`).
+    let again = open(tmp.path(), &small_config());
+    assert!(tmp.path().join(".lock").is_file());
+    again.shutdown().unwrap();
+}
+
+#[test]
 fn meta_properties_is_created_as_version_1() {
     let tmp = tempfile::tempdir().unwrap();
     let d = open(tmp.path(), &small_config());
@@ -907,4 +923,32 @@ fn no_producer_snapshot_is_written_after_a_segment_holding_a_producers_batch() {
     // does not know, and readers scan from the log start.
     assert!(snapshot_offsets(&dir).is_empty(), "{:?}", snapshot_offsets(&dir));
     assert!(log.txn_state_at_boundary().unwrap().is_none());
+}
+
+#[test]
+fn a_shutdown_with_many_unsynced_segments_makes_them_durable_at_once_and_checkpoints_the_end() {
+    use topicfs::storage::log_dir::SYNCFS_FROM;
+    let tmp = tempfile::tempdir().unwrap();
+    let (d, log) = open_log(tmp.path(), &small_config());
+    d.create_topic("u", 2).unwrap();
+    // 300-byte values: about three records per 1 KiB segment.
+    append_n(&log, 3 * SYNCFS_FROM, 1000, 300);
+    let other = d.log("u", 1).unwrap();
+    append_n(&other, 10, 1000, 300);
+    let unsynced = log.unsynced_segments() + other.unsynced_segments();
+    assert!(unsynced >= SYNCFS_FROM, "{unsynced} segments: the per-file path would be taken");
+    let ends = (log.log_end_offset(), other.log_end_offset());
+    d.shutdown().unwrap();
+    // The recovery points moved to the log ends, as the checkpoint says.
+    assert_eq!((log.recovery_point(), other.recovery_point()), ends);
+    let text =
+        std::fs::read_to_string(tmp.path().join("recovery-point-offset-checkpoint")).unwrap();
+    assert!(text.contains(&format!("t 0 {}", ends.0.0)), "{text}");
+    assert!(text.contains(&format!("u 1 {}", ends.1.0)), "{text}");
+    assert!(tmp.path().join(".kafka_cleanshutdown").exists());
+    drop((log, other, d));
+    // A clean reopen: nothing to recover, every record there.
+    let d = open(tmp.path(), &small_config());
+    assert!(d.had_clean_shutdown());
+    assert_eq!(d.log("t", 0).unwrap().log_end_offset(), ends.0);
 }

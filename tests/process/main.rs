@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod daemon_edges;
 mod daemon_lifecycle;
 mod install;
 mod topic_bench;

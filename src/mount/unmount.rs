@@ -1,0 +1,339 @@
+//! `topicfs unmount MOUNTPOINT`: unmounts, then waits until the daemon serving the mount has
+//! exited and its data dir is closed cleanly, so `topicfs unmount M && <remount, or start a
+//! broker>` never races the daemon's shutdown.
+//!
+//! # Finding the daemon
+//!
+//! Before unmounting, every process that has `/dev/fuse` open and whose command line is a
+//! `topicfs mount` naming this mountpoint is taken as serving it. A relative mountpoint in
+//! that command line is resolved against the directory the mount was started in: the daemon
+//! child of a background mount carries it in [`STARTED_IN_ENV`] (it changes to `/` itself),
+//! a foreground process is still in it (`/proc/<pid>/cwd`). The command line is read by the
+//! caller's `mountpoint_of` (the command line's own parser). A process is followed by its pid
+//! and start time, so a reused pid is never waited for. The data dir to check afterwards is
+//! the directory of the `.lock` the daemon holds open (a read-write log dir mount); a
+//! read-only or cluster mount has none, and then the daemon's exit is the whole wait.
+//!
+//! Only processes whose `/proc` entries this user may read are found (the same user, or
+//! root); if none is found the mount is still unmounted and a warning says nothing was waited
+//! for.
+//!
+//! # Busy mounts
+//!
+//! A mount with open files or a working directory inside it cannot be unmounted (`EBUSY`):
+//! the command fails, lists the processes holding it (their working directory, root or open
+//! files under the mountpoint) and suggests `--lazy`, which detaches it at once; the daemon
+//! then serves the open files until the last is closed, and shuts down cleanly after.
+
+use std::ffi::OsString;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::{Duration, Instant};
+
+use super::mountinfo::mount_entry;
+use super::session::DEV_FUSE;
+use super::signals::detach_lazily;
+use crate::storage::log_dir::{CLEAN_SHUTDOWN_FILE, LOCK_FILE};
+
+/// Environment variable of the daemon child: the directory `topicfs mount` was started in,
+/// against which relative paths of its command line are read.
+pub const STARTED_IN_ENV: &str = "TOPICFS_STARTED_IN";
+/// How long `topicfs unmount` waits for the daemon to exit unless `--timeout` says otherwise.
+pub const DEFAULT_UNMOUNT_TIMEOUT: Duration = Duration::from_secs(30);
+const POLL: Duration = Duration::from_millis(10);
+
+/// `topicfs unmount` options.
+#[derive(Clone, Debug)]
+pub struct UnmountRequest {
+    pub mountpoint: PathBuf,
+    /// `--lazy`: detach even if busy, and do not wait for the daemon.
+    pub lazy: bool,
+    /// `--timeout`: the longest wait for the daemon to exit.
+    pub timeout: Duration,
+}
+
+/// The mountpoint a `topicfs mount` command line (the whole argv, program name first) names,
+/// as written; `None` for any other command line.
+pub type MountpointOf = fn(&[OsString]) -> Option<PathBuf>;
+
+/// Runs `topicfs unmount`; the process's exit status (0: unmounted, and the daemon, if found,
+/// exited and closed the data dir cleanly).
+pub fn unmount(request: &UnmountRequest, mountpoint_of: MountpointOf) -> ExitCode {
+    match run(request, mountpoint_of) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("topicfs: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A process serving the mount.
+#[derive(Debug)]
+struct Daemon {
+    pid: u32,
+    /// Field 22 of `/proc/<pid>/stat`: with the pid, names the process even if the pid is
+    /// reused.
+    start_time: String,
+    /// The log dir whose `.lock` it holds open (a read-write local mount).
+    data_dir: Option<PathBuf>,
+}
+
+fn run(request: &UnmountRequest, mountpoint_of: MountpointOf) -> Result<(), String> {
+    let given = &request.mountpoint;
+    // The path as written first: canonicalizing asks the mount itself, which may hang (a
+    // stopped daemon) or fail (ENOTCONN, a dead one); then through symlinks.
+    let target = [Some(lexically_absolute(given)), given.canonicalize().ok()]
+        .into_iter()
+        .flatten()
+        .find(|path| mount_entry(path).is_some())
+        .ok_or_else(|| format!("{} is not mounted", given.display()))?;
+    let daemons = serving_daemons(&target, mountpoint_of);
+    let pids = daemons.iter().map(|d| d.pid.to_string()).collect::<Vec<_>>().join(", ");
+    if request.lazy {
+        detach_lazily(&target);
+        if mount_entry(&target).is_some() {
+            return Err(format!("cannot detach {}", target.display()));
+        }
+        if !daemons.is_empty() {
+            eprintln!(
+                "topicfs: {} detached; its daemon (pid {pids}) serves the files still open and \
+                 shuts down cleanly when the last is closed",
+                target.display()
+            );
+        }
+        return Ok(());
+    }
+    unmount_now(&target)?;
+    if daemons.is_empty() {
+        eprintln!(
+            "topicfs: warning: {} is unmounted, but no process serving it was found (another \
+             user's?): not waiting for its shutdown",
+            target.display()
+        );
+        return Ok(());
+    }
+    let deadline = Instant::now() + request.timeout;
+    for daemon in &daemons {
+        while is_running(daemon) {
+            if Instant::now() >= deadline {
+                let data = daemon.data_dir.as_ref().map_or(String::new(), |d| {
+                    format!("; its data dir {} is not closed yet", d.display())
+                });
+                return Err(format!(
+                    "{} is unmounted, but its daemon (pid {}) has not exited after {} s{data}: \
+                     see its log (syslog, identifier topicfs)",
+                    target.display(),
+                    daemon.pid,
+                    request.timeout.as_secs_f64()
+                ));
+            }
+            std::thread::sleep(POLL);
+        }
+        if let Some(dir) = &daemon.data_dir
+            && !dir.join(CLEAN_SHUTDOWN_FILE).exists()
+        {
+            return Err(format!(
+                "the daemon of {} (pid {}) exited without closing its data dir {} cleanly (no \
+                 {CLEAN_SHUTDOWN_FILE}): the next mount recovers it; see its log (syslog, \
+                 identifier topicfs)",
+                target.display(),
+                daemon.pid,
+                dir.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `umount(2)` as root, `fusermount3 -u` otherwise; a busy mount is an error naming who holds
+/// it.
+fn unmount_now(target: &Path) -> Result<(), String> {
+    match nix::mount::umount(target) {
+        Ok(()) => return Ok(()),
+        Err(nix::errno::Errno::EBUSY) => {}
+        Err(_) => {
+            let out = Command::new("fusermount3")
+                .arg("-u")
+                .arg("--")
+                .arg(target)
+                .output()
+                .map_err(|e| format!("cannot run fusermount3: {e}"))?;
+            if out.status.success() {
+                return Ok(());
+            }
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            if !stderr.contains("busy") {
+                return Err(format!(
+                    "fusermount3 -u {} failed ({}): {}",
+                    target.display(),
+                    out.status,
+                    stderr.trim()
+                ));
+            }
+        }
+    }
+    let holders = holders(target);
+    let list = if holders.is_empty() {
+        " (no process this user may inspect holds it)".to_string()
+    } else {
+        format!(" by:\n{}", holders.iter().map(|h| format!("  {h}")).collect::<Vec<_>>().join("\n"))
+    };
+    Err(format!(
+        "{} is busy: files or working directories under it are in use{list}\nclose them and \
+         retry, or detach it now with `topicfs unmount --lazy {}` (the daemon then shuts down \
+         when the last is closed)",
+        target.display(),
+        target.display()
+    ))
+}
+
+/// The processes serving the mount at `target` (see the module docs).
+fn serving_daemons(target: &Path, mountpoint_of: MountpointOf) -> Vec<Daemon> {
+    let mut found = Vec::new();
+    for pid in pids() {
+        let proc = PathBuf::from(format!("/proc/{pid}"));
+        let Some(fds) = open_files(&proc) else { continue };
+        if !fds.iter().any(|(_, path)| path == Path::new(DEV_FUSE)) {
+            continue;
+        }
+        let Ok(cmdline) = fs::read(proc.join("cmdline")) else { continue };
+        let argv: Vec<OsString> = cmdline
+            .split(|&b| b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| std::ffi::OsStr::from_bytes(a).to_os_string())
+            .collect();
+        let Some(named) = mountpoint_of(&argv) else { continue };
+        let base = started_in(&proc).or_else(|| fs::read_link(proc.join("cwd")).ok());
+        let named = match base {
+            Some(base) if named.is_relative() => base.join(named),
+            _ => named,
+        };
+        if lexically_absolute(&named) != target
+            && named.canonicalize().ok().as_deref() != Some(target)
+        {
+            continue;
+        }
+        let Some(start_time) = start_time(pid) else { continue };
+        let data_dir = fds.iter().find_map(|(_, path)| {
+            (path.file_name() == Some(LOCK_FILE.as_ref())).then(|| path.parent()).flatten()
+        });
+        found.push(Daemon { pid, start_time, data_dir: data_dir.map(Path::to_path_buf) });
+    }
+    found
+}
+
+/// `path` absolute (against the current directory) with `.` and `..` removed lexically.
+fn lexically_absolute(path: &Path) -> PathBuf {
+    let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// [`STARTED_IN_ENV`] of a process.
+fn started_in(proc: &Path) -> Option<PathBuf> {
+    let environ = fs::read(proc.join("environ")).ok()?;
+    let prefix = format!("{STARTED_IN_ENV}=");
+    environ.split(|&b| b == 0).find_map(|var| {
+        var.strip_prefix(prefix.as_bytes())
+            .map(|dir| PathBuf::from(std::ffi::OsStr::from_bytes(dir)))
+    })
+}
+
+/// Every pid in `/proc`.
+fn pids() -> Vec<u32> {
+    let Ok(entries) = fs::read_dir("/proc") else { return Vec::new() };
+    entries.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect()
+}
+
+/// The open files of a process (fd number, target), `None` if its fds cannot be read.
+fn open_files(proc: &Path) -> Option<Vec<(String, PathBuf)>> {
+    let entries = fs::read_dir(proc.join("fd")).ok()?;
+    Some(
+        entries
+            .flatten()
+            .filter_map(|e| {
+                let target = fs::read_link(e.path()).ok()?;
+                Some((e.file_name().to_string_lossy().into_owned(), target))
+            })
+            .collect(),
+    )
+}
+
+/// Field 22 (start time) of `/proc/<pid>/stat`, `None` if the process is gone or a zombie.
+fn start_time(pid: u32) -> Option<String> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesised command name: 3 (state) is the first.
+    let (_, rest) = stat.rsplit_once(") ")?;
+    let mut fields = rest.split(' ');
+    let state = fields.next()?;
+    if state.starts_with('Z') || state.starts_with('X') {
+        return None;
+    }
+    fields.nth(18).map(str::to_string)
+}
+
+fn is_running(daemon: &Daemon) -> bool {
+    start_time(daemon.pid).as_deref() == Some(daemon.start_time.as_str())
+}
+
+/// Who keeps `target` busy: each process whose working directory, root or an open file is
+/// under it, as `pid N (command): what path`.
+fn holders(target: &Path) -> Vec<String> {
+    let under = |p: &Path| p.starts_with(target);
+    let mut found = Vec::new();
+    for pid in pids() {
+        let proc = PathBuf::from(format!("/proc/{pid}"));
+        let comm = fs::read_to_string(proc.join("comm")).unwrap_or_default();
+        let mut uses = Vec::new();
+        for what in ["cwd", "root"] {
+            if let Ok(path) = fs::read_link(proc.join(what))
+                && under(&path)
+            {
+                uses.push(format!("{what} {}", path.display()));
+            }
+        }
+        for (fd, path) in open_files(&proc).unwrap_or_default() {
+            if under(&path) {
+                uses.push(format!("fd {fd} {}", path.display()));
+            }
+        }
+        if !uses.is_empty() {
+            found.push(format!("pid {pid} ({}): {}", comm.trim(), uses.join(", ")));
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_is_found_holding_a_directory_it_is_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let held = fs::File::open(dir.path()).unwrap();
+        let canonical = dir.path().canonicalize().unwrap();
+        let me = std::process::id();
+        let found = holders(&canonical);
+        assert!(
+            found.iter().any(|h| h.starts_with(&format!("pid {me} ")) && h.contains("fd ")),
+            "{found:?}"
+        );
+        drop(held);
+        assert_eq!(lexically_absolute(Path::new("/a/./b/../c")), Path::new("/a/c"));
+        let stat = start_time(me).unwrap();
+        assert!(stat.parse::<u64>().is_ok(), "{stat}");
+    }
+}
