@@ -99,6 +99,13 @@ impl MountArgs {
     pub fn request(&self) -> Result<MountRequest> {
         let cluster = self.cluster()?;
         let log_config = if cluster.is_some() { LogConfig::default() } else { self.log_config()? };
+        if self.partitions > self.max_partitions {
+            return Err(Error::Usage(format!(
+                "--partitions {} is above --max-partitions {} (the most partitions a topic may \
+                 get through the mount)",
+                self.partitions, self.max_partitions
+            )));
+        }
         Ok(MountRequest {
             cluster,
             access: self.access(),
@@ -108,6 +115,9 @@ impl MountArgs {
             fuse_options: self.options.clone(),
             log_config,
             partitions: self.partitions,
+            max_partitions: self.max_partitions,
+            allow_non_log_dir: self.allow_non_log_dir
+                || self.options.contains(&FuseOption::AllowNonLogDir),
             threads: usize::from(self.threads),
             memory_budget: self
                 .options

@@ -11,7 +11,7 @@ use crate::view::groups as group_view;
 use super::attr::{Attr, Entry, NAME_MAX, STABLE_TTL, StatFs};
 use super::handle::Handle;
 use super::node::{Node, PartitionId, parse_partition};
-use super::{TopicFs, is_stream, name_str};
+use super::{TopicFs, is_internal_topic, is_stream, name_str};
 
 impl TopicFs {
     /// `mkdir`: a topic in the root (with [`FsOptions::partitions_per_topic`](super::FsOptions::partitions_per_topic) partitions), or
@@ -23,7 +23,23 @@ impl TopicFs {
         let name = name_str(name)?;
         let node = match &parent {
             Node::Root => {
-                self.source.create_topic(name, self.options.partitions_per_topic)?;
+                if is_internal_topic(name) {
+                    if self.source.partitions(name).is_ok() {
+                        return Err(Error::AlreadyExists(format!("topic {name}")));
+                    }
+                    return Err(Error::NotPermitted(
+                        "mkdir of a Kafka internal topic (the broker's own)",
+                    ));
+                }
+                let partitions = self.options.partitions_per_topic;
+                if partitions > self.max_partitions {
+                    return Err(Error::InvalidInput(format!(
+                        "topic {name}: {partitions} partitions is above the mount's \
+                         --max-partitions {}",
+                        self.max_partitions
+                    )));
+                }
+                self.source.create_topic(name, partitions)?;
                 Node::Topic(name.to_string())
             }
             Node::Topic(topic) => {
@@ -32,6 +48,18 @@ impl TopicFs {
                         "{name:?}: a partition directory is named by its number"
                     ))
                 })?;
+                if is_internal_topic(topic) {
+                    return Err(Error::NotPermitted(
+                        "adding a partition to a Kafka internal topic (the broker's own)",
+                    ));
+                }
+                if partition >= self.max_partitions {
+                    return Err(Error::InvalidInput(format!(
+                        "{topic} partition {partition}: a topic has at most the mount's \
+                         --max-partitions {} partitions",
+                        self.max_partitions
+                    )));
+                }
                 self.source.create_partition(topic, partition)?;
                 Node::Partition(PartitionId { topic: topic.clone(), partition })
             }

@@ -6,4 +6,5 @@ mod common;
 
 mod daemon_lifecycle;
 mod install;
+mod refusals_process;
 mod topic_bench;
