@@ -21,7 +21,7 @@ use std::any::Any;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::format::{
     BatchInfo, DecodeError, DecodeErrorKind, NewRecord, Offset, RecordRef, Timestamp,
     parse_batch_info, peek_entry,
@@ -635,6 +635,51 @@ pub trait FetchMemory: Send + Sync {
     fn limit(&self) -> usize;
 }
 
+/// Where an effective topic setting's value comes from, highest precedence first.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ConfigSource {
+    /// Set for this topic through the mount's `config` file, or a cluster's topic override
+    /// (DescribeConfigs DYNAMIC_TOPIC_CONFIG).
+    TopicOverride,
+    /// The broker's own override for this topic (a KRaft ConfigRecord of the topic).
+    BrokerTopic,
+    /// The broker's dynamic default (KRaft ConfigRecord BROKER; DYNAMIC_DEFAULT_BROKER_CONFIG or
+    /// DYNAMIC_BROKER_CONFIG on a cluster).
+    BrokerDefault,
+    /// The mount's `--config` / `-o config.NAME=VALUE`.
+    MountDefault,
+    /// The broker's static settings (`--server-properties`; STATIC_BROKER_CONFIG on a cluster).
+    BrokerStatic,
+    /// Kafka's built-in default.
+    KafkaDefault,
+}
+impl ConfigSource {
+    /// The word the `config` file shows.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConfigSource::TopicOverride => "override",
+            ConfigSource::BrokerTopic => "broker-override",
+            ConfigSource::BrokerDefault => "broker-default",
+            ConfigSource::MountDefault => "mount-default",
+            ConfigSource::BrokerStatic => "server-properties",
+            ConfigSource::KafkaDefault => "kafka-default",
+        }
+    }
+}
+/// One effective setting of a topic.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigEntry {
+    pub name: String,
+    pub value: Option<String>,
+    pub source: ConfigSource,
+}
+/// One change to a topic's overrides.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConfigChange {
+    Set { name: String, value: String },
+    Remove { name: String },
+}
+
 /// A set of topics made of partitions.
 pub trait TopicSource: Send + Sync {
     /// Topic names, sorted.
@@ -656,6 +701,18 @@ pub trait TopicSource: Send + Sync {
     /// zero when unknown (the default).
     fn space(&self) -> Result<SpaceStats> {
         Ok(SpaceStats::default())
+    }
+    /// Every effective setting of `topic`, sorted by name, with where each comes from.
+    /// `NotFound` for an unknown topic; `Unsupported`/`UnsupportedApi` where the backend cannot.
+    fn topic_config(&self, topic: &str) -> Result<Vec<ConfigEntry>> {
+        let _ = topic;
+        Err(Error::Unsupported("topic configuration"))
+    }
+    /// Applies `changes` to `topic`'s overrides, all or nothing. `InvalidInput` naming the
+    /// setting and the rule; nothing changed then.
+    fn alter_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()> {
+        let _ = (topic, changes);
+        Err(Error::Unsupported("topic configuration"))
     }
 }
 

@@ -6,6 +6,7 @@
 mod common;
 
 mod cluster_client;
+mod cluster_configs;
 mod cluster_confluent;
 mod cluster_fake;
 mod cluster_fs;
