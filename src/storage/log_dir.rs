@@ -601,6 +601,10 @@ pub fn classify_data_dir(path: &Path) -> Result<Layout> {
         Err(e) if open::is_not_found(&e) => return Ok(Layout::Empty),
         Err(e) => return Err(e),
     };
+    // The common case first, without listing anything: a broker's (or topicfs's) dir.
+    if matches!(open::file_type(&path.join(META_PROPERTIES)), Ok(FileType::Regular)) {
+        return Ok(Layout::MetaProperties);
+    }
     let kind_of = |p: &Path| match open::file_type(p) {
         Ok(FileType::Regular) => Ok(EntryKind::File),
         Ok(FileType::Directory) => Ok(EntryKind::Dir),
@@ -614,9 +618,6 @@ pub fn classify_data_dir(path: &Path) -> Result<Layout> {
         let full = entry.path();
         let kind = kind_of(&full)?;
         let mut children = Vec::new();
-        if name == META_PROPERTIES && kind == EntryKind::File {
-            return Ok(Layout::MetaProperties);
-        }
         if kind == EntryKind::Dir && log_dir_layout::is_partition_dir_name(&name) {
             for child in open::read_dir(&full)? {
                 let child = child.map_err(|e| Error::io(&full, "readdir", e))?;

@@ -2,8 +2,8 @@
 //! `ClusterSource`) against a scripted broker speaking Kafka's DescribeConfigs and
 //! IncrementalAlterConfigs as a Kafka broker does (every setting with its source; changes
 //! validated as a whole, all or nothing), and against one that offers neither (an older or
-//! partial broker): `EOPNOTSUPP` naming the broker. tansu, which offers both, is in
-//! `cluster_client`.
+//! partial broker): `EOPNOTSUPP` naming the broker. And against tansu, which offers both
+//! but keeps only the overrides set through it (doc/cluster-brokers.md).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 
+use crate::common::tansu::Tansu;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::describe_configs_response::{
@@ -352,4 +353,30 @@ fn cluster_topic_config_on_a_broker_without_the_apis_is_eopnotsupp_naming_the_br
         assert!(text.contains(&broker.addr), "names the broker: {text}");
         assert!(text.contains("Configs"), "names the API: {text}");
     }
+}
+
+#[test]
+fn cluster_topic_config_on_tansu_round_trips_overrides_it_keeps() {
+    let t = Tansu::start();
+    let mut config = ClientConfig::default();
+    config.set_pair("request.timeout.ms=5000").unwrap();
+    let spec = format!("kafka://{}", t.addr());
+    let client = Arc::new(Client::connect(parse_bootstrap(&spec).unwrap(), config).unwrap());
+    client.create_topic("configured", 1, &[]).unwrap();
+    let source = ClusterSource::new(client, false);
+    let changes = [set("retention.ms", "86400000"), set("cleanup.policy", "compact")];
+    source.alter_topic_config("configured", &changes).unwrap();
+    let value = |name: &str| {
+        let config = source.topic_config("configured").unwrap();
+        config.iter().find(|e| e.name == name).map(|e| (e.value.clone(), e.source))
+    };
+    // tansu states what it keeps with source DEFAULT_CONFIG (Kafka: DYNAMIC_TOPIC_CONFIG).
+    assert_eq!(value("retention.ms"), Some((Some("86400000".into()), ConfigSource::KafkaDefault)));
+    assert_eq!(value("cleanup.policy"), Some((Some("compact".into()), ConfigSource::KafkaDefault)));
+    source
+        .alter_topic_config("configured", &[ConfigChange::Remove { name: "retention.ms".into() }])
+        .unwrap();
+    assert_eq!(value("retention.ms"), None, "tansu lists no default once the override is gone");
+    assert_eq!(value("cleanup.policy"), Some((Some("compact".into()), ConfigSource::KafkaDefault)));
+    assert_eq!(source.topic_config("nope").unwrap_err().errno(), libc::ENOENT);
 }
