@@ -378,5 +378,8 @@ fn cluster_topic_config_on_tansu_round_trips_overrides_it_keeps() {
         .unwrap();
     assert_eq!(value("retention.ms"), None, "tansu lists no default once the override is gone");
     assert_eq!(value("cleanup.policy"), Some((Some("compact".into()), ConfigSource::KafkaDefault)));
+    // tansu validates nothing: a value Kafka refuses (INVALID_CONFIG) is kept.
+    source.alter_topic_config("configured", &[set("retention.ms", "soon")]).unwrap();
+    assert_eq!(value("retention.ms"), Some((Some("soon".into()), ConfigSource::KafkaDefault)));
     assert_eq!(source.topic_config("nope").unwrap_err().errno(), libc::ENOENT);
 }
