@@ -5,6 +5,7 @@ use std::ffi::OsStr;
 use std::sync::atomic::Ordering;
 
 use crate::error::{Error, Result};
+use crate::format::file_name::has_collision;
 use crate::sync::lock;
 use crate::view::groups as group_view;
 
@@ -37,6 +38,15 @@ impl TopicFs {
                         "topic {name}: {partitions} partitions is above the mount's \
                          --max-partitions {}",
                         self.max_partitions
+                    )));
+                }
+                // The local log dir checks again under its lock; a cluster's broker should,
+                // but not every one does (tansu).
+                let topics = self.source.topics()?;
+                if let Some(existing) = topics.iter().find(|t| has_collision(t, name)) {
+                    return Err(Error::InvalidInput(format!(
+                        "topic {name:?} collides with existing topic {existing:?}: Kafka treats \
+                         '.' and '_' in topic names alike (metric names), so it refuses both"
                     )));
                 }
                 self.source.create_topic(name, partitions)?;

@@ -14,5 +14,6 @@ mod cluster_groups;
 mod cluster_leader;
 mod cluster_mount;
 mod cluster_read_ahead;
+mod cluster_refusals;
 mod cluster_scale;
 mod cluster_security;
