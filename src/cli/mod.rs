@@ -60,9 +60,10 @@ const MOUNT_LONG_ABOUT: &str = "\
 Mount a Kafka log directory.
 
 By default topicfs starts a daemon and returns once the mount is live (exit status 0), or
-prints why it could not mount (exit status 1): the data dir is missing or locked by a running
-broker, the mountpoint is not a directory or already mounted, /dev/fuse is missing. With -f it
-stays in the foreground and logs to stderr.
+prints why it could not mount (exit status 1): the data dir is missing, locked by a running
+broker, or not a Kafka log dir (nothing is written into it then; --allow-non-log-dir serves one
+read-only), the mountpoint is not a directory, already mounted or inside the data dir,
+/dev/fuse is missing. With -f it stays in the foreground and logs to stderr.
 
 The daemon stops cleanly (pending appends written, indexes trimmed, checkpoints and the
 clean-shutdown marker written) on `fusermount3 -u MOUNTPOINT`, `umount MOUNTPOINT`,
