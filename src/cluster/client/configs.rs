@@ -148,3 +148,27 @@ fn resource_error(
         _ => Err(kafka_error(broker, api, code, Some(topic), None, message)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_resources_error_code_becomes_notfound_invalid_input_or_a_kafka_error() {
+        assert!(resource_error("b:9092", "DescribeConfigs", 0, "t", None).is_ok());
+        let gone = resource_error("b:9092", "DescribeConfigs", 3, "t", None).unwrap_err();
+        assert_eq!(gone.errno(), libc::ENOENT);
+        for code in [40, 42, 44] {
+            let message = Some("Invalid value x for configuration retention.ms".to_string());
+            let err = resource_error("b:9092", "IncrementalAlterConfigs", code, "t", message)
+                .unwrap_err();
+            assert!(matches!(err, Error::InvalidInput(_)), "{code}: {err:?}");
+            let text = err.to_string();
+            assert!(text.contains("retention.ms") && text.contains("b:9092"), "{text}");
+        }
+        // TOPIC_AUTHORIZATION_FAILED stays Kafka's error (EACCES), naming the broker.
+        let denied = resource_error("b:9092", "DescribeConfigs", 29, "t", None).unwrap_err();
+        assert_eq!(denied.errno(), libc::EACCES);
+        assert!(denied.to_string().contains("b:9092"), "{denied}");
+    }
+}
