@@ -635,7 +635,6 @@ pub trait FetchMemory: Send + Sync {
     fn limit(&self) -> usize;
 }
 
-/// A set of topics made of partitions.
 /// Where an effective topic setting's value comes from, highest precedence first.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ConfigSource {
@@ -681,6 +680,7 @@ pub enum ConfigChange {
     Remove { name: String },
 }
 
+/// A set of topics made of partitions.
 pub trait TopicSource: Send + Sync {
     /// Topic names, sorted.
     fn topics(&self) -> Result<Vec<String>>;

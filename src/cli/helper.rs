@@ -26,7 +26,7 @@ pub struct HelperArgs {
 /// - as `topicfs SOURCE MOUNTPOINT -o OPTIONS` by mount.fuse3, for fstab type `fuse.topicfs`.
 ///
 /// Both become `topicfs mount SOURCE MOUNTPOINT ...`: FUSE options stay in `-o`; `ro` also
-/// means `--read-only`; `partitions=N`, `threads=N`, `isolation=LEVEL`, `sizing_budget=BYTES`,
+/// means `--read-only`; `partitions=N`, `max_partitions=N`, `threads=N`, `isolation=LEVEL`, `sizing_budget=BYTES`,
 /// `server_properties=FILE` and `retention_check_interval_ms=MS` become those flags (`memory_budget=SIZE` and
 /// `render_threads=N` stay `-o` options, which `topicfs mount` reads too); an option with a dot in its name
 /// (`segment.bytes=1048576`) is a log setting (`--config`); options that are for mount(8) or
@@ -113,6 +113,7 @@ pub fn helper_args(argv: &[OsString]) -> Result<Option<HelperArgs>> {
             ("read-only", None) => read_only = true,
             (
                 "partitions"
+                | "max-partitions"
                 | "threads"
                 | "isolation"
                 | "retention-check-interval-ms"

@@ -60,8 +60,9 @@ const MOUNT_LONG_ABOUT: &str = "\
 Mount a Kafka log directory.
 
 By default topicfs starts a daemon and returns once the mount is live (exit status 0), or
-prints why it could not mount (exit status 1): the data dir is missing or locked by a running
-broker, the mountpoint is not a directory, already mounted or a dead FUSE mount (clear it with
+prints why it could not mount (exit status 1): the data dir is missing, locked by a running
+broker, or not a Kafka log dir (--allow-non-log-dir serves one read-only), the mountpoint is
+not a directory, already mounted, inside the data dir or a dead FUSE mount (clear it with
 fusermount3 -u), /dev/fuse is missing or not usable by this user. Those are checked before
 anything is written into the data dir. A data dir locked by another process is waited for up
 to 5 s (a topicfs just unmounted may still be shutting down). Relative paths are taken from the
@@ -88,7 +89,7 @@ From /etc/fstab, with topicfs installed in /usr/bin (the Debian package) or /usr
   /var/lib/kafka/data  /mnt/kafka  fuse.topicfs  ro,allow_other,gid=kafka,file_mode=0640,dir_mode=0750,nofail  0 0
 
 or type `topicfs` (mount(8) runs /sbin/mount.topicfs, a link to the binary). Options there are
-the -o options above plus read_only, partitions=N, threads=N, isolation=LEVEL,
+the -o options above plus read_only, partitions=N, max_partitions=N, threads=N, isolation=LEVEL,
 sizing_budget=BYTES, retention_check_interval_ms=MS, server_properties=FILE and any log setting by its Kafka name (segment.bytes=1048576);
 mount(8)'s own (defaults, noauto, user, nofail, _netdev, x-systemd.*) are ignored.";
 
@@ -252,6 +253,20 @@ pub struct MountArgs {
     /// Example: --partitions 3
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub partitions: u32,
+
+    /// The most partitions a topic may get through the mount: `mkdir` of a topic with more
+    /// (--partitions) or of a partition numbered past it fails with EINVAL, creating nothing.
+    /// At most 2147483647 (Kafka numbers partitions with an INT32).
+    ///
+    /// Example: --max-partitions 100000
+    #[arg(long, value_name = "N", default_value_t = crate::fs::DEFAULT_MAX_PARTITIONS, value_parser = clap::value_parser!(u32).range(1..=i32::MAX as i64))]
+    pub max_partitions: u32,
+
+    /// Mount read-only a directory that is not a Kafka log dir (one without meta.properties
+    /// holding names a broker never writes, such as a copy of /etc). Refused for a writable
+    /// mount, which would write Kafka files into it. Same as `-o allow_non_log_dir`.
+    #[arg(long)]
+    pub allow_non_log_dir: bool,
 
     /// FUSE worker threads: requests served at the same time (a slow read does not stall a
     /// `tail -f` poll).

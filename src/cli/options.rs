@@ -169,6 +169,13 @@ impl MountArgs {
             }
         }
         let log_config = if cluster.is_some() { LogConfig::default() } else { self.log_config()? };
+        if self.partitions > self.max_partitions {
+            return Err(Error::Usage(format!(
+                "--partitions {} is above --max-partitions {} (the most partitions a topic may \
+                 get through the mount)",
+                self.partitions, self.max_partitions
+            )));
+        }
         let log_settings =
             if cluster.is_some() { Default::default() } else { self.log_settings()? };
         let server_properties = self.server_properties(cluster.is_some())?;
@@ -187,6 +194,9 @@ impl MountArgs {
             log_settings,
             server_properties,
             partitions: self.partitions,
+            max_partitions: self.max_partitions,
+            allow_non_log_dir: self.allow_non_log_dir
+                || self.options.contains(&FuseOption::AllowNonLogDir),
             threads: usize::from(self.threads),
             memory_budget: self
                 .options

@@ -417,3 +417,38 @@ fn every_path_option_is_made_absolute_against_the_current_directory() {
     assert_eq!(config.ssl_certificate_location, Some(cwd.join("client.pem")));
     assert_eq!(config.ssl_key_location, Some(cwd.join("client.key")));
 }
+
+#[test]
+fn max_partitions_and_allow_non_log_dir_are_flags_and_fstab_options() {
+    let request = |words: &[&str]| {
+        let mut argv = vec!["topicfs", "mount", "d", "m"];
+        argv.extend_from_slice(words);
+        let Command::Mount(args) = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("not mount")
+        };
+        args.request()
+    };
+    let defaults = request(&[]).unwrap();
+    assert_eq!((defaults.max_partitions, defaults.allow_non_log_dir), (10_000, false));
+    assert!(request(&["--allow-non-log-dir"]).unwrap().allow_non_log_dir);
+    assert!(request(&["-o", "ro,allow_non_log_dir"]).unwrap().allow_non_log_dir);
+    assert_eq!(request(&["--max-partitions", "20000"]).unwrap().max_partitions, 20_000);
+    // --partitions above the maximum: a usage error, before anything happens.
+    let err = request(&["--partitions", "4294967295"]).unwrap_err();
+    assert!(matches!(err, Error::Usage(_)), "{err:?}");
+    assert!(err.to_string().contains("--max-partitions 10000"), "{err}");
+    assert!(request(&["--partitions", "20000", "--max-partitions", "20000"]).is_ok());
+    // Kafka's INT32 limit bounds the maximum itself.
+    for bad in ["0", "2147483648", "4294967295"] {
+        let argv = ["topicfs", "mount", "d", "m", "--max-partitions", bad];
+        assert!(Cli::try_parse_from(argv).is_err(), "{bad}");
+    }
+    // fstab: max_partitions=N becomes the flag; allow_non_log_dir stays an -o option.
+    let h = helper(&["mount.topicfs", "d", "m", "-o", "ro,max_partitions=5,allow_non_log_dir"])
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        h.args,
+        os(&["mount", "d", "m", "--max-partitions", "5", "-o", "ro,allow_non_log_dir"])
+    );
+}

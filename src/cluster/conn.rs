@@ -33,12 +33,13 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::messages::{
     ApiVersionsResponse, CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
-    CreateTopicsResponse, DescribeGroupsRequest, DescribeGroupsResponse, FetchRequest,
-    FetchResponse, FindCoordinatorRequest, FindCoordinatorResponse, InitProducerIdRequest,
-    InitProducerIdResponse, ListGroupsRequest, ListGroupsResponse, ListOffsetsRequest,
-    ListOffsetsResponse, MetadataRequest, MetadataResponse, OffsetCommitRequest,
-    OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, ProduceRequest, ProduceResponse,
-    SaslAuthenticateResponse, SaslHandshakeResponse,
+    CreateTopicsResponse, DescribeConfigsRequest, DescribeConfigsResponse, DescribeGroupsRequest,
+    DescribeGroupsResponse, FetchRequest, FetchResponse, FindCoordinatorRequest,
+    FindCoordinatorResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    InitProducerIdRequest, InitProducerIdResponse, ListGroupsRequest, ListGroupsResponse,
+    ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse,
+    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
+    ProduceRequest, ProduceResponse, SaslAuthenticateResponse, SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, Message, StrBytes};
 
@@ -77,6 +78,8 @@ apis! {
     InitProducerIdRequest => InitProducerIdResponse, InitProducerId;
     CreateTopicsRequest => CreateTopicsResponse, CreateTopics;
     CreatePartitionsRequest => CreatePartitionsResponse, CreatePartitions;
+    DescribeConfigsRequest => DescribeConfigsResponse, DescribeConfigs;
+    IncrementalAlterConfigsRequest => IncrementalAlterConfigsResponse, IncrementalAlterConfigs;
     FindCoordinatorRequest => FindCoordinatorResponse, FindCoordinator;
     OffsetCommitRequest => OffsetCommitResponse, OffsetCommit;
     OffsetFetchRequest => OffsetFetchResponse, OffsetFetch;
@@ -635,6 +638,8 @@ pub fn api_name(api: ApiKey) -> &'static str {
         ApiKey::InitProducerId => "InitProducerId",
         ApiKey::SaslAuthenticate => "SaslAuthenticate",
         ApiKey::CreatePartitions => "CreatePartitions",
+        ApiKey::DescribeConfigs => "DescribeConfigs",
+        ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
         _ => "a Kafka API",
     }
 }

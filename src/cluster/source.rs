@@ -10,6 +10,7 @@
 //! | `aborted_transactions` | Fetch, scanning the abort markers |
 //! | `append`, `append_refs` | Produce: one request per call, idempotent, acked per `acks` |
 //! | `create_topic` / `create_partition` | CreateTopics / CreatePartitions |
+//! | `topic_config` / `alter_topic_config` | DescribeConfigs / IncrementalAlterConfigs (resource TOPIC; see [`config_source`]) |
 //!
 //! **Transactions.** `read` always fetches `read_uncommitted`: the batches as stored, aborted
 //! ones and markers included, up to the high watermark, exactly what a local log holds. The
@@ -30,6 +31,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::cluster::client::ConfigOp;
 use crate::cluster::client::{EARLIEST, FetchOptions, FetchedPartition, LATEST, MAX_TIMESTAMP};
 use crate::cluster::committed::committed_batches;
 use crate::cluster::config::IsolationLevel;
@@ -38,8 +40,8 @@ use crate::error::{Error, Result};
 use crate::format::control::{ControlRecordType, parse_control_key};
 use crate::format::{NewRecord, Offset, RecordRef, decode_batch, parse_batch_info, peek_entry};
 use crate::source::{
-    AbortedTxn, AppendInfo, BatchChunk, FetchMemory, OffsetQuery, Operation, PartitionSource,
-    PartitionSummary, ReadCursor, TopicSource,
+    AbortedTxn, AppendInfo, BatchChunk, ConfigChange, ConfigEntry, ConfigSource, FetchMemory,
+    OffsetQuery, Operation, PartitionSource, PartitionSummary, ReadCursor, TopicSource,
 };
 
 /// A Kafka cluster as a [`TopicSource`].
@@ -212,6 +214,22 @@ impl ClusterSource {
     }
 }
 
+/// Where a topic setting DescribeConfigs states comes from, as [`ConfigSource`] names it:
+/// DYNAMIC_TOPIC_CONFIG (1) is the topic's override; DYNAMIC_BROKER_CONFIG (2, this broker's)
+/// and DYNAMIC_DEFAULT_BROKER_CONFIG (3, the cluster-wide one) the broker's dynamic default;
+/// STATIC_BROKER_CONFIG (4) its `server.properties`; DEFAULT_CONFIG (5) Kafka's default. Any
+/// other (UNKNOWN 0, the logger, client-metrics and group sources) is not a topic setting's:
+/// `None`.
+pub fn config_source(source: i8) -> Option<ConfigSource> {
+    match source {
+        1 => Some(ConfigSource::TopicOverride),
+        2 | 3 => Some(ConfigSource::BrokerDefault),
+        4 => Some(ConfigSource::BrokerStatic),
+        5 => Some(ConfigSource::KafkaDefault),
+        _ => None,
+    }
+}
+
 fn to_i32(partition: u32) -> Result<i32> {
     i32::try_from(partition).map_err(|_| Error::NotFound(format!("partition {partition}")))
 }
@@ -286,6 +304,59 @@ impl TopicSource for ClusterSource {
 
     fn is_read_only(&self) -> bool {
         self.read_only
+    }
+
+    /// DescribeConfigs of the topic (`NotFound` first when Metadata does not list it), each
+    /// setting's source mapped by [`config_source`], sorted by name. A broker without
+    /// DescribeConfigs: [`Error::UnsupportedApi`] naming it.
+    fn topic_config(&self, topic: &str) -> Result<Vec<ConfigEntry>> {
+        self.partitions(topic)?;
+        let (broker, described) = self.client.describe_topic_config(topic)?;
+        let mut entries = Vec::with_capacity(described.len());
+        for config in described {
+            let source = config_source(config.source).ok_or_else(|| Error::Protocol {
+                broker: broker.clone(),
+                what: format!(
+                    "DescribeConfigs of topic {topic}: setting {} has config source {}, which a \
+                     topic's setting never has",
+                    config.name, config.source
+                ),
+            })?;
+            entries.push(ConfigEntry { name: config.name, value: config.value, source });
+        }
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(entries)
+    }
+
+    /// One IncrementalAlterConfigs of the topic with every change (`Set`: SET, `Remove`:
+    /// DELETE), which the broker applies all or none; its refusal (INVALID_CONFIG, ...) is
+    /// `InvalidInput` with the broker's message naming the setting. A setting named twice is
+    /// refused here, before any request.
+    fn alter_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()> {
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        self.partitions(topic)?;
+        let mut ops: Vec<(String, ConfigOp)> = Vec::with_capacity(changes.len());
+        for change in changes {
+            let (name, op) = match change {
+                ConfigChange::Set { name, value } => (name, ConfigOp::Set(value.clone())),
+                ConfigChange::Remove { name } => (name, ConfigOp::Delete),
+            };
+            if name.is_empty() {
+                return Err(Error::InvalidInput(format!("topic {topic}: an empty setting name")));
+            }
+            if ops.iter().any(|(n, _)| n == name) {
+                return Err(Error::InvalidInput(format!(
+                    "topic {topic}: setting {name} changed twice in one write"
+                )));
+            }
+            ops.push((name.clone(), op));
+        }
+        if ops.is_empty() {
+            return Ok(());
+        }
+        self.client.alter_topic_config(topic, &ops)
     }
 
     fn shutdown(&self) -> Result<()> {
@@ -931,6 +1002,19 @@ pub fn group_in_use(err: Error, group: &str, state: Option<&str>) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn describe_configs_sources_map_to_where_a_topic_setting_comes_from() {
+        assert_eq!(config_source(1), Some(ConfigSource::TopicOverride));
+        assert_eq!(config_source(2), Some(ConfigSource::BrokerDefault));
+        assert_eq!(config_source(3), Some(ConfigSource::BrokerDefault));
+        assert_eq!(config_source(4), Some(ConfigSource::BrokerStatic));
+        assert_eq!(config_source(5), Some(ConfigSource::KafkaDefault));
+        // UNKNOWN, DYNAMIC_BROKER_LOGGER_CONFIG, CLIENT_METRICS_CONFIG, GROUP_CONFIG.
+        for other in [0, 6, 7, 8, -1] {
+            assert_eq!(config_source(other), None, "{other}");
+        }
+    }
     use crate::cluster::errors::kafka_error;
 
     #[test]

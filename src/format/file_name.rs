@@ -203,9 +203,26 @@ pub fn validate_topic_name(name: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// Kafka's `Topic.hasCollision`: whether two different topic names would clash once `.` is
+/// read as `_` (both become the same metric name), e.g. `a.b` and `a_b`. A name does not
+/// collide with itself.
+pub fn has_collision(a: &str, b: &str) -> bool {
+    a != b && a.replace('.', "_") == b.replace('.', "_")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn topic_names_collide_when_equal_after_dots_become_underscores() {
+        assert!(has_collision("a.b", "a_b"));
+        assert!(has_collision("a_b", "a.b"));
+        assert!(has_collision("x.y_z", "x_y.z"));
+        assert!(!has_collision("a.b", "a.b"), "the same name is no collision");
+        assert!(!has_collision("a.b", "a-b"));
+        assert!(!has_collision("ab", "a_b"));
+    }
 
     #[test]
     fn base_offsets_are_twenty_zero_padded_digits() {

@@ -19,6 +19,7 @@ pub mod index_entry;
 pub mod key_index;
 pub mod key_name;
 pub mod legacy;
+pub mod log_dir_layout;
 pub mod metadata_record;
 pub mod producer_snapshot;
 pub mod properties;

@@ -5,13 +5,14 @@ use std::ffi::OsStr;
 use std::sync::atomic::Ordering;
 
 use crate::error::{Error, Result};
+use crate::format::file_name::has_collision;
 use crate::sync::lock;
 use crate::view::groups as group_view;
 
 use super::attr::{Attr, Entry, NAME_MAX, STABLE_TTL, StatFs};
 use super::handle::Handle;
 use super::node::{Node, PartitionId, parse_partition};
-use super::{TopicFs, is_stream, name_str};
+use super::{TopicFs, is_internal_topic, is_stream, name_str};
 
 impl TopicFs {
     /// `mkdir`: a topic in the root (with [`FsOptions::partitions_per_topic`](super::FsOptions::partitions_per_topic) partitions), or
@@ -23,7 +24,32 @@ impl TopicFs {
         let name = name_str(name)?;
         let node = match &parent {
             Node::Root => {
-                self.source.create_topic(name, self.options.partitions_per_topic)?;
+                if is_internal_topic(name) {
+                    if self.source.partitions(name).is_ok() {
+                        return Err(Error::AlreadyExists(format!("topic {name}")));
+                    }
+                    return Err(Error::NotPermitted(
+                        "mkdir of a Kafka internal topic (the broker's own)",
+                    ));
+                }
+                let partitions = self.options.partitions_per_topic;
+                if partitions > self.max_partitions {
+                    return Err(Error::InvalidInput(format!(
+                        "topic {name}: {partitions} partitions is above the mount's \
+                         --max-partitions {}",
+                        self.max_partitions
+                    )));
+                }
+                // The local log dir checks again under its lock; a cluster's broker should,
+                // but not every one does (tansu).
+                let topics = self.source.topics()?;
+                if let Some(existing) = topics.iter().find(|t| has_collision(t, name)) {
+                    return Err(Error::InvalidInput(format!(
+                        "topic {name:?} collides with existing topic {existing:?}: Kafka treats \
+                         '.' and '_' in topic names alike (metric names), so it refuses both"
+                    )));
+                }
+                self.source.create_topic(name, partitions)?;
                 Node::Topic(name.to_string())
             }
             Node::Topic(topic) => {
@@ -32,6 +58,18 @@ impl TopicFs {
                         "{name:?}: a partition directory is named by its number"
                     ))
                 })?;
+                if is_internal_topic(topic) {
+                    return Err(Error::NotPermitted(
+                        "adding a partition to a Kafka internal topic (the broker's own)",
+                    ));
+                }
+                if partition >= self.max_partitions {
+                    return Err(Error::InvalidInput(format!(
+                        "{topic} partition {partition}: a topic has at most the mount's \
+                         --max-partitions {} partitions",
+                        self.max_partitions
+                    )));
+                }
                 self.source.create_partition(topic, partition)?;
                 Node::Partition(PartitionId { topic: topic.clone(), partition })
             }

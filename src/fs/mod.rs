@@ -161,6 +161,8 @@ pub struct TopicFs {
     group_settings: Mutex<HashMap<(String, String), Option<ResetPolicy>>>,
     /// List internal topics (`__consumer_offsets`, ...) in the root.
     show_internal: bool,
+    /// The most partitions a topic may get through `mkdir` ([`TopicFs::with_max_partitions`]).
+    max_partitions: u32,
     /// `-o auto_commit`: closing a `next` handle that read to its end commits that end.
     auto_commit: bool,
     /// With `auto_commit`: how far each open `next` handle has read (bytes), by handle.
@@ -173,6 +175,22 @@ pub struct TopicFs {
 /// be looked up by name).
 pub const INTERNAL_TOPICS: &[&str] =
     &["__consumer_offsets", "__transaction_state", "__cluster_metadata", "__share_group_state"];
+
+/// Whether `topic` is one of Kafka's internal topics ([`INTERNAL_TOPICS`]): the broker's own
+/// (group offsets, transaction state, the KRaft metadata log). The mount never creates one
+/// with `mkdir`, adds partitions to one, or appends to one: Kafka refuses a client's
+/// CreateTopics of `__cluster_metadata` (INVALID_REQUEST, "Creation of internal topic ... is
+/// prohibited") and a client's Produce to an internal topic (INVALID_TOPIC_EXCEPTION,
+/// "Cannot append to internal topic"). Consumer groups' commits (`groups/<g>/offsets`) still
+/// write `__consumer_offsets`, through the group store, as a coordinator does.
+pub fn is_internal_topic(topic: &str) -> bool {
+    INTERNAL_TOPICS.contains(&topic)
+}
+
+/// [`TopicFs::with_max_partitions`] unless the mount says otherwise (`--max-partitions`): a
+/// KRaft controller refuses more than 10,000 partitions in one request
+/// (`MAX_PARTITIONS_PER_BATCH`).
+pub const DEFAULT_MAX_PARTITIONS: u32 = 10_000;
 
 impl std::fmt::Debug for TopicFs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -207,6 +225,7 @@ impl TopicFs {
             default_reset: ResetPolicy::Earliest,
             group_settings: Mutex::new(HashMap::new()),
             show_internal: false,
+            max_partitions: DEFAULT_MAX_PARTITIONS,
             auto_commit: false,
             read_to: Mutex::new(HashMap::new()),
             sizing_steps: sizing::SizingSteps::default(),
@@ -239,6 +258,13 @@ impl TopicFs {
     /// when `show` is set (they are hidden by default, as `kafka-topics --exclude-internal` does).
     pub fn with_internal_topics(mut self, show: bool) -> TopicFs {
         self.show_internal = show;
+        self
+    }
+
+    /// The same filesystem refusing (`EINVAL`, nothing created) a `mkdir` that would give a
+    /// topic more than `max` partitions (default [`DEFAULT_MAX_PARTITIONS`]).
+    pub fn with_max_partitions(mut self, max: u32) -> TopicFs {
+        self.max_partitions = max;
         self
     }
 

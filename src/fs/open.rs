@@ -16,6 +16,15 @@ use super::handle::{Handle, StreamRef};
 use super::node::{Node, StreamDir};
 use super::{Pin, TRIM_AFTER, TopicFs, describe, now_ms, segment_file_size};
 
+/// `NotPermitted` (`EPERM`) for a write open of an internal topic's `append` or `append.json`
+/// (see [`super::is_internal_topic`]): a consumer group's commits go through its `offsets` file.
+fn refuse_internal_append(topic: &str) -> Result<()> {
+    if super::is_internal_topic(topic) {
+        return Err(Error::NotPermitted("appending to a Kafka internal topic (the broker's own)"));
+    }
+    Ok(())
+}
+
 impl TopicFs {
     /// Opens a file. Streams, info and segment files are read-only (direct I/O, so reads follow
     /// the current size; a sealed segment's files, which never change, are cached and name
@@ -87,6 +96,7 @@ impl TopicFs {
             Node::TopicAppend(topic) | Node::TopicAppendJson(topic) => {
                 if request.write || request.truncate {
                     self.check_writable()?;
+                    refuse_internal_append(topic)?;
                 }
                 let format = match node {
                     Node::TopicAppendJson(_) => AppendFormat::Json,
@@ -155,6 +165,7 @@ impl TopicFs {
             Node::Append(id) | Node::AppendJson(id) => {
                 if request.write || request.truncate {
                     self.check_writable()?;
+                    refuse_internal_append(&id.topic)?;
                 }
                 let format = match node {
                     Node::AppendJson(_) => AppendFormat::Json,

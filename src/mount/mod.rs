@@ -369,6 +369,7 @@ fn mount_and_serve(request: &MountRequest, signals: SigSet, reporter: &mut Repor
             .with_isolation(stream_isolation(request))
             .with_groups(groups, reset)
             .with_internal_topics(request.fuse_options.contains(&FuseOption::ShowInternal))
+            .with_max_partitions(request.max_partitions)
             .with_auto_commit(request.fuse_options.contains(&FuseOption::AutoCommit))
             .with_shared_limits(budget, request.render_threads)
             .with_memory_release(memory::return_freed_memory),
@@ -439,7 +440,59 @@ fn check_paths(request: &MountRequest) -> Result<(PathBuf, PathBuf)> {
         check_data_dir(request)?
     };
     let mountpoint = check_mountpoint(request)?;
+    if request.cluster.is_none() {
+        check_mountpoint_outside_data_dir(&data_dir, &mountpoint)?;
+        check_data_dir_is_log_dir(&data_dir, request.read_only, request.allow_non_log_dir)?;
+    }
     Ok((data_dir, mountpoint))
+}
+/// Refuses a mountpoint inside the data dir (both canonical: symlinks resolved): the mount
+/// would hide part of the data dir behind itself, and every write through it would land in
+/// the mount. (A data dir inside the mountpoint is refused by `check_data_dir`.)
+fn check_mountpoint_outside_data_dir(data_dir: &Path, mountpoint: &Path) -> Result<()> {
+    if mountpoint.starts_with(data_dir) {
+        return Err(Error::Mount(format!(
+            "mountpoint {} is inside the data dir {}: choose a mountpoint outside it",
+            mountpoint.display(),
+            data_dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a data dir that is not a Kafka log dir (see [`crate::format::log_dir_layout`]),
+/// before anything is written into it: a writable mount would write `.lock`,
+/// `meta.properties`, checkpoints and segment files among someone else's files. A read-only
+/// mount is refused too (it would serve a directory of configuration files as partitions),
+/// unless `allow_non_log_dir`. Reads only names.
+fn check_data_dir_is_log_dir(
+    data_dir: &Path,
+    read_only: bool,
+    allow_non_log_dir: bool,
+) -> Result<()> {
+    let layout = crate::storage::log_dir::classify_data_dir(data_dir)
+        .map_err(|e| Error::Mount(format!("data dir {}: {e}", data_dir.display())))?;
+    let crate::format::log_dir_layout::Layout::Foreign { entry, why } = layout else {
+        return Ok(());
+    };
+    if read_only && allow_non_log_dir {
+        log::warn!(
+            "data dir {} is not a Kafka log dir ({entry}: {why}); serving it read-only as asked \
+             (--allow-non-log-dir)",
+            data_dir.display()
+        );
+        return Ok(());
+    }
+    let hint = if read_only {
+        "; --allow-non-log-dir mounts it read-only anyway"
+    } else {
+        "; nothing was written (an empty directory starts a new log dir)"
+    };
+    Err(Error::Mount(format!(
+        "data dir {} is not a Kafka log dir: {entry}: {why} (a log dir holds meta.properties, \
+         or only a broker's files){hint}",
+        data_dir.display()
+    )))
 }
 
 /// Whether this process can make a FUSE mount on `mountpoint`: `/dev/fuse` opens for reading

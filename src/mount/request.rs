@@ -37,6 +37,9 @@ pub enum FuseOption {
     NoPassthrough,
     /// `show_internal`: list Kafka's internal topics (`__consumer_offsets`, ...) in the root.
     ShowInternal,
+    /// `allow_non_log_dir`: same as `--allow-non-log-dir` (a read-only mount of a directory
+    /// that is not a Kafka log dir).
+    AllowNonLogDir,
     /// `auto_offset_reset=earliest|latest`: where a consumer group without a usable committed
     /// offset starts reading (`groups/<group>/<p>/next`); default `earliest`.
     AutoOffsetReset(crate::view::groups::ResetPolicy),
@@ -88,6 +91,7 @@ impl FromStr for FuseOption {
             "rw" => FuseOption::ReadWrite,
             "no_passthrough" => FuseOption::NoPassthrough,
             "show_internal" => FuseOption::ShowInternal,
+            "allow_non_log_dir" => FuseOption::AllowNonLogDir,
             "auto_commit" => FuseOption::AutoCommit,
             _ => {
                 if let Some(policy) = s.strip_prefix("auto_offset_reset=") {
@@ -122,7 +126,7 @@ impl FromStr for FuseOption {
                     return Err(Error::Usage(format!(
                         "unknown mount option {s:?} (known: allow_other, allow_root, \
                          default_permissions, auto_unmount, ro, rw, no_passthrough, \
-                         show_internal, auto_offset_reset=earliest|latest, auto_commit, \
+                         show_internal, allow_non_log_dir, auto_offset_reset=earliest|latest, auto_commit, \
                          fsname=NAME, subtype=NAME, uid=USER, gid=GROUP, umask=MODE, \
                          file_mode=MODE, dir_mode=MODE, memory_budget=SIZE, render_threads=N, \
                          cache_dir=DIR|none, cache_size=SIZE, {})",
@@ -293,6 +297,12 @@ pub struct MountRequest {
     pub server_properties: std::collections::BTreeMap<String, String>,
     /// Partitions of topics created with `mkdir`.
     pub partitions: u32,
+    /// `--max-partitions`: the most partitions a topic may get through the mount (`mkdir` of
+    /// a topic or of a partition); at most [`crate::storage::log_dir::KAFKA_MAX_PARTITIONS`].
+    pub max_partitions: u32,
+    /// `--allow-non-log-dir` or `-o allow_non_log_dir`: a read-only mount may serve a directory
+    /// that is not a Kafka log dir (a writable one never does).
+    pub allow_non_log_dir: bool,
     /// FUSE worker threads.
     pub threads: usize,
     /// Bytes of rendered data held beyond a request, mount-wide (read-ahead windows and kept

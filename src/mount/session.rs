@@ -163,6 +163,7 @@ pub(super) fn session_config(request: &MountRequest, data_dir: &Path) -> Result<
             | FuseOption::ReadWrite
             | FuseOption::NoPassthrough
             | FuseOption::ShowInternal
+            | FuseOption::AllowNonLogDir
             | FuseOption::AutoOffsetReset(_)
             | FuseOption::AutoCommit
             | FuseOption::Uid(_)

@@ -38,8 +38,9 @@ use crate::error::{Error, FileType, Result};
 use crate::format::Offset;
 use crate::format::checkpoint::{format_offset_checkpoint, format_uuid, parse_offset_checkpoint};
 use crate::format::file_name::{
-    parse_partition_dir, parse_special_dir, partition_dir_name, validate_topic_name,
+    has_collision, parse_partition_dir, parse_special_dir, partition_dir_name, validate_topic_name,
 };
+use crate::format::log_dir_layout::{self, EntryKind, Layout, RootEntry};
 use crate::format::properties::{format_properties, parse_properties};
 use crate::sync::lock;
 
@@ -75,6 +76,9 @@ const CLUSTER_METADATA_TOPIC: &str = "__cluster_metadata";
 /// Read-only mode: the shortest time between two listings of the data dir for partitions the
 /// broker created or deleted (the same interval as a partition's own refresh).
 pub const RESCAN_INTERVAL_MS: i64 = 200;
+/// The most partitions a topic can have: Kafka numbers partitions with an `INT32`, so
+/// partition `2^31 - 1` is the last there can be (the mount's `--max-partitions` is lower).
+pub const KAFKA_MAX_PARTITIONS: u32 = i32::MAX as u32;
 
 /// The sizing budget of a log directory's partitions unless `--sizing-budget` says otherwise:
 /// 256 MiB of log, rendered (counted, not kept) in about 0.45 s here (scaled from 333 MB sized
@@ -669,7 +673,12 @@ impl LogDir {
         Ok(())
     }
 
-    /// Creates `topic` with partitions `0..partitions` (Kafka's topic name rules).
+    /// Creates `topic` with partitions `0..partitions` (Kafka's topic name rules), all of them
+    /// or none: refused before anything is created when the name is invalid, exists, or
+    /// collides with an existing topic's once `.` and `_` are taken as one (Kafka's
+    /// `Topic.hasCollision`: both would report metrics under one name), or when `partitions` is
+    /// 0 or above [`KAFKA_MAX_PARTITIONS`]; a partition that fails to be created removes the
+    /// ones made before it.
     pub fn create_topic(&self, topic: &str, partitions: u32) -> Result<()> {
         self.check_writable()?;
         validate_topic_name(topic)
@@ -677,20 +686,53 @@ impl LogDir {
         if partitions == 0 {
             return Err(Error::InvalidInput("a topic needs at least one partition".to_string()));
         }
+        if partitions > KAFKA_MAX_PARTITIONS {
+            return Err(Error::InvalidInput(format!(
+                "{partitions} partitions: a Kafka topic has at most {KAFKA_MAX_PARTITIONS}"
+            )));
+        }
         let _guard = lock(&self.admin_lock);
         if self.partition_numbers(topic).is_ok() {
             return Err(Error::AlreadyExists(format!("topic {topic}")));
+        }
+        if let Some(existing) = self.topic_names().into_iter().find(|t| has_collision(t, topic)) {
+            return Err(Error::InvalidInput(format!(
+                "topic {topic:?} collides with existing topic {existing:?}: Kafka treats '.' \
+                 and '_' in topic names alike (metric names), so it refuses both"
+            )));
         }
         // The entry first: a crash before the partitions exist leaves an entry without a
         // topic (harmless), never a topic created here without known settings.
         self.record_topic(topic)?;
         for p in 0..partitions {
-            self.create_log(topic, p)?;
+            if let Err(err) = self.create_log(topic, p) {
+                self.remove_created(topic, p);
+                return Err(err);
+            }
         }
         Ok(())
     }
 
-    /// Adds partition `partition` to an existing topic; only the next number is accepted.
+    /// Undoes a [`LogDir::create_topic`] that failed at partition `failed`: forgets and deletes
+    /// partitions `0..failed` of `topic` (just created, holding no record). Failures are
+    /// logged; the directories left are ordinary empty partitions a remount serves.
+    fn remove_created(&self, topic: &str, failed: u32) {
+        let mut logs = self.logs.write().unwrap_or_else(|e| e.into_inner());
+        for p in 0..failed {
+            logs.remove(&(topic.to_string(), p));
+            let dir = self.path.join(partition_dir_name(topic, p));
+            if let Err(e) = std::fs::remove_dir_all(&dir) {
+                log::warn!("cannot remove {} after a failed topic creation: {e}", dir.display());
+            }
+        }
+        drop(logs);
+        if let Err(e) = sync_dir(&self.path) {
+            log::warn!("{e}");
+        }
+    }
+
+    /// Adds partition `partition` to an existing topic; only the next number is accepted, and
+    /// none past [`KAFKA_MAX_PARTITIONS`].
     pub fn create_partition(&self, topic: &str, partition: u32) -> Result<()> {
         self.check_writable()?;
         let _guard = lock(&self.admin_lock);
@@ -698,6 +740,11 @@ impl LogDir {
         let next = existing.last().map_or(0, |p| p + 1);
         if existing.contains(&partition) {
             return Err(Error::AlreadyExists(format!("{topic} partition {partition}")));
+        }
+        if partition >= KAFKA_MAX_PARTITIONS {
+            return Err(Error::InvalidInput(format!(
+                "partition {partition}: a Kafka topic has at most {KAFKA_MAX_PARTITIONS} partitions"
+            )));
         }
         if partition != next {
             return Err(Error::InvalidInput(format!(
@@ -890,6 +937,45 @@ fn take_lock(dir: &Path) -> Result<DirLock> {
     Ok(DirLock { _file: take_lock_file(dir)?, dir: dir_lock })
 }
 
+/// Classifies the directory `path` as a Kafka log dir or not by the names in it (see
+/// [`crate::format::log_dir_layout`]), reading only names: its entries, and the entries of
+/// those named like partition directories. Reads nothing else and writes nothing. A missing
+/// directory is [`Layout::Empty`] (a new log dir).
+pub fn classify_data_dir(path: &Path) -> Result<Layout> {
+    let listing = match open::read_dir(path) {
+        Ok(listing) => listing,
+        Err(e) if open::is_not_found(&e) => return Ok(Layout::Empty),
+        Err(e) => return Err(e),
+    };
+    // The common case first, without listing anything: a broker's (or topicfs's) dir.
+    if matches!(open::file_type(&path.join(META_PROPERTIES)), Ok(FileType::Regular)) {
+        return Ok(Layout::MetaProperties);
+    }
+    let kind_of = |p: &Path| match open::file_type(p) {
+        Ok(FileType::Regular) => Ok(EntryKind::File),
+        Ok(FileType::Directory) => Ok(EntryKind::Dir),
+        Ok(_) => Ok(EntryKind::Other),
+        Err(e) => Err(Error::io(p, "stat", e)),
+    };
+    let mut entries = Vec::new();
+    for entry in listing {
+        let entry = entry.map_err(|e| Error::io(path, "readdir", e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let full = entry.path();
+        let kind = kind_of(&full)?;
+        let mut children = Vec::new();
+        if kind == EntryKind::Dir && log_dir_layout::is_partition_dir_name(&name) {
+            for child in open::read_dir(&full)? {
+                let child = child.map_err(|e| Error::io(&full, "readdir", e))?;
+                let child_name = child.file_name().to_string_lossy().into_owned();
+                children.push((child_name, kind_of(&child.path())?));
+            }
+        }
+        entries.push(RootEntry { name, kind, children });
+    }
+    Ok(log_dir_layout::classify(&entries))
+}
+
 /// Opens `.lock` (created if missing) and locks it exclusively without waiting: held until the
 /// returned file is dropped; [`Error::Locked`] when another process holds it.
 fn take_lock_file(dir: &Path) -> Result<Flock<File>> {
@@ -1071,4 +1157,89 @@ fn write_atomically(dir: &Path, name: &str, text: &str) -> Result<()> {
 
 fn sync_dir(dir: &Path) -> Result<()> {
     open::sync_dir(dir)
+}
+
+#[cfg(test)]
+mod refusal_tests {
+    use super::*;
+
+    fn dirs_in(path: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(path)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| path.join(n).is_dir())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn create_topic_refuses_a_colliding_name_or_too_many_partitions_before_creating_anything() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = LogDir::open(tmp.path(), LogConfig::default()).unwrap();
+        dir.create_topic("a.b", 1).unwrap();
+        let err = dir.create_topic("a_b", 1).unwrap_err();
+        assert_eq!(err.errno(), libc::EINVAL);
+        assert!(err.to_string().contains("existing topic \"a.b\""), "{err}");
+        // u32::MAX partitions (`--partitions 4294967295`): refused at once, not created one by
+        // one until killed.
+        let err = dir.create_topic("big", u32::MAX).unwrap_err();
+        assert_eq!(err.errno(), libc::EINVAL);
+        assert!(err.to_string().contains("at most 2147483647"), "{err}");
+        let err = dir.create_partition("a.b", KAFKA_MAX_PARTITIONS).unwrap_err();
+        assert_eq!(err.errno(), libc::EINVAL);
+        assert_eq!(dirs_in(tmp.path()), ["a.b-0"]);
+        assert_eq!(dir.topic_names(), ["a.b"]);
+    }
+
+    #[test]
+    fn a_topic_creation_failing_at_one_partition_removes_the_ones_made_before_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = LogDir::open(tmp.path(), LogConfig::default()).unwrap();
+        // Partition 2's directory cannot be made: a file holds its name.
+        std::fs::write(tmp.path().join("t-2"), "in the way").unwrap();
+        assert!(dir.create_topic("t", 4).is_err());
+        assert!(dirs_in(tmp.path()).is_empty(), "{:?}", dirs_in(tmp.path()));
+        assert!(dir.partition_numbers("t").is_err());
+        std::fs::remove_file(tmp.path().join("t-2")).unwrap();
+        dir.create_topic("t", 4).unwrap();
+        assert_eq!(dir.partition_numbers("t").unwrap(), [0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn classify_data_dir_reads_names_of_the_root_and_of_partition_directories_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert_eq!(classify_data_dir(&tmp.path().join("absent")).unwrap(), Layout::Empty);
+        assert_eq!(classify_data_dir(tmp.path()).unwrap(), Layout::Empty);
+        // A small copy of /etc: dbus-1/ holds configuration files.
+        let etc = tmp.path().join("etc");
+        std::fs::create_dir_all(etc.join("dbus-1/system.d")).unwrap();
+        std::fs::write(etc.join("dbus-1/system.conf"), "<busconfig/>").unwrap();
+        std::fs::write(etc.join("hostname"), "h\n").unwrap();
+        let layout = classify_data_dir(&etc).unwrap();
+        assert_eq!(
+            layout,
+            Layout::Foreign {
+                entry: "dbus-1/system.conf".into(),
+                why: "not a file a broker writes in a partition directory"
+            }
+        );
+        // A data dir topicfs wrote: meta.properties.
+        let data = tmp.path().join("data");
+        let dir = LogDir::open(&data, LogConfig::default()).unwrap();
+        dir.create_topic("t", 2).unwrap();
+        dir.shutdown().unwrap();
+        assert_eq!(classify_data_dir(&data).unwrap(), Layout::MetaProperties);
+        // Without it, the names alone make it a log dir.
+        std::fs::remove_file(data.join(META_PROPERTIES)).unwrap();
+        assert_eq!(classify_data_dir(&data).unwrap(), Layout::KafkaNames);
+        // A FIFO among them is not a broker's file at the root.
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            data.join("pipe"),
+            rustix::fs::Mode::from_raw_mode(0o644),
+        )
+        .unwrap();
+        assert!(!classify_data_dir(&data).unwrap().is_log_dir());
+    }
 }

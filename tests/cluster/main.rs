@@ -6,6 +6,7 @@
 mod common;
 
 mod cluster_client;
+mod cluster_configs;
 mod cluster_confluent;
 mod cluster_fake;
 mod cluster_fs;
@@ -13,5 +14,6 @@ mod cluster_groups;
 mod cluster_leader;
 mod cluster_mount;
 mod cluster_read_ahead;
+mod cluster_refusals;
 mod cluster_scale;
 mod cluster_security;

@@ -9,4 +9,5 @@ mod cache_fs;
 mod config_fs;
 mod fs_ops;
 mod groups_fs;
+mod refusals_fs;
 mod semantics_fs;

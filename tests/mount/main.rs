@@ -15,5 +15,6 @@ mod inspect_memory;
 mod memory_bounds;
 mod mount_passthrough;
 mod mount_shell_tools;
+mod refusals_mount;
 mod semantics_mount;
 mod topic_mount;

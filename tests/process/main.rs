@@ -7,4 +7,5 @@ mod common;
 mod daemon_edges;
 mod daemon_lifecycle;
 mod install;
+mod refusals_process;
 mod topic_bench;

@@ -34,6 +34,7 @@
 //! - `fetch.rs`: Fetch ([`FetchOptions`], [`FetchedPartition`]);
 //! - `produce.rs`: InitProducerId, the idempotent producer session and sequences, Produce;
 //! - `admin.rs`: CreateTopics and CreatePartitions (through the controller);
+//! - `configs.rs`: a topic's settings, DescribeConfigs and IncrementalAlterConfigs;
 //! - `groups.rs`: FindCoordinator, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups.
 
 use std::collections::HashMap;
@@ -52,12 +53,14 @@ use crate::error::{Error, Result};
 use crate::sync::lock;
 
 mod admin;
+mod configs;
 mod fetch;
 mod groups;
 mod metadata;
 mod offsets;
 mod produce;
 
+pub use configs::{ConfigOp, DescribedConfig};
 pub use fetch::{AbortedTransaction, FetchOptions, FetchedPartition};
 pub use groups::{CommittedOffset, GroupDescription, GroupListing, GroupMember};
 pub use metadata::{ClusterMetadata, PartitionMetadata, TopicMetadata};
