@@ -19,7 +19,7 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::format::{NewRecord, RecordRef, value_line_records};
+use crate::format::{BatchSpec, NewRecord, RecordRef, encode_batch, value_line_records};
 use crate::source::PartitionSource;
 use crate::view::envelope::{self, find_newline};
 use crate::view::topic::TopicAppender;
@@ -116,6 +116,52 @@ pub struct AppendState {
     /// The lock owner (the kernel's id of the writing process's file table) of the write that
     /// left `pending`, when the kernel sent one.
     pending_owner: Option<u64>,
+    /// A line refused while it was being written: what follows, up to its newline, is its
+    /// rest, discarded and refused too. **Invariant**: while set, `pending` is empty.
+    refused: Option<RefusedLine>,
+    /// A refusal that dropped bytes earlier `write()`s had accepted, not yet reported by a
+    /// failed `write()` since: the writer may only have seen a short count (the kernel's
+    /// answer when a later request of the same `write()` failed). The writer's `close()`
+    /// reports it.
+    unreported: Option<TooLarge>,
+}
+
+/// Why a line was refused: [`Error::RecordTooLarge`]'s fields, kept to refuse the rest of the
+/// line (and report it at `close()`) with the same words.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct TooLarge {
+    what: &'static str,
+    size: usize,
+    setting: &'static str,
+    max: usize,
+}
+
+impl TooLarge {
+    fn error(self) -> Error {
+        let TooLarge { what, size, setting, max } = self;
+        Error::RecordTooLarge { what, size, setting, max }
+    }
+}
+
+/// The state of a refused line: see [`AppendState::write`].
+#[derive(Debug)]
+struct RefusedLine {
+    why: TooLarge,
+    /// The refused line's end has been written: the bytes of that request up to and including
+    /// the newline. A writer that saw a short count writes them again (it resumes where the
+    /// kernel said the write stopped): a request that starts with them (or is a start of them)
+    /// is that again, and refused; any other request starts a new line.
+    end: Option<Vec<u8>>,
+}
+
+impl RefusedLine {
+    /// Whether `data` is the refused line's end written again (or a start of it).
+    fn is_end_again(&self, data: &[u8]) -> bool {
+        match &self.end {
+            Some(end) => data.starts_with(end) || (!data.is_empty() && end.starts_with(data)),
+            None => false,
+        }
+    }
 }
 
 impl std::fmt::Debug for AppendState {
@@ -124,6 +170,7 @@ impl std::fmt::Debug for AppendState {
             .field("target", &self.target)
             .field("format", &self.format)
             .field("pending", &self.pending.len())
+            .field("refused", &self.refused.as_ref().map(|r| r.why))
             .finish()
     }
 }
@@ -157,39 +204,194 @@ impl AppendState {
             max_line_bytes,
             lines_done: 0,
             pending_owner: None,
+            refused: None,
+            unreported: None,
         }
     }
 
-    /// Handles one `write()` by `owner` (the kernel's lock owner, when known): the complete
-    /// lines it ends become one append; its trailing partial line is kept. Returns the number
-    /// of bytes accepted (all of `data`).
+    /// The file as the mount shows it (`<topic>/<p>/append`), for log lines.
+    pub fn path(&self) -> String {
+        let file = match self.format {
+            AppendFormat::Lines => "append",
+            AppendFormat::Json => "append.json",
+        };
+        match &self.target {
+            AppendTarget::Partition(p) => format!("{}/{}/{file}", p.topic(), p.partition()),
+            AppendTarget::Topic(t) => format!("{}/{file}", t.topic()),
+        }
+    }
+
+    /// Handles one `write()` request by `owner` (the kernel's lock owner, when known): the
+    /// complete lines it ends become one append; its trailing partial line is kept. Returns the
+    /// number of bytes accepted (all of `data`).
+    ///
+    /// The kernel splits a large `write()` into requests of at most `max_write` bytes and
+    /// answers the `write()` with the bytes of the requests before the first that failed. So
+    /// a line too long to ever be a record (over [`Self::max_line_bytes`], or refused by the
+    /// partition: `max.message.bytes`, `segment.bytes`) is refused by the request that makes
+    /// it so, with `EFBIG`, and then, whatever the requests' sizes:
+    /// - nothing of it is stored: the bytes earlier requests accepted into it are dropped (no
+    ///   record of it was appended: a line becomes a record only at its newline);
+    /// - the rest of it, up to its newline, is discarded and refused with `EFBIG` too (a
+    ///   request that holds its newline is refused as a whole: lines after that newline in the
+    ///   same request are not stored either), and so is that end written again (the writer
+    ///   resuming after a short count);
+    /// - the next request starts a new line;
+    /// - when the refusal dropped bytes earlier requests had accepted and no refused request
+    ///   reported it since, the writer's `close()` fails with `EFBIG` (see `unreported`).
+    ///
+    /// Every refusal is logged (warn) with the file and the limit.
     pub fn write(&mut self, data: &[u8], owner: Option<u64>) -> Result<usize> {
+        if let Some(refused) = &mut self.refused {
+            if refused.end.is_none() {
+                // The rest of the refused line: discarded up to its newline.
+                refused.why.size = refused.why.size.saturating_add(data.len());
+                if let Some(nl) = find_newline(data) {
+                    refused.end = Some(data.get(..=nl).unwrap_or_default().to_vec());
+                    log::debug!("{}: the refused line ended; the next write starts a line", {
+                        self.path()
+                    });
+                }
+            } else if !refused.is_end_again(data) {
+                self.refused = None;
+            }
+            if let Some(refused) = &self.refused {
+                // A request after the refusing one is the first of its `write()`: the writer
+                // sees this error.
+                self.unreported = None;
+                return Err(refused.why.error());
+            }
+        }
+        let result = self.write_lines(data, owner);
+        if let Err(e) = &result {
+            if e.errno() == libc::EFBIG {
+                // Any refusal but the first request of a line's own refusal is seen by the
+                // writer as the error of its `write()`.
+                if self.refused.is_none() {
+                    self.unreported = None;
+                }
+                log::warn!("{}: refused a write of {} bytes: {e}", self.path(), data.len());
+            }
+        }
+        result
+    }
+
+    /// [`Self::write`] when no refused line is being discarded.
+    fn write_lines(&mut self, data: &[u8], owner: Option<u64>) -> Result<usize> {
         let Some(last_newline) = memchr::memrchr(b'\n', data) else {
-            self.check_line_len(self.pending.len().saturating_add(data.len()))?;
+            let len = self.pending.len().saturating_add(data.len());
+            if let Err(why) = self.check_line_len(len) {
+                return Err(self.refuse_line(why, None));
+            }
             self.pending.extend_from_slice(data);
             self.pending_owner = owner;
             return Ok(data.len());
         };
         let (ended, rest) = data.split_at(last_newline + 1);
-        self.check_line_len(rest.len())?;
-        let line_count = match self.format {
-            AppendFormat::Lines => self.append_lines(ended)?,
+        let first_nl = find_newline(ended).unwrap_or(last_newline);
+        let first_end = data.get(..=first_nl).unwrap_or_default();
+        if let Err(why) = self.check_line_len(self.pending.len().saturating_add(first_nl)) {
+            if self.pending.is_empty() {
+                // The whole line is in this request, refused with it: nothing to discard later.
+                return Err(why.error());
+            }
+            return Err(self.refuse_line(why, Some(first_end.to_vec())));
+        }
+        if let Err(why) = self.check_line_len(rest.len()) {
+            // The line this request starts (after its last newline) is refused already; the
+            // request fails as a whole, so its complete lines are not stored either.
+            return Err(self.refuse_line(why, None));
+        }
+        let appended = match self.format {
+            AppendFormat::Lines => self.append_lines(ended),
             AppendFormat::Json => {
                 let mut lines = Vec::with_capacity(self.pending.len().saturating_add(ended.len()));
                 lines.extend_from_slice(&self.pending);
                 lines.extend_from_slice(ended);
-                let records = self.format.records(&lines, self.lines_done.saturating_add(1))?;
-                if !records.is_empty() {
-                    self.target.append(records)?;
-                }
-                ended.iter().filter(|&&b| b == b'\n').count() as u64
+                self.format.records(&lines, self.lines_done.saturating_add(1)).and_then(|records| {
+                    if !records.is_empty() {
+                        self.target.append(records)?;
+                    }
+                    Ok(ended.iter().filter(|&&b| b == b'\n').count() as u64)
+                })
             }
+        };
+        let line_count = match appended {
+            Ok(n) => n,
+            Err(e) if e.errno() == libc::EFBIG && !self.pending.is_empty() => {
+                // Refused by the partition: when the line this request ends (the one earlier
+                // requests began) is the one too large, it is refused; when another is, the
+                // request fails and changes nothing.
+                match self.first_line_too_large(&e, first_nl, data) {
+                    Some(why) => return Err(self.refuse_line(why, Some(first_end.to_vec()))),
+                    None => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
         };
         self.lines_done = self.lines_done.saturating_add(line_count);
         self.pending.clear();
         self.pending.extend_from_slice(rest);
         self.pending_owner = owner;
         Ok(data.len())
+    }
+
+    /// Refuses the line being written (`pending` and what this request adds to it); `end` is
+    /// this request through the line's newline when it holds it. Returns the error for this
+    /// request.
+    fn refuse_line(&mut self, why: TooLarge, end: Option<Vec<u8>>) -> Error {
+        if !self.pending.is_empty() {
+            // Earlier requests accepted these bytes: the writer may not learn of the refusal
+            // from this request (a short count), so `close()` reports it unless a later
+            // request does.
+            self.unreported = Some(why);
+            log::warn!(
+                "{}: dropped the {} bytes written of a line that cannot be a record: {}",
+                self.path(),
+                self.pending.len(),
+                why.error()
+            );
+        }
+        self.pending = Vec::new();
+        self.pending_owner = None;
+        if end.is_none() {
+            log::warn!(
+                "{}: refusing the rest of the line, up to its newline, with EFBIG",
+                self.path()
+            );
+        }
+        self.refused = Some(RefusedLine { why, end });
+        why.error()
+    }
+
+    /// After the partition refused this request's records as too large (`err`), the refusal
+    /// of the line that continues `pending` (through `data[..first_nl]`) when that line alone
+    /// is too large; `None` when the culprit is another line. The line alone is encoded once
+    /// more, uncompressed, to tell (only on this error path).
+    fn first_line_too_large(&self, err: &Error, first_nl: usize, data: &[u8]) -> Option<TooLarge> {
+        let line = [self.pending.as_slice(), data.get(..first_nl).unwrap_or_default()].concat();
+        let line_count = memchr::memchr_iter(b'\n', data).count();
+        let Error::RecordTooLarge { setting, max, .. } = *err else {
+            // A broker's refusal (MESSAGE_TOO_LARGE) names no limit: the line is the culprit
+            // when it is the only one.
+            return (line_count == 1).then_some(TooLarge {
+                what: "line",
+                size: line.len(),
+                setting: "the broker's max.message.bytes",
+                max: self.max_line_bytes,
+            });
+        };
+        let record = match self.format {
+            AppendFormat::Lines => RecordRef::value_only(&line).to_new_record(),
+            AppendFormat::Json => {
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    return None;
+                }
+                envelope::parse_envelope(&line, self.lines_done.saturating_add(1)).ok()?
+            }
+        };
+        let size = encode_batch(&BatchSpec::default(), &[record]).map_or(usize::MAX, |b| b.len());
+        (size > max).then_some(TooLarge { what: "record batch", size, setting, max })
     }
 
     /// Appends the lines of `ended` (which ends with `\n`), the first one continuing `pending`,
@@ -222,10 +424,16 @@ impl AppendState {
     }
 
     /// Appends the pending partial line, if any, as a record (at the last close, or at
-    /// shutdown). The line is dropped
-    /// whether or not the append succeeds, so a refused line is reported once, not again at
-    /// every later flush.
+    /// shutdown). The line is dropped whether or not the append succeeds, so a refused line is
+    /// reported once, not again at every later flush. A refused line ends here (what is
+    /// written next is a new line), and a refusal the writer may not have seen
+    /// (`unreported`) fails this with `EFBIG`.
     pub fn flush(&mut self) -> Result<()> {
+        self.refused = None;
+        if let Some(why) = self.unreported.take() {
+            log::warn!("{}: close() reports the refused line: {}", self.path(), why.error());
+            return Err(why.error());
+        }
         if self.pending.is_empty() {
             return Ok(());
         }
@@ -236,7 +444,12 @@ impl AppendState {
         self.lines_done = first_line;
         let records = self.format.records(&line, first_line)?;
         if !records.is_empty() {
-            self.target.append(records)?;
+            if let Err(e) = self.target.append(records) {
+                if e.errno() == libc::EFBIG {
+                    log::warn!("{}: refused the last line at close(): {e}", self.path());
+                }
+                return Err(e);
+            }
         }
         Ok(())
     }
@@ -252,10 +465,25 @@ impl AppendState {
         self.pending.len()
     }
 
-    fn check_line_len(&self, len: usize) -> Result<()> {
-        if len > self.max_line_bytes {
-            return Err(Error::RecordTooLarge { size: len, max: self.max_line_bytes });
+    /// Refuses a line of (at least) `len` bytes that no record within the limit can come
+    /// from.
+    fn check_line_len(&self, len: usize) -> Result<(), TooLarge> {
+        if len <= self.max_line_bytes {
+            return Ok(());
         }
-        Ok(())
+        Err(match self.format {
+            AppendFormat::Lines => TooLarge {
+                what: "line",
+                size: len,
+                setting: "max.message.bytes",
+                max: self.max_line_bytes,
+            },
+            AppendFormat::Json => TooLarge {
+                what: "append.json line",
+                size: len,
+                setting: "max.message.bytes x 8 (for a JSON envelope)",
+                max: self.max_line_bytes,
+            },
+        })
     }
 }

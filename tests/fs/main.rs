@@ -8,4 +8,5 @@ mod common;
 mod cache_fs;
 mod fs_ops;
 mod groups_fs;
+mod rejected_writes_fs;
 mod semantics_fs;

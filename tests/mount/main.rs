@@ -14,5 +14,6 @@ mod inspect_memory;
 mod memory_bounds;
 mod mount_passthrough;
 mod mount_shell_tools;
+mod rejected_writes_mount;
 mod semantics_mount;
 mod topic_mount;
