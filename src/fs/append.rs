@@ -6,8 +6,11 @@
 //!   newline, a line waiting for its end (or for `flush`/`close`).
 //! - A `write()` either appends every complete line it ends (as one call to
 //!   [`PartitionSource::append`], which writes one batch unless `max.message.bytes` forces more)
-//!   and keeps its trailing partial line, or fails and changes nothing: no record of it is in
-//!   the log and `pending` is what it was before.
+//!   and keeps its trailing partial line, or fails: no record of it is in the log, and
+//!   `pending` is what it was before, except when the failure refuses the line being written
+//!   (too long to ever be a record): then `pending` is dropped and the rest of that line, up
+//!   to its newline, is refused too (see [`AppendState::write`]). Nothing of a refused line is
+//!   ever appended.
 //! - When `write()` returns, its records are in the log and visible to readers.
 //!
 //! A topic-level `append` ([`AppendTarget::Topic`]) routes each `write()`'s records with
@@ -21,7 +24,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::format::{BatchSpec, NewRecord, RecordRef, encode_batch, value_line_records};
 use crate::source::PartitionSource;
-use crate::view::envelope::{self, find_newline};
+use crate::view::envelope::{self, EnvelopeBound, find_newline};
 use crate::view::topic::TopicAppender;
 
 /// Where an append file's records go.
@@ -111,6 +114,12 @@ pub struct AppendState {
     /// Largest partial line kept in memory: a longer line could never be a record
     /// (`max.message.bytes` bounds the whole batch; [`JSON_LINE_FACTOR`] times that for JSON).
     max_line_bytes: usize,
+    /// `max.message.bytes`: an `append.json` line whose record holds more key, value and
+    /// header bytes than this ([`EnvelopeBound`]) is refused before its newline.
+    max_record_bytes: usize,
+    /// `append.json`: the least the record of `pending` holds. **Invariant**: `pending` fed to
+    /// a fresh [`EnvelopeBound`] gives this one.
+    json_bound: EnvelopeBound,
     /// Complete lines appended through this handle so far (line numbers in error messages).
     lines_done: u64,
     /// The lock owner (the kernel's id of the writing process's file table) of the write that
@@ -126,20 +135,43 @@ pub struct AppendState {
     unreported: Option<TooLarge>,
 }
 
-/// Why a line was refused: [`Error::RecordTooLarge`]'s fields, kept to refuse the rest of the
-/// line (and report it at `close()`) with the same words.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-struct TooLarge {
-    what: &'static str,
-    size: usize,
-    setting: &'static str,
-    max: usize,
+/// Why a line was refused, kept to refuse the rest of the line (and report it at `close()`)
+/// with the same words: [`Error::RecordTooLarge`]'s fields, or a broker's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum TooLarge {
+    /// Over a limit this mount knows: `what` was `size` bytes, over `max`, the value of
+    /// `setting`.
+    Limit { what: &'static str, size: usize, setting: &'static str, max: usize },
+    /// The broker's refusal (`MESSAGE_TOO_LARGE`, `RECORD_LIST_TOO_LARGE`): [`Error::Kafka`]'s
+    /// fields, the limit being the broker's.
+    Broker {
+        broker: String,
+        api: &'static str,
+        code: i16,
+        name: Box<str>,
+        topic: Option<Box<str>>,
+        partition: Option<i32>,
+        message: Option<Box<str>>,
+    },
 }
 
 impl TooLarge {
-    fn error(self) -> Error {
-        let TooLarge { what, size, setting, max } = self;
-        Error::RecordTooLarge { what, size, setting, max }
+    fn error(&self) -> Error {
+        match self.clone() {
+            TooLarge::Limit { what, size, setting, max } => {
+                Error::RecordTooLarge { what, size, setting, max }
+            }
+            TooLarge::Broker { broker, api, code, name, topic, partition, message } => {
+                Error::Kafka { broker, api, code, name, topic, partition, message }
+            }
+        }
+    }
+
+    /// The refused line has grown by `more` bytes.
+    fn grow(&mut self, more: usize) {
+        if let TooLarge::Limit { size, .. } = self {
+            *size = size.saturating_add(more);
+        }
     }
 }
 
@@ -170,7 +202,7 @@ impl std::fmt::Debug for AppendState {
             .field("target", &self.target)
             .field("format", &self.format)
             .field("pending", &self.pending.len())
-            .field("refused", &self.refused.as_ref().map(|r| r.why))
+            .field("refused", &self.refused.as_ref().map(|r| &r.why))
             .finish()
     }
 }
@@ -191,6 +223,7 @@ impl AppendState {
         format: AppendFormat,
         max_line_bytes: usize,
     ) -> AppendState {
+        let max_record_bytes = max_line_bytes;
         let max_line_bytes = match format {
             AppendFormat::Lines => max_line_bytes,
             // An envelope is longer than its record: base64 adds a third, JSON escapes of
@@ -202,6 +235,8 @@ impl AppendState {
             format,
             pending: Vec::new(),
             max_line_bytes,
+            max_record_bytes,
+            json_bound: EnvelopeBound::default(),
             lines_done: 0,
             pending_owner: None,
             refused: None,
@@ -245,7 +280,7 @@ impl AppendState {
         if let Some(refused) = &mut self.refused {
             if refused.end.is_none() {
                 // The rest of the refused line: discarded up to its newline.
-                refused.why.size = refused.why.size.saturating_add(data.len());
+                refused.why.grow(data.len());
                 if let Some(nl) = find_newline(data) {
                     refused.end = Some(data.get(..=nl).unwrap_or_default().to_vec());
                     log::debug!("{}: the refused line ended; the next write starts a line", {
@@ -283,6 +318,14 @@ impl AppendState {
             if let Err(why) = self.check_line_len(len) {
                 return Err(self.refuse_line(why, None));
             }
+            if self.format == AppendFormat::Json {
+                let mut bound = self.json_bound.clone();
+                bound.feed(data);
+                if let Err(why) = self.check_record_bound(&bound) {
+                    return Err(self.refuse_line(why, None));
+                }
+                self.json_bound = bound;
+            }
             self.pending.extend_from_slice(data);
             self.pending_owner = owner;
             return Ok(data.len());
@@ -297,7 +340,13 @@ impl AppendState {
             }
             return Err(self.refuse_line(why, Some(first_end.to_vec())));
         }
-        if let Err(why) = self.check_line_len(rest.len()) {
+        let mut rest_bound = EnvelopeBound::default();
+        if self.format == AppendFormat::Json {
+            rest_bound.feed(rest);
+        }
+        if let Err(why) =
+            self.check_line_len(rest.len()).and_then(|()| self.check_record_bound(&rest_bound))
+        {
             // The line this request starts (after its last newline) is refused already; the
             // request fails as a whole, so its complete lines are not stored either.
             return Err(self.refuse_line(why, None));
@@ -332,6 +381,7 @@ impl AppendState {
         self.lines_done = self.lines_done.saturating_add(line_count);
         self.pending.clear();
         self.pending.extend_from_slice(rest);
+        self.json_bound = rest_bound;
         self.pending_owner = owner;
         Ok(data.len())
     }
@@ -344,7 +394,7 @@ impl AppendState {
             // Earlier requests accepted these bytes: the writer may not learn of the refusal
             // from this request (a short count), so `close()` reports it unless a later
             // request does.
-            self.unreported = Some(why);
+            self.unreported = Some(why.clone());
             log::warn!(
                 "{}: dropped the {} bytes written of a line that cannot be a record: {}",
                 self.path(),
@@ -353,6 +403,7 @@ impl AppendState {
             );
         }
         self.pending = Vec::new();
+        self.json_bound = EnvelopeBound::default();
         self.pending_owner = None;
         if end.is_none() {
             log::warn!(
@@ -360,8 +411,9 @@ impl AppendState {
                 self.path()
             );
         }
+        let error = why.error();
         self.refused = Some(RefusedLine { why, end });
-        why.error()
+        error
     }
 
     /// After the partition refused this request's records as too large (`err`), the refusal
@@ -371,15 +423,22 @@ impl AppendState {
     fn first_line_too_large(&self, err: &Error, first_nl: usize, data: &[u8]) -> Option<TooLarge> {
         let line = [self.pending.as_slice(), data.get(..first_nl).unwrap_or_default()].concat();
         let line_count = memchr::memchr_iter(b'\n', data).count();
-        let Error::RecordTooLarge { setting, max, .. } = *err else {
-            // A broker's refusal (MESSAGE_TOO_LARGE) names no limit: the line is the culprit
-            // when it is the only one.
-            return (line_count == 1).then_some(TooLarge {
-                what: "line",
-                size: line.len(),
-                setting: "the broker's max.message.bytes",
-                max: self.max_line_bytes,
-            });
+        let (setting, max) = match err {
+            Error::RecordTooLarge { setting, max, .. } => (*setting, *max),
+            // A broker's refusal names no limit: the line is the culprit when it is the only
+            // one.
+            Error::Kafka { broker, api, code, name, topic, partition, message } => {
+                return (line_count == 1).then(|| TooLarge::Broker {
+                    broker: broker.clone(),
+                    api,
+                    code: *code,
+                    name: name.clone(),
+                    topic: topic.clone(),
+                    partition: *partition,
+                    message: message.clone(),
+                });
+            }
+            _ => return None,
         };
         let record = match self.format {
             AppendFormat::Lines => RecordRef::value_only(&line).to_new_record(),
@@ -391,7 +450,7 @@ impl AppendState {
             }
         };
         let size = encode_batch(&BatchSpec::default(), &[record]).map_or(usize::MAX, |b| b.len());
-        (size > max).then_some(TooLarge { what: "record batch", size, setting, max })
+        (size > max).then_some(TooLarge::Limit { what: "record batch", size, setting, max })
     }
 
     /// Appends the lines of `ended` (which ends with `\n`), the first one continuing `pending`,
@@ -438,6 +497,7 @@ impl AppendState {
             return Ok(());
         }
         let mut line = std::mem::take(&mut self.pending);
+        self.json_bound = EnvelopeBound::default();
         // The unterminated last line is a line like any other: terminate it and parse it so.
         line.push(b'\n');
         let first_line = self.lines_done.saturating_add(1);
@@ -465,6 +525,21 @@ impl AppendState {
         self.pending.len()
     }
 
+    /// Refuses an `append.json` line whose record holds at least `bound` key, value and header
+    /// bytes, more than `max.message.bytes` (the batch adds its header to them).
+    fn check_record_bound(&self, bound: &EnvelopeBound) -> Result<(), TooLarge> {
+        let size = bound.bound();
+        if size <= self.max_record_bytes {
+            return Ok(());
+        }
+        Err(TooLarge::Limit {
+            what: "append.json record (key, payload and headers at least)",
+            size,
+            setting: "max.message.bytes",
+            max: self.max_record_bytes,
+        })
+    }
+
     /// Refuses a line of (at least) `len` bytes that no record within the limit can come
     /// from.
     fn check_line_len(&self, len: usize) -> Result<(), TooLarge> {
@@ -472,13 +547,13 @@ impl AppendState {
             return Ok(());
         }
         Err(match self.format {
-            AppendFormat::Lines => TooLarge {
+            AppendFormat::Lines => TooLarge::Limit {
                 what: "line",
                 size: len,
                 setting: "max.message.bytes",
                 max: self.max_line_bytes,
             },
-            AppendFormat::Json => TooLarge {
+            AppendFormat::Json => TooLarge::Limit {
                 what: "append.json line",
                 size: len,
                 setting: "max.message.bytes x 8 (for a JSON envelope)",

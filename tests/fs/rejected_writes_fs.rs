@@ -282,12 +282,13 @@ fn append_json_refuses_a_too_large_envelope_with_efbig_like_append() {
         let envelope = format!("{{\"payload\":\"{}\"}}\n", "p".repeat(2_000_000));
         efbig(f.write_all(fh, envelope.as_bytes(), max_write, misalign));
         f.close(fh).unwrap();
-        // A 10 MB envelope: refused as soon as it is longer than any envelope of a record can
-        // be; close() says EFBIG, not that the cut envelope is malformed JSON.
+        // A 10 MB envelope: refused as soon as its payload is known to be too large (three
+        // quarters of its characters, in case it is base64, over max.message.bytes), not
+        // after 8 MiB; close() says EFBIG, not that the cut envelope is malformed JSON.
         let fh = f.open("t/0/append.json");
         let envelope = format!("{{\"payload\":\"{}\"}}\n", "p".repeat(10_000_000));
         match f.syscall(fh, envelope.as_bytes(), max_write, misalign) {
-            Ok(n) => assert!(n < 8 * 1_048_588 + 1, "{n} bytes accepted"),
+            Ok(n) => assert!(n < 1_400_000, "{n} bytes accepted"),
             Err(e) => assert_eq!(e.errno(), libc::EFBIG, "{e}"),
         }
         efbig(f.close(fh));
@@ -296,4 +297,46 @@ fn append_json_refuses_a_too_large_envelope_with_efbig_like_append() {
         f.close(fh).unwrap();
         assert_eq!(f.stored(), b"after\n", "requests of {max_write} - {misalign}");
     }
+}
+
+#[test]
+fn append_json_keeps_an_envelope_whose_record_may_still_fit() {
+    let f = fixture();
+    // A base64 payload of 1,000,000 bytes: 1,333,336 characters, more than max.message.bytes,
+    // but its record fits: stored.
+    let payload =
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, vec![7u8; 1_000_000]);
+    let envelope = format!("{{\"payload\":\"{payload}\",\"payload_encoding\":\"base64\"}}\n");
+    let fh = f.open("t/0/append.json");
+    f.write_all(fh, envelope.as_bytes(), MIB, 3728).unwrap();
+    f.close(fh).unwrap();
+    let raw = fs_fixture::read_path(&f.fs, "t/0/by-offset/0.json", 4096);
+    assert!(raw.len() > 1_000_000, "{} bytes", raw.len());
+    // 3 MB of an ignored field count nothing towards the record: only the 8-times line limit
+    // refuses such a line, at 8 MiB.
+    let fh = f.open("t/0/append.json");
+    let envelope = format!("{{\"topic\":\"{}\",\"payload\":\"x\"}}\n", "t".repeat(3_000_000));
+    f.write_all(fh, envelope.as_bytes(), MIB, 0).unwrap();
+    f.close(fh).unwrap();
+    assert!(f.stored().ends_with(b"\nx\n"));
+}
+
+#[test]
+fn append_json_refuses_a_payload_too_large_before_its_newline() {
+    let f = small(1000);
+    let fh = f.open("t/0/append.json");
+    f.fs.write(fh, b"{\"payload\":\"", Some(1)).unwrap();
+    // 1,300 characters: at least 973 bytes of record, within 1,000.
+    f.fs.write(fh, &[b'p'; 1300], Some(1)).unwrap();
+    let err = f.fs.write(fh, &[b'p'; 100], Some(1)).unwrap_err();
+    assert_eq!(err.errno(), libc::EFBIG);
+    assert_eq!(
+        err.to_string(),
+        "append.json record (key, payload and headers at least) of 1048 bytes exceeds \
+         max.message.bytes 1000"
+    );
+    efbig(f.fs.write(fh, b"pp\"}\n", Some(1)));
+    f.fs.write(fh, b"{\"payload\":\"next\"}\n", Some(1)).unwrap();
+    f.close(fh).unwrap();
+    assert_eq!(f.stored(), b"next\n");
 }
