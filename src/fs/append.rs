@@ -299,12 +299,11 @@ impl AppendState {
         }
         let result = self.write_lines(data, owner);
         if let Err(e) = &result {
-            if e.errno() == libc::EFBIG {
-                // Any refusal but the first request of a line's own refusal is seen by the
-                // writer as the error of its `write()`.
-                if self.refused.is_none() {
-                    self.unreported = None;
-                }
+            // A refused line was logged by `refuse_line`; any other refusal of a line too
+            // large (one complete in this request) is logged here, and is seen by the writer
+            // as the error of its `write()`.
+            if e.errno() == libc::EFBIG && self.refused.is_none() {
+                self.unreported = None;
                 log::warn!("{}: refused a write of {} bytes: {e}", self.path(), data.len());
             }
         }
@@ -390,28 +389,26 @@ impl AppendState {
     /// this request through the line's newline when it holds it. Returns the error for this
     /// request.
     fn refuse_line(&mut self, why: TooLarge, end: Option<Vec<u8>>) -> Error {
-        if !self.pending.is_empty() {
+        let error = why.error();
+        let dropped = self.pending.len();
+        let rest = if end.is_some() {
+            ""
+        } else {
+            "; the rest of the line, up to its newline, is refused too"
+        };
+        log::warn!(
+            "{}: refused a line: {error}; {dropped} bytes of it accepted before were dropped{rest}",
+            self.path()
+        );
+        if dropped > 0 {
             // Earlier requests accepted these bytes: the writer may not learn of the refusal
             // from this request (a short count), so `close()` reports it unless a later
             // request does.
             self.unreported = Some(why.clone());
-            log::warn!(
-                "{}: dropped the {} bytes written of a line that cannot be a record: {}",
-                self.path(),
-                self.pending.len(),
-                why.error()
-            );
         }
         self.pending = Vec::new();
         self.json_bound = EnvelopeBound::default();
         self.pending_owner = None;
-        if end.is_none() {
-            log::warn!(
-                "{}: refusing the rest of the line, up to its newline, with EFBIG",
-                self.path()
-            );
-        }
-        let error = why.error();
         self.refused = Some(RefusedLine { why, end });
         error
     }
