@@ -486,10 +486,22 @@ impl AppendState {
     /// (`unreported`) fails this with `EFBIG`.
     pub fn flush(&mut self) -> Result<()> {
         self.refused = None;
-        if let Some(why) = self.unreported.take() {
-            log::warn!("{}: close() reports the refused line: {}", self.path(), why.error());
-            return Err(why.error());
+        let unreported = self.unreported.take();
+        let appended = self.append_pending();
+        match unreported {
+            Some(why) => {
+                log::warn!("{}: close() reports the refused line: {}", self.path(), why.error());
+                if let Err(e) = appended {
+                    log::log!(e.log_level(), "{}: the last line at close(): {e}", self.path());
+                }
+                Err(why.error())
+            }
+            None => appended,
         }
+    }
+
+    /// Appends the pending partial line, if any, as a record; it is dropped either way.
+    fn append_pending(&mut self) -> Result<()> {
         if self.pending.is_empty() {
             return Ok(());
         }
