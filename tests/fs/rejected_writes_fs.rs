@@ -342,3 +342,19 @@ fn append_json_refuses_a_payload_too_large_before_its_newline() {
     f.close(fh).unwrap();
     assert_eq!(f.stored(), b"next\n");
 }
+
+#[test]
+fn the_topic_level_append_refuses_a_too_long_line_the_same_way() {
+    let f = small(1000);
+    let fh = f.open("t/append");
+    f.fs.write(fh, b"kept\n", Some(1)).unwrap();
+    f.fs.write(fh, &[b'a'; 600], Some(1)).unwrap();
+    let err = f.fs.write(fh, &[b'a'; 600], Some(1)).unwrap_err();
+    assert_eq!(err.errno(), libc::EFBIG);
+    efbig(f.fs.write(fh, b"aaa\n", Some(1)));
+    f.fs.write(fh, b"next\n", Some(1)).unwrap();
+    // The 600 bytes accepted first were dropped; the write() of the line's end reported the
+    // refusal, so close() has nothing more to report.
+    f.close(fh).unwrap();
+    assert_eq!(f.stored(), b"kept\nnext\n");
+}
