@@ -283,9 +283,8 @@ impl AppendState {
                 refused.why.grow(data.len());
                 if let Some(nl) = find_newline(data) {
                     refused.end = Some(data.get(..=nl).unwrap_or_default().to_vec());
-                    log::debug!("{}: the refused line ended; the next write starts a line", {
-                        self.path()
-                    });
+                    let path = self.path();
+                    log::debug!("{path}: the refused line ended; the next write starts a line");
                 }
             } else if !refused.is_end_again(data) {
                 self.refused = None;
@@ -408,7 +407,8 @@ impl AppendState {
         }
         self.pending = Vec::new();
         self.json_bound = EnvelopeBound::default();
-        self.pending_owner = None;
+        // `pending_owner` stays: the process that wrote the dropped bytes is the one whose
+        // `close()` reports an unreported refusal (not a child closing an inherited copy).
         self.refused = Some(RefusedLine { why, end });
         error
     }

@@ -358,3 +358,14 @@ fn the_topic_level_append_refuses_a_too_long_line_the_same_way() {
     f.close(fh).unwrap();
     assert_eq!(f.stored(), b"kept\nnext\n");
 }
+
+#[test]
+fn only_the_writer_s_close_reports_a_refusal_seen_as_a_short_count() {
+    let f = small(1000);
+    let fh = f.open("t/0/append");
+    assert_eq!(f.syscall(fh, &line(1500, b'q'), 900, 0).unwrap(), 900);
+    // A child that inherited the descriptor closes it (another lock owner): not told.
+    f.fs.flush(fh, Some(2)).unwrap();
+    efbig(f.close(fh));
+    assert_eq!(f.stored(), b"");
+}
