@@ -33,8 +33,10 @@ pub enum Error {
     NotPermitted(&'static str),
     /// Input the caller gave that cannot be accepted (malformed JSON line, bad option value).
     InvalidInput(String),
-    /// A record or batch over `max.message.bytes` (or over `segment.bytes`).
-    RecordTooLarge { size: usize, max: usize },
+    /// A record or batch over `max.message.bytes` (or over `segment.bytes`), or a line written
+    /// to an append file that can never become a record within it: `what` was `size` bytes,
+    /// over `max`, the value of `setting` (the one that refused it).
+    RecordTooLarge { what: &'static str, size: usize, setting: &'static str, max: usize },
     /// The data dir is in use by another process (its `.lock` is held).
     Locked(PathBuf),
     /// A handle that no longer refers to anything (closed, or its partition went away).
@@ -286,8 +288,8 @@ impl fmt::Display for Error {
             Error::ReadOnly => write!(f, "read-only"),
             Error::NotPermitted(what) => write!(f, "not permitted: {what}"),
             Error::InvalidInput(what) => write!(f, "invalid input: {what}"),
-            Error::RecordTooLarge { size, max } => {
-                write!(f, "record batch of {size} bytes exceeds max.message.bytes {max}")
+            Error::RecordTooLarge { what, size, setting, max } => {
+                write!(f, "{what} of {size} bytes exceeds {setting} {max}")
             }
             Error::Locked(path) => {
                 write!(f, "{} is locked by another process", path.display())

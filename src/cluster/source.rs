@@ -58,7 +58,25 @@ pub struct ClusterSource {
     bounds_fresh: Duration,
     /// The mount's last Fetch answers, shared by every partition handle (see [`Answers`]).
     answers: Arc<Answers>,
+    /// Whether the broker answers the max-timestamp lookup (see [`MaxTimestampLookup`]).
+    max_timestamp_lookup: Arc<MaxTimestampLookup>,
 }
+
+/// Whether the cluster answers ListOffsets `-3` (max timestamp), learned by the mount's first
+/// such lookup: a broker may advertise ListOffsets v7+ and then not answer `-3` at all (tansu
+/// 0.6 leaves it unanswered until `request.timeout.ms`, doc/cluster-brokers.md). The first
+/// lookup waits at most [`MAX_TIMESTAMP_PROBE`]; one not answered by then (or failed other than
+/// by a partition's error) makes every later one fail at once with `EOPNOTSUPP`, so `info`
+/// shows `max_timestamp: unknown` without a wait.
+#[derive(Debug, Default)]
+struct MaxTimestampLookup {
+    /// 0: not tried yet; 1: answered; 2: not answered.
+    state: std::sync::atomic::AtomicU8,
+}
+
+/// How long the mount's first max-timestamp lookup may take before the broker counts as not
+/// answering it (a Kafka broker answers it from its time indexes, in milliseconds).
+const MAX_TIMESTAMP_PROBE: Duration = Duration::from_secs(3);
 
 /// The last chunks `read` fetched, of any partition of the mount, the most recently used last,
 /// [`ANSWER_SLOTS`] at most (so at most that many times `max.partition.fetch.bytes` of memory).
@@ -159,6 +177,7 @@ impl ClusterSource {
             bounds: std::sync::Mutex::new(HashMap::new()),
             bounds_fresh: BOUNDS_FRESH,
             answers: Arc::default(),
+            max_timestamp_lookup: Arc::default(),
         }
     }
 
@@ -272,6 +291,7 @@ impl TopicSource for ClusterSource {
             ),
             bounds_fresh: self.bounds_fresh,
             answers: Arc::clone(&self.answers),
+            max_timestamp_lookup: Arc::clone(&self.max_timestamp_lookup),
         }))
     }
 
@@ -385,6 +405,8 @@ struct ClusterPartition {
     bounds_fresh: Duration,
     /// The mount's last Fetch answers (see [`Answers`]).
     answers: Arc<Answers>,
+    /// Whether the broker answers the max-timestamp lookup (shared by the mount).
+    max_timestamp_lookup: Arc<MaxTimestampLookup>,
 }
 
 /// Read-ahead of one partition handle. A stream reads in chunks of tens of KiB, but one Fetch
@@ -424,6 +446,57 @@ fn whole_batches(buf: &[u8]) -> usize {
 }
 
 impl ClusterPartition {
+    /// ListOffsets `-3` for this partition, within what [`MaxTimestampLookup`] learned: the
+    /// mount's first lookup runs on a thread and is waited for at most [`MAX_TIMESTAMP_PROBE`].
+    fn list_max_timestamp(&self) -> Result<Option<ListedOffset>> {
+        use std::sync::atomic::Ordering;
+        const ANSWERED: u8 = 1;
+        const NOT_ANSWERED: u8 = 2;
+        let lookup = &self.max_timestamp_lookup;
+        match lookup.state.load(Ordering::Acquire) {
+            ANSWERED => return self.client.list_offset(&self.topic, self.p(), MAX_TIMESTAMP),
+            NOT_ANSWERED => {
+                return Err(Error::UnsupportedApi {
+                    broker: "the cluster".to_string(),
+                    api: "ListOffsets",
+                    why: "the max-timestamp lookup (-3) was not answered before".to_string(),
+                });
+            }
+            _ => {}
+        }
+        let (client, topic, p) = (Arc::clone(&self.client), self.topic.clone(), self.p());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new().name("max-timestamp".into()).spawn(move || {
+            let _ = tx.send(client.list_offset(&topic, p, MAX_TIMESTAMP));
+        });
+        if let Err(e) = spawned {
+            return Err(Error::io("max-timestamp lookup thread", "spawn", e));
+        }
+        let answer = rx.recv_timeout(MAX_TIMESTAMP_PROBE).unwrap_or_else(|_| {
+            Err(Error::Timeout {
+                broker: "the cluster".to_string(),
+                what: "ListOffsets -3 (max timestamp)".to_string(),
+                after_ms: MAX_TIMESTAMP_PROBE.as_millis() as u64,
+            })
+        });
+        // A partition's own error (unknown topic, no leader) says nothing of the broker.
+        let state = match &answer {
+            Ok(_) => ANSWERED,
+            Err(Error::Kafka { .. } | Error::NotFound(_)) => 0,
+            Err(_) => NOT_ANSWERED,
+        };
+        if state == NOT_ANSWERED {
+            log::info!(
+                "{}-{}: the cluster does not answer ListOffsets -3 (max timestamp); info files \
+                 show max_timestamp: unknown",
+                self.topic,
+                self.partition
+            );
+        }
+        lookup.state.store(state, Ordering::Release);
+        answer
+    }
+
     fn p(&self) -> i32 {
         // Made from a u32 that fitted an i32 in `ClusterSource::partition`.
         self.partition as i32
@@ -532,7 +605,12 @@ impl PartitionSource for ClusterPartition {
             OffsetQuery::MaxTimestamp => MAX_TIMESTAMP,
             OffsetQuery::Timestamp(t) => t.max(0),
         };
-        match self.client.list_offset(&self.topic, self.p(), ts).map_err(|e| self.named(e))? {
+        let listed = if ts == MAX_TIMESTAMP {
+            self.list_max_timestamp()
+        } else {
+            self.client.list_offset(&self.topic, self.p(), ts)
+        };
+        match listed.map_err(|e| self.named(e))? {
             // A broker answering a time past the last record with an older record (tansu 0.6
             // answers offset 0, doc/cluster-brokers.md): no record is that new.
             Some(l) if matches!(query, OffsetQuery::Timestamp(t) if l.timestamp >= 0 && l.timestamp < t) => {

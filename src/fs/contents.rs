@@ -31,7 +31,8 @@ impl TopicFs {
                 Ok(info::topic_info(topic, &summaries))
             }
             Node::PartitionInfo(id) => {
-                let summary = self.partition(id)?.summary()?;
+                let partition = self.partition(id)?;
+                let summary = crate::view::listing::summary_with_timestamps(partition.as_ref())?;
                 Ok(info::partition_info(&id.topic, id.partition, &summary))
             }
             _ => Err(Error::NotFound(format!("{} is not an info file", describe(node)))),

@@ -42,8 +42,8 @@ pub enum Handle {
     Stream { ino: u64, stream: StreamRef, ahead: Option<ReadAhead> },
     /// A raw segment file.
     Segment { partition: Arc<dyn PartitionSource>, base_offset: Offset, kind: SegmentFileKind },
-    /// `append` or `append.json`.
-    Append(Mutex<AppendState>),
+    /// `append` or `append.json` (boxed: its state, with a refused line's end, is the largest).
+    Append(Box<Mutex<AppendState>>),
     /// A group's `offsets` or `auto.offset.reset` file (`node` says which): the text rendered
     /// at `open`; each `write()` is one commit (or one setting).
     Group { node: super::node::Node, text: Vec<u8> },

@@ -15,7 +15,9 @@
 //! max_time: 2025-12-02T08:01:00.000Z
 //! ```
 //!
-//! (`none` for the timestamps of a partition without records.) `<topic>/info` has the topic's
+//! (`none` for the timestamps of a partition without records; `unknown` for one with records
+//! whose timestamp could not be learned: a broker that does not answer the max-timestamp
+//! lookup, or records without timestamps.) `<topic>/info` has the topic's
 //! partition count and one `partition.<p>.log_start_offset` / `partition.<p>.log_end_offset` pair
 //! per partition, in partition order. Both are rendered when read, so their size is exact.
 
@@ -39,8 +41,12 @@ pub fn partition_info(topic: &str, partition: u32, summary: &PartitionSummary) -
     if let Some(n) = summary.size_bytes {
         line(&mut out, "size_bytes", n);
     }
-    timestamp_lines(&mut out, "first", summary.first_timestamp);
-    timestamp_lines(&mut out, "max", summary.max_timestamp);
+    // `none` means "no records"; a partition that holds records but whose timestamp is not
+    // known says so.
+    let missing =
+        if summary.log_end_offset > summary.log_start_offset { "unknown" } else { "none" };
+    timestamp_lines(&mut out, "first", summary.first_timestamp, missing);
+    timestamp_lines(&mut out, "max", summary.max_timestamp, missing);
     out
 }
 
@@ -61,10 +67,11 @@ fn line(out: &mut String, key: &str, value: impl std::fmt::Display) {
     let _ = writeln!(out, "{key}: {value}");
 }
 
-/// `<which>_timestamp` (epoch ms) and `<which>_time` (RFC 3339, usable as a `by-time/` name).
-fn timestamp_lines(out: &mut String, which: &str, timestamp: Option<Timestamp>) {
-    let ms = timestamp.map_or_else(|| "none".to_string(), |t| t.to_string());
-    let rfc3339 = timestamp.and_then(time_name).unwrap_or_else(|| "none".to_string());
+/// `<which>_timestamp` (epoch ms) and `<which>_time` (RFC 3339, usable as a `by-time/` name);
+/// `missing` (`none` or `unknown`) when there is no timestamp.
+fn timestamp_lines(out: &mut String, which: &str, timestamp: Option<Timestamp>, missing: &str) {
+    let ms = timestamp.map_or_else(|| missing.to_string(), |t| t.to_string());
+    let rfc3339 = timestamp.and_then(time_name).unwrap_or_else(|| missing.to_string());
     line(out, &format!("{which}_timestamp"), ms);
     line(out, &format!("{which}_time"), rfc3339);
 }
@@ -103,6 +110,15 @@ mod tests {
         let text = partition_info("t", 0, &summary(0, 0, None));
         assert!(text.contains("first_timestamp: none\n"), "{text}");
         assert!(text.contains("max_time: none\n"), "{text}");
+    }
+
+    #[test]
+    fn a_partition_with_records_but_no_known_timestamp_says_unknown_not_none() {
+        let text = partition_info("t", 0, &summary(0, 52, None));
+        assert!(text.contains("first_timestamp: unknown\n"), "{text}");
+        assert!(text.contains("first_time: unknown\n"), "{text}");
+        assert!(text.contains("max_timestamp: unknown\n"), "{text}");
+        assert!(!text.contains("none"), "{text}");
     }
 
     #[test]

@@ -107,7 +107,7 @@ impl TopicFs {
                 let appender = self.topics.appender(Arc::clone(&self.source), topic);
                 let target = AppendTarget::Topic(appender);
                 let state = AppendState::for_target(target, format, self.options.max_line_bytes);
-                Ok(append(self.handles.insert(Handle::Append(Mutex::new(state)))))
+                Ok(append(self.handles.insert(Handle::Append(Box::new(Mutex::new(state))))))
             }
             Node::Stream(..)
             | Node::TopicStream(..)
@@ -173,7 +173,7 @@ impl TopicFs {
                 };
                 let partition = self.partition(id)?;
                 let state = AppendState::new(partition, format, self.options.max_line_bytes);
-                Ok(append(self.handles.insert(Handle::Append(Mutex::new(state)))))
+                Ok(append(self.handles.insert(Handle::Append(Box::new(Mutex::new(state))))))
             }
         }
     }

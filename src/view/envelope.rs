@@ -185,6 +185,138 @@ pub fn parse_envelope(line: &[u8], line_no: u64) -> Result<NewRecord> {
     Ok(NewRecord { timestamp, key, value, headers })
 }
 
+/// A lower bound of the size of the record an `append.json` line can become, learned from its
+/// bytes as they are written, before its newline: so a line whose record can never fit in a
+/// batch of `max.message.bytes` is refused as soon as that is known, not when the whole
+/// envelope has been buffered.
+///
+/// It counts the bytes of the strings that become the record: the values of `key` and
+/// `payload` and every string inside `headers` (names and values). Each raw byte of such a
+/// string and each escape sequence (`\n`, `\u00e9`) is at least one byte of the record, or
+/// three quarters of one when the string turns out to be base64 (the `*_encoding` field may come
+/// after it), less two bytes of padding: the bound is `sum(max(0, 3 * n / 4 - 2))` over those
+/// strings. Whitespace, field names and the values of the ignored fields (`topic`, `broker`,
+/// ...) count nothing, so the bound holds for any envelope, valid or not (an invalid one is
+/// refused at its newline anyway).
+///
+/// **Invariant**: [`EnvelopeBound::bound`] never exceeds the key, value and header bytes of the
+/// record [`parse_envelope`] makes of any line that starts with the bytes fed so far, unless
+/// the line names a field twice (JSON's last value wins; the bound counts both).
+#[derive(Clone, Debug, Default)]
+pub struct EnvelopeBound {
+    /// Nesting depth: 0 before the top object, 1 inside it, more inside a field's value.
+    depth: u32,
+    in_string: bool,
+    /// Inside a string: 0 no escape, 1 after `\`, 2 to 5 in the hex digits of `\uXXXX`.
+    escape: u8,
+    /// At depth 1 the next string is a field name (after `{` or `,`), not a value.
+    expect_name: bool,
+    /// The field name being read or last read (its first 16 bytes).
+    name: Vec<u8>,
+    /// Whether the string being read is a field name at depth 1.
+    reading_name: bool,
+    /// Whether the current string counts (see above).
+    counting: bool,
+    /// Units of the current counted string.
+    units: usize,
+    /// The bound of the counted strings that ended.
+    ended: usize,
+}
+
+impl EnvelopeBound {
+    /// Feeds the next bytes of the line (no newline among them).
+    pub fn feed(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            if self.in_string {
+                self.string_byte(b);
+                continue;
+            }
+            match b {
+                b'"' => {
+                    self.in_string = true;
+                    self.escape = 0;
+                    self.reading_name = self.depth == 1 && self.expect_name;
+                    if self.reading_name {
+                        self.name.clear();
+                    }
+                    self.counting = !self.reading_name && self.counts_here();
+                    self.units = 0;
+                }
+                b'{' | b'[' => {
+                    self.depth = self.depth.saturating_add(1);
+                    self.expect_name = b == b'{' && self.depth == 1;
+                }
+                b'}' | b']' => self.depth = self.depth.saturating_sub(1),
+                b',' if self.depth == 1 => self.expect_name = true,
+                b':' if self.depth == 1 => self.expect_name = false,
+                _ => {}
+            }
+        }
+    }
+
+    /// Whether a string value starting now becomes part of the record.
+    fn counts_here(&self) -> bool {
+        match self.name.as_slice() {
+            b"key" | b"payload" => self.depth == 1,
+            b"headers" => self.depth >= 2,
+            _ => false,
+        }
+    }
+
+    fn string_byte(&mut self, b: u8) {
+        let unit = match (self.escape, b) {
+            (0, b'\\') => {
+                self.escape = 1;
+                false
+            }
+            (0, b'"') => {
+                self.in_string = false;
+                if self.counting {
+                    self.ended = self.ended.saturating_add(Self::bytes_of(self.units));
+                }
+                self.counting = false;
+                self.units = 0;
+                return;
+            }
+            (0, _) => true,
+            (1, b'u') => {
+                self.escape = 2;
+                true
+            }
+            (1, _) => {
+                self.escape = 0;
+                true
+            }
+            (5, _) => {
+                self.escape = 0;
+                false
+            }
+            _ => {
+                self.escape += 1;
+                false
+            }
+        };
+        if self.reading_name {
+            if self.name.len() < 16 {
+                self.name.push(b);
+            }
+        } else if unit && self.counting {
+            self.units = self.units.saturating_add(1);
+        }
+    }
+
+    /// The least number of bytes `units` characters of a string decode to.
+    fn bytes_of(units: usize) -> usize {
+        (units / 4).saturating_mul(3).saturating_sub(2)
+    }
+
+    /// The least number of key, value and header bytes the record of this line holds.
+    pub fn bound(&self) -> usize {
+        let current = if self.counting { Self::bytes_of(self.units) } else { 0 };
+        self.ended.saturating_add(current)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,6 +328,69 @@ mod tests {
             bytes in proptest::collection::vec(prop_oneof![Just(b'\n'), any::<u8>()], 0..80)
         ) {
             prop_assert_eq!(find_newline(&bytes), bytes.iter().position(|&b| b == b'\n'));
+        }
+    }
+
+    fn bound_of(line: &str) -> usize {
+        let mut b = EnvelopeBound::default();
+        b.feed(line.as_bytes());
+        b.bound()
+    }
+
+    /// The key, value and header bytes of the record of `line`.
+    fn record_bytes(line: &str) -> usize {
+        let r = parse_envelope(line.as_bytes(), 1).unwrap();
+        r.key.map_or(0, |k| k.len())
+            + r.value.map_or(0, |v| v.len())
+            + r.headers.iter().map(|(n, v)| n.len() + v.as_ref().map_or(0, Vec::len)).sum::<usize>()
+    }
+
+    #[test]
+    fn envelope_bound_counts_key_payload_and_headers_only() {
+        let p = "p".repeat(400);
+        assert_eq!(bound_of(&format!(r#"{{"payload":"{p}"}}"#)), 298);
+        assert_eq!(bound_of(&format!(r#"{{"topic":"{p}","broker":1}}"#)), 0);
+        assert_eq!(bound_of(&format!(r#"{{"headers":{{"{p}":["{p}"]}}}}"#)), 596);
+        // Escapes are one character each; names of fields count nothing.
+        let escaped = "\\u0041".repeat(100);
+        assert_eq!(bound_of(&format!(r#"{{"key":"{escaped}"}}"#)), 73);
+        // A string still open counts what it has so far.
+        assert_eq!(bound_of(&format!(r#"{{"payload":"{p}"#)), 298);
+    }
+
+    proptest! {
+        #[test]
+        fn envelope_bound_never_exceeds_the_record_and_holds_for_every_prefix(
+            key in proptest::option::of("[a-zA-Z0-9+/]{0,40}"),
+            payload in proptest::option::of("[ -~é\\n]{0,60}"),
+            headers in proptest::collection::vec(("[a-z]{0,8}", "[a-zA-Z0-9+/]{0,12}"), 0..3),
+            base64 in any::<bool>(),
+            topic in "[a-z\\x22]{0,20}",
+        ) {
+            let mut object = serde_json::Map::new();
+            object.insert("topic".into(), Value::String(topic));
+            if let Some(k) = key {
+                let k = if base64 { STANDARD.encode(k) } else { k };
+                object.insert("key".into(), Value::String(k));
+            }
+            if let Some(p) = payload {
+                object.insert("payload".into(), Value::String(p));
+            }
+            let flat: Vec<Value> = headers
+                .iter()
+                .flat_map(|(n, v)| [Value::String(n.clone()), Value::String(v.clone())])
+                .collect();
+            object.insert("headers".into(), Value::Array(flat));
+            if base64 {
+                object.insert("key_encoding".into(), Value::String("base64".into()));
+            }
+            let line = serde_json::to_string(&Value::Object(object)).unwrap();
+            let full = record_bytes(&line);
+            let mut bound = EnvelopeBound::default();
+            for &b in line.as_bytes() {
+                bound.feed(&[b]);
+                prop_assert!(bound.bound() <= full, "{} > {full} in {line}", bound.bound());
+            }
         }
     }
 

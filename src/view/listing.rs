@@ -15,7 +15,7 @@
 
 use crate::error::{Error, Result};
 use crate::format::{Offset, Timestamp, decode_batch};
-use crate::source::{PartitionSource, ReadCursor};
+use crate::source::{OffsetQuery, PartitionSource, PartitionSummary, ReadCursor};
 use crate::view::spec::time_name;
 
 /// Names for `by-offset/`: the log start offset and each later segment base offset up to the
@@ -75,6 +75,62 @@ fn first_timestamp(part: &dyn PartitionSource, base: Offset) -> Result<Option<Ti
     let batch = decode_batch(&chunk.bytes).map_err(|e| corrupt(e.at, e.to_string()))?;
     let first = batch.records().next().transpose().map_err(|e| corrupt(e.at, e.to_string()))?;
     Ok(first.map(|r| r.timestamp).filter(|t| *t >= 0))
+}
+
+/// The partition's summary with the timestamps its source leaves out asked for (a cluster's
+/// summary holds only the offsets: it costs no more requests than those): the first record's
+/// timestamp read at the log start offset, and the largest one as the timestamp of the record a
+/// max-timestamp lookup ([`OffsetQuery::MaxTimestamp`], Kafka's ListOffsets `-3`) names, read
+/// there. A lookup that fails (a broker without `-3`: ListOffsets below v7, or one that drops
+/// the connection, doc/cluster-brokers.md) leaves its timestamp `None`, logged at debug; `info`
+/// then says `unknown`. For the `info` file: two reads (and a lookup) per partition.
+pub fn summary_with_timestamps(part: &dyn PartitionSource) -> Result<PartitionSummary> {
+    let mut summary = part.summary()?;
+    if summary.log_end_offset <= summary.log_start_offset {
+        return Ok(summary);
+    }
+    let unknown = |what: &str, e: Error| {
+        log::debug!("{}-{}: {what} not known: {e}", part.topic(), part.partition());
+        None
+    };
+    if summary.first_timestamp.is_none() {
+        summary.first_timestamp = first_timestamp(part, summary.log_start_offset)
+            .unwrap_or_else(|e| unknown("first timestamp", e));
+    }
+    if summary.max_timestamp.is_none() {
+        summary.max_timestamp =
+            max_timestamp(part, &summary).unwrap_or_else(|e| unknown("max timestamp", e));
+    }
+    Ok(summary)
+}
+
+/// The timestamp of the record a max-timestamp lookup names (`None` when it names none).
+fn max_timestamp(
+    part: &dyn PartitionSource,
+    summary: &PartitionSummary,
+) -> Result<Option<Timestamp>> {
+    let offset = part.offset_for(OffsetQuery::MaxTimestamp)?;
+    if offset < summary.log_start_offset || offset >= summary.log_end_offset {
+        return Ok(None);
+    }
+    let cursor = ReadCursor::at(offset);
+    let chunk = part.read(&cursor, 1)?;
+    if chunk.bytes.is_empty() {
+        return Ok(None);
+    }
+    let at = chunk.starts.first().map_or(cursor, |s| s.cursor);
+    let corrupt = |delta: usize, what: String| {
+        let (place, position) = part.byte_location(&at, delta as u64);
+        Error::corrupt(place, position, what)
+    };
+    let batch = decode_batch(&chunk.bytes).map_err(|e| corrupt(e.at, e.to_string()))?;
+    for stamp in batch.record_stamps() {
+        let stamp = stamp.map_err(|e| corrupt(e.at, e.to_string()))?;
+        if stamp.offset == offset {
+            return Ok(Some(stamp.timestamp).filter(|t| *t >= 0));
+        }
+    }
+    Ok(None)
 }
 
 /// Base offsets of the partition's segments (none for a source without segment files).

@@ -83,6 +83,8 @@ struct Log {
     fetch_delay: std::time::Duration,
     /// While set, Fetch requests wait before they are answered.
     hold_fetches: Arc<AtomicBool>,
+    /// The newest ListOffsets version offered (7 answers the max-timestamp lookup, `-3`).
+    list_offsets_max: i16,
 }
 
 impl Log {
@@ -96,7 +98,31 @@ impl Log {
             .collect();
         let hwm = batches.last().map_or(0, |b| b.1 + 1);
         let hold_fetches = Arc::new(AtomicBool::new(false));
-        Log { batches, aborted, lso, hwm, fetch_delay: std::time::Duration::ZERO, hold_fetches }
+        Log {
+            batches,
+            aborted,
+            lso,
+            hwm,
+            fetch_delay: std::time::Duration::ZERO,
+            hold_fetches,
+            list_offsets_max: 7,
+        }
+    }
+
+    /// Kafka's answer to ListOffsets `-3`: the first record with the largest timestamp, as
+    /// (offset, timestamp); (-1, -1) for an empty log.
+    fn max_timestamp(&self) -> (i64, i64) {
+        let mut best = (-1, -1);
+        for (_, _, bytes) in &self.batches {
+            let batch = topicfs::format::decode_batch(bytes).unwrap();
+            for stamp in batch.record_stamps() {
+                let stamp = stamp.unwrap();
+                if stamp.timestamp > best.1 {
+                    best = (stamp.offset.0, stamp.timestamp);
+                }
+            }
+        }
+        best
     }
 
     /// What Kafka's Fetch returns from `offset`: whole batches from the one holding it, up to
@@ -194,7 +220,7 @@ fn serve(
                 let keys = [
                     (ApiKey::ApiVersions, 0, 3),
                     (ApiKey::Metadata, 0, 12),
-                    (ApiKey::ListOffsets, 0, 7),
+                    (ApiKey::ListOffsets, 0, log.list_offsets_max),
                     (ApiKey::Fetch, 4, 11),
                 ];
                 let r = ApiVersionsResponse::default().with_api_keys(
@@ -242,15 +268,16 @@ fn serve(
                             .partitions
                             .iter()
                             .map(|p| {
-                                let offset = match p.timestamp {
-                                    -2 => 0,
-                                    -1 if committed => log.lso,
-                                    -1 => log.hwm,
-                                    _ => 0,
+                                let (offset, timestamp) = match p.timestamp {
+                                    -2 => (0, -1),
+                                    -1 if committed => (log.lso, -1),
+                                    -1 => (log.hwm, -1),
+                                    -3 => log.max_timestamp(),
+                                    _ => (0, -1),
                                 };
                                 ListOffsetsPartitionResponse::default()
                                     .with_partition_index(p.partition_index)
-                                    .with_timestamp(-1)
+                                    .with_timestamp(timestamp)
                                     .with_offset(offset)
                             })
                             .collect();
@@ -690,4 +717,49 @@ fn cluster_stat_of_a_stream_sized_to_the_budget_answers_without_waiting_for_a_fe
     assert!(fs.wait_for_sizing_steps(Duration::from_secs(30)));
     // The three stats left one step (the index queued once at a time): one Fetch.
     assert_eq!(fetch_and_list_offsets(&client).0 - fetched, 1);
+}
+
+/// 52 records in batches of 10 whose timestamps do not ascend: the largest is in the middle.
+fn timestamps_log() -> Log {
+    let mut entries = Vec::new();
+    for b in 0..6_i64 {
+        let n = if b == 5 { 2 } else { 10 };
+        let records: Vec<NewRecord> = (0..n)
+            .map(|i| NewRecord {
+                timestamp: 1_767_225_600_000 + if b == 2 { 10_000_000 + i } else { b * 10 + i },
+                key: None,
+                value: Some(format!("r{}", b * 10 + i).into_bytes()),
+                headers: Vec::new(),
+            })
+            .collect();
+        let spec = BatchSpec { base_offset: Offset(b * 10), ..BatchSpec::default() };
+        entries.push(encode_batch(&spec, &records).unwrap());
+    }
+    Log::new(entries, Vec::new(), 52)
+}
+
+#[test]
+fn cluster_partition_info_shows_the_first_and_max_timestamps_of_its_records() {
+    let broker = FakeBroker::start(timestamps_log());
+    let fs = fs_for(&broker, Isolation::ReadUncommitted, 1 << 20);
+    let info = read_all(&fs, "tx/0/info");
+    assert!(info.contains("log_end_offset: 52\n"), "{info}");
+    assert!(info.contains("first_timestamp: 1767225600000\n"), "{info}");
+    assert!(info.contains("first_time: 2026-01-01T00:00:00.000Z\n"), "{info}");
+    // Record 29, in the middle of the log, has the largest timestamp.
+    assert!(info.contains("max_timestamp: 1767235600009\n"), "{info}");
+    assert!(info.contains("max_time: 2026-01-01T02:46:40.009Z\n"), "{info}");
+}
+
+#[test]
+fn cluster_partition_info_says_unknown_for_a_timestamp_the_broker_does_not_answer() {
+    // A broker speaking ListOffsets up to v6 has no max-timestamp lookup.
+    let broker = FakeBroker::start(Log { list_offsets_max: 6, ..timestamps_log() });
+    let fs = fs_for(&broker, Isolation::ReadUncommitted, 1 << 20);
+    let info = read_all(&fs, "tx/0/info");
+    assert!(info.contains("first_timestamp: 1767225600000\n"), "{info}");
+    assert!(info.contains("max_timestamp: unknown\n"), "{info}");
+    assert!(info.contains("max_time: unknown\n"), "{info}");
+    // `none` is for a partition without records.
+    assert!(!info.contains("none"), "{info}");
 }

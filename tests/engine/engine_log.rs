@@ -137,6 +137,27 @@ fn roll_on_segment_ms_uses_record_time() {
 }
 
 #[test]
+fn a_record_larger_than_segment_bytes_is_refused_naming_segment_bytes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = small_config();
+    c.set("segment.bytes", "200").unwrap();
+    let (_d, log) = open_log(tmp.path(), &c);
+    let err = log.append(&[record(1, &"x".repeat(300))]).unwrap_err();
+    assert!(
+        matches!(err, Error::RecordTooLarge { setting: "segment.bytes", max: 200, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().ends_with("exceeds segment.bytes 200"), "{err}");
+    // With segment.bytes the larger, max.message.bytes is named.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = small_config();
+    c.set("max.message.bytes", "150").unwrap();
+    let (_d, log) = open_log(tmp.path(), &c);
+    let err = log.append(&[record(1, &"x".repeat(300))]).unwrap_err();
+    assert!(err.to_string().ends_with("exceeds max.message.bytes 150"), "{err}");
+}
+
+#[test]
 fn max_message_bytes_refusal_writes_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let mut c = small_config();

@@ -10,4 +10,5 @@ mod config_fs;
 mod fs_ops;
 mod groups_fs;
 mod refusals_fs;
+mod rejected_writes_fs;
 mod semantics_fs;

@@ -16,5 +16,6 @@ mod memory_bounds;
 mod mount_passthrough;
 mod mount_shell_tools;
 mod refusals_mount;
+mod rejected_writes_mount;
 mod semantics_mount;
 mod topic_mount;

@@ -173,7 +173,8 @@ fn an_endless_line_to_append_is_refused_with_efbig_and_stores_nothing() {
     assert_eq!(values(&m, "t"), b"before\nafter\n");
 
     // append.json allows a line 8 times longer (JSON escapes and base64 inflate a record), and
-    // no more.
+    // no more; a payload is refused sooner, once three quarters of its characters exceed
+    // max.message.bytes (fs::rejected_writes_fs).
     let mut f = OpenOptions::new().write(true).open(m.path("t/0/append.json")).unwrap();
     f.write_all(b"{\"payload\":\"").unwrap();
     let (accepted, err) = write_until_refused(&mut f, &chunk, "64 MiB of one JSON line");

@@ -8,6 +8,22 @@ use crate::format::{
     value_line_records,
 };
 
+/// The largest batch an append may write, and the topic setting that makes it so (named in
+/// the refusal of a record that does not fit).
+#[derive(Copy, Clone, Debug)]
+struct BatchLimit {
+    bytes: usize,
+    /// `max.message.bytes`, or `segment.bytes` when that is smaller.
+    setting: &'static str,
+}
+
+impl BatchLimit {
+    /// The refusal of a batch of `size` bytes (one record that does not fit alone).
+    fn refuse(self, size: usize) -> Error {
+        Error::RecordTooLarge { what: "record batch", size, setting: self.setting, max: self.bytes }
+    }
+}
+
 /// Encoded batches ready to be appended, one after another in one buffer.
 struct Encoded {
     bytes: Vec<u8>,
@@ -72,21 +88,27 @@ impl Log {
             return self.write_batches(encoded);
         }
         let mut bytes = Vec::new();
-        let batches = encode_value_lines_into(&mut bytes, &spec, head, lines, limit).map_err(
-            |e| match e {
-                LinesError::RecordTooLarge { size } => Error::RecordTooLarge { size, max: limit },
+        let batches = encode_value_lines_into(&mut bytes, &spec, head, lines, limit.bytes)
+            .map_err(|e| match e {
+                LinesError::RecordTooLarge { size } => limit.refuse(size),
                 LinesError::Invalid(e) => Error::InvalidInput(e.to_string()),
-            },
-        )?;
+            })?;
         self.write_batches(Encoded { bytes, batches })
     }
 
     /// The spec of the batches an append writes at `now` (the topic's codec and timestamp
     /// type; `now` for records without a timestamp), and the largest batch it may write.
-    fn batch_spec(&self, now: Timestamp) -> (BatchSpec, usize) {
+    fn batch_spec(&self, now: Timestamp) -> (BatchSpec, BatchLimit) {
         let config = self.config();
         let max = config.max_message_bytes as usize;
-        let limit = max.min(usize::try_from(config.segment_bytes).unwrap_or(usize::MAX));
+        let segment = usize::try_from(config.segment_bytes).unwrap_or(usize::MAX);
+        // A batch never spans segments: a `segment.bytes` below `max.message.bytes` is the
+        // limit, and the refusal names it.
+        let limit = if segment < max {
+            BatchLimit { bytes: segment, setting: "segment.bytes" }
+        } else {
+            BatchLimit { bytes: max, setting: "max.message.bytes" }
+        };
         let spec = BatchSpec {
             compression: config.compression_type.codec(),
             timestamp_type: match config.message_timestamp_type {
@@ -134,7 +156,7 @@ impl Log {
         &self,
         records: &[R],
         spec: &BatchSpec,
-        limit: usize,
+        limit: BatchLimit,
     ) -> Result<Encoded> {
         // Pre-split by an upper bound of the uncompressed size, so one huge append does not
         // encode everything many times over.
@@ -142,7 +164,7 @@ impl Log {
         let (mut start, mut estimate) = (0usize, crate::format::RECORD_BATCH_OVERHEAD);
         for (i, r) in records.iter().enumerate() {
             let size = r.record_ref().size_upper_bound();
-            if i > start && estimate.saturating_add(size) > limit {
+            if i > start && estimate.saturating_add(size) > limit.bytes {
                 chunks.push(records.get(start..i).unwrap_or_default());
                 start = i;
                 estimate = crate::format::RECORD_BATCH_OVERHEAD;
@@ -224,13 +246,13 @@ impl Log {
 fn encode_split<R: EncodeRecord>(
     records: &[R],
     spec: &BatchSpec,
-    limit: usize,
+    limit: BatchLimit,
     out: &mut Encoded,
 ) -> Result<()> {
     let start = out.bytes.len();
     let len = encode_batch_into(&mut out.bytes, spec, records)
         .map_err(|e| Error::InvalidInput(e.to_string()))?;
-    if len <= limit {
+    if len <= limit.bytes {
         // The encoder wrote the max timestamp (now-filled, or LogAppendTime) in the header.
         let max_timestamp = parse_batch_info(out.bytes.get(start..).unwrap_or_default())
             .map_err(|e| Error::InvalidInput(format!("encoded batch: {e}")))?
@@ -240,7 +262,7 @@ fn encode_split<R: EncodeRecord>(
     }
     out.bytes.truncate(start);
     if records.len() == 1 {
-        return Err(Error::RecordTooLarge { size: len, max: limit });
+        return Err(limit.refuse(len));
     }
     let (first, second) = records.split_at(records.len() / 2);
     encode_split(first, spec, limit, out)?;
