@@ -26,6 +26,21 @@ fn refuse_internal_append(topic: &str) -> Result<()> {
 }
 
 impl TopicFs {
+    /// The longest record an append handle of `topic` takes: the topic's `max.message.bytes`
+    /// as the source states it now (a `config` override applies to the next open), or the
+    /// mount's when the source cannot say (a broker without DescribeConfigs, a value it does
+    /// not list). The log engine checks every batch again against its own settings.
+    fn append_limit(&self, topic: &str) -> usize {
+        let stated = self.source.topic_config(topic).ok().and_then(|entries| {
+            entries
+                .into_iter()
+                .find(|e| e.name == "max.message.bytes")
+                .and_then(|e| e.value)
+                .and_then(|v| v.trim().parse::<usize>().ok())
+        });
+        stated.unwrap_or(self.options.max_line_bytes)
+    }
+
     /// Opens a file. Streams, info and segment files are read-only (direct I/O, so reads follow
     /// the current size; a sealed segment's files, which never change, are cached and name
     /// their file on disk as [`Opened::backing`]); `append` files are write-only in effect
@@ -106,7 +121,7 @@ impl TopicFs {
                 self.source.partitions(topic)?;
                 let appender = self.topics.appender(Arc::clone(&self.source), topic);
                 let target = AppendTarget::Topic(appender);
-                let state = AppendState::for_target(target, format, self.options.max_line_bytes);
+                let state = AppendState::for_target(target, format, self.append_limit(topic));
                 Ok(append(self.handles.insert(Handle::Append(Box::new(Mutex::new(state))))))
             }
             Node::Stream(..)
@@ -172,7 +187,7 @@ impl TopicFs {
                     _ => AppendFormat::Lines,
                 };
                 let partition = self.partition(id)?;
-                let state = AppendState::new(partition, format, self.options.max_line_bytes);
+                let state = AppendState::new(partition, format, self.append_limit(&id.topic));
                 Ok(append(self.handles.insert(Handle::Append(Box::new(Mutex::new(state))))))
             }
         }

@@ -129,3 +129,32 @@ fn a_read_only_mount_shows_config_and_refuses_writes_with_erofs() {
     assert_eq!(fs.open(ino, WRITE).unwrap_err().errno(), libc::EROFS);
     assert_eq!(fs.getattr(ino, None).unwrap().attr.perm & 0o222, 0);
 }
+
+/// The longest line `append` takes follows the topic's `max.message.bytes` as `config` sets it
+/// (at the next open of `append`), not only the mount's: a 1,500,000-byte line is refused with
+/// `EFBIG` under the default and appended whole once the override allows it.
+#[test]
+fn a_max_message_bytes_override_sets_the_longest_line_append_takes() {
+    let f = fixture();
+    let line = format!("{}\n", "x".repeat(1_500_000));
+    let append = |text: &str| -> Result<(), Error> {
+        let fh = f.fs.open(fs_fixture::ino(&f.fs, "t/0/append")?, WRITE)?.fh;
+        let mut result = Ok(());
+        // In FUSE-sized requests, as the kernel sends them.
+        for chunk in text.as_bytes().chunks(1 << 20) {
+            if let Err(e) = f.fs.write(fh, chunk, None) {
+                result = result.and(Err(e));
+                break;
+            }
+        }
+        let flushed = f.fs.flush(fh, None);
+        f.fs.release(fh)?;
+        result.and(flushed)
+    };
+    let refused = append(&line).unwrap_err();
+    assert_eq!(refused.errno(), libc::EFBIG, "{refused}");
+    f.write(WRITE, &["max.message.bytes=2000000\nsegment.bytes=4000000\n"]).unwrap();
+    append(&line).unwrap();
+    let log = f.log_dir.log("t", 0).unwrap();
+    assert_eq!(log.log_end_offset().0, 1, "one record of the whole line");
+}
