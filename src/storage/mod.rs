@@ -53,6 +53,7 @@
 //!   producer id.
 
 pub mod cache;
+pub mod cleaner;
 pub mod config;
 pub mod groups;
 mod index;
