@@ -513,3 +513,126 @@ fn cleaner_model_regroups_segments_up_to_segment_bytes() {
     assert!(regrouped > 10, "segments merged in {regrouped} logs");
     assert!(several_outputs > 10, "several groups in {several_outputs} logs");
 }
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+}
+
+fn leftovers(dir: &Path) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".cleaned") || n.ends_with(".swap") || n.ends_with(".deleted"))
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn cleaner_crash_at_every_step_loses_and_duplicates_nothing() {
+    let s = settings(1 << 16, 1 << 20);
+    for seed in 300..306 {
+        let tmp = tempfile::tempdir().unwrap();
+        let pristine = tmp.path().join("pristine");
+        std::fs::create_dir(&pristine).unwrap();
+        generate(&pristine, seed);
+        // What a pass that completes leaves.
+        let done_dir = tmp.path().join("done");
+        copy_dir(&pristine, &done_dir);
+        let done = open(&done_dir);
+        let before = records(&read_all(&done));
+        let opts = CleanOptions { now: NOW, ..CleanOptions::default() };
+        Cleaner::new(1 << 16).clean(&done, &s, None, &opts).unwrap().unwrap();
+        let cleaned = records(&read_all(&done));
+        assert!(cleaned.len() < before.len(), "seed {seed}: the pass removes records");
+        for step in CrashStep::ALL {
+            let dir = tmp.path().join(format!("{step:?}"));
+            copy_dir(&pristine, &dir);
+            let log = open(&dir);
+            let opts = CleanOptions { now: NOW, crash_at: Some(step), ..CleanOptions::default() };
+            let stats = Cleaner::new(1 << 16).clean(&log, &s, None, &opts).unwrap().unwrap();
+            assert_eq!(stats.stopped_at, Some(step));
+            assert!(!leftovers(&dir).is_empty(), "seed {seed} {step:?}: files in flight");
+            drop(log);
+            // The crash: reopen from disk with recovery.
+            let log = open(&dir);
+            assert_eq!(leftovers(&dir), Vec::<String>::new(), "seed {seed} {step:?}: recovery");
+            let after = records(&read_all(&log));
+            let committed = matches!(
+                step,
+                CrashStep::SwapRenamed
+                    | CrashStep::MidDeleteRename
+                    | CrashStep::OldDeleted
+                    | CrashStep::MidFinalRename
+            );
+            let expected = if committed { &cleaned } else { &before };
+            assert_eq!(
+                &after, expected,
+                "seed {seed} {step:?}: every record once, as before or as cleaned"
+            );
+            check_indexes(&dir);
+            // Cleaning again gives what an uninterrupted pass gives.
+            Cleaner::new(1 << 16)
+                .clean(&log, &s, None, &CleanOptions { now: NOW, ..CleanOptions::default() })
+                .unwrap();
+            assert_eq!(records(&read_all(&log)), cleaned, "seed {seed} {step:?}: cleaned again");
+        }
+    }
+}
+
+#[test]
+fn cleaner_readers_keep_reading_across_a_swap() {
+    let s = settings(1 << 16, 1 << 20);
+    for seed in 400..410 {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("t-0");
+        std::fs::create_dir(&dir).unwrap();
+        generate(&dir, seed);
+        let log = open(&dir);
+        let before = records(&read_all(&log));
+        let by_offset: HashMap<i64, Rec> = before.iter().map(|r| (r.offset, r.clone())).collect();
+        // A reader part way through the first segment when the swap happens.
+        let mut cursor = log.seek(log.log_start_offset()).unwrap();
+        let first = log.read(&cursor, 200).unwrap();
+        cursor = first.next.unwrap();
+        let mut seen: Vec<i64> = Vec::new();
+        let mut at = 0;
+        while let Some(h) = peek_entry(&first.bytes[at..]).unwrap() {
+            let b = decode_batch(&first.bytes[at..at + h.total_size()]).unwrap();
+            seen.extend(b.records().map(|r| r.unwrap().offset.0));
+            at += h.total_size();
+        }
+        // An old segment object kept by a reader still reads its bytes after the swap.
+        let old_first = log.segment_list()[0].clone();
+        let old_bytes = old_first.read(Position(0), 1 << 20).unwrap().unwrap().bytes;
+        let opts = CleanOptions { now: NOW, ..CleanOptions::default() };
+        Cleaner::new(1 << 16).clean(&log, &s, None, &opts).unwrap().unwrap();
+        assert_eq!(old_first.read(Position(0), 1 << 20).unwrap().unwrap().bytes, old_bytes);
+        loop {
+            let chunk = log.read(&cursor, 300).unwrap();
+            if chunk.bytes.is_empty() {
+                break;
+            }
+            let mut at = 0;
+            while let Some(h) = peek_entry(&chunk.bytes[at..]).unwrap() {
+                let b = decode_batch(&chunk.bytes[at..at + h.total_size()]).unwrap();
+                for r in b.records() {
+                    let r = r.unwrap();
+                    assert!(
+                        by_offset.contains_key(&r.offset.0),
+                        "seed {seed}: a record of the log"
+                    );
+                    seen.push(r.offset.0);
+                }
+                at += h.total_size();
+            }
+            cursor = chunk.next.unwrap();
+        }
+        assert!(seen.windows(2).all(|w| w[0] < w[1]), "seed {seed}: no record twice: {seen:?}");
+        assert_eq!(seen.last(), before.last().map(|r| &r.offset), "seed {seed}: to the end");
+    }
+}
