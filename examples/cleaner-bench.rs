@@ -85,7 +85,8 @@ fn main() {
         clean_only(Path::new(&dir), dedupe, segment_bytes);
         return;
     }
-    let work = PathBuf::from(arg(&args, "--work").unwrap_or_else(|| "/var/tmp/topicfs-bench".into()));
+    let work =
+        PathBuf::from(arg(&args, "--work").unwrap_or_else(|| "/var/tmp/topicfs-bench".into()));
     let bytes = size(&arg(&args, "--bytes").unwrap_or_else(|| "1G".into()));
     let keys: u64 = arg(&args, "--keys").map_or(1_000_000, |k| size(&k));
     let value_bytes = size(&arg(&args, "--value-bytes").unwrap_or_else(|| "150".into())) as usize;
@@ -115,7 +116,12 @@ fn main() {
         }
         let batch: Vec<RecordRef<'_>> = names
             .iter()
-            .map(|k| RecordRef { timestamp: 1_767_225_600_000, key: Some(k), value: Some(&value), headers: &[] })
+            .map(|k| RecordRef {
+                timestamp: 1_767_225_600_000,
+                key: Some(k),
+                value: Some(&value),
+                headers: &[],
+            })
             .collect();
         log.append_refs(&batch).unwrap();
         records += 100;
@@ -124,9 +130,10 @@ fn main() {
     log.force_roll().unwrap();
     log.close().unwrap();
     drop(log);
-    let segments = std::fs::read_dir(&dir).unwrap().filter(|e| {
-        e.as_ref().is_ok_and(|e| e.path().extension().is_some_and(|x| x == "log"))
-    }).count();
+    let segments = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter(|e| e.as_ref().is_ok_and(|e| e.path().extension().is_some_and(|x| x == "log")))
+        .count();
     eprintln!(
         "generated {records} records, {written} bytes, {segments} segments, {keys} keys in {:.1} s",
         t.elapsed().as_secs_f64()
@@ -158,10 +165,15 @@ fn main() {
     let limit_mib = dedupe as f64 / (1 << 20) as f64 + 64.0;
     println!("| figure | value |");
     println!("|---|---|");
-    println!("| partition | {written} bytes, {records} records, {keys} distinct keys, {segments} segments |");
+    println!(
+        "| partition | {written} bytes, {records} records, {keys} distinct keys, {segments} segments |"
+    );
     println!("| cp -r + sync | {cp_secs:.2} s |");
     println!("| clean ({passes} pass(es), output {after:.0} bytes) | {clean_secs:.2} s |");
     println!("| ratio clean / cp | {:.2}x (target <= 4x) |", clean_secs / cp_secs);
-    println!("| cleaner peak RSS | {rss_mib:.0} MiB (target <= dedupe {:.0} MiB + 64 MiB = {limit_mib:.0} MiB) |", dedupe as f64 / (1 << 20) as f64);
+    println!(
+        "| cleaner peak RSS | {rss_mib:.0} MiB (target <= dedupe {:.0} MiB + 64 MiB = {limit_mib:.0} MiB) |",
+        dedupe as f64 / (1 << 20) as f64
+    );
     let _ = std::fs::remove_dir_all(&root);
 }

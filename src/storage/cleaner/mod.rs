@@ -72,8 +72,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::error::{Error, Result};
 use crate::format::checkpoint::{format_offset_checkpoint, parse_offset_checkpoint};
 use crate::format::{
-    BatchInfo, NO_TIMESTAMP, Offset, Position, Record, Timestamp, decode_batch, encode_empty_batch,
-    encode_retained_batch, parse_batch_info, peek_entry,
+    BatchInfo, NO_TIMESTAMP, Offset, Position, Record, Timestamp, decode_batch_unverified,
+    encode_empty_batch, encode_retained_batch, parse_batch_info, peek_entry,
 };
 use crate::storage::log::Log;
 use crate::storage::segment::LogSegment;
@@ -342,7 +342,7 @@ impl Cleaner {
                 break;
             }
             let mut stop = false;
-            for_each_entry(seg, opts, |entry, info| {
+            for_each_entry(seg, opts, |entry, info, position| {
                 if info.last_offset < start {
                     return Ok(true);
                 }
@@ -353,10 +353,13 @@ impl Cleaner {
                 if info.is_control {
                     txn.on_control_batch(info, entry);
                 } else if !txn.on_batch(info) {
-                    let batch = decode_batch(entry)
-                        .map_err(|e| Error::corrupt(seg.log_path(), 0, e.to_string()))?;
+                    // `LogSegment::read` checked the CRC.
+                    let bad = |e: crate::format::DecodeError| {
+                        Error::corrupt(seg.log_path(), position + e.at as u64, e.to_string())
+                    };
+                    let batch = decode_batch_unverified(entry).map_err(bad)?;
                     for r in batch.records() {
-                        let r = r.map_err(|e| Error::corrupt(seg.log_path(), 0, e.to_string()))?;
+                        let r = r.map_err(bad)?;
                         if let Some(key) = r.key
                             && r.offset >= start
                             && !map.put(key, r.offset)
@@ -411,13 +414,13 @@ impl Cleaner {
             for seg in group {
                 stats.segments_in += 1;
                 stats.bytes_in += seg.size();
-                for_each_entry(seg, opts, |entry, info| {
+                for_each_entry(seg, opts, |entry, info, position| {
                     buf.clear();
                     let kept =
                         filter.batch(entry, info, &mut txn, &mut buf, stats).map_err(|e| {
                             Error::corrupt(
                                 seg.log_path(),
-                                0,
+                                position,
                                 format!("batch at offset {}: {e}", info.base_offset),
                             )
                         })?;
@@ -484,7 +487,7 @@ enum SwapDone {
 fn for_each_entry(
     seg: &LogSegment,
     opts: &CleanOptions<'_>,
-    mut f: impl FnMut(&[u8], &BatchInfo) -> Result<bool>,
+    mut f: impl FnMut(&[u8], &BatchInfo, u64) -> Result<bool>,
 ) -> Result<()> {
     let mut pos = Position(0);
     while let Some(chunk) = seg.read(pos, READ_CHUNK)? {
@@ -501,7 +504,7 @@ fn for_each_entry(
             let Some(entry) = rest.get(..h.total_size()) else { break };
             let info = parse_batch_info(entry)
                 .map_err(|e| Error::corrupt(seg.log_path(), pos.0 + at as u64, e.to_string()))?;
-            if !f(entry, &info)? {
+            if !f(entry, &info, pos.0 + at as u64)? {
                 return Ok(());
             }
             at += entry.len();
@@ -564,7 +567,8 @@ impl Filter<'_> {
         };
         let marker_for_empty_txn = can_discard && info.is_control;
         let retain_empty = self.producers.is_last_of_producer(info, self.now);
-        let batch = decode_batch(entry)?;
+        // `LogSegment::read` checked the CRC.
+        let batch = decode_batch_unverified(entry)?;
         let mut kept: Vec<Record<'_>> = Vec::new();
         let mut all = true;
         let mut tombstones = false;
@@ -884,7 +888,11 @@ pub fn write_checkpoint(data_dir: &Path, entries: &BTreeMap<(String, u32), Offse
     let tmp = data_dir.join(format!("{CHECKPOINT_FILE}.tmp"));
     {
         use std::io::Write;
-        let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, "create", e))?;
+        let mut f = crate::storage::open::open_regular(
+            &tmp,
+            std::fs::OpenOptions::new().write(true).create(true).truncate(true),
+            "create",
+        )?;
         f.write_all(format_offset_checkpoint(&list).as_bytes())
             .map_err(|e| Error::io(&tmp, "write", e))?;
         f.sync_all().map_err(|e| Error::io(&tmp, "fsync", e))?;

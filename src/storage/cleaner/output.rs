@@ -6,6 +6,8 @@
 //! the end).
 
 use std::fs::{File, OpenOptions};
+
+use crate::storage::open::open_regular;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -52,12 +54,11 @@ impl CleanedSegment {
     /// Creates `<base>.log.cleaned` in `dir` (replacing a leftover one).
     pub fn create(dir: &Path, base: Offset, index_interval_bytes: u32) -> Result<CleanedSegment> {
         let log_path = file_path(dir, base, ".log", CLEANED);
-        let log = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&log_path)
-            .map_err(|e| Error::io(&log_path, "create", e))?;
+        let log = open_regular(
+            &log_path,
+            OpenOptions::new().write(true).create(true).truncate(true),
+            "create",
+        )?;
         Ok(CleanedSegment {
             base,
             dir: dir.to_path_buf(),
@@ -167,7 +168,11 @@ impl CleanedSegment {
         }
         for (kind, bytes) in files {
             let path = file_path(&self.dir, self.base, kind, CLEANED);
-            let mut f = File::create(&path).map_err(|e| Error::io(&path, "create", e))?;
+            let mut f = open_regular(
+                &path,
+                OpenOptions::new().write(true).create(true).truncate(true),
+                "create",
+            )?;
             f.write_all(bytes).map_err(|e| Error::io(&path, "write", e))?;
             f.sync_all().map_err(|e| Error::io(&path, "fsync", e))?;
         }

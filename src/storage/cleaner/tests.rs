@@ -9,7 +9,7 @@ use super::*;
 use crate::format::control::encode_end_txn_marker_batch;
 use crate::format::index_entry::{OffsetPosition, TimestampOffset};
 use crate::format::txn_index::TxnIndexEntry;
-use crate::format::{BatchSpec, Compression, NewRecord, encode_batch, verify_crc};
+use crate::format::{BatchSpec, Compression, NewRecord, decode_batch, encode_batch, verify_crc};
 use crate::storage::config::LogConfig;
 use crate::storage::log::LoadState;
 use crate::storage::segment::SegmentMode;
@@ -251,13 +251,13 @@ fn latest_values(recs: &[Rec], aborted: &BTreeSet<i64>) -> BTreeMap<Vec<u8>, Opt
 
 /// Checks the offset and time index files of every segment of the directory against its log.
 pub(super) fn check_indexes(dir: &Path) {
-    for entry in std::fs::read_dir(dir).unwrap() {
+    for entry in crate::storage::open::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().and_then(|e| e.to_str()) != Some("log") {
             continue;
         }
         let base: i64 = path.file_stem().unwrap().to_str().unwrap().parse().unwrap();
-        let log = std::fs::read(&path).unwrap();
+        let log = crate::storage::open::read_regular(&path).unwrap();
         let mut starts = HashMap::new();
         let mut at = 0;
         let mut max_ts = -1;
@@ -270,7 +270,8 @@ pub(super) fn check_indexes(dir: &Path) {
             at += h.total_size();
         }
         assert_eq!(at, log.len(), "{}: whole batches", path.display());
-        let index = std::fs::read(path.with_extension("index")).unwrap_or_default();
+        let index =
+            crate::storage::open::read_regular(&path.with_extension("index")).unwrap_or_default();
         let mut last = -1;
         for n in 0.. {
             let Some(e) = OffsetPosition::nth(&index, n) else { break };
@@ -287,7 +288,8 @@ pub(super) fn check_indexes(dir: &Path) {
             );
             last = offset;
         }
-        let time = std::fs::read(path.with_extension("timeindex")).unwrap_or_default();
+        let time = crate::storage::open::read_regular(&path.with_extension("timeindex"))
+            .unwrap_or_default();
         let mut last_ts = -1;
         for n in 0.. {
             let Some(e) = TimestampOffset::nth(&time, n) else { break };
@@ -516,14 +518,14 @@ fn cleaner_model_regroups_segments_up_to_segment_bytes() {
 
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
+    for e in crate::storage::open::read_dir(from).unwrap() {
         let e = e.unwrap();
         std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
     }
 }
 
 fn leftovers(dir: &Path) -> Vec<String> {
-    let mut out: Vec<String> = std::fs::read_dir(dir)
+    let mut out: Vec<String> = crate::storage::open::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| n.ends_with(".cleaned") || n.ends_with(".swap") || n.ends_with(".deleted"))
