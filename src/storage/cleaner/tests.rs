@@ -420,8 +420,7 @@ fn check_model(seed: u64, dedupe: usize, segment_bytes: u64) -> (usize, usize, u
             if info.records_count == 0 {
                 let last_of_producer = before
                     .iter()
-                    .filter(|(b, _)| b.producer_id == info.producer_id && !b.is_control)
-                    .next_back()
+                    .rfind(|(b, _)| b.producer_id == info.producer_id && !b.is_control)
                     .is_some_and(|(b, _)| b.base_offset == info.base_offset);
                 assert!(
                     info.size == 61 && last_of_producer,
@@ -447,7 +446,6 @@ fn check_model(seed: u64, dedupe: usize, segment_bytes: u64) -> (usize, usize, u
     let later = NOW + RETENTION + 1;
     let opts = CleanOptions { now: later, ..CleanOptions::default() };
     log.set_latest_delete_horizon(NOW + RETENTION);
-    let mut checkpoint = checkpoint;
     let mut horizon_passes = 0;
     while let Some(stats) = cleaner.clean(&log, &s, checkpoint, &opts).unwrap() {
         checkpoint = Some(stats.end_offset);
