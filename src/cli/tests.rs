@@ -329,3 +329,24 @@ fn mount_help_lists_every_cluster_client_setting() {
         assert!(help.contains(key), "`topicfs mount --help` does not list {key}");
     }
 }
+
+#[test]
+fn cleaner_settings_reach_the_mount_request_with_kafkas_defaults() {
+    let mount = |extra: &[&str]| {
+        let mut argv = vec!["topicfs", "mount", "/data", "m"];
+        argv.extend_from_slice(extra);
+        let Command::Mount(args) = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("not mount")
+        };
+        args.request().unwrap()
+    };
+    let r = mount(&[]);
+    assert_eq!(r.cleaner_backoff, std::time::Duration::from_millis(15_000));
+    assert_eq!(r.cleaner_dedupe_buffer_bytes, 128 << 20);
+    let r = mount(&["--cleaner-backoff-ms", "500", "--cleaner-dedupe-buffer-size", "3M"]);
+    assert_eq!(r.cleaner_backoff, std::time::Duration::from_millis(500));
+    assert_eq!(r.cleaner_dedupe_buffer_bytes, 3 << 20);
+    assert!(
+        Cli::try_parse_from(["topicfs", "mount", "/d", "m", "--cleaner-backoff-ms", "0"]).is_err()
+    );
+}

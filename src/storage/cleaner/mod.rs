@@ -650,11 +650,42 @@ fn plan(
         Some(c) if c >= log_start && c <= log_end => c,
         _ => log_start,
     };
+    // Decided first with the active segment as the bound (sizes and timestamps only); the
+    // header scan for producers and open transactions only runs for a log that is due.
+    let Some(bound) = due_up_to(log, settings, &segments, first_dirty, active.base_offset(), opts)?
+    else {
+        return Ok(None);
+    };
     let producers = scan_producers(&segments, &|| opts.aborted())?;
-    let mut first_uncleanable = active.base_offset().min(producers.last_stable_offset(log_end));
+    let lso = producers.last_stable_offset(log_end);
+    let first_uncleanable = if lso < bound {
+        // An open transaction cuts the dirty section: decided again with it.
+        match due_up_to(log, settings, &segments, first_dirty, lso, opts)? {
+            Some(b) => b,
+            None => return Ok(None),
+        }
+    } else {
+        bound
+    };
+    Ok(Some(Plan { segments, first_dirty, first_uncleanable, producers }))
+}
+
+/// Whether `log` is due for a pass with the dirty section `[first_dirty, bound)` cut by
+/// `min.compaction.lag.ms`: the first uncleanable offset so far when it is.
+fn due_up_to(
+    log: &Log,
+    settings: &CleanerSettings,
+    segments: &[Arc<LogSegment>],
+    first_dirty: Offset,
+    bound: Offset,
+    opts: &CleanOptions<'_>,
+) -> Result<Option<Offset>> {
+    let log_end = log.log_end_offset();
+    let sealed = segments.len().saturating_sub(1);
+    let mut first_uncleanable = bound;
     if settings.min_compaction_lag_ms > 0 {
         let limit = opts.now.saturating_sub(settings.min_compaction_lag_ms);
-        for (i, seg) in segments.iter().enumerate().take(segments.len() - 1) {
+        for (i, seg) in segments.iter().enumerate().take(sealed) {
             let ends_before_dirty =
                 segments.get(i + 1).is_some_and(|n| n.base_offset() <= first_dirty);
             if ends_before_dirty {
@@ -669,7 +700,7 @@ fn plan(
     let first_uncleanable = first_uncleanable.max(first_dirty);
     let (mut clean_bytes, mut dirty_bytes) = (0u64, 0u64);
     let mut first_dirty_segment = None;
-    for (i, seg) in segments.iter().enumerate().take(segments.len() - 1) {
+    for (i, seg) in segments.iter().enumerate().take(sealed) {
         let end = segments.get(i + 1).map_or(log_end, |n| n.base_offset());
         if seg.base_offset() < first_dirty {
             clean_bytes += seg.size();
@@ -705,10 +736,7 @@ fn plan(
         log.dir().display(),
         if due { "clean" } else { "skip" }
     );
-    if !due {
-        return Ok(None);
-    }
-    Ok(Some(Plan { segments, first_dirty, first_uncleanable, producers }))
+    Ok(due.then_some(first_uncleanable))
 }
 
 fn index_file_len(seg: &LogSegment, kind: &str) -> u64 {

@@ -636,3 +636,69 @@ fn cleaner_readers_keep_reading_across_a_swap() {
         assert_eq!(seen.last(), before.last().map(|r| &r.offset), "seed {seed}: to the end");
     }
 }
+
+/// A partition of two sealed segments and an active one: `k0` written at offsets 0 and 1,
+/// at 2 (an open transaction's batch when `open_txn`), and at 3; then `k1` at 4 in the next
+/// segment, the active one at 5.
+fn plan_fixture(dir: &Path, open_txn: bool) {
+    let one = |base: i64, key: &str, txn: bool| {
+        let spec = BatchSpec {
+            base_offset: Offset(base),
+            producer_id: if txn { 900 } else { -1 },
+            producer_epoch: if txn { 0 } else { -1 },
+            base_sequence: if txn { 0 } else { -1 },
+            is_transactional: txn,
+            ..BatchSpec::default()
+        };
+        let r = NewRecord {
+            timestamp: T0 + base,
+            key: Some(key.as_bytes().to_vec()),
+            value: Some(format!("v{base}").into_bytes()),
+            headers: vec![],
+        };
+        encode_batch(&spec, &[r]).unwrap()
+    };
+    let seg0 =
+        [one(0, "k0", false), one(1, "k0", false), one(2, "k0", open_txn), one(3, "k0", false)]
+            .concat();
+    std::fs::write(dir.join("00000000000000000000.log"), seg0).unwrap();
+    std::fs::write(dir.join("00000000000000000004.log"), one(4, "k1", false)).unwrap();
+    std::fs::write(dir.join("00000000000000000005.log"), one(5, "k2", false)).unwrap();
+}
+
+#[test]
+fn cleaner_plan_stops_at_the_last_stable_offset_and_honours_the_lags_and_the_ratio() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t-0");
+    std::fs::create_dir(&dir).unwrap();
+    plan_fixture(&dir, false);
+    let log = open(&dir);
+    let mut cleaner = Cleaner::new(1 << 16);
+    let opts = CleanOptions { now: NOW, ..CleanOptions::default() };
+    // The dirty ratio: the clean section (below the checkpoint at 4) is most of the log.
+    let s = CleanerSettings { min_cleanable_dirty_ratio: 0.5, ..settings(1 << 16, 1 << 20) };
+    assert_eq!(cleaner.clean(&log, &s, Some(Offset(4)), &opts).unwrap(), None);
+    // ... unless the first dirty batch is older than max.compaction.lag.ms.
+    let overdue = CleanerSettings { max_compaction_lag_ms: 1000, ..s.clone() };
+    let stats = cleaner.clean(&log, &overdue, Some(Offset(4)), &opts).unwrap().unwrap();
+    assert_eq!((stats.first_dirty, stats.end_offset), (Offset(4), Offset(5)));
+    let offsets: Vec<i64> = records(&read_all(&log)).iter().map(|r| r.offset).collect();
+    assert_eq!(offsets, [0, 1, 2, 3, 4, 5], "keys the dirty section lacks stay in the clean one");
+    // min.compaction.lag.ms: every segment is too young.
+    let young = CleanerSettings { min_compaction_lag_ms: NOW - T0, ..settings(1 << 16, 1 << 20) };
+    assert_eq!(cleaner.clean(&log, &young, None, &opts).unwrap(), None);
+
+    // An open transaction at offset 2 ends the dirty section; records from it on stay.
+    let dir = tmp.path().join("t-1");
+    std::fs::create_dir(&dir).unwrap();
+    plan_fixture(&dir, true);
+    let log = open(&dir);
+    let stats = cleaner.clean(&log, &settings(1 << 16, 1 << 20), None, &opts).unwrap().unwrap();
+    assert_eq!((stats.first_uncleanable, stats.end_offset), (Offset(2), Offset(2)));
+    let offsets: Vec<i64> = records(&read_all(&log)).iter().map(|r| r.offset).collect();
+    assert_eq!(offsets, [1, 2, 3, 4, 5], "offset 0 replaced by 1; 2 and 3 past the map");
+    assert_eq!(
+        cleaner.clean(&log, &settings(1 << 16, 1 << 20), Some(Offset(2)), &opts).unwrap(),
+        None
+    );
+}
