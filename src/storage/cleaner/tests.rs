@@ -702,3 +702,72 @@ fn cleaner_plan_stops_at_the_last_stable_offset_and_honours_the_lags_and_the_rat
         None
     );
 }
+
+/// The child of [`cleaner_kill_9_during_passes_loses_and_duplicates_nothing`]: cleans the
+/// log in `dir` again and again (every pass rewrites every sealed segment) until killed.
+fn clean_forever(dir: &Path) -> ! {
+    let log = open(dir);
+    let s = settings(1 << 16, 1 << 20);
+    let mut cleaner = Cleaner::new(1 << 16);
+    let opts = CleanOptions { now: NOW, ..CleanOptions::default() };
+    loop {
+        cleaner.clean(&log, &s, None, &opts).unwrap();
+    }
+}
+
+#[test]
+fn cleaner_kill_9_during_passes_loses_and_duplicates_nothing() {
+    const CHILD: &str = "TOPICFS_CLEANER_KILL_CHILD_DIR";
+    if let Some(dir) = std::env::var_os(CHILD) {
+        clean_forever(Path::new(&dir));
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let pristine = tmp.path().join("pristine");
+    std::fs::create_dir(&pristine).unwrap();
+    generate(&pristine, 77);
+    let done_dir = tmp.path().join("done");
+    copy_dir(&pristine, &done_dir);
+    let done = open(&done_dir);
+    let before = records(&read_all(&done));
+    let s = settings(1 << 16, 1 << 20);
+    let opts = CleanOptions { now: NOW, ..CleanOptions::default() };
+    Cleaner::new(1 << 16).clean(&done, &s, None, &opts).unwrap().unwrap();
+    let cleaned = records(&read_all(&done));
+    let dir = tmp.path().join("t-0");
+    copy_dir(&pristine, &dir);
+    let mut rng = Rng(77);
+    let (mut saw_before, mut saw_cleaned) = (0, 0);
+    for round in 0..12 {
+        // Killed on drop too, so that a failing test leaves no child behind.
+        struct Child(std::process::Child);
+        impl Drop for Child {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+        let mut child = Child(std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "storage::cleaner::tests::cleaner_kill_9_during_passes_loses_and_duplicates_nothing"])
+            .args(["--nocapture", "--test-threads", "1"])
+            .env(CHILD, &dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(20 + rng.below(300)));
+        // SIGKILL: no unwinding, no flush, files exactly as the kernel has them.
+        child.0.kill().unwrap();
+        child.0.wait().unwrap();
+        let log = open(&dir);
+        assert_eq!(leftovers(&dir), Vec::<String>::new(), "round {round}: recovery");
+        let after = records(&read_all(&log));
+        if after == before {
+            saw_before += 1;
+        } else {
+            assert_eq!(after, cleaned, "round {round}: every record once, as before or as cleaned");
+            saw_cleaned += 1;
+        }
+        check_indexes(&dir);
+    }
+    assert!(saw_cleaned > 0, "a pass completed in some round ({saw_before} saw the old log)");
+}
