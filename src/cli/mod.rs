@@ -347,6 +347,22 @@ pub struct MountArgs {
     #[arg(long, value_name = "FILE", help_heading = "Log settings")]
     pub server_properties: Option<PathBuf>,
 
+    /// log.cleaner.backoff.ms: the pause between two passes of the log cleaner, which compacts
+    /// the topics with cleanup.policy=compact on a read-write mount (Kafka's broker setting,
+    /// default 15000).
+    ///
+    /// Example: --cleaner-backoff-ms 60000
+    #[arg(long, value_name = "MS", default_value_t = 15_000, value_parser = clap::value_parser!(u64).range(1..), help_heading = "Log settings")]
+    pub cleaner_backoff_ms: u64,
+
+    /// log.cleaner.dedupe.buffer.size: memory of the log cleaner's offset map (24 bytes per
+    /// key; a log with more distinct keys than fit is cleaned in several passes). Kafka's
+    /// default 128M; K, M, G suffixes.
+    ///
+    /// Example: --cleaner-dedupe-buffer-size 256M
+    #[arg(long, value_name = "SIZE", default_value = "128M", value_parser = mount::parse_size, help_heading = "Log settings")]
+    pub cleaner_dedupe_buffer_size: usize,
+
     /// A log setting by its Kafka topic-level name (repeatable; applied after the named flags
     /// below): the default of every topic without its own override (MNT/<topic>/config).
     /// Every topic-level setting of Kafka 4.0: cleanup.policy, retention.ms, retention.bytes,

@@ -227,6 +227,8 @@ impl MountArgs {
             retention_check_interval: std::time::Duration::from_millis(
                 self.retention_check_interval_ms,
             ),
+            cleaner_backoff: std::time::Duration::from_millis(self.cleaner_backoff_ms),
+            cleaner_dedupe_buffer_bytes: self.cleaner_dedupe_buffer_size,
         })
     }
 

@@ -452,3 +452,24 @@ fn max_partitions_and_allow_non_log_dir_are_flags_and_fstab_options() {
         os(&["mount", "d", "m", "--max-partitions", "5", "-o", "ro,allow_non_log_dir"])
     );
 }
+
+#[test]
+fn cleaner_settings_reach_the_mount_request_with_kafkas_defaults() {
+    let mount = |extra: &[&str]| {
+        let mut argv = vec!["topicfs", "mount", "/data", "m"];
+        argv.extend_from_slice(extra);
+        let Command::Mount(args) = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("not mount")
+        };
+        args.request().unwrap()
+    };
+    let r = mount(&[]);
+    assert_eq!(r.cleaner_backoff, std::time::Duration::from_millis(15_000));
+    assert_eq!(r.cleaner_dedupe_buffer_bytes, 128 << 20);
+    let r = mount(&["--cleaner-backoff-ms", "500", "--cleaner-dedupe-buffer-size", "3M"]);
+    assert_eq!(r.cleaner_backoff, std::time::Duration::from_millis(500));
+    assert_eq!(r.cleaner_dedupe_buffer_bytes, 3 << 20);
+    assert!(
+        Cli::try_parse_from(["topicfs", "mount", "/d", "m", "--cleaner-backoff-ms", "0"]).is_err()
+    );
+}

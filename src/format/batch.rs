@@ -43,8 +43,8 @@ pub use decode::{
 };
 pub use encode::{
     BatchSpec, EncodeRecord, EncodedBatch, LinesError, RecordRef, encode_batch, encode_batch_into,
-    encode_value_lines_into, set_base_offset, set_log_append_time, set_partition_leader_epoch,
-    value_line_records,
+    encode_empty_batch, encode_retained_batch, encode_value_lines_into, set_base_offset,
+    set_log_append_time, set_partition_leader_epoch, value_line_records,
 };
 
 use super::bytes::{be_bytes, be_i16, be_i32, be_i64, be_u32};

@@ -29,9 +29,10 @@ pub mod varint;
 pub use batch::{
     Batch, BatchSpec, EncodeRecord, EncodedBatch, EntryHeader, LinesError, RecordIter, RecordRef,
     RecordStamp, RecordValue, StampIter, StampPeek, ValueIter, check_no_trailing_records,
-    decode_batch, decode_batch_unverified, encode_batch, encode_batch_into,
-    encode_value_lines_into, parse_batch_info, peek_entry, peek_record_stamp, set_base_offset,
-    set_log_append_time, set_partition_leader_epoch, value_line_records, verify_crc,
+    decode_batch, decode_batch_unverified, encode_batch, encode_batch_into, encode_empty_batch,
+    encode_retained_batch, encode_value_lines_into, parse_batch_info, peek_entry,
+    peek_record_stamp, set_base_offset, set_log_append_time, set_partition_leader_epoch,
+    value_line_records, verify_crc,
 };
 pub use compression::Compression;
 

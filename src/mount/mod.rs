@@ -29,7 +29,9 @@
 //!
 //! While mounted read-write, retention runs every `--retention-check-interval-ms` (Kafka's
 //! `log.retention.check.interval.ms`, default [`RETENTION_CHECK_INTERVAL`]), deleting segments
-//! past `retention.ms` / `retention.bytes`.
+//! past `retention.ms` / `retention.bytes`, and the log cleaner every `--cleaner-backoff-ms`
+//! (Kafka's `log.cleaner.backoff.ms`, default [`CLEANER_BACKOFF`]) over the topics a callback
+//! gives cleaner settings for (see `cleaner`).
 //!
 //! Then [`TopicFs::shutdown`] appends the pending partial lines of open append files and shuts
 //! the log dir down cleanly (indexes trimmed, checkpoints and the clean-shutdown marker
@@ -47,9 +49,11 @@
 //!   unmounter;
 //! - `signals`: the termination signals and the signal thread that unmounts;
 //! - `retention`: the retention thread of a read-write mount;
+//! - `cleaner`: the log cleaner thread of a read-write mount;
 //! - `mountinfo`: `/proc/self/mountinfo` lookups;
 //! - `logging`: stderr or syslog.
 
+mod cleaner;
 mod daemon;
 mod logging;
 mod memory;
@@ -69,6 +73,8 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::SigSet;
 
+pub use self::cleaner::CLEANER_BACKOFF;
+use self::cleaner::CleanerThread;
 pub use self::daemon::DAEMON_CHILD_FLAG;
 use self::daemon::{Reporter, run_parent};
 pub use self::logging::{DEFAULT_LOG_FILTER, init_logging};
@@ -413,10 +419,29 @@ fn mount_and_serve(request: &MountRequest, signals: SigSet, reporter: &mut Repor
     }
     log::info!("mounted {} on {}", data_dir.display(), mountpoint.display());
     reporter.ready();
+    // Each pass asks the topic's settings as resolved then: compacted only when known and
+    // `cleanup.policy` contains `compact`.
+    let cleaner_settings: Option<Arc<cleaner::SettingsFor>> = retained.clone().map(|log_dir| {
+        let dedupe = request.cleaner_dedupe_buffer_bytes;
+        let settings: Arc<cleaner::SettingsFor> =
+            Arc::new(move |topic: &str| log_dir.cleaner_settings(topic, dedupe));
+        settings
+    });
+    let cleaner = retained.clone().zip(cleaner_settings).map(|(log_dir, settings)| {
+        CleanerThread::start(
+            log_dir,
+            request.cleaner_backoff,
+            request.cleaner_dedupe_buffer_bytes,
+            settings,
+        )
+    });
     let retention =
         retained.map(|log_dir| Retention::start(log_dir, request.retention_check_interval));
     let ran = session.run();
     let _ = ended_tx.send(());
+    if let Some(cleaner) = cleaner {
+        cleaner.stop();
+    }
     if let Some(retention) = retention {
         retention.stop();
     }

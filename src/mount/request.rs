@@ -322,6 +322,10 @@ pub struct MountRequest {
     pub sizing_budget: Option<u64>,
     /// `log.retention.check.interval.ms`: how often retention runs on a read-write mount.
     pub retention_check_interval: Duration,
+    /// `log.cleaner.backoff.ms`: the pause between two log cleaner passes (read-write mount).
+    pub cleaner_backoff: Duration,
+    /// `log.cleaner.dedupe.buffer.size`: bytes of the log cleaner's offset map.
+    pub cleaner_dedupe_buffer_bytes: usize,
     /// `--cache-dir`/`--cache-size`: the segment cache (see [`crate::storage::cache`]).
     pub cache: crate::storage::cache::CacheSettings,
     /// Owner, group and modes of the files.

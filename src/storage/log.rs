@@ -28,6 +28,7 @@
 //! - `refresh.rs`: read-only mode over a live broker's directory ([`Log::refresh`]);
 //! - `retention.rs`: [`Log::delete_old_segments`];
 //! - `durability.rs`: [`Log::sync`] and [`Log::close`];
+//! - `cleaning.rs`: the log cleaner's hooks (its lock, installing its output);
 //! - `txn.rs`: aborted transactions from `.txnindex` files; producer-state snapshots
 //!   (`<offset>.snapshot`), read at segment boundaries and written at each roll.
 
@@ -59,6 +60,7 @@ use super::segment::{LogSegment, SegmentMode, Translated, now_ms, segment_file_p
 use super::swap::{SegmentFiles, next_offset_of_log_file, read_only_segment_files};
 
 mod append;
+mod cleaning;
 mod durability;
 mod files;
 mod list_offsets;
@@ -152,6 +154,8 @@ pub struct Log {
     /// The segment cache and what this partition knows of its sealed segments' identities
     /// (`log/summaries.rs`).
     summaries: summaries::Summaries,
+    /// See [`Log::latest_delete_horizon`].
+    latest_delete_horizon: AtomicI64,
 }
 
 impl Log {
@@ -212,6 +216,7 @@ impl Log {
             sizing_budget: AtomicU64::new(super::log_dir::LOCAL_SIZING_BUDGET),
             keys: super::key_index::PartitionKeys::new(None),
             summaries: summaries::Summaries::default(),
+            latest_delete_horizon: AtomicI64::new(crate::format::NO_TIMESTAMP),
         };
         // Read-only: a broker renaming a file between our listing and our open (a swap
         // finishing, retention) is routine; look again a few times before giving up.

@@ -23,6 +23,8 @@
 //!   topic-name mapping (`log.retention.hours` to `retention.ms`).
 //! - `source_impl`: [`crate::source::TopicSource`] and [`crate::source::PartitionSource`] for
 //!   [`log_dir::LogDir`] and [`log::Log`].
+//! - [`cleaner`]: the log cleaner (Kafka's `LogCleaner`): compaction of `cleanup.policy=compact`
+//!   logs through `.cleaned`/`.swap` files, `cleaner-offset-checkpoint`.
 //! - `swap`: the log cleaner's `.cleaned`/`.swap`/`.deleted` files as Kafka's loader would
 //!   leave them, decided in memory for read-only opens.
 //! - `mmap`: the only `unsafe` code in the crate (index maps).
@@ -52,11 +54,15 @@
 //!   appends carry no producer id, so the state is the one at the sealed segment's base offset
 //!   unless that segment holds a producer's batch (then none is written). A broker writes one
 //!   at every roll and at shutdown.
-//! - Not kept: the leader-epoch cache, `.txnindex` writing (it is read for aborted
-//!   transactions), compaction. Appended batches carry partition leader epoch 0 and no
+//! - The log cleaner removes the replaced segments' `.deleted` files at once, counts a producer
+//!   as active for Kafka's default `producer.id.expiration.ms` (one day) whatever the broker's
+//!   setting, and copies legacy v0/v1 messages unchanged (a broker rewrites them).
+//! - Not kept: the leader-epoch cache, `.txnindex` writing for appends (it is read for aborted
+//!   transactions; the cleaner writes its output's). Appended batches carry partition leader epoch 0 and no
 //!   producer id.
 
 pub mod cache;
+pub mod cleaner;
 pub mod cluster_metadata;
 pub mod config;
 pub mod groups;

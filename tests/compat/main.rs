@@ -3,6 +3,7 @@
 
 mod manifest;
 
+mod compat_cleaner;
 mod compat_fixtures;
 mod compat_kafka_python;
 mod topic_partitioner_compat;

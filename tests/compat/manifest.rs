@@ -61,6 +61,12 @@ pub fn run_script(python: &Path, script: &str, args: &[&Path]) -> String {
     stdout
 }
 
+/// The bytes of base64 `text` (what [`b64`] and kafka_py.py write).
+pub fn unb64(text: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    STANDARD.decode(text).expect("base64 from the script")
+}
+
 /// Base64 of `bytes`, or JSON null.
 pub fn b64(bytes: Option<&[u8]>) -> Value {
     bytes.map_or(Value::Null, |b| Value::String(STANDARD.encode(b)))

@@ -4,6 +4,7 @@
 #[path = "../common/log_fixture.rs"]
 mod log_fixture;
 
+mod engine_cleaner;
 mod engine_config;
 mod engine_keys;
 mod engine_log;

@@ -582,3 +582,125 @@ pub fn set_log_append_time(entry: &mut [u8], ts: Timestamp) -> Result<(), Decode
     put(b, CRC_AT, &crc.to_be_bytes());
     Ok(())
 }
+
+/// Attribute bit 6 (KIP-534): `baseTimestamp` holds the delete horizon.
+const DELETE_HORIZON_MASK: i16 = 0x40;
+
+/// What the log cleaner keeps of a v2 batch (Kafka's `MemoryRecords.filterTo` with
+/// `buildRetainedRecordsInto`): a new batch with the original's `baseOffset`,
+/// `lastOffsetDelta`, partition leader epoch, producer id, epoch and base sequence, codec,
+/// timestamp type and transactional/control bits, holding exactly `records` (each keeps its
+/// offset, so offset deltas may have gaps, and its timestamp), re-compressed with the codec and
+/// CRC-32C computed. `baseTimestamp` is the first kept record's timestamp, or the delete
+/// horizon when `delete_horizon` is given (attribute bit 6 then set); record timestamp deltas
+/// are relative to it. `maxTimestamp` is the largest kept record timestamp (LogAppendTime: the
+/// original's). Appended to `out`; returns the batch's length. At least one record is
+/// required; on error `out` is left as it was.
+pub fn encode_retained_batch(
+    out: &mut Vec<u8>,
+    original: &crate::format::BatchInfo,
+    records: &[crate::format::Record<'_>],
+    delete_horizon: Option<Timestamp>,
+) -> Result<usize, DecodeError> {
+    let start = out.len();
+    let result = retained_at(out, start, original, records, delete_horizon);
+    if result.is_err() {
+        out.truncate(start);
+    }
+    result
+}
+
+fn retained_at(
+    out: &mut Vec<u8>,
+    start: usize,
+    original: &crate::format::BatchInfo,
+    records: &[crate::format::Record<'_>],
+    delete_horizon: Option<Timestamp>,
+) -> Result<usize, DecodeError> {
+    let first = records.first().ok_or_else(|| invalid(0, "a batch needs at least one record"))?;
+    let count = i32::try_from(records.len()).map_err(|_| invalid(0, "too many records"))?;
+    let base_timestamp = delete_horizon.unwrap_or(first.timestamp);
+    let max_timestamp = if original.timestamp_type == TimestampType::LogAppendTime {
+        original.max_timestamp
+    } else {
+        records.iter().map(|r| r.timestamp).max().unwrap_or(NO_TIMESTAMP)
+    };
+    let mut plain = Vec::new();
+    let mut headers: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
+    for r in records {
+        let delta = r.offset.0.checked_sub(original.base_offset.0).unwrap_or(-1);
+        let offset_delta = i32::try_from(delta)
+            .ok()
+            .filter(|d| *d >= 0)
+            .ok_or_else(|| invalid(0, "record offset outside its batch"))?;
+        headers.clear();
+        headers.extend(r.headers.iter().map(|h| (h.key.to_vec(), h.value.map(<[u8]>::to_vec))));
+        let rec =
+            RecordRef { timestamp: r.timestamp, key: r.key, value: r.value, headers: &headers };
+        write_record(&mut plain, &rec, offset_delta, r.timestamp.wrapping_sub(base_timestamp))?;
+    }
+    out.resize(start + RECORD_BATCH_OVERHEAD, 0);
+    if original.compression == Compression::None {
+        out.extend_from_slice(&plain);
+    } else {
+        out.extend_from_slice(&compression::compress(original.compression, &plain)?);
+    }
+    let mut attributes = original.attributes & !DELETE_HORIZON_MASK;
+    if delete_horizon.is_some() {
+        attributes |= DELETE_HORIZON_MASK;
+    }
+    let h = out.get_mut(start..).unwrap_or_default();
+    finish_kept_header(h, original, attributes, count, base_timestamp, max_timestamp)
+}
+
+/// The empty batch the cleaner keeps in place of a producer's last batch whose records are all
+/// removed (Kafka's `DefaultRecordBatch.writeEmptyHeader`): 61 bytes, `recordsCount` 0,
+/// `baseTimestamp` -1, the original's `maxTimestamp`, offsets, producer fields and flags (the
+/// delete-horizon bit cleared). Appended to `out`; returns its length (61).
+pub fn encode_empty_batch(
+    out: &mut Vec<u8>,
+    original: &crate::format::BatchInfo,
+) -> Result<usize, DecodeError> {
+    let start = out.len();
+    out.resize(start + RECORD_BATCH_OVERHEAD, 0);
+    let attributes = (original.attributes & !DELETE_HORIZON_MASK) & !0x07;
+    let h = out.get_mut(start..).unwrap_or_default();
+    let result =
+        finish_kept_header(h, original, attributes, 0, NO_TIMESTAMP, original.max_timestamp);
+    if result.is_err() {
+        out.truncate(start);
+    }
+    result
+}
+
+/// Fills in a kept batch's header (the fields of `original` but attributes, count and
+/// timestamps) and its CRC-32C.
+fn finish_kept_header(
+    h: &mut [u8],
+    original: &crate::format::BatchInfo,
+    attributes: i16,
+    count: i32,
+    base_timestamp: Timestamp,
+    max_timestamp: Timestamp,
+) -> Result<usize, DecodeError> {
+    let total = h.len();
+    let batch_length = i32::try_from(total.saturating_sub(LOG_OVERHEAD))
+        .map_err(|_| invalid(0, "batch larger than 2 GiB"))?;
+    let last_offset_delta = i32::try_from(original.last_offset.0 - original.base_offset.0)
+        .map_err(|_| invalid(0, "lastOffsetDelta out of range"))?;
+    put(h, BASE_OFFSET_AT, &original.base_offset.0.to_be_bytes());
+    put(h, LENGTH_AT, &batch_length.to_be_bytes());
+    put(h, PARTITION_LEADER_EPOCH_AT, &original.partition_leader_epoch.to_be_bytes());
+    put(h, MAGIC_AT, &[MAGIC_V2 as u8]);
+    put(h, ATTRIBUTES_AT, &attributes.to_be_bytes());
+    put(h, LAST_OFFSET_DELTA_AT, &last_offset_delta.to_be_bytes());
+    put(h, BASE_TIMESTAMP_AT, &base_timestamp.to_be_bytes());
+    put(h, MAX_TIMESTAMP_AT, &max_timestamp.to_be_bytes());
+    put(h, PRODUCER_ID_AT, &original.producer_id.to_be_bytes());
+    put(h, PRODUCER_EPOCH_AT, &original.producer_epoch.to_be_bytes());
+    put(h, BASE_SEQUENCE_AT, &original.base_sequence.to_be_bytes());
+    put(h, RECORDS_COUNT_AT, &count.to_be_bytes());
+    let crc = crc32c::crc32c(h.get(ATTRIBUTES_AT..).unwrap_or_default());
+    put(h, CRC_AT, &crc.to_be_bytes());
+    Ok(total)
+}

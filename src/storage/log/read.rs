@@ -62,6 +62,14 @@ impl Log {
                 reseeked = true;
                 continue;
             };
+            if seg.is_rewritten() {
+                // The cleaner's output: the cursor's position may be one of the file it
+                // replaced; find the place by offset.
+                cursor.position = match seg.translate_offset(cursor.next_offset)? {
+                    Translated::Batch(b) => b.position,
+                    Translated::End(p) => p,
+                };
+            }
             // Whether `seg` was already sealed before it is read: a segment with a successor
             // never grows again. Taken first, so that a writer appending to `seg` and rolling
             // between the read and the check below is not mistaken for damage.
@@ -128,8 +136,15 @@ impl Log {
         max_bytes: usize,
     ) -> Result<Option<crate::source::BatchHeads>> {
         self.maybe_refresh()?;
-        let Some(at) = SegmentCursor::of(cursor) else { return Ok(None) };
+        let Some(mut at) = SegmentCursor::of(cursor) else { return Ok(None) };
         let Some(seg) = self.segment(at.segment_base) else { return Ok(None) };
+        if seg.is_rewritten() {
+            // As in `read`: the place in the cleaner's output is found by offset.
+            at.position = match seg.translate_offset(at.next_offset)? {
+                Translated::Batch(b) => b.position,
+                Translated::End(p) => p,
+            };
+        }
         let (heads, end) = seg.read_heads(at.position, max_bytes)?;
         let Some(last) = heads.last() else { return Ok(None) };
         let next = SegmentCursor {

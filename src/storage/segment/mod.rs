@@ -128,12 +128,28 @@ pub struct LogSegment {
     /// Indexes whose file failed its sanity check and are served rebuilt from the `.log` in
     /// memory instead (read-only mode), with the failure.
     index_repairs: Mutex<Vec<IndexRepair>>,
+    /// Written by the log cleaner in place of segments readers may hold cursors into (the
+    /// first of which had this base offset): a cursor's byte position may be one of the old
+    /// file, so readers find their place in it by offset ([`LogSegment::is_rewritten`]).
+    rewritten: AtomicBool,
 }
 
 impl LogSegment {
     /// Whether this segment is served from a finished compaction's `.swap` files.
     pub fn is_swap(&self) -> bool {
         !self.state_suffix.is_empty()
+    }
+
+    /// Whether the log cleaner wrote this segment in place of others while the log was open:
+    /// positions of cursors made before may be the replaced file's, so they are found again by
+    /// offset.
+    pub fn is_rewritten(&self) -> bool {
+        self.rewritten.load(Ordering::Acquire)
+    }
+
+    /// Marks the segment as the cleaner's replacement (see [`LogSegment::is_rewritten`]).
+    pub fn mark_rewritten(&self) {
+        self.rewritten.store(true, Ordering::Release);
     }
 
     /// The segment's base offset.
