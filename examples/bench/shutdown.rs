@@ -2,12 +2,12 @@
 //! segments written since the last sync, against the cost of making the same files durable
 //! outside topicfs in the same run.
 //!
-//! Each repetition writes `--shutdown-segments` segments (4 KiB `segment.bytes`, 1,000-byte
-//! lines, over 10 partitions written at once) through a fresh writable mount, so that all of
+//! Each repetition writes `--shutdown-segments` segments (4 KiB `segment.bytes`, four 1,000-byte
+//! lines each, over 10 partitions written at once) through a fresh writable mount, so that all of
 //! them are unsynced for the daemon (its recovery points are still at 0), then:
 //!
 //! - without a reader: SIGTERM until the daemon has exited (its clean shutdown included);
-//! - with a `tail -f` of partition 0 held open (on alternate repetitions): SIGTERM until the
+//! - with a `tail -f -s 0.1` of partition 0 held open (on alternate repetitions): SIGTERM until the
 //!   reader has ended (the mount is busy: detached lazily, the connection aborted after the
 //!   2 s grace), and until the daemon has exited.
 //!
@@ -32,8 +32,8 @@ fn dirty_mount(a: &Args, data: &Path, mnt: &Path, segments: u64) -> Result<Mount
     }
     let bytes = SEGMENT_BYTES.to_string();
     let (m, _) = Mount::topic(a, data, mnt, &["--segment-bytes", &bytes])?;
-    // Three 1,000-byte lines fill a 4 KiB segment.
-    let lines_per_partition = segments * 3 / u64::from(PARTITIONS) + 3;
+    // A segment of 4 KiB takes four 1,000-byte lines (one batch).
+    let lines_per_partition = segments * 4 / u64::from(PARTITIONS) + 4;
     let src = a.work.join("shutdown-lines.txt");
     let line = format!("{}\n", "s".repeat(LINE_BYTES - 1));
     fs::write(&src, line.repeat(lines_per_partition as usize)).map_err(|e| e.to_string())?;
@@ -151,8 +151,10 @@ pub fn run(a: &Args, plan: &Plan, report: &mut Report) -> Result<(), String> {
             quiet.push(exit);
         } else {
             let follow = mnt.join(TOPIC).join("0").join("by-offset").join("0");
+            // Polling every 0.1 s (tail's default is 1 s), so its end shows when its reads
+            // started failing.
             let mut reader = Command::new("tail")
-                .arg("-f")
+                .args(["-f", "-s", "0.1"])
                 .arg(&follow)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
@@ -212,7 +214,7 @@ pub fn run(a: &Args, plan: &Plan, report: &mut Report) -> Result<(), String> {
         let (r, e) = (stat(&busy_reader).median, stat(&busy_exit).median);
         report.row(
             "shutdown",
-            "SIGTERM to the end of a tail -f reader (2 s grace, then abort)",
+            "SIGTERM to the end of a tail -f -s 0.1 reader (2 s grace, then abort)",
             fmt_ms(r),
             "",
             "",

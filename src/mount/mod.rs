@@ -162,9 +162,8 @@ fn serve(request: &MountRequest, daemon: bool) -> Result<()> {
 fn raise_open_file_limit() {
     use nix::sys::resource::{Resource, getrlimit, setrlimit};
     let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else { return };
-    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
-        .ok()
-        .and_then(|s| s.trim().parse::<u64>().ok())
+    let nr_open = mountinfo::read_proc("sys/fs/nr_open")
+        .and_then(|s| String::from_utf8_lossy(&s).trim().parse::<u64>().ok())
         .unwrap_or(hard);
     let raised = nr_open > hard && setrlimit(Resource::RLIMIT_NOFILE, nr_open, nr_open).is_ok();
     if !raised && soft < hard {

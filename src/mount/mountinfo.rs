@@ -3,6 +3,23 @@
 use std::fs;
 use std::path::Path;
 
+/// Where the kernel shows processes and settings. Its files are made by the kernel (never a
+/// FIFO or a device, so none of `storage::open`'s checks apply) and their size reads as 0, so
+/// they are read to their end: with `/proc/self/mountinfo`, the only files outside a data dir
+/// read here.
+const PROC_FS: &str = "/proc";
+
+/// The content of `/proc/<rel>` (`self/limits`, `<pid>/cmdline`), `None` if it cannot be read
+/// (the process ended, or belongs to another user).
+pub(super) fn read_proc(rel: &str) -> Option<Vec<u8>> {
+    fs::read(Path::new(PROC_FS).join(rel)).ok()
+}
+
+/// The entries of the directory `/proc/<rel>` (`""` for `/proc` itself, `<pid>/fd`).
+pub(super) fn list_proc(rel: &str) -> Option<fs::ReadDir> {
+    fs::read_dir(Path::new(PROC_FS).join(rel)).ok()
+}
+
 /// The `/proc/self/mountinfo` line of the mount whose mount point is `mountpoint`, if any
 /// (the last one: a later mount on the same point hides earlier ones).
 pub fn mount_entry(mountpoint: &Path) -> Option<String> {

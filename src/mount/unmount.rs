@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
-use super::mountinfo::mount_entry;
+use super::mountinfo::{list_proc, mount_entry, read_proc};
 use super::session::DEV_FUSE;
 use super::signals::detach_lazily;
 use crate::storage::log_dir::{CLEAN_SHUTDOWN_FILE, LOCK_FILE};
@@ -194,19 +194,18 @@ fn unmount_now(target: &Path) -> Result<(), String> {
 fn serving_daemons(target: &Path, mountpoint_of: MountpointOf) -> Vec<Daemon> {
     let mut found = Vec::new();
     for pid in pids() {
-        let proc = PathBuf::from(format!("/proc/{pid}"));
-        let Some(fds) = open_files(&proc) else { continue };
+        let Some(fds) = open_files(pid) else { continue };
         if !fds.iter().any(|(_, path)| path == Path::new(DEV_FUSE)) {
             continue;
         }
-        let Ok(cmdline) = fs::read(proc.join("cmdline")) else { continue };
+        let Some(cmdline) = read_proc(&format!("{pid}/cmdline")) else { continue };
         let argv: Vec<OsString> = cmdline
             .split(|&b| b == 0)
             .filter(|a| !a.is_empty())
             .map(|a| std::ffi::OsStr::from_bytes(a).to_os_string())
             .collect();
         let Some(named) = mountpoint_of(&argv) else { continue };
-        let base = started_in(&proc).or_else(|| fs::read_link(proc.join("cwd")).ok());
+        let base = started_in(pid).or_else(|| fs::read_link(format!("/proc/{pid}/cwd")).ok());
         let named = match base {
             Some(base) if named.is_relative() => base.join(named),
             _ => named,
@@ -242,8 +241,8 @@ fn lexically_absolute(path: &Path) -> PathBuf {
 }
 
 /// [`STARTED_IN_ENV`] of a process.
-fn started_in(proc: &Path) -> Option<PathBuf> {
-    let environ = fs::read(proc.join("environ")).ok()?;
+fn started_in(pid: u32) -> Option<PathBuf> {
+    let environ = read_proc(&format!("{pid}/environ"))?;
     let prefix = format!("{STARTED_IN_ENV}=");
     environ.split(|&b| b == 0).find_map(|var| {
         var.strip_prefix(prefix.as_bytes())
@@ -253,13 +252,13 @@ fn started_in(proc: &Path) -> Option<PathBuf> {
 
 /// Every pid in `/proc`.
 fn pids() -> Vec<u32> {
-    let Ok(entries) = fs::read_dir("/proc") else { return Vec::new() };
+    let Some(entries) = list_proc("") else { return Vec::new() };
     entries.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect()
 }
 
 /// The open files of a process (fd number, target), `None` if its fds cannot be read.
-fn open_files(proc: &Path) -> Option<Vec<(String, PathBuf)>> {
-    let entries = fs::read_dir(proc.join("fd")).ok()?;
+fn open_files(pid: u32) -> Option<Vec<(String, PathBuf)>> {
+    let entries = list_proc(&format!("{pid}/fd"))?;
     Some(
         entries
             .flatten()
@@ -273,7 +272,7 @@ fn open_files(proc: &Path) -> Option<Vec<(String, PathBuf)>> {
 
 /// Field 22 (start time) of `/proc/<pid>/stat`, `None` if the process is gone or a zombie.
 fn start_time(pid: u32) -> Option<String> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = String::from_utf8(read_proc(&format!("{pid}/stat"))?).ok()?;
     // Fields after the parenthesised command name: 3 (state) is the first.
     let (_, rest) = stat.rsplit_once(") ")?;
     let mut fields = rest.split(' ');
@@ -294,17 +293,17 @@ fn holders(target: &Path) -> Vec<String> {
     let under = |p: &Path| p.starts_with(target);
     let mut found = Vec::new();
     for pid in pids() {
-        let proc = PathBuf::from(format!("/proc/{pid}"));
-        let comm = fs::read_to_string(proc.join("comm")).unwrap_or_default();
+        let comm = read_proc(&format!("{pid}/comm")).unwrap_or_default();
+        let comm = String::from_utf8_lossy(&comm);
         let mut uses = Vec::new();
         for what in ["cwd", "root"] {
-            if let Ok(path) = fs::read_link(proc.join(what))
+            if let Ok(path) = fs::read_link(format!("/proc/{pid}/{what}"))
                 && under(&path)
             {
                 uses.push(format!("{what} {}", path.display()));
             }
         }
-        for (fd, path) in open_files(&proc).unwrap_or_default() {
+        for (fd, path) in open_files(pid).unwrap_or_default() {
             if under(&path) {
                 uses.push(format!("fd {fd} {}", path.display()));
             }

@@ -287,8 +287,18 @@ impl IndexFile {
 
     /// Sets the file length to exactly the valid entries (`trimToValidSize`).
     pub(crate) fn trim_to_valid_size(&mut self) -> Result<()> {
-        if self.entries == self.max_entries && !matches!(self.storage, Storage::Mapped { .. }) {
-            // Already trimmed (a sealed file): leave the file, and its mtime, alone.
+        let valid_len = (self.entries * self.entry_size) as u64;
+        let trimmed = self.entries == self.max_entries
+            && match &self.storage {
+                // Trimmed at its roll and still mapped: the file is already its valid length
+                // (checked, since a preallocated length need not be whole entries).
+                Storage::Mapped { file, .. } => file.metadata().is_ok_and(|m| m.len() == valid_len),
+                Storage::Sealed { .. } | Storage::Memory { .. } => true,
+            };
+        if trimmed {
+            // Already trimmed (a sealed file): leave the file, and its mtime, alone; a clean
+            // shutdown calls this for every segment, and a truncate to the same length would
+            // still dirty the inode for its sync.
             return Ok(());
         }
         if self.is_in_memory() {
