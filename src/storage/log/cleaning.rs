@@ -41,6 +41,8 @@ impl Log {
         map.insert(output.base_offset(), output);
         self.segments_version.fetch_add(1, Ordering::AcqRel);
         drop(map);
+        let bases: Vec<Offset> = inputs.iter().map(|s| s.base_offset()).collect();
+        self.keys.forget_segments(&bases);
         *lock(&self.last_modified) = SystemTime::now();
     }
 
