@@ -612,6 +612,12 @@ fn cleaner_readers_keep_reading_across_a_swap() {
         let opts = CleanOptions { now: NOW, ..CleanOptions::default() };
         Cleaner::new(1 << 16).clean(&log, &s, None, &opts).unwrap().unwrap();
         assert_eq!(old_first.read(Position(0), 1 << 20).unwrap().unwrap().bytes, old_bytes);
+        // The cursor into the replaced segment is no longer held (as after retention); one
+        // made now is.
+        use crate::source::PartitionSource;
+        assert!(!PartitionSource::holds(&log, &cursor).unwrap(), "seed {seed}: stale cursor");
+        let fresh = log.seek(cursor.next_offset).unwrap();
+        assert!(PartitionSource::holds(&log, &fresh).unwrap(), "seed {seed}: fresh cursor");
         loop {
             let chunk = log.read(&cursor, 300).unwrap();
             if chunk.bytes.is_empty() {

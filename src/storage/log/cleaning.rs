@@ -26,7 +26,9 @@ impl Log {
             self.config.index_interval_bytes,
             false,
         )?;
-        seg.mark_rewritten();
+        // 1 ..= 2^24 - 1, wrapping, never 0 (the generation of segments loaded from disk).
+        let next = self.cleaner_generation.fetch_add(1, Ordering::AcqRel);
+        seg.set_generation(next % 0xFF_FFFF + 1);
         Ok(seg)
     }
 
