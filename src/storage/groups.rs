@@ -200,7 +200,9 @@ fn corrupt(
     let run = chunk.starts.iter().rev().find(|s| s.at <= at);
     let (run_at, run_cursor) = run.map_or((0, *cursor), |s| (s.at, s.cursor));
     let what = format!("__consumer_offsets: {what}");
-    match run_cursor.hint.get() {
+    match crate::storage::log::SegmentCursor::of(&run_cursor)
+        .map(|c| (c.segment_base.0, c.position.0))
+    {
         Some((base, position)) => {
             let file = log.dir().join(crate::format::file_name::segment_file_name(
                 Offset(base),

@@ -27,7 +27,7 @@
 //! **Invariant**: a sealed segment's index covers exactly the `.log` bytes it names
 //! ([`SegmentKeyIndex::log_size`]); sealed segments never change, and one rewritten by the
 //! cleaner (a `.swap` renamed over it) has another size or is reloaded by the log, which drops
-//! its index here.
+//! its index here (the cleaner also drops it by name, [`PartitionKeys::forget_segments`]).
 
 use std::collections::{BTreeMap, BinaryHeap};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -406,6 +406,24 @@ impl PartitionKeys {
             building: Mutex::new(()),
             built: AtomicUsize::new(0),
             loaded: AtomicUsize::new(0),
+        }
+    }
+
+    /// Drops the indexes of the segments with these base offsets (the log cleaner replaced
+    /// them: a rewritten segment may even keep its base offset and size); the next query
+    /// builds the replacement's.
+    pub fn forget_segments(&self, bases: &[Offset]) {
+        let mut dropped = Vec::new();
+        {
+            let mut sealed = lock(&self.sealed);
+            for base in bases {
+                if sealed.remove(base).is_some() {
+                    dropped.push(*base);
+                }
+            }
+        }
+        for base in dropped {
+            MEMORY.forget(self.id, base);
         }
     }
 

@@ -156,6 +156,9 @@ pub struct Log {
     summaries: summaries::Summaries,
     /// See [`Log::latest_delete_horizon`].
     latest_delete_horizon: AtomicI64,
+    /// Segments the cleaner installed so far (their generations, see
+    /// [`LogSegment::generation`]).
+    cleaner_generation: std::sync::atomic::AtomicU32,
 }
 
 impl Log {
@@ -217,6 +220,7 @@ impl Log {
             keys: super::key_index::PartitionKeys::new(None),
             summaries: summaries::Summaries::default(),
             latest_delete_horizon: AtomicI64::new(crate::format::NO_TIMESTAMP),
+            cleaner_generation: std::sync::atomic::AtomicU32::new(0),
         };
         // Read-only: a broker renaming a file between our listing and our open (a swap
         // finishing, retention) is routine; look again a few times before giving up.

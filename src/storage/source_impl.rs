@@ -116,7 +116,9 @@ impl PartitionSource for Log {
         match SegmentCursor::of(cursor) {
             Some(c) => {
                 self.maybe_refresh()?;
-                Ok(self.segment(c.segment_base).is_some())
+                // A cursor into a segment the cleaner replaced is no longer held, as after
+                // retention (its position was the old file's).
+                Ok(self.segment(c.segment_base).is_some_and(|s| s.generation() == c.generation))
             }
             None => Ok(cursor.next_offset >= Log::log_start_offset(self)),
         }
@@ -309,7 +311,11 @@ fn read_past_damage(log: &Log, cursor: &ReadCursor, max_bytes: usize) -> Result<
             Err(e @ Error::Corrupt { .. }) => Some(e),
             Err(e) => return Err(e),
         };
-        let here = match SegmentCursor::of(&cursor) {
+        // A cursor made in a segment the cleaner replaced is placed again by its offset.
+        let current = |c: &SegmentCursor| {
+            log.segment(c.segment_base).is_some_and(|s| s.generation() == c.generation)
+        };
+        let here = match SegmentCursor::of(&cursor).filter(current) {
             Some(c) => c,
             None => match SegmentCursor::of(&Log::seek(log, cursor.next_offset)?) {
                 Some(c) => c,
@@ -353,6 +359,7 @@ fn read_past_damage(log: &Log, cursor: &ReadCursor, max_bytes: usize) -> Result<
             segment_base: next,
             position: Position(0),
             next_offset: here.next_offset.max(next),
+            generation: log.segment(next).map_or(0, |s| s.generation()),
         };
         skipped = Some(SkippedDamage { error: Arc::new(what), resumed_at: next.next_offset });
         cursor = next.cursor();

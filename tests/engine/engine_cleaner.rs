@@ -173,3 +173,54 @@ fn appends_and_reads_go_on_while_the_cleaner_runs() {
     let end = log.log_end_offset().0;
     assert_eq!(end, 200 + appended);
 }
+
+/// A record stream opened before a pass keeps its size and its tail; its head reads records of
+/// the compacted log (the view keeps its rendered positions: it does not yet treat a pass as
+/// retention); a stream opened after reads exactly the compacted log.
+#[test]
+fn a_stream_opened_before_a_pass_keeps_its_tail_and_a_new_one_reads_the_compacted_log() {
+    use topicfs::view::spec::StreamSpec;
+    use topicfs::view::stream::{Stream, StreamRegistry};
+    let full_read = |s: &Stream| {
+        let mut out = Vec::new();
+        loop {
+            let chunk = s.read_at(out.len() as u64, 4096).unwrap();
+            if chunk.is_empty() {
+                return out;
+            }
+            out.extend(chunk);
+        }
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = LogDir::open(tmp.path(), config()).unwrap();
+    dir.create_topic("t", 1).unwrap();
+    let log = dir.log("t", 0).unwrap();
+    for i in 0..300i64 {
+        let value = format!("value {i}");
+        log.append(&[rec(i, &format!("k{}", i % 5), Some(value.as_str()))]).unwrap();
+    }
+    let part: Arc<dyn PartitionSource> = log.clone();
+    let reg = StreamRegistry::new();
+    let spec = StreamSpec::parse_by_offset("0").unwrap();
+    let old = reg.open(Arc::clone(&part), &spec, 0).unwrap();
+    let before = full_read(&old);
+    let size = old.size().unwrap();
+    assert_eq!(size, before.len() as u64);
+    let opts = CleanOptions { now: T0 + 1000, ..CleanOptions::default() };
+    Cleaner::new(1 << 16).clean(&log, &settings(), None, &opts).unwrap().unwrap();
+    // The tail (the active segment) reads as before; the head reads without error.
+    let tail = old.read_at(size - 10, 10).unwrap();
+    assert_eq!(tail, before[before.len() - 10..]);
+    assert_eq!(old.size().unwrap(), size);
+    let head = String::from_utf8(old.read_at(0, 200).unwrap()).unwrap();
+    assert!(head.lines().count() > 2 && head.lines().all(|l| l.starts_with("value")), "{head}");
+    // A stream opened now shows the compacted log: each key's latest value, then the active
+    // segment.
+    let fresh = StreamRegistry::new().open(Arc::clone(&part), &spec, 0).unwrap();
+    let text = String::from_utf8(full_read(&fresh)).unwrap();
+    let active_base = log.segment_list().last().unwrap().base_offset().0;
+    let mut want: Vec<String> =
+        (active_base - 5..active_base).map(|i| format!("value {i}")).collect();
+    want.extend((active_base..300).map(|i| format!("value {i}")));
+    assert_eq!(text.lines().collect::<Vec<_>>(), want);
+}

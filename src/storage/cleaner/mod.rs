@@ -57,8 +57,10 @@
 //! on. Only the swap takes the log's append lock, first checking that every input is still in
 //! the segment map unchanged (retention may have deleted one meanwhile: then the pass's output
 //! is discarded). Readers holding a replaced segment keep reading its open file (its indexes
-//! are loaded before the files are renamed); a cursor into the output is placed by offset
-//! ([`crate::storage::segment::LogSegment::is_rewritten`]).
+//! are loaded before the files are renamed); a cursor made in a replaced segment is placed by
+//! its offset in the output ([`crate::storage::segment::LogSegment::generation`]), and such a
+//! cursor is no longer held
+//! ([`crate::source::PartitionSource::holds`]), as after retention.
 
 pub mod offset_map;
 mod output;

@@ -612,6 +612,12 @@ fn cleaner_readers_keep_reading_across_a_swap() {
         let opts = CleanOptions { now: NOW, ..CleanOptions::default() };
         Cleaner::new(1 << 16).clean(&log, &s, None, &opts).unwrap().unwrap();
         assert_eq!(old_first.read(Position(0), 1 << 20).unwrap().unwrap().bytes, old_bytes);
+        // The cursor into the replaced segment is no longer held (as after retention); one
+        // made now is.
+        use crate::source::PartitionSource;
+        assert!(!PartitionSource::holds(&log, &cursor).unwrap(), "seed {seed}: stale cursor");
+        let fresh = log.seek(cursor.next_offset).unwrap();
+        assert!(PartitionSource::holds(&log, &fresh).unwrap(), "seed {seed}: fresh cursor");
         loop {
             let chunk = log.read(&cursor, 300).unwrap();
             if chunk.bytes.is_empty() {
@@ -770,4 +776,35 @@ fn cleaner_kill_9_during_passes_loses_and_duplicates_nothing() {
         check_indexes(&dir);
     }
     assert!(saw_cleaned > 0, "a pass completed in some round ({saw_before} saw the old log)");
+}
+
+#[test]
+fn cleaner_copies_legacy_messages_unchanged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t-0");
+    std::fs::create_dir(&dir).unwrap();
+    let legacy =
+        crate::format::legacy::encode_message(Offset(0), 1, 0, T0, Some(b"k0"), Some(b"old"));
+    let keyless = crate::format::legacy::encode_message(Offset(1), 1, 0, T0, None, Some(b"x"));
+    let v2 = |base: i64, key: &str| {
+        let r = NewRecord {
+            timestamp: T0 + base,
+            key: Some(key.as_bytes().to_vec()),
+            value: Some(b"new".to_vec()),
+            headers: vec![],
+        };
+        encode_batch(&BatchSpec { base_offset: Offset(base), ..BatchSpec::default() }, &[r])
+            .unwrap()
+    };
+    let seg0 = [legacy.clone(), keyless.clone(), v2(2, "k0"), v2(3, "k0")].concat();
+    std::fs::write(dir.join("00000000000000000000.log"), seg0).unwrap();
+    std::fs::write(dir.join("00000000000000000004.log"), v2(4, "k1")).unwrap();
+    let log = open(&dir);
+    let opts = CleanOptions { now: NOW, ..CleanOptions::default() };
+    let stats = Cleaner::new(1 << 16).clean(&log, &settings(1 << 16, 1 << 20), None, &opts);
+    assert_eq!(stats.unwrap().unwrap().legacy_copied, 2);
+    let bytes = crate::storage::open::read_regular(&dir.join("00000000000000000000.log")).unwrap();
+    assert!(bytes.starts_with(&[legacy, keyless].concat()), "legacy entries copied byte for byte");
+    let offsets: Vec<i64> = records(&read_all(&log)).iter().map(|r| r.offset).collect();
+    assert_eq!(offsets, [0, 1, 3, 4], "the v2 record of k0 at 2 replaced by 3; legacy kept");
 }

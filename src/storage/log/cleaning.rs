@@ -27,7 +27,9 @@ impl Log {
             config.index_interval_bytes,
             false,
         )?;
-        seg.mark_rewritten();
+        // 1 ..= 2^24 - 1, wrapping, never 0 (the generation of segments loaded from disk).
+        let next = self.cleaner_generation.fetch_add(1, Ordering::AcqRel);
+        seg.set_generation(next % 0xFF_FFFF + 1);
         Ok(seg)
     }
 
@@ -42,6 +44,8 @@ impl Log {
         map.insert(output.base_offset(), output);
         self.segments_version.fetch_add(1, Ordering::AcqRel);
         drop(map);
+        let bases: Vec<Offset> = inputs.iter().map(|s| s.base_offset()).collect();
+        self.keys.forget_segments(&bases);
         *lock(&self.last_modified) = SystemTime::now();
     }
 

@@ -22,15 +22,16 @@ impl Log {
             next = self.segment_after(seg.base_offset());
             match seg.translate_offset(target)? {
                 Translated::Batch(b) => {
-                    return Ok(cursor_at(seg.base_offset(), b.position, target));
+                    return Ok(cursor_at(&seg, b.position, target));
                 }
                 Translated::End(position) => {
-                    end_cursor = Some(cursor_at(seg.base_offset(), position, target));
+                    end_cursor = Some(cursor_at(&seg, position, target));
                 }
             }
         }
         // A read-only partition directory without any segment: an empty log at `target`.
-        Ok(end_cursor.unwrap_or(cursor_at(target, Position(0), target)))
+        Ok(end_cursor
+            .unwrap_or(ReadCursor { next_offset: target, hint: CursorHint::new(target.0, 0) }))
     }
 
     /// Whole batches from `cursor`, at most `max_bytes` unless the first batch alone is larger;
@@ -62,13 +63,14 @@ impl Log {
                 reseeked = true;
                 continue;
             };
-            if seg.is_rewritten() {
-                // The cleaner's output: the cursor's position may be one of the file it
-                // replaced; find the place by offset.
+            if seg.generation() != cursor.generation {
+                // Made in a segment the cleaner replaced: its position means nothing here;
+                // find the place by offset.
                 cursor.position = match seg.translate_offset(cursor.next_offset)? {
                     Translated::Batch(b) => b.position,
                     Translated::End(p) => p,
                 };
+                cursor.generation = seg.generation();
             }
             // Whether `seg` was already sealed before it is read: a segment with a successor
             // never grows again. Taken first, so that a writer appending to `seg` and rolling
@@ -98,7 +100,13 @@ impl Log {
                 .map(|(b, _)| *b);
             match next_segment {
                 Some(base) if cursor.position.0 >= seg.size() => {
-                    cursor = SegmentCursor { segment_base: base, position: Position(0), ..cursor };
+                    let generation = self.segment(base).map_or(0, |s| s.generation());
+                    cursor = SegmentCursor {
+                        segment_base: base,
+                        position: Position(0),
+                        generation,
+                        ..cursor
+                    };
                 }
                 // It was the active segment when read and has since grown and rolled: read it
                 // again, now sealed.
@@ -138,12 +146,13 @@ impl Log {
         self.maybe_refresh()?;
         let Some(mut at) = SegmentCursor::of(cursor) else { return Ok(None) };
         let Some(seg) = self.segment(at.segment_base) else { return Ok(None) };
-        if seg.is_rewritten() {
-            // As in `read`: the place in the cleaner's output is found by offset.
+        if seg.generation() != at.generation {
+            // As in `read`: made in a segment the cleaner replaced.
             at.position = match seg.translate_offset(at.next_offset)? {
                 Translated::Batch(b) => b.position,
                 Translated::End(p) => p,
             };
+            at.generation = seg.generation();
         }
         let (heads, end) = seg.read_heads(at.position, max_bytes)?;
         let Some(last) = heads.last() else { return Ok(None) };
@@ -164,32 +173,47 @@ impl Log {
 }
 
 /// A [`ReadCursor`] as this engine makes it: the hint is (segment base offset, position of a
-/// batch start in its `.log`, or the segment's end).
+/// batch start in its `.log`, or the segment's end), the position's bits from
+/// [`GENERATION_SHIFT`] on holding the segment's cleaner generation
+/// ([`LogSegment::generation`]: 0 but for a segment the cleaner wrote while the log was open).
+/// A cursor whose generation is not its segment's was made in a segment the cleaner replaced:
+/// its position means nothing in the replacement, which is read from the cursor's offset
+/// instead, and [`crate::source::PartitionSource::holds`] says it is no longer held (as after
+/// retention), so the view drops what it built on it.
 ///
 /// **Invariant**: `position` is the position of a batch start in the segment whose base offset
-/// is `segment_base` (or that segment's end), and every batch before it holds only offsets below
-/// `next_offset`.
+/// is `segment_base` (or that segment's end) when `generation` is that segment's, and every
+/// batch before it holds only offsets below `next_offset`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) struct SegmentCursor {
     pub segment_base: Offset,
     pub position: Position,
     pub next_offset: Offset,
+    pub generation: u32,
 }
+
+/// Where a hint's position keeps the segment's cleaner generation (positions stay below 1 TiB).
+pub(crate) const GENERATION_SHIFT: u32 = 40;
 
 impl SegmentCursor {
     /// The engine's reading of `cursor`; `None` for a cursor without a hint.
     pub fn of(cursor: &ReadCursor) -> Option<SegmentCursor> {
-        let (base, position) = cursor.hint.get()?;
+        let (base, raw) = cursor.hint.get()?;
         Some(SegmentCursor {
             segment_base: Offset(base),
-            position: Position(position),
+            position: Position(raw & ((1 << GENERATION_SHIFT) - 1)),
             next_offset: cursor.next_offset,
+            generation: (raw >> GENERATION_SHIFT) as u32,
         })
     }
 
     /// As a [`ReadCursor`].
     pub fn cursor(self) -> ReadCursor {
-        cursor_at(self.segment_base, self.position, self.next_offset)
+        let raw = self.position.0 | (u64::from(self.generation) << GENERATION_SHIFT);
+        ReadCursor {
+            next_offset: self.next_offset,
+            hint: CursorHint::new(self.segment_base.0, raw),
+        }
     }
 
     /// The run of a chunk starting here, at index `at` of its bytes.
@@ -203,11 +227,13 @@ impl SegmentCursor {
     }
 }
 
-/// The cursor at `position` of segment `segment_base`, expecting offset `next_offset`.
-pub(crate) fn cursor_at(
-    segment_base: Offset,
-    position: Position,
-    next_offset: Offset,
-) -> ReadCursor {
-    ReadCursor { next_offset, hint: CursorHint::new(segment_base.0, position.0) }
+/// The cursor at `position` of `seg`, expecting offset `next_offset`.
+pub(crate) fn cursor_at(seg: &LogSegment, position: Position, next_offset: Offset) -> ReadCursor {
+    SegmentCursor {
+        segment_base: seg.base_offset(),
+        position,
+        next_offset,
+        generation: seg.generation(),
+    }
+    .cursor()
 }

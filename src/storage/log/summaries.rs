@@ -136,8 +136,8 @@ impl Log {
         }
         let span = SealedSpan {
             base,
-            start: cursor_at(base, Position(0), base),
-            end: cursor_at(base, Position(prefix), next),
+            start: cursor_at(&seg, Position(0), base),
+            end: cursor_at(&seg, Position(prefix), next),
             bytes: prefix,
         };
         Some((span, payload.to_vec()))
@@ -232,8 +232,8 @@ impl Log {
         let next = target.next_offset().ok()?;
         Some(SealedSpan {
             base,
-            start: cursor_at(base, Position(0), base),
-            end: cursor_at(base, Position(bytes), next),
+            start: cursor_at(&target, Position(0), base),
+            end: cursor_at(&target, Position(bytes), next),
             bytes,
         })
     }

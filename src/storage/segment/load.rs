@@ -176,7 +176,7 @@ impl LogSegment {
             last_modified: Mutex::new(SystemTime::now()),
             index_repairs: Mutex::new(Vec::new()),
             sealed_txn_index_size: Mutex::new(None),
-            rewritten: AtomicBool::new(false),
+            generation: std::sync::atomic::AtomicU32::new(0),
         }
     }
 

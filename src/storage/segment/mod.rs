@@ -128,10 +128,9 @@ pub struct LogSegment {
     /// Indexes whose file failed its sanity check and are served rebuilt from the `.log` in
     /// memory instead (read-only mode), with the failure.
     index_repairs: Mutex<Vec<IndexRepair>>,
-    /// Written by the log cleaner in place of segments readers may hold cursors into (the
-    /// first of which had this base offset): a cursor's byte position may be one of the old
-    /// file, so readers find their place in it by offset ([`LogSegment::is_rewritten`]).
-    rewritten: AtomicBool,
+    /// 0, or the cleaner generation of a segment the log cleaner wrote in place of others
+    /// while the log was open ([`LogSegment::generation`]).
+    generation: std::sync::atomic::AtomicU32,
 }
 
 impl LogSegment {
@@ -140,16 +139,17 @@ impl LogSegment {
         !self.state_suffix.is_empty()
     }
 
-    /// Whether the log cleaner wrote this segment in place of others while the log was open:
-    /// positions of cursors made before may be the replaced file's, so they are found again by
-    /// offset.
-    pub fn is_rewritten(&self) -> bool {
-        self.rewritten.load(Ordering::Acquire)
+    /// 0 for a segment loaded from disk or rolled to; for one the log cleaner wrote in place of
+    /// others while the log was open, a number of its own in that log, carried by the cursors
+    /// made in it: a cursor with another generation was made in a replaced segment (its
+    /// position is the old file's), see `log::read`'s `SegmentCursor`.
+    pub fn generation(&self) -> u32 {
+        self.generation.load(Ordering::Acquire)
     }
 
-    /// Marks the segment as the cleaner's replacement (see [`LogSegment::is_rewritten`]).
-    pub fn mark_rewritten(&self) {
-        self.rewritten.store(true, Ordering::Release);
+    /// Sets the segment's cleaner generation (see [`LogSegment::generation`]).
+    pub fn set_generation(&self, generation: u32) {
+        self.generation.store(generation, Ordering::Release);
     }
 
     /// The segment's base offset.
