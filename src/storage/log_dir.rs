@@ -1180,7 +1180,7 @@ mod refusal_tests {
     use super::*;
 
     fn dirs_in(path: &Path) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(path)
+        let mut names: Vec<String> = open::read_dir(path)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .filter(|n| path.join(n).is_dir())
