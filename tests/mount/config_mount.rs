@@ -277,3 +277,32 @@ fn a_compacted_topic_set_through_config_stays_bounded_by_its_distinct_keys() {
     assert_eq!(config_line(&m, "table", "segment.bytes"), "segment.bytes=4096 # override");
     m.unmount();
 }
+
+/// "Live on a read-only mount": a read-only mount of the broker-v1 corpus shows Kafka's
+/// defaults; once the broker's metadata log appears in the data dir (as a KRaft broker started
+/// on it writes it), the next lookups show the settings it holds, without a remount.
+#[test]
+fn a_read_only_mount_takes_in_the_brokers_metadata_log_while_mounted() {
+    let dirs = Dirs::new();
+    copy_corpus(&dirs.data());
+    let data = dirs.data();
+    let m = MountGuard::foreground_on(dirs, &["--read-only"]);
+    assert_eq!(
+        config_line(&m, "retained", "retention.ms"),
+        "retention.ms=604800000 # kafka-default"
+    );
+    let kraft = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kraft-v1/log-dir");
+    // Written aside and renamed in, so the reader never sees a half-copied directory.
+    let staging = data.join("__cluster_metadata-0.staging");
+    common::corpus::copy_tree(&kraft.join("__cluster_metadata-0"), &staging);
+    fs::rename(&staging, data.join("__cluster_metadata-0")).unwrap();
+    wait_until("the mount took in the broker's metadata log", || {
+        config_line(&m, "retained", "retention.ms") == "retention.ms=-1 # broker-override"
+    });
+    assert_eq!(
+        config_line(&m, "compacted", "cleanup.policy"),
+        "cleanup.policy=compact # broker-override"
+    );
+    assert_eq!(config_line(&m, "orders", "retention.ms"), "retention.ms=-1 # broker-default");
+    m.unmount();
+}
