@@ -313,3 +313,23 @@ fn cluster_mount_broker_killed_mid_cat_fails_the_read_and_a_restart_recovers() {
     m.unmount();
     eprintln!("unmount with the broker down took {:?}", started.elapsed());
 }
+
+/// `<topic>/config` on a cluster mount goes through DescribeConfigs and
+/// IncrementalAlterConfigs: `echo name=value >> config` sets the topic's override on the
+/// broker, `cat` shows it, `name=` removes it. (tansu lists only the overrides it keeps, with
+/// the source DEFAULT_CONFIG, so they read as `kafka-default`: see doc/cluster-brokers.md.)
+#[test]
+fn cluster_mount_config_sets_shows_and_removes_a_topics_override_on_the_broker() {
+    let broker = Tansu::start();
+    let m = mount(&broker, &[]);
+    let mnt = m.mnt();
+    let mnt = mnt.display();
+    sh(&format!("mkdir {mnt}/t"));
+    sh(&format!("echo retention.ms=86400000 >> {mnt}/t/config"));
+    let shown = sh(&format!("cat {mnt}/t/config"));
+    assert!(shown.lines().any(|l| l == "retention.ms=86400000 # kafka-default"), "{shown}");
+    sh(&format!("echo retention.ms= >> {mnt}/t/config"));
+    let shown = sh(&format!("cat {mnt}/t/config"));
+    assert!(!shown.contains("retention.ms=86400000"), "{shown}");
+    m.unmount();
+}
