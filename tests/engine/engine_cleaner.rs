@@ -306,6 +306,7 @@ fn a_stream_opened_after_a_pass_reads_exactly_the_compacted_log() {
     assert_eq!(lines(&full_read(&old)).len(), 300);
     assert_eq!(offsets_of_json(&full_read(&old_json)).len(), 300);
     cache.flush();
+    assert!(cache.used() > 0, "the cache holds renderings of the old segments");
     let active_base = clean(&log);
     let want = compacted(active_base, 300);
     for reg in [&reg, &StreamRegistry::new()] {
