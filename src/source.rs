@@ -506,6 +506,17 @@ pub trait PartitionSource: Send + Sync {
     fn stated_bounds(&self) -> Option<(Offset, Offset)> {
         None
     }
+    /// How many times stored records were rewritten in place without moving the log start (a
+    /// local log: the log cleaner's passes that replaced segments); it only grows. A cursor
+    /// made before it changed may point at records no longer stored as they were
+    /// ([`PartitionSource::holds`] says which), and a read from it finds the place again by
+    /// offset: the view drops what it learned there (`view::render_index`, "Compaction").
+    /// Cheap (no request, no I/O): checked at every window a stream renders. The default: 0,
+    /// a source whose stored records never change (a cluster: its broker's compaction is not
+    /// seen).
+    fn rewrites(&self) -> u64 {
+        0
+    }
     /// Log bytes a cheap sizing of a stream may read ([`DEFAULT_SIZING_BUDGET`] unless the
     /// source says otherwise): `stat` and `open` of a stream render at most this much of the
     /// log, from where the last sizing stopped, towards the end; a stream whose end that does

@@ -159,6 +159,9 @@ pub struct Log {
     /// Segments the cleaner installed so far (their generations, see
     /// [`LogSegment::generation`]).
     cleaner_generation: std::sync::atomic::AtomicU32,
+    /// Cleaner outputs installed so far ([`Log::rewrites`]), counted under the segment map's
+    /// write lock.
+    rewrites: AtomicU64,
 }
 
 impl Log {
@@ -221,6 +224,7 @@ impl Log {
             summaries: summaries::Summaries::default(),
             latest_delete_horizon: AtomicI64::new(crate::format::NO_TIMESTAMP),
             cleaner_generation: std::sync::atomic::AtomicU32::new(0),
+            rewrites: AtomicU64::new(0),
         };
         // Read-only: a broker renaming a file between our listing and our open (a swap
         // finishing, retention) is routine; look again a few times before giving up.

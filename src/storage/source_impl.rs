@@ -112,6 +112,10 @@ impl PartitionSource for Log {
         }
     }
 
+    fn rewrites(&self) -> u64 {
+        Log::rewrites(self)
+    }
+
     fn holds(&self, cursor: &ReadCursor) -> Result<bool> {
         match SegmentCursor::of(cursor) {
             Some(c) => {

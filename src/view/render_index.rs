@@ -60,6 +60,26 @@
 //! the new log start under a new generation, and streams opened before fail with
 //! [`Error::StaleHandle`]: reopening them gives consistent new positions.
 //!
+//! # Compaction
+//!
+//! A cleaner pass rewrites sealed segments in place, keeping the log start; the source counts
+//! such passes ([`PartitionSource::rewrites`]) and no longer holds a cursor into a segment it
+//! replaced, but a read from one finds the place again by offset without an error. So the
+//! index compares the count at every sync, and a stream at every window it renders (the only
+//! check a read makes): when it moved, every checkpoint up to the last one not held is dropped
+//! (held ones before it too: rendering from them would cross a replaced segment), and the
+//! bytes before the first one left read as [`Error::StaleHandle`], as after retention. What
+//! is left renders as before: every segment the index rendered has a checkpoint at its start
+//! (or the origin inside it), so no replaced segment lies after the first one left, and the
+//! active segment is never cleaned, so `tail -f` goes on. When the frontier itself is not held
+//! (it ended in a sealed segment the pass replaced) the index is rebuilt under a new
+//! generation, as after retention. A stream opened after a pass at an offset before the
+//! index's first checkpoint gets a new shared index from the log start
+//! ([`StreamRegistry`](crate::view::stream::StreamRegistry)): it shows the compacted log
+//! exactly. The count is read before the checkpoints are checked, and incremented under the
+//! source's segment map lock, so a pass ending during a walk is seen by the next check; what a
+//! read rendered while one ended is neither learned nor kept, and the window is rendered again.
+//!
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -105,6 +125,9 @@ pub(super) struct IndexState {
     pub(super) since_checkpoint: u64,
     /// The log start offset last seen.
     pub(super) log_start: Offset,
+    /// The source's [`PartitionSource::rewrites`] when the checkpoints were last checked
+    /// against it (read before they were: see "Compaction" in the module docs).
+    pub(super) rewrites: u64,
     /// Sealed spans (by base offset) whose summary in this format is known to be cached: taken
     /// from the cache or stored by this index (see "The segment cache" in the module docs).
     pub(super) summarized: HashSet<Offset>,
@@ -193,6 +216,18 @@ impl RenderIndex {
         st.checkpoints.first().map_or(st.frontier.bound, |c| c.bound)
     }
 
+    /// [`RenderIndex::origin`] once the index has noticed the source's last rewrite of stored
+    /// records: a cleaner pass drops the checkpoints of what it replaced, so the origin may
+    /// move past offsets the log still holds (a stream starting there needs another index).
+    /// Costs nothing more unless [`PartitionSource::rewrites`] moved.
+    pub fn origin_now(&self, part: &dyn PartitionSource) -> Result<Offset> {
+        let mut st = lock(&self.state);
+        if part.rewrites() != st.rewrites {
+            self.sync(&mut st, part)?;
+        }
+        Ok(st.checkpoints.first().map_or(st.frontier.bound, |c| c.bound))
+    }
+
     /// The offset bound the index has rendered up to (its frontier).
     pub fn frontier(&self) -> Offset {
         lock(&self.state).frontier.bound
@@ -254,7 +289,13 @@ impl RenderIndex {
     pub(super) fn learn(&self, part: &dyn PartitionSource, learned: Learned) {
         let Some(reached) = learned.reached else { return };
         let mut st = lock(&self.state);
-        if st.generation != learned.generation || reached.bound <= st.frontier.bound {
+        // A read that ran while the source rewrote records may have rendered some of them as
+        // rewritten at positions counted on the old ones: nothing of it is learned.
+        if st.generation != learned.generation
+            || reached.bound <= st.frontier.bound
+            || st.rewrites != learned.rewrites
+            || part.rewrites() != learned.rewrites
+        {
             return;
         }
         let old = st.frontier;
@@ -295,6 +336,10 @@ impl RenderIndex {
         log_start: Offset,
         log_end: Offset,
     ) -> Result<()> {
+        let rewrites = part.rewrites();
+        if rewrites != st.rewrites {
+            self.forget_rewritten(st, part, rewrites)?;
+        }
         let frontier_lost = log_end < st.frontier.bound;
         if log_start > st.log_start || frontier_lost {
             st.log_start = log_start;
@@ -330,6 +375,42 @@ impl RenderIndex {
                 *st = IndexState::origin_at(part, st.generation.wrapping_add(1), None)?;
             }
         }
+        Ok(())
+    }
+
+    /// After the source rewrote stored records in place (a cleaner pass: `rewrites`, read
+    /// before this looks, differs from the index's): drops every checkpoint up to the last one
+    /// the source no longer [`PartitionSource::holds`], or rebuilds the index under a new
+    /// generation when the frontier is not held (see "Compaction" in the module docs).
+    fn forget_rewritten(
+        &self,
+        st: &mut IndexState,
+        part: &dyn PartitionSource,
+        rewrites: u64,
+    ) -> Result<()> {
+        if !part.holds(&st.frontier.cursor)? {
+            *st = IndexState::origin_at(part, st.generation.wrapping_add(1), None)?;
+            return Ok(());
+        }
+        let mut last_dead = None;
+        for (i, c) in st.checkpoints.iter().enumerate() {
+            if !part.holds(&c.cursor)? {
+                last_dead = Some(i);
+            }
+        }
+        if let Some(i) = last_dead {
+            // Held checkpoints before a replaced segment go too: rendering from them would
+            // cross it. Every segment the index rendered has a checkpoint at its start (or its
+            // origin inside it), so what is left renders exactly as it did.
+            st.checkpoints.drain(..=i);
+            if st.checkpoints.is_empty() {
+                st.checkpoints.push(st.frontier);
+            }
+            st.completed.clear();
+        }
+        // Keyed by base offset, which a replaced segment's output keeps.
+        st.summarized.clear();
+        st.rewrites = rewrites;
         Ok(())
     }
 
@@ -748,6 +829,8 @@ impl RenderIndex {
 #[derive(Debug)]
 pub(super) struct Learned {
     generation: u64,
+    /// The index's [`IndexState::rewrites`] when the read began.
+    rewrites: u64,
     from: Offset,
     log_end: Offset,
     interval: u64,
@@ -762,6 +845,7 @@ impl Learned {
     pub(super) fn new(st: &IndexState, log_end: Offset) -> Learned {
         Learned {
             generation: st.generation,
+            rewrites: st.rewrites,
             from: st.frontier.bound,
             log_end,
             interval: st.interval,
@@ -810,6 +894,7 @@ impl IndexState {
         generation: u64,
         start: Option<Offset>,
     ) -> Result<IndexState> {
+        let rewrites = part.rewrites();
         let summary = part.summary()?;
         let log_start = summary.log_start_offset;
         let at = start.unwrap_or(log_start).max(log_start);
@@ -822,6 +907,7 @@ impl IndexState {
             interval: CHECKPOINT_INTERVAL,
             since_checkpoint: 0,
             log_start,
+            rewrites,
             summarized: HashSet::new(),
             completed: Vec::new(),
             prefix_tried: None,

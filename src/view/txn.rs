@@ -716,6 +716,10 @@ impl PartitionSource for CommittedPartition {
         self.inner.holds(cursor)
     }
 
+    fn rewrites(&self) -> u64 {
+        self.inner.rewrites()
+    }
+
     fn aborted_transactions(&self, from: Offset, to: Offset) -> Result<Vec<AbortedTxn>> {
         self.inner.aborted_transactions(from, to)
     }

@@ -174,53 +174,187 @@ fn appends_and_reads_go_on_while_the_cleaner_runs() {
     assert_eq!(end, 200 + appended);
 }
 
-/// A record stream opened before a pass keeps its size and its tail; its head reads records of
-/// the compacted log (the view keeps its rendered positions: it does not yet treat a pass as
-/// retention); a stream opened after reads exactly the compacted log.
-#[test]
-fn a_stream_opened_before_a_pass_keeps_its_tail_and_a_new_one_reads_the_compacted_log() {
-    use topicfs::view::spec::StreamSpec;
-    use topicfs::view::stream::{Stream, StreamRegistry};
-    let full_read = |s: &Stream| {
-        let mut out = Vec::new();
-        loop {
-            let chunk = s.read_at(out.len() as u64, 4096).unwrap();
-            if chunk.is_empty() {
-                return out;
-            }
-            out.extend(chunk);
+fn full_read(s: &topicfs::view::stream::Stream) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let chunk = s.read_at(out.len() as u64, 4096).unwrap();
+        if chunk.is_empty() {
+            return out;
         }
-    };
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = LogDir::open(tmp.path(), config()).unwrap();
+        out.extend(chunk);
+    }
+}
+
+/// A log of 300 records with keys `k0`..`k4` in turn and values `value <offset>`, over several
+/// segments.
+fn keyed_log(tmp: &std::path::Path) -> (LogDir, Arc<topicfs::storage::Log>) {
+    let dir = LogDir::open(tmp, config()).unwrap();
     dir.create_topic("t", 1).unwrap();
     let log = dir.log("t", 0).unwrap();
     for i in 0..300i64 {
         let value = format!("value {i}");
         log.append(&[rec(i, &format!("k{}", i % 5), Some(value.as_str()))]).unwrap();
     }
+    (dir, log)
+}
+
+/// The values a pass leaves of [`keyed_log`] when the active segment starts at
+/// `active_base`: each key's latest value before it, then every value from it to `end`.
+fn compacted(active_base: i64, end: i64) -> Vec<String> {
+    (active_base - 5..end).map(|i| format!("value {i}")).collect()
+}
+
+fn lines(bytes: &[u8]) -> Vec<String> {
+    std::str::from_utf8(bytes).unwrap().lines().map(str::to_string).collect()
+}
+
+fn clean(log: &topicfs::storage::Log) -> i64 {
+    let active_base = log.segment_list().last().unwrap().base_offset().0;
+    let opts = CleanOptions { now: T0 + 1000, ..CleanOptions::default() };
+    let stats = Cleaner::new(1 << 16).clean(log, &settings(), None, &opts).unwrap().unwrap();
+    assert_eq!(stats.end_offset, Offset(active_base));
+    active_base
+}
+
+/// A stream opened before a pass (values, JSON, raw) keeps its size and its positions: the bytes
+/// it showed of the segments the pass replaced read as `ESTALE` (never other bytes), its tail
+/// (the active segment) reads as before, and `tail -f` from its old end reads exactly the
+/// records appended after the pass.
+#[test]
+fn a_pass_makes_an_open_streams_replaced_bytes_stale_and_its_tail_goes_on() {
+    use topicfs::error::Error;
+    use topicfs::view::spec::StreamSpec;
+    use topicfs::view::stream::StreamRegistry;
+    for name in ["0", "0.json", "0.raw"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let (_dir, log) = keyed_log(tmp.path());
+        let part: Arc<dyn PartitionSource> = log.clone();
+        let reg = StreamRegistry::new();
+        let spec = StreamSpec::parse_by_offset(name).unwrap();
+        let old = reg.open(Arc::clone(&part), &spec, 0).unwrap();
+        let before = full_read(&old);
+        let size = old.size().unwrap();
+        assert_eq!(size, before.len() as u64);
+        clean(&log);
+        // No stat, no sync: the read itself notices the pass.
+        let head = old.read_at(0, 200);
+        assert!(matches!(head, Err(Error::StaleHandle)), "{name}: {head:?}");
+        assert_eq!(old.size().unwrap(), size, "{name}: the size does not shrink");
+        assert!(matches!(old.read_at(0, 200), Err(Error::StaleHandle)), "{name}");
+        // Every byte still readable is the byte shown before.
+        let mut at = 0u64;
+        let mut readable = 0;
+        while at < size {
+            match old.read_at(at, 10) {
+                Ok(b) => {
+                    assert_eq!(b[..], before[at as usize..at as usize + b.len()], "{name} @{at}");
+                    readable += b.len();
+                    at += b.len().max(1) as u64;
+                }
+                Err(Error::StaleHandle) => at += 10,
+                Err(e) => panic!("{name} @{at}: {e}"),
+            }
+        }
+        assert!(readable > 0, "{name}: the active segment's bytes are still readable");
+        let tail = old.read_at(size - 10, 10).unwrap();
+        assert_eq!(tail, before[before.len() - 10..]);
+        // tail -f: new records appear after the old end, exactly.
+        for i in 300..320i64 {
+            let value = format!("value {i}");
+            log.append(&[rec(i, &format!("k{}", i % 5), Some(value.as_str()))]).unwrap();
+        }
+        let more = old.read_at(size, 1 << 20).unwrap();
+        let fresh_all = StreamRegistry::new()
+            .open(
+                Arc::clone(&part),
+                &StreamSpec::parse_by_offset(&name.replace('0', "300")).unwrap(),
+                0,
+            )
+            .unwrap();
+        assert_eq!(more, full_read(&fresh_all), "{name}: tail -f reads the new records");
+        assert_eq!(old.size().unwrap(), size + more.len() as u64);
+        if name == "0" {
+            assert_eq!(lines(&more), (300..320).map(|i| format!("value {i}")).collect::<Vec<_>>());
+        }
+    }
+}
+
+/// A stream opened after a pass, on the same registry (whose shared index had rendered the
+/// replaced segments) or on a new one, at the log start or inside the compacted part, reads
+/// exactly the compacted log; with a segment cache that summarized the old segments too.
+#[test]
+fn a_stream_opened_after_a_pass_reads_exactly_the_compacted_log() {
+    use topicfs::storage::cache::{CacheSettings, SegmentCache};
+    use topicfs::view::spec::StreamSpec;
+    use topicfs::view::stream::StreamRegistry;
+    let tmp = tempfile::tempdir().unwrap();
+    let (_dir, log) = keyed_log(tmp.path());
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = Arc::new(SegmentCache::open(&CacheSettings {
+        dir: Some(cache_dir.path().to_path_buf()),
+        max_bytes: 1 << 24,
+    }));
+    log.set_cache(Arc::clone(&cache));
+    let part: Arc<dyn PartitionSource> = log.clone();
+    let reg = StreamRegistry::new();
+    let open = |reg: &StreamRegistry, name: &str| {
+        reg.open(Arc::clone(&part), &StreamSpec::parse_by_offset(name).unwrap(), 0).unwrap()
+    };
+    // The shared indexes render every segment (and the cache stores their renderings).
+    let old = open(&reg, "0");
+    let old_json = open(&reg, "0.json");
+    assert_eq!(lines(&full_read(&old)).len(), 300);
+    assert_eq!(offsets_of_json(&full_read(&old_json)).len(), 300);
+    cache.flush();
+    assert!(cache.used() > 0, "the cache holds renderings of the old segments");
+    let active_base = clean(&log);
+    let want = compacted(active_base, 300);
+    for reg in [&reg, &StreamRegistry::new()] {
+        assert_eq!(lines(&full_read(&open(reg, "0"))), want);
+        let json = full_read(&open(reg, "0.json"));
+        let offsets: Vec<i64> = (active_base - 5..300).collect();
+        assert_eq!(offsets_of_json(&json), offsets);
+        // Inside the compacted part: from the first record kept at or after the start.
+        let mid = active_base - 3;
+        let from_mid: Vec<String> = (mid..300).map(|i| format!("value {i}")).collect();
+        assert_eq!(lines(&full_read(&open(reg, &mid.to_string()))), from_mid);
+        assert!(active_base > 12);
+        assert_eq!(lines(&full_read(&open(reg, "7"))), want);
+    }
+    // The stream opened before still reads its tail, and the new one its whole log.
+    let size = old.size().unwrap();
+    assert!(old.read_at(size - 10, 10).is_ok());
+}
+
+/// When a pass replaces the segment the render index stopped in (the log rolled after the
+/// last read, and the pass cleaned the segment that was active then), the index is rebuilt:
+/// the stream opened before is stale as a whole, and reopening it reads the compacted log.
+#[test]
+fn a_pass_replacing_the_segment_a_stream_stopped_in_makes_the_stream_stale() {
+    use topicfs::error::Error;
+    use topicfs::view::spec::StreamSpec;
+    use topicfs::view::stream::StreamRegistry;
+    let tmp = tempfile::tempdir().unwrap();
+    let (_dir, log) = keyed_log(tmp.path());
     let part: Arc<dyn PartitionSource> = log.clone();
     let reg = StreamRegistry::new();
     let spec = StreamSpec::parse_by_offset("0").unwrap();
     let old = reg.open(Arc::clone(&part), &spec, 0).unwrap();
-    let before = full_read(&old);
-    let size = old.size().unwrap();
-    assert_eq!(size, before.len() as u64);
-    let opts = CleanOptions { now: T0 + 1000, ..CleanOptions::default() };
-    Cleaner::new(1 << 16).clean(&log, &settings(), None, &opts).unwrap().unwrap();
-    // The tail (the active segment) reads as before; the head reads without error.
-    let tail = old.read_at(size - 10, 10).unwrap();
-    assert_eq!(tail, before[before.len() - 10..]);
-    assert_eq!(old.size().unwrap(), size);
-    let head = String::from_utf8(old.read_at(0, 200).unwrap()).unwrap();
-    assert!(head.lines().count() > 2 && head.lines().all(|l| l.starts_with("value")), "{head}");
-    // A stream opened now shows the compacted log: each key's latest value, then the active
-    // segment.
-    let fresh = StreamRegistry::new().open(Arc::clone(&part), &spec, 0).unwrap();
-    let text = String::from_utf8(full_read(&fresh)).unwrap();
-    let active_base = log.segment_list().last().unwrap().base_offset().0;
-    let mut want: Vec<String> =
-        (active_base - 5..active_base).map(|i| format!("value {i}")).collect();
-    want.extend((active_base..300).map(|i| format!("value {i}")));
-    assert_eq!(text.lines().collect::<Vec<_>>(), want);
+    let size = full_read(&old).len() as u64;
+    let segments = log.segment_list().len();
+    let mut i = 300i64;
+    while log.segment_list().len() == segments {
+        let value = format!("value {i}");
+        log.append(&[rec(i, &format!("k{}", i % 5), Some(value.as_str()))]).unwrap();
+        i += 1;
+    }
+    clean(&log);
+    assert!(matches!(old.read_at(size - 10, 10), Err(Error::StaleHandle)));
+    assert!(matches!(old.read_at(0, 10), Err(Error::StaleHandle)));
+    let fresh = reg.open(Arc::clone(&part), &spec, 0).unwrap();
+    let got = lines(&full_read(&fresh));
+    let fresh_reg = StreamRegistry::new().open(Arc::clone(&part), &spec, 0).unwrap();
+    assert_eq!(got, lines(&full_read(&fresh_reg)));
+    assert_eq!(got.last().unwrap(), &format!("value {}", i - 1));
+    assert!(got.len() < i as usize, "compacted: {} of {i}", got.len());
 }

@@ -43,10 +43,18 @@ impl Log {
         }
         map.insert(output.base_offset(), output);
         self.segments_version.fetch_add(1, Ordering::AcqRel);
+        // Under the write lock: whoever reads the new count and then looks a segment up finds
+        // the output, and a reader that found the output sees the new count next.
+        self.rewrites.fetch_add(1, Ordering::AcqRel);
         drop(map);
         let bases: Vec<Offset> = inputs.iter().map(|s| s.base_offset()).collect();
         self.keys.forget_segments(&bases);
         *lock(&self.last_modified) = SystemTime::now();
+    }
+
+    /// Cleaner outputs installed in this log so far (see [`crate::source::PartitionSource::rewrites`]).
+    pub fn rewrites(&self) -> u64 {
+        self.rewrites.load(Ordering::Acquire)
     }
 
     /// The latest delete horizon the cleaner left in this log's batches (`-1`: none), Kafka's

@@ -159,10 +159,23 @@ impl Stream {
 
     /// Renders rendered positions `[from, to)` (records below `end`); see
     /// [`Stream::render_window`].
+    ///
+    /// A window rendered while the source rewrote stored records (a cleaner pass ended,
+    /// [`PartitionSource::rewrites`] moved) may hold rewritten records at positions counted on
+    /// the old ones: it is rendered again (the index then drops what the pass replaced, so
+    /// those bytes read as stale), and fails with [`Error::StaleHandle`] when passes keep
+    /// ending during it.
     fn read_window(&self, from: u64, to: u64, end: Option<Offset>) -> Result<Vec<u8>> {
         lock(&self.rendering).push(to);
         let _done = RenderingWindow { stream: self, to };
-        self.render_window(from, to, end, true)
+        for _ in 0..3 {
+            let seen = self.part.rewrites();
+            let out = self.render_window(from, to, end, true, seen)?;
+            if self.part.rewrites() == seen {
+                return Ok(out);
+            }
+        }
+        Err(Error::StaleHandle)
     }
 
     /// Renders rendered positions `[from, to)` (records below `end`) from one of the stream's
@@ -182,6 +195,7 @@ impl Stream {
         to: u64,
         end: Option<Offset>,
         may_defer: bool,
+        seen: u64,
     ) -> Result<Vec<u8>> {
         let part = self.part.as_ref();
         let from0 = from;
@@ -198,10 +212,12 @@ impl Stream {
                 });
                 found.and_then(|i| tails.remove(i))
             };
-            if tail.as_ref().is_some_and(|t| t.end == end && t.at <= from) {
+            if tail.as_ref().is_some_and(|t| t.end == end && t.at <= from) || seen != st.rewrites {
                 // Bytes kept in memory are served only while the log still holds them: the
                 // index notices retention here (as a read from the log would), by the bounds
                 // the source last stated when it keeps them (the read that kept the bytes).
+                // And a read from the log notices a rewrite (a cleaner pass) only here: its
+                // reads find a replaced place again by offset, without an error.
                 self.sync_stated(&mut st)?;
             }
             if st.generation != self.generation {
@@ -292,11 +308,12 @@ impl Stream {
             // window).
             let prefix = (n.position - from0) as usize;
             out.resize(prefix, 0);
-            let mut out = match self.walk_window(&mut w, from, to, end, window, learned, out) {
+            let mut out = match self.walk_window(&mut w, from, to, end, window, learned, out, seen)
+            {
                 Ok(out) => out,
                 // Whatever went wrong from `n` on, a render from the start says it as
                 // without deferring (e.g. damage at `n` ends a read short rather than failing).
-                Err(_) => return self.render_window(from0, to, end, false),
+                Err(_) => return self.render_window(from0, to, end, false, seen),
             };
             {
                 let mut r = lock(&self.rendering);
@@ -304,7 +321,7 @@ impl Stream {
                     r = self.rendered.wait(r).unwrap_or_else(std::sync::PoisonError::into_inner);
                 }
             }
-            let before = self.render_window(from0, n.position, end, false)?;
+            let before = self.render_window(from0, n.position, end, false, seen)?;
             match out.get_mut(..prefix) {
                 Some(room) if before.len() == prefix => room.copy_from_slice(&before),
                 // The stream ended before `n` (its bound was reached): nothing after it.
@@ -312,7 +329,7 @@ impl Stream {
             }
             return Ok(out);
         }
-        self.walk_window(&mut w, from, to, end, window, learned, out)
+        self.walk_window(&mut w, from, to, end, window, learned, out, seen)
     }
 
     /// The walk of [`Stream::render_window`] from the walker's checkpoint: renders `[from,
@@ -327,6 +344,7 @@ impl Stream {
         window: usize,
         mut learned: Option<Learned>,
         mut out: Vec<u8>,
+        seen: u64,
     ) -> Result<Vec<u8>> {
         let part = self.part.as_ref();
         let mut resume = None;
@@ -350,7 +368,10 @@ impl Stream {
                     None => Some(None),
                     Some(budget) => budget.try_reserve(rest.len()).map(Some),
                 };
-                if let (false, Some(held)) = (r.cut, held) {
+                // Kept only when no rewrite ended meanwhile (see `Stream::read_window`): every
+                // read of this walk then found the records as the index counted them.
+                let unchanged = part.rewrites() == seen;
+                if let (false, Some(held), true) = (r.cut, held, unchanged) {
                     let after = if r.ends_stream {
                         None
                     } else {
@@ -378,7 +399,7 @@ impl Stream {
             }
             resume = Some(if w.here.position <= to { w.here } else { before });
         }
-        if let Some(c) = resume {
+        if let Some(c) = resume.filter(|_| part.rewrites() == seen) {
             *lock(&self.last_read) = Some(c);
         }
         if let Some(l) = learned {

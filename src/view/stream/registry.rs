@@ -86,8 +86,17 @@ impl StreamRegistry {
     ) -> Result<Arc<Stream>> {
         let view = self.view(Arc::clone(&part));
         let resolved = spec.resolve(view.as_ref(), now)?;
-        let index = self.index_for(part.as_ref(), view.as_ref(), spec.format, resolved.start)?;
-        let mut stream = Stream::open(index, part, resolved.start, resolved.end)?;
+        let open = || {
+            let index =
+                self.index_for(part.as_ref(), view.as_ref(), spec.format, resolved.start)?;
+            Stream::open(index, Arc::clone(&part), resolved.start, resolved.end)
+        };
+        // A cleaner pass ending between choosing the index and opening on it can leave the
+        // start before the index's origin: the second choice sees it.
+        let mut stream = match open() {
+            Err(Error::StaleHandle) => open()?,
+            other => other?,
+        };
         stream.budget = self.budget.clone();
         Ok(Arc::new(stream))
     }
@@ -106,14 +115,26 @@ impl StreamRegistry {
         start: Offset,
     ) -> Result<Arc<RenderIndex>> {
         let budget = part.sizing_budget();
-        let shared = self.index(part, format)?;
+        let mut shared = self.index(part, format)?;
+        if shared.origin_now(view)? > start {
+            // A cleaner pass replaced segments the shared index had rendered: its origin moved
+            // past records the log still holds (see "Compaction" in `view::render_index`).
+            // Streams open on it keep it; new ones get a new shared index from the log start.
+            shared = self.renew(part, format, &shared)?;
+        }
         if shared.frontier() >= start {
             return Ok(shared);
         }
         let key = (part.topic().to_string(), part.partition(), format);
-        let candidate = lock(&self.origins).get(&key).and_then(|list| {
-            list.iter().filter(|i| i.origin() <= start).max_by_key(|i| i.origin()).cloned()
-        });
+        let listed = lock(&self.origins).get(&key).cloned().unwrap_or_default();
+        let mut candidate: Option<(Offset, Arc<RenderIndex>)> = None;
+        for i in listed {
+            let origin = i.origin_now(view)?;
+            if origin <= start && candidate.as_ref().is_none_or(|(o, _)| origin >= *o) {
+                candidate = Some((origin, i));
+            }
+        }
+        let candidate = candidate.map(|(_, i)| i);
         // Already covered: no rendering at all (a lookup, `stat` and `open` of one name each
         // resolve it).
         if let Some(index) = candidate.as_ref().filter(|i| i.frontier() >= start) {
@@ -197,6 +218,26 @@ impl StreamRegistry {
             }
         }
         Ok(false)
+    }
+
+    /// A new shared render index of `part` in `format` in place of `old` (unless another
+    /// caller replaced it already: then that one).
+    fn renew(
+        &self,
+        part: &dyn PartitionSource,
+        format: Format,
+        old: &Arc<RenderIndex>,
+    ) -> Result<Arc<RenderIndex>> {
+        let key = (part.topic().to_string(), part.partition(), format);
+        let mut indexes = lock(&self.indexes);
+        if let Some(index) = indexes.get(&key).filter(|i| !Arc::ptr_eq(i, old)) {
+            return Ok(Arc::clone(index));
+        }
+        let mut index = RenderIndex::new(part, format)?;
+        index.txn = self.tracker(part);
+        let index = Arc::new(index);
+        indexes.insert(key, Arc::clone(&index));
+        Ok(index)
     }
 
     /// The render index of `part` in `format`, created (empty) on first use.
