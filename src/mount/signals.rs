@@ -95,20 +95,31 @@ impl Stopper {
 
     /// Writes to the connection's `abort` file under fusectl: every pending and future request
     /// fails with `ENOTCONN` and the session loop ends. fusectl not mounted (as on hosts
-    /// without systemd) is mounted first when running as root.
+    /// without systemd) is mounted first when running as root, and detached again once the
+    /// abort is written, so the host is left as it was found.
     fn abort_connection(&self) -> Result<(), String> {
         let id = self.connection.ok_or("connection number unknown")?;
-        ensure_fusectl()?;
+        let mounted_here = ensure_fusectl()?;
         let abort = Path::new(FUSE_CONNECTIONS).join(id.to_string()).join("abort");
-        fs::write(&abort, b"1").map_err(|err| format!("{}: {err}", abort.display()))
+        let written = fs::write(&abort, b"1").map_err(|err| format!("{}: {err}", abort.display()));
+        if mounted_here {
+            if let Err(err) =
+                nix::mount::umount2(FUSE_CONNECTIONS, nix::mount::MntFlags::MNT_DETACH)
+            {
+                log::warn!(
+                    "cannot unmount the fusectl this daemon mounted on {FUSE_CONNECTIONS}: {err}"
+                );
+            }
+        }
+        written
     }
 }
 
 /// Mounts fusectl on [`FUSE_CONNECTIONS`] unless it is there (as systemd does at boot); needs
-/// root. It stays mounted, for every FUSE file system of the host.
-fn ensure_fusectl() -> Result<(), String> {
+/// root. Whether this call mounted it (the caller detaches it again after use).
+fn ensure_fusectl() -> Result<bool, String> {
     if super::mount_entry(Path::new(FUSE_CONNECTIONS)).is_some() {
-        return Ok(());
+        return Ok(false);
     }
     if !nix::unistd::geteuid().is_root() {
         return Err(format!(
@@ -124,7 +135,7 @@ fn ensure_fusectl() -> Result<(), String> {
     )
     .map_err(|err| format!("cannot mount fusectl on {FUSE_CONNECTIONS}: {err}"))?;
     log::info!("mounted fusectl on {FUSE_CONNECTIONS} to abort a FUSE connection");
-    Ok(())
+    Ok(true)
 }
 
 /// `umount -l` as root, `fusermount3 -u -z` otherwise.
