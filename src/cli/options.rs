@@ -19,9 +19,9 @@ fn absolute(path: &std::path::Path) -> std::path::PathBuf {
 }
 
 impl MountArgs {
-    /// The log configuration: defaults, then the named flags, then each `--config` in order.
-    pub fn log_config(&self) -> Result<LogConfig> {
-        let mut config = LogConfig::default();
+    /// The log settings given on the command line, in the order they apply: the named flags,
+    /// then each `--config KEY=VALUE` (a later one winning), trimmed.
+    fn given_settings(&self) -> Result<Vec<(String, String)>> {
         let named = [
             ("segment.bytes", &self.segment_bytes),
             ("segment.ms", &self.segment_ms),
@@ -33,16 +33,26 @@ impl MountArgs {
             ("message.timestamp.type", &self.message_timestamp_type),
             ("compression.type", &self.compression_type),
         ];
-        for (key, value) in named {
-            if let Some(value) = value {
-                config.set(key, value)?;
-            }
-        }
+        let mut given: Vec<(String, String)> = named
+            .into_iter()
+            .filter_map(|(key, value)| {
+                value.as_ref().map(|v| (key.to_string(), v.trim().to_string()))
+            })
+            .collect();
         for pair in &self.config {
             let (key, value) = pair
                 .split_once('=')
                 .ok_or_else(|| Error::Usage(format!("--config {pair:?}: expected KEY=VALUE")))?;
-            config.set(key.trim(), value)?;
+            given.push((key.trim().to_string(), value.trim().to_string()));
+        }
+        Ok(given)
+    }
+
+    /// The log configuration: defaults, then the named flags, then each `--config` in order.
+    pub fn log_config(&self) -> Result<LogConfig> {
+        let mut config = LogConfig::default();
+        for (key, value) in self.given_settings()? {
+            config.set(&key, &value)?;
         }
         Ok(config)
     }
@@ -51,29 +61,7 @@ impl MountArgs {
     /// validated: the mount's defaults for every topic without an override.
     pub fn log_settings(&self) -> Result<std::collections::BTreeMap<String, String>> {
         self.log_config()?;
-        let mut settings = std::collections::BTreeMap::new();
-        let named = [
-            ("segment.bytes", &self.segment_bytes),
-            ("segment.ms", &self.segment_ms),
-            ("segment.index.bytes", &self.segment_index_bytes),
-            ("index.interval.bytes", &self.index_interval_bytes),
-            ("max.message.bytes", &self.max_message_bytes),
-            ("retention.ms", &self.retention_ms),
-            ("retention.bytes", &self.retention_bytes),
-            ("message.timestamp.type", &self.message_timestamp_type),
-            ("compression.type", &self.compression_type),
-        ];
-        for (key, value) in named {
-            if let Some(value) = value {
-                settings.insert(key.to_string(), value.trim().to_string());
-            }
-        }
-        for pair in &self.config {
-            if let Some((key, value)) = pair.split_once('=') {
-                settings.insert(key.trim().to_string(), value.trim().to_string());
-            }
-        }
-        Ok(settings)
+        Ok(self.given_settings()?.into_iter().collect())
     }
 
     /// Owner, group and modes: the `-o` access options in order, then the flags (which win).
