@@ -221,17 +221,9 @@ impl Reader<'_> {
         }
     }
 
+    /// An unsigned varint (`ByteUtils.readUnsignedVarint`), through the shared reader.
     fn unsigned_varint(&mut self) -> Result<u32, DecodeError> {
-        let at = self.pos;
-        let mut value = 0u32;
-        for i in 0..5 {
-            let [b] = self.array::<1>()?;
-            value |= u32::from(b & 0x7f) << (7 * i);
-            if b & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err(DecodeError::new(at, DecodeErrorKind::InvalidVarint))
+        crate::format::varint::read_unsigned_varint(self.buf, &mut self.pos)
     }
 
     /// A compact string (unsigned varint length + 1; 0 is null, taken as empty).

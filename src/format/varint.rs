@@ -111,6 +111,14 @@ fn short_unsigned(buf: &[u8], pos: &mut usize) -> Option<u32> {
     None
 }
 
+/// Reads an unsigned varint (`ByteUtils.readUnsignedVarint`: at most 5 bytes, no ZigZag; the
+/// lengths and counts of Kafka's flexible message versions) at `*pos`, advancing past it.
+///
+/// Errors as [`read_varint`].
+pub fn read_unsigned_varint(buf: &[u8], pos: &mut usize) -> Result<u32, DecodeError> {
+    Ok(read_unsigned_slow(buf, pos, 5)? as u32)
+}
+
 #[cold]
 #[inline(never)]
 fn read_varint_slow(buf: &[u8], pos: &mut usize) -> Result<i32, DecodeError> {
