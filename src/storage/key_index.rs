@@ -29,19 +29,26 @@
 //! cleaner (a `.swap` renamed over it) has another size or is reloaded by the log, which drops
 //! its index here (the cleaner also drops it by name, [`PartitionKeys::forget_segments`]).
 
+mod build;
+mod listing;
+mod memory;
+
 use std::collections::{BTreeMap, BinaryHeap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
-use crate::format::key_index::{
-    BulkKeyIndexBuilder, DictEntry, KeyIndexBuilder, KeySink, SegmentKeyIndex, TxnBatch,
-};
+use crate::format::Offset;
+use crate::format::key_index::{KeyIndexBuilder, SegmentKeyIndex};
 use crate::format::key_name::long_hashes;
-use crate::format::{Offset, Position, decode_batch_unverified};
-use crate::source::{KeyHit, KeyHits, KeyListing, KeyRecords};
+use crate::source::{KeyHit, KeyHits, KeyListing};
 use crate::storage::segment::LogSegment;
 use crate::sync::lock;
+
+use build::{bulk_index, index_segment};
+use listing::{MergedListing, push_hits};
+pub use memory::{DEFAULT_MEMORY_LIMIT, memory_held, set_memory_limit};
+use memory::{MEMORY, NEXT_PARTITION};
 
 /// Most threads building sealed segments' indexes at once, per partition (plus one catching
 /// up the active segment's).
@@ -49,117 +56,6 @@ pub const BUILD_THREADS: usize = 4;
 /// An active segment at least this large is first indexed in bulk (see
 /// [`KeyIndexBuilder::on_top_of`]); smaller ones record by record.
 const BULK_ACTIVE_BYTES: u64 = 16 << 20;
-/// Bytes of a segment read per step while indexing.
-const READ_CHUNK: usize = 1 << 20;
-
-/// Default of [`set_memory_limit`]: bytes of sealed key indexes held in memory by the process.
-pub const DEFAULT_MEMORY_LIMIT: u64 = 256 << 20;
-
-/// The sealed key indexes every partition of the process holds in memory, and their bound
-/// (see [`set_memory_limit`]).
-struct Held {
-    /// Where the index is held (gone when its partition is).
-    map: std::sync::Weak<Mutex<BTreeMap<Offset, Arc<SegmentKeyIndex>>>>,
-    bytes: u64,
-    /// When a query last used it (a tick of [`Memory::tick`]).
-    used: u64,
-}
-
-#[derive(Default)]
-struct MemoryState {
-    tick: u64,
-    total: u64,
-    held: std::collections::HashMap<(usize, Offset), Held>,
-}
-
-/// Lock order: `state`, then a partition's map (to drop an index from it); a partition never
-/// calls in here while holding its map.
-struct Memory {
-    limit: std::sync::atomic::AtomicU64,
-    state: Mutex<MemoryState>,
-}
-
-static MEMORY: std::sync::LazyLock<Memory> = std::sync::LazyLock::new(|| Memory {
-    limit: std::sync::atomic::AtomicU64::new(DEFAULT_MEMORY_LIMIT),
-    state: Mutex::new(MemoryState::default()),
-});
-
-/// Bounds the bytes of sealed segments' key indexes held in memory by this process (every
-/// partition, every log dir; a daemon serves one mount): when a newly built or loaded index
-/// takes the total past `limit`, the least recently used sealed indexes are dropped (never
-/// the active segment's, which is built record by record and cannot be read back). A dropped
-/// index is loaded again from the segment cache at its next query, or rebuilt when the cache
-/// does not hold it. A query holds the indexes it uses until it ends, so a bound smaller than
-/// one query's indexes costs reloads, never wrong answers.
-pub fn set_memory_limit(limit: u64) {
-    MEMORY.limit.store(limit, Ordering::Relaxed);
-    MEMORY.shrink(&mut lock(&MEMORY.state));
-}
-
-/// Bytes of sealed key indexes held in memory by this process now.
-pub fn memory_held() -> u64 {
-    lock(&MEMORY.state).total
-}
-
-static NEXT_PARTITION: AtomicUsize = AtomicUsize::new(0);
-
-impl Memory {
-    /// Notes that partition `id` holds `index` in `map`, then drops the least recently used
-    /// indexes while over the limit.
-    fn admit(
-        &self,
-        id: usize,
-        map: &Arc<Mutex<BTreeMap<Offset, Arc<SegmentKeyIndex>>>>,
-        index: &SegmentKeyIndex,
-    ) {
-        let mut st = lock(&self.state);
-        st.tick += 1;
-        let used = st.tick;
-        let bytes = index.bytes().len() as u64;
-        let held = Held { map: Arc::downgrade(map), bytes, used };
-        if let Some(old) = st.held.insert((id, index.base_offset()), held) {
-            st.total -= old.bytes;
-        }
-        st.total += bytes;
-        self.shrink(&mut st);
-    }
-
-    /// Drops the least recently used indexes while over the limit.
-    fn shrink(&self, st: &mut MemoryState) {
-        let limit = self.limit.load(Ordering::Relaxed);
-        while st.total > limit {
-            let Some((&victim, _)) = st.held.iter().min_by_key(|(_, h)| h.used) else { break };
-            let Some(h) = st.held.remove(&victim) else { break };
-            st.total -= h.bytes;
-            if let Some(map) = h.map.upgrade() {
-                lock(&map).remove(&victim.1);
-                log::debug!(
-                    "key index of segment {} dropped from memory ({} bytes; bound {limit})",
-                    victim.1,
-                    h.bytes
-                );
-            }
-        }
-    }
-
-    /// Notes that partition `id`'s index of segment `base` was used.
-    fn touch(&self, id: usize, base: Offset) {
-        let mut st = lock(&self.state);
-        st.tick += 1;
-        let tick = st.tick;
-        if let Some(h) = st.held.get_mut(&(id, base)) {
-            h.used = tick;
-        }
-    }
-
-    /// Forgets partition `id`'s index of segment `base` (dropped by its partition).
-    fn forget(&self, id: usize, base: Offset) {
-        let mut st = lock(&self.state);
-        if let Some(h) = st.held.remove(&(id, base)) {
-            st.total -= h.bytes;
-        }
-    }
-}
 
 /// Where sealed segments' key indexes persist between mounts in place of the log's segment
 /// cache (`CacheKind::KeyIndex` entries of `storage::cache`, the default): for tests and
@@ -235,163 +131,6 @@ impl std::fmt::Debug for PartitionKeys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "PartitionKeys({} sealed)", lock(&self.sealed).len())
     }
-}
-
-/// What one segment read gave the index: how far it got and whether it stopped on damage.
-struct Indexed {
-    position: u64,
-    next_offset: Offset,
-    damaged: bool,
-}
-
-/// Reads `seg`'s batches from `position` to its current size into `builder`.
-fn index_segment(
-    seg: &LogSegment,
-    position: u64,
-    next_offset: Offset,
-    builder: &mut impl KeySink,
-) -> Indexed {
-    index_range(seg, position, seg.size(), next_offset, builder)
-}
-
-/// Reads `seg`'s batches from `position` up to `end` (a batch boundary) into `builder`.
-fn index_range(
-    seg: &LogSegment,
-    mut position: u64,
-    end: u64,
-    mut next_offset: Offset,
-    builder: &mut impl KeySink,
-) -> Indexed {
-    loop {
-        let Some(left) = end.checked_sub(position).filter(|l| *l > 0) else {
-            return Indexed { position, next_offset, damaged: false };
-        };
-        let read = match seg.read(Position(position), READ_CHUNK.min(left as usize)) {
-            Ok(Some(read)) => read,
-            Ok(None) => return Indexed { position, next_offset, damaged: false },
-            Err(e) => {
-                log::error!(
-                    "key index of {} stops at position {position}: {e}",
-                    seg.log_path().display()
-                );
-                return Indexed { position, next_offset, damaged: true };
-            }
-        };
-        let mut at = 0usize;
-        while let Some(rest) = read.bytes.get(at..).filter(|r| !r.is_empty()) {
-            // `LogSegment::read` returns whole batches whose CRC it checked.
-            let batch = match decode_batch_unverified(rest) {
-                Ok(batch) => batch,
-                Err(e) => {
-                    log::error!(
-                        "key index of {} stops at position {}: {e}",
-                        seg.log_path().display(),
-                        position + at as u64
-                    );
-                    return Indexed { position: position + at as u64, next_offset, damaged: true };
-                }
-            };
-            let size = crate::format::peek_entry(rest)
-                .ok()
-                .flatten()
-                .map_or(rest.len(), |h| h.total_size());
-            let info = batch.info();
-            if !info.is_control {
-                if info.is_transactional {
-                    builder.add_txn_batch(TxnBatch {
-                        base_offset: info.base_offset,
-                        last_offset: info.last_offset,
-                        producer_id: info.producer_id,
-                    });
-                }
-                for record in batch.records() {
-                    match record {
-                        Ok(r) => builder.add(r.key, r.offset),
-                        Err(e) => {
-                            log::error!(
-                                "key index of {}: batch at position {} has a bad record: {e}",
-                                seg.log_path().display(),
-                                position + at as u64
-                            );
-                            break;
-                        }
-                    }
-                }
-            }
-            next_offset = next_offset.max(info.last_offset.plus(1));
-            at += size.max(1);
-        }
-        position = read.next_position.0;
-        next_offset = next_offset.max(read.next_offset);
-    }
-}
-
-/// Where `seg` may be cut into about `parts` ranges from `from` on: positions of batches its
-/// offset index names (checked as the ranges are read: see [`bulk_index`]).
-fn split_positions(seg: &LogSegment, from: u64, parts: usize) -> Vec<u64> {
-    let size = seg.size();
-    if parts < 2 || size <= from + (READ_CHUNK as u64) * 4 {
-        return Vec::new();
-    }
-    let cuts = seg.with_offset_index(|idx| {
-        let n = idx.entries();
-        (1..parts)
-            .filter_map(|k| idx.entry(n * k / parts).map(|(_, p)| p.0))
-            .filter(|p| *p > from && *p < size)
-            .collect::<Vec<u64>>()
-    });
-    let mut cuts = cuts.unwrap_or_default();
-    cuts.dedup();
-    cuts
-}
-
-/// Indexes `seg` from `position` to its end in bulk, in parts read on their own threads, then
-/// joined. A part that does not end exactly where the next begins (an offset index entry that
-/// is not a batch boundary) or stops on damage makes the whole read again in one part, so
-/// the result is the one a single sequential read gives.
-fn bulk_index(seg: &LogSegment, position: u64, parts: usize) -> (BulkKeyIndexBuilder, Indexed) {
-    let sequential = || {
-        let mut builder = BulkKeyIndexBuilder::new(seg.base_offset());
-        let done = index_segment(seg, position, seg.base_offset(), &mut builder);
-        (builder, done)
-    };
-    let cuts = split_positions(seg, position, parts);
-    if cuts.is_empty() {
-        return sequential();
-    }
-    let mut bounds = vec![position];
-    bounds.extend(cuts);
-    bounds.push(seg.size());
-    let ranges: Vec<(u64, u64)> = bounds.windows(2).map(|w| (w[0], w[1])).collect();
-    let results: Vec<(BulkKeyIndexBuilder, Indexed, u64)> = std::thread::scope(|scope| {
-        let handles: Vec<_> = ranges
-            .iter()
-            .map(|&(start, end)| {
-                scope.spawn(move || {
-                    let mut builder = BulkKeyIndexBuilder::new(seg.base_offset());
-                    let done = index_range(seg, start, end, seg.base_offset(), &mut builder);
-                    (builder, done, end)
-                })
-            })
-            .collect();
-        handles.into_iter().filter_map(|h| h.join().ok()).collect()
-    });
-    if results.len() != ranges.len()
-        || results.iter().any(|(_, done, end)| done.damaged || done.position != *end)
-    {
-        return sequential();
-    }
-    let mut joined = BulkKeyIndexBuilder::new(seg.base_offset());
-    let mut last = Indexed { position, next_offset: seg.base_offset(), damaged: false };
-    for (builder, done, _) in results {
-        joined.append(builder);
-        last = Indexed {
-            position: done.position,
-            next_offset: last.next_offset.max(done.next_offset),
-            damaged: false,
-        };
-    }
-    (joined, last)
 }
 
 impl PartitionKeys {
@@ -767,92 +506,5 @@ impl PartitionKeys {
             listing.advance(i)?;
         }
         Ok(Box::new(listing))
-    }
-}
-
-fn push_hits(
-    index: &SegmentKeyIndex,
-    entry: &DictEntry,
-    from: Offset,
-    hits: &mut Vec<KeyHit>,
-) -> Result<()> {
-    index
-        .postings_from(entry, from, |offset| {
-            hits.push(KeyHit { offset, producer_id: index.producer_at(offset) })
-        })
-        .map_err(|e| damaged(index, e))
-}
-
-/// A dictionary entry in the merge: its key, the index it comes from.
-type HeapEntry = (Option<Vec<u8>>, usize);
-
-/// A k-way merge of segments' dictionaries in key order (the null key first, then by bytes),
-/// each walked in its own key order ([`SegmentKeyIndex::entry_in_key_order`]).
-struct MergedListing {
-    indexes: Vec<Arc<SegmentKeyIndex>>,
-    /// Per index, the next dictionary entry to push.
-    next: Vec<usize>,
-    /// Min-heap (by `Reverse`) of each index's current entry.
-    heap: BinaryHeap<std::cmp::Reverse<HeapEntry>>,
-    from: Offset,
-}
-
-impl MergedListing {
-    /// Pushes index `i`'s next entry, if it has one.
-    fn advance(&mut self, i: usize) -> Result<()> {
-        let (Some(index), Some(next)) = (self.indexes.get(i), self.next.get_mut(i)) else {
-            return Ok(());
-        };
-        if *next >= index.key_count() {
-            return Ok(());
-        }
-        let entry = index.entry_in_key_order(*next).map_err(|e| damaged(index, e))?;
-        let key = index.key_of(&entry).map_err(|e| damaged(index, e))?.map(<[u8]>::to_vec);
-        *next += 1;
-        self.heap.push(std::cmp::Reverse((key, i)));
-        Ok(())
-    }
-}
-
-fn damaged(index: &SegmentKeyIndex, e: crate::format::DecodeError) -> Error {
-    Error::corrupt(
-        format!("key index of segment {}", index.base_offset()),
-        e.at as u64,
-        e.to_string(),
-    )
-}
-
-impl KeyListing for MergedListing {
-    fn next_key(&mut self) -> Result<Option<KeyRecords>> {
-        loop {
-            let Some(std::cmp::Reverse((key, i))) = self.heap.pop() else { return Ok(None) };
-            let mut sources = vec![i];
-            while let Some(std::cmp::Reverse(top)) = self.heap.peek() {
-                if top.0 != key {
-                    break;
-                }
-                let Some(std::cmp::Reverse((_, j))) = self.heap.pop() else { break };
-                sources.push(j);
-            }
-            sources.sort_unstable();
-            let mut hits = Vec::new();
-            for &j in &sources {
-                let index = match self.indexes.get(j) {
-                    Some(index) => Arc::clone(index),
-                    None => continue,
-                };
-                let at = self.next.get(j).copied().unwrap_or(0).saturating_sub(1);
-                let entry = index.entry_in_key_order(at).map_err(|e| damaged(&index, e))?;
-                push_hits(&index, &entry, self.from, &mut hits)?;
-                self.advance(j)?;
-            }
-            if !hits.is_empty() {
-                return Ok(Some((key, hits)));
-            }
-        }
-    }
-
-    fn keys_at_most(&self) -> u64 {
-        self.indexes.iter().map(|i| i.key_count() as u64).sum()
     }
 }
