@@ -54,11 +54,11 @@
 //! following across retention. When retention deletes segments, the checkpoints inside them
 //! (those the source no longer [`PartitionSource::holds`]: a prefix, since checkpoints are in
 //! log order) are dropped; reading bytes of records that no longer exist fails with
-//! [`Error::StaleHandle`] (`ESTALE`), while later bytes remain readable. If retention overtakes
+//! [`Error::StaleHandle`](crate::error::Error::StaleHandle) (`ESTALE`), while later bytes remain readable. If retention overtakes
 //! the whole index (its frontier is no longer held, and the log does not start exactly at the
 //! frontier's bound) or the log shrinks below the frontier, the index is rebuilt from
 //! the new log start under a new generation, and streams opened before fail with
-//! [`Error::StaleHandle`]: reopening them gives consistent new positions.
+//! [`Error::StaleHandle`](crate::error::Error::StaleHandle): reopening them gives consistent new positions.
 //!
 //! # Compaction
 //!
@@ -68,7 +68,7 @@
 //! index compares the count at every sync, and a stream at every window it renders (the only
 //! check a read makes): when it moved, every checkpoint up to the last one not held is dropped
 //! (held ones before it too: rendering from them would cross a replaced segment), and the
-//! bytes before the first one left read as [`Error::StaleHandle`], as after retention. What
+//! bytes before the first one left read as [`Error::StaleHandle`](crate::error::Error::StaleHandle), as after retention. What
 //! is left renders as before: every segment the index rendered has a checkpoint at its start
 //! (or the origin inside it), so no replaced segment lies after the first one left, and the
 //! active segment is never cleaned, so `tail -f` goes on. When the frontier itself is not held
@@ -82,19 +82,22 @@
 //!
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::format::Offset;
-use crate::source::{CacheKind, PartitionSource, ReadCursor, SealedSpan};
+use crate::source::{PartitionSource, ReadCursor, SealedSpan};
 use crate::sync::lock;
 use crate::view::render::Renderer;
 use crate::view::spec::Format;
-use crate::view::summary::{self, FormatSummary, SpanCheckpoint};
-use crate::view::txn::{TxnSnapshot, TxnTracker};
+use crate::view::txn::TxnTracker;
 pub use crate::view::walker::Checkpoint;
-use crate::view::walker::{READ_CHUNK, Walker, first_offset};
+use crate::view::walker::READ_CHUNK;
+
+mod cache;
+mod checkpoints;
+mod locate;
 
 /// Bytes of log between two interval checkpoints of a fresh render index.
 pub const CHECKPOINT_INTERVAL: u64 = 64 * 1024;
@@ -479,342 +482,6 @@ impl RenderIndex {
         self.store_completed(st, part, snap.as_ref());
         Ok(true)
     }
-
-    /// With `read_committed`, what a span's rendering depends on besides its bytes: `None` when
-    /// it cannot be known yet (the span reaches the stable offset), else (committed, digest of
-    /// the aborted ranges over the span). `(false, 0)` with `read_uncommitted`.
-    fn txn_key(&self, snap: Option<&TxnSnapshot>, span: &SealedSpan) -> Option<(bool, u64)> {
-        match (&self.txn, snap) {
-            (None, _) => Some((false, 0)),
-            (Some(_), Some(s)) if s.stable >= span.end.next_offset => {
-                Some((true, s.aborted_digest(span.base, span.end.next_offset)))
-            }
-            (Some(_), _) => None,
-        }
-    }
-
-    /// Moves the frontier over every sealed span right after it whose rendering in this
-    /// format the segment cache holds (adding its checkpoints). Whether it moved.
-    fn jump_cached(
-        &self,
-        st: &mut IndexState,
-        part: &dyn PartitionSource,
-        snap: Option<&TxnSnapshot>,
-    ) -> bool {
-        let mut moved = false;
-        while let Some(span) = part.sealed_span_at(&st.frontier.cursor) {
-            // A frontier past the span's base (an origin inside it) renders only part of it.
-            if st.frontier.bound > span.base {
-                break;
-            }
-            let Some(found) = self.cached_summary(part, snap, &span) else { break };
-            self.apply_summary(st, &span, &found);
-            st.summarized.insert(span.base);
-            moved = true;
-        }
-        if st.prefix_tried != Some(st.frontier.cursor) {
-            st.prefix_tried = Some(st.frontier.cursor);
-            if let Some((span, payload)) =
-                part.prefix_span_at(&st.frontier.cursor, CacheKind::RenderSummary)
-            {
-                if self.jump_prefix(st, snap, &span, &payload) {
-                    st.prefix_tried = Some(st.frontier.cursor);
-                    moved = true;
-                }
-            }
-        }
-        moved
-    }
-
-    /// The segment cache's rendering of the sealed span `span` in this format, if it holds one
-    /// made with the transaction state `snap` gives.
-    fn cached_summary(
-        &self,
-        part: &dyn PartitionSource,
-        snap: Option<&TxnSnapshot>,
-        span: &SealedSpan,
-    ) -> Option<FormatSummary> {
-        let (committed, digest) = self.txn_key(snap, span)?;
-        let summaries =
-            part.load_summary(span, CacheKind::RenderSummary).and_then(|b| summary::decode(&b))?;
-        let format = self.renderer.format();
-        summaries.into_iter().find(|s| {
-            s.format == format
-                && s.committed == committed
-                && s.digest == digest
-                && s.end_bound == span.end.next_offset
-        })
-    }
-
-    /// Moves the frontier over the stable prefix `span` of the active segment (right after
-    /// it) when `payload` (the cache's summaries of it) holds its rendering in this format.
-    /// Whether it moved. Unlike a sealed span, the segment is not marked summarized: when it is
-    /// sealed later its whole rendering is stored as usual.
-    fn jump_prefix(
-        &self,
-        st: &mut IndexState,
-        snap: Option<&TxnSnapshot>,
-        span: &SealedSpan,
-        payload: &[u8],
-    ) -> bool {
-        if st.frontier.bound > span.base {
-            return false;
-        }
-        let Some((committed, digest)) = self.txn_key(snap, span) else { return false };
-        let format = self.renderer.format();
-        let found = summary::decode(payload).and_then(|all| {
-            all.into_iter().find(|s| {
-                s.format == format
-                    && s.committed == committed
-                    && s.digest == digest
-                    && s.end_bound == span.end.next_offset
-            })
-        });
-        let Some(found) = found else { return false };
-        self.apply_summary(st, span, &found);
-        st.prefix_stored = Some(st.frontier.position);
-        true
-    }
-
-    /// Adds the checkpoints of `found` (the rendering of `span` in this format, which starts
-    /// right at the frontier) and moves the frontier to the span's end.
-    fn apply_summary(&self, st: &mut IndexState, span: &SealedSpan, found: &FormatSummary) {
-        let (bound, position) = (st.frontier.bound, st.frontier.position);
-        let start = Checkpoint {
-            cursor: ReadCursor { next_offset: bound, hint: span.start.hint },
-            bound,
-            position,
-            segment_start: true,
-        };
-        st.push(start);
-        for c in &found.checkpoints {
-            let bound = c.bound.max(bound);
-            st.push(Checkpoint {
-                cursor: ReadCursor { next_offset: bound, hint: c.hint },
-                bound,
-                position: position.saturating_add(c.position),
-                segment_start: false,
-            });
-        }
-        let end = span.end.next_offset.max(bound);
-        st.frontier = Checkpoint {
-            cursor: ReadCursor { next_offset: end, hint: span.end.hint },
-            bound: end,
-            position: position.saturating_add(found.rendered),
-            segment_start: false,
-        };
-        st.since_checkpoint = 0;
-    }
-
-    /// Stores in the segment cache the rendering of the active segment's prefix, from its
-    /// start (the index's last segment start, or its origin at the log start) to the frontier, when the frontier moved at
-    /// least `every` rendered bytes since it was last stored (or taken from the cache) and
-    /// past that start. The source decides whether that start is the active segment's and the
-    /// frontier inside it ([`PartitionSource::update_prefix_summary`]); nothing else is stored.
-    pub(super) fn store_prefix(&self, st: &mut IndexState, part: &dyn PartitionSource, every: u64) {
-        let f = st.frontier;
-        if st.prefix_stored.is_some_and(|at| f.position < at.saturating_add(every.max(1))) {
-            return;
-        }
-        // The last segment start, or the origin when it is the log start (whose cursor is the
-        // first segment's start).
-        let from = match st.checkpoints.iter().rposition(|c| c.segment_start) {
-            Some(i) => i,
-            None if !self.own_origin => 0,
-            None => return,
-        };
-        let Some(p) = st.checkpoints.get(from).copied() else { return };
-        if p.cursor == f.cursor || p.bound > f.bound || f.bound != f.cursor.next_offset {
-            return;
-        }
-        let snap = self.txn.as_ref().map(|t| t.snapshot());
-        let span = SealedSpan { base: p.bound, start: p.cursor, end: f.cursor, bytes: 0 };
-        let Some((committed, digest)) = self.txn_key(snap.as_ref(), &span) else { return };
-        let mut last = p.position;
-        let checkpoints = st
-            .checkpoints
-            .get(from + 1..)
-            .unwrap_or_default()
-            .iter()
-            .filter(|k| k.bound <= f.bound && k.position >= p.position)
-            .filter(|k| {
-                let keep = k.position >= last.saturating_add(SUMMARY_SPACING);
-                if keep {
-                    last = k.position;
-                }
-                keep
-            })
-            .map(|k| SpanCheckpoint {
-                hint: k.cursor.hint,
-                bound: k.bound,
-                position: k.position - p.position,
-            })
-            .collect();
-        let new = FormatSummary {
-            format: self.renderer.format(),
-            committed,
-            digest,
-            rendered: f.position - p.position,
-            end_bound: f.bound,
-            checkpoints,
-        };
-        part.update_prefix_summary(
-            &p.cursor,
-            &f.cursor,
-            CacheKind::RenderSummary,
-            Box::new(move |old| {
-                let old = old.and_then(|b| summary::decode(&b)).unwrap_or_default();
-                Some(summary::encode(&summary::merged(old, new)))
-            }),
-        );
-        st.prefix_stored = Some(f.position);
-    }
-
-    /// Stores in the segment cache what rendering whole sealed spans taught (see
-    /// [`IndexState::push`]), at most one checkpoint per [`SUMMARY_SPACING`] bytes of log.
-    fn store_completed(
-        &self,
-        st: &mut IndexState,
-        part: &dyn PartitionSource,
-        snap: Option<&TxnSnapshot>,
-    ) {
-        for (p, c, interior) in std::mem::take(&mut st.completed) {
-            let Some(span) = part.sealed_span_at(&p.cursor) else { continue };
-            // `c` must be the start of the very next segment (whose bound is this one's end):
-            // a segment start missing in between would make this the rendering of two.
-            if span.start.hint != p.cursor.hint
-                || p.bound > span.base
-                || c.bound != span.end.next_offset
-                || st.summarized.contains(&span.base)
-            {
-                continue;
-            }
-            let Some((committed, digest)) = self.txn_key(snap, &span) else { continue };
-            let wanted = usize::try_from(span.bytes / SUMMARY_SPACING).unwrap_or(usize::MAX);
-            let step = interior.len().div_ceil(wanted.max(1)).max(1);
-            let checkpoints = interior
-                .iter()
-                .skip(step - 1)
-                .step_by(step)
-                .filter(|k| k.bound <= span.end.next_offset && k.position >= p.position)
-                .map(|k| SpanCheckpoint {
-                    hint: k.cursor.hint,
-                    bound: k.bound,
-                    position: k.position - p.position,
-                })
-                .collect();
-            let new = FormatSummary {
-                format: self.renderer.format(),
-                committed,
-                digest,
-                rendered: c.position - p.position,
-                end_bound: span.end.next_offset,
-                checkpoints,
-            };
-            // Merged with what other formats stored, on the cache's writer (so two formats
-            // finishing one segment at once do not overwrite each other).
-            part.update_summary(
-                &span,
-                CacheKind::RenderSummary,
-                Box::new(move |old| {
-                    let old = old.and_then(|b| summary::decode(&b)).unwrap_or_default();
-                    Some(summary::encode(&summary::merged(old, new)))
-                }),
-            );
-            st.summarized.insert(span.base);
-        }
-    }
-
-    /// A walker from `from` with the transaction state as last refreshed (by the
-    /// [`CommittedPartition`] a stream reads through, whenever its summary is asked).
-    pub(super) fn walker<'a>(
-        &'a self,
-        part: &'a dyn PartitionSource,
-        from: Checkpoint,
-    ) -> Walker<'a> {
-        let txn = self.txn.as_ref().map(|t| t.snapshot());
-        Walker::new(part, &self.renderer, from, txn)
-    }
-
-    /// The rendered position of `target`; extends the index as far as needed first.
-    pub(super) fn locate(
-        &self,
-        st: &mut IndexState,
-        part: &dyn PartitionSource,
-        target: Target,
-    ) -> Result<u64> {
-        let x = target.offset();
-        self.extend(st, part, Some(x))?;
-        let from = st.floor_by_bound(x).ok_or(Error::StaleHandle)?;
-        // The checkpoint is the place itself, without a read (opening `by-offset/0`, or a
-        // stream at a checkpoint, fetches nothing): when its bound is x, the batch at it holds
-        // x or only later offsets. That batch holds no record below x unless the checkpoint is
-        // the index's origin, which may lie inside a batch (`new_at`, a log start inside a
-        // batch): there only the batch holding x, or x = 0 (no offset is below it), is sure.
-        let origin = st.checkpoints.first().is_some_and(|c| c.cursor == from.cursor);
-        let sure = match target {
-            Target::BatchHolding(_) => true,
-            Target::Record(_) | Target::BatchFrom(_) => !origin || x == Offset(0),
-        };
-        if from.bound == x && sure {
-            return Ok(from.position);
-        }
-        let mut w = self.walker(part, from);
-        while let Some(step) = w.peek()? {
-            let rendered = match target {
-                Target::Record(x) => {
-                    let n = w.count_batch(&step, Some(x))?;
-                    if step.info.last_offset >= x {
-                        return Ok(w.here.position.saturating_add(n));
-                    }
-                    n
-                }
-                Target::BatchHolding(x) => {
-                    if step.info.last_offset >= x {
-                        return Ok(w.here.position);
-                    }
-                    u64::from(step.info.size)
-                }
-                Target::BatchFrom(x) => {
-                    let first =
-                        first_offset(w.entry(&step), &step.info).map_err(|e| w.corrupt(0, &e))?;
-                    if first >= x {
-                        return Ok(w.here.position);
-                    }
-                    u64::from(step.info.size)
-                }
-            };
-            w.advance(&step, rendered);
-        }
-        Ok(w.here.position)
-    }
-
-    /// Extends the index to the current log end and returns the frontier's rendered position.
-    ///
-    /// **Invariant**: the frontier never passes a log end offset the source has published. The
-    /// engine makes a batch's bytes readable a moment before it publishes the log end offset
-    /// that covers them; rendering such a batch would put the frontier past the log end another
-    /// reader sees next, which [`RenderIndex::sync`] must read as a truncated log. So the index
-    /// renders only up to the log end offset read before the batches are.
-    ///
-    /// With a `budget`, renders at most that many bytes of log and returns `None` when the end
-    /// is farther (the size is not yet known); the next call continues from there.
-    pub(super) fn end_position(
-        &self,
-        st: &mut IndexState,
-        part: &dyn PartitionSource,
-        budget: Option<u64>,
-    ) -> Result<Option<u64>> {
-        let log_end = part.summary()?.log_end_offset;
-        let reached = self.extend_within(st, part, Some(log_end), budget)?;
-        if reached {
-            self.store_prefix(st, part, PREFIX_STORE_EVERY);
-        }
-        if budget.is_some() || reached {
-            self.sizing_cut.store(!reached, Ordering::Release);
-        }
-        Ok(reached.then_some(st.frontier.position))
-    }
 }
 
 /// What a stream's read rendered past its index's frontier, for [`RenderIndex::learn`]: reads
@@ -884,86 +551,6 @@ impl Learned {
             self.since = 0;
         }
         self.reached = Some(after);
-    }
-}
-
-impl IndexState {
-    /// A fresh index at `start` (the log start offset when `None`), rendered position 0.
-    pub(super) fn origin_at(
-        part: &dyn PartitionSource,
-        generation: u64,
-        start: Option<Offset>,
-    ) -> Result<IndexState> {
-        let rewrites = part.rewrites();
-        let summary = part.summary()?;
-        let log_start = summary.log_start_offset;
-        let at = start.unwrap_or(log_start).max(log_start);
-        let cursor = part.seek(at)?;
-        let origin = Checkpoint { cursor, bound: at, position: 0, segment_start: false };
-        Ok(IndexState {
-            generation,
-            checkpoints: vec![origin],
-            frontier: origin,
-            interval: CHECKPOINT_INTERVAL,
-            since_checkpoint: 0,
-            log_start,
-            rewrites,
-            summarized: HashSet::new(),
-            completed: Vec::new(),
-            prefix_tried: None,
-            prefix_stored: None,
-        })
-    }
-
-    pub(super) fn is_new_checkpoint(&self, c: &Checkpoint) -> bool {
-        self.checkpoints.last().is_none_or(|last| last.cursor != c.cursor)
-    }
-
-    /// Adds a checkpoint (not twice at one cursor), thinning when over [`MAX_CHECKPOINTS`].
-    pub(super) fn push(&mut self, c: Checkpoint) {
-        self.since_checkpoint = 0;
-        if !self.is_new_checkpoint(&c) {
-            return;
-        }
-        if c.segment_start && self.completed.len() < MAX_COMPLETED {
-            // The span from the previous segment start (or the origin) to here was rendered
-            // whole: a candidate for the segment cache.
-            let from = self.checkpoints.iter().rposition(|p| p.segment_start).unwrap_or(0);
-            if let Some(p) = self.checkpoints.get(from).copied() {
-                if p.position <= c.position {
-                    let interior = self.checkpoints.get(from + 1..).unwrap_or_default().to_vec();
-                    self.completed.push((p, c, interior));
-                }
-            }
-        }
-        self.checkpoints.push(c);
-        if self.checkpoints.len() > MAX_CHECKPOINTS {
-            let mut keep = false;
-            let first = self.checkpoints.first().map(|c| c.cursor);
-            self.checkpoints.retain(|c| {
-                keep = !keep;
-                keep || c.segment_start || Some(c.cursor) == first
-            });
-            self.interval = self.interval.saturating_mul(2);
-        }
-    }
-
-    /// The last checkpoint (frontier included) whose bound is `<= x`.
-    pub(super) fn floor_by_bound(&self, x: Offset) -> Option<Checkpoint> {
-        if self.frontier.bound <= x {
-            return Some(self.frontier);
-        }
-        let i = self.checkpoints.partition_point(|c| c.bound <= x);
-        i.checked_sub(1).and_then(|i| self.checkpoints.get(i)).copied()
-    }
-
-    /// The last checkpoint (frontier included) whose rendered position is `<= p`.
-    pub(super) fn floor_by_position(&self, p: u64) -> Option<Checkpoint> {
-        if self.frontier.position <= p {
-            return Some(self.frontier);
-        }
-        let i = self.checkpoints.partition_point(|c| c.position <= p);
-        i.checked_sub(1).and_then(|i| self.checkpoints.get(i)).copied()
     }
 }
 

@@ -1,0 +1,90 @@
+//! The checkpoint list of an index state: a fresh origin, adding (and thinning) checkpoints,
+//! and the last checkpoint at or before an offset or a rendered position.
+
+use std::collections::HashSet;
+
+use super::{CHECKPOINT_INTERVAL, IndexState, MAX_CHECKPOINTS, MAX_COMPLETED};
+use crate::error::Result;
+use crate::format::Offset;
+use crate::source::PartitionSource;
+use crate::view::walker::Checkpoint;
+
+impl IndexState {
+    /// A fresh index at `start` (the log start offset when `None`), rendered position 0.
+    pub(in crate::view) fn origin_at(
+        part: &dyn PartitionSource,
+        generation: u64,
+        start: Option<Offset>,
+    ) -> Result<IndexState> {
+        let rewrites = part.rewrites();
+        let summary = part.summary()?;
+        let log_start = summary.log_start_offset;
+        let at = start.unwrap_or(log_start).max(log_start);
+        let cursor = part.seek(at)?;
+        let origin = Checkpoint { cursor, bound: at, position: 0, segment_start: false };
+        Ok(IndexState {
+            generation,
+            checkpoints: vec![origin],
+            frontier: origin,
+            interval: CHECKPOINT_INTERVAL,
+            since_checkpoint: 0,
+            log_start,
+            rewrites,
+            summarized: HashSet::new(),
+            completed: Vec::new(),
+            prefix_tried: None,
+            prefix_stored: None,
+        })
+    }
+
+    pub(in crate::view) fn is_new_checkpoint(&self, c: &Checkpoint) -> bool {
+        self.checkpoints.last().is_none_or(|last| last.cursor != c.cursor)
+    }
+
+    /// Adds a checkpoint (not twice at one cursor), thinning when over [`MAX_CHECKPOINTS`].
+    pub(in crate::view) fn push(&mut self, c: Checkpoint) {
+        self.since_checkpoint = 0;
+        if !self.is_new_checkpoint(&c) {
+            return;
+        }
+        if c.segment_start && self.completed.len() < MAX_COMPLETED {
+            // The span from the previous segment start (or the origin) to here was rendered
+            // whole: a candidate for the segment cache.
+            let from = self.checkpoints.iter().rposition(|p| p.segment_start).unwrap_or(0);
+            if let Some(p) = self.checkpoints.get(from).copied() {
+                if p.position <= c.position {
+                    let interior = self.checkpoints.get(from + 1..).unwrap_or_default().to_vec();
+                    self.completed.push((p, c, interior));
+                }
+            }
+        }
+        self.checkpoints.push(c);
+        if self.checkpoints.len() > MAX_CHECKPOINTS {
+            let mut keep = false;
+            let first = self.checkpoints.first().map(|c| c.cursor);
+            self.checkpoints.retain(|c| {
+                keep = !keep;
+                keep || c.segment_start || Some(c.cursor) == first
+            });
+            self.interval = self.interval.saturating_mul(2);
+        }
+    }
+
+    /// The last checkpoint (frontier included) whose bound is `<= x`.
+    pub(in crate::view) fn floor_by_bound(&self, x: Offset) -> Option<Checkpoint> {
+        if self.frontier.bound <= x {
+            return Some(self.frontier);
+        }
+        let i = self.checkpoints.partition_point(|c| c.bound <= x);
+        i.checked_sub(1).and_then(|i| self.checkpoints.get(i)).copied()
+    }
+
+    /// The last checkpoint (frontier included) whose rendered position is `<= p`.
+    pub(in crate::view) fn floor_by_position(&self, p: u64) -> Option<Checkpoint> {
+        if self.frontier.position <= p {
+            return Some(self.frontier);
+        }
+        let i = self.checkpoints.partition_point(|c| c.position <= p);
+        i.checked_sub(1).and_then(|i| self.checkpoints.get(i)).copied()
+    }
+}
