@@ -20,8 +20,8 @@
 //!   kills the connection rather than allocating it.
 
 use std::collections::HashMap;
-use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
+use std::io::{self, Write};
+use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
@@ -43,11 +43,15 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, Message, StrBytes};
 
-use super::config::{BrokerAddr, ClientConfig, SaslMechanism};
-use super::errors::error_name;
-use super::sasl::{self, ScramClient, ScramHash};
+use super::config::{BrokerAddr, ClientConfig};
 use crate::error::{Error, Result};
 use crate::sync::lock;
+
+mod handshake;
+mod reader;
+
+use handshake::{connect, tls_handshake, tls_refused};
+use reader::Reader;
 
 /// A request this client sends: its API key and response type. (kafka-protocol's own `Request`
 /// trait needs its `broker` feature, which would also build the request decoders.)
@@ -530,94 +534,6 @@ impl Connection {
             }
         })
     }
-
-    /// ApiVersions v3 (flexible, names the client software), falling back to v0 for brokers
-    /// that answer UNSUPPORTED_VERSION (they answer in v0 then, as the protocol requires).
-    fn api_versions(&self, deadline: Instant) -> Result<ApiVersions> {
-        let req = ApiVersionsRequest::default()
-            .with_client_software_name(StrBytes::from_static_str("topicfs"))
-            .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
-        let response = match self.call(&req, 3, deadline) {
-            Ok(r) if r.error_code == 0 => r,
-            Ok(_) | Err(Error::Protocol { .. }) => self.call(&req, 0, deadline)?,
-            Err(e) => return Err(e),
-        };
-        if response.error_code != 0 {
-            return Err(Error::Kafka {
-                broker: self.addr.to_string(),
-                api: "ApiVersions",
-                code: response.error_code,
-                name: error_name(response.error_code).into(),
-                topic: None,
-                partition: None,
-                message: None,
-            });
-        }
-        Ok(ApiVersions(
-            response.api_keys.iter().map(|k| (k.api_key, (k.min_version, k.max_version))).collect(),
-        ))
-    }
-
-    /// SaslHandshake then SaslAuthenticate rounds (KIP-152 framing).
-    fn authenticate(&self, config: &ClientConfig, deadline: Instant) -> Result<()> {
-        let broker = self.addr.to_string();
-        let failed = |reason: String| Error::AuthFailed { broker: broker.clone(), reason };
-        let mechanism = config.sasl_mechanism;
-        let (user, password) = match (&config.sasl_username, &config.sasl_password) {
-            (Some(u), Some(p)) => (u.as_str(), p.as_str()),
-            _ => return Err(failed("sasl.username and sasl.password are required".into())),
-        };
-        let version = self.version::<SaslHandshakeRequest>(1)?;
-        if version < 1 {
-            return Err(failed(
-                "the broker only speaks SaslHandshake v0 (no SaslAuthenticate)".into(),
-            ));
-        }
-        let hs = SaslHandshakeRequest::default()
-            .with_mechanism(StrBytes::from_static_str(mechanism.name()));
-        let response = self.call(&hs, version, deadline)?;
-        if response.error_code != 0 {
-            let offered: Vec<&str> = response.mechanisms.iter().map(|m| m.as_str()).collect();
-            return Err(failed(format!(
-                "{} ({}): the broker offers {}",
-                mechanism.name(),
-                error_name(response.error_code),
-                offered.join(", ")
-            )));
-        }
-        let auth_version = self.version::<SaslAuthenticateRequest>(2)?;
-        let round = |bytes: Vec<u8>| -> Result<Vec<u8>> {
-            let req = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(bytes));
-            let r = self.call(&req, auth_version, deadline)?;
-            if r.error_code != 0 {
-                let message = r.error_message.as_ref().map(|m| m.to_string()).unwrap_or_default();
-                return Err(failed(format!(
-                    "{} ({}) {message}",
-                    error_name(r.error_code),
-                    mechanism.name()
-                )));
-            }
-            Ok(r.auth_bytes.to_vec())
-        };
-        match mechanism {
-            SaslMechanism::Plain => {
-                round(sasl::plain_message(user, password))?;
-            }
-            SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512 => {
-                let hash = if mechanism == SaslMechanism::ScramSha256 {
-                    ScramHash::Sha256
-                } else {
-                    ScramHash::Sha512
-                };
-                let mut scram = ScramClient::new(hash, user, password).map_err(&failed)?;
-                let server_first = round(scram.client_first())?;
-                let client_final = scram.client_final(&server_first).map_err(&failed)?;
-                let server_final = round(client_final)?;
-                scram.verify_server_final(&server_final).map_err(&failed)?;
-            }
-        }
-        Ok(())
-    }
 }
 
 /// Kafka's name of an API, for messages.
@@ -641,241 +557,6 @@ pub fn api_name(api: ApiKey) -> &'static str {
         ApiKey::DescribeConfigs => "DescribeConfigs",
         ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
         _ => "a Kafka API",
-    }
-}
-
-/// TCP connect to the first address of `addr` that answers, by `deadline`.
-fn connect(addr: &BrokerAddr, deadline: Instant, timeout_ms: u64) -> Result<TcpStream> {
-    let unreachable = |op: &str, source: io::Error| Error::BrokerUnreachable {
-        broker: addr.to_string(),
-        op: op.to_string(),
-        source,
-    };
-    // Name resolution has no timeout in std; brokers are usually given as IPs or resolve from
-    // /etc/hosts or a local resolver.
-    let addrs: Vec<SocketAddr> = (addr.host.as_str(), addr.port)
-        .to_socket_addrs()
-        .map_err(|e| unreachable("resolve", e))?
-        .collect();
-    let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");
-    for a in addrs {
-        if Instant::now() >= deadline {
-            return Err(Error::Timeout {
-                broker: addr.to_string(),
-                what: "connect".into(),
-                after_ms: timeout_ms,
-            });
-        }
-        match TcpStream::connect_timeout(&a, left(deadline)) {
-            Ok(s) => return Ok(s),
-            Err(e) if e.kind() == io::ErrorKind::TimedOut => {
-                return Err(Error::Timeout {
-                    broker: addr.to_string(),
-                    what: "connect".into(),
-                    after_ms: timeout_ms,
-                });
-            }
-            Err(e) => last = e,
-        }
-    }
-    Err(unreachable("connect", last))
-}
-
-/// A connection that died with a TLS alert on its first request: the broker refused the TLS
-/// session after the handshake (TLS 1.3 reports a missing or unaccepted client certificate
-/// this way). An authentication failure, not retried, with what to set.
-fn tls_refused(e: Error, config: &ClientConfig) -> Error {
-    match e {
-        Error::BrokerUnreachable { broker, op, source }
-            if source.to_string().contains("TLS: received fatal alert") =>
-        {
-            let hint = match config.ssl_certificate_location {
-                None => {
-                    " (the broker may require a client certificate: ssl.certificate.location \
-                     and ssl.key.location)"
-                }
-                Some(_) => " (the broker may not accept the client certificate)",
-            };
-            Error::AuthFailed { broker, reason: format!("{op}: {source}{hint}") }
-        }
-        e => e,
-    }
-}
-
-/// The TLS handshake on a connected socket, by `deadline`.
-fn tls_handshake(
-    addr: &BrokerAddr,
-    socket: &TcpStream,
-    tls_config: &Arc<rustls::ClientConfig>,
-    deadline: Instant,
-    timeout_ms: u64,
-) -> Result<rustls::ClientConnection> {
-    let broker = addr.to_string();
-    let name = rustls::pki_types::ServerName::try_from(addr.host.clone()).map_err(|e| {
-        Error::InvalidInput(format!("broker host {:?} as a TLS name: {e}", addr.host))
-    })?;
-    let mut tls = rustls::ClientConnection::new(Arc::clone(tls_config), name).map_err(|e| {
-        Error::AuthFailed { broker: broker.clone(), reason: format!("TLS setup: {e}") }
-    })?;
-    let mut sock = socket;
-    while tls.is_handshaking() {
-        let timeout = left(deadline);
-        if Instant::now() >= deadline {
-            return Err(Error::Timeout {
-                broker,
-                what: "TLS handshake".into(),
-                after_ms: timeout_ms,
-            });
-        }
-        let set = sock
-            .set_read_timeout(Some(timeout))
-            .and_then(|()| sock.set_write_timeout(Some(timeout)));
-        set.map_err(|e| Error::BrokerUnreachable {
-            broker: broker.clone(),
-            op: "TLS handshake".into(),
-            source: e,
-        })?;
-        if let Err(e) = tls.complete_io(&mut sock) {
-            return Err(match e.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
-                    Error::Timeout { broker, what: "TLS handshake".into(), after_ms: timeout_ms }
-                }
-                io::ErrorKind::InvalidData => {
-                    Error::AuthFailed { broker, reason: format!("TLS: {e}") }
-                }
-                _ => Error::BrokerUnreachable { broker, op: "TLS handshake".into(), source: e },
-            });
-        }
-    }
-    Ok(tls)
-}
-
-/// The reader thread of one connection.
-struct Reader {
-    addr: BrokerAddr,
-    socket: TcpStream,
-    writer: TcpStream,
-    tls: Option<Arc<Mutex<rustls::ClientConnection>>>,
-    write_lock: Arc<Mutex<()>>,
-    shared: Arc<Shared>,
-    max_frame: usize,
-}
-
-impl Reader {
-    fn run(mut self) {
-        let why = match self.read_loop() {
-            Ok(()) => "the broker closed the connection".to_string(),
-            Err(e) => e,
-        };
-        log::debug!("connection to broker {} ended: {why}", self.addr);
-        self.shared.kill(why);
-        let _ = self.socket.shutdown(Shutdown::Both);
-    }
-
-    /// Reads until EOF or an error; returns `Ok` on a clean EOF.
-    fn read_loop(&mut self) -> std::result::Result<(), String> {
-        let mut raw = vec![0u8; 256 * 1024];
-        let mut inbuf = BytesMut::with_capacity(256 * 1024);
-        loop {
-            let n = match self.socket.read(&mut raw) {
-                Ok(0) => return Ok(()),
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(format!("read failed: {e}")),
-            };
-            let chunk = raw.get(..n).unwrap_or_default();
-            match &self.tls {
-                None => inbuf.extend_from_slice(chunk),
-                Some(tls) => {
-                    let eof = self.decrypt(tls, chunk, &mut inbuf)?;
-                    if eof {
-                        self.frames(&mut inbuf)?;
-                        return Ok(());
-                    }
-                }
-            }
-            self.frames(&mut inbuf)?;
-            if self.shared.dead().is_some() {
-                return Err("connection killed".into());
-            }
-        }
-    }
-
-    /// Feeds TLS bytes to rustls and appends the plaintext; `Ok(true)` on close_notify.
-    fn decrypt(
-        &self,
-        tls: &Mutex<rustls::ClientConnection>,
-        mut chunk: &[u8],
-        inbuf: &mut BytesMut,
-    ) -> std::result::Result<bool, String> {
-        let mut plain = [0u8; 16 * 1024];
-        let mut conn = lock(tls);
-        let mut eof = false;
-        while !chunk.is_empty() {
-            conn.read_tls(&mut chunk).map_err(|e| format!("TLS read: {e}"))?;
-            let state = conn.process_new_packets().map_err(|e| format!("TLS: {e}"))?;
-            loop {
-                match conn.reader().read(&mut plain) {
-                    Ok(0) => {
-                        eof = true;
-                        break;
-                    }
-                    Ok(n) => inbuf.extend_from_slice(plain.get(..n).unwrap_or_default()),
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) => return Err(format!("TLS read: {e}")),
-                }
-            }
-            if state.peer_has_closed() {
-                eof = true;
-            }
-        }
-        // Post-handshake messages that need an answer (key updates): flushed now if no request
-        // is being written, else by the next writer, which drains rustls's buffer in order.
-        if conn.wants_write()
-            && let Ok(_guard) = self.write_lock.try_lock()
-        {
-            let mut out = Vec::new();
-            while conn.wants_write() {
-                conn.write_tls(&mut out).map_err(|e| format!("TLS write: {e}"))?;
-            }
-            drop(conn);
-            (&self.writer).write_all(&out).map_err(|e| format!("TLS write: {e}"))?;
-        }
-        Ok(eof)
-    }
-
-    /// Hands every whole frame in `inbuf` to its waiter.
-    fn frames(&self, inbuf: &mut BytesMut) -> std::result::Result<(), String> {
-        loop {
-            let Some(len) = inbuf.get(..4) else { return Ok(()) };
-            let len = i32::from_be_bytes([len[0], len[1], len[2], len[3]]);
-            let len = usize::try_from(len)
-                .ok()
-                .filter(|&l| (4..=self.max_frame).contains(&l))
-                .ok_or_else(|| {
-                    format!(
-                        "response frame of {len} bytes (limit {} bytes): not a Kafka response",
-                        self.max_frame
-                    )
-                })?;
-            if inbuf.len() < 4 + len {
-                inbuf.reserve(4 + len - inbuf.len());
-                return Ok(());
-            }
-            let frame = inbuf.split_to(4 + len).freeze().slice(4..);
-            let id =
-                frame.get(..4).map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]])).unwrap_or(-1);
-            let waiter = lock(&self.shared.pending).waiters.remove(&id);
-            match waiter {
-                Some(tx) => {
-                    let _ = tx.send(frame);
-                }
-                None => log::debug!(
-                    "broker {}: response to correlation id {id} nobody waits for",
-                    self.addr
-                ),
-            }
-        }
     }
 }
 
