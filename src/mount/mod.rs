@@ -239,7 +239,7 @@ fn open_backend(
                     request.sizing_budget.unwrap_or(crate::cluster::source::CLUSTER_SIZING_BUDGET),
                 )
                 .with_committed_reads(committed)
-                .with_fetch_memory(Arc::new(Arc::clone(budget)), config_timeout),
+                .with_fetch_memory(budget.fetch_memory(), config_timeout),
         );
         let groups = Arc::new(crate::cluster::ClusterGroups::new(client));
         return Ok(Backend { source, retained: None, groups });

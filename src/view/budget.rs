@@ -166,13 +166,24 @@ impl Default for MemoryBudget {
     }
 }
 
-impl FetchMemory for Arc<MemoryBudget> {
+impl MemoryBudget {
+    /// This budget as the [`FetchMemory`] a backend holds its fetches in flight in.
+    pub fn fetch_memory(self: &Arc<Self>) -> Arc<dyn FetchMemory> {
+        Arc::new(FetchBudget(Arc::clone(self)))
+    }
+}
+
+/// A [`MemoryBudget`] seen by a backend: [`FetchMemory::hold`] is
+/// [`MemoryBudget::reserve_fetch`].
+struct FetchBudget(Arc<MemoryBudget>);
+
+impl FetchMemory for FetchBudget {
     fn hold(&self, bytes: usize, deadline: Instant) -> Option<Box<dyn Any + Send>> {
-        self.reserve_fetch(bytes, deadline).map(|r| Box::new(r) as Box<dyn Any + Send>)
+        self.0.reserve_fetch(bytes, deadline).map(|r| Box::new(r) as Box<dyn Any + Send>)
     }
 
     fn limit(&self) -> usize {
-        self.limit
+        self.0.limit
     }
 }
 

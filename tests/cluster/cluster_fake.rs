@@ -366,7 +366,7 @@ fn fs_counting(broker: &FakeBroker, isolation: Isolation) -> (TopicFs, Arc<Clien
     let budget = MemoryBudget::new(64 << 20);
     let source = ClusterSource::new(Arc::clone(&client), true)
         .with_committed_reads(committed)
-        .with_fetch_memory(Arc::new(Arc::clone(&budget)), std::time::Duration::from_secs(30));
+        .with_fetch_memory(budget.fetch_memory(), std::time::Duration::from_secs(30));
     let options = FsOptions {
         read_only: true,
         partitions_per_topic: 1,
@@ -411,7 +411,7 @@ fn fs_with_budget(
     let source = ClusterSource::new(Arc::new(client), true)
         .with_sizing_budget(sizing_budget)
         .with_committed_reads(committed)
-        .with_fetch_memory(Arc::new(Arc::clone(&budget)), std::time::Duration::from_secs(30));
+        .with_fetch_memory(budget.fetch_memory(), std::time::Duration::from_secs(30));
     let options = FsOptions {
         read_only: true,
         partitions_per_topic: 1,
