@@ -51,7 +51,7 @@ use crate::source::{
     AbortedTxn, AppendInfo, BatchChunk, ChunkStart, CursorHint, OffsetQuery, PartitionSummary,
     ReadCursor,
 };
-use crate::storage::segment_files::{FileProblem, SegmentFileKind, SegmentSummary};
+use crate::source::{FileProblem, SegmentFileKind, SegmentSummary};
 use crate::sync::lock;
 
 use super::config::{LogConfig, MessageTimestampType};

@@ -18,7 +18,7 @@ use crate::source::{
     ConfigEntry, KeyHits, KeyIndex, KeyListing, OffsetQuery, PartitionSource, PartitionSummary,
     ReadCursor, SealedSpan, SkippedDamage, SpaceStats, SummaryUpdate, TopicSource,
 };
-use crate::storage::segment_files::{FileProblem, SegmentFileKind, SegmentFiles, SegmentSummary};
+use crate::source::{FileProblem, SegmentFileKind, SegmentFiles, SegmentSummary};
 
 use super::key_index::IndexedLog;
 use super::log::{Log, SegmentCursor};

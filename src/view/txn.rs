@@ -35,11 +35,11 @@ use crate::format::control::{ControlRecordType, parse_control_key};
 use crate::format::{
     BatchInfo, DecodeError, DecodeErrorKind, NewRecord, Offset, RECORD_BATCH_OVERHEAD, decode_batch,
 };
+use crate::source::SegmentFiles;
 use crate::source::{
     AbortedTxn, AppendInfo, BatchChunk, BoundaryTxnState, CacheKind, KeyIndex, OffsetQuery,
     PartitionSource, PartitionSummary, ReadCursor, SealedSpan, SummaryUpdate,
 };
-use crate::storage::segment_files::SegmentFiles;
 use crate::sync::lock;
 
 /// Bytes asked of [`PartitionSource::read`] per step of a scan.

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use topicfs::Error;
 use topicfs::format::{NewRecord, Offset, Timestamp, peek_entry};
+use topicfs::source::SegmentFileKind;
 use topicfs::source::{OffsetQuery, TopicSource};
-use topicfs::storage::segment_files::SegmentFileKind;
 use topicfs::storage::{Log, LogConfig, LogDir};
 
 use crate::log_fixture::{read_records, record, small_config};

@@ -17,7 +17,7 @@ use topicfs::source::{
     AbortedTxn, AppendInfo, BatchChunk, ChunkStart, CursorHint, OffsetQuery, PartitionSource,
     PartitionSummary, ReadCursor,
 };
-use topicfs::storage::segment_files::{SegmentFileKind, SegmentFiles, SegmentSummary};
+use topicfs::source::{SegmentFileKind, SegmentFiles, SegmentSummary};
 
 /// The cursor at `pos` of the segment at `base` (the hint is (segment base, position), as the
 /// log engine's).

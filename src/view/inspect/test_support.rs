@@ -10,7 +10,7 @@ use crate::format::{BatchSpec, Compression, NewRecord, Offset, encode_batch};
 use crate::source::{
     AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, PartitionSource, PartitionSummary, ReadCursor,
 };
-use crate::storage::segment_files::{SegmentFileKind, SegmentFiles, SegmentSummary};
+use crate::source::{SegmentFileKind, SegmentFiles, SegmentSummary};
 
 /// `count` sealed segments (base offsets 0, 1000, ...) served from memory with the same
 /// files (only what the check and the dumps read), counting the reads of their files.
