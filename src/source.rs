@@ -1,9 +1,11 @@
 //! The narrow interface between the filesystem and whatever holds the partitions.
 //!
 //! The filesystem never opens a segment file itself: it asks a [`TopicSource`] for topics and
-//! partitions, and a [`PartitionSource`] for offsets, whole batches as stored, and appends. Today
-//! [`crate::storage`] implements both over a Kafka log directory; a live Kafka cluster (Fetch,
-//! ListOffsets, Produce) can implement them later without touching `view` or `fs`.
+//! partitions, and a [`PartitionSource`] for offsets, whole batches as stored, and appends. Two
+//! backends implement them, neither named here: the log engine (`storage`) over a Kafka log
+//! directory, and the cluster client (`cluster`) over Fetch, ListOffsets and Produce; `view`
+//! and `fs` know only this module. It owns every type its traits name and imports nothing
+//! from a backend.
 //!
 //! Batches cross this interface as stored bytes (a v2 batch, or a legacy v0/v1 message set
 //! entry), so the same rendering code serves local files and a network fetch response.
@@ -925,7 +927,7 @@ pub struct CommittedOffset {
 }
 
 /// Consumer groups' committed offsets: a second narrow interface next to [`TopicSource`], so
-/// local data dirs (the `__consumer_offsets` topic, [`crate::storage::groups`]) and a cluster
+/// local data dirs (the `__consumer_offsets` topic, the log engine's `groups`) and a cluster
 /// (OffsetFetch, OffsetCommit) are two backends of the same `groups/` tree. Validation of what
 /// is committed (partitions exist, offsets within the log) is the caller's.
 pub trait GroupStore: Send + Sync {
