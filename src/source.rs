@@ -546,8 +546,19 @@ impl std::fmt::Debug for Committed<'_> {
 /// sources have: [`segment_files`](Self::segment_files) (which also places damaged bytes in
 /// files, [`SegmentFiles::byte_location`]), [`key_index`](Self::key_index), and
 /// [`committed`](Self::committed) (who applies `read_committed`, and the [`TxnBoundary`]
-/// state a scan can start from). `last_modified` and `byte_location` are inherent helpers on
-/// `dyn PartitionSource` built from these, not methods a source implements.
+/// state a scan can start from).
+///
+/// Where what used to be separate methods went: the damage-tolerant and header-only reads are
+/// [`ReadMode`]s; the three appends are [`Records`] shapes (a local log keeps its fast path
+/// for value lines); the stated bounds, the last change, the rewrite count and the sizing
+/// budget are fields of [`Known`]; whether a source reads committed and its boundary state
+/// are [`Committed`]; where a damaged byte lies is [`SegmentFiles::byte_location`] (only
+/// files have positions). `holds` stays a method: both backends answer it, a local log by the
+/// cursor's segment and generation, a cluster by the log start. `last_modified` and
+/// `byte_location` are inherent helpers on `dyn PartitionSource` built from these, not
+/// methods a source implements. The five span methods below (`sealed_span_at` ...
+/// `update_prefix_summary`) still have defaults; they become one capability accessor (a span
+/// store) beside these.
 pub trait PartitionSource: Send + Sync {
     /// Topic name.
     fn topic(&self) -> &str;
@@ -865,6 +876,21 @@ pub struct ConfigEntry {
     pub value: Option<String>,
     pub source: ConfigSource,
 }
+/// The name of the topic setting [`TopicSource::max_message_bytes`] reads.
+pub const MAX_MESSAGE_BYTES: &str = "max.message.bytes";
+
+/// `max.message.bytes` among `settings` (name, value) (see
+/// [`TopicSource::max_message_bytes`]): its value as a size, `None` when absent or not a size.
+pub fn max_message_bytes_of<'a>(
+    settings: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
+) -> Option<usize> {
+    settings
+        .into_iter()
+        .find(|(name, _)| *name == MAX_MESSAGE_BYTES)
+        .and_then(|(_, value)| value)
+        .and_then(|v| v.trim().parse::<usize>().ok())
+}
+
 /// One change to a topic's overrides.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ConfigChange {
@@ -898,6 +924,11 @@ pub trait TopicSource: Send + Sync {
     /// Applies `changes` to `topic`'s overrides, all or nothing. `InvalidInput` naming the
     /// setting and the rule; nothing changed then.
     fn alter_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()>;
+    /// `topic`'s effective `max.message.bytes` now (the longest record batch it takes), as
+    /// [`TopicSource::topic_config`] states it, without the other settings: what an `append`
+    /// handle's line limit follows. `None` when the source does not state it (a setting it
+    /// does not list, or a value that is not a size); errors as `topic_config`'s.
+    fn max_message_bytes(&self, topic: &str) -> Result<Option<usize>>;
 }
 
 /// Capacity and free space of the storage behind a [`TopicSource`], in `statvfs` terms.

@@ -40,7 +40,8 @@ use crate::cluster::client::ConfigOp;
 use crate::error::{Error, Result};
 use crate::format::{Offset, peek_entry};
 use crate::source::{
-    ConfigChange, ConfigEntry, ConfigSource, FetchMemory, PartitionSource, SpaceStats, TopicSource,
+    ConfigChange, ConfigEntry, ConfigSource, FetchMemory, MAX_MESSAGE_BYTES, PartitionSource,
+    SpaceStats, TopicSource, max_message_bytes_of,
 };
 
 pub use groups::{ClusterGroups, group_in_use};
@@ -378,6 +379,15 @@ impl TopicSource for ClusterSource {
             return Ok(());
         }
         self.client.alter_topic_config(topic, &ops)
+    }
+
+    /// DescribeConfigs of the topic asking for that one setting (`NotFound` first when
+    /// Metadata does not list the topic): one round trip, a small answer.
+    fn max_message_bytes(&self, topic: &str) -> Result<Option<usize>> {
+        self.partitions(topic)?;
+        let (_, described) =
+            self.client.describe_topic_config_keys(topic, Some(&[MAX_MESSAGE_BYTES]))?;
+        Ok(max_message_bytes_of(described.iter().map(|c| (c.name.as_str(), c.value.as_deref()))))
     }
 
     /// Unknown (all zero): the brokers' disks are not the mount's storage.

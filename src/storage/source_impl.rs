@@ -18,7 +18,7 @@ use crate::source::{
     FileProblem, KeyHits, KeyIndex, KeyListing, Known, OffsetQuery, PartitionSource,
     PartitionSummary, ReadAnswer, ReadCursor, ReadMode, Records, SealedSpan, SegmentFileKind,
     SegmentFiles, SegmentSummary, SkippedDamage, SpaceStats, SummaryUpdate, TopicSource,
-    TxnBoundary,
+    TxnBoundary, max_message_bytes_of,
 };
 
 use super::key_index::IndexedLog;
@@ -430,6 +430,12 @@ impl TopicSource for LogDir {
 
     fn alter_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()> {
         LogDir::alter_topic_config(self, topic, changes)
+    }
+
+    /// One resolution of the topic's settings, as `topic_config` (no I/O).
+    fn max_message_bytes(&self, topic: &str) -> Result<Option<usize>> {
+        let entries = LogDir::topic_config(self, topic)?;
+        Ok(max_message_bytes_of(entries.iter().map(|e| (e.name.as_str(), e.value.as_deref()))))
     }
 
     fn space(&self) -> Result<SpaceStats> {

@@ -524,6 +524,9 @@ mod without_files {
         fn alter_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()> {
             self.0.alter_topic_config(topic, changes)
         }
+        fn max_message_bytes(&self, topic: &str) -> Result<Option<usize>> {
+            self.0.max_message_bytes(topic)
+        }
     }
 
     impl PartitionSource for Partition {
