@@ -1,9 +1,11 @@
 //! The narrow interface between the filesystem and whatever holds the partitions.
 //!
 //! The filesystem never opens a segment file itself: it asks a [`TopicSource`] for topics and
-//! partitions, and a [`PartitionSource`] for offsets, whole batches as stored, and appends. Today
-//! [`crate::storage`] implements both over a Kafka log directory; a live Kafka cluster (Fetch,
-//! ListOffsets, Produce) can implement them later without touching `view` or `fs`.
+//! partitions, and a [`PartitionSource`] for offsets, whole batches as stored, and appends. Two
+//! backends implement them, neither named here: the log engine (`storage`) over a Kafka log
+//! directory, and the cluster client (`cluster`) over Fetch, ListOffsets and Produce; `view`
+//! and `fs` know only this module. It owns every type its traits name and imports nothing
+//! from a backend.
 //!
 //! Batches cross this interface as stored bytes (a v2 batch, or a legacy v0/v1 message set
 //! entry), so the same rendering code serves local files and a network fetch response.
@@ -12,7 +14,7 @@
 //! opaque [`CursorHint`] only its source reads; a [`BatchChunk`] says where its runs of
 //! batches start and what damage the read stepped over. What exists only for local files
 //! (segment listings, raw segment bytes, passthrough, repaired indexes) is the separate
-//! [`SegmentFiles`] interface of `storage`, reached by one capability accessor,
+//! [`SegmentFiles`] interface, reached by one capability accessor,
 //! [`PartitionSource::segment_files`]; `view` and `fs` decide by that capability, never by
 //! which backend is mounted. The backend itself is chosen once, at mount time
 //! (`mount::open_backend`).
@@ -26,7 +28,6 @@ use crate::format::{
     BatchInfo, DecodeError, DecodeErrorKind, NewRecord, Offset, RecordRef, Timestamp,
     parse_batch_info, peek_entry,
 };
-use crate::storage::segment_files::SegmentFiles;
 
 /// The filesystem operation (one `lookup`, `open`, `read`, `getattr`, ...) running on this
 /// thread, as a moment: a source may answer a question of that operation with what it learned
@@ -130,7 +131,7 @@ impl Drop for Operation {
     }
 }
 
-/// [`PartitionSource::sizing_budget`] of a source that states none: 16 MiB of log.
+/// [`Known::sizing_budget`] of a source that states none: 16 MiB of log.
 pub const DEFAULT_SIZING_BUDGET: u64 = 16 << 20;
 
 /// Which offset a ListOffsets-style query asks for.
@@ -270,11 +271,11 @@ pub struct BatchChunk {
     /// them need not check again. `false` promises nothing (the batches are checked by whoever
     /// decodes them).
     pub crc_checked: bool,
-    /// Damage stepped over by [`PartitionSource::read_past_damage`] before these batches.
+    /// Damage stepped over by a read in [`ReadMode::PastDamage`] before these batches.
     pub skipped: Option<SkippedDamage>,
 }
 
-/// One batch as the transaction scan sees it ([`PartitionSource::read_heads_past_damage`]):
+/// One batch as the transaction scan sees it ([`ReadMode::HeadsPastDamage`]):
 /// its header facts, and its whole entry only when it is a control batch (the scan decodes
 /// the marker's one record; a data batch's records are never needed).
 #[derive(Clone, Debug)]
@@ -402,8 +403,162 @@ pub struct BoundaryTxnState {
     pub aborted: Vec<AbortedTxn>,
 }
 
+/// How [`PartitionSource::read`] treats damage, and what it returns.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ReadMode {
+    /// Whole batches ([`ReadAnswer::Batches`]); a batch that fails its CRC check, or bytes that
+    /// do not frame one, are an error (see [`BatchChunk::crc_checked`] for sources that check).
+    Batches,
+    /// Whole batches ([`ReadAnswer::Batches`]) for a reader that must get past damage to what
+    /// follows (the streams): a batch that is framed but fails its CRC check is returned
+    /// alone, as stored (decoding it then reports the damage), and damage the source can step
+    /// over is stepped over and described in [`BatchChunk::skipped`]. A source that cannot step
+    /// over anything reads as [`ReadMode::Batches`].
+    PastDamage,
+    /// The headers of the batches [`ReadMode::PastDamage`] would return, covering about
+    /// `max_bytes` of stored batches (at least one batch), without their records: what the
+    /// `read_committed` transaction scan needs ([`ReadAnswer::Heads`]). Data batches are not
+    /// CRC-checked here (their readers check them); control batches come whole. A source
+    /// without a header-only read answers with the whole batches ([`ReadAnswer::Batches`]),
+    /// which [`ReadAnswer::into_heads`] turns into heads.
+    HeadsPastDamage,
+}
+
+/// What [`PartitionSource::read`] returned: whole batches, or (only for
+/// [`ReadMode::HeadsPastDamage`]) their headers.
+#[derive(Clone, Debug)]
+pub enum ReadAnswer {
+    Batches(BatchChunk),
+    Heads(BatchHeads),
+}
+
+impl ReadAnswer {
+    /// The whole batches of a read in [`ReadMode::Batches`] or [`ReadMode::PastDamage`].
+    /// `Unsupported` for headers, which a source answers only to
+    /// [`ReadMode::HeadsPastDamage`].
+    pub fn into_chunk(self) -> Result<BatchChunk> {
+        match self {
+            ReadAnswer::Batches(chunk) => Ok(chunk),
+            ReadAnswer::Heads(_) => {
+                Err(Error::Unsupported("batch headers where whole batches were asked for"))
+            }
+        }
+    }
+
+    /// The headers of the batches read (of whole batches: [`BatchHeads::of_chunk`]).
+    pub fn into_heads(self) -> BatchHeads {
+        match self {
+            ReadAnswer::Batches(chunk) => BatchHeads::of_chunk(chunk),
+            ReadAnswer::Heads(heads) => heads,
+        }
+    }
+}
+
+/// Records for [`PartitionSource::append`], in the shape the caller holds them.
+#[derive(Copy, Clone, Debug)]
+pub enum Records<'a> {
+    /// Records the caller built.
+    Owned(&'a [NewRecord]),
+    /// Borrowed records (the lines of one `write()`, without a copy each).
+    Borrowed(&'a [RecordRef<'a>]),
+    /// A record of `head` (when given) and one record per `\n`-terminated line of `lines` (its
+    /// value the line without the `\n`; no key, no headers). Bytes after the last `\n` are not
+    /// appended. A local log encodes them straight from `lines`; another source may borrow
+    /// each line ([`crate::format::value_line_records`]).
+    ValueLines { head: Option<&'a [u8]>, lines: &'a [u8] },
+}
+
+/// What a source knows of its partition without I/O or a request ([`PartitionSource::known`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Known {
+    /// The log start and end offsets this source last stated (a cluster: in a summary or with
+    /// a read, every Fetch answer states them; a writable local log: its own, which only its
+    /// appends and retention change). The end is a lower bound of the log end now, never below
+    /// a batch a read returned: a read that renders past its index's frontier learns up to it,
+    /// and bytes a read rendered a moment ago are served while the start is not past them,
+    /// without a request per read. `None`: ask [`PartitionSource::summary`].
+    pub bounds: Option<(Offset, Offset)>,
+    /// When the partition last changed, when known without I/O (a cluster: the time asked, the
+    /// protocol does not say; a writable local log: its last append, roll or deletion), so
+    /// that a directory's attributes cost no request per partition (a topic of 100 partitions
+    /// would cost 200 ListOffsets per `stat`). `None`: [`PartitionSummary::last_modified`].
+    pub last_modified: Option<SystemTime>,
+    /// How many times stored records were rewritten in place without moving the log start (a
+    /// local log: the log cleaner's passes that replaced segments); it only grows. A cursor
+    /// made before it changed may point at records no longer stored as they were
+    /// ([`PartitionSource::holds`] says which), and a read from it finds the place again by
+    /// offset: the view drops what it learned there (`view::render_index`, "Compaction").
+    /// Checked at every window a stream renders. 0 for a source whose stored records never
+    /// change (a cluster: its broker's compaction is not seen).
+    pub rewrites: u64,
+    /// Log bytes a cheap sizing of a stream may read ([`DEFAULT_SIZING_BUDGET`] unless the
+    /// source says otherwise): `stat` and `open` of a stream render at most this much of the
+    /// log, from where the last sizing stopped, towards the end; a stream whose end that does
+    /// not reach shows a size not yet known. A local log states what a read of its pages costs,
+    /// a cluster about one Fetch response. Never zero in effect (a source stating 0 still lets
+    /// a sizing read one batch).
+    pub sizing_budget: u64,
+}
+
+/// The transaction state a source recorded at segment boundaries (a local log's producer-state
+/// snapshots and `.txnindex` files), reached by [`PartitionSource::committed`].
+pub trait TxnBoundary: Send + Sync {
+    /// The transaction state recorded at the newest segment boundary that has one (see
+    /// [`BoundaryTxnState`]), for a `read_committed` scan to start from instead of the log
+    /// start; `None` when no boundary has one.
+    fn state_at_boundary(&self) -> Result<Option<BoundaryTxnState>>;
+}
+
+/// How a `read_committed` reader of a source learns which records are committed
+/// ([`PartitionSource::committed`]).
+#[derive(Copy, Clone)]
+pub enum Committed<'a> {
+    /// The source applies `read_committed` itself: [`PartitionSource::read`] returns no batch
+    /// of an aborted transaction and nothing at or past the last stable offset, and the log
+    /// end offset it states (summary, `Latest`, `seek`) is the last stable offset. A cluster
+    /// does so with Kafka's Fetch at isolation level 1, filtered per response as the Java
+    /// consumer does, so the view keeps no transaction scan of its own for such a partition.
+    BySource,
+    /// The view decides from the batches (`view::txn`), its scan starting at the state the
+    /// source's [`TxnBoundary`] recorded when it has one, else at the log start.
+    ByView(Option<&'a dyn TxnBoundary>),
+}
+
+impl std::fmt::Debug for Committed<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Committed::BySource => f.write_str("BySource"),
+            Committed::ByView(b) => write!(f, "ByView(boundary: {})", b.is_some()),
+        }
+    }
+}
+
 /// One partition: offsets, batches as stored, appends. Nothing here assumes files: a live
 /// cluster implements it with ListOffsets, Fetch and Produce.
+///
+/// **Shape.** Every method is required and every backend answers each one (no default: a
+/// decorator such as `view::txn::CommittedPartition` must say what it does with each, it
+/// cannot drop one silently). One read with a [`ReadMode`], one append of [`Records`], the
+/// bounds as asked ([`summary`](Self::summary)) and as known without asking
+/// ([`known`](Self::known): stated bounds, last change, rewrites, sizing budget), lookups by
+/// offset and time ([`offset_for`](Self::offset_for), [`seek`](Self::seek),
+/// [`holds`](Self::holds)), [`sync`](Self::sync), and capability accessors for what only some
+/// sources have: [`segment_files`](Self::segment_files) (which also places damaged bytes in
+/// files, [`SegmentFiles::byte_location`]), [`key_index`](Self::key_index), and
+/// [`committed`](Self::committed) (who applies `read_committed`, and the [`TxnBoundary`]
+/// state a scan can start from).
+///
+/// Where what used to be separate methods went: the damage-tolerant and header-only reads are
+/// [`ReadMode`]s; the three appends are [`Records`] shapes (a local log keeps its fast path
+/// for value lines); the stated bounds, the last change, the rewrite count and the sizing
+/// budget are fields of [`Known`]; whether a source reads committed and its boundary state
+/// are [`Committed`]; where a damaged byte lies is [`SegmentFiles::byte_location`] (only
+/// files have positions). `holds` stays a method: both backends answer it, a local log by the
+/// cursor's segment and generation, a cluster by the log start. `last_modified` and
+/// `byte_location` are inherent helpers on `dyn PartitionSource` built from these, not
+/// methods a source implements. The five span methods below (`sealed_span_at` ...
+/// `update_prefix_summary`) still have defaults; they become one capability accessor (a span
+/// store) beside these.
 pub trait PartitionSource: Send + Sync {
     /// Topic name.
     fn topic(&self) -> &str;
@@ -411,121 +566,30 @@ pub trait PartitionSource: Send + Sync {
     fn partition(&self) -> u32;
     /// Offsets, sizes and timestamps now.
     fn summary(&self) -> Result<PartitionSummary>;
-    /// When the partition last changed (the mtime of its directories and files), without the
-    /// offsets when the backend can: a directory's attributes must not cost a request per
-    /// partition (a topic of 100 partitions would cost 200 ListOffsets per `stat`). The
-    /// default is [`PartitionSummary::last_modified`].
-    fn last_modified(&self) -> Result<SystemTime> {
-        Ok(self.summary()?.last_modified)
-    }
+    /// What the source knows without I/O or a request (see [`Known`]). Cheap: called at every
+    /// window a stream renders.
+    fn known(&self) -> Known;
     /// ListOffsets semantics; see [`OffsetQuery`]. Never "not found".
     fn offset_for(&self, query: OffsetQuery) -> Result<Offset>;
     /// Cursor at the first batch whose last offset is >= `target`. `target` equal to the log
     /// end offset gives a cursor at the end. Errors with `OffsetOutOfRange` below the log start
     /// offset or past the log end offset.
     fn seek(&self, target: Offset) -> Result<ReadCursor>;
-    /// Whole batches from `cursor` (one this source made, or [`ReadCursor::at`] an offset), at
-    /// most `max_bytes` unless the first batch alone is larger (then exactly that batch). Empty
-    /// when the cursor is at the current end. Never returns part of a batch. A batch that fails
-    /// its CRC check is an error (see [`BatchChunk::crc_checked`] for sources that check).
-    fn read(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchChunk>;
-    /// [`PartitionSource::read`] for a reader that must get past damage to what follows (the
-    /// streams): a batch that is framed but fails its CRC check is returned alone, as stored
-    /// (decoding it then reports the damage), and damage the source can step over is stepped
-    /// over and described in [`BatchChunk::skipped`]. The default is `read`: damage is an
-    /// error.
-    fn read_past_damage(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchChunk> {
-        self.read(cursor, max_bytes)
-    }
-    /// The headers of the batches from `cursor` on, as [`PartitionSource::read_past_damage`]
-    /// would return them, covering about `max_bytes` of stored batches (at least one batch),
-    /// without reading their records: what the `read_committed` transaction scan needs. Data
-    /// batches are not CRC-checked here (their readers check them); control batches come
-    /// whole. The default reads the whole batches with `read_past_damage`.
-    fn read_heads_past_damage(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchHeads> {
-        self.read_past_damage(cursor, max_bytes).map(BatchHeads::of_chunk)
-    }
-    /// Where the stored byte `delta` bytes after the batch start at `cursor` lies, as (a file
-    /// name or other place, a byte position), for error messages about damaged batches. The
-    /// default names the partition and counts from the batch start.
-    fn byte_location(&self, cursor: &ReadCursor, delta: u64) -> (String, u64) {
-        let place =
-            format!("{}-{} batch at offset {}", self.topic(), self.partition(), cursor.next_offset);
-        (place, delta)
-    }
     /// Whether the batches at and after `cursor` are still stored: retention has not deleted
-    /// the place the cursor points at. The default: its offset bound is at or above the log
-    /// start offset.
-    fn holds(&self, cursor: &ReadCursor) -> Result<bool> {
-        Ok(cursor.next_offset >= self.summary()?.log_start_offset)
-    }
-    /// Aborted transactions overlapping `[from, to)` (for read-committed views).
-    fn aborted_transactions(&self, from: Offset, to: Offset) -> Result<Vec<AbortedTxn>>;
-    /// The transaction state recorded at the newest segment boundary that has one (see
-    /// [`BoundaryTxnState`]), for a `read_committed` scan to start from instead of the log
-    /// start. The default: none (the scan reads every batch from the log start).
-    fn txn_state_at_boundary(&self) -> Result<Option<BoundaryTxnState>> {
-        Ok(None)
-    }
-    /// Whether this source applies `read_committed` itself: [`PartitionSource::read`] returns no
-    /// batch of an aborted transaction and nothing at or past the last stable offset, and the
-    /// log end offset it states (summary, `Latest`, `seek`) is the last stable offset. A cluster
-    /// does so with Kafka's Fetch at isolation level 1, filtered per response as the Java
-    /// consumer does, so the view keeps no transaction scan of its own for such a partition.
-    /// The default: `false`, the view decides from the batches (`view::txn`).
-    fn reads_committed(&self) -> bool {
-        false
-    }
+    /// (nor the cleaner replaced) the place the cursor points at. For a cursor without a
+    /// source's hint: its offset bound is at or above the log start offset.
+    fn holds(&self, cursor: &ReadCursor) -> Result<bool>;
+    /// Whole batches (or their headers, see [`ReadMode`]) from `cursor` (one this source made,
+    /// or [`ReadCursor::at`] an offset), at most `max_bytes` unless the first batch alone is
+    /// larger (then exactly that batch). Empty when the cursor is at the current end. Never
+    /// returns part of a batch.
+    fn read(&self, cursor: &ReadCursor, max_bytes: usize, mode: ReadMode) -> Result<ReadAnswer>;
     /// Appends records as one batch (several only when one would exceed `max.message.bytes`);
     /// visible to readers when this returns. Refuses the whole call, writing nothing, if any
     /// single record cannot fit in a batch.
-    fn append(&self, records: &[NewRecord]) -> Result<AppendInfo>;
-    /// [`PartitionSource::append`] of borrowed records (the lines of one `write()`, without a
-    /// copy each). The default copies them into [`NewRecord`]s.
-    fn append_refs(&self, records: &[RecordRef<'_>]) -> Result<AppendInfo> {
-        let owned: Vec<NewRecord> = records.iter().map(RecordRef::to_new_record).collect();
-        self.append(&owned)
-    }
-    /// Appends a record of `head` (when given) and one record per `\n`-terminated line of
-    /// `lines` (its value the line without the `\n`; no key, no headers), as
-    /// [`PartitionSource::append`] does: one batch unless they do not fit in one, all or
-    /// nothing. Bytes after the last `\n` are not appended. The default borrows each line
-    /// into a [`RecordRef`] for [`PartitionSource::append_refs`]; a local log encodes them
-    /// straight from `lines`.
-    fn append_value_lines(&self, head: Option<&[u8]>, lines: &[u8]) -> Result<AppendInfo> {
-        self.append_refs(&crate::format::value_line_records(head, lines))
-    }
+    fn append(&self, records: Records<'_>) -> Result<AppendInfo>;
     /// Makes everything appended so far durable (fsync of the log and its indexes).
     fn sync(&self) -> Result<()>;
-    /// The log start and end offsets this source last stated (in a summary, or with a read: a
-    /// cluster's every Fetch answer states them), known without asking anyone. The end is a
-    /// lower bound of the log end now, never below a batch a read returned: a read that
-    /// renders past its index's frontier learns up to it, and bytes a read rendered a moment
-    /// ago are served while the start is not past them, without a request per read. `None`
-    /// (the default): ask [`PartitionSource::summary`].
-    fn stated_bounds(&self) -> Option<(Offset, Offset)> {
-        None
-    }
-    /// How many times stored records were rewritten in place without moving the log start (a
-    /// local log: the log cleaner's passes that replaced segments); it only grows. A cursor
-    /// made before it changed may point at records no longer stored as they were
-    /// ([`PartitionSource::holds`] says which), and a read from it finds the place again by
-    /// offset: the view drops what it learned there (`view::render_index`, "Compaction").
-    /// Cheap (no request, no I/O): checked at every window a stream renders. The default: 0,
-    /// a source whose stored records never change (a cluster: its broker's compaction is not
-    /// seen).
-    fn rewrites(&self) -> u64 {
-        0
-    }
-    /// Log bytes a cheap sizing of a stream may read ([`DEFAULT_SIZING_BUDGET`] unless the
-    /// source says otherwise): `stat` and `open` of a stream render at most this much of the
-    /// log, from where the last sizing stopped, towards the end; a stream whose end that does
-    /// not reach shows a size not yet known. A local log states what a read of its pages costs,
-    /// a cluster about one Fetch response. Never zero in effect (a source stating 0 still lets
-    /// a sizing read one batch).
-    fn sizing_budget(&self) -> u64 {
-        DEFAULT_SIZING_BUDGET
-    }
     /// The sealed span whose first batch is the next one read from `cursor` (the cursor is at
     /// the span's start, or at the end of the sealed span before it), if the source keeps
     /// summaries of sealed spans. `None` (the default) otherwise.
@@ -574,15 +638,143 @@ pub trait PartitionSource: Send + Sync {
         let _ = (start, end, kind, update);
     }
     /// The partition's segment files, for a source that has local ones (`segments/`, the
-    /// inspection files, passthrough): the only way to them. `None` (the default) for a source
-    /// without files, whose tree then has none of those entries.
-    fn segment_files(&self) -> Option<&dyn SegmentFiles> {
-        None
+    /// inspection files, passthrough): the only way to them. `None` for a source without
+    /// files, whose tree then has none of those entries.
+    fn segment_files(&self) -> Option<&dyn SegmentFiles>;
+    /// The partition's records by key, for a source that indexes them (the log engine). `None`:
+    /// no `by-key/`, `latest/` or `keys` in its tree.
+    fn key_index(&self) -> Option<&dyn KeyIndex>;
+    /// Who applies `read_committed` for this partition, and the transaction state a scan of
+    /// the view can start from (see [`Committed`]).
+    fn committed(&self) -> Committed<'_>;
+}
+
+impl dyn PartitionSource + '_ {
+    /// When the partition last changed (the mtime of its directories and files):
+    /// [`Known::last_modified`] when the source knows it without I/O, else
+    /// [`PartitionSummary::last_modified`].
+    pub fn last_modified(&self) -> Result<SystemTime> {
+        match self.known().last_modified {
+            Some(t) => Ok(t),
+            None => Ok(self.summary()?.last_modified),
+        }
     }
-    /// The partition's records by key, for a source that indexes them (the log engine). `None`
-    /// (the default): no `by-key/`, `latest/` or `keys` in its tree.
-    fn key_index(&self) -> Option<&dyn KeyIndex> {
-        None
+
+    /// Where the stored byte `delta` bytes after the batch start at `cursor` lies, as (a file
+    /// name or other place, a byte position), for error messages about damaged batches: the
+    /// segment file and position when the source has files
+    /// ([`SegmentFiles::byte_location`]), else the partition, counted from the batch start.
+    pub fn byte_location(&self, cursor: &ReadCursor, delta: u64) -> (String, u64) {
+        if let Some(at) = self.segment_files().and_then(|f| f.byte_location(cursor, delta)) {
+            return at;
+        }
+        let place =
+            format!("{}-{} batch at offset {}", self.topic(), self.partition(), cursor.next_offset);
+        (place, delta)
+    }
+}
+
+/// One segment as listed under `segments/`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SegmentSummary {
+    pub base_offset: Offset,
+    /// Size of the `.log` file in bytes.
+    pub log_size: u64,
+    /// Current sizes of the index files (0 when the file does not exist).
+    pub index_size: u64,
+    pub time_index_size: u64,
+    /// `None` when the segment has no `.txnindex`.
+    pub txn_index_size: Option<u64>,
+    /// Largest timestamp in the segment, if known.
+    pub max_timestamp: Option<Timestamp>,
+    /// Whether this is the active (last, appendable) segment.
+    pub is_active: bool,
+    pub last_modified: SystemTime,
+}
+
+/// The files of one segment.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SegmentFileKind {
+    Log,
+    Index,
+    TimeIndex,
+    TxnIndex,
+}
+
+impl SegmentFileKind {
+    /// The file name suffix, with the dot (`.log`, `.index`, `.timeindex`, `.txnindex`).
+    pub fn suffix(self) -> &'static str {
+        match self {
+            SegmentFileKind::Log => ".log",
+            SegmentFileKind::Index => ".index",
+            SegmentFileKind::TimeIndex => ".timeindex",
+            SegmentFileKind::TxnIndex => ".txnindex",
+        }
+    }
+}
+
+/// A file of a partition that its source could not serve (for the partition's `check`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileProblem {
+    /// The file's name in the partition directory.
+    pub name: String,
+    /// The byte position the problem starts at, if it is inside the file.
+    pub position: Option<u64>,
+    /// What is wrong, in a few words.
+    pub what: String,
+}
+
+/// A partition's segment files: the local-only half of the partition interface, reached by
+/// [`PartitionSource::segment_files`]. The filesystem shows `segments/`, the inspection files
+/// (`check`, `.dump`) and passes sealed files through to the kernel only for a partition that
+/// has them; a live cluster has none.
+pub trait SegmentFiles: Send + Sync {
+    /// Segments in base-offset order.
+    fn segments(&self) -> Result<Vec<SegmentSummary>>;
+    /// The segment whose base offset is `base_offset`, if any (what [`Self::segments`] lists
+    /// for it). The default looks through `segments()`.
+    fn segment_summary(&self, base_offset: Offset) -> Result<Option<SegmentSummary>> {
+        Ok(self.segments()?.into_iter().find(|s| s.base_offset == base_offset))
+    }
+    /// Reads the raw bytes of one segment file at `pos` (the preallocated zero tail of an active
+    /// index is not shown: the file ends at its last valid entry).
+    fn read_segment_file(
+        &self,
+        base_offset: Offset,
+        kind: SegmentFileKind,
+        pos: u64,
+        buf: &mut [u8],
+    ) -> Result<usize>;
+    /// An open handle on one file of a sealed (not active) segment, when its bytes on disk are
+    /// exactly what [`SegmentFiles::read_segment_file`] returns and will not change: the
+    /// mount hands it to the kernel, which then reads it without asking (FUSE passthrough).
+    /// `None` for the active segment and for a file whose on-disk size differs from the size
+    /// shown (an index left untrimmed by a crash). The default is `None`.
+    fn sealed_segment_file(
+        &self,
+        _base_offset: Offset,
+        _kind: SegmentFileKind,
+    ) -> Result<Option<std::fs::File>> {
+        Ok(None)
+    }
+    /// Files of segment `base_offset` whose bytes on disk the source found damaged and serves
+    /// repaired instead (an index rebuilt in memory from the `.log` on a read-only mount), as
+    /// (file, byte position of the damage on disk, what is wrong there). Empty by default.
+    fn repaired_segment_files(
+        &self,
+        _base_offset: Offset,
+    ) -> Result<Vec<(SegmentFileKind, u64, String)>> {
+        Ok(Vec::new())
+    }
+    /// Where the stored byte `delta` bytes after the batch start at `cursor` lies, as (a file
+    /// name, a byte position in it), when the cursor's hint names a segment of this source;
+    /// `None` otherwise (see `<dyn PartitionSource>::byte_location`).
+    fn byte_location(&self, cursor: &ReadCursor, delta: u64) -> Option<(String, u64)>;
+    /// Files the source could not serve at all or in part: names that are not regular files
+    /// (refused unopened, see `storage::open`), bytes that are not batches after the last
+    /// whole batch of the active segment. Empty by default.
+    fn file_problems(&self) -> Result<Vec<FileProblem>> {
+        Ok(Vec::new())
     }
 }
 
@@ -684,6 +876,21 @@ pub struct ConfigEntry {
     pub value: Option<String>,
     pub source: ConfigSource,
 }
+/// The name of the topic setting [`TopicSource::max_message_bytes`] reads.
+pub const MAX_MESSAGE_BYTES: &str = "max.message.bytes";
+
+/// `max.message.bytes` among `settings` (name, value) (see
+/// [`TopicSource::max_message_bytes`]): its value as a size, `None` when absent or not a size.
+pub fn max_message_bytes_of<'a>(
+    settings: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
+) -> Option<usize> {
+    settings
+        .into_iter()
+        .find(|(name, _)| *name == MAX_MESSAGE_BYTES)
+        .and_then(|(_, value)| value)
+        .and_then(|v| v.trim().parse::<usize>().ok())
+}
+
 /// One change to a topic's overrides.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ConfigChange {
@@ -709,22 +916,19 @@ pub trait TopicSource: Send + Sync {
     /// marker). Idempotent.
     fn shutdown(&self) -> Result<()>;
     /// Space on the storage that holds the topics (what `df` shows for a mount of them). All
-    /// zero when unknown (the default).
-    fn space(&self) -> Result<SpaceStats> {
-        Ok(SpaceStats::default())
-    }
+    /// zero when unknown (a cluster: its brokers' disks are not the mount's).
+    fn space(&self) -> Result<SpaceStats>;
     /// Every effective setting of `topic`, sorted by name, with where each comes from.
     /// `NotFound` for an unknown topic; `Unsupported`/`UnsupportedApi` where the backend cannot.
-    fn topic_config(&self, topic: &str) -> Result<Vec<ConfigEntry>> {
-        let _ = topic;
-        Err(Error::Unsupported("topic configuration"))
-    }
+    fn topic_config(&self, topic: &str) -> Result<Vec<ConfigEntry>>;
     /// Applies `changes` to `topic`'s overrides, all or nothing. `InvalidInput` naming the
     /// setting and the rule; nothing changed then.
-    fn alter_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()> {
-        let _ = (topic, changes);
-        Err(Error::Unsupported("topic configuration"))
-    }
+    fn alter_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()>;
+    /// `topic`'s effective `max.message.bytes` now (the longest record batch it takes), as
+    /// [`TopicSource::topic_config`] states it, without the other settings: what an `append`
+    /// handle's line limit follows. `None` when the source does not state it (a setting it
+    /// does not list, or a value that is not a size); errors as `topic_config`'s.
+    fn max_message_bytes(&self, topic: &str) -> Result<Option<usize>>;
 }
 
 /// Capacity and free space of the storage behind a [`TopicSource`], in `statvfs` terms.
@@ -754,7 +958,7 @@ pub struct CommittedOffset {
 }
 
 /// Consumer groups' committed offsets: a second narrow interface next to [`TopicSource`], so
-/// local data dirs (the `__consumer_offsets` topic, [`crate::storage::groups`]) and a cluster
+/// local data dirs (the `__consumer_offsets` topic, the log engine's `groups`) and a cluster
 /// (OffsetFetch, OffsetCommit) are two backends of the same `groups/` tree. Validation of what
 /// is committed (partitions exist, offsets within the log) is the caller's.
 pub trait GroupStore: Send + Sync {

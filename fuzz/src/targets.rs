@@ -423,10 +423,10 @@ mod fake {
     use std::time::SystemTime;
 
     use topicfs::error::{Error, Result};
-    use topicfs::format::{NewRecord, Offset};
+    use topicfs::format::Offset;
     use topicfs::source::{
-        AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, PartitionSource, PartitionSummary,
-        ReadCursor,
+        AppendInfo, BatchChunk, Committed, DEFAULT_SIZING_BUDGET, KeyIndex, Known, OffsetQuery,
+        PartitionSource, PartitionSummary, ReadAnswer, ReadCursor, ReadMode, Records, SegmentFiles,
     };
 
     /// Offsets derived from the name being fuzzed, so specs meet varied logs.
@@ -472,17 +472,34 @@ mod fake {
         fn seek(&self, _target: Offset) -> Result<ReadCursor> {
             Err(Error::Unsupported("fuzz partition has no batches"))
         }
-        fn read(&self, _cursor: &ReadCursor, _max_bytes: usize) -> Result<BatchChunk> {
-            Ok(BatchChunk::default())
+        fn known(&self) -> Known {
+            Known {
+                bounds: None,
+                last_modified: None,
+                rewrites: 0,
+                sizing_budget: DEFAULT_SIZING_BUDGET,
+            }
         }
-        fn aborted_transactions(&self, _from: Offset, _to: Offset) -> Result<Vec<AbortedTxn>> {
-            Ok(Vec::new())
+        fn holds(&self, cursor: &ReadCursor) -> Result<bool> {
+            Ok(cursor.next_offset >= self.log_start)
         }
-        fn append(&self, _records: &[NewRecord]) -> Result<AppendInfo> {
+        fn read(&self, _cursor: &ReadCursor, _max_bytes: usize, _: ReadMode) -> Result<ReadAnswer> {
+            Ok(ReadAnswer::Batches(BatchChunk::default()))
+        }
+        fn append(&self, _records: Records<'_>) -> Result<AppendInfo> {
             Err(Error::ReadOnly)
         }
         fn sync(&self) -> Result<()> {
             Ok(())
+        }
+        fn segment_files(&self) -> Option<&dyn SegmentFiles> {
+            None
+        }
+        fn key_index(&self) -> Option<&dyn KeyIndex> {
+            None
+        }
+        fn committed(&self) -> Committed<'_> {
+            Committed::ByView(None)
         }
     }
 }

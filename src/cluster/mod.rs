@@ -1,8 +1,8 @@
 //! A live Kafka cluster over the Kafka wire protocol: the client the cluster backend uses.
 //!
-//! Beside [`crate::storage`], the second implementation of the partition interface (that part
-//! comes with the reworked `source` seam). It may use [`crate::format`] (batch encoding and
-//! decoding, CRCs, codecs) and never the view, filesystem or FUSE layers.
+//! Beside the log engine (`storage`), the second implementation of the partition interface
+//! ([`crate::source`]). It may use [`crate::format`] (batch encoding and decoding, CRCs,
+//! codecs) and [`crate::source`], never the log engine, the view, filesystem or FUSE layers.
 //!
 //! - [`config`]: client settings by Kafka's names, `.properties` files, bootstrap specs;
 //! - [`conn`]: one blocking connection per broker, requests pipelined by correlation id,

@@ -6,26 +6,26 @@
 //! | `summary` | ListOffsets earliest and latest (two requests in one round trip, once per filesystem operation; see [`Bounds`]) |
 //! | `offset_for` | ListOffsets with the timestamp or `-3`; `-1` and `-2` as `summary` |
 //! | `seek` | as `summary` (range check), then [`ReadCursor::at`] |
-//! | `read` | Fetch from the cursor's offset (its answer's log start, high watermark and last stable offset kept as the bounds; `stated_bounds` are the bounds last stated), or none when one of the mount's last Fetch answers started there ([`Answers`]) |
-//! | `aborted_transactions` | Fetch, scanning the abort markers |
-//! | `append`, `append_refs` | Produce: one request per call, idempotent, acked per `acks` |
+//! | `read` (every [`ReadMode`](crate::source::ReadMode) reads whole batches) | Fetch from the cursor's offset (its answer's log start, high watermark and last stable offset kept as the bounds; `known().bounds` are the bounds last stated), or none when one of the mount's last Fetch answers started there ([`Answers`]) |
+//! | `known`, `committed` | nothing: what the source last learned, and its settings |
+//! | `holds` | as `summary` (the cursor's offset against the log start) |
+//! | `append` | Produce: one request per call, idempotent, acked per `acks` |
 //! | `create_topic` / `create_partition` | CreateTopics / CreatePartitions |
 //! | `topic_config` / `alter_topic_config` | DescribeConfigs / IncrementalAlterConfigs (resource TOPIC; see [`config_source`]) |
 //!
 //! **Transactions.** `read` always fetches `read_uncommitted`: the batches as stored, aborted
 //! ones and markers included, up to the high watermark, exactly what a local log holds. The
 //! view's transaction tracker (`view::txn`) decides what `read_committed` shows from the
-//! markers, as it does for local logs, so one rule serves both backends.
-//! `aborted_transactions(from, to)` scans the markers in `[from, to)` the same way; a
-//! transaction that began before `from` is not in its answer (nothing in the tree uses it for
-//! a cluster: it serves the local inspection files).
+//! markers, as it does for local logs, so one rule serves both backends (unless the source
+//! reads committed itself, [`ClusterSource::with_committed_reads`]).
 //!
 //! **Cursors.** A cursor of this source is an offset alone ([`CursorHint::NONE`]): the broker
 //! finds the batch (a Fetch may start with a batch holding offsets below the one asked for; it
 //! is dropped here, so a chunk starts at the first batch whose last offset is `>=` the cursor).
 //!
 //! Nothing here has segment files: [`PartitionSource::segment_files`] is `None`, so `segments/`
-//! and the inspection files do not exist on a cluster mount.
+//! and the inspection files do not exist on a cluster mount; nor a key index
+//! ([`PartitionSource::key_index`]) nor a transaction state at segment boundaries.
 
 mod groups;
 mod partition;
@@ -40,7 +40,8 @@ use crate::cluster::client::ConfigOp;
 use crate::error::{Error, Result};
 use crate::format::{Offset, peek_entry};
 use crate::source::{
-    ConfigChange, ConfigEntry, ConfigSource, FetchMemory, PartitionSource, TopicSource,
+    ConfigChange, ConfigEntry, ConfigSource, FetchMemory, MAX_MESSAGE_BYTES, PartitionSource,
+    SpaceStats, TopicSource, max_message_bytes_of,
 };
 
 pub use groups::{ClusterGroups, group_in_use};
@@ -114,7 +115,7 @@ type SharedBounds = Arc<std::sync::Mutex<Bounds>>;
 /// The sizing budget of a cluster's partitions unless `--sizing-budget` says otherwise: 64 KiB
 /// of log, what one Fetch of the view's read size returns, so that `stat` and `open` of a
 /// stream cost at most one Fetch whatever the partition holds (see
-/// [`PartitionSource::sizing_budget`]).
+/// [`Known::sizing_budget`](crate::source::Known::sizing_budget)).
 pub const CLUSTER_SIZING_BUDGET: u64 = 64 << 10;
 
 /// How long a partition's log start and end offsets, as a ListOffsets or Fetch answer stated
@@ -128,7 +129,7 @@ pub const BOUNDS_FRESH: Duration = Duration::ZERO;
 /// high watermark and the last stable offset.
 ///
 /// - A read that renders past its index's frontier learns up to the end last stated
-///   ([`PartitionSource::stated_bounds`]) without asking: a sequential reader, whose every
+///   ([`Known::bounds`](crate::source::Known::bounds)) without asking: a sequential reader, whose every
 ///   Fetch states the end, asks no ListOffsets.
 /// - [`ClusterPartition::bounds`] (and so `summary`, `seek`, `holds`, `offset_for` latest and
 ///   earliest) answers from them when they were asked after the filesystem operation running
@@ -208,7 +209,7 @@ impl ClusterSource {
     /// isolation level 1, each response filtered by its aborted-transaction list and cut at its
     /// last stable offset ([`crate::cluster::committed`]); the log end offset its partitions
     /// state is then ListOffsets `latest`, which the client asks at its `isolation.level` (the
-    /// caller makes that `read_committed` too). See [`PartitionSource::reads_committed`].
+    /// caller makes that `read_committed` too). See [`crate::source::Committed::BySource`].
     pub fn with_committed_reads(mut self, committed: bool) -> ClusterSource {
         self.committed = committed;
         self
@@ -378,6 +379,20 @@ impl TopicSource for ClusterSource {
             return Ok(());
         }
         self.client.alter_topic_config(topic, &ops)
+    }
+
+    /// DescribeConfigs of the topic asking for that one setting (`NotFound` first when
+    /// Metadata does not list the topic): one round trip, a small answer.
+    fn max_message_bytes(&self, topic: &str) -> Result<Option<usize>> {
+        self.partitions(topic)?;
+        let (_, described) =
+            self.client.describe_topic_config_keys(topic, Some(&[MAX_MESSAGE_BYTES]))?;
+        Ok(max_message_bytes_of(described.iter().map(|c| (c.name.as_str(), c.value.as_deref()))))
+    }
+
+    /// Unknown (all zero): the brokers' disks are not the mount's storage.
+    fn space(&self) -> Result<SpaceStats> {
+        Ok(SpaceStats::default())
     }
 
     fn shutdown(&self) -> Result<()> {

@@ -17,7 +17,7 @@
 //! `system.conf` is named like partition 1 of topic `dbus`, but a broker never writes
 //! `system.conf`. `lost+found` is not accepted either: Kafka's `LogManager` refuses a log dir
 //! holding a directory not named like a partition. Pure: names and kinds in, a verdict out; the
-//! listing is the caller's ([`crate::storage::log_dir::classify_data_dir`]).
+//! listing is the caller's (the log engine's `log_dir::classify_data_dir`).
 
 use super::file_name::{parse_partition_dir, parse_segment_file_name, parse_special_dir};
 

@@ -1,6 +1,6 @@
 //! Java `.properties` text, as `java.util.Properties` loads and stores it: Kafka's
-//! `meta.properties` ([`crate::storage`]) and the cluster client's `--command-config` files
-//! ([`crate::cluster::config`]). The one parser of this syntax in topicfs.
+//! `meta.properties` (read by the log engine) and the cluster client's `--command-config`
+//! files. The one parser of this syntax in topicfs.
 //!
 //! Read: `#`/`!` comment lines; `key=value`, `key:value` or `key value` (the first unescaped
 //! `=`, `:` or whitespace ends the key; whitespace around the separator is dropped); backslash

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::format::{BatchSpec, NewRecord, RecordRef, encode_batch, value_line_records};
-use crate::source::PartitionSource;
+use crate::source::{PartitionSource, Records};
 use crate::view::envelope::{self, EnvelopeBound, find_newline};
 use crate::view::topic::TopicAppender;
 
@@ -38,7 +38,7 @@ pub enum AppendTarget {
 impl AppendTarget {
     fn append(&self, records: Vec<NewRecord>) -> Result<()> {
         match self {
-            AppendTarget::Partition(p) => p.append(&records).map(drop),
+            AppendTarget::Partition(p) => p.append(Records::Owned(&records)).map(drop),
             AppendTarget::Topic(t) => t.append(records).map(drop),
         }
     }
@@ -49,7 +49,7 @@ impl AppendTarget {
     fn append_value_lines(&self, head: Option<&[u8]>, lines: &[u8]) -> Result<u64> {
         match self {
             AppendTarget::Partition(p) => {
-                let info = p.append_value_lines(head, lines)?;
+                let info = p.append(Records::ValueLines { head, lines })?;
                 Ok(info.last_offset.0.saturating_sub(info.first_offset.0).saturating_add(1) as u64)
             }
             AppendTarget::Topic(_) => {

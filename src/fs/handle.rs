@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use crate::error::{Error, Result};
 use crate::format::Offset;
 use crate::source::PartitionSource;
-use crate::storage::segment_files::SegmentFileKind;
+use crate::source::SegmentFileKind;
 use crate::sync::lock;
 use crate::view::bykey::{KeyStream, KeysReader, TopicKeyStream};
 use crate::view::inspect::InspectionReader;

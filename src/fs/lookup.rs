@@ -7,7 +7,7 @@ use std::time::SystemTime;
 
 use crate::error::{Error, Result};
 use crate::source::PartitionSource;
-use crate::storage::segment_files::SegmentSummary;
+use crate::source::SegmentSummary;
 use crate::sync::lock;
 use crate::view::StatSize;
 use crate::view::groups as group_view;

@@ -65,8 +65,8 @@ use std::time::SystemTime;
 
 use crate::error::{Error, Result};
 use crate::format::Timestamp;
+use crate::source::SegmentSummary;
 use crate::source::{GroupStore, TopicSource};
-use crate::storage::segment_files::SegmentSummary;
 use crate::view::budget::MemoryBudget;
 use crate::view::groups::{self as group_view, ResetPolicy};
 use crate::view::inspect::DUMP_SUFFIX;
@@ -399,9 +399,9 @@ fn is_stream(node: &Node) -> bool {
 /// Size of one file of a segment; `None` when the segment has no such file.
 fn segment_file_size(
     segment: &SegmentSummary,
-    kind: crate::storage::segment_files::SegmentFileKind,
+    kind: crate::source::SegmentFileKind,
 ) -> Option<u64> {
-    use crate::storage::segment_files::SegmentFileKind as K;
+    use crate::source::SegmentFileKind as K;
     match kind {
         K::Log => Some(segment.log_size),
         K::Index => Some(segment.index_size),

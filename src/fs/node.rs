@@ -45,7 +45,7 @@
 //! [`TopicSource`](crate::source::TopicSource) when it is looked up.
 
 use crate::format::Offset;
-use crate::storage::segment_files::SegmentFileKind;
+use crate::source::SegmentFileKind;
 
 /// Name of the info file in topic and partition directories.
 pub const INFO: &str = "info";

@@ -31,13 +31,7 @@ impl TopicFs {
     /// mount's when the source cannot say (a broker without DescribeConfigs, a value it does
     /// not list). The log engine checks every batch again against its own settings.
     fn append_limit(&self, topic: &str) -> usize {
-        let stated = self.source.topic_config(topic).ok().and_then(|entries| {
-            entries
-                .into_iter()
-                .find(|e| e.name == "max.message.bytes")
-                .and_then(|e| e.value)
-                .and_then(|v| v.trim().parse::<usize>().ok())
-        });
+        let stated = self.source.max_message_bytes(topic).ok().flatten();
         stated.unwrap_or(self.options.max_line_bytes)
     }
 

@@ -189,10 +189,10 @@ impl TopicFs {
             Node::SegmentsDir(id) => {
                 for segment in files(self.partition(id)?.as_ref())?.segments()? {
                     for kind in [
-                        crate::storage::segment_files::SegmentFileKind::Log,
-                        crate::storage::segment_files::SegmentFileKind::Index,
-                        crate::storage::segment_files::SegmentFileKind::TimeIndex,
-                        crate::storage::segment_files::SegmentFileKind::TxnIndex,
+                        crate::source::SegmentFileKind::Log,
+                        crate::source::SegmentFileKind::Index,
+                        crate::source::SegmentFileKind::TimeIndex,
+                        crate::source::SegmentFileKind::TxnIndex,
                     ] {
                         if segment_file_size(&segment, kind).is_some() {
                             let name = node::segment_file_name(segment.base_offset, kind);

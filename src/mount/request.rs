@@ -316,7 +316,7 @@ pub struct MountRequest {
     /// Which records of transactions streams show.
     pub isolation: crate::view::txn::Isolation,
     /// `--sizing-budget`: log bytes a stream's stat/open may render (the log dir's
-    /// [`PartitionSource::sizing_budget`](crate::source::PartitionSource::sizing_budget)).
+    /// [`Known::sizing_budget`](crate::source::Known::sizing_budget)).
     /// `None`: the backend's default ([`crate::storage::LOCAL_SIZING_BUDGET`] for a log dir,
     /// [`crate::cluster::source::CLUSTER_SIZING_BUDGET`] for a cluster).
     pub sizing_budget: Option<u64>,

@@ -51,7 +51,7 @@ use crate::source::{
     AbortedTxn, AppendInfo, BatchChunk, ChunkStart, CursorHint, OffsetQuery, PartitionSummary,
     ReadCursor,
 };
-use crate::storage::segment_files::{FileProblem, SegmentFileKind, SegmentSummary};
+use crate::source::{FileProblem, SegmentFileKind, SegmentSummary};
 use crate::sync::lock;
 
 use super::config::{LogConfig, MessageTimestampType};
@@ -244,7 +244,7 @@ impl Log {
         Ok(log)
     }
 
-    /// Sets what [`PartitionSource::sizing_budget`](crate::source::PartitionSource::sizing_budget)
+    /// Sets what [`Known::sizing_budget`](crate::source::Known::sizing_budget)
     /// says for this partition (`--sizing-budget`).
     pub fn set_sizing_budget(&self, bytes: u64) {
         self.sizing_budget.store(bytes, Ordering::Relaxed);

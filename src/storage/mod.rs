@@ -7,7 +7,7 @@
 //!   [`crate::source::PartitionSource`].
 //! - [`segment::LogSegment`]: a `.log` with its [`offset_index::OffsetIndex`] and
 //!   [`time_index::TimeIndex`]; recovery.
-//! - [`segment_files::SegmentFiles`]: the local-only half of the partition interface (segment
+//! - [`crate::source::SegmentFiles`]: the local-only half of the partition interface (segment
 //!   listings, raw segment file bytes, passthrough, repaired indexes), which [`log::Log`]
 //!   implements and [`crate::source::PartitionSource::segment_files`] reaches.
 //! - [`offset_index`], [`time_index`]: the `.index` and `.timeindex` files, over the shared
@@ -75,7 +75,6 @@ pub mod offset_index;
 pub mod open;
 pub mod scan;
 pub mod segment;
-pub mod segment_files;
 pub mod server_properties;
 mod source_impl;
 mod swap;

@@ -2,7 +2,7 @@
 //! [`PartitionSource`] and the local-only [`SegmentFiles`] for a [`Log`]. Each method forwards
 //! to the engine method of the same meaning; the semantics are documented there and in
 //! [`crate::source`]. The one piece of logic of its own is reading past damage
-//! ([`PartitionSource::read_past_damage`]): re-framing a batch the engine refuses to serve, and
+//! ([`ReadMode::PastDamage`](crate::source::ReadMode::PastDamage)): re-framing a batch the engine refuses to serve, and
 //! stepping over bytes of a sealed segment that do not frame one.
 
 use std::fs::File;
@@ -10,15 +10,16 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::format::{
-    HEADER_SIZE_UP_TO_MAGIC, NewRecord, Offset, Position, RecordRef, file_name::format_base_offset,
-    parse_batch_info, peek_entry,
+    HEADER_SIZE_UP_TO_MAGIC, Offset, Position, file_name::format_base_offset, parse_batch_info,
+    peek_entry,
 };
 use crate::source::{
-    AbortedTxn, AppendInfo, BatchChunk, BatchHeads, BoundaryTxnState, CacheKind, ConfigChange,
-    ConfigEntry, KeyHits, KeyIndex, KeyListing, OffsetQuery, PartitionSource, PartitionSummary,
-    ReadCursor, SealedSpan, SkippedDamage, SpaceStats, SummaryUpdate, TopicSource,
+    AppendInfo, BatchChunk, BoundaryTxnState, CacheKind, Committed, ConfigChange, ConfigEntry,
+    FileProblem, KeyHits, KeyIndex, KeyListing, Known, OffsetQuery, PartitionSource,
+    PartitionSummary, ReadAnswer, ReadCursor, ReadMode, Records, SealedSpan, SegmentFileKind,
+    SegmentFiles, SegmentSummary, SkippedDamage, SpaceStats, SummaryUpdate, TopicSource,
+    TxnBoundary, max_message_bytes_of,
 };
-use crate::storage::segment_files::{FileProblem, SegmentFileKind, SegmentFiles, SegmentSummary};
 
 use super::key_index::IndexedLog;
 use super::log::{Log, SegmentCursor};
@@ -46,25 +47,45 @@ impl PartitionSource for Log {
         Log::seek(self, target)
     }
 
-    fn read(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchChunk> {
-        Log::read(self, cursor, max_bytes)
-    }
-
-    fn read_past_damage(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchChunk> {
-        read_past_damage(self, cursor, max_bytes)
-    }
-
-    /// Headers only where the engine can frame whole v2 batches; anything else (the end of a
-    /// segment, a legacy message, damage) one batch at a time as `read_past_damage` reads it.
-    fn read_heads_past_damage(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchHeads> {
-        match Log::read_heads(self, cursor, max_bytes)? {
-            Some(heads) => Ok(heads),
-            None => read_past_damage(self, cursor, 1).map(BatchHeads::of_chunk),
+    fn holds(&self, cursor: &ReadCursor) -> Result<bool> {
+        match SegmentCursor::of(cursor) {
+            Some(c) => {
+                self.maybe_refresh()?;
+                // A cursor into a segment the cleaner replaced is no longer held, as after
+                // retention (its position was the old file's).
+                Ok(self.segment(c.segment_base).is_some_and(|s| s.generation() == c.generation))
+            }
+            None => Ok(cursor.next_offset >= Log::log_start_offset(self)),
         }
     }
 
-    fn sizing_budget(&self) -> u64 {
-        Log::sizing_budget(self)
+    /// [`ReadMode::HeadsPastDamage`]: headers only where the engine can frame whole v2
+    /// batches; anything else (the end of a segment, a legacy message, damage) one batch at a
+    /// time as [`ReadMode::PastDamage`] reads it.
+    fn read(&self, cursor: &ReadCursor, max_bytes: usize, mode: ReadMode) -> Result<ReadAnswer> {
+        match mode {
+            ReadMode::Batches => Log::read(self, cursor, max_bytes).map(ReadAnswer::Batches),
+            ReadMode::PastDamage => {
+                read_past_damage(self, cursor, max_bytes).map(ReadAnswer::Batches)
+            }
+            ReadMode::HeadsPastDamage => match Log::read_heads(self, cursor, max_bytes)? {
+                Some(heads) => Ok(ReadAnswer::Heads(heads)),
+                None => read_past_damage(self, cursor, 1).map(ReadAnswer::Batches),
+            },
+        }
+    }
+
+    /// A writable log states its bounds and last change without I/O: nothing changes it behind
+    /// this process's back, so they are exactly what [`Log::summary`] would say. A read-only
+    /// log states neither: its summary looks at the directory again (a broker may write it).
+    fn known(&self) -> Known {
+        let writable = self.is_writable();
+        Known {
+            bounds: writable.then(|| (Log::log_start_offset(self), Log::log_end_offset(self))),
+            last_modified: writable.then(|| Log::last_modified(self)),
+            rewrites: Log::rewrites(self),
+            sizing_budget: Log::sizing_budget(self),
+        }
     }
 
     fn sealed_span_at(&self, cursor: &ReadCursor) -> Option<SealedSpan> {
@@ -97,55 +118,12 @@ impl PartitionSource for Log {
         Log::update_prefix_summary_later(self, start, end, kind, update)
     }
 
-    fn byte_location(&self, cursor: &ReadCursor, delta: u64) -> (String, u64) {
-        match SegmentCursor::of(cursor) {
-            Some(c) => (log_file_name(self, c.segment_base), c.position.0.saturating_add(delta)),
-            None => {
-                let place = format!(
-                    "{}-{} batch at offset {}",
-                    self.topic(),
-                    self.partition(),
-                    cursor.next_offset
-                );
-                (place, delta)
-            }
+    fn append(&self, records: Records<'_>) -> Result<AppendInfo> {
+        match records {
+            Records::Owned(records) => Log::append(self, records),
+            Records::Borrowed(records) => Log::append_refs(self, records),
+            Records::ValueLines { head, lines } => Log::append_value_lines(self, head, lines),
         }
-    }
-
-    fn rewrites(&self) -> u64 {
-        Log::rewrites(self)
-    }
-
-    fn holds(&self, cursor: &ReadCursor) -> Result<bool> {
-        match SegmentCursor::of(cursor) {
-            Some(c) => {
-                self.maybe_refresh()?;
-                // A cursor into a segment the cleaner replaced is no longer held, as after
-                // retention (its position was the old file's).
-                Ok(self.segment(c.segment_base).is_some_and(|s| s.generation() == c.generation))
-            }
-            None => Ok(cursor.next_offset >= Log::log_start_offset(self)),
-        }
-    }
-
-    fn aborted_transactions(&self, from: Offset, to: Offset) -> Result<Vec<AbortedTxn>> {
-        Log::aborted_transactions(self, from, to)
-    }
-
-    fn txn_state_at_boundary(&self) -> Result<Option<BoundaryTxnState>> {
-        Log::txn_state_at_boundary(self)
-    }
-
-    fn append(&self, records: &[NewRecord]) -> Result<AppendInfo> {
-        Log::append(self, records)
-    }
-
-    fn append_refs(&self, records: &[RecordRef<'_>]) -> Result<AppendInfo> {
-        Log::append_refs(self, records)
-    }
-
-    fn append_value_lines(&self, head: Option<&[u8]>, lines: &[u8]) -> Result<AppendInfo> {
-        Log::append_value_lines(self, head, lines)
     }
 
     fn sync(&self) -> Result<()> {
@@ -158,6 +136,16 @@ impl PartitionSource for Log {
 
     fn key_index(&self) -> Option<&dyn KeyIndex> {
         Some(self)
+    }
+
+    fn committed(&self) -> Committed<'_> {
+        Committed::ByView(Some(self))
+    }
+}
+
+impl TxnBoundary for Log {
+    fn state_at_boundary(&self) -> Result<Option<BoundaryTxnState>> {
+        Log::txn_state_at_boundary(self)
     }
 }
 
@@ -282,6 +270,11 @@ impl SegmentFiles for Log {
 
     fn file_problems(&self) -> Result<Vec<FileProblem>> {
         Log::file_problems(self)
+    }
+
+    fn byte_location(&self, cursor: &ReadCursor, delta: u64) -> Option<(String, u64)> {
+        let c = SegmentCursor::of(cursor)?;
+        Some((log_file_name(self, c.segment_base), c.position.0.saturating_add(delta)))
     }
 }
 
@@ -437,6 +430,12 @@ impl TopicSource for LogDir {
 
     fn alter_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()> {
         LogDir::alter_topic_config(self, topic, changes)
+    }
+
+    /// One resolution of the topic's settings, as `topic_config` (no I/O).
+    fn max_message_bytes(&self, topic: &str) -> Result<Option<usize>> {
+        let entries = LogDir::topic_config(self, topic)?;
+        Ok(max_message_bytes_of(entries.iter().map(|e| (e.name.as_str(), e.value.as_deref()))))
     }
 
     fn space(&self) -> Result<SpaceStats> {

@@ -138,7 +138,9 @@ fn batch_holding(part: &dyn PartitionSource, offset: Offset) -> Result<CachedBat
         Error::OffsetOutOfRange { .. } => Error::StaleHandle,
         e => e,
     })?;
-    let chunk = part.read(&cursor, 1)?;
+    let chunk = part
+        .read(&cursor, 1, crate::source::ReadMode::Batches)
+        .and_then(crate::source::ReadAnswer::into_chunk)?;
     let crc_checked = chunk.crc_checked;
     let header = peek_entry(&chunk.bytes)
         .map_err(|e| {

@@ -63,7 +63,9 @@ pub fn by_time_names(part: &dyn PartitionSource) -> Result<Vec<String>> {
 /// timestamp is when the transaction ended), or `None` for an empty segment or a v0 record.
 fn first_timestamp(part: &dyn PartitionSource, base: Offset) -> Result<Option<Timestamp>> {
     let cursor = ReadCursor::at(base);
-    let chunk = part.read(&cursor, 1)?;
+    let chunk = part
+        .read(&cursor, 1, crate::source::ReadMode::Batches)
+        .and_then(crate::source::ReadAnswer::into_chunk)?;
     if chunk.bytes.is_empty() {
         return Ok(None);
     }
@@ -114,7 +116,9 @@ fn max_timestamp(
         return Ok(None);
     }
     let cursor = ReadCursor::at(offset);
-    let chunk = part.read(&cursor, 1)?;
+    let chunk = part
+        .read(&cursor, 1, crate::source::ReadMode::Batches)
+        .and_then(crate::source::ReadAnswer::into_chunk)?;
     if chunk.bytes.is_empty() {
         return Ok(None);
     }

@@ -14,7 +14,7 @@
 //! * [`bykey`]: records by key (`by-key/`, `latest/`, `keys`) over a partition's key index.
 //! * [`txn`]: transaction isolation (`read_committed`: the last stable offset, aborted batches).
 //! * [`inspect`]: the inspection files of a partition with segment files (`check`, `.dump`),
-//!   through [`crate::storage::segment_files::SegmentFiles`].
+//!   through [`crate::source::SegmentFiles`].
 //! * [`readahead`]: the next windows of streams read sequentially, rendered by a mount-wide
 //!   worker pool.
 //! * [`budget`]: the mount's one memory budget for windows read ahead and kept renderings.

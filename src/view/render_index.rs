@@ -34,7 +34,7 @@
 //! The shared index of a (topic, partition, format) has its origin at the log start. Extending
 //! it to a far offset renders everything before that offset, so it is extended only by a bounded
 //! amount per call: `RenderIndex::extend_within` with the source's
-//! [`sizing_budget`](PartitionSource::sizing_budget) answers "not reached yet" instead of
+//! [`sizing_budget`](crate::source::Known::sizing_budget) answers "not reached yet" instead of
 //! rendering more (a `stat` then shows a size not yet known; the next one continues from the
 //! frontier). A stream starting farther past the shared frontier than the budget is opened on an
 //! index whose origin is its own start ([`RenderIndex::new_at`], kept by the
@@ -63,7 +63,7 @@
 //! # Compaction
 //!
 //! A cleaner pass rewrites sealed segments in place, keeping the log start; the source counts
-//! such passes ([`PartitionSource::rewrites`]) and no longer holds a cursor into a segment it
+//! such passes ([`Known::rewrites`](crate::source::Known::rewrites)) and no longer holds a cursor into a segment it
 //! replaced, but a read from one finds the place again by offset without an error. So the
 //! index compares the count at every sync, and a stream at every window it renders (the only
 //! check a read makes): when it moved, every checkpoint up to the last one not held is dropped
@@ -128,7 +128,7 @@ pub(super) struct IndexState {
     pub(super) since_checkpoint: u64,
     /// The log start offset last seen.
     pub(super) log_start: Offset,
-    /// The source's [`PartitionSource::rewrites`] when the checkpoints were last checked
+    /// The source's [`Known::rewrites`](crate::source::Known::rewrites) when the checkpoints were last checked
     /// against it (read before they were: see "Compaction" in the module docs).
     pub(super) rewrites: u64,
     /// Sealed spans (by base offset) whose summary in this format is known to be cached: taken
@@ -222,10 +222,10 @@ impl RenderIndex {
     /// [`RenderIndex::origin`] once the index has noticed the source's last rewrite of stored
     /// records: a cleaner pass drops the checkpoints of what it replaced, so the origin may
     /// move past offsets the log still holds (a stream starting there needs another index).
-    /// Costs nothing more unless [`PartitionSource::rewrites`] moved.
+    /// Costs nothing more unless [`Known::rewrites`](crate::source::Known::rewrites) moved.
     pub fn origin_now(&self, part: &dyn PartitionSource) -> Result<Offset> {
         let mut st = lock(&self.state);
-        if part.rewrites() != st.rewrites {
+        if part.known().rewrites != st.rewrites {
             self.sync(&mut st, part)?;
         }
         Ok(st.checkpoints.first().map_or(st.frontier.bound, |c| c.bound))
@@ -297,7 +297,7 @@ impl RenderIndex {
         if st.generation != learned.generation
             || reached.bound <= st.frontier.bound
             || st.rewrites != learned.rewrites
-            || part.rewrites() != learned.rewrites
+            || part.known().rewrites != learned.rewrites
         {
             return;
         }
@@ -331,7 +331,7 @@ impl RenderIndex {
     }
 
     /// [`RenderIndex::sync`] against a log start and end offset the caller has (for the
-    /// bounds a source last stated, [`PartitionSource::stated_bounds`]).
+    /// bounds a source last stated, [`Known::bounds`](crate::source::Known::bounds)).
     pub(super) fn sync_to(
         &self,
         st: &mut IndexState,
@@ -339,7 +339,7 @@ impl RenderIndex {
         log_start: Offset,
         log_end: Offset,
     ) -> Result<()> {
-        let rewrites = part.rewrites();
+        let rewrites = part.known().rewrites;
         if rewrites != st.rewrites {
             self.forget_rewritten(st, part, rewrites)?;
         }

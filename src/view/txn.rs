@@ -33,13 +33,13 @@ use std::time::Instant;
 use crate::error::{Error, Result};
 use crate::format::control::{ControlRecordType, parse_control_key};
 use crate::format::{
-    BatchInfo, DecodeError, DecodeErrorKind, NewRecord, Offset, RECORD_BATCH_OVERHEAD, decode_batch,
+    BatchInfo, DecodeError, DecodeErrorKind, Offset, RECORD_BATCH_OVERHEAD, decode_batch,
 };
+use crate::source::SegmentFiles;
 use crate::source::{
-    AbortedTxn, AppendInfo, BatchChunk, BoundaryTxnState, CacheKind, KeyIndex, OffsetQuery,
-    PartitionSource, PartitionSummary, ReadCursor, SealedSpan, SummaryUpdate,
+    AppendInfo, CacheKind, Committed, KeyIndex, Known, OffsetQuery, PartitionSource,
+    PartitionSummary, ReadAnswer, ReadCursor, ReadMode, Records, SealedSpan, SummaryUpdate,
 };
-use crate::storage::segment_files::SegmentFiles;
 use crate::sync::lock;
 
 /// Bytes asked of [`PartitionSource::read`] per step of a scan.
@@ -216,12 +216,16 @@ impl TxnState {
     }
 
     /// The cursor the first scan starts at. From the newest segment boundary whose transaction
-    /// state a broker recorded ([`PartitionSource::txn_state_at_boundary`]: its producer-state
+    /// state a broker recorded (the source's [`crate::source::TxnBoundary`]: its producer-state
     /// snapshot and `.txnindex` files), as Kafka restores producer state, so that a first scan
     /// reads only the batches after it; else from the log start. A recorded state that cannot
     /// be read is not used (the scan starts at the log start, with a warning).
     fn start(&mut self, part: &dyn PartitionSource, log_end: Offset) -> Result<ReadCursor> {
-        let boundary = match part.txn_state_at_boundary() {
+        let recorded = match part.committed() {
+            Committed::ByView(Some(boundary)) => boundary.state_at_boundary(),
+            Committed::ByView(None) | Committed::BySource => Ok(None),
+        };
+        let boundary = match recorded {
             Ok(b) => b.filter(|b| b.offset > self.log_start && b.offset <= log_end),
             Err(e) => {
                 log::warn!(
@@ -506,8 +510,8 @@ impl TxnTracker {
                     st.prefix = Some((cursor, SpanEvents::default()));
                 }
             }
-            let chunk = match part.read_heads_past_damage(&cursor, SCAN_CHUNK) {
-                Ok(chunk) => chunk,
+            let chunk = match part.read(&cursor, SCAN_CHUNK, ReadMode::HeadsPastDamage) {
+                Ok(answer) => answer.into_heads(),
                 Err(Error::Corrupt { file, position, what }) => {
                     let file = file.display().to_string();
                     st.damage = Some(Damage { file, position, what });
@@ -622,9 +626,11 @@ impl TxnTrackers {
 
     /// The tracker of `part` in `read_committed`, created on first use; `None` in
     /// `read_uncommitted` (every record is shown, nothing needs tracking) and for a source that
-    /// reads committed records itself ([`PartitionSource::reads_committed`]).
+    /// reads committed records itself ([`Committed::BySource`]).
     pub fn tracker(&self, part: &dyn PartitionSource) -> Option<Arc<TxnTracker>> {
-        if self.isolation == Isolation::ReadUncommitted || part.reads_committed() {
+        if self.isolation == Isolation::ReadUncommitted
+            || matches!(part.committed(), Committed::BySource)
+        {
             return None;
         }
         let key = (part.topic().to_string(), part.partition());
@@ -638,9 +644,10 @@ fn truncated(needed: usize, available: usize) -> DecodeError {
 
 /// A partition as a `read_committed` consumer sees its offsets: the log end offset is the last
 /// stable offset (see the module docs). Batches are read as stored; the stream walker cuts them
-/// at the stable offset and hides aborted records. The transaction scan reads the inner source
-/// (so its header-only reads), never this wrapper, which keeps the default
-/// [`PartitionSource::read_heads_past_damage`] (whole batches).
+/// at the stable offset and hides aborted records. The transaction scan reads the inner source,
+/// never this wrapper. Every method says what it does with the inner source's: most forward
+/// it, the bounds are cut at the stable offset, and the bounds the inner source states without
+/// asking are not stated (they may lie past the stable offset).
 pub struct CommittedPartition {
     inner: Arc<dyn PartitionSource>,
     tracker: Arc<TxnTracker>,
@@ -673,8 +680,10 @@ impl PartitionSource for CommittedPartition {
         Ok(summary)
     }
 
-    fn last_modified(&self) -> Result<std::time::SystemTime> {
-        self.inner.last_modified()
+    /// The inner source's, without the bounds it states: its end may lie past the stable
+    /// offset, so a reader asks [`CommittedPartition::summary`].
+    fn known(&self) -> Known {
+        Known { bounds: None, ..self.inner.known() }
     }
 
     fn offset_for(&self, query: OffsetQuery) -> Result<Offset> {
@@ -700,44 +709,22 @@ impl PartitionSource for CommittedPartition {
         self.inner.seek(target)
     }
 
-    fn read(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchChunk> {
-        self.inner.read(cursor, max_bytes)
-    }
-
-    fn read_past_damage(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchChunk> {
-        self.inner.read_past_damage(cursor, max_bytes)
-    }
-
-    fn byte_location(&self, cursor: &ReadCursor, delta: u64) -> (String, u64) {
-        self.inner.byte_location(cursor, delta)
-    }
-
     fn holds(&self, cursor: &ReadCursor) -> Result<bool> {
         self.inner.holds(cursor)
     }
 
-    fn rewrites(&self) -> u64 {
-        self.inner.rewrites()
+    /// The batches as stored: the stream walker cuts them at the stable offset and hides
+    /// aborted records.
+    fn read(&self, cursor: &ReadCursor, max_bytes: usize, mode: ReadMode) -> Result<ReadAnswer> {
+        self.inner.read(cursor, max_bytes, mode)
     }
 
-    fn aborted_transactions(&self, from: Offset, to: Offset) -> Result<Vec<AbortedTxn>> {
-        self.inner.aborted_transactions(from, to)
-    }
-
-    fn txn_state_at_boundary(&self) -> Result<Option<BoundaryTxnState>> {
-        self.inner.txn_state_at_boundary()
-    }
-
-    fn append(&self, records: &[NewRecord]) -> Result<AppendInfo> {
+    fn append(&self, records: Records<'_>) -> Result<AppendInfo> {
         self.inner.append(records)
     }
 
     fn sync(&self) -> Result<()> {
         self.inner.sync()
-    }
-
-    fn sizing_budget(&self) -> u64 {
-        self.inner.sizing_budget()
     }
 
     fn segment_files(&self) -> Option<&dyn SegmentFiles> {
@@ -746,6 +733,10 @@ impl PartitionSource for CommittedPartition {
 
     fn key_index(&self) -> Option<&dyn KeyIndex> {
         self.inner.key_index()
+    }
+
+    fn committed(&self) -> Committed<'_> {
+        self.inner.committed()
     }
 
     fn sealed_span_at(&self, cursor: &ReadCursor) -> Option<SealedSpan> {
@@ -783,7 +774,7 @@ impl PartitionSource for CommittedPartition {
 mod tests {
     use super::*;
     use crate::format::control::encode_end_txn_marker_batch;
-    use crate::format::{BatchSpec, encode_batch, parse_batch_info};
+    use crate::format::{BatchSpec, NewRecord, encode_batch, parse_batch_info};
 
     fn data(base: i64, pid: i64, transactional: bool) -> Vec<u8> {
         let spec = BatchSpec {
@@ -959,12 +950,61 @@ mod tests {
         logs.log("t", 0).unwrap()
     }
 
-    /// The scan through the engine's header-only reads, and through whole batches (the
-    /// default [`PartitionSource::read_heads_past_damage`] of a wrapper that does not override
-    /// it), give the same state: stable offset, aborted ranges, damage and where.
+    /// `part` answering a header-only read with whole batches, as a source without one does.
+    struct WholeBatches(Arc<dyn PartitionSource>);
+
+    impl PartitionSource for WholeBatches {
+        fn topic(&self) -> &str {
+            self.0.topic()
+        }
+        fn partition(&self) -> u32 {
+            self.0.partition()
+        }
+        fn summary(&self) -> Result<PartitionSummary> {
+            self.0.summary()
+        }
+        fn known(&self) -> Known {
+            self.0.known()
+        }
+        fn offset_for(&self, query: OffsetQuery) -> Result<Offset> {
+            self.0.offset_for(query)
+        }
+        fn seek(&self, target: Offset) -> Result<ReadCursor> {
+            self.0.seek(target)
+        }
+        fn holds(&self, cursor: &ReadCursor) -> Result<bool> {
+            self.0.holds(cursor)
+        }
+        fn read(&self, cursor: &ReadCursor, max: usize, mode: ReadMode) -> Result<ReadAnswer> {
+            let mode = match mode {
+                ReadMode::HeadsPastDamage => ReadMode::PastDamage,
+                other => other,
+            };
+            self.0.read(cursor, max, mode)
+        }
+        fn append(&self, records: Records<'_>) -> Result<AppendInfo> {
+            self.0.append(records)
+        }
+        fn sync(&self) -> Result<()> {
+            self.0.sync()
+        }
+        fn segment_files(&self) -> Option<&dyn SegmentFiles> {
+            self.0.segment_files()
+        }
+        fn key_index(&self) -> Option<&dyn KeyIndex> {
+            self.0.key_index()
+        }
+        fn committed(&self) -> Committed<'_> {
+            self.0.committed()
+        }
+    }
+
+    /// The scan through the engine's header-only reads, and through whole batches (what a
+    /// source without a header-only read answers to [`ReadMode::HeadsPastDamage`]), give the
+    /// same state: stable offset, aborted ranges, damage and where.
     fn assert_header_scan_is_the_full_scan(part: Arc<dyn PartitionSource>) -> TxnSnapshot {
         let heads = TxnTracker::new().refresh(part.as_ref()).unwrap();
-        let whole = CommittedPartition::new(Arc::clone(&part), Arc::new(TxnTracker::new()));
+        let whole = WholeBatches(Arc::clone(&part));
         let full = TxnTracker::new().refresh(&whole).unwrap();
         assert_eq!(heads.stable, full.stable);
         assert_eq!(*heads.aborted, *full.aborted);

@@ -3,17 +3,17 @@
 //! boundary (see the render-index invariant in [`crate::view::render_index`]). Streams and
 //! their render index are built on it ([`crate::view::stream`]).
 //!
-//! Batches come from [`PartitionSource::read_past_damage`] in offsets and batches only: the
+//! Batches come from [`ReadMode::PastDamage`](crate::source::ReadMode::PastDamage) in offsets and batches only: the
 //! walker never reads a cursor's source hint. It moves a cursor past a batch with
 //! [`ReadCursor::after_batch`] and takes the source's cursor at each [`ChunkStart`] of a chunk.
-//! A damaged batch renders nothing; its error is located by [`PartitionSource::byte_location`].
+//! A damaged batch renders nothing; its error is located by `byte_location` (on `dyn PartitionSource`).
 
 use crate::error::{Error, Result};
 use crate::format::{
     Batch, BatchInfo, Compression, DecodeError, Offset, Record, RecordValue, decode_batch,
     decode_batch_unverified, parse_batch_info, peek_entry,
 };
-use crate::source::{ChunkStart, PartitionSource, ReadCursor};
+use crate::source::{ChunkStart, PartitionSource, ReadCursor, ReadMode};
 use crate::view::render::{ByteCounter, Renderer, Sink, render_value, value_line_len};
 use crate::view::spec::Format;
 use crate::view::txn::TxnSnapshot;
@@ -140,7 +140,7 @@ impl<'a> Walker<'a> {
     }
 
     /// The damage `e`, found `delta` bytes into the batch at the walker's cursor, located by
-    /// the source ([`PartitionSource::byte_location`]).
+    /// the source (`byte_location` (on `dyn PartitionSource`)).
     pub(super) fn corrupt(&self, delta: u64, e: &DecodeError) -> Error {
         let (place, position) = self.part.byte_location(&self.here.cursor, delta);
         Error::corrupt(place, position, e.to_string())
@@ -154,7 +154,10 @@ impl<'a> Walker<'a> {
     /// The next batch, reading a chunk when needed; `None` at the current end of the log.
     pub(super) fn peek(&mut self) -> Result<Option<Step>> {
         if self.chunk_at >= self.chunk.len() {
-            let chunk = self.part.read_past_damage(&self.here.cursor, self.read_size)?;
+            let chunk = self
+                .part
+                .read(&self.here.cursor, self.read_size, ReadMode::PastDamage)?
+                .into_chunk()?;
             if let Some(skipped) = &chunk.skipped {
                 // Logged once per damage, however many walks step over it.
                 if skipped.error.first_report() {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use topicfs::format::Offset;
-use topicfs::storage::segment_files::SegmentFileKind;
+use topicfs::source::SegmentFileKind;
 use topicfs::storage::{Log, LogDir};
 
 use crate::common::log_fixture::{kept_batches, read_records, record, small_config};

@@ -289,6 +289,17 @@ fn cluster_topic_config_lists_every_setting_sorted_with_its_source() {
     assert_eq!(source.topic_config("nope").unwrap_err().errno(), libc::ENOENT);
 }
 
+/// What an `append` handle's line limit follows: the one setting, as `topic_config` states it.
+#[test]
+fn cluster_max_message_bytes_is_the_topics_effective_setting() {
+    let broker = ConfigBroker::start(true);
+    let source = broker.source(false);
+    assert_eq!(source.max_message_bytes(TOPIC).unwrap(), Some(2_097_152), "the broker's");
+    source.alter_topic_config(TOPIC, &[set("max.message.bytes", "1000")]).unwrap();
+    assert_eq!(source.max_message_bytes(TOPIC).unwrap(), Some(1000), "the topic's override");
+    assert_eq!(source.max_message_bytes("nope").unwrap_err().errno(), libc::ENOENT);
+}
+
 #[test]
 fn cluster_alter_topic_config_sets_and_removes_overrides_all_or_nothing() {
     let broker = ConfigBroker::start(true);

@@ -170,7 +170,10 @@ fn cluster_fs_seek_and_read_honour_the_contract() {
     // One whole batch holding offset 2, even with 1 byte asked (tansu rebuilds batches on
     // Fetch, so their boundaries are its own: doc/cluster-brokers.md).
     let c = part.seek(Offset(2)).unwrap();
-    let chunk = part.read(&c, 1).unwrap();
+    let chunk = part
+        .read(&c, 1, topicfs::source::ReadMode::Batches)
+        .and_then(topicfs::source::ReadAnswer::into_chunk)
+        .unwrap();
     let h = topicfs::format::peek_entry(&chunk.bytes).unwrap().unwrap();
     assert_eq!(h.total_size(), chunk.bytes.len());
     let info = topicfs::format::parse_batch_info(&chunk.bytes).unwrap();
@@ -178,7 +181,10 @@ fn cluster_fs_seek_and_read_honour_the_contract() {
     assert_eq!(chunk.next.unwrap().next_offset, info.last_offset.plus(1));
     // At the end: empty.
     let end = part.seek(Offset(5)).unwrap();
-    let chunk = part.read(&end, 1 << 20).unwrap();
+    let chunk = part
+        .read(&end, 1 << 20, topicfs::source::ReadMode::Batches)
+        .and_then(topicfs::source::ReadAnswer::into_chunk)
+        .unwrap();
     assert!(chunk.bytes.is_empty() && chunk.next.is_none());
 }
 

@@ -37,7 +37,10 @@ fn read_range(p: &dyn PartitionSource, from: i64, to: i64, ask: usize) -> Vec<(i
     let mut cursor = ReadCursor::at(Offset(from));
     let mut out = Vec::new();
     while cursor.next_offset.0 < to {
-        let chunk = p.read(&cursor, ask).unwrap();
+        let chunk = p
+            .read(&cursor, ask, topicfs::source::ReadMode::Batches)
+            .and_then(topicfs::source::ReadAnswer::into_chunk)
+            .unwrap();
         out.extend(records(&chunk.bytes, cursor.next_offset));
         let Some(next) = chunk.next else { break };
         assert!(next.next_offset > cursor.next_offset, "no progress at {:?}", cursor.next_offset);
@@ -84,7 +87,10 @@ fn cluster_read_ahead_serves_sequential_and_interleaved_reads_exactly() {
             if cursors[i].next_offset.0 >= ends[i] {
                 continue;
             }
-            let chunk = p.read(&cursors[i], 16 << 10).unwrap();
+            let chunk = p
+                .read(&cursors[i], 16 << 10, topicfs::source::ReadMode::Batches)
+                .and_then(topicfs::source::ReadAnswer::into_chunk)
+                .unwrap();
             got[i].extend(records(&chunk.bytes, cursors[i].next_offset));
             cursors[i] = chunk.next.unwrap();
         }

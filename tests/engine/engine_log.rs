@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use topicfs::Error;
 use topicfs::format::{NewRecord, Offset, Timestamp, peek_entry};
+use topicfs::source::SegmentFileKind;
 use topicfs::source::{OffsetQuery, TopicSource};
-use topicfs::storage::segment_files::SegmentFileKind;
 use topicfs::storage::{Log, LogConfig, LogDir};
 
 use crate::log_fixture::{read_records, record, small_config};
@@ -631,7 +631,7 @@ fn partition_source_reports_segments_and_hides_the_index_zero_tail() {
     let (d, _log) = open_log(tmp.path(), &small_config());
     let p = d.partition("t", 0).unwrap();
     for i in 0..15 {
-        p.append(&[record(1000 + i, &"y".repeat(100))]).unwrap();
+        p.append(topicfs::source::Records::Owned(&[record(1000 + i, &"y".repeat(100))])).unwrap();
     }
     p.sync().unwrap();
     let segs = p.segment_files().unwrap().segments().unwrap();

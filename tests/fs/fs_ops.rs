@@ -477,16 +477,17 @@ fn streams_are_kept_only_while_a_handle_reads_them() {
 }
 
 /// A source with the local log's offsets and batches but no segment files (what a cluster
-/// backend offers): every [`PartitionSource`] method is forwarded except `segment_files`,
-/// `read_past_damage` and `byte_location`, which keep their defaults.
+/// backend offers): every [`PartitionSource`] method is forwarded except `segment_files` and
+/// `key_index` (none), and `read`, which reads past no damage (as a cluster).
 mod without_files {
     use std::sync::Arc;
 
     use topicfs::Result;
-    use topicfs::format::{NewRecord, Offset};
+    use topicfs::format::Offset;
     use topicfs::source::{
-        AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, PartitionSource, PartitionSummary,
-        ReadCursor, TopicSource,
+        AppendInfo, Committed, ConfigChange, ConfigEntry, KeyIndex, Known, OffsetQuery,
+        PartitionSource, PartitionSummary, ReadAnswer, ReadCursor, ReadMode, Records, SegmentFiles,
+        SpaceStats, TopicSource,
     };
 
     pub struct Topics(pub Arc<dyn TopicSource>);
@@ -514,6 +515,18 @@ mod without_files {
         fn shutdown(&self) -> Result<()> {
             self.0.shutdown()
         }
+        fn space(&self) -> Result<SpaceStats> {
+            self.0.space()
+        }
+        fn topic_config(&self, topic: &str) -> Result<Vec<ConfigEntry>> {
+            self.0.topic_config(topic)
+        }
+        fn alter_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()> {
+            self.0.alter_topic_config(topic, changes)
+        }
+        fn max_message_bytes(&self, topic: &str) -> Result<Option<usize>> {
+            self.0.max_message_bytes(topic)
+        }
     }
 
     impl PartitionSource for Partition {
@@ -533,20 +546,29 @@ mod without_files {
         fn seek(&self, target: Offset) -> Result<ReadCursor> {
             self.0.seek(target)
         }
-        fn read(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchChunk> {
-            self.0.read(cursor, max_bytes)
+        fn known(&self) -> Known {
+            self.0.known()
+        }
+        fn read(&self, cursor: &ReadCursor, max_bytes: usize, _: ReadMode) -> Result<ReadAnswer> {
+            self.0.read(cursor, max_bytes, ReadMode::Batches)
         }
         fn holds(&self, cursor: &ReadCursor) -> Result<bool> {
             self.0.holds(cursor)
         }
-        fn aborted_transactions(&self, from: Offset, to: Offset) -> Result<Vec<AbortedTxn>> {
-            self.0.aborted_transactions(from, to)
-        }
-        fn append(&self, records: &[NewRecord]) -> Result<AppendInfo> {
+        fn append(&self, records: Records<'_>) -> Result<AppendInfo> {
             self.0.append(records)
         }
         fn sync(&self) -> Result<()> {
             self.0.sync()
+        }
+        fn segment_files(&self) -> Option<&dyn SegmentFiles> {
+            None
+        }
+        fn key_index(&self) -> Option<&dyn KeyIndex> {
+            None
+        }
+        fn committed(&self) -> Committed<'_> {
+            self.0.committed()
         }
     }
 }

@@ -15,7 +15,7 @@ use common::{Dirs, MountGuard, wait_until};
 use topicfs::format::{NO_TIMESTAMP, NewRecord, Offset};
 use topicfs::fs::TopicFs;
 use topicfs::fs::attr::OpenRequest;
-use topicfs::storage::segment_files::{SegmentFileKind, SegmentFiles};
+use topicfs::source::{SegmentFileKind, SegmentFiles};
 use topicfs::storage::{Log, LogConfig, LogDir, SegmentMode};
 
 const READ: OpenRequest = OpenRequest { read: true, write: false, truncate: false };

@@ -37,7 +37,7 @@ fn merged_stream_records_per_second_against_partitions_one_after_another() {
                     headers: Vec::new(),
                 })
                 .collect();
-            part.append(&records).unwrap();
+            part.append(topicfs::source::Records::Owned(&records)).unwrap();
         }
     }
     let records = f64::from(PARTITIONS) * (BATCHES * PER_BATCH) as f64;

@@ -95,7 +95,7 @@ fn write_data_dir(dir: &Path) -> Written {
                     })
                     .collect();
                 values.extend(batch.iter().map(|r| r.value.clone().unwrap()));
-                part.append(&batch).unwrap();
+                part.append(topicfs::source::Records::Owned(&batch)).unwrap();
             }
         }
     }
@@ -266,7 +266,10 @@ fn read_partition(part: &dyn PartitionSource, topic: &str, result: &mut ReadResu
         loop {
             reads += 1;
             assert!(reads < MAX_READS, "endless read loop in {topic}-{}", part.partition());
-            match part.read(&cursor, 1024) {
+            match part
+                .read(&cursor, 1024, topicfs::source::ReadMode::Batches)
+                .and_then(topicfs::source::ReadAnswer::into_chunk)
+            {
                 Ok(chunk) if chunk.bytes.is_empty() => {
                     // An empty read below the log end offset with segments after the cursor's
                     // would be damage served as the end of the log (bug 1 of RELIABILITY.md).
@@ -512,7 +515,10 @@ fn read_until_stop(
         Err(e) => return (served, Err(e)),
     };
     for _ in 0..MAX_READS {
-        match part.read(&cursor, 4096) {
+        match part
+            .read(&cursor, 4096, topicfs::source::ReadMode::Batches)
+            .and_then(topicfs::source::ReadAnswer::into_chunk)
+        {
             Ok(chunk) if chunk.bytes.is_empty() => return (served, Ok(cursor)),
             Ok(chunk) => {
                 let mut at = 0;
@@ -595,7 +601,7 @@ fn power_cut_past_the_last_sync_keeps_a_valid_prefix_with_everything_synced() {
                             ..NewRecord::default()
                         })
                         .collect();
-                    part.append(&batch).unwrap();
+                    part.append(topicfs::source::Records::Owned(&batch)).unwrap();
                 }
             };
             append(&part, &mut rng, 3 + round);

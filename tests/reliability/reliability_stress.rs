@@ -153,7 +153,7 @@ fn engine_readers_see_whole_ordered_records_while_segments_roll_and_retention_de
                         ..NewRecord::default()
                     })
                     .collect();
-                part.append(&batch).unwrap();
+                part.append(topicfs::source::Records::Owned(&batch)).unwrap();
                 seq += n;
             }
             seq
@@ -184,7 +184,10 @@ fn engine_readers_see_whole_ordered_records_while_segments_roll_and_retention_de
                     continue;
                 };
                 for _ in 0..10_000 {
-                    match part.read(&cursor, 2048) {
+                    match part
+                        .read(&cursor, 2048, topicfs::source::ReadMode::Batches)
+                        .and_then(topicfs::source::ReadAnswer::into_chunk)
+                    {
                         Ok(chunk) if chunk.bytes.is_empty() => break,
                         Ok(chunk) => {
                             chunk_lines(&chunk.bytes, &mut seen, &what);
@@ -226,7 +229,10 @@ fn engine_readers_see_whole_ordered_records_while_segments_roll_and_retention_de
         let mut seen = Seen::default();
         let mut cursor = part.seek(part.offset_for(OffsetQuery::Earliest).unwrap()).unwrap();
         loop {
-            let chunk = part.read(&cursor, 1 << 20).unwrap();
+            let chunk = part
+                .read(&cursor, 1 << 20, topicfs::source::ReadMode::Batches)
+                .and_then(topicfs::source::ReadAnswer::into_chunk)
+                .unwrap();
             if chunk.bytes.is_empty() {
                 break;
             }

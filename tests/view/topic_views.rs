@@ -55,7 +55,10 @@ fn records_of(
     let mut cursor = part.seek(part.summary().unwrap().log_start_offset).unwrap();
     let mut out = Vec::new();
     loop {
-        let chunk = part.read(&cursor, 1 << 20).unwrap();
+        let chunk = part
+            .read(&cursor, 1 << 20, topicfs::source::ReadMode::Batches)
+            .and_then(topicfs::source::ReadAnswer::into_chunk)
+            .unwrap();
         if chunk.bytes.is_empty() {
             return out;
         }
@@ -99,11 +102,13 @@ fn trap_topic(logs: &LogDir) {
     logs.create_topic("orders", 3).unwrap();
     let p0 = logs.partition("orders", 0).unwrap();
     for i in 0..100 {
-        p0.append(&[rec(1_000 + i, None, &format!("old {i}"))]).unwrap();
+        p0.append(topicfs::source::Records::Owned(&[rec(1_000 + i, None, &format!("old {i}"))]))
+            .unwrap();
     }
     let p1 = logs.partition("orders", 1).unwrap();
     for i in 0..10 {
-        p1.append(&[rec(5_000 + i, None, &format!("new {i}"))]).unwrap();
+        p1.append(topicfs::source::Records::Owned(&[rec(5_000 + i, None, &format!("new {i}"))]))
+            .unwrap();
     }
 }
 
@@ -164,7 +169,7 @@ fn interleaved_topic(logs: &LogDir) {
             let batch: Vec<NewRecord> = (0..(i % 3 + 1))
                 .map(|j| rec(ts, Some(&format!("k{i}")), &format!("p{p} r{i}.{j} \"payload\"")))
                 .collect();
-            part.append(&batch).unwrap();
+            part.append(topicfs::source::Records::Owned(&batch)).unwrap();
         }
     }
 }
@@ -240,16 +245,17 @@ fn late_records_follow_the_bytes_already_served() {
     logs.create_topic("t", 2).unwrap();
     let p0 = logs.partition("t", 0).unwrap();
     let p1 = logs.partition("t", 1).unwrap();
-    p0.append(&[rec(100, None, "a100"), rec(300, None, "a300")]).unwrap();
-    p1.append(&[rec(200, None, "b200")]).unwrap();
+    p0.append(topicfs::source::Records::Owned(&[rec(100, None, "a100"), rec(300, None, "a300")]))
+        .unwrap();
+    p1.append(topicfs::source::Records::Owned(&[rec(200, None, "b200")])).unwrap();
     let source: Arc<dyn TopicSource> = logs.clone();
     let views = TopicViews::new();
     let s = views.open_stream(source.clone(), "t", &parse_topic_by_time("0").unwrap(), 0).unwrap();
     let first = full_read(&s, 3);
     assert_eq!(first, b"a100\nb200\na300\n");
     // Older than what was served, in both partitions: shown after it, merged among themselves.
-    p1.append(&[rec(150, None, "b150")]).unwrap();
-    p0.append(&[rec(120, None, "a120")]).unwrap();
+    p1.append(topicfs::source::Records::Owned(&[rec(150, None, "b150")])).unwrap();
+    p0.append(topicfs::source::Records::Owned(&[rec(120, None, "a120")])).unwrap();
     // A follower reading on from where it stopped (as `tail -f` does) gets just the new round.
     assert_eq!(s.read_at(first.len() as u64, 100).unwrap(), b"a120\nb150\n");
     assert_eq!(s.size().unwrap(), first.len() as u64 + 10);
@@ -271,18 +277,24 @@ fn range_is_complete_once_every_partition_reaches_its_end() {
     logs.create_topic("t", 2).unwrap();
     let p0 = logs.partition("t", 0).unwrap();
     let p1 = logs.partition("t", 1).unwrap();
-    p0.append(&[rec(100, None, "a100"), rec(250, None, "a250")]).unwrap();
-    p1.append(&[rec(150, None, "b150")]).unwrap();
+    p0.append(topicfs::source::Records::Owned(&[rec(100, None, "a100"), rec(250, None, "a250")]))
+        .unwrap();
+    p1.append(topicfs::source::Records::Owned(&[rec(150, None, "b150")])).unwrap();
     let source: Arc<dyn TopicSource> = logs.clone();
     let s = TopicViews::new()
         .open_stream(source, "t", &parse_topic_by_time("120..200").unwrap(), 0)
         .unwrap();
     assert_eq!(full_read(&s, 100), b"b150\n");
     assert!(!s.is_complete(), "partition 1 has no record at 200 yet");
-    p1.append(&[rec(180, None, "b180"), rec(220, None, "b220"), rec(190, None, "b190")]).unwrap();
+    p1.append(topicfs::source::Records::Owned(&[
+        rec(180, None, "b180"),
+        rec(220, None, "b220"),
+        rec(190, None, "b190"),
+    ]))
+    .unwrap();
     assert_eq!(full_read(&s, 100), b"b150\nb180\n");
     assert!(s.is_complete());
-    p1.append(&[rec(160, None, "late")]).unwrap();
+    p1.append(topicfs::source::Records::Owned(&[rec(160, None, "late")])).unwrap();
     assert_eq!(s.size().unwrap(), 10);
 }
 
@@ -291,14 +303,23 @@ fn partitions_added_while_growing_join_the_stream() {
     let dir = tempfile::tempdir().unwrap();
     let logs = log_dir(dir.path());
     logs.create_topic("t", 1).unwrap();
-    logs.partition("t", 0).unwrap().append(&[rec(100, None, "a")]).unwrap();
+    logs.partition("t", 0)
+        .unwrap()
+        .append(topicfs::source::Records::Owned(&[rec(100, None, "a")]))
+        .unwrap();
     let source: Arc<dyn TopicSource> = logs.clone();
     let s =
         TopicViews::new().open_stream(source, "t", &parse_topic_by_time("50").unwrap(), 0).unwrap();
     assert_eq!(full_read(&s, 10), b"a\n");
     logs.create_partition("t", 1).unwrap();
-    logs.partition("t", 1).unwrap().append(&[rec(90, None, "b")]).unwrap();
-    logs.partition("t", 0).unwrap().append(&[rec(95, None, "c")]).unwrap();
+    logs.partition("t", 1)
+        .unwrap()
+        .append(topicfs::source::Records::Owned(&[rec(90, None, "b")]))
+        .unwrap();
+    logs.partition("t", 0)
+        .unwrap()
+        .append(topicfs::source::Records::Owned(&[rec(95, None, "c")]))
+        .unwrap();
     assert_eq!(full_read(&s, 10), b"a\nb\nc\n");
     assert_eq!(s.starts().len(), 2);
 }

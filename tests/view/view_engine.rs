@@ -28,7 +28,10 @@ fn model(part: &dyn PartitionSource, format: Format, start: i64) -> Vec<u8> {
     let mut cursor = part.seek(part.summary().unwrap().log_start_offset).unwrap();
     let mut out = Vec::new();
     loop {
-        let chunk = part.read(&cursor, 1 << 20).unwrap();
+        let chunk = part
+            .read(&cursor, 1 << 20, topicfs::source::ReadMode::Batches)
+            .and_then(topicfs::source::ReadAnswer::into_chunk)
+            .unwrap();
         if chunk.bytes.is_empty() {
             return out;
         }
@@ -75,7 +78,7 @@ fn streams_over_engine_segments_have_exact_sizes_and_grow() {
                     headers: vec![(b"h".to_vec(), Some(vec![0xff, k as u8]))],
                 })
                 .collect();
-            part.append(&records).unwrap();
+            part.append(topicfs::source::Records::Owned(&records)).unwrap();
         }
     };
     append(0, 300);

@@ -211,7 +211,14 @@ fn listings_offer_log_start_and_every_segment() {
         // Each listed time starts at (or, with out-of-order times, before) its segment.
         assert!(r.start <= base.base_offset, "{name}");
         let cursor = ReadCursor::at(base.base_offset);
-        assert!(!part.read(&cursor, 1).unwrap().bytes.is_empty());
+        assert!(
+            !part
+                .read(&cursor, 1, topicfs::source::ReadMode::Batches)
+                .and_then(topicfs::source::ReadAnswer::into_chunk)
+                .unwrap()
+                .bytes
+                .is_empty()
+        );
     }
     part.delete_segments_below(Offset(4));
     let start = part.summary().unwrap().log_start_offset.0.to_string();

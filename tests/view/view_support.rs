@@ -14,10 +14,10 @@ use topicfs::format::{
     parse_batch_info, peek_entry,
 };
 use topicfs::source::{
-    AbortedTxn, AppendInfo, BatchChunk, ChunkStart, CursorHint, OffsetQuery, PartitionSource,
-    PartitionSummary, ReadCursor,
+    AppendInfo, BatchChunk, ChunkStart, Committed, CursorHint, KeyIndex, Known, OffsetQuery,
+    PartitionSource, PartitionSummary, ReadAnswer, ReadCursor, ReadMode, Records,
 };
-use topicfs::storage::segment_files::{SegmentFileKind, SegmentFiles, SegmentSummary};
+use topicfs::source::{SegmentFileKind, SegmentFiles, SegmentSummary};
 
 /// The cursor at `pos` of the segment at `base` (the hint is (segment base, position), as the
 /// log engine's).
@@ -143,8 +143,13 @@ impl PartitionSource for MemPartition {
         &self.topic
     }
 
-    fn sizing_budget(&self) -> u64 {
-        self.sizing_budget.load(Ordering::SeqCst)
+    fn known(&self) -> Known {
+        Known {
+            bounds: None,
+            last_modified: None,
+            rewrites: 0,
+            sizing_budget: self.sizing_budget.load(Ordering::SeqCst),
+        }
     }
 
     fn partition(&self) -> u32 {
@@ -215,9 +220,48 @@ impl PartitionSource for MemPartition {
         Ok(cursor_at(last.base, last.bytes.len() as u64, log_end))
     }
 
-    fn read(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchChunk> {
+    /// Every mode reads whole batches (nothing here is damaged).
+    fn read(&self, cursor: &ReadCursor, max_bytes: usize, _: ReadMode) -> Result<ReadAnswer> {
+        self.read_batches(cursor, max_bytes).map(ReadAnswer::Batches)
+    }
+
+    fn holds(&self, cursor: &ReadCursor) -> Result<bool> {
+        let st = self.state.lock().unwrap();
+        Ok(match cursor.hint.get() {
+            Some((base, _)) => st.segments.iter().any(|s| s.base.0 == base),
+            None => cursor.next_offset >= st.log_start,
+        })
+    }
+
+    fn append(&self, records: Records<'_>) -> Result<AppendInfo> {
+        let Records::Owned(records) = records else {
+            return Err(Error::Unsupported("borrowed records in the in-memory test partition"));
+        };
+        Ok(self.append_batch(&BatchSpec::default(), records))
+    }
+
+    fn sync(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn segment_files(&self) -> Option<&dyn SegmentFiles> {
+        Some(self)
+    }
+
+    fn key_index(&self) -> Option<&dyn KeyIndex> {
+        None
+    }
+
+    fn committed(&self) -> Committed<'_> {
+        Committed::ByView(None)
+    }
+}
+
+impl MemPartition {
+    /// Whole batches from `cursor` (see [`PartitionSource::read`]).
+    pub fn read_batches(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchChunk> {
         let Some((base, pos)) = cursor.hint.get() else {
-            return self.read(&self.seek(cursor.next_offset)?, max_bytes);
+            return self.read_batches(&self.seek(cursor.next_offset)?, max_bytes);
         };
         let st = self.state.lock().unwrap();
         let Some(mut i) = st.segments.iter().position(|s| s.base == Offset(base)) else {
@@ -267,30 +311,6 @@ impl PartitionSource for MemPartition {
         let next = cursor_at(st.segments[i].base, pos as u64, next_offset);
         Ok(BatchChunk { bytes: out, starts, next: Some(next), crc_checked: false, skipped: None })
     }
-
-    fn holds(&self, cursor: &ReadCursor) -> Result<bool> {
-        let st = self.state.lock().unwrap();
-        Ok(match cursor.hint.get() {
-            Some((base, _)) => st.segments.iter().any(|s| s.base.0 == base),
-            None => cursor.next_offset >= st.log_start,
-        })
-    }
-
-    fn aborted_transactions(&self, _from: Offset, _to: Offset) -> Result<Vec<AbortedTxn>> {
-        Ok(Vec::new())
-    }
-
-    fn append(&self, records: &[NewRecord]) -> Result<AppendInfo> {
-        Ok(self.append_batch(&BatchSpec::default(), records))
-    }
-
-    fn sync(&self) -> Result<()> {
-        Ok(())
-    }
-
-    fn segment_files(&self) -> Option<&dyn SegmentFiles> {
-        Some(self)
-    }
 }
 
 impl SegmentFiles for MemPartition {
@@ -322,6 +342,10 @@ impl SegmentFiles for MemPartition {
         _buf: &mut [u8],
     ) -> Result<usize> {
         Err(Error::Unsupported("segment files of the in-memory test partition"))
+    }
+
+    fn byte_location(&self, _cursor: &ReadCursor, _delta: u64) -> Option<(String, u64)> {
+        None
     }
 }
 

@@ -44,6 +44,18 @@ impl Client {
     /// DescribeConfigs of `topic`: the broker that answered, and every setting it states for
     /// the topic, in its order.
     pub fn describe_topic_config(&self, topic: &str) -> Result<(String, Vec<DescribedConfig>)> {
+        self.describe_topic_config_keys(topic, None)
+    }
+
+    /// [`Client::describe_topic_config`] of only the settings named in `keys` (`None`: every
+    /// setting). A broker may state more than asked; the caller picks by name.
+    pub fn describe_topic_config_keys(
+        &self,
+        topic: &str,
+        keys: Option<&[&str]>,
+    ) -> Result<(String, Vec<DescribedConfig>)> {
+        let keys: Option<Vec<StrBytes>> =
+            keys.map(|k| k.iter().map(|n| StrBytes::from_string((*n).to_string())).collect());
         let deadline = self.deadline();
         self.retry("DescribeConfigs", deadline, |deadline| {
             let conn = self.any_conn(deadline)?;
@@ -53,7 +65,7 @@ impl Client {
                     DescribeConfigsResource::default()
                         .with_resource_type(RESOURCE_TOPIC)
                         .with_resource_name(StrBytes::from_string(topic.to_string()))
-                        .with_configuration_keys(None),
+                        .with_configuration_keys(keys.clone()),
                 ])
                 .with_include_synonyms(false)
                 .with_include_documentation(false);

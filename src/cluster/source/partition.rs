@@ -1,7 +1,6 @@
 //! One partition handle's bounds (ListOffsets, Fetch answers, the max-timestamp lookup) and
 //! its [`PartitionSource`] seam methods.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -9,11 +8,10 @@ use super::{ClusterPartition, MAX_TIMESTAMP_PROBE};
 use crate::cluster::ListedOffset;
 use crate::cluster::client::{EARLIEST, FetchedPartition, LATEST, MAX_TIMESTAMP};
 use crate::error::{Error, Result};
-use crate::format::control::{ControlRecordType, parse_control_key};
-use crate::format::{NewRecord, Offset, RecordRef, decode_batch, parse_batch_info, peek_entry};
+use crate::format::{EncodeRecord, Offset};
 use crate::source::{
-    AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, Operation, PartitionSource, PartitionSummary,
-    ReadCursor,
+    AppendInfo, Committed, KeyIndex, Known, OffsetQuery, Operation, PartitionSource,
+    PartitionSummary, ReadAnswer, ReadCursor, ReadMode, Records, SegmentFiles,
 };
 
 impl ClusterPartition {
@@ -124,11 +122,31 @@ impl ClusterPartition {
         }
     }
 
+    /// The bounds as last stated by a ListOffsets or Fetch answer (see [`Bounds`]); `None`
+    /// before any did.
+    ///
+    /// [`Bounds`]: super::Bounds
+    pub(super) fn stated_bounds(&self) -> Option<(Offset, Offset)> {
+        let b = crate::sync::lock(&self.bounds);
+        b.stated.then_some((b.start, b.end.max(b.start)))
+    }
+
     /// After an append: the bounds are asked again by the next question, so the appended
     /// records are visible to the next read (the log end a Produce answer implies is the high
     /// watermark only with `acks=all`, and not the last stable offset).
     fn forget_bounds(&self) {
         crate::sync::lock(&self.bounds).learned = None;
+    }
+
+    /// One Produce of `records` (see [`PartitionSource::append`]).
+    fn produce<R: EncodeRecord>(&self, records: &[R]) -> Result<AppendInfo> {
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        let produced = self.client.produce(&self.topic, self.p(), records);
+        self.forget_bounds();
+        let produced = produced.map_err(|e| self.named(e))?;
+        Ok(self.produced(produced.base_offset, records.len()))
     }
 
     fn produced(&self, base: Offset, count: usize) -> AppendInfo {
@@ -163,12 +181,6 @@ impl PartitionSource for ClusterPartition {
         })
     }
 
-    /// The time it was asked, as in `summary`, without asking the broker: directory
-    /// attributes of a cluster mount cost no request (and answer while the broker is down).
-    fn last_modified(&self) -> Result<SystemTime> {
-        Ok(SystemTime::now())
-    }
-
     fn offset_for(&self, query: OffsetQuery) -> Result<Offset> {
         let ts = match query {
             OffsetQuery::Latest => return Ok(self.bounds()?.1),
@@ -201,97 +213,65 @@ impl PartitionSource for ClusterPartition {
         Ok(ReadCursor::at(target))
     }
 
-    fn read(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchChunk> {
+    fn holds(&self, cursor: &ReadCursor) -> Result<bool> {
+        Ok(cursor.next_offset >= self.bounds()?.0)
+    }
+
+    /// Every mode reads whole batches: nothing here steps over damage (a batch the broker
+    /// returned that fails its check is an error) and Fetch has no header-only form.
+    fn read(&self, cursor: &ReadCursor, max_bytes: usize, mode: ReadMode) -> Result<ReadAnswer> {
+        let _ = mode;
         if let Some(chunk) = self.answered(cursor.next_offset, max_bytes)? {
-            return Ok(chunk);
+            return Ok(ReadAnswer::Batches(chunk));
         }
-        if self.committed {
+        let chunk = if self.committed {
             self.read_committed(cursor, max_bytes)
         } else {
             self.read_uncommitted(cursor, max_bytes)
-        }
-    }
-
-    fn aborted_transactions(&self, from: Offset, to: Offset) -> Result<Vec<AbortedTxn>> {
-        let mut open: HashMap<i64, Offset> = HashMap::new();
-        let mut aborted = Vec::new();
-        let mut cursor = ReadCursor::at(from);
-        while cursor.next_offset < to {
-            let chunk = self.read(&cursor, 1 << 20)?;
-            let Some(next) = chunk.next else { break };
-            let mut pos = 0;
-            while let Ok(Some(h)) = peek_entry(&chunk.bytes[pos..]) {
-                let entry = &chunk.bytes[pos..pos + h.total_size().min(chunk.bytes.len() - pos)];
-                pos += entry.len();
-                let info =
-                    parse_batch_info(entry).map_err(|e| self.bad_bytes(pos, &e.to_string()))?;
-                if info.base_offset >= to {
-                    break;
-                }
-                if info.is_control && info.is_transactional {
-                    let batch =
-                        decode_batch(entry).map_err(|e| self.bad_bytes(pos, &e.to_string()))?;
-                    let Some(record) = batch.records().next() else { continue };
-                    let record = record.map_err(|e| self.bad_bytes(pos, &e.to_string()))?;
-                    let key = parse_control_key(record.key)
-                        .map_err(|e| self.bad_bytes(pos, &e.to_string()))?;
-                    let first = open.remove(&info.producer_id);
-                    if let (ControlRecordType::Abort, Some(first)) = (key.record_type, first) {
-                        aborted.push(AbortedTxn {
-                            producer_id: info.producer_id,
-                            first_offset: first,
-                            last_offset: info.base_offset,
-                            // The broker does not say: the offset after the marker.
-                            last_stable_offset: info.base_offset.plus(1),
-                        });
-                    }
-                } else if info.is_transactional {
-                    open.entry(info.producer_id).or_insert(info.base_offset);
-                }
-            }
-            cursor = next;
-        }
-        Ok(aborted)
-    }
-
-    fn append(&self, records: &[NewRecord]) -> Result<AppendInfo> {
-        if self.read_only {
-            return Err(Error::ReadOnly);
-        }
-        let produced = self.client.produce(&self.topic, self.p(), records);
-        self.forget_bounds();
-        let produced = produced.map_err(|e| self.named(e))?;
-        Ok(self.produced(produced.base_offset, records.len()))
-    }
-
-    fn append_refs(&self, records: &[RecordRef<'_>]) -> Result<AppendInfo> {
-        if self.read_only {
-            return Err(Error::ReadOnly);
-        }
-        let produced = self.client.produce(&self.topic, self.p(), records);
-        self.forget_bounds();
-        let produced = produced.map_err(|e| self.named(e))?;
-        Ok(self.produced(produced.base_offset, records.len()))
-    }
-
-    fn sizing_budget(&self) -> u64 {
-        self.sizing_budget
+        };
+        chunk.map(ReadAnswer::Batches)
     }
 
     /// The bounds as last stated by a ListOffsets or Fetch answer (see [`Bounds`]): a read
-    /// learns up to their end without a request, and its own Fetch answer restates them.
-    fn stated_bounds(&self) -> Option<(Offset, Offset)> {
-        let b = crate::sync::lock(&self.bounds);
-        b.stated.then_some((b.start, b.end.max(b.start)))
+    /// learns up to their end without a request, and its own Fetch answer restates them. The
+    /// time asked as the last change, as in `summary`: directory attributes of a cluster mount
+    /// cost no request (and answer while the broker is down).
+    ///
+    /// [`Bounds`]: super::Bounds
+    fn known(&self) -> Known {
+        Known {
+            bounds: self.stated_bounds(),
+            last_modified: Some(SystemTime::now()),
+            rewrites: 0,
+            sizing_budget: self.sizing_budget,
+        }
     }
 
-    fn reads_committed(&self) -> bool {
-        self.committed
+    fn append(&self, records: Records<'_>) -> Result<AppendInfo> {
+        match records {
+            Records::Owned(records) => self.produce(records),
+            Records::Borrowed(records) => self.produce(records),
+            Records::ValueLines { head, lines } => {
+                self.produce(&crate::format::value_line_records(head, lines))
+            }
+        }
     }
 
     fn sync(&self) -> Result<()> {
         // Each append was acknowledged per `acks` before it returned; there is no local copy
         // to flush.
         Ok(())
+    }
+
+    fn segment_files(&self) -> Option<&dyn SegmentFiles> {
+        None
+    }
+
+    fn key_index(&self) -> Option<&dyn KeyIndex> {
+        None
+    }
+
+    fn committed(&self) -> Committed<'_> {
+        if self.committed { Committed::BySource } else { Committed::ByView(None) }
     }
 }

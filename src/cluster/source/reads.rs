@@ -12,7 +12,7 @@ use crate::cluster::committed::committed_batches;
 use crate::cluster::config::IsolationLevel;
 use crate::error::{Error, Result};
 use crate::format::{Offset, parse_batch_info, peek_entry};
-use crate::source::{BatchChunk, PartitionSource, ReadCursor};
+use crate::source::{BatchChunk, ReadCursor};
 
 impl ClusterPartition {
     /// [`PartitionSource::read`] as a `read_uncommitted` consumer, with read-ahead (see

@@ -52,7 +52,7 @@ impl Log {
         *lock(&self.last_modified) = SystemTime::now();
     }
 
-    /// Cleaner outputs installed in this log so far (see [`crate::source::PartitionSource::rewrites`]).
+    /// Cleaner outputs installed in this log so far (see [`crate::source::Known::rewrites`]).
     pub fn rewrites(&self) -> u64 {
         self.rewrites.load(Ordering::Acquire)
     }

@@ -1,4 +1,4 @@
-//! The local-only [`crate::storage::segment_files::SegmentFiles`] side of a log: what
+//! The local-only [`crate::source::SegmentFiles`] side of a log: what
 //! `segments/` lists, the raw bytes of segment files, and the file problems `check` reports.
 
 use super::*;

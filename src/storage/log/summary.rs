@@ -21,6 +21,13 @@ impl Log {
         })
     }
 
+    /// When the partition last changed (last append, roll or deletion) as far as this log
+    /// knows, without looking at the directory again ([`Log::summary`] does on a read-only
+    /// log).
+    pub fn last_modified(&self) -> SystemTime {
+        *lock(&self.last_modified)
+    }
+
     /// Segment count, total bytes and max timestamp: the sealed segments' totals come from
     /// `sealed_summary` while the segment map is unchanged, the last segment is read live.
     fn segment_totals(&self) -> Result<(usize, u64, Option<Timestamp>)> {

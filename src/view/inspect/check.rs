@@ -11,7 +11,7 @@ use crate::format::index_entry::{
 };
 use crate::format::{Offset, decode_batch, verify_crc};
 use crate::source::PartitionSource;
-use crate::storage::segment_files::{SegmentFileKind, SegmentSummary};
+use crate::source::{SegmentFileKind, SegmentSummary};
 
 use super::dump::{offset_entries, time_entries, txn_entries};
 use super::entries::ChunkedEntries;

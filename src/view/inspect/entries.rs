@@ -4,7 +4,7 @@
 use crate::error::Result;
 use crate::format::{BatchInfo, Offset, parse_batch_info, peek_entry};
 use crate::source::PartitionSource;
-use crate::storage::segment_files::SegmentFileKind;
+use crate::source::SegmentFileKind;
 
 use super::files;
 
@@ -76,7 +76,7 @@ impl<'a> Iterator for Entries<'a> {
 /// **Invariant**: `buf` holds the file's bytes from `buf_start`; the next entry starts at
 /// `buf[at]`; nothing at or past `limit` is read.
 ///
-/// [`SegmentFiles::read_segment_file`]: crate::storage::segment_files::SegmentFiles::read_segment_file
+/// [`SegmentFiles::read_segment_file`]: crate::source::SegmentFiles::read_segment_file
 pub(super) struct ChunkedEntries {
     base: Offset,
     buf: Vec<u8>,

@@ -5,7 +5,7 @@ use crate::error::{Error, Result};
 use crate::format::Offset;
 use crate::format::dump::{invalid_bytes_line, log_starting_offset_line};
 use crate::source::PartitionSource;
-use crate::storage::segment_files::{SegmentFileKind, SegmentSummary};
+use crate::source::{SegmentFileKind, SegmentSummary};
 
 use super::dump::render_entry;
 use super::entries::ChunkedEntries;

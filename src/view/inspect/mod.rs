@@ -67,7 +67,7 @@ use std::sync::{Arc, Mutex};
 use crate::error::{Error, Result};
 use crate::format::Offset;
 use crate::source::PartitionSource;
-use crate::storage::segment_files::{SegmentFileKind, SegmentFiles, SegmentSummary};
+use crate::source::{SegmentFileKind, SegmentFiles, SegmentSummary};
 use crate::sync::lock;
 
 /// The segment files of `part`; `NotFound` (ENOENT) for a source without local files, whose

@@ -8,9 +8,10 @@ use crate::error::{Error, Result};
 use crate::format::index_entry::TimestampOffset;
 use crate::format::{BatchSpec, Compression, NewRecord, Offset, encode_batch};
 use crate::source::{
-    AbortedTxn, AppendInfo, BatchChunk, OffsetQuery, PartitionSource, PartitionSummary, ReadCursor,
+    AppendInfo, Committed, DEFAULT_SIZING_BUDGET, KeyIndex, Known, OffsetQuery, PartitionSource,
+    PartitionSummary, ReadAnswer, ReadCursor, ReadMode, Records,
 };
-use crate::storage::segment_files::{SegmentFileKind, SegmentFiles, SegmentSummary};
+use crate::source::{SegmentFileKind, SegmentFiles, SegmentSummary};
 
 /// `count` sealed segments (base offsets 0, 1000, ...) served from memory with the same
 /// files (only what the check and the dumps read), counting the reads of their files.
@@ -44,13 +45,21 @@ impl PartitionSource for Segments {
     fn seek(&self, _: Offset) -> Result<ReadCursor> {
         Err(Error::Unsupported("seek"))
     }
-    fn read(&self, _: &ReadCursor, _: usize) -> Result<BatchChunk> {
+    fn known(&self) -> Known {
+        Known {
+            bounds: None,
+            last_modified: None,
+            rewrites: 0,
+            sizing_budget: DEFAULT_SIZING_BUDGET,
+        }
+    }
+    fn holds(&self, _: &ReadCursor) -> Result<bool> {
+        Err(Error::Unsupported("holds"))
+    }
+    fn read(&self, _: &ReadCursor, _: usize, _: ReadMode) -> Result<ReadAnswer> {
         Err(Error::Unsupported("read"))
     }
-    fn aborted_transactions(&self, _: Offset, _: Offset) -> Result<Vec<AbortedTxn>> {
-        Ok(Vec::new())
-    }
-    fn append(&self, _: &[NewRecord]) -> Result<AppendInfo> {
+    fn append(&self, _: Records<'_>) -> Result<AppendInfo> {
         Err(Error::ReadOnly)
     }
     fn sync(&self) -> Result<()> {
@@ -58,6 +67,12 @@ impl PartitionSource for Segments {
     }
     fn segment_files(&self) -> Option<&dyn SegmentFiles> {
         Some(self)
+    }
+    fn key_index(&self) -> Option<&dyn KeyIndex> {
+        None
+    }
+    fn committed(&self) -> Committed<'_> {
+        Committed::ByView(None)
     }
 }
 
@@ -94,6 +109,9 @@ impl SegmentFiles for Segments {
         let n = rest.len().min(buf.len());
         buf[..n].copy_from_slice(&rest[..n]);
         Ok(n)
+    }
+    fn byte_location(&self, _: &ReadCursor, _: u64) -> Option<(String, u64)> {
+        None
     }
 }
 

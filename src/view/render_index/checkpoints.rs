@@ -16,7 +16,7 @@ impl IndexState {
         generation: u64,
         start: Option<Offset>,
     ) -> Result<IndexState> {
-        let rewrites = part.rewrites();
+        let rewrites = part.known().rewrites;
         let summary = part.summary()?;
         let log_start = summary.log_start_offset;
         let at = start.unwrap_or(log_start).max(log_start);

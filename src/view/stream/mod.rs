@@ -53,7 +53,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use crate::error::{Error, Result};
 use crate::format::{Offset, Timestamp, decode_batch, parse_batch_info};
-use crate::source::{OffsetQuery, PartitionSource, SealedSpan};
+use crate::source::{Committed, OffsetQuery, PartitionSource, SealedSpan};
 use crate::sync::lock;
 use crate::view::budget::{MemoryBudget, Reservation};
 pub use crate::view::render_index::{

@@ -25,9 +25,9 @@ pub(super) struct Tail {
 
 impl Stream {
     /// [`RenderIndex::sync`] by the bounds the source last stated
-    /// ([`PartitionSource::stated_bounds`], no request) when it keeps them, else by its summary.
+    /// ([`Known::bounds`](crate::source::Known::bounds), no request) when it keeps them, else by its summary.
     fn sync_stated(&self, st: &mut crate::view::render_index::IndexState) -> Result<()> {
-        match self.part.stated_bounds() {
+        match self.part.known().bounds {
             Some((start, end)) => self.index.sync_to(st, self.part.as_ref(), start, end),
             None => self.index.sync(st, self.part.as_ref()),
         }
@@ -109,7 +109,11 @@ impl Stream {
         let dated = self
             .part
             .seek(last)
-            .and_then(|cursor| self.part.read(&cursor, 1))
+            .and_then(|cursor| {
+                self.part
+                    .read(&cursor, 1, crate::source::ReadMode::Batches)
+                    .and_then(crate::source::ReadAnswer::into_chunk)
+            })
             .ok()
             .and_then(|chunk| parse_batch_info(&chunk.bytes).ok())
             .filter(|info| info.max_timestamp >= 0 && info.base_offset <= last)
@@ -161,7 +165,7 @@ impl Stream {
     /// [`Stream::render_window`].
     ///
     /// A window rendered while the source rewrote stored records (a cleaner pass ended,
-    /// [`PartitionSource::rewrites`] moved) may hold rewritten records at positions counted on
+    /// [`Known::rewrites`](crate::source::Known::rewrites) moved) may hold rewritten records at positions counted on
     /// the old ones: it is rendered again (the index then drops what the pass replaced, so
     /// those bytes read as stale), and fails with [`Error::StaleHandle`] when passes keep
     /// ending during it.
@@ -169,9 +173,9 @@ impl Stream {
         lock(&self.rendering).push(to);
         let _done = RenderingWindow { stream: self, to };
         for _ in 0..3 {
-            let seen = self.part.rewrites();
+            let seen = self.part.known().rewrites;
             let out = self.render_window(from, to, end, true, seen)?;
-            if self.part.rewrites() == seen {
+            if self.part.known().rewrites == seen {
                 return Ok(out);
             }
         }
@@ -293,7 +297,7 @@ impl Stream {
         } else if let Some(l) = learned.as_mut() {
             // The log end the index may learn up to, read before the batches are: one the
             // source already stated, when it keeps one (no request), else its summary's.
-            let log_end = match part.stated_bounds() {
+            let log_end = match part.known().bounds {
                 Some((_, end)) => end,
                 None => part.summary()?.log_end_offset,
             };
@@ -370,7 +374,7 @@ impl Stream {
                 };
                 // Kept only when no rewrite ended meanwhile (see `Stream::read_window`): every
                 // read of this walk then found the records as the index counted them.
-                let unchanged = part.rewrites() == seen;
+                let unchanged = part.known().rewrites == seen;
                 if let (false, Some(held), true) = (r.cut, held, unchanged) {
                     let after = if r.ends_stream {
                         None
@@ -399,7 +403,7 @@ impl Stream {
             }
             resume = Some(if w.here.position <= to { w.here } else { before });
         }
-        if let Some(c) = resume.filter(|_| part.rewrites() == seen) {
+        if let Some(c) = resume.filter(|_| part.known().rewrites == seen) {
             *lock(&self.last_read) = Some(c);
         }
         if let Some(l) = learned {

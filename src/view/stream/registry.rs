@@ -57,9 +57,11 @@ impl StreamRegistry {
     }
 
     /// The transaction tracker of `part` (`read_committed`), created on first use; none for a
-    /// source that reads committed records itself ([`PartitionSource::reads_committed`]).
+    /// source that reads committed records itself ([`Committed::BySource`](crate::source::Committed::BySource)).
     pub fn tracker(&self, part: &dyn PartitionSource) -> Option<Arc<TxnTracker>> {
-        if self.isolation == Isolation::ReadUncommitted || part.reads_committed() {
+        if self.isolation == Isolation::ReadUncommitted
+            || matches!(part.committed(), Committed::BySource)
+        {
             return None;
         }
         let key = (part.topic().to_string(), part.partition());
@@ -114,7 +116,7 @@ impl StreamRegistry {
         format: Format,
         start: Offset,
     ) -> Result<Arc<RenderIndex>> {
-        let budget = part.sizing_budget();
+        let budget = part.known().sizing_budget;
         let mut shared = self.index(part, format)?;
         if shared.origin_now(view)? > start {
             // A cleaner pass replaced segments the shared index had rendered: its origin moved

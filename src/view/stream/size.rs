@@ -31,12 +31,12 @@ impl Stream {
 
     /// The size as `stat` shows it: exactly the number of bytes a full read returns now, or
     /// `None` when that is not yet known because knowing it would render more than the source's
-    /// [`sizing_budget`](PartitionSource::sizing_budget) of log. Each call continues from where
+    /// [`sizing_budget`](crate::source::Known::sizing_budget) of log. Each call continues from where
     /// the last sizing (or read) stopped, so repeated calls converge; once a size was known, or
     /// the stream was read to its end, every later call is exact (rendering what was appended
     /// since).
     pub fn known_size(&self) -> Result<Option<u64>> {
-        self.known_size_within(self.part.sizing_budget())
+        self.known_size_within(self.part.known().sizing_budget)
     }
 
     /// [`Stream::known_size`] rendering at most `budget` bytes of log while not exact.
@@ -83,7 +83,7 @@ impl Stream {
         }
         // A request sizes at most `SIZED_AT_ONCE` itself; the rest of the budget is the
         // background's.
-        let budget = self.part.sizing_budget();
+        let budget = self.part.known().sizing_budget;
         if budget > SIZED_AT_ONCE && !self.shown_exact.load(Ordering::Acquire) {
             return Ok(match self.known_size_within(SIZED_AT_ONCE)? {
                 Some(size) => StatSize::Now(Some(size)),
@@ -102,7 +102,11 @@ impl Stream {
     /// the size if the step reached the end.
     pub fn size_step(&self, part_bytes: u64, go: &dyn Fn() -> bool) -> Result<()> {
         let frontier = lock(&self.index.state).frontier.cursor;
-        if let Err(e) = self.part.read(&frontier, READ_CHUNK) {
+        if let Err(e) = self
+            .part
+            .read(&frontier, READ_CHUNK, crate::source::ReadMode::Batches)
+            .and_then(crate::source::ReadAnswer::into_chunk)
+        {
             // The step reads it again under the lock, and fails there if it must.
             log::debug!(
                 "sizing step of {}-{}: read ahead of the step: {e}",
@@ -110,7 +114,7 @@ impl Stream {
                 self.part.partition()
             );
         }
-        let budget = self.part.sizing_budget();
+        let budget = self.part.known().sizing_budget;
         let part_bytes = part_bytes.clamp(1, budget.max(1));
         let mut spent = 0u64;
         while spent < budget && go() {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::format::NewRecord;
 use crate::partitioner::{KeylessRotation, partition_for_key};
-use crate::source::{AppendInfo, TopicSource};
+use crate::source::{AppendInfo, Records, TopicSource};
 
 /// Routes records written to a topic-level `append` or `append.json` to partitions.
 ///
@@ -72,7 +72,7 @@ impl TopicAppender {
         let count = self.partition_count()?;
         let mut written = Vec::new();
         for (p, group) in route(records, count, &self.rotation)? {
-            let info = self.source.partition(&self.topic, p)?.append(&group)?;
+            let info = self.source.partition(&self.topic, p)?.append(Records::Owned(&group))?;
             written.push((p, info));
         }
         Ok(written)

@@ -104,7 +104,11 @@ impl MemberReader {
     /// at or past the stable offset.
     fn fill(&mut self, cursor: ReadCursor) -> Result<()> {
         let txn = self.snapshot()?;
-        let chunk = self.part.read(&cursor, MEMBER_READ_CHUNK).map_err(retention_is_stale)?;
+        let chunk = self
+            .part
+            .read(&cursor, MEMBER_READ_CHUNK, crate::source::ReadMode::Batches)
+            .and_then(crate::source::ReadAnswer::into_chunk)
+            .map_err(retention_is_stale)?;
         self.from = cursor;
         self.rendered.clear();
         self.cut = None;
