@@ -484,5 +484,9 @@ mod fake {
         fn sync(&self) -> Result<()> {
             Ok(())
         }
+
+        fn span_store(&self) -> Option<&dyn topicfs::source::SpanStore> {
+            None
+        }
     }
 }

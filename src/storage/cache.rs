@@ -4,10 +4,12 @@
 //! A sealed segment never changes while it exists, so anything computed from its bytes (the
 //! rendered sizes of its records and render checkpoints, the aborted transactions it holds, a
 //! key index) stays true as long as the segment is the same file with the same bytes. An entry
-//! is one file per (segment, [`CacheKind`]):
+//! is one file per (segment, [`EntryKind`]); a kind is named by the cache's user
+//! ([`crate::source::SpanKind`]), never by the cache, which knows nothing of what a payload
+//! means:
 //!
 //! ```text
-//! <cache dir>/<key hash, 16 hex>-<base offset, 20 digits>.<kind>
+//! <cache dir>/<key hash, 16 hex>-<base offset, 20 digits>.<kind extension>
 //!   magic "TFSCACHE" | version u16 | kind u8 | 0u8 | key length u32 | key | payload length u64
 //!   | payload CRC-32C u32 | header CRC-32C u32 | payload
 //!   key = data dir | topic | partition | base offset | size | mtime ns | inode | device
@@ -41,7 +43,7 @@
 //!
 //! **Active-segment prefixes.** The active segment changes by appends only, so its bytes below
 //! a batch boundary already passed are as stable as a sealed segment's until the file is
-//! truncated or replaced. A [`CacheKind::PrefixRender`] entry describes the first `P` bytes of
+//! truncated or replaced. A prefix entry ([`EntryKind::prefix_of`]) describes the first `P` bytes of
 //! the active segment (one entry per segment, the latest `P` stored): its key records `P` as
 //! the size and 0 as the mtime, and [`SegmentCache::load_prefix`] checks it against
 //! [`SegmentIdentity::of_prefix`]`(P)` computed now: a file now shorter than `P` (truncated) or
@@ -60,6 +62,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, SystemTime};
 
 use crate::format::Offset;
+use crate::source::{SpanKind, SummaryUpdate};
 use crate::sync::lock;
 
 mod dir;
@@ -81,60 +84,49 @@ pub const DEFAULT_CACHE_SIZE: u64 = 256 << 20;
 /// The entry layout's version: a file of another version is ignored (and replaced).
 pub const FORMAT_VERSION: u16 = 1;
 
-/// What an entry holds. One entry per (segment, kind); the payload's encoding is its user's.
+/// What an entry holds: the payloads of one [`SpanKind`] (named by its user: the render index,
+/// the transaction tracker, the key index) for a sealed segment, or for an active segment's
+/// stable prefix. One entry per (segment, kind); the payload's encoding is its user's, and the
+/// cache knows a kind only by its extension and tag.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum CacheKind {
-    /// Rendered sizes and render checkpoints of a segment, per format (`view`'s sizing).
-    RenderSummary,
-    /// The transactions a segment's batches hold: what `read_committed` needs to know of it.
-    TxnSummary,
-    /// A per-segment index of record keys (issue 21).
-    KeyIndex,
-    /// Rendered sizes and render checkpoints of the *stable prefix* of an active segment: its
-    /// bytes `[0, P)`, proven by a [`SegmentIdentity::of_prefix`] (see "Active-segment
-    /// prefixes" in the module docs).
-    PrefixRender,
-    /// The transactions of the stable prefix of an active segment (as [`CacheKind::TxnSummary`]
-    /// of a sealed one), proven like [`CacheKind::PrefixRender`].
-    PrefixTxn,
+pub struct EntryKind {
+    /// The entry file's extension.
+    pub extension: &'static str,
+    /// The kind byte of the entry's header.
+    pub tag: u8,
+    /// Whether the entry describes the *stable prefix* of an active segment: its bytes
+    /// `[0, P)`, proven by a [`SegmentIdentity::of_prefix`] (see "Active-segment prefixes" in
+    /// the module docs).
+    pub prefix: bool,
 }
 
-impl CacheKind {
-    fn tag(self) -> u8 {
-        match self {
-            CacheKind::RenderSummary => 1,
-            CacheKind::TxnSummary => 2,
-            CacheKind::KeyIndex => 3,
-            CacheKind::PrefixRender => 4,
-            CacheKind::PrefixTxn => 5,
+impl EntryKind {
+    /// The entry of `kind` for a sealed segment.
+    pub const fn sealed(kind: SpanKind) -> EntryKind {
+        EntryKind { extension: kind.name, tag: kind.tag, prefix: false }
+    }
+
+    /// The entry of `kind` for an active segment's stable prefix; `None` when the kind is kept
+    /// for sealed spans only.
+    pub const fn prefix_of(kind: SpanKind) -> Option<EntryKind> {
+        match kind.prefix {
+            Some((extension, tag)) => Some(EntryKind { extension, tag, prefix: true }),
+            None => None,
         }
     }
 
     /// Whether an entry of this kind describes an active segment's stable prefix.
     pub fn is_prefix(self) -> bool {
-        matches!(self, CacheKind::PrefixRender | CacheKind::PrefixTxn)
+        self.prefix
     }
 
     /// The entry file's extension.
     pub fn extension(self) -> &'static str {
-        match self {
-            CacheKind::RenderSummary => "render",
-            CacheKind::TxnSummary => "txn",
-            CacheKind::KeyIndex => "keys",
-            CacheKind::PrefixRender => "prefix",
-            CacheKind::PrefixTxn => "prefix-txn",
-        }
+        self.extension
     }
 
-    fn from_extension(ext: &str) -> Option<CacheKind> {
-        [
-            CacheKind::RenderSummary,
-            CacheKind::TxnSummary,
-            CacheKind::KeyIndex,
-            CacheKind::PrefixRender,
-        ]
-        .into_iter()
-        .find(|k| k.extension() == ext)
+    fn tag(self) -> u8 {
+        self.tag
     }
 }
 
@@ -173,10 +165,6 @@ pub struct SegmentCache {
     /// Entries queued and not yet written.
     queued: Arc<(Mutex<usize>, Condvar)>,
 }
-
-/// What [`SegmentCache::update_later`] does with an entry: given its valid payload (if any),
-/// the new payload (`None`: leave it).
-pub type SummaryUpdate = Box<dyn FnOnce(Option<Vec<u8>>) -> Option<Vec<u8>> + Send>;
 
 impl SegmentCache {
     /// A cache that keeps nothing.
@@ -235,13 +223,13 @@ impl SegmentCache {
     }
 
     /// The entry file of `id` and `kind` (whether or not it exists); `None` when caching is off.
-    pub fn entry_path(&self, id: &SegmentIdentity, kind: CacheKind) -> Option<PathBuf> {
+    pub fn entry_path(&self, id: &SegmentIdentity, kind: EntryKind) -> Option<PathBuf> {
         self.dir.as_ref().map(|d| d.join(id.file_name(kind)))
     }
 
     /// The payload stored for `id` and `kind`, if an entry exists and passes every check (see
     /// the module docs); otherwise `None`, with one warning per rejected file naming it.
-    pub fn load(&self, id: &SegmentIdentity, kind: CacheKind) -> Option<Vec<u8>> {
+    pub fn load(&self, id: &SegmentIdentity, kind: EntryKind) -> Option<Vec<u8>> {
         let path = self.entry_path(id, kind)?;
         // Through `storage::open`: a FIFO or device planted under an entry's name is refused
         // without blocking.
@@ -271,7 +259,7 @@ impl SegmentCache {
         }
     }
 
-    /// The prefix length and payload of the `kind` entry ([`CacheKind::is_prefix`]) of the
+    /// The prefix length and payload of the `kind` entry ([`EntryKind::is_prefix`]) of the
     /// active segment `name` names (only its data dir, topic, partition and base offset are read),
     /// if it passes every check against `identify(prefix)`, the identity of the segment's
     /// first `prefix` bytes now (`None`: the file is shorter, truncated since: *stale*). The
@@ -280,7 +268,7 @@ impl SegmentCache {
     pub fn load_prefix(
         &self,
         name: &SegmentIdentity,
-        kind: CacheKind,
+        kind: EntryKind,
         identify: impl FnOnce(u64) -> Option<SegmentIdentity>,
     ) -> Option<(u64, Vec<u8>)> {
         let path = self.entry_path(name, kind)?;
@@ -327,7 +315,7 @@ impl SegmentCache {
 
     /// Stores `payload` as the entry of `id` and `kind`, crash-safely, replacing any entry
     /// there. A failure (full disk, unwritable dir) is logged, never returned.
-    pub fn store(&self, id: &SegmentIdentity, kind: CacheKind, payload: &[u8]) {
+    pub fn store(&self, id: &SegmentIdentity, kind: EntryKind, payload: &[u8]) {
         let Some(dir) = &self.dir else { return };
         let path = dir.join(id.file_name(kind));
         let bytes = encode(id, kind, payload);
@@ -361,7 +349,7 @@ impl SegmentCache {
     }
 
     /// [`SegmentCache::update_later`] in place.
-    pub fn update(&self, id: &SegmentIdentity, kind: CacheKind, update: SummaryUpdate) {
+    pub fn update(&self, id: &SegmentIdentity, kind: EntryKind, update: SummaryUpdate) {
         let old = if kind.is_prefix() {
             // A prefix entry of another length is replaced, not merged, and without a
             // warning: the active segment grew since it was written (nothing is wrong).
@@ -381,7 +369,7 @@ impl SegmentCache {
     }
 
     /// Deletes the entry of `id` and `kind`, if any.
-    pub fn remove(&self, id: &SegmentIdentity, kind: CacheKind) {
+    pub fn remove(&self, id: &SegmentIdentity, kind: EntryKind) {
         if let Some(path) = self.entry_path(id, kind) {
             if let Ok(meta) = std::fs::metadata(&path) {
                 if std::fs::remove_file(&path).is_ok() {

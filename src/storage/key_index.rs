@@ -41,7 +41,7 @@ use crate::error::{Error, Result};
 use crate::format::Offset;
 use crate::format::key_index::{KeyIndexBuilder, SegmentKeyIndex};
 use crate::format::key_name::long_hashes;
-use crate::source::{KeyHit, KeyHits, KeyListing};
+use crate::source::{KeyHit, KeyHits, KeyListing, SpanKind};
 use crate::storage::segment::LogSegment;
 use crate::sync::lock;
 
@@ -57,8 +57,12 @@ pub const BUILD_THREADS: usize = 4;
 /// [`KeyIndexBuilder::on_top_of`]); smaller ones record by record.
 const BULK_ACTIVE_BYTES: u64 = 16 << 20;
 
+/// The key indexes' kind of payload in the segment cache: a sealed segment's
+/// [`SegmentKeyIndex`] bytes (sealed segments only; the active segment's index is rebuilt).
+pub const KEY_INDEX: SpanKind = SpanKind { name: "keys", tag: 3, prefix: None };
+
 /// Where sealed segments' key indexes persist between mounts in place of the log's segment
-/// cache (`CacheKind::KeyIndex` entries of `storage::cache`, the default): for tests and
+/// cache ([`KEY_INDEX`] entries of `storage::cache`, the default): for tests and
 /// embedders. A store may lose, damage or keep stale entries: every payload is decoded and
 /// checked against the segment before use.
 pub trait KeyIndexStore: Send + Sync {

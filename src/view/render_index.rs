@@ -87,7 +87,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::Result;
 use crate::format::Offset;
-use crate::source::{PartitionSource, ReadCursor, SealedSpan};
+use crate::source::{PartitionSource, ReadCursor, SealedSpan, SpanKind};
 use crate::sync::lock;
 use crate::view::render::Renderer;
 use crate::view::spec::Format;
@@ -104,9 +104,11 @@ pub const CHECKPOINT_INTERVAL: u64 = 64 * 1024;
 /// Log bytes between the checkpoints a span's cached summary keeps (so reading from a place
 /// inside a cached segment renders at most about this much before it).
 pub const SUMMARY_SPACING: u64 = 256 << 10;
-/// Rendered bytes the frontier must move inside the active segment before a `stat` stores
-/// its prefix again (background sizing stores it whenever it reaches the end).
-pub const PREFIX_STORE_EVERY: u64 = 64 << 20;
+/// The render index's kind of payload in a [`SpanStore`](crate::source::SpanStore): a span's
+/// renderings, per format ([`crate::view::summary`]), for sealed spans and stable prefixes.
+/// The tags and names are those of the entries earlier versions wrote (`.render`, `.prefix`).
+pub const RENDER_SUMMARY: SpanKind =
+    SpanKind { name: "render", tag: 1, prefix: Some(("prefix", 4)) };
 /// Most whole spans waiting to be stored at once (more are learned again later).
 const MAX_COMPLETED: usize = 4096;
 /// Most checkpoints kept per render index before thinning (about 4 GiB of log at the initial

@@ -548,6 +548,10 @@ mod without_files {
         fn sync(&self) -> Result<()> {
             self.0.sync()
         }
+
+        fn span_store(&self) -> Option<&dyn topicfs::source::SpanStore> {
+            None
+        }
     }
 }
 

@@ -291,6 +291,10 @@ impl PartitionSource for MemPartition {
     fn segment_files(&self) -> Option<&dyn SegmentFiles> {
         Some(self)
     }
+
+    fn span_store(&self) -> Option<&dyn topicfs::source::SpanStore> {
+        None
+    }
 }
 
 impl SegmentFiles for MemPartition {

@@ -294,4 +294,8 @@ impl PartitionSource for ClusterPartition {
         // to flush.
         Ok(())
     }
+
+    fn span_store(&self) -> Option<&dyn crate::source::SpanStore> {
+        None
+    }
 }

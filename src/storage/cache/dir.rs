@@ -64,10 +64,7 @@ impl SegmentCache {
                 }
                 continue;
             }
-            let is_entry = name
-                .rsplit_once('.')
-                .is_some_and(|(_, ext)| CacheKind::from_extension(ext).is_some());
-            if is_entry {
+            if is_entry_name(name) {
                 out.push(Entry { path: ent.path(), len: meta.len(), mtime });
             }
         }
@@ -109,4 +106,17 @@ pub(super) struct Entry {
     pub(super) path: PathBuf,
     pub(super) len: u64,
     pub(super) mtime: SystemTime,
+}
+
+/// Whether `name` is an entry's file name (`<16 hex>-<20 digits>.<extension>`, see
+/// [`SegmentIdentity`]'s `file_name`), of any kind: eviction counts and deletes entries of
+/// every kind, including kinds this build does not use.
+pub(super) fn is_entry_name(name: &str) -> bool {
+    let Some((stem, ext)) = name.split_once('.') else { return false };
+    let Some((hash, base)) = stem.split_once('-') else { return false };
+    !ext.is_empty()
+        && hash.len() == 16
+        && hash.bytes().all(|b| b.is_ascii_hexdigit())
+        && base.len() == 20
+        && base.bytes().all(|b| b.is_ascii_digit())
 }

@@ -113,7 +113,7 @@ impl SegmentIdentity {
     }
 
     /// The entry's file name for `kind`.
-    pub(super) fn file_name(&self, kind: CacheKind) -> String {
+    pub(super) fn file_name(&self, kind: EntryKind) -> String {
         let mut h = Fnv::new();
         h.write(self.data_dir.as_os_str().as_encoded_bytes());
         h.write(&[0]);
@@ -182,7 +182,7 @@ impl std::fmt::Display for Rejected {
 }
 
 /// Encodes an entry file's bytes.
-pub(super) fn encode(id: &SegmentIdentity, kind: CacheKind, payload: &[u8]) -> Vec<u8> {
+pub(super) fn encode(id: &SegmentIdentity, kind: EntryKind, payload: &[u8]) -> Vec<u8> {
     let mut key = Vec::with_capacity(128);
     id.encode_key(&mut key);
     let mut out = Vec::with_capacity(64 + key.len() + payload.len());
@@ -233,7 +233,7 @@ impl<'a> Cur<'a> {
 pub(super) fn decode<'a>(
     bytes: &'a [u8],
     id: &SegmentIdentity,
-    kind: CacheKind,
+    kind: EntryKind,
 ) -> Result<&'a [u8], Rejected> {
     let short = || Rejected::Damaged("shorter than its header".into());
     let mut c = Cur { bytes, at: 0 };

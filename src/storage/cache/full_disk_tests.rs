@@ -42,14 +42,15 @@ fn a_cache_dir_on_a_full_disk_stores_what_fits_and_never_fails() {
         fingerprint: 1,
     };
     for base in 0..20 {
-        c.store(&id(base), CacheKind::RenderSummary, &payload);
+        c.store(&id(base), EntryKind { extension: "render", tag: 1, prefix: false }, &payload);
     }
     assert!(c.store_warned.load(Ordering::Relaxed), "the full disk was logged");
     // Whatever is there is whole: every entry loads or is absent, none is damaged, and no
     // temporary file is left.
     let mut loaded = 0;
     for base in 0..20 {
-        if let Some(p) = c.load(&id(base), CacheKind::RenderSummary) {
+        if let Some(p) = c.load(&id(base), EntryKind { extension: "render", tag: 1, prefix: false })
+        {
             assert_eq!(p, payload);
             loaded += 1;
         }

@@ -2,6 +2,12 @@
 
 use super::*;
 
+// Kinds as their users name them (the render index, the transaction tracker, the key index).
+const RENDER: EntryKind = EntryKind { extension: "render", tag: 1, prefix: false };
+const TXN: EntryKind = EntryKind { extension: "txn", tag: 2, prefix: false };
+const KEYS: EntryKind = EntryKind { extension: "keys", tag: 3, prefix: false };
+const PREFIX_RENDER: EntryKind = EntryKind { extension: "prefix", tag: 4, prefix: true };
+
 fn ident(base: i64) -> SegmentIdentity {
     SegmentIdentity {
         data_dir: PathBuf::from("/data"),
@@ -24,18 +30,18 @@ fn cache_in(dir: &Path, max: u64) -> SegmentCache {
 fn a_stored_payload_loads_back_and_survives_a_new_cache_instance() {
     let tmp = tempfile::tempdir().unwrap();
     let c = cache_in(tmp.path(), 1 << 20);
-    assert_eq!(c.load(&ident(0), CacheKind::RenderSummary), None);
-    c.store(&ident(0), CacheKind::RenderSummary, b"hello");
-    c.store(&ident(0), CacheKind::TxnSummary, b"txn");
-    assert_eq!(c.load(&ident(0), CacheKind::RenderSummary).as_deref(), Some(&b"hello"[..]));
+    assert_eq!(c.load(&ident(0), RENDER), None);
+    c.store(&ident(0), RENDER, b"hello");
+    c.store(&ident(0), TXN, b"txn");
+    assert_eq!(c.load(&ident(0), RENDER).as_deref(), Some(&b"hello"[..]));
     let again = cache_in(tmp.path(), 1 << 20);
-    assert_eq!(again.load(&ident(0), CacheKind::TxnSummary).as_deref(), Some(&b"txn"[..]));
-    assert_eq!(again.load(&ident(0), CacheKind::KeyIndex), None);
-    assert_eq!(again.load(&ident(1), CacheKind::RenderSummary), None);
+    assert_eq!(again.load(&ident(0), TXN).as_deref(), Some(&b"txn"[..]));
+    assert_eq!(again.load(&ident(0), KEYS), None);
+    assert_eq!(again.load(&ident(1), RENDER), None);
     assert!(again.used() > 0);
     // Replacing keeps one file.
-    again.store(&ident(0), CacheKind::RenderSummary, b"second");
-    assert_eq!(again.load(&ident(0), CacheKind::RenderSummary).as_deref(), Some(&b"second"[..]));
+    again.store(&ident(0), RENDER, b"second");
+    assert_eq!(again.load(&ident(0), RENDER).as_deref(), Some(&b"second"[..]));
     let files: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
     assert_eq!(files.len(), 2, "no temporary file is left behind");
 }
@@ -43,27 +49,24 @@ fn a_stored_payload_loads_back_and_survives_a_new_cache_instance() {
 #[test]
 fn each_validation_rule_rejects_its_case() {
     let id = ident(5);
-    let good = encode(&id, CacheKind::RenderSummary, b"payload");
-    assert_eq!(decode(&good, &id, CacheKind::RenderSummary), Ok(&b"payload"[..]));
+    let good = encode(&id, RENDER, b"payload");
+    assert_eq!(decode(&good, &id, RENDER), Ok(&b"payload"[..]));
 
     // Magic.
     let mut bad = good.clone();
     bad[0] = b'X';
-    assert!(matches!(decode(&bad, &id, CacheKind::RenderSummary), Err(Rejected::Foreign(_))));
-    assert!(matches!(
-        decode(b"{\"json\": 1}", &id, CacheKind::RenderSummary),
-        Err(Rejected::Foreign(_))
-    ));
+    assert!(matches!(decode(&bad, &id, RENDER), Err(Rejected::Foreign(_))));
+    assert!(matches!(decode(b"{\"json\": 1}", &id, RENDER), Err(Rejected::Foreign(_))));
     // Version.
     let mut bad = good.clone();
     bad[9] = 99;
-    assert!(matches!(decode(&bad, &id, CacheKind::RenderSummary), Err(Rejected::Foreign(_))));
+    assert!(matches!(decode(&bad, &id, RENDER), Err(Rejected::Foreign(_))));
     // Kind.
-    assert!(matches!(decode(&good, &id, CacheKind::TxnSummary), Err(Rejected::Foreign(_))));
+    assert!(matches!(decode(&good, &id, TXN), Err(Rejected::Foreign(_))));
     // Header CRC: a flipped bit in the key.
     let mut bad = good.clone();
     bad[20] ^= 1;
-    assert!(matches!(decode(&bad, &id, CacheKind::RenderSummary), Err(Rejected::Damaged(_))));
+    assert!(matches!(decode(&bad, &id, RENDER), Err(Rejected::Damaged(_))));
     // Another segment's entry (same name, other key).
     for other in [
         SegmentIdentity { topic: "u".into(), ..id.clone() },
@@ -71,7 +74,7 @@ fn each_validation_rule_rejects_its_case() {
         SegmentIdentity { base_offset: Offset(6), ..id.clone() },
         SegmentIdentity { data_dir: "/elsewhere".into(), ..id.clone() },
     ] {
-        assert_eq!(decode(&good, &other, CacheKind::RenderSummary), Err(Rejected::OtherSegment));
+        assert_eq!(decode(&good, &other, RENDER), Err(Rejected::OtherSegment));
     }
     // The segment changed.
     for (changed, what) in [
@@ -81,21 +84,21 @@ fn each_validation_rule_rejects_its_case() {
         (SegmentIdentity { mtime_ns: id.mtime_ns + 1, ..id.clone() }, "mtime"),
         (SegmentIdentity { fingerprint: 1, ..id.clone() }, "bytes (fingerprint)"),
     ] {
-        assert_eq!(decode(&good, &changed, CacheKind::RenderSummary), Err(Rejected::Stale(what)));
+        assert_eq!(decode(&good, &changed, RENDER), Err(Rejected::Stale(what)));
     }
     // Truncated, extended, or a payload byte flipped.
     let bad = &good[..good.len() - 1];
-    assert!(matches!(decode(bad, &id, CacheKind::RenderSummary), Err(Rejected::Damaged(_))));
+    assert!(matches!(decode(bad, &id, RENDER), Err(Rejected::Damaged(_))));
     let mut bad = good.clone();
     bad.push(0);
-    assert!(matches!(decode(&bad, &id, CacheKind::RenderSummary), Err(Rejected::Damaged(_))));
+    assert!(matches!(decode(&bad, &id, RENDER), Err(Rejected::Damaged(_))));
     let mut bad = good.clone();
     let last = bad.len() - 1;
     bad[last] ^= 0x80;
-    assert!(matches!(decode(&bad, &id, CacheKind::RenderSummary), Err(Rejected::Damaged(_))));
+    assert!(matches!(decode(&bad, &id, RENDER), Err(Rejected::Damaged(_))));
     // Every prefix is rejected without panicking.
     for n in 0..good.len() {
-        assert!(decode(&good[..n], &id, CacheKind::RenderSummary).is_err());
+        assert!(decode(&good[..n], &id, RENDER).is_err());
     }
 }
 
@@ -104,21 +107,21 @@ fn a_damaged_entry_is_ignored_warned_once_and_replaced_by_the_next_store() {
     let tmp = tempfile::tempdir().unwrap();
     let c = cache_in(tmp.path(), 1 << 20);
     let id = ident(0);
-    c.store(&id, CacheKind::TxnSummary, b"aborted ranges");
-    let path = c.entry_path(&id, CacheKind::TxnSummary).unwrap();
+    c.store(&id, TXN, b"aborted ranges");
+    let path = c.entry_path(&id, TXN).unwrap();
     let mut bytes = std::fs::read(&path).unwrap();
     let last = bytes.len() - 1;
     bytes[last] ^= 0xff;
     std::fs::write(&path, &bytes).unwrap();
-    assert_eq!(c.load(&id, CacheKind::TxnSummary), None);
+    assert_eq!(c.load(&id, TXN), None);
     assert!(lock(&c.warned).contains(&path), "the damaged file was warned about");
-    assert_eq!(c.load(&id, CacheKind::TxnSummary), None);
-    c.store(&id, CacheKind::TxnSummary, b"rebuilt");
+    assert_eq!(c.load(&id, TXN), None);
+    c.store(&id, TXN, b"rebuilt");
     assert!(!lock(&c.warned).contains(&path));
-    assert_eq!(c.load(&id, CacheKind::TxnSummary).as_deref(), Some(&b"rebuilt"[..]));
+    assert_eq!(c.load(&id, TXN).as_deref(), Some(&b"rebuilt"[..]));
     // A foreign file under an entry's name.
     std::fs::write(&path, b"not ours").unwrap();
-    assert_eq!(c.load(&id, CacheKind::TxnSummary), None);
+    assert_eq!(c.load(&id, TXN), None);
 }
 
 #[test]
@@ -169,9 +172,9 @@ fn an_active_prefix_entry_survives_appends_and_is_rejected_when_truncated_replac
         SegmentIdentity::of_prefix(&data, "t", 0, Offset(0), &File::open(p).unwrap(), prefix)
             .unwrap()
     };
-    let load = |p: &Path| c.load_prefix(&name, CacheKind::PrefixRender, |n| of(p, n));
+    let load = |p: &Path| c.load_prefix(&name, PREFIX_RENDER, |n| of(p, n));
     assert_eq!(load(&p), None, "nothing stored yet");
-    c.store(&of(&p, prefix).unwrap(), CacheKind::PrefixRender, b"sizes");
+    c.store(&of(&p, prefix).unwrap(), PREFIX_RENDER, b"sizes");
     assert_eq!(load(&p), Some((prefix, b"sizes".to_vec())));
     // Appends beyond the prefix (the file's size and mtime move): still valid.
     bytes.extend_from_slice(&[9u8; 5_000]);
@@ -182,7 +185,7 @@ fn an_active_prefix_entry_survives_appends_and_is_rejected_when_truncated_replac
     short.set_len(prefix - 1).unwrap();
     assert_eq!(of(&p, prefix), None);
     assert_eq!(load(&p), None, "truncated below the prefix");
-    let path = c.entry_path(&name, CacheKind::PrefixRender).unwrap();
+    let path = c.entry_path(&name, PREFIX_RENDER).unwrap();
     assert!(lock(&c.warned).contains(&path));
     // Truncated and written again to beyond the prefix with other bytes: the fingerprint.
     let mut other = bytes.clone();
@@ -197,7 +200,7 @@ fn an_active_prefix_entry_survives_appends_and_is_rejected_when_truncated_replac
     std::fs::rename(&q, &p).unwrap();
     assert_eq!(load(&p), None, "replaced by another file");
     // Stored again for the new file, then damaged: ignored.
-    c.store(&of(&p, prefix).unwrap(), CacheKind::PrefixRender, b"sizes");
+    c.store(&of(&p, prefix).unwrap(), PREFIX_RENDER, b"sizes");
     assert_eq!(load(&p), Some((prefix, b"sizes".to_vec())));
     let mut entry = std::fs::read(&path).unwrap();
     let last = entry.len() - 1;
@@ -208,11 +211,11 @@ fn an_active_prefix_entry_survives_appends_and_is_rejected_when_truncated_replac
     std::fs::write(&path, b"TFSCACHE garbage").unwrap();
     assert_eq!(load(&p), None, "a foreign file");
     // An update of another prefix length replaces the entry without merging.
-    c.store(&of(&p, prefix).unwrap(), CacheKind::PrefixRender, b"old");
+    c.store(&of(&p, prefix).unwrap(), PREFIX_RENDER, b"old");
     let longer = of(&p, prefix + 100).unwrap();
     c.update(
         &longer,
-        CacheKind::PrefixRender,
+        PREFIX_RENDER,
         Box::new(|old| {
             assert_eq!(old, None, "the entry of another prefix is not handed over");
             Some(b"new".to_vec())
@@ -230,9 +233,9 @@ fn entries_stay_within_the_bound_evicting_the_least_recently_used() {
     let c = cache_in(tmp.path(), 10_000);
     let payload = vec![0u8; 1_000];
     for base in 0..30 {
-        c.store(&ident(base), CacheKind::RenderSummary, &payload);
+        c.store(&ident(base), RENDER, &payload);
         // Distinct mtimes, oldest first; entry 0 is used again (and so refreshed).
-        let path = c.entry_path(&ident(base), CacheKind::RenderSummary).unwrap();
+        let path = c.entry_path(&ident(base), RENDER).unwrap();
         let when = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000 + base as u64);
         File::options().write(true).open(&path).unwrap().set_modified(when).unwrap();
     }
@@ -241,8 +244,8 @@ fn entries_stay_within_the_bound_evicting_the_least_recently_used() {
     assert!(total <= 10_000, "entries take {total} bytes, bound 10000");
     assert_eq!(c.used(), total);
     // The newest survive, the oldest went first.
-    assert!(c.load(&ident(29), CacheKind::RenderSummary).is_some());
-    assert!(c.load(&ident(1), CacheKind::RenderSummary).is_none());
+    assert!(c.load(&ident(29), RENDER).is_some());
+    assert!(c.load(&ident(1), RENDER).is_none());
     // A new instance over a directory beyond its bound evicts at open.
     let small = cache_in(tmp.path(), 2_500);
     assert!(small.used() <= 2_500);
@@ -255,8 +258,8 @@ fn an_unusable_directory_disables_the_cache_without_failing() {
     std::fs::write(&file, b"x").unwrap();
     let c = cache_in(&file.join("sub"), 1 << 20);
     assert_eq!(c.dir(), None);
-    c.store(&ident(0), CacheKind::RenderSummary, b"x");
-    assert_eq!(c.load(&ident(0), CacheKind::RenderSummary), None);
+    c.store(&ident(0), RENDER, b"x");
+    assert_eq!(c.load(&ident(0), RENDER), None);
     let off = SegmentCache::open(&CacheSettings { dir: None, max_bytes: 1 });
     assert_eq!(off.dir(), None);
 }
@@ -268,9 +271,9 @@ fn a_store_that_cannot_write_logs_and_leaves_no_temporary_file() {
     // The directory disappears under the mount (someone deleted the cache): stores fail
     // quietly, loads miss.
     std::fs::remove_dir_all(tmp.path()).unwrap();
-    c.store(&ident(0), CacheKind::RenderSummary, b"x");
+    c.store(&ident(0), RENDER, b"x");
     assert!(c.store_warned.load(Ordering::Relaxed));
-    assert_eq!(c.load(&ident(0), CacheKind::RenderSummary), None);
+    assert_eq!(c.load(&ident(0), RENDER), None);
 }
 
 #[test]

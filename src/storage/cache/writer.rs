@@ -4,7 +4,7 @@ use super::*;
 
 /// Work for the writer thread.
 pub(super) enum Job {
-    Update(SegmentIdentity, CacheKind, SummaryUpdate),
+    Update(SegmentIdentity, EntryKind, SummaryUpdate),
 }
 
 /// Entries [`SegmentCache::store_later`] may have queued at once; more are dropped (they are
@@ -13,7 +13,7 @@ const QUEUE_BOUND: usize = 1024;
 
 impl SegmentCache {
     /// [`SegmentCache::store`] on the cache's writer thread: see [`SegmentCache::update_later`].
-    pub fn store_later(self: &Arc<Self>, id: SegmentIdentity, kind: CacheKind, payload: Vec<u8>) {
+    pub fn store_later(self: &Arc<Self>, id: SegmentIdentity, kind: EntryKind, payload: Vec<u8>) {
         self.update_later(id, kind, Box::new(move |_| Some(payload)));
     }
 
@@ -26,7 +26,7 @@ impl SegmentCache {
     pub fn update_later(
         self: &Arc<Self>,
         id: SegmentIdentity,
-        kind: CacheKind,
+        kind: EntryKind,
         update: SummaryUpdate,
     ) {
         if self.dir.is_none() {
@@ -34,23 +34,8 @@ impl SegmentCache {
         }
         let mut writer = lock(&self.writer);
         if writer.is_none() {
-            let (tx, rx) = std::sync::mpsc::sync_channel::<Job>(QUEUE_BOUND);
-            let weak = Arc::downgrade(self);
-            let queued = Arc::clone(&self.queued);
-            let spawned =
-                std::thread::Builder::new().name("topicfs-cache".into()).spawn(move || {
-                    while let Ok(Job::Update(id, kind, update)) = rx.recv() {
-                        if let Some(cache) = weak.upgrade() {
-                            cache.update(&id, kind, update);
-                        }
-                        let (count, done) = &*queued;
-                        let mut n = lock(count);
-                        *n = n.saturating_sub(1);
-                        done.notify_all();
-                    }
-                });
-            match spawned {
-                Ok(_) => *writer = Some(tx),
+            match self.start_writer() {
+                Ok(tx) => *writer = Some(tx),
                 Err(e) => {
                     log::debug!("segment cache: no writer thread ({e}); writing in place");
                     drop(writer);
@@ -68,6 +53,27 @@ impl SegmentCache {
             done.notify_all();
             log::debug!("segment cache: write queue full, an update is dropped");
         }
+    }
+
+    /// Starts the writer: the thread that runs queued updates one at a time, in the order
+    /// queued, holding the cache weakly (it ends when the cache is dropped and its queue with
+    /// it). The queue's sending end.
+    fn start_writer(self: &Arc<Self>) -> io::Result<SyncSender<Job>> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Job>(QUEUE_BOUND);
+        let weak = Arc::downgrade(self);
+        let queued = Arc::clone(&self.queued);
+        std::thread::Builder::new().name("topicfs-cache".into()).spawn(move || {
+            while let Ok(Job::Update(id, kind, update)) = rx.recv() {
+                if let Some(cache) = weak.upgrade() {
+                    cache.update(&id, kind, update);
+                }
+                let (count, done) = &*queued;
+                let mut n = lock(count);
+                *n = n.saturating_sub(1);
+                done.notify_all();
+            }
+        })?;
+        Ok(tx)
     }
 
     /// Waits until every entry queued by [`SegmentCache::store_later`] is written (or failed).

@@ -59,6 +59,10 @@ impl PartitionSource for Segments {
     fn segment_files(&self) -> Option<&dyn SegmentFiles> {
         Some(self)
     }
+
+    fn span_store(&self) -> Option<&dyn crate::source::SpanStore> {
+        None
+    }
 }
 
 impl SegmentFiles for Segments {

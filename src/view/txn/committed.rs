@@ -5,8 +5,8 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::format::{NewRecord, Offset};
 use crate::source::{
-    AbortedTxn, AppendInfo, BatchChunk, BoundaryTxnState, CacheKind, KeyIndex, OffsetQuery,
-    PartitionSource, PartitionSummary, ReadCursor, SealedSpan, SummaryUpdate,
+    AbortedTxn, AppendInfo, BatchChunk, BoundaryTxnState, KeyIndex, OffsetQuery, PartitionSource,
+    PartitionSummary, ReadCursor, SpanStore,
 };
 use crate::storage::segment_files::SegmentFiles;
 
@@ -124,33 +124,7 @@ impl PartitionSource for CommittedPartition {
         self.inner.key_index()
     }
 
-    fn sealed_span_at(&self, cursor: &ReadCursor) -> Option<SealedSpan> {
-        self.inner.sealed_span_at(cursor)
-    }
-
-    fn load_summary(&self, span: &SealedSpan, kind: CacheKind) -> Option<Vec<u8>> {
-        self.inner.load_summary(span, kind)
-    }
-
-    fn update_summary(&self, span: &SealedSpan, kind: CacheKind, update: SummaryUpdate) {
-        self.inner.update_summary(span, kind, update)
-    }
-
-    fn prefix_span_at(
-        &self,
-        cursor: &ReadCursor,
-        kind: CacheKind,
-    ) -> Option<(SealedSpan, Vec<u8>)> {
-        self.inner.prefix_span_at(cursor, kind)
-    }
-
-    fn update_prefix_summary(
-        &self,
-        start: &ReadCursor,
-        end: &ReadCursor,
-        kind: CacheKind,
-        update: SummaryUpdate,
-    ) {
-        self.inner.update_prefix_summary(start, end, kind, update)
+    fn span_store(&self) -> Option<&dyn SpanStore> {
+        self.inner.span_store()
     }
 }

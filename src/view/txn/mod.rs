@@ -39,6 +39,7 @@ mod tests;
 mod tracker;
 
 pub use committed::CommittedPartition;
+pub use state::TXN_SUMMARY;
 pub use tracker::{TxnTracker, TxnTrackers};
 
 /// Which records of transactions streams show (Kafka's consumer `isolation.level`).

@@ -9,7 +9,7 @@ use crate::format::control::{ControlRecordType, parse_control_key};
 use crate::format::{
     BatchInfo, DecodeError, DecodeErrorKind, Offset, RECORD_BATCH_OVERHEAD, decode_batch,
 };
-use crate::source::{CacheKind, PartitionSource, ReadCursor};
+use crate::source::{PREFIX_STORE_EVERY, PartitionSource, ReadCursor, SpanKind};
 
 use super::{Damage, Ranges, TxnSnapshot};
 
@@ -33,7 +33,7 @@ pub(super) struct TxnState {
     pub(super) prefix_tried: Option<ReadCursor>,
     /// Since a segment start not known as a sealed span (the active segment's, if any): that
     /// start and the events after it, stored as the segment's prefix (see
-    /// [`PartitionSource::update_prefix_summary`]) every [`PREFIX_STORE_EVERY`] bytes scanned.
+    /// [`crate::source::SpanStore::update_prefix`]) every [`PREFIX_STORE_EVERY`] bytes scanned.
     pub(super) prefix: Option<(ReadCursor, SpanEvents)>,
     /// Bytes scanned since the prefix was last stored or loaded (`None`: none scanned).
     pub(super) prefix_unstored: Option<u64>,
@@ -41,8 +41,10 @@ pub(super) struct TxnState {
     pub(super) prefix_stored_once: bool,
 }
 
-/// Bytes of the active segment scanned before its prefix's transactions are stored again.
-const PREFIX_STORE_EVERY: u64 = 64 << 20;
+/// The transaction tracker's kind of payload in a [`SpanStore`](crate::source::SpanStore): a
+/// span's [`SpanEvents`], for sealed spans and stable prefixes. The tags and names are those
+/// of the entries earlier versions wrote (`.txn`, `.prefix-txn`).
+pub const TXN_SUMMARY: SpanKind = SpanKind { name: "txn", tag: 2, prefix: Some(("prefix-txn", 5)) };
 
 impl TxnState {
     /// Stores the events of the active segment's prefix up to `end` (where the scan stopped)
@@ -59,7 +61,9 @@ impl TxnState {
             return;
         }
         let payload = events.encode(end.next_offset);
-        part.update_prefix_summary(start, &end, CacheKind::TxnSummary, Box::new(|_| Some(payload)));
+        if let Some(store) = part.span_store() {
+            store.update_prefix(start, &end, TXN_SUMMARY, Box::new(|_| Some(payload)));
+        }
         self.prefix_unstored = Some(0);
         self.prefix_stored_once = true;
     }
@@ -180,7 +184,7 @@ pub(super) enum TxnEvent {
     Abort(i64, Offset),
 }
 
-/// The transaction summary of a sealed span ([`CacheKind::TxnSummary`]): the events of its
+/// The transaction summary of a sealed span ([`TXN_SUMMARY`]): the events of its
 /// batches that the scan's state depends on, so that a later scan applies them instead of
 /// reading the span. Of the data batches of a producer, only the first after the span's start
 /// and the first after each of its markers are kept (applying a `Data` to an open transaction

@@ -6,10 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::error::{Error, Result};
-use crate::source::{CacheKind, PartitionSource, ReadCursor, SealedSpan};
+use crate::source::{PartitionSource, ReadCursor, SealedSpan};
 use crate::sync::lock;
 
-use super::state::{SpanEvents, TxnState};
+use super::state::{SpanEvents, TXN_SUMMARY, TxnState};
 use super::{Damage, Isolation, TxnSnapshot};
 
 /// Bytes asked of [`PartitionSource::read`] per step of a scan.
@@ -57,19 +57,23 @@ impl TxnTracker {
         };
         // The sealed span being scanned whole from its start, with its events so far.
         let mut recording: Option<(SealedSpan, SpanEvents)> = None;
+        let store = part.span_store();
         let (began, from) = (Instant::now(), st.scanned_to);
         loop {
             if let Some((span, events)) = recording.take() {
                 if cursor.hint == span.end.hint {
                     let payload = events.encode(span.end.next_offset);
-                    part.update_summary(&span, CacheKind::TxnSummary, Box::new(|_| Some(payload)));
+                    if let Some(store) = store {
+                        store.update(&span, TXN_SUMMARY, Box::new(|_| Some(payload)));
+                    }
                 } else {
                     recording = Some((span, events));
                 }
             }
-            if let Some(span) = part.sealed_span_at(&cursor).filter(|s| st.scanned_to <= s.base) {
-                let cached = part
-                    .load_summary(&span, CacheKind::TxnSummary)
+            let sealed = store.and_then(|s| s.sealed_span_at(&cursor));
+            if let Some(span) = sealed.filter(|s| st.scanned_to <= s.base) {
+                let cached = store
+                    .and_then(|s| s.load(&span, TXN_SUMMARY))
                     .and_then(|b| SpanEvents::decode(&b, span.end.next_offset));
                 if let Some(events) = cached {
                     // Known from the segment cache: its events instead of its batches.
@@ -85,8 +89,8 @@ impl TxnTracker {
                 st.prefix = None;
             } else if recording.is_none() && st.prefix_tried != Some(cursor) {
                 st.prefix_tried = Some(cursor);
-                let cached = part
-                    .prefix_span_at(&cursor, CacheKind::TxnSummary)
+                let cached = store
+                    .and_then(|s| s.prefix_span_at(&cursor, TXN_SUMMARY))
                     .filter(|(span, _)| st.scanned_to <= span.base)
                     .and_then(|(span, b)| {
                         Some((span, SpanEvents::decode(&b, span.end.next_offset)?))
