@@ -89,6 +89,7 @@ use crate::error::Result;
 use crate::format::Offset;
 use crate::source::{PartitionSource, ReadCursor, SealedSpan, SpanKind};
 use crate::sync::lock;
+use crate::view::checkpoints::SparseCheckpoints;
 use crate::view::render::Renderer;
 use crate::view::spec::Format;
 use crate::view::txn::TxnTracker;
@@ -121,7 +122,7 @@ pub(super) struct IndexState {
     /// Changes when the index is rebuilt; streams of an older generation are stale.
     pub(super) generation: u64,
     /// Sparse checkpoints in order; never empty (the first is the origin or a segment start).
-    pub(super) checkpoints: Vec<Checkpoint>,
+    pub(super) checkpoints: SparseCheckpoints<Checkpoint>,
     /// Where rendering stopped.
     pub(super) frontier: Checkpoint,
     /// Log bytes between interval checkpoints (doubles when thinning).
@@ -351,16 +352,13 @@ impl RenderIndex {
             if !frontier_lost && part.holds(&st.frontier.cursor)? {
                 // Checkpoints are in log order: the deleted ones are a prefix.
                 let mut dead = 0;
-                for c in &st.checkpoints {
+                for c in st.checkpoints.as_slice() {
                     if part.holds(&c.cursor)? {
                         break;
                     }
                     dead += 1;
                 }
-                st.checkpoints.drain(..dead);
-                if st.checkpoints.is_empty() {
-                    st.checkpoints.push(st.frontier);
-                }
+                st.checkpoints.drop_front(dead, st.frontier);
             } else if !frontier_lost && st.frontier.bound == st.log_start {
                 // Retention deleted the frontier's segment too (a broker rolls, then deletes
                 // every segment but the active one), but the log now starts exactly at the
@@ -375,7 +373,7 @@ impl RenderIndex {
                     position: st.frontier.position,
                     segment_start: true,
                 };
-                st.checkpoints = vec![st.frontier];
+                st.checkpoints.reset(st.frontier);
             } else {
                 *st = IndexState::origin_at(part, st.generation.wrapping_add(1), None)?;
             }
@@ -398,7 +396,7 @@ impl RenderIndex {
             return Ok(());
         }
         let mut last_dead = None;
-        for (i, c) in st.checkpoints.iter().enumerate() {
+        for (i, c) in st.checkpoints.as_slice().iter().enumerate() {
             if !part.holds(&c.cursor)? {
                 last_dead = Some(i);
             }
@@ -407,10 +405,7 @@ impl RenderIndex {
             // Held checkpoints before a replaced segment go too: rendering from them would
             // cross it. Every segment the index rendered has a checkpoint at its start (or its
             // origin inside it), so what is left renders exactly as it did.
-            st.checkpoints.drain(..=i);
-            if st.checkpoints.is_empty() {
-                st.checkpoints.push(st.frontier);
-            }
+            st.checkpoints.drop_front(i + 1, st.frontier);
             st.completed.clear();
         }
         // Keyed by base offset, which a replaced segment's output keeps.

@@ -152,12 +152,13 @@ impl RenderIndex {
         }
         // The last segment start, or the origin when it is the log start (whose cursor is the
         // first segment's start).
-        let from = match st.checkpoints.iter().rposition(|c| c.segment_start) {
+        let list = st.checkpoints.as_slice();
+        let from = match list.iter().rposition(|c| c.segment_start) {
             Some(i) => i,
             None if !self.own_origin => 0,
             None => return,
         };
-        let Some(p) = st.checkpoints.get(from).copied() else { return };
+        let Some(p) = list.get(from).copied() else { return };
         if p.cursor == f.cursor || p.bound > f.bound || f.bound != f.cursor.next_offset {
             return;
         }
@@ -165,8 +166,7 @@ impl RenderIndex {
         let span = SealedSpan { base: p.bound, start: p.cursor, end: f.cursor, bytes: 0 };
         let Some((committed, digest)) = self.txn_key(snap.as_ref(), &span) else { return };
         let mut last = p.position;
-        let checkpoints = st
-            .checkpoints
+        let checkpoints = list
             .get(from + 1..)
             .unwrap_or_default()
             .iter()

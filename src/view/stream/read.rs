@@ -269,10 +269,7 @@ impl Stream {
                 && learned.is_none()
                 && self.index.renderer.format() != Format::Raw
                 && lock(&self.rendering).contains(&from))
-            .then(|| {
-                let i = st.checkpoints.partition_point(|k| k.position <= from);
-                st.checkpoints.get(i).copied()
-            })
+            .then(|| st.checkpoints.after(|k| k.position <= from).copied())
             .flatten()
             .filter(|n| n.position > from && n.position < to);
             if let Some(n) = defer_to {
