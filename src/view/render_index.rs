@@ -120,32 +120,61 @@ pub const MAX_CHECKPOINTS: usize = 64 * 1024;
 #[derive(Debug)]
 pub(super) struct IndexState {
     /// Changes when the index is rebuilt; streams of an older generation are stale.
-    pub(super) generation: u64,
+    generation: u64,
     /// Sparse checkpoints in order; never empty (the first is the origin or a segment start).
-    pub(super) checkpoints: SparseCheckpoints<Checkpoint>,
+    checkpoints: SparseCheckpoints<Checkpoint>,
     /// Where rendering stopped.
-    pub(super) frontier: Checkpoint,
+    frontier: Checkpoint,
     /// Log bytes between interval checkpoints (doubles when thinning).
-    pub(super) interval: u64,
+    interval: u64,
     /// Log bytes rendered since the last checkpoint.
-    pub(super) since_checkpoint: u64,
+    since_checkpoint: u64,
     /// The log start offset last seen.
-    pub(super) log_start: Offset,
+    log_start: Offset,
     /// The source's [`PartitionSource::rewrites`] when the checkpoints were last checked
     /// against it (read before they were: see "Compaction" in the module docs).
-    pub(super) rewrites: u64,
+    rewrites: u64,
     /// Sealed spans (by base offset) whose summary in this format is known to be cached: taken
     /// from the cache or stored by this index (see "The segment cache" in the module docs).
-    pub(super) summarized: HashSet<Offset>,
+    summarized: HashSet<Offset>,
     /// Spans rendered whole since the last store: (checkpoint at the start, checkpoint at the
     /// next span's start, the checkpoints between).
-    pub(super) completed: Vec<(Checkpoint, Checkpoint, Vec<Checkpoint>)>,
+    completed: Vec<(Checkpoint, Checkpoint, Vec<Checkpoint>)>,
     /// The frontier cursor at which the segment cache was last asked for an active segment's
     /// prefix (asked once per place, not at every extension).
-    pub(super) prefix_tried: Option<ReadCursor>,
+    prefix_tried: Option<ReadCursor>,
     /// The rendered position of the frontier when the active segment's prefix was last
     /// stored (see [`RenderIndex::store_prefix`]).
-    pub(super) prefix_stored: Option<u64>,
+    prefix_stored: Option<u64>,
+}
+
+impl IndexState {
+    /// The index's generation: it changes when the index is rebuilt (streams of an older one
+    /// are stale).
+    pub(in crate::view) fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Where rendering stopped.
+    pub(in crate::view) fn frontier(&self) -> Checkpoint {
+        self.frontier
+    }
+
+    /// The first checkpoint (the origin, or the first segment start retention left of it).
+    pub(in crate::view) fn first_checkpoint(&self) -> Option<Checkpoint> {
+        self.checkpoints.first().copied()
+    }
+
+    /// The first checkpoint whose rendered position is past `p`.
+    pub(in crate::view) fn checkpoint_after_position(&self, p: u64) -> Option<Checkpoint> {
+        self.checkpoints.after(|k| k.position <= p).copied()
+    }
+
+    /// The source's [`PartitionSource::rewrites`] when the checkpoints were last checked
+    /// against it.
+    pub(in crate::view) fn rewrites(&self) -> u64 {
+        self.rewrites
+    }
 }
 
 /// The shared sparse render index of one partition in one format (see the module docs).
