@@ -47,9 +47,35 @@ mod sort;
 #[cfg(test)]
 mod tests;
 
-pub use bulk::{BulkKeyIndexBuilder, SORT_THREADS};
+pub use bulk::BulkKeyIndexBuilder;
 pub use memory::KeyIndexBuilder;
 pub use reader::{DictEntry, SegmentKeyIndex};
+
+/// How the independent jobs of a build run: the format layer starts no thread; a caller with
+/// threads to lend runs the jobs on them. [`InOrder`] runs them one after another on the
+/// caller's thread.
+pub trait RunJobs: Sync {
+    /// How many jobs run at once (at least 1): the work is cut into about this many jobs.
+    fn width(&self) -> usize;
+    /// Runs every job, returning when all are done.
+    fn run_jobs<'a>(&self, jobs: Vec<Box<dyn FnOnce() + Send + 'a>>);
+}
+
+/// Runs jobs one after another on the caller's thread.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct InOrder;
+
+impl RunJobs for InOrder {
+    fn width(&self) -> usize {
+        1
+    }
+
+    fn run_jobs<'a>(&self, jobs: Vec<Box<dyn FnOnce() + Send + 'a>>) {
+        for job in jobs {
+            job();
+        }
+    }
+}
 
 /// First bytes of every key index.
 pub const MAGIC: [u8; 4] = *b"TFKI";

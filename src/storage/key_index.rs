@@ -45,7 +45,8 @@ use crate::source::{KeyHit, KeyHits, KeyListing, SpanKind};
 use crate::storage::segment::LogSegment;
 use crate::sync::lock;
 
-use build::{bulk_index, index_segment};
+pub use build::SORT_THREADS;
+use build::{SortThreads, bulk_index, index_segment};
 use listing::{MergedListing, push_hits};
 pub use memory::{DEFAULT_MEMORY_LIMIT, memory_held, set_memory_limit};
 use memory::{MEMORY, NEXT_PARTITION};
@@ -260,7 +261,7 @@ impl PartitionKeys {
             return Ok(index);
         }
         let (builder, done) = bulk_index(seg, 0, parts);
-        let bytes = builder.encode(done.next_offset, done.position);
+        let bytes = builder.encode_with(done.next_offset, done.position, &SortThreads);
         self.built.fetch_add(1, Ordering::Relaxed);
         let index = SegmentKeyIndex::decode(bytes)
             .map_err(|e| Error::corrupt(seg.log_path(), 0, format!("key index encoding: {e}")))?;
@@ -354,7 +355,8 @@ impl PartitionKeys {
             if a.position == 0 && a.builder.record_count() == 0 && seg.size() >= BULK_ACTIVE_BYTES {
                 // A large active segment's first read: in bulk, then record by record on top.
                 let (bulk, done) = bulk_index(seg, 0, 1);
-                match SegmentKeyIndex::decode(bulk.encode(done.next_offset, done.position)) {
+                let bytes = bulk.encode_with(done.next_offset, done.position, &SortThreads);
+                match SegmentKeyIndex::decode(bytes) {
                     Ok(index) => {
                         a.builder = KeyIndexBuilder::on_top_of(index);
                         a.position = done.position;

@@ -23,7 +23,7 @@ pub(super) struct Posting {
 /// Builds a whole segment's index fast (about 0.1 us a record however many keys): each record
 /// appends its key's hash, offset and key bytes to arrays in one sequential pass, then
 /// [`BulkKeyIndexBuilder::encode`] sorts the records by (hash, offset) (a radix partition by
-/// the hash's top bits, then each part sorted, on up to [`SORT_THREADS`] threads) and walks
+/// the hash's top bits, then each part sorted, as jobs the caller may run at once, [`BulkKeyIndexBuilder::encode_with`]) and walks
 /// them once, comparing keys' bytes only within a hash. No random access per record while
 /// reading, no allocation per key. A segment read in parts on several threads gives one
 /// builder per part, joined with [`BulkKeyIndexBuilder::append`].
@@ -43,9 +43,6 @@ impl Posting {
         u64::from_be_bytes(at)
     }
 }
-
-/// Most threads sorting one index's records.
-pub const SORT_THREADS: usize = 4;
 
 impl KeySink for BulkKeyIndexBuilder {
     fn add(&mut self, key: Option<&[u8]>, offset: Offset) {
@@ -140,9 +137,15 @@ impl BulkKeyIndexBuilder {
 
     /// The index in its byte layout (see the module docs): every record from the base offset
     /// up to `end_offset`, read from the first `log_size` bytes of the segment's `.log`.
-    pub fn encode(mut self, end_offset: Offset, log_size: u64) -> Vec<u8> {
+    pub fn encode(self, end_offset: Offset, log_size: u64) -> Vec<u8> {
+        self.encode_with(end_offset, log_size, &InOrder)
+    }
+
+    /// [`BulkKeyIndexBuilder::encode`], the sort's parts run as `run`'s jobs (on the
+    /// caller's threads).
+    pub fn encode_with(mut self, end_offset: Offset, log_size: u64, run: &dyn RunJobs) -> Vec<u8> {
         let postings = std::mem::take(&mut self.postings);
-        let sorted = sort_postings(postings);
+        let sorted = sort_postings(postings, run);
 
         let mut hashes: Vec<u64> = Vec::new();
         let mut keys = Vec::new();

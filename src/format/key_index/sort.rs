@@ -5,8 +5,8 @@ use super::*;
 
 /// `postings` by (hash, relative offset): partitioned by the hash's top bits into parts of
 /// about 4,096 records (so each part sorts in cache), the parts sorted on up to
-/// [`SORT_THREADS`] threads.
-pub(super) fn sort_postings(postings: Vec<Posting>) -> Vec<Posting> {
+/// jobs of `run` (as many runs of parts as it runs jobs at once).
+pub(super) fn sort_postings(postings: Vec<Posting>, run: &dyn RunJobs) -> Vec<Posting> {
     let n = postings.len();
     if n < 1 << 14 {
         let mut p = postings;
@@ -39,8 +39,7 @@ pub(super) fn sort_postings(postings: Vec<Posting>) -> Vec<Posting> {
         }
     }
     drop(postings);
-    let threads =
-        SORT_THREADS.min(std::thread::available_parallelism().map_or(1, |t| t.get())).max(1);
+    let threads = run.width().max(1);
     // Split at part boundaries into `threads` runs of about equal length.
     let mut cuts: Vec<usize> = (1..threads)
         .map(|t| starts.get(starts.partition_point(|s| *s < n * t / threads)).copied().unwrap_or(n))
@@ -56,11 +55,11 @@ pub(super) fn sort_postings(postings: Vec<Posting>) -> Vec<Posting> {
         runs.push(run);
         rest = tail;
     }
-    std::thread::scope(|scope| {
-        for run in runs {
-            scope.spawn(move || sort_parts(run, shift));
-        }
-    });
+    let jobs: Vec<Box<dyn FnOnce() + Send + '_>> = runs
+        .into_iter()
+        .map(|part| Box::new(move || sort_parts(part, shift)) as Box<dyn FnOnce() + Send + '_>)
+        .collect();
+    run.run_jobs(jobs);
     sorted
 }
 

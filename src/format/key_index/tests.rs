@@ -239,3 +239,40 @@ fn hostile_contents_with_a_valid_crc_never_panic() {
         }
     }
 }
+
+/// Runs the jobs last first, as `width` threads might finish them in any order.
+struct Reversed(usize);
+
+impl RunJobs for Reversed {
+    fn width(&self) -> usize {
+        self.0
+    }
+
+    fn run_jobs<'a>(&self, jobs: Vec<Box<dyn FnOnce() + Send + 'a>>) {
+        for job in jobs.into_iter().rev() {
+            job();
+        }
+    }
+}
+
+#[test]
+fn the_sort_cut_into_jobs_gives_the_index_sorting_in_order_gives() {
+    // Enough records for the radix partition (more than 2^14), keys colliding in their top bits.
+    let build = || {
+        let mut b = BulkKeyIndexBuilder::new(Offset(0));
+        for o in 0..40_000i64 {
+            let key = format!("key-{}", (o * 7919) % 5_003);
+            b.add(Some(key.as_bytes()), Offset(o));
+        }
+        b.add(None, Offset(40_000));
+        b
+    };
+    let in_order = build().encode(Offset(40_001), 123);
+    for width in [1, 2, 3, 4, 16] {
+        let cut = build().encode_with(Offset(40_001), 123, &Reversed(width));
+        assert!(cut == in_order, "width {width}: another index");
+    }
+    let index = SegmentKeyIndex::decode(in_order).unwrap();
+    assert_eq!(index.record_count(), 40_001);
+    assert_eq!(index.key_count(), 5_004);
+}
