@@ -501,5 +501,9 @@ mod fake {
         fn committed(&self) -> Committed<'_> {
             Committed::ByView(None)
         }
+
+        fn span_store(&self) -> Option<&dyn topicfs::source::SpanStore> {
+            None
+        }
     }
 }

@@ -7,7 +7,7 @@
 //! format.
 //!
 //! Only partitions whose source keeps summaries of sealed spans (a log directory with a segment
-//! cache, [`PartitionSource::sealed_span_at`]) are sized: for them the work is done once and
+//! cache, [`crate::source::SpanStore::sealed_span_at`]) are sized: for them the work is done once and
 //! kept across remounts; a cluster's partitions would be fetched whole. Formats in order of
 //! cost: values, raw, then JSON. Steps of [`SIZING_STEP`] bytes of log hold one render index's
 //! lock at a time; readers of that format and partition wait at most one step, and what the
@@ -71,7 +71,7 @@ fn size_everything(weak: &Weak<TopicFs>, threads: usize) {
             let keeps_summaries = part
                 .summary()
                 .and_then(|s| part.seek(s.log_start_offset))
-                .is_ok_and(|c| part.sealed_span_at(&c).is_some());
+                .is_ok_and(|c| part.span_store().and_then(|s| s.sealed_span_at(&c)).is_some());
             if keeps_summaries {
                 parts.push(part);
             }
@@ -130,7 +130,8 @@ fn summarize_sealed_spans(
         let Ok(mut cursor) = part.summary().and_then(|s| part.seek(s.log_start_offset)) else {
             continue;
         };
-        while let Some(span) = part.sealed_span_at(&cursor) {
+        let Some(store) = part.span_store() else { continue };
+        while let Some(span) = store.sealed_span_at(&cursor) {
             if span.end == cursor {
                 break;
             }

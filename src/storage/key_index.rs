@@ -41,11 +41,12 @@ use crate::error::{Error, Result};
 use crate::format::Offset;
 use crate::format::key_index::{KeyIndexBuilder, SegmentKeyIndex};
 use crate::format::key_name::long_hashes;
-use crate::source::{KeyHit, KeyHits, KeyListing};
+use crate::source::{KeyHit, KeyHits, KeyListing, SpanKind};
 use crate::storage::segment::LogSegment;
 use crate::sync::lock;
 
-use build::{bulk_index, index_segment};
+pub use build::SORT_THREADS;
+use build::{SortThreads, bulk_index, index_segment};
 use listing::{MergedListing, push_hits};
 pub use memory::{DEFAULT_MEMORY_LIMIT, memory_held, set_memory_limit};
 use memory::{MEMORY, NEXT_PARTITION};
@@ -57,8 +58,12 @@ pub const BUILD_THREADS: usize = 4;
 /// [`KeyIndexBuilder::on_top_of`]); smaller ones record by record.
 const BULK_ACTIVE_BYTES: u64 = 16 << 20;
 
+/// The key indexes' kind of payload in the segment cache: a sealed segment's
+/// [`SegmentKeyIndex`] bytes (sealed segments only; the active segment's index is rebuilt).
+pub const KEY_INDEX: SpanKind = SpanKind { name: "keys", tag: 3, prefix: None };
+
 /// Where sealed segments' key indexes persist between mounts in place of the log's segment
-/// cache (`CacheKind::KeyIndex` entries of `storage::cache`, the default): for tests and
+/// cache ([`KEY_INDEX`] entries of `storage::cache`, the default): for tests and
 /// embedders. A store may lose, damage or keep stale entries: every payload is decoded and
 /// checked against the segment before use.
 pub trait KeyIndexStore: Send + Sync {
@@ -256,7 +261,7 @@ impl PartitionKeys {
             return Ok(index);
         }
         let (builder, done) = bulk_index(seg, 0, parts);
-        let bytes = builder.encode(done.next_offset, done.position);
+        let bytes = builder.encode_with(done.next_offset, done.position, &SortThreads);
         self.built.fetch_add(1, Ordering::Relaxed);
         let index = SegmentKeyIndex::decode(bytes)
             .map_err(|e| Error::corrupt(seg.log_path(), 0, format!("key index encoding: {e}")))?;
@@ -350,7 +355,8 @@ impl PartitionKeys {
             if a.position == 0 && a.builder.record_count() == 0 && seg.size() >= BULK_ACTIVE_BYTES {
                 // A large active segment's first read: in bulk, then record by record on top.
                 let (bulk, done) = bulk_index(seg, 0, 1);
-                match SegmentKeyIndex::decode(bulk.encode(done.next_offset, done.position)) {
+                let bytes = bulk.encode_with(done.next_offset, done.position, &SortThreads);
+                match SegmentKeyIndex::decode(bytes) {
                     Ok(index) => {
                         a.builder = KeyIndexBuilder::on_top_of(index);
                         a.position = done.position;

@@ -14,10 +14,10 @@ use crate::format::{
     peek_entry,
 };
 use crate::source::{
-    AppendInfo, BatchChunk, BoundaryTxnState, CacheKind, Committed, ConfigChange, ConfigEntry,
-    FileProblem, KeyHits, KeyIndex, KeyListing, Known, OffsetQuery, PartitionSource,
-    PartitionSummary, ReadAnswer, ReadCursor, ReadMode, Records, SealedSpan, SegmentFileKind,
-    SegmentFiles, SegmentSummary, SkippedDamage, SpaceStats, SummaryUpdate, TopicSource,
+    AppendInfo, BatchChunk, BoundaryTxnState, Committed, ConfigChange, ConfigEntry, FileProblem,
+    KeyHits, KeyIndex, KeyListing, Known, OffsetQuery, PartitionSource, PartitionSummary,
+    ReadAnswer, ReadCursor, ReadMode, Records, SealedSpan, SegmentFileKind, SegmentFiles,
+    SegmentSummary, SkippedDamage, SpaceStats, SpanKind, SpanStore, SummaryUpdate, TopicSource,
     TxnBoundary, max_message_bytes_of,
 };
 
@@ -88,34 +88,8 @@ impl PartitionSource for Log {
         }
     }
 
-    fn sealed_span_at(&self, cursor: &ReadCursor) -> Option<SealedSpan> {
-        Log::sealed_span_at(self, cursor)
-    }
-
-    fn load_summary(&self, span: &SealedSpan, kind: CacheKind) -> Option<Vec<u8>> {
-        Log::load_summary(self, span.base, kind)
-    }
-
-    fn update_summary(&self, span: &SealedSpan, kind: CacheKind, update: SummaryUpdate) {
-        Log::update_summary_later(self, span.base, kind, update)
-    }
-
-    fn prefix_span_at(
-        &self,
-        cursor: &ReadCursor,
-        kind: CacheKind,
-    ) -> Option<(SealedSpan, Vec<u8>)> {
-        Log::prefix_span_at(self, cursor, kind)
-    }
-
-    fn update_prefix_summary(
-        &self,
-        start: &ReadCursor,
-        end: &ReadCursor,
-        kind: CacheKind,
-        update: SummaryUpdate,
-    ) {
-        Log::update_prefix_summary_later(self, start, end, kind, update)
+    fn span_store(&self) -> Option<&dyn SpanStore> {
+        Some(self)
     }
 
     fn append(&self, records: Records<'_>) -> Result<AppendInfo> {
@@ -149,6 +123,37 @@ impl TxnBoundary for Log {
     }
 }
 
+/// The log's spans are its segments; what is kept of them is in its segment cache
+/// (`storage::log::summaries`), the one way every user's payloads (render summaries,
+/// transaction summaries, key indexes) reach it.
+impl SpanStore for Log {
+    fn sealed_span_at(&self, cursor: &ReadCursor) -> Option<SealedSpan> {
+        Log::sealed_span_at(self, cursor)
+    }
+
+    fn load(&self, span: &SealedSpan, kind: SpanKind) -> Option<Vec<u8>> {
+        Log::load_summary(self, span.base, kind)
+    }
+
+    fn update(&self, span: &SealedSpan, kind: SpanKind, update: SummaryUpdate) {
+        Log::update_summary_later(self, span.base, kind, update)
+    }
+
+    fn prefix_span_at(&self, cursor: &ReadCursor, kind: SpanKind) -> Option<(SealedSpan, Vec<u8>)> {
+        Log::prefix_span_at(self, cursor, kind)
+    }
+
+    fn update_prefix(
+        &self,
+        start: &ReadCursor,
+        end: &ReadCursor,
+        kind: SpanKind,
+        update: SummaryUpdate,
+    ) {
+        Log::update_prefix_summary_later(self, start, end, kind, update)
+    }
+}
+
 impl IndexedLog for Log {
     fn segment_list(&self) -> Vec<Arc<LogSegment>> {
         Log::segment_list(self)
@@ -171,11 +176,11 @@ impl IndexedLog for Log {
     }
 
     fn load_key_index(&self, base: Offset) -> Option<Vec<u8>> {
-        self.load_summary(base, crate::storage::cache::CacheKind::KeyIndex)
+        self.load_summary(base, super::key_index::KEY_INDEX)
     }
 
     fn store_key_index(&self, base: Offset, payload: &[u8]) {
-        self.store_summary(base, crate::storage::cache::CacheKind::KeyIndex, payload)
+        self.store_summary(base, super::key_index::KEY_INDEX, payload)
     }
 }
 

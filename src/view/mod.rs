@@ -44,6 +44,7 @@
 
 pub mod budget;
 pub mod bykey;
+pub mod checkpoints;
 pub mod envelope;
 pub mod groups;
 pub mod inspect;

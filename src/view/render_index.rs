@@ -87,8 +87,9 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::Result;
 use crate::format::Offset;
-use crate::source::{PartitionSource, ReadCursor, SealedSpan};
+use crate::source::{PartitionSource, ReadCursor, SealedSpan, SpanKind};
 use crate::sync::lock;
+use crate::view::checkpoints::SparseCheckpoints;
 use crate::view::render::Renderer;
 use crate::view::spec::Format;
 use crate::view::txn::TxnTracker;
@@ -104,9 +105,11 @@ pub const CHECKPOINT_INTERVAL: u64 = 64 * 1024;
 /// Log bytes between the checkpoints a span's cached summary keeps (so reading from a place
 /// inside a cached segment renders at most about this much before it).
 pub const SUMMARY_SPACING: u64 = 256 << 10;
-/// Rendered bytes the frontier must move inside the active segment before a `stat` stores
-/// its prefix again (background sizing stores it whenever it reaches the end).
-pub const PREFIX_STORE_EVERY: u64 = 64 << 20;
+/// The render index's kind of payload in a [`SpanStore`](crate::source::SpanStore): a span's
+/// renderings, per format ([`crate::view::summary`]), for sealed spans and stable prefixes.
+/// The tags and names are those of the entries earlier versions wrote (`.render`, `.prefix`).
+pub const RENDER_SUMMARY: SpanKind =
+    SpanKind { name: "render", tag: 1, prefix: Some(("prefix", 4)) };
 /// Most whole spans waiting to be stored at once (more are learned again later).
 const MAX_COMPLETED: usize = 4096;
 /// Most checkpoints kept per render index before thinning (about 4 GiB of log at the initial
@@ -117,32 +120,61 @@ pub const MAX_CHECKPOINTS: usize = 64 * 1024;
 #[derive(Debug)]
 pub(super) struct IndexState {
     /// Changes when the index is rebuilt; streams of an older generation are stale.
-    pub(super) generation: u64,
+    generation: u64,
     /// Sparse checkpoints in order; never empty (the first is the origin or a segment start).
-    pub(super) checkpoints: Vec<Checkpoint>,
+    checkpoints: SparseCheckpoints<Checkpoint>,
     /// Where rendering stopped.
-    pub(super) frontier: Checkpoint,
+    frontier: Checkpoint,
     /// Log bytes between interval checkpoints (doubles when thinning).
-    pub(super) interval: u64,
+    interval: u64,
     /// Log bytes rendered since the last checkpoint.
-    pub(super) since_checkpoint: u64,
+    since_checkpoint: u64,
     /// The log start offset last seen.
-    pub(super) log_start: Offset,
+    log_start: Offset,
     /// The source's [`Known::rewrites`](crate::source::Known::rewrites) when the checkpoints were last checked
     /// against it (read before they were: see "Compaction" in the module docs).
-    pub(super) rewrites: u64,
+    rewrites: u64,
     /// Sealed spans (by base offset) whose summary in this format is known to be cached: taken
     /// from the cache or stored by this index (see "The segment cache" in the module docs).
-    pub(super) summarized: HashSet<Offset>,
+    summarized: HashSet<Offset>,
     /// Spans rendered whole since the last store: (checkpoint at the start, checkpoint at the
     /// next span's start, the checkpoints between).
-    pub(super) completed: Vec<(Checkpoint, Checkpoint, Vec<Checkpoint>)>,
+    completed: Vec<(Checkpoint, Checkpoint, Vec<Checkpoint>)>,
     /// The frontier cursor at which the segment cache was last asked for an active segment's
     /// prefix (asked once per place, not at every extension).
-    pub(super) prefix_tried: Option<ReadCursor>,
+    prefix_tried: Option<ReadCursor>,
     /// The rendered position of the frontier when the active segment's prefix was last
     /// stored (see [`RenderIndex::store_prefix`]).
-    pub(super) prefix_stored: Option<u64>,
+    prefix_stored: Option<u64>,
+}
+
+impl IndexState {
+    /// The index's generation: it changes when the index is rebuilt (streams of an older one
+    /// are stale).
+    pub(in crate::view) fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Where rendering stopped.
+    pub(in crate::view) fn frontier(&self) -> Checkpoint {
+        self.frontier
+    }
+
+    /// The first checkpoint (the origin, or the first segment start retention left of it).
+    pub(in crate::view) fn first_checkpoint(&self) -> Option<Checkpoint> {
+        self.checkpoints.first().copied()
+    }
+
+    /// The first checkpoint whose rendered position is past `p`.
+    pub(in crate::view) fn checkpoint_after_position(&self, p: u64) -> Option<Checkpoint> {
+        self.checkpoints.after(|k| k.position <= p).copied()
+    }
+
+    /// The source's [`PartitionSource::rewrites`] when the checkpoints were last checked
+    /// against it.
+    pub(in crate::view) fn rewrites(&self) -> u64 {
+        self.rewrites
+    }
 }
 
 /// The shared sparse render index of one partition in one format (see the module docs).
@@ -349,16 +381,13 @@ impl RenderIndex {
             if !frontier_lost && part.holds(&st.frontier.cursor)? {
                 // Checkpoints are in log order: the deleted ones are a prefix.
                 let mut dead = 0;
-                for c in &st.checkpoints {
+                for c in st.checkpoints.as_slice() {
                     if part.holds(&c.cursor)? {
                         break;
                     }
                     dead += 1;
                 }
-                st.checkpoints.drain(..dead);
-                if st.checkpoints.is_empty() {
-                    st.checkpoints.push(st.frontier);
-                }
+                st.checkpoints.drop_front(dead, st.frontier);
             } else if !frontier_lost && st.frontier.bound == st.log_start {
                 // Retention deleted the frontier's segment too (a broker rolls, then deletes
                 // every segment but the active one), but the log now starts exactly at the
@@ -373,7 +402,7 @@ impl RenderIndex {
                     position: st.frontier.position,
                     segment_start: true,
                 };
-                st.checkpoints = vec![st.frontier];
+                st.checkpoints.reset(st.frontier);
             } else {
                 *st = IndexState::origin_at(part, st.generation.wrapping_add(1), None)?;
             }
@@ -396,7 +425,7 @@ impl RenderIndex {
             return Ok(());
         }
         let mut last_dead = None;
-        for (i, c) in st.checkpoints.iter().enumerate() {
+        for (i, c) in st.checkpoints.as_slice().iter().enumerate() {
             if !part.holds(&c.cursor)? {
                 last_dead = Some(i);
             }
@@ -405,10 +434,7 @@ impl RenderIndex {
             // Held checkpoints before a replaced segment go too: rendering from them would
             // cross it. Every segment the index rendered has a checkpoint at its start (or its
             // origin inside it), so what is left renders exactly as it did.
-            st.checkpoints.drain(..=i);
-            if st.checkpoints.is_empty() {
-                st.checkpoints.push(st.frontier);
-            }
+            st.checkpoints.drop_front(i + 1, st.frontier);
             st.completed.clear();
         }
         // Keyed by base offset, which a replaced segment's output keeps.

@@ -1,5 +1,5 @@
 //! The render summary of a sealed span: what sizing learned about one sealed segment in each
-//! format, kept in the segment cache ([`CacheKind::RenderSummary`]) so that a remount knows a
+//! format, kept in the segment cache ([`crate::view::render_index::RENDER_SUMMARY`]) so that a remount knows a
 //! stream's size without rendering the segment again.
 //!
 //! One payload per span holds one [`FormatSummary`] per (format, isolation) rendered so far:

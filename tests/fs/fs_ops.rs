@@ -570,6 +570,10 @@ mod without_files {
         fn committed(&self) -> Committed<'_> {
             self.0.committed()
         }
+
+        fn span_store(&self) -> Option<&dyn topicfs::source::SpanStore> {
+            None
+        }
     }
 }
 

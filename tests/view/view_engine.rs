@@ -111,3 +111,25 @@ fn streams_over_engine_segments_have_exact_sizes_and_grow() {
     assert_eq!(s.size().unwrap(), text.len() as u64);
     assert!(s.is_complete());
 }
+
+/// The users of the segment cache name their kinds of payload (`SpanKind`): every kind has its
+/// own name and tag, sealed and prefix entries alike, and they are the names and tags of the
+/// entries earlier versions wrote (`.render` 1, `.txn` 2, `.keys` 3, `.prefix` 4,
+/// `.prefix-txn` 5), so an existing cache dir stays valid.
+#[test]
+fn span_kinds_are_distinct_and_keep_the_names_and_tags_of_existing_cache_entries() {
+    use topicfs::storage::key_index::KEY_INDEX;
+    use topicfs::view::render_index::RENDER_SUMMARY;
+    use topicfs::view::txn::TXN_SUMMARY;
+    let mut entries = Vec::new();
+    for kind in [RENDER_SUMMARY, TXN_SUMMARY, KEY_INDEX] {
+        entries.push((kind.name, kind.tag));
+        entries.extend(kind.prefix);
+    }
+    entries.sort_by_key(|e| e.1);
+    assert_eq!(
+        entries,
+        [("render", 1), ("txn", 2), ("keys", 3), ("prefix", 4), ("prefix-txn", 5)],
+        "names and tags of the entries already on disk"
+    );
+}

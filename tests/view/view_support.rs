@@ -255,6 +255,10 @@ impl PartitionSource for MemPartition {
     fn committed(&self) -> Committed<'_> {
         Committed::ByView(None)
     }
+
+    fn span_store(&self) -> Option<&dyn topicfs::source::SpanStore> {
+        None
+    }
 }
 
 impl MemPartition {

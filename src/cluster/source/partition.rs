@@ -274,4 +274,7 @@ impl PartitionSource for ClusterPartition {
     fn committed(&self) -> Committed<'_> {
         if self.committed { Committed::BySource } else { Committed::ByView(None) }
     }
+    fn span_store(&self) -> Option<&dyn crate::source::SpanStore> {
+        None
+    }
 }

@@ -1,9 +1,30 @@
 //! Reading a segment's batches into a key index builder: sequentially, or in bulk in parts on
 //! their own threads.
 
-use crate::format::key_index::{BulkKeyIndexBuilder, KeySink, TxnBatch};
+use crate::format::key_index::{BulkKeyIndexBuilder, KeySink, RunJobs, TxnBatch};
 use crate::format::{Offset, Position, decode_batch_unverified};
 use crate::storage::segment::LogSegment;
+
+/// Most threads sorting one index's records.
+pub const SORT_THREADS: usize = 4;
+
+/// The threads the log engine lends the key index format to sort a build's records: up to
+/// [`SORT_THREADS`] scoped threads (no more than the cores), ended when the sort is.
+pub(super) struct SortThreads;
+
+impl RunJobs for SortThreads {
+    fn width(&self) -> usize {
+        SORT_THREADS.min(std::thread::available_parallelism().map_or(1, |t| t.get())).max(1)
+    }
+
+    fn run_jobs<'a>(&self, jobs: Vec<Box<dyn FnOnce() + Send + 'a>>) {
+        std::thread::scope(|scope| {
+            for job in jobs {
+                scope.spawn(job);
+            }
+        });
+    }
+}
 
 /// Bytes of a segment read per step while indexing.
 const READ_CHUNK: usize = 1 << 20;

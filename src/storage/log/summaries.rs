@@ -8,10 +8,10 @@
 use std::collections::HashMap;
 use std::sync::{OnceLock, Weak};
 
-use crate::source::SealedSpan;
+use crate::source::{SealedSpan, SpanKind, SummaryUpdate};
 
 use super::read::cursor_at;
-use crate::storage::cache::{CacheKind, SegmentCache, SegmentIdentity, SummaryUpdate};
+use crate::storage::cache::{EntryKind, SegmentCache, SegmentIdentity};
 
 use super::*;
 
@@ -101,13 +101,14 @@ impl Log {
     /// `cursor`, as the segment cache knows it: the span of its first `P` bytes (a batch
     /// boundary when stored; `end.next_offset` the offset after its last batch) and the render
     /// payload stored for it, if the entry is still valid for the file's bytes (see "Active-
-    /// segment prefixes" in [`crate::storage::cache`]). `None` otherwise.
+    /// segment prefixes" in [`crate::storage::cache`]). `None` otherwise, and for a kind kept
+    /// for sealed segments only.
     pub fn prefix_span_at(
         &self,
         cursor: &ReadCursor,
-        kind: CacheKind,
+        kind: SpanKind,
     ) -> Option<(SealedSpan, Vec<u8>)> {
-        let kind = prefix_kind(kind)?;
+        let kind = EntryKind::prefix_of(kind)?;
         let seg = self.active_at(cursor)?;
         let base = seg.base_offset();
         let data_dir = self.canonical_data_dir().to_path_buf();
@@ -152,10 +153,10 @@ impl Log {
         &self,
         start: &ReadCursor,
         end: &ReadCursor,
-        kind: CacheKind,
+        kind: SpanKind,
         update: SummaryUpdate,
     ) {
-        let Some(kind) = prefix_kind(kind) else { return };
+        let Some(kind) = EntryKind::prefix_of(kind) else { return };
         let (Some(s), Some(e)) = (SegmentCursor::of(start), SegmentCursor::of(end)) else {
             return;
         };
@@ -204,10 +205,10 @@ impl Log {
 
     /// The cached `kind` payload of sealed segment `base`, if valid (see
     /// [`SegmentCache::load`]).
-    pub fn load_summary(&self, base: Offset, kind: CacheKind) -> Option<Vec<u8>> {
+    pub fn load_summary(&self, base: Offset, kind: SpanKind) -> Option<Vec<u8>> {
         let cache = self.cache();
         cache.dir()?;
-        cache.load(&self.sealed_identity(base)?, kind)
+        cache.load(&self.sealed_identity(base)?, EntryKind::sealed(kind))
     }
 
     /// The sealed segment whose first batch is the next one read from `cursor`: the cursor is at
@@ -240,35 +241,26 @@ impl Log {
 
     /// Replaces the `kind` summary of sealed segment `base` by what `update` makes of it, on
     /// the cache's writer thread (see [`SegmentCache::update_later`]).
-    pub fn update_summary_later(&self, base: Offset, kind: CacheKind, update: SummaryUpdate) {
+    pub fn update_summary_later(&self, base: Offset, kind: SpanKind, update: SummaryUpdate) {
         let cache = self.cache();
         if cache.dir().is_none() {
             return;
         }
         if let Some(id) = self.sealed_identity(base) {
-            cache.update_later(id, kind, update);
+            cache.update_later(id, EntryKind::sealed(kind), update);
         }
     }
 
     /// Stores `payload` as the `kind` summary of sealed segment `base` (nothing if the segment
     /// is not sealed or caching is off). Never fails.
-    pub fn store_summary(&self, base: Offset, kind: CacheKind, payload: &[u8]) {
+    pub fn store_summary(&self, base: Offset, kind: SpanKind, payload: &[u8]) {
         let cache = self.cache();
         if cache.dir().is_none() {
             return;
         }
         if let Some(id) = self.sealed_identity(base) {
-            cache.store(&id, kind, payload);
+            cache.store(&id, EntryKind::sealed(kind), payload);
         }
-    }
-}
-
-/// The kind of an active segment's prefix entry holding what `kind` holds of a sealed one.
-fn prefix_kind(kind: CacheKind) -> Option<CacheKind> {
-    match kind {
-        CacheKind::RenderSummary => Some(CacheKind::PrefixRender),
-        CacheKind::TxnSummary => Some(CacheKind::PrefixTxn),
-        CacheKind::KeyIndex | CacheKind::PrefixRender | CacheKind::PrefixTxn => None,
     }
 }
 
@@ -278,6 +270,8 @@ mod tests {
     use crate::storage::cache::CacheSettings;
 
     use super::*;
+
+    const SIZES: SpanKind = SpanKind { name: "render", tag: 1, prefix: None };
 
     fn record(value: &str) -> NewRecord {
         NewRecord {
@@ -302,18 +296,15 @@ mod tests {
         log.append(&[record("a"), record("b")]).unwrap();
         // The active segment has no identity and stores nothing.
         assert_eq!(log.sealed_identity(Offset(0)), None);
-        log.store_summary(Offset(0), CacheKind::RenderSummary, b"x");
-        assert_eq!(log.load_summary(Offset(0), CacheKind::RenderSummary), None);
+        log.store_summary(Offset(0), SIZES, b"x");
+        assert_eq!(log.load_summary(Offset(0), SIZES), None);
         log.force_roll().unwrap();
         log.append(&[record("c")]).unwrap();
         let id = log.sealed_identity(Offset(0)).unwrap();
         assert_eq!((id.topic.as_str(), id.partition, id.base_offset), ("t", 0, Offset(0)));
         assert_eq!(id.data_dir, std::fs::canonicalize(&data).unwrap());
-        log.store_summary(Offset(0), CacheKind::RenderSummary, b"sizes");
-        assert_eq!(
-            log.load_summary(Offset(0), CacheKind::RenderSummary).as_deref(),
-            Some(&b"sizes"[..])
-        );
+        log.store_summary(Offset(0), SIZES, b"sizes");
+        assert_eq!(log.load_summary(Offset(0), SIZES).as_deref(), Some(&b"sizes"[..]));
         assert_eq!(log.sealed_identity(Offset(2)), None, "the new active segment");
         // Nothing was written into the data dir.
         let names: Vec<_> = std::fs::read_dir(data.join("t-0"))
@@ -334,10 +325,7 @@ mod tests {
         )
         .unwrap();
         again.set_cache(Arc::clone(&cache));
-        assert_eq!(
-            again.load_summary(Offset(0), CacheKind::RenderSummary).as_deref(),
-            Some(&b"sizes"[..])
-        );
+        assert_eq!(again.load_summary(Offset(0), SIZES).as_deref(), Some(&b"sizes"[..]));
         drop(again);
         // The segment replaced by another file with the same name (compaction's swap): stale.
         let path = data.join("t-0").join("00000000000000000000.log");
@@ -354,6 +342,6 @@ mod tests {
         )
         .unwrap();
         third.set_cache(cache);
-        assert_eq!(third.load_summary(Offset(0), CacheKind::RenderSummary), None);
+        assert_eq!(third.load_summary(Offset(0), SIZES), None);
     }
 }

@@ -6,6 +6,7 @@ use crate::format::Offset;
 use crate::format::dump::{invalid_bytes_line, log_starting_offset_line};
 use crate::source::PartitionSource;
 use crate::source::{SegmentFileKind, SegmentSummary};
+use crate::view::checkpoints::SparseCheckpoints;
 
 use super::dump::render_entry;
 use super::entries::ChunkedEntries;
@@ -35,7 +36,7 @@ pub struct LogDump {
     label: String,
     head: String,
     foot: String,
-    checkpoints: Vec<Checkpoint>,
+    checkpoints: SparseCheckpoints<Checkpoint>,
     body_end: Checkpoint,
 }
 
@@ -67,13 +68,14 @@ impl LogDump {
         let label = file_label(part, base, SegmentFileKind::Log);
         let head = format!("Dumping {label}\n{}\n", log_starting_offset_line(base));
         let mut text = head.len() as u64;
-        let mut checkpoints = vec![Checkpoint { text, log: 0 }];
+        // Never thinned: one per `interval` of text bounds their count.
+        let mut checkpoints = SparseCheckpoints::new(Checkpoint { text, log: 0 }, usize::MAX);
         let mut entries = ChunkedEntries::new(base, 0, segment.log_size, chunk);
         let mut scratch = String::new();
         while let Some(e) = entries.next(part)? {
             let last = checkpoints.last().map_or(0, |c| c.text);
             if text.saturating_sub(last) >= interval {
-                checkpoints.push(Checkpoint { text, log: e.position });
+                checkpoints.push(Checkpoint { text, log: e.position }, |_| true);
             }
             scratch.clear();
             render_entry(&e, &mut scratch);
@@ -144,9 +146,9 @@ impl LogDump {
     ) -> Result<()> {
         let window_end = window.start.saturating_add(window.text.len() as u64);
         if window.reader.is_none() || from < window.start || from > window_end {
-            let i = self.checkpoints.partition_point(|c| c.text <= from).saturating_sub(1);
             let first = Checkpoint { text: self.head.len() as u64, log: 0 };
-            let at = self.checkpoints.get(i).copied().unwrap_or(first);
+            let (i, at) =
+                self.checkpoints.floor_at(|c| c.text <= from).map_or((0, first), |(i, c)| (i, *c));
             let reader =
                 ChunkedEntries::new(self.base, at.log, self.body_end.log, READ_CHUNK_BYTES);
             *window = Window {
@@ -183,7 +185,7 @@ impl LogDump {
                 }
                 true
             } else {
-                match self.checkpoints.get(*next_checkpoint) {
+                match self.checkpoints.as_slice().get(*next_checkpoint) {
                     Some(c) if c.log < here.log || (c.log == here.log && *c != here) => {
                         return Err(self.changed());
                     }
@@ -260,7 +262,7 @@ mod tests {
         // Fresh readers (each starts at a checkpoint) at every offset, with lengths that stay
         // in one batch, straddle checkpoints, cover the head or foot, or run past the end.
         let mut boundaries: Vec<u64> = vec![0, dump.head.len() as u64, dump.body_end.text, size];
-        boundaries.extend(dump.checkpoints.iter().map(|c| c.text));
+        boundaries.extend(dump.checkpoints.as_slice().iter().map(|c| c.text));
         for offset in (0..size + 3)
             .step_by(7)
             .chain(boundaries.iter().flat_map(|b| [b.saturating_sub(1), *b, b + 1]))

@@ -74,6 +74,10 @@ impl PartitionSource for Segments {
     fn committed(&self) -> Committed<'_> {
         Committed::ByView(None)
     }
+
+    fn span_store(&self) -> Option<&dyn crate::source::SpanStore> {
+        None
+    }
 }
 
 impl SegmentFiles for Segments {

@@ -1,8 +1,8 @@
 //! The segment cache side of a render index: jumping the frontier over spans whose rendering
 //! the cache holds, and storing the renderings of whole spans and of the active prefix.
 
-use super::{IndexState, RenderIndex, SUMMARY_SPACING};
-use crate::source::{CacheKind, PartitionSource, ReadCursor, SealedSpan};
+use super::{IndexState, RENDER_SUMMARY, RenderIndex, SUMMARY_SPACING};
+use crate::source::{PartitionSource, ReadCursor, SealedSpan};
 use crate::view::summary::{self, FormatSummary, SpanCheckpoint};
 use crate::view::txn::TxnSnapshot;
 use crate::view::walker::Checkpoint;
@@ -29,8 +29,9 @@ impl RenderIndex {
         part: &dyn PartitionSource,
         snap: Option<&TxnSnapshot>,
     ) -> bool {
+        let Some(store) = part.span_store() else { return false };
         let mut moved = false;
-        while let Some(span) = part.sealed_span_at(&st.frontier.cursor) {
+        while let Some(span) = store.sealed_span_at(&st.frontier.cursor) {
             // A frontier past the span's base (an origin inside it) renders only part of it.
             if st.frontier.bound > span.base {
                 break;
@@ -42,8 +43,7 @@ impl RenderIndex {
         }
         if st.prefix_tried != Some(st.frontier.cursor) {
             st.prefix_tried = Some(st.frontier.cursor);
-            if let Some((span, payload)) =
-                part.prefix_span_at(&st.frontier.cursor, CacheKind::RenderSummary)
+            if let Some((span, payload)) = store.prefix_span_at(&st.frontier.cursor, RENDER_SUMMARY)
             {
                 if self.jump_prefix(st, snap, &span, &payload) {
                     st.prefix_tried = Some(st.frontier.cursor);
@@ -64,7 +64,7 @@ impl RenderIndex {
     ) -> Option<FormatSummary> {
         let (committed, digest) = self.txn_key(snap, span)?;
         let summaries =
-            part.load_summary(span, CacheKind::RenderSummary).and_then(|b| summary::decode(&b))?;
+            part.span_store()?.load(span, RENDER_SUMMARY).and_then(|b| summary::decode(&b))?;
         let format = self.renderer.format();
         summaries.into_iter().find(|s| {
             s.format == format
@@ -138,25 +138,27 @@ impl RenderIndex {
     /// start (the index's last segment start, or its origin at the log start) to the frontier, when the frontier moved at
     /// least `every` rendered bytes since it was last stored (or taken from the cache) and
     /// past that start. The source decides whether that start is the active segment's and the
-    /// frontier inside it ([`PartitionSource::update_prefix_summary`]); nothing else is stored.
+    /// frontier inside it ([`crate::source::SpanStore::update_prefix`]); nothing else is stored.
     pub(in crate::view) fn store_prefix(
         &self,
         st: &mut IndexState,
         part: &dyn PartitionSource,
         every: u64,
     ) {
+        let Some(store) = part.span_store() else { return };
         let f = st.frontier;
         if st.prefix_stored.is_some_and(|at| f.position < at.saturating_add(every.max(1))) {
             return;
         }
         // The last segment start, or the origin when it is the log start (whose cursor is the
         // first segment's start).
-        let from = match st.checkpoints.iter().rposition(|c| c.segment_start) {
+        let list = st.checkpoints.as_slice();
+        let from = match list.iter().rposition(|c| c.segment_start) {
             Some(i) => i,
             None if !self.own_origin => 0,
             None => return,
         };
-        let Some(p) = st.checkpoints.get(from).copied() else { return };
+        let Some(p) = list.get(from).copied() else { return };
         if p.cursor == f.cursor || p.bound > f.bound || f.bound != f.cursor.next_offset {
             return;
         }
@@ -164,8 +166,7 @@ impl RenderIndex {
         let span = SealedSpan { base: p.bound, start: p.cursor, end: f.cursor, bytes: 0 };
         let Some((committed, digest)) = self.txn_key(snap.as_ref(), &span) else { return };
         let mut last = p.position;
-        let checkpoints = st
-            .checkpoints
+        let checkpoints = list
             .get(from + 1..)
             .unwrap_or_default()
             .iter()
@@ -191,10 +192,10 @@ impl RenderIndex {
             end_bound: f.bound,
             checkpoints,
         };
-        part.update_prefix_summary(
+        store.update_prefix(
             &p.cursor,
             &f.cursor,
-            CacheKind::RenderSummary,
+            RENDER_SUMMARY,
             Box::new(move |old| {
                 let old = old.and_then(|b| summary::decode(&b)).unwrap_or_default();
                 Some(summary::encode(&summary::merged(old, new)))
@@ -211,8 +212,10 @@ impl RenderIndex {
         part: &dyn PartitionSource,
         snap: Option<&TxnSnapshot>,
     ) {
-        for (p, c, interior) in std::mem::take(&mut st.completed) {
-            let Some(span) = part.sealed_span_at(&p.cursor) else { continue };
+        let completed = std::mem::take(&mut st.completed);
+        let Some(store) = part.span_store() else { return };
+        for (p, c, interior) in completed {
+            let Some(span) = store.sealed_span_at(&p.cursor) else { continue };
             // `c` must be the start of the very next segment (whose bound is this one's end):
             // a segment start missing in between would make this the rendering of two.
             if span.start.hint != p.cursor.hint
@@ -246,9 +249,9 @@ impl RenderIndex {
             };
             // Merged with what other formats stored, on the cache's writer (so two formats
             // finishing one segment at once do not overwrite each other).
-            part.update_summary(
+            store.update(
                 &span,
-                CacheKind::RenderSummary,
+                RENDER_SUMMARY,
                 Box::new(move |old| {
                     let old = old.and_then(|b| summary::decode(&b)).unwrap_or_default();
                     Some(summary::encode(&summary::merged(old, new)))

@@ -7,6 +7,7 @@ use super::{CHECKPOINT_INTERVAL, IndexState, MAX_CHECKPOINTS, MAX_COMPLETED};
 use crate::error::Result;
 use crate::format::Offset;
 use crate::source::PartitionSource;
+use crate::view::checkpoints::SparseCheckpoints;
 use crate::view::walker::Checkpoint;
 
 impl IndexState {
@@ -24,7 +25,7 @@ impl IndexState {
         let origin = Checkpoint { cursor, bound: at, position: 0, segment_start: false };
         Ok(IndexState {
             generation,
-            checkpoints: vec![origin],
+            checkpoints: SparseCheckpoints::new(origin, MAX_CHECKPOINTS),
             frontier: origin,
             interval: CHECKPOINT_INTERVAL,
             since_checkpoint: 0,
@@ -50,22 +51,16 @@ impl IndexState {
         if c.segment_start && self.completed.len() < MAX_COMPLETED {
             // The span from the previous segment start (or the origin) to here was rendered
             // whole: a candidate for the segment cache.
-            let from = self.checkpoints.iter().rposition(|p| p.segment_start).unwrap_or(0);
-            if let Some(p) = self.checkpoints.get(from).copied() {
+            let list = self.checkpoints.as_slice();
+            let from = list.iter().rposition(|p| p.segment_start).unwrap_or(0);
+            if let Some(p) = list.get(from).copied() {
                 if p.position <= c.position {
-                    let interior = self.checkpoints.get(from + 1..).unwrap_or_default().to_vec();
+                    let interior = list.get(from + 1..).unwrap_or_default().to_vec();
                     self.completed.push((p, c, interior));
                 }
             }
         }
-        self.checkpoints.push(c);
-        if self.checkpoints.len() > MAX_CHECKPOINTS {
-            let mut keep = false;
-            let first = self.checkpoints.first().map(|c| c.cursor);
-            self.checkpoints.retain(|c| {
-                keep = !keep;
-                keep || c.segment_start || Some(c.cursor) == first
-            });
+        if self.checkpoints.push(c, |c| c.segment_start) {
             self.interval = self.interval.saturating_mul(2);
         }
     }
@@ -75,8 +70,7 @@ impl IndexState {
         if self.frontier.bound <= x {
             return Some(self.frontier);
         }
-        let i = self.checkpoints.partition_point(|c| c.bound <= x);
-        i.checked_sub(1).and_then(|i| self.checkpoints.get(i)).copied()
+        self.checkpoints.floor(|c| c.bound <= x).copied()
     }
 
     /// The last checkpoint (frontier included) whose rendered position is `<= p`.
@@ -84,7 +78,6 @@ impl IndexState {
         if self.frontier.position <= p {
             return Some(self.frontier);
         }
-        let i = self.checkpoints.partition_point(|c| c.position <= p);
-        i.checked_sub(1).and_then(|i| self.checkpoints.get(i)).copied()
+        self.checkpoints.floor(|c| c.position <= p).copied()
     }
 }

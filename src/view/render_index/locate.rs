@@ -3,9 +3,10 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{IndexState, PREFIX_STORE_EVERY, RenderIndex, Target};
+use super::{IndexState, RenderIndex, Target};
 use crate::error::{Error, Result};
 use crate::format::Offset;
+use crate::source::PREFIX_STORE_EVERY;
 use crate::source::PartitionSource;
 use crate::view::walker::{Checkpoint, Walker, first_offset};
 

@@ -136,7 +136,7 @@ impl Stream {
                 Format::Values | Format::Json => Target::Record(start),
             };
             let p = index.locate(&mut st, part.as_ref(), target)?;
-            (st.generation, p)
+            (st.generation(), p)
         };
         let open_ended = matches!(end, Bound::Open | Bound::UntilTimestamp(_));
         let end =

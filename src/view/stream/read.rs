@@ -130,10 +130,10 @@ impl Stream {
         // Bytes rendered a moment ago are served while the log start the source last stated
         // (a cluster: the Fetch that brought them) is not past them: no request per window.
         self.sync_stated(&mut st)?;
-        if st.generation != self.generation {
+        if st.generation() != self.generation {
             return Ok(false);
         }
-        Ok(st.checkpoints.first().is_some_and(|first| from >= first.position))
+        Ok(st.first_checkpoint().is_some_and(|first| from >= first.position))
     }
 
     /// Fails with the damage of the first damaged batch holding records of `[start, end)`, if
@@ -216,7 +216,8 @@ impl Stream {
                 });
                 found.and_then(|i| tails.remove(i))
             };
-            if tail.as_ref().is_some_and(|t| t.end == end && t.at <= from) || seen != st.rewrites {
+            if tail.as_ref().is_some_and(|t| t.end == end && t.at <= from) || seen != st.rewrites()
+            {
                 // Bytes kept in memory are served only while the log still holds them: the
                 // index notices retention here (as a read from the log would), by the bounds
                 // the source last stated when it keeps them (the read that kept the bytes).
@@ -224,10 +225,10 @@ impl Stream {
                 // reads find a replaced place again by offset, without an error.
                 self.sync_stated(&mut st)?;
             }
-            if st.generation != self.generation {
+            if st.generation() != self.generation {
                 return Err(Error::StaleHandle);
             }
-            let Some(first) = st.checkpoints.first().copied() else {
+            let Some(first) = st.first_checkpoint() else {
                 return Err(Error::StaleHandle);
             };
             if from < first.position {
@@ -264,7 +265,8 @@ impl Stream {
             }
             // A read that renders past the frontier: what it finds there becomes the index's
             // (up to the log end offset read below).
-            let learned = (to > st.frontier.position).then(|| Learned::new(&st, Offset(i64::MAX)));
+            let learned =
+                (to > st.frontier().position).then(|| Learned::new(&st, Offset(i64::MAX)));
             // Defer the batch `from` falls in to the window before, while it renders it (see
             // above): only below the frontier (nothing to learn) and in the record formats
             // (raw windows keep no tail).
@@ -273,10 +275,7 @@ impl Stream {
                 && learned.is_none()
                 && self.index.renderer.format() != Format::Raw
                 && lock(&self.rendering).contains(&from))
-            .then(|| {
-                let i = st.checkpoints.partition_point(|k| k.position <= from);
-                st.checkpoints.get(i).copied()
-            })
+            .then(|| st.checkpoint_after_position(from))
             .flatten()
             .filter(|n| n.position > from && n.position < to);
             if let Some(n) = defer_to {

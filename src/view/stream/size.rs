@@ -71,10 +71,10 @@ impl Stream {
         {
             let log_end = self.part.summary()?.log_end_offset;
             let behind = match self.index.state.try_lock() {
-                Ok(st) => st.frontier.bound < log_end,
+                Ok(st) => st.frontier().bound < log_end,
                 Err(std::sync::TryLockError::WouldBlock) => true,
                 Err(std::sync::TryLockError::Poisoned(st)) => {
-                    st.into_inner().frontier.bound < log_end
+                    st.into_inner().frontier().bound < log_end
                 }
             };
             if behind {
@@ -101,7 +101,7 @@ impl Stream {
     /// rendering at most, never for the source or the whole budget. The next `stat` shows
     /// the size if the step reached the end.
     pub fn size_step(&self, part_bytes: u64, go: &dyn Fn() -> bool) -> Result<()> {
-        let frontier = lock(&self.index.state).frontier.cursor;
+        let frontier = lock(&self.index.state).frontier().cursor;
         if let Err(e) = self
             .part
             .read(&frontier, READ_CHUNK, crate::source::ReadMode::Batches)
@@ -149,7 +149,7 @@ impl Stream {
         let part = self.part.as_ref();
         let mut st = lock(&index.state);
         index.sync(&mut st, part)?;
-        if st.generation != self.generation {
+        if st.generation() != self.generation {
             return Err(Error::StaleHandle);
         }
         let position = match end.bound {
@@ -167,7 +167,7 @@ impl Stream {
                 if !index.extend_within(&mut st, part, Some(e), budget)? {
                     return Ok(None);
                 }
-                if st.frontier.bound >= e {
+                if st.frontier().bound >= e {
                     let target = match index.renderer.format() {
                         Format::Raw => Target::BatchFrom(e),
                         Format::Values | Format::Json => Target::Record(e),
@@ -176,7 +176,7 @@ impl Stream {
                     end.final_position = Some(p);
                     p
                 } else {
-                    st.frontier.position
+                    st.frontier().position
                 }
             }
         };

@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::format::{Offset, Timestamp};
 use crate::source::{OffsetQuery, PartitionSource, ReadCursor, TopicSource};
 use crate::sync::lock;
+use crate::view::checkpoints::SparseCheckpoints;
 use crate::view::render::Renderer;
 use crate::view::spec::{Bound, Resolved, StreamSpec};
 use crate::view::txn::{CommittedPartition, TxnTracker, TxnTrackers};
@@ -103,7 +104,7 @@ pub(super) struct MergeState {
     pub(super) members: Vec<Member>,
     pub(super) rounds: Vec<Round>,
     /// Sparse, ascending by position; the first is the start of the stream.
-    pub(super) checkpoints: Vec<MergeCheckpoint>,
+    pub(super) checkpoints: SparseCheckpoints<MergeCheckpoint>,
     /// Where the last round ended.
     pub(super) frontier: MergeCheckpoint,
     pub(super) interval: u64,
@@ -116,14 +117,7 @@ impl MergeState {
         if self.checkpoints.last().is_some_and(|last| last.position >= c.position) {
             return;
         }
-        self.checkpoints.push(c);
-        if self.checkpoints.len() > MAX_MERGE_CHECKPOINTS {
-            let mut keep = false;
-            let first = self.checkpoints.first().map(|c| c.position);
-            self.checkpoints.retain(|c| {
-                keep = !keep;
-                keep || Some(c.position) == first
-            });
+        if self.checkpoints.push(c, |_| false) {
             self.interval = self.interval.saturating_mul(2);
         }
     }
@@ -133,8 +127,7 @@ impl MergeState {
         if self.frontier.position <= p {
             return Some(self.frontier.clone());
         }
-        let i = self.checkpoints.partition_point(|c| c.position <= p);
-        i.checked_sub(1).and_then(|i| self.checkpoints.get(i)).cloned()
+        self.checkpoints.floor(|c| c.position <= p).cloned()
     }
 }
 
@@ -164,7 +157,7 @@ impl MergeIndex {
         let state = MergeState {
             members,
             rounds: Vec::new(),
-            checkpoints: vec![origin.clone()],
+            checkpoints: SparseCheckpoints::new(origin.clone(), MAX_MERGE_CHECKPOINTS),
             frontier: origin,
             interval: MERGE_CHECKPOINT_INTERVAL,
             complete: false,
