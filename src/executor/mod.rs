@@ -14,6 +14,12 @@
 //! read-ahead (a reader that never pauses) delays a deferred stat's step by at most that many
 //! read-ahead windows, never forever.
 //!
+//! **Invariant** (mount sizing leaves the cores to readers): a [`Class::MountSizing`] task
+//! starts only while no task of a higher class waits *or runs* (the starvation bound does not
+//! apply to it), and its steps stop while one does ([`Executor::higher_busy`]). Sizing a whole
+//! mount is work no caller waits for; under steady read-ahead it pauses, as it paused for
+//! requests before. A deferred stat's step, which a caller does wait for, does not pause.
+//!
 //! **Sizing**: `threads` workers (by default the cores, [`Executor::default_threads`]; the
 //! mount option `--background-threads`), all started when the executor is made, so no thread is
 //! ever started on a caller's (a FUSE request's) thread. A task that may wait on the network
@@ -92,6 +98,7 @@ type Job = Box<dyn FnOnce() + Send + 'static>;
 struct Task {
     job: Job,
     blocking: Blocking,
+    class: usize,
 }
 
 /// A handle on the executor. Cheap to clone (every clone is the same pool); the workers are
@@ -126,6 +133,8 @@ struct State {
     blocked: usize,
     /// Tasks running.
     running: usize,
+    /// Tasks running, by class.
+    running_class: [usize; CLASSES],
     /// Higher-class tasks started in a row while a lower-class task waited.
     passed_over: u32,
     /// Workers ever started (names them).
@@ -138,10 +147,23 @@ impl State {
         self.queues.iter().map(VecDeque::len).sum()
     }
 
+    /// Whether a task of class `class` may start now: [`Class::MountSizing`] waits while a
+    /// higher-class task runs (see the module docs); every other class may.
+    fn may_start(&self, class: usize) -> bool {
+        class != Class::MountSizing.index() || self.running_class[..class].iter().all(|&n| n == 0)
+    }
+
+    /// Whether a task of a class higher than `class` waits or runs.
+    fn higher_busy(&self, class: usize) -> bool {
+        self.queues[..class].iter().any(|q| !q.is_empty())
+            || self.running_class[..class].iter().any(|&n| n > 0)
+    }
+
     /// The next task by the priority rule (see the module docs).
     fn pop(&mut self) -> Option<Task> {
-        let first = self.queues.iter().position(|q| !q.is_empty())?;
-        let lower = self.queues.iter().skip(first + 1).position(|q| !q.is_empty());
+        let ready = |st: &State, c: usize| !st.queues[c].is_empty() && st.may_start(c);
+        let first = (0..CLASSES).find(|&c| ready(self, c))?;
+        let lower = (first + 1..CLASSES).find(|&c| ready(self, c)).map(|c| c - first - 1);
         let class = match lower {
             Some(l) if self.passed_over >= STARVATION_LIMIT => {
                 self.passed_over = 0;
@@ -209,6 +231,12 @@ impl Executor {
         st.queues.iter().take(class.index()).any(|q| !q.is_empty())
     }
 
+    /// Whether a task of a class higher than `class` waits or runs: mount sizing stops between
+    /// its steps then (see the module docs).
+    pub fn higher_busy(&self, class: Class) -> bool {
+        lock(&self.owner.inner.state).higher_busy(class.index())
+    }
+
     /// Whether the executor was shut down: a running task that can stop early stops.
     pub fn is_shut_down(&self) -> bool {
         lock(&self.owner.inner.state).shutdown
@@ -222,7 +250,11 @@ impl Executor {
             drop(st);
             return;
         }
-        st.queues[class.index()].push_back(Task { job: Box::new(job), blocking });
+        st.queues[class.index()].push_back(Task {
+            job: Box::new(job),
+            blocking,
+            class: class.index(),
+        });
         if st.idle > 0 {
             inner.work.notify_one();
         }
@@ -366,6 +398,8 @@ impl Inner {
                 continue;
             };
             st.running += 1;
+            st.running_class[task.class] += 1;
+            let class = task.class;
             let blocking = task.blocking == Blocking::Network;
             if blocking {
                 st.blocked += 1;
@@ -382,8 +416,15 @@ impl Inner {
             }
             st = lock(&self.state);
             st.running -= 1;
+            st.running_class[class] -= 1;
             if blocking {
                 st.blocked -= 1;
+            }
+            if st.idle > 0 && class < Class::MountSizing.index() {
+                // Mount sizing may start now that a higher-class task ended.
+                if !st.queues[Class::MountSizing.index()].is_empty() {
+                    self.work.notify_all();
+                }
             }
             self.done.notify_all();
         }

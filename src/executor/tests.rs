@@ -170,3 +170,25 @@ fn a_panicking_task_leaves_its_worker_running() {
     ex.submit(Class::Store, Blocking::No, move || tx.send(()).unwrap());
     rx.recv_timeout(LONG).expect("the worker survived the panic");
 }
+
+#[test]
+fn mount_sizing_waits_while_a_higher_class_task_runs_and_then_starts() {
+    let ex = Executor::new(2);
+    let (gate_tx, gate_rx) = mpsc::channel::<()>();
+    let (started_tx, started_rx) = mpsc::channel();
+    ex.submit(Class::ReadAhead, Blocking::No, move || {
+        started_tx.send(()).unwrap();
+        let _ = gate_rx.recv();
+    });
+    started_rx.recv_timeout(LONG).unwrap();
+    assert!(ex.higher_busy(Class::MountSizing));
+    let (ran_tx, ran) = mpsc::channel();
+    let sizing = ran_tx.clone();
+    ex.submit(Class::MountSizing, Blocking::No, move || sizing.send("sizing").unwrap());
+    ex.submit(Class::DeferredStat, Blocking::No, move || ran_tx.send("stat").unwrap());
+    // The idle worker runs the deferred stat, not the mount sizing.
+    assert_eq!(ran.recv_timeout(LONG).unwrap(), "stat");
+    assert_eq!(ex.waiting(), 1, "mount sizing waits while read-ahead runs");
+    drop(gate_tx);
+    assert_eq!(ran.recv_timeout(LONG).unwrap(), "sizing");
+}

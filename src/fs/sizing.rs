@@ -162,13 +162,13 @@ fn sized_partitions(weak: &Weak<TopicFs>) -> Option<Vec<Arc<dyn PartitionSource>
 
 impl MountSizing {
     /// Whether a step may run now: the filesystem is there and not closing, and no task of a
-    /// higher class waits.
+    /// higher class waits or runs.
     fn go(&self) -> bool {
         let open = self
             .fs
             .upgrade()
             .is_some_and(|fs| !fs.closing.load(std::sync::atomic::Ordering::Relaxed));
-        open && !self.executor.is_shut_down() && !self.executor.higher_waiting(Class::MountSizing)
+        open && !self.executor.is_shut_down() && !self.executor.higher_busy(Class::MountSizing)
     }
 
     /// Whether the sizing must end (not only pause).
