@@ -18,12 +18,17 @@
 //! index's lock at a time; readers of that format and partition wait at most one step, and what
 //! a step rendered is the index's, never rendered again by a reader.
 //!
-//! **Invariant** (bounded time): a task of either kind stops between two steps when a task of
+//! **Invariant** (bounded time): a deferred stat's step stops between two parts when a task of
 //! a higher class waits (or the executor shuts down) and queues its continuation as a new task
 //! of its class. Requests do not hold it back (a cluster's step waits at most
 //! [`MAX_QUIET_WAIT`] per part for a moment without requests, see [`SizingSteps`]), so a
 //! deferred `stat` becomes exact after at most its steps plus the higher-class tasks the
 //! executor's starvation bound lets pass, however steadily other partitions are read.
+//!
+//! Mount sizing, which no caller waits for, yields more: it starts only while no higher-class
+//! task waits or runs (the executor's rule for its class), and a task of it, or a step of a
+//! shared index, starts only once no request has run for [`QUIET`]; otherwise the task pauses
+//! a quarter of that and queues itself again (a worker is held at most that long).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -168,7 +173,21 @@ impl MountSizing {
             .fs
             .upgrade()
             .is_some_and(|fs| !fs.closing.load(std::sync::atomic::Ordering::Relaxed));
-        open && !self.executor.is_shut_down() && !self.executor.higher_busy(Class::MountSizing)
+        open && !self.executor.is_shut_down()
+            && !self.executor.higher_busy(Class::MountSizing)
+            && requests_quiet()
+    }
+
+    /// Whether `task` was queued again, after a pause of a quarter of [`QUIET`], because
+    /// requests are running (mount sizing yields to them, see [`requests_quiet`]); `false`:
+    /// the caller runs now.
+    fn requeued_for_requests(self: &Arc<Self>, task: impl FnOnce() + Send + 'static) -> bool {
+        if requests_quiet() {
+            return false;
+        }
+        std::thread::sleep(QUIET / 4);
+        self.submit(task);
+        true
     }
 
     /// Whether the sizing must end (not only pause).
@@ -236,10 +255,15 @@ fn start_format(sizing: &Arc<MountSizing>, format: usize) {
 /// higher classes go first between spans); the last lane to run out starts the sequential
 /// phase.
 fn summarize_next(phase: Arc<SpanPhase>) {
-    let sizing = &phase.sizing;
+    let sizing = Arc::clone(&phase.sizing);
     if sizing.stopped() {
         return;
     }
+    let again = Arc::clone(&phase);
+    if sizing.requeued_for_requests(move || summarize_next(again)) {
+        return;
+    }
+    let sizing = &phase.sizing;
     let format = FORMATS[phase.format];
     let Some((part, span)) = phase.jobs.get(phase.next.fetch_add(1, Ordering::Relaxed)) else {
         if phase.lanes_left.fetch_sub(1, Ordering::AcqRel) == 1 {
@@ -285,6 +309,10 @@ fn size_partition(sizing: &Arc<MountSizing>, format: usize, index: usize) {
         start_format(sizing, format + 1);
         return;
     };
+    let again = Arc::clone(sizing);
+    if sizing.requeued_for_requests(move || size_partition(&again, format, index)) {
+        return;
+    }
     let Some(fs) = sizing.fs.upgrade() else { return };
     let f = FORMATS[format];
     let go = || sizing.go();
@@ -397,6 +425,14 @@ impl Drop for StepDone {
 /// that waits on the network starts (see [`SizingSteps`]).
 pub const QUIET: Duration = Duration::from_millis(20);
 
+/// Whether no caller's operation (a filesystem request) has run for [`QUIET`]. Mount sizing
+/// starts a task, and takes a step of a shared index, only then: its steps hold the index's
+/// lock, which the next read of a reader of that stream would wait for. (Deferred stats do not
+/// wait for this on a local source: a caller waits for their result.)
+fn requests_quiet() -> bool {
+    Operation::quiet_for().is_some_and(|q| q >= QUIET)
+}
+
 /// Longest a part of a deferred step of a source that waits on the network waits for [`QUIET`]:
 /// past it the part runs anyway, so the size is exact in bounded time under steady reads.
 pub const MAX_QUIET_WAIT: Duration = Duration::from_secs(1);
@@ -406,7 +442,7 @@ pub const MAX_QUIET_WAIT: Duration = Duration::from_secs(1);
 fn wait_quiet_bounded(ex: &Executor) {
     let deadline = Instant::now() + MAX_QUIET_WAIT;
     while !ex.is_shut_down() && Instant::now() < deadline {
-        if Operation::quiet_for().is_some_and(|q| q >= QUIET) {
+        if requests_quiet() {
             return;
         }
         std::thread::sleep(QUIET / 4);
