@@ -17,12 +17,14 @@
 //!    two files name fuser types.
 //! 7. [`cli`]: the command line and the mount helper, turned into a mount request.
 //!
-//! Beside the layers: [`error`] (the one error type and its errno mapping), [`partitioner`]
+//! Beside the layers: [`error`] (the one error type and its errno mapping), [`executor`] (the one
+//! background executor: a pool of worker threads running work by priority), [`partitioner`]
 //! (Kafka's default partitioner, pure) and `sync` (the poison-tolerant lock every layer uses).
 
 pub mod cli;
 pub mod cluster;
 pub mod error;
+pub mod executor;
 pub mod format;
 pub mod fs;
 pub mod fuse;

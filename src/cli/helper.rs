@@ -28,7 +28,7 @@ pub struct HelperArgs {
 /// Both become `topicfs mount SOURCE MOUNTPOINT ...`: FUSE options stay in `-o`; `ro` also
 /// means `--read-only`; `partitions=N`, `max_partitions=N`, `threads=N`, `isolation=LEVEL`, `sizing_budget=BYTES`,
 /// `server_properties=FILE` and `retention_check_interval_ms=MS` become those flags (`memory_budget=SIZE` and
-/// `render_threads=N` stay `-o` options, which `topicfs mount` reads too); an option with a dot in its name
+/// `background_threads=N` stay `-o` options, which `topicfs mount` reads too); an option with a dot in its name
 /// (`segment.bytes=1048576`) is a log setting (`--config`); options that are for mount(8) or
 /// systemd (`defaults`, `auto`, `noauto`, `user`, `users`, `nouser`, `owner`, `nofail`,
 /// `_netdev`, `x-*`, `comment=*`) are dropped. Anything else is refused, unless `-s`

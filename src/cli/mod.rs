@@ -206,7 +206,8 @@ pub struct MountArgs {
     /// starts; default earliest), auto_commit (closing a group's next after reading all of it
     /// commits its end: at-most-once), fsname=NAME (default: the data dir), subtype=NAME (default:
     /// topicfs), nodev, nosuid, noexec, noatime, dev, suid, exec, atime, sync, async, dirsync; and topicfs's own memory_budget=SIZE and
-    /// render_threads=N (as --memory-budget, --render-threads; -o wins).
+    /// background_threads=N (as --memory-budget, --background-threads; -o wins; render_threads=N
+    /// is its former name).
     ///
     /// Example: -o allow_other,fsname=kafka,gid=analysts,file_mode=0640,dir_mode=0750
     #[arg(short = 'o', value_name = "OPT[,OPT...]", value_delimiter = ',', value_parser = parse_fuse_option)]
@@ -321,11 +322,18 @@ pub struct MountArgs {
     #[arg(long, value_name = "SIZE", value_parser = mount::parse_size)]
     pub key_index_memory: Option<usize>,
 
-    /// Read-ahead render workers, shared by every open stream (never a thread per handle).
-    /// Default: the number of cores. Also `-o render_threads=N`.
+    /// Workers of the mount's one background executor (read-ahead, deferred stats, mount
+    /// sizing, key-index builds and cache writes, by that priority), shared by every open
+    /// stream (never a thread per handle). Default: the number of cores. Also
+    /// `-o background_threads=N`.
     ///
-    /// Example: --render-threads 4
-    #[arg(long, value_name = "N", value_parser = mount::parse_render_threads)]
+    /// Example: --background-threads 4
+    #[arg(long, value_name = "N", value_parser = mount::parse_background_threads)]
+    pub background_threads: Option<usize>,
+
+    /// The former name of --background-threads (also `-o render_threads=N`); the newer name
+    /// wins when both are given.
+    #[arg(long, value_name = "N", value_parser = mount::parse_background_threads)]
     pub render_threads: Option<usize>,
 
     /// log.retention.check.interval.ms: how often a read-write mount deletes segments past

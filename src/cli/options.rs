@@ -199,16 +199,17 @@ impl MountArgs {
             key_index_memory: self
                 .key_index_memory
                 .map_or(crate::storage::key_index::DEFAULT_MEMORY_LIMIT, |n| n as u64),
-            render_threads: self
+            background_threads: self
                 .options
                 .iter()
                 .rev()
                 .find_map(|o| match o {
-                    FuseOption::RenderThreads(n) => Some(*n),
+                    FuseOption::BackgroundThreads(n) => Some(*n),
                     _ => None,
                 })
+                .or(self.background_threads)
                 .or(self.render_threads)
-                .unwrap_or_else(crate::view::readahead::AheadPool::default_threads),
+                .unwrap_or_else(crate::executor::Executor::default_threads),
             isolation: self.isolation,
             sizing_budget: self.sizing_budget,
             cache,

@@ -292,7 +292,7 @@ fn access_flags_and_options_agree_and_flags_win() {
 }
 
 #[test]
-fn memory_budget_and_render_threads_come_from_flags_or_o_options() {
+fn memory_budget_and_background_threads_come_from_flags_or_o_options() {
     let request = |words: &[&str]| -> Result<MountRequest, String> {
         let argv = ["topicfs", "mount", "d", "m"].iter().chain(words);
         let cli = Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
@@ -301,11 +301,16 @@ fn memory_budget_and_render_threads_come_from_flags_or_o_options() {
     };
     let defaults = request(&[]).unwrap();
     assert_eq!(defaults.memory_budget, 64 << 20);
-    assert_eq!(defaults.render_threads, crate::view::readahead::AheadPool::default_threads());
-    let flags = request(&["--memory-budget", "256M", "--render-threads", "4"]).unwrap();
-    assert_eq!((flags.memory_budget, flags.render_threads), (256 << 20, 4));
-    let o = request(&["-o", "ro,memory_budget=1G,render_threads=8"]).unwrap();
-    assert_eq!((o.memory_budget, o.render_threads), (1 << 30, 8));
+    assert_eq!(defaults.background_threads, crate::executor::Executor::default_threads());
+    let flags = request(&["--memory-budget", "256M", "--background-threads", "4"]).unwrap();
+    assert_eq!((flags.memory_budget, flags.background_threads), (256 << 20, 4));
+    let o = request(&["-o", "ro,memory_budget=1G,background_threads=8"]).unwrap();
+    assert_eq!((o.memory_budget, o.background_threads), (1 << 30, 8));
+    // The former names still work; the newer flag wins over the former one.
+    assert_eq!(request(&["--render-threads", "3"]).unwrap().background_threads, 3);
+    assert_eq!(request(&["-o", "render_threads=5"]).unwrap().background_threads, 5);
+    let named = request(&["--render-threads", "3", "--background-threads", "6"]).unwrap();
+    assert_eq!(named.background_threads, 6);
     assert!(o.read_only);
     // -o wins over the flag.
     let both = request(&["--memory-budget", "1M", "-o", "memory_budget=2M"]).unwrap();
@@ -316,17 +321,23 @@ fn memory_budget_and_render_threads_come_from_flags_or_o_options() {
         &["--memory-budget", "lots"][..],
         &["--memory-budget", "-1"],
         &["--render-threads", "0"],
-        &["--render-threads", "65"],
+        &["--background-threads", "0"],
+        &["--background-threads", "65"],
+        &["-o", "background_threads=x"],
         &["-o", "render_threads=x"],
         &["-o", "memory_budget=12Q"],
     ] {
         assert!(request(bad).is_err(), "{bad:?} accepted");
     }
     // fstab: both stay -o options.
-    let h = helper(&["mount.topicfs", "d", "m", "-o", "ro,memory_budget=128M,render_threads=2"])
-        .unwrap()
-        .unwrap();
-    assert_eq!(h.args, os(&["mount", "d", "m", "-o", "ro,memory_budget=128M,render_threads=2"]));
+    let h =
+        helper(&["mount.topicfs", "d", "m", "-o", "ro,memory_budget=128M,background_threads=2"])
+            .unwrap()
+            .unwrap();
+    assert_eq!(
+        h.args,
+        os(&["mount", "d", "m", "-o", "ro,memory_budget=128M,background_threads=2"])
+    );
 }
 
 #[test]

@@ -140,6 +140,9 @@ impl TopicFs {
                 }
             }
         }
+        // Background work ends before the source does: queued tasks are dropped, running
+        // ones (a sizing step checks `closing`) finish, and the workers are joined.
+        self.executor().shutdown();
         self.source.shutdown()?;
         *shut_down = true;
         Ok(())

@@ -388,7 +388,7 @@ impl TopicFs {
             StreamRef::Partition(s) => match s.stat_size()? {
                 StatSize::Now(size) => size,
                 StatSize::Deferred => {
-                    self.sizing_steps.continue_sizing(s);
+                    self.sizing_steps.continue_sizing(s, self.executor());
                     None
                 }
             },

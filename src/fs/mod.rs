@@ -64,6 +64,7 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use crate::error::{Error, Result};
+use crate::executor::Executor;
 use crate::format::Timestamp;
 use crate::source::SegmentSummary;
 use crate::source::{GroupStore, TopicSource};
@@ -205,7 +206,10 @@ impl std::fmt::Debug for TopicFs {
 impl TopicFs {
     /// A filesystem over `source`.
     pub fn new(source: Arc<dyn TopicSource>, options: FsOptions) -> TopicFs {
-        let ahead = AheadPool::default();
+        let ahead = AheadPool::new(
+            Executor::default(),
+            Arc::new(crate::view::budget::MemoryBudget::default()),
+        );
         TopicFs {
             source,
             streams: StreamRegistry::new().with_budget(ahead.budget()),
@@ -277,11 +281,11 @@ impl TopicFs {
     }
 
     /// The same filesystem with a memory budget of `budget_bytes` for rendered bytes held
-    /// beyond a request (read-ahead windows, kept renderings) and `render_threads` read-ahead
-    /// workers (defaults: [`crate::view::budget::DEFAULT_MEMORY_BUDGET`], one per core). Call
-    /// before the first request.
-    pub fn with_limits(self, budget_bytes: usize, render_threads: usize) -> TopicFs {
-        self.with_shared_limits(MemoryBudget::new(budget_bytes), render_threads)
+    /// beyond a request (read-ahead windows, kept renderings) and `background_threads` workers
+    /// of its background executor (defaults: [`crate::view::budget::DEFAULT_MEMORY_BUDGET`],
+    /// one per core). Call before the first request.
+    pub fn with_limits(self, budget_bytes: usize, background_threads: usize) -> TopicFs {
+        self.with_shared_limits(MemoryBudget::new(budget_bytes), background_threads)
     }
 
     /// [`TopicFs::with_limits`] with a budget the caller shares with the backend (a cluster
@@ -289,9 +293,10 @@ impl TopicFs {
     pub fn with_shared_limits(
         mut self,
         budget: Arc<MemoryBudget>,
-        render_threads: usize,
+        background_threads: usize,
     ) -> TopicFs {
-        self.ahead = AheadPool::new(render_threads, budget);
+        self.ahead.executor().shutdown();
+        self.ahead = AheadPool::new(Executor::new(background_threads), budget);
         let isolation = self.streams.isolation();
         self.streams = StreamRegistry::with_isolation(isolation).with_budget(self.ahead.budget());
         self
@@ -309,6 +314,12 @@ impl TopicFs {
     /// The mount's read-ahead pool and memory budget (for statistics and tests).
     pub fn read_ahead_pool(&self) -> &AheadPool {
         &self.ahead
+    }
+
+    /// The mount's background executor (read-ahead, deferred stats, mount sizing; see
+    /// [`crate::executor`]).
+    pub fn executor(&self) -> &Executor {
+        self.ahead.executor()
     }
 
     /// The options this filesystem was built with.

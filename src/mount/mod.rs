@@ -82,7 +82,7 @@ use self::mountinfo::fuse_connection;
 pub use self::mountinfo::mount_entry;
 pub use self::request::{
     Access, ClusterMount, DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, FuseOption, MountRequest,
-    parse_cache_dir, parse_group, parse_mode, parse_render_threads, parse_size, parse_user,
+    parse_background_threads, parse_cache_dir, parse_group, parse_mode, parse_size, parse_user,
 };
 pub use self::retention::RETENTION_CHECK_INTERVAL;
 use self::retention::Retention;
@@ -376,7 +376,7 @@ fn mount_and_serve(request: &MountRequest, signals: SigSet, reporter: &mut Repor
             .with_internal_topics(request.fuse_options.contains(&FuseOption::ShowInternal))
             .with_max_partitions(request.max_partitions)
             .with_auto_commit(request.fuse_options.contains(&FuseOption::AutoCommit))
-            .with_shared_limits(budget, request.render_threads)
+            .with_shared_limits(budget, request.background_threads)
             .with_memory_release(memory::return_freed_memory),
     );
     let config = session_config(request, &data_dir)?;

@@ -64,8 +64,9 @@ pub enum FuseOption {
     DirMode(u16),
     /// `memory_budget=SIZE`: same as `--memory-budget` (topicfs's, not the kernel's).
     MemoryBudget(usize),
-    /// `render_threads=N`: same as `--render-threads`.
-    RenderThreads(usize),
+    /// `background_threads=N` (or its former name `render_threads=N`): same as
+    /// `--background-threads`.
+    BackgroundThreads(usize),
     /// `cache_dir=DIR`: same as `--cache-dir`; `cache_dir=none` turns the segment cache off.
     CacheDir(Option<PathBuf>),
     /// `cache_size=SIZE`: same as `--cache-size`.
@@ -116,8 +117,11 @@ impl FromStr for FuseOption {
                     FuseOption::DirMode(parse_mode("dir_mode", mode)?)
                 } else if let Some(size) = s.strip_prefix("memory_budget=") {
                     FuseOption::MemoryBudget(parse_size(size)?)
-                } else if let Some(n) = s.strip_prefix("render_threads=") {
-                    FuseOption::RenderThreads(parse_render_threads(n)?)
+                } else if let Some(n) = s
+                    .strip_prefix("background_threads=")
+                    .or_else(|| s.strip_prefix("render_threads="))
+                {
+                    FuseOption::BackgroundThreads(parse_background_threads(n)?)
                 } else if let Some(dir) = s.strip_prefix("cache_dir=") {
                     FuseOption::CacheDir(parse_cache_dir(dir)?)
                 } else if let Some(size) = s.strip_prefix("cache_size=") {
@@ -128,7 +132,7 @@ impl FromStr for FuseOption {
                          default_permissions, auto_unmount, ro, rw, no_passthrough, \
                          show_internal, allow_non_log_dir, auto_offset_reset=earliest|latest, auto_commit, \
                          fsname=NAME, subtype=NAME, uid=USER, gid=GROUP, umask=MODE, \
-                         file_mode=MODE, dir_mode=MODE, memory_budget=SIZE, render_threads=N, \
+                         file_mode=MODE, dir_mode=MODE, memory_budget=SIZE, background_threads=N, \
                          cache_dir=DIR|none, cache_size=SIZE, {})",
                         FLAGS.join(", ")
                     )));
@@ -261,12 +265,14 @@ pub fn parse_size(s: &str) -> Result<usize> {
     n.checked_mul(1 << shift).ok_or_else(|| Error::Usage(format!("{s:?}: too large")))
 }
 
-/// A number of render threads: 1 to [`crate::view::readahead::MAX_RENDER_THREADS`].
-pub fn parse_render_threads(s: &str) -> Result<usize> {
-    let max = crate::view::readahead::MAX_RENDER_THREADS;
+/// A number of background workers: 1 to [`crate::executor::MAX_THREADS`].
+pub fn parse_background_threads(s: &str) -> Result<usize> {
+    let max = crate::executor::MAX_THREADS;
     match s.trim().parse::<usize>() {
         Ok(n) if (1..=max).contains(&n) => Ok(n),
-        _ => Err(Error::Usage(format!("render_threads={s:?}: expected a number from 1 to {max}"))),
+        _ => Err(Error::Usage(format!(
+            "background_threads={s:?}: expected a number from 1 to {max}"
+        ))),
     }
 }
 
@@ -311,8 +317,8 @@ pub struct MountRequest {
     /// `--key-index-memory`: bytes of sealed key indexes held in memory (see
     /// [`crate::storage::key_index::set_memory_limit`]).
     pub key_index_memory: u64,
-    /// Read-ahead render workers.
-    pub render_threads: usize,
+    /// `--background-threads`: workers of the background executor ([`crate::executor`]).
+    pub background_threads: usize,
     /// Which records of transactions streams show.
     pub isolation: crate::view::txn::Isolation,
     /// `--sizing-budget`: log bytes a stream's stat/open may render (the log dir's

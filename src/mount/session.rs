@@ -172,7 +172,7 @@ pub(super) fn session_config(request: &MountRequest, data_dir: &Path) -> Result<
             | FuseOption::FileMode(_)
             | FuseOption::DirMode(_)
             | FuseOption::MemoryBudget(_)
-            | FuseOption::RenderThreads(_)
+            | FuseOption::BackgroundThreads(_)
             | FuseOption::CacheDir(_)
             | FuseOption::CacheSize(_) => {}
             FuseOption::AutoUnmount => auto_unmount = true,

@@ -1,14 +1,16 @@
-//! Read-ahead for streams read sequentially: a mount-wide pool of render workers renders the
-//! next windows of the handles reading in order while their readers' threads hand the current
-//! ones to the kernel, within the mount's memory budget.
+//! Read-ahead for streams read sequentially: the mount's background executor
+//! ([`crate::executor`], class [`Class::ReadAhead`], its highest) renders the next windows of
+//! the handles reading in order while their readers' threads hand the current ones to the
+//! kernel, within the mount's memory budget.
 //!
 //! Rendering a window (read the batches, check, decode, render) costs more than handing it
 //! over (the FUSE reply, which the kernel copies into the reader's buffer); done one after the
 //! other they add up. A [`ReadAhead`] belongs to one open handle. After two reads in a row that
 //! each returned a whole window of at least [`MIN_AHEAD_WINDOW`] bytes the handle *reads
-//! ahead*: it queues itself on the mount's [`AheadPool`], whose workers (a fixed number, see
-//! [`AheadPool::new`]; never one per handle) each claim the handle's next window of the same
-//! size, render it, file it, and queue the handle again while it has room. Up to
+//! ahead*: it queues itself on the mount's [`AheadPool`], one executor task per window (the
+//! executor's workers are a fixed number; never a thread per handle), each claiming the
+//! handle's next window of the same size, rendering it, filing it, and queueing the handle
+//! again while it has room. Up to
 //! [`MAX_PARALLEL`] windows of one handle render at once (a stream serves any offset from the
 //! checkpoint before it), so one reader keeps the cores busy; the queue is first in, first
 //! out, one window per turn, so handles take turns. The next read at the expected offset takes
@@ -39,13 +41,15 @@
 //! only while a worker is rendering the window at its offset (it is in `reading`, which holds
 //! windows of the current epoch only). Every removal from `reading` (a window filed, the
 //! windows dropped by any thread's read elsewhere or by the close) notifies under the handle's
-//! lock. A worker waits only on the pool's queue, and every push notifies one worker under the
-//! queue's lock.
+//! lock. A worker waits only on the executor's queue (see its own no-lost-wake-up invariant).
+//! A window queued when the executor shuts down is dropped unrendered: its handle's `queued`
+//! count stays up, so the handle claims nothing more and its reader reads directly.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Condvar, Mutex};
 
 use crate::error::Result;
+use crate::executor::{Blocking, Class, Executor};
 use crate::sync::lock;
 use crate::view::budget::{MemoryBudget, Reservation, Streaming};
 
@@ -63,9 +67,6 @@ const STREAK_TO_START: u32 = 2;
 /// Most windows of one handle rendering (or queued to render) at once.
 pub const MAX_PARALLEL: usize = 2;
 
-/// Most render workers a pool may have.
-pub const MAX_RENDER_THREADS: usize = 64;
-
 /// What a [`ReadAhead`] reads from.
 pub trait AheadSource: Send + Sync {
     /// Up to `len` bytes at file offset `offset`: exactly what a full read has there, fewer only
@@ -73,123 +74,52 @@ pub trait AheadSource: Send + Sync {
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>>;
     /// Whether bytes at `offset` read earlier may still be served (their records exist).
     fn holds(&self, offset: u64) -> Result<bool>;
+    /// Whether a read may wait on the network (a cluster's Fetch), not only on the CPU and
+    /// local disk.
+    fn waits_on_network(&self) -> bool {
+        false
+    }
 }
 
-/// The render workers of a mount and the budget their windows come out of. Cheap to clone
-/// (every clone is the same pool). Workers start on first use, up to the configured number,
-/// and end when the last clone is dropped.
+/// The mount's read-ahead: the background executor its windows render on (class
+/// [`Class::ReadAhead`], the highest) and the budget they come out of. Cheap to clone (every
+/// clone is the same pool).
 #[derive(Clone)]
 pub struct AheadPool {
-    inner: Arc<PoolOwner>,
-}
-
-/// Dropped with the last [`AheadPool`]: tells the workers to end.
-struct PoolOwner {
-    pool: Arc<Pool>,
+    inner: Arc<Pool>,
 }
 
 struct Pool {
     budget: Arc<MemoryBudget>,
-    threads: usize,
-    queue: Mutex<Queue>,
-    work: Condvar,
-}
-
-#[derive(Default)]
-struct Queue {
-    /// Handles with room for one more window, once per window they may claim.
-    jobs: VecDeque<Arc<Shared>>,
-    /// Workers started.
-    started: usize,
-    shutdown: bool,
+    executor: Executor,
 }
 
 impl AheadPool {
-    /// A pool of `threads` workers (1 to [`MAX_RENDER_THREADS`]) over `budget`.
-    pub fn new(threads: usize, budget: Arc<MemoryBudget>) -> AheadPool {
-        let threads = threads.clamp(1, MAX_RENDER_THREADS);
-        let pool =
-            Pool { budget, threads, queue: Mutex::new(Queue::default()), work: Condvar::new() };
-        AheadPool { inner: Arc::new(PoolOwner { pool: Arc::new(pool) }) }
-    }
-
-    /// The number of workers: the machine's cores (what `std::thread::available_parallelism`
-    /// reports), at most [`MAX_RENDER_THREADS`].
-    pub fn default_threads() -> usize {
-        std::thread::available_parallelism().map_or(2, |n| n.get()).min(MAX_RENDER_THREADS)
+    /// Read-ahead on `executor` over `budget`.
+    pub fn new(executor: Executor, budget: Arc<MemoryBudget>) -> AheadPool {
+        AheadPool { inner: Arc::new(Pool { budget, executor }) }
     }
 
     /// The budget windows are reserved from.
     pub fn budget(&self) -> &Arc<MemoryBudget> {
-        &self.inner.pool.budget
+        &self.inner.budget
     }
 
-    /// The configured number of workers.
-    pub fn threads(&self) -> usize {
-        self.inner.pool.threads
-    }
-
-    /// Workers started so far.
-    pub fn started(&self) -> usize {
-        lock(&self.inner.pool.queue).started
-    }
-}
-
-impl Default for AheadPool {
-    fn default() -> AheadPool {
-        AheadPool::new(AheadPool::default_threads(), Arc::new(MemoryBudget::default()))
-    }
-}
-
-impl Drop for PoolOwner {
-    fn drop(&mut self) {
-        let mut queue = lock(&self.pool.queue);
-        queue.shutdown = true;
-        queue.jobs.clear();
-        self.pool.work.notify_all();
+    /// The executor windows render on.
+    pub fn executor(&self) -> &Executor {
+        &self.inner.executor
     }
 }
 
 impl Pool {
-    /// Queues `handle` for one window, starting a worker if fewer than configured run.
+    /// Queues one window of `handle` on the executor. A window of a source that may wait on
+    /// the network is a [`Blocking::Network`] task: a slow partition's windows do not take the
+    /// workers from the other handles' read-ahead (see [`crate::executor`]).
     fn push(self: &Arc<Self>, handle: Arc<Shared>) {
-        let mut queue = lock(&self.queue);
-        if queue.shutdown {
-            return;
-        }
-        queue.jobs.push_back(handle);
-        self.work.notify_one();
-        if queue.started < self.threads {
-            let pool = Arc::clone(self);
-            let spawned =
-                std::thread::Builder::new().name("topicfs-render".into()).spawn(move || pool.run());
-            match spawned {
-                Ok(_) => queue.started += 1,
-                // The workers already started serve the queue; with none, handles read on
-                // demand (a read finds no window and renders itself).
-                Err(e) => log::warn!("no render worker thread ({e}); reading on demand"),
-            }
-        }
-    }
-
-    /// A worker: renders one window of the first queued handle at a time, until shutdown.
-    fn run(self: Arc<Self>) {
-        loop {
-            let handle = {
-                let mut queue = lock(&self.queue);
-                loop {
-                    if queue.shutdown {
-                        return;
-                    }
-                    if let Some(h) = queue.jobs.pop_front() {
-                        break h;
-                    }
-                    queue =
-                        self.work.wait(queue).unwrap_or_else(std::sync::PoisonError::into_inner);
-                }
-            };
-            self.render_one(&handle);
-        }
+        let pool = Arc::clone(self);
+        let blocking =
+            if handle.source.waits_on_network() { Blocking::Network } else { Blocking::No };
+        self.executor.submit(Class::ReadAhead, blocking, move || pool.render_one(&handle));
     }
 
     /// Claims, renders and files the next window of `handle`, if it still wants one and the
@@ -311,7 +241,7 @@ impl ReadAhead {
     }
 
     fn pool(&self) -> &Arc<Pool> {
-        &self.pool.inner.pool
+        &self.pool.inner
     }
 
     /// Up to `len` bytes at `offset`, as [`AheadSource::read_at`] returns them.
@@ -425,7 +355,7 @@ mod tests {
     use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
     fn pool() -> AheadPool {
-        AheadPool::new(2, MemoryBudget::new(64 << 20))
+        AheadPool::new(Executor::new(2), MemoryBudget::new(64 << 20))
     }
 
     /// A growing file of `len` bytes (byte `i` is `i % 251`), with a failure at `bad` and
@@ -495,7 +425,7 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(50));
         assert_eq!(model.reads.load(Ordering::SeqCst), 11, "every read was direct");
         assert!(lock(&ahead.shared.state).streaming.is_none());
-        assert_eq!(ahead.pool.started(), 0, "no worker started");
+        assert_eq!(ahead.pool.executor().waiting(), 0, "no window queued");
     }
 
     #[test]
@@ -682,7 +612,7 @@ mod tests {
         // A budget smaller than one window: nothing is ever read ahead, every read is direct
         // and exact.
         let model = Model::new(3_000_000, None);
-        let pool = AheadPool::new(2, MemoryBudget::new(32 << 10));
+        let pool = AheadPool::new(Executor::new(2), MemoryBudget::new(32 << 10));
         let ahead = ReadAhead::new(model.clone(), &pool);
         let (bytes, err) = read_all(&ahead, 65536);
         assert!(err.is_none());
@@ -695,7 +625,7 @@ mod tests {
     #[test]
     fn many_handles_share_the_pool_and_the_budget_and_read_exactly_their_bytes() {
         let budget = MemoryBudget::new(1 << 20);
-        let pool = AheadPool::new(3, Arc::clone(&budget));
+        let pool = AheadPool::new(Executor::new(3), Arc::clone(&budget));
         let len = 2_000_000u64;
         let model = Model::new(len, None);
         let peak = Arc::new(AtomicUsize::new(0));
@@ -721,7 +651,6 @@ mod tests {
         for r in readers {
             r.join().unwrap();
         }
-        assert!(pool.started() <= 3, "{} workers", pool.started());
         // Windows read ahead stay within the limit; direct reads in flight (40 readers, one
         // window each) may add to it.
         let bound = (1 << 20) + 40 * 131072;
@@ -734,7 +663,7 @@ mod tests {
     #[test]
     fn the_fair_share_caps_what_each_handle_reads_ahead() {
         let budget = MemoryBudget::new(1 << 20);
-        let pool = AheadPool::new(2, Arc::clone(&budget));
+        let pool = AheadPool::new(Executor::new(2), Arc::clone(&budget));
         let model = Model::new(u64::MAX / 2, None);
         let handles: Vec<ReadAhead> =
             (0..4).map(|_| ReadAhead::new(model.clone(), &pool)).collect();

@@ -203,7 +203,7 @@ fn a_broker_compacting_and_deleting_segments_under_a_read_only_mount_keeps_sizes
 
     // A first mount learns every sealed segment (background sizing), in every format.
     let m = mount(&data, &cache, u64::MAX);
-    TopicFs::start_background_sizing(&m.fs).unwrap().join().unwrap();
+    TopicFs::start_background_sizing(&m.fs).join().unwrap();
     let all = lines(0..60);
     assert_eq!(m.read_all("t/0/by-offset/0"), all);
     m.unmount();

@@ -271,7 +271,7 @@ fn background_sizing_makes_a_new_directorys_sizes_exact_and_fills_the_cache() {
     let all = written(&data, None);
     // A first mount of this directory: nothing cached, one batch per stat.
     let m = mount(&data, Some(&cache), 1, false);
-    TopicFs::start_background_sizing(&m.fs).unwrap().join().unwrap();
+    TopicFs::start_background_sizing(&m.fs).join().unwrap();
     assert_every_format_exact_at_the_first_stat(&m, &all);
     m.unmount();
     assert!(entries(&cache).len() > 20, "the sealed segments were summarized");
@@ -291,14 +291,14 @@ fn background_sizing_summarizes_sealed_segments_on_several_threads_with_the_same
     let (data, cache) = (tmp.path().join("data"), tmp.path().join("cache"));
     let all = written(&data, None);
     let m = mount(&data, Some(&cache), 1, false);
-    TopicFs::start_background_sizing_with(&m.fs, 3).unwrap().join().unwrap();
+    TopicFs::start_background_sizing_with(&m.fs, 3).join().unwrap();
     assert_every_format_exact_at_the_first_stat(&m, &all);
     m.unmount();
     let summarized = entries(&cache).len();
     assert!(summarized > 20, "the sealed segments were summarized: {summarized}");
     // A remount on one thread finds everything summarized: the same cache, nothing new.
     let again = mount(&data, Some(&cache), 1, false);
-    TopicFs::start_background_sizing_with(&again.fs, 1).unwrap().join().unwrap();
+    TopicFs::start_background_sizing_with(&again.fs, 1).join().unwrap();
     for (f, bytes) in FORMATS.iter().zip(&all) {
         assert_eq!(again.size(&format!("t/0/by-offset/0{f}")), bytes.len() as u64);
     }
@@ -313,7 +313,7 @@ fn background_sizing_leaves_a_partition_without_sealed_segments_or_cache_alone()
     let all = written(&data, None);
     // No cache: nothing is kept across remounts, so nothing is sized ahead of readers.
     let m = mount(&data, None, 1, false);
-    TopicFs::start_background_sizing(&m.fs).unwrap().join().unwrap();
+    TopicFs::start_background_sizing(&m.fs).join().unwrap();
     assert_eq!(m.size("t/0/by-offset/0"), 0);
     assert_eq!(m.read_all("t/0/by-offset/0"), all[0]);
     m.unmount();
@@ -356,7 +356,7 @@ fn a_remount_knows_the_active_segments_prefix_from_the_cache_until_it_is_truncat
     w.unmount();
     // Background sizing, reaching the end, stores the active segment's prefix to there.
     let m = mount(&data, Some(&cache), 1, false);
-    TopicFs::start_background_sizing(&m.fs).unwrap().join().unwrap();
+    TopicFs::start_background_sizing(&m.fs).join().unwrap();
     m.unmount();
     assert_eq!(prefix_entries(&cache).len(), 1, "one prefix entry: the active segment's");
     let txn_entries = std::fs::read_dir(&cache)

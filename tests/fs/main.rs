@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod background_fs;
 mod cache_fs;
 mod config_fs;
 mod fs_ops;

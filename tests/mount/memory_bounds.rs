@@ -1,5 +1,5 @@
 //! Many open streams through a real mount: the daemon's memory and threads are bounded by its
-//! settings (`--memory-budget`, `--render-threads`, `--threads`), not by the number of open
+//! settings (`--memory-budget`, `--background-threads`, `--threads`), not by the number of open
 //! handles, memory comes back after the handles close, and every handle still reads exactly
 //! its records. The data is small (tens of MB) so that the test runs in seconds; what is
 //! measured is the daemon's `/proc/<pid>/status` (`VmHWM`, `VmRSS`, `Threads`), never time.

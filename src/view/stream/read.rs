@@ -457,4 +457,9 @@ impl crate::view::readahead::AheadSource for Stream {
     fn holds(&self, offset: u64) -> Result<bool> {
         Stream::holds(self, offset)
     }
+
+    /// A source without local segment files (a cluster) fetches over the network.
+    fn waits_on_network(&self) -> bool {
+        Stream::waits_on_network(self)
+    }
 }

@@ -231,28 +231,39 @@ impl StreamRegistry {
         old: &Arc<RenderIndex>,
     ) -> Result<Arc<RenderIndex>> {
         let key = (part.topic().to_string(), part.partition(), format);
-        let mut indexes = lock(&self.indexes);
-        if let Some(index) = indexes.get(&key).filter(|i| !Arc::ptr_eq(i, old)) {
+        if let Some(index) = lock(&self.indexes).get(&key).filter(|i| !Arc::ptr_eq(i, old)) {
             return Ok(Arc::clone(index));
         }
+        // Built outside the mount-wide lock (it asks the source), then checked again.
         let mut index = RenderIndex::new(part, format)?;
         index.txn = self.tracker(part);
-        let index = Arc::new(index);
-        indexes.insert(key, Arc::clone(&index));
-        Ok(index)
+        let mut indexes = lock(&self.indexes);
+        match indexes.get(&key) {
+            Some(current) if !Arc::ptr_eq(current, old) => Ok(Arc::clone(current)),
+            _ => {
+                let index = Arc::new(index);
+                indexes.insert(key, Arc::clone(&index));
+                Ok(index)
+            }
+        }
     }
 
     /// The render index of `part` in `format`, created (empty) on first use.
+    ///
+    /// **Invariant** (no I/O under the mount-wide lock): `indexes` is held only to look up and
+    /// to insert. A new index is built (a `summary()` and a `seek()` of the source: a readdir
+    /// or a ListOffsets) outside it, so a partition whose source stalls delays no other
+    /// partition's open; two callers racing build one each and the first inserted is the one
+    /// everybody uses (the other is dropped unused).
     pub fn index(&self, part: &dyn PartitionSource, format: Format) -> Result<Arc<RenderIndex>> {
         let key = (part.topic().to_string(), part.partition(), format);
-        let mut indexes = lock(&self.indexes);
-        if let Some(index) = indexes.get(&key) {
+        if let Some(index) = lock(&self.indexes).get(&key) {
             return Ok(Arc::clone(index));
         }
         let mut index = RenderIndex::new(part, format)?;
         index.txn = self.tracker(part);
-        let index = Arc::new(index);
-        indexes.insert(key, Arc::clone(&index));
-        Ok(index)
+        let mut indexes = lock(&self.indexes);
+        let index = indexes.entry(key).or_insert_with(|| Arc::new(index));
+        Ok(Arc::clone(index))
     }
 }

@@ -93,14 +93,15 @@ impl Stream {
         Ok(StatSize::Now(self.known_size()?))
     }
 
-    /// One step of sizing left to the background by a deferred [`Stream::stat_size`]: the
-    /// source's sizing budget of log, towards the log end, in parts of at most `part_bytes`,
-    /// each under the index's lock once `go` says so (`false`: stop). The first read of the
-    /// step is asked of the source before the index is locked (a cluster keeps that Fetch's
-    /// answer for the step), so opens, stats and reads of the index wait for a part's
-    /// rendering at most, never for the source or the whole budget. The next `stat` shows
-    /// the size if the step reached the end.
-    pub fn size_step(&self, part_bytes: u64, go: &dyn Fn() -> bool) -> Result<()> {
+    /// One step of sizing left to the background by a deferred [`Stream::stat_size`]: `budget`
+    /// bytes of log (at first the source's [`Stream::sizing_budget`]), towards the log end, in
+    /// parts of at most `part_bytes`, each under the index's lock once `go` says so. The first
+    /// read of the step is asked of the source before the index is locked (a cluster keeps that
+    /// Fetch's answer for the step), so opens, stats and reads of the index wait for a part's
+    /// rendering at most, never for the source or the whole budget. The next `stat` shows the
+    /// size if the step reached the end. Returns the bytes of the budget left when `go` stopped
+    /// it (0: the budget is spent or the end reached), for the caller to continue later.
+    pub fn size_step(&self, part_bytes: u64, budget: u64, go: &dyn Fn() -> bool) -> Result<u64> {
         let frontier = lock(&self.index.state).frontier().cursor;
         if let Err(e) = self
             .part
@@ -114,16 +115,30 @@ impl Stream {
                 self.part.partition()
             );
         }
-        let budget = self.part.known().sizing_budget;
         let part_bytes = part_bytes.clamp(1, budget.max(1));
         let mut spent = 0u64;
-        while spent < budget && go() {
+        while spent < budget {
+            if !go() {
+                return Ok(budget - spent);
+            }
             if self.index.size_step(self.part.as_ref(), part_bytes)? {
                 break;
             }
             spent = spent.saturating_add(part_bytes);
         }
-        Ok(())
+        Ok(0)
+    }
+
+    /// Whether reading the stream may wait on the network: its source has no local segment
+    /// files (a cluster).
+    pub fn waits_on_network(&self) -> bool {
+        self.part.segment_files().is_none()
+    }
+
+    /// Log bytes one deferred sizing step renders: the source's
+    /// [`sizing_budget`](crate::source::Known::sizing_budget).
+    pub fn sizing_budget(&self) -> u64 {
+        self.part.known().sizing_budget
     }
 
     /// Whether `self` and `other` are sized together (one render index): a sizing step of
