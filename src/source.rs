@@ -755,10 +755,8 @@ pub trait SegmentFiles: Send + Sync {
     /// Segments in base-offset order.
     fn segments(&self) -> Result<Vec<SegmentSummary>>;
     /// The segment whose base offset is `base_offset`, if any (what [`Self::segments`] lists
-    /// for it). The default looks through `segments()`.
-    fn segment_summary(&self, base_offset: Offset) -> Result<Option<SegmentSummary>> {
-        Ok(self.segments()?.into_iter().find(|s| s.base_offset == base_offset))
-    }
+    /// for it).
+    fn segment_summary(&self, base_offset: Offset) -> Result<Option<SegmentSummary>>;
     /// Reads the raw bytes of one segment file at `pos` (the preallocated zero tail of an active
     /// index is not shown: the file ends at its last valid entry).
     fn read_segment_file(
@@ -772,33 +770,27 @@ pub trait SegmentFiles: Send + Sync {
     /// exactly what [`SegmentFiles::read_segment_file`] returns and will not change: the
     /// mount hands it to the kernel, which then reads it without asking (FUSE passthrough).
     /// `None` for the active segment and for a file whose on-disk size differs from the size
-    /// shown (an index left untrimmed by a crash). The default is `None`.
+    /// shown (an index left untrimmed by a crash).
     fn sealed_segment_file(
         &self,
-        _base_offset: Offset,
-        _kind: SegmentFileKind,
-    ) -> Result<Option<std::fs::File>> {
-        Ok(None)
-    }
+        base_offset: Offset,
+        kind: SegmentFileKind,
+    ) -> Result<Option<std::fs::File>>;
     /// Files of segment `base_offset` whose bytes on disk the source found damaged and serves
     /// repaired instead (an index rebuilt in memory from the `.log` on a read-only mount), as
-    /// (file, byte position of the damage on disk, what is wrong there). Empty by default.
+    /// (file, byte position of the damage on disk, what is wrong there).
     fn repaired_segment_files(
         &self,
-        _base_offset: Offset,
-    ) -> Result<Vec<(SegmentFileKind, u64, String)>> {
-        Ok(Vec::new())
-    }
+        base_offset: Offset,
+    ) -> Result<Vec<(SegmentFileKind, u64, String)>>;
     /// Where the stored byte `delta` bytes after the batch start at `cursor` lies, as (a file
     /// name, a byte position in it), when the cursor's hint names a segment of this source;
     /// `None` otherwise (see `<dyn PartitionSource>::byte_location`).
     fn byte_location(&self, cursor: &ReadCursor, delta: u64) -> Option<(String, u64)>;
     /// Files the source could not serve at all or in part: names that are not regular files
     /// (refused unopened, see `storage::open`), bytes that are not batches after the last
-    /// whole batch of the active segment. Empty by default.
-    fn file_problems(&self) -> Result<Vec<FileProblem>> {
-        Ok(Vec::new())
-    }
+    /// whole batch of the active segment.
+    fn file_problems(&self) -> Result<Vec<FileProblem>>;
 }
 
 /// One record a [`KeyIndex`] found: its offset and, when its batch is transactional, the

@@ -973,3 +973,33 @@ fn a_shutdown_with_many_unsynced_segments_makes_them_durable_at_once_and_checkpo
     assert!(d.had_clean_shutdown());
     assert_eq!(d.log("t", 0).unwrap().log_end_offset(), ends.0);
 }
+
+/// The seam's `known()`: a writable log states its bounds and last change without I/O, exactly
+/// what its summary says; a read-only one states neither (its summary looks at the directory
+/// again, a broker may write it). Every shape of `append` records writes the same records.
+#[test]
+fn a_writable_log_knows_its_bounds_without_io_and_a_read_only_one_asks() {
+    use topicfs::format::RecordRef;
+    use topicfs::source::{PartitionSource, Records};
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let (_d, log) = open_log(tmp.path(), &small_config());
+        let part: Arc<dyn PartitionSource> = log.clone();
+        part.append(Records::Owned(&[record(1000, "a")])).unwrap();
+        part.append(Records::Borrowed(&[RecordRef::value_only(b"b")])).unwrap();
+        let info =
+            part.append(Records::ValueLines { head: Some(b"c"), lines: b"d\ne\nnot" }).unwrap();
+        assert_eq!((info.first_offset, info.last_offset), (Offset(2), Offset(4)));
+        let values: Vec<String> = read_all(&log, Offset(0)).into_iter().map(|r| r.2).collect();
+        assert_eq!(values, ["a", "b", "c", "d", "e"]);
+        let (known, summary) = (part.known(), part.summary().unwrap());
+        assert_eq!(known.bounds, Some((summary.log_start_offset, summary.log_end_offset)));
+        assert_eq!(known.last_modified, Some(summary.last_modified));
+        assert_eq!((known.rewrites, known.sizing_budget), (0, log.sizing_budget()));
+    }
+    let d = LogDir::open_read_only(tmp.path(), small_config()).unwrap();
+    let part: Arc<dyn PartitionSource> = d.log("t", 0).unwrap();
+    let known = part.known();
+    assert_eq!((known.bounds, known.last_modified), (None, None));
+    assert_eq!(part.summary().unwrap().log_end_offset, Offset(5));
+}

@@ -3,6 +3,7 @@
 mod view_support;
 
 mod topic_views;
+mod txn_engine;
 mod view_engine;
 mod view_render;
 mod view_spec;

@@ -351,6 +351,22 @@ impl SegmentFiles for MemPartition {
     fn byte_location(&self, _cursor: &ReadCursor, _delta: u64) -> Option<(String, u64)> {
         None
     }
+
+    fn segment_summary(&self, base_offset: Offset) -> Result<Option<SegmentSummary>> {
+        Ok(self.segments()?.into_iter().find(|s| s.base_offset == base_offset))
+    }
+
+    fn sealed_segment_file(&self, _: Offset, _: SegmentFileKind) -> Result<Option<std::fs::File>> {
+        Ok(None)
+    }
+
+    fn repaired_segment_files(&self, _: Offset) -> Result<Vec<(SegmentFileKind, u64, String)>> {
+        Ok(Vec::new())
+    }
+
+    fn file_problems(&self) -> Result<Vec<topicfs::source::FileProblem>> {
+        Ok(Vec::new())
+    }
 }
 
 /// A record with this value (and key `k<value>`), timestamp `ts`.

@@ -117,6 +117,18 @@ impl SegmentFiles for Segments {
     fn byte_location(&self, _: &ReadCursor, _: u64) -> Option<(String, u64)> {
         None
     }
+    fn segment_summary(&self, base_offset: Offset) -> Result<Option<SegmentSummary>> {
+        Ok(self.segments()?.into_iter().find(|s| s.base_offset == base_offset))
+    }
+    fn sealed_segment_file(&self, _: Offset, _: SegmentFileKind) -> Result<Option<std::fs::File>> {
+        Ok(None)
+    }
+    fn repaired_segment_files(&self, _: Offset) -> Result<Vec<(SegmentFileKind, u64, String)>> {
+        Ok(Vec::new())
+    }
+    fn file_problems(&self) -> Result<Vec<crate::source::FileProblem>> {
+        Ok(Vec::new())
+    }
 }
 
 /// Three batches of two records: offsets 0-1, 2-3, 4-5 (the last at 10, 20, 30 ms).
