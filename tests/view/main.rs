@@ -7,3 +7,4 @@ mod view_engine;
 mod view_render;
 mod view_spec;
 mod view_stream;
+mod view_txn;
