@@ -199,9 +199,9 @@ impl PartitionKeys {
     /// active one as it would be stored), for statistics; builds what is missing first.
     pub fn index_bytes(&self, log: &dyn IndexedLog) -> Result<u64> {
         let sealed: u64 = self.refresh(log)?.iter().map(|i| i.bytes().len() as u64).sum();
-        let active = lock(&self.active)
-            .as_ref()
-            .map_or(0, |a| a.builder.encode(a.next_offset, a.position).len() as u64);
+        let active = lock(&self.active).as_ref().map_or(0, |a| {
+            a.builder.encode_with(a.next_offset, a.position, &SortThreads).len() as u64
+        });
         Ok(sealed + active)
     }
 
@@ -315,7 +315,8 @@ impl PartitionKeys {
                     let done = index_segment(seg, a.position, a.next_offset, &mut a.builder);
                     a.damaged |= done.damaged;
                     if done.position == seg.size() {
-                        let bytes = a.builder.encode(done.next_offset, done.position);
+                        let bytes =
+                            a.builder.encode_with(done.next_offset, done.position, &SortThreads);
                         if let Ok(index) = SegmentKeyIndex::decode(bytes) {
                             if !a.damaged {
                                 self.persist(log, seg, index.bytes());
@@ -495,7 +496,7 @@ impl PartitionKeys {
             let encoded = match &a.encoded {
                 Some((position, index)) if *position == a.position => Arc::clone(index),
                 _ => {
-                    let bytes = a.builder.encode(a.next_offset, a.position);
+                    let bytes = a.builder.encode_with(a.next_offset, a.position, &SortThreads);
                     let index = Arc::new(SegmentKeyIndex::decode(bytes).map_err(|e| {
                         Error::corrupt(log.dir(), 0, format!("key index encoding: {e}"))
                     })?);

@@ -177,6 +177,12 @@ impl KeyIndexBuilder {
     /// The index in its byte layout (see the module docs): every record from the base offset
     /// up to `end_offset`, read from the first `log_size` bytes of the segment's `.log`.
     pub fn encode(&self, end_offset: Offset, log_size: u64) -> Vec<u8> {
+        self.encode_with(end_offset, log_size, &InOrder)
+    }
+
+    /// [`KeyIndexBuilder::encode`], its sort run as `run`'s jobs (see
+    /// [`BulkKeyIndexBuilder::encode_with`]).
+    pub fn encode_with(&self, end_offset: Offset, log_size: u64, run: &dyn RunJobs) -> Vec<u8> {
         let mut bulk = BulkKeyIndexBuilder::new(self.base_offset);
         if let Some(frozen) = &self.frozen {
             for i in 0..frozen.key_count() {
@@ -191,6 +197,6 @@ impl KeyIndexBuilder {
             }
         }
         bulk.txns = self.txns.clone();
-        bulk.encode(end_offset, log_size)
+        bulk.encode_with(end_offset, log_size, run)
     }
 }

@@ -293,3 +293,27 @@ fn old_temporary_files_are_removed_at_open_and_young_ones_kept() {
     assert!(!old.exists());
     assert!(young.exists());
 }
+
+#[test]
+fn entries_of_every_kind_count_towards_the_bound_and_other_files_do_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = cache_in(tmp.path(), 1 << 20);
+    let prefix_txn = EntryKind { extension: "prefix-txn", tag: 5, prefix: true };
+    let unknown = EntryKind { extension: "a-later-kind", tag: 200, prefix: false };
+    c.store(&ident(0), prefix_txn, b"events");
+    c.store(&ident(0), unknown, b"something");
+    std::fs::write(tmp.path().join("README"), b"not an entry").unwrap();
+    std::fs::write(tmp.path().join("0123456789abcdef-1.render"), b"short base").unwrap();
+    let entries: u64 = [prefix_txn, unknown]
+        .iter()
+        .map(|k| std::fs::metadata(c.entry_path(&ident(0), *k).unwrap()).unwrap().len())
+        .sum();
+    // A new instance counts what it finds: every entry, whatever its kind, and nothing else.
+    let again = cache_in(tmp.path(), 1 << 20);
+    assert_eq!(again.used(), entries);
+    assert!(dir::is_entry_name("0123456789abcdef-00000000000000000042.prefix-txn"));
+    assert!(!dir::is_entry_name("0123456789abcdef-42.render"));
+    assert!(!dir::is_entry_name("0123456789abcdeg-00000000000000000042.render"));
+    assert!(!dir::is_entry_name("0123456789abcdef-00000000000000000042."));
+    assert!(!dir::is_entry_name(".tmp-1-0"));
+}

@@ -87,8 +87,9 @@ struct Damage {
 /// Aborted ranges of one producer, `(first offset, marker offset)`, ascending and disjoint.
 type Ranges = Vec<(Offset, Offset)>;
 
-/// What a [`TxnTracker`] knew at one moment; see the invariant in the module docs.
-#[derive(Clone, Debug, Default)]
+/// What a [`TxnTracker`] knew at one moment; see the invariant in the module docs. Two
+/// snapshots are equal when their stable offsets, aborted ranges and damage are.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TxnSnapshot {
     /// The last stable offset as far as the scan went: the first offset of the earliest open
     /// transaction, else the end of what was scanned.
