@@ -2,7 +2,7 @@
 //!
 //! This layer turns partitions (a [`crate::source::PartitionSource`]) into named, sized,
 //! readable byte streams, and what is written to `append` files into records. It opens no file
-//! and knows no FUSE type: [`crate::fs`] maps names and reads onto it.
+//! and knows no FUSE type: the `fs` layer maps names and reads onto it.
 //!
 //! * [`spec`]: the grammar of `by-offset/` and `by-time/` names (`-10.json`, `100..200.raw`,
 //!   `2026-12-02T08:00:00Z..`, `-15m`) and their resolution to offsets (ListOffsets semantics).
