@@ -22,17 +22,17 @@
 //! (Kafka's default partitioner, pure) and `sync` (the poison-tolerant lock every layer uses).
 
 pub mod cli;
-pub mod cluster;
-pub mod error;
-pub mod executor;
-pub mod format;
-pub mod fs;
-pub mod fuse;
 pub mod mount;
-pub mod partitioner;
-pub mod source;
-pub mod storage;
-mod sync;
-pub mod view;
 
-pub use error::{Error, Result};
+pub use topicfs_cluster as cluster;
+pub use topicfs_executor as executor;
+pub use topicfs_format as format;
+pub use topicfs_format::partitioner;
+pub use topicfs_fs as fs;
+pub use topicfs_fs::fuse;
+pub use topicfs_source as source;
+pub use topicfs_source::error;
+use topicfs_source::sync;
+pub use topicfs_source::{Error, Result};
+pub use topicfs_storage as storage;
+pub use topicfs_view as view;

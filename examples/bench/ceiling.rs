@@ -18,7 +18,7 @@ use fuser::{
     ReplyWrite, Request, SessionACL, WriteFlags,
 };
 
-/// topicfs's `max_write` (src/fuse.rs).
+/// topicfs's `max_write` (crates/fs/src/fuse.rs).
 const MAX_WRITE: u32 = 1 << 20;
 const ROOT: u64 = 1;
 const FILES: [&str; 3] = ["data", "data.json", "sink"];

@@ -1,4 +1,4 @@
-//! The cluster backend's read-ahead (`ClusterPartition`, doc in `src/cluster/source.rs`): one
+//! The cluster backend's read-ahead (`ClusterPartition`, doc in `crates/cluster/src/source.rs`): one
 //! Fetch serves several small sequential reads, and what they return is exactly what reads
 //! that each fetch would return, also with several readers interleaved on one partition
 //! handle and with records appended between reads. Against tansu 0.6.0 (SQLite engine), which

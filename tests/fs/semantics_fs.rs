@@ -547,8 +547,8 @@ fn an_open_info_file_and_an_open_directory_are_one_snapshot_each() {
 
 /// Every test `SEMANTICS.md` names under "Tested by" exists: `binary::module::name` is `fn name`
 /// in `tests/binary/module.rs` (the module of the test binary `tests/binary/main.rs`; a name
-/// with more parts resolves through the longest prefix that is a file), `src/path.rs::tests::name`
-/// is `fn name` in `src/path.rs`. A renamed or removed test must take its promise's reference
+/// with more parts resolves through the longest prefix that is a file), and
+/// `crates/c/src/path.rs::tests::name` (or `src/path.rs::tests::name`) is `fn name` in that file. A renamed or removed test must take its promise's reference
 /// with it.
 #[test]
 fn every_test_semantics_md_names_exists() {
@@ -562,7 +562,7 @@ fn every_test_semantics_md_names_exists() {
         for name in block.split('`').skip(1).step_by(2) {
             let Some((file_part, rest)) = name.split_once("::") else { continue };
             let function = rest.rsplit("::").next().unwrap_or(rest).trim_end_matches("()");
-            let file = if file_part.starts_with("src/") {
+            let file = if file_part.starts_with("src/") || file_part.starts_with("crates/") {
                 root.join(file_part)
             } else {
                 let parts: Vec<&str> = name.split("::").collect();

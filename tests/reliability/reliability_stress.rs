@@ -392,7 +392,7 @@ fn mounted_readers_see_whole_ordered_records_while_segments_roll_and_retention_d
                     }
                     // ENOENT: an offset below the log start (deleted by retention) or past the
                     // end. ESTALE: retention deleted records this stream had not read yet, or
-                    // rebuilt the partition's render index (documented in src/view/stream.rs).
+                    // rebuilt the partition's render index (documented in crates/view/src/stream.rs).
                     Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESTALE)) => {
                         refused += 1
                     }

@@ -1,0 +1,475 @@
+//! The mount's one background executor: a fixed pool of worker threads (`topicfs-bg-N`) that
+//! runs every piece of work no caller waits for directly, by explicit priority.
+//!
+//! **Classes**, highest first ([`Class`]): read-ahead (a reader is about to ask for the
+//! window), deferred stats (a `stat` answered "not yet known" and its exact size is being
+//! worked out), mount sizing (every partition's streams towards their end after mount), then
+//! store work (key-index builds and segment-cache writes).
+//!
+//! **Invariant** (priority order): a worker always takes the oldest task of the highest class
+//! that has one waiting; within a class tasks start first in, first out. A lower class starts
+//! only when no higher-class task waits, with one exception that bounds waiting: once
+//! [`STARVATION_LIMIT`] tasks of higher classes have started in a row while a lower-class task
+//! waited, the oldest task of the highest waiting lower class starts next. So a steady stream of
+//! read-ahead (a reader that never pauses) delays a deferred stat's step by at most that many
+//! read-ahead windows, never forever.
+//!
+//! **Invariant** (mount sizing leaves the cores to readers): a [`Class::MountSizing`] task
+//! starts only while no task of a higher class waits *or runs* (the starvation bound does not
+//! apply to it), and its steps stop while one does ([`Executor::higher_busy`]). Sizing a whole
+//! mount is work no caller waits for; under steady read-ahead it pauses, as it paused for
+//! requests before. A deferred stat's step, which a caller does wait for, does not pause.
+//!
+//! **Sizing**: `threads` workers (by default the cores, [`Executor::default_threads`]; the
+//! mount option `--background-threads`), all started when the executor is made, so no thread is
+//! ever started on a caller's (a FUSE request's) thread. A task that may wait on the network
+//! (a read-ahead of a cluster partition) is submitted as [`Blocking::Network`]: while it runs
+//! it does not count against `threads`, and its worker starts a spare worker if every other
+//! one is busy, so one slow partition cannot take every worker from the others' read-ahead or
+//! from the lower classes. Spare workers end when their blocking task ends and more than
+//! `threads` workers are not blocked; at most [`MAX_WORKERS`] workers exist at once.
+//!
+//! **Invariant** (no lost wake-ups): every push and every check of the queues happens under
+//! the one state lock; a worker waits on the condition variable only after finding every queue
+//! empty under that lock, and every push notifies one waiting worker under it.
+//!
+//! **Shutdown** ([`Executor::shutdown`], the mount's shutdown path; also started, without
+//! waiting, when the last handle is dropped): tasks still queued are dropped without running
+//! (their closures are dropped, outside the lock), tasks running finish, and `shutdown` joins
+//! every worker (except the calling thread, if it is one). Tasks pushed after shutdown are
+//! dropped at once. Work that must not be lost therefore never lives only in the queue: every
+//! user re-creates it (a read-ahead window is read directly, a size is worked out by the next
+//! `stat`, a cache entry is written again when next computed).
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+/// Priority classes of background work, highest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Class {
+    /// Rendering the next window of a handle read sequentially.
+    ReadAhead = 0,
+    /// A `stat`'s exact size, deferred because it needs more than a request renders itself.
+    DeferredStat = 1,
+    /// Sizing every partition's streams after mount.
+    MountSizing = 2,
+    /// Key-index builds and segment-cache writes.
+    Store = 3,
+}
+
+/// Number of [`Class`]es.
+const CLASSES: usize = 4;
+
+impl Class {
+    /// Every class, highest first.
+    pub const ALL: [Class; CLASSES] =
+        [Class::ReadAhead, Class::DeferredStat, Class::MountSizing, Class::Store];
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Whether a task may wait on something other than the CPU and local disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Blocking {
+    /// Renders, reads local files: counts against the executor's `threads`.
+    No,
+    /// May wait on the network (a cluster's Fetch): does not count against `threads` while it
+    /// runs (see the module docs).
+    Network,
+}
+
+/// Higher-class tasks that start in a row while a lower-class task waits before that one
+/// starts (see the module docs).
+pub const STARVATION_LIMIT: u32 = 16;
+
+/// Most workers at once, spare ones for blocking tasks included.
+pub const MAX_WORKERS: usize = 128;
+
+/// Most workers configured (`--background-threads`).
+pub const MAX_THREADS: usize = 64;
+
+type Job = Box<dyn FnOnce() + Send + 'static>;
+
+struct Task {
+    job: Job,
+    blocking: Blocking,
+    class: usize,
+}
+
+/// A handle on the executor. Cheap to clone (every clone is the same pool); the workers are
+/// told to end (without being joined) when the last clone is dropped.
+#[derive(Clone)]
+pub struct Executor {
+    owner: Arc<Owner>,
+}
+
+/// Dropped with the last [`Executor`]: starts the shutdown.
+struct Owner {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    threads: usize,
+    state: Mutex<State>,
+    work: Condvar,
+    /// Signalled whenever a task ends (for [`Executor::wait_idle`]).
+    done: Condvar,
+    handles: Mutex<Vec<JoinHandle<()>>>,
+}
+
+#[derive(Default)]
+struct State {
+    queues: [VecDeque<Task>; CLASSES],
+    /// Workers alive.
+    workers: usize,
+    /// Workers waiting for a task.
+    idle: usize,
+    /// Workers running a [`Blocking::Network`] task.
+    blocked: usize,
+    /// Tasks running.
+    running: usize,
+    /// Tasks running, by class.
+    running_class: [usize; CLASSES],
+    /// Higher-class tasks started in a row while a lower-class task waited.
+    passed_over: u32,
+    /// Workers ever started (names them).
+    named: usize,
+    shutdown: bool,
+}
+
+impl State {
+    fn waiting(&self) -> usize {
+        self.queues.iter().map(VecDeque::len).sum()
+    }
+
+    /// Whether a task of class `class` may start now: [`Class::MountSizing`] waits while a
+    /// higher-class task runs (see the module docs); every other class may.
+    fn may_start(&self, class: usize) -> bool {
+        class != Class::MountSizing.index() || self.running_class[..class].iter().all(|&n| n == 0)
+    }
+
+    /// Whether a task of a class higher than `class` waits or runs.
+    fn higher_busy(&self, class: usize) -> bool {
+        self.queues[..class].iter().any(|q| !q.is_empty())
+            || self.running_class[..class].iter().any(|&n| n > 0)
+    }
+
+    /// The next task by the priority rule (see the module docs).
+    fn pop(&mut self) -> Option<Task> {
+        let ready = |st: &State, c: usize| !st.queues[c].is_empty() && st.may_start(c);
+        let first = (0..CLASSES).find(|&c| ready(self, c))?;
+        let lower = (first + 1..CLASSES).find(|&c| ready(self, c)).map(|c| c - first - 1);
+        let class = match lower {
+            Some(l) if self.passed_over >= STARVATION_LIMIT => {
+                self.passed_over = 0;
+                first + 1 + l
+            }
+            Some(_) => {
+                self.passed_over = self.passed_over.saturating_add(1);
+                first
+            }
+            None => {
+                self.passed_over = 0;
+                first
+            }
+        };
+        self.queues[class].pop_front()
+    }
+}
+
+impl Executor {
+    /// An executor of `threads` workers (1 to [`MAX_THREADS`]), all started now.
+    pub fn new(threads: usize) -> Executor {
+        let threads = threads.clamp(1, MAX_THREADS);
+        let inner = Arc::new(Inner {
+            threads,
+            state: Mutex::new(State::default()),
+            work: Condvar::new(),
+            done: Condvar::new(),
+            handles: Mutex::new(Vec::new()),
+        });
+        {
+            let mut st = lock(&inner.state);
+            for _ in 0..threads {
+                Inner::spawn(&inner, &mut st);
+            }
+        }
+        Executor { owner: Arc::new(Owner { inner }) }
+    }
+
+    /// The default number of workers: the machine's cores (what
+    /// `std::thread::available_parallelism` reports), at most [`MAX_THREADS`].
+    pub fn default_threads() -> usize {
+        std::thread::available_parallelism().map_or(2, |n| n.get()).min(MAX_THREADS)
+    }
+
+    /// The configured number of workers.
+    pub fn threads(&self) -> usize {
+        self.owner.inner.threads
+    }
+
+    /// Workers alive now (spare ones included).
+    pub fn workers(&self) -> usize {
+        lock(&self.owner.inner.state).workers
+    }
+
+    /// Tasks waiting to start.
+    pub fn waiting(&self) -> usize {
+        lock(&self.owner.inner.state).waiting()
+    }
+
+    /// Whether a task of a class higher than `class` waits: a long task of `class` that can
+    /// stop and continue later (as a new task) stops here, so that the priority order holds
+    /// between its steps too.
+    pub fn higher_waiting(&self, class: Class) -> bool {
+        let st = lock(&self.owner.inner.state);
+        st.queues.iter().take(class.index()).any(|q| !q.is_empty())
+    }
+
+    /// Whether a task of a class higher than `class` waits or runs: mount sizing stops between
+    /// its steps then (see the module docs).
+    pub fn higher_busy(&self, class: Class) -> bool {
+        lock(&self.owner.inner.state).higher_busy(class.index())
+    }
+
+    /// Whether the executor was shut down: a running task that can stop early stops.
+    pub fn is_shut_down(&self) -> bool {
+        lock(&self.owner.inner.state).shutdown
+    }
+
+    /// Queues `job` in `class`; dropped at once after shutdown.
+    pub fn submit(&self, class: Class, blocking: Blocking, job: impl FnOnce() + Send + 'static) {
+        let inner = &self.owner.inner;
+        let mut st = lock(&inner.state);
+        if st.shutdown {
+            drop(st);
+            return;
+        }
+        st.queues[class.index()].push_back(Task {
+            job: Box::new(job),
+            blocking,
+            class: class.index(),
+        });
+        if st.idle > 0 {
+            inner.work.notify_one();
+        }
+    }
+
+    /// Runs `jobs` in `class` and returns their results in order: each job is queued, and the
+    /// calling thread runs the ones no worker has started yet itself, then waits for the rest.
+    /// So a caller (a FUSE request, or a task of this executor) starts no thread, never waits
+    /// for a queue it could serve itself, and cannot deadlock the pool by waiting in a worker.
+    /// A job whose task was dropped by shutdown runs on the calling thread; a job's panic is
+    /// raised on the calling thread.
+    pub fn run_all<T: Send + 'static>(
+        &self,
+        class: Class,
+        jobs: Vec<Box<dyn FnOnce() -> T + Send + 'static>>,
+    ) -> Vec<T> {
+        let n = jobs.len();
+        let shared: Arc<RunAll<T>> = Arc::new(RunAll {
+            slots: Mutex::new(jobs.into_iter().map(|j| Slot::Waiting(Some(j))).collect()),
+            finished: Condvar::new(),
+        });
+        // The first job is the caller's own; the others may go to workers.
+        for i in 1..n {
+            let shared = Arc::clone(&shared);
+            self.submit(class, Blocking::No, move || shared.run(i));
+        }
+        for i in 0..n {
+            shared.run(i);
+        }
+        let mut slots = lock(&shared.slots);
+        loop {
+            if slots.iter().all(|s| matches!(s, Slot::Done(_))) {
+                break;
+            }
+            slots = shared.finished.wait(slots).unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        let done: Vec<std::thread::Result<T>> = slots
+            .drain(..)
+            .filter_map(|s| match s {
+                Slot::Done(v) => Some(v),
+                _ => None,
+            })
+            .collect();
+        drop(slots);
+        // A job's panic is the caller's, as if it had run the job itself.
+        done.into_iter().map(|v| v.unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+    }
+
+    /// Waits until no task waits or runs, at most `timeout`; whether it got there (for tests
+    /// and measurements).
+    pub fn wait_idle(&self, timeout: std::time::Duration) -> bool {
+        let inner = &self.owner.inner;
+        let deadline = std::time::Instant::now() + timeout;
+        let mut st = lock(&inner.state);
+        while st.waiting() > 0 || st.running > 0 {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            st = match inner.done.wait_timeout(st, left) {
+                Ok((st, _)) => st,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+        true
+    }
+
+    /// Stops the executor: queued tasks are dropped without running, running ones finish, and
+    /// every worker is joined (but the calling thread, if it is one). Idempotent.
+    pub fn shutdown(&self) {
+        let inner = &self.owner.inner;
+        inner.stop();
+        let me = std::thread::current().id();
+        let handles: Vec<JoinHandle<()>> = std::mem::take(&mut *lock(&inner.handles));
+        for h in handles {
+            if h.thread().id() != me && h.join().is_err() {
+                log::warn!("a background worker panicked");
+            }
+        }
+    }
+}
+
+impl Default for Executor {
+    fn default() -> Executor {
+        Executor::new(Executor::default_threads())
+    }
+}
+
+impl std::fmt::Debug for Executor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Executor").field("threads", &self.threads()).finish()
+    }
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        self.inner.stop();
+    }
+}
+
+impl Inner {
+    /// Marks shutdown, drops the queued tasks (outside the lock) and wakes every worker.
+    fn stop(&self) {
+        let dropped: Vec<Task> = {
+            let mut st = lock(&self.state);
+            st.shutdown = true;
+            self.work.notify_all();
+            self.done.notify_all();
+            st.queues.iter_mut().flat_map(|q| q.drain(..)).collect()
+        };
+        drop(dropped);
+    }
+
+    /// Starts one worker (counted in `st`); logged when the thread cannot be started.
+    fn spawn(inner: &Arc<Inner>, st: &mut State) {
+        st.named += 1;
+        let name = format!("topicfs-bg-{}", st.named);
+        let me = Arc::clone(inner);
+        match std::thread::Builder::new().name(name).spawn(move || me.run()) {
+            Ok(h) => {
+                st.workers += 1;
+                lock(&inner.handles).push(h);
+            }
+            Err(e) => log::warn!("a background worker not started: {e}"),
+        }
+    }
+
+    /// A worker: runs tasks by priority until shutdown, or until it is a spare no longer
+    /// needed.
+    fn run(self: Arc<Self>) {
+        let mut st = lock(&self.state);
+        loop {
+            if st.shutdown || st.workers - st.blocked > self.threads {
+                st.workers -= 1;
+                return;
+            }
+            let Some(task) = st.pop() else {
+                st.idle += 1;
+                st = self.work.wait(st).unwrap_or_else(std::sync::PoisonError::into_inner);
+                st.idle -= 1;
+                continue;
+            };
+            st.running += 1;
+            st.running_class[task.class] += 1;
+            let class = task.class;
+            let blocking = task.blocking == Blocking::Network;
+            if blocking {
+                st.blocked += 1;
+                // Keep `threads` workers free of network waits, so that a task pushed later
+                // finds one (a caller never starts a worker itself).
+                if st.workers - st.blocked < self.threads && st.workers < MAX_WORKERS {
+                    Inner::spawn(&self, &mut st);
+                }
+            }
+            drop(st);
+            let job = task.job;
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).is_err() {
+                log::warn!("a background task panicked");
+            }
+            st = lock(&self.state);
+            st.running -= 1;
+            st.running_class[class] -= 1;
+            if blocking {
+                st.blocked -= 1;
+            }
+            if st.idle > 0 && class < Class::MountSizing.index() {
+                // Mount sizing may start now that a higher-class task ended.
+                if !st.queues[Class::MountSizing.index()].is_empty() {
+                    self.work.notify_all();
+                }
+            }
+            self.done.notify_all();
+        }
+    }
+}
+
+/// The jobs of one [`Executor::run_all`].
+struct RunAll<T> {
+    slots: Mutex<Vec<Slot<T>>>,
+    finished: Condvar,
+}
+
+enum Slot<T> {
+    Waiting(Option<Box<dyn FnOnce() -> T + Send + 'static>>),
+    Running,
+    Done(std::thread::Result<T>),
+}
+
+impl<T> RunAll<T> {
+    /// Runs job `i` unless someone started it already.
+    fn run(&self, i: usize) {
+        let job = {
+            let mut slots = lock(&self.slots);
+            match slots.get_mut(i) {
+                Some(slot @ Slot::Waiting(_)) => match std::mem::replace(slot, Slot::Running) {
+                    Slot::Waiting(job) => job,
+                    _ => None,
+                },
+                _ => None,
+            }
+        };
+        let Some(job) = job else { return };
+        let value = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+        let mut slots = lock(&self.slots);
+        if let Some(slot) = slots.get_mut(i) {
+            *slot = Slot::Done(value);
+        }
+        self.finished.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests;
+
+/// Locks `mutex`, recovering it if a task panicked while holding it (as the other crates'
+/// `sync::lock`: every critical section here leaves its data consistent between statements
+/// that can panic).
+fn lock<T: ?Sized>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -1,0 +1,50 @@
+//! What info, `offsets/<time>` and inspection files contain when opened (or sized).
+
+use topicfs_source::error::{Error, Result};
+use topicfs_view::inspect::Inspection;
+use topicfs_view::topic as topic_view;
+
+use super::info;
+use super::node::Node;
+use super::{TopicFs, describe, now_ms};
+
+impl TopicFs {
+    /// A segment dump or a check report: rendered (a `.log` dump: counted) once per change of
+    /// the segments it is of, and shared by every handle reading it.
+    pub(super) fn inspection(&self, node: &Node) -> Result<Inspection> {
+        match node {
+            Node::SegmentDump(id, base, kind) => {
+                self.inspect.dump(&self.partition(id)?, *base, *kind)
+            }
+            Node::PartitionCheck(id) => self.inspect.check(&self.partition(id)?),
+            _ => Err(Error::NotFound(format!("{} is not an inspection file", describe(node)))),
+        }
+    }
+
+    pub(super) fn info_text(&self, node: &Node) -> Result<String> {
+        match node {
+            Node::TopicInfo(topic) => {
+                let mut summaries = Vec::new();
+                for p in self.source.partitions(topic)? {
+                    summaries.push((p, self.source.partition(topic, p)?.summary()?));
+                }
+                Ok(info::topic_info(topic, &summaries))
+            }
+            Node::PartitionInfo(id) => {
+                let partition = self.partition(id)?;
+                let summary = topicfs_view::listing::summary_with_timestamps(partition.as_ref())?;
+                Ok(info::partition_info(&id.topic, id.partition, &summary))
+            }
+            _ => Err(Error::NotFound(format!("{} is not an info file", describe(node)))),
+        }
+    }
+
+    /// The text of `<topic>/offsets/<time>` now.
+    pub(super) fn offsets_text(&self, node: &Node) -> Result<String> {
+        let Node::Offsets(topic, name) = node else {
+            return Err(Error::NotFound(format!("{} is not an offsets file", describe(node))));
+        };
+        let time = topic_view::parse_offsets_name(name)?;
+        topic_view::offsets_text(self.source.as_ref(), topic, time, now_ms())
+    }
+}

@@ -1,0 +1,131 @@
+//! The text of the `info` files.
+//!
+//! `<topic>/<p>/info` is `key: value` lines, one fact each:
+//!
+//! ```text
+//! topic: orders
+//! partition: 0
+//! log_start_offset: 0
+//! log_end_offset: 42
+//! segment_count: 1
+//! size_bytes: 4096
+//! first_timestamp: 1764662400000
+//! first_time: 2025-12-02T08:00:00.000Z
+//! max_timestamp: 1764662460000
+//! max_time: 2025-12-02T08:01:00.000Z
+//! ```
+//!
+//! (`none` for the timestamps of a partition without records; `unknown` for one with records
+//! whose timestamp could not be learned: a broker that does not answer the max-timestamp
+//! lookup, or records without timestamps.) `<topic>/info` has the topic's
+//! partition count and one `partition.<p>.log_start_offset` / `partition.<p>.log_end_offset` pair
+//! per partition, in partition order. Both are rendered when read, so their size is exact.
+
+use std::fmt::Write;
+
+use topicfs_format::Timestamp;
+use topicfs_source::PartitionSummary;
+use topicfs_view::spec::time_name;
+
+/// The text of a partition's `info` file.
+pub fn partition_info(topic: &str, partition: u32, summary: &PartitionSummary) -> String {
+    let mut out = String::new();
+    line(&mut out, "topic", topic);
+    line(&mut out, "partition", partition);
+    line(&mut out, "log_start_offset", summary.log_start_offset);
+    line(&mut out, "log_end_offset", summary.log_end_offset);
+    // Only a source with segment files knows them (a cluster shows neither line).
+    if let Some(n) = summary.segment_count {
+        line(&mut out, "segment_count", n);
+    }
+    if let Some(n) = summary.size_bytes {
+        line(&mut out, "size_bytes", n);
+    }
+    // `none` means "no records"; a partition that holds records but whose timestamp is not
+    // known says so.
+    let missing =
+        if summary.log_end_offset > summary.log_start_offset { "unknown" } else { "none" };
+    timestamp_lines(&mut out, "first", summary.first_timestamp, missing);
+    timestamp_lines(&mut out, "max", summary.max_timestamp, missing);
+    out
+}
+
+/// The text of a topic's `info` file.
+pub fn topic_info(topic: &str, partitions: &[(u32, PartitionSummary)]) -> String {
+    let mut out = String::new();
+    line(&mut out, "topic", topic);
+    line(&mut out, "partitions", partitions.len());
+    for (p, summary) in partitions {
+        line(&mut out, &format!("partition.{p}.log_start_offset"), summary.log_start_offset);
+        line(&mut out, &format!("partition.{p}.log_end_offset"), summary.log_end_offset);
+    }
+    out
+}
+
+fn line(out: &mut String, key: &str, value: impl std::fmt::Display) {
+    // Writing to a String cannot fail.
+    let _ = writeln!(out, "{key}: {value}");
+}
+
+/// `<which>_timestamp` (epoch ms) and `<which>_time` (RFC 3339, usable as a `by-time/` name);
+/// `missing` (`none` or `unknown`) when there is no timestamp.
+fn timestamp_lines(out: &mut String, which: &str, timestamp: Option<Timestamp>, missing: &str) {
+    let ms = timestamp.map_or_else(|| missing.to_string(), |t| t.to_string());
+    let rfc3339 = timestamp.and_then(time_name).unwrap_or_else(|| missing.to_string());
+    line(out, &format!("{which}_timestamp"), ms);
+    line(out, &format!("{which}_time"), rfc3339);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::SystemTime;
+
+    use super::*;
+    use topicfs_format::Offset;
+
+    fn summary(start: i64, end: i64, first: Option<Timestamp>) -> PartitionSummary {
+        PartitionSummary {
+            log_start_offset: Offset(start),
+            log_end_offset: Offset(end),
+            segment_count: Some(1),
+            size_bytes: Some(100),
+            first_timestamp: first,
+            max_timestamp: first,
+            last_modified: SystemTime::UNIX_EPOCH,
+        }
+    }
+
+    #[test]
+    fn partition_info_is_one_key_value_per_line() {
+        let text = partition_info("t", 0, &summary(3, 10, Some(1764662400000)));
+        assert!(text.contains("log_start_offset: 3\n"), "{text}");
+        assert!(text.contains("log_end_offset: 10\n"), "{text}");
+        assert!(text.contains("first_timestamp: 1764662400000\n"), "{text}");
+        assert!(text.contains("first_time: 2025-12-02T08:00:00.000Z\n"), "{text}");
+        assert!(text.lines().all(|l| l.split_once(": ").is_some()), "{text}");
+    }
+
+    #[test]
+    fn empty_partition_has_no_timestamps() {
+        let text = partition_info("t", 0, &summary(0, 0, None));
+        assert!(text.contains("first_timestamp: none\n"), "{text}");
+        assert!(text.contains("max_time: none\n"), "{text}");
+    }
+
+    #[test]
+    fn a_partition_with_records_but_no_known_timestamp_says_unknown_not_none() {
+        let text = partition_info("t", 0, &summary(0, 52, None));
+        assert!(text.contains("first_timestamp: unknown\n"), "{text}");
+        assert!(text.contains("first_time: unknown\n"), "{text}");
+        assert!(text.contains("max_timestamp: unknown\n"), "{text}");
+        assert!(!text.contains("none"), "{text}");
+    }
+
+    #[test]
+    fn topic_info_lists_each_partition() {
+        let text = topic_info("t", &[(0, summary(0, 5, None)), (1, summary(2, 7, None))]);
+        assert!(text.contains("partitions: 2\n"), "{text}");
+        assert!(text.contains("partition.1.log_start_offset: 2\n"), "{text}");
+        assert!(text.contains("partition.1.log_end_offset: 7\n"), "{text}");
+    }
+}

@@ -1,0 +1,443 @@
+//! Lookup and attributes: naming a child of a directory ([`Node`]), checking that it exists,
+//! and the attributes (`st_size`, `st_mtime`, permission bits, TTLs) of every kind of node.
+
+use std::ffi::OsStr;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use topicfs_source::PartitionSource;
+use topicfs_source::SegmentSummary;
+use topicfs_source::error::{Error, Result};
+use topicfs_source::sync::lock;
+use topicfs_view::StatSize;
+use topicfs_view::groups as group_view;
+use topicfs_view::inspect::DUMP_SUFFIX;
+use topicfs_view::inspect::files;
+use topicfs_view::spec::StreamSpec;
+use topicfs_view::topic as topic_view;
+
+use super::attr::{
+    Attr, AttrReply, BLOCK_SIZE, DYNAMIC_TTL, Entry, FileKind, SEALED_BLOCK_SIZE, STABLE_TTL,
+    SetAttrRequest,
+};
+use super::handle::{Handle, StreamRef};
+use super::info;
+use super::node::{Node, PartitionId, StreamDir, parse_partition, parse_segment_file_name};
+use super::{TopicFs, describe, is_stream, name_str, needs_segment_files, segment_file_size};
+
+impl TopicFs {
+    /// Looks `name` up in directory `parent`, taking one kernel reference on the result.
+    pub fn lookup(&self, parent: u64, name: &OsStr) -> Result<Entry> {
+        let _op = topicfs_source::Operation::begin();
+        let parent = self.node(parent)?;
+        let node = self.child(&parent, name)?;
+        if is_stream(&node) {
+            // Resolved before it gets an inode: a name that does not resolve does not exist.
+            let stream = self.resolve_for_lookup(&node)?;
+            let reply = self.stream_attr(0, &node, &stream)?;
+            let ino = self.inodes.lookup(&node);
+            // Keeps the pin of a handle that opened the name meanwhile (TTL 0: the next stat
+            // shows its size).
+            self.pin(ino, stream);
+            let attr = Attr { ino, ..reply.attr };
+            return Ok(Entry { attr, entry_ttl: STABLE_TTL, attr_ttl: reply.ttl });
+        }
+        // Attributes first: they check the node exists before it gets an inode.
+        let reply = self.attr_of(0, &node)?;
+        let ino = self.inodes.lookup(&node);
+        Ok(Entry { attr: Attr { ino, ..reply.attr }, entry_ttl: STABLE_TTL, attr_ttl: reply.ttl })
+    }
+
+    /// Drops `nlookup` kernel references to `ino`.
+    pub fn forget(&self, ino: u64, nlookup: u64) {
+        if self.inodes.forget(ino, nlookup) {
+            lock(&self.pins).remove(&ino);
+        }
+    }
+
+    /// Attributes of `ino`; `fh` (when the kernel passes one) selects an open stream's view.
+    pub fn getattr(&self, ino: u64, fh: Option<u64>) -> Result<AttrReply> {
+        let _op = topicfs_source::Operation::begin();
+        let node = self.node(ino)?;
+        if is_stream(&node) {
+            let stream = match fh.map(|fh| self.handles.get(fh)) {
+                Some(Ok(handle)) => match &*handle {
+                    Handle::Stream { stream, .. } => stream.clone(),
+                    _ => self.pinned(ino, &node)?,
+                },
+                _ => self.pinned(ino, &node)?,
+            };
+            return self.stream_attr(ino, &node, &stream);
+        }
+        self.attr_of(ino, &node)
+    }
+
+    /// `setattr`: only `append` files accept a change, and only truncation to 0 (what `>`
+    /// does) and time updates (`touch`), both without effect. Everything else is refused.
+    pub fn setattr(&self, ino: u64, request: &SetAttrRequest) -> Result<AttrReply> {
+        let _op = topicfs_source::Operation::begin();
+        let node = self.node(ino)?;
+        let reply = self.getattr(ino, None)?;
+        match node {
+            Node::Append(_)
+            | Node::AppendJson(_)
+            | Node::TopicAppend(_)
+            | Node::TopicAppendJson(_)
+            | Node::GroupOffsets(..)
+            | Node::GroupReset(..)
+            | Node::TopicConfig(_) => {
+                self.check_writable()?;
+                if request.mode.is_some() || request.uid.is_some() || request.gid.is_some() {
+                    return Err(Error::NotPermitted("changing the mode or owner of a file"));
+                }
+                match request.size {
+                    None | Some(0) => Ok(reply),
+                    Some(_) => {
+                        Err(Error::NotPermitted("an append file can only be truncated to 0"))
+                    }
+                }
+            }
+            _ => {
+                self.check_writable()?;
+                Err(Error::NotPermitted("changing the attributes of a file other than append"))
+            }
+        }
+    }
+
+    pub(super) fn node(&self, ino: u64) -> Result<Node> {
+        self.inodes.node(ino).ok_or(Error::StaleHandle)
+    }
+
+    pub(super) fn partition(&self, id: &PartitionId) -> Result<Arc<dyn PartitionSource>> {
+        self.source.partition(&id.topic, id.partition)
+    }
+
+    /// The node `name` names in `parent`, parsed only: existence is checked by `attr_of` (or
+    /// the stream resolution).
+    pub(super) fn child(&self, parent: &Node, name: &OsStr) -> Result<Node> {
+        let name = name_str(name)?;
+        let absent = || Error::NotFound(format!("{name:?} in {}", describe(parent)));
+        let node = match parent {
+            Node::Root => Node::Topic(name.to_string()),
+            Node::Topic(topic) => match Node::topic_child(topic, name) {
+                Some(node @ Node::TopicByKeyDir(_)) => {
+                    if !self.topic_has_key_index(topic)? {
+                        return Err(absent());
+                    }
+                    node
+                }
+                Some(node) => node,
+                None => Node::Partition(PartitionId {
+                    topic: topic.clone(),
+                    partition: parse_partition(name).ok_or_else(absent)?,
+                }),
+            },
+            Node::OffsetsDir(topic) => {
+                topic_view::parse_offsets_name(name)?;
+                Node::Offsets(topic.clone(), name.to_string())
+            }
+            Node::TopicByTimeDir(topic) => {
+                topic_view::parse_topic_by_time(name)?;
+                Node::TopicStream(topic.clone(), name.to_string())
+            }
+            Node::Partition(id) => {
+                let child = Node::partition_child(id, name).ok_or_else(absent)?;
+                if needs_segment_files(&child) && !self.has_segment_files(id)? {
+                    return Err(absent());
+                }
+                if super::bykey::needs_key_index(&child) && !self.has_key_index(id)? {
+                    return Err(absent());
+                }
+                child
+            }
+            Node::GroupsDir(topic) => {
+                group_view::check_group_name(name).map_err(|_| absent())?;
+                Node::Group(topic.clone(), name.to_string())
+            }
+            Node::Group(topic, group) => match name {
+                group_view::OFFSETS => Node::GroupOffsets(topic.clone(), group.clone()),
+                group_view::AUTO_OFFSET_RESET => Node::GroupReset(topic.clone(), group.clone()),
+                _ => Node::GroupPartition(
+                    PartitionId {
+                        topic: topic.clone(),
+                        partition: parse_partition(name).ok_or_else(absent)?,
+                    },
+                    group.clone(),
+                ),
+            },
+            Node::GroupPartition(id, group) => {
+                group_view::parse_next_name(name).ok_or_else(absent)?;
+                Node::GroupNext(id.clone(), group.clone(), name.to_string())
+            }
+            Node::ByOffsetDir(id) => {
+                StreamSpec::parse_by_offset(name)?;
+                Node::Stream(id.clone(), StreamDir::ByOffset, name.to_string())
+            }
+            Node::ByTimeDir(id) => {
+                StreamSpec::parse_by_time(name)?;
+                Node::Stream(id.clone(), StreamDir::ByTime, name.to_string())
+            }
+            Node::SegmentsDir(id) => match name.strip_suffix(DUMP_SUFFIX) {
+                Some(file) => {
+                    let (base, kind) = parse_segment_file_name(file).ok_or_else(absent)?;
+                    Node::SegmentDump(id.clone(), base, kind)
+                }
+                None => {
+                    let (base, kind) = parse_segment_file_name(name).ok_or_else(absent)?;
+                    Node::SegmentFile(id.clone(), base, kind)
+                }
+            },
+            Node::ByKeyDir(id) => {
+                super::bykey::parse_key_spec(name, true)?;
+                Node::ByKey(id.clone(), name.to_string())
+            }
+            Node::LatestDir(id) => {
+                super::bykey::parse_key_spec(name, false)?;
+                Node::Latest(id.clone(), name.to_string())
+            }
+            Node::TopicByKeyDir(topic) => {
+                super::bykey::parse_key_spec(name, false)?;
+                Node::TopicByKey(topic.clone(), name.to_string())
+            }
+            Node::ByKey(..) | Node::Latest(..) | Node::Keys(_) | Node::TopicByKey(..) => {
+                return Err(absent());
+            }
+            Node::TopicInfo(_)
+            | Node::TopicConfig(_)
+            | Node::Offsets(..)
+            | Node::TopicStream(..)
+            | Node::TopicAppend(_)
+            | Node::TopicAppendJson(_)
+            | Node::PartitionInfo(_)
+            | Node::Stream(..)
+            | Node::Append(_)
+            | Node::AppendJson(_)
+            | Node::SegmentFile(..)
+            | Node::SegmentDump(..)
+            | Node::PartitionCheck(_)
+            | Node::GroupOffsets(..)
+            | Node::GroupReset(..)
+            | Node::GroupNext(..) => return Err(absent()),
+        };
+        Ok(node)
+    }
+
+    /// Attributes of a node, checking that it exists (`ino` 0: the node has no inode yet).
+    pub(super) fn attr_of(&self, ino: u64, node: &Node) -> Result<AttrReply> {
+        let (rw_dir, dir, ro_file, wo_file) = (
+            self.dir_perm(true),
+            self.dir_perm(false),
+            self.read_only_perm(),
+            self.write_only_perm(),
+        );
+        let (kind, size, perm, mtime, ttl) = match node {
+            Node::Root => (FileKind::Directory, 0, rw_dir, self.started, STABLE_TTL),
+            Node::Topic(topic) => {
+                let mtime = self.topic_mtime(topic)?;
+                (FileKind::Directory, 0, rw_dir, mtime, STABLE_TTL)
+            }
+            Node::TopicInfo(topic) => {
+                let mtime = self.topic_mtime(topic)?;
+                let size = self.info_text(node)?.len() as u64;
+                (FileKind::RegularFile, size, ro_file, mtime, DYNAMIC_TTL)
+            }
+            Node::TopicConfig(topic) => {
+                let mtime = self.topic_mtime(topic)?;
+                let size = self.config_text(topic)?.len() as u64;
+                let perm =
+                    if self.options.read_only { ro_file } else { self.options.file_mode & 0o666 };
+                (FileKind::RegularFile, size, perm, mtime, DYNAMIC_TTL)
+            }
+            Node::OffsetsDir(topic) | Node::TopicByTimeDir(topic) | Node::TopicByKeyDir(topic) => {
+                let mtime = self.topic_mtime(topic)?;
+                (FileKind::Directory, 0, dir, mtime, STABLE_TTL)
+            }
+            Node::Offsets(topic, _) => {
+                let mtime = self.topic_mtime(topic)?;
+                let size = self.offsets_text(node)?.len() as u64;
+                (FileKind::RegularFile, size, ro_file, mtime, DYNAMIC_TTL)
+            }
+            Node::TopicAppend(topic) | Node::TopicAppendJson(topic) => {
+                let mtime = self.topic_mtime(topic)?;
+                (FileKind::RegularFile, 0, wo_file, mtime, DYNAMIC_TTL)
+            }
+            Node::Partition(id)
+            | Node::ByOffsetDir(id)
+            | Node::ByTimeDir(id)
+            | Node::SegmentsDir(id)
+            | Node::ByKeyDir(id)
+            | Node::LatestDir(id) => {
+                let mtime = self.partition(id)?.last_modified()?;
+                (FileKind::Directory, 0, dir, mtime, STABLE_TTL)
+            }
+            Node::PartitionInfo(id) => {
+                let summary = self.partition(id)?.summary()?;
+                let size = info::partition_info(&id.topic, id.partition, &summary).len() as u64;
+                (FileKind::RegularFile, size, ro_file, summary.last_modified, DYNAMIC_TTL)
+            }
+            Node::Append(id) | Node::AppendJson(id) => {
+                let mtime = self.partition(id)?.last_modified()?;
+                (FileKind::RegularFile, 0, wo_file, mtime, DYNAMIC_TTL)
+            }
+            Node::SegmentFile(id, base, file_kind) => {
+                let segment = self.segment(id, *base)?;
+                let size = segment_file_size(&segment, *file_kind).ok_or_else(|| {
+                    Error::NotFound(format!("{} has no {}", describe(node), file_kind.suffix()))
+                })?;
+                let mut attr =
+                    self.attr(ino, FileKind::RegularFile, size, ro_file, segment.last_modified);
+                if segment.is_active {
+                    return Ok(AttrReply { attr, ttl: DYNAMIC_TTL });
+                }
+                attr.blksize = SEALED_BLOCK_SIZE;
+                return Ok(AttrReply { attr, ttl: STABLE_TTL });
+            }
+            Node::SegmentDump(id, base, dump_kind) => {
+                let segment = self.segment(id, *base)?;
+                let partition = self.partition(id)?;
+                let size = self.inspect.dump_size(&partition, *base, *dump_kind)?;
+                let ttl = if segment.is_active { DYNAMIC_TTL } else { STABLE_TTL };
+                (FileKind::RegularFile, size, ro_file, segment.last_modified, ttl)
+            }
+            Node::PartitionCheck(id) => {
+                let mtime = self.partition(id)?.last_modified()?;
+                let size = self.inspect.check_size(self.partition(id)?.as_ref())?;
+                (FileKind::RegularFile, size, ro_file, mtime, DYNAMIC_TTL)
+            }
+            Node::GroupsDir(topic) => {
+                self.group_store()?;
+                let mtime = self.topic_mtime(topic)?;
+                (FileKind::Directory, 0, rw_dir, mtime, STABLE_TTL)
+            }
+            Node::Group(topic, group) => {
+                self.check_group(topic, group)?;
+                let mtime = self.topic_mtime(topic)?;
+                (FileKind::Directory, 0, 0o555, mtime, DYNAMIC_TTL)
+            }
+            Node::GroupOffsets(topic, _) | Node::GroupReset(topic, _) => {
+                let size = self.group_text(node)?.len() as u64;
+                let mtime = self.topic_mtime(topic)?;
+                let perm = if self.options.read_only { 0o444 } else { 0o644 };
+                (FileKind::RegularFile, size, perm, mtime, DYNAMIC_TTL)
+            }
+            Node::GroupPartition(id, group) => {
+                self.check_group(&id.topic, group)?;
+                let mtime = self.partition(id)?.last_modified()?;
+                (FileKind::Directory, 0, 0o555, mtime, DYNAMIC_TTL)
+            }
+            Node::Latest(id, _) => {
+                let size = self.latest_text(node)?.len() as u64;
+                let mtime = self.partition(id)?.summary()?.last_modified;
+                (FileKind::RegularFile, size, ro_file, mtime, DYNAMIC_TTL)
+            }
+            Node::Keys(id) => {
+                // Exact when the listing is small enough to generate at stat, else 0 (not yet
+                // known, as for a stream farther than the sizing budget; tools read to the end).
+                let size = self.keys_reader(id)?.size()?.unwrap_or(0);
+                let mtime = self.partition(id)?.summary()?.last_modified;
+                (FileKind::RegularFile, size, ro_file, mtime, DYNAMIC_TTL)
+            }
+            Node::Stream(..)
+            | Node::TopicStream(..)
+            | Node::GroupNext(..)
+            | Node::ByKey(..)
+            | Node::TopicByKey(..) => {
+                // Without an inode yet (0) there is nothing to pin the resolution to.
+                let stream = if ino == 0 { self.resolve(node)? } else { self.pinned(ino, node)? };
+                return self.stream_attr(ino, node, &stream);
+            }
+        };
+        Ok(AttrReply { attr: self.attr(ino, kind, size, perm, mtime), ttl })
+    }
+
+    fn attr(&self, ino: u64, kind: FileKind, size: u64, perm: u16, mtime: SystemTime) -> Attr {
+        let nlink = match kind {
+            FileKind::Directory => 2,
+            FileKind::RegularFile => 1,
+        };
+        let (uid, gid) = (self.options.uid, self.options.gid);
+        Attr { ino, kind, size, perm, nlink, uid, gid, mtime, blksize: BLOCK_SIZE }
+    }
+
+    /// Permission bits of a directory: all of `dir_mode` where `mkdir` can create something
+    /// (`writable`: the root and topic directories) on a read-write mount, its read and search
+    /// bits otherwise.
+    fn dir_perm(&self, writable: bool) -> u16 {
+        if writable && !self.options.read_only {
+            self.options.dir_mode & 0o777
+        } else {
+            self.options.dir_mode & 0o555
+        }
+    }
+
+    /// Permission bits of a file whose content can only be read: `file_mode`'s read bits.
+    fn read_only_perm(&self) -> u16 {
+        self.options.file_mode & 0o444
+    }
+
+    /// Permission bits of an `append` file (write-only in effect): `file_mode`'s write bits.
+    fn write_only_perm(&self) -> u16 {
+        self.options.file_mode & 0o222
+    }
+
+    fn stream_attr(&self, ino: u64, node: &Node, stream: &StreamRef) -> Result<AttrReply> {
+        // A size not yet known shows as 0, as /proc files do: every tool then reads to the end
+        // (streams are direct I/O, so reads reach the daemon whatever st_size says). Never a
+        // partial size: `tail -n` would seek to it and `wc -c` would trust it.
+        let size = match stream {
+            StreamRef::Partition(s) => match s.stat_size()? {
+                StatSize::Now(size) => size,
+                StatSize::Deferred => {
+                    self.sizing_steps.continue_sizing(s, self.executor());
+                    None
+                }
+            },
+            _ => stream.known_size()?,
+        };
+        let size = size.unwrap_or(0);
+        let mut mtime = match (node, node.partition_id()) {
+            (Node::TopicStream(topic, _) | Node::TopicByKey(topic, _), _) => {
+                self.topic_mtime(topic)?
+            }
+            (Node::GroupNext(id, ..), _) => self.partition(id)?.last_modified()?,
+            (_, Some(id)) => self.partition(id)?.last_modified()?,
+            (_, None) => return Err(Error::StaleHandle),
+        };
+        // A complete range never changes again: its mtime stops moving too.
+        if let StreamRef::Partition(s) = stream {
+            if let Some(ts) = s.completed_timestamp() {
+                let at = SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(ts as u64);
+                mtime = mtime.min(at);
+            }
+        }
+        Ok(AttrReply {
+            attr: self.attr(ino, FileKind::RegularFile, size, self.read_only_perm(), mtime),
+            ttl: DYNAMIC_TTL,
+        })
+    }
+
+    fn topic_mtime(&self, topic: &str) -> Result<SystemTime> {
+        let mut mtime = None;
+        for p in self.source.partitions(topic)? {
+            let modified = self.source.partition(topic, p)?.last_modified()?;
+            mtime = mtime.max(Some(modified));
+        }
+        Ok(mtime.unwrap_or(self.started))
+    }
+
+    /// Whether the partition has segment files (`segments/` and `check` exist only then);
+    /// `NotFound` for a partition that does not exist.
+    pub(super) fn has_segment_files(&self, id: &PartitionId) -> Result<bool> {
+        Ok(self.partition(id)?.segment_files().is_some())
+    }
+
+    pub(super) fn segment(
+        &self,
+        id: &PartitionId,
+        base: topicfs_format::Offset,
+    ) -> Result<SegmentSummary> {
+        files(self.partition(id)?.as_ref())?.segment_summary(base)?.ok_or_else(|| {
+            Error::NotFound(format!("segment {base} of {}-{}", id.topic, id.partition))
+        })
+    }
+}

@@ -1,0 +1,372 @@
+//! Opening and reading files, and closing them: the handle each kind of file gets, and the
+//! stream pins that keep a name meaning what its open handles read.
+
+use std::sync::{Arc, Mutex};
+
+use topicfs_source::error::{Error, Result};
+use topicfs_source::sync::lock;
+use topicfs_view::inspect::InspectionReader;
+use topicfs_view::inspect::files;
+use topicfs_view::spec::StreamSpec;
+use topicfs_view::topic as topic_view;
+
+use super::append::{AppendFormat, AppendState, AppendTarget};
+use super::attr::{OpenRequest, Opened};
+use super::handle::{Handle, StreamRef};
+use super::node::{Node, StreamDir};
+use super::{Pin, TRIM_AFTER, TopicFs, describe, now_ms, segment_file_size};
+
+/// `NotPermitted` (`EPERM`) for a write open of an internal topic's `append` or `append.json`
+/// (see [`super::is_internal_topic`]): a consumer group's commits go through its `offsets` file.
+fn refuse_internal_append(topic: &str) -> Result<()> {
+    if super::is_internal_topic(topic) {
+        return Err(Error::NotPermitted("appending to a Kafka internal topic (the broker's own)"));
+    }
+    Ok(())
+}
+
+impl TopicFs {
+    /// The longest record an append handle of `topic` takes: the topic's `max.message.bytes`
+    /// as the source states it now (a `config` override applies to the next open), or the
+    /// mount's when the source cannot say (a broker without DescribeConfigs, a value it does
+    /// not list). The log engine checks every batch again against its own settings.
+    fn append_limit(&self, topic: &str) -> usize {
+        let stated = self.source.max_message_bytes(topic).ok().flatten();
+        stated.unwrap_or(self.options.max_line_bytes)
+    }
+
+    /// Opens a file. Streams, info and segment files are read-only (direct I/O, so reads follow
+    /// the current size; a sealed segment's files, which never change, are cached and name
+    /// their file on disk as [`Opened::backing`]); `append` files are write-only in effect
+    /// (reading them gives nothing).
+    pub fn open(&self, ino: u64, request: OpenRequest) -> Result<Opened> {
+        let _op = topicfs_source::Operation::begin();
+        let node = self.node(ino)?;
+        let direct =
+            |fh| Opened { fh, direct_io: true, keep_cache: false, backing: None, no_flush: true };
+        // `append` files flush their pending partial line at each close.
+        let append = |fh| Opened { no_flush: false, ..direct(fh) };
+        match &node {
+            Node::Root
+            | Node::Topic(_)
+            | Node::OffsetsDir(_)
+            | Node::TopicByTimeDir(_)
+            | Node::Partition(_)
+            | Node::ByOffsetDir(_)
+            | Node::ByTimeDir(_)
+            | Node::SegmentsDir(_)
+            | Node::GroupsDir(_)
+            | Node::Group(..)
+            | Node::GroupPartition(..)
+            | Node::ByKeyDir(_)
+            | Node::LatestDir(_)
+            | Node::TopicByKeyDir(_) => Err(Error::Unsupported("open of a directory as a file")),
+            Node::Latest(..) => {
+                self.refuse_write(request, "writing a latest file")?;
+                let text = self.latest_text(&node)?;
+                Ok(direct(self.handles.insert(Handle::Text(text))))
+            }
+            Node::Keys(id) => {
+                self.refuse_write(request, "writing a keys file")?;
+                let reader = self.keys_reader(id)?;
+                Ok(direct(self.handles.insert(Handle::Keys(reader))))
+            }
+            Node::GroupOffsets(..) | Node::GroupReset(..) => {
+                if request.write || request.truncate {
+                    self.check_writable()?;
+                }
+                let text = self.group_text(&node)?.into_bytes();
+                let handle = Handle::Group { node: node.clone(), text };
+                Ok(append(self.handles.insert(handle)))
+            }
+            Node::TopicConfig(topic) => {
+                if request.write || request.truncate {
+                    self.check_writable()?;
+                }
+                let text = self.config_text(topic)?.into_bytes();
+                let handle = super::config::ConfigHandle::new(topic.clone(), text);
+                Ok(append(self.handles.insert(Handle::Config(handle))))
+            }
+            Node::TopicInfo(_) | Node::PartitionInfo(_) => {
+                self.refuse_write(request, "writing an info file")?;
+                let text = self.info_text(&node)?;
+                Ok(direct(self.handles.insert(Handle::Text(text.into_bytes()))))
+            }
+            Node::SegmentDump(..) | Node::PartitionCheck(_) => {
+                self.refuse_write(request, "writing an inspection file")?;
+                let reader = InspectionReader::new(self.inspection(&node)?);
+                Ok(direct(self.handles.insert(Handle::Inspection(reader))))
+            }
+            Node::Offsets(..) => {
+                self.refuse_write(request, "writing an offsets file")?;
+                let text = self.offsets_text(&node)?;
+                Ok(direct(self.handles.insert(Handle::Text(text.into_bytes()))))
+            }
+            Node::TopicAppend(topic) | Node::TopicAppendJson(topic) => {
+                if request.write || request.truncate {
+                    self.check_writable()?;
+                    refuse_internal_append(topic)?;
+                }
+                let format = match node {
+                    Node::TopicAppendJson(_) => AppendFormat::Json,
+                    _ => AppendFormat::Lines,
+                };
+                // The topic must exist now; its partition count is read at every write.
+                self.source.partitions(topic)?;
+                let appender = self.topics.appender(Arc::clone(&self.source), topic);
+                let target = AppendTarget::Topic(appender);
+                let state = AppendState::for_target(target, format, self.append_limit(topic));
+                Ok(append(self.handles.insert(Handle::Append(Box::new(Mutex::new(state))))))
+            }
+            Node::Stream(..)
+            | Node::TopicStream(..)
+            | Node::GroupNext(..)
+            | Node::ByKey(..)
+            | Node::TopicByKey(..) => {
+                self.refuse_write(request, "writing a stream")?;
+                let stream = self.open_pinned(ino, &node)?;
+                let ahead = stream.read_ahead(&self.ahead);
+                let fh = self.handles.insert(Handle::Stream { ino, stream, ahead });
+                let mut open = lock(&self.open_streams);
+                open.0 = open.0.saturating_add(1);
+                open.1 = open.1.max(open.0);
+                if self.auto_commit
+                    && !self.options.read_only
+                    && matches!(node, Node::GroupNext(..))
+                {
+                    lock(&self.read_to).insert(fh, 0);
+                    // The commit happens at `flush`, which `close()` waits for (`release` is
+                    // sent after `close()` returned).
+                    return Ok(append(fh));
+                }
+                Ok(direct(fh))
+            }
+            Node::SegmentFile(id, base_offset, kind) => {
+                self.refuse_write(request, "writing a segment file")?;
+                // Fails with NotFound once retention deleted the segment.
+                let segment = self.segment(id, *base_offset)?;
+                if segment_file_size(&segment, *kind).is_none() {
+                    let what = describe(&node);
+                    return Err(Error::NotFound(format!("{what} has no {}", kind.suffix())));
+                }
+                let partition = self.partition(id)?;
+                // A sealed segment's files never change: the kernel may keep their pages and
+                // read the file on disk itself. The active one's go through `read` (its index
+                // has a zero tail that is not shown, its `.log` may end in a partial batch).
+                let backing = if segment.is_active {
+                    None
+                } else {
+                    files(partition.as_ref())?.sealed_segment_file(*base_offset, *kind)?
+                };
+                let handle = Handle::Segment { partition, base_offset: *base_offset, kind: *kind };
+                let fh = self.handles.insert(handle);
+                Ok(match backing {
+                    Some(file) => Opened {
+                        fh,
+                        direct_io: false,
+                        keep_cache: true,
+                        backing: Some(file),
+                        no_flush: true,
+                    },
+                    None => direct(fh),
+                })
+            }
+            Node::Append(id) | Node::AppendJson(id) => {
+                if request.write || request.truncate {
+                    self.check_writable()?;
+                    refuse_internal_append(&id.topic)?;
+                }
+                let format = match node {
+                    Node::AppendJson(_) => AppendFormat::Json,
+                    _ => AppendFormat::Lines,
+                };
+                let partition = self.partition(id)?;
+                let state = AppendState::new(partition, format, self.append_limit(&id.topic));
+                Ok(append(self.handles.insert(Handle::Append(Box::new(Mutex::new(state))))))
+            }
+        }
+    }
+
+    /// Reads up to `size` bytes at `offset` of an open file (fewer at its current end).
+    pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
+        let _op = topicfs_source::Operation::begin();
+        let size = size as usize;
+        match &*self.handles.get(fh)? {
+            Handle::Text(text)
+            | Handle::Group { text, .. }
+            | Handle::Config(super::config::ConfigHandle { text, .. }) => {
+                let start = usize::try_from(offset).unwrap_or(usize::MAX).min(text.len());
+                let end = start.saturating_add(size).min(text.len());
+                Ok(text.get(start..end).unwrap_or_default().to_vec())
+            }
+            Handle::Inspection(reader) => reader.read_at(offset, size),
+            Handle::Keys(reader) => reader.read_at(offset, size),
+            Handle::Stream { stream, ahead, .. } => {
+                let data = match ahead {
+                    Some(ahead) => ahead.read(offset, size)?,
+                    None => stream.read_at(offset, size)?,
+                };
+                if self.auto_commit {
+                    if let Some(read_to) = lock(&self.read_to).get_mut(&fh) {
+                        *read_to = (*read_to).max(offset.saturating_add(data.len() as u64));
+                    }
+                }
+                Ok(data)
+            }
+            Handle::Segment { partition, base_offset, kind } => {
+                let mut buf = vec![0; size];
+                let n = files(partition.as_ref())?.read_segment_file(
+                    *base_offset,
+                    *kind,
+                    offset,
+                    &mut buf,
+                )?;
+                buf.truncate(n);
+                Ok(buf)
+            }
+            Handle::Append(_) => Ok(Vec::new()),
+            Handle::Dir { .. } => Err(Error::Unsupported("read of a directory")),
+        }
+    }
+
+    /// Closes a file handle. A partial line still pending (no `flush` came) is appended; its
+    /// error, if any, is returned for logging (the kernel does not pass it to anyone).
+    pub fn release(&self, fh: u64) -> Result<()> {
+        let _op = topicfs_source::Operation::begin();
+        let handle = self.handles.remove(fh)?;
+        match &*handle {
+            Handle::Stream { ino, stream, .. } => {
+                self.pin_close(*ino);
+                let read_to = if self.auto_commit { lock(&self.read_to).remove(&fh) } else { None };
+                let closed = match read_to {
+                    Some(read_to) => self.auto_commit_on_close(*ino, stream, read_to),
+                    None => Ok(()),
+                };
+                // The handle's windows and kept rendering are freed with it.
+                drop(handle);
+                self.stream_closed();
+                closed
+            }
+            Handle::Append(state) => lock(state).flush(),
+            Handle::Config(config) => self.config_flush(config),
+            Handle::Text(_)
+            | Handle::Inspection(_)
+            | Handle::Segment { .. }
+            | Handle::Group { .. }
+            | Handle::Keys(_)
+            | Handle::Dir { .. } => Ok(()),
+        }
+    }
+
+    /// Counts a stream handle closed. Once many have closed (at least [`TRIM_AFTER`] were open
+    /// at once and at most half of that are open now), gives the memory freed in the
+    /// allocator's heaps back to the system: glibc keeps freed heap memory below a live
+    /// allocation resident otherwise (see `doc/ARCHITECTURE.md`, "Memory"). A single reader
+    /// opening and closing never triggers it.
+    fn stream_closed(&self) {
+        let trim = {
+            let mut open = lock(&self.open_streams);
+            open.0 = open.0.saturating_sub(1);
+            let trim = open.1 >= TRIM_AFTER && open.0 <= open.1 / 2;
+            if trim {
+                open.1 = open.0;
+            }
+            trim
+        };
+        if let (true, Some(release)) = (trim, self.release_memory) {
+            release();
+        }
+    }
+
+    /// Resolves a stream node now.
+    pub(super) fn resolve(&self, node: &Node) -> Result<StreamRef> {
+        if matches!(node, Node::ByKey(..) | Node::TopicByKey(..)) {
+            return self.resolve_key(node);
+        }
+        if let Node::GroupNext(id, group, name) = node {
+            return self.resolve_next(id, group, name).map(StreamRef::Partition);
+        }
+        if let Node::TopicStream(topic, name) = node {
+            let spec = topic_view::parse_topic_by_time(name)?;
+            let source = Arc::clone(&self.source);
+            let stream = self.topics.open_stream(source, topic, &spec, now_ms())?;
+            return Ok(StreamRef::Topic(stream));
+        }
+        let Node::Stream(id, dir, name) = node else {
+            return Err(Error::NotFound(format!("{} is not a stream", describe(node))));
+        };
+        let spec = match dir {
+            StreamDir::ByOffset => StreamSpec::parse_by_offset(name)?,
+            StreamDir::ByTime => StreamSpec::parse_by_time(name)?,
+        };
+        let partition = self.partition(id)?;
+        self.streams.open(partition, &spec, now_ms()).map(StreamRef::Partition)
+    }
+
+    /// The stream a lookup answers with: the pinned one while a handle reads it, else a fresh
+    /// resolution (so `by-offset/-10` means the last ten records as of this lookup).
+    pub(super) fn resolve_for_lookup(&self, node: &Node) -> Result<StreamRef> {
+        if let Some(ino) = self.inodes.find(node) {
+            if let Some(pin) = lock(&self.pins).get(&ino) {
+                if pin.open > 0 {
+                    return Ok(pin.stream.clone());
+                }
+            }
+        }
+        self.resolve(node)
+    }
+
+    /// The stream a handle already reads at `ino`, else `stream`. Nothing is kept for an
+    /// inode no handle reads: every later call resolves its name afresh anyway, and a stream
+    /// keeps up to one rendered batch, so keeping them per name the kernel still remembers
+    /// would grow the daemon with every distinct name ever opened.
+    pub(super) fn pin(&self, ino: u64, stream: StreamRef) -> StreamRef {
+        match lock(&self.pins).get(&ino) {
+            Some(pin) if pin.open > 0 => pin.stream.clone(),
+            _ => stream,
+        }
+    }
+
+    /// The stream `ino` means now: the pinned one while a handle reads it, else a fresh
+    /// resolution (pinned for later calls), so `st_size` of `by-offset/-10` is the size of the
+    /// last ten records as of this call.
+    pub(super) fn pinned(&self, ino: u64, node: &Node) -> Result<StreamRef> {
+        if let Some(pin) = lock(&self.pins).get(&ino) {
+            if pin.open > 0 {
+                return Ok(pin.stream.clone());
+            }
+        }
+        let stream = self.resolve(node)?;
+        Ok(self.pin(ino, stream))
+    }
+
+    /// Like [`TopicFs::pinned`], and counts one more open handle on the stream returned, in
+    /// one step (so a concurrent lookup cannot re-pin between the two).
+    fn open_pinned(&self, ino: u64, node: &Node) -> Result<StreamRef> {
+        let fresh = self.pinned(ino, node)?;
+        let mut pins = lock(&self.pins);
+        let pin = pins.entry(ino).or_insert_with(|| Pin { stream: fresh.clone(), open: 0 });
+        if pin.open == 0 {
+            pin.stream = fresh;
+        }
+        pin.open = pin.open.saturating_add(1);
+        Ok(pin.stream.clone())
+    }
+
+    /// Number of streams kept for open handles (for tests and statistics): memory the
+    /// filesystem holds per name stays bounded by the open handles, not by the names used.
+    pub fn pinned_streams(&self) -> usize {
+        lock(&self.pins).len()
+    }
+
+    /// Counts one handle of `ino` closed; the last one unpins its stream (see [`TopicFs::pin`]).
+    fn pin_close(&self, ino: u64) {
+        let mut pins = lock(&self.pins);
+        if let Some(pin) = pins.get_mut(&ino) {
+            pin.open = pin.open.saturating_sub(1);
+            if pin.open == 0 {
+                pins.remove(&ino);
+            }
+        }
+    }
+}

@@ -1,0 +1,504 @@
+//! The data directory: one entry of a broker's `log.dirs` (Kafka's `LogManager` for one dir).
+//!
+//! ```text
+//! <dir>/meta.properties                   cluster.id, node.id (v1) or broker.id (v0)
+//! <dir>/.lock                             exclusive lock while a process owns the dir
+//! <dir>/.kafka_cleanshutdown              present only after a clean shutdown
+//! <dir>/recovery-point-offset-checkpoint  per partition: offset below which data is on disk
+//! <dir>/log-start-offset-checkpoint       per partition: first visible offset (when above the
+//!                                         first segment's base offset)
+//! <dir>/topicfs-topic-config              topicfs's per-topic overrides (a broker ignores it;
+//!                                         see [`super::topic_config`])
+//! <dir>/<topic>-<partition>/              one partition log each
+//! ```
+//!
+//! **Writable mode** ([`LogDir::open`]) locks the dir, deletes the clean-shutdown marker as soon
+//! as it is seen (so a crash while loading counts as unclean, KAFKA-10471), recovers every
+//! partition from its recovery point after an unclean stop, and writes checkpoints (temporary
+//! file, fsync, rename) after loading, after retention and at shutdown, which also writes the
+//! marker again.
+//!
+//! **Read-only mode** ([`LogDir::open_read_only`]) changes nothing under the dir: no lock, no
+//! marker removal, no checkpoint; damaged or missing indexes are rebuilt in memory and torn
+//! tails are only hidden. A broker may be running on the dir meanwhile: the partition list is
+//! read again at most every [`RESCAN_INTERVAL_MS`] when topics or partitions are looked up, so
+//! partitions the broker creates appear and partitions it deletes (renamed `-delete`) disappear.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use nix::errno::Errno;
+use nix::fcntl::{FcntlArg, Flock, FlockArg, fcntl};
+
+use topicfs_format::Offset;
+use topicfs_format::checkpoint::{format_offset_checkpoint, format_uuid, parse_offset_checkpoint};
+use topicfs_format::file_name::{
+    has_collision, parse_partition_dir, parse_special_dir, partition_dir_name, validate_topic_name,
+};
+use topicfs_format::log_dir_layout::{self, EntryKind, Layout, RootEntry};
+use topicfs_format::properties::{format_properties, parse_properties};
+use topicfs_source::error::{Error, FileType, Result};
+use topicfs_source::sync::lock;
+
+use super::cache::SegmentCache;
+use super::cluster_metadata::{ClusterMetadataConfigs, ClusterMetadataReader};
+use super::config::{BrokerSettings, LogConfig};
+use super::log::{LoadState, Log};
+use super::open;
+use super::segment::{SegmentMode, now_ms};
+use super::topic_config::{
+    Resolved, TOPIC_CONFIG_FILE, TopicSettings, differing_settings, format_topic_config_file,
+    parse_topic_config_file,
+};
+use topicfs_source::{ConfigChange, ConfigEntry};
+
+mod checkpoints;
+mod classify;
+mod create;
+mod lock;
+mod metadata;
+mod scan;
+mod settings;
+
+use checkpoints::read_checkpoint;
+pub use classify::classify_data_dir;
+use lock::{DirLock, take_lock};
+use metadata::{broker_settings, open_cluster_metadata};
+use settings::load_topic_config_file;
+
+/// `meta.properties`.
+pub const META_PROPERTIES: &str = "meta.properties";
+/// Unsynced segments (all partitions) from which a clean shutdown makes them durable with one
+/// `syncfs` instead of an fsync per file ([`LogDir::shutdown`]): below it the fsyncs are few
+/// and do not wait for other files of the file system.
+pub const SYNCFS_FROM: usize = 64;
+
+/// The lock file.
+pub const LOCK_FILE: &str = ".lock";
+/// The clean-shutdown marker.
+pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
+/// Recovery points.
+pub const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
+/// Log start offsets.
+pub const LOG_START_OFFSET_CHECKPOINT: &str = "log-start-offset-checkpoint";
+/// The KRaft metadata log's topic: owned by the raft layer, so loaded only read-only.
+const CLUSTER_METADATA_TOPIC: &str = "__cluster_metadata";
+/// Read-only mode: the shortest time between two listings of the data dir for partitions the
+/// broker created or deleted (the same interval as a partition's own refresh).
+pub const RESCAN_INTERVAL_MS: i64 = 200;
+/// The most partitions a topic can have: Kafka numbers partitions with an `INT32`, so
+/// partition `2^31 - 1` is the last there can be (the mount's `--max-partitions` is lower).
+pub const KAFKA_MAX_PARTITIONS: u32 = i32::MAX as u32;
+
+/// The sizing budget of a log directory's partitions unless `--sizing-budget` says otherwise:
+/// 256 MiB of log, rendered (counted, not kept) in about 0.45 s here (scaled from 333 MB sized
+/// in 0.56 s, BENCHMARKS.md "cold opens"). A stream whose end
+/// is farther shows size 0 until read to its end (SEMANTICS.md, "Sizes: exact or not yet
+/// known"). Larger than the interface's [`DEFAULT_SIZING_BUDGET`](topicfs_source::DEFAULT_SIZING_BUDGET)
+/// (16 MiB, what a source reached over a network states) because a local partition is cheap to
+/// size, and a stream of unknown size makes `tail -n` (and the first step of `tail -f`) read
+/// it from its start: measured on 3 M records (333 MB of log), `tail -n 10 by-offset/0` took
+/// 0.8 s sized and 10 s unsized.
+pub const LOCAL_SIZING_BUDGET: u64 = 256 << 20;
+
+/// A Kafka data directory; see the module doc.
+#[derive(Debug)]
+pub struct LogDir {
+    path: PathBuf,
+    mode: SegmentMode,
+    /// Every layer of the topics' settings ([`super::topic_config`]). Changed under
+    /// `admin_lock` (after the file is written, for the overrides); read without it.
+    settings: RwLock<TopicSettings>,
+    /// The topics last logged as having unknown settings (logged again only when this changes).
+    unknown_logged: Mutex<Option<BTreeSet<String>>>,
+    /// Problems of broker settings already logged (each once).
+    problems_logged: Mutex<BTreeSet<String>>,
+    /// [`TOPIC_CONFIG_FILE`] could not be read (byte position of the bad line, what is wrong):
+    /// no topic has known settings through it, and changes are refused so the file (the only
+    /// copy of its overrides) is never replaced until it is fixed or removed.
+    settings_damage: Option<(u64, String)>,
+    /// The locks on `.lock` and on the directory itself (released when closed); `None`
+    /// read-only.
+    lock_file: Mutex<Option<DirLock>>,
+    /// Partitions by (topic, partition).
+    logs: RwLock<BTreeMap<(String, u32), Arc<Log>>>,
+    had_clean_shutdown: bool,
+    /// `meta.properties` as read or written.
+    meta: BTreeMap<String, String>,
+    shut_down: AtomicBool,
+    /// Serializes checkpoint writes, topic creation and read-only rescans.
+    admin_lock: Mutex<()>,
+    /// Read-only mode: when the data dir was last listed (ms since the epoch).
+    last_rescan_ms: AtomicI64,
+    /// Read-only mode: partitions whose last load failed (logged at error level once).
+    failed: Mutex<BTreeSet<(String, u32)>>,
+    /// Every partition's sizing budget ([`LogDir::set_sizing_budget`]).
+    sizing_budget: AtomicU64,
+    /// The segment cache every partition keeps its sealed segments' summaries in
+    /// ([`LogDir::set_cache`]; disabled until set).
+    cache: RwLock<Arc<SegmentCache>>,
+    /// The broker's KRaft metadata log (`__cluster_metadata-0`), read at open for the topics'
+    /// broker layers and, read-only, again at each rescan (a running broker changes it);
+    /// `None` when the data dir has none (yet).
+    metadata: Mutex<Option<ClusterMetadataReader>>,
+}
+
+impl LogDir {
+    /// Opens (creating if needed) a data dir for reading and writing: takes the `.lock`,
+    /// creates `meta.properties` if missing, loads and recovers every partition.
+    /// `Error::Locked` if a broker or another process holds the dir.
+    pub fn open(path: &Path, config: LogConfig) -> Result<LogDir> {
+        LogDir::open_with(path, config, HashMap::new(), SegmentMode::Writable)
+    }
+
+    /// Opens a data dir without changing anything in it (a broker may be using it).
+    pub fn open_read_only(path: &Path, config: LogConfig) -> Result<LogDir> {
+        LogDir::open_with(path, config, HashMap::new(), SegmentMode::ReadOnly)
+    }
+
+    /// [`LogDir::open`] or [`LogDir::open_read_only`] with per-topic configuration overrides.
+    pub fn open_with(
+        path: &Path,
+        default_config: LogConfig,
+        topic_configs: HashMap<String, LogConfig>,
+        mode: SegmentMode,
+    ) -> Result<LogDir> {
+        let writable = mode == SegmentMode::Writable;
+        if writable {
+            std::fs::create_dir_all(path).map_err(|e| Error::io(path, "mkdir", e))?;
+        } else if !path.is_dir() {
+            return Err(Error::NotFound(path.display().to_string()));
+        }
+        let lock_file = if writable { Some(take_lock(path)?) } else { None };
+        if writable {
+            // The checkpoints are replaced by rename at every write, which would put a file
+            // in place of what is there (or fail on a directory): refuse to take over a data
+            // dir whose checkpoints are not regular files, naming them, instead of guessing.
+            for name in [RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, TOPIC_CONFIG_FILE]
+            {
+                let file = path.join(name);
+                match open::file_type(&file) {
+                    Ok(FileType::Regular) => {}
+                    Ok(found) => {
+                        return Err(Error::WrongFileType {
+                            file,
+                            found,
+                            expected: FileType::Regular,
+                        });
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(Error::io(&file, "stat", e)),
+                }
+            }
+        }
+        let meta = load_meta_properties(path, writable)?;
+        let (overrides, settings_damage) = load_topic_config_file(path)?;
+        let metadata = open_cluster_metadata(path, &meta);
+        let settings = TopicSettings {
+            mount_defaults: differing_settings(&default_config, &LogConfig::default()),
+            internal: topic_configs
+                .iter()
+                .map(|(topic, config)| (topic.clone(), differing_settings(config, &default_config)))
+                .collect(),
+            broker: metadata
+                .as_ref()
+                .map(|m| broker_settings(m.configs(), BTreeMap::new()))
+                .unwrap_or_default(),
+            overrides,
+        };
+
+        let marker = path.join(CLEAN_SHUTDOWN_FILE);
+        let had_clean_shutdown = marker.exists();
+        if had_clean_shutdown && writable {
+            std::fs::remove_file(&marker).map_err(|e| Error::io(&marker, "remove", e))?;
+            sync_dir(path)?;
+        }
+        let dir = LogDir {
+            path: path.to_path_buf(),
+            mode,
+            settings: RwLock::new(settings),
+            unknown_logged: Mutex::new(None),
+            problems_logged: Mutex::new(BTreeSet::new()),
+            settings_damage,
+            lock_file: Mutex::new(lock_file),
+            logs: RwLock::new(BTreeMap::new()),
+            had_clean_shutdown,
+            meta,
+            shut_down: AtomicBool::new(false),
+            admin_lock: Mutex::new(()),
+            last_rescan_ms: AtomicI64::new(now_ms()),
+            failed: Mutex::new(BTreeSet::new()),
+            sizing_budget: AtomicU64::new(LOCAL_SIZING_BUDGET),
+            cache: RwLock::new(Arc::new(SegmentCache::disabled())),
+            metadata: Mutex::new(metadata),
+        };
+        let partitions = dir.partition_dirs(true)?;
+        let logs = dir.load_partitions(partitions.into_iter().collect());
+        *dir.logs.write().unwrap_or_else(|e| e.into_inner()) = logs;
+        if writable {
+            dir.write_checkpoints()?;
+            dir.log_unknown_topics();
+        }
+        Ok(dir)
+    }
+
+    /// Sets the sizing budget of every partition, loaded now or later: the log bytes a
+    /// stream's `stat` or `open` may render to learn its size (`--sizing-budget`; default
+    /// [`LOCAL_SIZING_BUDGET`]).
+    pub fn set_sizing_budget(&self, bytes: u64) {
+        self.sizing_budget.store(bytes, Ordering::Relaxed);
+        for log in self.logs.read().unwrap_or_else(|e| e.into_inner()).values() {
+            log.set_sizing_budget(bytes);
+        }
+    }
+
+    /// See [`LogDir::set_sizing_budget`].
+    pub fn sizing_budget(&self) -> u64 {
+        self.sizing_budget.load(Ordering::Relaxed)
+    }
+
+    /// Sets the segment cache of every partition, loaded now or later (`--cache-dir`; the
+    /// cache lives outside the data dir, so a read-only mount still writes nothing here).
+    pub fn set_cache(&self, cache: Arc<SegmentCache>) {
+        *self.cache.write().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&cache);
+        for log in self.logs.read().unwrap_or_else(|e| e.into_inner()).values() {
+            log.set_cache(Arc::clone(&cache));
+        }
+    }
+
+    /// See [`LogDir::set_cache`].
+    pub fn cache(&self) -> Arc<SegmentCache> {
+        Arc::clone(&self.cache.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The data dir.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether the last stop was clean (the marker was present at open).
+    pub fn had_clean_shutdown(&self) -> bool {
+        self.had_clean_shutdown
+    }
+
+    /// `meta.properties` keys and values.
+    pub fn meta_properties(&self) -> &BTreeMap<String, String> {
+        &self.meta
+    }
+
+    /// The effective configuration of `topic` (see [`super::topic_config`]).
+    pub fn config_for(&self, topic: &str) -> LogConfig {
+        self.resolve_topic(topic).config
+    }
+
+    /// One partition's log.
+    pub fn log(&self, topic: &str, partition: u32) -> Result<Arc<Log>> {
+        self.maybe_rescan();
+        self.logs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(topic.to_string(), partition))
+            .cloned()
+            .ok_or_else(|| Error::NotFound(format!("{topic} partition {partition}")))
+    }
+
+    /// All partition logs, by (topic, partition).
+    pub fn logs(&self) -> Vec<Arc<Log>> {
+        self.logs.read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
+    }
+
+    /// Topic names, sorted.
+    pub fn topic_names(&self) -> Vec<String> {
+        self.maybe_rescan();
+        let logs = self.logs.read().unwrap_or_else(|e| e.into_inner());
+        let mut names: Vec<String> = logs.keys().map(|(t, _)| t.clone()).collect();
+        names.dedup();
+        names
+    }
+
+    /// Partition numbers of `topic`, sorted; `NotFound` for an unknown topic.
+    pub fn partition_numbers(&self, topic: &str) -> Result<Vec<u32>> {
+        self.maybe_rescan();
+        let logs = self.logs.read().unwrap_or_else(|e| e.into_inner());
+        let parts: Vec<u32> = logs.keys().filter(|(t, _)| t == topic).map(|(_, p)| *p).collect();
+        if parts.is_empty() {
+            return Err(Error::NotFound(format!("topic {topic}")));
+        }
+        Ok(parts)
+    }
+
+    /// Whether appends and creations are refused.
+    pub fn is_read_only(&self) -> bool {
+        self.mode == SegmentMode::ReadOnly
+    }
+}
+
+/// Reads `meta.properties`; creates a version 1 file (random `cluster.id`, `node.id=0`) when it
+/// is missing and the dir is writable. Version 0 (`broker.id`) is accepted; version 1 needs
+/// `cluster.id` and `node.id`.
+fn load_meta_properties(dir: &Path, writable: bool) -> Result<BTreeMap<String, String>> {
+    let path = dir.join(META_PROPERTIES);
+    match open::read_regular_to_string(&path) {
+        Ok(text) => {
+            let props = parse_properties(&text)
+                .map_err(|e| Error::corrupt(&path, e.at as u64, e.to_string()))?;
+            let version = props.get("version").map_or("0", String::as_str);
+            match version {
+                "0" => {}
+                "1" => {
+                    for key in ["cluster.id", "node.id"] {
+                        if !props.contains_key(key) {
+                            return Err(Error::corrupt(
+                                &path,
+                                0,
+                                format!("version 1 without {key}"),
+                            ));
+                        }
+                    }
+                }
+                v => return Err(Error::corrupt(&path, 0, format!("unknown version {v}"))),
+            }
+            Ok(props)
+        }
+        Err(e) if open::is_not_found(&e) && writable => {
+            let mut props = BTreeMap::new();
+            props.insert("version".to_string(), "1".to_string());
+            props.insert("cluster.id".to_string(), format_uuid(&random_uuid(&path)?));
+            props.insert("node.id".to_string(), "0".to_string());
+            let date = chrono::Utc::now().format("%a %b %d %H:%M:%S UTC %Y").to_string();
+            write_atomically(dir, META_PROPERTIES, &format_properties(&props, &date))?;
+            Ok(props)
+        }
+        Err(e) if open::is_not_found(&e) => Ok(BTreeMap::new()),
+        // Read-only: a `meta.properties` that is not a regular file is as good as none (the
+        // mount shows the partitions; nothing reads the ids). Writable: the mount refuses to
+        // take over the dir rather than write a new identity over it.
+        Err(e @ Error::WrongFileType { .. }) if !writable => {
+            log::warn!("{e}; reading the data dir without it");
+            Ok(BTreeMap::new())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// 16 random bytes from the kernel, shaped as a version 4 UUID.
+fn random_uuid(for_file: &Path) -> Result<[u8; 16]> {
+    let mut id = [0u8; 16];
+    File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut id))
+        .map_err(|e| Error::io(for_file, "read /dev/urandom for", e))?;
+    id[6] = (id[6] & 0x0f) | 0x40;
+    id[8] = (id[8] & 0x3f) | 0x80;
+    Ok(id)
+}
+
+/// Writes `<dir>/<name>` as Kafka does: `<name>.tmp`, fsync, rename over, fsync of the dir.
+fn write_atomically(dir: &Path, name: &str, text: &str) -> Result<()> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    let target = dir.join(name);
+    // A leftover temporary (even a FIFO or a link of that name) is ours to replace.
+    match std::fs::remove_file(&tmp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::io(&tmp, "remove", e)),
+    }
+    let mut file =
+        open::open_regular(&tmp, OpenOptions::new().write(true).create_new(true), "create")?;
+    file.write_all(text.as_bytes()).map_err(|e| Error::io(&tmp, "write", e))?;
+    file.sync_all().map_err(|e| Error::io(&tmp, "fsync", e))?;
+    std::fs::rename(&tmp, &target).map_err(|e| Error::io(&tmp, "rename", e))?;
+    sync_dir(dir)
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    open::sync_dir(dir)
+}
+
+#[cfg(test)]
+mod refusal_tests {
+    use super::*;
+
+    fn dirs_in(path: &Path) -> Vec<String> {
+        let mut names: Vec<String> = open::read_dir(path)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| path.join(n).is_dir())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn create_topic_refuses_a_colliding_name_or_too_many_partitions_before_creating_anything() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = LogDir::open(tmp.path(), LogConfig::default()).unwrap();
+        dir.create_topic("a.b", 1).unwrap();
+        let err = dir.create_topic("a_b", 1).unwrap_err();
+        assert_eq!(err.errno(), libc::EINVAL);
+        assert!(err.to_string().contains("existing topic \"a.b\""), "{err}");
+        // u32::MAX partitions (`--partitions 4294967295`): refused at once, not created one by
+        // one until killed.
+        let err = dir.create_topic("big", u32::MAX).unwrap_err();
+        assert_eq!(err.errno(), libc::EINVAL);
+        assert!(err.to_string().contains("at most 2147483647"), "{err}");
+        let err = dir.create_partition("a.b", KAFKA_MAX_PARTITIONS).unwrap_err();
+        assert_eq!(err.errno(), libc::EINVAL);
+        assert_eq!(dirs_in(tmp.path()), ["a.b-0"]);
+        assert_eq!(dir.topic_names(), ["a.b"]);
+    }
+
+    #[test]
+    fn a_topic_creation_failing_at_one_partition_removes_the_ones_made_before_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = LogDir::open(tmp.path(), LogConfig::default()).unwrap();
+        // Partition 2's directory cannot be made: a file holds its name.
+        std::fs::write(tmp.path().join("t-2"), "in the way").unwrap();
+        assert!(dir.create_topic("t", 4).is_err());
+        assert!(dirs_in(tmp.path()).is_empty(), "{:?}", dirs_in(tmp.path()));
+        assert!(dir.partition_numbers("t").is_err());
+        std::fs::remove_file(tmp.path().join("t-2")).unwrap();
+        dir.create_topic("t", 4).unwrap();
+        assert_eq!(dir.partition_numbers("t").unwrap(), [0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn classify_data_dir_reads_names_of_the_root_and_of_partition_directories_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert_eq!(classify_data_dir(&tmp.path().join("absent")).unwrap(), Layout::Empty);
+        assert_eq!(classify_data_dir(tmp.path()).unwrap(), Layout::Empty);
+        // A small copy of /etc: dbus-1/ holds configuration files.
+        let etc = tmp.path().join("etc");
+        std::fs::create_dir_all(etc.join("dbus-1/system.d")).unwrap();
+        std::fs::write(etc.join("dbus-1/system.conf"), "<busconfig/>").unwrap();
+        std::fs::write(etc.join("hostname"), "h\n").unwrap();
+        let layout = classify_data_dir(&etc).unwrap();
+        assert_eq!(
+            layout,
+            Layout::Foreign {
+                entry: "dbus-1/system.conf".into(),
+                why: "not a file a broker writes in a partition directory"
+            }
+        );
+        // A data dir topicfs wrote: meta.properties.
+        let data = tmp.path().join("data");
+        let dir = LogDir::open(&data, LogConfig::default()).unwrap();
+        dir.create_topic("t", 2).unwrap();
+        dir.shutdown().unwrap();
+        assert_eq!(classify_data_dir(&data).unwrap(), Layout::MetaProperties);
+        // Without it, the names alone make it a log dir.
+        std::fs::remove_file(data.join(META_PROPERTIES)).unwrap();
+        assert_eq!(classify_data_dir(&data).unwrap(), Layout::KafkaNames);
+        // A FIFO among them is not a broker's file at the root.
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            data.join("pipe"),
+            rustix::fs::Mode::from_raw_mode(0o644),
+        )
+        .unwrap();
+        assert!(!classify_data_dir(&data).unwrap().is_log_dir());
+    }
+}

@@ -1,0 +1,215 @@
+//! The topics' settings of a [`LogDir`]: broker and mount layers, overrides, unknown topics.
+
+use super::*;
+
+impl LogDir {
+    /// Takes what the broker holds for the data dir's topics (its KRaft metadata,
+    /// `server.properties`) as the layers between the topics' overrides and Kafka's defaults
+    /// ([`crate::topic_config`] for the precedence), and re-resolves every partition's
+    /// configuration now: the next append, roll and retention pass use it.
+    pub fn set_broker_settings(&self, broker: BrokerSettings) {
+        let _guard = lock(&self.admin_lock);
+        self.settings.write().unwrap_or_else(|e| e.into_inner()).broker = broker;
+        self.apply_settings(None);
+        if self.mode == SegmentMode::Writable {
+            self.log_unknown_topics();
+        }
+    }
+
+    /// Takes a broker's static settings (`--server-properties`, in topic-level names) as the
+    /// layer below the mount's `--config`, keeping what the broker's metadata log holds.
+    pub fn set_static_defaults(&self, static_defaults: BTreeMap<String, String>) {
+        let mut broker = self.settings.read().unwrap_or_else(|e| e.into_inner()).broker.clone();
+        broker.static_defaults = static_defaults;
+        self.set_broker_settings(broker);
+    }
+
+    /// Replaces the mount's defaults (the `--config` layer) with `settings`, by name, and
+    /// re-resolves every partition's configuration. [`LogDir::open`] derives the layer from its
+    /// `LogConfig` (the settings that differ from Kafka's defaults); this states it exactly, so
+    /// a setting given at its Kafka default still counts as the mount's (above
+    /// `server.properties`). `InvalidInput` naming the setting and the rule, nothing changed.
+    pub fn set_mount_defaults(&self, settings: BTreeMap<String, String>) -> Result<()> {
+        let mut rendered = BTreeMap::new();
+        for (name, value) in settings {
+            let mut probe = LogConfig::default();
+            probe.set(&name, &value)?;
+            let shown = probe.get(&name).unwrap_or(value);
+            rendered.insert(name, shown);
+        }
+        let _guard = lock(&self.admin_lock);
+        self.settings.write().unwrap_or_else(|e| e.into_inner()).mount_defaults = rendered;
+        self.apply_settings(None);
+        Ok(())
+    }
+
+    /// The effective settings of `topic` (see [`crate::topic_config`]).
+    pub fn resolve_topic(&self, topic: &str) -> Resolved {
+        let resolved = self.settings.read().unwrap_or_else(|e| e.into_inner()).resolve(topic);
+        for problem in &resolved.problems {
+            if lock(&self.problems_logged).insert(format!("{topic}: {problem}")) {
+                log::warn!(
+                    "topic {topic}: {problem}; its settings count as unknown (no retention by \
+                     time or size, no compaction)"
+                );
+            }
+        }
+        resolved
+    }
+
+    /// How the log cleaner cleans `topic` now: `None` when its settings are unknown (nothing is
+    /// compacted on guessed settings, see [`crate::topic_config`]) or its `cleanup.policy`
+    /// does not contain `compact`. Resolved at each call, so a `config` change applies to the
+    /// next cleaner pass.
+    pub fn cleaner_settings(
+        &self,
+        topic: &str,
+        dedupe_buffer_bytes: usize,
+    ) -> Option<crate::cleaner::CleanerSettings> {
+        let resolved = self.resolve_topic(topic);
+        if !resolved.known {
+            return None;
+        }
+        crate::cleaner::CleanerSettings::from_log_config(&resolved.config, dedupe_buffer_bytes)
+    }
+
+    /// Gives the partitions of `topic` (all when `None`) their configuration as resolved now.
+    pub(super) fn apply_settings(&self, topic: Option<&str>) {
+        let mut resolved: HashMap<String, Resolved> = HashMap::new();
+        for log in self.logs() {
+            if topic.is_some_and(|t| t != log.topic()) {
+                continue;
+            }
+            let r = resolved
+                .entry(log.topic().to_string())
+                .or_insert_with(|| self.resolve_topic(log.topic()));
+            log.set_config(Arc::new(r.config.clone()));
+            log.set_settings_known(r.known);
+        }
+    }
+
+    /// Logs (writable mode) the topics whose settings are unknown, once per change of that
+    /// set: their partitions are not deleted from by time or size, nor compacted.
+    pub(super) fn log_unknown_topics(&self) {
+        let unknown: BTreeSet<String> = self
+            .logs()
+            .iter()
+            .filter(|l| !l.settings_known())
+            .map(|l| l.topic().to_string())
+            .collect();
+        let mut logged = lock(&self.unknown_logged);
+        if logged.as_ref() == Some(&unknown) {
+            return;
+        }
+        if !unknown.is_empty() {
+            log::warn!(
+                "{}: settings unknown for topic(s) {}: no retention by time or size and no \
+                 compaction there until set (write e.g. cleanup.policy=delete to \
+                 MNT/<topic>/config to accept the defaults)",
+                self.path.display(),
+                unknown.iter().cloned().collect::<Vec<_>>().join(", ")
+            );
+        }
+        *logged = Some(unknown);
+    }
+
+    /// Every effective setting of `topic`, sorted by name, with its source. `NotFound` for a
+    /// topic without partitions.
+    pub fn topic_config(&self, topic: &str) -> Result<Vec<ConfigEntry>> {
+        self.partition_numbers(topic)?;
+        Ok(self.resolve_topic(topic).entries)
+    }
+
+    /// Whether `topic`'s settings are known (see [`crate::topic_config`]).
+    pub fn topic_settings_known(&self, topic: &str) -> bool {
+        self.resolve_topic(topic).known
+    }
+
+    /// Applies `changes` to `topic`'s overrides, all or nothing: validated, written to
+    /// [`TOPIC_CONFIG_FILE`] (crash-safe), then in effect for the topic's partitions. Any call,
+    /// even with no change, makes the topic's settings known. `ReadOnly` on a read-only mount,
+    /// `NotFound` for a topic without partitions, `InvalidInput` naming the setting and the
+    /// rule (nothing changed), `Corrupt` (EIO) while the file is damaged (see
+    /// `load_topic_config_file`).
+    pub fn alter_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()> {
+        self.check_writable()?;
+        self.partition_numbers(topic)?;
+        if let Some((at, why)) = &self.settings_damage {
+            return Err(Error::corrupt(self.path.join(TOPIC_CONFIG_FILE), *at, why.clone()));
+        }
+        let _guard = lock(&self.admin_lock);
+        let mut candidate =
+            self.settings.read().unwrap_or_else(|e| e.into_inner()).overrides.clone();
+        let overrides = self
+            .settings
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .changed_overrides(topic, changes)?;
+        let unchanged = candidate.get(topic) == Some(&overrides);
+        candidate.insert(topic.to_string(), overrides);
+        if !unchanged {
+            write_atomically(&self.path, TOPIC_CONFIG_FILE, &format_topic_config_file(&candidate))?;
+            self.settings.write().unwrap_or_else(|e| e.into_inner()).overrides = candidate;
+            let described: Vec<String> = changes
+                .iter()
+                .map(|c| match c {
+                    ConfigChange::Set { name, value } => format!("{name}={value}"),
+                    ConfigChange::Remove { name } => format!("{name} removed"),
+                })
+                .collect();
+            if described.is_empty() {
+                log::info!("topic {topic}: settings known now (no override)");
+            } else {
+                log::info!("topic {topic}: settings changed: {}", described.join(", "));
+            }
+        }
+        self.apply_settings(Some(topic));
+        self.log_unknown_topics();
+        Ok(())
+    }
+
+    /// Gives `topic` an entry (no override) in [`TOPIC_CONFIG_FILE`] unless it has one:
+    /// its settings are then known. Caller holds `admin_lock`.
+    pub(super) fn record_topic(&self, topic: &str) -> Result<()> {
+        if self.settings_damage.is_some() {
+            // The damaged file is not replaced: the new topic's settings stay unknown (safe).
+            return Ok(());
+        }
+        let mut candidate =
+            self.settings.read().unwrap_or_else(|e| e.into_inner()).overrides.clone();
+        if candidate.contains_key(topic) {
+            return Ok(());
+        }
+        candidate.insert(topic.to_string(), Default::default());
+        write_atomically(&self.path, TOPIC_CONFIG_FILE, &format_topic_config_file(&candidate))?;
+        self.settings.write().unwrap_or_else(|e| e.into_inner()).overrides = candidate;
+        Ok(())
+    }
+}
+
+/// The overrides of [`TOPIC_CONFIG_FILE`] (absent: none), and its damage if it cannot be
+/// parsed (a bad line, not UTF-8): then it is logged once at error level, left as it is, and no
+/// topic has known settings through it (nothing is deleted on guessed settings); reads and
+/// appends go on. A file that cannot be read at all (not a regular file on a read-only mount,
+/// an I/O error) is taken the same way; a writable open refuses a non-regular one earlier, as
+/// for the checkpoints.
+#[allow(clippy::type_complexity)]
+pub(super) fn load_topic_config_file(
+    dir: &Path,
+) -> Result<(BTreeMap<String, crate::topic_config::Settings>, Option<(u64, String)>)> {
+    let path = dir.join(TOPIC_CONFIG_FILE);
+    let damage = match open::read_regular_to_string(&path) {
+        Ok(text) => match parse_topic_config_file(&text) {
+            Ok(overrides) => return Ok((overrides, None)),
+            Err(damage) => damage,
+        },
+        Err(e) if open::is_not_found(&e) => return Ok((BTreeMap::new(), None)),
+        Err(e) => (0, e.to_string()),
+    };
+    let e = Error::corrupt(&path, damage.0, damage.1.clone());
+    log::error!(
+        "{e}; every topic's settings count as unknown (no retention by time or size, no \
+         compaction) and changes to them fail until the file is fixed or removed"
+    );
+    Ok((BTreeMap::new(), Some(damage)))
+}

@@ -1,0 +1,270 @@
+//! A broker's own settings in topic-level names: its static `server.properties`
+//! ([`read_server_properties`], for `--server-properties FILE`) and the mapping from broker
+//! names to topic-level names ([`broker_defaults_to_topic_settings`]), which the KRaft
+//! metadata's dynamic broker defaults go through too ([`super::cluster_metadata`]).
+//!
+//! The mapping is Kafka's `ServerTopicConfigSynonyms.ALL_TOPIC_CONFIG_SYNONYMS` (apache/kafka
+//! `server-common/src/main/java/org/apache/kafka/server/config/ServerTopicConfigSynonyms.java`,
+//! commit 1eb7644, 2024-10) with the conversions `KafkaConfig` applies when it builds a topic's
+//! defaults (`KafkaConfig.extractLogConfigMap`): of several synonyms the first one set wins
+//! (`log.retention.ms` over `log.retention.minutes` over `log.retention.hours`, `log.roll.ms`
+//! over `log.roll.hours`); hours and minutes become milliseconds; a negative retention time
+//! becomes `-1` (`KafkaConfig.logRetentionTimeMillis`). Values are trimmed, as Kafka's
+//! `ConfigDef` trims them. Only settings present in the input appear in the output: a broker
+//! setting left at its Kafka default gives the topic its Kafka default, which the topic-level
+//! defaults already are.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use topicfs_format::properties::parse_properties;
+use topicfs_source::error::{Error, Result};
+
+/// How a broker value becomes a topic value.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Convert {
+    /// As it is.
+    Same,
+    /// An `int` of hours into milliseconds (`ConfigSynonym.HOURS_TO_MILLISECONDS`).
+    Hours,
+    /// An `int` of minutes into milliseconds (`ConfigSynonym.MINUTES_TO_MILLISECONDS`).
+    Minutes,
+}
+
+use Convert::{Hours, Minutes, Same};
+
+/// Each topic-level setting with its broker synonyms, highest precedence first.
+const SYNONYMS: &[(&str, &[(&str, Convert)])] = &[
+    ("segment.bytes", &[("log.segment.bytes", Same)]),
+    ("segment.ms", &[("log.roll.ms", Same), ("log.roll.hours", Hours)]),
+    ("segment.jitter.ms", &[("log.roll.jitter.ms", Same), ("log.roll.jitter.hours", Hours)]),
+    ("segment.index.bytes", &[("log.index.size.max.bytes", Same)]),
+    ("flush.messages", &[("log.flush.interval.messages", Same)]),
+    ("flush.ms", &[("log.flush.interval.ms", Same), ("log.flush.scheduler.interval.ms", Same)]),
+    ("retention.bytes", &[("log.retention.bytes", Same)]),
+    (
+        "retention.ms",
+        &[
+            ("log.retention.ms", Same),
+            ("log.retention.minutes", Minutes),
+            ("log.retention.hours", Hours),
+        ],
+    ),
+    ("max.message.bytes", &[("message.max.bytes", Same)]),
+    ("index.interval.bytes", &[("log.index.interval.bytes", Same)]),
+    ("delete.retention.ms", &[("log.cleaner.delete.retention.ms", Same)]),
+    ("min.compaction.lag.ms", &[("log.cleaner.min.compaction.lag.ms", Same)]),
+    ("max.compaction.lag.ms", &[("log.cleaner.max.compaction.lag.ms", Same)]),
+    ("file.delete.delay.ms", &[("log.segment.delete.delay.ms", Same)]),
+    ("min.cleanable.dirty.ratio", &[("log.cleaner.min.cleanable.ratio", Same)]),
+    ("cleanup.policy", &[("log.cleanup.policy", Same)]),
+    ("unclean.leader.election.enable", &[("unclean.leader.election.enable", Same)]),
+    ("min.insync.replicas", &[("min.insync.replicas", Same)]),
+    ("compression.type", &[("compression.type", Same)]),
+    ("compression.gzip.level", &[("compression.gzip.level", Same)]),
+    ("compression.lz4.level", &[("compression.lz4.level", Same)]),
+    ("compression.zstd.level", &[("compression.zstd.level", Same)]),
+    ("preallocate", &[("log.preallocate", Same)]),
+    ("message.format.version", &[("log.message.format.version", Same)]),
+    ("message.timestamp.type", &[("log.message.timestamp.type", Same)]),
+    ("message.timestamp.difference.max.ms", &[("log.message.timestamp.difference.max.ms", Same)]),
+    ("message.timestamp.before.max.ms", &[("log.message.timestamp.before.max.ms", Same)]),
+    ("message.timestamp.after.max.ms", &[("log.message.timestamp.after.max.ms", Same)]),
+    ("message.downconversion.enable", &[("log.message.downconversion.enable", Same)]),
+    ("local.retention.ms", &[("log.local.retention.ms", Same)]),
+    ("local.retention.bytes", &[("log.local.retention.bytes", Same)]),
+];
+
+/// A broker setting that could not be mapped: (broker name, value, why).
+type Problem = (String, String, &'static str);
+
+/// Maps broker settings to topic-level settings; the problems are settings left out.
+fn map_broker_settings(
+    broker: &BTreeMap<String, String>,
+) -> (BTreeMap<String, String>, Vec<Problem>) {
+    let mut out = BTreeMap::new();
+    let mut problems = Vec::new();
+    for (topic_name, synonyms) in SYNONYMS {
+        let Some((name, value, convert)) = synonyms
+            .iter()
+            .find_map(|(name, convert)| broker.get(*name).map(|v| (*name, v.trim(), *convert)))
+        else {
+            continue;
+        };
+        let converted = match convert {
+            Same => Ok(value.to_string()),
+            Hours => value.parse::<i32>().map(|h| (i64::from(h) * 3_600_000).to_string()),
+            Minutes => value.parse::<i32>().map(|m| (i64::from(m) * 60_000).to_string()),
+        };
+        match converted {
+            Ok(mut v) => {
+                // `KafkaConfig.logRetentionTimeMillis`: any negative time is "keep forever".
+                if *topic_name == "retention.ms" && v.parse::<i64>().is_ok_and(|ms| ms < 0) {
+                    v = "-1".to_string();
+                }
+                out.insert(topic_name.to_string(), v);
+            }
+            Err(_) => problems.push((name.to_string(), value.to_string(), "not an integer")),
+        }
+    }
+    (out, problems)
+}
+
+/// Broker settings (`log.retention.hours`, `log.cleanup.policy`, ...) as the topic-level
+/// settings they give topics by default (`retention.ms`, `cleanup.policy`, ...), with Kafka's
+/// precedence between synonyms (see the module docs). Broker settings that are no topic
+/// setting are left out; one whose value cannot be converted (`log.retention.hours=two`) is
+/// left out with a warning (Kafka itself would not start with it).
+pub fn broker_defaults_to_topic_settings(
+    broker: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let (out, problems) = map_broker_settings(broker);
+    for (name, value, why) in problems {
+        log::warn!("broker setting {name}={value} ignored: {why}");
+    }
+    out
+}
+
+/// Reads a broker's `server.properties` (Java properties syntax) into the topic-level
+/// defaults it gives topics ([`broker_defaults_to_topic_settings`]). A file that cannot be
+/// read or parsed, or a synonym whose value cannot be converted, is [`Error::InvalidInput`]
+/// naming the file and the setting: a broker would refuse to start with it.
+pub fn read_server_properties(file: &Path) -> Result<BTreeMap<String, String>> {
+    let text = super::open::read_regular_to_string(file)?;
+    let broker = parse_properties(&text)
+        .map_err(|e| Error::InvalidInput(format!("{}: byte {}: {e}", file.display(), e.at)))?;
+    let (out, problems) = map_broker_settings(&broker);
+    if let Some((name, value, why)) = problems.into_iter().next() {
+        return Err(Error::InvalidInput(format!("{}: {name}={value}: {why}", file.display())));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn retention_ms_wins_over_minutes_over_hours() {
+        let all = map(&[
+            ("log.retention.hours", "1"),
+            ("log.retention.minutes", "2"),
+            ("log.retention.ms", "3"),
+        ]);
+        assert_eq!(broker_defaults_to_topic_settings(&all), map(&[("retention.ms", "3")]));
+        let no_ms = map(&[("log.retention.hours", "1"), ("log.retention.minutes", "2")]);
+        assert_eq!(broker_defaults_to_topic_settings(&no_ms), map(&[("retention.ms", "120000")]));
+        let hours = map(&[("log.retention.hours", "168")]);
+        assert_eq!(
+            broker_defaults_to_topic_settings(&hours),
+            map(&[("retention.ms", "604800000")])
+        );
+        // Any negative time keeps forever, whichever synonym says it.
+        for (k, v) in [("log.retention.hours", "-5"), ("log.retention.ms", "-2")] {
+            assert_eq!(
+                broker_defaults_to_topic_settings(&map(&[(k, v)])),
+                map(&[("retention.ms", "-1")])
+            );
+        }
+    }
+
+    #[test]
+    fn roll_and_jitter_ms_win_over_hours() {
+        let both =
+            map(&[("log.roll.hours", "2"), ("log.roll.ms", "5"), ("log.roll.jitter.hours", "1")]);
+        assert_eq!(
+            broker_defaults_to_topic_settings(&both),
+            map(&[("segment.ms", "5"), ("segment.jitter.ms", "3600000")])
+        );
+    }
+
+    #[test]
+    fn broker_names_map_to_topic_names_and_others_are_left_out() {
+        let broker = map(&[
+            ("log.segment.bytes", " 1048576 "),
+            ("log.cleanup.policy", "compact,delete"),
+            ("log.cleaner.delete.retention.ms", "1000"),
+            ("log.cleaner.min.compaction.lag.ms", "2000"),
+            ("log.cleaner.max.compaction.lag.ms", "3000"),
+            ("log.cleaner.min.cleanable.ratio", "0.25"),
+            ("message.max.bytes", "2097152"),
+            ("log.message.timestamp.type", "LogAppendTime"),
+            ("compression.type", "zstd"),
+            ("log.index.interval.bytes", "8192"),
+            ("log.index.size.max.bytes", "65536"),
+            ("log.retention.bytes", "-1"),
+            ("log.message.downconversion.enable", "false"),
+            ("min.insync.replicas", "2"),
+            ("unclean.leader.election.enable", "true"),
+            ("log.segment.delete.delay.ms", "0"),
+            ("log.flush.scheduler.interval.ms", "1000"),
+            ("node.id", "1"),
+            ("log.dirs", "/var/lib/kafka"),
+            ("log.cleaner.threads", "2"),
+        ]);
+        assert_eq!(
+            broker_defaults_to_topic_settings(&broker),
+            map(&[
+                ("segment.bytes", "1048576"),
+                ("cleanup.policy", "compact,delete"),
+                ("delete.retention.ms", "1000"),
+                ("min.compaction.lag.ms", "2000"),
+                ("max.compaction.lag.ms", "3000"),
+                ("min.cleanable.dirty.ratio", "0.25"),
+                ("max.message.bytes", "2097152"),
+                ("message.timestamp.type", "LogAppendTime"),
+                ("compression.type", "zstd"),
+                ("index.interval.bytes", "8192"),
+                ("segment.index.bytes", "65536"),
+                ("retention.bytes", "-1"),
+                ("message.downconversion.enable", "false"),
+                ("min.insync.replicas", "2"),
+                ("unclean.leader.election.enable", "true"),
+                ("file.delete.delay.ms", "0"),
+                ("flush.ms", "1000"),
+            ])
+        );
+    }
+
+    #[test]
+    fn an_unconvertible_hours_value_is_left_out_and_refused_in_a_file() {
+        let bad = map(&[("log.retention.hours", "a week"), ("log.segment.bytes", "100")]);
+        assert_eq!(broker_defaults_to_topic_settings(&bad), map(&[("segment.bytes", "100")]));
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("server.properties");
+        std::fs::write(&file, "log.retention.hours=a week\n").unwrap();
+        let err = read_server_properties(&file).unwrap_err();
+        assert!(matches!(err, Error::InvalidInput(_)), "{err:?}");
+        assert!(err.to_string().contains("log.retention.hours"), "{err}");
+        assert!(err.to_string().contains("server.properties"), "{err}");
+    }
+
+    #[test]
+    fn server_properties_file_is_read_in_java_syntax_with_kafkas_precedence() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("server.properties");
+        std::fs::write(
+            &file,
+            "# a broker's file\nprocess.roles=broker\nnode.id=1\n\
+             log.retention.hours=24\nlog.retention.minutes : 90\n\
+             log.cleanup.policy=compact\\\n  ,delete\nlog.segment.bytes 1048576\n\
+             log.roll.hours=1\n",
+        )
+        .unwrap();
+        assert_eq!(
+            read_server_properties(&file).unwrap(),
+            map(&[
+                ("retention.ms", "5400000"),
+                ("cleanup.policy", "compact,delete"),
+                ("segment.bytes", "1048576"),
+                ("segment.ms", "3600000"),
+            ])
+        );
+        let missing = read_server_properties(&dir.path().join("nope")).unwrap_err();
+        assert!(missing.to_string().contains("nope"), "{missing}");
+    }
+}

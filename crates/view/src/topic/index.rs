@@ -1,0 +1,229 @@
+//! The members of a merged stream and the shared [`MergeIndex`] of its rounds and checkpoints
+//! (see the module docs of [`crate::topic`]).
+
+use std::sync::{Arc, Mutex};
+
+use super::walk::MergeWalk;
+use super::{MAX_MERGE_CHECKPOINTS, MERGE_CHECKPOINT_INTERVAL};
+use crate::checkpoints::SparseCheckpoints;
+use crate::render::Renderer;
+use crate::spec::{Bound, Resolved, StreamSpec};
+use crate::txn::{CommittedPartition, TxnTracker, TxnTrackers};
+use topicfs_format::{Offset, Timestamp};
+use topicfs_source::error::{Error, Result};
+use topicfs_source::sync::lock;
+use topicfs_source::{OffsetQuery, PartitionSource, ReadCursor, TopicSource};
+
+/// One partition of a merged stream.
+#[derive(Clone)]
+pub(super) struct Member {
+    /// The partition as stored: batches are read from it.
+    pub(super) part: Arc<dyn PartitionSource>,
+    /// The partition at the stream's isolation: in `read_committed` a [`CommittedPartition`]
+    /// (its log end offset is the last stable offset), which times resolve against.
+    pub(super) view: Arc<dyn PartitionSource>,
+    /// The partition's transaction tracker (`read_committed`); `None` shows every record.
+    pub(super) txn: Option<Arc<TxnTracker>>,
+    pub(super) renderer: Renderer,
+    /// The partition's stream as resolved when it joined.
+    pub(super) resolved: Resolved,
+    /// Where its records start.
+    pub(super) start: MemberCursor,
+}
+
+impl Member {
+    pub(super) fn resolve(
+        part: Arc<dyn PartitionSource>,
+        txns: &TxnTrackers,
+        spec: &StreamSpec,
+        now: Timestamp,
+    ) -> Result<Member> {
+        let txn = txns.tracker(part.as_ref());
+        let view: Arc<dyn PartitionSource> = match &txn {
+            Some(tracker) => {
+                Arc::new(CommittedPartition::new(Arc::clone(&part), Arc::clone(tracker)))
+            }
+            None => Arc::clone(&part),
+        };
+        let resolved = spec.resolve(view.as_ref(), now)?;
+        let start = MemberCursor { from: view.seek(resolved.start)?, next: resolved.start };
+        let renderer = Renderer::new(spec.format, part.topic(), part.partition());
+        Ok(Member { part, view, txn, renderer, resolved, start })
+    }
+
+    /// The end offset of this member's records as far as it exists now: the log end offset
+    /// (the last stable offset in `read_committed`), capped by its end bound (an
+    /// `UntilTimestamp` bound is fixed as soon as a record reaches the time). Also returns
+    /// whether that end is final.
+    fn end_now(&self) -> Result<(Offset, bool)> {
+        let log_end = self.view.summary()?.log_end_offset;
+        let start = self.resolved.start;
+        match self.resolved.end {
+            Bound::Open => Ok((log_end.max(start), false)),
+            Bound::Fixed(e) => Ok((e.min(log_end).max(start), log_end >= e)),
+            Bound::UntilTimestamp(t) => {
+                let o = self.view.offset_for(OffsetQuery::Timestamp(t))?;
+                if o < log_end { Ok((o.max(start), true)) } else { Ok((log_end.max(start), false)) }
+            }
+        }
+    }
+}
+
+/// Where one partition's merge continues.
+///
+/// **Invariant**: `from` is a batch boundary at or before the batch holding `next`, and every
+/// record of that partition's stream below `next` was merged before this cursor.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct MemberCursor {
+    /// A batch boundary to read from.
+    pub from: ReadCursor,
+    /// The offset of the next record to merge (records below it are skipped).
+    pub next: Offset,
+}
+
+/// A place in a merged stream: see the invariant in the module docs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MergeCheckpoint {
+    /// Rendered bytes before this point.
+    pub position: u64,
+    /// The round this point lies in (the index into the rounds).
+    pub round: usize,
+    /// One cursor per partition that had joined by then, in member order.
+    pub cursors: Arc<Vec<MemberCursor>>,
+}
+
+/// One round: the end offsets (exclusive) each member is merged up to.
+#[derive(Clone, Debug)]
+pub(super) struct Round {
+    /// One per member that had joined when the round started.
+    pub(super) targets: Arc<Vec<Offset>>,
+}
+
+/// The mutable part of a merge index.
+pub(super) struct MergeState {
+    pub(super) members: Vec<Member>,
+    pub(super) rounds: Vec<Round>,
+    /// Sparse, ascending by position; the first is the start of the stream.
+    pub(super) checkpoints: SparseCheckpoints<MergeCheckpoint>,
+    /// Where the last round ended.
+    pub(super) frontier: MergeCheckpoint,
+    pub(super) interval: u64,
+    /// Every member's end is final and reached: nothing will ever be added.
+    pub(super) complete: bool,
+}
+
+impl MergeState {
+    fn push(&mut self, c: MergeCheckpoint) {
+        if self.checkpoints.last().is_some_and(|last| last.position >= c.position) {
+            return;
+        }
+        if self.checkpoints.push(c, |_| false) {
+            self.interval = self.interval.saturating_mul(2);
+        }
+    }
+
+    /// The last checkpoint (frontier included) at or before rendered position `p`.
+    pub(super) fn floor(&self, p: u64) -> Option<MergeCheckpoint> {
+        if self.frontier.position <= p {
+            return Some(self.frontier.clone());
+        }
+        self.checkpoints.floor(|c| c.position <= p).cloned()
+    }
+}
+
+/// The shared index of one resolved topic-level stream (see the module docs).
+pub struct MergeIndex {
+    source: Arc<dyn TopicSource>,
+    /// The mount's isolation and trackers, for partitions joining later.
+    txns: Arc<TxnTrackers>,
+    pub(super) topic: String,
+    pub(super) spec: StreamSpec,
+    /// The anchor of relative times, for partitions joining later.
+    now: Timestamp,
+    pub(super) state: Mutex<MergeState>,
+}
+
+impl MergeIndex {
+    pub(super) fn new(
+        source: Arc<dyn TopicSource>,
+        txns: Arc<TxnTrackers>,
+        topic: &str,
+        spec: StreamSpec,
+        now: Timestamp,
+        members: Vec<Member>,
+    ) -> MergeIndex {
+        let cursors = Arc::new(members.iter().map(|m| m.start).collect());
+        let origin = MergeCheckpoint { position: 0, round: 0, cursors };
+        let state = MergeState {
+            members,
+            rounds: Vec::new(),
+            checkpoints: SparseCheckpoints::new(origin.clone(), MAX_MERGE_CHECKPOINTS),
+            frontier: origin,
+            interval: MERGE_CHECKPOINT_INTERVAL,
+            complete: false,
+        };
+        let topic = topic.to_string();
+        MergeIndex { source, txns, topic, spec, now, state: Mutex::new(state) }
+    }
+
+    /// Starts a round if any partition has records the stream does not hold yet; returns the
+    /// stream's length (rendered bytes of every round).
+    pub(super) fn extend(&self) -> Result<u64> {
+        let mut st = lock(&self.state);
+        if st.complete {
+            return Ok(st.frontier.position);
+        }
+        self.join_new_partitions(&mut st)?;
+        let mut targets = Vec::with_capacity(st.members.len());
+        let mut all_final = true;
+        for m in &st.members {
+            let (end, is_final) = m.end_now()?;
+            all_final &= is_final;
+            targets.push(end);
+        }
+        let previous = st.rounds.last().map(|r| Arc::clone(&r.targets));
+        // Ends never move back: a log that shrank below them is a rebuilt log.
+        if let Some(prev) = &previous {
+            if targets.iter().zip(prev.iter()).any(|(now, before)| now < before) {
+                return Err(Error::StaleHandle);
+            }
+        }
+        let grew = match &previous {
+            None => true,
+            Some(prev) => prev.len() != targets.len() || prev.iter().ne(targets.iter()),
+        };
+        if grew {
+            let targets = Arc::new(targets);
+            let round_index = st.rounds.len();
+            let mut walk = MergeWalk::new(&st.members, &st.frontier, Arc::clone(&targets))?;
+            let mut since = 0u64;
+            while let Some(n) = walk.step(None)? {
+                since = since.saturating_add(n);
+                if since >= st.interval {
+                    since = 0;
+                    st.push(walk.checkpoint(round_index));
+                }
+            }
+            st.rounds.push(Round { targets });
+            st.frontier = walk.checkpoint(round_index.saturating_add(1));
+        }
+        st.complete = all_final;
+        Ok(st.frontier.position)
+    }
+
+    /// Adds partitions created since the stream was opened (while it can still grow).
+    fn join_new_partitions(&self, st: &mut MergeState) -> Result<()> {
+        let partitions = self.source.partitions(&self.topic)?;
+        if partitions.len() <= st.members.len() {
+            return Ok(());
+        }
+        for p in partitions {
+            if st.members.iter().any(|m| m.part.partition() == p) {
+                continue;
+            }
+            let part = self.source.partition(&self.topic, p)?;
+            st.members.push(Member::resolve(part, &self.txns, &self.spec, self.now)?);
+        }
+        Ok(())
+    }
+}
