@@ -202,14 +202,7 @@ impl PartitionSource for ClusterPartition {
     }
 
     fn read(&self, cursor: &ReadCursor, max_bytes: usize) -> Result<BatchChunk> {
-        if let Some(chunk) = self.answered(cursor.next_offset, max_bytes)? {
-            return Ok(chunk);
-        }
-        if self.committed {
-            self.read_committed(cursor, max_bytes)
-        } else {
-            self.read_uncommitted(cursor, max_bytes)
-        }
+        self.read_windowed(cursor, max_bytes)
     }
 
     fn aborted_transactions(&self, from: Offset, to: Offset) -> Result<Vec<AbortedTxn>> {
