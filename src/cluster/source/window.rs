@@ -214,7 +214,8 @@ impl Windows {
     }
 
     /// The reader whose read from `from` is sequential (one ended there), moved to `next` with
-    /// its window doubled (up to `cap`); or a new reader at `next` with `first` as its window.
+    /// its window doubled (up to `cap`); or the reader already at `next`, unchanged; or a new
+    /// reader at `next` with `first` as its window.
     /// Returns the reader (its count of sequential reads says whether to prefetch).
     pub fn advance(
         &self,
@@ -233,9 +234,17 @@ impl Windows {
                 window: s.window.saturating_mul(2).min(cap).max(first.min(cap)),
                 sequential: s.sequential.saturating_add(1),
             },
-            None => Stream { next, window: first.min(cap).max(1), sequential: 0 },
+            // A read that lands where a reader already is (a second follower) joins it: one
+            // reader per position, so two readers at one offset are one stream of Fetches.
+            None => match part.streams.iter().position(|s| s.next == next) {
+                Some(i) => part.streams.remove(i).unwrap_or(Stream {
+                    next,
+                    window: first.min(cap).max(1),
+                    sequential: 0,
+                }),
+                None => Stream { next, window: first.min(cap).max(1), sequential: 0 },
+            },
         };
-        // One reader per position: two readers at one offset are one stream of Fetches.
         part.streams.retain(|s| s.next != next);
         if part.streams.len() >= STREAM_SLOTS {
             part.streams.pop_front();
