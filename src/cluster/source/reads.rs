@@ -224,7 +224,8 @@ impl ClusterPartition {
     /// holding `from` or later offsets (reading committed, filtered by the response's aborted
     /// transactions and cut at its last stable offset, the next Fetch following when all of a
     /// response was dropped), as a piece; `None` at the end. A `prefetch` asks
-    /// `fetch.min.bytes` with `fetch.max.wait.ms`; a read asks for an answer at once.
+    /// `fetch.min.bytes` with `fetch.max.wait.ms` (when `fetch.min.bytes` is above 1); a read
+    /// asks for an answer at once.
     pub(super) fn fetch_window(
         &self,
         from: Offset,
@@ -234,7 +235,14 @@ impl ClusterPartition {
         let config = self.client.config();
         let opts = FetchOptions {
             max_bytes: Some(i32::try_from(ask.max(1)).unwrap_or(i32::MAX)),
-            max_wait: if prefetch { config.fetch_max_wait } else { Duration::ZERO },
+            // `fetch.min.bytes` of 1 (the default) is answered by any batch, which a prefetch
+            // below the log end always has: no wait then (tansu 0.6 holds a Fetch for its whole
+            // `max_wait` even with the batches there, doc/cluster-brokers.md).
+            max_wait: if prefetch && config.fetch_min_bytes > 1 {
+                config.fetch_max_wait
+            } else {
+                Duration::ZERO
+            },
             min_bytes: if prefetch { Some(config.fetch_min_bytes) } else { None },
             isolation: Some(if self.committed {
                 IsolationLevel::ReadCommitted
