@@ -168,10 +168,13 @@ pub fn run(a: &Args, report: &mut Report) -> Result<(), String> {
             &a.work,
         )?;
         let path = mnt.join(&topic).join("0").join("by-offset").join("0");
-        eprintln!("cluster-net: {n} followers of a partition produced at {} rec/s for {} s ...",
-                  a.follow_rate, a.follow_seconds);
+        eprintln!(
+            "cluster-net: {n} followers of a partition produced at {} rec/s for {} s ...",
+            a.follow_rate, a.follow_seconds
+        );
         // Per follower: (lines, lines out of order, wall-clock time of the last line).
-        let seen: Arc<Mutex<Vec<(u64, u64, f64)>>> = Arc::new(Mutex::new(vec![(0, 0, 0.0); n as usize]));
+        let seen: Arc<Mutex<Vec<(u64, u64, f64)>>> =
+            Arc::new(Mutex::new(vec![(0, 0, 0.0); n as usize]));
         let mut tails = Vec::new();
         let mut readers = Vec::new();
         for i in 0..n as usize {
@@ -186,16 +189,17 @@ pub fn run(a: &Args, report: &mut Report) -> Result<(), String> {
             tails.push(child);
             let seen = Arc::clone(&seen);
             readers.push(std::thread::spawn(move || {
-                let mut expect = 0u64;
-                for line in BufReader::new(out).split(b'\n') {
+                for (expect, line) in BufReader::new(out).split(b'\n').enumerate() {
                     let Ok(line) = line else { break };
-                    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
-                    let ok = std::str::from_utf8(&line).ok().and_then(|s| s.parse::<u64>().ok()) == Some(expect);
+                    let now = SystemTime::now()
+                        .duration_since(UNIX_EPOCH)
+                        .map_or(0.0, |d| d.as_secs_f64());
+                    let ok = std::str::from_utf8(&line).ok().and_then(|s| s.parse::<usize>().ok())
+                        == Some(expect);
                     let mut s = seen.lock().unwrap_or_else(|p| p.into_inner());
                     s[i].0 += 1;
                     s[i].1 += u64::from(!ok);
                     s[i].2 = now;
-                    expect += 1;
                 }
             }));
         }
@@ -211,7 +215,8 @@ pub fn run(a: &Args, report: &mut Report) -> Result<(), String> {
         let last_ack = v["last_ack"].as_f64().ok_or_else(|| format!("no last_ack in {v}"))?;
         let deadline = Instant::now() + Duration::from_secs(300);
         loop {
-            let done = seen.lock().unwrap_or_else(|p| p.into_inner()).iter().all(|s| s.0 >= produced);
+            let done =
+                seen.lock().unwrap_or_else(|p| p.into_inner()).iter().all(|s| s.0 >= produced);
             if done || Instant::now() > deadline {
                 break;
             }
