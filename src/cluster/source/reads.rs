@@ -179,9 +179,7 @@ impl ClusterPartition {
     fn prefetch(&self, key: &Key, from: Offset, window: usize) {
         let Some((_, end)) = self.stated_bounds() else { return };
         let ahead = window.saturating_mul(AHEAD_WINDOWS);
-        let Some((at, slot)) = self.windows.prefetch_from(key, from, ahead, window, end) else {
-            return;
-        };
+        let Some((at, slot)) = self.windows.prefetch_from(key, from, ahead, end) else { return };
         let held = match &self.fetch_memory {
             Some(cap) => match cap.memory.hold(window, Instant::now()) {
                 Some(held) => Some(held),

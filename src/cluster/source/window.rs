@@ -121,8 +121,7 @@ pub(super) enum Landed {
 /// A Fetch in flight from `from`; readers that wait for it hold `slot`.
 struct Flight {
     from: Offset,
-    /// Bytes a prefetch asked (0 for a read's own Fetch).
-    ask: usize,
+    prefetch: bool,
     slot: Arc<FlightSlot>,
 }
 
@@ -160,8 +159,6 @@ impl FlightSlot {
 /// One partition's pieces, readers and flights.
 #[derive(Default)]
 struct PartWindow {
-    /// The ask and the offsets of the last prefetch that landed with batches.
-    last_prefetch: Option<(usize, i64)>,
     pieces: Vec<Piece>,
     streams: VecDeque<Stream>,
     flights: Vec<Flight>,
@@ -212,7 +209,7 @@ impl Windows {
             return Found::InFlight(Arc::clone(&f.slot));
         }
         let slot = Arc::new(FlightSlot::default());
-        part.flights.push(Flight { from, ask: 0, slot: Arc::clone(&slot) });
+        part.flights.push(Flight { from, prefetch: false, slot: Arc::clone(&slot) });
         Found::Fetch(slot)
     }
 
@@ -262,26 +259,21 @@ impl Windows {
         st.parts.get(key)?.streams.iter().find(|s| s.next == from).map(|s| s.window)
     }
 
-    /// Where a prefetch of `window` bytes for a reader now at `from` starts: the end of the
-    /// kept pieces and prefetches in flight that follow `from`, when fewer than `ahead` bytes
-    /// lie between; `None` when enough is kept or in flight, when a read's own Fetch is in
-    /// flight at that end, or the partition has [`FLIGHTS_PER_PARTITION`] prefetches in
-    /// flight. A prefetch in flight is taken to end where the last prefetch of the same size
-    /// did, less a sixteenth (the next prefetch then overlaps it a little rather than leave a
-    /// gap; a wrong estimate costs bytes fetched twice, or a read's own Fetch of the gap, never
-    /// a wrong answer: a piece holds what a Fetch from its first offset answers). Registers the prefetch as in flight (the caller reports its end
-    /// through [`Windows::landed`]).
+    /// Where a prefetch for a reader now at `from` starts: the end of the kept pieces and
+    /// flights that follow `from` without a gap, when fewer than `ahead` bytes lie between
+    /// (and no Fetch is in flight at that end); `None` when enough is kept or in flight, or the
+    /// partition has [`FLIGHTS_PER_PARTITION`] prefetches in flight. Registers the prefetch as
+    /// in flight (the caller reports its end through [`Windows::landed`]).
     pub fn prefetch_from(
         &self,
         key: &Key,
         from: Offset,
         ahead: usize,
-        window: usize,
         end: Offset,
     ) -> Option<(Offset, Arc<FlightSlot>)> {
         let mut st = lock(&self.state);
         let part = st.parts.get_mut(key)?;
-        if part.flights.iter().filter(|f| f.ask > 0).count() >= FLIGHTS_PER_PARTITION {
+        if part.flights.iter().filter(|f| f.prefetch).count() >= FLIGHTS_PER_PARTITION {
             return None;
         }
         let mut at = from;
@@ -300,15 +292,9 @@ impl Windows {
                     / u128::try_from(span).unwrap_or(1);
                 kept = kept.saturating_add(usize::try_from(share).unwrap_or(usize::MAX));
                 at = p.next;
-            } else if let Some(f) = part.flights.iter().find(|f| f.from == at) {
-                match part.last_prefetch {
-                    Some((ask, span)) if f.ask > 0 && ask == f.ask && span > 0 => {
-                        kept = kept.saturating_add(f.ask);
-                        at = Offset(at.0.saturating_add((span - span / 16).max(1)));
-                    }
-                    // A read's Fetch, or nothing to estimate its end by: wait for it.
-                    _ => return None,
-                }
+            } else if part.flights.iter().any(|f| f.from == at) {
+                // Where that Fetch ends is not known yet: the next prefetch waits for it.
+                return None;
             } else {
                 break;
             }
@@ -317,7 +303,7 @@ impl Windows {
             return None;
         }
         let slot = Arc::new(FlightSlot::default());
-        part.flights.push(Flight { from: at, ask: window.max(1), slot: Arc::clone(&slot) });
+        part.flights.push(Flight { from: at, prefetch: true, slot: Arc::clone(&slot) });
         Some((at, slot))
     }
 
@@ -339,15 +325,7 @@ impl Windows {
             let mut added = 0;
             let mut dropped = Vec::new();
             if let Some(part) = st.parts.get_mut(key) {
-                let ask = part
-                    .flights
-                    .iter()
-                    .find(|f| f.from == from && Arc::ptr_eq(&f.slot, slot))
-                    .map_or(0, |f| f.ask);
                 part.flights.retain(|f| !(f.from == from && Arc::ptr_eq(&f.slot, slot)));
-                if let (Some(p), true) = (&piece, ask > 0) {
-                    part.last_prefetch = Some((ask, p.next.0 - p.from.0));
-                }
                 if let Some(mut piece) = piece {
                     piece.used = tick;
                     // A piece another one covers whole is not needed.
@@ -488,31 +466,15 @@ mod tests {
         let Found::Fetch(slot) = w.find(&k, Offset(0)) else { panic!() };
         w.landed(&k, Offset(0), &slot, Some(piece(0, 100, 10_000)), Landed::Piece, usize::MAX);
         // A reader at 50 has 5,000 bytes kept past it: a window of 8,000 wants more, from 100.
-        let (at, slot) = w.prefetch_from(&k, Offset(50), 8_000, 8_000, Offset(1000)).unwrap();
+        let (at, slot) = w.prefetch_from(&k, Offset(50), 8_000, Offset(1000)).unwrap();
         assert_eq!(at, Offset(100));
-        // In flight, its end unknown (no prefetch landed yet): the next prefetch waits for it.
-        assert!(w.prefetch_from(&k, Offset(50), 20_000, 8_000, Offset(1000)).is_none());
-        w.landed(&k, at, &slot, Some(piece(100, 180, 8_000)), Landed::Piece, usize::MAX);
-        // One landed: 80 offsets for 8,000 bytes. A reader wanting more ahead gets two in
-        // flight, the second from where the first should end, less a sixteenth.
-        let (first, slot1) = w.prefetch_from(&k, Offset(50), 30_000, 8_000, Offset(1000)).unwrap();
-        assert_eq!(first, Offset(180));
-        let (second, slot2) = w.prefetch_from(&k, Offset(50), 30_000, 8_000, Offset(1000)).unwrap();
-        assert_eq!(second, Offset(180 + 75));
-        // Two in flight: no third.
-        assert!(w.prefetch_from(&k, Offset(50), 100_000, 8_000, Offset(1000)).is_none());
-        w.landed(&k, first, &slot1, Some(piece(180, 260, 8_000)), Landed::Piece, usize::MAX);
-        w.landed(&k, second, &slot2, Some(piece(255, 335, 8_000)), Landed::Piece, usize::MAX);
+        // In flight: the next prefetch waits for it.
+        assert!(w.prefetch_from(&k, Offset(50), 8_000, Offset(1000)).is_none());
+        w.landed(&k, at, &slot, Some(piece(100, 200, 10_000)), Landed::Piece, usize::MAX);
         // Enough kept past 50 now.
-        assert!(w.prefetch_from(&k, Offset(50), 8_000, 8_000, Offset(1000)).is_none());
-        // The second prefetch overlapped the first: the chain goes on through both.
-        let (next, _) = w.prefetch_from(&k, Offset(50), 100_000, 8_000, Offset(1000)).unwrap();
-        assert_eq!(next, Offset(335));
+        assert!(w.prefetch_from(&k, Offset(50), 8_000, Offset(1000)).is_none());
         // Nothing past the log end.
-        let w = Windows::default();
-        let Found::Fetch(slot) = w.find(&k, Offset(0)) else { panic!() };
-        w.landed(&k, Offset(0), &slot, Some(piece(0, 200, 20_000)), Landed::Piece, usize::MAX);
-        assert!(w.prefetch_from(&k, Offset(150), 50_000, 8_000, Offset(200)).is_none());
+        assert!(w.prefetch_from(&k, Offset(150), 50_000, Offset(200)).is_none());
     }
 
     #[test]
