@@ -26,7 +26,10 @@
 //! doubles its reader's window, up to `max.partition.fetch.bytes` (and `fetch.max.bytes`),
 //! and keeps the next window in flight while the current one is read (a *prefetch*: up to
 //! [`AHEAD_WINDOWS`] windows of batches fetched or in flight past the read, from the end of
-//! what is already kept, never past the log end last stated). A prefetch asks
+//! what is already kept, never past the log end last stated; a prefetch starts only where a
+//! kept answer ends, so one is in flight at a time: where one in flight will end is not known,
+//! and a guess would start the next inside a batch, which tansu rebuilds differently per
+//! Fetch). A prefetch asks
 //! `fetch.min.bytes` with `fetch.max.wait.ms`, as a consumer's Fetch does; a read the caller
 //! waits for always asks for an answer at once (a read at the log end must not wait).
 //!
