@@ -29,8 +29,8 @@
 //! what is already kept, never past the log end last stated; a prefetch starts only where a
 //! kept answer ends, so one is in flight at a time: where one in flight will end is not known,
 //! and a guess would start the next inside a batch, which tansu rebuilds differently per
-//! Fetch). A prefetch asks
-//! `fetch.min.bytes` with `fetch.max.wait.ms`, as a consumer's Fetch does; a read the caller
+//! Fetch). A prefetch asks `fetch.min.bytes` with `fetch.max.wait.ms` when `fetch.min.bytes`
+//! is above 1 (any batch answers 1, and tansu holds a Fetch for its whole wait); a read the caller
 //! waits for always asks for an answer at once (a read at the log end must not wait).
 //!
 //! **Memory.** Every Fetch (a read's or a prefetch's) holds its size in the mount's fetch
