@@ -38,6 +38,8 @@ use topicfs::view::{StreamRegistry, StreamSpec};
 
 #[path = "bench/cluster.rs"]
 mod cluster;
+#[path = "bench/cluster_net.rs"]
+mod cluster_net;
 #[path = "bench/shutdown.rs"]
 mod shutdown;
 
@@ -112,6 +114,22 @@ struct Args {
     /// tansu's storage engine for the cluster figures: memory or sqlite.
     #[arg(long, default_value = "memory")]
     cluster_engine: String,
+    /// Only the cluster network figures (examples/bench/cluster_net.rs, issue 36): reads
+    /// behind a delaying proxy, and `tail -f` followers of a produced partition.
+    #[arg(long)]
+    cluster_net: bool,
+    /// Round-trip times of the proxy for `--cluster-net`, in ms.
+    #[arg(long, default_value = "0,4,20")]
+    cluster_delays_ms: String,
+    /// Follower counts for `--cluster-net`.
+    #[arg(long, default_value = "1,4,16")]
+    cluster_followers: String,
+    /// Records/s confluent-kafka produces while the followers follow.
+    #[arg(long, default_value_t = 75_000)]
+    follow_rate: u64,
+    /// Seconds confluent-kafka produces while the followers follow.
+    #[arg(long, default_value_t = 20)]
+    follow_seconds: u64,
     /// Only the FUSE-ceiling figures (topicfs against a null filesystem with the same FUSE
     /// settings) and the cold-open figures (issue 17): the data they need and nothing else.
     #[arg(long)]
@@ -2521,6 +2539,17 @@ fn run(a: &Args) -> Result<Report, String> {
         a.work.display()
     );
 
+    if a.cluster_net {
+        if !a.topicfs.exists() {
+            return Err(format!("{} missing: cargo build --release", a.topicfs.display()));
+        }
+        machine_context(&mut report)?;
+        cluster_net::run(a, &mut report)?;
+        if let Ok(load) = fs::read_to_string("/proc/loadavg") {
+            report.notes.push(format!("load average at the end: {}", load.trim()));
+        }
+        return Ok(report);
+    }
     if a.cluster {
         if !a.topicfs.exists() {
             return Err(format!("{} missing: cargo build --release", a.topicfs.display()));

@@ -8,6 +8,11 @@
       produces every line of FILE (without its newline) to the partition with acks=all and the
       default batching; waits for every acknowledgement; {"seconds", "records"}
 
+  produce-rate BOOTSTRAP TOPIC PARTITION RATE SECONDS
+      produces records at about RATE records/s for SECONDS (values: the record's number, zero
+      padded to 100 bytes), acks=all; waits for every acknowledgement;
+      {"records", "last_ack": wall-clock time (epoch seconds) of the last acknowledgement}
+
 "seconds" runs from creating the client to the last record consumed or acknowledged: it
 includes connecting and the first metadata, as the mount's figure includes open().
 """
@@ -76,9 +81,42 @@ def produce(bootstrap, topic, partition, path):
     print(json.dumps({"seconds": seconds, "records": len(lines)}))
 
 
+def produce_rate(bootstrap, topic, partition, rate, seconds):
+    partition, rate, seconds = int(partition), float(rate), float(seconds)
+    failed = []
+    last_ack = [0.0]
+
+    def report(err, _m):
+        if err is not None:
+            failed.append(err)
+        last_ack[0] = time.time()
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    start = time.monotonic()
+    n = 0
+    while True:
+        elapsed = time.monotonic() - start
+        if elapsed >= seconds:
+            break
+        due = int(elapsed * rate)
+        while n < due:
+            try:
+                p.produce(topic, b"%0100d" % n, partition=partition, on_delivery=report)
+                n += 1
+            except BufferError:
+                p.poll(0.01)
+        p.poll(0)
+        time.sleep(0.002)
+    left = p.flush(120)
+    if left or failed:
+        raise SystemExit(f"{left} records unacknowledged, {len(failed)} failed: {failed[:3]}")
+    print(json.dumps({"records": n, "last_ack": last_ack[0],
+                      "rate": n / (time.monotonic() - start)}))
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
-    {"consume": consume, "produce": produce}[cmd](*args)
+    {"consume": consume, "produce": produce, "produce-rate": produce_rate}[cmd](*args)
 
 
 if __name__ == "__main__":

@@ -32,9 +32,9 @@ const SEED_BATCH: usize = 5000;
 
 /// A tansu broker in `<work>/tansu`, killed on drop; its pid is in `<work>/brokers.pid` so
 /// `scripts/bench` can kill it after a crash.
-struct Broker {
+pub(crate) struct Broker {
     child: Option<Child>,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 fn tansu_binary() -> PathBuf {
@@ -42,14 +42,26 @@ fn tansu_binary() -> PathBuf {
         .map_or_else(|| PathBuf::from("/opt/tansu/bin/tansu"), PathBuf::from)
 }
 
-fn python() -> PathBuf {
+pub(crate) fn python() -> PathBuf {
     std::env::var_os("TOPICFS_PYTHON")
         .map_or_else(|| PathBuf::from("/opt/topicfs-venv/bin/python"), PathBuf::from)
 }
 
 impl Broker {
-    fn start(work: &Path, engine: &str) -> Result<Broker, String> {
-        let dir = work.join("tansu");
+    pub(crate) fn start(work: &Path, engine: &str) -> Result<Broker, String> {
+        Broker::start_advertising(work, engine, "tansu", None)
+    }
+
+    /// A broker in `<work>/<dir>` advertising `127.0.0.1:<advertised>` in its Metadata (a
+    /// proxy in front of it: every client then talks through the proxy) rather than its own
+    /// listener.
+    pub(crate) fn start_advertising(
+        work: &Path,
+        engine: &str,
+        dir: &str,
+        advertised: Option<u16>,
+    ) -> Result<Broker, String> {
+        let dir = work.join(dir);
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         let port = TcpListener::bind("127.0.0.1:0")
@@ -57,6 +69,7 @@ impl Broker {
             .map_err(|e| e.to_string())?
             .port();
         let url = format!("tcp://127.0.0.1:{port}");
+        let advertised = format!("tcp://127.0.0.1:{}", advertised.unwrap_or(port));
         let storage = match engine {
             "sqlite" => "sqlite://tansu.db",
             "memory" => "memory://tansu/",
@@ -67,7 +80,7 @@ impl Broker {
         let child = Command::new(&bin)
             .current_dir(&dir)
             .arg("broker")
-            .args(["--listener-url", &url, "--advertised-listener-url", &url])
+            .args(["--listener-url", &url, "--advertised-listener-url", &advertised])
             .args(["--storage-engine", storage])
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
@@ -96,7 +109,7 @@ impl Broker {
         Ok(b)
     }
 
-    fn addr(&self) -> String {
+    pub(crate) fn addr(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }
 
@@ -115,7 +128,7 @@ impl Drop for Broker {
 }
 
 /// Runs `bench-confluent.py ARGS...`; its JSON answer.
-fn confluent(args: &[&str]) -> Result<Value, String> {
+pub(crate) fn confluent(args: &[&str]) -> Result<Value, String> {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/bench-confluent.py");
     let out = Command::new(python())
         .arg(script)
@@ -131,11 +144,11 @@ fn confluent(args: &[&str]) -> Result<Value, String> {
     serde_json::from_slice(&out.stdout).map_err(|e| format!("bench-confluent.py {args:?}: {e}"))
 }
 
-fn seconds_of(v: &Value) -> Result<f64, String> {
+pub(crate) fn seconds_of(v: &Value) -> Result<f64, String> {
     v["seconds"].as_f64().ok_or_else(|| format!("no seconds in {v}"))
 }
 
-fn client(broker: &Broker) -> Result<Client, String> {
+pub(crate) fn client(broker: &Broker) -> Result<Client, String> {
     let mut config = ClientConfig::default();
     config.set_pair("request.timeout.ms=60000").map_err(|e| e.to_string())?;
     let bootstrap =
@@ -145,7 +158,7 @@ fn client(broker: &Broker) -> Result<Client, String> {
 
 /// Creates `topic` (one partition) and produces `records` records of [`VALUE_BYTES`] bytes in
 /// requests of [`SEED_BATCH`]; returns the seconds it took.
-fn seed(c: &Client, topic: &str, records: u64) -> Result<f64, String> {
+pub(crate) fn seed(c: &Client, topic: &str, records: u64) -> Result<f64, String> {
     let start = Instant::now();
     c.create_topic(topic, 1, &[]).map_err(|e| format!("create {topic}: {e}"))?;
     let mut batch = Batch::new(SEED_BATCH);

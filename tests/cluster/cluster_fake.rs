@@ -159,7 +159,8 @@ impl Log {
 struct FakeBroker {
     addr: String,
     fetches: Arc<AtomicUsize>,
-    fetch_offsets: Arc<Mutex<Vec<i64>>>,
+    /// Per Fetch: (fetch offset, partition_max_bytes asked).
+    fetch_offsets: Arc<Mutex<Vec<(i64, i32)>>>,
     stop: Arc<AtomicBool>,
 }
 
@@ -199,7 +200,7 @@ fn serve(
     port: u16,
     log: &Log,
     fetches: &AtomicUsize,
-    offsets: &Mutex<Vec<i64>>,
+    offsets: &Mutex<Vec<(i64, i32)>>,
 ) {
     loop {
         let mut len = [0u8; 4];
@@ -307,7 +308,10 @@ fn serve(
                             .iter()
                             .map(|p| {
                                 fetches.fetch_add(1, Ordering::SeqCst);
-                                offsets.lock().unwrap().push(p.fetch_offset);
+                                offsets
+                                    .lock()
+                                    .unwrap()
+                                    .push((p.fetch_offset, p.partition_max_bytes));
                                 let max = (p.partition_max_bytes.max(1) as usize)
                                     .min(req.max_bytes.max(1) as usize);
                                 let (records, aborted) = log.fetch(p.fetch_offset, max, committed);
@@ -762,4 +766,114 @@ fn cluster_partition_info_says_unknown_for_a_timestamp_the_broker_does_not_answe
     assert!(info.contains("max_time: unknown\n"), "{info}");
     // `none` is for a partition without records.
     assert!(!info.contains("none"), "{info}");
+}
+
+/// `tx/0` of `broker` read through a `ClusterSource` reading uncommitted (no fetch memory: the
+/// window's cap is `max.partition.fetch.bytes`).
+fn partition_of(broker: &FakeBroker) -> Arc<dyn topicfs::source::PartitionSource> {
+    let mut config = ClientConfig::default();
+    config.set_pair("request.timeout.ms=5000").unwrap();
+    config.set_pair("isolation.level=read_uncommitted").unwrap();
+    let spec = format!("kafka://{}", broker.addr);
+    let client = Client::connect(parse_bootstrap(&spec).unwrap(), config).unwrap();
+    let source = ClusterSource::new(Arc::new(client), true);
+    source.partition(TOPIC, 0).unwrap()
+}
+
+/// Reads `part` from `from` to its end in reads of 64 KiB (the view's read size); the offsets
+/// of the records read, in order.
+fn read_to_end(part: &dyn topicfs::source::PartitionSource, from: i64) -> Vec<i64> {
+    let mut cursor = topicfs::source::ReadCursor::at(Offset(from));
+    let mut offsets = Vec::new();
+    loop {
+        let chunk = part
+            .read(&cursor, 64 << 10, topicfs::source::ReadMode::Batches)
+            .and_then(topicfs::source::ReadAnswer::into_chunk)
+            .unwrap();
+        let Some(next) = chunk.next else { break };
+        let mut pos = 0;
+        while pos < chunk.bytes.len() {
+            let info = parse_batch_info(&chunk.bytes[pos..]).unwrap();
+            offsets.extend((info.base_offset.0..=info.last_offset.0).filter(|o| *o >= from));
+            pos += info.size as usize;
+        }
+        cursor = next;
+    }
+    offsets
+}
+
+#[test]
+fn cluster_a_sequential_reader_grows_its_fetches_and_a_random_open_keeps_a_small_first_one() {
+    // 300,000 records of 100 bytes (33 MB) read from 0, then a read at 150,000 elsewhere.
+    let broker = FakeBroker::start(plain_log(300_000));
+    let part = partition_of(&broker);
+    let got = read_to_end(part.as_ref(), 0);
+    assert!(got == (0..300_000).collect::<Vec<_>>(), "{} records read", got.len());
+    let asks = std::mem::take(&mut *broker.fetch_offsets.lock().unwrap());
+    let sizes: Vec<i32> = asks.iter().map(|a| a.1).collect();
+    eprintln!("{} Fetches, sizes asked: {:?}", asks.len(), &sizes[..sizes.len().min(12)]);
+    // The first Fetch is the view's read size; the window doubles from there, up to
+    // max.partition.fetch.bytes, and stays there.
+    assert_eq!(sizes[0], 64 << 10, "{asks:?}");
+    let growth: Vec<i32> = (0..5).map(|i| (64 << 10) << i).collect();
+    for s in &sizes {
+        assert!(growth.contains(s), "a Fetch of {s} bytes: {sizes:?}");
+    }
+    let full = sizes.iter().filter(|s| **s == 1 << 20).count();
+    assert!(full + 8 >= sizes.len(), "windows that did not grow to 1 MiB: {sizes:?}");
+    // Each offset fetched once: the Fetches together ask about the partition's size.
+    let asked: i64 = sizes.iter().map(|s| i64::from(*s)).sum();
+    assert!(asked <= 33_000_000 + (8 << 20), "{asked} bytes asked for 33 MB");
+    // A read elsewhere (a random open) starts with a small Fetch again.
+    let got = read_to_end(part.as_ref(), 150_000);
+    assert_eq!(got.first(), Some(&150_000));
+    let asks = broker.fetch_offsets.lock().unwrap().clone();
+    assert_eq!(asks.first(), Some(&(150_000, 64 << 10)), "{asks:?}");
+}
+
+#[test]
+fn cluster_two_readers_of_one_partition_cost_one_fetch_per_window() {
+    let records = 100_000;
+    // One reader alone.
+    let broker = FakeBroker::start(plain_log(records));
+    let part = partition_of(&broker);
+    assert_eq!(read_to_end(part.as_ref(), 0).len(), records as usize);
+    let alone = broker.fetches.load(Ordering::SeqCst);
+    // Two handles of the partition read it in turns, a read each, as two followers do.
+    let broker = FakeBroker::start(plain_log(records));
+    // Two handles of one source, as a mount's two open files are.
+    let mut config = ClientConfig::default();
+    config.set_pair("request.timeout.ms=5000").unwrap();
+    config.set_pair("isolation.level=read_uncommitted").unwrap();
+    let spec = format!("kafka://{}", broker.addr);
+    let client = Client::connect(parse_bootstrap(&spec).unwrap(), config).unwrap();
+    let source = ClusterSource::new(Arc::new(client), true);
+    let handles = [source.partition(TOPIC, 0).unwrap(), source.partition(TOPIC, 0).unwrap()];
+    let before = broker.fetches.load(Ordering::SeqCst);
+    let mut cursors = [topicfs::source::ReadCursor::at(Offset(0)); 2];
+    let mut counts = [0i64; 2];
+    let mut done = [false; 2];
+    while !done.iter().all(|d| *d) {
+        for r in 0..2 {
+            if done[r] {
+                continue;
+            }
+            let chunk = handles[r]
+                .read(&cursors[r], 64 << 10, topicfs::source::ReadMode::Batches)
+                .and_then(topicfs::source::ReadAnswer::into_chunk)
+                .unwrap();
+            match chunk.next {
+                Some(next) => {
+                    counts[r] = next.next_offset.0;
+                    cursors[r] = next;
+                }
+                None => done[r] = true,
+            }
+        }
+    }
+    assert_eq!(counts, [records, records]);
+    let together = broker.fetches.load(Ordering::SeqCst) - before;
+    eprintln!("one reader: {alone} Fetches; two readers in turns: {together}");
+    // Two readers cost one reader's Fetches (a read at the end, empty, each at most more).
+    assert!(together <= alone + 1, "one reader {alone} Fetches, two readers {together}");
 }

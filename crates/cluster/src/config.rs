@@ -182,6 +182,12 @@ pub struct ClientConfig {
     pub fetch_max_bytes: i32,
     /// `max.partition.fetch.bytes` (default 1048576): the most one partition may return per Fetch.
     pub max_partition_fetch_bytes: i32,
+    /// `fetch.min.bytes` (default 1): the bytes a prefetch (a Fetch no read waits for) asks the
+    /// broker to wait for, up to `fetch.max.wait.ms`. A read's own Fetch never waits.
+    pub fetch_min_bytes: i32,
+    /// `fetch.max.wait.ms` (default 500): how long the broker may hold a prefetch for
+    /// `fetch.min.bytes`.
+    pub fetch_max_wait: Duration,
     /// `isolation.level` (default `read_committed`, the mount's default).
     pub isolation_level: IsolationLevel,
     /// `acks` (default `all`).
@@ -239,6 +245,8 @@ impl Default for ClientConfig {
             metadata_max_age: Duration::from_millis(300_000),
             fetch_max_bytes: 52_428_800,
             max_partition_fetch_bytes: 1_048_576,
+            fetch_min_bytes: 1,
+            fetch_max_wait: Duration::from_millis(500),
             isolation_level: IsolationLevel::ReadCommitted,
             acks: Acks::All,
             enable_idempotence: true,
@@ -267,6 +275,8 @@ pub const KNOWN_KEYS: &[&str] = &[
     "metadata.max.age.ms",
     "fetch.max.bytes",
     "max.partition.fetch.bytes",
+    "fetch.min.bytes",
+    "fetch.max.wait.ms",
     "isolation.level",
     "acks",
     "enable.idempotence",
@@ -310,6 +320,20 @@ impl ClientConfig {
             "max.partition.fetch.bytes" => {
                 self.max_partition_fetch_bytes =
                     positive(value).ok_or_else(|| bad("expected bytes > 0"))?
+            }
+            "fetch.min.bytes" => {
+                self.fetch_min_bytes = value
+                    .parse::<i32>()
+                    .ok()
+                    .filter(|v| *v >= 0)
+                    .ok_or_else(|| bad("expected bytes >= 0"))?
+            }
+            "fetch.max.wait.ms" => {
+                self.fetch_max_wait = value
+                    .parse::<u64>()
+                    .ok()
+                    .map(Duration::from_millis)
+                    .ok_or_else(|| bad("expected milliseconds >= 0"))?
             }
             "isolation.level" => {
                 self.isolation_level = match value.to_ascii_lowercase().as_str() {
@@ -551,6 +575,8 @@ mod tests {
             "metadata.max.age.ms=1000",
             "fetch.max.bytes=1000000",
             "max.partition.fetch.bytes=4096",
+            "fetch.min.bytes=65536",
+            "fetch.max.wait.ms=100",
             "isolation.level=read_uncommitted",
             "acks=1",
             "compression.type=zstd",
@@ -569,6 +595,7 @@ mod tests {
         assert_eq!(c.request_timeout, Duration::from_millis(1500));
         assert_eq!(c.metadata_max_age, Duration::from_secs(1));
         assert_eq!((c.fetch_max_bytes, c.max_partition_fetch_bytes), (1_000_000, 4096));
+        assert_eq!((c.fetch_min_bytes, c.fetch_max_wait), (65536, Duration::from_millis(100)));
         assert_eq!(c.isolation_level, IsolationLevel::ReadUncommitted);
         assert_eq!(c.acks, Acks::Leader);
         // Implicit idempotence is dropped with acks=1, as in Kafka's clients.

@@ -6,7 +6,7 @@
 //! | `summary` | ListOffsets earliest and latest (two requests in one round trip, once per filesystem operation; see [`Bounds`]) |
 //! | `offset_for` | ListOffsets with the timestamp or `-3`; `-1` and `-2` as `summary` |
 //! | `seek` | as `summary` (range check), then [`ReadCursor::at`] |
-//! | `read` (every [`ReadMode`](topicfs_source::ReadMode) reads whole batches) | Fetch from the cursor's offset (its answer's log start, high watermark and last stable offset kept as the bounds; `known().bounds` are the bounds last stated), or none when one of the mount's last Fetch answers started there ([`Answers`]) |
+//! | `read` (every [`ReadMode`](topicfs_source::ReadMode) reads whole batches) | Fetch of the reader's window from the cursor's offset (its answer's log start, high watermark and last stable offset kept as the bounds; `known().bounds` are the bounds last stated), or none when a kept answer holds the offset or a Fetch from it is in flight; a sequential reader's window grows and the next one is prefetched ([`window`]) |
 //! | `known`, `committed` | nothing: what the source last learned, and its settings |
 //! | `holds` | as `summary` (the cursor's offset against the log start) |
 //! | `append` | Produce: one request per call, idempotent, acked per `acks` |
@@ -30,6 +30,7 @@
 mod groups;
 mod partition;
 mod reads;
+mod window;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -37,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use crate::Client;
 use crate::client::ConfigOp;
-use topicfs_format::{Offset, peek_entry};
+use topicfs_format::Offset;
 use topicfs_source::error::{Error, Result};
 use topicfs_source::{
     ConfigChange, ConfigEntry, ConfigSource, FetchMemory, MAX_MESSAGE_BYTES, PartitionSource,
@@ -45,6 +46,7 @@ use topicfs_source::{
 };
 
 pub use groups::{ClusterGroups, group_in_use};
+use window::Windows;
 
 /// A Kafka cluster as a [`TopicSource`].
 pub struct ClusterSource {
@@ -58,8 +60,9 @@ pub struct ClusterSource {
     bounds: std::sync::Mutex<HashMap<(String, u32), SharedBounds>>,
     /// How long learned bounds answer for the broker (see [`Bounds`]).
     bounds_fresh: Duration,
-    /// The mount's last Fetch answers, shared by every partition handle (see [`Answers`]).
-    answers: Arc<Answers>,
+    /// The mount's read windows: kept Fetch answers, readers, Fetches in flight (see
+    /// [`window`]).
+    windows: Arc<Windows>,
     /// Whether the broker answers the max-timestamp lookup (see [`MaxTimestampLookup`]).
     max_timestamp_lookup: Arc<MaxTimestampLookup>,
 }
@@ -79,35 +82,6 @@ struct MaxTimestampLookup {
 /// How long the mount's first max-timestamp lookup may take before the broker counts as not
 /// answering it (a Kafka broker answers it from its time indexes, in milliseconds).
 const MAX_TIMESTAMP_PROBE: Duration = Duration::from_secs(3);
-
-/// The last chunks `read` fetched, of any partition of the mount, the most recently used last,
-/// [`ANSWER_SLOTS`] at most (so at most that many times `max.partition.fetch.bytes` of memory).
-/// A read starting at the offset one of them started at is served from it without a Fetch:
-/// the sizing of a stream (at a lookup, `open` or `stat`) fetches the chunk its first `read()`
-/// then needs, and each new open of `by-offset/0` reads the same first chunk again. Batches
-/// below the high watermark (reading committed, below the last stable offset, and with the
-/// aborted transactions already dropped) never change, so this is what a Fetch would answer;
-/// a chunk is never empty, so a read served from one ends where that answer ended and the
-/// read after it Fetches from there, seeing whatever was produced since. Not served when the
-/// log start offset last stated has passed its first offset (retention deleted it).
-#[derive(Debug, Default)]
-struct Answers(std::sync::Mutex<std::collections::VecDeque<Answer>>);
-
-/// One kept chunk (see [`Answers`]).
-#[derive(Debug)]
-struct Answer {
-    topic: String,
-    partition: u32,
-    committed: bool,
-    from: Offset,
-    /// Whole batches, the first holding `from` or a later offset.
-    bytes: Vec<u8>,
-    /// Where the read after these batches continues.
-    next: Offset,
-}
-
-/// Fetch answers the mount keeps (see [`Answers`]).
-const ANSWER_SLOTS: usize = 8;
 
 /// One partition's [`Bounds`], shared by its handles.
 type SharedBounds = Arc<std::sync::Mutex<Bounds>>;
@@ -178,7 +152,7 @@ impl ClusterSource {
             fetch_memory: None,
             bounds: std::sync::Mutex::new(HashMap::new()),
             bounds_fresh: BOUNDS_FRESH,
-            answers: Arc::default(),
+            windows: Arc::default(),
             max_timestamp_lookup: Arc::default(),
         }
     }
@@ -279,7 +253,8 @@ impl TopicSource for ClusterSource {
                 "{topic}/{partition} (not in the cluster's metadata)"
             )));
         }
-        Ok(Arc::new(ClusterPartition {
+        Ok(Arc::new_cyclic(|me| ClusterPartition {
+            me: me.clone(),
             client: Arc::clone(&self.client),
             topic: topic.to_string(),
             partition,
@@ -287,14 +262,13 @@ impl TopicSource for ClusterSource {
             sizing_budget: self.sizing_budget,
             committed: self.committed,
             fetch_memory: self.fetch_memory.clone(),
-            ahead: std::sync::Mutex::new(Vec::new()),
             bounds: Arc::clone(
                 topicfs_source::sync::lock(&self.bounds)
                     .entry((topic.to_string(), partition))
                     .or_default(),
             ),
             bounds_fresh: self.bounds_fresh,
-            answers: Arc::clone(&self.answers),
+            windows: Arc::clone(&self.windows),
             max_timestamp_lookup: Arc::clone(&self.max_timestamp_lookup),
         }))
     }
@@ -405,6 +379,8 @@ impl TopicSource for ClusterSource {
 
 /// One partition of a cluster.
 struct ClusterPartition {
+    /// This handle, for the prefetch threads it starts.
+    me: std::sync::Weak<ClusterPartition>,
     client: Arc<Client>,
     topic: String,
     partition: u32,
@@ -413,54 +389,15 @@ struct ClusterPartition {
     /// Reads as a `read_committed` consumer (see [`ClusterSource::with_committed_reads`]).
     committed: bool,
     fetch_memory: Option<FetchCap>,
-    /// Whole batches Fetches returned beyond what their `read` gave out (see [`Ahead`]), the
-    /// newest last, [`READ_AHEAD_SLOTS`] at most.
-    ahead: std::sync::Mutex<Vec<Ahead>>,
     /// The partition's log start and end offsets as last learned (shared by its handles, kept
     /// by the [`ClusterSource`]).
     bounds: SharedBounds,
     /// How long `bounds` answer for the broker.
     bounds_fresh: Duration,
-    /// The mount's last Fetch answers (see [`Answers`]).
-    answers: Arc<Answers>,
+    /// The mount's read windows (see [`window`]).
+    windows: Arc<Windows>,
     /// Whether the broker answers the max-timestamp lookup (shared by the mount).
     max_timestamp_lookup: Arc<MaxTimestampLookup>,
-}
-
-/// Read-ahead of one partition handle. A stream reads in chunks of tens of KiB, but one Fetch
-/// round trip is worth up to `max.partition.fetch.bytes` (1 MiB by default), and some brokers
-/// (tansu 0.6) ignore the partition limit and answer up to their own limit (5 MiB) whatever is
-/// asked: without this, each 64 KiB chunk cost a whole Fetch, and reading a partition
-/// transferred tens of times its size. The surplus (at most `max.partition.fetch.bytes` of
-/// it) is served to the next `read` that starts where it starts. A handle shared by readers at
-/// different places keeps one surplus per reader, [`READ_AHEAD_SLOTS`] at most (the oldest is
-/// dropped), so memory stays below that many times `max.partition.fetch.bytes` per partition
-/// handle. Batches below the high watermark do not change, so serving them later is what a
-/// Fetch would answer.
-struct Ahead {
-    /// The offset the next sequential `read` asks for.
-    from: Offset,
-    /// Whole batches, the first holding `from` or a later offset.
-    bytes: Vec<u8>,
-}
-
-/// Surpluses one partition handle keeps at most (see [`Ahead`]).
-const READ_AHEAD_SLOTS: usize = 4;
-
-/// Reads asking for less than this (probes of one batch) fetch only what they ask for.
-const READ_AHEAD_MIN_ASK: usize = 4096;
-
-/// The length of the longest prefix of `buf` made of whole batches.
-fn whole_batches(buf: &[u8]) -> usize {
-    let mut pos = 0;
-    while let Ok(Some(h)) = peek_entry(&buf[pos..]) {
-        let size = h.total_size();
-        if size == 0 || size > buf.len() - pos {
-            break;
-        }
-        pos += size;
-    }
-    pos
 }
 
 #[cfg(test)]

@@ -51,13 +51,16 @@ pub struct FetchOptions {
     pub max_bytes: Option<i32>,
     /// How long the broker may wait for data (0: answer at once). Kept below the deadline.
     pub max_wait: Duration,
+    /// Bytes the broker waits for (up to `max_wait`) before it answers; `None`: 1 when
+    /// `max_wait` is set, else 0.
+    pub min_bytes: Option<i32>,
     /// `isolation.level` when `None`.
     pub isolation: Option<IsolationLevel>,
 }
 
 impl Default for FetchOptions {
     fn default() -> Self {
-        FetchOptions { max_bytes: None, max_wait: Duration::ZERO, isolation: None }
+        FetchOptions { max_bytes: None, max_wait: Duration::ZERO, min_bytes: None, isolation: None }
     }
 }
 
@@ -112,7 +115,11 @@ impl Client {
         let req = FetchRequest::default()
             .with_replica_id(BrokerId(-1))
             .with_max_wait_ms(ms_i32(opts.max_wait.min(room)))
-            .with_min_bytes(if opts.max_wait.is_zero() { 0 } else { 1 })
+            .with_min_bytes(match opts.min_bytes {
+                Some(min) if !opts.max_wait.is_zero() => min.max(0),
+                _ if opts.max_wait.is_zero() => 0,
+                _ => 1,
+            })
             // One partition per request: the response limit is the partition's (KIP-74: the
             // first batch comes whole whatever the limits). Brokers that ignore the partition
             // limit (tansu 0.6) honour this one.

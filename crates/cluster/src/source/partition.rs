@@ -218,18 +218,11 @@ impl PartitionSource for ClusterPartition {
     }
 
     /// Every mode reads whole batches: nothing here steps over damage (a batch the broker
-    /// returned that fails its check is an error) and Fetch has no header-only form.
+    /// returned that fails its check is an error) and Fetch has no header-only form. Reads go
+    /// through the partition's read windows ([`super::window`]).
     fn read(&self, cursor: &ReadCursor, max_bytes: usize, mode: ReadMode) -> Result<ReadAnswer> {
         let _ = mode;
-        if let Some(chunk) = self.answered(cursor.next_offset, max_bytes)? {
-            return Ok(ReadAnswer::Batches(chunk));
-        }
-        let chunk = if self.committed {
-            self.read_committed(cursor, max_bytes)
-        } else {
-            self.read_uncommitted(cursor, max_bytes)
-        };
-        chunk.map(ReadAnswer::Batches)
+        self.read_windowed(cursor, max_bytes).map(ReadAnswer::Batches)
     }
 
     /// The bounds as last stated by a ListOffsets or Fetch answer (see [`Bounds`]): a read

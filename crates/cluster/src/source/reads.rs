@@ -1,11 +1,16 @@
-//! Fetch reads of one partition handle: `read_uncommitted` with read-ahead and the mount's
-//! answers, `read_committed` with the transaction filter.
+//! Fetch reads of one partition handle through the mount's read windows ([`Windows`]): a
+//! read served from a kept piece, from a Fetch in flight, or by its own Fetch of its reader's
+//! window, then a prefetch of the next window for a sequential reader.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{
-    ANSWER_SLOTS, Ahead, Answer, ClusterPartition, READ_AHEAD_MIN_ASK, READ_AHEAD_SLOTS,
-    whole_batches,
+use bytes::Bytes;
+
+use super::ClusterPartition;
+use super::window::{
+    AHEAD_WINDOWS, FIRST_WINDOW, Found, Key, Landed, PIECE_WINDOWS, PREFETCH_AFTER, PROBE_ASK,
+    Piece,
 };
 use crate::client::FetchOptions;
 use crate::committed::committed_batches;
@@ -14,137 +19,250 @@ use topicfs_format::{Offset, parse_batch_info, peek_entry};
 use topicfs_source::error::{Error, Result};
 use topicfs_source::{BatchChunk, ReadCursor};
 
-impl ClusterPartition {
-    /// [`PartitionSource::read`] as a `read_uncommitted` consumer, with read-ahead (see
-    /// [`Ahead`]).
-    pub(super) fn read_uncommitted(
-        &self,
-        cursor: &ReadCursor,
-        max_bytes: usize,
-    ) -> Result<BatchChunk> {
-        let from = cursor.next_offset;
-        let taken = {
-            let mut ahead = topicfs_source::sync::lock(&self.ahead);
-            ahead.iter().position(|a| a.from == from).map(|i| ahead.remove(i))
-        };
-        if let Some(a) = taken {
-            let (chunk, rest) = self.split(&a.bytes, from, max_bytes)?;
-            if chunk.next.is_some() {
-                if let (Some(next), Some(rest)) = (chunk.next, rest) {
-                    let bytes = a.bytes[rest..].to_vec();
-                    self.keep_ahead(Ahead { from: next.next_offset, bytes });
-                }
-                return Ok(chunk);
-            }
-        }
-        let cap = usize::try_from(self.client.config().max_partition_fetch_bytes).unwrap_or(0);
-        let ask = if max_bytes >= READ_AHEAD_MIN_ASK { max_bytes.max(cap) } else { max_bytes };
-        let opts = FetchOptions {
-            max_bytes: Some(i32::try_from(ask.max(1)).unwrap_or(i32::MAX)),
-            max_wait: Duration::ZERO,
-            isolation: Some(IsolationLevel::ReadUncommitted),
-        };
-        let _held = self.hold(ask)?;
-        let asked = Instant::now();
-        let fetched =
-            self.client.fetch(&self.topic, self.p(), from, opts).map_err(|e| self.named(e))?;
-        self.learn_from_fetch(&fetched, asked);
-        let buf: &[u8] = &fetched.records;
-        let (chunk, rest) = self.split(buf, from, max_bytes)?;
-        if let (Some(next), Some(rest)) = (chunk.next, rest) {
-            let end = buf.len().min(rest.saturating_add(cap));
-            let kept = whole_batches(&buf[rest..end]);
-            if kept > 0 {
-                let bytes = buf[rest..rest + kept].to_vec();
-                self.keep_ahead(Ahead { from: next.next_offset, bytes });
-            }
-        }
-        self.keep_answer(from, &chunk);
-        Ok(chunk)
-    }
-
-    /// A read from `from` served by a kept Fetch answer (see [`Answers`]): its batches,
-    /// `max_bytes` of them at most (at least one); `None` when no answer starts there.
-    pub(super) fn answered(&self, from: Offset, max_bytes: usize) -> Result<Option<BatchChunk>> {
-        if self.stated_bounds().is_none_or(|(start, _)| start > from) {
-            return Ok(None);
-        }
-        let mut answers = topicfs_source::sync::lock(&self.answers.0);
-        let Some(i) = answers.iter().position(|a| {
-            a.from == from
-                && a.partition == self.partition
-                && a.committed == self.committed
-                && a.topic == self.topic
-        }) else {
-            return Ok(None);
-        };
-        let Some(a) = answers.remove(i) else { return Ok(None) };
-        let chunk = if a.bytes.len() <= max_bytes {
-            BatchChunk {
-                bytes: a.bytes.clone(),
-                starts: Vec::new(),
-                next: Some(ReadCursor::at(a.next)),
-                crc_checked: false,
-                skipped: None,
-            }
-        } else {
-            self.split(&a.bytes, from, max_bytes)?.0
-        };
-        answers.push_back(a);
-        Ok(chunk.next.is_some().then_some(chunk))
-    }
-
-    /// Keeps what a read from `from` fetched (see [`Answers`]), dropping the least recently
-    /// used answer beyond [`ANSWER_SLOTS`].
-    fn keep_answer(&self, from: Offset, chunk: &BatchChunk) {
-        let Some(next) = chunk.next.as_ref().map(|c| c.next_offset) else { return };
-        if chunk.bytes.is_empty() {
-            return;
-        }
-        let mut answers = topicfs_source::sync::lock(&self.answers.0);
-        answers.retain(|a| {
-            !(a.from == from
-                && a.partition == self.partition
-                && a.committed == self.committed
-                && a.topic == self.topic)
-        });
-        if answers.len() >= ANSWER_SLOTS {
-            answers.pop_front();
-        }
-        answers.push_back(Answer {
-            topic: self.topic.clone(),
-            partition: self.partition,
-            committed: self.committed,
-            from,
-            bytes: chunk.bytes.clone(),
-            next,
-        });
+/// A read's answer when nothing is there (the log end, or the last stable offset).
+fn empty() -> BatchChunk {
+    BatchChunk {
+        bytes: Vec::new(),
+        starts: Vec::new(),
+        next: None,
+        crc_checked: false,
+        skipped: None,
     }
 }
 
 impl ClusterPartition {
-    /// [`PartitionSource::read`] as a `read_committed` consumer: Fetch at isolation level 1,
-    /// the response filtered by its own aborted-transaction list and cut at its last stable
-    /// offset ([`committed_batches`]). A response whose batches were all dropped (an aborted
-    /// transaction longer than one response) is followed by the next Fetch from past them, each
-    /// with its own deadline; the walk ends empty at the last stable offset.
-    pub(super) fn read_committed(
+    fn key(&self) -> Key {
+        (self.topic.clone(), self.partition, self.committed)
+    }
+
+    /// The most one Fetch of this partition asks: `max.partition.fetch.bytes`, within
+    /// `fetch.max.bytes`.
+    /// Within a fetch memory, a quarter of its limit at most (so that several readers fit).
+    fn fetch_cap(&self) -> usize {
+        let c = self.client.config();
+        let most = usize::try_from(c.max_partition_fetch_bytes.min(c.fetch_max_bytes))
+            .unwrap_or(1 << 20)
+            .max(1);
+        match &self.fetch_memory {
+            Some(cap) => most.min(cap.memory.limit() / 4).max(PROBE_ASK),
+            None => most,
+        }
+    }
+
+    /// The most bytes the mount keeps as pieces (see [`super::window`]).
+    pub(super) fn piece_cap(&self) -> usize {
+        let most = self.fetch_cap().saturating_mul(PIECE_WINDOWS);
+        match &self.fetch_memory {
+            Some(cap) => most.min(cap.memory.limit() / 4),
+            None => most,
+        }
+    }
+
+    /// [`PartitionSource::read`] through the mount's read windows (see [`super::window`]).
+    pub(super) fn read_windowed(
         &self,
         cursor: &ReadCursor,
         max_bytes: usize,
     ) -> Result<BatchChunk> {
-        let opts = FetchOptions {
-            max_bytes: Some(i32::try_from(max_bytes.max(1)).unwrap_or(i32::MAX)),
-            max_wait: Duration::ZERO,
-            isolation: Some(IsolationLevel::ReadCommitted),
-        };
+        let key = self.key();
+        let first =
+            if max_bytes < PROBE_ASK { max_bytes.max(1) } else { max_bytes.max(FIRST_WINDOW) };
+        let cap = self.fetch_cap();
         let mut from = cursor.next_offset;
+        // Pieces serve only offsets the log still holds as last stated.
+        if self.stated_bounds().is_some_and(|(start, _)| start > from) {
+            self.windows.forget(&key);
+        }
+        let deadline = Instant::now() + self.client.config().request_timeout;
+        let chunk = loop {
+            match self.windows.find(&key, from) {
+                Found::Piece { bytes, next } => {
+                    let chunk = self.served(&bytes, from, next, max_bytes)?;
+                    match chunk {
+                        Some(chunk) => break chunk,
+                        // Past the piece's last batch (dropped aborted ones): go on from its end.
+                        None => from = next,
+                    }
+                }
+                Found::InFlight(slot) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    match slot.wait(left) {
+                        Some(Landed::Empty) => return Ok(empty()),
+                        Some(Landed::Piece | Landed::Failed) => {}
+                        None => {
+                            return Err(Error::Timeout {
+                                broker: format!("leader of {}/{}", self.topic, self.partition),
+                                what: format!(
+                                    "partition {}/{}: waiting for a Fetch in flight from offset {}",
+                                    self.topic, self.partition, from.0
+                                ),
+                                after_ms: u64::try_from(
+                                    self.client.config().request_timeout.as_millis(),
+                                )
+                                .unwrap_or(u64::MAX),
+                            });
+                        }
+                    }
+                    // Looked again: served by what landed, or a Fetch of its own.
+                }
+                Found::Fetch(slot) => {
+                    let ask =
+                        self.windows.window_of(&key, from).unwrap_or(first).max(first).min(cap);
+                    let landed = self.hold(ask).and_then(|held| {
+                        let piece = self.fetch_window(from, ask, false);
+                        drop(held);
+                        piece
+                    });
+                    let piece_cap = self.piece_cap();
+                    match landed {
+                        Ok(Some(piece)) => {
+                            let (bytes, next) = (piece.bytes.clone(), piece.next);
+                            self.windows.landed(
+                                &key,
+                                from,
+                                &slot,
+                                Some(piece),
+                                Landed::Piece,
+                                piece_cap,
+                            );
+                            match self.served(&bytes, from, next, max_bytes)? {
+                                Some(chunk) => break chunk,
+                                None => from = next,
+                            }
+                        }
+                        Ok(None) => {
+                            self.windows.landed(&key, from, &slot, None, Landed::Empty, piece_cap);
+                            return Ok(empty());
+                        }
+                        Err(e) => {
+                            self.windows.landed(&key, from, &slot, None, Landed::Failed, piece_cap);
+                            return Err(e);
+                        }
+                    }
+                }
+            }
+        };
+        if let Some(next) = chunk.next.as_ref().map(|c| c.next_offset) {
+            let stream = self.windows.advance(&key, cursor.next_offset, next, first, cap);
+            if stream.sequential >= PREFETCH_AFTER {
+                self.prefetch(&key, next, stream.window);
+            }
+        }
+        Ok(chunk)
+    }
+
+    /// The batches of a kept piece (`bytes`, continued at `next`) a read from `from` returns,
+    /// `max_bytes` of them at most (at least one); `None` when none holds `from` or a later
+    /// offset. Copies outside every lock.
+    fn served(
+        &self,
+        bytes: &Bytes,
+        from: Offset,
+        next: Offset,
+        max_bytes: usize,
+    ) -> Result<Option<BatchChunk>> {
+        let (mut chunk, more) = self.split(bytes, from, max_bytes)?;
+        if chunk.bytes.is_empty() {
+            return Ok(None);
+        }
+        if more.is_none() {
+            // The whole rest of the piece: the read after it continues where its Fetch did
+            // (past aborted batches the filter dropped at its end).
+            chunk.next = Some(ReadCursor::at(next));
+        }
+        Ok(Some(chunk))
+    }
+
+    /// Keeps up to [`AHEAD_WINDOWS`] windows fetched or in flight past `from` for a sequential
+    /// reader: a Fetch of `window` bytes on a thread, from the end of what is kept, below the
+    /// log end last stated; not sent when the fetch memory has no room at once.
+    fn prefetch(&self, key: &Key, from: Offset, window: usize) {
+        let Some((_, end)) = self.stated_bounds() else { return };
+        let ahead = window.saturating_mul(AHEAD_WINDOWS);
+        let Some((at, slot)) = self.windows.prefetch_from(key, from, ahead, end) else { return };
+        let held = match &self.fetch_memory {
+            Some(cap) => match cap.memory.hold(window, Instant::now()) {
+                Some(held) => Some(held),
+                None => {
+                    self.windows.landed(key, at, &slot, None, Landed::Failed, self.piece_cap());
+                    return;
+                }
+            },
+            None => None,
+        };
+        let Some(me) = self.me.upgrade() else {
+            self.windows.landed(key, at, &slot, None, Landed::Failed, self.piece_cap());
+            return;
+        };
+        let key = key.clone();
+        let spawned = std::thread::Builder::new().name("prefetch".into()).spawn({
+            let slot = Arc::clone(&slot);
+            let key = key.clone();
+            move || {
+                let fetched = me.fetch_window(at, window, true);
+                drop(held);
+                let cap = me.piece_cap();
+                match fetched {
+                    Ok(Some(piece)) => {
+                        me.windows.landed(&key, at, &slot, Some(piece), Landed::Piece, cap)
+                    }
+                    Ok(None) => me.windows.landed(&key, at, &slot, None, Landed::Empty, cap),
+                    Err(e) => {
+                        log::debug!("{}-{}: prefetch from {}: {e}", me.topic, me.partition, at.0);
+                        me.windows.landed(&key, at, &slot, None, Landed::Failed, cap);
+                    }
+                }
+            }
+        });
+        if let Err(e) = spawned {
+            log::debug!("prefetch thread: {e}");
+            self.windows.landed(&key, at, &slot, None, Landed::Failed, self.piece_cap());
+        }
+    }
+
+    /// One Fetch of `ask` bytes from `from` as this partition's reads see it: whole batches
+    /// holding `from` or later offsets (reading committed, filtered by the response's aborted
+    /// transactions and cut at its last stable offset, the next Fetch following when all of a
+    /// response was dropped), as a piece; `None` at the end. A `prefetch` asks
+    /// `fetch.min.bytes` with `fetch.max.wait.ms` (when `fetch.min.bytes` is above 1); a read
+    /// asks for an answer at once.
+    pub(super) fn fetch_window(
+        &self,
+        from: Offset,
+        ask: usize,
+        prefetch: bool,
+    ) -> Result<Option<Piece>> {
+        let config = self.client.config();
+        let opts = FetchOptions {
+            max_bytes: Some(i32::try_from(ask.max(1)).unwrap_or(i32::MAX)),
+            // `fetch.min.bytes` of 1 (the default) is answered by any batch, which a prefetch
+            // below the log end always has: no wait then (tansu 0.6 holds a Fetch for its whole
+            // `max_wait` even with the batches there, doc/cluster-brokers.md).
+            max_wait: if prefetch && config.fetch_min_bytes > 1 {
+                config.fetch_max_wait
+            } else {
+                Duration::ZERO
+            },
+            min_bytes: if prefetch { Some(config.fetch_min_bytes) } else { None },
+            isolation: Some(if self.committed {
+                IsolationLevel::ReadCommitted
+            } else {
+                IsolationLevel::ReadUncommitted
+            }),
+        };
+        let mut at = from;
         loop {
-            let _held = self.hold(max_bytes)?;
             let asked = Instant::now();
             let fetched =
-                self.client.fetch(&self.topic, self.p(), from, opts).map_err(|e| self.named(e))?;
+                self.client.fetch(&self.topic, self.p(), at, opts).map_err(|e| self.named(e))?;
             self.learn_from_fetch(&fetched, asked);
+            if !self.committed {
+                let (start, end, next) = self.whole_from(&fetched.records, at)?;
+                if end == start {
+                    return Ok(None);
+                }
+                return Ok(Some(Piece::new(from, next, fetched.records.slice(start..end))));
+            }
             // A broker that does not say (-1): nothing is pending, the high watermark.
             let lso = if fetched.last_stable_offset.0 >= 0 {
                 fetched.last_stable_offset
@@ -156,31 +274,41 @@ impl ClusterPartition {
                 .iter()
                 .map(|a| (a.producer_id, a.first_offset))
                 .collect();
-            let kept = committed_batches(&fetched.records, from, lso, &aborted, max_bytes)
-                .map_err(|(at, e)| self.bad_bytes(at, &e.to_string()))?;
+            let kept = committed_batches(&fetched.records, at, lso, &aborted, ask.max(1))
+                .map_err(|(pos, e)| self.bad_bytes(pos, &e.to_string()))?;
             if !kept.bytes.is_empty() {
-                let next = Some(ReadCursor::at(kept.next));
-                let chunk = BatchChunk {
-                    bytes: kept.bytes,
-                    starts: Vec::new(),
-                    next,
-                    crc_checked: false,
-                    skipped: None,
-                };
-                self.keep_answer(cursor.next_offset, &chunk);
-                return Ok(chunk);
+                return Ok(Some(Piece::new(from, kept.next, Bytes::from(kept.bytes))));
             }
-            if kept.next <= from || kept.next >= lso {
-                return Ok(BatchChunk {
-                    bytes: Vec::new(),
-                    starts: Vec::new(),
-                    next: None,
-                    crc_checked: false,
-                    skipped: None,
-                });
+            if kept.next <= at || kept.next >= lso {
+                return Ok(None);
             }
-            from = kept.next;
+            at = kept.next;
         }
+    }
+
+    /// Where the whole batches of `buf` (a Fetch response's records) that hold `from` or later
+    /// offsets start and end, and the offset after the last of them.
+    fn whole_from(&self, buf: &[u8], from: Offset) -> Result<(usize, usize, Offset)> {
+        let (mut start, mut pos, mut next) = (None, 0, from);
+        while pos < buf.len() {
+            let rest = &buf[pos..];
+            let Some(h) = peek_entry(rest).map_err(|e| self.bad_bytes(pos, &e.to_string()))? else {
+                break;
+            };
+            let size = h.total_size();
+            if size == 0 || size > rest.len() {
+                break; // A batch cut at the size limit.
+            }
+            let info =
+                parse_batch_info(&rest[..size]).map_err(|e| self.bad_bytes(pos, &e.to_string()))?;
+            if info.last_offset >= from {
+                start.get_or_insert(pos);
+                next = info.last_offset.plus(1);
+            }
+            pos += size;
+        }
+        let start = start.unwrap_or(pos);
+        Ok((start, pos.max(start), next))
     }
 
     /// Room for a Fetch of `max_bytes` in the mount's fetch memory, held until dropped (nothing
@@ -221,17 +349,6 @@ impl ClusterPartition {
             }
             other => other,
         }
-    }
-
-    /// Keeps a surplus for the next sequential read, dropping the oldest beyond
-    /// [`READ_AHEAD_SLOTS`].
-    fn keep_ahead(&self, a: Ahead) {
-        let mut ahead = topicfs_source::sync::lock(&self.ahead);
-        ahead.retain(|b| b.from != a.from);
-        if ahead.len() >= READ_AHEAD_SLOTS {
-            ahead.remove(0);
-        }
-        ahead.push(a);
     }
 
     /// The first batches of `buf` (a Fetch response's records) holding `from` or a later

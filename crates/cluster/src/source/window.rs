@@ -1,0 +1,500 @@
+//! The read window of a cluster partition: what Fetches a `read` sends, and what the mount keeps
+//! of their answers so that other reads of the same batches send none.
+//!
+//! **Pieces.** Every Fetch answer a read or a prefetch got is kept as a [`Piece`]: the batches
+//! a read from its first offset returns (whole batches, reading committed with the aborted
+//! transactions already dropped), and the offset the read after them continues from. Any read
+//! from an offset inside a piece is served from it, whichever handle of the partition asks: a
+//! reopen of `by-offset/0`, the sizing of a stream and its first read, and N `tail -f`
+//! followers of one partition cost one Fetch per window, not N. Batches below the high
+//! watermark (reading committed, the last stable offset) never change, so this is what a
+//! Fetch would answer; a piece is never empty, so a read served from it ends where the Fetch
+//! answer ended and the read after it fetches from there, seeing whatever was produced since.
+//! Not served when the log start offset last stated has passed the read's offset (retention
+//! deleted it; the Fetch then says so).
+//!
+//! **Fetches in flight.** A read that finds no piece but a Fetch in flight from its offset (a
+//! read's or a prefetch's) waits for that answer instead of sending its own; several readers
+//! reaching the same offset at once (followers at the log end) send one Fetch.
+//!
+//! **The window.** Each partition keeps the reading positions of its last [`STREAM_SLOTS`]
+//! readers ([`Stream`]): a read starting where one of them ended is sequential, and a reader
+//! is prefetched for from its [`PREFETCH_AFTER`]th sequential read (the sizing of a stream,
+//! a lookup's read and one background step, never is). A read that
+//! is not (a random open, a probe) fetches [`FIRST_WINDOW`] (or what it asks, when less than
+//! [`PROBE_ASK`]): the time to its first byte is one small Fetch. Each sequential read
+//! doubles its reader's window, up to `max.partition.fetch.bytes` (and `fetch.max.bytes`),
+//! and keeps the next window in flight while the current one is read (a *prefetch*: up to
+//! [`AHEAD_WINDOWS`] windows of batches fetched or in flight past the read, from the end of
+//! what is already kept, never past the log end last stated; a prefetch starts only where a
+//! kept answer ends, so one is in flight at a time: where one in flight will end is not known,
+//! and a guess would start the next inside a batch, which tansu rebuilds differently per
+//! Fetch). A prefetch asks `fetch.min.bytes` with `fetch.max.wait.ms` when `fetch.min.bytes`
+//! is above 1 (any batch answers 1, and tansu holds a Fetch for its whole wait); a read the caller
+//! waits for always asks for an answer at once (a read at the log end must not wait).
+//!
+//! **Memory.** Every Fetch (a read's or a prefetch's) holds its size in the mount's fetch
+//! memory (`--memory-budget`) while in flight: a read waits for room (at most the request
+//! deadline), a prefetch that finds no room at once is not sent. Kept pieces are at most
+//! [`PIECE_WINDOWS`] times `max.partition.fetch.bytes`, and at most a quarter of the fetch
+//! memory's limit ([`super::ClusterPartition::piece_cap`]); the least recently used go first.
+//!
+//! **Locks.** One mutex per mount guards the pieces, streams and flights; under it only
+//! reference counts are taken (a piece's bytes are shared [`Bytes`]) and offsets compared: the
+//! copy into a read's answer, the batch parsing and every request happen outside it.
+//!
+//! Invariant: pieces of one partition are kept sorted by first offset; every byte of a piece is
+//! a whole batch holding an offset at or past its first offset and below its `next`.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use topicfs_format::Offset;
+use topicfs_source::sync::lock;
+
+/// A read asking for less than this (a probe of one batch) fetches only what it asks.
+pub(super) const PROBE_ASK: usize = 4096;
+
+/// What a read that is not sequential fetches (the view's read size): its time to first byte.
+pub(super) const FIRST_WINDOW: usize = 64 << 10;
+
+/// Reading positions kept per partition (see [`Stream`]).
+const STREAM_SLOTS: usize = 16;
+
+/// Windows a sequential reader keeps fetched or in flight past its read (see module docs).
+pub(super) const AHEAD_WINDOWS: usize = 2;
+
+/// Sequential reads a reader makes before its next windows are prefetched.
+pub(super) const PREFETCH_AFTER: u32 = 2;
+
+/// Prefetches in flight per partition at most.
+const FLIGHTS_PER_PARTITION: usize = 2;
+
+/// Without a fetch memory: kept piece bytes at most, in `max.partition.fetch.bytes`.
+pub(super) const PIECE_WINDOWS: usize = 16;
+
+/// A partition's pieces as one reading position of it: (topic, partition, reads committed).
+pub(super) type Key = (String, u32, bool);
+
+/// One kept Fetch answer (see module docs).
+pub(super) struct Piece {
+    /// A read from here returns `bytes`.
+    pub from: Offset,
+    /// Where the read after `bytes` continues.
+    pub next: Offset,
+    /// Whole batches, the first holding `from` or a later offset.
+    pub bytes: Bytes,
+    /// When it was last served (the mount's tick), for least-recently-used dropping.
+    used: u64,
+}
+
+impl Piece {
+    /// A piece of `bytes` read from `from`, continued at `next`.
+    pub fn new(from: Offset, next: Offset, bytes: Bytes) -> Piece {
+        Piece { from, next, bytes, used: 0 }
+    }
+}
+
+/// One reader's position and window: where its next sequential read starts, and the size of
+/// the next Fetch for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Stream {
+    /// The offset a sequential read asks next.
+    pub next: Offset,
+    /// The bytes of its next Fetch.
+    pub window: usize,
+    /// Reads so far that continued the one before.
+    pub sequential: u32,
+}
+
+/// What a Fetch in flight ended with, for the reads that waited for it.
+#[derive(Clone, Debug)]
+pub(super) enum Landed {
+    /// Batches, kept as a piece: the waiting read is served from the pieces.
+    Piece,
+    /// Nothing from there (the log end): the waiting read answers empty.
+    Empty,
+    /// The Fetch failed: the waiting read sends its own (and gets the error itself).
+    Failed,
+}
+
+/// A Fetch in flight from `from`; readers that wait for it hold `slot`.
+struct Flight {
+    from: Offset,
+    prefetch: bool,
+    slot: Arc<FlightSlot>,
+}
+
+/// Where a Fetch in flight reports how it ended.
+#[derive(Default)]
+pub(super) struct FlightSlot {
+    landed: Mutex<Option<Landed>>,
+    done: Condvar,
+}
+
+impl FlightSlot {
+    /// How the Fetch ended, waiting at most `wait` (`None`: not ended by then).
+    pub fn wait(&self, wait: Duration) -> Option<Landed> {
+        let deadline = std::time::Instant::now() + wait;
+        let mut landed = lock(&self.landed);
+        while landed.is_none() {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            landed = match self.done.wait_timeout(landed, left) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+        }
+        landed.clone()
+    }
+
+    fn set(&self, how: Landed) {
+        *lock(&self.landed) = Some(how);
+        self.done.notify_all();
+    }
+}
+
+/// One partition's pieces, readers and flights.
+#[derive(Default)]
+struct PartWindow {
+    pieces: Vec<Piece>,
+    streams: VecDeque<Stream>,
+    flights: Vec<Flight>,
+}
+
+/// The mount's pieces, readers and Fetches in flight (see module docs).
+#[derive(Default)]
+pub(super) struct Windows {
+    state: Mutex<WindowsState>,
+}
+
+#[derive(Default)]
+struct WindowsState {
+    parts: HashMap<Key, PartWindow>,
+    /// Bytes of every kept piece.
+    bytes: usize,
+    tick: u64,
+}
+
+/// What a read found (see [`Windows::find`]).
+pub(super) enum Found {
+    /// A piece holds the offset: its bytes (shared) and where the read after them continues.
+    Piece { bytes: Bytes, next: Offset },
+    /// A Fetch from the offset is in flight: wait on it, then look again.
+    InFlight(Arc<FlightSlot>),
+    /// Neither: the read fetches, reporting to this slot (registered as in flight).
+    Fetch(Arc<FlightSlot>),
+}
+
+impl Windows {
+    /// The piece holding `from` for partition `key` (the one reaching furthest), a Fetch in
+    /// flight from `from`, or else registers the caller's own Fetch from `from`.
+    pub fn find(&self, key: &Key, from: Offset) -> Found {
+        let mut st = lock(&self.state);
+        st.tick += 1;
+        let tick = st.tick;
+        let part = st.parts.entry(key.clone()).or_default();
+        let best = part
+            .pieces
+            .iter_mut()
+            .filter(|p| p.from <= from && from < p.next)
+            .max_by_key(|p| p.next);
+        if let Some(p) = best {
+            p.used = tick;
+            return Found::Piece { bytes: p.bytes.clone(), next: p.next };
+        }
+        if let Some(f) = part.flights.iter().find(|f| f.from == from) {
+            return Found::InFlight(Arc::clone(&f.slot));
+        }
+        let slot = Arc::new(FlightSlot::default());
+        part.flights.push(Flight { from, prefetch: false, slot: Arc::clone(&slot) });
+        Found::Fetch(slot)
+    }
+
+    /// The reader whose read from `from` is sequential (one ended there), moved to `next` with
+    /// its window doubled (up to `cap`); or the reader already at `next`, unchanged; or a new
+    /// reader at `next` with `first` as its window.
+    /// Returns the reader (its count of sequential reads says whether to prefetch).
+    pub fn advance(
+        &self,
+        key: &Key,
+        from: Offset,
+        next: Offset,
+        first: usize,
+        cap: usize,
+    ) -> Stream {
+        let mut st = lock(&self.state);
+        let part = st.parts.entry(key.clone()).or_default();
+        let found = part.streams.iter().position(|s| s.next == from);
+        let stream = match found.and_then(|i| part.streams.remove(i)) {
+            Some(s) => Stream {
+                next,
+                window: s.window.saturating_mul(2).min(cap).max(first.min(cap)),
+                sequential: s.sequential.saturating_add(1),
+            },
+            // A read that lands where a reader already is (a second follower) joins it: one
+            // reader per position, so two readers at one offset are one stream of Fetches.
+            None => match part.streams.iter().position(|s| s.next == next) {
+                Some(i) => part.streams.remove(i).unwrap_or(Stream {
+                    next,
+                    window: first.min(cap).max(1),
+                    sequential: 0,
+                }),
+                None => Stream { next, window: first.min(cap).max(1), sequential: 0 },
+            },
+        };
+        part.streams.retain(|s| s.next != next);
+        if part.streams.len() >= STREAM_SLOTS {
+            part.streams.pop_front();
+        }
+        part.streams.push_back(stream);
+        stream
+    }
+
+    /// The window of the reader whose sequential read starts at `from`, if one's does.
+    pub fn window_of(&self, key: &Key, from: Offset) -> Option<usize> {
+        let st = lock(&self.state);
+        st.parts.get(key)?.streams.iter().find(|s| s.next == from).map(|s| s.window)
+    }
+
+    /// Where a prefetch for a reader now at `from` starts: the end of the kept pieces and
+    /// flights that follow `from` without a gap, when fewer than `ahead` bytes lie between
+    /// (and no Fetch is in flight at that end); `None` when enough is kept or in flight, or the
+    /// partition has [`FLIGHTS_PER_PARTITION`] prefetches in flight. Registers the prefetch as
+    /// in flight (the caller reports its end through [`Windows::landed`]).
+    pub fn prefetch_from(
+        &self,
+        key: &Key,
+        from: Offset,
+        ahead: usize,
+        end: Offset,
+    ) -> Option<(Offset, Arc<FlightSlot>)> {
+        let mut st = lock(&self.state);
+        let part = st.parts.get_mut(key)?;
+        if part.flights.iter().filter(|f| f.prefetch).count() >= FLIGHTS_PER_PARTITION {
+            return None;
+        }
+        let mut at = from;
+        let mut kept = 0usize;
+        loop {
+            if kept >= ahead {
+                return None;
+            }
+            if let Some(p) =
+                part.pieces.iter().filter(|p| p.from <= at && at < p.next).max_by_key(|p| p.next)
+            {
+                // The part of the piece past `at`, by offsets (batches are about alike).
+                let span = (p.next.0 - p.from.0).max(1);
+                let past = (p.next.0 - at.0).clamp(0, span);
+                let share = u128::try_from(past).unwrap_or(0) * p.bytes.len() as u128
+                    / u128::try_from(span).unwrap_or(1);
+                kept = kept.saturating_add(usize::try_from(share).unwrap_or(usize::MAX));
+                at = p.next;
+            } else if part.flights.iter().any(|f| f.from == at) {
+                // Where that Fetch ends is not known yet: the next prefetch waits for it.
+                return None;
+            } else {
+                break;
+            }
+        }
+        if at >= end {
+            return None;
+        }
+        let slot = Arc::new(FlightSlot::default());
+        part.flights.push(Flight { from: at, prefetch: true, slot: Arc::clone(&slot) });
+        Some((at, slot))
+    }
+
+    /// Ends the Fetch from `from` registered for `key`: keeps `piece` (when some), drops the
+    /// least recently used pieces beyond `cap` bytes, and wakes the reads that waited.
+    pub fn landed(
+        &self,
+        key: &Key,
+        from: Offset,
+        slot: &Arc<FlightSlot>,
+        piece: Option<Piece>,
+        how: Landed,
+        cap: usize,
+    ) {
+        let dropped = {
+            let mut st = lock(&self.state);
+            st.tick += 1;
+            let tick = st.tick;
+            let mut added = 0;
+            let mut dropped = Vec::new();
+            if let Some(part) = st.parts.get_mut(key) {
+                part.flights.retain(|f| !(f.from == from && Arc::ptr_eq(&f.slot, slot)));
+                if let Some(mut piece) = piece {
+                    piece.used = tick;
+                    // A piece another one covers whole is not needed.
+                    let mut i = 0;
+                    while i < part.pieces.len() {
+                        let p = &part.pieces[i];
+                        if piece.from <= p.from && p.next <= piece.next {
+                            added -= p.bytes.len() as isize;
+                            dropped.push(part.pieces.remove(i));
+                        } else {
+                            i += 1;
+                        }
+                    }
+                    let covered =
+                        part.pieces.iter().any(|p| p.from <= piece.from && piece.next <= p.next);
+                    if covered {
+                        dropped.push(piece);
+                    } else {
+                        added += piece.bytes.len() as isize;
+                        let at = part.pieces.partition_point(|p| p.from <= piece.from);
+                        part.pieces.insert(at, piece);
+                    }
+                }
+            }
+            st.bytes = st.bytes.saturating_add_signed(added);
+            while st.bytes > cap {
+                let Some(p) = st.evict_oldest() else { break };
+                dropped.push(p);
+            }
+            dropped
+        };
+        slot.set(how);
+        drop(dropped); // Their bytes and holds are released outside the lock.
+    }
+
+    /// Drops every kept piece of the mount.
+    #[cfg(test)]
+    pub fn drop_all(&self) {
+        let dropped: Vec<Piece> = {
+            let mut st = lock(&self.state);
+            st.bytes = 0;
+            st.parts.values_mut().flat_map(|p| std::mem::take(&mut p.pieces)).collect()
+        };
+        drop(dropped);
+    }
+
+    /// Drops the pieces of `key` (the partition's log start passed them, or its reads failed).
+    pub fn forget(&self, key: &Key) {
+        let dropped: Vec<Piece> = {
+            let mut st = lock(&self.state);
+            let taken = st.parts.get_mut(key).map(|p| std::mem::take(&mut p.pieces));
+            let taken = taken.unwrap_or_default();
+            let bytes: usize = taken.iter().map(|p| p.bytes.len()).sum();
+            st.bytes = st.bytes.saturating_sub(bytes);
+            taken
+        };
+        drop(dropped);
+    }
+
+    /// Bytes of every kept piece.
+    #[cfg(test)]
+    pub fn kept_bytes(&self) -> usize {
+        lock(&self.state).bytes
+    }
+}
+
+impl WindowsState {
+    fn evict_oldest(&mut self) -> Option<Piece> {
+        let (key, i) = self
+            .parts
+            .iter()
+            .flat_map(|(k, part)| part.pieces.iter().enumerate().map(move |(i, p)| (p.used, k, i)))
+            .min_by_key(|(used, _, _)| *used)
+            .map(|(_, k, i)| (k.clone(), i))?;
+        let piece = self.parts.get_mut(&key)?.pieces.remove(i);
+        self.bytes = self.bytes.saturating_sub(piece.bytes.len());
+        Some(piece)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> Key {
+        ("t".to_string(), 0, false)
+    }
+
+    fn piece(from: i64, next: i64, len: usize) -> Piece {
+        Piece::new(Offset(from), Offset(next), Bytes::from(vec![0u8; len]))
+    }
+
+    #[test]
+    fn a_sequential_reader_doubles_its_window_up_to_the_cap_and_a_random_one_starts_small() {
+        let w = Windows::default();
+        let k = key();
+        let cap = 1 << 20;
+        let mut sizes = Vec::new();
+        let mut at = Offset(0);
+        for _ in 0..7 {
+            let s = w.advance(&k, at, Offset(at.0 + 100), FIRST_WINDOW, cap);
+            sizes.push(s.window);
+            at = s.next;
+        }
+        assert_eq!(sizes, [64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 1 << 20, 1 << 20]);
+        // A read elsewhere (a random open) starts again at the first window.
+        let s = w.advance(&k, Offset(50_000), Offset(50_100), FIRST_WINDOW, cap);
+        assert_eq!((s.window, s.sequential), (FIRST_WINDOW, 0));
+        // The first reader goes on where it was.
+        let s = w.advance(&k, at, Offset(at.0 + 100), FIRST_WINDOW, cap);
+        assert_eq!((s.window, s.sequential), (1 << 20, 7));
+    }
+
+    #[test]
+    fn a_read_inside_a_piece_is_served_and_one_from_a_fetch_in_flight_waits_for_it() {
+        let w = Windows::default();
+        let k = key();
+        let Found::Fetch(slot) = w.find(&k, Offset(0)) else { panic!("nothing kept yet") };
+        // A second reader of offset 0 meanwhile waits for that Fetch.
+        let Found::InFlight(waited) = w.find(&k, Offset(0)) else { panic!("not in flight") };
+        assert!(Arc::ptr_eq(&slot, &waited));
+        w.landed(&k, Offset(0), &slot, Some(piece(0, 10, 1000)), Landed::Piece, usize::MAX);
+        assert!(matches!(waited.wait(Duration::from_secs(1)), Some(Landed::Piece)));
+        for at in [0, 5, 9] {
+            let Found::Piece { next, bytes } = w.find(&k, Offset(at)) else { panic!("{at}") };
+            assert_eq!((next, bytes.len()), (Offset(10), 1000));
+        }
+        assert!(matches!(w.find(&k, Offset(10)), Found::Fetch(_)));
+        // Another partition shares nothing.
+        assert!(matches!(w.find(&("t".to_string(), 1, false), Offset(0)), Found::Fetch(_)));
+        assert!(matches!(w.find(&("t".to_string(), 0, true), Offset(0)), Found::Fetch(_)));
+    }
+
+    #[test]
+    fn prefetches_start_at_the_end_of_what_is_kept_and_stop_at_the_log_end() {
+        let w = Windows::default();
+        let k = key();
+        let Found::Fetch(slot) = w.find(&k, Offset(0)) else { panic!() };
+        w.landed(&k, Offset(0), &slot, Some(piece(0, 100, 10_000)), Landed::Piece, usize::MAX);
+        // A reader at 50 has 5,000 bytes kept past it: a window of 8,000 wants more, from 100.
+        let (at, slot) = w.prefetch_from(&k, Offset(50), 8_000, Offset(1000)).unwrap();
+        assert_eq!(at, Offset(100));
+        // In flight: the next prefetch waits for it.
+        assert!(w.prefetch_from(&k, Offset(50), 8_000, Offset(1000)).is_none());
+        w.landed(&k, at, &slot, Some(piece(100, 200, 10_000)), Landed::Piece, usize::MAX);
+        // Enough kept past 50 now.
+        assert!(w.prefetch_from(&k, Offset(50), 8_000, Offset(1000)).is_none());
+        // Nothing past the log end.
+        assert!(w.prefetch_from(&k, Offset(150), 50_000, Offset(200)).is_none());
+    }
+
+    #[test]
+    fn kept_pieces_stay_within_the_cap_the_least_recently_used_dropped_first() {
+        let w = Windows::default();
+        let k = key();
+        for i in 0..4 {
+            let Found::Fetch(slot) = w.find(&k, Offset(i * 10)) else { panic!() };
+            let p = piece(i * 10, i * 10 + 10, 1000);
+            w.landed(&k, Offset(i * 10), &slot, Some(p), Landed::Piece, 2500);
+            assert!(w.kept_bytes() <= 2500);
+        }
+        // The two newest are kept.
+        assert!(matches!(w.find(&k, Offset(35)), Found::Piece { .. }));
+        assert!(matches!(w.find(&k, Offset(25)), Found::Piece { .. }));
+        assert!(matches!(w.find(&k, Offset(5)), Found::Fetch(_)));
+        w.drop_all();
+        assert_eq!(w.kept_bytes(), 0);
+    }
+}
