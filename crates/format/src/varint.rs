@@ -46,7 +46,7 @@ pub fn put_varlong(buf: &mut [u8], at: &mut usize, v: i64) {
 #[inline]
 fn put_unsigned(buf: &mut [u8], at: &mut usize, mut u: u64) {
     // One and two bytes (every length and delta of an `append` line's record) without the
-    // loop: a visible share of encoding a line (callgrind, issue 17 in `BENCHMARKS.md`).
+    // loop: a visible share of encoding a line (callgrind, issue 17 in `doc/benchmarks-history.md`).
     if u < 0x80 {
         if let Some(b) = buf.get_mut(*at) {
             *b = u as u8;

@@ -96,7 +96,7 @@ pub const KAFKA_MAX_PARTITIONS: u32 = i32::MAX as u32;
 
 /// The sizing budget of a log directory's partitions unless `--sizing-budget` says otherwise:
 /// 256 MiB of log, rendered (counted, not kept) in about 0.45 s here (scaled from 333 MB sized
-/// in 0.56 s, BENCHMARKS.md "cold opens"). A stream whose end
+/// in 0.56 s, doc/benchmarks-history.md, "cold opens"). A stream whose end
 /// is farther shows size 0 until read to its end (SEMANTICS.md, "Sizes: exact or not yet
 /// known"). Larger than the interface's [`DEFAULT_SIZING_BUDGET`](topicfs_source::DEFAULT_SIZING_BUDGET)
 /// (16 MiB, what a source reached over a network states) because a local partition is cheap to

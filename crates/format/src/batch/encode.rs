@@ -239,7 +239,7 @@ pub(super) fn write_record(
 /// key, no headers, the batch's base timestamp. Writes the bytes [`write_record`] writes for
 /// it (the property test `value_records_match_the_general_encoding` holds them equal) with
 /// less work per record: splitting, encoding and checksumming 100-byte lines took 36 ns per
-/// record through `write_record` and 25 through this (stop 13 in `BENCHMARKS.md`).
+/// record through `write_record` and 25 through this (stop 13 in `doc/benchmarks-history.md`).
 #[inline]
 pub(super) fn write_value_record(
     out: &mut Vec<u8>,

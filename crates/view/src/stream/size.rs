@@ -7,7 +7,7 @@ use super::*;
 /// reach its start on the shared render index, whatever the source's sizing budget: 1 MiB,
 /// about a millisecond of rendering here. The rest of a larger budget is sized in the
 /// background ([`Stream::stat_size`]), so an open far into a large partition on a fresh mount
-/// does not wait for a quarter of a GiB of rendering (BENCHMARKS.md, issue 17: with 16 MiB
+/// does not wait for a quarter of a GiB of rendering (doc/benchmarks-history.md, issue 17: with 16 MiB
 /// here, every such open still took 20–30 ms).
 pub const SIZED_AT_ONCE: u64 = 1 << 20;
 
