@@ -41,8 +41,8 @@ use crate::client::ConfigOp;
 use topicfs_format::Offset;
 use topicfs_source::error::{Error, Result};
 use topicfs_source::{
-    ConfigChange, ConfigEntry, ConfigSource, FetchMemory, MAX_MESSAGE_BYTES, PartitionSource,
-    SpaceStats, TopicSource, max_message_bytes_of,
+    ConfigChange, ConfigEntry, ConfigSource, FetchMemory, PartitionSource, SpaceStats, TopicSource,
+    max_message_bytes_of,
 };
 
 pub use groups::{ClusterGroups, group_in_use};
@@ -357,12 +357,13 @@ impl TopicSource for ClusterSource {
         self.client.alter_topic_config(topic, &ops)
     }
 
-    /// DescribeConfigs of the topic asking for that one setting (`NotFound` first when
-    /// Metadata does not list the topic): one round trip, a small answer.
+    /// DescribeConfigs of the topic (`NotFound` first when Metadata does not list the topic):
+    /// one round trip. Every setting is asked for, not only this one: tansu 0.6 answers a
+    /// request naming its keys with an error the client retries until its deadline, which made
+    /// every `append` open of a cluster mount wait `request.timeout.ms`.
     fn max_message_bytes(&self, topic: &str) -> Result<Option<usize>> {
         self.partitions(topic)?;
-        let (_, described) =
-            self.client.describe_topic_config_keys(topic, Some(&[MAX_MESSAGE_BYTES]))?;
+        let (_, described) = self.client.describe_topic_config_keys(topic, None)?;
         Ok(max_message_bytes_of(described.iter().map(|c| (c.name.as_str(), c.value.as_deref()))))
     }
 
