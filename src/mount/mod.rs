@@ -230,11 +230,16 @@ fn open_backend(
             config.isolation_level = crate::cluster::config::IsolationLevel::ReadUncommitted;
         }
         let config_timeout = config.request_timeout;
+        // Background work (deferred stats, mount sizing) gets a client of its own: its own
+        // connections, so its Fetches never queue before a reader's at the broker.
+        let background = crate::cluster::Client::connect(cluster.bootstrap.clone(), config.clone())
+            .map_err(failed)?;
         let client =
             crate::cluster::Client::connect(cluster.bootstrap.clone(), config).map_err(failed)?;
         let client = Arc::new(client);
         let source = Arc::new(
             crate::cluster::ClusterSource::new(Arc::clone(&client), request.read_only)
+                .with_background_client(Arc::new(background))
                 .with_sizing_budget(
                     request.sizing_budget.unwrap_or(crate::cluster::source::CLUSTER_SIZING_BUDGET),
                 )

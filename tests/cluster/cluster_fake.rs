@@ -723,6 +723,53 @@ fn cluster_stat_of_a_stream_sized_to_the_budget_answers_without_waiting_for_a_fe
     assert_eq!(fetch_and_list_offsets(&client).0 - fetched, 1);
 }
 
+/// Background work has its own connections: the Fetch of a deferred stat's step goes through
+/// the background client, never the readers' (a broker answers one connection's requests in
+/// order, so on the readers' connection it would delay their next read).
+#[test]
+fn cluster_deferred_sizing_fetches_through_the_background_client_not_the_readers() {
+    let broker = FakeBroker::start(plain_log(30_000));
+    let mut config = ClientConfig::default();
+    config.set_pair("request.timeout.ms=5000").unwrap();
+    config.set_pair("isolation.level=read_uncommitted").unwrap();
+    let spec = format!("kafka://{}", broker.addr);
+    let readers =
+        Arc::new(Client::connect(parse_bootstrap(&spec).unwrap(), config.clone()).unwrap());
+    let background = Arc::new(Client::connect(parse_bootstrap(&spec).unwrap(), config).unwrap());
+    let budget = MemoryBudget::new(64 << 20);
+    let source = ClusterSource::new(Arc::clone(&readers), true)
+        .with_background_client(Arc::clone(&background))
+        .with_fetch_memory(budget.fetch_memory(), std::time::Duration::from_secs(30));
+    let options = FsOptions {
+        read_only: true,
+        partitions_per_topic: 1,
+        max_line_bytes: 1 << 20,
+        uid: 0,
+        gid: 0,
+        file_mode: topicfs::fs::DEFAULT_FILE_MODE,
+        dir_mode: topicfs::fs::DEFAULT_DIR_MODE,
+    };
+    let fs = TopicFs::new(Arc::new(source) as Arc<dyn TopicSource>, options)
+        .with_shared_limits(budget, 2)
+        .with_isolation(Isolation::ReadUncommitted);
+    let dir = ino(&fs, "tx/0/by-offset");
+    // The lookup's own sizing (a request): one Fetch, through the readers' client.
+    let entry = fs.lookup(dir, OsStr::new("0")).unwrap();
+    assert_eq!(entry.attr.size, 0);
+    let (readers_fetches, _) = fetch_and_list_offsets(&readers);
+    assert!(readers_fetches >= 1);
+    assert_eq!(fetch_and_list_offsets(&background).0, 0);
+    // A stat leaves a step to the background: its Fetch goes through the background client.
+    assert_eq!(fs.getattr(entry.attr.ino, None).unwrap().attr.size, 0);
+    assert!(fs.wait_for_sizing_steps(Duration::from_secs(30)));
+    assert!(fetch_and_list_offsets(&background).0 >= 1, "the step fetched in the background");
+    assert_eq!(
+        fetch_and_list_offsets(&readers).0,
+        readers_fetches,
+        "no step Fetch on the readers' client"
+    );
+}
+
 /// 52 records in batches of 10 whose timestamps do not ascend: the largest is in the middle.
 fn timestamps_log() -> Log {
     let mut entries = Vec::new();

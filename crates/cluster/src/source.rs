@@ -51,6 +51,9 @@ use window::Windows;
 /// A Kafka cluster as a [`TopicSource`].
 pub struct ClusterSource {
     client: Arc<Client>,
+    /// The client of background work (deferred stats, mount sizing): its own connections, so
+    /// its Fetches never queue before a reader's at the broker ([`ClusterSource::with_background_client`]).
+    background: Arc<Client>,
     read_only: bool,
     sizing_budget: u64,
     committed: bool,
@@ -145,6 +148,7 @@ impl ClusterSource {
     /// The cluster `client` talks to; appends and creations refused when `read_only`.
     pub fn new(client: Arc<Client>, read_only: bool) -> ClusterSource {
         ClusterSource {
+            background: Arc::clone(&client),
             client,
             read_only,
             sizing_budget: CLUSTER_SIZING_BUDGET,
@@ -193,6 +197,16 @@ impl ClusterSource {
     /// how much a stream's `stat`/`open` may fetch to size it.
     pub fn with_sizing_budget(mut self, bytes: u64) -> ClusterSource {
         self.sizing_budget = bytes;
+        self
+    }
+
+    /// The same source sending the requests of background work (tasks of the executor's
+    /// deferred-stat and mount-sizing classes, [`topicfs_executor::running_class`]) through
+    /// `client`, a client of its own with its own connections: a broker answers one
+    /// connection's requests in order, so on the readers' connection a sizing Fetch would
+    /// delay the next read. The default is the readers' client.
+    pub fn with_background_client(mut self, client: Arc<Client>) -> ClusterSource {
+        self.background = client;
         self
     }
 
@@ -256,6 +270,7 @@ impl TopicSource for ClusterSource {
         Ok(Arc::new_cyclic(|me| ClusterPartition {
             me: me.clone(),
             client: Arc::clone(&self.client),
+            background: Arc::clone(&self.background),
             topic: topic.to_string(),
             partition,
             read_only: self.read_only,
@@ -383,6 +398,8 @@ struct ClusterPartition {
     /// This handle, for the prefetch threads it starts.
     me: std::sync::Weak<ClusterPartition>,
     client: Arc<Client>,
+    /// The client of background work (see [`ClusterSource::with_background_client`]).
+    background: Arc<Client>,
     topic: String,
     partition: u32,
     read_only: bool,

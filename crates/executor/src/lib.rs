@@ -69,6 +69,24 @@ impl Class {
     fn index(self) -> usize {
         self as usize
     }
+
+    fn of_index(index: usize) -> Option<Class> {
+        Class::ALL.get(index).copied()
+    }
+}
+
+thread_local! {
+    /// The class of the task the calling thread runs now, when it is a worker running one.
+    static RUNNING: std::cell::Cell<Option<Class>> = const { std::cell::Cell::new(None) };
+}
+
+/// The class of the background task the calling thread is running, if it is a worker of an
+/// executor running one (`None` on any other thread, a request's included). A backend uses it
+/// to keep background work off its readers' way: a cluster sends the requests of deferred stats
+/// and mount sizing on a connection of their own, so they never queue before a reader's at the
+/// broker.
+pub fn running_class() -> Option<Class> {
+    RUNNING.with(std::cell::Cell::get)
 }
 
 /// Whether a task may wait on something other than the CPU and local disk.
@@ -409,9 +427,11 @@ impl Inner {
             }
             drop(st);
             let job = task.job;
+            RUNNING.with(|r| r.set(Class::of_index(class)));
             if std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).is_err() {
                 log::warn!("a background task panicked");
             }
+            RUNNING.with(|r| r.set(None));
             st = lock(&self.state);
             st.running -= 1;
             st.running_class[class] -= 1;

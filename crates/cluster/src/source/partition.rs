@@ -5,8 +5,9 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use super::{ClusterPartition, MAX_TIMESTAMP_PROBE};
-use crate::ListedOffset;
 use crate::client::{EARLIEST, FetchedPartition, LATEST, MAX_TIMESTAMP};
+use crate::{Client, ListedOffset};
+use topicfs_executor::Class;
 use topicfs_format::{EncodeRecord, Offset};
 use topicfs_source::error::{Error, Result};
 use topicfs_source::{
@@ -15,6 +16,15 @@ use topicfs_source::{
 };
 
 impl ClusterPartition {
+    /// The client for a request made now: the background client on a worker running a
+    /// deferred stat or mount sizing, the readers' otherwise (requests, read-ahead, prefetch).
+    pub(super) fn client_now(&self) -> &Client {
+        match topicfs_executor::running_class() {
+            Some(Class::DeferredStat | Class::MountSizing) => &self.background,
+            _ => &self.client,
+        }
+    }
+
     /// ListOffsets `-3` for this partition, within what [`MaxTimestampLookup`] learned: the
     /// mount's first lookup runs on a thread and is waited for at most [`MAX_TIMESTAMP_PROBE`].
     fn list_max_timestamp(&self) -> Result<Option<ListedOffset>> {
@@ -23,7 +33,7 @@ impl ClusterPartition {
         const NOT_ANSWERED: u8 = 2;
         let lookup = &self.max_timestamp_lookup;
         match lookup.state.load(Ordering::Acquire) {
-            ANSWERED => return self.client.list_offset(&self.topic, self.p(), MAX_TIMESTAMP),
+            ANSWERED => return self.client_now().list_offset(&self.topic, self.p(), MAX_TIMESTAMP),
             NOT_ANSWERED => {
                 return Err(Error::UnsupportedApi {
                     broker: "the cluster".to_string(),
@@ -84,7 +94,7 @@ impl ClusterPartition {
         }
         let asked = Instant::now();
         let queries = [EARLIEST, LATEST].map(|ts| (self.topic.clone(), self.p(), ts));
-        let answers = self.client.list_offsets(&queries).map_err(|e| self.named(e))?;
+        let answers = self.client_now().list_offsets(&queries).map_err(|e| self.named(e))?;
         let mut answers = answers.into_iter().map(|(_, answer)| answer);
         let mut offset = || -> Result<Offset> {
             let listed = answers
@@ -191,7 +201,7 @@ impl PartitionSource for ClusterPartition {
         let listed = if ts == MAX_TIMESTAMP {
             self.list_max_timestamp()
         } else {
-            self.client.list_offset(&self.topic, self.p(), ts)
+            self.client_now().list_offset(&self.topic, self.p(), ts)
         };
         match listed.map_err(|e| self.named(e))? {
             // A broker answering a time past the last record with an older record (tansu 0.6

@@ -253,8 +253,10 @@ impl ClusterPartition {
         let mut at = from;
         loop {
             let asked = Instant::now();
-            let fetched =
-                self.client.fetch(&self.topic, self.p(), at, opts).map_err(|e| self.named(e))?;
+            let fetched = self
+                .client_now()
+                .fetch(&self.topic, self.p(), at, opts)
+                .map_err(|e| self.named(e))?;
             self.learn_from_fetch(&fetched, asked);
             if !self.committed {
                 let (start, end, next) = self.whole_from(&fetched.records, at)?;
