@@ -1,0 +1,127 @@
+//! A set of topics ([`TopicSource`]): settings, storage space, the mount's fetch memory.
+
+use std::any::Any;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::error::Result;
+use crate::partition::PartitionSource;
+
+/// The mount's memory for data a backend fetched and the view has not rendered yet (the view's
+/// shared memory budget, `--memory-budget`, implements it): a backend holds the bytes it is
+/// about to fetch for as long as it keeps them, and waits while other fetches hold the cap.
+pub trait FetchMemory: Send + Sync {
+    /// Holds `bytes` until the returned value is dropped, waiting until `deadline` at most for
+    /// room; `None` when the deadline passed first.
+    fn hold(&self, bytes: usize, deadline: Instant) -> Option<Box<dyn Any + Send>>;
+    /// The cap in bytes.
+    fn limit(&self) -> usize;
+}
+
+/// Where an effective topic setting's value comes from, highest precedence first.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ConfigSource {
+    /// Set for this topic through the mount's `config` file, or a cluster's topic override
+    /// (DescribeConfigs DYNAMIC_TOPIC_CONFIG).
+    TopicOverride,
+    /// The broker's own override for this topic (a KRaft ConfigRecord of the topic).
+    BrokerTopic,
+    /// The broker's dynamic default (KRaft ConfigRecord BROKER; DYNAMIC_DEFAULT_BROKER_CONFIG or
+    /// DYNAMIC_BROKER_CONFIG on a cluster).
+    BrokerDefault,
+    /// The mount's `--config` / `-o config.NAME=VALUE`.
+    MountDefault,
+    /// The broker's static settings (`--server-properties`; STATIC_BROKER_CONFIG on a cluster).
+    BrokerStatic,
+    /// Kafka's built-in default.
+    KafkaDefault,
+}
+impl ConfigSource {
+    /// The word the `config` file shows.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConfigSource::TopicOverride => "override",
+            ConfigSource::BrokerTopic => "broker-override",
+            ConfigSource::BrokerDefault => "broker-default",
+            ConfigSource::MountDefault => "mount-default",
+            ConfigSource::BrokerStatic => "server-properties",
+            ConfigSource::KafkaDefault => "kafka-default",
+        }
+    }
+}
+/// One effective setting of a topic.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigEntry {
+    pub name: String,
+    pub value: Option<String>,
+    pub source: ConfigSource,
+}
+/// The name of the topic setting [`TopicSource::max_message_bytes`] reads.
+pub const MAX_MESSAGE_BYTES: &str = "max.message.bytes";
+
+/// `max.message.bytes` among `settings` (name, value) (see
+/// [`TopicSource::max_message_bytes`]): its value as a size, `None` when absent or not a size.
+pub fn max_message_bytes_of<'a>(
+    settings: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
+) -> Option<usize> {
+    settings
+        .into_iter()
+        .find(|(name, _)| *name == MAX_MESSAGE_BYTES)
+        .and_then(|(_, value)| value)
+        .and_then(|v| v.trim().parse::<usize>().ok())
+}
+
+/// One change to a topic's overrides.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConfigChange {
+    Set { name: String, value: String },
+    Remove { name: String },
+}
+
+/// A set of topics made of partitions.
+pub trait TopicSource: Send + Sync {
+    /// Topic names, sorted.
+    fn topics(&self) -> Result<Vec<String>>;
+    /// Partition numbers of a topic, sorted. `NotFound` for an unknown topic.
+    fn partitions(&self, topic: &str) -> Result<Vec<u32>>;
+    /// One partition. `NotFound` if it does not exist.
+    fn partition(&self, topic: &str, partition: u32) -> Result<Arc<dyn PartitionSource>>;
+    /// Creates a topic with partitions `0..partitions`. `AlreadyExists`, `InvalidTopicName`.
+    fn create_topic(&self, topic: &str, partitions: u32) -> Result<()>;
+    /// Adds partition `partition` to an existing topic; only the next number is allowed.
+    fn create_partition(&self, topic: &str, partition: u32) -> Result<()>;
+    /// Whether appends and creations are refused.
+    fn is_read_only(&self) -> bool;
+    /// Flushes and closes everything cleanly (indexes trimmed, checkpoints, clean-shutdown
+    /// marker). Idempotent.
+    fn shutdown(&self) -> Result<()>;
+    /// Space on the storage that holds the topics (what `df` shows for a mount of them). All
+    /// zero when unknown (a cluster: its brokers' disks are not the mount's).
+    fn space(&self) -> Result<SpaceStats>;
+    /// Every effective setting of `topic`, sorted by name, with where each comes from.
+    /// `NotFound` for an unknown topic; `Unsupported`/`UnsupportedApi` where the backend cannot.
+    fn topic_config(&self, topic: &str) -> Result<Vec<ConfigEntry>>;
+    /// Applies `changes` to `topic`'s overrides, all or nothing. `InvalidInput` naming the
+    /// setting and the rule; nothing changed then.
+    fn alter_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()>;
+    /// `topic`'s effective `max.message.bytes` now (the longest record batch it takes), as
+    /// [`TopicSource::topic_config`] states it, without the other settings: what an `append`
+    /// handle's line limit follows. `None` when the source does not state it (a setting it
+    /// does not list, or a value that is not a size); errors as `topic_config`'s.
+    fn max_message_bytes(&self, topic: &str) -> Result<Option<usize>>;
+}
+
+/// Capacity and free space of the storage behind a [`TopicSource`], in `statvfs` terms.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct SpaceStats {
+    /// Preferred I/O block size.
+    pub block_size: u32,
+    /// The unit of the block counts below.
+    pub fragment_size: u32,
+    pub blocks: u64,
+    pub blocks_free: u64,
+    /// Free blocks available to unprivileged users.
+    pub blocks_available: u64,
+    pub files: u64,
+    pub files_free: u64,
+}
