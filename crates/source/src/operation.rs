@@ -107,10 +107,16 @@ impl Drop for Operation {
 #[cfg(test)]
 mod tests {
     use super::Operation;
+    use std::sync::Mutex;
     use std::time::Instant;
+
+    /// The count of running operations is process-wide: the two tests take turns, so that one
+    /// does not see the other's operation (`cargo test` runs them on threads of one process).
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
     #[test]
     fn an_operation_covers_answers_asked_after_it_began_and_only_while_it_runs() {
+        let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let before = Instant::now();
         assert!(!Operation::covers(before), "outside any operation");
         {
@@ -134,6 +140,7 @@ mod tests {
 
     #[test]
     fn the_process_is_quiet_only_while_no_caller_operation_runs() {
+        let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let op = Operation::begin();
         assert_eq!(Operation::quiet_for(), None, "a caller's operation runs");
         drop(op);
