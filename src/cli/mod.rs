@@ -381,7 +381,8 @@ pub struct MountArgs {
     ///
     /// On a cluster mount (kafka://...), a client setting by its Kafka client name instead
     /// (applied after --command-config): client.id, request.timeout.ms, metadata.max.age.ms,
-    /// fetch.max.bytes, max.partition.fetch.bytes, isolation.level, acks, enable.idempotence,
+    /// fetch.max.bytes, max.partition.fetch.bytes, fetch.min.bytes, fetch.max.wait.ms,
+    /// isolation.level, acks, enable.idempotence,
     /// compression.type, security.protocol, ssl.ca.location, ssl.truststore.location,
     /// ssl.truststore.type, ssl.certificate.location, ssl.key.location, sasl.mechanism,
     /// sasl.username, sasl.password, replication.factor, retry.backoff.ms,
