@@ -147,16 +147,23 @@ impl TopicFs {
 }
 
 /// The partitions mount sizing sizes: those whose source keeps summaries of sealed spans.
+/// A partition without a span store is passed over without a question to its source (a
+/// cluster's 10,000 partitions would cost 10,000 ListOffsets), and the walk stops when the
+/// executor shuts down (unmounting waits for this task).
 fn sized_partitions(weak: &Weak<TopicFs>) -> Option<Vec<Arc<dyn PartitionSource>>> {
     let fs = weak.upgrade()?;
     let mut parts: Vec<Arc<dyn PartitionSource>> = Vec::new();
     for topic in fs.source.topics().unwrap_or_default() {
         for p in fs.source.partitions(&topic).unwrap_or_default() {
+            if fs.executor().is_shut_down() {
+                return None;
+            }
             let Ok(part) = fs.source.partition(&topic, p) else { continue };
+            let Some(store) = part.span_store() else { continue };
             let keeps_summaries = part
                 .summary()
                 .and_then(|s| part.seek(s.log_start_offset))
-                .is_ok_and(|c| part.span_store().and_then(|s| s.sealed_span_at(&c)).is_some());
+                .is_ok_and(|c| store.sealed_span_at(&c).is_some());
             if keeps_summaries {
                 parts.push(part);
             }
