@@ -213,6 +213,7 @@ fn open_backend(
     request: &MountRequest,
     data_dir: &Path,
     budget: &Arc<crate::view::budget::MemoryBudget>,
+    executor: &crate::executor::Executor,
 ) -> Result<Backend> {
     if let Some(cluster) = &request.cluster {
         let addrs: Vec<String> = cluster.bootstrap.iter().map(ToString::to_string).collect();
@@ -263,6 +264,8 @@ fn open_backend(
     }
     let groups = Arc::new(crate::storage::groups::LocalGroupStore::new(Arc::clone(&log_dir)));
     log_dir.set_sizing_budget(request.sizing_budget.unwrap_or(crate::storage::LOCAL_SIZING_BUDGET));
+    // Key-index builds run on the mount's one executor.
+    log_dir.set_executor(executor.clone());
     log_dir.set_cache(Arc::new(open_cache(&request.cache, data_dir)?));
     let source: Arc<dyn TopicSource> = Arc::clone(&log_dir) as Arc<dyn TopicSource>;
     let retained = (!request.read_only).then_some(log_dir);
@@ -355,7 +358,10 @@ fn mount_and_serve(request: &MountRequest, signals: SigSet, reporter: &mut Repor
     // One budget for the view's renderings and a cluster's fetches in flight.
     let budget = crate::view::budget::MemoryBudget::new(request.memory_budget);
     crate::storage::key_index::set_memory_limit(request.key_index_memory);
-    let Backend { source, groups, retained } = open_backend(request, &data_dir, &budget)?;
+    // The mount's one background executor: the filesystem's work and the log engine's.
+    let executor = crate::executor::Executor::new(request.background_threads);
+    let Backend { source, groups, retained } =
+        open_backend(request, &data_dir, &budget, &executor)?;
     let options = FsOptions {
         read_only: request.read_only,
         partitions_per_topic: request.partitions,
@@ -381,7 +387,7 @@ fn mount_and_serve(request: &MountRequest, signals: SigSet, reporter: &mut Repor
             .with_internal_topics(request.fuse_options.contains(&FuseOption::ShowInternal))
             .with_max_partitions(request.max_partitions)
             .with_auto_commit(request.fuse_options.contains(&FuseOption::AutoCommit))
-            .with_shared_limits(budget, request.background_threads)
+            .with_shared_executor(budget, executor)
             .with_memory_release(memory::return_freed_memory),
     );
     let config = session_config(request, &data_dir)?;

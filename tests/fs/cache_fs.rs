@@ -473,3 +473,44 @@ fn a_remount_knows_the_active_segments_prefix_from_the_cache_until_it_is_truncat
     }
     m.unmount();
 }
+
+fn threads() -> usize {
+    std::fs::read_dir("/proc/self/task").unwrap().count()
+}
+
+/// A first by-key read that needs every sealed segment's key index built runs the builds on the
+/// mount's one executor (handed to the log engine, `LogDir::set_executor`) and the request's own
+/// thread: no thread is started, and every sealed segment's index is built.
+#[test]
+fn a_first_by_key_read_builds_on_the_mounts_executor_and_starts_no_thread() {
+    let tmp = tempfile::tempdir().unwrap();
+    let m = mount(tmp.path(), None, u64::MAX, true);
+    m.log_dir.create_topic("t", 1).unwrap();
+    for b in 0..100 {
+        let lines: String = (0..10)
+            .map(|i| format!("{{\"key\":\"k{}\",\"payload\":\"p-{b}-{i}\"}}\n", i % 3))
+            .collect();
+        m.append("t/0/append.json", lines.as_bytes());
+    }
+    let log = m.log_dir.log("t", 0).unwrap();
+    let sealed = log.segment_list().len() - 1;
+    assert!(sealed >= 4, "{sealed} sealed segments");
+    let executor = topicfs::executor::Executor::new(2);
+    m.log_dir.set_executor(executor.clone());
+    let fs = Arc::try_unwrap(m.fs).ok().unwrap();
+    let fs = Arc::new(fs.with_shared_executor(
+        Arc::new(topicfs::view::budget::MemoryBudget::default()),
+        executor.clone(),
+    ));
+    let m = Mounted { fs, log_dir: m.log_dir, cache: m.cache };
+    assert!(executor.wait_idle(std::time::Duration::from_secs(10)));
+    let before = threads();
+    let read = m.read_all("t/0/by-key/k1");
+    assert_eq!(threads(), before, "the by-key read started no thread");
+    assert_eq!(log.keys().built_count(), sealed);
+    let expected: String = (0..100)
+        .flat_map(|b| (0..10).filter(|i| i % 3 == 1).map(move |i| format!("p-{b}-{i}\n")))
+        .collect();
+    assert_eq!(String::from_utf8(read).unwrap(), expected);
+    m.unmount();
+}

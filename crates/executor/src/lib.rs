@@ -287,16 +287,42 @@ impl Executor {
         class: Class,
         jobs: Vec<Box<dyn FnOnce() -> T + Send + 'static>>,
     ) -> Vec<T> {
+        self.run_jobs(class, jobs, false, || ()).0
+    }
+
+    /// [`Executor::run_all`] with `beside` (which may borrow from the caller) run on the
+    /// calling thread while workers start on `jobs`; the caller then runs the jobs no worker
+    /// has started and waits for the rest. Returns the jobs' results in order and `beside`'s.
+    /// Used by a key query: the active segment's index catches up on the caller while sealed
+    /// segments' indexes build.
+    pub fn run_all_beside<T: Send + 'static, R>(
+        &self,
+        class: Class,
+        jobs: Vec<Box<dyn FnOnce() -> T + Send + 'static>>,
+        beside: impl FnOnce() -> R,
+    ) -> (Vec<T>, R) {
+        self.run_jobs(class, jobs, true, beside)
+    }
+
+    fn run_jobs<T: Send + 'static, R>(
+        &self,
+        class: Class,
+        jobs: Vec<Box<dyn FnOnce() -> T + Send + 'static>>,
+        queue_first: bool,
+        beside: impl FnOnce() -> R,
+    ) -> (Vec<T>, R) {
         let n = jobs.len();
         let shared: Arc<RunAll<T>> = Arc::new(RunAll {
             slots: Mutex::new(jobs.into_iter().map(|j| Slot::Waiting(Some(j))).collect()),
             finished: Condvar::new(),
         });
-        // The first job is the caller's own; the others may go to workers.
-        for i in 1..n {
+        // Without work beside, the first job is the caller's own; the others may go to workers.
+        let first_queued = usize::from(!queue_first);
+        for i in first_queued..n {
             let shared = Arc::clone(&shared);
             self.submit(class, Blocking::No, move || shared.run(i));
         }
+        let beside = beside();
         for i in 0..n {
             shared.run(i);
         }
@@ -316,7 +342,9 @@ impl Executor {
             .collect();
         drop(slots);
         // A job's panic is the caller's, as if it had run the job itself.
-        done.into_iter().map(|v| v.unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+        let done =
+            done.into_iter().map(|v| v.unwrap_or_else(|p| std::panic::resume_unwind(p))).collect();
+        (done, beside)
     }
 
     /// Waits until no task waits or runs, at most `timeout`; whether it got there (for tests

@@ -293,12 +293,23 @@ impl TopicFs {
     /// [`TopicFs::with_limits`] with a budget the caller shares with the backend (a cluster
     /// holds the bytes of its fetches in flight in it, `ClusterSource::with_fetch_memory`).
     pub fn with_shared_limits(
-        mut self,
+        self,
         budget: Arc<MemoryBudget>,
         background_threads: usize,
     ) -> TopicFs {
+        self.with_shared_executor(budget, Executor::new(background_threads))
+    }
+
+    /// [`TopicFs::with_shared_limits`] with an executor the caller shares with the backend: the
+    /// mount makes one and hands it to the log engine too (its key-index builds and segment-cache
+    /// writes), so the mount has one pool of background threads. Call before the first request.
+    pub fn with_shared_executor(
+        mut self,
+        budget: Arc<MemoryBudget>,
+        executor: Executor,
+    ) -> TopicFs {
         self.ahead.executor().shutdown();
-        self.ahead = AheadPool::new(Executor::new(background_threads), budget);
+        self.ahead = AheadPool::new(executor, budget);
         let isolation = self.streams.isolation();
         self.streams = StreamRegistry::with_isolation(isolation).with_budget(self.ahead.budget());
         self
@@ -318,7 +329,8 @@ impl TopicFs {
         &self.ahead
     }
 
-    /// The mount's background executor (read-ahead, deferred stats, mount sizing; see
+    /// The mount's background executor (read-ahead, deferred stats, mount sizing; the log
+    /// engine's store work when the mount shares it, [`TopicFs::with_shared_executor`]; see
     /// [`topicfs_executor`]).
     pub fn executor(&self) -> &Executor {
         self.ahead.executor()

@@ -7,8 +7,13 @@
 //! Then every sealed segment without an index gets one: loaded from the persistent store
 //! ([`KeyIndexStore`], the segment cache outside the data dir) when it holds one that decodes
 //! and describes this segment (same base offset, same `.log` size; anything else is stale and
-//! is rebuilt and stored again, with a log line), else built by reading the segment's batches,
-//! in parallel over segments on at most [`BUILD_THREADS`] threads. The active segment's index
+//! is rebuilt and stored again, with a log line), else built by reading the segment's batches.
+//! The checks and builds are [`topicfs_executor::Class::Store`] jobs of the mount's executor
+//! ([`PartitionKeys::set_executor`]), one per segment, a large one read in up to
+//! [`BUILD_THREADS`] parts: the querying thread (a FUSE request) runs the jobs no worker took
+//! and waits for the rest, so it starts no thread and cannot wait on a full pool. Without an
+//! executor (tests, tools) everything runs on the querying thread in order. The records'
+//! sort when an index is encoded runs on the thread that encodes it. The active segment's index
 //! catches up at each query with the batches appended since the last (by us or, on a read-only
 //! mount, by the broker); when it rolls, its index is encoded as the sealed segment's and
 //! stored, so a roll costs no rebuild.
@@ -38,21 +43,21 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::segment::LogSegment;
+use topicfs_executor::Executor;
 use topicfs_format::Offset;
-use topicfs_format::key_index::{KeyIndexBuilder, SegmentKeyIndex};
+use topicfs_format::key_index::{InOrder, KeyIndexBuilder, SegmentKeyIndex};
 use topicfs_format::key_name::long_hashes;
 use topicfs_source::error::{Error, Result};
 use topicfs_source::sync::lock;
 use topicfs_source::{KeyHit, KeyHits, KeyListing, SpanKind};
 
-pub use build::SORT_THREADS;
-use build::{SortThreads, bulk_index, index_segment};
+use build::{bulk_index, index_segment};
 use listing::{MergedListing, push_hits};
 pub use memory::{DEFAULT_MEMORY_LIMIT, memory_held, set_memory_limit};
 use memory::{MEMORY, NEXT_PARTITION};
 
-/// Most threads building sealed segments' indexes at once, per partition (plus one catching
-/// up the active segment's).
+/// Most sealed segments' indexes one key query builds at once (jobs of the executor), and most
+/// parts one segment is read in.
 pub const BUILD_THREADS: usize = 4;
 /// An active segment at least this large is first indexed in bulk (see
 /// [`KeyIndexBuilder::on_top_of`]); smaller ones record by record.
@@ -106,6 +111,9 @@ struct Active {
 /// The key indexes of one partition (see the module docs).
 pub struct PartitionKeys {
     store: Mutex<Option<Arc<dyn KeyIndexStore>>>,
+    /// The mount's executor the builds run on ([`PartitionKeys::set_executor`]); without one
+    /// they run on the querying thread, one after another.
+    executor: Mutex<Option<Executor>>,
     /// Sealed segments' indexes by base offset (those held in memory: see
     /// [`set_memory_limit`]).
     sealed: Arc<Mutex<BTreeMap<Offset, Arc<SegmentKeyIndex>>>>,
@@ -143,6 +151,7 @@ impl PartitionKeys {
     pub fn new(store: Option<Arc<dyn KeyIndexStore>>) -> PartitionKeys {
         PartitionKeys {
             store: Mutex::new(store),
+            executor: Mutex::new(None),
             sealed: Arc::new(Mutex::new(BTreeMap::new())),
             id: NEXT_PARTITION.fetch_add(1, Ordering::Relaxed),
             active: Mutex::new(None),
@@ -176,6 +185,13 @@ impl PartitionKeys {
         *lock(&self.store) = store;
     }
 
+    /// Builds from now on run as [`topicfs_executor::Class::Store`] jobs of `executor` (the
+    /// querying thread runs the jobs no worker took and waits for the rest: it starts no
+    /// thread); `None`: on the querying thread.
+    pub fn set_executor(&self, executor: Option<Executor>) {
+        *lock(&self.executor) = executor;
+    }
+
     fn store(&self) -> Option<Arc<dyn KeyIndexStore>> {
         lock(&self.store).clone()
     }
@@ -199,44 +215,19 @@ impl PartitionKeys {
     /// active one as it would be stored), for statistics; builds what is missing first.
     pub fn index_bytes(&self, log: &dyn IndexedLog) -> Result<u64> {
         let sealed: u64 = self.refresh(log)?.iter().map(|i| i.bytes().len() as u64).sum();
-        let active = lock(&self.active).as_ref().map_or(0, |a| {
-            a.builder.encode_with(a.next_offset, a.position, &SortThreads).len() as u64
-        });
+        let active = lock(&self.active)
+            .as_ref()
+            .map_or(0, |a| a.builder.encode_with(a.next_offset, a.position, &InOrder).len() as u64);
         Ok(sealed + active)
     }
 
-    /// The stored index of `seg` if it decodes and describes `seg`: from the store set with
-    /// [`PartitionKeys::set_store`], else from the log's segment cache.
-    fn load(&self, log: &dyn IndexedLog, seg: &LogSegment) -> Option<SegmentKeyIndex> {
-        let bytes = match self.store() {
-            Some(store) => store.load(seg)?,
-            None => log.load_key_index(seg.base_offset())?,
-        };
-        match SegmentKeyIndex::decode(bytes) {
-            Ok(index)
-                if index.base_offset() == seg.base_offset() && index.log_size() == seg.size() =>
-            {
-                Some(index)
-            }
-            Ok(index) => {
-                log::warn!(
-                    "stored key index of {} is stale (it indexed {} bytes from offset {}, the \
-                     segment has {} from {}): rebuilding it",
-                    seg.log_path().display(),
-                    index.log_size(),
-                    index.base_offset(),
-                    seg.size(),
-                    seg.base_offset()
-                );
-                None
-            }
-            Err(e) => {
-                log::warn!(
-                    "stored key index of {} is damaged ({e}): rebuilding it",
-                    seg.log_path().display()
-                );
-                None
-            }
+    /// The stored payload of `seg`'s index, if any: from the store set with
+    /// [`PartitionKeys::set_store`], else from the log's segment cache (checked by
+    /// [`stored_index`]).
+    fn load(&self, log: &dyn IndexedLog, seg: &LogSegment) -> Option<Vec<u8>> {
+        match self.store() {
+            Some(store) => store.load(seg),
+            None => log.load_key_index(seg.base_offset()),
         }
     }
 
@@ -246,29 +237,6 @@ impl PartitionKeys {
             Some(store) => store.store(seg, bytes),
             None => log.store_key_index(seg.base_offset(), bytes),
         }
-    }
-
-    /// Builds (or loads) the index of the sealed segment `seg`, reading it in `parts` parts
-    /// on as many threads.
-    fn build_sealed(
-        &self,
-        log: &dyn IndexedLog,
-        seg: &LogSegment,
-        parts: usize,
-    ) -> Result<SegmentKeyIndex> {
-        if let Some(index) = self.load(log, seg) {
-            self.loaded.fetch_add(1, Ordering::Relaxed);
-            return Ok(index);
-        }
-        let (builder, done) = bulk_index(seg, 0, parts);
-        let bytes = builder.encode_with(done.next_offset, done.position, &SortThreads);
-        self.built.fetch_add(1, Ordering::Relaxed);
-        let index = SegmentKeyIndex::decode(bytes)
-            .map_err(|e| Error::corrupt(seg.log_path(), 0, format!("key index encoding: {e}")))?;
-        if !done.damaged && done.position == seg.size() {
-            self.persist(log, seg, index.bytes());
-        }
-        Ok(index)
     }
 
     /// Brings every index up to the log as it is now: sealed segments without an index get one
@@ -316,7 +284,7 @@ impl PartitionKeys {
                     a.damaged |= done.damaged;
                     if done.position == seg.size() {
                         let bytes =
-                            a.builder.encode_with(done.next_offset, done.position, &SortThreads);
+                            a.builder.encode_with(done.next_offset, done.position, &InOrder);
                         if let Ok(index) = SegmentKeyIndex::decode(bytes) {
                             if !a.damaged {
                                 self.persist(log, seg, index.bytes());
@@ -334,7 +302,7 @@ impl PartitionKeys {
         for base in dropped {
             MEMORY.forget(self.id, base);
         }
-        // The active segment catches up on a thread of its own while sealed segments build.
+        // The active segment catches up on the querying thread while sealed segments build.
         let catch_up_active = || {
             let mut active = lock(&self.active);
             let Some(seg) = &active_seg else {
@@ -355,8 +323,8 @@ impl PartitionKeys {
             }
             if a.position == 0 && a.builder.record_count() == 0 && seg.size() >= BULK_ACTIVE_BYTES {
                 // A large active segment's first read: in bulk, then record by record on top.
-                let (bulk, done) = bulk_index(seg, 0, 1);
-                let bytes = bulk.encode_with(done.next_offset, done.position, &SortThreads);
+                let (bulk, done) = bulk_index(seg, 0, 1, None);
+                let bytes = bulk.encode_with(done.next_offset, done.position, &InOrder);
                 match SegmentKeyIndex::decode(bytes) {
                     Ok(index) => {
                         a.builder = KeyIndexBuilder::on_top_of(index);
@@ -381,31 +349,60 @@ impl PartitionKeys {
             catch_up_active();
             return Ok(self.held_after(admitted));
         }
-        let next = AtomicUsize::new(0);
-        let results: Mutex<Vec<(Offset, Result<SegmentKeyIndex>)>> = Mutex::new(Vec::new());
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let threads = BUILD_THREADS.min(cores).min(missing.len()).max(1);
-        // Fewer segments than cores: each is read in parts on threads of its own.
-        let parts = (cores / threads).clamp(1, BUILD_THREADS);
-        std::thread::scope(|scope| {
-            scope.spawn(catch_up_active);
-            for _ in 0..threads {
-                scope.spawn(|| {
-                    while let Some(seg) = missing.get(next.fetch_add(1, Ordering::Relaxed)) {
-                        let built = self.build_sealed(log, seg, parts);
-                        lock(&results).push((seg.base_offset(), built));
-                    }
-                });
+        // Stored payloads are read here; checking them and building the rest are jobs.
+        let executor = lock(&self.executor).clone();
+        let jobs_at_once = executor.as_ref().map_or(1, |e| e.threads()).min(missing.len());
+        let parts = executor
+            .as_ref()
+            .map_or(1, |e| e.threads() / jobs_at_once.clamp(1, BUILD_THREADS))
+            .clamp(1, BUILD_THREADS);
+        let jobs: Vec<Box<dyn FnOnce() -> Sealed + Send>> = missing
+            .iter()
+            .map(|seg| {
+                let stored = self.load(log, seg);
+                let seg = Arc::clone(seg);
+                let executor = executor.clone();
+                Box::new(move || build_sealed(&seg, stored, parts, executor.as_ref()))
+                    as Box<dyn FnOnce() -> Sealed + Send>
+            })
+            .collect();
+        let (results, ()) = match &executor {
+            Some(e) => e.run_all_beside(topicfs_executor::Class::Store, jobs, catch_up_active),
+            None => {
+                catch_up_active();
+                (jobs.into_iter().map(|job| job()).collect(), ())
             }
-        });
-        let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+        };
+        let mut built = Vec::new();
+        let mut failed = None;
+        for (seg, sealed) in missing.iter().zip(results) {
+            let index = match sealed.index {
+                Ok(index) => index,
+                Err(e) => {
+                    failed.get_or_insert(e);
+                    continue;
+                }
+            };
+            if sealed.loaded {
+                self.loaded.fetch_add(1, Ordering::Relaxed);
+            } else {
+                self.built.fetch_add(1, Ordering::Relaxed);
+                if sealed.complete {
+                    self.persist(log, seg, index.bytes());
+                }
+            }
+            built.push((seg.base_offset(), index));
+        }
         {
             let mut sealed = lock(&self.sealed);
-            for (base, built) in results {
-                let index = Arc::new(built?);
+            for (base, index) in built {
+                let index = Arc::new(index);
                 sealed.insert(base, Arc::clone(&index));
                 admitted.push(index);
             }
+        }
+        if let Some(e) = failed {
+            return Err(e);
         }
         Ok(self.held_after(admitted))
     }
@@ -496,7 +493,7 @@ impl PartitionKeys {
             let encoded = match &a.encoded {
                 Some((position, index)) if *position == a.position => Arc::clone(index),
                 _ => {
-                    let bytes = a.builder.encode_with(a.next_offset, a.position, &SortThreads);
+                    let bytes = a.builder.encode_with(a.next_offset, a.position, &InOrder);
                     let index = Arc::new(SegmentKeyIndex::decode(bytes).map_err(|e| {
                         Error::corrupt(log.dir(), 0, format!("key index encoding: {e}"))
                     })?);
@@ -513,5 +510,61 @@ impl PartitionKeys {
             listing.advance(i)?;
         }
         Ok(Box::new(listing))
+    }
+}
+
+/// What one job of [`PartitionKeys::refresh`] made of a sealed segment.
+struct Sealed {
+    index: Result<SegmentKeyIndex>,
+    /// Checked from the store (else built by reading the segment).
+    loaded: bool,
+    /// Built from the whole segment without damage: worth persisting.
+    complete: bool,
+}
+
+/// The index of sealed segment `seg`: `stored` if it decodes and describes `seg`, else built
+/// by reading `seg` in `parts` parts (jobs of `executor`).
+fn build_sealed(
+    seg: &Arc<LogSegment>,
+    stored: Option<Vec<u8>>,
+    parts: usize,
+    executor: Option<&Executor>,
+) -> Sealed {
+    if let Some(index) = stored.and_then(|bytes| stored_index(seg, bytes)) {
+        return Sealed { index: Ok(index), loaded: true, complete: true };
+    }
+    let (builder, done) = bulk_index(seg, 0, parts, executor);
+    let bytes = builder.encode_with(done.next_offset, done.position, &InOrder);
+    let index = SegmentKeyIndex::decode(bytes)
+        .map_err(|e| Error::corrupt(seg.log_path(), 0, format!("key index encoding: {e}")));
+    Sealed { index, loaded: false, complete: !done.damaged && done.position == seg.size() }
+}
+
+/// The stored index `bytes` of `seg` if they decode and describe `seg` (same base offset, same
+/// `.log` size); anything else is logged and rebuilt.
+fn stored_index(seg: &LogSegment, bytes: Vec<u8>) -> Option<SegmentKeyIndex> {
+    match SegmentKeyIndex::decode(bytes) {
+        Ok(index) if index.base_offset() == seg.base_offset() && index.log_size() == seg.size() => {
+            Some(index)
+        }
+        Ok(index) => {
+            log::warn!(
+                "stored key index of {} is stale (it indexed {} bytes from offset {}, the \
+                 segment has {} from {}): rebuilding it",
+                seg.log_path().display(),
+                index.log_size(),
+                index.base_offset(),
+                seg.size(),
+                seg.base_offset()
+            );
+            None
+        }
+        Err(e) => {
+            log::warn!(
+                "stored key index of {} is damaged ({e}): rebuilding it",
+                seg.log_path().display()
+            );
+            None
+        }
     }
 }

@@ -141,6 +141,9 @@ pub struct LogDir {
     /// The segment cache every partition keeps its sealed segments' summaries in
     /// ([`LogDir::set_cache`]; disabled until set).
     cache: RwLock<Arc<SegmentCache>>,
+    /// The mount's executor: key-index builds run on it
+    /// ([`LogDir::set_executor`]; until set, on the calling thread).
+    executor: RwLock<Option<topicfs_executor::Executor>>,
     /// The broker's KRaft metadata log (`__cluster_metadata-0`), read at open for the topics'
     /// broker layers and, read-only, again at each rescan (a running broker changes it);
     /// `None` when the data dir has none (yet).
@@ -234,6 +237,7 @@ impl LogDir {
             failed: Mutex::new(BTreeSet::new()),
             sizing_budget: AtomicU64::new(LOCAL_SIZING_BUDGET),
             cache: RwLock::new(Arc::new(SegmentCache::disabled())),
+            executor: RwLock::new(None),
             metadata: Mutex::new(metadata),
         };
         let partitions = dir.partition_dirs(true)?;
@@ -268,6 +272,23 @@ impl LogDir {
         for log in self.logs.read().unwrap_or_else(|e| e.into_inner()).values() {
             log.set_cache(Arc::clone(&cache));
         }
+    }
+
+    /// Runs the engine's background work from now on as [`topicfs_executor::Class::Store`]
+    /// tasks of `executor`, the mount's one executor (the filesystem's too): every partition's
+    /// key-index builds, loaded now or later. Without it (tests, tools) they run on the calling
+    /// thread; no thread is started either way. (The segment cache's writer is still its own
+    /// thread.)
+    pub fn set_executor(&self, executor: topicfs_executor::Executor) {
+        *self.executor.write().unwrap_or_else(|e| e.into_inner()) = Some(executor.clone());
+        for log in self.logs.read().unwrap_or_else(|e| e.into_inner()).values() {
+            log.keys().set_executor(Some(executor.clone()));
+        }
+    }
+
+    /// See [`LogDir::set_executor`].
+    pub fn executor(&self) -> Option<topicfs_executor::Executor> {
+        self.executor.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// See [`LogDir::set_cache`].

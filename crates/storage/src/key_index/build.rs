@@ -1,30 +1,12 @@
-//! Reading a segment's batches into a key index builder: sequentially, or in bulk in parts on
-//! their own threads.
+//! Reading a segment's batches into a key index builder: sequentially, or in bulk in parts run
+//! as jobs of the mount's executor (the calling thread runs those no worker took).
+
+use std::sync::Arc;
 
 use crate::segment::LogSegment;
-use topicfs_format::key_index::{BulkKeyIndexBuilder, KeySink, RunJobs, TxnBatch};
+use topicfs_executor::{Class, Executor};
+use topicfs_format::key_index::{BulkKeyIndexBuilder, KeySink, TxnBatch};
 use topicfs_format::{Offset, Position, decode_batch_unverified};
-
-/// Most threads sorting one index's records.
-pub const SORT_THREADS: usize = 4;
-
-/// The threads the log engine lends the key index format to sort a build's records: up to
-/// [`SORT_THREADS`] scoped threads (no more than the cores), ended when the sort is.
-pub(super) struct SortThreads;
-
-impl RunJobs for SortThreads {
-    fn width(&self) -> usize {
-        SORT_THREADS.min(std::thread::available_parallelism().map_or(1, |t| t.get())).max(1)
-    }
-
-    fn run_jobs<'a>(&self, jobs: Vec<Box<dyn FnOnce() + Send + 'a>>) {
-        std::thread::scope(|scope| {
-            for job in jobs {
-                scope.spawn(job);
-            }
-        });
-    }
-}
 
 /// Bytes of a segment read per step while indexing.
 const READ_CHUNK: usize = 1 << 20;
@@ -137,20 +119,22 @@ fn split_positions(seg: &LogSegment, from: u64, parts: usize) -> Vec<u64> {
     cuts
 }
 
-/// Indexes `seg` from `position` to its end in bulk, in parts read on their own threads, then
-/// joined. A part that does not end exactly where the next begins (an offset index entry that
+/// Indexes `seg` from `position` to its end in bulk, in parts read as jobs of `executor` (of
+/// class [`Class::Store`]; without one, in one part on the calling thread), then joined. A part that does not end exactly where the next begins (an offset index entry that
 /// is not a batch boundary) or stops on damage makes the whole read again in one part, so
 /// the result is the one a single sequential read gives.
 pub(super) fn bulk_index(
-    seg: &LogSegment,
+    seg: &Arc<LogSegment>,
     position: u64,
     parts: usize,
+    executor: Option<&Executor>,
 ) -> (BulkKeyIndexBuilder, Indexed) {
     let sequential = || {
         let mut builder = BulkKeyIndexBuilder::new(seg.base_offset());
         let done = index_segment(seg, position, seg.base_offset(), &mut builder);
         (builder, done)
     };
+    let Some(executor) = executor else { return sequential() };
     let cuts = split_positions(seg, position, parts);
     if cuts.is_empty() {
         return sequential();
@@ -159,19 +143,19 @@ pub(super) fn bulk_index(
     bounds.extend(cuts);
     bounds.push(seg.size());
     let ranges: Vec<(u64, u64)> = bounds.windows(2).map(|w| (w[0], w[1])).collect();
-    let results: Vec<(BulkKeyIndexBuilder, Indexed, u64)> = std::thread::scope(|scope| {
-        let handles: Vec<_> = ranges
-            .iter()
-            .map(|&(start, end)| {
-                scope.spawn(move || {
-                    let mut builder = BulkKeyIndexBuilder::new(seg.base_offset());
-                    let done = index_range(seg, start, end, seg.base_offset(), &mut builder);
-                    (builder, done, end)
-                })
-            })
-            .collect();
-        handles.into_iter().filter_map(|h| h.join().ok()).collect()
-    });
+    type Part = (BulkKeyIndexBuilder, Indexed, u64);
+    let jobs: Vec<Box<dyn FnOnce() -> Part + Send>> = ranges
+        .iter()
+        .map(|&(start, end)| {
+            let seg = Arc::clone(seg);
+            Box::new(move || {
+                let mut builder = BulkKeyIndexBuilder::new(seg.base_offset());
+                let done = index_range(&seg, start, end, seg.base_offset(), &mut builder);
+                (builder, done, end)
+            }) as Box<dyn FnOnce() -> Part + Send>
+        })
+        .collect();
+    let results = executor.run_all(Class::Store, jobs);
     if results.len() != ranges.len()
         || results.iter().any(|(_, done, end)| done.damaged || done.position != *end)
     {

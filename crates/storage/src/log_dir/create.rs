@@ -101,6 +101,7 @@ impl LogDir {
         log.set_settings_known(resolved.known);
         log.set_sizing_budget(self.sizing_budget());
         log.set_cache(self.cache());
+        log.keys().set_executor(self.executor());
         sync_dir(&self.path)?;
         self.logs
             .write()

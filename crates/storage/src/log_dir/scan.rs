@@ -85,6 +85,7 @@ impl LogDir {
                     log.set_settings_known(resolved.known);
                     log.set_sizing_budget(self.sizing_budget());
                     log.set_cache(self.cache());
+                    log.keys().set_executor(self.executor());
                     lock(&self.failed).remove(&key);
                     logs.insert(key, Arc::new(log));
                 }
