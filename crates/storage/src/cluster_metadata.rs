@@ -318,8 +318,8 @@ struct Replay {
 /// 21-byte read).
 ///
 /// ```no_run
-/// # use topicfs::storage::cluster_metadata::ClusterMetadataReader;
-/// # fn f(data_dir: &std::path::Path) -> topicfs::error::Result<()> {
+/// # use topicfs_storage::cluster_metadata::ClusterMetadataReader;
+/// # fn f(data_dir: &std::path::Path) -> topicfs_source::error::Result<()> {
 /// if let Some(mut reader) = ClusterMetadataReader::open(data_dir, Some(1))? {
 ///     let first = reader.configs().clone(); // hand to LogDir::set_broker_settings
 ///     // later, on a timer:
