@@ -164,6 +164,13 @@ pub struct SegmentCache {
     writer: Mutex<Option<SyncSender<Job>>>,
     /// Entries queued and not yet written.
     queued: Arc<(Mutex<usize>, Condvar)>,
+    /// The mount's executor, once set ([`SegmentCache::set_executor`]): queued updates are then
+    /// written by `Store`-class tasks of it, not by a writer thread.
+    executor: std::sync::OnceLock<topicfs_executor::Executor>,
+    /// Updates waiting for the executor's drain task, in the order queued.
+    pending: Mutex<std::collections::VecDeque<Job>>,
+    /// Whether a drain task is queued or running (at most one at a time: updates run in order).
+    draining: AtomicBool,
 }
 
 impl SegmentCache {
@@ -179,6 +186,9 @@ impl SegmentCache {
             temp_seq: AtomicU64::new(0),
             writer: Mutex::new(None),
             queued: Arc::new((Mutex::new(0), Condvar::new())),
+            executor: std::sync::OnceLock::new(),
+            pending: Mutex::new(std::collections::VecDeque::new()),
+            draining: AtomicBool::new(false),
         }
     }
 

@@ -268,6 +268,9 @@ impl LogDir {
     /// Sets the segment cache of every partition, loaded now or later (`--cache-dir`; the
     /// cache lives outside the data dir, so a read-only mount still writes nothing here).
     pub fn set_cache(&self, cache: Arc<SegmentCache>) {
+        if let Some(executor) = self.executor() {
+            cache.set_executor(executor);
+        }
         *self.cache.write().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&cache);
         for log in self.logs.read().unwrap_or_else(|e| e.into_inner()).values() {
             log.set_cache(Arc::clone(&cache));
@@ -281,6 +284,7 @@ impl LogDir {
     /// thread.)
     pub fn set_executor(&self, executor: topicfs_executor::Executor) {
         *self.executor.write().unwrap_or_else(|e| e.into_inner()) = Some(executor.clone());
+        self.cache().set_executor(executor.clone());
         for log in self.logs.read().unwrap_or_else(|e| e.into_inner()).values() {
             log.keys().set_executor(Some(executor.clone()));
         }

@@ -1,15 +1,33 @@
 //! The writer: entries stored and updated later, one at a time, off the caller's thread.
 
 use super::*;
+use topicfs_executor::{Blocking, Class};
 
 /// Work for the writer thread.
 pub(super) enum Job {
     Update(SegmentIdentity, EntryKind, SummaryUpdate),
 }
 
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Job::Update(id, kind, _) = self;
+        f.debug_tuple("Update").field(id).field(kind).finish_non_exhaustive()
+    }
+}
+
 /// Entries [`SegmentCache::store_later`] may have queued at once; more are dropped (they are
 /// learned again on a later mount).
 const QUEUE_BOUND: usize = 1024;
+
+/// The drain of a cache's queued updates, run when dropped: as the body of an executor task, or
+/// when the executor drops the task unrun at shutdown.
+struct Drain(Arc<SegmentCache>);
+
+impl Drop for Drain {
+    fn drop(&mut self) {
+        self.0.drain();
+    }
+}
 
 impl SegmentCache {
     /// [`SegmentCache::store`] on the cache's writer thread: see [`SegmentCache::update_later`].
@@ -30,6 +48,10 @@ impl SegmentCache {
         update: SummaryUpdate,
     ) {
         if self.dir.is_none() {
+            return;
+        }
+        if let Some(executor) = self.executor.get() {
+            self.queue_on(executor, Job::Update(id, kind, update));
             return;
         }
         let mut writer = lock(&self.writer);
@@ -74,6 +96,58 @@ impl SegmentCache {
             }
         })?;
         Ok(tx)
+    }
+
+    /// Writes queued updates on `executor` from now on (the mount's one executor, handed over
+    /// by `LogDir::set_executor`/`set_cache`): one `Store`-class task at a time drains the
+    /// queue in order, so merges into one entry still never lose each other's part. No writer
+    /// thread is started once this is set (one already started keeps draining what it has).
+    pub fn set_executor(&self, executor: topicfs_executor::Executor) {
+        let _ = self.executor.set(executor);
+    }
+
+    /// Queues `job` for the executor's drain task, starting one unless one is queued or runs.
+    /// The same bound as the writer thread's queue: past it the update is dropped.
+    fn queue_on(self: &Arc<Self>, executor: &topicfs_executor::Executor, job: Job) {
+        {
+            let mut pending = lock(&self.pending);
+            if pending.len() >= QUEUE_BOUND {
+                log::debug!("segment cache: write queue full, an update is dropped");
+                return;
+            }
+            pending.push_back(job);
+            *lock(&self.queued.0) += 1;
+        }
+        if !self.draining.swap(true, Ordering::AcqRel) {
+            let drain = Drain(Arc::clone(self));
+            // Run or dropped unrun (the executor shutting down), the drain writes what is
+            // queued: `flush` never waits for an update nobody will write.
+            executor.submit(Class::Store, Blocking::No, move || drop(drain));
+        }
+    }
+
+    /// Writes queued updates in order until none is left, then lets the next update start a
+    /// drain again (checking once more, so that an update queued meanwhile is not stranded).
+    fn drain(&self) {
+        loop {
+            let next = lock(&self.pending).pop_front();
+            match next {
+                Some(Job::Update(id, kind, update)) => {
+                    self.update(&id, kind, update);
+                    let (count, done) = &*self.queued;
+                    let mut n = lock(count);
+                    *n = n.saturating_sub(1);
+                    done.notify_all();
+                }
+                None => {
+                    self.draining.store(false, Ordering::Release);
+                    if lock(&self.pending).is_empty() || self.draining.swap(true, Ordering::AcqRel)
+                    {
+                        return;
+                    }
+                }
+            }
+        }
     }
 
     /// Waits until every entry queued by [`SegmentCache::store_later`] is written (or failed).
