@@ -359,6 +359,16 @@ fn serve(
 /// `TopicFs` over `ClusterSource` at `isolation` against `broker` with the mount's defaults
 /// (sizing budget, bounds asked at every question), and its client (to count requests).
 fn fs_counting(broker: &FakeBroker, isolation: Isolation) -> (TopicFs, Arc<Client>) {
+    fs_counting_with(broker, isolation, |_, source| source)
+}
+
+/// [`fs_counting`], with `extend` given the client's settings and the source to change it
+/// (e.g. give it a background client of its own).
+fn fs_counting_with(
+    broker: &FakeBroker,
+    isolation: Isolation,
+    extend: impl FnOnce(&ClientConfig, ClusterSource) -> ClusterSource,
+) -> (TopicFs, Arc<Client>) {
     let mut config = ClientConfig::default();
     config.set_pair("request.timeout.ms=5000").unwrap();
     let committed = isolation == Isolation::ReadCommitted;
@@ -366,11 +376,13 @@ fn fs_counting(broker: &FakeBroker, isolation: Isolation) -> (TopicFs, Arc<Clien
         config.set_pair("isolation.level=read_uncommitted").unwrap();
     }
     let spec = format!("kafka://{}", broker.addr);
-    let client = Arc::new(Client::connect(parse_bootstrap(&spec).unwrap(), config).unwrap());
+    let client =
+        Arc::new(Client::connect(parse_bootstrap(&spec).unwrap(), config.clone()).unwrap());
     let budget = MemoryBudget::new(64 << 20);
     let source = ClusterSource::new(Arc::clone(&client), true)
         .with_committed_reads(committed)
         .with_fetch_memory(budget.fetch_memory(), std::time::Duration::from_secs(30));
+    let source = extend(&config, source);
     let options = FsOptions {
         read_only: true,
         partitions_per_topic: 1,
@@ -729,29 +741,15 @@ fn cluster_stat_of_a_stream_sized_to_the_budget_answers_without_waiting_for_a_fe
 #[test]
 fn cluster_deferred_sizing_fetches_through_the_background_client_not_the_readers() {
     let broker = FakeBroker::start(plain_log(30_000));
-    let mut config = ClientConfig::default();
-    config.set_pair("request.timeout.ms=5000").unwrap();
-    config.set_pair("isolation.level=read_uncommitted").unwrap();
     let spec = format!("kafka://{}", broker.addr);
-    let readers =
-        Arc::new(Client::connect(parse_bootstrap(&spec).unwrap(), config.clone()).unwrap());
-    let background = Arc::new(Client::connect(parse_bootstrap(&spec).unwrap(), config).unwrap());
-    let budget = MemoryBudget::new(64 << 20);
-    let source = ClusterSource::new(Arc::clone(&readers), true)
-        .with_background_client(Arc::clone(&background))
-        .with_fetch_memory(budget.fetch_memory(), std::time::Duration::from_secs(30));
-    let options = FsOptions {
-        read_only: true,
-        partitions_per_topic: 1,
-        max_line_bytes: 1 << 20,
-        uid: 0,
-        gid: 0,
-        file_mode: topicfs::fs::DEFAULT_FILE_MODE,
-        dir_mode: topicfs::fs::DEFAULT_DIR_MODE,
-    };
-    let fs = TopicFs::new(Arc::new(source) as Arc<dyn TopicSource>, options)
-        .with_shared_limits(budget, 2)
-        .with_isolation(Isolation::ReadUncommitted);
+    let mut background = None;
+    let (fs, readers) = fs_counting_with(&broker, Isolation::ReadUncommitted, |config, source| {
+        let client =
+            Arc::new(Client::connect(parse_bootstrap(&spec).unwrap(), config.clone()).unwrap());
+        background = Some(Arc::clone(&client));
+        source.with_background_client(client)
+    });
+    let background = background.unwrap();
     let dir = ino(&fs, "tx/0/by-offset");
     // The lookup's own sizing (a request): one Fetch, through the readers' client.
     let entry = fs.lookup(dir, OsStr::new("0")).unwrap();
