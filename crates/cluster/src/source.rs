@@ -382,6 +382,11 @@ impl TopicSource for ClusterSource {
         Ok(max_message_bytes_of(described.iter().map(|c| (c.name.as_str(), c.value.as_deref()))))
     }
 
+    /// None: the brokers' log dirs are theirs (DescribeLogDirs is not asked).
+    fn log_dirs(&self) -> topicfs_source::LogDirsReport {
+        topicfs_source::LogDirsReport::default()
+    }
+
     /// Unknown (all zero): the brokers' disks are not the mount's storage.
     fn space(&self) -> Result<SpaceStats> {
         Ok(SpaceStats::default())

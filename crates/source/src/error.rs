@@ -49,6 +49,9 @@ pub enum Error {
     /// A mount that could not be set up, served or shut down cleanly (data dir, mountpoint,
     /// `/dev/fuse`, the daemon child, the FUSE session): the text says what and why.
     Mount(String),
+    /// A log dir of the mount failed (an I/O error in it, or it went away) and is offline:
+    /// nothing in it is read or written until the next mount. `reason` is the first failure.
+    LogDirOffline { dir: PathBuf, reason: String },
     /// An I/O error, with the file and the operation that failed.
     Io { file: PathBuf, op: &'static str, source: io::Error },
     /// A name in a data dir that is not the kind of file topicfs reads there (a FIFO, socket,
@@ -147,6 +150,8 @@ impl Error {
             // Not the answer to a filesystem call: these end the command, not a request.
             Error::Usage(_) => libc::EINVAL,
             Error::Mount(_) => libc::EIO,
+            // Kafka's KAFKA_STORAGE_ERROR: the data is there, the disk holding it is not.
+            Error::LogDirOffline { .. } => libc::EIO,
             // ENOSPC, EDQUOT, EIO ... pass through; an error without an OS code is EIO.
             Error::Io { source, .. } => match source.raw_os_error() {
                 Some(code) if code > 0 => code,
@@ -195,6 +200,7 @@ impl Error {
             Error::UnsupportedApi { .. } => log::Level::Info,
             Error::AuthFailed { .. } => log::Level::Warn,
             Error::Corrupt { .. }
+            | Error::LogDirOffline { .. }
             | Error::Io { .. }
             | Error::Mount(_)
             | Error::BrokerUnreachable { .. }
@@ -297,6 +303,9 @@ impl fmt::Display for Error {
             Error::StaleHandle => write!(f, "stale file handle"),
             Error::Unsupported(what) => write!(f, "not supported: {what}"),
             Error::Usage(what) | Error::Mount(what) => f.write_str(what),
+            Error::LogDirOffline { dir, reason } => {
+                write!(f, "log dir {} is offline ({reason})", dir.display())
+            }
             Error::Io { file, op, source } => {
                 write!(f, "{op} {}: {source}", file.display())
             }

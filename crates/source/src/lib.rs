@@ -46,6 +46,6 @@ pub use crate::partition::{
 };
 pub use crate::span::{PREFIX_STORE_EVERY, SealedSpan, SpanKind, SpanStore, SummaryUpdate};
 pub use crate::topic::{
-    ConfigChange, ConfigEntry, ConfigSource, FetchMemory, MAX_MESSAGE_BYTES, SpaceStats,
-    TopicSource, max_message_bytes_of,
+    ConfigChange, ConfigEntry, ConfigSource, FetchMemory, LogDirStatus, LogDirsReport,
+    MAX_MESSAGE_BYTES, SpaceStats, TopicSource, max_message_bytes_of,
 };

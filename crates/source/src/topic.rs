@@ -109,6 +109,28 @@ pub trait TopicSource: Send + Sync {
     /// handle's line limit follows. `None` when the source does not state it (a setting it
     /// does not list, or a value that is not a size); errors as `topic_config`'s.
     fn max_message_bytes(&self, topic: &str) -> Result<Option<usize>>;
+    /// The log dirs behind the topics, in the order the mount was given them, with their
+    /// state; empty for a source without local directories (a cluster). No I/O.
+    fn log_dirs(&self) -> LogDirsReport;
+}
+
+/// The state of a source's log dirs ([`TopicSource::log_dirs`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LogDirsReport {
+    pub dirs: Vec<LogDirStatus>,
+    /// Partitions found (not as a `-future` move) in more than one dir: served by none, with
+    /// the dirs holding them.
+    pub duplicates: Vec<(String, u32, Vec<std::path::PathBuf>)>,
+}
+
+/// One log dir of a [`LogDirsReport`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogDirStatus {
+    pub path: std::path::PathBuf,
+    /// `None` while online; the failure that took it offline otherwise.
+    pub offline: Option<String>,
+    /// Partitions it holds (as loaded: an offline dir's as they were).
+    pub partitions: usize,
 }
 
 /// Capacity and free space of the storage behind a [`TopicSource`], in `statvfs` terms.

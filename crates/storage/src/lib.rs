@@ -70,6 +70,7 @@ mod index;
 pub mod key_index;
 pub mod log;
 pub mod log_dir;
+pub mod log_dirs;
 mod mmap;
 pub mod offset_index;
 pub mod open;

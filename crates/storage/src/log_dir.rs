@@ -63,12 +63,14 @@ mod lock;
 mod metadata;
 mod scan;
 mod settings;
+mod shared;
 
 use checkpoints::read_checkpoint;
 pub use classify::classify_data_dir;
 use lock::{DirLock, take_lock};
 use metadata::{broker_settings, open_cluster_metadata};
-use settings::load_topic_config_file;
+use shared::excluded_entries;
+pub use shared::{Member, SharedSettings};
 
 /// `meta.properties`.
 pub const META_PROPERTIES: &str = "meta.properties";
@@ -110,17 +112,18 @@ pub const LOCAL_SIZING_BUDGET: u64 = 256 << 20;
 pub struct LogDir {
     path: PathBuf,
     mode: SegmentMode,
-    /// Every layer of the topics' settings ([`super::topic_config`]). Changed under
-    /// `admin_lock` (after the file is written, for the overrides); read without it.
-    settings: RwLock<TopicSettings>,
+    /// The topics' settings: the broker's, shared with the other log dirs of its `log.dirs`
+    /// ([`SharedSettings`]); this dir's own when opened alone.
+    shared: Arc<SharedSettings>,
+    /// The [`SharedSettings::generation`] this dir's partitions were last given their settings
+    /// at; behind it, the next [`LogDir::logs`] or [`LogDir::log`] gives them again.
+    applied_generation: AtomicU64,
     /// The topics last logged as having unknown settings (logged again only when this changes).
     unknown_logged: Mutex<Option<BTreeSet<String>>>,
-    /// Problems of broker settings already logged (each once).
-    problems_logged: Mutex<BTreeSet<String>>,
-    /// [`TOPIC_CONFIG_FILE`] could not be read (byte position of the bad line, what is wrong):
-    /// no topic has known settings through it, and changes are refused so the file (the only
-    /// copy of its overrides) is never replaced until it is fixed or removed.
-    settings_damage: Option<(u64, String)>,
+    /// Partitions not loaded because another log dir of the mount holds them too
+    /// ([`crate::log_dirs`]), with their checkpoint entries as read at open (recovery point,
+    /// log start offset), written back unchanged so nothing of theirs is lost.
+    excluded: BTreeMap<(String, u32), (Option<i64>, Option<i64>)>,
     /// The locks on `.lock` and on the directory itself (released when closed); `None`
     /// read-only.
     lock_file: Mutex<Option<DirLock>>,
@@ -144,10 +147,6 @@ pub struct LogDir {
     /// The mount's executor: key-index builds run on it
     /// ([`LogDir::set_executor`]; until set, on the calling thread).
     executor: RwLock<Option<topicfs_executor::Executor>>,
-    /// The broker's KRaft metadata log (`__cluster_metadata-0`), read at open for the topics'
-    /// broker layers and, read-only, again at each rescan (a running broker changes it);
-    /// `None` when the data dir has none (yet).
-    metadata: Mutex<Option<ClusterMetadataReader>>,
 }
 
 impl LogDir {
@@ -169,6 +168,19 @@ impl LogDir {
         default_config: LogConfig,
         topic_configs: HashMap<String, LogConfig>,
         mode: SegmentMode,
+    ) -> Result<LogDir> {
+        LogDir::open_member(path, default_config, topic_configs, mode, Member::Alone)
+    }
+
+    /// [`LogDir::open_with`] as one of a broker's log dirs ([`crate::log_dirs::LogDirs`]):
+    /// the topics' settings are `member`'s, and its excluded partitions are neither loaded
+    /// nor forgotten (their checkpoint entries are kept).
+    pub fn open_member(
+        path: &Path,
+        default_config: LogConfig,
+        topic_configs: HashMap<String, LogConfig>,
+        mode: SegmentMode,
+        member: Member,
     ) -> Result<LogDir> {
         let writable = mode == SegmentMode::Writable;
         if writable {
@@ -199,19 +211,31 @@ impl LogDir {
             }
         }
         let meta = load_meta_properties(path, writable)?;
-        let (overrides, settings_damage) = load_topic_config_file(path)?;
-        let metadata = open_cluster_metadata(path, &meta);
-        let settings = TopicSettings {
-            mount_defaults: differing_settings(&default_config, &LogConfig::default()),
-            internal: topic_configs
-                .iter()
-                .map(|(topic, config)| (topic.clone(), differing_settings(config, &default_config)))
-                .collect(),
-            broker: metadata
-                .as_ref()
-                .map(|m| broker_settings(m.configs(), BTreeMap::new()))
-                .unwrap_or_default(),
-            overrides,
+        let (shared, excluded) = match member {
+            Member::Alone => (
+                Arc::new(SharedSettings::load(
+                    path,
+                    Some(path),
+                    &meta,
+                    &default_config,
+                    &topic_configs,
+                )?),
+                BTreeMap::new(),
+            ),
+            Member::Home { metadata_home, excluded } => (
+                Arc::new(SharedSettings::load(
+                    path,
+                    Some(metadata_home.as_deref().unwrap_or(path)),
+                    &meta,
+                    &default_config,
+                    &topic_configs,
+                )?),
+                excluded_entries(path, &excluded),
+            ),
+            Member::Of { settings, excluded } => {
+                let kept = excluded_entries(path, &excluded);
+                (settings, kept)
+            }
         };
 
         let marker = path.join(CLEAN_SHUTDOWN_FILE);
@@ -223,10 +247,10 @@ impl LogDir {
         let dir = LogDir {
             path: path.to_path_buf(),
             mode,
-            settings: RwLock::new(settings),
+            applied_generation: AtomicU64::new(shared.generation()),
+            shared,
             unknown_logged: Mutex::new(None),
-            problems_logged: Mutex::new(BTreeSet::new()),
-            settings_damage,
+            excluded,
             lock_file: Mutex::new(lock_file),
             logs: RwLock::new(BTreeMap::new()),
             had_clean_shutdown,
@@ -238,7 +262,6 @@ impl LogDir {
             sizing_budget: AtomicU64::new(LOCAL_SIZING_BUDGET),
             cache: RwLock::new(Arc::new(SegmentCache::disabled())),
             executor: RwLock::new(None),
-            metadata: Mutex::new(metadata),
         };
         let partitions = dir.partition_dirs(true)?;
         let logs = dir.load_partitions(partitions.into_iter().collect());
@@ -323,6 +346,7 @@ impl LogDir {
     /// One partition's log.
     pub fn log(&self, topic: &str, partition: u32) -> Result<Arc<Log>> {
         self.maybe_rescan();
+        self.catch_up_settings();
         self.logs
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -331,8 +355,23 @@ impl LogDir {
             .ok_or_else(|| Error::NotFound(format!("{topic} partition {partition}")))
     }
 
+    /// The partitions loaded now, without listing the dir again (an offline dir's as they
+    /// were).
+    pub fn loaded_partitions(&self) -> Vec<(String, u32)> {
+        self.logs.read().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect()
+    }
+
+    /// Whether the partition is loaded now, without listing the dir again.
+    pub fn holds_partition(&self, topic: &str, partition: u32) -> bool {
+        self.logs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(&(topic.to_string(), partition))
+    }
+
     /// All partition logs, by (topic, partition).
     pub fn logs(&self) -> Vec<Arc<Log>> {
+        self.catch_up_settings();
         self.logs.read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
     }
 
@@ -354,6 +393,11 @@ impl LogDir {
             return Err(Error::NotFound(format!("topic {topic}")));
         }
         Ok(parts)
+    }
+
+    /// Whether the dir has a [`TOPIC_CONFIG_FILE`] of its own.
+    pub fn has_settings_file(&self) -> bool {
+        self.path.join(TOPIC_CONFIG_FILE).exists()
     }
 
     /// Whether appends and creations are refused.
@@ -408,6 +452,32 @@ fn load_meta_properties(dir: &Path, writable: bool) -> Result<BTreeMap<String, S
         }
         Err(e) => Err(e),
     }
+}
+
+/// Writes `meta.properties` (version 1) into `dir`, a new log dir of the broker `identity`
+/// names (a random `cluster.id` and node 0 when it names none), with a `directory.id` of its
+/// own when the broker's other dirs carry one. Kafka writes the same into a log dir that lacks
+/// it at startup.
+pub fn write_identity(dir: &Path, identity: &crate::log_dirs::identity::Identity) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "mkdir", e))?;
+    let mut props = BTreeMap::new();
+    props.insert("version".to_string(), "1".to_string());
+    let cluster = match &identity.cluster_id {
+        Some(id) => id.clone(),
+        None => format_uuid(&random_uuid(dir)?),
+    };
+    props.insert("cluster.id".to_string(), cluster);
+    props.insert("node.id".to_string(), identity.node_id.clone().unwrap_or_else(|| "0".into()));
+    if identity.directory_ids {
+        props.insert("directory.id".to_string(), format_uuid(&random_uuid(dir)?));
+    }
+    let date = chrono::Utc::now().format("%a %b %d %H:%M:%S UTC %Y").to_string();
+    write_atomically(dir, META_PROPERTIES, &format_properties(&props, &date))
+}
+
+/// A new random `cluster.id` (for a new broker's first log dir, `for_dir` in errors).
+pub fn new_cluster_id(for_dir: &Path) -> Result<String> {
+    Ok(format_uuid(&random_uuid(&for_dir.join(META_PROPERTIES))?))
 }
 
 /// 16 random bytes from the kernel, shaped as a version 4 UUID.

@@ -15,10 +15,10 @@ use topicfs_format::{
 use topicfs_source::error::{Error, Result};
 use topicfs_source::{
     AppendInfo, BatchChunk, BoundaryTxnState, Committed, ConfigChange, ConfigEntry, FileProblem,
-    KeyHits, KeyIndex, KeyListing, Known, OffsetQuery, PartitionSource, PartitionSummary,
-    ReadAnswer, ReadCursor, ReadMode, Records, SealedSpan, SegmentFileKind, SegmentFiles,
-    SegmentSummary, SkippedDamage, SpaceStats, SpanKind, SpanStore, SummaryUpdate, TopicSource,
-    TxnBoundary, max_message_bytes_of,
+    KeyHits, KeyIndex, KeyListing, Known, LogDirStatus, LogDirsReport, OffsetQuery,
+    PartitionSource, PartitionSummary, ReadAnswer, ReadCursor, ReadMode, Records, SealedSpan,
+    SegmentFileKind, SegmentFiles, SegmentSummary, SkippedDamage, SpaceStats, SpanKind, SpanStore,
+    SummaryUpdate, TopicSource, TxnBoundary, max_message_bytes_of,
 };
 
 use super::key_index::IndexedLog;
@@ -441,6 +441,19 @@ impl TopicSource for LogDir {
     fn max_message_bytes(&self, topic: &str) -> Result<Option<usize>> {
         let entries = LogDir::topic_config(self, topic)?;
         Ok(max_message_bytes_of(entries.iter().map(|e| (e.name.as_str(), e.value.as_deref()))))
+    }
+
+    /// This dir alone, online (a single [`LogDir`] never takes itself offline; see
+    /// [`crate::log_dirs::LogDirs`]).
+    fn log_dirs(&self) -> LogDirsReport {
+        LogDirsReport {
+            dirs: vec![LogDirStatus {
+                path: self.path().to_path_buf(),
+                offline: None,
+                partitions: self.loaded_partitions().len(),
+            }],
+            duplicates: Vec::new(),
+        }
     }
 
     fn space(&self) -> Result<SpaceStats> {

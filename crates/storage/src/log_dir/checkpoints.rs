@@ -28,17 +28,26 @@ impl LogDir {
         }
         let _guard = lock(&self.admin_lock);
         let logs = self.logs();
-        let recovery: Vec<(String, u32, i64)> = logs
+        let mut recovery: Vec<(String, u32, i64)> = logs
             .iter()
             .map(|l| (l.topic().to_string(), l.partition(), l.recovery_point().0))
             .collect();
-        let starts: Vec<(String, u32, i64)> = logs
+        let mut starts: Vec<(String, u32, i64)> = logs
             .iter()
             .filter(|l| {
                 l.segment_list().first().is_some_and(|s| l.log_start_offset() > s.base_offset())
             })
             .map(|l| (l.topic().to_string(), l.partition(), l.log_start_offset().0))
             .collect();
+        // Partitions left alone (held by another log dir too) keep their entries as read.
+        for ((topic, partition), (recovery_point, log_start)) in &self.excluded {
+            if let Some(offset) = recovery_point {
+                recovery.push((topic.clone(), *partition, *offset));
+            }
+            if let Some(offset) = log_start {
+                starts.push((topic.clone(), *partition, *offset));
+            }
+        }
         write_atomically(
             &self.path,
             RECOVERY_POINT_CHECKPOINT,

@@ -94,6 +94,34 @@ impl LogDir {
         self.create_log(topic, partition)
     }
 
+    /// Creates partition `partition` of `topic` in this dir, one of a broker's several
+    /// ([`crate::log_dirs::LogDirs`], which checked the name and number against all of them).
+    pub fn create_partition_here(&self, topic: &str, partition: u32) -> Result<()> {
+        self.check_writable()?;
+        let _guard = lock(&self.admin_lock);
+        if self.holds_partition(topic, partition) {
+            return Err(Error::AlreadyExists(format!("{topic} partition {partition}")));
+        }
+        self.create_log(topic, partition)
+    }
+
+    /// Undoes [`LogDir::create_partition_here`] of a topic whose creation failed later (the
+    /// partition holds no record). Failures are logged.
+    pub fn remove_new_partition(&self, topic: &str, partition: u32) {
+        let _guard = lock(&self.admin_lock);
+        self.logs
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(topic.to_string(), partition));
+        let dir = self.path.join(partition_dir_name(topic, partition));
+        if let Err(e) = std::fs::remove_dir_all(&dir) {
+            log::warn!("cannot remove {} after a failed topic creation: {e}", dir.display());
+        }
+        if let Err(e) = sync_dir(&self.path) {
+            log::warn!("{e}");
+        }
+    }
+
     pub(super) fn create_log(&self, topic: &str, partition: u32) -> Result<()> {
         let dir = self.path.join(partition_dir_name(topic, partition));
         let resolved = self.resolve_topic(topic);

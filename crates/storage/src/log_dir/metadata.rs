@@ -9,7 +9,7 @@ impl LogDir {
     /// settings read before stay.
     pub(super) fn refresh_cluster_metadata(&self) {
         let changed = {
-            let mut reader = lock(&self.metadata);
+            let mut reader = lock(&self.shared.metadata);
             match reader.as_mut() {
                 Some(r) => match r.refresh() {
                     Ok(changed) => changed.then(|| r.configs().clone()),
@@ -19,13 +19,15 @@ impl LogDir {
                     }
                 },
                 None => {
-                    *reader = open_cluster_metadata(&self.path, &self.meta);
+                    let home = self.shared.metadata_home.as_deref().unwrap_or(&self.path);
+                    *reader = open_cluster_metadata(home, &self.shared.meta);
                     reader.as_ref().map(|r| r.configs().clone())
                 }
             }
         };
         if let Some(configs) = changed {
             let statics = self
+                .shared
                 .settings
                 .read()
                 .unwrap_or_else(|e| e.into_inner())

@@ -55,6 +55,10 @@ impl LogDir {
             if topic == CLUSTER_METADATA_TOPIC && self.mode == SegmentMode::Writable {
                 continue;
             }
+            // Held by another log dir of the mount too: neither copy is served or touched.
+            if self.excluded.contains_key(&(topic.clone(), partition)) {
+                continue;
+            }
             out.insert((topic, partition), entry.path());
         }
         Ok(out)

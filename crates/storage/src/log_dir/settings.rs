@@ -8,8 +8,9 @@ impl LogDir {
     /// ([`crate::topic_config`] for the precedence), and re-resolves every partition's
     /// configuration now: the next append, roll and retention pass use it.
     pub fn set_broker_settings(&self, broker: BrokerSettings) {
-        let _guard = lock(&self.admin_lock);
-        self.settings.write().unwrap_or_else(|e| e.into_inner()).broker = broker;
+        let _guard = lock(&self.shared.change_lock);
+        self.shared.settings.write().unwrap_or_else(|e| e.into_inner()).broker = broker;
+        self.shared.changed();
         self.apply_settings(None);
         if self.mode == SegmentMode::Writable {
             self.log_unknown_topics();
@@ -19,7 +20,8 @@ impl LogDir {
     /// Takes a broker's static settings (`--server-properties`, in topic-level names) as the
     /// layer below the mount's `--config`, keeping what the broker's metadata log holds.
     pub fn set_static_defaults(&self, static_defaults: BTreeMap<String, String>) {
-        let mut broker = self.settings.read().unwrap_or_else(|e| e.into_inner()).broker.clone();
+        let mut broker =
+            self.shared.settings.read().unwrap_or_else(|e| e.into_inner()).broker.clone();
         broker.static_defaults = static_defaults;
         self.set_broker_settings(broker);
     }
@@ -37,17 +39,19 @@ impl LogDir {
             let shown = probe.get(&name).unwrap_or(value);
             rendered.insert(name, shown);
         }
-        let _guard = lock(&self.admin_lock);
-        self.settings.write().unwrap_or_else(|e| e.into_inner()).mount_defaults = rendered;
+        let _guard = lock(&self.shared.change_lock);
+        self.shared.settings.write().unwrap_or_else(|e| e.into_inner()).mount_defaults = rendered;
+        self.shared.changed();
         self.apply_settings(None);
         Ok(())
     }
 
     /// The effective settings of `topic` (see [`crate::topic_config`]).
     pub fn resolve_topic(&self, topic: &str) -> Resolved {
-        let resolved = self.settings.read().unwrap_or_else(|e| e.into_inner()).resolve(topic);
+        let resolved =
+            self.shared.settings.read().unwrap_or_else(|e| e.into_inner()).resolve(topic);
         for problem in &resolved.problems {
-            if lock(&self.problems_logged).insert(format!("{topic}: {problem}")) {
+            if lock(&self.shared.problems_logged).insert(format!("{topic}: {problem}")) {
                 log::warn!(
                     "topic {topic}: {problem}; its settings count as unknown (no retention by \
                      time or size, no compaction)"
@@ -132,15 +136,23 @@ impl LogDir {
     /// rule (nothing changed), `Corrupt` (EIO) while the file is damaged (see
     /// `load_topic_config_file`).
     pub fn alter_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()> {
-        self.check_writable()?;
         self.partition_numbers(topic)?;
-        if let Some((at, why)) = &self.settings_damage {
-            return Err(Error::corrupt(self.path.join(TOPIC_CONFIG_FILE), *at, why.clone()));
+        self.alter_topic_config_of(topic, changes)
+    }
+
+    /// [`LogDir::alter_topic_config`] of a topic whose partitions may be in other dirs of the
+    /// broker (the caller checked that it exists).
+    pub fn alter_topic_config_of(&self, topic: &str, changes: &[ConfigChange]) -> Result<()> {
+        self.check_writable()?;
+        let home = &self.shared.file_home;
+        if let Some((at, why)) = &self.shared.damage {
+            return Err(Error::corrupt(home.join(TOPIC_CONFIG_FILE), *at, why.clone()));
         }
-        let _guard = lock(&self.admin_lock);
+        let _guard = lock(&self.shared.change_lock);
         let mut candidate =
-            self.settings.read().unwrap_or_else(|e| e.into_inner()).overrides.clone();
+            self.shared.settings.read().unwrap_or_else(|e| e.into_inner()).overrides.clone();
         let overrides = self
+            .shared
             .settings
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -148,8 +160,9 @@ impl LogDir {
         let unchanged = candidate.get(topic) == Some(&overrides);
         candidate.insert(topic.to_string(), overrides);
         if !unchanged {
-            write_atomically(&self.path, TOPIC_CONFIG_FILE, &format_topic_config_file(&candidate))?;
-            self.settings.write().unwrap_or_else(|e| e.into_inner()).overrides = candidate;
+            write_atomically(home, TOPIC_CONFIG_FILE, &format_topic_config_file(&candidate))?;
+            self.shared.settings.write().unwrap_or_else(|e| e.into_inner()).overrides = candidate;
+            self.shared.changed();
             let described: Vec<String> = changes
                 .iter()
                 .map(|c| match c {
@@ -169,20 +182,23 @@ impl LogDir {
     }
 
     /// Gives `topic` an entry (no override) in [`TOPIC_CONFIG_FILE`] unless it has one:
-    /// its settings are then known. Caller holds `admin_lock`.
-    pub(super) fn record_topic(&self, topic: &str) -> Result<()> {
-        if self.settings_damage.is_some() {
+    /// its settings are then known.
+    pub fn record_topic(&self, topic: &str) -> Result<()> {
+        if self.shared.damage.is_some() {
             // The damaged file is not replaced: the new topic's settings stay unknown (safe).
             return Ok(());
         }
+        let _guard = lock(&self.shared.change_lock);
         let mut candidate =
-            self.settings.read().unwrap_or_else(|e| e.into_inner()).overrides.clone();
+            self.shared.settings.read().unwrap_or_else(|e| e.into_inner()).overrides.clone();
         if candidate.contains_key(topic) {
             return Ok(());
         }
         candidate.insert(topic.to_string(), Default::default());
-        write_atomically(&self.path, TOPIC_CONFIG_FILE, &format_topic_config_file(&candidate))?;
-        self.settings.write().unwrap_or_else(|e| e.into_inner()).overrides = candidate;
+        let home = &self.shared.file_home;
+        write_atomically(home, TOPIC_CONFIG_FILE, &format_topic_config_file(&candidate))?;
+        self.shared.settings.write().unwrap_or_else(|e| e.into_inner()).overrides = candidate;
+        self.shared.changed();
         Ok(())
     }
 }

@@ -1,0 +1,540 @@
+//! A broker's several log dirs (`log.dirs=/a,/b,...`, one per disk) as one set of topics:
+//! Kafka's `LogManager` over all its dirs, where [`LogDir`] is one of them.
+//!
+//! - **One broker.** The dirs' `meta.properties` agree on `cluster.id` and the node id, and no
+//!   two share a `directory.id` ([`identity`]); otherwise nothing is opened. A writable mount
+//!   gives a dir without `meta.properties` the others' identity (and its own `directory.id`
+//!   when theirs carry one).
+//! - **Every partition once.** A partition lives in the dir holding its directory; a
+//!   `-future` directory (an intra-broker move in progress) is not served, its current replica
+//!   is. A partition found current in two dirs is served by neither: Kafka refuses to start
+//!   then ("Duplicate log directories for ... are found in both ..."); topicfs leaves both
+//!   copies untouched (not loaded, not recovered, their checkpoint entries kept), logs it, and
+//!   names it in [`TopicSource::log_dirs`].
+//! - **Per-dir files.** Each dir keeps its own `.lock`, clean-shutdown marker and checkpoints
+//!   (`recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`,
+//!   `cleaner-offset-checkpoint`) for the partitions it holds, as a broker does; the topics'
+//!   settings are the broker's, one for all dirs ([`crate::log_dir::SharedSettings`]: the
+//!   overrides file in the first dir, the metadata log wherever `__cluster_metadata-0` is).
+//! - **Placement.** A new partition goes where Kafka's `LogManager.nextLogDirs` puts it
+//!   ([`placement`]): the online dir holding the fewest partitions (current and future).
+//! - **A failing dir does not take the others down** ([`health`]): it goes offline, its
+//!   partitions answer `EIO`, nothing is written to it; the others go on.
+
+mod create;
+pub mod health;
+pub mod identity;
+pub mod placement;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use topicfs_format::file_name::{SpecialDirKind, parse_partition_dir, parse_special_dir};
+use topicfs_format::properties::parse_properties;
+use topicfs_source::error::{Error, Result};
+use topicfs_source::sync::lock;
+use topicfs_source::{
+    ConfigChange, ConfigEntry, LogDirStatus, LogDirsReport, PartitionSource, SpaceStats,
+    TopicSource, max_message_bytes_of,
+};
+
+use crate::cache::SegmentCache;
+use crate::config::LogConfig;
+use crate::log::Log;
+use crate::log_dir::{LogDir, META_PROPERTIES, Member};
+use crate::open;
+use crate::segment::SegmentMode;
+use health::{DirHealth, DirPartition};
+
+/// The KRaft metadata log's partition directory.
+const CLUSTER_METADATA_DIR: &str = "__cluster_metadata-0";
+
+/// One dir of the mount.
+#[derive(Debug)]
+struct Dir {
+    dir: Arc<LogDir>,
+    health: Arc<DirHealth>,
+    /// The path as the mount was given it (Kafka's `File.getPath` of the `log.dirs` entry),
+    /// which orders dirs holding as many partitions ([`placement`]).
+    given: String,
+    /// `-future` partition directories found at open (counted by placement, as Kafka's
+    /// `allLogs` counts future logs).
+    futures: usize,
+}
+
+/// A broker's log dirs as one [`TopicSource`]; see the module doc.
+#[derive(Debug)]
+pub struct LogDirs {
+    dirs: Vec<Dir>,
+    read_only: bool,
+    /// Partitions current in more than one dir, with those dirs: served by none.
+    duplicates: Mutex<BTreeMap<(String, u32), Vec<PathBuf>>>,
+    /// Serializes topic and partition creation across the dirs.
+    create_lock: Mutex<()>,
+}
+
+/// What a dir holds by name, before it is opened.
+#[derive(Default)]
+struct Listing {
+    current: BTreeSet<(String, u32)>,
+    futures: usize,
+    has_metadata_log: bool,
+}
+
+fn list_dir(path: &Path) -> Result<Listing> {
+    let mut listing = Listing::default();
+    let entries = match open::read_dir(path) {
+        Ok(entries) => entries,
+        // A writable mount creates a dir that does not exist yet.
+        Err(e) if open::is_not_found(&e) => return Ok(listing),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(path, "readdir", e))?;
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else { continue };
+        if !entry.path().is_dir() {
+            continue;
+        }
+        if name == CLUSTER_METADATA_DIR {
+            listing.has_metadata_log = true;
+            continue;
+        }
+        if let Some(special) = parse_special_dir(&name) {
+            if special.kind == SpecialDirKind::Future {
+                listing.futures += 1;
+            }
+            continue;
+        }
+        if let Some(key) = parse_partition_dir(&name) {
+            listing.current.insert(key);
+        }
+    }
+    Ok(listing)
+}
+
+/// `meta.properties` of `dir`, if it has a readable one.
+fn read_meta(dir: &Path) -> Result<Option<BTreeMap<String, String>>> {
+    let path = dir.join(META_PROPERTIES);
+    match open::read_regular_to_string(&path) {
+        Ok(text) => parse_properties(&text)
+            .map(Some)
+            .map_err(|e| Error::corrupt(&path, e.at as u64, e.to_string())),
+        Err(e) if open::is_not_found(&e) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// A `log.dirs` entry as Java's `File.getPath` gives it: repeated and trailing `/` removed.
+fn given_path(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for c in path.chars() {
+        if c == '/' && out.ends_with('/') {
+            continue;
+        }
+        out.push(c);
+    }
+    if out.len() > 1 && out.ends_with('/') {
+        out.pop();
+    }
+    out
+}
+
+impl LogDirs {
+    /// Opens the log dirs `dirs` (each as (the `log.dirs` entry as given, its path)) of one
+    /// broker: checks that they are one broker's, finds partitions held twice, opens each dir
+    /// with the broker's shared settings. `mode` applies to all. Errors: [`Error::Mount`]
+    /// naming the files and fields that differ, a dir given twice; whatever
+    /// [`LogDir::open_member`] refuses (a locked dir: [`Error::Locked`]).
+    pub fn open(
+        dirs: &[(String, PathBuf)],
+        default_config: LogConfig,
+        topic_configs: HashMap<String, LogConfig>,
+        mode: SegmentMode,
+    ) -> Result<LogDirs> {
+        let Some((first, _)) = dirs.first() else {
+            return Err(Error::Mount("no log dir given".to_string()));
+        };
+        let writable = mode == SegmentMode::Writable;
+        let mut seen = BTreeMap::new();
+        for (given, path) in dirs {
+            let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+            if let Some(before) = seen.insert(canonical, given) {
+                return Err(Error::Mount(format!(
+                    "log dir {before} is given twice (as {before} and {given})"
+                )));
+            }
+        }
+        let mut metas = Vec::with_capacity(dirs.len());
+        for (_, path) in dirs {
+            metas.push((path.clone(), read_meta(path)?));
+        }
+        let mut agreed = identity::agree(&metas)?;
+        let mut listings = Vec::with_capacity(dirs.len());
+        for (_, path) in dirs {
+            listings.push(list_dir(path)?);
+        }
+        let mut holders: BTreeMap<(String, u32), Vec<PathBuf>> = BTreeMap::new();
+        for ((_, path), listing) in dirs.iter().zip(&listings) {
+            for key in &listing.current {
+                holders.entry(key.clone()).or_default().push(path.clone());
+            }
+        }
+        let duplicates: BTreeMap<(String, u32), Vec<PathBuf>> =
+            holders.into_iter().filter(|(_, held)| held.len() > 1).collect();
+        for ((topic, partition), held) in &duplicates {
+            log::error!(
+                "partition {topic}-{partition} is in more than one log dir ({}): serving \
+                 neither and leaving both as they are. A broker refuses to start so; remove the \
+                 copy that is out of date (usually the one in the dir that failed recently)",
+                held.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+            );
+        }
+        if writable && dirs.len() > 1 {
+            // New dirs all: one new broker identity for them all.
+            if agreed.cluster_id.is_none() {
+                agreed.cluster_id = Some(crate::log_dir::new_cluster_id(&dirs[0].1)?);
+            }
+            for ((_, path), (_, meta)) in dirs.iter().zip(&metas) {
+                if meta.is_none() {
+                    crate::log_dir::write_identity(path, &agreed)?;
+                }
+            }
+        }
+        let metadata_home = dirs
+            .iter()
+            .zip(&listings)
+            .find(|(_, l)| l.has_metadata_log)
+            .map(|((_, path), _)| path.clone());
+        let excluded_in = |path: &Path| -> BTreeSet<(String, u32)> {
+            duplicates
+                .iter()
+                .filter(|(_, held)| held.iter().any(|h| h == path))
+                .map(|(key, _)| key.clone())
+                .collect()
+        };
+        let mut opened: Vec<Dir> = Vec::with_capacity(dirs.len());
+        for (i, ((given, path), listing)) in dirs.iter().zip(&listings).enumerate() {
+            let member = match opened.first() {
+                None => Member::Home {
+                    metadata_home: metadata_home.clone(),
+                    excluded: excluded_in(path),
+                },
+                Some(home) => Member::Of {
+                    settings: Arc::clone(home.dir.shared_settings()),
+                    excluded: excluded_in(path),
+                },
+            };
+            let dir = LogDir::open_member(
+                path,
+                default_config.clone(),
+                topic_configs.clone(),
+                mode,
+                member,
+            )?;
+            if i > 0 && dir.has_settings_file() {
+                log::warn!(
+                    "{}: its topicfs-topic-config is not read: the topics' overrides of a mount \
+                     of several log dirs are those of the first, {first}",
+                    path.display()
+                );
+            }
+            opened.push(Dir {
+                health: Arc::new(DirHealth::new(path)),
+                dir: Arc::new(dir),
+                given: given_path(given),
+                futures: listing.futures,
+            });
+        }
+        Ok(LogDirs {
+            dirs: opened,
+            read_only: !writable,
+            duplicates: Mutex::new(duplicates),
+            create_lock: Mutex::new(()),
+        })
+    }
+
+    /// The dirs, in the order given.
+    pub fn dirs(&self) -> Vec<Arc<LogDir>> {
+        self.dirs.iter().map(|d| Arc::clone(&d.dir)).collect()
+    }
+
+    /// The online dirs with their health, in the order given.
+    pub fn online(&self) -> Vec<(Arc<LogDir>, Arc<DirHealth>)> {
+        self.dirs
+            .iter()
+            .filter(|d| d.health.is_online())
+            .map(|d| (Arc::clone(&d.dir), Arc::clone(&d.health)))
+            .collect()
+    }
+
+    /// The first dir: the one whose settings file holds the topics' overrides.
+    fn home(&self) -> &Dir {
+        // `open` refuses an empty list.
+        &self.dirs[0]
+    }
+
+    /// Partition `topic`-`partition` as current in the dirs' listings now: the dir holding it,
+    /// `None` when none does; a partition held by two is recorded as a duplicate (logged once)
+    /// and `None`.
+    fn holder(&self, topic: &str, partition: u32) -> Option<&Dir> {
+        if lock(&self.duplicates).contains_key(&(topic.to_string(), partition)) {
+            return None;
+        }
+        let mut found = self.dirs.iter().filter(|d| {
+            if d.health.is_online() {
+                // Lists the dir again now and then on a read-only mount (a broker's changes).
+                d.dir.log(topic, partition).is_ok()
+            } else {
+                d.dir.holds_partition(topic, partition)
+            }
+        });
+        let first = found.next()?;
+        let rest: Vec<&Dir> = found.collect();
+        if rest.is_empty() {
+            return Some(first);
+        }
+        let held: Vec<PathBuf> =
+            std::iter::once(first).chain(rest).map(|d| d.dir.path().to_path_buf()).collect();
+        self.record_duplicate(topic, partition, held);
+        None
+    }
+
+    fn record_duplicate(&self, topic: &str, partition: u32, held: Vec<PathBuf>) {
+        let mut duplicates = lock(&self.duplicates);
+        if duplicates.contains_key(&(topic.to_string(), partition)) {
+            return;
+        }
+        log::error!(
+            "partition {topic}-{partition} appeared in more than one log dir ({}): serving \
+             neither",
+            held.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        );
+        duplicates.insert((topic.to_string(), partition), held);
+    }
+
+    /// Every (topic, partition) served, with its dir's index, sorted; records duplicates.
+    fn served(&self) -> BTreeMap<(String, u32), usize> {
+        let mut out: BTreeMap<(String, u32), usize> = BTreeMap::new();
+        let mut twice: Vec<((String, u32), Vec<PathBuf>)> = Vec::new();
+        for (i, d) in self.dirs.iter().enumerate() {
+            let keys = if d.health.check_now_and_then() {
+                // `topic_names` lists a read-only dir again now and then.
+                let _ = d.dir.topic_names();
+                d.dir.loaded_partitions()
+            } else {
+                d.dir.loaded_partitions()
+            };
+            for key in keys {
+                if let Some(j) = out.insert(key.clone(), i) {
+                    let paths = [j, i]
+                        .iter()
+                        .filter_map(|&k| self.dirs.get(k))
+                        .map(|d| d.dir.path().to_path_buf())
+                        .collect();
+                    twice.push((key, paths));
+                }
+            }
+        }
+        for ((topic, partition), held) in twice {
+            self.record_duplicate(&topic, partition, held);
+        }
+        let duplicates = lock(&self.duplicates);
+        out.retain(|key, _| !duplicates.contains_key(key));
+        out
+    }
+
+    /// One partition's log (for the engine's own users: groups, tools); `LogDirOffline` while
+    /// its dir is offline.
+    pub fn log(&self, topic: &str, partition: u32) -> Result<Arc<Log>> {
+        let Some(d) = self.holder(topic, partition) else {
+            return Err(Error::NotFound(format!("{topic} partition {partition}")));
+        };
+        d.health.ensure_online()?;
+        d.health.watch(d.dir.log(topic, partition))
+    }
+
+    /// Topic names, sorted.
+    pub fn topic_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.served().into_keys().map(|(t, _)| t).collect();
+        names.dedup();
+        names
+    }
+
+    /// Partition numbers of `topic`, sorted; `NotFound` for an unknown topic.
+    pub fn partition_numbers(&self, topic: &str) -> Result<Vec<u32>> {
+        let parts: Vec<u32> =
+            self.served().into_keys().filter(|(t, _)| t == topic).map(|(_, p)| p).collect();
+        if parts.is_empty() {
+            return Err(Error::NotFound(format!("topic {topic}")));
+        }
+        Ok(parts)
+    }
+
+    /// Whether appends and creations are refused.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Sets every dir's sizing budget ([`LogDir::set_sizing_budget`]).
+    pub fn set_sizing_budget(&self, bytes: u64) {
+        for d in &self.dirs {
+            d.dir.set_sizing_budget(bytes);
+        }
+    }
+
+    /// Gives every dir the mount's executor ([`LogDir::set_executor`]).
+    pub fn set_executor(&self, executor: topicfs_executor::Executor) {
+        for d in &self.dirs {
+            d.dir.set_executor(executor.clone());
+        }
+    }
+
+    /// Gives every dir the one segment cache ([`LogDir::set_cache`]).
+    pub fn set_cache(&self, cache: Arc<SegmentCache>) {
+        for d in &self.dirs {
+            d.dir.set_cache(Arc::clone(&cache));
+        }
+    }
+
+    /// The mount's `--config` layer of the broker's settings ([`LogDir::set_mount_defaults`]).
+    pub fn set_mount_defaults(&self, settings: BTreeMap<String, String>) -> Result<()> {
+        self.home().dir.set_mount_defaults(settings)
+    }
+
+    /// The broker's `server.properties` layer ([`LogDir::set_static_defaults`]).
+    pub fn set_static_defaults(&self, settings: BTreeMap<String, String>) {
+        self.home().dir.set_static_defaults(settings);
+    }
+
+    /// How the log cleaner cleans `topic` now ([`LogDir::cleaner_settings`]).
+    pub fn cleaner_settings(
+        &self,
+        topic: &str,
+        dedupe_buffer_bytes: usize,
+    ) -> Option<crate::cleaner::CleanerSettings> {
+        self.home().dir.cleaner_settings(topic, dedupe_buffer_bytes)
+    }
+
+    /// Retention over every online dir ([`LogDir::enforce_retention`]); a dir that fails
+    /// with a disk error goes offline and the others go on. Segments deleted.
+    pub fn enforce_retention(&self) -> Result<usize> {
+        let mut deleted = 0;
+        let mut first_error = None;
+        for (dir, health) in self.online() {
+            match health.watch(dir.enforce_retention()) {
+                Ok(n) => deleted += n,
+                Err(e) => {
+                    log::log!(e.log_level(), "retention in {}: {e}", dir.path().display());
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match first_error {
+            Some(e) if deleted == 0 => Err(e),
+            _ => Ok(deleted),
+        }
+    }
+
+    /// Shuts every online dir down cleanly ([`LogDir::shutdown`]); an offline dir is left as
+    /// it is (nothing written to it: a broker recovers it as after a crash). Every dir is shut
+    /// down even when one fails; the first failure is returned.
+    pub fn shutdown(&self) -> Result<()> {
+        let mut first_error = None;
+        for d in &self.dirs {
+            if !d.health.is_online() {
+                log::warn!(
+                    "{}: offline, so not shut down cleanly (no checkpoints, no clean-shutdown \
+                     marker)",
+                    d.dir.path().display()
+                );
+                continue;
+            }
+            if let Err(e) = d.health.watch(d.dir.shutdown()) {
+                log::error!("clean shutdown of {}: {e}", d.dir.path().display());
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+impl TopicSource for LogDirs {
+    fn topics(&self) -> Result<Vec<String>> {
+        Ok(self.topic_names())
+    }
+
+    fn partitions(&self, topic: &str) -> Result<Vec<u32>> {
+        self.partition_numbers(topic)
+    }
+
+    fn partition(&self, topic: &str, partition: u32) -> Result<Arc<dyn PartitionSource>> {
+        let Some(d) = self.holder(topic, partition) else {
+            return Err(Error::NotFound(format!("{topic} partition {partition}")));
+        };
+        d.health.ensure_online()?;
+        let log = d.health.watch(d.dir.log(topic, partition))?;
+        Ok(Arc::new(DirPartition::new(log, Arc::clone(&d.health))))
+    }
+
+    fn create_topic(&self, topic: &str, partitions: u32) -> Result<()> {
+        LogDirs::create_topic(self, topic, partitions)
+    }
+
+    fn create_partition(&self, topic: &str, partition: u32) -> Result<()> {
+        LogDirs::create_partition(self, topic, partition)
+    }
+
+    fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    fn shutdown(&self) -> Result<()> {
+        LogDirs::shutdown(self)
+    }
+
+    /// The storage of the first online dir (`statfs` of a FUSE mount has one answer).
+    fn space(&self) -> Result<SpaceStats> {
+        let (dir, health) =
+            self.online().into_iter().next().ok_or_else(|| self.home().health.offline_error())?;
+        health.watch(TopicSource::space(&*dir))
+    }
+
+    fn topic_config(&self, topic: &str) -> Result<Vec<ConfigEntry>> {
+        self.partition_numbers(topic)?;
+        Ok(self.home().dir.resolve_topic(topic).entries)
+    }
+
+    /// Written to the first dir's settings file: refused (`EIO`) while it is offline.
+    fn alter_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()> {
+        self.partition_numbers(topic)?;
+        let home = self.home();
+        home.health.ensure_online()?;
+        home.health.watch(home.dir.alter_topic_config_of(topic, changes))
+    }
+
+    fn max_message_bytes(&self, topic: &str) -> Result<Option<usize>> {
+        let entries = self.topic_config(topic)?;
+        Ok(max_message_bytes_of(entries.iter().map(|e| (e.name.as_str(), e.value.as_deref()))))
+    }
+
+    fn log_dirs(&self) -> LogDirsReport {
+        let dirs = self
+            .dirs
+            .iter()
+            .map(|d| LogDirStatus {
+                path: d.dir.path().to_path_buf(),
+                offline: d.health.offline(),
+                partitions: d.dir.loaded_partitions().len(),
+            })
+            .collect();
+        let duplicates = lock(&self.duplicates)
+            .iter()
+            .map(|((t, p), held)| (t.clone(), *p, held.clone()))
+            .collect();
+        LogDirsReport { dirs, duplicates }
+    }
+}
+
+#[cfg(test)]
+mod tests;

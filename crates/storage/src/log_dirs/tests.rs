@@ -1,0 +1,211 @@
+use super::*;
+use topicfs_format::{NO_TIMESTAMP, NewRecord, Offset};
+
+fn record(value: &str) -> NewRecord {
+    NewRecord {
+        timestamp: NO_TIMESTAMP,
+        key: None,
+        value: Some(value.as_bytes().to_vec()),
+        headers: Vec::new(),
+    }
+}
+
+fn given(paths: &[PathBuf]) -> Vec<(String, PathBuf)> {
+    paths.iter().map(|p| (p.display().to_string(), p.clone())).collect()
+}
+
+fn open(paths: &[PathBuf], mode: SegmentMode) -> Result<LogDirs> {
+    LogDirs::open(&given(paths), LogConfig::default(), HashMap::new(), mode)
+}
+
+fn three(tmp: &Path) -> Vec<PathBuf> {
+    ["a", "b", "c"].iter().map(|n| tmp.join(n)).collect()
+}
+
+fn checkpoint(dir: &Path, name: &str) -> String {
+    std::fs::read_to_string(dir.join(name)).unwrap_or_default()
+}
+
+fn partitions_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| parse_partition_dir(n).is_some())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn new_partitions_go_to_the_dir_with_fewest_and_each_dir_checkpoints_its_own() {
+    let tmp = tempfile::tempdir().unwrap();
+    let paths = three(tmp.path());
+    let dirs = open(&paths, SegmentMode::Writable).unwrap();
+    // Empty dirs tie: log.dirs order, one each, round and round.
+    dirs.create_topic("t", 4).unwrap();
+    assert_eq!(partitions_in(&paths[0]), ["t-0", "t-3"]);
+    assert_eq!(partitions_in(&paths[1]), ["t-1"]);
+    assert_eq!(partitions_in(&paths[2]), ["t-2"]);
+    // b and c hold one each, a two: the next goes to b, then c.
+    dirs.create_partition("t", 4).unwrap();
+    dirs.create_topic("u", 1).unwrap();
+    assert_eq!(partitions_in(&paths[1]), ["t-1", "t-4"]);
+    assert_eq!(partitions_in(&paths[2]), ["t-2", "u-0"]);
+    assert_eq!(dirs.partition_numbers("t").unwrap(), [0, 1, 2, 3, 4]);
+    assert_eq!(dirs.topic_names(), ["t", "u"]);
+    let err = dirs.create_topic("t", 1).unwrap_err();
+    assert_eq!(err.errno(), libc::EEXIST);
+    let p = dirs.partition("t", 4).unwrap();
+    p.append(topicfs_source::Records::Owned(&[record("x"), record("y")])).unwrap();
+    dirs.shutdown().unwrap();
+    // The same identity in every dir, each with its own directory id only if the first had.
+    let meta: Vec<String> = paths.iter().map(|p| checkpoint(p, META_PROPERTIES)).collect();
+    let cluster = |m: &str| m.lines().find(|l| l.starts_with("cluster.id=")).map(str::to_string);
+    assert!(cluster(&meta[0]).is_some());
+    assert!(meta.iter().all(|m| cluster(m) == cluster(&meta[0])), "{meta:?}");
+    // Checkpoints per dir, for its partitions only.
+    let b = checkpoint(&paths[1], "recovery-point-offset-checkpoint");
+    assert!(b.contains("t 1 0") && b.contains("t 4 2"), "{b}");
+    assert!(!b.contains("t 0 ") && !b.contains("u 0"), "{b}");
+    for p in &paths {
+        assert!(p.join(".kafka_cleanshutdown").exists(), "{}", p.display());
+    }
+    // Read back through a new mount of the three.
+    let dirs = open(&paths, SegmentMode::ReadOnly).unwrap();
+    let summary = dirs.partition("t", 4).unwrap().summary().unwrap();
+    assert_eq!(summary.log_end_offset, Offset(2));
+}
+
+#[test]
+fn dirs_of_two_brokers_are_refused_before_anything_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let paths = three(tmp.path());
+    for (p, node) in paths.iter().zip(["1", "1", "2"]) {
+        std::fs::create_dir_all(p).unwrap();
+        std::fs::write(
+            p.join(META_PROPERTIES),
+            format!("version=1\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\nnode.id={node}\n"),
+        )
+        .unwrap();
+    }
+    let err = open(&paths, SegmentMode::Writable).unwrap_err().to_string();
+    assert!(err.contains("c/meta.properties has node id 2"), "{err}");
+    assert!(err.contains("a/meta.properties has node id 1"), "{err}");
+    for p in &paths {
+        assert!(!p.join(".lock").exists(), "nothing written in {}", p.display());
+    }
+}
+
+#[test]
+fn a_partition_in_two_dirs_is_served_by_neither_and_both_copies_are_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let paths = three(tmp.path());
+    {
+        let a = LogDir::open(&paths[0], LogConfig::default()).unwrap();
+        a.create_topic("t", 2).unwrap();
+        a.log("t", 1).unwrap().append(&[record("in a")]).unwrap();
+        a.shutdown().unwrap();
+        let meta = std::fs::read_to_string(paths[0].join(META_PROPERTIES)).unwrap();
+        let b = LogDir::open(&paths[1], LogConfig::default()).unwrap();
+        b.create_topic("t", 2).unwrap();
+        b.shutdown().unwrap();
+        // One broker: b gets a's identity, and only t-1 stays in both.
+        std::fs::write(paths[1].join(META_PROPERTIES), meta).unwrap();
+        std::fs::remove_dir_all(paths[1].join("t-0")).unwrap();
+    }
+    let before_a = checkpoint(&paths[0], "recovery-point-offset-checkpoint");
+    assert!(before_a.contains("t 1 1"), "{before_a}");
+    let dirs = open(&paths, SegmentMode::Writable).unwrap();
+    assert_eq!(dirs.partition_numbers("t").unwrap(), [0]);
+    assert_eq!(dirs.partition("t", 1).err().map(|e| e.errno()), Some(libc::ENOENT));
+    let report = dirs.log_dirs();
+    assert_eq!(report.duplicates.len(), 1);
+    assert_eq!(report.duplicates[0].0, "t");
+    assert_eq!(report.duplicates[0].2, vec![paths[0].clone(), paths[1].clone()]);
+    // Adding partition 1 again is refused: it exists, twice.
+    assert_eq!(dirs.create_partition("t", 1).unwrap_err().errno(), libc::EEXIST);
+    dirs.shutdown().unwrap();
+    // Neither copy touched; a's checkpoint entry for it kept.
+    let after_a = checkpoint(&paths[0], "recovery-point-offset-checkpoint");
+    assert!(after_a.contains("t 1 1"), "{after_a}");
+    assert!(paths[0].join("t-1").is_dir() && paths[1].join("t-1").is_dir());
+}
+
+#[test]
+fn a_future_replica_is_not_served_and_counts_for_placement() {
+    let tmp = tempfile::tempdir().unwrap();
+    let paths: Vec<PathBuf> = three(tmp.path()).into_iter().take(2).collect();
+    {
+        let a = LogDir::open(&paths[0], LogConfig::default()).unwrap();
+        a.create_topic("t", 1).unwrap();
+        a.log("t", 0).unwrap().append(&[record("current")]).unwrap();
+        a.shutdown().unwrap();
+        let meta = std::fs::read_to_string(paths[0].join(META_PROPERTIES)).unwrap();
+        std::fs::create_dir_all(paths[1].join("t-0.0123456789abcdef0123456789abcdef-future"))
+            .unwrap();
+        std::fs::write(paths[1].join(META_PROPERTIES), meta).unwrap();
+    }
+    let dirs = open(&paths, SegmentMode::Writable).unwrap();
+    assert_eq!(dirs.topic_names(), ["t"]);
+    let summary = dirs.partition("t", 0).unwrap().summary().unwrap();
+    assert_eq!(summary.log_end_offset, Offset(1), "the current replica, in a");
+    // a holds t-0, b the future t-0: a tie, so log.dirs order puts the next in a.
+    dirs.create_topic("n", 1).unwrap();
+    assert!(paths[0].join("n-0").is_dir());
+    dirs.shutdown().unwrap();
+}
+
+#[test]
+fn an_offline_dir_answers_eio_writes_nothing_and_the_others_go_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let paths: Vec<PathBuf> = three(tmp.path()).into_iter().take(2).collect();
+    let dirs = open(&paths, SegmentMode::Writable).unwrap();
+    dirs.create_topic("t", 2).unwrap();
+    let in_b = dirs.partition("t", 1).unwrap();
+    let b = &dirs.dirs[1];
+    b.health.take_offline("test: the disk failed".into());
+    let err = in_b.append(topicfs_source::Records::Owned(&[record("x")])).unwrap_err();
+    assert_eq!(err.errno(), libc::EIO);
+    assert!(err.to_string().contains("is offline (test: the disk failed)"), "{err}");
+    assert_eq!(dirs.partition("t", 1).err().map(|e| e.errno()), Some(libc::EIO));
+    // Still listed (the partition exists; its disk does not answer).
+    assert_eq!(dirs.partition_numbers("t").unwrap(), [0, 1]);
+    dirs.partition("t", 0).unwrap().append(topicfs_source::Records::Owned(&[record("y")])).unwrap();
+    // New partitions go to the online dirs only.
+    dirs.create_topic("u", 2).unwrap();
+    assert_eq!(partitions_in(&paths[1]), ["t-1"]);
+    let report = dirs.log_dirs();
+    assert!(report.dirs[0].offline.is_none());
+    assert_eq!(report.dirs[1].offline.as_deref(), Some("test: the disk failed"));
+    std::fs::remove_file(paths[1].join("recovery-point-offset-checkpoint")).ok();
+    dirs.shutdown().unwrap();
+    assert!(paths[0].join(".kafka_cleanshutdown").exists());
+    assert!(!paths[1].join(".kafka_cleanshutdown").exists(), "nothing written to b");
+    assert!(!paths[1].join("recovery-point-offset-checkpoint").exists());
+}
+
+#[test]
+fn a_setting_changed_through_one_dir_applies_to_partitions_in_every_dir() {
+    let tmp = tempfile::tempdir().unwrap();
+    let paths = three(tmp.path());
+    let dirs = open(&paths, SegmentMode::Writable).unwrap();
+    dirs.create_topic("t", 3).unwrap();
+    let change =
+        [ConfigChange::Set { name: "retention.ms".to_string(), value: "12345".to_string() }];
+    dirs.alter_topic_config("t", &change).unwrap();
+    for d in dirs.dirs() {
+        for log in d.logs() {
+            assert_eq!(log.config().retention_ms, Some(12345), "{}", d.path().display());
+        }
+    }
+    let file = std::fs::read_to_string(paths[0].join("topicfs-topic-config")).unwrap();
+    assert!(file.contains("retention.ms=12345"), "{file}");
+    assert!(!paths[1].join("topicfs-topic-config").exists());
+    dirs.shutdown().unwrap();
+    // A later mount of the three reads it from the first dir for all.
+    let dirs = open(&paths, SegmentMode::ReadOnly).unwrap();
+    let config = dirs.topic_config("t").unwrap();
+    let retention = config.iter().find(|e| e.name == "retention.ms").unwrap();
+    assert_eq!(retention.value.as_deref(), Some("12345"));
+    assert_eq!(dirs.dirs()[2].log("t", 2).unwrap().config().retention_ms, Some(12345));
+}
