@@ -2,6 +2,7 @@
 //! settings, the cluster client settings, the mount request and mode.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use crate::cluster::ClientConfig;
 use crate::cluster::config::{is_bootstrap_spec, parse_bootstrap};
@@ -74,6 +75,26 @@ impl MountArgs {
             self.dir_mode.map(FuseOption::DirMode),
         ];
         Access::from_options(self.options.iter().chain(flags.iter().flatten()))
+    }
+
+    /// The log dirs of a local mount: `DATA_DIR` split at commas, as a broker's `log.dirs`
+    /// (each as given, and absolute), unless the whole name is an existing directory (a
+    /// single dir whose name holds a comma).
+    pub fn log_dirs(&self) -> Result<Vec<(String, PathBuf)>> {
+        let whole = self.data_dir.to_string_lossy().into_owned();
+        if self.data_dir.is_dir() || !whole.contains(',') {
+            return Ok(vec![(whole, absolute(&self.data_dir))]);
+        }
+        let mut dirs = Vec::new();
+        for entry in whole.split(',') {
+            if entry.is_empty() {
+                return Err(Error::Usage(format!(
+                    "data dir {whole:?}: an empty entry in the list of log dirs"
+                )));
+            }
+            dirs.push((entry.to_string(), absolute(Path::new(entry))));
+        }
+        Ok(dirs)
     }
 
     /// The cluster of a `kafka://` source: bootstrap servers and the client settings
@@ -167,14 +188,21 @@ impl MountArgs {
         let log_settings =
             if cluster.is_some() { Default::default() } else { self.log_settings()? };
         let server_properties = self.server_properties(cluster.is_some())?;
-        let data_dir =
-            if cluster.is_some() { self.data_dir.clone() } else { absolute(&self.data_dir) };
+        let log_dirs = if cluster.is_some() { Vec::new() } else { self.log_dirs()? };
+        let data_dir = if cluster.is_some() {
+            self.data_dir.clone()
+        } else {
+            let joined: Vec<String> =
+                log_dirs.iter().map(|(_, path)| path.display().to_string()).collect();
+            PathBuf::from(joined.join(","))
+        };
         let mut cache = self.cache_settings();
         cache.dir = cache.dir.as_deref().map(absolute);
         Ok(MountRequest {
             cluster,
             access: self.access(),
             data_dir,
+            log_dirs,
             mountpoint: absolute(&self.mountpoint),
             read_only: self.read_only || self.options.contains(&FuseOption::ReadOnly),
             fuse_options: self.options.clone(),

@@ -10,7 +10,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use crate::storage::cleaner::{CleanOptions, Cleaner, CleanerSettings, clean_logs};
-use crate::storage::log_dir::LogDir;
+use crate::storage::log_dirs::LogDirs;
 
 /// Kafka's `log.cleaner.backoff.ms` default: the pause between two cleaner passes.
 pub const CLEANER_BACKOFF: Duration = Duration::from_millis(15_000);
@@ -29,7 +29,7 @@ pub(super) struct CleanerThread {
 
 impl CleanerThread {
     pub(super) fn start(
-        log_dir: Arc<LogDir>,
+        log_dirs: Arc<LogDirs>,
         backoff: Duration,
         dedupe_buffer_bytes: usize,
         settings_for: Arc<SettingsFor>,
@@ -40,24 +40,37 @@ impl CleanerThread {
         let thread = std::thread::spawn(move || {
             let mut cleaner: Option<Cleaner> = None;
             while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(backoff) {
-                let logs = log_dir.logs();
-                // The map is allocated at the first log to clean, not at mount.
-                let wanted: Vec<_> =
-                    logs.iter().filter(|l| settings_for(l.topic()).is_some()).cloned().collect();
-                if wanted.is_empty() {
-                    continue;
-                }
-                let cleaner = cleaner.get_or_insert_with(|| Cleaner::new(dedupe_buffer_bytes));
-                let opts = CleanOptions {
-                    now: crate::storage::segment::now_ms(),
-                    abort: Some(&aborted),
-                    crash_at: None,
-                };
-                let for_topic =
-                    |t: &str| settings_for(t).map(|s| CleanerSettings { dedupe_buffer_bytes, ..s });
-                let cleaned = clean_logs(log_dir.path(), &wanted, cleaner, &for_topic, &opts);
-                if cleaned > 0 {
-                    log::info!("cleaner: {cleaned} log(s) cleaned");
+                // Each online dir with its own cleaner-offset-checkpoint, as Kafka's cleaner
+                // keeps one per log dir.
+                for (log_dir, health) in log_dirs.online() {
+                    let logs = log_dir.logs();
+                    // The map is allocated at the first log to clean, not at mount.
+                    let wanted: Vec<_> = logs
+                        .iter()
+                        .filter(|l| settings_for(l.topic()).is_some())
+                        .cloned()
+                        .collect();
+                    if wanted.is_empty() {
+                        continue;
+                    }
+                    let cleaner = cleaner.get_or_insert_with(|| Cleaner::new(dedupe_buffer_bytes));
+                    let opts = CleanOptions {
+                        now: crate::storage::segment::now_ms(),
+                        abort: Some(&aborted),
+                        crash_at: None,
+                    };
+                    let for_topic = |t: &str| {
+                        settings_for(t).map(|s| CleanerSettings { dedupe_buffer_bytes, ..s })
+                    };
+                    let cleaned = clean_logs(log_dir.path(), &wanted, cleaner, &for_topic, &opts);
+                    if cleaned > 0 {
+                        log::info!(
+                            "cleaner: {cleaned} log(s) cleaned in {}",
+                            log_dir.path().display()
+                        );
+                    }
+                    // A dir whose disk failed meanwhile is found at its next check.
+                    health.check();
                 }
             }
         });

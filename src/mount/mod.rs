@@ -98,7 +98,7 @@ use crate::fuse::FuseAdapter;
 use crate::source::TopicSource;
 use crate::storage::SegmentMode;
 use crate::storage::cache::{CacheSettings, SegmentCache};
-use crate::storage::log_dir::LogDir;
+use crate::storage::log_dirs::LogDirs;
 
 /// How the mount process runs.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -180,7 +180,7 @@ struct Backend {
     source: Arc<dyn TopicSource>,
     /// A writable log directory, whose retention the daemon runs (`--retention-check-interval-ms`);
     /// `None` for a read-only mount (a broker, or nobody, deletes its segments).
-    retained: Option<Arc<LogDir>>,
+    retained: Option<Arc<LogDirs>>,
     /// Consumer groups' committed offsets (`<topic>/groups/`).
     groups: Arc<dyn crate::source::GroupStore>,
 }
@@ -211,7 +211,7 @@ fn stream_isolation(request: &MountRequest) -> crate::view::txn::Isolation {
 
 fn open_backend(
     request: &MountRequest,
-    data_dir: &Path,
+    dirs: &[(String, PathBuf)],
     budget: &Arc<crate::view::budget::MemoryBudget>,
     executor: &crate::executor::Executor,
 ) -> Result<Backend> {
@@ -257,18 +257,20 @@ fn open_backend(
         crate::storage::groups::offsets_topic_config(&log_config),
     )]);
     let mode = if request.read_only { SegmentMode::ReadOnly } else { SegmentMode::Writable };
-    let log_dir = Arc::new(open_log_dir(data_dir, &log_config, &topic_configs, mode)?);
-    log_dir.set_mount_defaults(request.log_settings.clone())?;
+    let log_dirs = Arc::new(open_log_dirs(dirs, &log_config, &topic_configs, mode)?);
+    log_dirs.set_mount_defaults(request.log_settings.clone())?;
     if !request.server_properties.is_empty() {
-        log_dir.set_static_defaults(request.server_properties.clone());
+        log_dirs.set_static_defaults(request.server_properties.clone());
     }
-    let groups = Arc::new(crate::storage::groups::LocalGroupStore::new(Arc::clone(&log_dir)));
-    log_dir.set_sizing_budget(request.sizing_budget.unwrap_or(crate::storage::LOCAL_SIZING_BUDGET));
+    let groups = Arc::new(crate::storage::groups::LocalGroupStore::new(Arc::clone(&log_dirs)));
+    log_dirs
+        .set_sizing_budget(request.sizing_budget.unwrap_or(crate::storage::LOCAL_SIZING_BUDGET));
     // Key-index builds run on the mount's one executor.
-    log_dir.set_executor(executor.clone());
-    log_dir.set_cache(Arc::new(open_cache(&request.cache, data_dir)?));
-    let source: Arc<dyn TopicSource> = Arc::clone(&log_dir) as Arc<dyn TopicSource>;
-    let retained = (!request.read_only).then_some(log_dir);
+    log_dirs.set_executor(executor.clone());
+    let data_dirs: Vec<PathBuf> = dirs.iter().map(|(_, path)| path.clone()).collect();
+    log_dirs.set_cache(Arc::new(open_cache(&request.cache, &data_dirs)?));
+    let source: Arc<dyn TopicSource> = Arc::clone(&log_dirs) as Arc<dyn TopicSource>;
+    let retained = (!request.read_only).then_some(log_dirs);
     Ok(Backend { source, retained, groups })
 }
 
@@ -278,25 +280,25 @@ fn open_backend(
 pub const LOCK_WAIT: Duration = Duration::from_secs(5);
 const LOCK_RETRY: Duration = Duration::from_millis(50);
 
-/// Opens the log dir, waiting up to [`LOCK_WAIT`] (logged once) while another process holds
-/// its lock; then [`Error::Locked`].
-fn open_log_dir(
-    data_dir: &Path,
+/// Opens the log dirs, waiting up to [`LOCK_WAIT`] (logged once) while another process holds
+/// a lock of one; then [`Error::Locked`].
+fn open_log_dirs(
+    dirs: &[(String, PathBuf)],
     log_config: &crate::storage::LogConfig,
     topic_configs: &std::collections::HashMap<String, crate::storage::LogConfig>,
     mode: SegmentMode,
-) -> Result<LogDir> {
+) -> Result<LogDirs> {
     let deadline = Instant::now() + LOCK_WAIT;
     let mut waiting = false;
     loop {
-        match LogDir::open_with(data_dir, log_config.clone(), topic_configs.clone(), mode) {
-            Err(Error::Locked(_)) if Instant::now() < deadline => {
+        match LogDirs::open(dirs, log_config.clone(), topic_configs.clone(), mode) {
+            Err(Error::Locked(dir)) if Instant::now() < deadline => {
                 if !waiting {
                     waiting = true;
                     log::info!(
                         "{} is locked by another process (a topicfs still shutting down?); \
                          waiting up to {} s for it",
-                        data_dir.display(),
+                        dir.display(),
                         LOCK_WAIT.as_secs()
                     );
                 }
@@ -311,7 +313,7 @@ fn open_log_dir(
             }
             Ok(dir) => {
                 if waiting {
-                    log::info!("{} is no longer locked; opening it", data_dir.display());
+                    log::info!("the log dirs are no longer locked; opening them");
                 }
                 return Ok(dir);
             }
@@ -320,21 +322,25 @@ fn open_log_dir(
     }
 }
 
-/// The segment cache of a log-dir mount: refused inside the data dir (a read-only mount of a
+/// The segment cache of a log-dir mount: refused inside a data dir (a read-only mount of a
 /// broker's directory must write nothing there, and the broker would see foreign files).
-fn open_cache(settings: &CacheSettings, data_dir: &Path) -> Result<SegmentCache> {
+fn open_cache(settings: &CacheSettings, data_dirs: &[PathBuf]) -> Result<SegmentCache> {
     if let Some(dir) = &settings.dir {
         // The nearest existing ancestor tells where the directory would be created.
         let absolute = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
         let existing = absolute.ancestors().find_map(|a| std::fs::canonicalize(a).ok());
-        let data = std::fs::canonicalize(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
-        if existing.is_some_and(|e| e.starts_with(&data) || absolute.starts_with(&data)) {
-            return Err(Error::Usage(format!(
-                "--cache-dir {} is inside the data dir {}: choose a directory outside it \
-                 (or cache_dir=none)",
-                dir.display(),
-                data.display()
-            )));
+        for data_dir in data_dirs {
+            let data = std::fs::canonicalize(data_dir).unwrap_or_else(|_| data_dir.clone());
+            if existing.as_ref().is_some_and(|e| e.starts_with(&data))
+                || absolute.starts_with(&data)
+            {
+                return Err(Error::Usage(format!(
+                    "--cache-dir {} is inside the data dir {}: choose a directory outside it \
+                     (or cache_dir=none)",
+                    dir.display(),
+                    data.display()
+                )));
+            }
         }
     }
     Ok(SegmentCache::open(settings))
@@ -346,7 +352,7 @@ fn mount_and_serve(request: &MountRequest, signals: SigSet, reporter: &mut Repor
         // session leader, which is fine.
         let _ = nix::unistd::setsid();
     }
-    let (data_dir, mountpoint) = check_paths(request)?;
+    let (data_dir, dirs, mountpoint) = check_paths(request)?;
     if reporter.daemon {
         // The daemon must not keep the directory it was started from busy.
         let _ = std::env::set_current_dir("/");
@@ -360,8 +366,7 @@ fn mount_and_serve(request: &MountRequest, signals: SigSet, reporter: &mut Repor
     crate::storage::key_index::set_memory_limit(request.key_index_memory);
     // The mount's one background executor: the filesystem's work and the log engine's.
     let executor = crate::executor::Executor::new(request.background_threads);
-    let Backend { source, groups, retained } =
-        open_backend(request, &data_dir, &budget, &executor)?;
+    let Backend { source, groups, retained } = open_backend(request, &dirs, &budget, &executor)?;
     let options = FsOptions {
         read_only: request.read_only,
         partitions_per_topic: request.partitions,
@@ -466,20 +471,25 @@ fn mount_and_serve(request: &MountRequest, signals: SigSet, reporter: &mut Repor
     Ok(())
 }
 
-/// Checks the data dir, the mountpoint and `/dev/fuse`; returns both paths made absolute.
-fn check_paths(request: &MountRequest) -> Result<(PathBuf, PathBuf)> {
-    let data_dir = if request.cluster.is_some() {
-        // The bootstrap spec, not a path: only shown as the mount's source (fsname).
-        request.data_dir.clone()
-    } else {
-        check_data_dir(request)?
-    };
+/// Checks the data dirs and the mountpoint; returns the mount's source (the data dirs made
+/// canonical, joined by commas, or the cluster's bootstrap spec), each log dir (as given,
+/// canonical) and the mountpoint made absolute.
+#[allow(clippy::type_complexity)]
+fn check_paths(request: &MountRequest) -> Result<(PathBuf, Vec<(String, PathBuf)>, PathBuf)> {
     let mountpoint = check_mountpoint(request)?;
-    if request.cluster.is_none() {
+    if request.cluster.is_some() {
+        // The bootstrap spec, not a path: only shown as the mount's source (fsname).
+        return Ok((request.data_dir.clone(), Vec::new(), mountpoint));
+    }
+    let mut dirs = Vec::with_capacity(request.log_dirs.len());
+    for (given, path) in &request.log_dirs {
+        let data_dir = check_data_dir(path, &request.mountpoint)?;
         check_mountpoint_outside_data_dir(&data_dir, &mountpoint)?;
         check_data_dir_is_log_dir(&data_dir, request.read_only, request.allow_non_log_dir)?;
+        dirs.push((given.clone(), data_dir));
     }
-    Ok((data_dir, mountpoint))
+    let joined: Vec<String> = dirs.iter().map(|(_, p)| p.display().to_string()).collect();
+    Ok((PathBuf::from(joined.join(",")), dirs, mountpoint))
 }
 /// Refuses a mountpoint inside the data dir (both canonical: symlinks resolved): the mount
 /// would hide part of the data dir behind itself, and every write through it would land in
@@ -595,16 +605,14 @@ fn disconnected_mount(mountpoint: &Path) -> Error {
     ))
 }
 
-fn check_data_dir(request: &MountRequest) -> Result<PathBuf> {
-    let data_dir = request
-        .data_dir
+fn check_data_dir(given: &Path, mountpoint: &Path) -> Result<PathBuf> {
+    let data_dir = given
         .canonicalize()
-        .map_err(|e| Error::Mount(format!("data dir {}: {e}", request.data_dir.display())))?;
+        .map_err(|e| Error::Mount(format!("data dir {}: {e}", given.display())))?;
     if !data_dir.is_dir() {
         return Err(Error::Mount(format!("data dir {} is not a directory", data_dir.display())));
     }
-    let mountpoint =
-        request.mountpoint.canonicalize().unwrap_or_else(|_| request.mountpoint.clone());
+    let mountpoint = mountpoint.canonicalize().unwrap_or_else(|_| mountpoint.to_path_buf());
     if data_dir.starts_with(&mountpoint) {
         return Err(Error::Mount(format!(
             "data dir {} is inside the mountpoint {}",
@@ -678,16 +686,18 @@ mod cache_tests {
         let data = tmp.path().join("data");
         std::fs::create_dir(&data).unwrap();
         let inside = CacheSettings { dir: Some(data.join("sub/cache")), max_bytes: 1 << 20 };
-        let err = open_cache(&inside, &data).unwrap_err().to_string();
+        let err = open_cache(&inside, std::slice::from_ref(&data)).unwrap_err().to_string();
         assert!(err.contains("inside the data dir"), "{err}");
         assert!(!data.join("sub").exists(), "nothing was created in the data dir");
         let dotted = CacheSettings { dir: Some(data.join("../data/c")), max_bytes: 1 << 20 };
-        assert!(open_cache(&dotted, &data).is_err());
+        assert!(open_cache(&dotted, std::slice::from_ref(&data)).is_err());
         let outside = CacheSettings { dir: Some(tmp.path().join("cache")), max_bytes: 1 << 20 };
-        let cache = open_cache(&outside, &data).unwrap();
+        let cache = open_cache(&outside, std::slice::from_ref(&data)).unwrap();
         assert_eq!(cache.dir(), Some(tmp.path().join("cache").as_path()));
         assert!(tmp.path().join("cache").is_dir());
-        let off = open_cache(&CacheSettings { dir: None, max_bytes: 0 }, &data).unwrap();
+        let off =
+            open_cache(&CacheSettings { dir: None, max_bytes: 0 }, std::slice::from_ref(&data))
+                .unwrap();
         assert_eq!(off.dir(), None);
     }
 }

@@ -289,6 +289,9 @@ pub struct MountRequest {
     /// `kafka://...` as the source: the cluster (then `data_dir` is that spec, not a path).
     pub cluster: Option<ClusterMount>,
     pub data_dir: PathBuf,
+    /// The log dirs of a local mount (`DIR1,DIR2,...`: a broker's `log.dirs`), each as given
+    /// and made absolute; one for a single dir, none for a cluster.
+    pub log_dirs: Vec<(String, PathBuf)>,
     pub mountpoint: PathBuf,
     /// `--read-only` or `-o ro`.
     pub read_only: bool,

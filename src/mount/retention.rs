@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use crate::storage::log_dir::LogDir;
+use crate::storage::log_dirs::LogDirs;
 
 /// Kafka's `log.retention.check.interval.ms` default: how often retention runs.
 pub const RETENTION_CHECK_INTERVAL: Duration = Duration::from_secs(300);
@@ -12,7 +12,8 @@ pub const RETENTION_CHECK_INTERVAL: Duration = Duration::from_secs(300);
 /// one check interval, if that is shorter).
 const RETENTION_INITIAL_DELAY: Duration = Duration::from_secs(30);
 
-/// The retention task: Kafka's `log.retention.check.interval.ms` loop over the data dir.
+/// The retention task: Kafka's `log.retention.check.interval.ms` loop over the log dirs (an
+/// offline one skipped).
 pub(super) struct Retention {
     /// Dropping it wakes the thread, which then ends.
     stop: mpsc::Sender<()>,
@@ -20,7 +21,7 @@ pub(super) struct Retention {
 }
 
 impl Retention {
-    pub(super) fn start(log_dir: Arc<LogDir>, interval: Duration) -> Retention {
+    pub(super) fn start(log_dir: Arc<LogDirs>, interval: Duration) -> Retention {
         let (stop, stopped) = mpsc::channel::<()>();
         let thread = std::thread::spawn(move || {
             let mut wait = RETENTION_INITIAL_DELAY.min(interval);

@@ -186,6 +186,12 @@ pub(super) fn session_config(request: &MountRequest, data_dir: &Path) -> Result<
             "auto_unmount needs allow_other or allow_root (a fusermount3 requirement)".into(),
         ));
     }
+    if !nix::unistd::geteuid().is_root() {
+        // fusermount3 takes the name inside its comma-separated `-o` list, where a comma (one
+        // between several log dirs) is written `\,` (libfuse's escape); as root the name is
+        // mount(2)'s source as it is.
+        fsname = fsname.replace(',', "\\,");
+    }
     let mut mount_options = vec![
         MountOption::FSName(fsname),
         MountOption::Subtype(subtype),

@@ -77,8 +77,9 @@ struct Daemon {
     /// Field 22 of `/proc/<pid>/stat`: with the pid, names the process even if the pid is
     /// reused.
     start_time: String,
-    /// The log dir whose `.lock` it holds open (a read-write local mount).
-    data_dir: Option<PathBuf>,
+    /// The log dirs whose `.lock` it holds open (a read-write local mount: one, or a
+    /// broker's several).
+    data_dirs: Vec<PathBuf>,
 }
 
 fn run(request: &UnmountRequest, mountpoint_of: MountpointOf) -> Result<(), String> {
@@ -119,9 +120,13 @@ fn run(request: &UnmountRequest, mountpoint_of: MountpointOf) -> Result<(), Stri
     for daemon in &daemons {
         while is_running(daemon) {
             if Instant::now() >= deadline {
-                let data = daemon.data_dir.as_ref().map_or(String::new(), |d| {
-                    format!("; its data dir {} is not closed yet", d.display())
-                });
+                let data = if daemon.data_dirs.is_empty() {
+                    String::new()
+                } else {
+                    let dirs: Vec<String> =
+                        daemon.data_dirs.iter().map(|d| d.display().to_string()).collect();
+                    format!("; its data dir {} is not closed yet", dirs.join(","))
+                };
                 return Err(format!(
                     "{} is unmounted, but its daemon (pid {}) has not exited after {} s{data}: \
                      see its log (syslog, identifier topicfs)",
@@ -132,9 +137,7 @@ fn run(request: &UnmountRequest, mountpoint_of: MountpointOf) -> Result<(), Stri
             }
             std::thread::sleep(POLL);
         }
-        if let Some(dir) = &daemon.data_dir
-            && !dir.join(CLEAN_SHUTDOWN_FILE).exists()
-        {
+        for dir in daemon.data_dirs.iter().filter(|d| !d.join(CLEAN_SHUTDOWN_FILE).exists()) {
             return Err(format!(
                 "the daemon of {} (pid {}) exited without closing its data dir {} cleanly (no \
                  {CLEAN_SHUTDOWN_FILE}): the next mount recovers it; see its log (syslog, \
@@ -216,10 +219,14 @@ fn serving_daemons(target: &Path, mountpoint_of: MountpointOf) -> Vec<Daemon> {
             continue;
         }
         let Some(start_time) = start_time(pid) else { continue };
-        let data_dir = fds.iter().find_map(|(_, path)| {
-            (path.file_name() == Some(LOCK_FILE.as_ref())).then(|| path.parent()).flatten()
-        });
-        found.push(Daemon { pid, start_time, data_dir: data_dir.map(Path::to_path_buf) });
+        let data_dirs = fds
+            .iter()
+            .filter_map(|(_, path)| {
+                (path.file_name() == Some(LOCK_FILE.as_ref())).then(|| path.parent()).flatten()
+            })
+            .map(Path::to_path_buf)
+            .collect();
+        found.push(Daemon { pid, start_time, data_dirs });
     }
     found
 }

@@ -193,6 +193,10 @@ impl TopicSource for Stalling {
     fn max_message_bytes(&self, topic: &str) -> Result<Option<usize>> {
         self.inner.max_message_bytes(topic)
     }
+
+    fn log_dirs(&self) -> topicfs::source::LogDirsReport {
+        self.inner.log_dirs()
+    }
 }
 
 impl PartitionSource for StallingPartition {

@@ -23,6 +23,7 @@ impl TopicFs {
 
     pub(super) fn info_text(&self, node: &Node) -> Result<String> {
         match node {
+            Node::MountInfo => Ok(info::mount_info(&self.source.log_dirs())),
             Node::TopicInfo(topic) => {
                 let mut summaries = Vec::new();
                 for p in self.source.partitions(topic)? {

@@ -50,6 +50,46 @@ pub fn partition_info(topic: &str, partition: u32, summary: &PartitionSummary) -
     out
 }
 
+/// The text of the mount's `@info`: its log dirs, each with its state, and the partitions
+/// found in more than one (served by none).
+///
+/// ```text
+/// log_dirs: 2
+/// log_dirs_offline: 1
+/// log_dir.0.path: /data/a
+/// log_dir.0.state: online
+/// log_dir.0.partitions: 4
+/// log_dir.1.path: /data/b
+/// log_dir.1.state: offline
+/// log_dir.1.error: read /data/b/t-1/00000000000000000000.log: Input/output error (os error 5)
+/// log_dir.1.partitions: 3
+/// duplicate_partitions: 1
+/// duplicate.t.2: /data/a /data/b
+/// ```
+///
+/// A cluster mount has no log dirs of its own: `log_dirs: 0`.
+pub fn mount_info(report: &topicfs_source::LogDirsReport) -> String {
+    let mut out = String::new();
+    line(&mut out, "log_dirs", report.dirs.len());
+    line(&mut out, "log_dirs_offline", report.dirs.iter().filter(|d| d.offline.is_some()).count());
+    for (i, dir) in report.dirs.iter().enumerate() {
+        line(&mut out, &format!("log_dir.{i}.path"), dir.path.display());
+        let state = if dir.offline.is_some() { "offline" } else { "online" };
+        line(&mut out, &format!("log_dir.{i}.state"), state);
+        if let Some(reason) = &dir.offline {
+            // One line: a reason never breaks the key: value form.
+            line(&mut out, &format!("log_dir.{i}.error"), reason.replace('\n', " "));
+        }
+        line(&mut out, &format!("log_dir.{i}.partitions"), dir.partitions);
+    }
+    line(&mut out, "duplicate_partitions", report.duplicates.len());
+    for (topic, partition, held) in &report.duplicates {
+        let dirs: Vec<String> = held.iter().map(|p| p.display().to_string()).collect();
+        line(&mut out, &format!("duplicate.{topic}.{partition}"), dirs.join(" "));
+    }
+    out
+}
+
 /// The text of a topic's `info` file.
 pub fn topic_info(topic: &str, partitions: &[(u32, PartitionSummary)]) -> String {
     let mut out = String::new();

@@ -347,6 +347,7 @@ pub fn describe(node: &Node) -> String {
     let partition = |id: &PartitionId| format!("{}/{}", id.topic, id.partition);
     match node {
         Node::Root => "/".to_string(),
+        Node::MountInfo => node::MOUNT_INFO.to_string(),
         Node::Topic(topic) => topic.clone(),
         Node::TopicInfo(topic) => format!("{topic}/{INFO}"),
         Node::TopicConfig(topic) => format!("{topic}/{}", node::CONFIG),

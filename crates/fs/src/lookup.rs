@@ -118,6 +118,7 @@ impl TopicFs {
         let name = name_str(name)?;
         let absent = || Error::NotFound(format!("{name:?} in {}", describe(parent)));
         let node = match parent {
+            Node::Root if name == super::node::MOUNT_INFO => Node::MountInfo,
             Node::Root => Node::Topic(name.to_string()),
             Node::Topic(topic) => match Node::topic_child(topic, name) {
                 Some(node @ Node::TopicByKeyDir(_)) => {
@@ -202,7 +203,8 @@ impl TopicFs {
             Node::ByKey(..) | Node::Latest(..) | Node::Keys(_) | Node::TopicByKey(..) => {
                 return Err(absent());
             }
-            Node::TopicInfo(_)
+            Node::MountInfo
+            | Node::TopicInfo(_)
             | Node::TopicConfig(_)
             | Node::Offsets(..)
             | Node::TopicStream(..)
@@ -232,6 +234,10 @@ impl TopicFs {
         );
         let (kind, size, perm, mtime, ttl) = match node {
             Node::Root => (FileKind::Directory, 0, rw_dir, self.started, STABLE_TTL),
+            Node::MountInfo => {
+                let size = self.info_text(node)?.len() as u64;
+                (FileKind::RegularFile, size, ro_file, self.started, DYNAMIC_TTL)
+            }
             Node::Topic(topic) => {
                 let mtime = self.topic_mtime(topic)?;
                 (FileKind::Directory, 0, rw_dir, mtime, STABLE_TTL)

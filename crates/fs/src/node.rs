@@ -49,6 +49,9 @@ use topicfs_source::SegmentFileKind;
 
 /// Name of the info file in topic and partition directories.
 pub const INFO: &str = "info";
+/// The mount's own `info` at the root: `@` is not in a Kafka topic name, so it never hides a
+/// topic (and it is not listed, so the root lists topics only).
+pub const MOUNT_INFO: &str = "@info";
 /// Name of a topic's settings file (see [`super::config`]).
 pub const CONFIG: &str = "config";
 /// Name of a partition's check report (see [`topicfs_view::inspect`]).
@@ -106,6 +109,8 @@ impl StreamDir {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Node {
     Root,
+    /// `@info` at the root: the mount's log dirs and their state.
+    MountInfo,
     Topic(String),
     TopicInfo(String),
     /// `<topic>/config`: the topic's settings; writing changes its overrides.
@@ -185,7 +190,8 @@ impl Node {
             | Node::TopicByKeyDir(_) => true,
             Node::GroupOffsets(..) | Node::GroupReset(..) | Node::GroupNext(..) => false,
             Node::ByKey(..) | Node::Latest(..) | Node::Keys(_) | Node::TopicByKey(..) => false,
-            Node::TopicInfo(_)
+            Node::MountInfo
+            | Node::TopicInfo(_)
             | Node::TopicConfig(_)
             | Node::Offsets(..)
             | Node::TopicStream(..)
@@ -204,7 +210,7 @@ impl Node {
     /// The directory holding this node (the root is its own parent, as `/..` is `/`).
     pub fn parent(&self) -> Node {
         match self {
-            Node::Root | Node::Topic(_) => Node::Root,
+            Node::Root | Node::MountInfo | Node::Topic(_) => Node::Root,
             Node::TopicInfo(topic)
             | Node::TopicConfig(topic)
             | Node::OffsetsDir(topic)
@@ -245,6 +251,7 @@ impl Node {
     pub fn partition_id(&self) -> Option<&PartitionId> {
         match self {
             Node::Root
+            | Node::MountInfo
             | Node::Topic(_)
             | Node::TopicInfo(_)
             | Node::TopicConfig(_)

@@ -87,7 +87,7 @@ impl TopicFs {
                 let handle = super::config::ConfigHandle::new(topic.clone(), text);
                 Ok(append(self.handles.insert(Handle::Config(handle))))
             }
-            Node::TopicInfo(_) | Node::PartitionInfo(_) => {
+            Node::MountInfo | Node::TopicInfo(_) | Node::PartitionInfo(_) => {
                 self.refuse_write(request, "writing an info file")?;
                 let text = self.info_text(&node)?;
                 Ok(direct(self.handles.insert(Handle::Text(text.into_bytes()))))

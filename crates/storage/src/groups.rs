@@ -77,10 +77,54 @@ struct PartitionState {
 /// A record of an open transaction: offset, key, value.
 type PendingRecord = (Offset, Option<Vec<u8>>, Option<Vec<u8>>);
 
-/// [`GroupStore`] over the `__consumer_offsets` topic of a [`LogDir`]; see the module doc.
+/// Where [`LocalGroupStore`] finds `__consumer_offsets`: one [`LogDir`], or a broker's several
+/// ([`crate::log_dirs::LogDirs`]: its partitions may sit in any of them).
+pub trait OffsetsLogs: Send + Sync + std::fmt::Debug {
+    /// Partition numbers of `topic`, sorted; `NotFound` for an unknown topic.
+    fn partition_numbers(&self, topic: &str) -> Result<Vec<u32>>;
+    /// One partition's log.
+    fn log(&self, topic: &str, partition: u32) -> Result<Arc<Log>>;
+    /// Whether creations and appends are refused.
+    fn is_read_only(&self) -> bool;
+    /// Creates `topic` with partitions `0..partitions`.
+    fn create_topic(&self, topic: &str, partitions: u32) -> Result<()>;
+}
+
+impl OffsetsLogs for LogDir {
+    fn partition_numbers(&self, topic: &str) -> Result<Vec<u32>> {
+        LogDir::partition_numbers(self, topic)
+    }
+    fn log(&self, topic: &str, partition: u32) -> Result<Arc<Log>> {
+        LogDir::log(self, topic, partition)
+    }
+    fn is_read_only(&self) -> bool {
+        LogDir::is_read_only(self)
+    }
+    fn create_topic(&self, topic: &str, partitions: u32) -> Result<()> {
+        LogDir::create_topic(self, topic, partitions)
+    }
+}
+
+impl OffsetsLogs for crate::log_dirs::LogDirs {
+    fn partition_numbers(&self, topic: &str) -> Result<Vec<u32>> {
+        crate::log_dirs::LogDirs::partition_numbers(self, topic)
+    }
+    fn log(&self, topic: &str, partition: u32) -> Result<Arc<Log>> {
+        crate::log_dirs::LogDirs::log(self, topic, partition)
+    }
+    fn is_read_only(&self) -> bool {
+        crate::log_dirs::LogDirs::is_read_only(self)
+    }
+    fn create_topic(&self, topic: &str, partitions: u32) -> Result<()> {
+        crate::log_dirs::LogDirs::create_topic(self, topic, partitions)
+    }
+}
+
+/// [`GroupStore`] over the `__consumer_offsets` topic of a [`LogDir`] (or several); see the
+/// module doc.
 #[derive(Debug)]
 pub struct LocalGroupStore {
-    dir: Arc<LogDir>,
+    dir: Arc<dyn OffsetsLogs>,
     /// By partition of `__consumer_offsets`.
     state: Mutex<HashMap<u32, PartitionState>>,
     /// Serializes commits (and the creation of the topic by the first one).
@@ -89,7 +133,8 @@ pub struct LocalGroupStore {
 
 impl LocalGroupStore {
     /// Groups of the data dir `dir`.
-    pub fn new(dir: Arc<LogDir>) -> LocalGroupStore {
+    pub fn new<D: OffsetsLogs + 'static>(dir: Arc<D>) -> LocalGroupStore {
+        let dir: Arc<dyn OffsetsLogs> = dir;
         LocalGroupStore { dir, state: Mutex::new(HashMap::new()), commit_lock: Mutex::new(()) }
     }
 
