@@ -78,8 +78,11 @@
 /// The live log dirs in the order Kafka's `LogManager.nextLogDirs` tries them for a new
 /// partition: indexes into `dirs`, each (path as given in `log.dirs`, partitions it holds).
 ///
-/// The path is used as Kafka's map key: pass it absolute and normalized as `java.io.File`
-/// does ([`java_file_path`]). The count includes `-future` logs being moved into the dir.
+/// Pass only the live (online) dirs, in `log.dirs` order: Kafka's `_liveLogDirs` is a queue
+/// filled in that order (`createAndValidateLogDirs`, `LogManager.scala` line 175) from which a
+/// failed dir is removed (line 228). The path is used as Kafka's map key: pass it absolute and
+/// normalized as `java.io.File` does ([`java_file_path`]). The count includes `-future` logs
+/// being moved into the dir.
 /// Paths are expected to be distinct (Kafka refuses duplicate log dirs); every index is
 /// returned exactly once whatever the input. One dir (or none) is returned as is.
 pub fn next_log_dirs(dirs: &[(&str, usize)]) -> Vec<usize> {
@@ -346,6 +349,90 @@ mod tests {
         let swapped = [paths[2], paths[1], paths[0], paths[3], paths[4]];
         let dirs: Vec<(&str, usize)> = swapped.iter().map(|p| (*p, 0)).collect();
         assert_eq!(next_log_dirs(&dirs), vec![4, 3, 1, 0, 2]);
+    }
+
+    /// A second model of the trie, built the way Scala's `HashMap` builds it: keys inserted
+    /// one by one, a key landing on an occupied payload slot pushing both one level down
+    /// (`mergeTwoKeyValPairs`), below shift 30 a collision list in insertion order.
+    enum Slot {
+        Data(usize, u32),
+        Node(std::collections::BTreeMap<u32, Slot>),
+        Collision(Vec<usize>),
+    }
+
+    fn merge(a: (usize, u32), b: (usize, u32), shift: u32) -> Slot {
+        if shift >= 32 {
+            return Slot::Collision(vec![a.0, b.0]);
+        }
+        let (ma, mb) = ((a.1 >> shift) & 31, (b.1 >> shift) & 31);
+        let mut node = std::collections::BTreeMap::new();
+        if ma == mb {
+            node.insert(ma, merge(a, b, shift + 5));
+        } else {
+            node.insert(ma, Slot::Data(a.0, a.1));
+            node.insert(mb, Slot::Data(b.0, b.1));
+        }
+        Slot::Node(node)
+    }
+
+    fn insert(node: &mut std::collections::BTreeMap<u32, Slot>, key: (usize, u32), shift: u32) {
+        let mask = (key.1 >> shift) & 31;
+        match node.remove(&mask) {
+            None => {
+                node.insert(mask, Slot::Data(key.0, key.1));
+            }
+            Some(Slot::Data(index, hash)) => {
+                node.insert(mask, merge((index, hash), key, shift + 5));
+            }
+            Some(Slot::Node(mut child)) => {
+                // Never at shift 30: two keys sharing all bits there meet in a collision list.
+                insert(&mut child, key, shift + 5);
+                node.insert(mask, Slot::Node(child));
+            }
+            Some(Slot::Collision(mut list)) => {
+                list.push(key.0);
+                node.insert(mask, Slot::Collision(list));
+            }
+        }
+    }
+
+    fn walk(node: &std::collections::BTreeMap<u32, Slot>, out: &mut Vec<usize>) {
+        for slot in node.values() {
+            if let Slot::Data(index, _) = slot {
+                out.push(*index);
+            }
+        }
+        for slot in node.values() {
+            match slot {
+                Slot::Data(..) => {}
+                Slot::Node(child) => walk(child, out),
+                Slot::Collision(list) => out.extend(list),
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Hashes drawn from two values per 5-bit group, so keys share long prefixes and some
+        /// collide entirely: the grouping walk equals the insertion-built trie's walk.
+        #[test]
+        fn placement_trie_order_equals_an_insertion_built_trie(
+            groups in proptest::collection::vec(proptest::array::uniform7(0u32..2), 1..16)
+        ) {
+            let hashed: Vec<(usize, u32)> = groups
+                .iter()
+                .enumerate()
+                .map(|(i, g)| (i, g.iter().enumerate().fold(0u32, |h, (d, v)| h | (v << (5 * d)))))
+                .collect();
+            let mut root = std::collections::BTreeMap::new();
+            for key in &hashed {
+                insert(&mut root, *key, 0);
+            }
+            let mut expected = Vec::new();
+            walk(&root, &mut expected);
+            let mut actual = Vec::new();
+            trie_order(&hashed, 0, &mut actual);
+            proptest::prop_assert_eq!(actual, expected);
+        }
     }
 
     #[test]
