@@ -1,7 +1,7 @@
 //! Where a broker with several log dirs puts a new partition: Kafka's
 //! `LogManager.nextLogDirs`, as a pure function of the dirs' paths and partition counts.
 //!
-//! # The rule, as Kafka 3.9 / trunk (2024-10) writes it
+//! # The rule, as Kafka trunk (4.0.0-SNAPSHOT, 2024-10-25) writes it
 //!
 //! `core/src/main/scala/kafka/log/LogManager.scala`, `nextLogDirs` (lines 1386-1400 of the
 //! mirrored commit 1eb7644349cb):
