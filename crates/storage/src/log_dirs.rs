@@ -55,8 +55,9 @@ const CLUSTER_METADATA_DIR: &str = "__cluster_metadata-0";
 struct Dir {
     dir: Arc<LogDir>,
     health: Arc<DirHealth>,
-    /// The path as the mount was given it (Kafka's `File.getPath` of the `log.dirs` entry),
-    /// which orders dirs holding as many partitions ([`placement`]).
+    /// The path as the mount was given it, made absolute as Kafka's `LogManager` makes a
+    /// `log.dirs` entry (`File.getAbsoluteFile.getPath`), which orders dirs holding as many
+    /// partitions ([`placement`]).
     given: String,
     /// `-future` partition directories found at open (counted by placement, as Kafka's
     /// `allLogs` counts future logs).
@@ -123,21 +124,6 @@ fn read_meta(dir: &Path) -> Result<Option<BTreeMap<String, String>>> {
         Err(e) if open::is_not_found(&e) => Ok(None),
         Err(e) => Err(e),
     }
-}
-
-/// A `log.dirs` entry as Java's `File.getPath` gives it: repeated and trailing `/` removed.
-fn given_path(path: &str) -> String {
-    let mut out = String::with_capacity(path.len());
-    for c in path.chars() {
-        if c == '/' && out.ends_with('/') {
-            continue;
-        }
-        out.push(c);
-    }
-    if out.len() > 1 && out.ends_with('/') {
-        out.pop();
-    }
-    out
 }
 
 impl LogDirs {
@@ -242,7 +228,11 @@ impl LogDirs {
             opened.push(Dir {
                 health: Arc::new(DirHealth::new(path)),
                 dir: Arc::new(dir),
-                given: given_path(given),
+                given: placement::java_file_path(
+                    &std::path::absolute(given)
+                        .unwrap_or_else(|_| PathBuf::from(given))
+                        .to_string_lossy(),
+                ),
                 futures: listing.futures,
             });
         }
