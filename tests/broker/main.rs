@@ -7,6 +7,7 @@ mod common;
 mod broker_cache;
 mod broker_corpus;
 mod broker_inspect;
+mod broker_jbod;
 mod broker_live;
 mod broker_new_topics;
 mod broker_swap;

@@ -40,7 +40,14 @@ impl TopicFs {
             return Ok(false);
         }
         for p in partitions {
-            if self.source.partition(topic, p)?.key_index().is_none() {
+            let partition = match self.source.partition(topic, p) {
+                Ok(partition) => partition,
+                // Whether it has a key index is not known while its log dir is offline; the
+                // topic's others decide (its files answer EIO for it).
+                Err(topicfs_source::Error::LogDirOffline { .. }) => continue,
+                Err(e) => return Err(e),
+            };
+            if partition.key_index().is_none() {
                 return Ok(false);
             }
         }

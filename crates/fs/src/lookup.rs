@@ -425,7 +425,13 @@ impl TopicFs {
     fn topic_mtime(&self, topic: &str) -> Result<SystemTime> {
         let mut mtime = None;
         for p in self.source.partitions(topic)? {
-            let modified = self.source.partition(topic, p)?.last_modified()?;
+            let modified = match self.source.partition(topic, p).and_then(|s| s.last_modified()) {
+                Ok(modified) => modified,
+                // A partition whose log dir is offline does not hide the topic: its other
+                // partitions are served (SEMANTICS.md, "Several log directories").
+                Err(Error::LogDirOffline { .. }) => continue,
+                Err(e) => return Err(e),
+            };
             mtime = mtime.max(Some(modified));
         }
         Ok(mtime.unwrap_or(self.started))
