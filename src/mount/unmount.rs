@@ -137,7 +137,7 @@ fn run(request: &UnmountRequest, mountpoint_of: MountpointOf) -> Result<(), Stri
             }
             std::thread::sleep(POLL);
         }
-        for dir in daemon.data_dirs.iter().filter(|d| !d.join(CLEAN_SHUTDOWN_FILE).exists()) {
+        if let Some(dir) = daemon.data_dirs.iter().find(|d| !d.join(CLEAN_SHUTDOWN_FILE).exists()) {
             return Err(format!(
                 "the daemon of {} (pid {}) exited without closing its data dir {} cleanly (no \
                  {CLEAN_SHUTDOWN_FILE}): the next mount recovers it; see its log (syslog, \

@@ -76,6 +76,7 @@ fn mount_info(mnt: &Path) -> BTreeMap<String, String> {
 fn a_brokers_three_log_dirs_read_as_one_tree_record_for_record() {
     let dirs = Dirs::new();
     let paths = copy_fixture(&dirs);
+    let before: Vec<String> = paths.iter().map(|p| tree(p)).collect();
     let m = mount(dirs, &paths, &["--read-only"]);
     let mnt = m.mnt();
     let want = manifest();
@@ -147,7 +148,18 @@ fn a_brokers_three_log_dirs_read_as_one_tree_record_for_record() {
     assert_eq!(info["log_dir.0.partitions"], "4", "orders-0, orders-3, events-2, offsets-0");
     assert_eq!(info["log_dir.2.state"], "online");
     assert_eq!(info["duplicate_partitions"], "0");
-    m.unmount();
+    let dirs = m.unmount();
+    let after: Vec<String> = paths.iter().map(|p| tree(p)).collect();
+    assert_eq!(before, after, "a read-only mount changes nothing in any dir");
+    drop(dirs);
+}
+
+/// Every name under `dir` with its size, mode and mtime, and a hash of its bytes.
+fn tree(dir: &Path) -> String {
+    common::sh(&format!(
+        "cd {} && find . -printf '%p %s %m %T@\\n' | sort && find . -type f | sort | xargs md5sum",
+        dir.display()
+    ))
 }
 
 /// Where Kafka's `LogManager.nextLogDirs` puts the next partition: the dir holding the fewest,
@@ -199,6 +211,11 @@ fn mkdir_places_each_new_partition_where_kafkas_rule_puts_it() {
     // Appends land in the dir that holds the partition, and read back through the mount.
     fs::write(mnt.join("new3/1/append"), "hello\n").unwrap();
     assert_eq!(read(&mnt.join("new3/1/by-offset/0")), "hello\n");
+    // A group commit goes to its `__consumer_offsets` partition, whichever dir holds it.
+    fs::create_dir_all(mnt.join("orders/groups/fresh")).unwrap();
+    fs::write(mnt.join("orders/groups/fresh/offsets"), "1 4\n").unwrap();
+    let offsets = read(&mnt.join("orders/groups/fresh/offsets"));
+    assert!(offsets.lines().any(|l| l.starts_with("1 4 ")), "{offsets}");
     let dirs = m.unmount();
     // Each dir's recovery points name only its partitions.
     for (i, p) in paths.iter().enumerate() {
@@ -356,4 +373,39 @@ fn a_dir_whose_disk_fails_goes_offline_and_the_others_go_on() {
     assert!(paths[1].join(".kafka_cleanshutdown").exists());
     drop(disk);
     drop(dirs);
+}
+
+/// fstab (`/data/a,/data/b  /mnt  fuse.topicfs  ro`): mount(8) runs the helper with the list as
+/// its source; the mount's source in mountinfo is the list; `topicfs unmount` of a read-write
+/// mount returns once every dir is closed cleanly.
+#[test]
+fn the_mount_helper_takes_the_list_of_dirs_as_fstab_gives_it() {
+    let dirs = Dirs::new();
+    let paths = copy_fixture(&dirs);
+    let link = dirs.root.path().join("mount.topicfs");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_topicfs"), &link).unwrap();
+    let mut command = Command::new(&link);
+    command.arg(source(&paths)).arg(dirs.mnt()).args(["-n", "-o", "ro,defaults"]);
+    let m = MountGuard::background_with(dirs, command);
+    assert_eq!(read(&m.path("solo/0/by-offset/0")).lines().count(), 3);
+    assert_eq!(read(&m.path("orders/1/by-offset/2")).lines().count(), 3);
+    let line = common::sh(&format!("grep ' {} ' /proc/self/mountinfo", m.mnt().display()));
+    let joined: Vec<String> =
+        paths.iter().map(|p| p.canonicalize().unwrap().display().to_string()).collect();
+    assert!(line.contains(&format!(" - fuse.topicfs {} ", joined.join(","))), "{line}");
+    let dirs = m.unmount();
+    // Read-write, ended by `topicfs unmount`, which waits for each dir's clean shutdown.
+    for p in &paths {
+        fs::remove_file(p.join(".kafka_cleanshutdown")).unwrap();
+    }
+    let mut command = common::topicfs();
+    command.arg("mount").arg(source(&paths)).arg(dirs.mnt());
+    let m = MountGuard::background_with(dirs, command);
+    fs::write(m.path("solo/0/append"), "x\n").unwrap();
+    let status = common::topicfs().arg("unmount").arg(m.mnt()).status().unwrap();
+    assert!(status.success());
+    for p in &paths {
+        assert!(p.join(".kafka_cleanshutdown").exists(), "{}", p.display());
+    }
+    drop(m.into_dirs());
 }

@@ -361,6 +361,12 @@ impl LogDir {
         self.logs.read().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect()
     }
 
+    /// The partitions of `topic` loaded now, sorted, without listing the dir again.
+    pub fn loaded_partitions_of(&self, topic: &str) -> Vec<u32> {
+        let logs = self.logs.read().unwrap_or_else(|e| e.into_inner());
+        logs.keys().filter(|(t, _)| t == topic).map(|(_, p)| *p).collect()
+    }
+
     /// Whether the partition is loaded now, without listing the dir again.
     pub fn holds_partition(&self, topic: &str, partition: u32) -> bool {
         self.logs

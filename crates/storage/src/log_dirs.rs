@@ -303,35 +303,36 @@ impl LogDirs {
         duplicates.insert((topic.to_string(), partition), held);
     }
 
-    /// Every (topic, partition) served, with its dir's index, sorted; records duplicates.
-    fn served(&self) -> BTreeMap<(String, u32), usize> {
-        let mut out: BTreeMap<(String, u32), usize> = BTreeMap::new();
-        let mut twice: Vec<((String, u32), Vec<PathBuf>)> = Vec::new();
+    /// Whether `d` is online, checking the dir itself now and then (see [`health`]).
+    fn looks_online(d: &Dir) -> bool {
+        d.health.check_now_and_then()
+    }
+
+    /// Partition numbers of `topic` in each dir (an online read-only dir listed again now and
+    /// then, an offline one as loaded), merged; a partition in two dirs is recorded as a
+    /// duplicate and left out.
+    fn merged_partitions(&self, topic: &str) -> Vec<u32> {
+        let mut holders: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
         for (i, d) in self.dirs.iter().enumerate() {
-            let keys = if d.health.check_now_and_then() {
-                // `topic_names` lists a read-only dir again now and then.
-                let _ = d.dir.topic_names();
-                d.dir.loaded_partitions()
+            let numbers = if LogDirs::looks_online(d) {
+                d.dir.partition_numbers(topic).unwrap_or_default()
             } else {
-                d.dir.loaded_partitions()
+                d.dir.loaded_partitions_of(topic)
             };
-            for key in keys {
-                if let Some(j) = out.insert(key.clone(), i) {
-                    let paths = [j, i]
-                        .iter()
-                        .filter_map(|&k| self.dirs.get(k))
-                        .map(|d| d.dir.path().to_path_buf())
-                        .collect();
-                    twice.push((key, paths));
-                }
+            for p in numbers {
+                holders.entry(p).or_default().push(i);
             }
         }
-        for ((topic, partition), held) in twice {
-            self.record_duplicate(&topic, partition, held);
+        for (p, held) in holders.iter().filter(|(_, held)| held.len() > 1) {
+            let paths = held
+                .iter()
+                .filter_map(|&i| self.dirs.get(i))
+                .map(|d| d.dir.path().to_path_buf())
+                .collect();
+            self.record_duplicate(topic, *p, paths);
         }
         let duplicates = lock(&self.duplicates);
-        out.retain(|key, _| !duplicates.contains_key(key));
-        out
+        holders.into_keys().filter(|p| !duplicates.contains_key(&(topic.to_string(), *p))).collect()
     }
 
     /// One partition's log (for the engine's own users: groups, tools); `LogDirOffline` while
@@ -344,17 +345,29 @@ impl LogDirs {
         d.health.watch(d.dir.log(topic, partition))
     }
 
-    /// Topic names, sorted.
+    /// Topic names, sorted: every topic with a partition served.
     pub fn topic_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.served().into_keys().map(|(t, _)| t).collect();
-        names.dedup();
+        let mut names = BTreeSet::new();
+        for d in &self.dirs {
+            if LogDirs::looks_online(d) {
+                names.extend(d.dir.topic_names());
+            } else {
+                names.extend(d.dir.loaded_partitions().into_iter().map(|(t, _)| t));
+            }
+        }
+        // A topic all of whose partitions are duplicates has none served (only topics with a
+        // duplicate are asked, so a listing stays one pass over each dir).
+        let with_duplicates: BTreeSet<String> =
+            lock(&self.duplicates).keys().map(|(t, _)| t.clone()).collect();
         names
+            .into_iter()
+            .filter(|t| !with_duplicates.contains(t) || !self.merged_partitions(t).is_empty())
+            .collect()
     }
 
     /// Partition numbers of `topic`, sorted; `NotFound` for an unknown topic.
     pub fn partition_numbers(&self, topic: &str) -> Result<Vec<u32>> {
-        let parts: Vec<u32> =
-            self.served().into_keys().filter(|(t, _)| t == topic).map(|(_, p)| p).collect();
+        let parts = self.merged_partitions(topic);
         if parts.is_empty() {
             return Err(Error::NotFound(format!("topic {topic}")));
         }

@@ -91,7 +91,7 @@ impl ClusterPartition {
                         Some(Landed::Piece | Landed::Failed) => {}
                         None => {
                             return Err(Error::Timeout {
-                                broker: format!("leader of {}/{}", self.topic, self.partition),
+                                broker: self.leader_name(),
                                 what: format!(
                                     "partition {}/{}: waiting for a Fetch in flight from offset {}",
                                     self.topic, self.partition, from.0
@@ -320,7 +320,7 @@ impl ClusterPartition {
         match cap.memory.hold(max_bytes, Instant::now() + cap.wait) {
             Some(held) => Ok(Some(held)),
             None => Err(Error::Timeout {
-                broker: format!("leader of {}/{}", self.topic, self.partition),
+                broker: self.leader_name(),
                 what: format!(
                     "partition {}/{}: waiting for fetch memory ({} bytes asked, other fetches \
                      hold the memory budget of {} bytes)",
@@ -395,10 +395,20 @@ impl ClusterPartition {
         Ok((chunk, more))
     }
 
+    /// The partition's leader as errors name it: its `HOST:PORT` as the cached Metadata says,
+    /// or `leader of <topic>/<partition>` when none is known.
+    fn leader_name(&self) -> String {
+        let leader = self.client.cached_metadata().and_then(|m| {
+            let leader = m.partition(&self.topic, i32::try_from(self.partition).ok()?)?.leader;
+            m.brokers.get(&leader).map(ToString::to_string)
+        });
+        leader.unwrap_or_else(|| format!("leader of {}/{}", self.topic, self.partition))
+    }
+
     /// Bytes in a Fetch response that do not frame a batch.
     pub(super) fn bad_bytes(&self, at: usize, what: &str) -> Error {
         Error::Protocol {
-            broker: format!("leader of {}/{}", self.topic, self.partition),
+            broker: self.leader_name(),
             what: format!("Fetch response records at byte {at}: {what}"),
         }
     }

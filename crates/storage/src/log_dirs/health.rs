@@ -222,7 +222,7 @@ impl PartitionSource for DirPartition {
         self.guarded(|l| PartitionSource::append(l, records))
     }
     fn sync(&self) -> Result<()> {
-        self.guarded(|l| PartitionSource::sync(l))
+        self.guarded(PartitionSource::sync)
     }
     fn span_store(&self) -> Option<&dyn SpanStore> {
         self.log.span_store()
@@ -240,7 +240,7 @@ impl PartitionSource for DirPartition {
 
 impl SegmentFiles for DirPartition {
     fn segments(&self) -> Result<Vec<SegmentSummary>> {
-        self.guarded(|l| SegmentFiles::segments(l))
+        self.guarded(SegmentFiles::segments)
     }
     fn segment_summary(&self, base_offset: Offset) -> Result<Option<SegmentSummary>> {
         self.guarded(|l| l.segment_summary(base_offset))

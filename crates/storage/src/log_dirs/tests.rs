@@ -209,3 +209,41 @@ fn a_setting_changed_through_one_dir_applies_to_partitions_in_every_dir() {
     assert_eq!(retention.value.as_deref(), Some("12345"));
     assert_eq!(dirs.dirs()[2].log("t", 2).unwrap().config().retention_ms, Some(12345));
 }
+
+#[test]
+fn every_dir_is_locked_and_retention_runs_in_each() {
+    let tmp = tempfile::tempdir().unwrap();
+    let paths: Vec<PathBuf> = three(tmp.path()).into_iter().take(2).collect();
+    let config = LogConfig { segment_bytes: 400, ..LogConfig::default() };
+    let dirs =
+        LogDirs::open(&given(&paths), config, HashMap::new(), SegmentMode::Writable).unwrap();
+    for p in &paths {
+        let err = LogDir::open(p, LogConfig::default()).unwrap_err();
+        assert!(matches!(err, Error::Locked(_)), "{} is locked: {err}", p.display());
+    }
+    dirs.create_topic("t", 2).unwrap();
+    let change = [
+        ConfigChange::Set { name: "retention.ms".into(), value: "1".into() },
+        ConfigChange::Set { name: "segment.bytes".into(), value: "400".into() },
+    ];
+    dirs.alter_topic_config("t", &change).unwrap();
+    let old = NewRecord { timestamp: 1, ..record(&"x".repeat(150)) };
+    for p in 0..2 {
+        let log = dirs.log("t", p).unwrap();
+        for _ in 0..4 {
+            log.append(std::slice::from_ref(&old)).unwrap();
+        }
+        assert!(log.segment_list().len() > 2, "several segments");
+    }
+    let deleted = dirs.enforce_retention().unwrap();
+    assert!(deleted >= 4, "{deleted}");
+    for p in 0..2 {
+        let log = dirs.log("t", p).unwrap();
+        assert_eq!(log.segment_list().len(), 1, "all but the active segment, in both dirs");
+    }
+    dirs.shutdown().unwrap();
+    for p in &paths {
+        let points = checkpoint(p, "recovery-point-offset-checkpoint");
+        assert!(points.lines().any(|l| l.starts_with("t ")), "{}: {points}", p.display());
+    }
+}
