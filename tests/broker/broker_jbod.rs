@@ -409,3 +409,42 @@ fn the_mount_helper_takes_the_list_of_dirs_as_fstab_gives_it() {
     }
     drop(m.into_dirs());
 }
+
+/// The log cleaner runs in each dir with that dir's `cleaner-offset-checkpoint`: compacting
+/// `__consumer_offsets` (a compacted topic) writes each dir's own partitions into its own file.
+#[test]
+fn the_cleaner_keeps_a_checkpoint_per_dir_for_the_partitions_it_holds() {
+    let dirs = Dirs::new();
+    let paths = copy_fixture(&dirs);
+    // Segments roll 100 ms after they start, so commits soon leave sealed segments to clean.
+    let m = mount(dirs, &paths, &["--cleaner-backoff-ms", "50", "--config", "segment.ms=100"]);
+    // `audit` commits to __consumer_offsets-1 (in b), `reporting` to -0 (in a).
+    for round in 0..6 {
+        fs::write(m.path("events/groups/audit/offsets"), format!("0 {}\n", round % 6)).unwrap();
+        fs::write(m.path("orders/groups/reporting/offsets"), format!("0 {}\n", round % 6)).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(150));
+    }
+    let has = |dir: &Path, entry: &str| {
+        fs::read_to_string(dir.join("cleaner-offset-checkpoint"))
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.starts_with(entry))
+    };
+    common::wait_until("b's cleaner checkpoint to name __consumer_offsets 1", || {
+        has(&paths[1], "__consumer_offsets 1 ")
+    });
+    let cleaned_to = |dir: &Path| -> i64 {
+        fs::read_to_string(dir.join("cleaner-offset-checkpoint"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("__consumer_offsets 0 ").and_then(|o| o.parse().ok()))
+            .unwrap_or(-1)
+    };
+    common::wait_until("a's cleaner checkpoint to pass offset 3", || cleaned_to(&paths[0]) > 3);
+    let dirs = m.unmount();
+    assert!(has(&paths[0], "__consumer_offsets 0 "), "a keeps its partition's entry");
+    assert!(!has(&paths[0], "__consumer_offsets 1 "), "a holds no partition 1");
+    assert!(!has(&paths[1], "__consumer_offsets 0 "), "b holds no partition 0");
+    assert!(!has(&paths[2], "__consumer_offsets"), "c holds neither");
+    drop(dirs);
+}
