@@ -282,7 +282,9 @@ impl Reader<'_, '_> {
         }
         let start = self.pos;
         self.pos += n;
-        self.buf.get(start..start + n).ok_or_else(|| invalid("Avro body: reader past its end".into()))
+        self.buf
+            .get(start..start + n)
+            .ok_or_else(|| invalid("Avro body: reader past its end".into()))
     }
 
     fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
@@ -296,7 +298,7 @@ impl Reader<'_, '_> {
         let left = self.buf.len() - self.pos;
         match usize::try_from(n) {
             Ok(n) if n <= left => Ok(n),
-            Ok(n) => Err(self.fail(format!("length {n} over the {left} bytes left"))),
+            Ok(n) => Err(self.fail(format!("truncated: length {n} over the {left} bytes left"))),
             Err(_) => Err(self.fail(format!("negative length {n}"))),
         }
     }
@@ -316,18 +318,40 @@ impl Reader<'_, '_> {
         let n = self.long()?;
         if n < 0 {
             self.long()?; // the block's size in bytes: not needed to read it
-            return n.checked_neg().map(|c| c as u64).ok_or_else(|| self.fail("block count overflow"));
+            return n
+                .checked_neg()
+                .map(|c| c as u64)
+                .ok_or_else(|| self.fail("block count overflow"));
         }
         Ok(n as u64)
     }
 
+    /// One value. The recursion goes through this function and the small nested ones below
+    /// (union, array, map, record), each kept out of line so that a level costs little stack:
+    /// [`MAX_DEPTH`] levels fit a 2 MiB thread stack in a debug build.
     fn value(&mut self, schema: &Schema, depth: usize) -> Result<Value> {
         self.spend()?;
         if depth > MAX_DEPTH {
-            return Err(self.fail(format!("nested deeper than {MAX_DEPTH}")));
+            return Err(self.depth_error());
         }
         let codec = self.codec;
-        let schema = codec.resolve(schema)?;
+        match codec.resolve(schema)? {
+            Schema::Union(u) => self.union(u.variants(), depth),
+            Schema::Array(a) => self.array_value(&a.items, depth),
+            Schema::Map(m) => self.map_value(&m.types, depth),
+            Schema::Record(r) => self.record(r, depth),
+            leaf => self.leaf(leaf),
+        }
+    }
+
+    #[inline(never)]
+    fn depth_error(&self) -> Error {
+        self.fail(format!("nested deeper than {MAX_DEPTH}"))
+    }
+
+    /// A value with no values inside.
+    #[inline(never)]
+    fn leaf(&mut self, schema: &Schema) -> Result<Value> {
         Ok(match schema {
             Schema::Null => Value::Null,
             Schema::Boolean => match self.array::<1>()? {
@@ -339,7 +363,10 @@ impl Reader<'_, '_> {
             Schema::Long => Value::from(self.long()?),
             Schema::Float => {
                 let f = f32::from_le_bytes(self.array::<4>()?);
-                float_json(f.is_finite().then(|| f.to_string().parse::<f64>().unwrap_or(f64::from(f))), f64::from(f))
+                float_json(
+                    f.is_finite().then(|| f.to_string().parse::<f64>().unwrap_or(f64::from(f))),
+                    f64::from(f),
+                )
             }
             Schema::Double => {
                 let d = f64::from_le_bytes(self.array::<8>()?);
@@ -361,7 +388,9 @@ impl Reader<'_, '_> {
                     }
                 }
             }
-            Schema::Fixed(f) => Value::String(self.take(f.size)?.iter().map(|&b| char::from(b)).collect()),
+            Schema::Fixed(f) => {
+                Value::String(self.take(f.size)?.iter().map(|&b| char::from(b)).collect())
+            }
             Schema::Enum(e) => {
                 let i = self.long()?;
                 match usize::try_from(i).ok().and_then(|i| e.symbols.get(i)) {
@@ -375,79 +404,86 @@ impl Reader<'_, '_> {
                     }
                 }
             }
-            Schema::Union(u) => {
-                let i = self.long()?;
-                let Some(branch) = usize::try_from(i).ok().and_then(|i| u.variants().get(i)) else {
-                    return Err(self.fail(format!(
-                        "union branch {i} out of range ({} branches)",
-                        u.variants().len()
-                    )));
-                };
-                let inner = self.value(branch, depth + 1)?;
-                match codec.resolve(branch)? {
-                    Schema::Null => Value::Null,
-                    _ => {
-                        let mut object = Map::with_capacity(1);
-                        object.insert(branch_name(branch), inner);
-                        Value::Object(object)
-                    }
-                }
-            }
-            Schema::Array(a) => {
-                let mut items = Vec::new();
-                loop {
-                    let count = self.block_count()?;
-                    if count == 0 {
-                        break;
-                    }
-                    for _ in 0..count {
-                        let len = self.path.len();
-                        self.path.push_str(&format!("[{}]", items.len()));
-                        items.push(self.value(&a.items, depth + 1)?);
-                        self.path.truncate(len);
-                    }
-                }
-                Value::Array(items)
-            }
-            Schema::Map(m) => {
-                let mut object = Map::new();
-                loop {
-                    let count = self.block_count()?;
-                    if count == 0 {
-                        break;
-                    }
-                    for _ in 0..count {
-                        self.spend()?;
-                        let n = self.length()?;
-                        let key = match std::str::from_utf8(self.take(n)?) {
-                            Ok(k) => k.to_string(),
-                            Err(e) => return Err(self.fail(format!("map key is not UTF-8: {e}"))),
-                        };
-                        let len = self.path.len();
-                        self.path.push_str(&format!("[{key:?}]"));
-                        let v = self.value(&m.types, depth + 1)?;
-                        self.path.truncate(len);
-                        object.insert(key, v);
-                    }
-                }
-                Value::Object(object)
-            }
-            Schema::Record(r) => {
-                let mut object = Map::with_capacity(r.fields.len().min(1024));
-                for field in &r.fields {
-                    let len = self.path.len();
-                    if !self.path.is_empty() {
-                        self.path.push('.');
-                    }
-                    self.path.push_str(&field.name);
-                    let v = self.value(&field.schema, depth + 1)?;
-                    self.path.truncate(len);
-                    object.insert(field.name.clone(), v);
-                }
-                Value::Object(object)
-            }
             other => return Err(self.fail(format!("unsupported Avro schema node {other:?}"))),
         })
+    }
+
+    #[inline(never)]
+    fn union(&mut self, branches: &[Schema], depth: usize) -> Result<Value> {
+        let i = self.long()?;
+        let Some(branch) = usize::try_from(i).ok().and_then(|i| branches.get(i)) else {
+            return Err(
+                self.fail(format!("union branch {i} out of range ({} branches)", branches.len()))
+            );
+        };
+        let inner = self.value(branch, depth + 1)?;
+        Ok(match self.codec.resolve(branch)? {
+            Schema::Null => Value::Null,
+            _ => {
+                let mut object = Map::with_capacity(1);
+                object.insert(branch_name(branch), inner);
+                Value::Object(object)
+            }
+        })
+    }
+
+    #[inline(never)]
+    fn array_value(&mut self, item: &Schema, depth: usize) -> Result<Value> {
+        let mut items = Vec::new();
+        loop {
+            let count = self.block_count()?;
+            if count == 0 {
+                break;
+            }
+            for _ in 0..count {
+                let len = self.path.len();
+                self.path.push_str(&format!("[{}]", items.len()));
+                items.push(self.value(item, depth + 1)?);
+                self.path.truncate(len);
+            }
+        }
+        Ok(Value::Array(items))
+    }
+
+    #[inline(never)]
+    fn map_value(&mut self, values: &Schema, depth: usize) -> Result<Value> {
+        let mut object = Map::new();
+        loop {
+            let count = self.block_count()?;
+            if count == 0 {
+                break;
+            }
+            for _ in 0..count {
+                self.spend()?;
+                let n = self.length()?;
+                let key = match std::str::from_utf8(self.take(n)?) {
+                    Ok(k) => k.to_string(),
+                    Err(e) => return Err(self.fail(format!("map key is not UTF-8: {e}"))),
+                };
+                let len = self.path.len();
+                self.path.push_str(&format!("[{key:?}]"));
+                let v = self.value(values, depth + 1)?;
+                self.path.truncate(len);
+                object.insert(key, v);
+            }
+        }
+        Ok(Value::Object(object))
+    }
+
+    #[inline(never)]
+    fn record(&mut self, r: &RecordSchema, depth: usize) -> Result<Value> {
+        let mut object = Map::with_capacity(r.fields.len().min(1024));
+        for field in &r.fields {
+            let len = self.path.len();
+            if !self.path.is_empty() {
+                self.path.push('.');
+            }
+            self.path.push_str(&field.name);
+            let v = self.value(&field.schema, depth + 1)?;
+            self.path.truncate(len);
+            object.insert(field.name.clone(), v);
+        }
+        Ok(Value::Object(object))
     }
 }
 
@@ -507,12 +543,18 @@ impl Writer<'_> {
         s.chars()
             .map(|c| u8::try_from(u32::from(c)))
             .collect::<std::result::Result<Vec<u8>, _>>()
-            .map_err(|_| self.fail(format!("{what} string has a character above U+00FF (one code point per byte)")))
+            .map_err(|_| {
+                self.fail(format!(
+                    "{what} string has a character above U+00FF (one code point per byte)"
+                ))
+            })
     }
 
     fn float(&self, value: &Value, what: &str) -> Result<f64> {
         match value {
-            Value::Number(n) => n.as_f64().ok_or_else(|| self.fail(format!("expected {what}, got {n}"))),
+            Value::Number(n) => {
+                n.as_f64().ok_or_else(|| self.fail(format!("expected {what}, got {n}")))
+            }
             Value::String(s) if s == "NaN" => Ok(f64::NAN),
             Value::String(s) if s == "Infinity" => Ok(f64::INFINITY),
             Value::String(s) if s == "-Infinity" => Ok(f64::NEG_INFINITY),
@@ -520,7 +562,12 @@ impl Writer<'_> {
         }
     }
 
-    fn with_path<T>(&mut self, segment: &str, field: bool, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+    fn with_path<T>(
+        &mut self,
+        segment: &str,
+        field: bool,
+        f: impl FnOnce(&mut Self) -> Result<T>,
+    ) -> Result<T> {
         let len = self.path.len();
         if field && !self.path.is_empty() {
             self.path.push('.');
@@ -531,13 +578,107 @@ impl Writer<'_> {
         r
     }
 
+    /// One value. As in the reader, the recursion goes through small functions: the nested
+    /// types each have their own, the leaves one out of line.
     fn value(&mut self, schema: &Schema, value: &Value, mode: Mode, depth: usize) -> Result<()> {
         if depth > MAX_DEPTH {
             return Err(self.fail(format!("nested deeper than {MAX_DEPTH}")));
         }
         let codec = self.codec;
-        let schema = codec.resolve(schema)?;
-        let expected = |w: &Self, what: &str| w.fail(format!("expected {what}, got {}", describe(value)));
+        match (codec.resolve(schema)?, value) {
+            (Schema::Array(a), Value::Array(items)) => {
+                self.array_items(&a.items, items, mode, depth)
+            }
+            (Schema::Map(m), Value::Object(entries)) => {
+                self.map_entries(&m.types, entries, mode, depth)
+            }
+            (Schema::Record(r), Value::Object(fields)) => self.record(r, fields, mode, depth),
+            (Schema::Union(u), v) => self.union(u.variants(), v, mode, depth),
+            (schema, value) => self.leaf(schema, value),
+        }
+    }
+
+    #[inline(never)]
+    fn array_items(
+        &mut self,
+        item_schema: &Schema,
+        items: &[Value],
+        mode: Mode,
+        depth: usize,
+    ) -> Result<()> {
+        if !items.is_empty() {
+            self.long(items.len() as i64);
+            for (i, item) in items.iter().enumerate() {
+                self.with_path(&format!("[{i}]"), false, |w| {
+                    w.value(item_schema, item, mode, depth + 1)
+                })?;
+            }
+        }
+        self.long(0);
+        Ok(())
+    }
+
+    #[inline(never)]
+    fn map_entries(
+        &mut self,
+        values: &Schema,
+        entries: &Map<String, Value>,
+        mode: Mode,
+        depth: usize,
+    ) -> Result<()> {
+        if !entries.is_empty() {
+            self.long(entries.len() as i64);
+            for (k, v) in entries {
+                self.long(k.len() as i64);
+                self.out.extend_from_slice(k.as_bytes());
+                self.with_path(&format!("[{k:?}]"), false, |w| {
+                    w.value(values, v, mode, depth + 1)
+                })?;
+            }
+        }
+        self.long(0);
+        Ok(())
+    }
+
+    #[inline(never)]
+    fn record(
+        &mut self,
+        r: &RecordSchema,
+        fields: &Map<String, Value>,
+        mode: Mode,
+        depth: usize,
+    ) -> Result<()> {
+        for field in &r.fields {
+            match (fields.get(&field.name), &field.default) {
+                (Some(v), _) => self
+                    .with_path(&field.name, true, |w| w.value(&field.schema, v, mode, depth + 1))?,
+                (None, Some(default)) => self.with_path(&field.name, true, |w| {
+                    w.value(&field.schema, default, Mode::Default, depth + 1)
+                })?,
+                (None, None) => {
+                    return Err(self.fail_at(
+                        &field.name,
+                        format!(
+                            "missing field of record {} (it has no default)",
+                            r.name.fullname(None)
+                        ),
+                    ));
+                }
+            }
+        }
+        if let Some(unknown) = fields.keys().find(|k| !r.lookup.contains_key(k.as_str())) {
+            return Err(
+                self.fail_at(unknown, format!("no such field in record {}", r.name.fullname(None)))
+            );
+        }
+        Ok(())
+    }
+
+    /// A value with no values inside, or one of the wrong JSON type.
+    #[inline(never)]
+    fn leaf(&mut self, schema: &Schema, value: &Value) -> Result<()> {
+        let expected =
+            |w: &Self, what: &str| w.fail(format!("expected {what}, got {}", describe(value)));
         match (schema, value) {
             (Schema::Null, Value::Null) => {}
             (Schema::Null, _) => return Err(expected(self, "null")),
@@ -571,7 +712,9 @@ impl Writer<'_> {
                 self.long(bytes.len() as i64);
                 self.out.extend_from_slice(&bytes);
             }
-            (Schema::Bytes, _) => return Err(expected(self, "bytes (a string of code points U+0000..U+00FF)")),
+            (Schema::Bytes, _) => {
+                return Err(expected(self, "bytes (a string of code points U+0000..U+00FF)"));
+            }
             (Schema::String, Value::String(s)) => {
                 self.long(s.len() as i64);
                 self.out.extend_from_slice(s.as_bytes());
@@ -589,7 +732,9 @@ impl Writer<'_> {
                 }
                 self.out.extend_from_slice(&bytes);
             }
-            (Schema::Fixed(f), _) => return Err(expected(self, &format!("fixed {} (a string)", f.name.fullname(None)))),
+            (Schema::Fixed(f), _) => {
+                return Err(expected(self, &format!("fixed {} (a string)", f.name.fullname(None))));
+            }
             (Schema::Enum(e), Value::String(s)) => match e.symbols.iter().position(|x| x == s) {
                 Some(i) => self.long(i as i64),
                 None => {
@@ -600,58 +745,29 @@ impl Writer<'_> {
                     )));
                 }
             },
-            (Schema::Enum(e), _) => return Err(expected(self, &format!("enum {} symbol", e.name.fullname(None)))),
-            (Schema::Array(a), Value::Array(items)) => {
-                if !items.is_empty() {
-                    self.long(items.len() as i64);
-                    for (i, item) in items.iter().enumerate() {
-                        self.with_path(&format!("[{i}]"), false, |w| w.value(&a.items, item, mode, depth + 1))?;
-                    }
-                }
-                self.long(0);
+            (Schema::Enum(e), _) => {
+                return Err(expected(self, &format!("enum {} symbol", e.name.fullname(None))));
             }
             (Schema::Array(_), _) => return Err(expected(self, "array")),
-            (Schema::Map(m), Value::Object(entries)) => {
-                if !entries.is_empty() {
-                    self.long(entries.len() as i64);
-                    for (k, v) in entries {
-                        self.long(k.len() as i64);
-                        self.out.extend_from_slice(k.as_bytes());
-                        self.with_path(&format!("[{k:?}]"), false, |w| w.value(&m.types, v, mode, depth + 1))?;
-                    }
-                }
-                self.long(0);
-            }
             (Schema::Map(_), _) => return Err(expected(self, "map (an object)")),
-            (Schema::Record(r), Value::Object(fields)) => {
-                for field in &r.fields {
-                    match (fields.get(&field.name), &field.default) {
-                        (Some(v), _) => {
-                            self.with_path(&field.name, true, |w| w.value(&field.schema, v, mode, depth + 1))?
-                        }
-                        (None, Some(default)) => self.with_path(&field.name, true, |w| {
-                            w.value(&field.schema, default, Mode::Default, depth + 1)
-                        })?,
-                        (None, None) => {
-                            return Err(self.fail_at(
-                                &field.name,
-                                format!("missing field of record {} (it has no default)", r.name.fullname(None)),
-                            ));
-                        }
-                    }
-                }
-                if let Some(unknown) = fields.keys().find(|k| !r.lookup.contains_key(k.as_str())) {
-                    return Err(self.fail_at(unknown, format!("no such field in record {}", r.name.fullname(None))));
-                }
+            (Schema::Record(r), _) => {
+                return Err(expected(
+                    self,
+                    &format!("record {} (an object)", r.name.fullname(None)),
+                ));
             }
-            (Schema::Record(r), _) => return Err(expected(self, &format!("record {} (an object)", r.name.fullname(None)))),
-            (Schema::Union(u), v) => self.union(u.variants(), v, mode, depth)?,
             (other, _) => return Err(self.fail(format!("unsupported Avro schema node {other:?}"))),
         }
         Ok(())
     }
 
-    fn union(&mut self, branches: &[Schema], value: &Value, mode: Mode, depth: usize) -> Result<()> {
+    fn union(
+        &mut self,
+        branches: &[Schema],
+        value: &Value,
+        mode: Mode,
+        depth: usize,
+    ) -> Result<()> {
         let codec = self.codec;
         if mode == Mode::Default {
             // A default is for the first branch, as plain JSON.
@@ -683,7 +799,9 @@ impl Writer<'_> {
             )));
         };
         let Some(i) = names.iter().position(|n| n == name) else {
-            return Err(self.fail(format!("{name:?} is not a branch of union [{}]", names.join(", "))));
+            return Err(
+                self.fail(format!("{name:?} is not a branch of union [{}]", names.join(", ")))
+            );
         };
         self.long(i as i64);
         self.value(&branches[i], inner, Mode::Json, depth + 1)

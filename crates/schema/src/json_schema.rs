@@ -47,14 +47,18 @@ fn type_name(v: &Value) -> &'static str {
 fn describe(v: &Value) -> String {
     match v {
         Value::String(s) if s.len() <= 40 => format!("{s:?}"),
-        Value::Array(_) | Value::Object(_) | Value::String(_) => format!("a value of type {}", type_name(v)),
+        Value::Array(_) | Value::Object(_) | Value::String(_) => {
+            format!("a value of type {}", type_name(v))
+        }
         other => other.to_string(),
     }
 }
 
 fn has_type(v: &Value, name: &str) -> bool {
     match (name, v) {
-        ("integer", Value::Number(n)) => n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0),
+        ("integer", Value::Number(n)) => {
+            n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
+        }
         ("number", Value::Number(_)) => true,
         _ => type_name(v) == name,
     }
@@ -63,17 +67,21 @@ fn has_type(v: &Value, name: &str) -> bool {
 impl JsonSchemaCodec {
     /// Parses the schema text: JSON, an object or a boolean.
     pub fn compile(text: &str) -> Result<JsonSchemaCodec> {
-        let schema: Value =
-            serde_json::from_str(text).map_err(|e| invalid(format!("JSON Schema: not JSON: {e}")))?;
+        let schema: Value = serde_json::from_str(text)
+            .map_err(|e| invalid(format!("JSON Schema: not JSON: {e}")))?;
         match schema {
             Value::Object(_) | Value::Bool(_) => Ok(JsonSchemaCodec { schema }),
-            other => Err(invalid(format!("JSON Schema: expected an object or a boolean, got {}", type_name(&other)))),
+            other => Err(invalid(format!(
+                "JSON Schema: expected an object or a boolean, got {}",
+                type_name(&other)
+            ))),
         }
     }
 
     /// The body as JSON (not validated).
     pub fn to_json(&self, body: &[u8]) -> Result<Value> {
-        serde_json::from_slice(body).map_err(|e| invalid(format!("JSON Schema body: not JSON: {e}")))
+        serde_json::from_slice(body)
+            .map_err(|e| invalid(format!("JSON Schema body: not JSON: {e}")))
     }
 
     /// Validates `value` and writes it as compact JSON; errors name the path below `root`.
@@ -86,10 +94,9 @@ impl JsonSchemaCodec {
         let Some(pointer) = reference.strip_prefix('#') else {
             return Ok(None); // another document: not checked
         };
-        self.schema
-            .pointer(pointer)
-            .map(Some)
-            .ok_or_else(|| invalid(format!("{path}: the schema's $ref {reference:?} points nowhere")))
+        self.schema.pointer(pointer).map(Some).ok_or_else(|| {
+            invalid(format!("{path}: the schema's $ref {reference:?} points nowhere"))
+        })
     }
 
     fn validate(&self, schema: &Value, v: &Value, path: &str, depth: usize) -> Result<()> {
@@ -113,7 +120,9 @@ impl JsonSchemaCodec {
             Some(Value::String(t)) if !has_type(v, t) => {
                 return fail(format!("expected {t}, got {}", describe(v)));
             }
-            Some(Value::Array(ts)) if !ts.iter().any(|t| t.as_str().is_some_and(|t| has_type(v, t))) => {
+            Some(Value::Array(ts))
+                if !ts.iter().any(|t| t.as_str().is_some_and(|t| has_type(v, t))) =>
+            {
                 let names: Vec<&str> = ts.iter().filter_map(Value::as_str).collect();
                 return fail(format!("expected one of {}, got {}", names.join(", "), describe(v)));
             }
@@ -121,7 +130,11 @@ impl JsonSchemaCodec {
         }
         if let Some(Value::Array(options)) = s.get("enum") {
             if !options.contains(v) {
-                return fail(format!("{} is not one of the enum's {} values", describe(v), options.len()));
+                return fail(format!(
+                    "{} is not one of the enum's {} values",
+                    describe(v),
+                    options.len()
+                ));
             }
         }
         if let Some(c) = s.get("const") {
@@ -131,7 +144,9 @@ impl JsonSchemaCodec {
         }
         if let Value::Object(o) = v {
             if let Some(Value::Array(required)) = s.get("required") {
-                if let Some(missing) = required.iter().filter_map(Value::as_str).find(|r| !o.contains_key(*r)) {
+                if let Some(missing) =
+                    required.iter().filter_map(Value::as_str).find(|r| !o.contains_key(*r))
+                {
                     return fail(format!("missing required property {missing:?}"));
                 }
             }
@@ -189,7 +204,9 @@ impl JsonSchemaCodec {
                     return fail(format!("matches none of the {keyword} schemas{why}"));
                 }
                 if exactly_one && matched > 1 {
-                    return fail(format!("matches {matched} of the oneOf schemas, not exactly one"));
+                    return fail(format!(
+                        "matches {matched} of the oneOf schemas, not exactly one"
+                    ));
                 }
             }
         }

@@ -108,7 +108,9 @@ impl Codec {
                 let texts: Vec<&str> = references.iter().map(|r| r.text.as_str()).collect();
                 Ok(Codec::Avro(avro::AvroCodec::compile(&record.text, &texts)?))
             }
-            SchemaType::Json => Ok(Codec::Json(json_schema::JsonSchemaCodec::compile(&record.text)?)),
+            SchemaType::Json => {
+                Ok(Codec::Json(json_schema::JsonSchemaCodec::compile(&record.text)?))
+            }
             SchemaType::Protobuf => Err(Error::Unsupported(
                 "Protobuf schemas are compiled by the protobuf module, not in this build",
             )),

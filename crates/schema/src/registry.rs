@@ -71,7 +71,9 @@ fn bad(what: String) -> Error {
 }
 
 fn object<'v>(value: &'v Value, what: &str) -> Result<&'v Map<String, Value>> {
-    value.as_object().ok_or_else(|| bad(format!("{what}: expected a JSON object, got {}", kind(value))))
+    value
+        .as_object()
+        .ok_or_else(|| bad(format!("{what}: expected a JSON object, got {}", kind(value))))
 }
 
 fn kind(value: &Value) -> &'static str {
@@ -99,14 +101,17 @@ fn int(o: &Map<String, Value>, field: &str, what: &str) -> Result<i32> {
             .as_i64()
             .and_then(|v| i32::try_from(v).ok())
             .ok_or_else(|| bad(format!("{what}.{field}: expected a 32-bit integer, got {n}"))),
-        Some(other) => Err(bad(format!("{what}.{field}: expected an integer, got {}", kind(other)))),
+        Some(other) => {
+            Err(bad(format!("{what}.{field}: expected an integer, got {}", kind(other))))
+        }
         None => Err(bad(format!("{what}.{field}: missing"))),
     }
 }
 
 fn id(o: &Map<String, Value>, field: &str, what: &str) -> Result<u32> {
     let n = int(o, field, what)?;
-    u32::try_from(n).map_err(|_| bad(format!("{what}.{field}: a schema id is not negative, got {n}")))
+    u32::try_from(n)
+        .map_err(|_| bad(format!("{what}.{field}: a schema id is not negative, got {n}")))
 }
 
 fn json(bytes: &[u8], what: &str) -> Result<Value> {
@@ -115,11 +120,18 @@ fn json(bytes: &[u8], what: &str) -> Result<Value> {
 
 /// `schemaType`, `schema` and `references` of a registry JSON object (a `_schemas` value or a
 /// REST answer).
-fn schema_parts(o: &Map<String, Value>, what: &str) -> Result<(SchemaType, String, Vec<SchemaReference>)> {
+fn schema_parts(
+    o: &Map<String, Value>,
+    what: &str,
+) -> Result<(SchemaType, String, Vec<SchemaReference>)> {
     let schema_type = match o.get("schemaType") {
         None | Some(Value::Null) => SchemaType::Avro,
-        Some(Value::String(s)) => SchemaType::parse(Some(s)).map_err(|e| bad(format!("{what}.{e}")))?,
-        Some(other) => return Err(bad(format!("{what}.schemaType: expected a string, got {}", kind(other)))),
+        Some(Value::String(s)) => {
+            SchemaType::parse(Some(s)).map_err(|e| bad(format!("{what}.{e}")))?
+        }
+        Some(other) => {
+            return Err(bad(format!("{what}.schemaType: expected a string, got {}", kind(other))));
+        }
     };
     let text = string(o, "schema", what)?;
     let references = match o.get("references") {
@@ -137,7 +149,9 @@ fn schema_parts(o: &Map<String, Value>, what: &str) -> Result<(SchemaType, Strin
                 })
             })
             .collect::<Result<_>>()?,
-        Some(other) => return Err(bad(format!("{what}.references: expected an array, got {}", kind(other)))),
+        Some(other) => {
+            return Err(bad(format!("{what}.references: expected an array, got {}", kind(other))));
+        }
     };
     Ok((schema_type, text, references))
 }
@@ -170,7 +184,15 @@ pub fn parse_schema_by_id(id: u32, body: &[u8]) -> Result<SchemaRecord> {
         return Err(e);
     }
     let (schema_type, text, references) = schema_parts(o, &what)?;
-    Ok(SchemaRecord { id, subject: None, version: None, schema_type, text, references, deleted: false })
+    Ok(SchemaRecord {
+        id,
+        subject: None,
+        version: None,
+        schema_type,
+        text,
+        references,
+        deleted: false,
+    })
 }
 
 /// A REST answer to `GET /subjects/{subject}/versions/{version}`: `{"subject","version","id",
@@ -236,7 +258,9 @@ impl Registry {
                     Some(v) => {
                         let v = json(v, "_schemas value")?;
                         let record = schema_value(object(&v, "_schemas value")?, "_schemas value")?;
-                        if record.subject.as_deref() != Some(subject.as_str()) || record.version != Some(version) {
+                        if record.subject.as_deref() != Some(subject.as_str())
+                            || record.version != Some(version)
+                        {
                             return Err(bad(format!(
                                 "_schemas value: subject {:?} version {:?} under the key of {subject:?} version {version}",
                                 record.subject, record.version
