@@ -126,9 +126,11 @@ fn schema_parts(
 ) -> Result<(SchemaType, String, Vec<SchemaReference>)> {
     let schema_type = match o.get("schemaType") {
         None | Some(Value::Null) => SchemaType::Avro,
-        Some(Value::String(s)) => {
-            SchemaType::parse(Some(s)).map_err(|e| bad(format!("{what}.{e}")))?
-        }
+        Some(Value::String(s)) => match SchemaType::parse(Some(s)) {
+            Ok(t) => t,
+            Err(Error::InvalidInput(m)) => return Err(bad(format!("{what}.{m}"))),
+            Err(e) => return Err(e),
+        },
         Some(other) => {
             return Err(bad(format!("{what}.schemaType: expected a string, got {}", kind(other))));
         }
