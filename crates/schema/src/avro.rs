@@ -175,11 +175,11 @@ fn collect_names(schema: &Schema, names: &mut HashMap<String, Schema>, depth: us
         return Err(invalid(format!("Avro schema: nested deeper than {MAX_DEPTH}")));
     }
     match schema {
-        Schema::Record(RecordSchema { name, fields, .. }) => {
-            if named(name.fullname(None), schema, names) {
-                for f in fields {
-                    collect_names(&f.schema, names, depth + 1)?;
-                }
+        Schema::Record(RecordSchema { name, fields, .. })
+            if named(name.fullname(None), schema, names) =>
+        {
+            for f in fields {
+                collect_names(&f.schema, names, depth + 1)?;
             }
         }
         Schema::Enum(e) => {

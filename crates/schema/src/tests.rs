@@ -3,7 +3,8 @@ use crate::registry::Registry;
 use serde_json::json;
 
 fn key(subject: &str, version: i32) -> Vec<u8> {
-    format!(r#"{{"keytype":"SCHEMA","subject":"{subject}","version":{version},"magic":1}}"#).into_bytes()
+    format!(r#"{{"keytype":"SCHEMA","subject":"{subject}","version":{version},"magic":1}}"#)
+        .into_bytes()
 }
 
 fn value(subject: &str, version: i32, id: u32, schema: &str, extra: &str) -> Vec<u8> {
@@ -23,12 +24,15 @@ fn a_framed_value_decodes_through_the_registry_with_references() {
     let record = r.schema_by_id(2).unwrap().clone();
     let codec = Codec::compile(&record, &mut |reference| r.resolve_reference(reference)).unwrap();
     assert_eq!(codec.schema_type(), SchemaType::Avro);
-    let framed = wire::frame(2, &codec.from_json(&json!({"address": {"zip": 1011}}), "payload").unwrap());
+    let framed =
+        wire::frame(2, &codec.from_json(&json!({"address": {"zip": 1011}}), "payload").unwrap());
     let parsed = Framed::parse(&framed).unwrap();
     assert_eq!(parsed.schema_id, 2);
     assert_eq!(codec.to_json(parsed.body).unwrap(), json!({"address": {"zip": 1011}}));
     let e = codec.from_json(&json!({"address": {"zip": "x"}}), "payload").unwrap_err();
-    assert!(matches!(e, Error::InvalidInput(m) if m == r#"payload.address.zip: expected int, got "x""#));
+    assert!(
+        matches!(e, Error::InvalidInput(m) if m == r#"payload.address.zip: expected int, got "x""#)
+    );
     // Without the referenced schema registered: NotFound from the resolver.
     let empty = Registry::new();
     let missing = Codec::compile(&record, &mut |reference| empty.resolve_reference(reference));

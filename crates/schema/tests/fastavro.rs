@@ -93,7 +93,8 @@ fn record(id: u32, subject: &str, text: &str, references: Vec<SchemaReference>) 
 fn our_decode_equals_fastavro_json_and_fastavro_reads_our_encode() {
     let dir = tempfile::tempdir().unwrap();
     run("write", dir.path());
-    let manifest: Value = serde_json::from_slice(&std::fs::read(dir.path().join("manifest.json")).unwrap()).unwrap();
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("manifest.json")).unwrap()).unwrap();
     let mut ours_cases = Vec::new();
     let mut compared = 0;
     for case in manifest["cases"].as_array().unwrap() {
@@ -105,7 +106,11 @@ fn our_decode_equals_fastavro_json_and_fastavro_reads_our_encode() {
         for (i, text) in case["references"].as_array().unwrap().iter().enumerate() {
             let text = text.as_str().unwrap();
             let full: Value = serde_json::from_str(text).unwrap();
-            let name = format!("{}.{}", full["namespace"].as_str().unwrap(), full["name"].as_str().unwrap());
+            let name = format!(
+                "{}.{}",
+                full["namespace"].as_str().unwrap(),
+                full["name"].as_str().unwrap()
+            );
             let subject = format!("ref-{i}");
             registry.insert(record(100 + i as u32, &subject, text, vec![]));
             references.push(SchemaReference { name, subject, version: 1 });
@@ -119,7 +124,8 @@ fn our_decode_equals_fastavro_json_and_fastavro_reads_our_encode() {
             let theirs: Value = serde_json::from_str(row["json"].as_str().unwrap()).unwrap();
             let decoded = codec.to_json(&body).unwrap_or_else(|e| panic!("{name}[{i}]: {e}"));
             same(&decoded, &theirs, &format!("{name}[{i}]"));
-            let encoded = codec.from_json(&theirs, "payload").unwrap_or_else(|e| panic!("{name}[{i}]: {e}"));
+            let encoded =
+                codec.from_json(&theirs, "payload").unwrap_or_else(|e| panic!("{name}[{i}]: {e}"));
             assert_eq!(hex(&encoded), hex(&body), "{name}[{i}]: our encoding of fastavro's JSON");
             bodies.push(hex(&encoded));
             compared += 1;
@@ -136,29 +142,47 @@ fn our_decode_equals_fastavro_json_and_fastavro_reads_our_encode() {
 fn evolution_two_versions_of_a_subject_decode_each_with_its_own_schema() {
     let dir = tempfile::tempdir().unwrap();
     run("write", dir.path());
-    let manifest: Value = serde_json::from_slice(&std::fs::read(dir.path().join("manifest.json")).unwrap()).unwrap();
-    let case = |n: &str| manifest["cases"].as_array().unwrap().iter().find(|c| c["name"] == n).unwrap().clone();
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("manifest.json")).unwrap()).unwrap();
+    let case = |n: &str| {
+        manifest["cases"].as_array().unwrap().iter().find(|c| c["name"] == n).unwrap().clone()
+    };
     let (v1, v2) = (case("user-v1"), case("user-v2"));
     // The subject's two versions in a `_schemas` topic, as the registry writes them.
     let mut registry = Registry::new();
     for (version, id, c) in [(1, 21u32, &v1), (2, 22u32, &v2)] {
-        let key = format!(r#"{{"keytype":"SCHEMA","subject":"users-value","version":{version},"magic":1}}"#);
+        let key = format!(
+            r#"{{"keytype":"SCHEMA","subject":"users-value","version":{version},"magic":1}}"#
+        );
         let value = json!({"subject": "users-value", "version": version, "id": id, "schema": c["schema"], "deleted": false});
         registry.apply(Some(key.as_bytes()), Some(value.to_string().as_bytes()));
     }
     assert_eq!(registry.latest("users-value").unwrap().id, 22);
     for (id, c) in [(21, &v1), (22, &v2)] {
-        let codec = Codec::compile(registry.schema_by_id(id).unwrap(), &mut |r| registry.resolve_reference(r)).unwrap();
+        let codec = Codec::compile(registry.schema_by_id(id).unwrap(), &mut |r| {
+            registry.resolve_reference(r)
+        })
+        .unwrap();
         for row in c["records"].as_array().unwrap() {
             let theirs: Value = serde_json::from_str(row["json"].as_str().unwrap()).unwrap();
-            same(&codec.to_json(&unhex(row["body"].as_str().unwrap())).unwrap(), &theirs, &format!("id {id}"));
+            same(
+                &codec.to_json(&unhex(row["body"].as_str().unwrap())).unwrap(),
+                &theirs,
+                &format!("id {id}"),
+            );
         }
     }
     // A v1 body is not a v2 value (the reader must use the writer's id): v2 runs out of bytes.
     let v1_body = unhex(v1["records"][0]["body"].as_str().unwrap());
-    let v2_codec = Codec::compile(registry.latest("users-value").unwrap(), &mut |r| registry.resolve_reference(r)).unwrap();
+    let v2_codec = Codec::compile(registry.latest("users-value").unwrap(), &mut |r| {
+        registry.resolve_reference(r)
+    })
+    .unwrap();
     assert!(v2_codec.to_json(&v1_body).is_err());
     // v2's defaults fill what a v1-shaped JSON lacks when encoding with v2.
     let filled = v2_codec.from_json(&json!({"id": 1, "name": "ann"}), "payload").unwrap();
-    assert_eq!(v2_codec.to_json(&filled).unwrap(), json!({"id": 1, "name": "ann", "email": null, "country": "NL"}));
+    assert_eq!(
+        v2_codec.to_json(&filled).unwrap(),
+        json!({"id": 1, "name": "ann", "email": null, "country": "NL"})
+    );
 }

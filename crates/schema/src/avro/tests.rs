@@ -275,7 +275,10 @@ fn block_counts_cannot_make_values_out_of_nothing() {
 fn lengths_are_checked_against_the_bytes_left_before_anything_is_allocated() {
     let c = codec(r#""string""#);
     let m = message(c.to_json(&long(1 << 40)));
-    assert_eq!(m, "Avro body at byte 6: value: truncated: length 1099511627776 over the 0 bytes left");
+    assert_eq!(
+        m,
+        "Avro body at byte 6: value: truncated: length 1099511627776 over the 0 bytes left"
+    );
     let m = message(c.to_json(&long(-5)));
     assert_eq!(m, "Avro body at byte 1: value: negative length -5");
     let b = codec(r#"{"type":"map","values":"bytes"}"#);

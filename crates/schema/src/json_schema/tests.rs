@@ -47,10 +47,19 @@ fn encode_checks_type_required_properties_enum_const_items_and_refs() {
         (json!({"age": 3}), "payload: missing required property \"name\""),
         (json!({"name": 1}), "payload.name: expected string, got 1"),
         (json!({"name": "n", "age": 1.5}), "payload.age: expected integer, got 1.5"),
-        (json!({"name": "n", "address": {"zip": "x"}}), "payload.address.zip: expected integer, got \"x\""),
+        (
+            json!({"name": "n", "address": {"zip": "x"}}),
+            "payload.address.zip: expected integer, got \"x\"",
+        ),
         (json!({"name": "n", "address": {}}), "payload.address: missing required property \"zip\""),
-        (json!({"name": "n", "tags": ["a", "c"]}), "payload.tags[1]: \"c\" is not one of the enum's 2 values"),
-        (json!({"name": "n", "kind": "robot"}), "payload.kind: expected the constant \"person\", got \"robot\""),
+        (
+            json!({"name": "n", "tags": ["a", "c"]}),
+            "payload.tags[1]: \"c\" is not one of the enum's 2 values",
+        ),
+        (
+            json!({"name": "n", "kind": "robot"}),
+            "payload.kind: expected the constant \"person\", got \"robot\"",
+        ),
         (json!({"name": "n", "nick": 2}), "payload.nick: expected one of string, null, got 2"),
         (json!({"name": "n", "extra": 2}), "payload.extra: not allowed here (schema false)"),
         (json!([]), "payload: expected object, got a value of type array"),
@@ -71,7 +80,10 @@ fn combinators_and_tuples_are_checked() {
     assert!(message(c.from_json(&json!(1), "p")).contains("matches 2 of the oneOf"));
     assert!(c.from_json(&json!(1.5), "p").is_ok());
     assert!(message(c.from_json(&json!("s"), "p")).contains("matches none of the oneOf schemas"));
-    let t = JsonSchemaCodec::compile(r#"{"type":"array","prefixItems":[{"type":"string"}],"items":{"type":"integer"}}"#).unwrap();
+    let t = JsonSchemaCodec::compile(
+        r#"{"type":"array","prefixItems":[{"type":"string"}],"items":{"type":"integer"}}"#,
+    )
+    .unwrap();
     assert!(t.from_json(&json!(["a", 1, 2]), "p").is_ok());
     assert_eq!(message(t.from_json(&json!(["a", "b"]), "p")), "p[1]: expected integer, got \"b\"");
 }

@@ -2,7 +2,8 @@ use super::*;
 
 /// A SCHEMA key as the registry writes it.
 fn key(subject: &str, version: i32) -> Vec<u8> {
-    format!(r#"{{"keytype":"SCHEMA","subject":"{subject}","version":{version},"magic":1}}"#).into_bytes()
+    format!(r#"{{"keytype":"SCHEMA","subject":"{subject}","version":{version},"magic":1}}"#)
+        .into_bytes()
 }
 
 /// A SCHEMA value as the registry writes it (Avro: no schemaType).
@@ -13,8 +14,7 @@ fn value(subject: &str, version: i32, id: u32, schema: &str, extra: &str) -> Vec
 }
 
 const V1: &str = r#"{"type":"record","name":"T","fields":[{"name":"a","type":"int"}]}"#;
-const V2: &str =
-    r#"{"type":"record","name":"T","fields":[{"name":"a","type":"int"},{"name":"b","type":"string","default":""}]}"#;
+const V2: &str = r#"{"type":"record","name":"T","fields":[{"name":"a","type":"int"},{"name":"b","type":"string","default":""}]}"#;
 
 fn registry() -> Registry {
     let mut r = Registry::new();
@@ -55,7 +55,9 @@ fn schema_records_build_subjects_versions_and_ids() {
 fn soft_deletes_keep_ids_but_not_latest_and_tombstones_remove() {
     let mut r = registry();
     // A soft delete of version 2, as the registry writes it: the same value with deleted=true.
-    let deleted = String::from_utf8(value("t-value", 2, 2, V2, "")).unwrap().replace("\"deleted\":false", "\"deleted\":true");
+    let deleted = String::from_utf8(value("t-value", 2, 2, V2, ""))
+        .unwrap()
+        .replace("\"deleted\":false", "\"deleted\":true");
     r.apply(Some(&key("t-value", 2)), Some(deleted.as_bytes()));
     assert_eq!(r.latest("t-value").unwrap().version, Some(1));
     assert!(r.schema_by_id(2).unwrap().deleted, "still found by id");
@@ -94,7 +96,10 @@ fn an_id_shared_by_two_subjects_stays_while_one_remains() {
 fn references_and_schema_types_are_read() {
     let mut r = registry();
     let extra = r#""schemaType":"PROTOBUF","references":[{"name":"other.proto","subject":"other","version":1}],"#;
-    r.apply(Some(&key("p-value", 1)), Some(&value("p-value", 1, 10, "syntax = \"proto3\";", extra)));
+    r.apply(
+        Some(&key("p-value", 1)),
+        Some(&value("p-value", 1, 10, "syntax = \"proto3\";", extra)),
+    );
     let p = r.schema_by_id(10).unwrap();
     assert_eq!(p.schema_type, SchemaType::Protobuf);
     assert_eq!(
@@ -104,8 +109,19 @@ fn references_and_schema_types_are_read() {
     let json = r#""schemaType":"JSON","#;
     r.apply(Some(&key("j-value", 1)), Some(&value("j-value", 1, 11, "{}", json)));
     assert_eq!(r.schema_by_id(11).unwrap().schema_type, SchemaType::Json);
-    assert!(r.resolve_reference(&SchemaReference { name: "T".into(), subject: "t-value".into(), version: 2 }).is_ok());
-    let missing = r.resolve_reference(&SchemaReference { name: "T".into(), subject: "t-value".into(), version: 9 });
+    assert!(
+        r.resolve_reference(&SchemaReference {
+            name: "T".into(),
+            subject: "t-value".into(),
+            version: 2
+        })
+        .is_ok()
+    );
+    let missing = r.resolve_reference(&SchemaReference {
+        name: "T".into(),
+        subject: "t-value".into(),
+        version: 9,
+    });
     assert!(matches!(missing, Err(Error::NotFound(_))));
 }
 
@@ -113,20 +129,43 @@ fn references_and_schema_types_are_read() {
 fn unknown_keytypes_are_counted_and_garbage_is_rejected_with_a_reason() {
     let mut r = registry();
     r.apply(Some(br#"{"keytype":"CONTEXT","tenant":"x","context":".a","magic":0}"#), Some(b"{}"));
-    r.apply(Some(br#"{"keytype":"MODE","subject":null,"magic":0}"#), Some(br#"{"mode":"READWRITE"}"#));
-    r.apply(Some(br#"{"keytype":"CLEAR_SUBJECT","subject":"t-value","magic":0}"#), Some(br#"{"subject":"t-value"}"#));
+    r.apply(
+        Some(br#"{"keytype":"MODE","subject":null,"magic":0}"#),
+        Some(br#"{"mode":"READWRITE"}"#),
+    );
+    r.apply(
+        Some(br#"{"keytype":"CLEAR_SUBJECT","subject":"t-value","magic":0}"#),
+        Some(br#"{"subject":"t-value"}"#),
+    );
     assert_eq!(r.stats().unknown, 1);
     assert_eq!(r.stats().recognised, 4);
-    let garbage: [(Option<&[u8]>, Option<&[u8]>, &str); 9] = [
+    type Garbage<'a> = (Option<&'a [u8]>, Option<&'a [u8]>, &'a str);
+    let garbage: [Garbage; 9] = [
         (None, Some(b"{}"), "without a key"),
         (Some(b"\xff\xfe"), None, "_schemas key: not JSON"),
         (Some(b"[1]"), None, "_schemas key: expected a JSON object, got an array"),
         (Some(br#"{"subject":"x"}"#), None, "_schemas key.keytype: missing"),
         (Some(&key("t-value", 5)), Some(b"{"), "_schemas value: not JSON"),
-        (Some(&key("t-value", 5)), Some(br#"{"subject":"t-value","version":5,"id":-1,"schema":"x"}"#), "_schemas value.id: a schema id is not negative, got -1"),
-        (Some(&key("t-value", 5)), Some(br#"{"subject":"t-value","version":5,"id":1}"#), "_schemas value.schema: missing"),
-        (Some(&key("t-value", 5)), Some(&value("t-value", 6, 1, V1, "")), "under the key of \"t-value\" version 5"),
-        (Some(&key("t-value", 5)), Some(&value("t-value", 5, 1, V1, r#""schemaType":"XML","#)), "_schemas value.schemaType: unknown schema type \"XML\""),
+        (
+            Some(&key("t-value", 5)),
+            Some(br#"{"subject":"t-value","version":5,"id":-1,"schema":"x"}"#),
+            "_schemas value.id: a schema id is not negative, got -1",
+        ),
+        (
+            Some(&key("t-value", 5)),
+            Some(br#"{"subject":"t-value","version":5,"id":1}"#),
+            "_schemas value.schema: missing",
+        ),
+        (
+            Some(&key("t-value", 5)),
+            Some(&value("t-value", 6, 1, V1, "")),
+            "under the key of \"t-value\" version 5",
+        ),
+        (
+            Some(&key("t-value", 5)),
+            Some(&value("t-value", 5, 1, V1, r#""schemaType":"XML","#)),
+            "_schemas value.schemaType: unknown schema type \"XML\"",
+        ),
     ];
     for (k, v, reason) in garbage {
         r.apply(k, v);
@@ -149,8 +188,16 @@ fn unknown_keytypes_are_counted_and_garbage_is_rejected_with_a_reason() {
 fn arbitrary_bytes_never_panic() {
     let mut r = Registry::new();
     let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
-    let pieces: [&[u8]; 8] =
-        [b"{", b"}", b"\"keytype\":", b"\"SCHEMA\"", b",", b"\"version\":", b"-1", b"\"subject\":\"s\""];
+    let pieces: [&[u8]; 8] = [
+        b"{",
+        b"}",
+        b"\"keytype\":",
+        b"\"SCHEMA\"",
+        b",",
+        b"\"version\":",
+        b"-1",
+        b"\"subject\":\"s\"",
+    ];
     for _ in 0..5_000 {
         let mut k = Vec::new();
         let mut v = Vec::new();
@@ -178,10 +225,17 @@ fn rest_answers_parse_into_the_same_records() {
     assert_eq!(by_id.references[0].subject, "b");
     let plain = parse_schema_by_id(8, br#"{"schema":"{\"type\":\"int\"}"}"#).unwrap();
     assert_eq!((plain.schema_type, plain.references.len()), (SchemaType::Avro, 0));
-    let sv = parse_subject_version(br#"{"subject":"t-value","version":2,"id":2,"schema":"\"int\""}"#).unwrap();
-    assert_eq!((sv.id, sv.subject.as_deref(), sv.version, sv.deleted), (2, Some("t-value"), Some(2), false));
+    let sv =
+        parse_subject_version(br#"{"subject":"t-value","version":2,"id":2,"schema":"\"int\""}"#)
+            .unwrap();
+    assert_eq!(
+        (sv.id, sv.subject.as_deref(), sv.version, sv.deleted),
+        (2, Some("t-value"), Some(2), false)
+    );
     let missing = parse_schema_by_id(9, br#"{"error_code":40403,"message":"Schema 9 not found"}"#);
-    assert!(matches!(missing, Err(Error::NotFound(m)) if m == "schema registry error 40403: Schema 9 not found"));
+    assert!(
+        matches!(missing, Err(Error::NotFound(m)) if m == "schema registry error 40403: Schema 9 not found")
+    );
     let unauthorized = parse_subject_version(br#"{"error_code":40101,"message":"Unauthorized"}"#);
     assert!(matches!(unauthorized, Err(Error::InvalidInput(_))));
     assert!(parse_subject_version(b"<html>").is_err());
