@@ -1,4 +1,6 @@
+use super::encode::Writer;
 use super::*;
+use serde_json::Map;
 use serde_json::json;
 
 fn codec(schema: &str) -> AvroCodec {
