@@ -1,5 +1,7 @@
 //! The Avro binary reader (see the parent module for the JSON mapping and the limits).
 
+use std::fmt::Write as _;
+
 use apache_avro::Schema;
 use apache_avro::schema::RecordSchema;
 use serde_json::{Map, Number, Value};
@@ -203,7 +205,8 @@ impl Reader<'_, '_> {
             }
             for _ in 0..count {
                 let len = self.path.len();
-                self.path.push_str(&format!("[{}]", items.len()));
+                // Writing to a String cannot fail.
+                let _ = write!(self.path, "[{}]", items.len());
                 items.push(self.value(item, depth + 1)?);
                 self.path.truncate(len);
             }
@@ -227,7 +230,7 @@ impl Reader<'_, '_> {
                     Err(e) => return Err(self.fail(format!("map key is not UTF-8: {e}"))),
                 };
                 let len = self.path.len();
-                self.path.push_str(&format!("[{key:?}]"));
+                let _ = write!(self.path, "[{key:?}]");
                 let v = self.value(values, depth + 1)?;
                 self.path.truncate(len);
                 object.insert(key, v);
