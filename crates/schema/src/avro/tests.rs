@@ -375,3 +375,81 @@ fn the_depth_limit_fits_in_a_one_mebibyte_stack() {
     });
     worker.unwrap().join().unwrap();
 }
+
+const EVERYTHING: &str = r#"{"type":"record","name":"All","namespace":"p","fields":[
+  {"name":"b","type":"boolean"},{"name":"i","type":"int"},{"name":"l","type":"long"},
+  {"name":"f","type":"float"},{"name":"d","type":"double"},{"name":"by","type":"bytes"},
+  {"name":"s","type":"string"},{"name":"e","type":{"type":"enum","name":"E","symbols":["A","B","C"]}},
+  {"name":"fx","type":{"type":"fixed","name":"F","size":3}},
+  {"name":"a","type":{"type":"array","items":["null","int","E"]}},
+  {"name":"m","type":{"type":"map","values":{"type":"array","items":"string"}}},
+  {"name":"next","type":["null","All"]}
+]}"#;
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+    /// Any bytes: an error or a value; a value encodes to a body that decodes to it again.
+    #[test]
+    fn arbitrary_bodies_never_panic_and_what_decodes_round_trips(body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+        let c = codec(EVERYTHING);
+        if let Ok(v) = c.to_json(&body) {
+            let again = c.from_json(&v, "payload").unwrap();
+            proptest::prop_assert_eq!(c.to_json(&again).unwrap(), v);
+        }
+    }
+
+    /// Bodies built item by item for a loose schema (one byte changed, maybe): unchanged ones
+    /// decode to as many items, and whatever decodes round-trips.
+    #[test]
+    fn built_bodies_decode_and_round_trip(
+        items in proptest::collection::vec((0u8..5, proptest::prelude::any::<[u8; 4]>()), 0..20),
+        flip in proptest::option::of((proptest::prelude::any::<proptest::sample::Index>(), proptest::prelude::any::<u8>())),
+    ) {
+        let c = codec(r#"{"type":"array","items":["null","boolean","int",{"type":"enum","name":"E","symbols":["A","B"]},"float"]}"#);
+        let mut body = Vec::new();
+        if !items.is_empty() {
+            body.extend(long(items.len() as i64));
+        }
+        for (branch, bytes) in &items {
+            body.extend(long(i64::from(*branch)));
+            match branch {
+                0 => {}
+                1 => body.push(bytes[0] & 1),
+                2 => body.extend(long(i64::from(i32::from_le_bytes(*bytes)))),
+                3 => body.extend(long(i64::from(bytes[0] & 1))),
+                _ => body.extend_from_slice(bytes),
+            }
+        }
+        body.push(0);
+        let flipped = flip.is_some();
+        if let Some((at, byte)) = flip {
+            let i = at.index(body.len());
+            body[i] = byte;
+        }
+        match c.to_json(&body) {
+            Ok(v) => {
+                if !flipped {
+                    proptest::prop_assert_eq!(v.as_array().map(Vec::len), Some(items.len()));
+                }
+                let again = c.from_json(&v, "payload").unwrap();
+                proptest::prop_assert_eq!(c.to_json(&again).unwrap(), v);
+            }
+            Err(e) => proptest::prop_assert!(flipped, "{e}"),
+        }
+    }
+}
+
+#[test]
+fn every_prefix_of_a_valid_body_is_an_error_not_a_panic() {
+    let c = codec(EVERYTHING);
+    let inner = json!({"b": true, "i": -5, "l": 1i64 << 50, "f": 0.5, "d": "NaN", "by": "\u{0}\u{ff}", "s": "é",
+        "e": "C", "fx": "abc", "a": [null, {"int": 3}, {"p.E": "B"}], "m": {"k": ["x", ""]}, "next": null});
+    let mut outer = inner.clone();
+    outer["next"] = json!({"p.All": inner});
+    let body = c.from_json(&outer, "payload").unwrap();
+    assert_eq!(c.to_json(&body).unwrap(), outer);
+    for cut in 0..body.len() {
+        assert!(c.to_json(&body[..cut]).is_err(), "{cut}");
+    }
+}
