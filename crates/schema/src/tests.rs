@@ -88,3 +88,11 @@ fn json_schema_records_compile_and_protobuf_is_left_to_its_module() {
         assert_eq!(SchemaType::parse(Some(t.as_str())).unwrap(), t);
     }
 }
+
+#[test]
+fn codecs_and_registries_can_be_shared_between_threads() {
+    fn shared<T: Send + Sync>() {}
+    shared::<Codec>();
+    shared::<Registry>();
+    shared::<SchemaRecord>();
+}

@@ -102,3 +102,21 @@ fn bad_schemas_and_hostile_refs_are_errors() {
     let remote = JsonSchemaCodec::compile(r#"{"$ref":"https://example.com/s.json"}"#).unwrap();
     assert!(remote.from_json(&json!(1), "p").is_ok());
 }
+
+#[test]
+fn the_depth_limit_fits_in_a_one_mebibyte_stack() {
+    let worker = std::thread::Builder::new().stack_size(1 << 20).spawn(|| {
+        // Every hop of a self-reference and every nested value is a level.
+        let looped = JsonSchemaCodec::compile(r##"{"$ref":"#"}"##).unwrap();
+        assert!(message(looped.from_json(&json!(1), "p")).contains("deeper than"));
+        let nested =
+            JsonSchemaCodec::compile(r##"{"type":"array","items":{"$ref":"#"}}"##).unwrap();
+        let mut v = json!([]);
+        for _ in 0..100 {
+            v = Value::Array(vec![v]);
+        }
+        assert!(message(nested.from_json(&v, "p")).contains("deeper than"));
+        std::mem::forget(v);
+    });
+    worker.unwrap().join().unwrap();
+}
