@@ -46,7 +46,7 @@ use topicfs_source::{Error, Result};
 pub const MAX_DEPTH: usize = 256;
 /// JSON values a body may produce beyond one per byte (values that take no bytes: `null`,
 /// empty records, `fixed` of size 0).
-pub const ZERO_BYTE_VALUES: usize = 1 << 20;
+pub const ZERO_BYTE_VALUES: usize = 1 << 16;
 /// Longest schema text accepted (with its references), in bytes.
 pub const MAX_SCHEMA_TEXT: usize = 32 << 20;
 
