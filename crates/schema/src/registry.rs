@@ -209,6 +209,53 @@ pub fn parse_subject_version(body: &[u8]) -> Result<SchemaRecord> {
     schema_value(o, what)
 }
 
+/// A REST answer to `GET /subjects`: a JSON array of subject names (sorted here).
+pub fn parse_subjects(body: &[u8]) -> Result<Vec<String>> {
+    let what = "/subjects";
+    let value = json(body, what)?;
+    if let Some(e) = value.as_object().and_then(error_answer) {
+        return Err(e);
+    }
+    let Value::Array(list) = value else {
+        return Err(bad(format!("{what}: expected an array, got {}", kind(&value))));
+    };
+    let mut subjects = list
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            s.as_str()
+                .map(str::to_string)
+                .ok_or_else(|| bad(format!("{what}[{i}]: expected a string, got {}", kind(s))))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    subjects.sort();
+    Ok(subjects)
+}
+
+/// A REST answer to `GET /subjects/{subject}/versions`: a JSON array of version numbers
+/// (sorted here).
+pub fn parse_versions(body: &[u8]) -> Result<Vec<i32>> {
+    let what = "/subjects/{subject}/versions";
+    let value = json(body, what)?;
+    if let Some(e) = value.as_object().and_then(error_answer) {
+        return Err(e);
+    }
+    let Value::Array(list) = value else {
+        return Err(bad(format!("{what}: expected an array, got {}", kind(&value))));
+    };
+    let mut versions = list
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            v.as_i64()
+                .and_then(|v| i32::try_from(v).ok())
+                .ok_or_else(|| bad(format!("{what}[{i}]: expected a 32-bit integer, got {v}")))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    versions.sort_unstable();
+    Ok(versions)
+}
+
 /// A `_schemas` SCHEMA value or a subject-version answer.
 fn schema_value(o: &Map<String, Value>, what: &str) -> Result<SchemaRecord> {
     let (schema_type, text, references) = schema_parts(o, what)?;

@@ -247,3 +247,19 @@ fn rest_answers_parse_into_the_same_records() {
     r.insert(sv);
     assert_eq!(r.latest("t-value").unwrap().id, 2);
 }
+
+#[test]
+fn rest_listings_of_subjects_and_versions_parse() {
+    assert_eq!(parse_subjects(br#"["t-value","a-key"]"#).unwrap(), ["a-key", "t-value"]);
+    assert_eq!(parse_versions(b"[3,1,2]").unwrap(), [1, 2, 3]);
+    assert!(matches!(
+        parse_versions(br#"{"error_code":40401,"message":"Subject 'x' not found."}"#),
+        Err(Error::NotFound(_))
+    ));
+    let e = parse_versions(br#"[1,"2"]"#).unwrap_err();
+    assert!(
+        matches!(e, Error::InvalidInput(m) if m == r#"/subjects/{subject}/versions[1]: expected a 32-bit integer, got "2""#)
+    );
+    assert!(parse_subjects(b"{}").is_err());
+    assert!(parse_subjects(b"[1]").is_err());
+}
