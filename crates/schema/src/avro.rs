@@ -50,11 +50,18 @@ pub const ZERO_BYTE_VALUES: usize = 1 << 16;
 /// Longest schema text accepted (with its references), in bytes.
 pub const MAX_SCHEMA_TEXT: usize = 32 << 20;
 
-/// A compiled Avro schema: its root and every named type it can reach, by full name.
+/// A compiled Avro schema: its root and every named type it can reach, by full name (as a
+/// `Name` split at its last dot, so a lookup hashes without allocating).
 #[derive(Debug)]
 pub struct AvroCodec {
     root: Schema,
-    names: HashMap<String, Schema>,
+    names: HashMap<Name, Schema>,
+}
+
+/// `name` in the form the names map keys by: name and namespace split at the last dot.
+fn canonical(name: &Name) -> Result<Name> {
+    let full = name.fullname(None);
+    Name::new(&full).map_err(|e| invalid(format!("Avro schema: bad name {full}: {e}")))
 }
 
 fn invalid(message: String) -> Error {
@@ -128,12 +135,12 @@ impl AvroCodec {
 
     fn resolve<'s>(&'s self, schema: &'s Schema) -> Result<&'s Schema> {
         match schema {
-            Schema::Ref { name } => {
-                let full = name.fullname(None);
-                self.names
-                    .get(&full)
-                    .ok_or_else(|| invalid(format!("Avro schema: unknown named type {full}")))
-            }
+            Schema::Ref { name } => match self.names.get(name) {
+                Some(s) => Ok(s),
+                None => self.names.get(&canonical(name)?).ok_or_else(|| {
+                    invalid(format!("Avro schema: unknown named type {}", name.fullname(None)))
+                }),
+            },
             other => Ok(other),
         }
     }
@@ -162,31 +169,31 @@ fn strip_logical_types(json: &mut Value) {
     }
 }
 
-fn named(full: String, schema: &Schema, names: &mut HashMap<String, Schema>) -> bool {
-    if names.contains_key(&full) {
-        return false;
+/// Adds a named type; false if its name was already there.
+fn named(name: &Name, schema: &Schema, names: &mut HashMap<Name, Schema>) -> Result<bool> {
+    let key = canonical(name)?;
+    if names.contains_key(&key) {
+        return Ok(false);
     }
-    names.insert(full, schema.clone());
-    true
+    names.insert(key, schema.clone());
+    Ok(true)
 }
 
-fn collect_names(schema: &Schema, names: &mut HashMap<String, Schema>, depth: usize) -> Result<()> {
+fn collect_names(schema: &Schema, names: &mut HashMap<Name, Schema>, depth: usize) -> Result<()> {
     if depth > MAX_DEPTH {
         return Err(invalid(format!("Avro schema: nested deeper than {MAX_DEPTH}")));
     }
     match schema {
-        Schema::Record(RecordSchema { name, fields, .. })
-            if named(name.fullname(None), schema, names) =>
-        {
+        Schema::Record(RecordSchema { name, fields, .. }) if named(name, schema, names)? => {
             for f in fields {
                 collect_names(&f.schema, names, depth + 1)?;
             }
         }
         Schema::Enum(e) => {
-            named(e.name.fullname(None), schema, names);
+            named(&e.name, schema, names)?;
         }
         Schema::Fixed(f) => {
-            named(f.name.fullname(None), schema, names);
+            named(&f.name, schema, names)?;
         }
         Schema::Array(a) => collect_names(&a.items, names, depth + 1)?,
         Schema::Map(m) => collect_names(&m.types, names, depth + 1)?,
