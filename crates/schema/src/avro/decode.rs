@@ -9,6 +9,8 @@ use topicfs_source::{Error, Result};
 
 use super::{AvroCodec, MAX_DEPTH, branch_name, invalid};
 
+/// One body being read. Invariant: `pos <= buf.len()`; `path` is the field path of the value
+/// being read (for messages); `budget` the values it may still produce.
 pub(super) struct Reader<'c, 'b> {
     pub(super) codec: &'c AvroCodec,
     pub(super) buf: &'b [u8],
@@ -96,7 +98,7 @@ impl Reader<'_, '_> {
 
     /// One value. The recursion goes through this function and the small nested ones below
     /// (union, array, map, record), each kept out of line so that a level costs little stack:
-    /// [`MAX_DEPTH`] levels fit a 2 MiB thread stack in a debug build.
+    /// [`MAX_DEPTH`] levels fit a 1 MiB thread stack in a debug build (tested).
     pub(super) fn value(&mut self, schema: &Schema, depth: usize) -> Result<Value> {
         self.spend()?;
         if depth > MAX_DEPTH {

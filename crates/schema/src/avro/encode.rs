@@ -15,6 +15,8 @@ pub(super) enum Mode {
     Default,
 }
 
+/// One body being written: `out` the bytes so far, `path` the field path of the value being
+/// written (starting at the caller's root name, for messages).
 pub(super) struct Writer<'c> {
     pub(super) codec: &'c AvroCodec,
     pub(super) out: Vec<u8>,
