@@ -1,0 +1,173 @@
+//! Schemas of Kafka records: the Confluent wire format, the Schema Registry's `_schemas` topic
+//! and REST answers, and codecs between schema-encoded bodies and JSON.
+//!
+//! Pure: no I/O. The view layer finds a framed key or value ([`wire::Framed`]), looks its id up
+//! in a [`registry::Registry`] (fed from the `_schemas` topic or the REST API), compiles the
+//! [`SchemaRecord`] into a [`Codec`] once, and calls [`Codec::to_json`] per record
+//! ([`Codec::from_json`] for appends).
+//!
+//! - Avro ([`avro`]): the binary encoding to and from the Avro JSON encoding that
+//!   `kafka-avro-console-consumer` prints.
+//! - JSON Schema ([`json_schema`]): the body is JSON text; appends are checked against the
+//!   schema's `type`, `properties`, `required`, `enum`, `const` and `items`.
+//! - Protobuf: compiled by the `protobuf` module (wired in by the lead); until then
+//!   [`Codec::compile`] refuses a Protobuf schema with `Unsupported`.
+//!
+//! Every error on bad input is [`Error::InvalidInput`] naming the field path
+//! (`payload.address.zip: expected int, got "x"`); nothing here panics on bytes or JSON from
+//! outside.
+
+pub mod avro;
+pub mod json_schema;
+pub mod registry;
+pub mod wire;
+
+use serde_json::Value;
+use topicfs_source::{Error, Result};
+
+pub use crate::wire::Framed;
+
+/// The kind of a schema, the registry's `schemaType` (absent means Avro).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SchemaType {
+    Avro,
+    Protobuf,
+    Json,
+}
+
+impl SchemaType {
+    /// The registry's name: `AVRO`, `PROTOBUF`, `JSON`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SchemaType::Avro => "AVRO",
+            SchemaType::Protobuf => "PROTOBUF",
+            SchemaType::Json => "JSON",
+        }
+    }
+
+    /// The registry's `schemaType` field: `None` (absent or JSON null) is Avro.
+    pub fn parse(name: Option<&str>) -> Result<SchemaType> {
+        match name {
+            None | Some("AVRO") => Ok(SchemaType::Avro),
+            Some("PROTOBUF") => Ok(SchemaType::Protobuf),
+            Some("JSON") => Ok(SchemaType::Json),
+            Some(other) => Err(Error::InvalidInput(format!(
+                "schemaType: unknown schema type {other:?} (expected AVRO, PROTOBUF or JSON)"
+            ))),
+        }
+    }
+}
+
+/// A schema's reference to another registered schema: for Avro `name` is the full name of a
+/// named type the referenced schema defines; for Protobuf the import path; for JSON Schema the
+/// `$ref` URL.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SchemaReference {
+    pub name: String,
+    pub subject: String,
+    pub version: i32,
+}
+
+/// One registered schema: a `_schemas` record's value or a REST answer. `subject` and
+/// `version` are absent when it came from `/schemas/ids/{id}` (which names neither).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SchemaRecord {
+    pub id: u32,
+    pub subject: Option<String>,
+    pub version: Option<i32>,
+    pub schema_type: SchemaType,
+    pub text: String,
+    pub references: Vec<SchemaReference>,
+    /// Soft-deleted (`"deleted": true`, or a DELETE_SUBJECT up to its version): still decodes
+    /// records by id, no longer a subject's latest version.
+    pub deleted: bool,
+}
+
+/// A compiled schema: turns bodies (the bytes after the wire format's header) into JSON and
+/// back. Build once per schema id; each call is independent.
+#[derive(Debug)]
+pub enum Codec {
+    Avro(avro::AvroCodec),
+    Json(json_schema::JsonSchemaCodec),
+}
+
+/// How many references, transitively, one schema may pull in: a cap on a registry that
+/// answers with a cycle or an endless chain.
+pub const MAX_REFERENCES: usize = 1_000;
+
+impl Codec {
+    /// Compiles `record`, fetching each referenced schema (transitively, each (subject,
+    /// version) once, at most [`MAX_REFERENCES`]) with `resolve_reference`.
+    pub fn compile(
+        record: &SchemaRecord,
+        resolve_reference: &mut dyn FnMut(&SchemaReference) -> Result<SchemaRecord>,
+    ) -> Result<Codec> {
+        match record.schema_type {
+            SchemaType::Avro => {
+                let references = collect_references(record, resolve_reference)?;
+                let texts: Vec<&str> = references.iter().map(|r| r.text.as_str()).collect();
+                Ok(Codec::Avro(avro::AvroCodec::compile(&record.text, &texts)?))
+            }
+            SchemaType::Json => {
+                Ok(Codec::Json(json_schema::JsonSchemaCodec::compile(&record.text)?))
+            }
+            SchemaType::Protobuf => Err(Error::Unsupported(
+                "Protobuf schemas are compiled by the protobuf module, not in this build",
+            )),
+        }
+    }
+
+    /// The schema type this codec was compiled from.
+    pub fn schema_type(&self) -> SchemaType {
+        match self {
+            Codec::Avro(_) => SchemaType::Avro,
+            Codec::Json(_) => SchemaType::Json,
+        }
+    }
+
+    /// Decodes a body (the bytes after the 5-byte header) to JSON.
+    pub fn to_json(&self, body: &[u8]) -> Result<Value> {
+        match self {
+            Codec::Avro(c) => c.to_json(body),
+            Codec::Json(c) => c.to_json(body),
+        }
+    }
+
+    /// Encodes `value` to a body, checking it against the schema; errors name the field path
+    /// starting at `root` (e.g. `payload`).
+    pub fn from_json(&self, value: &Value, root: &str) -> Result<Vec<u8>> {
+        match self {
+            Codec::Avro(c) => c.from_json(value, root),
+            Codec::Json(c) => c.from_json(value, root),
+        }
+    }
+}
+
+/// The schemas `record` references, transitively, in the order met (depth first), each
+/// (subject, version) once.
+fn collect_references(
+    record: &SchemaRecord,
+    resolve: &mut dyn FnMut(&SchemaReference) -> Result<SchemaRecord>,
+) -> Result<Vec<SchemaRecord>> {
+    let mut seen: std::collections::HashSet<(String, i32)> = Default::default();
+    let mut out = Vec::new();
+    let mut stack: Vec<SchemaReference> = record.references.iter().rev().cloned().collect();
+    while let Some(reference) = stack.pop() {
+        if !seen.insert((reference.subject.clone(), reference.version)) {
+            continue;
+        }
+        if out.len() >= MAX_REFERENCES {
+            return Err(Error::InvalidInput(format!(
+                "schema {}: more than {MAX_REFERENCES} references",
+                record.id
+            )));
+        }
+        let resolved = resolve(&reference)?;
+        stack.extend(resolved.references.iter().rev().cloned());
+        out.push(resolved);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;
