@@ -1,0 +1,3 @@
+//! Values with schemas (Confluent Schema Registry): decoding to JSON and encoding from JSON.
+
+pub mod protobuf;

@@ -1,0 +1,220 @@
+//! Unit tests: message indexes, hostile values and schemas, error messages. The comparison
+//! with an independent encoder (Python's protobuf) is crates/schema/tests/protobuf_compat.rs.
+
+use super::*;
+use serde_json::json;
+
+const SHOP: &str = r#"
+syntax = "proto3";
+package shop;
+import "google/protobuf/timestamp.proto";
+
+message Order {
+  string id = 1;
+  int64 total_cents = 2;
+  message Item { string sku = 1; uint32 count = 2; }
+  repeated Item items = 3;
+  map<string, Item> by_sku = 4;
+  message Note { string text = 1; }
+  google.protobuf.Timestamp at = 5;
+}
+message Tree { string name = 1; repeated Tree children = 2; }
+"#;
+
+fn shop() -> ProtobufSchema {
+    ProtobufSchema::compile(SHOP, &[]).expect("SHOP compiles")
+}
+
+fn invalid(result: Result<impl std::fmt::Debug>) -> String {
+    match result {
+        Err(Error::InvalidInput(message)) => message,
+        other => panic!("expected InvalidInput, got {other:?}"),
+    }
+}
+
+#[test]
+fn message_names_are_in_index_order_without_map_entries() {
+    assert_eq!(
+        shop().message_names(),
+        ["shop.Order", "shop.Order.Item", "shop.Order.Note", "shop.Tree"]
+    );
+}
+
+#[test]
+fn indexes_skip_map_entries_and_zero_is_one_byte() {
+    let s = shop();
+    // [0]: the single byte 0.
+    assert_eq!(s.from_json(None, &json!({"id": "a"})).unwrap(), [0, 0x0a, 1, b'a']);
+    // shop.Order.Note is [0, 1]: the map entry BySkuEntry declared before it does not count.
+    let note = s.from_json(Some("shop.Order.Note"), &json!({"text": "x"})).unwrap();
+    assert_eq!(&note[..3], [4, 0, 2]);
+    let (value, name) = s.to_json(&note).unwrap();
+    assert_eq!((value, name.as_str()), (json!({"text": "x"}), "shop.Order.Note"));
+    // [1]: count 1 then index 1 (zigzag 2, 2).
+    let tree = s.from_json(Some("shop.Tree"), &json!({"name": "t"})).unwrap();
+    assert_eq!(&tree[..2], [2, 2]);
+    // An explicit [0] (count 1, index 0) is the first message too.
+    assert_eq!(s.to_json(&[2, 0, 0x0a, 1, b'a']).unwrap().1, "shop.Order");
+}
+
+#[test]
+fn zigzag_varints_round_trip_at_their_limits() {
+    for value in [0, 1, -1, 63, -64, 64, 300, i32::MAX, i32::MIN] {
+        let mut out = Vec::new();
+        write_zigzag(value, &mut out);
+        let mut pos = 0;
+        assert_eq!(read_zigzag(&out, &mut pos, "x").unwrap(), value);
+        assert_eq!(pos, out.len());
+    }
+}
+
+#[test]
+fn hostile_indexes_are_refused_naming_the_index() {
+    let s = shop();
+    assert!(invalid(s.to_json(&[])).contains("count at byte 0 is truncated"));
+    // A negative count.
+    assert!(invalid(s.to_json(&[1])).contains("count -1 is negative"));
+    // A huge count with nothing after it: truncated at its first index, nothing allocated.
+    let mut huge = Vec::new();
+    write_zigzag(i32::MAX, &mut huge);
+    assert!(invalid(s.to_json(&huge)).contains("message index 1 of 2147483647"));
+    // A huge count whose indexes go deeper than the nesting.
+    let mut deep = huge.clone();
+    deep.extend([0; 64]);
+    assert!(invalid(s.to_json(&deep)).contains("index 0 names no message (shop.Order.Item has 0"));
+    // Out of range at the top and nested; a negative index.
+    assert!(invalid(s.to_json(&[2, 4])).contains("[2]: index 2 names no message (the schema has 2"));
+    assert!(invalid(s.to_json(&[4, 0, 4])).contains("shop.Order has 2 nested messages"));
+    assert!(invalid(s.to_json(&[2, 1])).contains("index -1 names no message"));
+    // A varint over 32 bits, and one over 5 bytes.
+    assert!(invalid(s.to_json(&[0xff, 0xff, 0xff, 0xff, 0x1f])).contains("over 32 bits"));
+    assert!(invalid(s.to_json(&[0x80, 0x80, 0x80, 0x80, 0x80, 0])).contains("over 32 bits"));
+}
+
+#[test]
+fn damaged_messages_are_errors_naming_the_type() {
+    let s = shop();
+    // A length-delimited field whose length runs past the end.
+    let message = invalid(s.to_json(&[0, 0x0a, 10, b'a']));
+    assert!(message.contains("type shop.Order (message at byte 1"), "{message}");
+    // A wrong wire type for field 1 (string sent as varint).
+    assert!(invalid(s.to_json(&[0, 0x08, 1])).contains("shop.Order"));
+    // Garbage bytes never panic.
+    for len in 0..64u8 {
+        let bytes: Vec<u8> = (0..len).map(|i| i.wrapping_mul(37).wrapping_add(len)).collect();
+        let _ = s.to_json(&bytes);
+    }
+}
+
+#[test]
+fn a_recursive_type_decodes_and_refuses_nesting_past_the_limit() {
+    let s = shop();
+    let mut value = json!({"name": "leaf"});
+    for _ in 0..20 {
+        value = json!({"name": "n", "children": [value]});
+    }
+    let bytes = s.from_json(Some("shop.Tree"), &value).unwrap();
+    assert_eq!(s.to_json(&bytes).unwrap().0, value);
+    // 200 levels of Tree { children: [...] } built by hand: past prost's limit of 100.
+    let mut body: Vec<u8> = Vec::new();
+    for _ in 0..200 {
+        let mut outer = vec![0x12];
+        let mut len = body.len();
+        while len >= 0x80 {
+            outer.push((len as u8 & 0x7f) | 0x80);
+            len >>= 7;
+        }
+        outer.push(len as u8);
+        outer.extend_from_slice(&body);
+        body = outer;
+    }
+    let mut framed = vec![2, 2];
+    framed.extend_from_slice(&body);
+    assert!(invalid(s.to_json(&framed)).contains("shop.Tree"));
+}
+
+#[test]
+fn values_that_do_not_match_are_refused_naming_the_field() {
+    let s = shop();
+    let message = invalid(s.from_json(None, &json!({"id": "a", "colour": 1})));
+    assert!(message.contains("shop.Order") && message.contains("colour"), "{message}");
+    let message = invalid(s.from_json(None, &json!({"items": [{"sku": "a"}, {"count": "many"}]})));
+    assert!(message.contains("items[1].count"), "{message}");
+    let message = invalid(s.from_json(None, &json!({"totalCents": "12x"})));
+    assert!(message.contains("totalCents"), "{message}");
+    let message = invalid(s.from_json(None, &json!({"at": "yesterday"})));
+    assert!(message.contains("field at"), "{message}");
+    let message = invalid(s.from_json(None, &json!([1, 2])));
+    assert!(message.contains("shop.Order"), "{message}");
+    assert!(invalid(s.from_json(Some("shop.Nope"), &json!({}))).contains("no message shop.Nope"));
+    let message = invalid(s.from_json(Some("google.protobuf.Timestamp"), &json!({})));
+    assert!(message.contains("defined in import"), "{message}");
+    let message = invalid(s.from_json(Some("shop.Order.BySkuEntry"), &json!({})));
+    assert!(message.contains("no message shop.Order.BySkuEntry"), "{message}");
+}
+
+#[test]
+fn json_mapping_omits_defaults_and_stringifies_64_bit_integers() {
+    let s = shop();
+    let value = json!({
+        "id": "o-1", "totalCents": "9007199254740993",
+        "items": [{"sku": "a", "count": 2}, {}],
+        "bySku": {"a": {"sku": "a"}},
+        "at": "2024-02-29T12:00:00.500Z"
+    });
+    let bytes = s.from_json(None, &value).unwrap();
+    assert_eq!(s.to_json(&bytes).unwrap().0, value);
+    // Defaults are omitted; the proto name of a field is accepted on input.
+    let bytes = s.from_json(None, &json!({"id": "", "total_cents": 0})).unwrap();
+    assert_eq!(s.to_json(&bytes).unwrap().0, json!({}));
+}
+
+#[test]
+fn garbage_and_broken_schemas_are_errors_with_a_position() {
+    let message = invalid(ProtobufSchema::compile("syntax = \"proto3\";\nmessage {", &[]));
+    assert!(message.contains("the schema, line 2"), "{message}");
+    let message = invalid(ProtobufSchema::compile(
+        "syntax = \"proto3\";\nmessage A {\n  Missing m = 1;\n}\n",
+        &[],
+    ));
+    assert!(message.contains("line 3") && message.contains("Missing"), "{message}");
+    let message = invalid(ProtobufSchema::compile(
+        "syntax = \"proto3\";\nimport \"other.proto\";\nmessage A { B b = 1; }\n",
+        &[],
+    ));
+    assert!(message.contains("other.proto"), "{message}");
+    let broken_import =
+        [("other.proto".to_string(), "syntax = \"proto3\";\n\nmessage B { int32 }".to_string())];
+    let message = invalid(ProtobufSchema::compile(
+        "syntax = \"proto3\";\nimport \"other.proto\";\nmessage A { B b = 1; }\n",
+        &broken_import,
+    ));
+    assert!(message.contains("import \"other.proto\", line 3"), "{message}");
+    for garbage in ["\u{0}\u{1}\u{2}", "}}}}", "message A { int32 a = 99999999999; }", ""] {
+        let _ = ProtobufSchema::compile(garbage, &[]);
+    }
+    // An empty file compiles but has no message to decode or encode.
+    let empty = ProtobufSchema::compile("syntax = \"proto3\";", &[]).unwrap();
+    assert!(empty.message_names().is_empty());
+    assert!(invalid(empty.to_json(&[0])).contains("defines no message"));
+    assert!(invalid(empty.from_json(None, &json!({}))).contains("defines no message"));
+}
+
+#[test]
+fn references_resolve_by_their_import_names() {
+    let imports = [(
+        "common/money.proto".to_string(),
+        "syntax = \"proto3\";\npackage common;\nmessage Money { string currency = 1; int64 units = 2; }\n"
+            .to_string(),
+    )];
+    let s = ProtobufSchema::compile(
+        "syntax = \"proto3\";\npackage pay;\nimport \"common/money.proto\";\n\
+         message Payment { common.Money amount = 1; }\n",
+        &imports,
+    )
+    .unwrap();
+    assert_eq!(s.message_names(), ["pay.Payment"]);
+    let value = json!({"amount": {"currency": "EUR", "units": "12"}});
+    let bytes = s.from_json(None, &value).unwrap();
+    assert_eq!(s.to_json(&bytes).unwrap(), (value, "pay.Payment".to_string()));
+}
