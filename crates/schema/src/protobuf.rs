@@ -179,8 +179,10 @@ impl ProtobufSchema {
         };
         let name = descriptor.full_name().to_string();
         let indexes = indexes_of(&descriptor)?;
+        let mut value = value.clone();
+        round_floats(&descriptor, &mut value, 0);
         let mut track = serde_path_to_error::Track::new();
-        let deserializer = serde_path_to_error::Deserializer::new(value, &mut track);
+        let deserializer = serde_path_to_error::Deserializer::new(&value, &mut track);
         let decoded = DynamicMessage::deserialize_with_options(
             descriptor,
             deserializer,
@@ -310,6 +312,57 @@ fn indexes_of(message: &MessageDescriptor) -> Result<Vec<i32>> {
     }
     indexes.reverse();
     Ok(indexes)
+}
+
+/// How deep [`round_floats`] follows nested messages (prost decodes no deeper either).
+const MAX_DEPTH: u32 = 100;
+
+/// Rounds the JSON numbers of `float` fields in `value` (a message of type `message`) that
+/// are past `f32::MAX` but round to it, such as the `3.4028235e38` that `to_json` (and every
+/// shortest-form printer) writes for `f32::MAX`: prost-reflect refuses them as out of range,
+/// protobuf's Java `JsonFormat` parser takes them. Numbers that round to infinity are left
+/// for the parser to refuse.
+fn round_floats(message: &MessageDescriptor, value: &mut serde_json::Value, depth: u32) {
+    use prost_reflect::Kind;
+    fn round(number: &mut serde_json::Value) {
+        if let Some(v) = number.as_f64() {
+            let rounded = v as f32;
+            if v.abs() > f64::from(f32::MAX) && rounded.is_finite() {
+                *number = serde_json::Value::from(f64::from(rounded));
+            }
+        }
+    }
+    fn field_value(kind: &Kind, value: &mut serde_json::Value, depth: u32) {
+        match kind {
+            Kind::Float => round(value),
+            Kind::Message(m) if m.full_name() == "google.protobuf.FloatValue" => round(value),
+            Kind::Message(m) => round_floats(m, value, depth + 1),
+            _ => {}
+        }
+    }
+    let serde_json::Value::Object(object) = value else { return };
+    if depth >= MAX_DEPTH {
+        return;
+    }
+    for field in message.fields() {
+        let kind = field.kind();
+        for key in [field.json_name(), field.name()] {
+            let Some(v) = object.get_mut(key) else { continue };
+            if field.is_map() {
+                let Kind::Message(entry) = &kind else { continue };
+                let value_kind = entry.map_entry_value_field().kind();
+                if let serde_json::Value::Object(entries) = v {
+                    entries.values_mut().for_each(|v| field_value(&value_kind, v, depth));
+                }
+            } else if field.is_list() {
+                if let serde_json::Value::Array(items) = v {
+                    items.iter_mut().for_each(|v| field_value(&kind, v, depth));
+                }
+            } else {
+                field_value(&kind, v, depth);
+            }
+        }
+    }
 }
 
 /// Writes message indexes as Confluent's serializers do: `[0]` as the single byte 0,

@@ -218,3 +218,21 @@ fn references_resolve_by_their_import_names() {
     let bytes = s.from_json(None, &value).unwrap();
     assert_eq!(s.to_json(&bytes).unwrap(), (value, "pay.Payment".to_string()));
 }
+
+
+#[test]
+fn floats_printed_at_f32_max_encode_again_and_past_it_are_refused() {
+    let s = ProtobufSchema::compile(
+        "syntax = \"proto3\";\nimport \"google/protobuf/wrappers.proto\";\n\
+         message F { float f = 1; repeated float fs = 2; map<string, float> m = 3;\n\
+         google.protobuf.FloatValue w = 4; F inner = 5; }\n",
+        &[],
+    )
+    .unwrap();
+    let max = json!({"f": 3.4028235e38, "fs": [-3.4028235e38, 1.1], "m": {"k": 3.4028235e38},
+                     "w": 3.4028235e38, "inner": {"f": 3.4028235e38}});
+    let bytes = s.from_json(None, &max).unwrap();
+    assert_eq!(s.to_json(&bytes).unwrap().0, max);
+    let message = invalid(s.from_json(None, &json!({"inner": {"fs": [1, 3.5e38]}})));
+    assert!(message.contains("field inner.fs[1]") && message.contains("out of range"), "{message}");
+}
