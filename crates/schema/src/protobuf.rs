@@ -100,7 +100,11 @@ impl ProtobufSchema {
             }
             by_name.insert(name.clone(), import.clone());
         }
-        let resolver = Resolver { root: text.to_string(), imports: by_name, google: GoogleFileResolver::new() };
+        let resolver = Resolver {
+            root: text.to_string(),
+            imports: by_name,
+            google: GoogleFileResolver::new(),
+        };
         let mut compiler = protox::Compiler::with_file_resolver(resolver);
         compiler.include_imports(true).include_source_info(false);
         if let Err(err) = compiler.open_file(Path::new(ROOT_NAME)) {
@@ -140,25 +144,19 @@ impl ProtobufSchema {
         let (message, start) = self.read_indexes(after_id)?;
         let name = message.full_name().to_string();
         let body = after_id.get(start..).unwrap_or_default();
-        let decoded = DynamicMessage::decode(message, body).map_err(|err| {
+        let decoded = DynamicMessage::decode(message.clone(), body).map_err(|err| {
             Error::InvalidInput(format!(
                 "protobuf value of type {name} (message at byte {start} after the schema id, \
                  {} bytes): {err}",
                 body.len()
             ))
         })?;
-        // Printed to text and read back, not serialized to a `Value` directly: a `Value` holds
-        // an f32 widened to f64 (1.100000023841858), the text its shortest form (1.1).
-        let mut text = Vec::with_capacity(body.len().saturating_mul(2));
-        let options = SerializeOptions::new();
-        decoded
-            .serialize_with_options(&mut serde_json::Serializer::new(&mut text), &options)
+        let mut value = decoded
+            .serialize_with_options(serde_json::value::Serializer, &SerializeOptions::new())
             .map_err(|err| {
                 Error::InvalidInput(format!("protobuf value of type {name}: as JSON: {err}"))
             })?;
-        let value = serde_json::from_slice(&text).map_err(|err| {
-            Error::InvalidInput(format!("protobuf value of type {name}: as JSON: {err}"))
-        })?;
+        each_float(&message, &mut value, 0, &shortest_f32);
         Ok((value, name))
     }
 
@@ -180,7 +178,7 @@ impl ProtobufSchema {
         let name = descriptor.full_name().to_string();
         let indexes = indexes_of(&descriptor)?;
         let mut value = value.clone();
-        round_floats(&descriptor, &mut value, 0);
+        each_float(&descriptor, &mut value, 0, &round_to_f32);
         let mut track = serde_path_to_error::Track::new();
         let deserializer = serde_path_to_error::Deserializer::new(&value, &mut track);
         let decoded = DynamicMessage::deserialize_with_options(
@@ -314,29 +312,29 @@ fn indexes_of(message: &MessageDescriptor) -> Result<Vec<i32>> {
     Ok(indexes)
 }
 
-/// How deep [`round_floats`] follows nested messages (prost decodes no deeper either).
+/// How deep [`each_float`] follows nested messages (prost decodes no deeper either).
 const MAX_DEPTH: u32 = 100;
 
-/// Rounds the JSON numbers of `float` fields in `value` (a message of type `message`) that
-/// are past `f32::MAX` but round to it, such as the `3.4028235e38` that `to_json` (and every
-/// shortest-form printer) writes for `f32::MAX`: prost-reflect refuses them as out of range,
-/// protobuf's Java `JsonFormat` parser takes them. Numbers that round to infinity are left
-/// for the parser to refuse.
-fn round_floats(message: &MessageDescriptor, value: &mut serde_json::Value, depth: u32) {
+/// Calls `fix` on every JSON value of a `float` field (or a `google.protobuf.FloatValue`) in
+/// `value`, a message of type `message`: in lists and map values too, nested messages to
+/// [`MAX_DEPTH`]. A field is looked up by its `json_name` and by its `.proto` name.
+fn each_float(
+    message: &MessageDescriptor,
+    value: &mut serde_json::Value,
+    depth: u32,
+    fix: &dyn Fn(&mut serde_json::Value),
+) {
     use prost_reflect::Kind;
-    fn round(number: &mut serde_json::Value) {
-        if let Some(v) = number.as_f64() {
-            let rounded = v as f32;
-            if v.abs() > f64::from(f32::MAX) && rounded.is_finite() {
-                *number = serde_json::Value::from(f64::from(rounded));
-            }
-        }
-    }
-    fn field_value(kind: &Kind, value: &mut serde_json::Value, depth: u32) {
+    fn field_value(
+        kind: &Kind,
+        value: &mut serde_json::Value,
+        depth: u32,
+        fix: &dyn Fn(&mut serde_json::Value),
+    ) {
         match kind {
-            Kind::Float => round(value),
-            Kind::Message(m) if m.full_name() == "google.protobuf.FloatValue" => round(value),
-            Kind::Message(m) => round_floats(m, value, depth + 1),
+            Kind::Float => fix(value),
+            Kind::Message(m) if m.full_name() == "google.protobuf.FloatValue" => fix(value),
+            Kind::Message(m) => each_float(m, value, depth + 1, fix),
             _ => {}
         }
     }
@@ -346,21 +344,50 @@ fn round_floats(message: &MessageDescriptor, value: &mut serde_json::Value, dept
     }
     for field in message.fields() {
         let kind = field.kind();
-        for key in [field.json_name(), field.name()] {
-            let Some(v) = object.get_mut(key) else { continue };
+        // Each key once (a field's two names are often the same): a nested message is walked
+        // once per key it is under, and twice per level would be 2^depth walks.
+        let names = [field.json_name(), field.name()];
+        let keys = if names[0] == names[1] { &names[..1] } else { &names[..] };
+        for key in keys {
+            let Some(v) = object.get_mut(*key) else { continue };
             if field.is_map() {
                 let Kind::Message(entry) = &kind else { continue };
                 let value_kind = entry.map_entry_value_field().kind();
                 if let serde_json::Value::Object(entries) = v {
-                    entries.values_mut().for_each(|v| field_value(&value_kind, v, depth));
+                    entries.values_mut().for_each(|v| field_value(&value_kind, v, depth, fix));
                 }
             } else if field.is_list() {
                 if let serde_json::Value::Array(items) = v {
-                    items.iter_mut().for_each(|v| field_value(&kind, v, depth));
+                    items.iter_mut().for_each(|v| field_value(&kind, v, depth, fix));
                 }
             } else {
-                field_value(&kind, v, depth);
+                field_value(&kind, v, depth, fix);
             }
+        }
+    }
+}
+
+/// For `to_json`: a `float` as the shortest decimal that reads back as the same `f32`
+/// (`1.1`), where the JSON number (an f64) would otherwise be the f32 widened
+/// (`1.100000023841858`).
+fn shortest_f32(number: &mut serde_json::Value) {
+    if let Some(v) = number.as_f64() {
+        let shortest = (v as f32).to_string().parse::<f64>().ok();
+        if let Some(shortest) = shortest.and_then(serde_json::Number::from_f64) {
+            *number = serde_json::Value::Number(shortest);
+        }
+    }
+}
+
+/// For `from_json`: a number past `f32::MAX` that rounds to it, such as the `3.4028235e38`
+/// that `to_json` (and every shortest-form printer) writes for `f32::MAX`, as `f32::MAX`:
+/// prost-reflect refuses it as out of range, protobuf's Java `JsonFormat` parser takes it.
+/// Numbers that round to infinity are left for the parser to refuse.
+fn round_to_f32(number: &mut serde_json::Value) {
+    if let Some(v) = number.as_f64() {
+        let rounded = v as f32;
+        if v.abs() > f64::from(f32::MAX) && rounded.is_finite() {
+            *number = serde_json::Value::from(f64::from(rounded));
         }
     }
 }

@@ -104,7 +104,10 @@ fn values_written_by_python_protobuf_decode_to_its_json_and_ours_parse_back_in_p
     assert_eq!(parsed.len(), cases.len());
     for (case, back) in cases.iter().zip(parsed) {
         let name = case["name"].as_str().unwrap();
-        assert_eq!(back["message"], case["message"], "{name}: the type Python reads our indexes as");
+        assert_eq!(
+            back["message"], case["message"],
+            "{name}: the type Python reads our indexes as"
+        );
         assert_eq!(back["json"], case["json"], "{name}: Python's JSON of our encoding");
     }
 }
