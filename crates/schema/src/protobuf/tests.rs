@@ -101,10 +101,26 @@ fn damaged_messages_are_errors_naming_the_type() {
     assert!(message.contains("type shop.Order (message at byte 1"), "{message}");
     // A wrong wire type for field 1 (string sent as varint).
     assert!(invalid(s.to_json(&[0, 0x08, 1])).contains("shop.Order"));
-    // Garbage bytes never panic.
-    for len in 0..64u8 {
-        let bytes: Vec<u8> = (0..len).map(|i| i.wrapping_mul(37).wrapping_add(len)).collect();
+    // Garbage never panics: random bytes after each valid index path (seeded xorshift), and
+    // every truncation of a full value.
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let prefixes: [&[u8]; 5] = [&[0], &[4, 0, 0], &[4, 0, 2], &[2, 2], &[]];
+    for n in 0..20_000 {
+        let mut bytes = prefixes[n % prefixes.len()].to_vec();
+        bytes.extend((0..next() % 48).map(|_| next() as u8));
         let _ = s.to_json(&bytes);
+    }
+    let full = json!({"id": "o", "totalCents": "-5", "items": [{"sku": "a", "count": 3}],
+                      "bySku": {"k": {"sku": "v"}}, "at": "2020-01-01T00:00:00Z"});
+    let bytes = s.from_json(None, &full).unwrap();
+    for end in 0..bytes.len() {
+        let _ = s.to_json(&bytes[..end]);
     }
 }
 
@@ -239,4 +255,100 @@ fn floats_printed_at_f32_max_encode_again_and_past_it_are_refused() {
     assert_eq!(s.to_json(&bytes).unwrap().0, max);
     let message = invalid(s.from_json(None, &json!({"inner": {"fs": [1, 3.5e38]}})));
     assert!(message.contains("field inner.fs[1]") && message.contains("out of range"), "{message}");
+}
+/// Token soups (seeded, the same each run): compile never panics, nor what follows on the
+/// schemas that compile.
+#[test]
+fn garbage_schema_texts_never_panic() {
+    let tokens = [
+        "syntax",
+        "=",
+        "\"proto3\"",
+        "\"proto2\"",
+        ";",
+        "message",
+        "A",
+        "B",
+        "{",
+        "}",
+        "int32",
+        "string",
+        "map",
+        "<",
+        ">",
+        ",",
+        "1",
+        "0",
+        "-1",
+        "99999999999",
+        "repeated",
+        "optional",
+        "oneof",
+        "enum",
+        "import",
+        "\"google/protobuf/timestamp.proto\"",
+        "\"x.proto\"",
+        "package",
+        "a.b",
+        ".A",
+        "extensions",
+        "to",
+        "max",
+        "reserved",
+        "option",
+        "(",
+        ")",
+        "[",
+        "]",
+        "json_name",
+        "\"x\"",
+        "service",
+        "rpc",
+        "returns",
+        "stream",
+        "group",
+        "extend",
+        "edition",
+        "\"2023\"",
+        "\u{0}",
+        "\u{ff}",
+        "/*",
+        "*/",
+        "//",
+        "\n",
+        "true",
+        "inf",
+        "nan",
+        "-",
+        "0x7fffffff",
+        "1e400",
+    ];
+    let mut seed: u64 = 0x9e3779b97f4a7c15;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let import =
+        [("x.proto".to_string(), "syntax = \"proto3\"; message X { int32 a = 1; }".to_string())];
+    let mut compiled = 0;
+    for n in 0..20000 {
+        let len = (next() % 40) as usize;
+        let mut text = String::from(if n % 2 == 0 { "syntax = \"proto3\";\n" } else { "" });
+        for _ in 0..len {
+            text.push_str(tokens[(next() % tokens.len() as u64) as usize]);
+            text.push(' ');
+        }
+        if let Ok(s) = ProtobufSchema::compile(&text, &import) {
+            for name in s.message_names() {
+                let _ = s.from_json(Some(&name), &json!({}));
+            }
+            let mut bytes = vec![0u8; (next() % 16) as usize];
+            bytes.iter_mut().for_each(|b| *b = next() as u8);
+            let _ = s.to_json(&bytes);
+            compiled += 1;
+        }
+    }
+    assert!(compiled > 0, "no token soup compiled: the soups test nothing past the parser");
 }
