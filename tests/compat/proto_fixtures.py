@@ -113,6 +113,41 @@ message Shipment {
 """,
         ["common/money.proto"],
     ),
+    (
+        "wkt.proto",
+        """syntax = "proto3";
+package wkt;
+
+import "google/protobuf/any.proto";
+import "google/protobuf/duration.proto";
+import "google/protobuf/empty.proto";
+import "google/protobuf/field_mask.proto";
+import "google/protobuf/struct.proto";
+import "google/protobuf/wrappers.proto";
+
+message Everything {
+  google.protobuf.Duration took = 1;
+  google.protobuf.Int64Value count = 2;
+  google.protobuf.StringValue label = 3;
+  google.protobuf.BoolValue flag = 4;
+  google.protobuf.FloatValue ratio = 5;
+  google.protobuf.BytesValue raw = 6;
+  google.protobuf.Struct attrs = 7;
+  google.protobuf.Value loose = 8;
+  google.protobuf.ListValue list = 9;
+  google.protobuf.Any packed = 10;
+  google.protobuf.Empty nothing = 11;
+  google.protobuf.FieldMask mask = 12;
+  double d = 13;
+  repeated double ds = 14;
+  repeated float fs = 15;
+  message Inner {
+    int32 x = 1;
+  }
+}
+""",
+        [],
+    ),
 ]
 
 
@@ -253,6 +288,33 @@ def cases(mods):
     )
     yield "stop_deep", "shop.proto", Stop(name="Utr", eta=Timestamp(seconds=1, nanos=1000))
     yield "money_own_schema", "common/money.proto", money.Money(currency="USD", units=-1)
+
+    wkt = mods["wkt.proto"]
+    from google.protobuf import wrappers_pb2
+    from google.protobuf.duration_pb2 import Duration
+
+    every = wkt.Everything(
+        took=Duration(seconds=1, nanos=500000000),
+        count=wrappers_pb2.Int64Value(value=-(2**62)),
+        label=wrappers_pb2.StringValue(value=""),
+        flag=wrappers_pb2.BoolValue(value=False),
+        ratio=wrappers_pb2.FloatValue(value=0.1),
+        raw=wrappers_pb2.BytesValue(value=b"\x01\x02"),
+        # Not -0.0: prost-reflect takes it for the default 0 and drops it (SEMANTICS.md says so).
+        d=-2.5e-10,
+        ds=[float("nan"), float("inf"), float("-inf"), 5e-324, 1.7976931348623157e308],
+        fs=[float("nan"), 3.4028234663852886e38, -1.401298464324817e-45, 16777217.0],
+    )
+    every.attrs.update({"a": 1, "b": [True, None, "x"], "c": {"d": 2.5}})
+    every.loose.string_value = "loose"
+    every.list.extend([1, "two", None])
+    every.packed.Pack(wkt.Everything.Inner(x=5))
+    every.nothing.SetInParent()
+    every.mask.paths.extend(["took", "attrs.a"])
+    yield "well_known_types", "wkt.proto", every
+    negative = wkt.Everything(took=Duration(seconds=-3, nanos=-1000))
+    negative.loose.struct_value.update({"k": [1, 2]})
+    yield "duration_negative", "wkt.proto", negative
 
 
 def generate(out_path):

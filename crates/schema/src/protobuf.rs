@@ -30,8 +30,8 @@
 //! default value (and absent `optional`s) are **omitted**, as `JsonFormat.printer()` of
 //! Confluent's `kafka-protobuf-console-consumer` and `MessageToJson` omit them; a set
 //! `optional` or `oneof` member is shown even when it holds its default. Unknown fields (of a
-//! newer writer schema) are not shown. `float` fields print their shortest round-trip decimal
-//! (`1.1`, not `1.100000023841858`).
+//! newer writer schema) are not shown. `float` fields print the fewest digits (at least 6) that read
+//! back as the same float, as Python's `json_format` does (`1.1`, not `1.100000023841858`).
 //!
 //! Encoding accepts the same mapping (numbers for 64-bit integers too, enum numbers, both the
 //! `json_name` and the `.proto` name of a field); a field the message does not have, or a value
@@ -367,14 +367,24 @@ fn each_float(
     }
 }
 
-/// For `to_json`: a `float` as the shortest decimal that reads back as the same `f32`
-/// (`1.1`), where the JSON number (an f64) would otherwise be the f32 widened
-/// (`1.100000023841858`).
+/// For `to_json`: a `float` as the decimal of fewest significant digits, at least 6, that
+/// reads back as the same `f32` (`1.1`, where the f32 widened to f64 is `1.100000023841858`):
+/// Python's `json_format` rule (`ToShortestFloat`). For normal floats it is the shortest
+/// round-trip decimal; for subnormals, whose shortest form can be 1 digit (`1e-45`), it keeps
+/// 6 (`1.4013e-45`).
 fn shortest_f32(number: &mut serde_json::Value) {
-    if let Some(v) = number.as_f64() {
-        let shortest = (v as f32).to_string().parse::<f64>().ok();
-        if let Some(shortest) = shortest.and_then(serde_json::Number::from_f64) {
-            *number = serde_json::Value::Number(shortest);
+    let Some(v) = number.as_f64() else { return };
+    let original = v as f32;
+    if !original.is_finite() {
+        return;
+    }
+    for digits in 6..=9 {
+        let Ok(rounded) = format!("{original:.*e}", digits - 1).parse::<f64>() else { return };
+        if rounded as f32 == original {
+            if let Some(rounded) = serde_json::Number::from_f64(rounded) {
+                *number = serde_json::Value::Number(rounded);
+            }
+            return;
         }
     }
 }

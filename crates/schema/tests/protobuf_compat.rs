@@ -81,8 +81,9 @@ fn values_written_by_python_protobuf_decode_to_its_json_and_ours_parse_back_in_p
         let encoded = schema
             .from_json(Some(message), &case["json"])
             .unwrap_or_else(|e| panic!("{name}: from_json: {e:?}"));
-        // The same bytes as protobuf's, except where map entries may come in another order.
-        if name == "order_full" {
+        // The same bytes as protobuf's, except for the cases with a map (or Struct) of two or
+        // more entries, which may come in another order.
+        if ["order_full", "well_known_types"].contains(&name) {
             assert_eq!(encoded[0], theirs[0], "{name}: message indexes");
             assert_eq!(encoded.len(), theirs.len(), "{name}: length");
         } else {

@@ -167,6 +167,21 @@ fn values_that_do_not_match_are_refused_naming_the_field() {
     assert!(message.contains("field at"), "{message}");
     let message = invalid(s.from_json(None, &json!([1, 2])));
     assert!(message.contains("shop.Order"), "{message}");
+    let message = invalid(s.from_json(None, &json!({"items": [{"count": 1.5}]})));
+    assert!(message.contains("field items[0].count"), "{message}");
+    let message = invalid(s.from_json(None, &json!({"items": [{"count": -1}]})));
+    assert!(message.contains("field items[0].count"), "{message}");
+    let e = ProtobufSchema::compile(
+        "syntax = \"proto3\";\nenum E { ZERO = 0; ONE = 1; }\nmessage M { E e = 1; }\n",
+        &[],
+    )
+    .unwrap();
+    let message = invalid(e.from_json(None, &json!({"e": "TWO"})));
+    assert!(message.contains("field e") && message.contains("TWO"), "{message}");
+    // Enum numbers are accepted, and a number the enum lacks is shown as the number.
+    assert_eq!(e.from_json(None, &json!({"e": 1})).unwrap(), [0, 0x08, 1]);
+    assert_eq!(e.to_json(&[0, 0x08, 1]).unwrap().0, json!({"e": "ONE"}));
+    assert_eq!(e.to_json(&[0, 0x08, 7]).unwrap().0, json!({"e": 7}));
     assert!(invalid(s.from_json(Some("shop.Nope"), &json!({}))).contains("no message shop.Nope"));
     let message = invalid(s.from_json(Some("google.protobuf.Timestamp"), &json!({})));
     assert!(message.contains("defined in import"), "{message}");
@@ -185,6 +200,16 @@ fn json_mapping_omits_defaults_and_stringifies_64_bit_integers() {
     });
     let bytes = s.from_json(None, &value).unwrap();
     assert_eq!(s.to_json(&bytes).unwrap().0, value);
+    // A Timestamp past year 9999 has no JSON form: an error naming the type.
+    let mut bytes = vec![0, 0x2a, 7, 0x08];
+    let mut seconds: u64 = 253_402_300_800;
+    while seconds >= 0x80 {
+        bytes.push((seconds as u8 & 0x7f) | 0x80);
+        seconds >>= 7;
+    }
+    bytes.push(seconds as u8);
+    let message = invalid(s.to_json(&bytes));
+    assert!(message.contains("shop.Order") && message.contains("timestamp"), "{message}");
     // Defaults are omitted; the proto name of a field is accepted on input.
     let bytes = s.from_json(None, &json!({"id": "", "total_cents": 0})).unwrap();
     assert_eq!(s.to_json(&bytes).unwrap().0, json!({}));
