@@ -239,6 +239,14 @@ fn garbage_and_broken_schemas_are_errors_with_a_position() {
     for garbage in ["\u{0}\u{1}\u{2}", "}}}}", "message A { int32 a = 99999999999; }", ""] {
         let _ = ProtobufSchema::compile(garbage, &[]);
     }
+    // Nesting without end is refused by the parser at its limit, not by the stack.
+    let deep = format!(
+        "syntax = \"proto3\";\n{}{}",
+        "message A {\n".repeat(100_000),
+        "}\n".repeat(100_000)
+    );
+    let message = invalid(ProtobufSchema::compile(&deep, &[]));
+    assert!(message.contains("line 33") && message.contains("recursion limit"), "{message}");
     // An empty file compiles but has no message to decode or encode.
     let empty = ProtobufSchema::compile("syntax = \"proto3\";", &[]).unwrap();
     assert!(empty.message_names().is_empty());
