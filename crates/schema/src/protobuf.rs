@@ -20,6 +20,8 @@
 //! bytes, an index past the messages there are, a path deeper than the nesting. Nothing is
 //! allocated from a count: indexes are resolved as they are read, each costs a byte of input.
 //! Recursive message types decode to prost's nesting limit (100) and no further.
+//! A message that does not decode is an error naming its type, and the path of the damaged
+//! field and its byte where a second walk over the wire format finds them (`damage`).
 //!
 //! ## JSON mapping
 //! The canonical proto3 JSON mapping (prost-reflect's, the one protobuf's `JsonFormat` and
@@ -148,9 +150,11 @@ impl ProtobufSchema {
         let name = message.full_name().to_string();
         let body = after_id.get(start..).unwrap_or_default();
         let decoded = DynamicMessage::decode(message.clone(), body).map_err(|err| {
+            let place = damage::locate(&message, body, start)
+                .map_or_else(String::new, |place| format!("; {place}"));
             Error::InvalidInput(format!(
                 "protobuf value of type {name} (message at byte {start} after the schema id, \
-                 {} bytes): {err}",
+                 {} bytes): {err}{place}",
                 body.len()
             ))
         })?;
@@ -490,5 +494,6 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
     (line, column)
 }
 
+mod damage;
 #[cfg(test)]
 mod tests;

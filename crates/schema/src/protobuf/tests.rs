@@ -99,8 +99,22 @@ fn damaged_messages_are_errors_naming_the_type() {
     // A length-delimited field whose length runs past the end.
     let message = invalid(s.to_json(&[0, 0x0a, 10, b'a']));
     assert!(message.contains("type shop.Order (message at byte 1"), "{message}");
+    assert!(message.contains("field id at byte 1: length 10, 1 bytes left"), "{message}");
     // A wrong wire type for field 1 (string sent as varint).
-    assert!(invalid(s.to_json(&[0, 0x08, 1])).contains("shop.Order"));
+    let message = invalid(s.to_json(&[0, 0x08, 1]));
+    assert!(message.contains("field id at byte 1: wire type 0 where its type has 2"), "{message}");
+    // Inside the second element of a repeated message: its string is not UTF-8. (The byte
+    // is where the field starts: its key.)
+    let message = invalid(s.to_json(&[0, 0x1a, 0, 0x1a, 3, 0x0a, 1, 0xff]));
+    assert!(
+        message.contains("field items[1].sku at byte 5: a string that is not UTF-8"),
+        "{message}"
+    );
+    // A truncated varint in a nested message, and a field key cut short.
+    let message = invalid(s.to_json(&[0, 0x1a, 2, 0x10, 0x80]));
+    assert!(message.contains("field items[0].count at byte 3: a truncated varint"), "{message}");
+    let message = invalid(s.to_json(&[0, 0x80]));
+    assert!(message.contains("the message at byte 1: a truncated field key"), "{message}");
     // Garbage never panics: random bytes after each valid index path (seeded xorshift), and
     // every truncation of a full value.
     let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
