@@ -399,3 +399,74 @@ fn garbage_schema_texts_never_panic() {
     }
     assert!(compiled > 0, "no token soup compiled: the soups test nothing past the parser");
 }
+/// Random JSON (seeded) against three message types: refusals are errors, never panics, and a
+/// value that is accepted decodes, and its JSON encodes again to the same JSON.
+#[test]
+fn random_json_never_panics_and_what_is_accepted_round_trips() {
+    let s = shop();
+    let keys = [
+        "id",
+        "totalCents",
+        "total_cents",
+        "items",
+        "bySku",
+        "at",
+        "sku",
+        "count",
+        "name",
+        "children",
+        "x",
+        "@type",
+    ];
+    let mut seed: u64 = 0x1234_5678_9abc_def1;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    fn make(next: &mut dyn FnMut() -> u64, keys: &[&str], depth: u32) -> serde_json::Value {
+        match next() % if depth > 4 { 6 } else { 8 } {
+            0 => json!(null),
+            1 => json!(next() % 2 == 0),
+            2 => json!(next() as i64),
+            3 => {
+                // Random bits (huge, tiny, fractional) or a small number.
+                let f = f64::from_bits(next());
+                json!(if f.is_finite() { f } else { (next() % 1000) as f64 / 8.0 })
+            }
+            4 => json!(
+                ["x", "1", "-1", "1e5", "2020-01-01T00:00:00Z", "NaN", "", "AAAA"]
+                    [(next() % 8) as usize]
+            ),
+            5 => json!(next() % 300),
+            6 => serde_json::Value::Array(
+                (0..next() % 3).map(|_| make(next, keys, depth + 1)).collect(),
+            ),
+            _ => serde_json::Value::Object(
+                (0..next() % 4)
+                    .map(|_| {
+                        (
+                            keys[(next() % keys.len() as u64) as usize].to_string(),
+                            make(next, keys, depth + 1),
+                        )
+                    })
+                    .collect(),
+            ),
+        }
+    }
+    let mut ok = 0;
+    for _ in 0..50_000 {
+        let v = make(&mut next, &keys, 0);
+        for m in ["shop.Order", "shop.Order.Item", "shop.Tree"] {
+            if let Ok(b) = s.from_json(Some(m), &v) {
+                ok += 1;
+                let (shown, name) = s.to_json(&b).unwrap();
+                assert_eq!(name, m);
+                let again = s.from_json(Some(m), &shown).unwrap();
+                assert_eq!(s.to_json(&again).unwrap().0, shown, "{v}");
+            }
+        }
+    }
+    assert!(ok > 1000, "only {ok} random values were accepted");
+}
