@@ -253,6 +253,13 @@ fn garbage_and_broken_schemas_are_errors_with_a_position() {
     for garbage in ["\u{0}\u{1}\u{2}", "}}}}", "message A { int32 a = 99999999999; }", ""] {
         let _ = ProtobufSchema::compile(garbage, &[]);
     }
+    // References that import each other.
+    let cycle = [
+        ("a.proto".to_string(), "syntax = \"proto3\";\nimport \"b.proto\";\n".to_string()),
+        ("b.proto".to_string(), "syntax = \"proto3\";\nimport \"a.proto\";\n".to_string()),
+    ];
+    let message = invalid(ProtobufSchema::compile("import \"a.proto\";\nmessage M {}", &cycle));
+    assert!(message.contains("cycle"), "{message}");
     // Nesting without end is refused by the parser at its limit, not by the stack.
     let deep = format!(
         "syntax = \"proto3\";\n{}{}",
