@@ -34,6 +34,8 @@
 //! `optional` or `oneof` member is shown even when it holds its default. Unknown fields (of a
 //! newer writer schema) are not shown. `float` fields print the fewest digits (at least 6) that read
 //! back as the same float, as Python's `json_format` does (`1.1`, not `1.100000023841858`).
+//! Unlike Google's implementations, a `double`/`float` field without presence holding `-0.0`
+//! counts as its default (prost-reflect compares with `==`): not shown, not written.
 //!
 //! Encoding accepts the same mapping (numbers for 64-bit integers too, enum numbers, both the
 //! `json_name` and the `.proto` name of a field); a field the message does not have, or a value
@@ -50,14 +52,14 @@ use prost_reflect::{
 use protox::file::{File, FileResolver, GoogleFileResolver};
 use topicfs_source::error::{Error, Result};
 
-/// The name the schema's own text is compiled under: never a name an `import` can reach
-/// (imports resolve to the references first, and it is refused as a reference name).
+/// The name the schema's own text is compiled under. Refused as a reference name; a text that
+/// imports it imports itself, a cycle protox refuses.
 const ROOT_NAME: &str = "topicfs-schema-root.proto";
 
 /// A compiled Protobuf schema: its `.proto` file and everything it imports.
 ///
-/// Invariant: `file` is a file of `pool` (the schema's own text), so every message type a
-/// value's indexes name is one of `pool`'s, with the imports it refers to.
+/// Invariant: `file` is the schema's own text, compiled; it holds its descriptor pool (with
+/// every import), so each type a message of `file` refers to resolves.
 #[derive(Debug, Clone)]
 pub struct ProtobufSchema {
     file: FileDescriptor,
