@@ -19,6 +19,7 @@
 
 pub mod avro;
 pub mod json_schema;
+pub mod protobuf;
 pub mod registry;
 pub mod wire;
 
@@ -89,6 +90,8 @@ pub struct SchemaRecord {
 pub enum Codec {
     Avro(avro::AvroCodec),
     Json(json_schema::JsonSchemaCodec),
+    /// Its bodies start with the message indexes (which message of the file).
+    Protobuf(Box<protobuf::ProtobufSchema>),
 }
 
 /// How many references, transitively, one schema may pull in: a cap on a registry that
@@ -105,15 +108,21 @@ impl Codec {
         match record.schema_type {
             SchemaType::Avro => {
                 let references = collect_references(record, resolve_reference)?;
-                let texts: Vec<&str> = references.iter().map(|r| r.text.as_str()).collect();
+                let texts: Vec<&str> = references.iter().map(|(_, r)| r.text.as_str()).collect();
                 Ok(Codec::Avro(avro::AvroCodec::compile(&record.text, &texts)?))
             }
             SchemaType::Json => {
                 Ok(Codec::Json(json_schema::JsonSchemaCodec::compile(&record.text)?))
             }
-            SchemaType::Protobuf => Err(Error::Unsupported(
-                "Protobuf schemas are compiled by the protobuf module, not in this build",
-            )),
+            SchemaType::Protobuf => {
+                // Each import by the name the importing schema gives it.
+                let imports: Vec<(String, String)> = collect_references(record, resolve_reference)?
+                    .into_iter()
+                    .map(|(reference, resolved)| (reference.name, resolved.text))
+                    .collect();
+                let schema = protobuf::ProtobufSchema::compile(&record.text, &imports)?;
+                Ok(Codec::Protobuf(Box::new(schema)))
+            }
         }
     }
 
@@ -122,6 +131,7 @@ impl Codec {
         match self {
             Codec::Avro(_) => SchemaType::Avro,
             Codec::Json(_) => SchemaType::Json,
+            Codec::Protobuf(_) => SchemaType::Protobuf,
         }
     }
 
@@ -130,6 +140,7 @@ impl Codec {
         match self {
             Codec::Avro(c) => c.to_json(body),
             Codec::Json(c) => c.to_json(body),
+            Codec::Protobuf(c) => c.to_json(body).map(|(value, _type)| value),
         }
     }
 
@@ -139,16 +150,21 @@ impl Codec {
         match self {
             Codec::Avro(c) => c.from_json(value, root),
             Codec::Json(c) => c.from_json(value, root),
+            // The file's first message; errors name the field inside it.
+            Codec::Protobuf(c) => c.from_json(None, value).map_err(|e| match e {
+                Error::InvalidInput(what) => Error::InvalidInput(format!("{root}: {what}")),
+                e => e,
+            }),
         }
     }
 }
 
 /// The schemas `record` references, transitively, in the order met (depth first), each
-/// (subject, version) once.
+/// (subject, version) once, with the reference that named it.
 fn collect_references(
     record: &SchemaRecord,
     resolve: &mut dyn FnMut(&SchemaReference) -> Result<SchemaRecord>,
-) -> Result<Vec<SchemaRecord>> {
+) -> Result<Vec<(SchemaReference, SchemaRecord)>> {
     let mut seen: std::collections::HashSet<(String, i32)> = Default::default();
     let mut out = Vec::new();
     let mut stack: Vec<SchemaReference> = record.references.iter().rev().cloned().collect();
@@ -164,7 +180,7 @@ fn collect_references(
         }
         let resolved = resolve(&reference)?;
         stack.extend(resolved.references.iter().rev().cloned());
-        out.push(resolved);
+        out.push((reference, resolved));
     }
     Ok(out)
 }

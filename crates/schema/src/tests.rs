@@ -67,7 +67,7 @@ fn references_are_fetched_once_each_and_cycles_end() {
 }
 
 #[test]
-fn json_schema_records_compile_and_protobuf_is_left_to_its_module() {
+fn json_schema_and_protobuf_records_compile_through_codec() {
     let mut record = SchemaRecord {
         id: 5,
         subject: None,
@@ -81,8 +81,33 @@ fn json_schema_records_compile_and_protobuf_is_left_to_its_module() {
     assert_eq!(codec.schema_type(), SchemaType::Json);
     assert_eq!(codec.to_json(br#"{"a":1}"#).unwrap(), json!({"a": 1}));
     assert!(codec.from_json(&json!({}), "payload").is_err());
+    // A Protobuf schema importing another by the name its reference gives.
+    let imported = SchemaRecord {
+        id: 6,
+        subject: Some("common".into()),
+        version: Some(1),
+        schema_type: SchemaType::Protobuf,
+        text: "syntax = \"proto3\";\npackage c;\nmessage Money { int64 cents = 1; }\n".into(),
+        references: vec![],
+        deleted: false,
+    };
     record.schema_type = SchemaType::Protobuf;
-    assert!(matches!(Codec::compile(&record, &mut |_| unreachable!()), Err(Error::Unsupported(_))));
+    record.text = "syntax = \"proto3\";\nimport \"common.proto\";\npackage o;\n\
+                   message Order { string id = 1; c.Money total = 2; }\n"
+        .into();
+    record.references =
+        vec![SchemaReference { name: "common.proto".into(), subject: "common".into(), version: 1 }];
+    let codec = Codec::compile(&record, &mut |r| {
+        assert_eq!(r.subject, "common");
+        Ok(imported.clone())
+    })
+    .unwrap();
+    assert_eq!(codec.schema_type(), SchemaType::Protobuf);
+    let value = json!({"id": "o-1", "total": {"cents": "250"}});
+    let body = codec.from_json(&value, "payload").unwrap();
+    assert_eq!(codec.to_json(&body).unwrap(), value);
+    let err = codec.from_json(&json!({"nope": 1}), "payload").unwrap_err().to_string();
+    assert!(err.contains("payload") && err.contains("nope"), "{err}");
     assert_eq!(SchemaType::parse(None).unwrap(), SchemaType::Avro);
     for t in [SchemaType::Avro, SchemaType::Protobuf, SchemaType::Json] {
         assert_eq!(SchemaType::parse(Some(t.as_str())).unwrap(), t);
