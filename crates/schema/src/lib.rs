@@ -84,6 +84,22 @@ pub struct SchemaRecord {
     pub deleted: bool,
 }
 
+/// Where registered schemas come from: the `_schemas` topic as read so far (the view's
+/// topic-backed source), or a Schema Registry's REST API (`topicfs-registry`). Implementations
+/// look at their source again before answering `NotFound` for an id or subject they have not
+/// seen (a schema is registered before the records that use it are produced), and bound how
+/// long a call may wait (a registry that does not answer is an error, not a hang).
+pub trait SchemaSource: Send + Sync {
+    /// The schema registered under `id`. `NotFound` when none is.
+    fn by_id(&self, id: u32) -> Result<SchemaRecord>;
+    /// Version `version` of `subject`, or its latest version (not soft-deleted) for `None`.
+    fn by_subject(&self, subject: &str, version: Option<i32>) -> Result<SchemaRecord>;
+    /// The subjects with a version that is not deleted, sorted.
+    fn subjects(&self) -> Result<Vec<String>>;
+    /// The versions of `subject` that are not deleted, ascending, each with its schema id.
+    fn versions(&self, subject: &str) -> Result<Vec<(i32, u32)>>;
+}
+
 /// A compiled schema: turns bodies (the bytes after the wire format's header) into JSON and
 /// back. Build once per schema id; each call is independent.
 #[derive(Debug)]
