@@ -66,8 +66,9 @@ fn latest_and_by_key_agree_before_and_after_cleaning() {
         last.insert(key.clone(), (info.first_offset.0, value.is_none()));
     }
     let part: Arc<dyn PartitionSource> = log.clone();
-    let latest =
-        |k: &str| latest_record(part.as_ref(), Some(k.as_bytes()), Format::Json, None).unwrap();
+    let latest = |k: &str| {
+        latest_record(part.as_ref(), Some(k.as_bytes()), Format::Json, None, None).unwrap()
+    };
     let before: Vec<_> = keys.iter().map(|k| latest(k)).collect();
     // The key indexes exist before the pass (built by the queries above).
     let by_key_before: Vec<Vec<i64>> = keys
@@ -77,6 +78,7 @@ fn latest_and_by_key_agree_before_and_after_cleaning() {
                 Arc::clone(&part),
                 Some(k.clone().into_bytes()),
                 Format::Json,
+                None,
                 None,
             )
             .unwrap();
@@ -91,9 +93,14 @@ fn latest_and_by_key_agree_before_and_after_cleaning() {
     let after: Vec<_> = keys.iter().map(|k| latest(k)).collect();
     assert_eq!(after, before, "latest/ is the same after cleaning");
     for (k, old) in keys.iter().zip(&by_key_before) {
-        let s =
-            KeyStream::open(Arc::clone(&part), Some(k.clone().into_bytes()), Format::Json, None)
-                .unwrap();
+        let s = KeyStream::open(
+            Arc::clone(&part),
+            Some(k.clone().into_bytes()),
+            Format::Json,
+            None,
+            None,
+        )
+        .unwrap();
         let got = offsets_of_json(&s.read_at(0, 1 << 20).unwrap());
         // The sealed part keeps only the key's latest record there, the active segment all.
         let sealed_latest = old.iter().copied().filter(|o| *o < active_base).max();

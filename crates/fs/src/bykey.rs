@@ -71,7 +71,8 @@ impl TopicFs {
                 let key = spec.resolve(part.as_ref())?;
                 let tracker = self.streams.tracker(part.as_ref());
                 let streams = self.streams.key_streams();
-                let stream = streams.open(part, key, spec.format, tracker)?;
+                let schemas = self.streams.schemas().cloned();
+                let stream = streams.open(part, key, spec.format, tracker, schemas)?;
                 Ok(StreamRef::Key(stream))
             }
             Node::TopicByKey(topic, name) => {
@@ -95,7 +96,8 @@ impl TopicFs {
                     return Err(Error::NotFound(format!("no key of {topic} is named {name:?}")));
                 }
                 let tracker = |p: &dyn PartitionSource| self.streams.tracker(p);
-                let stream = TopicKeyStream::open(parts, key, spec.format, &tracker)?;
+                let schemas = self.streams.schemas().cloned();
+                let stream = TopicKeyStream::open(parts, key, spec.format, &tracker, schemas)?;
                 Ok(StreamRef::TopicKey(Arc::new(stream)))
             }
             _ => Err(Error::NotFound(format!("{} is not a by-key file", super::describe(node)))),
@@ -112,14 +114,14 @@ impl TopicFs {
         let part = self.partition(id)?;
         let key = spec.resolve(part.as_ref())?;
         let tracker = self.streams.tracker(part.as_ref());
-        latest_record(part.as_ref(), key.as_deref(), spec.format, tracker.as_deref())?.ok_or_else(
-            || {
+        let schemas = self.streams.schemas().cloned();
+        latest_record(part.as_ref(), key.as_deref(), spec.format, tracker.as_deref(), schemas)?
+            .ok_or_else(|| {
                 Error::NotFound(format!(
                     "{}: no record, or the last is a tombstone",
                     super::describe(node)
                 ))
-            },
-        )
+            })
     }
 
     /// A reader of a partition's `keys`.

@@ -277,8 +277,11 @@ impl TopicFs {
     /// The same filesystem with streams at `isolation` (default `read_committed`, see
     /// [`topicfs_view::txn`]). Call before the first request.
     pub fn with_isolation(mut self, isolation: topicfs_view::txn::Isolation) -> TopicFs {
-        self.streams = StreamRegistry::with_isolation(isolation).with_budget(self.ahead.budget());
-        self.topics = TopicViews::with_isolation(isolation);
+        let schemas = self.streams.schemas().cloned();
+        self.streams = StreamRegistry::with_isolation(isolation)
+            .with_budget(self.ahead.budget())
+            .with_schemas(schemas.clone());
+        self.topics = TopicViews::with_isolation(isolation).with_schemas(schemas);
         self
     }
 
@@ -311,8 +314,25 @@ impl TopicFs {
         self.ahead.executor().shutdown();
         self.ahead = AheadPool::new(executor, budget);
         let isolation = self.streams.isolation();
-        self.streams = StreamRegistry::with_isolation(isolation).with_budget(self.ahead.budget());
+        let schemas = self.streams.schemas().cloned();
+        self.streams = StreamRegistry::with_isolation(isolation)
+            .with_budget(self.ahead.budget())
+            .with_schemas(schemas);
         self
+    }
+
+    /// The same filesystem showing keys and values in the Confluent wire format decoded with
+    /// `schemas` in every `.json` stream, and encoding `append.json` payloads that name a schema
+    /// (see [`topicfs_view::schemas`]); `None`: bytes as stored. Call before the first request.
+    pub fn with_schemas(mut self, schemas: Option<Arc<topicfs_view::schemas::Schemas>>) -> TopicFs {
+        self.streams = std::mem::take(&mut self.streams).with_schemas(schemas.clone());
+        self.topics = std::mem::take(&mut self.topics).with_schemas(schemas);
+        self
+    }
+
+    /// The schemas `.json` streams decode with, if any.
+    pub fn schemas(&self) -> Option<&Arc<topicfs_view::schemas::Schemas>> {
+        self.streams.schemas()
     }
 
     /// The same filesystem calling `release` (which gives memory freed in the allocator's heaps

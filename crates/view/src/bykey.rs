@@ -257,9 +257,10 @@ impl KeyStream {
         key: Option<Vec<u8>>,
         format: Format,
         txn: Option<Arc<TxnTracker>>,
+        schemas: Option<Arc<crate::schemas::Schemas>>,
     ) -> Result<KeyStream> {
         key_index(part.as_ref())?;
-        let renderer = Renderer::new(format, part.topic(), part.partition());
+        let renderer = Renderer::new(format, part.topic(), part.partition()).with_schemas(schemas);
         let stream = KeyStream { part, key, renderer, txn, state: Mutex::new(KeyState::default()) };
         stream.size()?;
         Ok(stream)
@@ -390,6 +391,7 @@ impl KeyStreamCache {
         key: Option<Vec<u8>>,
         format: Format,
         txn: Option<Arc<TxnTracker>>,
+        schemas: Option<Arc<crate::schemas::Schemas>>,
     ) -> Result<Arc<KeyStream>> {
         let id: KeyStreamId =
             (part.topic().to_string(), part.partition(), key.clone(), format, txn.is_some());
@@ -401,7 +403,7 @@ impl KeyStreamCache {
                 return Ok(stream);
             }
         }
-        let stream = Arc::new(KeyStream::open(part, key, format, txn)?);
+        let stream = Arc::new(KeyStream::open(part, key, format, txn, schemas)?);
         let mut streams = lock(&self.streams);
         streams.retain(|(i, _)| *i != id);
         streams.push_back((id, Arc::clone(&stream)));
@@ -419,10 +421,11 @@ pub fn latest_record(
     key: Option<&[u8]>,
     format: Format,
     txn: Option<&TxnTracker>,
+    schemas: Option<Arc<crate::schemas::Schemas>>,
 ) -> Result<Option<Vec<u8>>> {
     let hits = key_index(part)?.key_hits(key, Offset(0))?;
     let snap = snapshot(part, txn)?;
-    let renderer = Renderer::new(format, part.topic(), part.partition());
+    let renderer = Renderer::new(format, part.topic(), part.partition()).with_schemas(schemas);
     let mut cached: Option<CachedBatch> = None;
     for hit in hits.hits.iter().rev() {
         if visible(hit, snap.as_ref(), false)? != Some(true) {
@@ -571,6 +574,7 @@ impl TopicKeyStream {
         key: Option<Vec<u8>>,
         format: Format,
         txn: &dyn Fn(&dyn PartitionSource) -> Option<Arc<TxnTracker>>,
+        schemas: Option<Arc<crate::schemas::Schemas>>,
     ) -> Result<TopicKeyStream> {
         let count = u32::try_from(parts.len()).unwrap_or(u32::MAX);
         let placed =
@@ -594,7 +598,8 @@ impl TopicKeyStream {
         let only_placed = holders.iter().all(|(p, _)| Some(p.partition()) == placed);
         let mut streams = Vec::new();
         for (part, tracker) in holders {
-            streams.push(Arc::new(KeyStream::open(part, key.clone(), format, tracker)?));
+            let schemas = schemas.clone();
+            streams.push(Arc::new(KeyStream::open(part, key.clone(), format, tracker, schemas)?));
         }
         if only_placed && streams.len() == 1 {
             if let Some(one) = streams.pop() {

@@ -52,6 +52,7 @@ pub mod listing;
 pub mod readahead;
 pub mod render;
 pub mod render_index;
+pub mod schemas;
 pub mod spec;
 pub mod stream;
 mod summary;

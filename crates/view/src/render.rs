@@ -43,6 +43,9 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 
+use std::sync::Arc;
+
+use crate::schemas::{Decoded, Schemas};
 use crate::spec::Format;
 use topicfs_format::{BatchInfo, Record, TimestampType};
 
@@ -107,6 +110,22 @@ fn decimal_len(n: i64) -> u64 {
     digits + u64::from(n < 0)
 }
 
+/// The mount's [`Schemas`] as a renderer holds them: equal when they are the same.
+#[derive(Clone, Debug)]
+struct SchemasRef(Arc<Schemas>);
+
+impl PartialEq for SchemasRef {
+    fn eq(&self, other: &SchemasRef) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+impl Eq for SchemasRef {}
+impl std::hash::Hash for SchemasRef {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        std::ptr::hash(Arc::as_ptr(&self.0), state);
+    }
+}
+
 /// Renders records of one partition in one (record) format.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Renderer {
@@ -114,6 +133,8 @@ pub struct Renderer {
     /// What every JSON object of this partition starts with, rendered once:
     /// `{"topic":<topic>,"partition":<partition>,"offset":`.
     json_head: Vec<u8>,
+    /// JSON only: keys and values in the wire format shown decoded ([`crate::schemas`]).
+    schemas: Option<SchemasRef>,
 }
 
 /// What follows the offset of a JSON object, by the batch's timestamp type (up to the
@@ -132,7 +153,20 @@ impl Renderer {
         json_head.extend_from_slice(b",\"partition\":");
         json_head.put_decimal(i64::from(partition));
         json_head.extend_from_slice(b",\"offset\":");
-        Renderer { format, json_head }
+        Renderer { format, json_head, schemas: None }
+    }
+
+    /// The same renderer showing keys and values in the wire format decoded with `schemas`
+    /// (JSON only; `None`: as bytes).
+    pub fn with_schemas(mut self, schemas: Option<Arc<Schemas>>) -> Renderer {
+        self.schemas = schemas.filter(|_| self.format == Format::Json).map(SchemasRef);
+        self
+    }
+
+    /// Whether what this renderer writes may be kept in the segment cache for later mounts:
+    /// not when it decodes with schemas (another mount may know other schemas, or none).
+    pub fn persistable(&self) -> bool {
+        self.schemas.is_none()
     }
 
     /// The format rendered.
@@ -194,11 +228,45 @@ impl Renderer {
             }
             out.put(b",\"key\":");
         }
-        write_bytes_value(out, b"key", record.key);
+        self.write_field(out, b"key", record.key);
         out.put(b",\"payload\":");
-        write_bytes_value(out, b"payload", record.value);
+        self.write_field(out, b"payload", record.value);
         out.put(b"}\n");
     }
+
+    /// The value of the field `name` (whose `,"name":` is written): decoded JSON followed by
+    /// `,"name_schema_id":ID` for a key or value in the wire format whose schema is known;
+    /// otherwise as [`write_bytes_value`], with `,"name_schema_id":ID` (when the header held
+    /// one) and `,"name_schema_error":"..."` for one in the wire format that did not decode.
+    fn write_field(&self, out: &mut impl Sink, name: &[u8], value: Option<&[u8]>) {
+        let (Some(schemas), Some(bytes)) = (&self.schemas, value) else {
+            return write_bytes_value(out, name, value);
+        };
+        match schemas.0.decode(bytes) {
+            Decoded::Plain => write_bytes_value(out, name, value),
+            Decoded::Json { id, json } => {
+                out.put(json.as_bytes());
+                put_field(out, name, b"_schema_id\":");
+                out.put_decimal(i64::from(id));
+            }
+            Decoded::Failed { id, error } => {
+                write_bytes_value(out, name, value);
+                if let Some(id) = id {
+                    put_field(out, name, b"_schema_id\":");
+                    out.put_decimal(i64::from(id));
+                }
+                put_field(out, name, b"_schema_error\":");
+                write_json_str(out, &error);
+            }
+        }
+    }
+}
+
+/// Writes `,"<name><what>` (`what` ends the field name and holds its `":`).
+fn put_field(out: &mut impl Sink, name: &[u8], what: &[u8]) {
+    out.put(b",\"");
+    out.put(name);
+    out.put(what);
 }
 
 /// Writes the value line of a record whose value is `value` ([`Format::Values`]): its bytes and

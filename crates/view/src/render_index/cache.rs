@@ -29,6 +29,9 @@ impl RenderIndex {
         part: &dyn PartitionSource,
         snap: Option<&TxnSnapshot>,
     ) -> bool {
+        if !self.renderer.persistable() {
+            return false;
+        }
         let Some(store) = part.span_store() else { return false };
         let mut moved = false;
         while let Some(span) = store.sealed_span_at(&st.frontier.cursor) {
@@ -140,6 +143,9 @@ impl RenderIndex {
     /// past that start. The source decides whether that start is the active segment's and the
     /// frontier inside it ([`topicfs_source::SpanStore::update_prefix`]); nothing else is stored.
     pub(crate) fn store_prefix(&self, st: &mut IndexState, part: &dyn PartitionSource, every: u64) {
+        if !self.renderer.persistable() {
+            return;
+        }
         let Some(store) = part.span_store() else { return };
         let f = st.frontier;
         if st.prefix_stored.is_some_and(|at| f.position < at.saturating_add(every.max(1))) {
@@ -208,6 +214,9 @@ impl RenderIndex {
         snap: Option<&TxnSnapshot>,
     ) {
         let completed = std::mem::take(&mut st.completed);
+        if !self.renderer.persistable() {
+            return;
+        }
         let Some(store) = part.span_store() else { return };
         for (p, c, interior) in completed {
             let Some(span) = store.sealed_span_at(&p.cursor) else { continue };

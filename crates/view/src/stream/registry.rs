@@ -27,6 +27,8 @@ pub struct StreamRegistry {
     budget: Option<Arc<MemoryBudget>>,
     /// Key streams recently opened (`by-key/`), shared by the lookups and opens of a name.
     key_streams: crate::bykey::KeyStreamCache,
+    /// JSON streams show keys and values in the wire format decoded ([`crate::schemas`]).
+    schemas: Option<Arc<crate::schemas::Schemas>>,
 }
 
 impl StreamRegistry {
@@ -44,6 +46,35 @@ impl StreamRegistry {
     pub fn with_budget(mut self, budget: &Arc<MemoryBudget>) -> StreamRegistry {
         self.budget = Some(Arc::clone(budget));
         self
+    }
+
+    /// The same registry decoding keys and values with `schemas` in JSON streams.
+    pub fn with_schemas(mut self, schemas: Option<Arc<crate::schemas::Schemas>>) -> StreamRegistry {
+        self.schemas = schemas;
+        self
+    }
+
+    /// The schemas JSON streams decode with, if any.
+    pub fn schemas(&self) -> Option<&Arc<crate::schemas::Schemas>> {
+        self.schemas.as_ref()
+    }
+
+    /// A render index of `part` in `format` from `start` (the log start when `None`), with this
+    /// registry's tracker and schemas.
+    fn new_index(
+        &self,
+        part: &dyn PartitionSource,
+        tracked: &dyn PartitionSource,
+        format: Format,
+        start: Option<Offset>,
+    ) -> Result<RenderIndex> {
+        let mut index = match start {
+            Some(start) => RenderIndex::new_at(part, format, start)?,
+            None => RenderIndex::new(part, format)?,
+        };
+        index.renderer = index.renderer.clone().with_schemas(self.schemas.clone());
+        index.txn = self.tracker(tracked);
+        Ok(index)
     }
 
     /// The key streams recently opened (see [`crate::bykey::KeyStreamCache`]).
@@ -151,9 +182,7 @@ impl StreamRegistry {
                 return Ok(index);
             }
         }
-        let mut index = RenderIndex::new_at(part, format, start)?;
-        index.txn = self.tracker(part);
-        let index = Arc::new(index);
+        let index = Arc::new(self.new_index(part, part, format, Some(start))?);
         let mut origins = lock(&self.origins);
         let list = origins.entry(key).or_default();
         list.push(Arc::clone(&index));
@@ -207,8 +236,7 @@ impl StreamRegistry {
         go: &dyn Fn() -> bool,
     ) -> Result<bool> {
         let view = self.view(Arc::clone(&part));
-        let mut index = RenderIndex::new_at(view.as_ref(), format, span.base)?;
-        index.txn = self.tracker(part.as_ref());
+        let index = self.new_index(view.as_ref(), part.as_ref(), format, Some(span.base))?;
         if index.knows_span(view.as_ref(), span) {
             // Known from an earlier mount: nothing to render (and no jump over the cached
             // spans after it, which for every span of a remount would cost their square).
@@ -235,8 +263,7 @@ impl StreamRegistry {
             return Ok(Arc::clone(index));
         }
         // Built outside the mount-wide lock (it asks the source), then checked again.
-        let mut index = RenderIndex::new(part, format)?;
-        index.txn = self.tracker(part);
+        let index = self.new_index(part, part, format, None)?;
         let mut indexes = lock(&self.indexes);
         match indexes.get(&key) {
             Some(current) if !Arc::ptr_eq(current, old) => Ok(Arc::clone(current)),
@@ -260,8 +287,7 @@ impl StreamRegistry {
         if let Some(index) = lock(&self.indexes).get(&key) {
             return Ok(Arc::clone(index));
         }
-        let mut index = RenderIndex::new(part, format)?;
-        index.txn = self.tracker(part);
+        let index = self.new_index(part, part, format, None)?;
         let mut indexes = lock(&self.indexes);
         let index = indexes.entry(key).or_insert_with(|| Arc::new(index));
         Ok(Arc::clone(index))

@@ -35,6 +35,7 @@ impl Member {
     pub(super) fn resolve(
         part: Arc<dyn PartitionSource>,
         txns: &TxnTrackers,
+        schemas: Option<&Arc<crate::schemas::Schemas>>,
         spec: &StreamSpec,
         now: Timestamp,
     ) -> Result<Member> {
@@ -47,7 +48,8 @@ impl Member {
         };
         let resolved = spec.resolve(view.as_ref(), now)?;
         let start = MemberCursor { from: view.seek(resolved.start)?, next: resolved.start };
-        let renderer = Renderer::new(spec.format, part.topic(), part.partition());
+        let renderer = Renderer::new(spec.format, part.topic(), part.partition())
+            .with_schemas(schemas.cloned());
         Ok(Member { part, view, txn, renderer, resolved, start })
     }
 
@@ -136,6 +138,8 @@ pub struct MergeIndex {
     source: Arc<dyn TopicSource>,
     /// The mount's isolation and trackers, for partitions joining later.
     txns: Arc<TxnTrackers>,
+    /// The mount's schemas, for partitions joining later.
+    schemas: Option<Arc<crate::schemas::Schemas>>,
     pub(super) topic: String,
     pub(super) spec: StreamSpec,
     /// The anchor of relative times, for partitions joining later.
@@ -147,6 +151,7 @@ impl MergeIndex {
     pub(super) fn new(
         source: Arc<dyn TopicSource>,
         txns: Arc<TxnTrackers>,
+        schemas: Option<Arc<crate::schemas::Schemas>>,
         topic: &str,
         spec: StreamSpec,
         now: Timestamp,
@@ -163,7 +168,7 @@ impl MergeIndex {
             complete: false,
         };
         let topic = topic.to_string();
-        MergeIndex { source, txns, topic, spec, now, state: Mutex::new(state) }
+        MergeIndex { source, txns, schemas, topic, spec, now, state: Mutex::new(state) }
     }
 
     /// Starts a round if any partition has records the stream does not hold yet; returns the
@@ -222,7 +227,13 @@ impl MergeIndex {
                 continue;
             }
             let part = self.source.partition(&self.topic, p)?;
-            st.members.push(Member::resolve(part, &self.txns, &self.spec, self.now)?);
+            st.members.push(Member::resolve(
+                part,
+                &self.txns,
+                self.schemas.as_ref(),
+                &self.spec,
+                self.now,
+            )?);
         }
         Ok(())
     }

@@ -193,6 +193,8 @@ pub struct TopicViews {
     rotations: Mutex<HashMap<String, Arc<KeylessRotation>>>,
     /// The isolation level of every stream opened, and the partitions' trackers.
     txns: Arc<TxnTrackers>,
+    /// JSON streams show keys and values in the wire format decoded ([`crate::schemas`]).
+    schemas: Option<Arc<crate::schemas::Schemas>>,
 }
 
 impl std::fmt::Debug for TopicViews {
@@ -210,6 +212,12 @@ impl TopicViews {
     /// Empty, streams at `isolation` (see the module docs).
     pub fn with_isolation(isolation: Isolation) -> TopicViews {
         TopicViews { txns: Arc::new(TxnTrackers::new(isolation)), ..TopicViews::default() }
+    }
+
+    /// The same views decoding keys and values with `schemas` in JSON streams.
+    pub fn with_schemas(mut self, schemas: Option<Arc<crate::schemas::Schemas>>) -> TopicViews {
+        self.schemas = schemas;
+        self
     }
 
     /// The isolation level of every stream these views open.
@@ -233,7 +241,7 @@ impl TopicViews {
         let mut members = Vec::new();
         for p in source.partitions(topic)? {
             let part = source.partition(topic, p)?;
-            members.push(Member::resolve(part, &self.txns, spec, now)?);
+            members.push(Member::resolve(part, &self.txns, self.schemas.as_ref(), spec, now)?);
         }
         let key = MergeKey {
             topic: topic.to_string(),
@@ -246,7 +254,9 @@ impl TopicViews {
             None => {
                 indexes.retain(|_, w| w.strong_count() > 0);
                 let txns = Arc::clone(&self.txns);
-                let index = Arc::new(MergeIndex::new(source, txns, topic, *spec, now, members));
+                let schemas = self.schemas.clone();
+                let index =
+                    Arc::new(MergeIndex::new(source, txns, schemas, topic, *spec, now, members));
                 indexes.insert(key, Arc::downgrade(&index));
                 index
             }
