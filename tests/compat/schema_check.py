@@ -39,7 +39,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fastavro  # noqa: E402
-from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory  # noqa: E402
+from google.protobuf import (  # noqa: E402
+    descriptor_pb2, descriptor_pool, json_format, message_factory)
 
 import kafka_py  # noqa: E402
 from proto_fixtures import read_zigzag  # noqa: E402
