@@ -295,6 +295,32 @@ pub struct MountArgs {
     #[arg(long, value_name = "DIR|none", value_parser = parse_cache_dir_flag)]
     pub cache_dir: Option<CacheDirFlag>,
 
+    /// The topic Confluent Schema Registry keeps its schemas in (its kafkastore.topic; default
+    /// _schemas): keys and values in the Confluent wire format are shown decoded in .json
+    /// streams with the schemas read from it, live. Also `-o schemas_topic=NAME`; `-o
+    /// schemas=off` shows them as bytes.
+    ///
+    /// Example: --schemas-topic _schemas
+    #[arg(long, value_name = "NAME", value_parser = mount::parse_schemas_topic)]
+    pub schemas_topic: Option<String>,
+
+    /// Ask a Schema Registry's REST API for schemas instead of reading its topic (several URLs
+    /// comma-separated: the next is tried when one does not answer). Also
+    /// `-o schema_registry=URL`.
+    ///
+    /// Example: --schema-registry http://registry:8081
+    #[arg(long, value_name = "URL")]
+    pub schema_registry: Option<String>,
+
+    /// A setting of the registry client, by the name Confluent's clients use
+    /// (basic.auth.user.info=USER:PASSWORD, basic.auth.credentials.source=USER_INFO,
+    /// schema.registry.ssl.ca.location=FILE, schema.registry.request.timeout.ms=MS).
+    /// Repeatable.
+    ///
+    /// Example: --schema-registry-config basic.auth.user.info=svc:secret
+    #[arg(long, value_name = "NAME=VALUE", value_parser = parse_key_value)]
+    pub schema_registry_config: Vec<(String, String)>,
+
     /// The most the cache dir's entries may take; the least recently used go first. Default
     /// 256M; K, M, G suffixes. Also `-o cache_size=SIZE`.
     ///
@@ -486,6 +512,16 @@ fn parse_cache_dir_flag(s: &str) -> Result<CacheDirFlag> {
 }
 
 /// A byte count: digits with an optional K, M or G suffix (powers of 1024).
+/// `NAME=VALUE` of a setting (the name trimmed and not empty).
+fn parse_key_value(s: &str) -> Result<(String, String)> {
+    match s.split_once('=') {
+        Some((name, value)) if !name.trim().is_empty() => {
+            Ok((name.trim().to_string(), value.to_string()))
+        }
+        _ => Err(Error::Usage(format!("{s:?}: expected NAME=VALUE"))),
+    }
+}
+
 fn parse_bytes(s: &str) -> Result<u64> {
     let t = s.trim();
     let (digits, unit) = match t.char_indices().last() {

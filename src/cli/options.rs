@@ -97,6 +97,27 @@ impl MountArgs {
         Ok(dirs)
     }
 
+    /// Where schemas come from: `-o` options in order, then the flags (which win).
+    pub fn schema_settings(&self) -> crate::mount::SchemaSettings {
+        let mut settings = crate::mount::SchemaSettings::default();
+        for option in &self.options {
+            match option {
+                FuseOption::Schemas(on) => settings.enabled = Some(*on),
+                FuseOption::SchemasTopic(t) => settings.topic = Some(t.clone()),
+                FuseOption::SchemaRegistry(url) => settings.registry = Some(url.clone()),
+                _ => {}
+            }
+        }
+        if let Some(topic) = &self.schemas_topic {
+            settings.topic = Some(topic.clone());
+        }
+        if let Some(url) = &self.schema_registry {
+            settings.registry = Some(url.clone());
+        }
+        settings.registry_config.clone_from(&self.schema_registry_config);
+        settings
+    }
+
     /// The cluster of a `kafka://` source: bootstrap servers and the client settings
     /// (defaults, then `--command-config`, then each `--config` in order). `None` for a local
     /// data dir, where `--command-config` is refused.
@@ -201,6 +222,7 @@ impl MountArgs {
         Ok(MountRequest {
             cluster,
             access: self.access(),
+            schemas: self.schema_settings(),
             data_dir,
             log_dirs,
             mountpoint: absolute(&self.mountpoint),

@@ -82,7 +82,8 @@ use self::mountinfo::fuse_connection;
 pub use self::mountinfo::mount_entry;
 pub use self::request::{
     Access, ClusterMount, DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, FuseOption, MountRequest,
-    parse_background_threads, parse_cache_dir, parse_group, parse_mode, parse_size, parse_user,
+    SchemaSettings, parse_background_threads, parse_cache_dir, parse_group, parse_mode,
+    parse_schemas_topic, parse_size, parse_user,
 };
 pub use self::retention::RETENTION_CHECK_INTERVAL;
 use self::retention::Retention;
@@ -274,6 +275,41 @@ fn open_backend(
     Ok(Backend { source, retained, groups })
 }
 
+/// The mount's schemas (SEMANTICS.md, "Records with schemas"): none with `schemas=off`; a
+/// registry's REST API with `--schema-registry`; otherwise the schemas topic (`_schemas`, or
+/// `--schemas-topic`) when it exists at mount, or was named, or `schemas=on` was given.
+fn open_schemas(
+    settings: &SchemaSettings,
+    source: &Arc<dyn TopicSource>,
+) -> Result<Option<Arc<crate::view::schemas::Schemas>>> {
+    use crate::view::schemas::{Schemas, topic::DEFAULT_SCHEMAS_TOPIC, topic::TopicSchemas};
+    if settings.enabled == Some(false) {
+        return Ok(None);
+    }
+    if let Some(url) = &settings.registry {
+        let registry = open_registry(url, &settings.registry_config)?;
+        log::info!("schemas from the registry at {url}");
+        return Ok(Some(Arc::new(Schemas::new(registry))));
+    }
+    let topic = settings.topic.as_deref().unwrap_or(DEFAULT_SCHEMAS_TOPIC);
+    let exists = source.topics().is_ok_and(|topics| topics.iter().any(|t| t == topic));
+    if !exists && settings.topic.is_none() && settings.enabled.is_none() {
+        return Ok(None);
+    }
+    log::info!("schemas from topic {topic}{}", if exists { "" } else { " (not there yet)" });
+    let topics = Arc::new(TopicSchemas::new(Arc::clone(source), topic));
+    Ok(Some(Arc::new(Schemas::new(topics))))
+}
+
+/// The REST client of `--schema-registry`.
+fn open_registry(
+    url: &str,
+    config: &[(String, String)],
+) -> Result<Arc<dyn crate::schema::SchemaSource>> {
+    let _ = (url, config);
+    Err(Error::Usage("--schema-registry: not available in this build".into()))
+}
+
 /// How long a mount waits for a data dir locked by another process: long enough for a daemon
 /// that was just unmounted (`fusermount3 -u` returns before it has shut down) to finish, short
 /// enough that a dir a broker holds is refused promptly.
@@ -385,8 +421,10 @@ fn mount_and_serve(request: &MountRequest, signals: SigSet, reporter: &mut Repor
             _ => None,
         })
         .unwrap_or_default();
+    let schemas = open_schemas(&request.schemas, &source)?;
     let fs = Arc::new(
         TopicFs::new(Arc::clone(&source), options)
+            .with_schemas(schemas)
             .with_isolation(stream_isolation(request))
             .with_groups(groups, reset)
             .with_internal_topics(request.fuse_options.contains(&FuseOption::ShowInternal))

@@ -71,6 +71,13 @@ pub enum FuseOption {
     CacheDir(Option<PathBuf>),
     /// `cache_size=SIZE`: same as `--cache-size`.
     CacheSize(u64),
+    /// `schemas=on|off`: show keys and values in the Confluent wire format decoded (`on`, the
+    /// default when a schema source exists) or as bytes (`off`).
+    Schemas(bool),
+    /// `schemas_topic=NAME`: same as `--schemas-topic`.
+    SchemasTopic(String),
+    /// `schema_registry=URL`: same as `--schema-registry`.
+    SchemaRegistry(String),
 }
 
 /// Kernel mount flags accepted by `-o`.
@@ -126,6 +133,16 @@ impl FromStr for FuseOption {
                     FuseOption::CacheDir(parse_cache_dir(dir)?)
                 } else if let Some(size) = s.strip_prefix("cache_size=") {
                     FuseOption::CacheSize(parse_size(size)? as u64)
+                } else if let Some(on) = s.strip_prefix("schemas=") {
+                    FuseOption::Schemas(match on {
+                        "on" => true,
+                        "off" => false,
+                        _ => return Err(Error::Usage(format!("schemas={on}: on or off"))),
+                    })
+                } else if let Some(topic) = s.strip_prefix("schemas_topic=") {
+                    FuseOption::SchemasTopic(parse_schemas_topic(topic)?)
+                } else if let Some(url) = s.strip_prefix("schema_registry=") {
+                    FuseOption::SchemaRegistry(url.to_string())
                 } else {
                     return Err(Error::Usage(format!(
                         "unknown mount option {s:?} (known: allow_other, allow_root, \
@@ -133,7 +150,8 @@ impl FromStr for FuseOption {
                          show_internal, allow_non_log_dir, auto_offset_reset=earliest|latest, auto_commit, \
                          fsname=NAME, subtype=NAME, uid=USER, gid=GROUP, umask=MODE, \
                          file_mode=MODE, dir_mode=MODE, memory_budget=SIZE, background_threads=N, \
-                         cache_dir=DIR|none, cache_size=SIZE, {})",
+                         cache_dir=DIR|none, cache_size=SIZE, schemas=on|off, schemas_topic=NAME, \
+                         schema_registry=URL, {})",
                         FLAGS.join(", ")
                     )));
                 }
@@ -141,6 +159,28 @@ impl FromStr for FuseOption {
         };
         Ok(option)
     }
+}
+
+/// `schemas_topic=NAME` / `--schemas-topic NAME`: a topic name Kafka accepts.
+pub fn parse_schemas_topic(topic: &str) -> Result<String> {
+    crate::format::file_name::validate_topic_name(topic)
+        .map_err(|why| Error::Usage(format!("schemas topic {topic:?}: {why}")))?;
+    Ok(topic.to_string())
+}
+
+/// Where a mount's schemas come from (issue 35; `--schemas-topic`, `--schema-registry`,
+/// `-o schemas=off`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SchemaSettings {
+    /// `schemas=on|off`; `None`: on when a source exists (the topic at mount, or a registry).
+    pub enabled: Option<bool>,
+    /// The topic holding the registry's schemas; `None`: `_schemas`.
+    pub topic: Option<String>,
+    /// `--schema-registry URL[,URL...]`: ask the registry's REST API instead of a topic.
+    pub registry: Option<String>,
+    /// `--schema-registry-config NAME=VALUE`: the registry client's settings by their usual
+    /// names (`basic.auth.user.info`, `schema.registry.ssl.ca.location`, ...).
+    pub registry_config: Vec<(String, String)>,
 }
 
 /// `cache_dir=DIR` / `--cache-dir DIR`: a directory, or `none` (no segment cache).
@@ -337,6 +377,8 @@ pub struct MountRequest {
     pub cleaner_dedupe_buffer_bytes: usize,
     /// `--cache-dir`/`--cache-size`: the segment cache (see [`crate::storage::cache`]).
     pub cache: crate::storage::cache::CacheSettings,
+    /// Where schemas come from, if anywhere.
+    pub schemas: SchemaSettings,
     /// Owner, group and modes of the files.
     pub access: Access,
 }

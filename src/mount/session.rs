@@ -174,6 +174,9 @@ pub(super) fn session_config(request: &MountRequest, data_dir: &Path) -> Result<
             | FuseOption::MemoryBudget(_)
             | FuseOption::BackgroundThreads(_)
             | FuseOption::CacheDir(_)
+            | FuseOption::Schemas(_)
+            | FuseOption::SchemasTopic(_)
+            | FuseOption::SchemaRegistry(_)
             | FuseOption::CacheSize(_) => {}
             FuseOption::AutoUnmount => auto_unmount = true,
             FuseOption::FsName(name) => fsname.clone_from(name),

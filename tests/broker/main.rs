@@ -10,4 +10,5 @@ mod broker_inspect;
 mod broker_jbod;
 mod broker_live;
 mod broker_new_topics;
+mod broker_schemas;
 mod broker_swap;
