@@ -159,3 +159,67 @@ fn schemas_off_shows_the_bytes_and_sizes_are_exact_either_way() {
         m.unmount();
     }
 }
+
+fn python() -> String {
+    std::env::var("TOPICFS_PYTHON").unwrap_or_else(|_| "/opt/topicfs-venv/bin/python".into())
+}
+
+/// What fastavro / protobuf make of the records of `log` (a `.log` file), by
+/// `tests/compat/schema_check.py`: one JSON object per record.
+fn reference_decode(log: &Path) -> Vec<Value> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/compat/schema_check.py");
+    let out = std::process::Command::new(python())
+        .arg(script)
+        .arg(log)
+        .arg(fixture().join("manifest.json"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn append_json_encodes_with_a_schema_and_the_reference_library_decodes_it() {
+    let m = mount(&[]);
+    let append = m.path("orders/0/append.json");
+    let order = r#"{"id":100,"customer":"zoe","total":{"currency":"EUR","units":7,"cents":50},"status":"PAID","items":["a"],"coupon":{"string":"X1"}}"#;
+    let lines = format!(
+        "{{\"key\":\"zoe\",\"key_subject\":\"orders-key\",\"payload\":{order},\"payload_schema_id\":4}}\n\
+         {{\"key\":\"zoe\",\"key_schema_id\":2,\"payload\":{order},\"payload_subject\":\"orders-value\"}}\n"
+    );
+    fs::write(&append, lines).unwrap();
+    // A payload that does not match: refused naming the field, nothing appended.
+    let bad = r#"{"payload":{"id":"nope"},"payload_schema_id":4}"#;
+    let err = fs::write(&append, format!("{bad}\n")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EINVAL), "{err}");
+    // Read back decoded: both lines, v2 (id 4, the latest live version of orders-value).
+    let back = json_lines(&m.path("orders/0/by-offset/8.json"));
+    assert_eq!(back.len(), 2, "{back:?}");
+    let want: Value = serde_json::from_str(order).unwrap();
+    for line in &back {
+        assert!(same_json(&line["payload"], &want), "{line}");
+        assert_eq!(line["payload_schema_id"], 4);
+        assert_eq!(line["key"], "zoe");
+        assert_eq!(line["key_schema_id"], 2);
+    }
+    // The bytes on disk, as fastavro reads them from the segment file.
+    let mut decoded = Vec::new();
+    for entry in fs::read_dir(m.path("orders/0/segments")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "log") {
+            decoded.extend(reference_decode(&path));
+        }
+    }
+    let appended: Vec<&Value> =
+        decoded.iter().filter(|d| d["offset"].as_u64() >= Some(8)).collect();
+    assert_eq!(appended.len(), 2, "{decoded:?}");
+    for d in appended {
+        assert_eq!(d["schema_id"], 4, "{d}");
+        assert!(same_json(&d["value"], &want), "{d}");
+    }
+    m.unmount();
+}

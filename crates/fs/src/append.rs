@@ -97,10 +97,17 @@ impl AppendFormat {
     /// Turns complete lines (each ending in `\n`) into records; `first_line` is the 1-based
     /// number of the first of them in what this handle was written (for error messages). Fails
     /// without side effects on malformed input.
-    fn records(self, lines: &[u8], first_line: u64) -> Result<Vec<NewRecord>> {
+    fn records(
+        self,
+        lines: &[u8],
+        first_line: u64,
+        schemas: Option<&topicfs_view::schemas::Schemas>,
+    ) -> Result<Vec<NewRecord>> {
         match self {
             AppendFormat::Lines => Ok(envelope::split_value_lines(lines).0),
-            AppendFormat::Json => Ok(envelope::split_envelope_lines(lines, first_line)?.0),
+            AppendFormat::Json => {
+                Ok(envelope::split_envelope_lines_with(lines, first_line, schemas)?.0)
+            }
         }
     }
 }
@@ -109,6 +116,8 @@ impl AppendFormat {
 pub struct AppendState {
     target: AppendTarget,
     format: AppendFormat,
+    /// `append.json`: keys and payloads naming a schema are encoded with these.
+    schemas: Option<Arc<topicfs_view::schemas::Schemas>>,
     /// The partial line after the last newline. **Invariant**: no `\n` in it.
     pending: Vec<u8>,
     /// Largest partial line kept in memory: a longer line could never be a record
@@ -233,6 +242,7 @@ impl AppendState {
         AppendState {
             target,
             format,
+            schemas: None,
             pending: Vec::new(),
             max_line_bytes,
             max_record_bytes,
@@ -242,6 +252,13 @@ impl AppendState {
             refused: None,
             unreported: None,
         }
+    }
+
+    /// The same state encoding `append.json` keys and payloads that name a schema with
+    /// `schemas` (see [`topicfs_view::envelope`]).
+    pub fn with_schemas(mut self, schemas: Option<Arc<topicfs_view::schemas::Schemas>>) -> Self {
+        self.schemas = schemas;
+        self
     }
 
     /// The file as the mount shows it (`<topic>/<p>/append`), for log lines.
@@ -355,12 +372,14 @@ impl AppendState {
                 let mut lines = Vec::with_capacity(self.pending.len().saturating_add(ended.len()));
                 lines.extend_from_slice(&self.pending);
                 lines.extend_from_slice(ended);
-                self.format.records(&lines, self.lines_done.saturating_add(1)).and_then(|records| {
-                    if !records.is_empty() {
-                        self.target.append(records)?;
-                    }
-                    Ok(ended.iter().filter(|&&b| b == b'\n').count() as u64)
-                })
+                self.format
+                    .records(&lines, self.lines_done.saturating_add(1), self.schemas.as_deref())
+                    .and_then(|records| {
+                        if !records.is_empty() {
+                            self.target.append(records)?;
+                        }
+                        Ok(ended.iter().filter(|&&b| b == b'\n').count() as u64)
+                    })
             }
         };
         let line_count = match appended {
@@ -511,7 +530,7 @@ impl AppendState {
         line.push(b'\n');
         let first_line = self.lines_done.saturating_add(1);
         self.lines_done = first_line;
-        let records = self.format.records(&line, first_line)?;
+        let records = self.format.records(&line, first_line, self.schemas.as_deref())?;
         if !records.is_empty() {
             if let Err(e) = self.target.append(records) {
                 if e.errno() == libc::EFBIG {

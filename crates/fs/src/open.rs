@@ -115,7 +115,8 @@ impl TopicFs {
                 self.source.partitions(topic)?;
                 let appender = self.topics.appender(Arc::clone(&self.source), topic);
                 let target = AppendTarget::Topic(appender);
-                let state = AppendState::for_target(target, format, self.append_limit(topic));
+                let state = AppendState::for_target(target, format, self.append_limit(topic))
+                    .with_schemas(self.schemas().cloned());
                 Ok(append(self.handles.insert(Handle::Append(Box::new(Mutex::new(state))))))
             }
             Node::Stream(..)
@@ -181,7 +182,8 @@ impl TopicFs {
                     _ => AppendFormat::Lines,
                 };
                 let partition = self.partition(id)?;
-                let state = AppendState::new(partition, format, self.append_limit(&id.topic));
+                let state = AppendState::new(partition, format, self.append_limit(&id.topic))
+                    .with_schemas(self.schemas().cloned());
                 Ok(append(self.handles.insert(Handle::Append(Box::new(Mutex::new(state))))))
             }
         }

@@ -16,7 +16,11 @@
 //! | `headers_encoding` | `"base64"` | every non-null header value is base64 |
 //! | `ts` | integer or `null` | CreateTime timestamp in epoch ms; missing, `null` or `-1`: the append time |
 //! | `tstype`, `topic`, `partition`, `offset`, `broker` | any | accepted and ignored (the file's partition decides where the record goes; the log decides its offset) |
+//! | `key_schema_id`, `payload_schema_id` | integer | the `key`/`payload` is any JSON value, encoded with that schema into the Confluent wire format (a mount with schemas only; [`crate::schemas`]) |
+//! | `key_subject`, `payload_subject` | string | the same with the subject's latest version |
+//! | `key_schema_error`, `payload_schema_error` | string | what a `.json` line says of a value it could not decode: its `key`/`payload` is the bytes as shown (any `_schema_id` beside it is ignored) |
 //!
+//! A value that does not match its schema refuses the write, naming the field.
 //! Any other field, a wrong type, or malformed JSON refuses the write with
 //! [`Error::InvalidInput`] naming the line number.
 
@@ -24,6 +28,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Map, Value};
 
+use crate::schemas::Schemas;
 use topicfs_format::{NO_TIMESTAMP, NewRecord, RecordRef};
 use topicfs_source::error::{Error, Result};
 
@@ -72,13 +77,22 @@ pub fn find_newline(bytes: &[u8]) -> Option<usize> {
 /// 1-based number of the first line of `buf` in what was written so far (for error messages).
 /// Returns the records and the unterminated remainder. One bad line refuses the whole buffer.
 pub fn split_envelope_lines(buf: &[u8], first_line: u64) -> Result<(Vec<NewRecord>, &[u8])> {
+    split_envelope_lines_with(buf, first_line, None)
+}
+
+/// [`split_envelope_lines`] encoding keys and payloads that name a schema with `schemas`.
+pub fn split_envelope_lines_with<'a>(
+    buf: &'a [u8],
+    first_line: u64,
+    schemas: Option<&Schemas>,
+) -> Result<(Vec<NewRecord>, &'a [u8])> {
     let mut records = Vec::new();
     let mut rest = buf;
     let mut line_no = first_line;
     while let Some(nl) = find_newline(rest) {
         let (line, after) = rest.split_at(nl);
         if !line.iter().all(u8::is_ascii_whitespace) {
-            records.push(parse_envelope(line, line_no)?);
+            records.push(parse_envelope_with(line, line_no, schemas)?);
         }
         rest = after.get(1..).unwrap_or_default();
         line_no = line_no.saturating_add(1);
@@ -88,6 +102,15 @@ pub fn split_envelope_lines(buf: &[u8], first_line: u64) -> Result<(Vec<NewRecor
 
 /// Parses one JSON envelope (without its `\n`); `line_no` names it in errors.
 pub fn parse_envelope(line: &[u8], line_no: u64) -> Result<NewRecord> {
+    parse_envelope_with(line, line_no, None)
+}
+
+/// [`parse_envelope`] encoding a key or payload that names a schema with `schemas`.
+pub fn parse_envelope_with(
+    line: &[u8],
+    line_no: u64,
+    schemas: Option<&Schemas>,
+) -> Result<NewRecord> {
     let bad = |what: String| Error::InvalidInput(format!("append.json line {line_no}: {what}"));
     let object: Map<String, Value> = match serde_json::from_slice(line) {
         Ok(Value::Object(o)) => o,
@@ -116,6 +139,12 @@ pub fn parse_envelope(line: &[u8], line_no: u64) -> Result<NewRecord> {
                 | "key_encoding"
                 | "payload"
                 | "payload_encoding"
+                | "key_schema_id"
+                | "key_subject"
+                | "key_schema_error"
+                | "payload_schema_id"
+                | "payload_subject"
+                | "payload_schema_error"
         ) {
             return Err(bad(format!("unknown field {field:?}")));
         }
@@ -131,13 +160,58 @@ pub fn parse_envelope(line: &[u8], line_no: u64) -> Result<NewRecord> {
             other => Err(bad(format!("{name} must be a string or null, not {other}"))),
         }
     };
-    let key = match object.get("key") {
-        None => None,
-        Some(v) => bytes("key", v, base64_flag("key_encoding")?)?,
+    // A key or payload naming a schema: its JSON value encoded with it.
+    let with_schema = |name: &str| -> Result<Option<Option<Vec<u8>>>> {
+        if object.contains_key(&format!("{name}_schema_error")) {
+            return Ok(None);
+        }
+        let id = object.get(&format!("{name}_schema_id")).filter(|v| !v.is_null());
+        let subject = object.get(&format!("{name}_subject")).filter(|v| !v.is_null());
+        if id.is_none() && subject.is_none() {
+            return Ok(None);
+        }
+        let Some(schemas) = schemas else {
+            return Err(bad(format!(
+                "{name}_schema_id/{name}_subject: this mount has no schemas (no _schemas topic \
+                 or registry)"
+            )));
+        };
+        let value = object.get(name).unwrap_or(&Value::Null);
+        if value.is_null() {
+            return Ok(Some(None));
+        }
+        let encoded = match (id, subject) {
+            (Some(_), Some(_)) => {
+                return Err(bad(format!("{name}_schema_id and {name}_subject: name one")));
+            }
+            (Some(id), None) => {
+                let id = id.as_u64().and_then(|i| u32::try_from(i).ok()).ok_or_else(|| {
+                    bad(format!("{name}_schema_id must be a schema id, not {id}"))
+                })?;
+                schemas.encode_with_id(id, value, name)
+            }
+            (None, Some(Value::String(subject))) => {
+                schemas.encode_with_subject(subject, value, name)
+            }
+            (None, Some(other)) => {
+                return Err(bad(format!("{name}_subject must be a string, not {other}")));
+            }
+            (None, None) => return Ok(None),
+        };
+        encoded.map(|bytes| Some(Some(bytes))).map_err(|e| match e {
+            Error::InvalidInput(what) => bad(what),
+            e => bad(e.to_string()),
+        })
     };
-    let value = match object.get("payload") {
-        None => None,
-        Some(v) => bytes("payload", v, base64_flag("payload_encoding")?)?,
+    let key = match (with_schema("key")?, object.get("key")) {
+        (Some(encoded), _) => encoded,
+        (None, None) => None,
+        (None, Some(v)) => bytes("key", v, base64_flag("key_encoding")?)?,
+    };
+    let value = match (with_schema("payload")?, object.get("payload")) {
+        (Some(encoded), _) => encoded,
+        (None, None) => None,
+        (None, Some(v)) => bytes("payload", v, base64_flag("payload_encoding")?)?,
     };
     let headers_b64 = base64_flag("headers_encoding")?;
     let mut headers = Vec::new();

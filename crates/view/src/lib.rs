@@ -60,7 +60,10 @@ pub mod topic;
 pub mod txn;
 mod walker;
 
-pub use envelope::{parse_envelope, split_envelope_lines, split_value_lines};
+pub use envelope::{
+    parse_envelope, parse_envelope_with, split_envelope_lines, split_envelope_lines_with,
+    split_value_lines,
+};
 pub use listing::{by_offset_names, by_time_names};
 pub use render::{ByteCounter, Renderer, Sink};
 pub use spec::{
