@@ -223,3 +223,36 @@ fn append_json_encodes_with_a_schema_and_the_reference_library_decodes_it() {
     }
     m.unmount();
 }
+
+#[test]
+fn a_topics_schemas_are_files() {
+    let m = mount(&["--read-only"]);
+    let ls = |m: &MountGuard, rel: &str| common::sh(&format!("ls {}", m.path(rel).display()));
+    assert!(ls(&m, "orders").contains("schemas\n"), "{}", ls(&m, "orders"));
+    assert_eq!(ls(&m, "orders/schemas"), "orders-key\norders-value\n");
+    // v3 is soft-deleted: not listed, and latest is v2.
+    assert_eq!(ls(&m, "orders/schemas/orders-value"), "1\n2\nlatest\nversions\n");
+    let versions = fs::read_to_string(m.path("orders/schemas/orders-value/versions")).unwrap();
+    assert_eq!(versions, "1 3 AVRO\n2 4 AVRO\n");
+    let want = manifest();
+    let v2 = want["subjects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["subject"] == "orders-value" && s["version"] == 2)
+        .unwrap();
+    let text = fs::read_to_string(m.path("orders/schemas/orders-value/2")).unwrap();
+    assert_eq!(text.trim_end(), v2["schema"].as_str().unwrap());
+    assert_eq!(fs::read_to_string(m.path("orders/schemas/orders-value/latest")).unwrap(), text);
+    assert_eq!(ls(&m, "payments/schemas"), "payments-value\n");
+    let proto = fs::read_to_string(m.path("payments/schemas/payments-value/1")).unwrap();
+    assert!(proto.contains("message Order"), "{proto}");
+    assert!(!m.path("orders/schemas/orders-value/3").exists(), "a deleted version");
+    assert!(!m.path("orders/schemas/other-value").exists());
+    m.unmount();
+    // Without schemas, no schemas/ directory.
+    let m = mount(&["--read-only", "-o", "schemas=off"]);
+    assert!(!ls(&m, "orders").contains("schemas"));
+    assert!(!m.path("orders/schemas").exists());
+    m.unmount();
+}

@@ -57,6 +57,7 @@ mod groups;
 mod lookup;
 mod open;
 mod readdir;
+mod schemas;
 mod write;
 
 use std::collections::HashMap;
@@ -368,6 +369,11 @@ pub fn describe(node: &Node) -> String {
     match node {
         Node::Root => "/".to_string(),
         Node::MountInfo => node::MOUNT_INFO.to_string(),
+        Node::SchemasDir(topic) => format!("{topic}/{}", node::SCHEMAS),
+        Node::SchemaSubject(topic, subject) => format!("{topic}/{}/{subject}", node::SCHEMAS),
+        Node::SchemaFile(topic, subject, name) => {
+            format!("{topic}/{}/{subject}/{name}", node::SCHEMAS)
+        }
         Node::Topic(topic) => topic.clone(),
         Node::TopicInfo(topic) => format!("{topic}/{INFO}"),
         Node::TopicConfig(topic) => format!("{topic}/{}", node::CONFIG),

@@ -120,6 +120,11 @@ impl TopicFs {
         let node = match parent {
             Node::Root if name == super::node::MOUNT_INFO => Node::MountInfo,
             Node::Root => Node::Topic(name.to_string()),
+            Node::SchemasDir(topic) => Node::SchemaSubject(topic.clone(), name.to_string()),
+            Node::SchemaSubject(topic, subject) => {
+                Node::SchemaFile(topic.clone(), subject.clone(), name.to_string())
+            }
+            Node::SchemaFile(..) => return Err(absent()),
             Node::Topic(topic) => match Node::topic_child(topic, name) {
                 Some(node @ Node::TopicByKeyDir(_)) => {
                     if !self.topic_has_key_index(topic)? {
@@ -237,6 +242,18 @@ impl TopicFs {
             Node::MountInfo => {
                 let size = self.info_text(node)?.len() as u64;
                 (FileKind::RegularFile, size, ro_file, self.started, DYNAMIC_TTL)
+            }
+            Node::SchemasDir(topic) => {
+                self.schema_subjects(topic)?;
+                (FileKind::Directory, 0, dir, self.topic_mtime(topic)?, DYNAMIC_TTL)
+            }
+            Node::SchemaSubject(topic, subject) => {
+                self.check_schema_subject(topic, subject)?;
+                (FileKind::Directory, 0, dir, self.topic_mtime(topic)?, DYNAMIC_TTL)
+            }
+            Node::SchemaFile(topic, ..) => {
+                let size = self.schema_text(node)?.len() as u64;
+                (FileKind::RegularFile, size, ro_file, self.topic_mtime(topic)?, DYNAMIC_TTL)
             }
             Node::Topic(topic) => {
                 let mtime = self.topic_mtime(topic)?;

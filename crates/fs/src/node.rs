@@ -39,6 +39,9 @@
 //! /<topic>/groups/<group>/auto.offset.reset  GroupReset
 //! /<topic>/groups/<group>/<p>/        GroupPartition
 //! /<topic>/groups/<group>/<p>/next[.json|.raw]  GroupNext
+//! /<topic>/schemas/                   SchemasDir
+//! /<topic>/schemas/<subject>/         SchemaSubject
+//! /<topic>/schemas/<subject>/<n>|latest|versions  SchemaFile
 //! ```
 //!
 //! A `Node` is a name, not a check: whether it exists is decided against the
@@ -49,6 +52,8 @@ use topicfs_source::SegmentFileKind;
 
 /// Name of the info file in topic and partition directories.
 pub const INFO: &str = "info";
+/// Name of the directory of a topic's schemas (a mount with schemas only).
+pub const SCHEMAS: &str = "schemas";
 /// The mount's own `info` at the root: `@` is not in a Kafka topic name, so it never hides a
 /// topic (and it is not listed, so the root lists topics only).
 pub const MOUNT_INFO: &str = "@info";
@@ -168,6 +173,12 @@ pub enum Node {
     TopicByKeyDir(String),
     /// `<topic>/by-key/<key>[.json]`; the name as written in the path.
     TopicByKey(String, String),
+    /// `<topic>/schemas/`: the topic's subjects (`<topic>-key`, `<topic>-value`).
+    SchemasDir(String),
+    /// `<topic>/schemas/<subject>/` (topic, subject).
+    SchemaSubject(String, String),
+    /// `<topic>/schemas/<subject>/<version>`, `latest` or `versions` (topic, subject, name).
+    SchemaFile(String, String, String),
 }
 
 impl Node {
@@ -187,7 +198,10 @@ impl Node {
             | Node::GroupPartition(..)
             | Node::ByKeyDir(_)
             | Node::LatestDir(_)
-            | Node::TopicByKeyDir(_) => true,
+            | Node::TopicByKeyDir(_)
+            | Node::SchemasDir(_)
+            | Node::SchemaSubject(..) => true,
+            Node::SchemaFile(..) => false,
             Node::GroupOffsets(..) | Node::GroupReset(..) | Node::GroupNext(..) => false,
             Node::ByKey(..) | Node::Latest(..) | Node::Keys(_) | Node::TopicByKey(..) => false,
             Node::MountInfo
@@ -244,6 +258,11 @@ impl Node {
             Node::Latest(id, _) => Node::LatestDir(id.clone()),
             Node::TopicByKeyDir(topic) => Node::Topic(topic.clone()),
             Node::TopicByKey(topic, _) => Node::TopicByKeyDir(topic.clone()),
+            Node::SchemasDir(topic) => Node::Topic(topic.clone()),
+            Node::SchemaSubject(topic, _) => Node::SchemasDir(topic.clone()),
+            Node::SchemaFile(topic, subject, _) => {
+                Node::SchemaSubject(topic.clone(), subject.clone())
+            }
         }
     }
 
@@ -268,7 +287,10 @@ impl Node {
             | Node::GroupPartition(..)
             | Node::GroupNext(..)
             | Node::TopicByKeyDir(_)
-            | Node::TopicByKey(..) => None,
+            | Node::TopicByKey(..)
+            | Node::SchemasDir(_)
+            | Node::SchemaSubject(..)
+            | Node::SchemaFile(..) => None,
             Node::Partition(id)
             | Node::PartitionInfo(id)
             | Node::ByOffsetDir(id)
@@ -300,6 +322,7 @@ impl Node {
             APPEND_JSON => Node::TopicAppendJson(topic),
             GROUPS => Node::GroupsDir(topic),
             BY_KEY => Node::TopicByKeyDir(topic),
+            SCHEMAS => Node::SchemasDir(topic),
             _ => return None,
         })
     }

@@ -60,7 +60,9 @@ impl TopicFs {
             | Node::GroupPartition(..)
             | Node::ByKeyDir(_)
             | Node::LatestDir(_)
-            | Node::TopicByKeyDir(_) => Err(Error::Unsupported("open of a directory as a file")),
+            | Node::TopicByKeyDir(_)
+            | Node::SchemasDir(_)
+            | Node::SchemaSubject(..) => Err(Error::Unsupported("open of a directory as a file")),
             Node::Latest(..) => {
                 self.refuse_write(request, "writing a latest file")?;
                 let text = self.latest_text(&node)?;
@@ -86,6 +88,11 @@ impl TopicFs {
                 let text = self.config_text(topic)?.into_bytes();
                 let handle = super::config::ConfigHandle::new(topic.clone(), text);
                 Ok(append(self.handles.insert(Handle::Config(handle))))
+            }
+            Node::SchemaFile(..) => {
+                self.refuse_write(request, "writing a schema file")?;
+                let text = self.schema_text(&node)?;
+                Ok(direct(self.handles.insert(Handle::Text(text.into_bytes()))))
             }
             Node::MountInfo | Node::TopicInfo(_) | Node::PartitionInfo(_) => {
                 self.refuse_write(request, "writing an info file")?;

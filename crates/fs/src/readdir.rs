@@ -87,8 +87,12 @@ impl TopicFs {
                     node::APPEND_JSON,
                     node::GROUPS,
                     node::BY_KEY,
+                    node::SCHEMAS,
                 ] {
                     if name == node::GROUPS && self.groups.is_none() {
+                        continue;
+                    }
+                    if name == node::SCHEMAS && self.schemas().is_none() {
                         continue;
                     }
                     if name == node::BY_KEY && !self.topic_has_key_index(topic)? {
@@ -148,6 +152,17 @@ impl TopicFs {
             }
             Node::TopicByKeyDir(topic) => {
                 self.source.partitions(topic)?;
+            }
+            Node::SchemasDir(topic) => {
+                for subject in self.schema_subjects(topic)? {
+                    names.push((subject.clone(), Node::SchemaSubject(topic.clone(), subject)));
+                }
+            }
+            Node::SchemaSubject(topic, subject) => {
+                for name in self.schema_file_names(topic, subject)? {
+                    let child = Node::SchemaFile(topic.clone(), subject.clone(), name.clone());
+                    names.push((name, child));
+                }
             }
             Node::GroupsDir(topic) => {
                 for group in self.group_names(topic)? {
