@@ -308,6 +308,16 @@ impl HttpRegistry {
                     try_next: connecting,
                 }
             }
+            // A TLS handshake that failed (unknown CA, a refused client certificate) comes
+            // as an I/O error wrapping the rustls error.
+            ureq::Error::Io(source)
+                if source.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()) =>
+            {
+                Failure {
+                    error: Error::AuthFailed { broker, reason: format!("TLS: {source}") },
+                    try_next: false,
+                }
+            }
             ureq::Error::Io(source) => unreachable(source),
             ureq::Error::ConnectionFailed => {
                 unreachable(io::Error::new(io::ErrorKind::ConnectionRefused, "connection failed"))
