@@ -294,15 +294,15 @@ impl HttpRegistry {
         match e {
             ureq::Error::Timeout(kind) => {
                 let connecting = matches!(kind, ureq::Timeout::Connect | ureq::Timeout::Resolve);
-                let after = if connecting {
-                    self.config.connect_timeout
+                let (after, setting) = if connecting {
+                    (self.config.connect_timeout, "schema.registry.connect.timeout.ms")
                 } else {
-                    self.config.request_timeout
+                    (self.config.request_timeout, "schema.registry.request.timeout.ms")
                 };
                 Failure {
                     error: Error::Timeout {
                         broker,
-                        what: format!("{op} ({kind})"),
+                        what: format!("{op} ({kind} timeout, {setting})"),
                         after_ms: u64::try_from(after.as_millis()).unwrap_or(u64::MAX),
                     },
                     try_next: connecting,
@@ -350,6 +350,10 @@ impl HttpRegistry {
     /// A parser's refusal of a 200 answer, as the registry's fault.
     fn malformed(url: String, path: &str, e: Error) -> Error {
         match e {
+            // The parsers' messages start with the path they read (`/schemas/ids/7: ...`).
+            Error::InvalidInput(what) if what.starts_with(path) => {
+                Error::Protocol { broker: url, what: format!("GET {what}") }
+            }
             Error::InvalidInput(what) => {
                 Error::Protocol { broker: url, what: format!("GET {path}: {what}") }
             }

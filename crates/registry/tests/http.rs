@@ -203,7 +203,7 @@ fn caches_ids_for_good_and_the_rest_for_the_ttl() {
     let server = serve(None, None);
     let r = client(&[
         ("schema.registry.url", &server.url("http")),
-        ("schema.registry.cache.ttl.ms", "300"),
+        ("schema.registry.cache.ttl.ms", "1500"),
     ]);
     r.by_id(1).unwrap();
     r.by_id(1).unwrap();
@@ -224,7 +224,7 @@ fn caches_ids_for_good_and_the_rest_for_the_ttl() {
     );
     assert_eq!(r.requests(), 4);
 
-    thread::sleep(Duration::from_millis(400));
+    thread::sleep(Duration::from_millis(1600));
     r.by_id(1).unwrap();
     assert_eq!(server.count(), 4, "a schema by id is never asked for again");
     r.subjects().unwrap();
@@ -276,8 +276,60 @@ fn a_silent_registry_is_a_timeout_naming_the_url() {
     let e = r.by_id(1).unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
     assert!(matches!(e, Error::Timeout { after_ms: 300, .. }), "{e:?}");
+    assert!(e.to_string().contains("schema.registry.request.timeout.ms"), "{e}");
     assert!(e.to_string().contains(&url), "{e}");
     assert_eq!(held.lock().unwrap().len(), 1);
+}
+
+#[test]
+fn a_registry_that_drips_its_answer_is_a_timeout() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let _ = stream.read(&mut buf);
+                let head = "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n{\"schema\":\"";
+                let _ = stream.write_all(head.as_bytes());
+                while stream.write_all(b"x").and_then(|()| stream.flush()).is_ok() {
+                    thread::sleep(Duration::from_millis(20));
+                }
+            });
+        }
+    });
+    let r = client(&[
+        ("schema.registry.url", &format!("http://{addr}")),
+        ("schema.registry.request.timeout.ms", "300"),
+    ]);
+    let started = Instant::now();
+    let e = r.by_id(1).unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert!(matches!(e, Error::Timeout { .. }), "{e:?}");
+    assert!(e.to_string().contains("schema.registry.request.timeout.ms"), "{e}");
+}
+
+#[test]
+fn one_client_serves_many_threads() {
+    let server = serve(None, None);
+    let r = Arc::new(client(&[("schema.registry.url", &server.url("http"))]));
+    let threads: Vec<_> = (0..8)
+        .map(|i| {
+            let r = r.clone();
+            thread::spawn(move || {
+                for _ in 0..20 {
+                    assert_eq!(r.by_id(1 + i % 2).unwrap().id, 1 + i % 2);
+                    assert_eq!(r.versions("orders-value").unwrap(), vec![(1, 1), (2, 2)]);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    // Each answer is fetched a few times at most (threads racing on a miss), not per call.
+    // (Without the caches: 8 x 20 x 4 = 640 requests.)
+    assert!(server.count() <= 80, "{}", server.count());
 }
 
 fn dead_port() -> u16 {
