@@ -35,6 +35,9 @@ fn registry(path: &str) -> (u16, Vec<u8>) {
         "/schemas/ids/2" => ok(r#"{"schemaType":"PROTOBUF","schema":"syntax = \"proto3\";","references":[{"name":"common.proto","subject":"common","version":1}]}"#.to_string()),
         "/schemas/ids/7" => ok("{\"schema\": garbage".into()),
         "/schemas/ids/8" => (200, vec![b' '; 20 << 20]),
+        "/schemas/ids/11" => (200, vec![b'['; 1 << 20]),
+        "/schemas/ids/12" => (200, vec![0xff, 0xfe, 0x00, 0x80]),
+        "/schemas/ids/13" => ok(r#"{"schema":"\"int\"","schemaType":7,"references":{}}"#.into()),
         "/schemas/ids/9" => {
             (500, br#"{"error_code":50001,"message":"Error in the backend"}"#.to_vec())
         }
@@ -129,10 +132,17 @@ fn answer(mut stream: impl Read + Write, auth: Option<&str>, log: &Mutex<Vec<See
     } else {
         (401, br#"{"error_code":401,"message":"Unauthorized"}"#.to_vec())
     };
+    // /schemas/ids/10: 20 MiB without a length, the end of the answer being the end of the
+    // connection (nothing tells the client its size before it has read it).
+    let (status, body, length) = if path == "/schemas/ids/10" {
+        (200, vec![b' '; 20 << 20], String::new())
+    } else {
+        let length = format!("Content-Length: {}\r\n", body.len());
+        (status, body, length)
+    };
     let head = format!(
         "HTTP/1.1 {status} X\r\nContent-Type: application/vnd.schemaregistry.v1+json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
+         {length}Connection: close\r\n\r\n"
     );
     let _ = stream.write_all(head.as_bytes());
     let _ = stream.write_all(&body);
@@ -364,6 +374,14 @@ fn hostile_answers_are_errors() {
     let e = r.by_id(8).unwrap_err();
     assert!(matches!(e, Error::Protocol { .. }), "{e:?}");
     assert!(e.to_string().contains("over 16777216 bytes"), "{e}");
+    let e = r.by_id(10).unwrap_err();
+    assert!(matches!(e, Error::Protocol { .. }), "{e:?}");
+    assert!(e.to_string().contains("over 16777216 bytes"), "{e}");
+    for id in [11, 12, 13] {
+        let e = r.by_id(id).unwrap_err();
+        assert!(matches!(e, Error::Protocol { .. }), "{id}: {e:?}");
+        assert!(e.to_string().contains(&format!("/schemas/ids/{id}")), "{e}");
+    }
     let e = r.by_id(7).unwrap_err();
     assert!(matches!(e, Error::Protocol { .. }), "{e:?}");
     assert!(e.to_string().contains("not JSON") && e.to_string().contains(&url), "{e}");
