@@ -4,7 +4,9 @@
 //! (subjects percent-encoded), with the `Accept: application/vnd.schemaregistry.v1+json` header.
 //! The answers are read by `topicfs_schema::registry`'s parsers.
 //!
-//! Settings: [`config`] (the Confluent serializers' names). Caches: [`cache`] (a schema by id
+//! Settings: [`config`] (the Confluent serializers' names). A proxy named by the environment
+//! (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, with `NO_PROXY`) is used, as curl does; redirects
+//! are not followed (an answer that is one is an error). Caches: [`cache`] (a schema by id
 //! for good; subjects, versions, latest and "no such id" for `schema.registry.cache.ttl.ms`).
 //!
 //! # Errors (the one [`Error`] type; each names the registry's URL, never a password)
@@ -222,9 +224,9 @@ impl HttpRegistry {
     }
 
     fn cache(&self) -> MutexGuard<'_, Cache> {
-        // A panic while holding the lock leaves the cache consistent (each change is one
-        // map operation), so a poisoned lock is used as it is.
-        self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        // Each change of the cache is one map operation: a poisoned lock guards a consistent
+        // cache.
+        topicfs_source::sync::lock(&self.cache)
     }
 
     /// The body of a 200 answer to `GET {url}{path}`, trying the URLs from the preferred one
