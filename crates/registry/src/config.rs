@@ -11,6 +11,7 @@
 //! | `schema.registry.request.timeout.ms` | the deadline of one request, connection included (default 5000) |
 //! | `schema.registry.connect.timeout.ms` | the deadline of one connection (default: the request timeout) |
 //! | `schema.registry.cache.ttl.ms` | how long subject, version and "not found" answers are reused (default 1000; topicfs's own) |
+//! | `schema.registry.down.ms` | how long a URL that was not reached, or did not answer in time, is not asked again (default 10000; topicfs's own) |
 //!
 //! The `schema.registry.` prefix may be left off or added to the `basic.auth.` names, as the
 //! Java serializers accept both. `basic.auth.credentials.source` defaults to `USER_INFO` when
@@ -29,6 +30,8 @@ use topicfs_source::{Error, Result};
 pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 5_000;
 /// Default `schema.registry.cache.ttl.ms`.
 pub const DEFAULT_CACHE_TTL_MS: u64 = 1_000;
+/// Default `schema.registry.down.ms`.
+pub const DEFAULT_DOWN_MS: u64 = 10_000;
 
 /// Every setting name this client knows (with its aliases).
 pub const SETTINGS: &[&str] = &[
@@ -43,6 +46,7 @@ pub const SETTINGS: &[&str] = &[
     "schema.registry.request.timeout.ms",
     "schema.registry.connect.timeout.ms",
     "schema.registry.cache.ttl.ms",
+    "schema.registry.down.ms",
 ];
 
 /// One base URL of the registry, without its user info.
@@ -131,6 +135,8 @@ pub struct RegistryConfig {
     pub connect_timeout: Duration,
     /// How long subject, version and "not found" answers are reused.
     pub cache_ttl: Duration,
+    /// How long a URL that was not reached, or did not answer in time, is not asked again.
+    pub down_for: Duration,
 }
 
 impl fmt::Debug for RegistryConfig {
@@ -145,6 +151,7 @@ impl fmt::Debug for RegistryConfig {
             .field("request_timeout", &self.request_timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("cache_ttl", &self.cache_ttl)
+            .field("down_for", &self.down_for)
             .finish()
     }
 }
@@ -189,6 +196,7 @@ impl RegistryConfig {
             request_timeout: Duration::from_millis(DEFAULT_REQUEST_TIMEOUT_MS),
             connect_timeout: Duration::from_millis(DEFAULT_REQUEST_TIMEOUT_MS),
             cache_ttl: Duration::from_millis(DEFAULT_CACHE_TTL_MS),
+            down_for: Duration::from_millis(DEFAULT_DOWN_MS),
         };
         let mut connect_timeout = None;
         for (name, value) in settings {
@@ -244,6 +252,7 @@ impl RegistryConfig {
                     connect_timeout = Some(millis(name, value)?)
                 }
                 "schema.registry.cache.ttl.ms" => config.cache_ttl = millis(name, value)?,
+                "schema.registry.down.ms" => config.down_for = millis(name, value)?,
                 other => {
                     return Err(Error::InvalidInput(format!(
                         "unknown schema registry setting {other:?} (known: {})",

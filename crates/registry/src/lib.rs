@@ -15,6 +15,10 @@
 //! - no connection (refused, unreachable, unknown host, reset): [`Error::BrokerUnreachable`],
 //!   after trying every URL of `schema.registry.url` (connection errors move on to the next
 //!   URL, and the URL that answered is tried first next time);
+//! - a URL that was not reached or did not answer in time counts as down for
+//!   `schema.registry.down.ms`: it is not asked meanwhile, and when every URL is down a request
+//!   fails at once with the error that put the first one down (no record waits out a deadline
+//!   of its own while the registry is down);
 //! - HTTP 401 or 403, or a TLS handshake that fails (unknown CA, refused client
 //!   certificate): [`Error::AuthFailed`];
 //! - HTTP 404 (the registry's 40401 subject, 40402 version, 40403 schema not found):
@@ -31,6 +35,7 @@ pub mod config;
 use std::io;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 use topicfs_schema::registry::{
     parse_schema_by_id, parse_subject_version, parse_subjects, parse_versions,
@@ -61,6 +66,8 @@ pub struct HttpRegistry {
     auth: Vec<Option<String>>,
     /// The URL tried first (the last that answered).
     preferred: AtomicUsize,
+    /// Per URL (same order): when it counts as down.
+    down: Mutex<Vec<Option<DownMark>>>,
     cache: Mutex<Cache>,
     requests: AtomicU64,
 }
@@ -181,7 +188,19 @@ fn error_message(body: &[u8]) -> String {
 /// What a failed request means, and whether the next URL should be tried.
 struct Failure {
     error: Error,
+    /// A connection error: the next URL may answer.
     try_next: bool,
+}
+
+/// A URL that could not be reached, or did not answer, within its deadline: not asked again
+/// until `until` (`schema.registry.down.ms`), so that records with schemas do not each wait out
+/// a deadline while the registry is down.
+#[derive(Clone, Debug)]
+struct DownMark {
+    until: Instant,
+    /// What happened (the error's message) and, for a timeout, the deadline in ms.
+    reason: String,
+    timeout_ms: Option<u64>,
 }
 
 impl HttpRegistry {
@@ -203,11 +222,13 @@ impl HttpRegistry {
             .iter()
             .map(|url| config.credentials_for(url).map(|(u, p)| basic_auth(u, p)))
             .collect();
+        let down = Mutex::new(vec![None; config.urls.len()]);
         Ok(HttpRegistry {
             config,
             agent,
             auth,
             preferred: AtomicUsize::new(0),
+            down,
             cache: Mutex::new(Cache::default()),
             requests: AtomicU64::new(0),
         })
@@ -235,9 +256,18 @@ impl HttpRegistry {
         let n = self.config.urls.len();
         let start = self.preferred.load(Ordering::Relaxed) % n.max(1);
         let mut last = None;
+        let mut skipped = None;
         for k in 0..n {
             let i = (start + k) % n;
-            match self.get_from(i, path) {
+            if let Some(mark) = self.down_mark(i) {
+                skipped = skipped.or(Some((i, mark)));
+                continue;
+            }
+            let result = self.get_from(i, path);
+            if let Err(Failure { error, .. }) = &result {
+                self.note_down(i, error);
+            }
+            match result {
                 Ok(body) => {
                     self.preferred.store(i, Ordering::Relaxed);
                     return Ok((self.config.urls[i].shown.clone(), body));
@@ -251,8 +281,54 @@ impl HttpRegistry {
                 Err(Failure { error, .. }) => return Err(error),
             }
         }
-        Err(last
-            .unwrap_or_else(|| Error::InvalidInput("schema.registry.url: no URL to ask".into())))
+        Err(match (last, skipped) {
+            (Some(error), _) => error,
+            (None, Some((i, mark))) => self.down_error(i, &mark, path),
+            (None, None) => Error::InvalidInput("schema.registry.url: no URL to ask".into()),
+        })
+    }
+
+    /// The mark of URL `i` if it counts as down now.
+    fn down_mark(&self, i: usize) -> Option<DownMark> {
+        let down = topicfs_source::sync::lock(&self.down);
+        down.get(i)?.as_ref().filter(|mark| Instant::now() < mark.until).cloned()
+    }
+
+    /// After a request to URL `i` failed with `error`: a URL that was not reached or did not
+    /// answer in time counts as down for `schema.registry.down.ms`; one that answered does not.
+    fn note_down(&self, i: usize, error: &Error) {
+        let timeout_ms = match error {
+            Error::Timeout { after_ms, .. } => Some(*after_ms),
+            Error::BrokerUnreachable { .. } => None,
+            _ => return,
+        };
+        let mark = DownMark {
+            until: Instant::now() + self.config.down_for,
+            reason: error.to_string(),
+            timeout_ms,
+        };
+        if let Some(slot) = topicfs_source::sync::lock(&self.down).get_mut(i) {
+            *slot = Some(mark);
+        }
+    }
+
+    /// The error for a request not sent because every URL counts as down (URL `i` first).
+    fn down_error(&self, i: usize, mark: &DownMark, path: &str) -> Error {
+        let broker = self.config.urls.get(i).map(|u| u.shown.clone()).unwrap_or_default();
+        let ms = self.config.down_for.as_millis();
+        let what = format!(
+            "schema registry GET {path} not sent: the registry counts as down for \
+             schema.registry.down.ms ({ms} ms) after: {}",
+            mark.reason
+        );
+        match mark.timeout_ms {
+            Some(after_ms) => Error::Timeout { broker, what, after_ms },
+            None => Error::BrokerUnreachable {
+                broker,
+                op: format!("schema registry GET {path}"),
+                source: io::Error::new(io::ErrorKind::NotConnected, what),
+            },
+        }
     }
 
     fn get_from(&self, i: usize, path: &str) -> std::result::Result<Vec<u8>, Failure> {

@@ -281,7 +281,11 @@ fn a_silent_registry_is_a_timeout_naming_the_url() {
         }
     });
     let url = format!("http://{addr}");
-    let r = client(&[("schema.registry.url", &url), ("schema.registry.request.timeout.ms", "300")]);
+    let r = client(&[
+        ("schema.registry.url", &url),
+        ("schema.registry.request.timeout.ms", "300"),
+        ("schema.registry.down.ms", "1000"),
+    ]);
     let started = Instant::now();
     let e = r.by_id(1).unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
@@ -289,6 +293,19 @@ fn a_silent_registry_is_a_timeout_naming_the_url() {
     assert!(e.to_string().contains("schema.registry.request.timeout.ms"), "{e}");
     assert!(e.to_string().contains(&url), "{e}");
     assert_eq!(held.lock().unwrap().len(), 1);
+
+    // Down for schema.registry.down.ms: the next requests are not sent (no record waits out
+    // another deadline), then it is asked again.
+    let e = r.by_id(2).unwrap_err();
+    assert!(matches!(e, Error::Timeout { after_ms: 300, .. }), "{e:?}");
+    assert!(
+        e.to_string().contains("schema.registry.down.ms") && e.to_string().contains(&url),
+        "{e}"
+    );
+    assert_eq!((held.lock().unwrap().len(), r.requests()), (1, 1));
+    thread::sleep(Duration::from_millis(1100));
+    assert!(matches!(r.by_id(3), Err(Error::Timeout { .. })));
+    assert_eq!(r.requests(), 2);
 }
 
 #[test]
@@ -355,6 +372,10 @@ fn a_refused_connection_names_the_url_and_the_next_url_is_tried() {
     let e = r.by_id(1).unwrap_err();
     assert!(matches!(e, Error::BrokerUnreachable { .. }), "{e:?}");
     assert!(e.to_string().contains(&dead), "{e}");
+    let e = r.by_id(1).unwrap_err();
+    assert!(matches!(e, Error::BrokerUnreachable { .. }), "{e:?}");
+    assert!(e.to_string().contains("counts as down") && e.to_string().contains(&dead), "{e}");
+    assert_eq!(r.requests(), 1);
 
     let server = serve(None, None);
     let both = format!("{dead},{}", server.url("http"));
