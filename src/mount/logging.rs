@@ -10,8 +10,18 @@ pub const DEFAULT_LOG_FILTER: &str = "info,fuser=error";
 /// logs to its stderr, which is `/dev/null`.
 pub fn init_logging(daemon: bool) {
     let env = || env_logger::Env::default().default_filter_or(DEFAULT_LOG_FILTER);
+    // ureq logs the HTTP wire at trace, the registry's Authorization header included: never
+    // more than debug for it (which logs only an allow-list of headers).
+    let builder = || {
+        let mut builder = env_logger::Builder::from_env(env());
+        if env_logger::Builder::from_env(env()).build().filter() == log::LevelFilter::Trace {
+            builder.filter_module("ureq", log::LevelFilter::Debug);
+            builder.filter_module("ureq_proto", log::LevelFilter::Debug);
+        }
+        builder
+    };
     if daemon {
-        let filter = env_logger::Builder::from_env(env()).build();
+        let filter = builder().build();
         let formatter = syslog::Formatter3164 {
             facility: syslog::Facility::LOG_DAEMON,
             hostname: None,
@@ -27,7 +37,7 @@ pub fn init_logging(daemon: bool) {
             return;
         }
     }
-    let _ = env_logger::Builder::from_env(env()).try_init();
+    let _ = builder().try_init();
 }
 
 /// Syslog output with `RUST_LOG` filtering.

@@ -306,8 +306,16 @@ fn open_registry(
     url: &str,
     config: &[(String, String)],
 ) -> Result<Arc<dyn crate::schema::SchemaSource>> {
-    let _ = (url, config);
-    Err(Error::Usage("--schema-registry: not available in this build".into()))
+    let mut settings = vec![("schema.registry.url".to_string(), url.to_string())];
+    settings.extend(config.iter().cloned());
+    let usage = |e: Error| match e {
+        Error::InvalidInput(what) | Error::Usage(what) => {
+            Error::Usage(format!("--schema-registry: {what}"))
+        }
+        e => Error::Mount(format!("--schema-registry: {e}")),
+    };
+    let config = topicfs_registry::RegistryConfig::from_settings(&settings).map_err(usage)?;
+    Ok(Arc::new(topicfs_registry::HttpRegistry::new(config).map_err(usage)?))
 }
 
 /// How long a mount waits for a data dir locked by another process: long enough for a daemon

@@ -256,3 +256,113 @@ fn a_topics_schemas_are_files() {
     assert!(!m.path("orders/schemas").exists());
     m.unmount();
 }
+
+/// `tests/compat/registry_server.py` serving the fixture's schemas over HTTP with basic auth;
+/// killed on drop.
+struct RegistryServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl RegistryServer {
+    fn start(user_info: &str) -> RegistryServer {
+        use std::io::BufRead;
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/compat/registry_server.py");
+        let mut child = std::process::Command::new("python3")
+            .arg(script)
+            .arg(fixture().join("manifest.json"))
+            .arg(user_info)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        let stdout = child.stdout.take().unwrap();
+        std::io::BufReader::new(stdout).read_line(&mut line).unwrap();
+        RegistryServer { child, port: line.trim().parse().unwrap() }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for RegistryServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A copy of the fixture without its `_schemas` topic: the schemas come from elsewhere.
+fn mount_without_schemas_topic(args: &[&str]) -> MountGuard {
+    let dirs = Dirs::new();
+    copy_tree(&fixture().join("log-dir"), &dirs.data());
+    fs::remove_dir_all(dirs.data().join("_schemas-0")).unwrap();
+    let source = dirs.data().into_os_string();
+    MountGuard::foreground_source(dirs, &source, args, Stdio::inherit())
+}
+
+#[test]
+fn a_registry_over_http_with_basic_auth_gives_the_same_records() {
+    let server = RegistryServer::start("svc:s3cret");
+    let url = server.url();
+    let m = mount_without_schemas_topic(&[
+        "--read-only",
+        "--schema-registry",
+        &url,
+        "--schema-registry-config",
+        "basic.auth.user.info=svc:s3cret",
+    ]);
+    let want = manifest();
+    let mut problems = Vec::new();
+    for r in want["records"].as_array().unwrap() {
+        let topic = r["topic"].as_str().unwrap();
+        if topic == "_schemas" {
+            continue;
+        }
+        let (p, offset) = (r["partition"].as_u64().unwrap(), r["offset"].as_u64().unwrap());
+        let lines = json_lines(&m.path(&format!("{topic}/{p}/by-offset/{offset}.json")));
+        let what = format!("{topic}-{p}@{offset}");
+        if let Some(key) = r.get("expected_key") {
+            problems.extend(check_field(&lines[0], "key", key, &what));
+        }
+        problems.extend(check_field(&lines[0], "payload", &r["expected_value"], &what));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert_eq!(
+        fs::read_to_string(m.path("orders/schemas/orders-value/versions")).unwrap(),
+        "1 3 AVRO\n2 4 AVRO\n"
+    );
+    m.unmount();
+    // A wrong password: records as bytes, each with the reason; the mount still serves.
+    let m = mount_without_schemas_topic(&[
+        "--read-only",
+        "--schema-registry",
+        &url,
+        "--schema-registry-config",
+        "basic.auth.user.info=svc:wrong",
+    ]);
+    let lines = json_lines(&m.path("orders/0/by-offset/0.json"));
+    assert!(lines[0]["payload_schema_error"].as_str().unwrap().contains("auth"), "{}", lines[0]);
+    assert!(!lines[0].to_string().contains("wrong"), "the password is never shown");
+    m.unmount();
+}
+
+#[test]
+fn an_unreachable_registry_gives_records_with_the_error_not_a_hang() {
+    // A port nothing listens on: connection refused at once.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let m = mount_without_schemas_topic(&["--read-only", "--schema-registry", &url]);
+    let started = std::time::Instant::now();
+    let lines = json_lines(&m.path("orders/1/by-offset/0.json"));
+    assert_eq!(lines.len(), 10);
+    for line in &lines[..6] {
+        assert!(line["payload_schema_error"].is_string(), "{line}");
+        assert!(line["payload"].is_string(), "the bytes, as without schemas: {line}");
+    }
+    // Bounded by the registry's timeouts (no timing assertion: only that it returned).
+    eprintln!("10 records with an unreachable registry in {:?}", started.elapsed());
+    m.unmount();
+}
