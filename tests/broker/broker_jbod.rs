@@ -336,6 +336,14 @@ fn a_dir_whose_disk_fails_goes_offline_and_the_others_go_on() {
     let m = mount(dirs, &paths, &[]);
     let mnt = m.mnt();
     assert_eq!(read(&mnt.join("solo/0/by-offset/0")).lines().count(), 3);
+    // df of the mount: both file systems (the loop-mounted one adds its ~32 MB once).
+    let bytes = |path: &Path| -> u64 {
+        let out = common::sh(&format!("stat -f -c '%b %S' {}", path.display()));
+        let (blocks, size) = out.trim().split_once(' ').unwrap();
+        blocks.parse::<u64>().unwrap() * size.parse::<u64>().unwrap()
+    };
+    let (whole, first, loop_fs) = (bytes(&mnt), bytes(&paths[0]), bytes(&c));
+    assert!(whole >= first + loop_fs - (1 << 20), "{whole} < {first} + {loop_fs}");
     disk.fail();
     // The first read that meets the failure: EIO, and c is offline from then on.
     let out = sh_output(&format!("cat {}/orders/2/by-offset/21", mnt.display()));

@@ -343,7 +343,8 @@ fn cluster_mount_records_with_schemas_from_the_schemas_topic() {
     let m = mount(&broker, &["-o", "schemas=on"]);
     std::fs::create_dir(m.path("_schemas")).unwrap();
     let schema = r#"{"type":"record","name":"Order","fields":[{"name":"id","type":"long"},{"name":"customer","type":"string"}]}"#;
-    let key = serde_json::json!({"keytype": "SCHEMA", "subject": "t-value", "version": 1, "magic": 1});
+    let key =
+        serde_json::json!({"keytype": "SCHEMA", "subject": "t-value", "version": 1, "magic": 1});
     let value = serde_json::json!({"subject": "t-value", "version": 1, "id": 41, "schema": schema});
     let line = serde_json::json!({"key": key.to_string(), "payload": value.to_string()});
     std::fs::write(m.path("_schemas/0/append.json"), format!("{line}\n")).unwrap();

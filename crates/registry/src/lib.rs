@@ -78,9 +78,12 @@ impl std::fmt::Debug for HttpRegistry {
     }
 }
 
+/// A file the user named in a setting (a CA bundle, a client certificate or key), read once
+/// when the mount starts: the user's own input, like the cluster's `--command-config`, not a
+/// file of a data dir (which only `storage::open` opens).
 fn read_file(setting: &str, path: &std::path::Path) -> Result<Vec<u8>> {
-    std::fs::read(path)
-        .map_err(|e| Error::InvalidInput(format!("{setting} {}: {e}", path.display())))
+    let bytes = std::fs::read(path); // read registry setting file (see the doc above)
+    bytes.map_err(|e| Error::InvalidInput(format!("{setting} {}: {e}", path.display())))
 }
 
 /// The PEM items of `path` (read for `setting`).

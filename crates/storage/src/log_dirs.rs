@@ -496,11 +496,32 @@ impl TopicSource for LogDirs {
         LogDirs::shutdown(self)
     }
 
-    /// The storage of the first online dir (`statfs` of a FUSE mount has one answer).
+    /// The storage of every online dir added up, each file system once (dirs on one device
+    /// count once), in units of the first one's fragment size: what `df` of the mount shows.
     fn space(&self) -> Result<SpaceStats> {
-        let (dir, health) =
-            self.online().into_iter().next().ok_or_else(|| self.home().health.offline_error())?;
-        health.watch(TopicSource::space(&*dir))
+        use std::os::unix::fs::MetadataExt;
+        let mut total: Option<SpaceStats> = None;
+        let mut devices = BTreeSet::new();
+        for (dir, health) in self.online() {
+            let device = std::fs::metadata(dir.path()).map(|m| m.dev()).ok();
+            if device.is_some_and(|d| !devices.insert(d)) {
+                continue;
+            }
+            let one = health.watch(TopicSource::space(&*dir))?;
+            let Some(sum) = total.as_mut() else {
+                total = Some(one);
+                continue;
+            };
+            // Blocks counted in the first file system's fragment size.
+            let unit = u64::from(sum.fragment_size.max(1));
+            let scale = |n: u64| n.saturating_mul(u64::from(one.fragment_size)) / unit;
+            sum.blocks = sum.blocks.saturating_add(scale(one.blocks));
+            sum.blocks_free = sum.blocks_free.saturating_add(scale(one.blocks_free));
+            sum.blocks_available = sum.blocks_available.saturating_add(scale(one.blocks_available));
+            sum.files = sum.files.saturating_add(one.files);
+            sum.files_free = sum.files_free.saturating_add(one.files_free);
+        }
+        total.ok_or_else(|| self.home().health.offline_error())
     }
 
     fn topic_config(&self, topic: &str) -> Result<Vec<ConfigEntry>> {

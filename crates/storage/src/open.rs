@@ -247,6 +247,7 @@ mod tests {
             "/proc/self/mountinfo",
             "PROC_FS",
             "\"read client config\"",
+            "read registry setting file",
         ];
         let mut stack = roots;
         let mut found = Vec::new();

@@ -247,3 +247,16 @@ fn every_dir_is_locked_and_retention_runs_in_each() {
         assert!(points.lines().any(|l| l.starts_with("t ")), "{}: {points}", p.display());
     }
 }
+
+#[test]
+fn space_counts_each_file_system_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let paths = three(tmp.path());
+    let dirs = open(&paths, SegmentMode::Writable).unwrap();
+    // Three dirs on one file system: its space once, as one dir alone shows it.
+    let all = TopicSource::space(&dirs).unwrap();
+    let one = TopicSource::space(&*dirs.dirs()[0]).unwrap();
+    assert_eq!(all.blocks, one.blocks);
+    assert_eq!(all.fragment_size, one.fragment_size);
+    dirs.shutdown().unwrap();
+}
