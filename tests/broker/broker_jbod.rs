@@ -300,10 +300,18 @@ impl LoopFs {
         assert!(ok(Command::new("truncate").arg("-s").arg("32M").arg(image)));
         assert!(ok(Command::new("mkfs.ext4").arg("-q").arg(image)), "mkfs.ext4");
         fs::create_dir_all(at).unwrap();
-        assert!(
-            ok(Command::new("mount").arg("-o").arg("loop").arg(image).arg(at)),
-            "mount -o loop"
-        );
+        let mounted =
+            Command::new("mount").arg("-o").arg("loop").arg(image).arg(at).output().unwrap();
+        if !mounted.status.success() {
+            // A container with the device node but no loop device to give (or no right to
+            // mount): said loudly; the offline rules are also checked without a kernel
+            // (storage's log_dirs tests).
+            eprintln!(
+                "SKIPPED: mount -o loop failed here ({}): the failing-disk case needs a loop device",
+                String::from_utf8_lossy(&mounted.stderr).trim()
+            );
+            return None;
+        }
         Some(LoopFs { at: at.to_path_buf() })
     }
 
