@@ -70,7 +70,7 @@ pub use classify::classify_data_dir;
 use lock::{DirLock, take_lock};
 use metadata::{broker_settings, open_cluster_metadata};
 use shared::excluded_entries;
-pub use shared::{Member, SharedSettings};
+pub use shared::{HeldLock, Member, SharedSettings};
 
 /// `meta.properties`.
 pub const META_PROPERTIES: &str = "meta.properties";
@@ -180,15 +180,20 @@ impl LogDir {
         default_config: LogConfig,
         topic_configs: HashMap<String, LogConfig>,
         mode: SegmentMode,
-        member: Member,
+        mut member: Member,
     ) -> Result<LogDir> {
         let writable = mode == SegmentMode::Writable;
+        let held = member.take_lock();
         if writable {
             std::fs::create_dir_all(path).map_err(|e| Error::io(path, "mkdir", e))?;
         } else if !path.is_dir() {
             return Err(Error::NotFound(path.display().to_string()));
         }
-        let lock_file = if writable { Some(take_lock(path)?) } else { None };
+        let lock_file = match (writable, held) {
+            (true, Some(HeldLock(lock))) => Some(lock),
+            (true, None) => Some(take_lock(path)?),
+            (false, _) => None,
+        };
         if writable {
             // The checkpoints are replaced by rename at every write, which would put a file
             // in place of what is there (or fail on a directory): refuse to take over a data
@@ -222,7 +227,7 @@ impl LogDir {
                 )?),
                 BTreeMap::new(),
             ),
-            Member::Home { metadata_home, excluded } => (
+            Member::Home { metadata_home, excluded, .. } => (
                 Arc::new(SharedSettings::load(
                     path,
                     Some(metadata_home.as_deref().unwrap_or(path)),
@@ -232,7 +237,7 @@ impl LogDir {
                 )?),
                 excluded_entries(path, &excluded),
             ),
-            Member::Of { settings, excluded } => {
+            Member::Of { settings, excluded, .. } => {
                 let kept = excluded_entries(path, &excluded);
                 (settings, kept)
             }

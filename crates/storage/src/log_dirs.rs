@@ -114,14 +114,17 @@ fn list_dir(path: &Path) -> Result<Listing> {
     Ok(listing)
 }
 
-/// `meta.properties` of `dir`, if it has a readable one.
-fn read_meta(dir: &Path) -> Result<Option<BTreeMap<String, String>>> {
+/// `meta.properties` of `dir`, if it has one. Read-only, one that is not a regular file is as
+/// good as none (as [`LogDir::open_read_only`] takes it); writable, it is refused (the open
+/// would refuse it too).
+fn read_meta(dir: &Path, writable: bool) -> Result<Option<BTreeMap<String, String>>> {
     let path = dir.join(META_PROPERTIES);
     match open::read_regular_to_string(&path) {
         Ok(text) => parse_properties(&text)
             .map(Some)
             .map_err(|e| Error::corrupt(&path, e.at as u64, e.to_string())),
         Err(e) if open::is_not_found(&e) => Ok(None),
+        Err(Error::WrongFileType { .. }) if !writable => Ok(None),
         Err(e) => Err(e),
     }
 }
@@ -153,9 +156,15 @@ impl LogDirs {
         }
         let mut metas = Vec::with_capacity(dirs.len());
         for (_, path) in dirs {
-            metas.push((path.clone(), read_meta(path)?));
+            metas.push((path.clone(), read_meta(path, writable)?));
         }
         let mut agreed = identity::agree(&metas)?;
+        // Then every dir locked before anything is written: a dir another process holds fails
+        // the open here, with no other dir changed (locks are released on drop).
+        let mut locks = Vec::with_capacity(dirs.len());
+        for (_, path) in dirs {
+            locks.push(if writable { Some(LogDir::lock_dir(path)?) } else { None });
+        }
         let mut listings = Vec::with_capacity(dirs.len());
         for (_, path) in dirs {
             listings.push(list_dir(path)?);
@@ -200,15 +209,19 @@ impl LogDirs {
                 .collect()
         };
         let mut opened: Vec<Dir> = Vec::with_capacity(dirs.len());
-        for (i, ((given, path), listing)) in dirs.iter().zip(&listings).enumerate() {
+        for (i, (((given, path), listing), lock)) in
+            dirs.iter().zip(&listings).zip(locks).enumerate()
+        {
             let member = match opened.first() {
                 None => Member::Home {
                     metadata_home: metadata_home.clone(),
                     excluded: excluded_in(path),
+                    lock,
                 },
                 Some(home) => Member::Of {
                     settings: Arc::clone(home.dir.shared_settings()),
                     excluded: excluded_in(path),
+                    lock,
                 },
             };
             let dir = LogDir::open_member(

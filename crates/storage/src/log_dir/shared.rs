@@ -23,10 +23,44 @@ pub enum Member {
     /// The first of a broker's log dirs: its [`TOPIC_CONFIG_FILE`] holds the overrides, and
     /// the broker's metadata log is read from `metadata_home` (this dir when `None`); the
     /// other dirs share its settings ([`LogDir::shared_settings`]).
-    Home { metadata_home: Option<PathBuf>, excluded: BTreeSet<(String, u32)> },
+    Home {
+        metadata_home: Option<PathBuf>,
+        excluded: BTreeSet<(String, u32)>,
+        /// The dir's locks, taken before any dir of the broker was opened.
+        lock: Option<HeldLock>,
+    },
     /// One of a broker's other log dirs: the broker's settings, and the partitions another dir holds
     /// too, which this one leaves alone.
-    Of { settings: Arc<SharedSettings>, excluded: BTreeSet<(String, u32)> },
+    Of {
+        settings: Arc<SharedSettings>,
+        excluded: BTreeSet<(String, u32)>,
+        /// The dir's locks, taken before any dir of the broker was opened.
+        lock: Option<HeldLock>,
+    },
+}
+
+impl Member {
+    pub(super) fn take_lock(&mut self) -> Option<HeldLock> {
+        match self {
+            Member::Alone => None,
+            Member::Home { lock, .. } | Member::Of { lock, .. } => lock.take(),
+        }
+    }
+}
+
+/// A writable dir's locks ([`LogDir::lock_dir`]), taken ahead of its open so that a broker's
+/// dirs are all locked before any of them changes (a dir found locked then leaves every other
+/// one untouched).
+#[derive(Debug)]
+pub struct HeldLock(pub(super) lock::DirLock);
+
+impl LogDir {
+    /// Takes `dir`'s locks without waiting ([`Error::Locked`] when another process holds
+    /// them), for a later [`LogDir::open_member`] as a [`Member`] holding them.
+    pub fn lock_dir(dir: &Path) -> Result<HeldLock> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "mkdir", e))?;
+        lock::take_lock(dir).map(HeldLock)
+    }
 }
 
 /// The topics' settings of one broker; see the module doc.

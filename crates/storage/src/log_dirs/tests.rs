@@ -260,3 +260,22 @@ fn space_counts_each_file_system_once() {
     assert_eq!(all.fragment_size, one.fragment_size);
     dirs.shutdown().unwrap();
 }
+
+#[test]
+fn a_dir_locked_elsewhere_fails_the_open_before_any_dir_changes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let paths: Vec<PathBuf> = three(tmp.path()).into_iter().take(2).collect();
+    let dirs = open(&paths, SegmentMode::Writable).unwrap();
+    dirs.create_topic("t", 2).unwrap();
+    dirs.shutdown().unwrap();
+    drop(dirs);
+    // Another process (here another open) holds b.
+    let holder = LogDir::open(&paths[1], LogConfig::default()).unwrap();
+    let err = open(&paths, SegmentMode::Writable).unwrap_err();
+    assert!(matches!(err, Error::Locked(ref p) if p == &paths[1]), "{err}");
+    // a was not opened: its clean-shutdown marker is still there (an open removes it first).
+    assert!(paths[0].join(".kafka_cleanshutdown").exists());
+    holder.shutdown().unwrap();
+    drop(holder);
+    open(&paths, SegmentMode::Writable).unwrap().shutdown().unwrap();
+}
