@@ -185,6 +185,12 @@ fn reference_decode(log: &Path) -> Vec<Value> {
 #[test]
 fn append_json_encodes_with_a_schema_and_the_reference_library_decodes_it() {
     let m = mount(&[]);
+    // A consumer group's next.json (a new group starts at the log start) decodes the same way.
+    fs::create_dir(m.path("orders/groups/readers")).unwrap();
+    let next = json_lines(&m.path("orders/groups/readers/0/next.json"));
+    assert_eq!(next.len(), 8);
+    assert_eq!(next[0]["payload"]["customer"], "alice", "{}", next[0]);
+    assert_eq!(next[0]["key_schema_id"], 2);
     let append = m.path("orders/0/append.json");
     let order = r#"{"id":100,"customer":"zoe","total":{"currency":"EUR","units":7,"cents":50},"status":"PAID","items":["a"],"coupon":{"string":"X1"}}"#;
     let lines = format!(
