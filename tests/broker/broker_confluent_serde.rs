@@ -91,7 +91,13 @@ fn confluent_serde_values_read_as_the_serializers_were_given_them() {
         let subjects = manifest["subjects"].as_array().unwrap();
         subjects.iter().find(|s| s["subject"] == subject).unwrap()["id"].clone()
     };
-    for (topic, kind) in [("x-avro", "AVRO"), ("x-protobuf", "PROTOBUF"), ("x-json", "JSON")] {
+    let topics = [
+        ("x-avro", "AVRO"),
+        ("x-protobuf", "PROTOBUF"),
+        ("x-protobuf-nested", "PROTOBUF"),
+        ("x-json", "JSON"),
+    ];
+    for (topic, kind) in topics {
         let path = m.path(&format!("{topic}/schemas/{topic}-value/versions"));
         let versions = fs::read_to_string(path).unwrap();
         assert_eq!(versions, format!("1 {} {kind}\n", id(&format!("{topic}-value"))));
@@ -104,6 +110,8 @@ fn confluent_serde_deserializers_read_what_append_json_encodes() {
     let (out, manifest) = produce();
     let manifest_path = out.path().join("out/manifest.json");
     let m = mount(out.path(), &[]);
+    // Not `x-protobuf-nested`: an append encodes a Protobuf payload as the schema's first
+    // message ([0]); there is no field naming a nested type.
     for topic in ["x-avro", "x-protobuf", "x-json"] {
         let mine: Vec<&Value> = records(&manifest).iter().filter(|r| r["topic"] == topic).collect();
         let lines: String = mine

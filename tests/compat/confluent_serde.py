@@ -17,7 +17,9 @@ default) under the TopicNameStrategy subjects of their SerializationContext (val
   - ProtobufSerializer, topic `x-protobuf`: `xcheck.Customer` (a nested message type used for a
     field and a repeated field, a oneof, a map, an enum, int64/uint64, bytes, a Timestamp and a
     message imported from `common/geo.proto`, which the serializer registers as the reference
-    subject `common/geo.proto`), compiled by protoc (grpc_tools) into Python classes;
+    subject `common/geo.proto`), compiled by protoc (grpc_tools) into Python classes; and
+    topic `x-protobuf-nested`: the nested type `xcheck.Customer.Address` alone (message
+    indexes [0, 0]; the same file, which the mock registers again under that topic's subject);
   - JSONSerializer, topic `x-json`: a JSON Schema object, each value validated by the serializer.
 (One topic per format: a real registry refuses a subject whose versions change type.)
 It writes OUT_DIR/log-dir, a broker log dir (tests/fixtures/generate.py's Partition and files,
@@ -25,7 +27,8 @@ kafka-python's batch builder): `_schemas-0` with one SCHEMA record per registere
 and values as tests/fixtures/generate_schemas.py writes them (Jackson's compact JSON), for the
 ids the mock assigned; for Protobuf the schema is the `.proto` text (the mock holds what the
 Python serializer sends, a base64 FileDescriptorProto; the registry stores such a schema as
-`.proto` text). And `x-avro-0`, `x-protobuf-0`, `x-json-0` holding the serialized values.
+`.proto` text). And `x-avro-0`, `x-protobuf-0`, `x-protobuf-nested-0`, `x-json-0` holding
+the serialized values.
 OUT_DIR/manifest.json: "subjects" (subject, version, id, schemaType, references, schema as in
 `_schemas`), "registered" (what the mock holds, to load another mock with the same ids) and
 "records": topic, partition, offset, schema_id, message_indexes (Protobuf) and "json", the
@@ -73,6 +76,7 @@ from generate import T0, Partition  # noqa: E402
 from kafka_py import build_v2  # noqa: E402
 
 AVRO_TOPIC, PROTOBUF_TOPIC, JSON_TOPIC = "x-avro", "x-protobuf", "x-json"
+NESTED_TOPIC = "x-protobuf-nested"
 
 AVRO_SCHEMA = {
     "type": "record", "name": "User", "namespace": "com.example.xcheck",
@@ -275,6 +279,13 @@ def produce(out_dir):
         ser = ProtobufSerializer(type(messages[0]), client, {"use.deprecated.format": False})
         rows += [(PROTOBUF_TOPIC, ser(m, ctx), "PROTOBUF",
                   json.loads(json_format.MessageToJson(m))) for m in messages]
+        # The nested type alone: message indexes [0, 0].
+        ctx = SerializationContext(NESTED_TOPIC, MessageField.VALUE)
+        address = type(messages[0]).Address
+        ser = ProtobufSerializer(address, client, {"use.deprecated.format": False})
+        rows += [(NESTED_TOPIC, ser(m, ctx), "PROTOBUF",
+                  json.loads(json_format.MessageToJson(m)))
+                 for m in [address(street="Nested", number=4, lines=["x"]), address()]]
 
         ctx = SerializationContext(JSON_TOPIC, MessageField.VALUE)
         ser = JSONSerializer(json.dumps(JSON_SCHEMA), client)
