@@ -29,7 +29,7 @@ fn mount(args: &[&str]) -> MountGuard {
     MountGuard::foreground_source(dirs, &source, args, Stdio::inherit())
 }
 
-fn json_lines(path: &Path) -> Vec<Value> {
+pub(super) fn json_lines(path: &Path) -> Vec<Value> {
     fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
         .lines()
@@ -40,7 +40,7 @@ fn json_lines(path: &Path) -> Vec<Value> {
 /// `got` equals `want`, except that a number may be the shortest decimal of the same 32-bit
 /// float (an Avro `float`, printed as Java's `Float.toString` prints it) where the reference
 /// (Python, which has only doubles) prints the double expansion of that float.
-fn same_json(got: &Value, want: &Value) -> bool {
+pub(super) fn same_json(got: &Value, want: &Value) -> bool {
     match (got, want) {
         (Value::Number(g), Value::Number(w)) if g != w => {
             let (Some(g), Some(w)) = (g.as_f64(), w.as_f64()) else { return false };
@@ -160,7 +160,7 @@ fn schemas_off_shows_the_bytes_and_sizes_are_exact_either_way() {
     }
 }
 
-fn python() -> String {
+pub(super) fn python() -> String {
     std::env::var("TOPICFS_PYTHON").unwrap_or_else(|_| "/opt/topicfs-venv/bin/python".into())
 }
 

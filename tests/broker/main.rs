@@ -5,6 +5,7 @@
 mod common;
 
 mod broker_cache;
+mod broker_confluent_serde;
 mod broker_corpus;
 mod broker_inspect;
 mod broker_jbod;
