@@ -194,6 +194,10 @@ impl TopicSource for Stalling {
         self.inner.max_message_bytes(topic)
     }
 
+    fn state_bounds(&self, topic: &str) -> Result<()> {
+        self.inner.state_bounds(topic)
+    }
+
     fn log_dirs(&self) -> topicfs::source::LogDirsReport {
         self.inner.log_dirs()
     }

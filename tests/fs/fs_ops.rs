@@ -527,6 +527,9 @@ mod without_files {
         fn max_message_bytes(&self, topic: &str) -> Result<Option<usize>> {
             self.0.max_message_bytes(topic)
         }
+        fn state_bounds(&self, topic: &str) -> Result<()> {
+            self.0.state_bounds(topic)
+        }
         fn log_dirs(&self) -> topicfs::source::LogDirsReport {
             self.0.log_dirs()
         }

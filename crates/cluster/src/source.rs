@@ -382,6 +382,44 @@ impl TopicSource for ClusterSource {
         Ok(max_message_bytes_of(described.iter().map(|c| (c.name.as_str(), c.value.as_deref()))))
     }
 
+    /// One ListOffsets per leader broker (earliest and latest of every partition of `topic`),
+    /// taken in as if each partition had asked at the same moment (see [`Bounds`]).
+    fn state_bounds(&self, topic: &str) -> Result<()> {
+        use crate::client::{EARLIEST, LATEST};
+        let parts = self.partitions(topic)?;
+        let asked = Instant::now();
+        let mut queries = Vec::with_capacity(parts.len() * 2);
+        for p in &parts {
+            let p = to_i32(*p)?;
+            queries.push((topic.to_string(), p, EARLIEST));
+            queries.push((topic.to_string(), p, LATEST));
+        }
+        let client = match topicfs_executor::running_class() {
+            Some(topicfs_executor::Class::DeferredStat | topicfs_executor::Class::MountSizing) => {
+                &self.background
+            }
+            _ => &self.client,
+        };
+        let answers = client.list_offsets(&queries)?;
+        let offset = |i: usize| match answers.get(i) {
+            Some((_, Ok(listed))) => {
+                Some(listed.map_or(Offset(0), |l| l.offset).max(Offset(0)))
+            }
+            _ => None,
+        };
+        let mut all = topicfs_source::sync::lock(&self.bounds);
+        for (i, p) in parts.iter().enumerate() {
+            let (Some(start), Some(end)) = (offset(2 * i), offset(2 * i + 1)) else { continue };
+            let shared = all.entry((topic.to_string(), *p)).or_default();
+            let mut b = topicfs_source::sync::lock(shared);
+            b.start = start;
+            b.end = b.end.max(end);
+            b.learned = Some(asked);
+            b.stated = true;
+        }
+        Ok(())
+    }
+
     /// None: the brokers' log dirs are theirs (DescribeLogDirs is not asked).
     fn log_dirs(&self) -> topicfs_source::LogDirsReport {
         topicfs_source::LogDirsReport::default()

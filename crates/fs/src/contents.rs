@@ -25,6 +25,9 @@ impl TopicFs {
         match node {
             Node::MountInfo => Ok(info::mount_info(&self.source.log_dirs())),
             Node::TopicInfo(topic) => {
+                // Every partition's bounds in one go where the source can (see
+                // `TopicSource::state_bounds`); an error leaves each partition to ask.
+                let _ = self.source.state_bounds(topic);
                 let mut summaries = Vec::new();
                 for p in self.source.partitions(topic)? {
                     summaries.push((p, self.source.partition(topic, p)?.summary()?));

@@ -109,6 +109,13 @@ pub trait TopicSource: Send + Sync {
     /// handle's line limit follows. `None` when the source does not state it (a setting it
     /// does not list, or a value that is not a size); errors as `topic_config`'s.
     fn max_message_bytes(&self, topic: &str) -> Result<Option<usize>>;
+    /// Learns the log start and end offsets of every partition of `topic` at once where that is
+    /// cheaper than one partition at a time (a cluster: one ListOffsets per broker for all of
+    /// them), so that the partitions' bounds questions within the same filesystem operation
+    /// ([`crate::Operation`]) answer without a request each: what topic-level files
+    /// (`offsets/-1`, `info`) ask first. A source that knows them without I/O does nothing. An
+    /// error changes nothing (each partition then asks for itself).
+    fn state_bounds(&self, topic: &str) -> Result<()>;
     /// The log dirs behind the topics, in the order the mount was given them, with their
     /// state; empty for a source without local directories (a cluster). No I/O.
     fn log_dirs(&self) -> LogDirsReport;

@@ -555,6 +555,11 @@ impl TopicSource for LogDirs {
         Ok(max_message_bytes_of(entries.iter().map(|e| (e.name.as_str(), e.value.as_deref()))))
     }
 
+    /// Nothing to learn: local partitions know their bounds without I/O.
+    fn state_bounds(&self, topic: &str) -> Result<()> {
+        self.partition_numbers(topic).map(drop)
+    }
+
     fn log_dirs(&self) -> LogDirsReport {
         let dirs = self
             .dirs

@@ -443,6 +443,11 @@ impl TopicSource for LogDir {
         Ok(max_message_bytes_of(entries.iter().map(|e| (e.name.as_str(), e.value.as_deref()))))
     }
 
+    /// Nothing to learn: a local partition knows its bounds without I/O.
+    fn state_bounds(&self, topic: &str) -> Result<()> {
+        self.partition_numbers(topic).map(drop)
+    }
+
     /// This dir alone, online (a single [`LogDir`] never takes itself offline; see
     /// [`crate::log_dirs::LogDirs`]).
     fn log_dirs(&self) -> LogDirsReport {

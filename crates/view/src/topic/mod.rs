@@ -98,7 +98,7 @@ use crate::spec::{Format, Resolved, Selector, SpecError, StreamSpec, TimePoint};
 use crate::txn::{Isolation, TxnTrackers};
 use topicfs_format::Timestamp;
 use topicfs_format::partitioner::KeylessRotation;
-use topicfs_source::TopicSource;
+use topicfs_source::{OffsetQuery, TopicSource};
 use topicfs_source::error::{Error, Result};
 use topicfs_source::sync::lock;
 
@@ -148,6 +148,11 @@ pub fn offsets_text(
     now: Timestamp,
 ) -> Result<String> {
     let query = time.query(now);
+    if matches!(query, OffsetQuery::Latest | OffsetQuery::Earliest) {
+        // Every partition's bounds in one go where the source can (a cluster: one ListOffsets
+        // per broker); an error here leaves each partition to ask for itself.
+        let _ = source.state_bounds(topic);
+    }
     let mut text = String::new();
     for p in source.partitions(topic)? {
         let offset = source.partition(topic, p)?.offset_for(query)?;
@@ -238,6 +243,8 @@ impl TopicViews {
         if spec.format == Format::Raw {
             return Err(Error::Unsupported("a topic-level .raw stream"));
         }
+        // Every partition's bounds in one go (see `offsets_text`).
+        let _ = source.state_bounds(topic);
         let mut members = Vec::new();
         for p in source.partitions(topic)? {
             let part = source.partition(topic, p)?;
