@@ -40,6 +40,8 @@ use topicfs::view::{StreamRegistry, StreamSpec};
 mod cluster;
 #[path = "bench/cluster_net.rs"]
 mod cluster_net;
+#[path = "bench/schemas.rs"]
+mod schemas;
 #[path = "bench/shutdown.rs"]
 mod shutdown;
 
@@ -158,6 +160,14 @@ struct Args {
     /// Unsynced segments of the shutdown figures.
     #[arg(long, default_value_t = 10_000)]
     shutdown_segments: u64,
+    /// Only the records-with-schemas figures (issue 35, examples/bench/schemas.rs): `cat
+    /// by-offset/0.json` of `--schema-records` Avro values on a mount with schemas, against the
+    /// same with `-o schemas=off` and against fastavro decoding the same values in Python.
+    #[arg(long)]
+    schemas: bool,
+    /// Avro values of the `--schemas` figures.
+    #[arg(long, default_value_t = 1_000_000)]
+    schema_records: u64,
     /// Lines per repetition of the append-through-the-mount figures (default: 300,000 quick,
     /// 2,000,000 full).
     #[arg(long)]
@@ -423,9 +433,10 @@ impl Report {
             println!("{s}");
         };
         // Rows grouped by section, in this order, each group in the order measured.
-        const ORDER: [&str; 13] = [
+        const ORDER: [&str; 14] = [
             "shutdown",
             "cluster",
+            "schemas",
             "append",
             "read",
             "many readers",
@@ -2545,6 +2556,17 @@ fn run(a: &Args) -> Result<Report, String> {
         }
         machine_context(&mut report)?;
         cluster_net::run(a, &mut report)?;
+        if let Ok(load) = fs::read_to_string("/proc/loadavg") {
+            report.notes.push(format!("load average at the end: {}", load.trim()));
+        }
+        return Ok(report);
+    }
+    if a.schemas {
+        if !a.topicfs.exists() {
+            return Err(format!("{} missing: cargo build --release", a.topicfs.display()));
+        }
+        machine_context(&mut report)?;
+        schemas::run(a, &mut report)?;
         if let Ok(load) = fs::read_to_string("/proc/loadavg") {
             report.notes.push(format!("load average at the end: {}", load.trim()));
         }
