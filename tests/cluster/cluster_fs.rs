@@ -239,3 +239,34 @@ fn cluster_fs_every_operation_sees_what_another_client_produced_before_it_asking
         assert_eq!(f.text("lin/0/by-offset/0"), want);
     }
 }
+
+/// Topic-level files of a wide topic ask every partition's bounds in one ListOffsets pair per
+/// broker (`TopicSource::state_bounds`), not a pair per partition.
+#[test]
+fn cluster_fs_topic_level_files_ask_the_bounds_of_all_partitions_at_once() {
+    let f = fixture();
+    f.source.create_topic("wide", 300).unwrap();
+    let bootstrap = parse_bootstrap(&f._broker.bootstrap()).unwrap();
+    let other = Client::connect(bootstrap, ClientConfig::default()).unwrap();
+    for p in [0, 7, 299] {
+        let record = NewRecord { value: Some(b"x".to_vec()), ..NewRecord::default() };
+        other.produce("wide", p, &[record.clone(), record]).unwrap();
+    }
+    let list_offsets = || f.source.client().request_counts().get(ApiKey::ListOffsets);
+    for (file, ends) in [("wide/offsets/-1", true), ("wide/offsets/-2", false), ("wide/info", true)]
+    {
+        let before = list_offsets();
+        let text = f.text(file);
+        let asked = list_offsets() - before;
+        // Earliest and latest of all 300 partitions: one request each (a request may not name
+        // a partition twice), plus the ones the file's own lookup and open make.
+        assert!(asked <= 6, "{file}: {asked} ListOffsets requests for 300 partitions");
+        if file.contains("offsets") {
+            assert_eq!(text.lines().count(), 300, "{file}");
+            let want = if ends { "wide:7:2" } else { "wide:7:0" };
+            assert!(text.lines().any(|l| l == want), "{file}: {text}");
+        } else {
+            assert!(text.contains("partition.299.log_end_offset: 2\n"), "{text}");
+        }
+    }
+}

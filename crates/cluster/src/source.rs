@@ -402,9 +402,7 @@ impl TopicSource for ClusterSource {
         };
         let answers = client.list_offsets(&queries)?;
         let offset = |i: usize| match answers.get(i) {
-            Some((_, Ok(listed))) => {
-                Some(listed.map_or(Offset(0), |l| l.offset).max(Offset(0)))
-            }
+            Some((_, Ok(listed))) => Some(listed.map_or(Offset(0), |l| l.offset).max(Offset(0))),
             _ => None,
         };
         let mut all = topicfs_source::sync::lock(&self.bounds);

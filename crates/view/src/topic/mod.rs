@@ -98,9 +98,9 @@ use crate::spec::{Format, Resolved, Selector, SpecError, StreamSpec, TimePoint};
 use crate::txn::{Isolation, TxnTrackers};
 use topicfs_format::Timestamp;
 use topicfs_format::partitioner::KeylessRotation;
-use topicfs_source::{OffsetQuery, TopicSource};
 use topicfs_source::error::{Error, Result};
 use topicfs_source::sync::lock;
+use topicfs_source::{OffsetQuery, TopicSource};
 
 pub use self::append::{TopicAppender, route};
 pub use self::index::{MemberCursor, MergeCheckpoint, MergeIndex};
