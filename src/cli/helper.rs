@@ -29,7 +29,9 @@ pub struct HelperArgs {
 /// means `--read-only`; `partitions=N`, `max_partitions=N`, `threads=N`, `isolation=LEVEL`, `sizing_budget=BYTES`,
 /// `server_properties=FILE` and `retention_check_interval_ms=MS` become those flags (`memory_budget=SIZE` and
 /// `background_threads=N` stay `-o` options, which `topicfs mount` reads too); an option with a dot in its name
-/// (`segment.bytes=1048576`) is a log setting (`--config`); options that are for mount(8) or
+/// (`segment.bytes=1048576`) is a log setting (`--config`), except the Schema Registry
+/// client's (`schema.registry.url=URL` is `--schema-registry URL`, `basic.auth.user.info=...` and
+/// the other `schema.registry.*` settings `--schema-registry-config`); options that are for mount(8) or
 /// systemd (`defaults`, `auto`, `noauto`, `user`, `users`, `nouser`, `owner`, `nofail`,
 /// `_netdev`, `x-*`, `comment=*`) are dropped. Anything else is refused, unless `-s`
 /// (sloppy) was given. `None`: `argv` is an ordinary topicfs command line.
@@ -123,6 +125,15 @@ pub fn helper_args(argv: &[OsString]) -> Result<Option<HelperArgs>> {
             ) => {
                 args.push(format!("--{flag}").into());
                 args.push(v.into());
+            }
+            // The Schema Registry client's settings by their client names.
+            ("schema.registry.url", Some(url)) => {
+                args.push("--schema-registry".into());
+                args.push(url.into());
+            }
+            _ if value.is_some() && topicfs_registry::RegistryConfig::is_setting(key) => {
+                args.push("--schema-registry-config".into());
+                args.push(option.into());
             }
             _ if key.contains('.') && value.is_some() => {
                 args.push("--config".into());

@@ -484,3 +484,31 @@ fn cleaner_settings_reach_the_mount_request_with_kafkas_defaults() {
         Cli::try_parse_from(["topicfs", "mount", "/d", "m", "--cleaner-backoff-ms", "0"]).is_err()
     );
 }
+
+#[test]
+fn fstab_options_name_the_schema_registry_and_its_client_settings() {
+    let h = helper(&[
+        "/sbin/mount.topicfs",
+        "/var/lib/kafka",
+        "/mnt/kafka",
+        "-o",
+        "ro,schema.registry.url=https://registry:8081,basic.auth.user.info=svc:secret,\
+         schema.registry.ssl.ca.location=/etc/ca.pem,schemas_topic=_schemas,segment.bytes=1048576",
+    ])
+    .unwrap()
+    .unwrap();
+    let cli =
+        Cli::try_parse_from(std::iter::once(OsString::from("topicfs")).chain(h.args)).unwrap();
+    let Command::Mount(args) = cli.command else { panic!("not mount") };
+    let request = args.request().unwrap();
+    assert_eq!(request.schemas.registry.as_deref(), Some("https://registry:8081"));
+    assert_eq!(
+        request.schemas.registry_config,
+        vec![
+            ("basic.auth.user.info".to_string(), "svc:secret".to_string()),
+            ("schema.registry.ssl.ca.location".to_string(), "/etc/ca.pem".to_string()),
+        ]
+    );
+    assert_eq!(request.schemas.topic.as_deref(), Some("_schemas"));
+    assert_eq!(request.log_settings.get("segment.bytes").map(String::as_str), Some("1048576"));
+}
