@@ -241,7 +241,8 @@ fn cluster_fs_every_operation_sees_what_another_client_produced_before_it_asking
 }
 
 /// Topic-level files of a wide topic ask every partition's bounds in one ListOffsets pair per
-/// broker (`TopicSource::state_bounds`), not a pair per partition.
+/// broker (`TopicSource::state_bounds`), and `offsets/<time>` the time in one more
+/// (`TopicSource::offsets_for`), not a request per partition.
 #[test]
 fn cluster_fs_topic_level_files_ask_the_bounds_of_all_partitions_at_once() {
     let f = fixture();
@@ -253,18 +254,39 @@ fn cluster_fs_topic_level_files_ask_the_bounds_of_all_partitions_at_once() {
         other.produce("wide", p, &[record.clone(), record]).unwrap();
     }
     let list_offsets = || f.source.client().request_counts().get(ApiKey::ListOffsets);
-    for (file, ends) in [("wide/offsets/-1", true), ("wide/offsets/-2", false), ("wide/info", true)]
-    {
+    for (file, ends) in [
+        ("wide/offsets/-1", true),
+        ("wide/offsets/-2", false),
+        ("wide/info", true),
+        // A time: the first record at or after it, the log end when none is that new.
+        ("wide/offsets/0", false),
+        ("wide/offsets/2099-01-01T00:00:00Z", true),
+    ] {
         let before = list_offsets();
         let text = f.text(file);
         let asked = list_offsets() - before;
         // Earliest and latest of all 300 partitions: one request each (a request may not name
-        // a partition twice), plus the ones the file's own lookup and open make.
-        assert!(asked <= 6, "{file}: {asked} ListOffsets requests for 300 partitions");
-        if file.contains("offsets") {
+        // a partition twice), a time one more, plus the ones the file's own lookup and open
+        // make.
+        assert!(asked <= 9, "{file}: {asked} ListOffsets requests for 300 partitions");
+        if let Some(time) = file.strip_prefix("wide/offsets/") {
             assert_eq!(text.lines().count(), 300, "{file}");
-            let want = if ends { "wide:7:2" } else { "wide:7:0" };
-            assert!(text.lines().any(|l| l == want), "{file}: {text}");
+            // The same answers as each partition's own ListOffsets.
+            let query = match time {
+                "-1" => OffsetQuery::Latest,
+                "-2" => OffsetQuery::Earliest,
+                "0" => OffsetQuery::Timestamp(0),
+                _ => OffsetQuery::Timestamp(4_070_908_800_000),
+            };
+            for p in [0u32, 7, 8, 299] {
+                let own = f.source.partition("wide", p).unwrap().offset_for(query).unwrap();
+                let want = format!("wide:{p}:{own}");
+                assert!(text.lines().any(|l| l == want), "{file}: {want} not in the text");
+            }
+            if time == "-1" || time == "-2" {
+                let want = if ends { "wide:7:2" } else { "wide:7:0" };
+                assert!(text.lines().any(|l| l == want), "{file}: {text}");
+            }
         } else {
             assert!(text.contains("partition.299.log_end_offset: 2\n"), "{text}");
         }

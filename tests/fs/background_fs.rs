@@ -194,6 +194,14 @@ impl TopicSource for Stalling {
         self.inner.max_message_bytes(topic)
     }
 
+    fn offsets_for(
+        &self,
+        topic: &str,
+        query: topicfs::source::OffsetQuery,
+    ) -> Result<Vec<(u32, topicfs::format::Offset)>> {
+        self.inner.offsets_for(topic, query)
+    }
+
     fn state_bounds(&self, topic: &str) -> Result<()> {
         self.inner.state_bounds(topic)
     }

@@ -527,6 +527,14 @@ mod without_files {
         fn max_message_bytes(&self, topic: &str) -> Result<Option<usize>> {
             self.0.max_message_bytes(topic)
         }
+        fn offsets_for(
+            &self,
+            topic: &str,
+            query: topicfs::source::OffsetQuery,
+        ) -> Result<Vec<(u32, topicfs::format::Offset)>> {
+            self.0.offsets_for(topic, query)
+        }
+
         fn state_bounds(&self, topic: &str) -> Result<()> {
             self.0.state_bounds(topic)
         }

@@ -418,6 +418,64 @@ impl TopicSource for ClusterSource {
         Ok(())
     }
 
+    /// Latest and earliest from [`TopicSource::state_bounds`]; a time: one ListOffsets per
+    /// broker for every partition, each answer taken as [`ClusterPartition`]'s `offset_for`
+    /// takes it (no record that new, or a broker answering an older record: the log end, from
+    /// the bounds just stated). The max-timestamp query goes partition by partition (its
+    /// support is probed per broker).
+    fn offsets_for(
+        &self,
+        topic: &str,
+        query: topicfs_source::OffsetQuery,
+    ) -> Result<Vec<(u32, Offset)>> {
+        use topicfs_source::OffsetQuery as Query;
+        let ts = match query {
+            Query::Timestamp(t) => t.max(0),
+            Query::Latest | Query::Earliest | Query::MaxTimestamp => {
+                let _ = self.state_bounds(topic);
+                let mut out = Vec::new();
+                for p in self.partitions(topic)? {
+                    out.push((p, self.partition(topic, p)?.offset_for(query)?));
+                }
+                return Ok(out);
+            }
+        };
+        let _ = self.state_bounds(topic);
+        let parts = self.partitions(topic)?;
+        let mut queries = Vec::with_capacity(parts.len());
+        for p in &parts {
+            queries.push((topic.to_string(), to_i32(*p)?, ts));
+        }
+        let answers = self.client.list_offsets(&queries)?;
+        let mut out = Vec::with_capacity(parts.len());
+        for (i, p) in parts.iter().enumerate() {
+            let partition = self.partition(topic, *p)?;
+            let listed = match answers.get(i) {
+                Some((_, Ok(listed))) => *listed,
+                // This partition's own question names the error as it would.
+                _ => {
+                    out.push((*p, partition.offset_for(query)?));
+                    continue;
+                }
+            };
+            let end = || partition.known().bounds.map(|(_, end)| end);
+            let offset = match listed {
+                Some(l) if l.timestamp >= 0 && l.timestamp < ts => None,
+                Some(l) if l.offset.0 >= 0 => Some(l.offset),
+                _ => None,
+            };
+            let offset = match offset {
+                Some(o) => o,
+                None => match end() {
+                    Some(end) => end,
+                    None => partition.offset_for(query)?,
+                },
+            };
+            out.push((*p, offset));
+        }
+        Ok(out)
+    }
+
     /// None: the brokers' log dirs are theirs (DescribeLogDirs is not asked).
     fn log_dirs(&self) -> topicfs_source::LogDirsReport {
         topicfs_source::LogDirsReport::default()

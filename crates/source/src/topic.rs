@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use crate::error::Result;
 use crate::partition::PartitionSource;
+use topicfs_format::Offset;
 
 /// The mount's memory for data a backend fetched and the view has not rendered yet (the view's
 /// shared memory budget, `--memory-budget`, implements it): a backend holds the bytes it is
@@ -116,6 +117,10 @@ pub trait TopicSource: Send + Sync {
     /// (`offsets/-1`, `info`) ask first. A source that knows them without I/O does nothing. An
     /// error changes nothing (each partition then asks for itself).
     fn state_bounds(&self, topic: &str) -> Result<()>;
+    /// [`PartitionSource::offset_for`] of every partition of `topic`, in partition order, with
+    /// the same answers, asked at once where that is cheaper (a cluster: one ListOffsets per
+    /// broker for a time, after [`TopicSource::state_bounds`]): what `offsets/<time>` shows.
+    fn offsets_for(&self, topic: &str, query: crate::OffsetQuery) -> Result<Vec<(u32, Offset)>>;
     /// The log dirs behind the topics, in the order the mount was given them, with their
     /// state; empty for a source without local directories (a cluster). No I/O.
     fn log_dirs(&self) -> LogDirsReport;

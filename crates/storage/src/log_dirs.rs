@@ -560,6 +560,19 @@ impl TopicSource for LogDirs {
         self.partition_numbers(topic).map(drop)
     }
 
+    /// Each partition in turn (local: no request to save).
+    fn offsets_for(
+        &self,
+        topic: &str,
+        query: topicfs_source::OffsetQuery,
+    ) -> Result<Vec<(u32, topicfs_format::Offset)>> {
+        let mut out = Vec::new();
+        for p in self.partitions(topic)? {
+            out.push((p, self.partition(topic, p)?.offset_for(query)?));
+        }
+        Ok(out)
+    }
+
     fn log_dirs(&self) -> LogDirsReport {
         let dirs = self
             .dirs

@@ -98,9 +98,9 @@ use crate::spec::{Format, Resolved, Selector, SpecError, StreamSpec, TimePoint};
 use crate::txn::{Isolation, TxnTrackers};
 use topicfs_format::Timestamp;
 use topicfs_format::partitioner::KeylessRotation;
+use topicfs_source::TopicSource;
 use topicfs_source::error::{Error, Result};
 use topicfs_source::sync::lock;
-use topicfs_source::{OffsetQuery, TopicSource};
 
 pub use self::append::{TopicAppender, route};
 pub use self::index::{MemberCursor, MergeCheckpoint, MergeIndex};
@@ -148,14 +148,9 @@ pub fn offsets_text(
     now: Timestamp,
 ) -> Result<String> {
     let query = time.query(now);
-    if matches!(query, OffsetQuery::Latest | OffsetQuery::Earliest) {
-        // Every partition's bounds in one go where the source can (a cluster: one ListOffsets
-        // per broker); an error here leaves each partition to ask for itself.
-        let _ = source.state_bounds(topic);
-    }
     let mut text = String::new();
-    for p in source.partitions(topic)? {
-        let offset = source.partition(topic, p)?.offset_for(query)?;
+    // Every partition at once where the source can (a cluster: one ListOffsets per broker).
+    for (p, offset) in source.offsets_for(topic, query)? {
         text.push_str(&format!("{topic}:{p}:{offset}\n"));
     }
     Ok(text)
