@@ -29,11 +29,18 @@ struct Fixture {
 }
 
 fn fixture_with(read_only: bool, show_internal: bool) -> Fixture {
+    fixture_reading(read_only, show_internal, false)
+}
+
+/// `committed`: the source reads as a `read_committed` consumer itself (as a mount's does);
+/// otherwise the views track transactions over what it reads.
+fn fixture_reading(read_only: bool, show_internal: bool, committed: bool) -> Fixture {
     let broker = Tansu::start();
     let mut config = ClientConfig::default();
     config.set_pair("request.timeout.ms=10000").unwrap();
     let client = Client::connect(parse_bootstrap(&broker.bootstrap()).unwrap(), config).unwrap();
-    let source = Arc::new(ClusterSource::new(Arc::new(client), read_only));
+    let source =
+        Arc::new(ClusterSource::new(Arc::new(client), read_only).with_committed_reads(committed));
     let fs = FsFixture::over(Arc::clone(&source) as Arc<dyn TopicSource>)
         .read_only(read_only)
         .build()
@@ -290,5 +297,45 @@ fn cluster_fs_topic_level_files_ask_the_bounds_of_all_partitions_at_once() {
         } else {
             assert!(text.contains("partition.299.log_end_offset: 2\n"), "{text}");
         }
+    }
+}
+
+/// The merged `by-time/` of a wide topic reads its partitions' first batches in Fetches of
+/// many partitions (`TopicSource::prefetch`, 128 partitions a request at most), not a Fetch
+/// per partition, and gives the same records in the same order as each partition read alone.
+/// The source reads committed, as a mount's does.
+#[test]
+fn cluster_fs_merged_by_time_of_a_wide_topic_fetches_many_partitions_at_once() {
+    let f = fixture_reading(false, false, true);
+    f.source.create_topic("wide", 300).unwrap();
+    let bootstrap = parse_bootstrap(&f._broker.bootstrap()).unwrap();
+    let other = Client::connect(bootstrap, ClientConfig::default()).unwrap();
+    // Two records per partition, their times interleaving the partitions: the merge takes
+    // every partition's first record before any second one.
+    for p in 0..300i32 {
+        let records: Vec<NewRecord> = (0..2i64)
+            .map(|i| NewRecord {
+                timestamp: T0 + 1_000_000 * i + i64::from(p),
+                value: Some(format!("{p}-{i}").into_bytes()),
+                ..NewRecord::default()
+            })
+            .collect();
+        other.produce("wide", p, &records).unwrap();
+    }
+    let want: String = (0..2).flat_map(|i| (0..300).map(move |p| format!("{p}-{i}\n"))).collect();
+    let fetches = || f.source.client().request_counts().get(ApiKey::Fetch);
+    for file in ["wide/by-time/-2", "wide/by-time/0"] {
+        let before = fetches();
+        let text = f.text(file);
+        let asked = fetches() - before;
+        assert_eq!(text, want, "{file}");
+        // 300 partitions in batches of at most 128: three Fetches (128 + 128 + 44) where one
+        // per partition made 301; reading the stream after sizing it, and the second file,
+        // are served from the answers the mount keeps.
+        assert!(asked <= 6, "{file}: {asked} Fetch requests for 300 partitions");
+    }
+    // The same records as each partition's own stream gives.
+    for p in [0, 150, 299] {
+        assert_eq!(f.text(&format!("wide/{p}/by-offset/0")), format!("{p}-0\n{p}-1\n"));
     }
 }

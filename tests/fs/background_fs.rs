@@ -206,6 +206,10 @@ impl TopicSource for Stalling {
         self.inner.state_bounds(topic)
     }
 
+    fn prefetch(&self, topic: &str, reads: &[(u32, topicfs::source::ReadCursor)]) -> Result<()> {
+        self.inner.prefetch(topic, reads)
+    }
+
     fn log_dirs(&self) -> topicfs::source::LogDirsReport {
         self.inner.log_dirs()
     }

@@ -538,6 +538,9 @@ mod without_files {
         fn state_bounds(&self, topic: &str) -> Result<()> {
             self.0.state_bounds(topic)
         }
+        fn prefetch(&self, topic: &str, reads: &[(u32, ReadCursor)]) -> Result<()> {
+            self.0.prefetch(topic, reads)
+        }
         fn log_dirs(&self) -> topicfs::source::LogDirsReport {
             self.0.log_dirs()
         }

@@ -510,3 +510,110 @@ fn read_uncommitted_topic_stream_shows_every_record_up_to_the_log_end() {
     assert_eq!(s.size().unwrap(), all.len() as u64);
     assert_eq!(full_read(&s, 7), all);
 }
+
+/// A source that records every [`TopicSource::prefetch`] it is asked and fails it (a hint
+/// that failed must change nothing), delegating everything else.
+struct RecordingPrefetch {
+    inner: Arc<LogDir>,
+    asked: std::sync::Mutex<Vec<Vec<(u32, topicfs::source::ReadCursor)>>>,
+}
+
+impl TopicSource for RecordingPrefetch {
+    fn topics(&self) -> topicfs::error::Result<Vec<String>> {
+        self.inner.topics()
+    }
+    fn partitions(&self, topic: &str) -> topicfs::error::Result<Vec<u32>> {
+        TopicSource::partitions(self.inner.as_ref(), topic)
+    }
+    fn partition(&self, topic: &str, p: u32) -> topicfs::error::Result<Arc<dyn PartitionSource>> {
+        TopicSource::partition(self.inner.as_ref(), topic, p)
+    }
+    fn create_topic(&self, topic: &str, partitions: u32) -> topicfs::error::Result<()> {
+        TopicSource::create_topic(self.inner.as_ref(), topic, partitions)
+    }
+    fn create_partition(&self, topic: &str, partition: u32) -> topicfs::error::Result<()> {
+        TopicSource::create_partition(self.inner.as_ref(), topic, partition)
+    }
+    fn is_read_only(&self) -> bool {
+        TopicSource::is_read_only(self.inner.as_ref())
+    }
+    fn shutdown(&self) -> topicfs::error::Result<()> {
+        TopicSource::shutdown(self.inner.as_ref())
+    }
+    fn space(&self) -> topicfs::error::Result<topicfs::source::SpaceStats> {
+        TopicSource::space(self.inner.as_ref())
+    }
+    fn topic_config(
+        &self,
+        topic: &str,
+    ) -> topicfs::error::Result<Vec<topicfs::source::ConfigEntry>> {
+        TopicSource::topic_config(self.inner.as_ref(), topic)
+    }
+    fn alter_topic_config(
+        &self,
+        topic: &str,
+        changes: &[topicfs::source::ConfigChange],
+    ) -> topicfs::error::Result<()> {
+        TopicSource::alter_topic_config(self.inner.as_ref(), topic, changes)
+    }
+    fn max_message_bytes(&self, topic: &str) -> topicfs::error::Result<Option<usize>> {
+        TopicSource::max_message_bytes(self.inner.as_ref(), topic)
+    }
+    fn state_bounds(&self, topic: &str) -> topicfs::error::Result<()> {
+        TopicSource::state_bounds(self.inner.as_ref(), topic)
+    }
+    fn offsets_for(
+        &self,
+        topic: &str,
+        query: topicfs::source::OffsetQuery,
+    ) -> topicfs::error::Result<Vec<(u32, Offset)>> {
+        TopicSource::offsets_for(self.inner.as_ref(), topic, query)
+    }
+    fn prefetch(
+        &self,
+        _topic: &str,
+        reads: &[(u32, topicfs::source::ReadCursor)],
+    ) -> topicfs::error::Result<()> {
+        self.asked.lock().unwrap().push(reads.to_vec());
+        Err(Error::InvalidInput("this source's prefetch always fails".into()))
+    }
+    fn log_dirs(&self) -> topicfs::source::LogDirsReport {
+        TopicSource::log_dirs(self.inner.as_ref())
+    }
+}
+
+/// The merged stream asks the source for its members' first chunks in batches of at most 128
+/// partitions, each member once per walk, from where it reads; a prefetch that fails changes
+/// no byte of the stream.
+#[test]
+fn merged_stream_asks_members_first_chunks_at_once_and_a_failed_prefetch_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = log_dir(dir.path());
+    logs.create_topic("wide", 300).unwrap();
+    for p in 0..300u32 {
+        let part = logs.partition("wide", p).unwrap();
+        let batch = [rec(1000 + i64::from(p % 7), None, &format!("p{p}"))];
+        part.append(topicfs::source::Records::Owned(&batch)).unwrap();
+    }
+    let plain: Arc<dyn TopicSource> = logs.clone();
+    let recording =
+        Arc::new(RecordingPrefetch { inner: Arc::clone(&logs), asked: Default::default() });
+    let views = TopicViews::new();
+    let spec = parse_topic_by_time("-2").unwrap();
+    let expected = full_read(&views.open_stream(plain, "wide", &spec, 0).unwrap(), 4096);
+    assert_eq!(expected.iter().filter(|&&b| b == b'\n').count(), 300);
+    let watched: Arc<dyn TopicSource> = recording.clone();
+    let s = views.open_stream(watched, "wide", &spec, 0).unwrap();
+    assert_eq!(s.size().unwrap(), expected.len() as u64);
+    let asked = std::mem::take(&mut *recording.asked.lock().unwrap());
+    // Sizing the stream walked every member once: 128 + 128 + 44.
+    assert_eq!(asked.iter().map(Vec::len).collect::<Vec<_>>(), vec![128, 128, 44]);
+    let mut partitions: Vec<u32> = asked.iter().flatten().map(|(p, _)| *p).collect();
+    partitions.dedup();
+    assert_eq!(partitions, (0..300).collect::<Vec<_>>());
+    for (p, cursor) in asked.iter().flatten() {
+        let start = logs.partition("wide", *p).unwrap().summary().unwrap().log_start_offset;
+        assert_eq!(cursor.next_offset, start, "partition {p}");
+    }
+    assert_eq!(full_read(&s, 4096), expected);
+}

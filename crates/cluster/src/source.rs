@@ -41,8 +41,8 @@ use crate::client::ConfigOp;
 use topicfs_format::Offset;
 use topicfs_source::error::{Error, Result};
 use topicfs_source::{
-    ConfigChange, ConfigEntry, ConfigSource, FetchMemory, PartitionSource, SpaceStats, TopicSource,
-    max_message_bytes_of,
+    ConfigChange, ConfigEntry, ConfigSource, FetchMemory, PartitionSource, ReadCursor, SpaceStats,
+    TopicSource, max_message_bytes_of,
 };
 
 pub use groups::{ClusterGroups, group_in_use};
@@ -243,23 +243,13 @@ fn to_i32(partition: u32) -> Result<i32> {
     i32::try_from(partition).map_err(|_| Error::NotFound(format!("partition {partition}")))
 }
 
-impl TopicSource for ClusterSource {
-    fn topics(&self) -> Result<Vec<String>> {
-        Ok(self.client.metadata()?.topics.keys().cloned().collect())
-    }
+/// A read [`TopicSource::prefetch`] fetches: the partition, the offset, the flight it holds
+/// and the bytes it asks.
+type Claim = (Arc<ClusterPartition>, Offset, Arc<window::FlightSlot>, usize);
 
-    fn partitions(&self, topic: &str) -> Result<Vec<u32>> {
-        let md = self.client.metadata()?;
-        let t = md.topics.get(topic).ok_or_else(|| {
-            Error::NotFound(format!("topic {topic} (not in the cluster's metadata)"))
-        })?;
-        let mut parts: Vec<u32> =
-            t.partitions.iter().filter_map(|p| u32::try_from(p.partition).ok()).collect();
-        parts.sort_unstable();
-        Ok(parts)
-    }
-
-    fn partition(&self, topic: &str, partition: u32) -> Result<Arc<dyn PartitionSource>> {
+impl ClusterSource {
+    /// One partition's handle (what [`TopicSource::partition`] returns).
+    fn cluster_partition(&self, topic: &str, partition: u32) -> Result<Arc<ClusterPartition>> {
         let p = to_i32(partition)?;
         let md = self.client.metadata()?;
         if md.partition(topic, p).is_none() {
@@ -286,6 +276,48 @@ impl TopicSource for ClusterSource {
             windows: Arc::clone(&self.windows),
             max_timestamp_lookup: Arc::clone(&self.max_timestamp_lookup),
         }))
+    }
+
+    /// Claims of [`TopicSource::prefetch`], as many as fit: the asks add up to half the kept
+    /// pieces' cap at most (so that what lands is still kept when the reads come) and to the
+    /// fetch memory free at once.
+    fn prefetch_claims(&self, topic: &str, reads: &[(u32, ReadCursor)]) -> Result<Vec<Claim>> {
+        let mut claimed = Vec::new();
+        let mut total = 0usize;
+        let mut room = usize::MAX;
+        for (p, cursor) in reads {
+            let part = self.cluster_partition(topic, *p)?;
+            room = room.min(part.piece_cap() / 2);
+            if total >= room {
+                break;
+            }
+            if let Some((slot, ask)) = part.claim_prefetch(cursor) {
+                total = total.saturating_add(ask);
+                claimed.push((part, cursor.next_offset, slot, ask));
+            }
+        }
+        Ok(claimed)
+    }
+}
+
+impl TopicSource for ClusterSource {
+    fn topics(&self) -> Result<Vec<String>> {
+        Ok(self.client.metadata()?.topics.keys().cloned().collect())
+    }
+
+    fn partitions(&self, topic: &str) -> Result<Vec<u32>> {
+        let md = self.client.metadata()?;
+        let t = md.topics.get(topic).ok_or_else(|| {
+            Error::NotFound(format!("topic {topic} (not in the cluster's metadata)"))
+        })?;
+        let mut parts: Vec<u32> =
+            t.partitions.iter().filter_map(|p| u32::try_from(p.partition).ok()).collect();
+        parts.sort_unstable();
+        Ok(parts)
+    }
+
+    fn partition(&self, topic: &str, partition: u32) -> Result<Arc<dyn PartitionSource>> {
+        Ok(self.cluster_partition(topic, partition)?)
     }
 
     fn create_topic(&self, topic: &str, partitions: u32) -> Result<()> {
@@ -416,6 +448,68 @@ impl TopicSource for ClusterSource {
             b.stated = true;
         }
         Ok(())
+    }
+
+    /// One Fetch per leader broker for the reads (at most [`Client::fetch_many`]'s requests,
+    /// pipelined): each read's answer is kept in the mount's read windows as if its partition
+    /// had fetched it, so its read is served from there. Reads a kept piece or a Fetch in
+    /// flight already serves, or past the log end last stated, are left out; so are the
+    /// last ones when the asks would pass half the kept pieces' cap or the fetch memory free
+    /// now (they read for themselves). Each claimed read's flight is ended whatever happens.
+    fn prefetch(&self, topic: &str, reads: &[(u32, ReadCursor)]) -> Result<()> {
+        if reads.len() < 2 {
+            return Ok(());
+        }
+        let claimed = self.prefetch_claims(topic, reads)?;
+        let fail_all = |claimed: &[Claim], why: &str| {
+            let asked = Instant::now();
+            for (part, from, slot, ask) in claimed {
+                let e = Error::InvalidInput(why.to_string());
+                part.land_prefetched(*from, *ask, slot, Err(e), asked);
+            }
+        };
+        if claimed.is_empty() {
+            return Ok(());
+        }
+        let total: usize = claimed.iter().map(|c| c.3).sum();
+        let _held = match &self.fetch_memory {
+            Some(cap) => match cap.memory.hold(total, Instant::now()) {
+                Some(held) => Some(held),
+                None => {
+                    fail_all(&claimed, "no fetch memory free");
+                    return Ok(());
+                }
+            },
+            None => None,
+        };
+        let isolation = if self.committed {
+            crate::config::IsolationLevel::ReadCommitted
+        } else {
+            crate::config::IsolationLevel::ReadUncommitted
+        };
+        let mut asks = Vec::with_capacity(claimed.len());
+        for (part, from, _, ask) in &claimed {
+            asks.push((part.p(), *from, i32::try_from(*ask).unwrap_or(i32::MAX)));
+        }
+        let client = match topicfs_executor::running_class() {
+            Some(topicfs_executor::Class::DeferredStat | topicfs_executor::Class::MountSizing) => {
+                &self.background
+            }
+            _ => &self.client,
+        };
+        let asked = Instant::now();
+        match client.fetch_many(topic, &asks, isolation) {
+            Ok(answers) => {
+                for ((part, from, slot, ask), answer) in claimed.iter().zip(answers) {
+                    part.land_prefetched(*from, *ask, slot, answer, asked);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                fail_all(&claimed, &e.to_string());
+                Err(e)
+            }
+        }
     }
 
     /// Latest and earliest from [`TopicSource::state_bounds`]; a time: one ListOffsets per

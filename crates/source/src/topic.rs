@@ -121,6 +121,14 @@ pub trait TopicSource: Send + Sync {
     /// the same answers, asked at once where that is cheaper (a cluster: one ListOffsets per
     /// broker for a time, after [`TopicSource::state_bounds`]): what `offsets/<time>` shows.
     fn offsets_for(&self, topic: &str, query: crate::OffsetQuery) -> Result<Vec<(u32, Offset)>>;
+    /// Reads the batches at each of `reads` (partition of `topic`, cursor) at once where that is
+    /// cheaper than one partition at a time (a cluster: one Fetch per leader broker for all of
+    /// them), so that each partition's [`PartitionSource::read`] from that cursor soon after
+    /// answers without a request of its own: what a topic-level stream merging many
+    /// partitions asks before it reads their heads. A hint: the reads answer the same with or
+    /// without it, and a failure changes nothing (each partition then reads for itself). A
+    /// source that reads locally does nothing.
+    fn prefetch(&self, topic: &str, reads: &[(u32, crate::ReadCursor)]) -> Result<()>;
     /// The log dirs behind the topics, in the order the mount was given them, with their
     /// state; empty for a source without local directories (a cluster). No I/O.
     fn log_dirs(&self) -> LogDirsReport;

@@ -448,6 +448,11 @@ impl TopicSource for LogDir {
         self.partition_numbers(topic).map(drop)
     }
 
+    /// Nothing to do: reading a local partition is reading its mapped files.
+    fn prefetch(&self, _topic: &str, _reads: &[(u32, topicfs_source::ReadCursor)]) -> Result<()> {
+        Ok(())
+    }
+
     /// Each partition in turn (local: no request to save).
     fn offsets_for(
         &self,

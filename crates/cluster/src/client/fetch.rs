@@ -1,12 +1,13 @@
 //! Fetch: record batches of one partition from its leader.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{BrokerId, FetchRequest};
 
-use super::{Client, EARLIEST, LATEST, ms_i32, name};
+use super::{Client, ClusterMetadata, EARLIEST, LATEST, ms_i32, name};
 use crate::config::IsolationLevel;
 use crate::errors::check_code;
 use topicfs_format::Offset;
@@ -97,6 +98,169 @@ impl Client {
         }
     }
 
+    /// One attempt at many partitions of `topic` at once: `reads` are (partition, fetch offset,
+    /// partition max bytes). The partitions are grouped by leader (as the cached Metadata
+    /// says) and each leader gets its part in Fetch requests carrying many partitions, each
+    /// request asking at most `fetch.max.bytes` in its partitions' limits (at least one
+    /// partition per request), all pipelined on the leader's connection: a round trip per
+    /// broker, not per partition. Answers are in the order asked, each its partition's
+    /// [`FetchedPartition`] or error. Nothing is retried and OFFSET_OUT_OF_RANGE is not
+    /// looked into: the caller reads what failed through [`Client::fetch`]. No wait at the
+    /// broker (`max.wait.ms` 0, `min.bytes` 0).
+    pub fn fetch_many(
+        &self,
+        topic: &str,
+        reads: &[(i32, Offset, i32)],
+        isolation: IsolationLevel,
+    ) -> Result<Vec<Result<FetchedPartition>>> {
+        let deadline = self.deadline();
+        let md = self.metadata_by(deadline)?;
+        let mut out: Vec<Option<Result<FetchedPartition>>> = reads.iter().map(|_| None).collect();
+        let mut by_leader: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
+        for (i, (p, _, _)) in reads.iter().enumerate() {
+            match md.partition(topic, *p) {
+                Some(meta) if meta.leader >= 0 => by_leader.entry(meta.leader).or_default().push(i),
+                Some(_) => out[i] = Some(Err(md.no_leader("Fetch", topic, *p))),
+                None => out[i] = Some(Err(Error::NotFound(format!("{topic}/{p}")))),
+            }
+        }
+        for (leader, idx) in by_leader {
+            match self.fetch_many_on(&md, leader, topic, reads, &idx, isolation, deadline) {
+                Ok(answers) => {
+                    for (i, r) in answers {
+                        out[i] = Some(r);
+                    }
+                }
+                Err(e) => {
+                    let msg = e.to_string();
+                    for i in idx {
+                        out[i] = Some(Err(Error::Protocol {
+                            broker: format!("node {leader}"),
+                            what: format!("Fetch of many partitions: {msg}"),
+                        }));
+                    }
+                }
+            }
+        }
+        Ok(out
+            .into_iter()
+            .zip(reads)
+            .map(|(r, (p, _, _))| r.unwrap_or_else(|| Err(Error::NotFound(format!("{topic}/{p}")))))
+            .collect())
+    }
+
+    /// The reads `idx` of `reads` from their leader `leader` (see [`Client::fetch_many`]).
+    #[allow(clippy::too_many_arguments)]
+    fn fetch_many_on(
+        &self,
+        md: &ClusterMetadata,
+        leader: i32,
+        topic: &str,
+        reads: &[(i32, Offset, i32)],
+        idx: &[usize],
+        isolation: IsolationLevel,
+        deadline: Instant,
+    ) -> Result<Vec<(usize, Result<FetchedPartition>)>> {
+        let conn = self.broker_conn(md, leader, deadline)?;
+        let cap = if conn.fetch_untagged() { 11 } else { FETCH_MAX };
+        let version = conn.version::<FetchRequest>(cap)?;
+        let budget = i64::from(self.config.fetch_max_bytes.max(1));
+        // Requests of at most `fetch.max.bytes` in partition limits: a broker that does not
+        // share the response limit among partitions (tansu 0.6) still answers every one.
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        let mut asked = 0i64;
+        for &i in idx {
+            let want = i64::from(reads.get(i).map_or(0, |r| r.2).max(1));
+            match groups.last_mut() {
+                Some(g) if !g.is_empty() && asked + want <= budget => g.push(i),
+                _ => {
+                    groups.push(vec![i]);
+                    asked = 0;
+                }
+            }
+            asked += want;
+        }
+        let reqs: Vec<FetchRequest> = groups
+            .iter()
+            .map(|g| {
+                let partitions = g
+                    .iter()
+                    .filter_map(|&i| reads.get(i))
+                    .map(|(p, offset, max)| {
+                        FetchPartition::default()
+                            .with_partition(*p)
+                            .with_current_leader_epoch(-1)
+                            .with_fetch_offset(offset.0)
+                            .with_last_fetched_epoch(-1)
+                            .with_log_start_offset(-1)
+                            .with_partition_max_bytes((*max).max(1))
+                    })
+                    .collect();
+                FetchRequest::default()
+                    .with_replica_id(BrokerId(-1))
+                    .with_max_wait_ms(0)
+                    .with_min_bytes(0)
+                    .with_max_bytes(self.config.fetch_max_bytes)
+                    .with_isolation_level(isolation.wire())
+                    .with_session_id(0)
+                    .with_session_epoch(-1)
+                    .with_topics(vec![
+                        FetchTopic::default().with_topic(name(topic)).with_partitions(partitions),
+                    ])
+            })
+            .collect();
+        let mut answers = conn.call_all(&reqs, version, deadline)?;
+        let untagged =
+            |a: &Result<_>| matches!(a, Err(Error::Protocol { what, .. }) if what.contains("Tag "));
+        if version >= 12 && answers.iter().any(untagged) {
+            // As in `fetch_once`: a broker whose v12 responses carry tags it may not (tansu).
+            conn.set_fetch_untagged();
+            let version = conn.version::<FetchRequest>(11)?;
+            answers = conn.call_all(&reqs, version, deadline)?;
+        }
+        let broker = conn.addr().to_string();
+        let mut out = Vec::with_capacity(idx.len());
+        for (group, answer) in groups.iter().zip(answers) {
+            let r = match answer {
+                Ok(r) => r,
+                Err(e) => {
+                    let msg = e.to_string();
+                    for &i in group {
+                        let what = format!("Fetch of many partitions: {msg}");
+                        out.push((i, Err(Error::Protocol { broker: broker.clone(), what })));
+                    }
+                    continue;
+                }
+            };
+            let top = check_code(&broker, "Fetch", r.error_code, Some(topic), None, None);
+            let mut partitions: BTreeMap<i32, _> = r
+                .responses
+                .into_iter()
+                .filter(|t| t.topic.0.as_str() == topic)
+                .flat_map(|t| t.partitions)
+                .map(|p| (p.partition_index, p))
+                .collect();
+            for &i in group {
+                let Some(&(p, _, _)) = reads.get(i) else { continue };
+                if let Err(e) = &top {
+                    let what = format!("Fetch: {e}");
+                    out.push((i, Err(Error::Protocol { broker: broker.clone(), what })));
+                    continue;
+                }
+                let Some(answer) = partitions.remove(&p) else {
+                    let what = format!("Fetch without {topic}/{p}");
+                    out.push((i, Err(Error::Protocol { broker: broker.clone(), what })));
+                    continue;
+                };
+                let res =
+                    check_code(&broker, "Fetch", answer.error_code, Some(topic), Some(p), None)
+                        .map(|()| fetched(answer));
+                out.push((i, res));
+            }
+        }
+        Ok(out)
+    }
+
     fn fetch_once(
         &self,
         topic: &str,
@@ -163,20 +327,25 @@ impl Client {
                 what: format!("Fetch without {topic}/{partition}"),
             })?;
         check_code(&broker, "Fetch", p.error_code, Some(topic), Some(partition), None)?;
-        Ok(FetchedPartition {
-            records: p.records.unwrap_or_default(),
-            high_watermark: Offset(p.high_watermark),
-            last_stable_offset: Offset(p.last_stable_offset),
-            log_start_offset: Offset(p.log_start_offset),
-            aborted_transactions: p
-                .aborted_transactions
-                .unwrap_or_default()
-                .into_iter()
-                .map(|a| AbortedTransaction {
-                    producer_id: a.producer_id.0,
-                    first_offset: Offset(a.first_offset),
-                })
-                .collect(),
-        })
+        Ok(fetched(p))
+    }
+}
+
+/// One partition's answer in a Fetch response.
+fn fetched(p: kafka_protocol::messages::fetch_response::PartitionData) -> FetchedPartition {
+    FetchedPartition {
+        records: p.records.unwrap_or_default(),
+        high_watermark: Offset(p.high_watermark),
+        last_stable_offset: Offset(p.last_stable_offset),
+        log_start_offset: Offset(p.log_start_offset),
+        aborted_transactions: p
+            .aborted_transactions
+            .unwrap_or_default()
+            .into_iter()
+            .map(|a| AbortedTransaction {
+                producer_id: a.producer_id.0,
+                first_offset: Offset(a.first_offset),
+            })
+            .collect(),
     }
 }

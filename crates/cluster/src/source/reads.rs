@@ -9,15 +9,28 @@ use bytes::Bytes;
 
 use super::ClusterPartition;
 use super::window::{
-    AHEAD_WINDOWS, FIRST_WINDOW, Found, Key, Landed, PIECE_WINDOWS, PREFETCH_AFTER, PROBE_ASK,
-    Piece,
+    AHEAD_WINDOWS, FIRST_WINDOW, FlightSlot, Found, Key, Landed, PIECE_WINDOWS, PREFETCH_AFTER,
+    PROBE_ASK, Piece,
 };
-use crate::client::FetchOptions;
+use crate::client::{FetchOptions, FetchedPartition};
 use crate::committed::committed_batches;
 use crate::config::IsolationLevel;
 use topicfs_format::{Offset, parse_batch_info, peek_entry};
 use topicfs_source::error::{Error, Result};
 use topicfs_source::{BatchChunk, ReadCursor};
+
+/// What one Fetch answer gives a read (see [`ClusterPartition::piece_of`]).
+enum Answered {
+    /// Batches.
+    Piece(Piece),
+    /// Nothing: the log end (reading committed, the last stable offset).
+    End,
+    /// Nothing, although the log holds records there (a response limit that left this
+    /// partition out, or a broker answering nothing when the first batch exceeds its limit).
+    Nothing,
+    /// Every batch dropped as aborted: the read continues from this offset.
+    From(Offset),
+}
 
 /// A read's answer when nothing is there (the log end, or the last stable offset).
 fn empty() -> BatchChunk {
@@ -258,33 +271,102 @@ impl ClusterPartition {
                 .fetch(&self.topic, self.p(), at, opts)
                 .map_err(|e| self.named(e))?;
             self.learn_from_fetch(&fetched, asked);
-            if !self.committed {
-                let (start, end, next) = self.whole_from(&fetched.records, at)?;
-                if end == start {
-                    return Ok(None);
-                }
-                return Ok(Some(Piece::new(from, next, fetched.records.slice(start..end))));
+            match self.piece_of(&fetched, from, at, ask)? {
+                Answered::Piece(piece) => return Ok(Some(piece)),
+                Answered::End | Answered::Nothing => return Ok(None),
+                Answered::From(next) => at = next,
             }
-            // A broker that does not say (-1): nothing is pending, the high watermark.
-            let lso = if fetched.last_stable_offset.0 >= 0 {
-                fetched.last_stable_offset
-            } else {
-                fetched.high_watermark
-            };
-            let aborted: Vec<(i64, Offset)> = fetched
-                .aborted_transactions
-                .iter()
-                .map(|a| (a.producer_id, a.first_offset))
-                .collect();
-            let kept = committed_batches(&fetched.records, at, lso, &aborted, ask.max(1))
-                .map_err(|(pos, e)| self.bad_bytes(pos, &e.to_string()))?;
-            if !kept.bytes.is_empty() {
-                return Ok(Some(Piece::new(from, kept.next, Bytes::from(kept.bytes))));
+        }
+    }
+
+    /// What a Fetch answer from `at` gives a read from `from` (see [`ClusterPartition::fetch_window`]).
+    fn piece_of(
+        &self,
+        fetched: &FetchedPartition,
+        from: Offset,
+        at: Offset,
+        ask: usize,
+    ) -> Result<Answered> {
+        if !self.committed {
+            let (start, end, next) = self.whole_from(&fetched.records, at)?;
+            if end > start {
+                return Ok(Answered::Piece(Piece::new(
+                    from,
+                    next,
+                    fetched.records.slice(start..end),
+                )));
             }
-            if kept.next <= at || kept.next >= lso {
-                return Ok(None);
+            return Ok(if fetched.high_watermark > at { Answered::Nothing } else { Answered::End });
+        }
+        // A broker that does not say (-1): nothing is pending, the high watermark.
+        let lso = if fetched.last_stable_offset.0 >= 0 {
+            fetched.last_stable_offset
+        } else {
+            fetched.high_watermark
+        };
+        let aborted: Vec<(i64, Offset)> =
+            fetched.aborted_transactions.iter().map(|a| (a.producer_id, a.first_offset)).collect();
+        let kept = committed_batches(&fetched.records, at, lso, &aborted, ask.max(1))
+            .map_err(|(pos, e)| self.bad_bytes(pos, &e.to_string()))?;
+        if !kept.bytes.is_empty() {
+            return Ok(Answered::Piece(Piece::new(from, kept.next, Bytes::from(kept.bytes))));
+        }
+        if kept.next <= at || kept.next >= lso {
+            return Ok(Answered::End);
+        }
+        Ok(Answered::From(kept.next))
+    }
+
+    /// Takes a Fetch of many partitions' answer for this partition's read from `from` (sent by
+    /// [`crate::ClusterSource`]'s `prefetch`, which holds the flight `slot`): kept as a piece
+    /// when it holds batches; the log end when it says so; anything else (an error, a
+    /// response limit that left this partition out, every batch dropped as aborted) lands as
+    /// failed, so the read sends its own Fetch as without the prefetch.
+    pub(super) fn land_prefetched(
+        &self,
+        from: Offset,
+        ask: usize,
+        slot: &Arc<FlightSlot>,
+        fetched: Result<FetchedPartition>,
+        asked: Instant,
+    ) {
+        let key = self.key();
+        let cap = self.piece_cap();
+        let answered = fetched.and_then(|f| {
+            self.learn_from_fetch(&f, asked);
+            self.piece_of(&f, from, from, ask)
+        });
+        match answered {
+            Ok(Answered::Piece(piece)) => {
+                self.windows.landed(&key, from, slot, Some(piece), Landed::Piece, cap)
             }
-            at = kept.next;
+            Ok(Answered::End) => self.windows.landed(&key, from, slot, None, Landed::Empty, cap),
+            Ok(Answered::Nothing | Answered::From(_)) => {
+                self.windows.landed(&key, from, slot, None, Landed::Failed, cap)
+            }
+            Err(e) => {
+                log::debug!(
+                    "{}-{}: fetch of many from {}: {e}",
+                    self.topic,
+                    self.partition,
+                    from.0
+                );
+                self.windows.landed(&key, from, slot, None, Landed::Failed, cap)
+            }
+        }
+    }
+
+    /// The flight of a read from `cursor` for a Fetch of many partitions, with the bytes to
+    /// ask: `None` when a kept piece or a Fetch in flight already serves it, or the log start
+    /// last stated is past it.
+    pub(super) fn claim_prefetch(&self, cursor: &ReadCursor) -> Option<(Arc<FlightSlot>, usize)> {
+        let from = cursor.next_offset;
+        if self.stated_bounds().is_some_and(|(start, end)| start > from || end <= from) {
+            return None;
+        }
+        match self.windows.find(&self.key(), from) {
+            Found::Fetch(slot) => Some((slot, FIRST_WINDOW.min(self.fetch_cap()))),
+            Found::Piece { .. } | Found::InFlight(_) => None,
         }
     }
 

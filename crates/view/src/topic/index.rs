@@ -135,12 +135,12 @@ impl MergeState {
 
 /// The shared index of one resolved topic-level stream (see the module docs).
 pub struct MergeIndex {
-    source: Arc<dyn TopicSource>,
+    pub(super) source: Arc<dyn TopicSource>,
     /// The mount's isolation and trackers, for partitions joining later.
     txns: Arc<TxnTrackers>,
     /// The mount's schemas, for partitions joining later.
     schemas: Option<Arc<crate::schemas::Schemas>>,
-    pub(super) topic: String,
+    pub(super) topic: Arc<str>,
     pub(super) spec: StreamSpec,
     /// The anchor of relative times, for partitions joining later.
     now: Timestamp,
@@ -167,7 +167,7 @@ impl MergeIndex {
             interval: MERGE_CHECKPOINT_INTERVAL,
             complete: false,
         };
-        let topic = topic.to_string();
+        let topic = Arc::from(topic);
         MergeIndex { source, txns, schemas, topic, spec, now, state: Mutex::new(state) }
     }
 
@@ -179,6 +179,11 @@ impl MergeIndex {
             return Ok(st.frontier.position);
         }
         self.join_new_partitions(&mut st)?;
+        if st.members.len() > 1 {
+            // Every member's end below at once where the source can (a cluster: one
+            // ListOffsets per broker); without it each asks for itself.
+            let _ = self.source.state_bounds(&self.topic);
+        }
         let mut targets = Vec::with_capacity(st.members.len());
         let mut all_final = true;
         for m in &st.members {
@@ -200,7 +205,13 @@ impl MergeIndex {
         if grew {
             let targets = Arc::new(targets);
             let round_index = st.rounds.len();
-            let mut walk = MergeWalk::new(&st.members, &st.frontier, Arc::clone(&targets))?;
+            let mut walk = MergeWalk::new(
+                Arc::clone(&self.source),
+                Arc::clone(&self.topic),
+                &st.members,
+                &st.frontier,
+                Arc::clone(&targets),
+            )?;
             let mut since = 0u64;
             while let Some(n) = walk.step(None)? {
                 since = since.saturating_add(n);

@@ -79,7 +79,14 @@ impl TopicStream {
                 };
                 let Some(targets) = targets else { return Ok(Vec::new()) };
                 let round = from.round;
-                (MergeWalk::new(&members, &from, targets)?, round, Vec::new())
+                let walk = MergeWalk::new(
+                    Arc::clone(&self.index.source),
+                    Arc::clone(&self.index.topic),
+                    &members,
+                    &from,
+                    targets,
+                )?;
+                (walk, round, Vec::new())
             }
         };
         let (members, later) = {

@@ -11,7 +11,7 @@ use crate::render::Renderer;
 use crate::txn::{TxnSnapshot, TxnTracker};
 use topicfs_format::{DecodeError, Offset, Timestamp, decode_batch, peek_entry};
 use topicfs_source::error::{Error, Result};
-use topicfs_source::{PartitionSource, ReadCursor};
+use topicfs_source::{PartitionSource, ReadCursor, TopicSource};
 
 /// A record waiting in a member's buffer: its rendered bytes are `rendered[span]`.
 struct Pending {
@@ -63,6 +63,13 @@ impl MemberReader {
 
     fn cursor(&self) -> MemberCursor {
         MemberCursor { from: self.from, next: self.next }
+    }
+
+    /// Whether [`MemberReader::head`] reads a chunk now, and from where.
+    fn fill_from(&self) -> Option<ReadCursor> {
+        let cut = self.cut.is_some_and(|c| c >= self.target);
+        let waits = self.pending.is_empty() && self.next < self.target && !self.at_end && !cut;
+        self.after_chunk.filter(|_| waits)
     }
 
     /// Timestamp of the next record below `target`, reading chunks as needed.
@@ -188,8 +195,15 @@ fn retention_is_stale(e: Error) -> Error {
     }
 }
 
+/// Members whose next chunks are asked of the source at once ([`TopicSource::prefetch`]) at
+/// most: with reads of 64 KiB, 8 MiB of a cluster's answers kept at a time.
+const PREFETCH_BATCH: usize = 128;
+
 /// A k-way merge of members' records within one round's targets.
 pub(super) struct MergeWalk {
+    /// The topic's source: members' chunks are asked of it at once where it can.
+    source: Arc<dyn TopicSource>,
+    topic: Arc<str>,
     readers: Vec<MemberReader>,
     /// Members with a head below their target, keyed by (timestamp, member index): ties go to
     /// the lower partition (members are in partition order).
@@ -201,12 +215,19 @@ impl MergeWalk {
     /// A walk from `from` over the round whose targets are `targets` (members that joined after
     /// `from` start at their own start cursor).
     pub(super) fn new(
+        source: Arc<dyn TopicSource>,
+        topic: Arc<str>,
         members: &[Member],
         from: &MergeCheckpoint,
         targets: Arc<Vec<Offset>>,
     ) -> Result<Self> {
-        let mut walk =
-            MergeWalk { readers: Vec::new(), heap: BinaryHeap::new(), position: from.position };
+        let mut walk = MergeWalk {
+            source,
+            topic,
+            readers: Vec::new(),
+            heap: BinaryHeap::new(),
+            position: from.position,
+        };
         for (i, member) in members.iter().enumerate() {
             let cursor = from.cursors.get(i).copied().unwrap_or(member.start);
             let target = targets.get(i).copied().unwrap_or(cursor.next);
@@ -216,9 +237,27 @@ impl MergeWalk {
         Ok(walk)
     }
 
+    /// Every member's head into the heap. The members that read a chunk for it are asked of
+    /// the source [`PREFETCH_BATCH`] at a time just before they read (a cluster: one Fetch
+    /// per broker for the batch instead of one per partition); the reads are the same either
+    /// way.
     fn fill_heap(&mut self) -> Result<()> {
         self.heap.clear();
-        for (i, r) in self.readers.iter_mut().enumerate() {
+        let waiting: Vec<(usize, u32, ReadCursor)> = self
+            .readers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| r.fill_from().map(|c| (i, r.part.partition(), c)))
+            .collect();
+        let mut batches = waiting.chunks(PREFETCH_BATCH).peekable();
+        for i in 0..self.readers.len() {
+            if let Some(batch) = batches.next_if(|b| b.first().is_some_and(|w| w.0 == i)) {
+                let reads: Vec<(u32, ReadCursor)> = batch.iter().map(|w| (w.1, w.2)).collect();
+                if let Err(e) = self.source.prefetch(&self.topic, &reads) {
+                    log::debug!("{}: reading {} partitions at once: {e}", self.topic, reads.len());
+                }
+            }
+            let Some(r) = self.readers.get_mut(i) else { break };
             if let Some(ts) = r.head()? {
                 self.heap.push(Reverse((ts, i)));
             }
