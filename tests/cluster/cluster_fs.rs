@@ -303,7 +303,8 @@ fn cluster_fs_topic_level_files_ask_the_bounds_of_all_partitions_at_once() {
 /// The merged `by-time/` of a wide topic reads its partitions' first batches in Fetches of
 /// many partitions (`TopicSource::prefetch`, 128 partitions a request at most), not a Fetch
 /// per partition, and gives the same records in the same order as each partition read alone.
-/// The source reads committed, as a mount's does.
+/// Its start, a time, is asked of all partitions at once too. The source reads committed, as
+/// a mount's does.
 #[test]
 fn cluster_fs_merged_by_time_of_a_wide_topic_fetches_many_partitions_at_once() {
     let f = fixture_reading(false, false, true);
@@ -324,11 +325,17 @@ fn cluster_fs_merged_by_time_of_a_wide_topic_fetches_many_partitions_at_once() {
     }
     let want: String = (0..2).flat_map(|i| (0..300).map(move |p| format!("{p}-{i}\n"))).collect();
     let fetches = || f.source.client().request_counts().get(ApiKey::Fetch);
+    let list_offsets = || f.source.client().request_counts().get(ApiKey::ListOffsets);
     for file in ["wide/by-time/-2", "wide/by-time/0"] {
-        let before = fetches();
+        let (before, listed) = (fetches(), list_offsets());
         let text = f.text(file);
         let asked = fetches() - before;
+        let listed = list_offsets() - listed;
         assert_eq!(text, want, "{file}");
+        // The bounds and a start time of all 300 partitions in a few ListOffsets, not 300 or
+        // more: a pair per broker for the bounds in each operation that needs them (lookup,
+        // open, reads: 8 measured), one more per resolution of a time (lookup and open).
+        assert!(listed <= 12, "{file}: {listed} ListOffsets requests for 300 partitions");
         // 300 partitions in batches of at most 128: three Fetches (128 + 128 + 44) where one
         // per partition made 301; reading the stream after sizing it, and the second file,
         // are served from the answers the mount keeps.

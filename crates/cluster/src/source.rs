@@ -415,10 +415,24 @@ impl TopicSource for ClusterSource {
     }
 
     /// One ListOffsets per leader broker (earliest and latest of every partition of `topic`),
-    /// taken in as if each partition had asked at the same moment (see [`Bounds`]).
+    /// taken in as if each partition had asked at the same moment (see [`Bounds`]); nothing
+    /// when every partition's bounds are current (learned within this operation, or fresh).
     fn state_bounds(&self, topic: &str) -> Result<()> {
         use crate::client::{EARLIEST, LATEST};
         let parts = self.partitions(topic)?;
+        // Bounds a partition would answer from without asking (learned within this operation
+        // or while fresh) are not asked again.
+        let current = |p: &u32| {
+            let all = topicfs_source::sync::lock(&self.bounds);
+            all.get(&(topic.to_string(), *p)).is_some_and(|shared| {
+                topicfs_source::sync::lock(shared).learned.is_some_and(|t| {
+                    t.elapsed() < self.bounds_fresh || topicfs_source::Operation::covers(t)
+                })
+            })
+        };
+        if parts.iter().all(current) {
+            return Ok(());
+        }
         let asked = Instant::now();
         let mut queries = Vec::with_capacity(parts.len() * 2);
         for p in &parts {

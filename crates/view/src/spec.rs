@@ -231,6 +231,18 @@ impl StreamSpec {
     /// Errors with [`Error::OffsetOutOfRange`] when an absolute start offset lies outside
     /// `[log start offset, log end offset]`.
     pub fn resolve(&self, part: &dyn PartitionSource, now: Timestamp) -> Result<Resolved> {
+        self.resolve_from(part, now, None)
+    }
+
+    /// [`StreamSpec::resolve`], with the start of a `by-time/` spec already known: what
+    /// `part.offset_for` answers for the start time, asked for many partitions at once
+    /// ([`topicfs_source::TopicSource::offsets_for`]). Ignored for `by-offset/` specs.
+    pub fn resolve_from(
+        &self,
+        part: &dyn PartitionSource,
+        now: Timestamp,
+        known_start: Option<Offset>,
+    ) -> Result<Resolved> {
         match self.selector {
             Selector::Offsets { start, end } => {
                 let summary = part.summary()?;
@@ -258,7 +270,10 @@ impl StreamSpec {
                 Ok(Resolved { start, end })
             }
             Selector::Times { start, end } => {
-                let start = part.offset_for(start.query(now))?;
+                let start = match known_start {
+                    Some(o) => o,
+                    None => part.offset_for(start.query(now))?,
+                };
                 let end = match end.map(|end| end.query(now)) {
                     None => Bound::Open,
                     Some(OffsetQuery::Timestamp(t)) => Bound::UntilTimestamp(t),

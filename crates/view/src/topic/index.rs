@@ -32,21 +32,26 @@ pub(super) struct Member {
 }
 
 impl Member {
+    /// The member `part` of a stream of `spec`. `known_start`: the partition's own answer
+    /// for the spec's start time, asked with the others' (used only when the member resolves
+    /// times against the partition itself, without a transaction tracker).
     pub(super) fn resolve(
         part: Arc<dyn PartitionSource>,
         txns: &TxnTrackers,
         schemas: Option<&Arc<crate::schemas::Schemas>>,
         spec: &StreamSpec,
         now: Timestamp,
+        known_start: Option<Offset>,
     ) -> Result<Member> {
         let txn = txns.tracker(part.as_ref());
+        let known_start = known_start.filter(|_| txn.is_none());
         let view: Arc<dyn PartitionSource> = match &txn {
             Some(tracker) => {
                 Arc::new(CommittedPartition::new(Arc::clone(&part), Arc::clone(tracker)))
             }
             None => Arc::clone(&part),
         };
-        let resolved = spec.resolve(view.as_ref(), now)?;
+        let resolved = spec.resolve_from(view.as_ref(), now, known_start)?;
         let start = MemberCursor { from: view.seek(resolved.start)?, next: resolved.start };
         let renderer = Renderer::new(spec.format, part.topic(), part.partition())
             .with_schemas(schemas.cloned());
@@ -244,6 +249,7 @@ impl MergeIndex {
                 self.schemas.as_ref(),
                 &self.spec,
                 self.now,
+                None,
             )?);
         }
         Ok(())

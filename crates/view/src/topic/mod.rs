@@ -240,10 +240,29 @@ impl TopicViews {
         }
         // Every partition's bounds in one go (see `offsets_text`).
         let _ = source.state_bounds(topic);
-        let mut members = Vec::new();
+        let mut parts = Vec::new();
         for p in source.partitions(topic)? {
-            let part = source.partition(topic, p)?;
-            members.push(Member::resolve(part, &self.txns, self.schemas.as_ref(), spec, now)?);
+            parts.push(source.partition(topic, p)?);
+        }
+        // A start time: every partition's first offset at or after it in one go too (a
+        // cluster: one ListOffsets per broker), when the members resolve times against the
+        // partitions themselves (no transaction tracker: their answers are the partitions').
+        let mut starts = std::collections::HashMap::new();
+        if let crate::spec::Selector::Times { start, .. } = spec.selector {
+            let query = start.query(now);
+            let own = parts.iter().all(|p| self.txns.tracker(p.as_ref()).is_none());
+            if parts.len() > 1 && own && matches!(query, topicfs_source::OffsetQuery::Timestamp(_))
+            {
+                if let Ok(answers) = source.offsets_for(topic, query) {
+                    starts.extend(answers);
+                }
+            }
+        }
+        let mut members = Vec::new();
+        for part in parts {
+            let known = starts.get(&part.partition()).copied();
+            let schemas = self.schemas.as_ref();
+            members.push(Member::resolve(part, &self.txns, schemas, spec, now, known)?);
         }
         let key = MergeKey {
             topic: topic.to_string(),
