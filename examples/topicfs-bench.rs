@@ -40,6 +40,8 @@ use topicfs::view::{StreamRegistry, StreamSpec};
 mod cluster;
 #[path = "bench/cluster_net.rs"]
 mod cluster_net;
+#[path = "bench/cluster_wide.rs"]
+mod cluster_wide;
 #[path = "bench/schemas.rs"]
 mod schemas;
 #[path = "bench/shutdown.rs"]
@@ -120,7 +122,17 @@ struct Args {
     /// behind a delaying proxy, and `tail -f` followers of a produced partition.
     #[arg(long)]
     cluster_net: bool,
-    /// Round-trip times of the proxy for `--cluster-net`, in ms.
+    /// Only the wide-topic cluster figures (examples/bench/cluster_wide.rs, issue 36 §4):
+    /// topic-level files of a topic of many partitions, behind the delaying proxy.
+    #[arg(long)]
+    cluster_wide: bool,
+    /// Partitions of the `--cluster-wide` topic.
+    #[arg(long, default_value_t = 2000)]
+    wide_partitions: u64,
+    /// Records per partition of the `--cluster-wide` topic.
+    #[arg(long, default_value_t = 5)]
+    wide_records: u64,
+    /// Round-trip times of the proxy for `--cluster-net` and `--cluster-wide`, in ms.
     #[arg(long, default_value = "0,4,20")]
     cluster_delays_ms: String,
     /// Follower counts for `--cluster-net`.
@@ -2556,6 +2568,17 @@ fn run(a: &Args) -> Result<Report, String> {
         }
         machine_context(&mut report)?;
         cluster_net::run(a, &mut report)?;
+        if let Ok(load) = fs::read_to_string("/proc/loadavg") {
+            report.notes.push(format!("load average at the end: {}", load.trim()));
+        }
+        return Ok(report);
+    }
+    if a.cluster_wide {
+        if !a.topicfs.exists() {
+            return Err(format!("{} missing: cargo build --release", a.topicfs.display()));
+        }
+        machine_context(&mut report)?;
+        cluster_wide::run(a, &mut report)?;
         if let Ok(load) = fs::read_to_string("/proc/loadavg") {
             report.notes.push(format!("load average at the end: {}", load.trim()));
         }

@@ -13,6 +13,14 @@
       padded to 100 bytes), acks=all; waits for every acknowledgement;
       {"records", "last_ack": wall-clock time (epoch seconds) of the last acknowledgement}
 
+  wide-consume BOOTSTRAP TOPIC RECORDS
+      reads every partition of TOPIC from its start (one assign()ed consumer, no group
+      commits, default fetch settings) until RECORDS records in all; {"seconds", "records"}
+  wide-offsets BOOTSTRAP TOPIC SPEC
+      every partition's offset for SPEC (latest, earliest, or a time in ms) in one
+      AdminClient.list_offsets call (librdkafka batches it per leader); {"seconds",
+      "partitions", "sum": the offsets added up}
+
 "seconds" runs from creating the client to the last record consumed or acknowledged: it
 includes connecting and the first metadata, as the mount's figure includes open().
 """
@@ -114,9 +122,56 @@ def produce_rate(bootstrap, topic, partition, rate, seconds):
                       "rate": n / (time.monotonic() - start)}))
 
 
+def partitions_of(admin, topic):
+    md = admin.list_topics(topic, timeout=30)
+    return sorted(md.topics[topic].partitions)
+
+
+def wide_consume(bootstrap, topic, records):
+    records = int(records)
+    start = time.monotonic()
+    from confluent_kafka.admin import AdminClient
+    parts = partitions_of(AdminClient({"bootstrap.servers": bootstrap}), topic)
+    c = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": "topicfs-bench",
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+    })
+    c.assign([TopicPartition(topic, p, 0) for p in parts])
+    n = 0
+    while n < records:
+        msgs = c.consume(num_messages=10000, timeout=30)
+        if not msgs:
+            raise SystemExit(f"no record for 30 s after {n} of {records}")
+        for m in msgs:
+            if m.error():
+                raise KafkaException(m.error())
+            n += 1
+    seconds = time.monotonic() - start
+    c.close()
+    print(json.dumps({"seconds": seconds, "records": n, "partitions": len(parts)}))
+
+
+def wide_offsets(bootstrap, topic, spec):
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+    start = time.monotonic()
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    parts = partitions_of(admin, topic)
+    which = {"latest": OffsetSpec.latest(), "earliest": OffsetSpec.earliest()}.get(spec)
+    if which is None:
+        which = OffsetSpec.for_timestamp(int(spec))
+    futures = admin.list_offsets({TopicPartition(topic, p): which for p in parts},
+                                 request_timeout=60)
+    total = sum(f.result().offset for f in futures.values())
+    seconds = time.monotonic() - start
+    print(json.dumps({"seconds": seconds, "partitions": len(parts), "sum": total}))
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
-    {"consume": consume, "produce": produce, "produce-rate": produce_rate}[cmd](*args)
+    {"consume": consume, "produce": produce, "produce-rate": produce_rate,
+     "wide-consume": wide_consume, "wide-offsets": wide_offsets}[cmd](*args)
 
 
 if __name__ == "__main__":

@@ -20,13 +20,13 @@ use std::net::TcpListener;
 use std::sync::Mutex;
 
 /// The delaying proxy, killed on drop.
-struct Proxy {
+pub(crate) struct Proxy {
     child: Child,
     control: PathBuf,
 }
 
 impl Proxy {
-    fn start(work: &Path, target: u16, port: u16) -> Result<Proxy, String> {
+    pub(crate) fn start(work: &Path, target: u16, port: u16) -> Result<Proxy, String> {
         let control = work.join("proxy-rtt-ms");
         fs::write(&control, "0").map_err(|e| e.to_string())?;
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/bench-proxy.py");
@@ -48,7 +48,7 @@ impl Proxy {
         Ok(p)
     }
 
-    fn set_rtt_ms(&self, ms: u64) -> Result<(), String> {
+    pub(crate) fn set_rtt_ms(&self, ms: u64) -> Result<(), String> {
         fs::write(&self.control, ms.to_string()).map_err(|e| e.to_string())?;
         // The proxy reads it every 50 ms.
         std::thread::sleep(Duration::from_millis(200));
@@ -63,14 +63,14 @@ impl Drop for Proxy {
     }
 }
 
-fn free_port() -> Result<u16, String> {
+pub(crate) fn free_port() -> Result<u16, String> {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .map_err(|e| e.to_string())
 }
 
-fn list(s: &str) -> Vec<u64> {
+pub(crate) fn list(s: &str) -> Vec<u64> {
     s.split(',').filter_map(|x| x.trim().parse().ok()).collect()
 }
 
