@@ -282,11 +282,15 @@ impl ClusterSource {
     /// pieces' cap at most (so that what lands is still kept when the reads come) and to the
     /// fetch memory free at once.
     fn prefetch_claims(&self, topic: &str, reads: &[(u32, ReadCursor)]) -> Result<Vec<Claim>> {
+        // Every handle first: nothing below fails, so no claimed flight is left unlanded.
+        let mut parts = Vec::with_capacity(reads.len());
+        for (p, cursor) in reads {
+            parts.push((self.cluster_partition(topic, *p)?, cursor));
+        }
         let mut claimed = Vec::new();
         let mut total = 0usize;
         let mut room = usize::MAX;
-        for (p, cursor) in reads {
-            let part = self.cluster_partition(topic, *p)?;
+        for (part, cursor) in parts {
             room = room.min(part.piece_cap() / 2);
             if total >= room {
                 break;
@@ -514,7 +518,12 @@ impl TopicSource for ClusterSource {
         let asked = Instant::now();
         match client.fetch_many(topic, &asks, isolation) {
             Ok(answers) => {
-                for ((part, from, slot, ask), answer) in claimed.iter().zip(answers) {
+                // One answer per read; a missing one lands as failed all the same.
+                let mut answers = answers.into_iter();
+                for (part, from, slot, ask) in &claimed {
+                    let answer = answers.next().unwrap_or_else(|| {
+                        Err(Error::InvalidInput("no answer for this partition".into()))
+                    });
                     part.land_prefetched(*from, *ask, slot, answer, asked);
                 }
                 Ok(())
