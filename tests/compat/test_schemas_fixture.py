@@ -1,7 +1,6 @@
 """The checked-in schema fixture (tests/fixtures/schemas-v1) is what its README says it is."""
 
 import base64
-import filecmp
 import json
 import subprocess
 import sys
@@ -10,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import schema_check
+from fixture_tree import regenerated_differences
 from kafka_py import decode_log
 
 REPO = Path(__file__).resolve().parents[2]
@@ -20,18 +20,8 @@ PARTITIONS = [(p["topic"], p["partition"]) for p in MANIFEST["partitions"]]
 
 
 def test_fixture_is_reproduced_byte_for_byte_by_its_generator(tmp_path):
-    out = tmp_path / "schemas-v1"
-    subprocess.run([sys.executable, str(REPO / "tests" / "fixtures" / "generate_schemas.py"),
-                    str(out)], check=True)
-    cmp = filecmp.dircmp(FIXTURE, out, ignore=[])
-    stack, differences = [cmp], []
-    while stack:
-        c = stack.pop()
-        differences += [f"{c.left}/{n}" for n in c.left_only + c.right_only + c.funny_files]
-        _, mismatch, errors = filecmp.cmpfiles(c.left, c.right, c.common_files, shallow=False)
-        differences += [f"{c.left}/{n}" for n in mismatch + errors]
-        stack += c.subdirs.values()
-    assert differences == []
+    generator = REPO / "tests" / "fixtures" / "generate_schemas.py"
+    assert regenerated_differences(FIXTURE, generator, tmp_path / "schemas-v1") == []
 
 
 def test_fixture_is_under_300_kilobytes():

@@ -131,6 +131,25 @@ struct Bounds {
     stated: bool,
 }
 
+impl Bounds {
+    /// Whether a question answers from these bounds without asking: learned within the
+    /// current operation, or less than `fresh` ago.
+    fn current(&self, fresh: Duration) -> bool {
+        self.learned.is_some_and(|t| t.elapsed() < fresh || topicfs_source::Operation::covers(t))
+    }
+}
+
+/// The client a request of the running task goes through: the background one for deferred
+/// stats and mount sizing (see [`ClusterSource::with_background_client`]), else the readers'.
+fn client_for<'a>(client: &'a Arc<Client>, background: &'a Arc<Client>) -> &'a Client {
+    match topicfs_executor::running_class() {
+        Some(topicfs_executor::Class::DeferredStat | topicfs_executor::Class::MountSizing) => {
+            background
+        }
+        _ => client,
+    }
+}
+
 /// The mount's cap on fetched bytes in flight and how long a fetch may wait for room.
 #[derive(Clone)]
 struct FetchCap {
@@ -428,11 +447,8 @@ impl TopicSource for ClusterSource {
         // or while fresh) are not asked again.
         let current = |p: &u32| {
             let all = topicfs_source::sync::lock(&self.bounds);
-            all.get(&(topic.to_string(), *p)).is_some_and(|shared| {
-                topicfs_source::sync::lock(shared).learned.is_some_and(|t| {
-                    t.elapsed() < self.bounds_fresh || topicfs_source::Operation::covers(t)
-                })
-            })
+            all.get(&(topic.to_string(), *p))
+                .is_some_and(|shared| topicfs_source::sync::lock(shared).current(self.bounds_fresh))
         };
         if parts.iter().all(current) {
             return Ok(());
@@ -444,12 +460,7 @@ impl TopicSource for ClusterSource {
             queries.push((topic.to_string(), p, EARLIEST));
             queries.push((topic.to_string(), p, LATEST));
         }
-        let client = match topicfs_executor::running_class() {
-            Some(topicfs_executor::Class::DeferredStat | topicfs_executor::Class::MountSizing) => {
-                &self.background
-            }
-            _ => &self.client,
-        };
+        let client = client_for(&self.client, &self.background);
         let answers = client.list_offsets(&queries)?;
         let offset = |i: usize| match answers.get(i) {
             Some((_, Ok(listed))) => Some(listed.map_or(Offset(0), |l| l.offset).max(Offset(0))),
@@ -509,12 +520,7 @@ impl TopicSource for ClusterSource {
         for (part, from, _, ask) in &claimed {
             asks.push((part.p(), *from, i32::try_from(*ask).unwrap_or(i32::MAX)));
         }
-        let client = match topicfs_executor::running_class() {
-            Some(topicfs_executor::Class::DeferredStat | topicfs_executor::Class::MountSizing) => {
-                &self.background
-            }
-            _ => &self.client,
-        };
+        let client = client_for(&self.client, &self.background);
         let asked = Instant::now();
         match client.fetch_many(topic, &asks, isolation) {
             Ok(answers) => {

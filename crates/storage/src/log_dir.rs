@@ -59,6 +59,7 @@ use topicfs_source::{ConfigChange, ConfigEntry};
 mod checkpoints;
 mod classify;
 mod create;
+pub(crate) use create::check_new_topic;
 mod lock;
 mod metadata;
 mod scan;

@@ -571,11 +571,7 @@ impl TopicSource for LogDirs {
         topic: &str,
         query: topicfs_source::OffsetQuery,
     ) -> Result<Vec<(u32, topicfs_format::Offset)>> {
-        let mut out = Vec::new();
-        for p in self.partitions(topic)? {
-            out.push((p, self.partition(topic, p)?.offset_for(query)?));
-        }
-        Ok(out)
+        crate::source_impl::offsets_each(self, topic, query)
     }
 
     fn log_dirs(&self) -> LogDirsReport {

@@ -399,6 +399,20 @@ fn framed_entry(log: &Log, here: SegmentCursor, log_size: u64) -> Result<Option<
     }))
 }
 
+/// [`TopicSource::offsets_for`] of a local source: each partition's own answer in turn (no
+/// request to save by asking them together).
+pub(crate) fn offsets_each(
+    source: &dyn TopicSource,
+    topic: &str,
+    query: topicfs_source::OffsetQuery,
+) -> Result<Vec<(u32, topicfs_format::Offset)>> {
+    let mut out = Vec::new();
+    for p in source.partitions(topic)? {
+        out.push((p, source.partition(topic, p)?.offset_for(query)?));
+    }
+    Ok(out)
+}
+
 impl TopicSource for LogDir {
     fn topics(&self) -> Result<Vec<String>> {
         Ok(self.topic_names())
@@ -459,11 +473,7 @@ impl TopicSource for LogDir {
         topic: &str,
         query: topicfs_source::OffsetQuery,
     ) -> Result<Vec<(u32, topicfs_format::Offset)>> {
-        let mut out = Vec::new();
-        for p in self.partitions(topic)? {
-            out.push((p, self.partition(topic, p)?.offset_for(query)?));
-        }
-        Ok(out)
+        offsets_each(self, topic, query)
     }
 
     /// This dir alone, online (a single [`LogDir`] never takes itself offline; see

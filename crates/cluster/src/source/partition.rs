@@ -7,22 +7,18 @@ use std::time::{Instant, SystemTime};
 use super::{ClusterPartition, MAX_TIMESTAMP_PROBE};
 use crate::client::{EARLIEST, FetchedPartition, LATEST, MAX_TIMESTAMP};
 use crate::{Client, ListedOffset};
-use topicfs_executor::Class;
 use topicfs_format::{EncodeRecord, Offset};
 use topicfs_source::error::{Error, Result};
 use topicfs_source::{
-    AppendInfo, Committed, KeyIndex, Known, OffsetQuery, Operation, PartitionSource,
-    PartitionSummary, ReadAnswer, ReadCursor, ReadMode, Records, SegmentFiles,
+    AppendInfo, Committed, KeyIndex, Known, OffsetQuery, PartitionSource, PartitionSummary,
+    ReadAnswer, ReadCursor, ReadMode, Records, SegmentFiles,
 };
 
 impl ClusterPartition {
     /// The client for a request made now: the background client on a worker running a
     /// deferred stat or mount sizing, the readers' otherwise (requests, read-ahead, prefetch).
     pub(super) fn client_now(&self) -> &Client {
-        match topicfs_executor::running_class() {
-            Some(Class::DeferredStat | Class::MountSizing) => &self.background,
-            _ => &self.client,
-        }
+        super::client_for(&self.client, &self.background)
     }
 
     /// ListOffsets `-3` for this partition, within what [`MaxTimestampLookup`] learned: the
@@ -88,7 +84,7 @@ impl ClusterPartition {
     fn bounds(&self) -> Result<(Offset, Offset)> {
         {
             let b = topicfs_source::sync::lock(&self.bounds);
-            if b.learned.is_some_and(|t| t.elapsed() < self.bounds_fresh || Operation::covers(t)) {
+            if b.current(self.bounds_fresh) {
                 return Ok((b.start, b.end.max(b.start)));
             }
         }

@@ -2,6 +2,22 @@
 
 use super::*;
 
+/// The rules a new topic's name and partition count follow, whichever dirs it goes to: Kafka's
+/// topic name rules, at least one partition and at most [`KAFKA_MAX_PARTITIONS`].
+pub(crate) fn check_new_topic(topic: &str, partitions: u32) -> Result<()> {
+    validate_topic_name(topic)
+        .map_err(|reason| Error::InvalidTopicName { name: topic.to_string(), reason })?;
+    if partitions == 0 {
+        return Err(Error::InvalidInput("a topic needs at least one partition".to_string()));
+    }
+    if partitions > KAFKA_MAX_PARTITIONS {
+        return Err(Error::InvalidInput(format!(
+            "{partitions} partitions: a Kafka topic has at most {KAFKA_MAX_PARTITIONS}"
+        )));
+    }
+    Ok(())
+}
+
 impl LogDir {
     pub(super) fn check_writable(&self) -> Result<()> {
         if self.mode == SegmentMode::ReadOnly {
@@ -21,16 +37,7 @@ impl LogDir {
     /// ones made before it.
     pub fn create_topic(&self, topic: &str, partitions: u32) -> Result<()> {
         self.check_writable()?;
-        validate_topic_name(topic)
-            .map_err(|reason| Error::InvalidTopicName { name: topic.to_string(), reason })?;
-        if partitions == 0 {
-            return Err(Error::InvalidInput("a topic needs at least one partition".to_string()));
-        }
-        if partitions > KAFKA_MAX_PARTITIONS {
-            return Err(Error::InvalidInput(format!(
-                "{partitions} partitions: a Kafka topic has at most {KAFKA_MAX_PARTITIONS}"
-            )));
-        }
+        check_new_topic(topic, partitions)?;
         let _guard = lock(&self.admin_lock);
         if self.partition_numbers(topic).is_ok() {
             return Err(Error::AlreadyExists(format!("topic {topic}")));

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::log_dir::KAFKA_MAX_PARTITIONS;
-use topicfs_format::file_name::{has_collision, validate_topic_name};
+use topicfs_format::file_name::has_collision;
 
 impl LogDirs {
     fn check_writable(&self) -> Result<()> {
@@ -47,16 +47,7 @@ impl LogDirs {
     /// (the rules of [`LogDir::create_topic`], checked against every dir's topics).
     pub fn create_topic(&self, topic: &str, partitions: u32) -> Result<()> {
         self.check_writable()?;
-        validate_topic_name(topic)
-            .map_err(|reason| Error::InvalidTopicName { name: topic.to_string(), reason })?;
-        if partitions == 0 {
-            return Err(Error::InvalidInput("a topic needs at least one partition".to_string()));
-        }
-        if partitions > KAFKA_MAX_PARTITIONS {
-            return Err(Error::InvalidInput(format!(
-                "{partitions} partitions: a Kafka topic has at most {KAFKA_MAX_PARTITIONS}"
-            )));
-        }
+        crate::log_dir::check_new_topic(topic, partitions)?;
         let _guard = lock(&self.create_lock);
         let topics = self.topic_names();
         let held = lock(&self.duplicates).keys().any(|(t, _)| t == topic);
