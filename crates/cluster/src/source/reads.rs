@@ -32,19 +32,6 @@ enum Answered {
     From(Offset),
 }
 
-/// Where a piece of `bytes` (whole batches) fetched from `from` serves reads from: the base
-/// offset of its first v2 batch when that is below `from` (a Fetch answers with the batch
-/// holding its offset, so the piece holds that batch's earlier records too, and a read from
-/// the batch's start, where the answer before a guessed prefetch ended, finds it).
-fn reaches_back(from: Offset, bytes: &[u8]) -> Offset {
-    match parse_batch_info(bytes) {
-        Ok(info) if info.magic >= 2 && info.base_offset.0 >= 0 && info.base_offset < from => {
-            info.base_offset
-        }
-        _ => from,
-    }
-}
-
 /// Whether the first batch of `bytes` (whole batches) starts below `from`.
 fn starts_below(bytes: &[u8], from: Offset) -> bool {
     parse_batch_info(bytes).is_ok_and(|info| info.base_offset < from)
@@ -151,12 +138,9 @@ impl ClusterPartition {
                     }
                     // Looked again: served by what landed, or a Fetch of its own.
                 }
-                Found::Fetch(slot, ahead) => {
+                Found::Fetch(slot) => {
                     let ask =
                         self.windows.window_of(&key, from).unwrap_or(first).max(first).min(cap);
-                    // A gap before a piece fetched ahead (a guess past an answer's end): a
-                    // small Fetch fills it, the piece serves the rest.
-                    let ask = if ahead.is_some() { ask.min(first) } else { ask };
                     let landed = self.hold(ask).and_then(|held| {
                         let piece = self.fetch_window(from, ask, false);
                         drop(held);
@@ -192,7 +176,6 @@ impl ClusterPartition {
             }
         };
         if let Some(next) = chunk.next.as_ref().map(|c| c.next_offset) {
-            self.windows.passed(&key, next);
             let stream = self.windows.advance(&key, cursor.next_offset, next, first, cap);
             if stream.sequential >= PREFETCH_AFTER {
                 // As many as the windows ahead allow: a read taking a whole answer at once
@@ -235,8 +218,6 @@ impl ClusterPartition {
     /// was sent.
     fn prefetch(&self, key: &Key, from: Offset, window: usize) -> bool {
         let Some((_, end)) = self.stated_bounds() else { return false };
-        // Pieces fetched ahead stay kept until the reader gets to them: those it passed go
-        // first when the kept pieces pass their cap (`Windows::passed`).
         let ahead = window.saturating_mul(AHEAD_WINDOWS);
         let Some((at, slot, guessed)) = self.windows.prefetch_from(key, from, window, ahead, end)
         else {
@@ -346,10 +327,11 @@ impl ClusterPartition {
         if !self.committed {
             let (start, end, next) = self.whole_from(&fetched.records, at)?;
             if end > start {
-                let bytes = fetched.records.slice(start..end);
-                let mut piece = Piece::new(reaches_back(from, &bytes), next, bytes);
-                piece.asked = ask;
-                return Ok(Answered::Piece(piece));
+                return Ok(Answered::Piece(Piece::new(
+                    from,
+                    next,
+                    fetched.records.slice(start..end),
+                )));
             }
             return Ok(if fetched.high_watermark > at { Answered::Nothing } else { Answered::End });
         }
@@ -364,10 +346,7 @@ impl ClusterPartition {
         let kept = committed_batches(&fetched.records, at, lso, &aborted, ask.max(1))
             .map_err(|(pos, e)| self.bad_bytes(pos, &e.to_string()))?;
         if !kept.bytes.is_empty() {
-            let from = reaches_back(from, &kept.bytes);
-            let mut piece = Piece::new(from, kept.next, Bytes::from(kept.bytes));
-            piece.asked = ask;
-            return Ok(Answered::Piece(piece));
+            return Ok(Answered::Piece(Piece::new(from, kept.next, Bytes::from(kept.bytes))));
         }
         if kept.next <= at || kept.next >= lso {
             return Ok(Answered::End);
@@ -423,7 +402,7 @@ impl ClusterPartition {
             return None;
         }
         match self.windows.find(&self.key(), from, false) {
-            Found::Fetch(slot, _) => Some((slot, FIRST_WINDOW.min(self.fetch_cap()))),
+            Found::Fetch(slot) => Some((slot, FIRST_WINDOW.min(self.fetch_cap()))),
             Found::Piece { .. } | Found::InFlight(_) => None,
         }
     }
