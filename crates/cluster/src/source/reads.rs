@@ -9,8 +9,8 @@ use bytes::Bytes;
 
 use super::ClusterPartition;
 use super::window::{
-    AHEAD_WINDOWS, FIRST_WINDOW, FlightSlot, Found, Key, Landed, PIECE_WINDOWS, PREFETCH_AFTER,
-    PROBE_ASK, Piece,
+    AHEAD_WINDOWS, FIRST_WINDOW, FLIGHTS_PER_PARTITION, FlightSlot, Found, Key, Landed,
+    PIECE_WINDOWS, PREFETCH_AFTER, PROBE_ASK, Piece,
 };
 use crate::client::{FetchOptions, FetchedPartition};
 use crate::committed::committed_batches;
@@ -30,6 +30,11 @@ enum Answered {
     Nothing,
     /// Every batch dropped as aborted: the read continues from this offset.
     From(Offset),
+}
+
+/// Whether the first batch of `bytes` (whole batches) starts below `from`.
+fn starts_below(bytes: &[u8], from: Offset) -> bool {
+    parse_batch_info(bytes).is_ok_and(|info| info.base_offset < from)
 }
 
 /// A read's answer when nothing is there (the log end, or the last stable offset).
@@ -87,12 +92,27 @@ impl ClusterPartition {
             self.windows.forget(&key);
         }
         let deadline = Instant::now() + self.client.config().request_timeout;
+        // Set when a guessed piece's batches are framed across `from`: pieces and flights
+        // from guesses are passed over then.
+        let mut unguessed = false;
         let chunk = loop {
-            match self.windows.find(&key, from) {
-                Found::Piece { bytes, next } => {
+            match self.windows.find(&key, from, unguessed) {
+                Found::Piece { bytes, next, guessed } => {
                     let chunk = self.served(&bytes, from, next, max_bytes)?;
                     match chunk {
-                        Some(chunk) => break chunk,
+                        Some(chunk) if guessed && starts_below(&chunk.bytes, from) => {
+                            // Framed otherwise than the answer this read continues (a broker
+                            // that rebuilds batches per Fetch): its first batch holds records
+                            // below `from`, which the read must not return again.
+                            unguessed = true;
+                            self.windows.refuse_guesses(&key);
+                        }
+                        Some(chunk) => {
+                            if guessed {
+                                self.windows.guess_served(&key);
+                            }
+                            break chunk;
+                        }
                         // Past the piece's last batch (dropped aborted ones): go on from its end.
                         None => from = next,
                     }
@@ -158,7 +178,13 @@ impl ClusterPartition {
         if let Some(next) = chunk.next.as_ref().map(|c| c.next_offset) {
             let stream = self.windows.advance(&key, cursor.next_offset, next, first, cap);
             if stream.sequential >= PREFETCH_AFTER {
-                self.prefetch(&key, next, stream.window);
+                // As many as the windows ahead allow: a read taking a whole answer at once
+                // (one batch per Fetch) calls this once per window.
+                for _ in 0..FLIGHTS_PER_PARTITION {
+                    if !self.prefetch(&key, next, stream.window) {
+                        break;
+                    }
+                }
             }
         }
         Ok(chunk)
@@ -188,31 +214,40 @@ impl ClusterPartition {
 
     /// Keeps up to [`AHEAD_WINDOWS`] windows fetched or in flight past `from` for a sequential
     /// reader: a Fetch of `window` bytes on a thread, from the end of what is kept, below the
-    /// log end last stated; not sent when the fetch memory has no room at once.
-    fn prefetch(&self, key: &Key, from: Offset, window: usize) {
-        let Some((_, end)) = self.stated_bounds() else { return };
+    /// log end last stated; not sent when the fetch memory has no room at once. Whether one
+    /// was sent.
+    fn prefetch(&self, key: &Key, from: Offset, window: usize) -> bool {
+        let Some((_, end)) = self.stated_bounds() else { return false };
         let ahead = window.saturating_mul(AHEAD_WINDOWS);
-        let Some((at, slot)) = self.windows.prefetch_from(key, from, ahead, end) else { return };
+        let Some((at, slot, guessed)) = self.windows.prefetch_from(key, from, window, ahead, end)
+        else {
+            return false;
+        };
         let held = match &self.fetch_memory {
             Some(cap) => match cap.memory.hold(window, Instant::now()) {
                 Some(held) => Some(held),
                 None => {
                     self.windows.landed(key, at, &slot, None, Landed::Failed, self.piece_cap());
-                    return;
+                    return false;
                 }
             },
             None => None,
         };
         let Some(me) = self.me.upgrade() else {
             self.windows.landed(key, at, &slot, None, Landed::Failed, self.piece_cap());
-            return;
+            return false;
         };
         let key = key.clone();
         let spawned = std::thread::Builder::new().name("prefetch".into()).spawn({
             let slot = Arc::clone(&slot);
             let key = key.clone();
             move || {
-                let fetched = me.fetch_window(at, window, true);
+                let fetched = me.fetch_window(at, window, true).map(|piece| {
+                    piece.map(|mut p| {
+                        p.guessed = guessed;
+                        p
+                    })
+                });
                 drop(held);
                 let cap = me.piece_cap();
                 match fetched {
@@ -230,7 +265,9 @@ impl ClusterPartition {
         if let Err(e) = spawned {
             log::debug!("prefetch thread: {e}");
             self.windows.landed(&key, at, &slot, None, Landed::Failed, self.piece_cap());
+            return false;
         }
+        true
     }
 
     /// One Fetch of `ask` bytes from `from` as this partition's reads see it: whole batches
@@ -364,7 +401,7 @@ impl ClusterPartition {
         if self.stated_bounds().is_some_and(|(start, end)| start > from || end <= from) {
             return None;
         }
-        match self.windows.find(&self.key(), from) {
+        match self.windows.find(&self.key(), from, false) {
             Found::Fetch(slot) => Some((slot, FIRST_WINDOW.min(self.fetch_cap()))),
             Found::Piece { .. } | Found::InFlight(_) => None,
         }

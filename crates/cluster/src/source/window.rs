@@ -24,12 +24,22 @@
 //! is not (a random open, a probe) fetches [`FIRST_WINDOW`] (or what it asks, when less than
 //! [`PROBE_ASK`]): the time to its first byte is one small Fetch. Each sequential read
 //! doubles its reader's window, up to `max.partition.fetch.bytes` (and `fetch.max.bytes`),
-//! and keeps the next window in flight while the current one is read (a *prefetch*: up to
+//! and keeps the next windows in flight while the current one is read (a *prefetch*: up to
 //! [`AHEAD_WINDOWS`] windows of batches fetched or in flight past the read, from the end of
-//! what is already kept, never past the log end last stated; a prefetch starts only where a
-//! kept answer ends, so one is in flight at a time: where one in flight will end is not known,
-//! and a guess would start the next inside a batch, which tansu rebuilds differently per
-//! Fetch). A prefetch asks `fetch.min.bytes` with `fetch.max.wait.ms` when `fetch.min.bytes`
+//! what is already kept, never past the log end last stated, at most
+//! [`FLIGHTS_PER_PARTITION`] at once). Where a prefetch in flight will end is not known: the
+//! next one starts at its guessed end (the records per byte of the latest piece, a tenth
+//! short), so that several are in flight across a network's round trip. A guess short of the
+//! end makes two pieces overlap (batches read twice); one past the end leaves a gap that the
+//! reader reaching it fetches itself. A read inside a prefetch's guessed range waits for it,
+//! then looks again. A piece fetched from a guessed offset (or continuing one) is
+//! [`Piece::guessed`]: on a broker whose batches never change (Kafka) its batches are the
+//! log's, but a broker that frames each Fetch answer anew (tansu's SQLite engine: one batch
+//! from the offset asked) answers a guess with a batch holding records the reader already
+//! has. So a read entering a guessed piece checks that its first batch starts at the read's
+//! offset; when it does not, the read fetches for itself and the partition gets no more
+//! guesses ([`Guesses`]: one guessed prefetch at a time until a read has shown that they
+//! continue the answers before them). A prefetch asks `fetch.min.bytes` with `fetch.max.wait.ms` when `fetch.min.bytes`
 //! is above 1 (any batch answers 1, and tansu holds a Fetch for its whole wait); a read the caller
 //! waits for always asks for an answer at once (a read at the log end must not wait).
 //!
@@ -64,14 +74,17 @@ pub(super) const FIRST_WINDOW: usize = 64 << 10;
 /// Reading positions kept per partition (see [`Stream`]).
 const STREAM_SLOTS: usize = 16;
 
-/// Windows a sequential reader keeps fetched or in flight past its read (see module docs).
-pub(super) const AHEAD_WINDOWS: usize = 2;
+/// Windows a sequential reader keeps fetched or in flight past its read (see module docs):
+/// the one it reads and [`FLIGHTS_PER_PARTITION`] in flight. At a 20 ms round trip and 1 MiB
+/// windows, one in flight read 1 M records in 3.0 s, two in 1.95 s, three in 1.55 s, four in
+/// 1.3 s (0.7 s on loopback; BENCHMARKS.md).
+pub(super) const AHEAD_WINDOWS: usize = 5;
 
 /// Sequential reads a reader makes before its next windows are prefetched.
 pub(super) const PREFETCH_AFTER: u32 = 2;
 
 /// Prefetches in flight per partition at most.
-const FLIGHTS_PER_PARTITION: usize = 2;
+pub(super) const FLIGHTS_PER_PARTITION: usize = 4;
 
 /// Without a fetch memory: kept piece bytes at most, in `max.partition.fetch.bytes`.
 pub(super) const PIECE_WINDOWS: usize = 16;
@@ -87,6 +100,10 @@ pub(super) struct Piece {
     pub next: Offset,
     /// Whole batches, the first holding `from` or a later offset.
     pub bytes: Bytes,
+    /// Fetched from a guessed offset (see module docs): its batches may be framed otherwise
+    /// than another piece's, so a read entering it checks that its first batch starts at the
+    /// read's offset.
+    pub guessed: bool,
     /// When it was last served (the mount's tick), for least-recently-used dropping.
     used: u64,
 }
@@ -94,7 +111,13 @@ pub(super) struct Piece {
 impl Piece {
     /// A piece of `bytes` read from `from`, continued at `next`.
     pub fn new(from: Offset, next: Offset, bytes: Bytes) -> Piece {
-        Piece { from, next, bytes, used: 0 }
+        Piece { from, next, bytes, guessed: false, used: 0 }
+    }
+
+    /// Whether this piece makes `other` unneeded: it holds all of it, and is not guessed
+    /// unless `other` is too (a guessed piece may not serve every offset it holds).
+    fn covers(&self, other: &Piece) -> bool {
+        self.from <= other.from && other.next <= self.next && (!self.guessed || other.guessed)
     }
 }
 
@@ -126,6 +149,35 @@ struct Flight {
     from: Offset,
     prefetch: bool,
     slot: Arc<FlightSlot>,
+    /// A prefetch's bytes asked (0 for a read's own Fetch).
+    ask: usize,
+    /// A prefetch from a guessed offset (the guessed end of another).
+    guessed: bool,
+    /// Where a prefetch probably ends ([`guess_end`]): reads below it wait for it, and the
+    /// next prefetch starts there. `None`: not guessed (a read's own Fetch, or nothing kept
+    /// to guess from).
+    until: Option<Offset>,
+}
+
+impl Flight {
+    /// Whether a read from `at` waits for this Fetch: it starts there, or probably holds it.
+    fn covers(&self, at: Offset) -> bool {
+        self.from == at || (self.from <= at && self.until.is_some_and(|u| at < u))
+    }
+}
+
+/// Where a Fetch of `ask` bytes from `from` probably ends, by the records per byte of a kept
+/// piece (`records` offsets in `bytes`), a tenth short: a guess short of the Fetch's end makes
+/// the next prefetch read some batches twice, one past it leaves a gap the reader fetches
+/// itself when it gets there (a round trip). `None` without a piece to guess from.
+fn guess_end(from: Offset, ask: usize, records: i64, bytes: usize) -> Option<Offset> {
+    if records <= 0 || bytes == 0 {
+        return None;
+    }
+    let n = (ask as u128).saturating_mul(u128::try_from(records).ok()?).saturating_mul(9)
+        / (bytes as u128).saturating_mul(10);
+    let n = i64::try_from(n).ok()?.max(1);
+    Some(Offset(from.0.saturating_add(n)))
 }
 
 /// Where a Fetch in flight reports how it ended.
@@ -165,6 +217,22 @@ struct PartWindow {
     pieces: Vec<Piece>,
     streams: VecDeque<Stream>,
     flights: Vec<Flight>,
+    /// Whether guessed prefetches serve this partition's readers (see [`Guesses`]).
+    guesses: Guesses,
+}
+
+/// What a partition's reads showed of prefetches from guessed offsets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Guesses {
+    /// Nothing yet: one guessed prefetch at a time (a probe), until a read shows whether its
+    /// answer continues the answers before it.
+    #[default]
+    Unproven,
+    /// A guessed piece served a read: as many as the windows ahead allow.
+    Proven,
+    /// A guessed piece was framed across a read's offset (the broker frames each Fetch's
+    /// batches anew, so a guessed start never continues another answer): no more guesses.
+    Refused,
 }
 
 /// The mount's pieces, readers and Fetches in flight (see module docs).
@@ -183,8 +251,9 @@ struct WindowsState {
 
 /// What a read found (see [`Windows::find`]).
 pub(super) enum Found {
-    /// A piece holds the offset: its bytes (shared) and where the read after them continues.
-    Piece { bytes: Bytes, next: Offset },
+    /// A piece holds the offset: its bytes (shared), where the read after them continues, and
+    /// whether it was fetched from a guessed offset ([`Piece::guessed`]).
+    Piece { bytes: Bytes, next: Offset, guessed: bool },
     /// A Fetch from the offset is in flight: wait on it, then look again.
     InFlight(Arc<FlightSlot>),
     /// Neither: the read fetches, reporting to this slot (registered as in flight).
@@ -192,9 +261,10 @@ pub(super) enum Found {
 }
 
 impl Windows {
-    /// The piece holding `from` for partition `key` (the one reaching furthest), a Fetch in
-    /// flight from `from`, or else registers the caller's own Fetch from `from`.
-    pub fn find(&self, key: &Key, from: Offset) -> Found {
+    /// The piece holding `from` for partition `key` (the one reaching furthest; not a guessed
+    /// one when `unguessed`), a Fetch in flight that probably holds `from` (not a guessed one
+    /// when `unguessed`), or else registers the caller's own Fetch from `from`.
+    pub fn find(&self, key: &Key, from: Offset, unguessed: bool) -> Found {
         let mut st = lock(&self.state);
         st.tick += 1;
         let tick = st.tick;
@@ -202,17 +272,26 @@ impl Windows {
         let best = part
             .pieces
             .iter_mut()
-            .filter(|p| p.from <= from && from < p.next)
+            .filter(|p| p.from <= from && from < p.next && !(unguessed && p.guessed))
             .max_by_key(|p| p.next);
         if let Some(p) = best {
             p.used = tick;
-            return Found::Piece { bytes: p.bytes.clone(), next: p.next };
+            return Found::Piece { bytes: p.bytes.clone(), next: p.next, guessed: p.guessed };
         }
-        if let Some(f) = part.flights.iter().find(|f| f.from == from) {
+        let waits = |f: &&Flight| f.covers(from) && !(unguessed && f.guessed);
+        if let Some(f) = part.flights.iter().find(waits) {
             return Found::InFlight(Arc::clone(&f.slot));
         }
         let slot = Arc::new(FlightSlot::default());
-        part.flights.push(Flight { from, prefetch: false, slot: Arc::clone(&slot) });
+        let flight = Flight {
+            from,
+            prefetch: false,
+            slot: Arc::clone(&slot),
+            ask: 0,
+            guessed: false,
+            until: None,
+        };
+        part.flights.push(flight);
         Found::Fetch(slot)
     }
 
@@ -262,25 +341,37 @@ impl Windows {
         st.parts.get(key)?.streams.iter().find(|s| s.next == from).map(|s| s.window)
     }
 
-    /// Where a prefetch for a reader now at `from` starts: the end of the kept pieces and
-    /// flights that follow `from` without a gap, when fewer than `ahead` bytes lie between
-    /// (and no Fetch is in flight at that end); `None` when enough is kept or in flight, or the
-    /// partition has [`FLIGHTS_PER_PARTITION`] prefetches in flight. Registers the prefetch as
-    /// in flight (the caller reports its end through [`Windows::landed`]).
+    /// Where a prefetch of `window` bytes for a reader now at `from` starts: the end of the
+    /// kept pieces and flights that follow `from` without a gap, when fewer than `ahead` bytes
+    /// lie between; `None` when enough is kept or in flight, or the partition has
+    /// [`FLIGHTS_PER_PARTITION`] prefetches in flight. Where a prefetch in flight will end is
+    /// not known: its guess ([`guess_end`]) stands for it, so that two are in flight at once
+    /// (a read's own Fetch has none: nothing starts past it). Registers the prefetch as in
+    /// flight, with its own guess (the caller reports its end through [`Windows::landed`],
+    /// marking the piece [`Piece::guessed`] when the start was: the third value).
     pub fn prefetch_from(
         &self,
         key: &Key,
         from: Offset,
+        window: usize,
         ahead: usize,
         end: Offset,
-    ) -> Option<(Offset, Arc<FlightSlot>)> {
+    ) -> Option<(Offset, Arc<FlightSlot>, bool)> {
         let mut st = lock(&self.state);
         let part = st.parts.get_mut(key)?;
         if part.flights.iter().filter(|f| f.prefetch).count() >= FLIGHTS_PER_PARTITION {
             return None;
         }
+        // The records per byte of the partition's latest piece, to guess ends by.
+        let model = part
+            .pieces
+            .iter()
+            .max_by_key(|p| p.next)
+            .map(|p| (p.next.0 - p.from.0, p.bytes.len()))
+            .unwrap_or((0, 0));
         let mut at = from;
         let mut kept = 0usize;
+        let mut guessed = false;
         loop {
             if kept >= ahead {
                 return None;
@@ -295,9 +386,14 @@ impl Windows {
                     / u128::try_from(span).unwrap_or(1);
                 kept = kept.saturating_add(usize::try_from(share).unwrap_or(usize::MAX));
                 at = p.next;
-            } else if part.flights.iter().any(|f| f.from == at) {
-                // Where that Fetch ends is not known yet: the next prefetch waits for it.
-                return None;
+                // The end of a guessed piece is a batch boundary of its framing only.
+                guessed = p.guessed;
+            } else if let Some(f) = part.flights.iter().find(|f| f.covers(at)) {
+                // Where that Fetch ends is not known yet: its guess, if it has one.
+                let until = f.until?;
+                kept = kept.saturating_add(f.ask);
+                at = until;
+                guessed = true;
             } else {
                 break;
             }
@@ -305,9 +401,27 @@ impl Windows {
         if at >= end {
             return None;
         }
+        if guessed {
+            let unproven =
+                part.flights.iter().any(|f| f.guessed) || part.pieces.iter().any(|p| p.guessed);
+            match part.guesses {
+                Guesses::Refused => return None,
+                Guesses::Unproven if unproven => return None,
+                Guesses::Unproven | Guesses::Proven => {}
+            }
+        }
+        let until = guess_end(at, window, model.0, model.1).map(|u| u.min(end));
         let slot = Arc::new(FlightSlot::default());
-        part.flights.push(Flight { from: at, prefetch: true, slot: Arc::clone(&slot) });
-        Some((at, slot))
+        let flight = Flight {
+            from: at,
+            prefetch: true,
+            slot: Arc::clone(&slot),
+            ask: window,
+            guessed,
+            until,
+        };
+        part.flights.push(flight);
+        Some((at, slot, guessed))
     }
 
     /// Ends the Fetch from `from` registered for `key`: keeps `piece` (when some), drops the
@@ -335,15 +449,14 @@ impl Windows {
                     let mut i = 0;
                     while i < part.pieces.len() {
                         let p = &part.pieces[i];
-                        if piece.from <= p.from && p.next <= piece.next {
+                        if piece.covers(p) {
                             added -= p.bytes.len() as isize;
                             dropped.push(part.pieces.remove(i));
                         } else {
                             i += 1;
                         }
                     }
-                    let covered =
-                        part.pieces.iter().any(|p| p.from <= piece.from && piece.next <= p.next);
+                    let covered = part.pieces.iter().any(|p| p.covers(&piece));
                     if covered {
                         dropped.push(piece);
                     } else {
@@ -362,6 +475,23 @@ impl Windows {
         };
         slot.set(how);
         drop(dropped); // Their bytes and holds are released outside the lock.
+    }
+
+    /// No more prefetches from guessed offsets for `key`: a read found a guessed piece whose
+    /// first batch holds offsets below the read's (the broker frames batches per Fetch, so
+    /// such pieces would cost a Fetch each and serve nothing).
+    pub fn refuse_guesses(&self, key: &Key) {
+        lock(&self.state).parts.entry(key.clone()).or_default().guesses = Guesses::Refused;
+    }
+
+    /// A guessed piece of `key` served a read from inside it, its first batch starting at the
+    /// read's offset: guessed prefetches continue the broker's answers (unless refused since).
+    pub fn guess_served(&self, key: &Key) {
+        let mut st = lock(&self.state);
+        let part = st.parts.entry(key.clone()).or_default();
+        if part.guesses == Guesses::Unproven {
+            part.guesses = Guesses::Proven;
+        }
     }
 
     /// Drops every kept piece of the mount.
@@ -446,38 +576,94 @@ mod tests {
     fn a_read_inside_a_piece_is_served_and_one_from_a_fetch_in_flight_waits_for_it() {
         let w = Windows::default();
         let k = key();
-        let Found::Fetch(slot) = w.find(&k, Offset(0)) else { panic!("nothing kept yet") };
+        let Found::Fetch(slot) = w.find(&k, Offset(0), false) else { panic!("nothing kept yet") };
         // A second reader of offset 0 meanwhile waits for that Fetch.
-        let Found::InFlight(waited) = w.find(&k, Offset(0)) else { panic!("not in flight") };
+        let Found::InFlight(waited) = w.find(&k, Offset(0), false) else { panic!("not in flight") };
         assert!(Arc::ptr_eq(&slot, &waited));
         w.landed(&k, Offset(0), &slot, Some(piece(0, 10, 1000)), Landed::Piece, usize::MAX);
         assert!(matches!(waited.wait(Duration::from_secs(1)), Some(Landed::Piece)));
         for at in [0, 5, 9] {
-            let Found::Piece { next, bytes } = w.find(&k, Offset(at)) else { panic!("{at}") };
+            let Found::Piece { next, bytes, .. } = w.find(&k, Offset(at), false) else {
+                panic!("{at}")
+            };
             assert_eq!((next, bytes.len()), (Offset(10), 1000));
         }
-        assert!(matches!(w.find(&k, Offset(10)), Found::Fetch(_)));
+        assert!(matches!(w.find(&k, Offset(10), false), Found::Fetch(_)));
         // Another partition shares nothing.
-        assert!(matches!(w.find(&("t".to_string(), 1, false), Offset(0)), Found::Fetch(_)));
-        assert!(matches!(w.find(&("t".to_string(), 0, true), Offset(0)), Found::Fetch(_)));
+        assert!(matches!(w.find(&("t".to_string(), 1, false), Offset(0), false), Found::Fetch(_)));
+        assert!(matches!(w.find(&("t".to_string(), 0, true), Offset(0), false), Found::Fetch(_)));
     }
 
     #[test]
     fn prefetches_start_at_the_end_of_what_is_kept_and_stop_at_the_log_end() {
         let w = Windows::default();
         let k = key();
-        let Found::Fetch(slot) = w.find(&k, Offset(0)) else { panic!() };
+        let Found::Fetch(slot) = w.find(&k, Offset(0), false) else { panic!() };
         w.landed(&k, Offset(0), &slot, Some(piece(0, 100, 10_000)), Landed::Piece, usize::MAX);
-        // A reader at 50 has 5,000 bytes kept past it: a window of 8,000 wants more, from 100.
-        let (at, slot) = w.prefetch_from(&k, Offset(50), 8_000, Offset(1000)).unwrap();
+        // A reader at 50 has 5,000 bytes kept past it: 8,000 ahead wants more, from 100.
+        let (at, slot, _) = w.prefetch_from(&k, Offset(50), 4_000, 8_000, Offset(1000)).unwrap();
         assert_eq!(at, Offset(100));
-        // In flight: the next prefetch waits for it.
-        assert!(w.prefetch_from(&k, Offset(50), 8_000, Offset(1000)).is_none());
+        // In flight, with 5,000 + 4,000 bytes past 50: enough.
+        assert!(w.prefetch_from(&k, Offset(50), 4_000, 8_000, Offset(1000)).is_none());
         w.landed(&k, at, &slot, Some(piece(100, 200, 10_000)), Landed::Piece, usize::MAX);
         // Enough kept past 50 now.
-        assert!(w.prefetch_from(&k, Offset(50), 8_000, Offset(1000)).is_none());
+        assert!(w.prefetch_from(&k, Offset(50), 4_000, 8_000, Offset(1000)).is_none());
         // Nothing past the log end.
-        assert!(w.prefetch_from(&k, Offset(150), 50_000, Offset(200)).is_none());
+        assert!(w.prefetch_from(&k, Offset(150), 4_000, 50_000, Offset(200)).is_none());
+    }
+
+    #[test]
+    fn a_second_prefetch_starts_at_the_guessed_end_of_the_one_in_flight() {
+        let w = Windows::default();
+        let k = key();
+        let Found::Fetch(slot) = w.find(&k, Offset(0), false) else { panic!() };
+        // 100 records in 10,000 bytes: 100 bytes a record.
+        w.landed(&k, Offset(0), &slot, Some(piece(0, 100, 10_000)), Landed::Piece, usize::MAX);
+        // A window of 10,000 bytes from 100 probably ends at 190 (100 records, a tenth short).
+        let (first, one, _) =
+            w.prefetch_from(&k, Offset(50), 10_000, 25_000, Offset(1000)).unwrap();
+        assert_eq!(first, Offset(100));
+        let (second, two, guessed) =
+            w.prefetch_from(&k, Offset(50), 10_000, 25_000, Offset(1000)).unwrap();
+        assert_eq!(second, Offset(190));
+        assert!(guessed, "started at a guess");
+        // 5,000 bytes kept past 50 and two windows in flight: 25,000 ahead, enough.
+        assert!(w.prefetch_from(&k, Offset(50), 10_000, 25_000, Offset(1000)).is_none());
+        // A read inside either guess waits for its Fetch; one past both fetches itself.
+        assert!(
+            matches!(w.find(&k, Offset(150), false), Found::InFlight(s) if Arc::ptr_eq(&s, &one))
+        );
+        assert!(
+            matches!(w.find(&k, Offset(200), false), Found::InFlight(s) if Arc::ptr_eq(&s, &two))
+        );
+        // Passing over guesses, the guessed one is not waited for.
+        let Found::Fetch(own) = w.find(&k, Offset(200), true) else { panic!() };
+        w.landed(&k, Offset(200), &own, None, Landed::Failed, usize::MAX);
+        assert!(matches!(w.find(&k, Offset(400), false), Found::Fetch(_)));
+        // The first ends at 200, past the guess: a read at 195 is served by the first, one
+        // at 200 by the second (which starts inside the first's last records).
+        w.landed(&k, first, &one, Some(piece(100, 200, 10_000)), Landed::Piece, usize::MAX);
+        let mut guessed_piece = piece(190, 290, 10_000);
+        guessed_piece.guessed = true;
+        w.landed(&k, second, &two, Some(guessed_piece), Landed::Piece, usize::MAX);
+        let Found::Piece { next, .. } = w.find(&k, Offset(195), false) else { panic!() };
+        assert_eq!(next, Offset(290), "the piece reaching furthest");
+        let Found::Piece { next, guessed, .. } = w.find(&k, Offset(200), false) else { panic!() };
+        assert_eq!((next, guessed), (Offset(290), true));
+        // A read finding the guessed piece framed across its offset passes over it: the
+        // first piece serves 195, and 200 is fetched.
+        let Found::Piece { next, guessed, .. } = w.find(&k, Offset(195), true) else { panic!() };
+        assert_eq!((next, guessed), (Offset(200), false));
+        assert!(matches!(w.find(&k, Offset(200), true), Found::Fetch(_)));
+        // A guess past the log end stops there.
+        let w = Windows::default();
+        let Found::Fetch(slot) = w.find(&k, Offset(0), false) else { panic!() };
+        w.landed(&k, Offset(0), &slot, Some(piece(0, 100, 10_000)), Landed::Piece, usize::MAX);
+        let (at, _, _) = w.prefetch_from(&k, Offset(90), 10_000, 30_000, Offset(120)).unwrap();
+        assert_eq!(at, Offset(100));
+        assert!(w.prefetch_from(&k, Offset(90), 10_000, 30_000, Offset(120)).is_none());
+        assert!(matches!(w.find(&k, Offset(119), false), Found::InFlight(_)));
+        assert!(matches!(w.find(&k, Offset(120), false), Found::Fetch(_)));
     }
 
     #[test]
@@ -485,15 +671,15 @@ mod tests {
         let w = Windows::default();
         let k = key();
         for i in 0..4 {
-            let Found::Fetch(slot) = w.find(&k, Offset(i * 10)) else { panic!() };
+            let Found::Fetch(slot) = w.find(&k, Offset(i * 10), false) else { panic!() };
             let p = piece(i * 10, i * 10 + 10, 1000);
             w.landed(&k, Offset(i * 10), &slot, Some(p), Landed::Piece, 2500);
             assert!(w.kept_bytes() <= 2500);
         }
         // The two newest are kept.
-        assert!(matches!(w.find(&k, Offset(35)), Found::Piece { .. }));
-        assert!(matches!(w.find(&k, Offset(25)), Found::Piece { .. }));
-        assert!(matches!(w.find(&k, Offset(5)), Found::Fetch(_)));
+        assert!(matches!(w.find(&k, Offset(35), false), Found::Piece { .. }));
+        assert!(matches!(w.find(&k, Offset(25), false), Found::Piece { .. }));
+        assert!(matches!(w.find(&k, Offset(5), false), Found::Fetch(_)));
         w.drop_all();
         assert_eq!(w.kept_bytes(), 0);
     }
