@@ -32,6 +32,19 @@ enum Answered {
     From(Offset),
 }
 
+/// Where a piece of `bytes` (whole batches) fetched from `from` serves reads from: the base
+/// offset of its first v2 batch when that is below `from` (a Fetch answers with the batch
+/// holding its offset, so the piece holds that batch's earlier records too, and a read from
+/// the batch's start, where the answer before a guessed prefetch ended, finds it).
+fn reaches_back(from: Offset, bytes: &[u8]) -> Offset {
+    match parse_batch_info(bytes) {
+        Ok(info) if info.magic >= 2 && info.base_offset.0 >= 0 && info.base_offset < from => {
+            info.base_offset
+        }
+        _ => from,
+    }
+}
+
 /// Whether the first batch of `bytes` (whole batches) starts below `from`.
 fn starts_below(bytes: &[u8], from: Offset) -> bool {
     parse_batch_info(bytes).is_ok_and(|info| info.base_offset < from)
@@ -138,9 +151,12 @@ impl ClusterPartition {
                     }
                     // Looked again: served by what landed, or a Fetch of its own.
                 }
-                Found::Fetch(slot) => {
+                Found::Fetch(slot, ahead) => {
                     let ask =
                         self.windows.window_of(&key, from).unwrap_or(first).max(first).min(cap);
+                    // A gap before a piece fetched ahead (a guess past an answer's end): a
+                    // small Fetch fills it, the piece serves the rest.
+                    let ask = if ahead.is_some() { ask.min(first) } else { ask };
                     let landed = self.hold(ask).and_then(|held| {
                         let piece = self.fetch_window(from, ask, false);
                         drop(held);
@@ -176,6 +192,7 @@ impl ClusterPartition {
             }
         };
         if let Some(next) = chunk.next.as_ref().map(|c| c.next_offset) {
+            self.windows.passed(&key, next);
             let stream = self.windows.advance(&key, cursor.next_offset, next, first, cap);
             if stream.sequential >= PREFETCH_AFTER {
                 // As many as the windows ahead allow: a read taking a whole answer at once
@@ -218,6 +235,8 @@ impl ClusterPartition {
     /// was sent.
     fn prefetch(&self, key: &Key, from: Offset, window: usize) -> bool {
         let Some((_, end)) = self.stated_bounds() else { return false };
+        // Pieces fetched ahead stay kept until the reader gets to them: those it passed go
+        // first when the kept pieces pass their cap (`Windows::passed`).
         let ahead = window.saturating_mul(AHEAD_WINDOWS);
         let Some((at, slot, guessed)) = self.windows.prefetch_from(key, from, window, ahead, end)
         else {
@@ -327,11 +346,10 @@ impl ClusterPartition {
         if !self.committed {
             let (start, end, next) = self.whole_from(&fetched.records, at)?;
             if end > start {
-                return Ok(Answered::Piece(Piece::new(
-                    from,
-                    next,
-                    fetched.records.slice(start..end),
-                )));
+                let bytes = fetched.records.slice(start..end);
+                let mut piece = Piece::new(reaches_back(from, &bytes), next, bytes);
+                piece.asked = ask;
+                return Ok(Answered::Piece(piece));
             }
             return Ok(if fetched.high_watermark > at { Answered::Nothing } else { Answered::End });
         }
@@ -346,7 +364,10 @@ impl ClusterPartition {
         let kept = committed_batches(&fetched.records, at, lso, &aborted, ask.max(1))
             .map_err(|(pos, e)| self.bad_bytes(pos, &e.to_string()))?;
         if !kept.bytes.is_empty() {
-            return Ok(Answered::Piece(Piece::new(from, kept.next, Bytes::from(kept.bytes))));
+            let from = reaches_back(from, &kept.bytes);
+            let mut piece = Piece::new(from, kept.next, Bytes::from(kept.bytes));
+            piece.asked = ask;
+            return Ok(Answered::Piece(piece));
         }
         if kept.next <= at || kept.next >= lso {
             return Ok(Answered::End);
@@ -402,7 +423,7 @@ impl ClusterPartition {
             return None;
         }
         match self.windows.find(&self.key(), from, false) {
-            Found::Fetch(slot) => Some((slot, FIRST_WINDOW.min(self.fetch_cap()))),
+            Found::Fetch(slot, _) => Some((slot, FIRST_WINDOW.min(self.fetch_cap()))),
             Found::Piece { .. } | Found::InFlight(_) => None,
         }
     }
