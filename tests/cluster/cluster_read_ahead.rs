@@ -114,3 +114,80 @@ fn cluster_read_ahead_serves_sequential_and_interleaved_reads_exactly() {
     assert_eq!(late.len(), 15);
     assert_eq!(late[14], (6004, b"late 4".to_vec()));
 }
+
+/// The first offset of each batch of `bytes` (whole batches).
+fn bases(bytes: &[u8]) -> Vec<i64> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < bytes.len() {
+        let size = peek_entry(&bytes[pos..]).unwrap().unwrap().total_size();
+        out.push(decode_batch(&bytes[pos..pos + size]).unwrap().info().base_offset.0);
+        pos += size;
+    }
+    out
+}
+
+/// Readers of one partition share what each fetched, but tansu's SQLite engine frames each
+/// Fetch answer's batches anew from the offset asked (a Fetch from 300 answers one batch from
+/// 300 on). A read continuing where its last batch ended, at an offset inside such a batch
+/// fetched for another reader, gets a batch starting at its offset (its own Fetch), never the
+/// records below its offset again; a read from exactly where another read's Fetch started
+/// is served from that answer.
+#[test]
+fn cluster_read_ahead_a_read_inside_a_batch_fetched_for_another_read_gets_no_record_twice() {
+    let broker = Tansu::start();
+    let mut config = ClientConfig::default();
+    config.set_pair("request.timeout.ms=10000").unwrap();
+    let client =
+        Arc::new(Client::connect(parse_bootstrap(&broker.bootstrap()).unwrap(), config).unwrap());
+    client.create_topic("t", 1, &[]).unwrap();
+    for b in 0..40 {
+        let batch: Vec<NewRecord> = (0..500)
+            .map(|i| NewRecord {
+                value: Some(format!("{:0100}", b * 500 + i).into_bytes()),
+                ..NewRecord::default()
+            })
+            .collect();
+        client.produce("t", 0, &batch).unwrap();
+    }
+    let source = ClusterSource::new(Arc::clone(&client), false);
+    let p = source.partition("t", 0).unwrap();
+    let read = |at: i64| {
+        p.read(&ReadCursor::at(Offset(at)), 64 << 10, topicfs::source::ReadMode::Batches)
+            .and_then(topicfs::source::ReadAnswer::into_chunk)
+            .unwrap()
+    };
+    // A reader from 300: its answer's one batch starts at 300.
+    let other = read(300);
+    assert_eq!(bases(&other.bytes).first(), Some(&300));
+    let fetches = || client.request_counts().get(kafka_protocol::messages::ApiKey::Fetch);
+    // A second read from 300 is served from that answer.
+    let before = fetches();
+    assert_eq!(read(300).bytes, other.bytes);
+    assert_eq!(fetches(), before);
+    // A reader from 0 ends its first batch inside the other's; its next read starts there.
+    let first = read(0);
+    let next = first.next.unwrap().next_offset;
+    let other_end = other.next.unwrap().next_offset;
+    assert!(next.0 > 300 && next < other_end, "{next:?} not inside 300..{other_end:?}");
+    let mut cursor = first.next.unwrap();
+    let mut seen = records(&first.bytes, Offset(0)).len() as i64;
+    while cursor.next_offset.0 < 20_000 {
+        let chunk = p
+            .read(&cursor, 64 << 10, topicfs::source::ReadMode::Batches)
+            .and_then(topicfs::source::ReadAnswer::into_chunk)
+            .unwrap();
+        let got = bases(&chunk.bytes);
+        assert!(
+            got.first().is_some_and(|b| *b == cursor.next_offset.0),
+            "a read from {:?} continuing a batch's end got batches from {got:?}",
+            cursor.next_offset
+        );
+        // Every record of the answer is the reader's (none below its offset).
+        let all = records(&chunk.bytes, Offset(0));
+        assert_eq!(all.first().map(|r| r.0), Some(cursor.next_offset.0));
+        seen += all.len() as i64;
+        cursor = chunk.next.unwrap();
+    }
+    assert_eq!(seen, 20_000);
+}

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use super::ClusterPartition;
 use super::window::{
     AHEAD_WINDOWS, FIRST_WINDOW, FLIGHTS_PER_PARTITION, FlightSlot, Found, Key, Landed,
-    PIECE_WINDOWS, PREFETCH_AFTER, PROBE_ASK, Piece,
+    PIECE_WINDOWS, PREFETCH_AFTER, PROBE_ASK, Pass, Piece,
 };
 use crate::client::{FetchOptions, FetchedPartition};
 use crate::committed::committed_batches;
@@ -108,17 +108,25 @@ impl ClusterPartition {
         // Set when a guessed piece's batches are framed across `from`: pieces and flights
         // from guesses are passed over then.
         let mut unguessed = false;
+        // Pieces framed across `from` (fetched for another read): passed over.
+        let mut across: Vec<(Offset, Offset)> = Vec::new();
         let chunk = loop {
-            match self.windows.find(&key, from, unguessed) {
-                Found::Piece { bytes, next, guessed } => {
+            let pass = Pass { guessed: unguessed, pieces: &across };
+            match self.windows.find(&key, from, &pass) {
+                Found::Piece { bytes, from: piece_from, next, guessed, fetched_for } => {
                     let chunk = self.served(&bytes, from, next, max_bytes)?;
                     match chunk {
-                        Some(chunk) if guessed && starts_below(&chunk.bytes, from) => {
-                            // Framed otherwise than the answer this read continues (a broker
-                            // that rebuilds batches per Fetch): its first batch holds records
-                            // below `from`, which the read must not return again.
-                            unguessed = true;
-                            self.windows.refuse_guesses(&key);
+                        Some(chunk) if fetched_for != from && starts_below(&chunk.bytes, from) => {
+                            // Its batch holding `from` starts below it, and the piece was
+                            // fetched for a read from elsewhere: a broker that frames batches
+                            // per Fetch (tansu's SQLite engine) answers `from` with a batch
+                            // starting there, and a read continuing a batch that ended at
+                            // `from` must not get records below `from` again.
+                            across.push((piece_from, next));
+                            if guessed {
+                                unguessed = true;
+                                self.windows.refuse_guesses(&key);
+                            }
                         }
                         Some(chunk) => {
                             if guessed {
@@ -349,6 +357,7 @@ impl ClusterPartition {
                 let bytes = fetched.records.slice(start..end);
                 let mut piece = Piece::new(reaches_back(from, &bytes), next, bytes);
                 piece.asked = ask;
+                piece.fetched_for = from;
                 return Ok(Answered::Piece(piece));
             }
             return Ok(if fetched.high_watermark > at { Answered::Nothing } else { Answered::End });
@@ -364,9 +373,10 @@ impl ClusterPartition {
         let kept = committed_batches(&fetched.records, at, lso, &aborted, ask.max(1))
             .map_err(|(pos, e)| self.bad_bytes(pos, &e.to_string()))?;
         if !kept.bytes.is_empty() {
-            let from = reaches_back(from, &kept.bytes);
-            let mut piece = Piece::new(from, kept.next, Bytes::from(kept.bytes));
+            let reaches = reaches_back(from, &kept.bytes);
+            let mut piece = Piece::new(reaches, kept.next, Bytes::from(kept.bytes));
             piece.asked = ask;
+            piece.fetched_for = from;
             return Ok(Answered::Piece(piece));
         }
         if kept.next <= at || kept.next >= lso {
@@ -422,7 +432,7 @@ impl ClusterPartition {
         if self.stated_bounds().is_some_and(|(start, end)| start > from || end <= from) {
             return None;
         }
-        match self.windows.find(&self.key(), from, false) {
+        match self.windows.find(&self.key(), from, &Pass::NONE) {
             Found::Fetch(slot, _) => Some((slot, FIRST_WINDOW.min(self.fetch_cap()))),
             Found::Piece { .. } | Found::InFlight(_) => None,
         }

@@ -35,15 +35,22 @@
 //! end makes two pieces overlap (batches read twice); one past the end leaves a gap that the
 //! reader reaching it fetches itself. A read inside a prefetch's guessed range waits for it,
 //! then looks again. A piece fetched from a guessed offset (or continuing one) is
-//! [`Piece::guessed`]: on a broker whose batches never change (Kafka) its batches are the
-//! log's, but a broker that frames each Fetch answer anew (tansu's SQLite engine: one batch
-//! from the offset asked) answers a guess with a batch holding records the reader already
-//! has. So a read entering a guessed piece checks that its first batch starts at the read's
-//! offset; when it does not, the read fetches for itself and the partition gets no more
-//! guesses ([`Guesses`]: one guessed prefetch at a time until a read has shown that they
-//! continue the answers before them). A prefetch asks `fetch.min.bytes` with `fetch.max.wait.ms` when `fetch.min.bytes`
-//! is above 1 (any batch answers 1, and tansu holds a Fetch for its whole wait); a read the caller
-//! waits for always asks for an answer at once (a read at the log end must not wait).
+//! [`Piece::guessed`].
+//!
+//! **Framing.** On a broker whose batches never change (Kafka) every piece's batches are the
+//! log's. A broker that frames each Fetch answer anew (tansu's SQLite engine: one batch from
+//! the offset asked) answers two Fetches from different offsets with batches that overlap:
+//! a piece fetched for a read from 300 holds one batch from 300 on, and a reader whose last
+//! batch ended at 655 would get records 300–654 again from it. So a piece serves a read from
+//! its own Fetch's offset ([`Piece::fetched_for`]) whatever its first batch, and any other
+//! read only when the batch holding the read's offset starts at or after it; otherwise the
+//! read passes over it ([`Pass`]) and fetches for itself. A guessed piece framed across a
+//! read's offset also stops guesses for the partition ([`Guesses`]: one guessed prefetch at a
+//! time until a read has shown that they continue the answers before them), as each would
+//! cost a Fetch and serve nothing. A prefetch asks `fetch.min.bytes` with `fetch.max.wait.ms`
+//! when `fetch.min.bytes` is above 1 (any batch answers 1, and tansu holds a Fetch for its
+//! whole wait); a read the caller waits for always asks for an answer at once (a read at the
+//! log end must not wait).
 //!
 //! **Memory.** Every Fetch (a read's or a prefetch's) holds its size in the mount's fetch
 //! memory (`--memory-budget`) while in flight: a read waits for room (at most the request
@@ -109,6 +116,10 @@ pub(super) struct Piece {
     pub guessed: bool,
     /// The bytes its Fetch asked (its own size when not known).
     pub asked: usize,
+    /// The offset of the read whose answer this is (the Fetch's offset): a read from there
+    /// gets what a Fetch of its own would, whatever the first batch holds. A read from any
+    /// other offset is served only from a batch starting at or after it (see module docs).
+    pub fetched_for: Offset,
     /// When it was last served (the mount's tick), for least-recently-used dropping.
     used: u64,
 }
@@ -117,13 +128,17 @@ impl Piece {
     /// A piece of `bytes` read from `from`, continued at `next`.
     pub fn new(from: Offset, next: Offset, bytes: Bytes) -> Piece {
         let asked = bytes.len();
-        Piece { from, next, bytes, guessed: false, asked, used: 0 }
+        Piece { from, next, bytes, guessed: false, asked, fetched_for: from, used: 0 }
     }
 
-    /// Whether this piece makes `other` unneeded: it holds all of it, and is not guessed
-    /// unless `other` is too (a guessed piece may not serve every offset it holds).
+    /// Whether this piece makes `other` unneeded: it holds all of it, answers the same read
+    /// (a piece fetched for another read may be framed across the offsets `other` serves, see
+    /// module docs), and is not guessed unless `other` is too.
     fn covers(&self, other: &Piece) -> bool {
-        self.from <= other.from && other.next <= self.next && (!self.guessed || other.guessed)
+        self.from <= other.from
+            && other.next <= self.next
+            && self.fetched_for == other.fetched_for
+            && (!self.guessed || other.guessed)
     }
 }
 
@@ -267,9 +282,10 @@ struct WindowsState {
 
 /// What a read found (see [`Windows::find`]).
 pub(super) enum Found {
-    /// A piece holds the offset: its bytes (shared), where the read after them continues, and
-    /// whether it was fetched from a guessed offset ([`Piece::guessed`]).
-    Piece { bytes: Bytes, next: Offset, guessed: bool },
+    /// A piece holds the offset: its bytes (shared), its first offset, where the read after
+    /// them continues, whether it was fetched from a guessed offset ([`Piece::guessed`]) and
+    /// for which read ([`Piece::fetched_for`]).
+    Piece { bytes: Bytes, from: Offset, next: Offset, guessed: bool, fetched_for: Offset },
     /// A Fetch from the offset is in flight: wait on it, then look again.
     InFlight(Arc<FlightSlot>),
     /// Neither: the read fetches, reporting to this slot (registered as in flight); with the
@@ -278,11 +294,28 @@ pub(super) enum Found {
     Fetch(Arc<FlightSlot>, Option<Offset>),
 }
 
+/// What a read passes over in [`Windows::find`]: pieces and flights from guessed offsets
+/// (`guessed`), and the pieces it found framed across its offset (by first offset and next).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Pass<'a> {
+    pub guessed: bool,
+    pub pieces: &'a [(Offset, Offset)],
+}
+
+impl Pass<'_> {
+    /// Nothing passed over.
+    pub const NONE: Pass<'static> = Pass { guessed: false, pieces: &[] };
+
+    fn skips(&self, p: &Piece) -> bool {
+        (self.guessed && p.guessed) || self.pieces.contains(&(p.from, p.next))
+    }
+}
+
 impl Windows {
-    /// The piece holding `from` for partition `key` (the one reaching furthest; not a guessed
-    /// one when `unguessed`), a Fetch in flight that probably holds `from` (not a guessed one
-    /// when `unguessed`), or else registers the caller's own Fetch from `from`.
-    pub fn find(&self, key: &Key, from: Offset, unguessed: bool) -> Found {
+    /// The piece holding `from` for partition `key` (the one reaching furthest; not one `pass`
+    /// passes over), a Fetch in flight that probably holds `from` (not a guessed one when
+    /// `pass.guessed`), or else registers the caller's own Fetch from `from`.
+    pub fn find(&self, key: &Key, from: Offset, pass: &Pass) -> Found {
         let mut st = lock(&self.state);
         st.tick += 1;
         let tick = st.tick;
@@ -290,13 +323,19 @@ impl Windows {
         let best = part
             .pieces
             .iter_mut()
-            .filter(|p| p.from <= from && from < p.next && !(unguessed && p.guessed))
+            .filter(|p| p.from <= from && from < p.next && !pass.skips(p))
             .max_by_key(|p| p.next);
         if let Some(p) = best {
             p.used = tick;
-            return Found::Piece { bytes: p.bytes.clone(), next: p.next, guessed: p.guessed };
+            return Found::Piece {
+                bytes: p.bytes.clone(),
+                from: p.from,
+                next: p.next,
+                guessed: p.guessed,
+                fetched_for: p.fetched_for,
+            };
         }
-        let waits = |f: &&Flight| f.covers(from) && !(unguessed && f.guessed);
+        let waits = |f: &&Flight| f.covers(from) && !(pass.guessed && f.guessed);
         if let Some(f) = part.flights.iter().find(waits) {
             return Found::InFlight(Arc::clone(&f.slot));
         }
@@ -607,31 +646,39 @@ mod tests {
     fn a_read_inside_a_piece_is_served_and_one_from_a_fetch_in_flight_waits_for_it() {
         let w = Windows::default();
         let k = key();
-        let Found::Fetch(slot, _) = w.find(&k, Offset(0), false) else {
+        let Found::Fetch(slot, _) = w.find(&k, Offset(0), &Pass::NONE) else {
             panic!("nothing kept yet")
         };
         // A second reader of offset 0 meanwhile waits for that Fetch.
-        let Found::InFlight(waited) = w.find(&k, Offset(0), false) else { panic!("not in flight") };
+        let Found::InFlight(waited) = w.find(&k, Offset(0), &Pass::NONE) else {
+            panic!("not in flight")
+        };
         assert!(Arc::ptr_eq(&slot, &waited));
         w.landed(&k, Offset(0), &slot, Some(piece(0, 10, 1000)), Landed::Piece, usize::MAX);
         assert!(matches!(waited.wait(Duration::from_secs(1)), Some(Landed::Piece)));
         for at in [0, 5, 9] {
-            let Found::Piece { next, bytes, .. } = w.find(&k, Offset(at), false) else {
+            let Found::Piece { next, bytes, .. } = w.find(&k, Offset(at), &Pass::NONE) else {
                 panic!("{at}")
             };
             assert_eq!((next, bytes.len()), (Offset(10), 1000));
         }
-        assert!(matches!(w.find(&k, Offset(10), false), Found::Fetch(..)));
+        assert!(matches!(w.find(&k, Offset(10), &Pass::NONE), Found::Fetch(..)));
         // Another partition shares nothing.
-        assert!(matches!(w.find(&("t".to_string(), 1, false), Offset(0), false), Found::Fetch(..)));
-        assert!(matches!(w.find(&("t".to_string(), 0, true), Offset(0), false), Found::Fetch(..)));
+        assert!(matches!(
+            w.find(&("t".to_string(), 1, false), Offset(0), &Pass::NONE),
+            Found::Fetch(..)
+        ));
+        assert!(matches!(
+            w.find(&("t".to_string(), 0, true), Offset(0), &Pass::NONE),
+            Found::Fetch(..)
+        ));
     }
 
     #[test]
     fn prefetches_start_at_the_end_of_what_is_kept_and_stop_at_the_log_end() {
         let w = Windows::default();
         let k = key();
-        let Found::Fetch(slot, _) = w.find(&k, Offset(0), false) else { panic!() };
+        let Found::Fetch(slot, _) = w.find(&k, Offset(0), &Pass::NONE) else { panic!() };
         w.landed(&k, Offset(0), &slot, Some(piece(0, 100, 10_000)), Landed::Piece, usize::MAX);
         // A reader at 50 has 5,000 bytes kept past it: 8,000 ahead wants more, from 100.
         let (at, slot, _) = w.prefetch_from(&k, Offset(50), 4_000, 8_000, Offset(1000)).unwrap();
@@ -649,7 +696,7 @@ mod tests {
     fn a_second_prefetch_starts_at_the_guessed_end_of_the_one_in_flight() {
         let w = Windows::default();
         let k = key();
-        let Found::Fetch(slot, _) = w.find(&k, Offset(0), false) else { panic!() };
+        let Found::Fetch(slot, _) = w.find(&k, Offset(0), &Pass::NONE) else { panic!() };
         // 100 records in 10,000 bytes: 100 bytes a record.
         w.landed(&k, Offset(0), &slot, Some(piece(0, 100, 10_000)), Landed::Piece, usize::MAX);
         // A window of 10,000 bytes from 100 probably ends at 200 (100 records, as the last).
@@ -665,45 +712,93 @@ mod tests {
         // A read inside either guess waits for its Fetch (the guessed one also a little below
         // its start: 200 - 100/8); one past both fetches itself.
         assert!(
-            matches!(w.find(&k, Offset(150), false), Found::InFlight(s) if Arc::ptr_eq(&s, &one))
+            matches!(w.find(&k, Offset(150), &Pass::NONE), Found::InFlight(s) if Arc::ptr_eq(&s, &one))
         );
         assert!(
-            matches!(w.find(&k, Offset(250), false), Found::InFlight(s) if Arc::ptr_eq(&s, &two))
+            matches!(w.find(&k, Offset(250), &Pass::NONE), Found::InFlight(s) if Arc::ptr_eq(&s, &two))
         );
         assert!(
-            matches!(w.find(&k, Offset(190), false), Found::InFlight(s) if Arc::ptr_eq(&s, &one))
+            matches!(w.find(&k, Offset(190), &Pass::NONE), Found::InFlight(s) if Arc::ptr_eq(&s, &one))
         );
         // Passing over guesses, the guessed one is not waited for.
-        let Found::Fetch(own, _) = w.find(&k, Offset(250), true) else { panic!() };
+        let Found::Fetch(own, _) = w.find(&k, Offset(250), &Pass { guessed: true, pieces: &[] })
+        else {
+            panic!()
+        };
         w.landed(&k, Offset(250), &own, None, Landed::Failed, usize::MAX);
-        assert!(matches!(w.find(&k, Offset(400), false), Found::Fetch(..)));
+        assert!(matches!(w.find(&k, Offset(400), &Pass::NONE), Found::Fetch(..)));
         // The first ends at 190, short of the guess; the second's answer starts with the
         // batch holding 200, at 185: a read at 190 is served by the second.
         w.landed(&k, first, &one, Some(piece(100, 190, 9_000)), Landed::Piece, usize::MAX);
         assert!(
-            matches!(w.find(&k, Offset(190), false), Found::InFlight(s) if Arc::ptr_eq(&s, &two))
+            matches!(w.find(&k, Offset(190), &Pass::NONE), Found::InFlight(s) if Arc::ptr_eq(&s, &two))
         );
         let mut guessed_piece = piece(185, 290, 10_500);
         guessed_piece.guessed = true;
         w.landed(&k, second, &two, Some(guessed_piece), Landed::Piece, usize::MAX);
-        let Found::Piece { next, .. } = w.find(&k, Offset(187), false) else { panic!() };
+        let Found::Piece { next, .. } = w.find(&k, Offset(187), &Pass::NONE) else { panic!() };
         assert_eq!(next, Offset(290), "the piece reaching furthest");
-        let Found::Piece { next, guessed, .. } = w.find(&k, Offset(190), false) else { panic!() };
+        let Found::Piece { next, guessed, .. } = w.find(&k, Offset(190), &Pass::NONE) else {
+            panic!()
+        };
         assert_eq!((next, guessed), (Offset(290), true));
         // A read finding the guessed piece framed across its offset passes over it: the
         // first piece serves 187, and 190 is fetched.
-        let Found::Piece { next, guessed, .. } = w.find(&k, Offset(187), true) else { panic!() };
+        let Found::Piece { next, guessed, .. } =
+            w.find(&k, Offset(187), &Pass { guessed: true, pieces: &[] })
+        else {
+            panic!()
+        };
         assert_eq!((next, guessed), (Offset(190), false));
-        assert!(matches!(w.find(&k, Offset(190), true), Found::Fetch(..)));
+        assert!(matches!(
+            w.find(&k, Offset(190), &Pass { guessed: true, pieces: &[] }),
+            Found::Fetch(..)
+        ));
         // A guess past the log end stops there.
         let w = Windows::default();
-        let Found::Fetch(slot, _) = w.find(&k, Offset(0), false) else { panic!() };
+        let Found::Fetch(slot, _) = w.find(&k, Offset(0), &Pass::NONE) else { panic!() };
         w.landed(&k, Offset(0), &slot, Some(piece(0, 100, 10_000)), Landed::Piece, usize::MAX);
         let (at, _, _) = w.prefetch_from(&k, Offset(90), 10_000, 30_000, Offset(120)).unwrap();
         assert_eq!(at, Offset(100));
         assert!(w.prefetch_from(&k, Offset(90), 10_000, 30_000, Offset(120)).is_none());
-        assert!(matches!(w.find(&k, Offset(119), false), Found::InFlight(_)));
-        assert!(matches!(w.find(&k, Offset(120), false), Found::Fetch(..)));
+        assert!(matches!(w.find(&k, Offset(119), &Pass::NONE), Found::InFlight(_)));
+        assert!(matches!(w.find(&k, Offset(120), &Pass::NONE), Found::Fetch(..)));
+    }
+
+    #[test]
+    fn a_read_passes_over_the_pieces_it_names_and_a_piece_covers_only_one_answering_the_same_read()
+    {
+        let w = Windows::default();
+        let k = key();
+        // Fetched for a read from 30 (a batch from 30 to 60), then for one from 0 (to 40).
+        let Found::Fetch(slot, _) = w.find(&k, Offset(30), &Pass::NONE) else { panic!() };
+        w.landed(&k, Offset(30), &slot, Some(piece(30, 60, 3000)), Landed::Piece, usize::MAX);
+        let Found::Fetch(slot, _) = w.find(&k, Offset(0), &Pass::NONE) else { panic!() };
+        w.landed(&k, Offset(0), &slot, Some(piece(0, 40, 4000)), Landed::Piece, usize::MAX);
+        // A read from 40 finds the piece fetched for 30 (the one reaching furthest) ...
+        let Found::Piece { from, next, fetched_for, .. } = w.find(&k, Offset(40), &Pass::NONE)
+        else {
+            panic!()
+        };
+        assert_eq!((from, next, fetched_for), (Offset(30), Offset(60), Offset(30)));
+        // ... and, passing over it, fetches for itself.
+        let across = [(Offset(30), Offset(60))];
+        let pass = Pass { guessed: false, pieces: &across };
+        let Found::Fetch(slot, ahead) = w.find(&k, Offset(40), &pass) else { panic!() };
+        assert_eq!(ahead, None);
+        // Its answer (40 to 60) lies inside the piece fetched for 30, but is kept.
+        w.landed(&k, Offset(40), &slot, Some(piece(40, 60, 2000)), Landed::Piece, usize::MAX);
+        let Found::Piece { fetched_for, .. } = w.find(&k, Offset(40), &pass) else { panic!() };
+        assert_eq!(fetched_for, Offset(40));
+        assert_eq!(w.kept_bytes(), 9000);
+        // A piece answering the same read and holding all of another replaces it.
+        let Found::Fetch(slot, _) = w.find(&k, Offset(60), &Pass::NONE) else { panic!() };
+        w.landed(&k, Offset(60), &slot, Some(piece(60, 70, 1000)), Landed::Piece, usize::MAX);
+        let Found::Fetch(slot, _) = w.find(&k, Offset(70), &Pass::NONE) else { panic!() };
+        let mut wider = piece(60, 90, 3000);
+        wider.fetched_for = Offset(60);
+        w.landed(&k, Offset(70), &slot, Some(wider), Landed::Piece, usize::MAX);
+        assert_eq!(w.kept_bytes(), 12_000);
     }
 
     #[test]
@@ -712,17 +807,17 @@ mod tests {
         let k = key();
         // Fetched ahead first (the oldest), then read: 0..10 is read last.
         for i in [3, 2, 1, 0] {
-            let Found::Fetch(slot, _) = w.find(&k, Offset(i * 10), false) else { panic!() };
+            let Found::Fetch(slot, _) = w.find(&k, Offset(i * 10), &Pass::NONE) else { panic!() };
             let p = piece(i * 10, i * 10 + 10, 1000);
             w.landed(&k, Offset(i * 10), &slot, Some(p), Landed::Piece, usize::MAX);
         }
-        assert!(matches!(w.find(&k, Offset(5), false), Found::Piece { .. }));
+        assert!(matches!(w.find(&k, Offset(5), &Pass::NONE), Found::Piece { .. }));
         // The reader passed 10: over the cap, 0..10 goes, not 30..40 (least recently used).
         w.passed(&k, Offset(10));
-        let Found::Fetch(slot, _) = w.find(&k, Offset(40), false) else { panic!() };
+        let Found::Fetch(slot, _) = w.find(&k, Offset(40), &Pass::NONE) else { panic!() };
         w.landed(&k, Offset(40), &slot, Some(piece(40, 50, 1000)), Landed::Piece, 4500);
-        assert!(matches!(w.find(&k, Offset(35), false), Found::Piece { .. }));
-        assert!(matches!(w.find(&k, Offset(5), false), Found::Fetch(..)));
+        assert!(matches!(w.find(&k, Offset(35), &Pass::NONE), Found::Piece { .. }));
+        assert!(matches!(w.find(&k, Offset(5), &Pass::NONE), Found::Fetch(..)));
     }
 
     #[test]
@@ -730,15 +825,15 @@ mod tests {
         let w = Windows::default();
         let k = key();
         for i in 0..4 {
-            let Found::Fetch(slot, _) = w.find(&k, Offset(i * 10), false) else { panic!() };
+            let Found::Fetch(slot, _) = w.find(&k, Offset(i * 10), &Pass::NONE) else { panic!() };
             let p = piece(i * 10, i * 10 + 10, 1000);
             w.landed(&k, Offset(i * 10), &slot, Some(p), Landed::Piece, 2500);
             assert!(w.kept_bytes() <= 2500);
         }
         // The two newest are kept.
-        assert!(matches!(w.find(&k, Offset(35), false), Found::Piece { .. }));
-        assert!(matches!(w.find(&k, Offset(25), false), Found::Piece { .. }));
-        assert!(matches!(w.find(&k, Offset(5), false), Found::Fetch(..)));
+        assert!(matches!(w.find(&k, Offset(35), &Pass::NONE), Found::Piece { .. }));
+        assert!(matches!(w.find(&k, Offset(25), &Pass::NONE), Found::Piece { .. }));
+        assert!(matches!(w.find(&k, Offset(5), &Pass::NONE), Found::Fetch(..)));
         w.drop_all();
         assert_eq!(w.kept_bytes(), 0);
     }
