@@ -204,8 +204,15 @@ impl Stream {
         let part = self.part.as_ref();
         let from0 = from;
         let window = usize::try_from(to - from).unwrap_or(usize::MAX);
-        // Room for the window and the rest of the batch it ends in (kept as the tail).
-        let mut out = Vec::with_capacity(window.min(1 << 20).saturating_add(READ_CHUNK * 2));
+        // Room for the window and the rest of the batch it ends in (kept as the tail): twice
+        // the batches' stored size (a `.json` rendering is larger than the batch), so that the
+        // batch crossing the window's end does not move the whole window to a larger buffer.
+        let tail_room = self
+            .batch_hint
+            .load(Ordering::Relaxed)
+            .saturating_mul(2)
+            .clamp(READ_CHUNK * 2, crate::walker::MAX_TAIL as usize);
+        let mut out = Vec::with_capacity(window.min(1 << 20).saturating_add(tail_room));
         let mut from = from;
         let checkpoint = {
             let mut st = lock(&self.index.state);
