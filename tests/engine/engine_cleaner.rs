@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use topicfs::format::{NewRecord, Offset};
 use topicfs::source::PartitionSource;
@@ -131,8 +131,12 @@ fn appends_and_reads_go_on_while_the_cleaner_runs() {
             n
         })
     };
+    // Whole passes the reader made: the cleaner runs until there was one (on a loaded machine
+    // twenty rounds can end before the reader's first pass does).
+    let passes_read = Arc::new(AtomicUsize::new(0));
     let reader = {
         let (log, done) = (Arc::clone(&log), Arc::clone(&done));
+        let passes_read = Arc::clone(&passes_read);
         std::thread::spawn(move || {
             let mut reads = 0;
             while !done.load(Ordering::Relaxed) {
@@ -158,6 +162,7 @@ fn appends_and_reads_go_on_while_the_cleaner_runs() {
                     cursor = chunk.next.unwrap();
                 }
                 reads += 1;
+                passes_read.fetch_add(1, Ordering::Relaxed);
             }
             reads
         })
@@ -165,7 +170,9 @@ fn appends_and_reads_go_on_while_the_cleaner_runs() {
     let mut cleaner = Cleaner::new(1 << 16);
     let mut checkpoint = None;
     let mut passes = 0;
-    for round in 0..20 {
+    let mut round = 0;
+    while round < 20 || (passes_read.load(Ordering::Relaxed) == 0 && round < 100_000) {
+        round += 1;
         let opts = CleanOptions { now: T0 + 10_000 + round, ..CleanOptions::default() };
         if let Some(stats) = cleaner.clean(&log, &settings(), checkpoint, &opts).unwrap() {
             checkpoint = Some(stats.end_offset);
