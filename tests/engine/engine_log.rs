@@ -369,6 +369,59 @@ fn crc_corrupt_batch_truncates_its_segment_and_deletes_later_segments() {
     assert_eq!(read_all(&log, Offset(0)).len() as i64, log.log_end_offset().0);
 }
 
+/// Flips a byte at `at` of `path` in place (the same file, as a disk fault would).
+fn flip_byte(path: &Path, at: u64) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().read(true).write(true).open(path).unwrap();
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, at).unwrap();
+    f.write_all_at(&[b[0] ^ 0xff], at).unwrap();
+}
+
+/// A sealed segment's batches are CRC-checked by the first read of them and not again by the
+/// same open log (its bytes never change); the active segment's at every read; a log opened
+/// anew checks again.
+#[test]
+fn a_sealed_segments_batches_are_crc_checked_once_per_open_log_and_the_active_ones_every_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = small_config();
+    let (sealed, active) = {
+        let (d, log) = open_log(tmp.path(), &c);
+        append_n(&log, 30, 1000, 100);
+        let segs = log.segment_list();
+        assert!(segs.len() >= 3);
+        let (sealed, active) = (segs[1].clone(), segs.last().unwrap().clone());
+        assert_eq!(read_all(&log, Offset(0)).len(), 30, "every batch checked once");
+        flip_byte(sealed.log_path(), 70);
+        flip_byte(active.log_path(), 70);
+        let read_at = |o: Offset| log.read(&log.seek(o).unwrap(), 4096);
+        // Checked before the damage: served as stored, no check again.
+        assert!(read_at(sealed.base_offset()).is_ok());
+        // The active segment's batch is checked at every read.
+        for _ in 0..2 {
+            match read_at(active.base_offset()) {
+                Err(Error::Corrupt { file, position, .. }) => {
+                    assert_eq!(file.as_path(), active.log_path());
+                    assert!(position < 100, "inside the first batch: {position}");
+                }
+                other => panic!("active segment's damaged batch: {other:?}"),
+            }
+        }
+        d.shutdown().unwrap();
+        (sealed, active)
+    };
+    // A log opened anew (clean shutdown: no recovery) checks the sealed segment again.
+    let (_d, log) = open_log(tmp.path(), &c);
+    match log.read(&log.seek(sealed.base_offset()).unwrap(), 4096) {
+        Err(Error::Corrupt { file, position, .. }) => {
+            assert_eq!(file.as_path(), sealed.log_path());
+            assert!(position < 100, "inside the first batch: {position}");
+        }
+        other => panic!("sealed segment's damaged batch after reopening: {other:?}"),
+    }
+    drop(active);
+}
+
 #[test]
 fn missing_index_is_rebuilt_at_open() {
     let tmp = tempfile::tempdir().unwrap();

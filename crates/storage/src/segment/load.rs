@@ -177,6 +177,7 @@ impl LogSegment {
             index_repairs: Mutex::new(Vec::new()),
             sealed_txn_index_size: Mutex::new(None),
             generation: std::sync::atomic::AtomicU32::new(0),
+            crc_checked_to: AtomicU64::new(0),
         }
     }
 

@@ -131,6 +131,14 @@ pub struct LogSegment {
     /// 0, or the cleaner generation of a segment the log cleaner wrote in place of others
     /// while the log was open ([`LogSegment::generation`]).
     generation: std::sync::atomic::AtomicU32,
+    /// **Invariant**: bytes `[0, crc_checked_to)` of the `.log` are whole batches whose CRC a
+    /// [`LogSegment::read`] of this object checked while the segment was sealed. A sealed
+    /// segment's bytes never change while its object exists (appends go to the active one; the
+    /// cleaner and retention replace or delete whole files, and a broker's new files make a
+    /// read-only log load new objects), so reads below it skip the check: each batch's CRC is
+    /// checked once per mount. Only grows while sealed; 0 again when the segment becomes
+    /// active or recovery truncates it.
+    crc_checked_to: AtomicU64,
 }
 
 impl LogSegment {

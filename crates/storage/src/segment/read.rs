@@ -52,9 +52,10 @@ impl LogSegment {
     }
 
     /// Whole batches starting at `position`, at most `max_bytes` unless the first batch alone is
-    /// larger (then exactly that batch). Each batch's CRC is checked: a bad first batch is an
-    /// error naming the file and position, a bad later batch ends the chunk before it.
-    /// `None` when `position` is at (or past) the committed end.
+    /// larger (then exactly that batch). Each batch's CRC is checked (in a sealed segment once
+    /// per object, see `crc_checked_to`): a bad first batch is an error naming the file and
+    /// position, a bad later batch ends the chunk before it. `None` when `position` is at (or
+    /// past) the committed end.
     pub fn read(&self, position: Position, max_bytes: usize) -> Result<Option<SegmentRead>> {
         let end = self.size();
         if position.0 >= end {
@@ -75,6 +76,9 @@ impl LogSegment {
         {
             bytes = read(first.total_size())?;
         }
+        // Batches below this were checked by an earlier read (see `crc_checked_to`).
+        let sealed = !self.is_active();
+        let checked_to = if sealed { self.crc_checked_to.load(Ordering::Acquire) } else { 0 };
         let mut cut = 0usize;
         let mut next_offset = Offset(0);
         while let Some(rest) = bytes.get(cut..) {
@@ -86,7 +90,9 @@ impl LogSegment {
                 Err(_) => break,
             };
             let Some(entry) = rest.get(..header.total_size()) else { break };
-            let checked = parse_batch_info(entry).and_then(|info| verify_crc(entry).map(|()| info));
+            let known = pos + entry.len() as u64 <= checked_to;
+            let checked = parse_batch_info(entry)
+                .and_then(|info| if known { Ok(info) } else { verify_crc(entry).map(|()| info) });
             match checked {
                 Ok(info) => {
                     cut += entry.len();
@@ -101,6 +107,10 @@ impl LogSegment {
         }
         bytes.truncate(cut);
         let next_position = Position(position.0 + cut as u64);
+        if sealed && position.0 <= checked_to && !self.is_active() {
+            // Every batch from 0 to here is checked now (reads from at most the mark on).
+            self.crc_checked_to.fetch_max(next_position.0, Ordering::AcqRel);
+        }
         Ok(Some(SegmentRead { bytes, next_position, next_offset }))
     }
 

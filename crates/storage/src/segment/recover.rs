@@ -76,6 +76,7 @@ impl LogSegment {
             );
             if self.mode == SegmentMode::Writable {
                 self.log.set_len(valid).map_err(|e| Error::io(&self.log_path, "truncate", e))?;
+                self.crc_checked_to.fetch_min(valid, Ordering::AcqRel);
             }
         }
         self.size.store(valid, Ordering::Release);

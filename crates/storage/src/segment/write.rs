@@ -116,6 +116,7 @@ impl LogSegment {
     /// `segment.index.bytes` (dropping lazily opened read-only maps first).
     pub fn on_become_active(&self) -> Result<()> {
         self.active.store(true, Ordering::Release);
+        self.crc_checked_to.store(0, Ordering::Release);
         if self.mode == SegmentMode::ReadOnly {
             return Ok(());
         }
