@@ -534,6 +534,40 @@ proptest! {
     }
 }
 
+/// Opening one stream again (what the lookup, `stat` and `open` of one name each do) does not
+/// read the batch holding its start again: the index keeps the positions it walked to
+/// (`IndexState::located`). In batches of 2,000 records (what a producer's 1 MB batches hold),
+/// that batch is most of a random open's cost.
+#[test]
+fn reopening_a_stream_inside_a_large_batch_reads_that_batch_once() {
+    let part = Arc::new(MemPartition::new("orders", 0, 64 << 20));
+    for b in 0..20 {
+        let records: Vec<NewRecord> = (0..2000)
+            .map(|i| rec(&format!("value-{}", b * 2000 + i), 1_000 + i64::from(b * 2000 + i)))
+            .collect();
+        part.append_batch(&plain(), &records);
+    }
+    let reg = StreamRegistry::with_isolation(Isolation::ReadUncommitted);
+    for format in FORMATS {
+        let whole = full_read(&open(&reg, &part, &format!("0{}", format.suffix())));
+        let name = format!("21234{}", format.suffix());
+        let before = part.bytes_read();
+        let first = open(&reg, &part, &name);
+        assert!(part.bytes_read() > before, "{format:?}: the first open walks the batch");
+        let mut opened = vec![first];
+        for _ in 0..2 {
+            let before = part.bytes_read();
+            opened.push(open(&reg, &part, &name));
+            assert_eq!(part.bytes_read(), before, "{format:?}: an open again read the log");
+        }
+        let expected = model(&part, format, 21_234, None);
+        assert!(whole.ends_with(&expected), "{format:?}");
+        for s in opened {
+            assert_eq!(s.read_at(0, 100).unwrap(), expected[..100], "{format:?}");
+        }
+    }
+}
+
 #[test]
 fn opening_far_from_the_log_start_renders_neither_the_prefix_nor_more_than_the_budget() {
     let part = sample(20_000, 256 * 1024);

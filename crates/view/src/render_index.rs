@@ -146,7 +146,17 @@ pub(super) struct IndexState {
     /// The rendered position of the frontier when the active segment's prefix was last
     /// stored (see [`RenderIndex::store_prefix`]).
     prefix_stored: Option<u64>,
+    /// The latest positions [`RenderIndex::locate`] walked to (at most [`LOCATED`]): the
+    /// target, the checkpoint the walk started from, and the position found inside a batch
+    /// the walk read. Valid while that checkpoint is the floor of the target: the bytes
+    /// between a checkpoint and the frontier render the same until the index drops the
+    /// checkpoint or is rebuilt (a new `IndexState`). So the lookup, `stat` and `open` of one
+    /// `by-offset/N` read and count the batch holding `N` once, not once each.
+    located: std::collections::VecDeque<(Target, Checkpoint, u64)>,
 }
+
+/// Positions [`IndexState::located`] keeps.
+const LOCATED: usize = 32;
 
 impl IndexState {
     /// The index's generation: it changes when the index is rebuilt (streams of an older one
@@ -194,7 +204,7 @@ pub struct RenderIndex {
 }
 
 /// What a locate walk looks for: the rendered position of the first unit that satisfies it.
-#[derive(Copy, Clone, Debug)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(super) enum Target {
     /// Record formats: the first record with offset `>= x`.
     Record(Offset),
@@ -420,6 +430,7 @@ impl RenderIndex {
         part: &dyn PartitionSource,
         rewrites: u64,
     ) -> Result<()> {
+        st.located.clear();
         if !part.holds(&st.frontier.cursor)? {
             *st = IndexState::origin_at(part, st.generation.wrapping_add(1), None)?;
             return Ok(());

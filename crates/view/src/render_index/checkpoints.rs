@@ -35,6 +35,7 @@ impl IndexState {
             completed: Vec::new(),
             prefix_tried: None,
             prefix_stored: None,
+            located: std::collections::VecDeque::new(),
         })
     }
 

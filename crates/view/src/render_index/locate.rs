@@ -45,19 +45,26 @@ impl RenderIndex {
         if from.bound == x && sure {
             return Ok(from.position);
         }
+        if let Some(&(_, _, at)) = st.located.iter().find(|(t, c, _)| *t == target && *c == from) {
+            return Ok(at);
+        }
         let mut w = self.walker(part, from);
-        while let Some(step) = w.peek()? {
+        let found = loop {
+            let Some(step) = w.peek()? else {
+                // The end of what is readable (or stable) now: not kept, it may move.
+                return Ok(w.here.position);
+            };
             let rendered = match target {
                 Target::Record(x) => {
                     let n = w.count_batch(&step, Some(x))?;
                     if step.info.last_offset >= x {
-                        return Ok(w.here.position.saturating_add(n));
+                        break w.here.position.saturating_add(n);
                     }
                     n
                 }
                 Target::BatchHolding(x) => {
                     if step.info.last_offset >= x {
-                        return Ok(w.here.position);
+                        break w.here.position;
                     }
                     u64::from(step.info.size)
                 }
@@ -65,14 +72,18 @@ impl RenderIndex {
                     let first =
                         first_offset(w.entry(&step), &step.info).map_err(|e| w.corrupt(0, &e))?;
                     if first >= x {
-                        return Ok(w.here.position);
+                        break w.here.position;
                     }
                     u64::from(step.info.size)
                 }
             };
             w.advance(&step, rendered);
+        };
+        if st.located.len() >= super::LOCATED {
+            st.located.pop_front();
         }
-        Ok(w.here.position)
+        st.located.push_back((target, from, found));
+        Ok(found)
     }
 
     /// Extends the index to the current log end and returns the frontier's rendered position.
