@@ -64,6 +64,24 @@ pub(crate) fn read_vec_at(file: &File, len: usize, pos: u64) -> io::Result<Vec<u
     Ok(out)
 }
 
+/// Appends up to `len` bytes read at `pos` to `out` (fewer only at the end of the file), read
+/// straight into its spare capacity (as [`read_vec_at`]).
+pub(crate) fn read_more_at(file: &File, out: &mut Vec<u8>, len: usize, pos: u64) -> io::Result<()> {
+    let had = out.len();
+    out.reserve_exact(len);
+    while out.len() < had + len {
+        let at = pos.saturating_add((out.len() - had) as u64);
+        match rustix::io::pread(file, rustix::buffer::spare_capacity(out), at) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    out.truncate(had + len);
+    Ok(())
+}
+
 /// Reads up to `buf.len()` bytes at `pos`; fewer only at the end of the file.
 pub(crate) fn read_fully_at(file: &File, buf: &mut [u8], pos: u64) -> io::Result<usize> {
     let mut filled = 0;
@@ -193,6 +211,19 @@ impl<'a> ChunkReader<'a> {
 mod tests {
     use super::*;
     use std::io::Write;
+
+    #[test]
+    fn read_more_at_appends_the_files_bytes_after_what_is_there_and_fewer_only_at_its_end() {
+        let mut file = tempfile::tempfile().unwrap();
+        let bytes: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        file.write_all(&bytes).unwrap();
+        for (have, len) in [(0, 0), (10, 1), (4096, 200_000), (299_990, 50), (300_000, 10)] {
+            let mut out = read_vec_at(&file, have, 0).unwrap();
+            read_more_at(&file, &mut out, len, have as u64).unwrap();
+            let to = (have + len).min(bytes.len());
+            assert_eq!(out, &bytes[..to], "{have} then {len}");
+        }
+    }
 
     #[test]
     fn read_vec_at_returns_the_files_bytes_and_fewer_only_at_its_end() {

@@ -50,7 +50,9 @@ use topicfs_source::error::{Error, Result};
 use topicfs_source::sync::lock;
 
 use super::offset_index::OffsetIndex;
-use super::scan::{BatchLocation, ChunkReader, corrupt_at, read_fully_at, read_vec_at};
+use super::scan::{
+    BatchLocation, ChunkReader, corrupt_at, read_fully_at, read_more_at, read_vec_at,
+};
 use super::time_index::TimeIndex;
 
 mod files;

@@ -68,13 +68,21 @@ impl LogSegment {
                 .map_err(|e| Error::io(&self.log_path, "read", e))
         };
         let mut bytes = read(span)?;
-        // The first batch alone may be larger than `max_bytes`: then read exactly it.
+        // The first batch alone may be larger than `max_bytes`: then read exactly it (the rest
+        // of it, after what was read).
         if let Some(first) =
             peek_entry(&bytes).map_err(|e| corrupt_at(&self.log_path, position.0, e))?
             && first.total_size() > bytes.len()
             && first.total_size() as u64 <= available
         {
-            bytes = read(first.total_size())?;
+            let have = bytes.len();
+            read_more_at(
+                &self.log,
+                &mut bytes,
+                first.total_size() - have,
+                position.0 + have as u64,
+            )
+            .map_err(|e| Error::io(&self.log_path, "read", e))?;
         }
         // Batches below this were checked by an earlier read (see `crc_checked_to`).
         let sealed = !self.is_active();
