@@ -2095,6 +2095,89 @@ fn fuse_ceiling(
     Ok(())
 }
 
+/// Records per batch of the lookup figures' partition (issue 36 §3): about 1 MiB batches of
+/// 100-byte values, what topicfs's own `append` and librdkafka's producer write.
+const LOOKUP_BATCH_RECORDS: usize = 10_000;
+
+/// Open + first read of random `by-offset/N` right after a sequential read of the same
+/// partition (issue 36 §3: "1 M-record, one-segment partitions right after a sequential
+/// read"): per round, `cat by-offset/0` of the whole partition and then `lookups` opens of a
+/// random `by-offset/N`, each reading once with a buffer of `st_blksize` (what Python's `open`
+/// and `read(100)` ask) and checked to start with record `N`. Against open + one read of the
+/// same size at a random position of the partition's `.log` (the page cache's floor).
+fn lookups_after_read(
+    a: &Args,
+    g: &Generated,
+    label: &str,
+    rounds: usize,
+    lookups: usize,
+    report: &mut Report,
+) -> Result<(), String> {
+    let mnt = a.work.join("mnt-lookup");
+    let (m, _) = Mount::topic(a, &g.dir, &mnt, &["--read-only"])?;
+    let part = mnt.join(TOPIC).join("0");
+    let by0 = part.join("by-offset").join("0");
+    let blksize =
+        std::os::unix::fs::MetadataExt::blksize(&fs::metadata(&by0).map_err(|e| e.to_string())?)
+            as usize;
+    let mut buf = vec![0u8; blksize.max(4096)];
+    let raw = segment_logs(g);
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let (mut mount_us, mut raw_us) = (vec![], vec![]);
+    let cat = format!("cat {} > /dev/null", sh_quote(&by0));
+    for _ in 0..rounds {
+        time_sh(&cat)?;
+        for _ in 0..lookups {
+            let o = rng.below(g.records);
+            let p = part.join("by-offset").join(o.to_string());
+            let t = Instant::now();
+            let mut f = File::open(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+            let n = f.read(&mut buf).map_err(|e| format!("{}: {e}", p.display()))?;
+            mount_us.push(t.elapsed().as_secs_f64() * 1e6);
+            let expect = format!("record {o:012}");
+            if n < expect.len() || &buf[..expect.len()] != expect.as_bytes() {
+                return Err(format!("{}: first record is not {expect}", p.display()));
+            }
+            let log = &raw[rng.below(raw.len() as u64) as usize];
+            let len = fs::metadata(log).map_err(|e| e.to_string())?.len();
+            let at = rng.below(len.saturating_sub(buf.len() as u64).max(1)) & !4095;
+            let t = Instant::now();
+            let f = File::open(log).map_err(|e| format!("{}: {e}", log.display()))?;
+            std::os::unix::fs::FileExt::read_at(&f, &mut buf, at).map_err(|e| e.to_string())?;
+            raw_us.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    m.stop()?;
+    let r = latency_rounds(&mount_us, rounds);
+    let (rp50, rp99, _) = latency(raw_us);
+    report.row(
+        "lookup",
+        format!(
+            "open + first read ({} KiB) of a random by-offset/N right after cat by-offset/0, {label}",
+            buf.len() >> 10
+        ),
+        format!(
+            "p50 {:.2} ms, p99 {:.2} ms (rounds {:.2}..{:.2})",
+            r.p50 / 1e3,
+            r.p99 / 1e3,
+            r.p99_best / 1e3,
+            r.p99_worst / 1e3
+        ),
+        format!("raw .log open + read p50 {:.3} ms, p99 {:.3} ms", rp50 / 1e3, rp99 / 1e3),
+        "",
+        "p99 < 2 ms",
+        Some(r.p99 < 2000.0),
+    );
+    report.put(
+        &format!("lookup_after_read_{}", g.records),
+        json!({"label": label, "p50_us": r.p50, "p99_us": r.p99, "max_us": r.max,
+               "p99_best_round_us": r.p99_best, "p99_worst_round_us": r.p99_worst,
+               "rounds": rounds, "lookups_per_round": lookups, "read_bytes": buf.len(),
+               "raw_p50_us": rp50, "raw_p99_us": rp99}),
+    );
+    Ok(())
+}
+
 /// The append rows of the FUSE ceiling: the same lines `cat`ed into topicfs's `append` (a
 /// fresh writable mount each repetition), the null fs's sink and a plain file, alternating the
 /// order; each repetition's log end offset is checked against the line count.
@@ -2702,6 +2785,16 @@ fn run(a: &Args) -> Result<Report, String> {
         if !a.reuse_data {
             let _ = fs::remove_dir_all(&dir);
         }
+        let records = 1_000_000;
+        let dir = a.work.join("data-lookup-1M");
+        eprintln!("generating {records} records in batches of {LOOKUP_BATCH_RECORDS} ...");
+        let big = generate_sized(&dir, 1, records, KAFKA_SEGMENT_BYTES, LOOKUP_BATCH_RECORDS)?.0;
+        eprintln!("mount: lookups right after a sequential read ...");
+        let label = format!(
+            "{records} records in one segment, batches of {LOOKUP_BATCH_RECORDS} (about 1 MiB)"
+        );
+        lookups_after_read(a, &big, &label, plan.reps.max(3), 300, &mut report)?;
+        let _ = fs::remove_dir_all(&dir);
         return Ok(report);
     }
     if a.ceiling_and_cold {

@@ -378,11 +378,12 @@ fn flip_byte(path: &Path, at: u64) {
     f.write_all_at(&[b[0] ^ 0xff], at).unwrap();
 }
 
-/// A sealed segment's batches are CRC-checked by the first read of them and not again by the
-/// same open log (its bytes never change); the active segment's at every read; a log opened
-/// anew checks again.
+/// A batch's CRC is checked by the first read of it and not again by the same open log where
+/// its bytes cannot change (a sealed segment, and the active one of a writable log, which only
+/// this log appends to); the active segment of a read-only log (a broker may truncate and
+/// rewrite it) at every read; a log opened anew checks again.
 #[test]
-fn a_sealed_segments_batches_are_crc_checked_once_per_open_log_and_the_active_ones_every_read() {
+fn batches_are_crc_checked_once_per_open_log_and_a_read_only_logs_active_segment_every_read() {
     let tmp = tempfile::tempdir().unwrap();
     let c = small_config();
     let (sealed, active) = {
@@ -394,32 +395,32 @@ fn a_sealed_segments_batches_are_crc_checked_once_per_open_log_and_the_active_on
         assert_eq!(read_all(&log, Offset(0)).len(), 30, "every batch checked once");
         flip_byte(sealed.log_path(), 70);
         flip_byte(active.log_path(), 70);
-        let read_at = |o: Offset| log.read(&log.seek(o).unwrap(), 4096);
-        // Checked before the damage: served as stored, no check again.
-        assert!(read_at(sealed.base_offset()).is_ok());
-        // The active segment's batch is checked at every read.
-        for _ in 0..2 {
-            match read_at(active.base_offset()) {
-                Err(Error::Corrupt { file, position, .. }) => {
-                    assert_eq!(file.as_path(), active.log_path());
-                    assert!(position < 100, "inside the first batch: {position}");
-                }
-                other => panic!("active segment's damaged batch: {other:?}"),
-            }
+        // Checked before the damage: served as stored, not checked again.
+        for seg in [&sealed, &active] {
+            assert!(log.read(&log.seek(seg.base_offset()).unwrap(), 4096).is_ok());
         }
         d.shutdown().unwrap();
         (sealed, active)
     };
-    // A log opened anew (clean shutdown: no recovery) checks the sealed segment again.
-    let (_d, log) = open_log(tmp.path(), &c);
-    match log.read(&log.seek(sealed.base_offset()).unwrap(), 4096) {
+    let damaged = |log: &Log, seg: &topicfs::storage::LogSegment| match log
+        .read(&log.seek(seg.base_offset()).unwrap(), 4096)
+    {
         Err(Error::Corrupt { file, position, .. }) => {
-            assert_eq!(file.as_path(), sealed.log_path());
+            assert_eq!(file.as_path(), seg.log_path());
             assert!(position < 100, "inside the first batch: {position}");
         }
-        other => panic!("sealed segment's damaged batch after reopening: {other:?}"),
-    }
-    drop(active);
+        other => panic!("{}: damaged batch read as {other:?}", seg.log_path().display()),
+    };
+    // A log opened anew (read-only: no recovery) checks the sealed segment again.
+    flip_byte(active.log_path(), 70);
+    let d = LogDir::open_read_only(tmp.path(), c.clone()).unwrap();
+    let log = d.log("t", 0).unwrap();
+    damaged(&log, &sealed);
+    // A read-only log's active segment: checked at every read, also after a good one.
+    assert!(log.read(&log.seek(active.base_offset()).unwrap(), 4096).is_ok());
+    flip_byte(active.log_path(), 70);
+    damaged(&log, &active);
+    damaged(&log, &active);
 }
 
 #[test]

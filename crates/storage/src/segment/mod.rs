@@ -134,11 +134,12 @@ pub struct LogSegment {
     /// while the log was open ([`LogSegment::generation`]).
     generation: std::sync::atomic::AtomicU32,
     /// **Invariant**: bytes `[0, crc_checked_to)` of the `.log` are whole batches whose CRC a
-    /// [`LogSegment::read`] of this object checked while the segment was sealed. A sealed
-    /// segment's bytes never change while its object exists (appends go to the active one; the
-    /// cleaner and retention replace or delete whole files, and a broker's new files make a
-    /// read-only log load new objects), so reads below it skip the check: each batch's CRC is
-    /// checked once per mount. Only grows while sealed; 0 again when the segment becomes
+    /// [`LogSegment::read`] of this object checked while their bytes were kept
+    /// ([`LogSegment::bytes_kept`]: the segment sealed, or the active one of a writable log).
+    /// Such bytes never change while the object exists (appends only add; the cleaner and
+    /// retention replace or delete whole files, and a broker's new files make a read-only log
+    /// load new objects), so reads below the mark skip the check: each batch's CRC is checked
+    /// once per mount. Only grows while the bytes are kept; 0 again when the segment becomes
     /// active or recovery truncates it.
     crc_checked_to: AtomicU64,
 }

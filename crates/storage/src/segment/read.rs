@@ -51,9 +51,18 @@ impl LogSegment {
         Ok(Translated::End(Position(pos)))
     }
 
+    /// Whether the committed bytes of this segment stay as they are while this object exists:
+    /// a sealed segment (only whole files are replaced or deleted), and the active one of a
+    /// writable log (this process is its only writer, under the data dir's lock, and only
+    /// appends; recovery truncates before any read). Not the active segment of a read-only
+    /// log: a broker may truncate it and write other batches in its place.
+    fn bytes_kept(&self) -> bool {
+        !self.is_active() || self.mode != SegmentMode::ReadOnly
+    }
+
     /// Whole batches starting at `position`, at most `max_bytes` unless the first batch alone is
-    /// larger (then exactly that batch). Each batch's CRC is checked (in a sealed segment once
-    /// per object, see `crc_checked_to`): a bad first batch is an error naming the file and
+    /// larger (then exactly that batch). Each batch's CRC is checked (once per object where
+    /// [`LogSegment::bytes_kept`], see `crc_checked_to`): a bad first batch is an error naming the file and
     /// position, a bad later batch ends the chunk before it. `None` when `position` is at (or
     /// past) the committed end.
     pub fn read(&self, position: Position, max_bytes: usize) -> Result<Option<SegmentRead>> {
@@ -85,8 +94,8 @@ impl LogSegment {
             .map_err(|e| Error::io(&self.log_path, "read", e))?;
         }
         // Batches below this were checked by an earlier read (see `crc_checked_to`).
-        let sealed = !self.is_active();
-        let checked_to = if sealed { self.crc_checked_to.load(Ordering::Acquire) } else { 0 };
+        let kept = self.bytes_kept();
+        let checked_to = if kept { self.crc_checked_to.load(Ordering::Acquire) } else { 0 };
         let mut cut = 0usize;
         let mut next_offset = Offset(0);
         while let Some(rest) = bytes.get(cut..) {
@@ -115,7 +124,7 @@ impl LogSegment {
         }
         bytes.truncate(cut);
         let next_position = Position(position.0 + cut as u64);
-        if sealed && position.0 <= checked_to && !self.is_active() {
+        if kept && position.0 <= checked_to && self.bytes_kept() {
             // Every batch from 0 to here is checked now (reads from at most the mark on).
             self.crc_checked_to.fetch_max(next_position.0, Ordering::AcqRel);
         }
