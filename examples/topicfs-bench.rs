@@ -2108,13 +2108,14 @@ const LOOKUP_BATCH_RECORDS: usize = 10_000;
 fn lookups_after_read(
     a: &Args,
     g: &Generated,
+    mount_args: &[&str],
     label: &str,
     rounds: usize,
     lookups: usize,
     report: &mut Report,
 ) -> Result<(), String> {
     let mnt = a.work.join("mnt-lookup");
-    let (m, _) = Mount::topic(a, &g.dir, &mnt, &["--read-only"])?;
+    let (m, _) = Mount::topic(a, &g.dir, &mnt, mount_args)?;
     let part = mnt.join(TOPIC).join("0");
     let by0 = part.join("by-offset").join("0");
     let blksize =
@@ -2168,8 +2169,9 @@ fn lookups_after_read(
         "p99 < 2 ms",
         Some(r.p99 < 2000.0),
     );
+    let key = if mount_args.contains(&"--read-only") { "read_only" } else { "read_write" };
     report.put(
-        &format!("lookup_after_read_{}", g.records),
+        &format!("lookup_after_read_{key}"),
         json!({"label": label, "p50_us": r.p50, "p99_us": r.p99, "max_us": r.max,
                "p99_best_round_us": r.p99_best, "p99_worst_round_us": r.p99_worst,
                "rounds": rounds, "lookups_per_round": lookups, "read_bytes": buf.len(),
@@ -2790,10 +2792,15 @@ fn run(a: &Args) -> Result<Report, String> {
         eprintln!("generating {records} records in batches of {LOOKUP_BATCH_RECORDS} ...");
         let big = generate_sized(&dir, 1, records, KAFKA_SEGMENT_BYTES, LOOKUP_BATCH_RECORDS)?.0;
         eprintln!("mount: lookups right after a sequential read ...");
-        let label = format!(
-            "{records} records in one segment, batches of {LOOKUP_BATCH_RECORDS} (about 1 MiB)"
-        );
-        lookups_after_read(a, &big, &label, plan.reps.max(3), 300, &mut report)?;
+        for (args, how) in
+            [(&["--read-only"][..], "read-only mount"), (&[][..], "read-write mount")]
+        {
+            let label = format!(
+                "{records} records in one segment, batches of {LOOKUP_BATCH_RECORDS} (about 1 \
+                 MiB), {how}"
+            );
+            lookups_after_read(a, &big, args, &label, plan.reps.max(3), 300, &mut report)?;
+        }
         let _ = fs::remove_dir_all(&dir);
         return Ok(report);
     }
