@@ -348,6 +348,15 @@ fn what_a_mount_appended_is_sized_in_the_background_so_the_next_mount_knows_exac
     let again = mount(&data, Some(&cache), 1, false);
     assert_every_format_exact_at_the_first_stat(&again, &all);
     again.unmount();
+    // Without a cache nothing would be kept: appending is not followed by a sizing.
+    let data = tmp.path().join("data-2");
+    let w = mount(&data, None, 1, true);
+    TopicFs::start_background_sizing(&w.fs).join().unwrap();
+    w.log_dir.create_topic("t", 1).unwrap();
+    w.append("t/0/append", &all[0]);
+    assert!(w.fs.executor().wait_idle(std::time::Duration::from_secs(60)));
+    assert_eq!(w.size("t/0/by-offset/0"), 0, "not sized after the append");
+    w.unmount();
 }
 
 fn prefix_entries(cache: &Path) -> Vec<std::path::PathBuf> {

@@ -136,7 +136,7 @@ impl TopicFs {
     /// keeps no summaries (no segment cache), or a sizing of it is already queued.
     pub(crate) fn size_appended(&self, part: Arc<dyn PartitionSource>) {
         let Some((weak, lanes)) = self.appended_sizing.me.get() else { return };
-        if part.span_store().is_none() {
+        if !part.span_store().is_some_and(|store| store.keeps_summaries()) {
             return;
         }
         let key = (part.topic().to_string(), part.partition());
