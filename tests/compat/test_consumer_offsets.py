@@ -1,13 +1,11 @@
 """The __consumer_offsets reader (consumer_offsets.py) and the groups fixture (tests/fixtures/
 groups-v1) are what they say they are."""
 
-import filecmp
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import consumer_offsets as co
+from fixture_tree import regenerated_differences
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = REPO / "tests" / "fixtures" / "groups-v1"
@@ -39,18 +37,8 @@ def test_every_value_version_round_trips():
 
 
 def test_fixture_is_reproduced_byte_for_byte_by_its_generator(tmp_path):
-    out = tmp_path / "groups-v1"
-    subprocess.run([sys.executable, str(REPO / "tests" / "fixtures" / "generate_groups.py"),
-                    str(out)], check=True)
-    cmp = filecmp.dircmp(FIXTURE, out)
-    stack, differences = [cmp], []
-    while stack:
-        c = stack.pop()
-        differences += [f"{c.left}/{n}" for n in c.left_only + c.right_only + c.funny_files]
-        _, mismatch, errors = filecmp.cmpfiles(c.left, c.right, c.common_files, shallow=False)
-        differences += [f"{c.left}/{n}" for n in mismatch + errors]
-        stack += c.subdirs.values()
-    assert differences == []
+    generator = REPO / "tests" / "fixtures" / "generate_groups.py"
+    assert regenerated_differences(FIXTURE, generator, tmp_path / "groups-v1") == []
 
 
 def test_reader_finds_the_manifests_groups_in_kafkas_partitions():
