@@ -12,17 +12,25 @@ use common::tansu::Tansu;
 use topicfs::cluster::config::parse_bootstrap;
 use topicfs::cluster::{Client, ClientConfig, ClusterSource};
 use topicfs::format::{NewRecord, Offset, decode_batch, peek_entry};
-use topicfs::source::{PartitionSource, ReadCursor, TopicSource};
+use topicfs::source::{BatchChunk, PartitionSource, ReadCursor, TopicSource};
 
-/// The (offset, value) of every record of `bytes` (whole batches) at `from` or later.
-fn records(bytes: &[u8], from: Offset) -> Vec<(i64, Vec<u8>)> {
+/// The whole batches of `bytes`, one slice each.
+fn batches(bytes: &[u8]) -> Vec<&[u8]> {
     let mut out = Vec::new();
     let mut pos = 0;
     while pos < bytes.len() {
         let size = peek_entry(&bytes[pos..]).unwrap().unwrap().total_size();
-        let batch = decode_batch(&bytes[pos..pos + size]).unwrap();
+        out.push(&bytes[pos..pos + size]);
         pos += size;
-        for r in batch.records() {
+    }
+    out
+}
+
+/// The (offset, value) of every record of `bytes` (whole batches) at `from` or later.
+fn records(bytes: &[u8], from: Offset) -> Vec<(i64, Vec<u8>)> {
+    let mut out = Vec::new();
+    for entry in batches(bytes) {
+        for r in decode_batch(entry).unwrap().records() {
             let r = r.unwrap();
             if r.offset >= from {
                 out.push((r.offset.0, r.value.unwrap_or_default().to_vec()));
@@ -32,15 +40,31 @@ fn records(bytes: &[u8], from: Offset) -> Vec<(i64, Vec<u8>)> {
     out
 }
 
+/// The first offset of each batch of `bytes` (whole batches).
+fn bases(bytes: &[u8]) -> Vec<i64> {
+    batches(bytes).into_iter().map(|e| decode_batch(e).unwrap().info().base_offset.0).collect()
+}
+
+/// A client of `broker` with a 10 s request deadline.
+fn connect(broker: &Tansu) -> Arc<Client> {
+    let mut config = ClientConfig::default();
+    config.set_pair("request.timeout.ms=10000").unwrap();
+    Arc::new(Client::connect(parse_bootstrap(&broker.bootstrap()).unwrap(), config).unwrap())
+}
+
+/// One read of at most `ask` bytes at `cursor`, as the views ask it.
+fn read_chunk(p: &dyn PartitionSource, cursor: &ReadCursor, ask: usize) -> BatchChunk {
+    p.read(cursor, ask, topicfs::source::ReadMode::Batches)
+        .and_then(topicfs::source::ReadAnswer::into_chunk)
+        .unwrap()
+}
+
 /// Reads `[from, to)` in reads of `ask` bytes; the records and how many reads it took.
 fn read_range(p: &dyn PartitionSource, from: i64, to: i64, ask: usize) -> Vec<(i64, Vec<u8>)> {
     let mut cursor = ReadCursor::at(Offset(from));
     let mut out = Vec::new();
     while cursor.next_offset.0 < to {
-        let chunk = p
-            .read(&cursor, ask, topicfs::source::ReadMode::Batches)
-            .and_then(topicfs::source::ReadAnswer::into_chunk)
-            .unwrap();
+        let chunk = read_chunk(p, &cursor, ask);
         out.extend(records(&chunk.bytes, cursor.next_offset));
         let Some(next) = chunk.next else { break };
         assert!(next.next_offset > cursor.next_offset, "no progress at {:?}", cursor.next_offset);
@@ -53,10 +77,7 @@ fn read_range(p: &dyn PartitionSource, from: i64, to: i64, ask: usize) -> Vec<(i
 #[test]
 fn cluster_read_ahead_serves_sequential_and_interleaved_reads_exactly() {
     let broker = Tansu::start();
-    let mut config = ClientConfig::default();
-    config.set_pair("request.timeout.ms=10000").unwrap();
-    let client =
-        Arc::new(Client::connect(parse_bootstrap(&broker.bootstrap()).unwrap(), config).unwrap());
+    let client = connect(&broker);
     client.create_topic("t", 1, &[]).unwrap();
     // 300 batches of 20 records of 200 bytes: about 1.3 MB, beyond one 1 MiB read-ahead.
     let mut expected = Vec::new();
@@ -87,10 +108,7 @@ fn cluster_read_ahead_serves_sequential_and_interleaved_reads_exactly() {
             if cursors[i].next_offset.0 >= ends[i] {
                 continue;
             }
-            let chunk = p
-                .read(&cursors[i], 16 << 10, topicfs::source::ReadMode::Batches)
-                .and_then(topicfs::source::ReadAnswer::into_chunk)
-                .unwrap();
+            let chunk = read_chunk(p.as_ref(), &cursors[i], 16 << 10);
             got[i].extend(records(&chunk.bytes, cursors[i].next_offset));
             cursors[i] = chunk.next.unwrap();
         }
@@ -115,18 +133,6 @@ fn cluster_read_ahead_serves_sequential_and_interleaved_reads_exactly() {
     assert_eq!(late[14], (6004, b"late 4".to_vec()));
 }
 
-/// The first offset of each batch of `bytes` (whole batches).
-fn bases(bytes: &[u8]) -> Vec<i64> {
-    let mut out = Vec::new();
-    let mut pos = 0;
-    while pos < bytes.len() {
-        let size = peek_entry(&bytes[pos..]).unwrap().unwrap().total_size();
-        out.push(decode_batch(&bytes[pos..pos + size]).unwrap().info().base_offset.0);
-        pos += size;
-    }
-    out
-}
-
 /// Readers of one partition share what each fetched, but tansu's SQLite engine frames each
 /// Fetch answer's batches anew from the offset asked (a Fetch from 300 answers one batch from
 /// 300 on). A read continuing where its last batch ended, at an offset inside such a batch
@@ -136,10 +142,7 @@ fn bases(bytes: &[u8]) -> Vec<i64> {
 #[test]
 fn cluster_read_ahead_a_read_inside_a_batch_fetched_for_another_read_gets_no_record_twice() {
     let broker = Tansu::start();
-    let mut config = ClientConfig::default();
-    config.set_pair("request.timeout.ms=10000").unwrap();
-    let client =
-        Arc::new(Client::connect(parse_bootstrap(&broker.bootstrap()).unwrap(), config).unwrap());
+    let client = connect(&broker);
     client.create_topic("t", 1, &[]).unwrap();
     for b in 0..40 {
         let batch: Vec<NewRecord> = (0..500)
@@ -152,11 +155,7 @@ fn cluster_read_ahead_a_read_inside_a_batch_fetched_for_another_read_gets_no_rec
     }
     let source = ClusterSource::new(Arc::clone(&client), false);
     let p = source.partition("t", 0).unwrap();
-    let read = |at: i64| {
-        p.read(&ReadCursor::at(Offset(at)), 64 << 10, topicfs::source::ReadMode::Batches)
-            .and_then(topicfs::source::ReadAnswer::into_chunk)
-            .unwrap()
-    };
+    let read = |at: i64| read_chunk(p.as_ref(), &ReadCursor::at(Offset(at)), 64 << 10);
     // A reader from 300: its answer's one batch starts at 300.
     let other = read(300);
     assert_eq!(bases(&other.bytes).first(), Some(&300));
@@ -173,10 +172,7 @@ fn cluster_read_ahead_a_read_inside_a_batch_fetched_for_another_read_gets_no_rec
     let mut cursor = first.next.unwrap();
     let mut seen = records(&first.bytes, Offset(0)).len() as i64;
     while cursor.next_offset.0 < 20_000 {
-        let chunk = p
-            .read(&cursor, 64 << 10, topicfs::source::ReadMode::Batches)
-            .and_then(topicfs::source::ReadAnswer::into_chunk)
-            .unwrap();
+        let chunk = read_chunk(p.as_ref(), &cursor, 64 << 10);
         let got = bases(&chunk.bytes);
         assert!(
             got.first().is_some_and(|b| *b == cursor.next_offset.0),
