@@ -2122,7 +2122,10 @@ fn lookups_after_read(
         std::os::unix::fs::MetadataExt::blksize(&fs::metadata(&by0).map_err(|e| e.to_string())?)
             as usize;
     let mut buf = vec![0u8; blksize.max(4096)];
-    let raw = segment_logs(g);
+    let raw: Vec<(PathBuf, u64)> = segment_logs(g)
+        .into_iter()
+        .map(|log| fs::metadata(&log).map(|m| (log, m.len())).map_err(|e| e.to_string()))
+        .collect::<Result<_, _>>()?;
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let (mut mount_us, mut raw_us) = (vec![], vec![]);
     let cat = format!("cat {} > /dev/null", sh_quote(&by0));
@@ -2139,8 +2142,7 @@ fn lookups_after_read(
             if n < expect.len() || &buf[..expect.len()] != expect.as_bytes() {
                 return Err(format!("{}: first record is not {expect}", p.display()));
             }
-            let log = &raw[rng.below(raw.len() as u64) as usize];
-            let len = fs::metadata(log).map_err(|e| e.to_string())?.len();
+            let (log, len) = &raw[rng.below(raw.len() as u64) as usize];
             let at = rng.below(len.saturating_sub(buf.len() as u64).max(1)) & !4095;
             let t = Instant::now();
             let f = File::open(log).map_err(|e| format!("{}: {e}", log.display()))?;

@@ -144,7 +144,7 @@ impl TopicFs {
             return;
         }
         let Some(fs) = weak.upgrade() else { return };
-        let queued = Arc::downgrade(&fs);
+        let queued = weak.clone();
         // Logged at debug level: one such sizing follows every append handle closed.
         start_sizing(&fs, *lanes, log::Level::Debug, move |_| {
             // Appends after this point queue a sizing of their own.

@@ -48,26 +48,17 @@ pub fn corrupt_at(file: &Path, position: u64, e: DecodeError) -> Error {
 /// zero-filled first as a buffer for [`read_fully_at`] must be (a `.log` chunk of a megabyte
 /// cost a megabyte of `memset` before the `pread` that overwrote it).
 pub(crate) fn read_vec_at(file: &File, len: usize, pos: u64) -> io::Result<Vec<u8>> {
-    // `pread` fills the spare capacity, which `with_capacity` makes `len` (a larger one would only
-    // read bytes that the `truncate` below drops: nothing past `len` is ever returned).
-    let mut out = Vec::with_capacity(len);
-    while out.len() < len {
-        let at = pos.saturating_add(out.len() as u64);
-        match rustix::io::pread(file, rustix::buffer::spare_capacity(&mut out), at) {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    out.truncate(len);
+    let mut out = Vec::new();
+    read_more_at(file, &mut out, len, pos)?;
     Ok(out)
 }
 
 /// Appends up to `len` bytes read at `pos` to `out` (fewer only at the end of the file), read
-/// straight into its spare capacity (as [`read_vec_at`]).
+/// straight into its spare capacity.
 pub(crate) fn read_more_at(file: &File, out: &mut Vec<u8>, len: usize, pos: u64) -> io::Result<()> {
     let had = out.len();
+    // `pread` fills the spare capacity, which this makes `len` (a larger one would only read
+    // bytes that the `truncate` below drops: nothing past `len` is ever returned).
     out.reserve_exact(len);
     while out.len() < had + len {
         let at = pos.saturating_add((out.len() - had) as u64);

@@ -45,6 +45,15 @@ fn reaches_back(from: Offset, bytes: &[u8]) -> Offset {
     }
 }
 
+/// The piece of a Fetch answer for a read from `from` that asked `ask` bytes: `bytes` (whole
+/// batches), continued at `next`, serving from [`reaches_back`].
+fn answer_piece(from: Offset, next: Offset, bytes: Bytes, ask: usize) -> Piece {
+    let mut piece = Piece::new(reaches_back(from, &bytes), next, bytes);
+    piece.asked = ask;
+    piece.fetched_for = from;
+    piece
+}
+
 /// Whether the first batch of `bytes` (whole batches) starts below `from`.
 fn starts_below(bytes: &[u8], from: Offset) -> bool {
     parse_batch_info(bytes).is_ok_and(|info| info.base_offset < from)
@@ -355,10 +364,7 @@ impl ClusterPartition {
             let (start, end, next) = self.whole_from(&fetched.records, at)?;
             if end > start {
                 let bytes = fetched.records.slice(start..end);
-                let mut piece = Piece::new(reaches_back(from, &bytes), next, bytes);
-                piece.asked = ask;
-                piece.fetched_for = from;
-                return Ok(Answered::Piece(piece));
+                return Ok(Answered::Piece(answer_piece(from, next, bytes, ask)));
             }
             return Ok(if fetched.high_watermark > at { Answered::Nothing } else { Answered::End });
         }
@@ -373,11 +379,8 @@ impl ClusterPartition {
         let kept = committed_batches(&fetched.records, at, lso, &aborted, ask.max(1))
             .map_err(|(pos, e)| self.bad_bytes(pos, &e.to_string()))?;
         if !kept.bytes.is_empty() {
-            let reaches = reaches_back(from, &kept.bytes);
-            let mut piece = Piece::new(reaches, kept.next, Bytes::from(kept.bytes));
-            piece.asked = ask;
-            piece.fetched_for = from;
-            return Ok(Answered::Piece(piece));
+            let bytes = Bytes::from(kept.bytes);
+            return Ok(Answered::Piece(answer_piece(from, kept.next, bytes, ask)));
         }
         if kept.next <= at || kept.next >= lso {
             return Ok(Answered::End);
