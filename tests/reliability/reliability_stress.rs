@@ -132,6 +132,93 @@ fn chunk_lines(bytes: &[u8], seen: &mut Seen, what: &str) {
     assert_eq!(at, bytes.len(), "{what}: part of a batch");
 }
 
+/// `seek` racing retention: a cursor it returns is at the batch holding its target (or the
+/// target is out of range), never at a later batch that the reader would take for the target's
+/// (the floor segment deleted between the log-start check and the lookup gave the first
+/// remaining segment's first batch, labelled with the target: a stream opened there showed
+/// records of later offsets at the target's place).
+#[test]
+fn seek_racing_retention_returns_the_batch_holding_its_target_or_out_of_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_dir = Arc::new(LogDir::open(dir.path(), engine_config()).unwrap());
+    log_dir.create_topic("t", 1).unwrap();
+    let part = log_dir.partition("t", 0).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (part, stop) = (part.clone(), stop.clone());
+        thread::spawn(move || {
+            let mut seq = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let batch: Vec<NewRecord> = (seq..seq + 3)
+                    .map(|s| NewRecord {
+                        value: Some(record_line(0, s).into_bytes()),
+                        ..NewRecord::default()
+                    })
+                    .collect();
+                part.append(topicfs::source::Records::Owned(&batch)).unwrap();
+                seq += 3;
+            }
+            seq
+        })
+    };
+    let retention = {
+        let (log_dir, stop) = (log_dir.clone(), stop.clone());
+        thread::spawn(move || {
+            let mut deleted = 0;
+            while !stop.load(Ordering::Relaxed) {
+                deleted += log_dir.enforce_retention().unwrap();
+            }
+            deleted
+        })
+    };
+    let seekers: Vec<_> = (0..2)
+        .map(|_| {
+            let (part, stop) = (part.clone(), stop.clone());
+            thread::spawn(move || {
+                let (mut checked, mut refused) = (0usize, 0usize);
+                while !stop.load(Ordering::Relaxed) {
+                    let target = part.offset_for(OffsetQuery::Earliest).unwrap();
+                    let Ok(cursor) = part.seek(target) else {
+                        refused += 1;
+                        continue;
+                    };
+                    let chunk = match part
+                        .read(&cursor, 1024, topicfs::source::ReadMode::Batches)
+                        .and_then(topicfs::source::ReadAnswer::into_chunk)
+                    {
+                        Ok(chunk) => chunk,
+                        Err(topicfs::Error::OffsetOutOfRange { .. }) => {
+                            refused += 1;
+                            continue;
+                        }
+                        Err(e) => panic!("read from {target:?}: {e}"),
+                    };
+                    let Some(h) = peek_entry(&chunk.bytes).unwrap() else { continue };
+                    let batch = decode_batch(&chunk.bytes[..h.total_size()]).unwrap();
+                    let info = batch.info();
+                    assert!(
+                        info.base_offset <= target && target <= info.last_offset,
+                        "seek({target:?}) gave a cursor at the batch {:?}..={:?}",
+                        info.base_offset,
+                        info.last_offset
+                    );
+                    checked += 1;
+                }
+                (checked, refused)
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_secs(2));
+    stop.store(true, Ordering::Relaxed);
+    join_all("writer", vec![writer]);
+    let deleted = join_all("retention", vec![retention]);
+    let seeks = join_all("seeker", seekers);
+    assert!(deleted[0] > 0, "retention never deleted a segment");
+    assert!(seeks.iter().all(|(checked, _)| *checked > 0), "{seeks:?}");
+    eprintln!("seeks racing retention (checked, refused): {seeks:?}; {} deleted", deleted[0]);
+    log_dir.shutdown().unwrap();
+}
+
 #[test]
 fn engine_readers_see_whole_ordered_records_while_segments_roll_and_retention_deletes() {
     let dir = tempfile::tempdir().unwrap();

@@ -18,6 +18,14 @@ impl Log {
         // One segment at a time: the floor segment almost always holds the batch, so the
         // segments after it are not collected up front (that cost grew with the segment count).
         let mut next = self.floor_segment(target);
+        // Retention raises the log start before it drops a segment from the map: when the
+        // floor segment of `target` was dropped after the check above, the lookup found a
+        // later segment, whose first batch does not hold `target`, and the log start now says
+        // so. (A cursor into a segment dropped after the lookup is fine: reads from it report
+        // the offset out of range.)
+        if target < self.log_start_offset() {
+            return Err(self.out_of_range(target));
+        }
         while let Some(seg) = next {
             next = self.segment_after(seg.base_offset());
             match seg.translate_offset(target)? {
