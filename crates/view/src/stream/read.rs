@@ -69,14 +69,13 @@ impl Stream {
             Err(e) if e.is_unreachable() => Err(e),
             Err(e) if !matches!(e, Error::StaleHandle) => {
                 // The checkpoint may have been deleted by retention meanwhile: notice it, retry.
-                let mut st = lock(&self.index.state);
-                self.index.sync(&mut st, self.part.as_ref())?;
-                drop(st);
                 // A retry that finds the bytes deleted says so (ESTALE): the stream's bytes
                 // exist, the records behind them are gone. The engine says the same thing as
                 // an offset below its log start when retention overtook a reader between the
-                // two attempts. Any other failure of the retry is reported as the first one.
-                self.read_window(from, to, end).map_err(|retry| match retry {
+                // two attempts, or the sync itself (rebuilding the index at a log start that
+                // retention moved meanwhile). Any other failure of the retry is reported as
+                // the first one.
+                let stale = |retry: Error| match retry {
                     Error::StaleHandle => retry,
                     Error::OffsetOutOfRange { requested, log_start, .. }
                         if requested < log_start =>
@@ -84,7 +83,13 @@ impl Stream {
                         Error::StaleHandle
                     }
                     _ => e,
-                })
+                };
+                let mut st = lock(&self.index.state);
+                if let Err(retry) = self.index.sync(&mut st, self.part.as_ref()) {
+                    return Err(stale(retry));
+                }
+                drop(st);
+                self.read_window(from, to, end).map_err(stale)
             }
             other => other,
         }
