@@ -6,5 +6,6 @@ mod topic_views;
 mod txn_engine;
 mod view_engine;
 mod view_render;
+mod view_retention_model;
 mod view_spec;
 mod view_stream;

@@ -19,7 +19,7 @@ use view_support::{MemPartition, compressed, plain, rec};
 const FORMATS: [Format; 3] = [Format::Values, Format::Json, Format::Raw];
 
 /// What a full read of `[start, end)` must return, computed from the stored batches directly.
-fn model(part: &MemPartition, format: Format, start: i64, end: Option<i64>) -> Vec<u8> {
+pub(crate) fn model(part: &MemPartition, format: Format, start: i64, end: Option<i64>) -> Vec<u8> {
     let end = end.unwrap_or(i64::MAX);
     let mut out = Vec::new();
     if end <= start {

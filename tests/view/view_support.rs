@@ -200,22 +200,25 @@ impl PartitionSource for MemPartition {
     }
 
     fn seek(&self, target: Offset) -> Result<ReadCursor> {
-        let (log_start, log_end) = {
-            let st = self.state.lock().unwrap();
-            (st.log_start, st.log_end)
-        };
+        // Under one lock: retention between the bounds and the walk would find a cursor past
+        // `target` (the engine's seek is atomic the same way).
+        let st = self.state.lock().unwrap();
+        let (log_start, log_end) = (st.log_start, st.log_end);
         if target < log_start || target > log_end {
             return Err(Error::OffsetOutOfRange { requested: target, log_start, log_end });
         }
         let mut prev_next = log_start;
-        for (base, pos, bytes) in self.batches() {
-            let info = parse_batch_info(&bytes).unwrap();
-            if info.last_offset >= target {
-                return Ok(cursor_at(base, pos, prev_next));
+        for seg in &st.segments {
+            let mut pos = 0;
+            while pos < seg.bytes.len() {
+                let info = parse_batch_info(&seg.bytes[pos..]).unwrap();
+                if info.last_offset >= target {
+                    return Ok(cursor_at(seg.base, pos as u64, prev_next));
+                }
+                prev_next = Offset(info.last_offset.0 + 1);
+                pos += peek_entry(&seg.bytes[pos..]).unwrap().unwrap().total_size();
             }
-            prev_next = Offset(info.last_offset.0 + 1);
         }
-        let st = self.state.lock().unwrap();
         let last = st.segments.last().unwrap();
         Ok(cursor_at(last.base, last.bytes.len() as u64, log_end))
     }
@@ -269,7 +272,18 @@ impl MemPartition {
         };
         let st = self.state.lock().unwrap();
         let Some(mut i) = st.segments.iter().position(|s| s.base == Offset(base)) else {
-            return Err(Error::NotFound(format!("segment {base}")));
+            // Deleted by retention since the cursor was made: as the engine, the place is
+            // found again by offset unless its records are gone.
+            let (log_start, log_end) = (st.log_start, st.log_end);
+            drop(st);
+            if cursor.next_offset < log_start {
+                return Err(Error::OffsetOutOfRange {
+                    requested: cursor.next_offset,
+                    log_start,
+                    log_end,
+                });
+            }
+            return self.read_batches(&self.seek(cursor.next_offset)?, max_bytes);
         };
         let mut pos = pos as usize;
         let mut out = Vec::new();
