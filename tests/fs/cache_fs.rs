@@ -319,6 +319,46 @@ fn background_sizing_leaves_a_partition_without_sealed_segments_or_cache_alone()
     m.unmount();
 }
 
+/// What a mount appended is sized once its append handle closes (in the background, as at
+/// mount: sealed segments' summaries and the active segment's prefix into the segment cache),
+/// so the next mount of the directory shows every format's exact size at the first stat, where
+/// it would otherwise have to render the whole partition first.
+#[test]
+fn what_a_mount_appended_is_sized_in_the_background_so_the_next_mount_knows_exact_sizes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (data, cache) = (tmp.path().join("data"), tmp.path().join("cache"));
+    let w = mount(&data, Some(&cache), 1, true);
+    TopicFs::start_background_sizing(&w.fs).join().unwrap();
+    w.log_dir.create_topic("t", 1).unwrap();
+    let fh = w.fs.open(w.ino("t/0/append"), WRITE).unwrap().fh;
+    for b in 0..200 {
+        let lines: String = (0..20).map(|i| format!("record-{b}-{i}\n")).collect();
+        w.fs.write(fh, lines.as_bytes(), None).unwrap();
+    }
+    w.fs.release(fh).unwrap();
+    assert!(w.fs.executor().wait_idle(std::time::Duration::from_secs(60)), "sizing ended");
+    w.unmount();
+    assert!(!prefix_entries(&cache).is_empty(), "the active segment's prefix was stored");
+    // What each format reads, from a mount without the cache.
+    let plain = mount(&data, None, u64::MAX, false);
+    let all: Vec<Vec<u8>> =
+        FORMATS.iter().map(|f| plain.read_all(&format!("t/0/by-offset/0{f}"))).collect();
+    plain.unmount();
+    // The next mount: one batch per stat, and yet exact at once.
+    let again = mount(&data, Some(&cache), 1, false);
+    assert_every_format_exact_at_the_first_stat(&again, &all);
+    again.unmount();
+    // Without a cache nothing would be kept: appending is not followed by a sizing.
+    let data = tmp.path().join("data-2");
+    let w = mount(&data, None, 1, true);
+    TopicFs::start_background_sizing(&w.fs).join().unwrap();
+    w.log_dir.create_topic("t", 1).unwrap();
+    w.append("t/0/append", &all[0]);
+    assert!(w.fs.executor().wait_idle(std::time::Duration::from_secs(60)));
+    assert_eq!(w.size("t/0/by-offset/0"), 0, "not sized after the append");
+    w.unmount();
+}
+
 fn prefix_entries(cache: &Path) -> Vec<std::path::PathBuf> {
     let mut v: Vec<_> = std::fs::read_dir(cache)
         .unwrap()

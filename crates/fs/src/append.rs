@@ -217,6 +217,15 @@ impl std::fmt::Debug for AppendState {
 }
 
 impl AppendState {
+    /// The partition this handle appended records to (a partition's `append` file that took
+    /// at least one line), for sizing them once closed (see `sizing::AppendedSizing`).
+    pub fn appended_partition(&self) -> Option<Arc<dyn PartitionSource>> {
+        match &self.target {
+            AppendTarget::Partition(p) if self.lines_done > 0 => Some(Arc::clone(p)),
+            AppendTarget::Partition(_) | AppendTarget::Topic(_) => None,
+        }
+    }
+
     /// State for a freshly opened append file.
     pub fn new(
         partition: Arc<dyn PartitionSource>,

@@ -173,6 +173,8 @@ pub struct TopicFs {
     read_to: Mutex<HashMap<u64, u64>>,
     /// Sizing steps `stat` left to the background (see [`sizing::SizingSteps`]).
     sizing_steps: sizing::SizingSteps,
+    /// Sizing of what append handles appended, once closed (see [`sizing::AppendedSizing`]).
+    appended_sizing: sizing::AppendedSizing,
 }
 
 /// Kafka's internal topics, not listed in the root unless the mount shows them (they can still
@@ -236,6 +238,7 @@ impl TopicFs {
             auto_commit: false,
             read_to: Mutex::new(HashMap::new()),
             sizing_steps: sizing::SizingSteps::default(),
+            appended_sizing: sizing::AppendedSizing::default(),
         }
     }
 

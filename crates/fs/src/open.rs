@@ -256,7 +256,14 @@ impl TopicFs {
                 self.stream_closed();
                 closed
             }
-            Handle::Append(state) => lock(state).flush(),
+            Handle::Append(state) => {
+                let mut state = lock(state);
+                let flushed = state.flush();
+                if let Some(part) = state.appended_partition() {
+                    self.size_appended(part);
+                }
+                flushed
+            }
             Handle::Config(config) => self.config_flush(config),
             Handle::Text(_)
             | Handle::Inspection(_)

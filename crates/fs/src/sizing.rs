@@ -95,6 +95,8 @@ struct MountSizing {
     lanes: usize,
     started: Instant,
     sized: AtomicUsize,
+    /// Of the lines saying what was sized (info at mount, debug after appends).
+    log_level: log::Level,
     _done: DoneGuard,
 }
 
@@ -122,28 +124,79 @@ impl TopicFs {
     }
 
     /// [`TopicFs::start_background_sizing`] summarizing `lanes` sealed segments at once (at
-    /// least one; the executor's workers bound how many run).
+    /// least one; the executor's workers bound how many run). From then on, closing an append
+    /// handle of a partition sizes what it appended the same way ([`AppendedSizing`]).
     pub fn start_background_sizing_with(fs: &Arc<TopicFs>, lanes: usize) -> BackgroundSizing {
-        let done = Arc::new(Done::default());
-        let weak = Arc::downgrade(fs);
-        let executor = fs.executor().clone();
-        let plan_done = DoneGuard(Arc::clone(&done));
-        let plan_executor = executor.clone();
-        executor.submit(Class::MountSizing, Blocking::No, move || {
-            let Some(parts) = sized_partitions(&weak) else { return };
-            let sizing = Arc::new(MountSizing {
-                fs: weak,
-                executor: plan_executor,
-                parts,
-                lanes: lanes.max(1),
-                started: Instant::now(),
-                sized: AtomicUsize::new(0),
-                _done: plan_done,
-            });
-            start_format(&sizing, 0);
-        });
-        BackgroundSizing { done }
+        let _ = fs.appended_sizing.me.set((Arc::downgrade(fs), lanes.max(1)));
+        start_sizing(fs, lanes, log::Level::Info, sized_partitions)
     }
+
+    /// Sizes `part` in the background after an append handle of it was closed (see
+    /// [`AppendedSizing`]); nothing when background sizing was never started, the partition
+    /// keeps no summaries (no segment cache), or a sizing of it is already queued.
+    pub(crate) fn size_appended(&self, part: Arc<dyn PartitionSource>) {
+        let Some((weak, lanes)) = self.appended_sizing.me.get() else { return };
+        if !part.span_store().is_some_and(|store| store.keeps_summaries()) {
+            return;
+        }
+        let key = (part.topic().to_string(), part.partition());
+        if !lock(&self.appended_sizing.queued).insert(key.clone()) {
+            return;
+        }
+        let Some(fs) = weak.upgrade() else { return };
+        let queued = weak.clone();
+        // Logged at debug level: one such sizing follows every append handle closed.
+        start_sizing(&fs, *lanes, log::Level::Debug, move |_| {
+            // Appends after this point queue a sizing of their own.
+            if let Some(fs) = queued.upgrade() {
+                lock(&fs.appended_sizing.queued).remove(&key);
+            }
+            Some(vec![part])
+        });
+    }
+}
+
+/// Sizing of what a mount appended (SEMANTICS.md, "The segment cache"): when an append handle of
+/// a partition closes, that partition is sized in the background as at mount (class
+/// [`Class::MountSizing`], once requests pause), so its rendered sizes reach the segment cache
+/// (sealed segments' summaries, the active segment's prefix) while the mount lives, and the
+/// next mount of the directory has exact sizes at once. At most one such sizing per partition
+/// is queued at a time.
+#[derive(Default)]
+pub(crate) struct AppendedSizing {
+    /// The filesystem (held weakly) and its lanes, once background sizing started.
+    me: std::sync::OnceLock<(Weak<TopicFs>, usize)>,
+    /// Partitions whose sizing is queued and not yet started.
+    queued: Mutex<std::collections::HashSet<(String, u32)>>,
+}
+
+/// Starts a mount sizing of the partitions `plan` chooses (on a task of the executor).
+fn start_sizing(
+    fs: &Arc<TopicFs>,
+    lanes: usize,
+    log_level: log::Level,
+    plan: impl FnOnce(&Weak<TopicFs>) -> Option<Vec<Arc<dyn PartitionSource>>> + Send + 'static,
+) -> BackgroundSizing {
+    let done = Arc::new(Done::default());
+    let weak = Arc::downgrade(fs);
+    let executor = fs.executor().clone();
+    let plan_done = DoneGuard(Arc::clone(&done));
+    let plan_executor = executor.clone();
+    executor.submit(Class::MountSizing, Blocking::No, move || {
+        let Some(parts) = plan(&weak) else { return };
+        let sizing = Arc::new(MountSizing {
+            fs: weak,
+            executor: plan_executor,
+            parts,
+            lanes: lanes.max(1),
+            started: Instant::now(),
+            sized: AtomicUsize::new(0),
+            log_level,
+            _done: plan_done,
+        });
+        start_format(&sizing, 0);
+    });
+    BackgroundSizing { done }
 }
 
 /// The partitions mount sizing sizes: those whose source keeps summaries of sealed spans.
@@ -218,7 +271,8 @@ impl MountSizing {
 /// the active segments. Spans the cache already knows cost nothing.
 fn start_format(sizing: &Arc<MountSizing>, format: usize) {
     if format >= FORMATS.len() {
-        log::info!(
+        log::log!(
+            sizing.log_level,
             "background sizing: {} streams of {} partitions sized in {:.1} s",
             sizing.sized.load(Ordering::Relaxed),
             sizing.parts.len(),
@@ -275,7 +329,8 @@ fn summarize_next(phase: Arc<SpanPhase>) {
     let format = FORMATS[phase.format];
     let Some((part, span)) = phase.jobs.get(phase.next.fetch_add(1, Ordering::Relaxed)) else {
         if phase.lanes_left.fetch_sub(1, Ordering::AcqRel) == 1 {
-            log::info!(
+            log::log!(
+                sizing.log_level,
                 "background sizing: {} sealed segments summarized (by-offset/N{}) in {:.1} s",
                 phase.jobs.len(),
                 format.suffix(),

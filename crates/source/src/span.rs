@@ -61,6 +61,11 @@ pub const PREFIX_STORE_EVERY: u64 = 64 << 20;
 /// against the span's bytes: decode it like bytes from disk. Nothing here ever fails: a payload
 /// the store cannot keep is learned again later.
 pub trait SpanStore: Send + Sync {
+    /// Whether anything learned is kept across remounts at all (the engine: a segment cache
+    /// dir is set); `false`: every other method keeps and finds nothing.
+    fn keeps_summaries(&self) -> bool {
+        true
+    }
     /// The sealed span whose first batch is the next one read from `cursor` (the cursor is at
     /// the span's start, or at the end of the sealed span before it), if any.
     fn sealed_span_at(&self, cursor: &ReadCursor) -> Option<SealedSpan>;

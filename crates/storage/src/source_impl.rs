@@ -127,6 +127,10 @@ impl TxnBoundary for Log {
 /// (`storage::log::summaries`), the one way every user's payloads (render summaries,
 /// transaction summaries, key indexes) reach it.
 impl SpanStore for Log {
+    fn keeps_summaries(&self) -> bool {
+        self.cache().dir().is_some()
+    }
+
     fn sealed_span_at(&self, cursor: &ReadCursor) -> Option<SealedSpan> {
         Log::sealed_span_at(self, cursor)
     }
