@@ -184,6 +184,10 @@ struct Args {
     /// 2,000,000 full).
     #[arg(long)]
     append_lines: Option<u64>,
+    /// Lines appended for the `--ceiling-reads` figure of `tail -n 10` on the next mount of a
+    /// log topicfs wrote (issue 36 §3).
+    #[arg(long, default_value_t = 5_000_000)]
+    remount_lines: u64,
 }
 
 /// Sizes of one run.
@@ -2182,6 +2186,119 @@ fn lookups_after_read(
     Ok(())
 }
 
+/// Bytes of every file under `dir` (the segment cache's size, to see its writer go quiet).
+fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = fs::read_dir(dir) else { return 0 };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            _ => e.metadata().map_or(0, |m| m.len()),
+        })
+        .sum()
+}
+
+/// Issue 36 §3, exact sizes on the next mount of a log topicfs wrote: `lines` lines `cat` into
+/// `append` of a fresh read-write mount with a segment cache, the daemon left alone until its
+/// cache stops growing (the sizing that follows the append handle's close), unmounted; then,
+/// alternating, `tail -n 10 by-offset/0` on a new mount with that cache and on one with an
+/// empty cache (a first-ever mount: the size is not yet known, `tail` reads forward). Each
+/// output is checked to end with the last line appended, and the first `stat` of the cached
+/// mount to show the exact size.
+fn remount_sizes(a: &Args, lines: u64, reps: usize, report: &mut Report) -> Result<(), String> {
+    let sec = "lookup";
+    let data = a.work.join("data-remount");
+    let cache = a.work.join("cache-remount");
+    let empty = a.work.join("cache-empty");
+    let src = a.work.join("lines-remount.txt");
+    let mnt = a.work.join("mnt-remount");
+    let _ = fs::remove_dir_all(&data);
+    let _ = fs::remove_dir_all(&cache);
+    fs::create_dir_all(&cache).map_err(|e| e.to_string())?;
+    {
+        let logs = LogDir::open(&data, bench_config(1 << 30)).map_err(|e| e.to_string())?;
+        logs.create_topic(TOPIC, 1).map_err(|e| e.to_string())?;
+        logs.shutdown().map_err(|e| e.to_string())?;
+    }
+    write_lines_file(&src, lines)?;
+    let cache_arg = cache.to_string_lossy().into_owned();
+    let (m, _) = Mount::topic(a, &data, &mnt, &["--cache-dir", &cache_arg])?;
+    let part = mnt.join(TOPIC).join("0");
+    let append_s =
+        time_sh(&format!("cat {} >> {}", sh_quote(&src), sh_quote(&part.join("append"))))?;
+    // The sizing after the close runs once requests pause: wait (without requests) until the
+    // cache has not grown for 2 s.
+    let started = Instant::now();
+    let (mut last, mut quiet_since) = (dir_bytes(&cache), Instant::now());
+    while quiet_since.elapsed() < Duration::from_secs(2) {
+        if started.elapsed() > Duration::from_secs(300) {
+            return Err("remount sizes: the segment cache kept growing for 300 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        let now = dir_bytes(&cache);
+        if now != last {
+            (last, quiet_since) = (now, Instant::now());
+        }
+    }
+    let sizing_s = started.elapsed().as_secs_f64() - 2.0;
+    m.stop()?;
+    let last_line = format!("line {:012}", lines - 1);
+    let out = a.work.join("tail-remount.txt");
+    let (mut cached, mut cold, mut exact_at_once) = (vec![], vec![], true);
+    for rep in 0..reps {
+        let mut order = [true, false];
+        if rep % 2 == 1 {
+            order.reverse();
+        }
+        for with_cache in order {
+            let _ = fs::remove_dir_all(&empty);
+            fs::create_dir_all(&empty).map_err(|e| e.to_string())?;
+            let dir = if with_cache { &cache } else { &empty };
+            let dir_arg = dir.to_string_lossy().into_owned();
+            let (m, _) = Mount::topic(a, &data, &mnt, &["--cache-dir", &dir_arg])?;
+            let by0 = part.join("by-offset").join("0");
+            let first_stat = fs::metadata(&by0).map(|md| md.len()).unwrap_or(0);
+            let secs = time_sh(&format!("tail -n 10 {} > {}", sh_quote(&by0), sh_quote(&out)))?;
+            m.stop()?;
+            let text = fs::read_to_string(&out).map_err(|e| e.to_string())?;
+            if !text.lines().last().is_some_and(|l| l.starts_with(&last_line)) {
+                return Err(format!("remount sizes: tail -n 10 did not end with {last_line}"));
+            }
+            if with_cache {
+                exact_at_once &= first_stat == lines * VALUE_BYTES as u64;
+                cached.push(secs);
+            } else {
+                cold.push(secs);
+            }
+        }
+    }
+    let _ = fs::remove_dir_all(&empty);
+    let _ = fs::remove_file(&src);
+    let _ = fs::remove_file(&out);
+    let (c, u) = (stat(&cached).median, stat(&cold).median);
+    report.row(
+        sec,
+        format!(
+            "tail -n 10 by-offset/0 on the next mount of {lines} lines topicfs appended \
+             (sized in the background after the append's close: {sizing_s:.1} s)"
+        ),
+        fmt_ms(c),
+        format!("{} first-ever mount (empty cache)", fmt_ms(u)),
+        format!("{:.1}x", u / c),
+        "exact size at the first stat",
+        Some(exact_at_once),
+    );
+    report.put(
+        "remount_sizes",
+        json!({"lines": lines, "reps": reps, "append_s": append_s, "sizing_s": sizing_s,
+               "cached_tail_s": cached, "first_mount_tail_s": cold,
+               "exact_at_first_stat": exact_at_once}),
+    );
+    let _ = fs::remove_dir_all(&data);
+    let _ = fs::remove_dir_all(&cache);
+    Ok(())
+}
+
 /// The append rows of the FUSE ceiling: the same lines `cat`ed into topicfs's `append` (a
 /// fresh writable mount each repetition), the null fs's sink and a plain file, alternating the
 /// order; each repetition's log end offset is checked against the line count.
@@ -2804,6 +2921,8 @@ fn run(a: &Args) -> Result<Report, String> {
             lookups_after_read(a, &big, args, &label, plan.reps.max(3), 300, &mut report)?;
         }
         let _ = fs::remove_dir_all(&dir);
+        eprintln!("mount: tail -n 10 on the next mount of a log topicfs appended ...");
+        remount_sizes(a, a.remount_lines.max(10), plan.reps.max(3), &mut report)?;
         return Ok(report);
     }
     if a.ceiling_and_cold {
