@@ -635,7 +635,7 @@ fn cluster_open_and_first_read_cost_the_same_requests_whatever_the_partition_siz
             // the background.
             let size = fs.getattr(entry.attr.ino, Some(fh)).unwrap().attr.size;
             assert_eq!(size, 0, "{records} records, {isolation:?}");
-            let first = fs.read(fh, 0, 1).unwrap();
+            let first = fs.read(fh, 0, 1).unwrap().to_vec();
             assert_eq!(first, b"0");
             assert!(fs.wait_for_sizing_steps(Duration::from_secs(10)));
             let after = fetch_and_list_offsets(&client);
@@ -648,7 +648,7 @@ fn cluster_open_and_first_read_cost_the_same_requests_whatever_the_partition_siz
             // Another open + first read of the same name (as `head -c 1` again): the read is
             // served by the Fetch answer of offset 0 the mount kept, whatever the size.
             let again = fs.open(entry.attr.ino, READ).unwrap().fh;
-            assert_eq!(fs.read(again, 0, 1).unwrap(), b"0");
+            assert_eq!(fs.read(again, 0, 1).unwrap().to_vec(), b"0");
             fs.release(again).unwrap();
             let reopened = fetch_and_list_offsets(&client).0 - after.0;
             assert_eq!(reopened, 0, "{records} records, {isolation:?}: Fetches of a second open");

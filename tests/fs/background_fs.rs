@@ -293,7 +293,7 @@ fn a_stalled_read_of_one_partition_does_not_delay_opens_of_another() {
         let stuck = scope.spawn(|| {
             let a = fs_fixture::ino(&fs, "t/0/by-offset/0").unwrap();
             let fh = fs.open(a, READ).unwrap().fh;
-            let bytes = fs.read(fh, 0, 4096).unwrap();
+            let bytes = fs.read(fh, 0, 4096).unwrap().to_vec();
             fs.release(fh).unwrap();
             bytes
         });
@@ -303,7 +303,7 @@ fn a_stalled_read_of_one_partition_does_not_delay_opens_of_another() {
         let fs = &fs;
         let other = scope.spawn(move || {
             let fh = fs.open(b, READ).unwrap().fh;
-            let bytes = fs.read(fh, 0, 4096).unwrap();
+            let bytes = fs.read(fh, 0, 4096).unwrap().to_vec();
             fs.release(fh).unwrap();
             let _ = done_tx.send(bytes);
         });

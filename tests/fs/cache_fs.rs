@@ -75,7 +75,7 @@ impl Mounted {
 
     fn read_at(&self, path: &str, offset: u64, len: u32) -> Vec<u8> {
         let fh = self.fs.open(self.ino(path), READ).unwrap().fh;
-        let out = self.fs.read(fh, offset, len).unwrap();
+        let out = self.fs.read(fh, offset, len).unwrap().to_vec();
         self.fs.release(fh).unwrap();
         out
     }

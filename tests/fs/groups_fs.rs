@@ -89,7 +89,7 @@ impl Fixture {
 
     fn read(&self, path: &str) -> String {
         let fh = self.fs.open(self.ino(path).unwrap(), READ).unwrap().fh;
-        let data = self.fs.read(fh, 0, 1 << 20).unwrap();
+        let data = self.fs.read(fh, 0, 1 << 20).unwrap().to_vec();
         self.fs.release(fh).unwrap();
         String::from_utf8(data).unwrap()
     }
@@ -134,7 +134,7 @@ fn an_open_next_keeps_its_records_while_commits_and_appends_happen() {
     let records = vec![NewRecord { value: Some(b"0-4".to_vec()), ..NewRecord::default() }];
     f.log_dir.log("t", 0).unwrap().append(&records).unwrap();
     assert_eq!(f.fs.getattr(ino, Some(fh)).unwrap().attr.size, 16);
-    assert_eq!(f.fs.read(fh, 0, 100).unwrap(), b"0-0\n0-1\n0-2\n0-3\n");
+    assert_eq!(f.fs.read(fh, 0, 100).unwrap().to_vec(), b"0-0\n0-1\n0-2\n0-3\n");
     f.fs.release(fh).unwrap();
     // Reopened: from the commit to the new end.
     assert_eq!(f.read("t/groups/g/0/next"), "0-3\n0-4\n");

@@ -59,7 +59,7 @@ fn merged_stream_records_per_second_against_partitions_one_after_another() {
         let part = logs.partition("bench", p).unwrap();
         let s = registry.open(part, &StreamSpec::parse_by_time("0").unwrap(), 0).unwrap();
         s.size().unwrap();
-        one_by_one += drain(&|at| s.read_at(at, READ).unwrap());
+        one_by_one += drain(&|at| s.read_at(at, READ).unwrap().to_vec());
     }
     let partitions_secs = started.elapsed().as_secs_f64();
 

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use bytes::Bytes;
 use topicfs_format::Offset;
 use topicfs_source::PartitionSource;
 use topicfs_source::SegmentFileKind;
@@ -111,12 +112,12 @@ impl StreamRef {
     }
 
     /// Up to `len` bytes at `offset` (fewer at the current end).
-    pub fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+    pub fn read_at(&self, offset: u64, len: usize) -> Result<Bytes> {
         match self {
             StreamRef::Partition(s) => s.read_at(offset, len),
-            StreamRef::Topic(s) => s.read_at(offset, len),
-            StreamRef::Key(s) => s.read_at(offset, len),
-            StreamRef::TopicKey(s) => s.read_at(offset, len),
+            StreamRef::Topic(s) => s.read_at(offset, len).map(Bytes::from),
+            StreamRef::Key(s) => s.read_at(offset, len).map(Bytes::from),
+            StreamRef::TopicKey(s) => s.read_at(offset, len).map(Bytes::from),
         }
     }
 

@@ -3,6 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use bytes::Bytes;
 use topicfs_source::error::{Error, Result};
 use topicfs_source::sync::lock;
 use topicfs_view::inspect::InspectionReader;
@@ -196,8 +197,10 @@ impl TopicFs {
         }
     }
 
-    /// Reads up to `size` bytes at `offset` of an open file (fewer at its current end).
-    pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
+    /// Reads up to `size` bytes at `offset` of an open file (fewer at its current end). A
+    /// stream's bytes may be a slice of a buffer it keeps (the rest of a batch, see the view's
+    /// `Tail`): shared, not copied.
+    pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Bytes> {
         let _op = topicfs_source::Operation::begin();
         let size = size as usize;
         match &*self.handles.get(fh)? {
@@ -206,10 +209,10 @@ impl TopicFs {
             | Handle::Config(super::config::ConfigHandle { text, .. }) => {
                 let start = usize::try_from(offset).unwrap_or(usize::MAX).min(text.len());
                 let end = start.saturating_add(size).min(text.len());
-                Ok(text.get(start..end).unwrap_or_default().to_vec())
+                Ok(Bytes::copy_from_slice(text.get(start..end).unwrap_or_default()))
             }
-            Handle::Inspection(reader) => reader.read_at(offset, size),
-            Handle::Keys(reader) => reader.read_at(offset, size),
+            Handle::Inspection(reader) => reader.read_at(offset, size).map(Bytes::from),
+            Handle::Keys(reader) => reader.read_at(offset, size).map(Bytes::from),
             Handle::Stream { stream, ahead, .. } => {
                 let data = match ahead {
                     Some(ahead) => ahead.read(offset, size)?,
@@ -231,9 +234,9 @@ impl TopicFs {
                     &mut buf,
                 )?;
                 buf.truncate(n);
-                Ok(buf)
+                Ok(Bytes::from(buf))
             }
-            Handle::Append(_) => Ok(Vec::new()),
+            Handle::Append(_) => Ok(Bytes::new()),
             Handle::Dir { .. } => Err(Error::Unsupported("read of a directory")),
         }
     }

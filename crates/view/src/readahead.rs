@@ -46,6 +46,8 @@
 //! count stays up, so the handle claims nothing more and its reader reads directly.
 
 use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::Bytes;
 use std::sync::{Arc, Condvar, Mutex};
 
 use crate::budget::{MemoryBudget, Reservation, Streaming};
@@ -71,7 +73,7 @@ pub const MAX_PARALLEL: usize = 2;
 pub trait AheadSource: Send + Sync {
     /// Up to `len` bytes at file offset `offset`: exactly what a full read has there, fewer only
     /// at the current end.
-    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>>;
+    fn read_at(&self, offset: u64, len: usize) -> Result<Bytes>;
     /// Whether bytes at `offset` read earlier may still be served (their records exist).
     fn holds(&self, offset: u64) -> Result<bool>;
     /// Whether a read may wait on the network (a cluster's Fetch), not only on the CPU and
@@ -138,11 +140,7 @@ impl Pool {
         // Another worker may render the window after this one meanwhile.
         self.queue_if_room(handle, &mut st);
         drop(st);
-        let read = handle.source.read_at(at, len).map(|mut bytes| {
-            // Held until the reader takes it: no more capacity than bytes.
-            bytes.shrink_to_fit();
-            bytes
-        });
+        let read = handle.source.read_at(at, len);
         let mut st = lock(&handle.state);
         if st.epoch != epoch || st.closed {
             return;
@@ -187,7 +185,7 @@ struct Shared {
 
 /// A window read ahead: what the source returned (bytes or an error), and its reservation.
 struct Window {
-    read: Result<Vec<u8>>,
+    read: Result<Bytes>,
     _held: Reservation,
 }
 
@@ -245,9 +243,9 @@ impl ReadAhead {
     }
 
     /// Up to `len` bytes at `offset`, as [`AheadSource::read_at`] returns them.
-    pub fn read(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+    pub fn read(&self, offset: u64, len: usize) -> Result<Bytes> {
         if len == 0 {
-            return Ok(Vec::new());
+            return Ok(Bytes::new());
         }
         if let Some(served) = self.take_ready(offset, len)? {
             return served;
@@ -282,7 +280,7 @@ impl ReadAhead {
     /// Serves a read at the expected offset from a window read ahead (waiting for it when a
     /// worker is on it). `None`: no window for it; the windows are dropped and the caller
     /// reads directly.
-    fn take_ready(&self, offset: u64, len: usize) -> Result<Option<Result<Vec<u8>>>> {
+    fn take_ready(&self, offset: u64, len: usize) -> Result<Option<Result<Bytes>>> {
         let mut st = lock(&self.shared.state);
         if offset != st.next || len != st.window {
             drop_windows(&self.shared, &mut st);
@@ -383,7 +381,7 @@ mod tests {
     }
 
     impl AheadSource for Model {
-        fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        fn read_at(&self, offset: u64, len: usize) -> Result<Bytes> {
             self.reads.fetch_add(1, Ordering::SeqCst);
             if offset < self.gone.load(Ordering::SeqCst) {
                 return Err(Error::StaleHandle);
@@ -395,7 +393,7 @@ mod tests {
                 }
                 end = end.min(bad);
             }
-            Ok(expected(offset.min(end), end))
+            Ok(expected(offset.min(end), end).into())
         }
 
         fn holds(&self, offset: u64) -> Result<bool> {
@@ -474,10 +472,10 @@ mod tests {
     }
 
     impl AheadSource for Growing {
-        fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        fn read_at(&self, offset: u64, len: usize) -> Result<Bytes> {
             let end = self.len.fetch_add(self.step, Ordering::SeqCst);
             let end = end.min(offset + len as u64);
-            Ok(expected(offset.min(end), end))
+            Ok(expected(offset.min(end), end).into())
         }
 
         fn holds(&self, _offset: u64) -> Result<bool> {
@@ -544,7 +542,7 @@ mod tests {
     }
 
     impl AheadSource for Slow {
-        fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        fn read_at(&self, offset: u64, len: usize) -> Result<Bytes> {
             std::thread::sleep(self.delay);
             self.model.read_at(offset, len)
         }

@@ -2,6 +2,7 @@
 //! read stopped inside ([`Tail`]), and read-ahead ([`crate::readahead::AheadSource`]).
 
 use super::*;
+use bytes::Bytes;
 
 /// The rendering of the batch a read stopped inside, from the end of the window it returned to
 /// the end of the batch (or of the stream). A sequential reader (`cat`, a FUSE read is 128
@@ -12,10 +13,14 @@ use super::*;
 /// index generation the stream was opened on, for records below `end`; the batch starts at
 /// `before` and, unless the stream ends inside it, is followed by the checkpoint `after`,
 /// whose position is `at + bytes.len()`.
+///
+/// `bytes` share the buffer the window before was rendered into (that window is returned as
+/// another slice of it, see [`Stream::finish_window`]): keeping the rest of a batch costs no
+/// copy, and a window inside it is served as a slice of it.
 #[derive(Debug)]
 pub(super) struct Tail {
     at: u64,
-    bytes: Vec<u8>,
+    bytes: Bytes,
     before: Checkpoint,
     after: Option<Checkpoint>,
     end: Option<Offset>,
@@ -35,7 +40,7 @@ impl Stream {
 
     /// Reads up to `len` bytes at file offset `offset`: exactly the bytes a full read has there
     /// (fewer at the current end; none past it).
-    pub fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+    pub fn read_at(&self, offset: u64, len: usize) -> Result<Bytes> {
         let from = self.start_position.saturating_add(offset);
         let mut to = from.saturating_add(len as u64);
         let bound = {
@@ -47,7 +52,7 @@ impl Stream {
             end.bound
         };
         if matches!(bound, Bound::Fixed(e) if e <= self.start) {
-            return Ok(Vec::new());
+            return Ok(Bytes::new());
         }
         if from >= to {
             if offset == 0 && len > 0 {
@@ -57,7 +62,7 @@ impl Stream {
                     self.check_range_readable(e)?;
                 }
             }
-            return Ok(Vec::new());
+            return Ok(Bytes::new());
         }
         let end = match bound {
             Bound::Fixed(e) => Some(e),
@@ -174,7 +179,7 @@ impl Stream {
     /// the old ones: it is rendered again (the index then drops what the pass replaced, so
     /// those bytes read as stale), and fails with [`Error::StaleHandle`] when passes keep
     /// ending during it.
-    fn read_window(&self, from: u64, to: u64, end: Option<Offset>) -> Result<Vec<u8>> {
+    fn read_window(&self, from: u64, to: u64, end: Option<Offset>) -> Result<Bytes> {
         lock(&self.rendering).push(to);
         let _done = RenderingWindow { stream: self, to };
         for _ in 0..3 {
@@ -205,7 +210,7 @@ impl Stream {
         end: Option<Offset>,
         may_defer: bool,
         seen: u64,
-    ) -> Result<Vec<u8>> {
+    ) -> Result<Bytes> {
         let part = self.part.as_ref();
         let from0 = from;
         let window = usize::try_from(to - from).unwrap_or(usize::MAX);
@@ -261,17 +266,19 @@ impl Stream {
                 if t.end == end && alive && t.at <= from && from < held {
                     let skip = (from - t.at) as usize;
                     let n = (held - from).min(to - from) as usize;
-                    out.extend_from_slice(t.bytes.get(skip..skip + n).unwrap_or_default());
+                    let served = t.bytes.slice(skip..skip + n);
                     from = from.saturating_add(n as u64);
                     if from < held {
                         keep_tail(&mut lock(&self.tails), t);
-                        return Ok(out);
+                        return Ok(served);
                     }
-                    let Some(after) = t.after else { return Ok(out) };
+                    let Some(after) = t.after else { return Ok(served) };
                     *lock(&self.last_read) = Some(after);
                     if from >= to {
-                        return Ok(out);
+                        return Ok(served);
                     }
+                    // The window goes on past the batch: its first bytes are the tail's.
+                    out.extend_from_slice(&served);
                     c = after;
                 }
             }
@@ -323,13 +330,13 @@ impl Stream {
             // window).
             let prefix = (n.position - from0) as usize;
             out.resize(prefix, 0);
-            let mut out = match self.walk_window(&mut w, from, to, end, window, learned, out, seen)
-            {
-                Ok(out) => out,
-                // Whatever went wrong from `n` on, a render from the start says it as
-                // without deferring (e.g. damage at `n` ends a read short rather than failing).
-                Err(_) => return self.render_window(from0, to, end, false, seen),
-            };
+            let (mut out, kept) =
+                match self.walk_window(&mut w, from, to, end, window, learned, out, seen) {
+                    Ok(walked) => walked,
+                    // Whatever went wrong from `n` on, a render from the start says it as
+                    // without deferring (e.g. damage at `n` ends a read short rather than failing).
+                    Err(_) => return self.render_window(from0, to, end, false, seen),
+                };
             {
                 let mut r = lock(&self.rendering);
                 while r.contains(&from0) {
@@ -342,9 +349,34 @@ impl Stream {
                 // The stream ended before `n` (its bound was reached): nothing after it.
                 _ => return Ok(before),
             }
-            return Ok(out);
+            return Ok(self.finish_window(out, window, to, end, kept));
         }
-        self.walk_window(&mut w, from, to, end, window, learned, out, seen)
+        let (out, kept) = self.walk_window(&mut w, from, to, end, window, learned, out, seen)?;
+        Ok(self.finish_window(out, window, to, end, kept))
+    }
+
+    /// The window `[.., to)` of `out` (its first `window` bytes) as returned to the reader, and
+    /// with `kept` (the rest of the batch it ends in may be kept: its reservation and the
+    /// checkpoints around that batch) the bytes past it kept as the stream's [`Tail`] at `to`:
+    /// both slices of the one buffer, neither copied.
+    fn finish_window(
+        &self,
+        out: Vec<u8>,
+        window: usize,
+        to: u64,
+        end: Option<Offset>,
+        kept: Option<KeptTail>,
+    ) -> Bytes {
+        let all = Bytes::from(out);
+        if all.len() <= window {
+            return all;
+        }
+        if let Some(KeptTail { held, before, after }) = kept {
+            let bytes = all.slice(window..);
+            let tail = Tail { at: to, bytes, before, after, end, _held: held };
+            keep_tail(&mut lock(&self.tails), tail);
+        }
+        all.slice(..window)
     }
 
     /// The walk of [`Stream::render_window`] from the walker's checkpoint: renders `[from,
@@ -360,9 +392,10 @@ impl Stream {
         mut learned: Option<Learned>,
         mut out: Vec<u8>,
         seen: u64,
-    ) -> Result<Vec<u8>> {
+    ) -> Result<(Vec<u8>, Option<KeptTail>)> {
         let part = self.part.as_ref();
         let mut resume = None;
+        let mut kept = None;
         let mut at_end = false;
         while w.here.position < to {
             let Some(step) = w.peek()? else {
@@ -376,12 +409,12 @@ impl Stream {
             let r = w.render_batch(&step, from, to, self.start, end, &mut out)?;
             if out.len() > window {
                 // The window ends inside this batch: keep the rest of its rendering.
-                let rest = out.get(window..).unwrap_or_default();
-                // Kept only within the budget (else the next read renders the batch again),
-                // in a buffer of exactly its size.
+                // Kept only within the budget (else the next read renders the batch again);
+                // it keeps the window's buffer, of which it is the rest (see
+                // `Stream::finish_window`), so the whole buffer is reserved.
                 let held = match &self.budget {
                     None => Some(None),
-                    Some(budget) => budget.try_reserve(rest.len()).map(Some),
+                    Some(budget) => budget.try_reserve(out.len()).map(Some),
                 };
                 // Kept only when no rewrite ended meanwhile (see `Stream::read_window`): every
                 // read of this walk then found the records as the index counted them.
@@ -396,11 +429,10 @@ impl Stream {
                         }
                         Some(w.here)
                     };
-                    let bytes = rest.to_vec();
-                    let tail = Tail { at: to, bytes, before, after, end, _held: held };
-                    keep_tail(&mut lock(&self.tails), tail);
+                    kept = Some(KeptTail { held, before, after });
+                } else {
+                    out.truncate(window);
                 }
-                out.truncate(window);
                 resume = Some(before);
                 break;
             }
@@ -426,8 +458,16 @@ impl Stream {
             self.shown_exact.store(true, Ordering::Release);
         }
         self.batch_hint.store(w.batch_hint, Ordering::Relaxed);
-        Ok(out)
+        Ok((out, kept))
     }
+}
+
+/// What [`Stream::walk_window`] found about the batch its window ends inside, for
+/// [`Stream::finish_window`] to keep the rest of its rendering as a [`Tail`].
+struct KeptTail {
+    held: Option<Reservation>,
+    before: Checkpoint,
+    after: Option<Checkpoint>,
 }
 
 /// Tails a stream keeps at once: one per window of a handle rendering in parallel
@@ -462,7 +502,7 @@ impl Drop for RenderingWindow<'_> {
 }
 
 impl crate::readahead::AheadSource for Stream {
-    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+    fn read_at(&self, offset: u64, len: usize) -> Result<Bytes> {
         Stream::read_at(self, offset, len)
     }
 
