@@ -149,7 +149,10 @@ pub(super) fn connect(addr: &BrokerAddr, deadline: Instant, timeout_ms: u64) -> 
 pub(super) fn tls_refused(e: Error, config: &ClientConfig) -> Error {
     match e {
         Error::BrokerUnreachable { broker, op, source }
-            if source.to_string().contains("TLS: received fatal alert") =>
+            // The alert comes as the first request's read fails ("TLS: received fatal
+            // alert: ...") or, when it arrives first, as its write fails (rustls's own
+            // "received fatal alert: ..."): TLS 1.3 sends it after the client's handshake.
+            if source.to_string().contains("received fatal alert") =>
         {
             let hint = match config.ssl_certificate_location {
                 None => {
@@ -210,4 +213,48 @@ pub(super) fn tls_handshake(
         }
     }
     Ok(tls)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn died(op: &str, message: &str) -> Error {
+        Error::BrokerUnreachable {
+            broker: "b:9093".into(),
+            op: op.into(),
+            source: io::Error::other(message.to_string()),
+        }
+    }
+
+    #[test]
+    fn a_tls_alert_on_the_first_requests_read_or_write_is_an_authentication_failure_with_a_hint() {
+        let without = ClientConfig::default();
+        let with = ClientConfig {
+            ssl_certificate_location: Some("alice.pem".into()),
+            ..ClientConfig::default()
+        };
+        // The read of the answer (the alert read as the first response) and the write of the
+        // request (the alert arrived first): the same refusal either way.
+        for (op, message) in [
+            ("ApiVersions", "TLS: received fatal alert: CertificateRequired"),
+            ("write request", "received fatal alert: UnknownCA"),
+        ] {
+            match tls_refused(died(op, message), &without) {
+                Error::AuthFailed { reason, .. } => {
+                    assert!(reason.contains("ssl.certificate.location"), "{reason}")
+                }
+                other => panic!("{op}: {other}"),
+            }
+            match tls_refused(died(op, message), &with) {
+                Error::AuthFailed { reason, .. } => {
+                    assert!(reason.contains("client certificate"), "{reason}")
+                }
+                other => panic!("{op}: {other}"),
+            }
+        }
+        // Anything else stays what it was (retried as any unreachable broker).
+        let reset = tls_refused(died("write request", "connection reset by peer"), &without);
+        assert!(matches!(reset, Error::BrokerUnreachable { .. }), "{reset}");
+    }
 }
