@@ -330,8 +330,10 @@ impl Stream {
             // window).
             let prefix = (n.position - from0) as usize;
             out.resize(prefix, 0);
+            // The tail is kept at once, a copy (this window's start is filled in only after
+            // the window before is done, and the window after may want the tail meanwhile).
             let (mut out, kept) =
-                match self.walk_window(&mut w, from, to, end, window, learned, out, seen) {
+                match self.walk_window(&mut w, from, to, end, window, learned, out, seen, false) {
                     Ok(walked) => walked,
                     // Whatever went wrong from `n` on, a render from the start says it as
                     // without deferring (e.g. damage at `n` ends a read short rather than failing).
@@ -351,7 +353,8 @@ impl Stream {
             }
             return Ok(self.finish_window(out, window, to, end, kept));
         }
-        let (out, kept) = self.walk_window(&mut w, from, to, end, window, learned, out, seen)?;
+        let (out, kept) =
+            self.walk_window(&mut w, from, to, end, window, learned, out, seen, true)?;
         Ok(self.finish_window(out, window, to, end, kept))
     }
 
@@ -381,6 +384,9 @@ impl Stream {
 
     /// The walk of [`Stream::render_window`] from the walker's checkpoint: renders `[from,
     /// to)` into `out` (which holds `window` bytes when done, or fewer at the stream's end).
+    /// With `share_tail`, what it renders past the window is left in `out` and described by
+    /// the [`KeptTail`] it returns, for [`Stream::finish_window`]; without, it is copied into
+    /// a [`Tail`] kept at once and `out` ends at the window.
     #[allow(clippy::too_many_arguments)]
     fn walk_window(
         &self,
@@ -392,6 +398,7 @@ impl Stream {
         mut learned: Option<Learned>,
         mut out: Vec<u8>,
         seen: u64,
+        share_tail: bool,
     ) -> Result<(Vec<u8>, Option<KeptTail>)> {
         let part = self.part.as_ref();
         let mut resume = None;
@@ -409,12 +416,14 @@ impl Stream {
             let r = w.render_batch(&step, from, to, self.start, end, &mut out)?;
             if out.len() > window {
                 // The window ends inside this batch: keep the rest of its rendering.
-                // Kept only within the budget (else the next read renders the batch again);
-                // it keeps the window's buffer, of which it is the rest (see
-                // `Stream::finish_window`), so the whole buffer is reserved.
+                // Kept only within the budget (else the next read renders the batch again).
+                // Shared, it keeps the window's buffer, of which it is the rest (see
+                // `Stream::finish_window`), so the whole buffer is reserved; else a copy of
+                // the rest, kept now.
+                let keeps = if share_tail { out.len() } else { out.len() - window };
                 let held = match &self.budget {
                     None => Some(None),
-                    Some(budget) => budget.try_reserve(out.len()).map(Some),
+                    Some(budget) => budget.try_reserve(keeps).map(Some),
                 };
                 // Kept only when no rewrite ended meanwhile (see `Stream::read_window`): every
                 // read of this walk then found the records as the index counted them.
@@ -429,7 +438,14 @@ impl Stream {
                         }
                         Some(w.here)
                     };
-                    kept = Some(KeptTail { held, before, after });
+                    if share_tail {
+                        kept = Some(KeptTail { held, before, after });
+                    } else {
+                        let bytes = Bytes::copy_from_slice(out.get(window..).unwrap_or_default());
+                        let tail = Tail { at: to, bytes, before, after, end, _held: held };
+                        keep_tail(&mut lock(&self.tails), tail);
+                        out.truncate(window);
+                    }
                 } else {
                     out.truncate(window);
                 }
