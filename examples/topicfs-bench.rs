@@ -2039,16 +2039,37 @@ fn fuse_ceiling(
     }
     let reps = plan.reps.max(3);
     let mut t: Vec<Vec<f64>> = vec![vec![]; cats.len()];
+    // The daemon's CPU (user + system) per `cat` of its two files: what an A/B of two daemons
+    // compares when the machine's speed moves between runs.
+    let mut cpu: [Vec<f64>; 2] = [vec![], vec![]];
     for rep in 0..reps {
         let order: Vec<usize> =
             if rep % 2 == 0 { (0..cats.len()).collect() } else { (0..cats.len()).rev().collect() };
         for i in order {
+            let c0 = process_cpu_ns(m.pid());
             t[i].push(time_sh(&cats[i])?);
+            if i == 0 || i == 2 {
+                cpu[i / 2].push((process_cpu_ns(m.pid()) - c0) as f64 / 1e9);
+            }
         }
     }
     drop(m);
     let med: Vec<f64> = t.iter().map(|x| stat(x).median).collect();
     let sec = "ceiling";
+    for (k, (file, bytes)) in
+        [("by-offset/0", values_len), ("by-offset/0.json", json_len)].into_iter().enumerate()
+    {
+        let c = stat(&cpu[k]).median;
+        report.row(
+            sec,
+            format!("daemon CPU (user + system) per cat {file}"),
+            format!("{} ({:.0} µs/MB)", fmt_ms(c), c * 1e6 / (bytes as f64 / 1e6)),
+            "",
+            "",
+            "",
+            None,
+        );
+    }
     report.rate_ratio_row(
         sec,
         "null fs read of the value lines vs raw cat of the segments",
@@ -2089,7 +2110,8 @@ fn fuse_ceiling(
         "ceiling",
         json!({"reps": reps, "values_bytes": values_len, "json_bytes": json_len,
         "log_bytes": kafka.log_bytes, "topicfs_values_s": t[0], "null_values_s": t[1],
-        "topicfs_json_s": t[2], "null_json_s": t[3], "raw_cat_s": t[4]}),
+        "topicfs_json_s": t[2], "null_json_s": t[3], "raw_cat_s": t[4],
+        "daemon_cpu_values_s": cpu[0], "daemon_cpu_json_s": cpu[1]}),
     );
     if !a.ceiling_reads {
         ceiling_append(plan, a, &null, report)?;
