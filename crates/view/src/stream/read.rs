@@ -266,7 +266,11 @@ impl Stream {
                 if t.end == end && alive && t.at <= from && from < held {
                     let skip = (from - t.at) as usize;
                     let n = (held - from).min(to - from) as usize;
-                    let served = t.bytes.slice(skip..skip + n);
+                    // In range by the checks above (`Bytes::slice` would panic otherwise).
+                    let served = match skip.checked_add(n) {
+                        Some(e) if e <= t.bytes.len() => t.bytes.slice(skip..e),
+                        _ => Bytes::new(),
+                    };
                     from = from.saturating_add(n as u64);
                     if from < held {
                         keep_tail(&mut lock(&self.tails), t);
