@@ -163,13 +163,13 @@ proptest! {
 }
 
 /// The same model with every kind of step on its own thread at once: an appender, retention,
-/// a follower per format and readers opening relative offsets. Seeded per thread; the
-/// interleaving is the machine's.
+/// two followers and four readers opening relative offsets (each in a random format). Seeded
+/// per thread; the interleaving is the machine's. Runs 1.5 s, or `TOPICFS_MODEL_MS`.
 #[test]
 fn concurrent_streams_under_appends_and_retention_return_the_bytes_of_a_log_that_deleted_nothing() {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::{Duration, Instant};
-    let rounds: u64 =
+    let run_for_ms: u64 =
         std::env::var("TOPICFS_MODEL_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(1500);
     let part = Arc::new(MemPartition::new("m", 0, 700));
     let all = Arc::new(MemPartition::new("m", 0, usize::MAX));
@@ -271,7 +271,7 @@ fn concurrent_streams_under_appends_and_retention_return_the_bytes_of_a_log_that
         }));
     }
     let start = Instant::now();
-    while start.elapsed() < Duration::from_millis(rounds) {
+    while start.elapsed() < Duration::from_millis(run_for_ms) {
         std::thread::sleep(Duration::from_millis(20));
         if threads.iter().any(|t| t.is_finished()) {
             break;
