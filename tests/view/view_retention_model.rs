@@ -66,6 +66,58 @@ fn check(all: &MemPartition, format: Format, start: Offset, at: u64, got: &[u8],
     );
 }
 
+/// `n` records whose values number on from `*last` (then the last one's number), padded by
+/// `pad(number)` bytes, appended as one batch to `all` first and then to `part`: whatever a
+/// stream of `part` can read, `all` holds.
+fn append(
+    part: &MemPartition,
+    all: &MemPartition,
+    last: &mut u64,
+    n: usize,
+    pad: impl Fn(u64) -> usize,
+) {
+    let records: Vec<NewRecord> = (0..n)
+        .map(|_| {
+            *last += 1;
+            let v = format!("r{:06}{}", *last, "p".repeat(pad(*last)));
+            NewRecord {
+                timestamp: *last as i64,
+                key: None,
+                value: Some(v.into_bytes()),
+                headers: vec![],
+            }
+        })
+        .collect();
+    all.append_batch(&plain(), &records);
+    part.append_batch(&plain(), &records);
+}
+
+/// Retention that keeps the last `keep` segments of `part`.
+fn retain_last(part: &MemPartition, keep: usize) {
+    let segs = part.segment_files().unwrap().segments().unwrap();
+    if segs.len() > keep {
+        part.delete_segments_below(segs[segs.len() - keep].base_offset);
+    }
+}
+
+/// Reads `s` (format `f`) from its start in reads of 32, 32, 64, ... bytes (Rust's
+/// `read_to_end`), checking each against `all`, until its end or until it is stale.
+fn read_in_doubling_reads(s: &Stream, all: &MemPartition, f: Format, what: &str) {
+    let (mut at, mut len) = (0u64, 32usize);
+    loop {
+        match s.read_at(at, len) {
+            Ok(got) if got.is_empty() => return,
+            Ok(got) => {
+                check(all, f, s.start(), at, &got, what);
+                at += got.len() as u64;
+                len = (len * 2).min(64 << 10);
+            }
+            Err(Error::StaleHandle) => return,
+            Err(e) => panic!("{what}: {e}"),
+        }
+    }
+}
+
 fn run(steps: &[Step], segment_bytes: usize) {
     let part = Arc::new(MemPartition::new("m", 0, segment_bytes));
     let all = MemPartition::new("m", 0, usize::MAX);
@@ -75,28 +127,8 @@ fn run(steps: &[Step], segment_bytes: usize) {
     for (i, step) in steps.iter().enumerate() {
         let what = format!("step {i} {step:?}");
         match *step {
-            Step::Append { n, pad } => {
-                let records: Vec<NewRecord> = (0..n)
-                    .map(|_| {
-                        next_value += 1;
-                        let v = format!("r{next_value:06}{}", "p".repeat(pad));
-                        NewRecord {
-                            timestamp: next_value as i64,
-                            key: None,
-                            value: Some(v.into_bytes()),
-                            headers: vec![],
-                        }
-                    })
-                    .collect();
-                part.append_batch(&plain(), &records);
-                all.append_batch(&plain(), &records);
-            }
-            Step::Retain { keep } => {
-                let segs = part.segment_files().unwrap().segments().unwrap();
-                if segs.len() > keep {
-                    part.delete_segments_below(segs[segs.len() - keep].base_offset);
-                }
-            }
+            Step::Append { n, pad } => append(&part, &all, &mut next_value, n, |_| pad),
+            Step::Retain { keep } => retain_last(&part, keep),
             Step::Follow { format, len } => {
                 let f = FORMATS[format];
                 if followers[format].is_none() {
@@ -116,19 +148,7 @@ fn run(steps: &[Step], segment_bytes: usize) {
             Step::OpenTail { format, back } => {
                 let f = FORMATS[format];
                 let Ok(s) = open(&reg, &part, &format!("-{back}{}", f.suffix())) else { continue };
-                let (mut at, mut len) = (0u64, 32usize);
-                loop {
-                    match s.read_at(at, len) {
-                        Ok(got) if got.is_empty() => break,
-                        Ok(got) => {
-                            check(&all, f, s.start(), at, &got, &what);
-                            at += got.len() as u64;
-                            len = (len * 2).min(64 << 10);
-                        }
-                        Err(Error::StaleHandle) => break,
-                        Err(e) => panic!("{what}: {e}"),
-                    }
-                }
+                read_in_doubling_reads(&s, &all, f, &what);
             }
             Step::SizeThenRead { format, back } => {
                 let f = FORMATS[format];
@@ -182,21 +202,7 @@ fn concurrent_streams_under_appends_and_retention_return_the_bytes_of_a_log_that
             let mut v = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 let n = 1 + (v % 5) as usize;
-                let records: Vec<NewRecord> = (0..n)
-                    .map(|_| {
-                        v += 1;
-                        let value = format!("r{v:06}{}", "p".repeat((v * 7 % 40) as usize));
-                        NewRecord {
-                            timestamp: v as i64,
-                            key: None,
-                            value: Some(value.into_bytes()),
-                            headers: vec![],
-                        }
-                    })
-                    .collect();
-                // The model first: whatever a stream can read, it holds.
-                all.append_batch(&plain(), &records);
-                part.append_batch(&plain(), &records);
+                append(&part, &all, &mut v, n, |v| (v * 7 % 40) as usize);
                 std::thread::sleep(Duration::from_micros(200));
             }
         }));
@@ -205,10 +211,7 @@ fn concurrent_streams_under_appends_and_retention_return_the_bytes_of_a_log_that
         let (part, stop) = (Arc::clone(&part), Arc::clone(&stop));
         threads.push(std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
-                let segs = part.segment_files().unwrap().segments().unwrap();
-                if segs.len() > 3 {
-                    part.delete_segments_below(segs[segs.len() - 3].base_offset);
-                }
+                retain_last(&part, 3);
                 std::thread::sleep(Duration::from_millis(3));
             }
         }));
@@ -254,19 +257,7 @@ fn concurrent_streams_under_appends_and_retention_return_the_bytes_of_a_log_that
                 if next() % 3 == 0 {
                     let _ = s.size();
                 }
-                let (mut at, mut len) = (0u64, 32usize);
-                loop {
-                    match s.read_at(at, len) {
-                        Ok(got) if got.is_empty() => break,
-                        Ok(got) => {
-                            check(&all, f, s.start(), at, &got, &format!("reader {t} -{back}"));
-                            at += got.len() as u64;
-                            len = (len * 2).min(64 << 10);
-                        }
-                        Err(Error::StaleHandle) => break,
-                        Err(e) => panic!("reader {t}: {e}"),
-                    }
-                }
+                read_in_doubling_reads(&s, &all, f, &format!("reader {t} -{back}"));
             }
         }));
     }
