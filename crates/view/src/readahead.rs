@@ -46,9 +46,9 @@
 //! count stays up, so the handle claims nothing more and its reader reads directly.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Condvar, Mutex};
 
 use bytes::Bytes;
-use std::sync::{Arc, Condvar, Mutex};
 
 use crate::budget::{MemoryBudget, Reservation, Streaming};
 use topicfs_executor::{Blocking, Class, Executor};

@@ -336,9 +336,9 @@ impl Stream {
             out.resize(prefix, 0);
             // The tail is kept at once, a copy (this window's start is filled in only after
             // the window before is done, and the window after may want the tail meanwhile).
-            let (mut out, kept) =
+            let mut out =
                 match self.walk_window(&mut w, from, to, end, window, learned, out, seen, false) {
-                    Ok(walked) => walked,
+                    Ok((out, kept)) => self.keep_tail_copy(out, window, to, end, kept),
                     // Whatever went wrong from `n` on, a render from the start says it as
                     // without deferring (e.g. damage at `n` ends a read short rather than failing).
                     Err(_) => return self.render_window(from0, to, end, false, seen),
@@ -355,7 +355,7 @@ impl Stream {
                 // The stream ended before `n` (its bound was reached): nothing after it.
                 _ => return Ok(before),
             }
-            return Ok(self.finish_window(out, window, to, end, kept));
+            return Ok(Bytes::from(out));
         }
         let (out, kept) =
             self.walk_window(&mut w, from, to, end, window, learned, out, seen, true)?;
@@ -386,11 +386,34 @@ impl Stream {
         all.slice(..window)
     }
 
+    /// `out` cut to its first `window` bytes, the bytes past them (with `kept`) copied into the
+    /// stream's [`Tail`] at `to` at once: for a deferred window, whose own start is filled in
+    /// only after the window before is done, while the window after may look for this tail.
+    fn keep_tail_copy(
+        &self,
+        mut out: Vec<u8>,
+        window: usize,
+        to: u64,
+        end: Option<Offset>,
+        kept: Option<KeptTail>,
+    ) -> Vec<u8> {
+        if let (Some(KeptTail { held, before, after }), Some(rest)) = (kept, out.get(window..)) {
+            let bytes = Bytes::copy_from_slice(rest);
+            keep_tail(
+                &mut lock(&self.tails),
+                Tail { at: to, bytes, before, after, end, _held: held },
+            );
+        }
+        out.truncate(window);
+        out
+    }
+
     /// The walk of [`Stream::render_window`] from the walker's checkpoint: renders `[from,
     /// to)` into `out` (which holds `window` bytes when done, or fewer at the stream's end).
-    /// With `share_tail`, what it renders past the window is left in `out` and described by
-    /// the [`KeptTail`] it returns, for [`Stream::finish_window`]; without, it is copied into
-    /// a [`Tail`] kept at once and `out` ends at the window.
+    /// What it renders past the window stays in `out`; when the rest of that batch may be kept,
+    /// the [`KeptTail`] it returns says so, with a reservation for the whole buffer when
+    /// `share_tail` ([`Stream::finish_window`]) or for that rest alone when not
+    /// ([`Stream::keep_tail_copy`]).
     #[allow(clippy::too_many_arguments)]
     fn walk_window(
         &self,
@@ -442,16 +465,7 @@ impl Stream {
                         }
                         Some(w.here)
                     };
-                    if share_tail {
-                        kept = Some(KeptTail { held, before, after });
-                    } else {
-                        let bytes = Bytes::copy_from_slice(out.get(window..).unwrap_or_default());
-                        let tail = Tail { at: to, bytes, before, after, end, _held: held };
-                        keep_tail(&mut lock(&self.tails), tail);
-                        out.truncate(window);
-                    }
-                } else {
-                    out.truncate(window);
+                    kept = Some(KeptTail { held, before, after });
                 }
                 resume = Some(before);
                 break;
