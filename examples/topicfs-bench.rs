@@ -1916,12 +1916,7 @@ fn mount_append(plan: &Plan, a: &Args, report: &mut Report) -> Result<(), String
     let (mut mount_s, mut plain_s, mut cpu, mut ratios) = (vec![], vec![], vec![], vec![]);
     let mut hwm_max = 0;
     for rep in 0..plan.reps {
-        let _ = fs::remove_dir_all(&data);
-        {
-            let logs = LogDir::open(&data, bench_config(1 << 30)).map_err(|e| e.to_string())?;
-            logs.create_topic(TOPIC, 1).map_err(|e| e.to_string())?;
-            logs.shutdown().map_err(|e| e.to_string())?;
-        }
+        empty_topic_dir(&data)?;
         let (m, _) = Mount::topic(a, &data, &mnt, &[])?;
         let append = mnt.join(TOPIC).join("0").join("append");
         let run_plain = || {
@@ -2208,6 +2203,15 @@ fn lookups_after_read(
     Ok(())
 }
 
+/// A fresh data dir at `data` (anything there before removed) holding the benchmark topic with
+/// one empty partition, closed cleanly, for a mount to append to.
+fn empty_topic_dir(data: &Path) -> Result<(), String> {
+    let _ = fs::remove_dir_all(data);
+    let logs = LogDir::open(data, bench_config(1 << 30)).map_err(|e| e.to_string())?;
+    logs.create_topic(TOPIC, 1).map_err(|e| e.to_string())?;
+    logs.shutdown().map_err(|e| e.to_string())
+}
+
 /// Bytes of every file under `dir` (the segment cache's size, to see its writer go quiet).
 fn dir_bytes(dir: &Path) -> u64 {
     let Ok(entries) = fs::read_dir(dir) else { return 0 };
@@ -2234,14 +2238,9 @@ fn remount_sizes(a: &Args, lines: u64, reps: usize, report: &mut Report) -> Resu
     let empty = a.work.join("cache-empty");
     let src = a.work.join("lines-remount.txt");
     let mnt = a.work.join("mnt-remount");
-    let _ = fs::remove_dir_all(&data);
+    empty_topic_dir(&data)?;
     let _ = fs::remove_dir_all(&cache);
     fs::create_dir_all(&cache).map_err(|e| e.to_string())?;
-    {
-        let logs = LogDir::open(&data, bench_config(1 << 30)).map_err(|e| e.to_string())?;
-        logs.create_topic(TOPIC, 1).map_err(|e| e.to_string())?;
-        logs.shutdown().map_err(|e| e.to_string())?;
-    }
     write_lines_file(&src, lines)?;
     let cache_arg = cache.to_string_lossy().into_owned();
     let (m, _) = Mount::topic(a, &data, &mnt, &["--cache-dir", &cache_arg])?;
@@ -2340,12 +2339,7 @@ fn ceiling_append(
     let plain = a.work.join("append-plain.txt");
     let (mut top_s, mut null_s, mut plain_s, mut cpu) = (vec![], vec![], vec![], vec![]);
     for rep in 0..reps {
-        let _ = fs::remove_dir_all(&data);
-        {
-            let logs = LogDir::open(&data, bench_config(1 << 30)).map_err(|e| e.to_string())?;
-            logs.create_topic(TOPIC, 1).map_err(|e| e.to_string())?;
-            logs.shutdown().map_err(|e| e.to_string())?;
-        }
+        empty_topic_dir(&data)?;
         let (m, _) = Mount::topic(a, &data, &mnt, &[])?;
         let append = mnt.join(TOPIC).join("0").join("append");
         // Several appends into one mount, as a producer appends (the bimodal
