@@ -295,14 +295,25 @@ fn a_pass_makes_an_open_streams_replaced_bytes_stale_and_its_tail_goes_on() {
 
 /// A stream opened after a pass, on the same registry (whose shared index had rendered the
 /// replaced segments) or on a new one, at the log start or inside the compacted part, reads
-/// exactly the compacted log; with a segment cache that summarized the old segments too.
+/// exactly the compacted log; with a segment cache and entries beside the segments that
+/// summarized the old segments too (the pass removes the entries of the segments it replaced).
 #[test]
 fn a_stream_opened_after_a_pass_reads_exactly_the_compacted_log() {
     use topicfs::storage::cache::{CacheSettings, SegmentCache};
     use topicfs::view::spec::StreamSpec;
     use topicfs::view::stream::StreamRegistry;
     let tmp = tempfile::tempdir().unwrap();
-    let (_dir, log) = keyed_log(tmp.path());
+    let (dir, log) = keyed_log(tmp.path());
+    let beside_entries = || -> Vec<String> {
+        dir.beside_segments().flush();
+        let mut v: Vec<String> = std::fs::read_dir(tmp.path().join("t-0"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.contains(".topicfs-"))
+            .collect();
+        v.sort();
+        v
+    };
     let cache_dir = tempfile::tempdir().unwrap();
     let cache = Arc::new(SegmentCache::open(&CacheSettings {
         dir: Some(cache_dir.path().to_path_buf()),
@@ -320,8 +331,23 @@ fn a_stream_opened_after_a_pass_reads_exactly_the_compacted_log() {
     assert_eq!(lines(&full_read(&old)).len(), 300);
     assert_eq!(offsets_of_json(&full_read(&old_json)).len(), 300);
     cache.flush();
-    assert!(cache.used() > 0, "the cache holds renderings of the old segments");
+    let before = beside_entries();
+    assert!(
+        before.iter().filter(|n| n.ends_with(".topicfs-render")).count() > 2,
+        "the renderings of the old segments are kept beside them: {before:?}"
+    );
     let active_base = clean(&log);
+    // The entries of every segment the pass replaced are gone with it.
+    let bases: Vec<String> =
+        log.segment_list().iter().map(|s| format!("{:020}", s.base_offset().0)).collect();
+    for name in beside_entries() {
+        let base = name.split('.').next().unwrap().to_string();
+        assert!(bases.contains(&base), "{name} outlived its segment");
+        assert!(
+            !before.contains(&name) || base == bases[bases.len() - 1],
+            "{name} survived the pass"
+        );
+    }
     let want = compacted(active_base, 300);
     for reg in [&reg, &StreamRegistry::new()] {
         assert_eq!(lines(&full_read(&open(reg, "0"))), want);

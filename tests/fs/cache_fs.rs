@@ -110,11 +110,28 @@ impl Mounted {
     }
 }
 
-/// A data dir with topic `t`, partition 0 in about 60 segments of 4 KiB; returns what each
-/// format's `by-offset/0` reads, after a mount that read them all (so the cache, when given,
-/// holds every sealed segment's rendering).
+/// A data dir with topic `t`, partition 0 in about 60 segments of 4 KiB, as a broker would
+/// have written it (without the entries topicfs keeps beside its segments); returns what each
+/// format's `by-offset/0` reads, after a read-only mount that read them all when `cache` is
+/// given (so the cache holds every sealed segment's rendering).
 fn written(data: &Path, cache: Option<&Path>) -> Vec<Vec<u8>> {
-    let m = mount(data, cache, u64::MAX, true);
+    let all = written_by_topicfs(data);
+    strip_beside_entries(data);
+    if let Some(cache) = cache {
+        let m = mount(data, Some(cache), u64::MAX, false);
+        for (f, bytes) in FORMATS.iter().zip(&all) {
+            assert_eq!(&m.read_all(&format!("t/0/by-offset/0{f}")), bytes);
+            assert_eq!(m.size(&format!("t/0/by-offset/0{f}")), bytes.len() as u64);
+        }
+        m.unmount();
+    }
+    all
+}
+
+/// [`written`]'s partition as a writable mount without a cache dir leaves it: with what the
+/// mount learned about its segments kept beside them.
+fn written_by_topicfs(data: &Path) -> Vec<Vec<u8>> {
+    let m = mount(data, None, u64::MAX, true);
     m.log_dir.create_topic("t", 1).unwrap();
     for b in 0..200 {
         let lines: String = (0..20).map(|i| format!("record-{b}-{i}\n")).collect();
@@ -127,6 +144,25 @@ fn written(data: &Path, cache: Option<&Path>) -> Vec<Vec<u8>> {
     }
     m.unmount();
     all
+}
+
+/// Removes what topicfs kept beside the segments of `data`'s partition `t-0`: the directory is
+/// then as a broker would have written it.
+fn strip_beside_entries(data: &Path) {
+    for p in beside_entries(&data.join("t-0")) {
+        std::fs::remove_file(p).unwrap();
+    }
+}
+
+/// The entries kept beside the segments of the partition directory `dir`.
+fn beside_entries(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_str().unwrap().contains(".topicfs-"))
+        .collect();
+    v.sort();
+    v
 }
 
 fn entries(cache: &Path) -> Vec<std::path::PathBuf> {
@@ -319,15 +355,16 @@ fn background_sizing_leaves_a_partition_without_sealed_segments_or_cache_alone()
     m.unmount();
 }
 
-/// What a mount appended is sized once its append handle closes (in the background, as at
-/// mount: sealed segments' summaries and the active segment's prefix into the segment cache),
-/// so the next mount of the directory shows every format's exact size at the first stat, where
-/// it would otherwise have to render the whole partition first.
+/// What a writable mount appended is sized once its append handle closes (in the background,
+/// as at mount), and what it learns is kept beside the segments in the data dir: sealed
+/// segments' summaries and the active segment's prefix. So the next mount of the directory
+/// shows every format's exact size at the first stat, where it would otherwise have to render
+/// the whole partition first, whatever its cache dir (none here, or an empty one).
 #[test]
-fn what_a_mount_appended_is_sized_in_the_background_so_the_next_mount_knows_exact_sizes() {
+fn what_a_mount_appended_is_sized_in_the_background_so_any_next_mount_knows_exact_sizes() {
     let tmp = tempfile::tempdir().unwrap();
-    let (data, cache) = (tmp.path().join("data"), tmp.path().join("cache"));
-    let w = mount(&data, Some(&cache), 1, true);
+    let data = tmp.path().join("data");
+    let w = mount(&data, None, 1, true);
     TopicFs::start_background_sizing(&w.fs).join().unwrap();
     w.log_dir.create_topic("t", 1).unwrap();
     let fh = w.fs.open(w.ino("t/0/append"), WRITE).unwrap().fh;
@@ -338,25 +375,89 @@ fn what_a_mount_appended_is_sized_in_the_background_so_the_next_mount_knows_exac
     w.fs.release(fh).unwrap();
     assert!(w.fs.executor().wait_idle(std::time::Duration::from_secs(60)), "sizing ended");
     w.unmount();
-    assert!(!prefix_entries(&cache).is_empty(), "the active segment's prefix was stored");
-    // What each format reads, from a mount without the cache.
+    let kept = beside_entries(&data.join("t-0"));
+    let segments = walk(&data).iter().filter(|p| p.extension().is_some_and(|e| e == "log")).count();
+    assert!(segments > 20, "{segments} segments");
+    let named = |end: &str| kept.iter().filter(|p| p.to_str().unwrap().ends_with(end)).count();
+    assert_eq!(named(".topicfs-render"), segments - 1, "one per sealed segment: {kept:?}");
+    assert_eq!(named(".topicfs-prefix"), 1, "the active segment's prefix: {kept:?}");
+    // What each format reads, from a mount that renders everything.
     let plain = mount(&data, None, u64::MAX, false);
     let all: Vec<Vec<u8>> =
         FORMATS.iter().map(|f| plain.read_all(&format!("t/0/by-offset/0{f}"))).collect();
     plain.unmount();
-    // The next mount: one batch per stat, and yet exact at once.
+    // The next mounts: one batch per stat, and yet exact at once; read-only without a cache,
+    // with an empty cache dir, and writable.
+    let before = listing(&data);
+    let again = mount(&data, None, 1, false);
+    assert_every_format_exact_at_the_first_stat(&again, &all);
+    again.unmount();
+    assert_eq!(listing(&data), before, "a read-only mount wrote nothing into the data dir");
+    let cache = tmp.path().join("empty-cache");
     let again = mount(&data, Some(&cache), 1, false);
     assert_every_format_exact_at_the_first_stat(&again, &all);
     again.unmount();
-    // Without a cache nothing would be kept: appending is not followed by a sizing.
-    let data = tmp.path().join("data-2");
-    let w = mount(&data, None, 1, true);
-    TopicFs::start_background_sizing(&w.fs).join().unwrap();
-    w.log_dir.create_topic("t", 1).unwrap();
-    w.append("t/0/append", &all[0]);
-    assert!(w.fs.executor().wait_idle(std::time::Duration::from_secs(60)));
-    assert_eq!(w.size("t/0/by-offset/0"), 0, "not sized after the append");
-    w.unmount();
+    let again = mount(&data, None, 1, true);
+    assert_every_format_exact_at_the_first_stat(&again, &all);
+    again.unmount();
+}
+
+/// The entries kept beside the segments go with their segments: a writable mount removes those
+/// whose segment a broker deleted and a crash's temporary files (retention by the engine
+/// itself: `storage::log::summaries`' tests); a damaged one is ignored (logged) and rebuilt,
+/// never trusted.
+#[test]
+fn entries_beside_the_segments_go_with_them_and_are_never_trusted_blindly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let all = written_by_topicfs(&data);
+    let part = data.join("t-0");
+    let kept = beside_entries(&part);
+    assert!(kept.len() > 20, "{kept:?}");
+    // A broker's retention deletes the first segment's files (and knows nothing of ours); a
+    // crash left a temporary file an hour ago.
+    for suffix in ["log", "index", "timeindex"] {
+        std::fs::remove_file(part.join(format!("00000000000000000000.{suffix}"))).unwrap();
+    }
+    let temp = part.join(".topicfs-tmp-1-1");
+    std::fs::write(&temp, b"partial").unwrap();
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    std::fs::File::options().write(true).open(&temp).unwrap().set_modified(hour_ago).unwrap();
+    // Damage a later segment's entry.
+    let damaged = kept.iter().find(|p| p.to_str().unwrap().ends_with(".topicfs-render")).unwrap();
+    let damaged = if damaged.to_str().unwrap().contains("/00000000000000000000.") {
+        kept.iter().filter(|p| p.to_str().unwrap().ends_with(".topicfs-render")).nth(1).unwrap()
+    } else {
+        damaged
+    };
+    let mut bytes = std::fs::read(damaged).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(damaged, &bytes).unwrap();
+    // A writable mount removes the strays at load, and its reads are exact and rebuild the
+    // damaged entry.
+    let m = mount(&data, None, u64::MAX, true);
+    let left = beside_entries(&part);
+    assert!(!left.contains(&temp), "the crash's temporary file is removed");
+    assert!(
+        left.iter().all(|p| !p.to_str().unwrap().contains("/00000000000000000000.")),
+        "the deleted segment's entries are removed: {left:?}"
+    );
+    let start = m.log_dir.log("t", 0).unwrap().log_start_offset().0 as usize;
+    assert!(start > 0);
+    let want: Vec<u8> =
+        all[0].split_inclusive(|&b| b == b'\n').skip(start).flatten().copied().collect();
+    let from_start = format!("t/0/by-offset/{start}");
+    assert_eq!(m.size(&from_start), want.len() as u64);
+    assert_eq!(m.read_all(&from_start), want);
+    m.unmount();
+    // The rebuilt entry is valid again: a mount sizing one batch per stat is exact at once.
+    let again = mount(&data, None, 1, false);
+    let start = again.log_dir.log("t", 0).unwrap().log_start_offset().0 as usize;
+    let want: Vec<u8> =
+        all[0].split_inclusive(|&b| b == b'\n').skip(start).flatten().copied().collect();
+    assert_eq!(again.size(&format!("t/0/by-offset/{start}")), want.len() as u64);
+    again.unmount();
 }
 
 fn prefix_entries(cache: &Path) -> Vec<std::path::PathBuf> {
@@ -394,6 +495,9 @@ fn a_remount_knows_the_active_segments_prefix_from_the_cache_until_it_is_truncat
         lens(&all)
     );
     w.unmount();
+    // What that writable mount kept beside the segments would answer first: gone, the
+    // directory is as a broker's (this test is about the cache dir).
+    strip_beside_entries(&data);
     // Background sizing, reaching the end, stores the active segment's prefix to there.
     let m = mount(&data, Some(&cache), 1, false);
     TopicFs::start_background_sizing(&m.fs).join().unwrap();
@@ -443,6 +547,7 @@ fn a_remount_knows_the_active_segments_prefix_from_the_cache_until_it_is_truncat
     w.append("t/0/append", b"appended-1\nappended-2\n");
     all = FORMATS.iter().map(|f| w.read_all(&format!("t/0/by-offset/0{f}"))).collect();
     w.unmount();
+    strip_beside_entries(&data);
     let m = mount(&data, Some(&cache), 1, false);
     assert_eq!(first_stats(&m), lens(&all), "exact after an append beyond the prefix");
     assert!(m.read_all("t/0/by-offset/0").ends_with(b"appended-1\nappended-2\n"));

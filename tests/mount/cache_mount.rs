@@ -28,13 +28,62 @@ impl Drop for Tmpfs {
 }
 
 /// Writes `seq 1 N` into topic `t` through a read-write mount with small segments; returns the
-/// dirs (unmounted) and what `by-offset/0` reads.
+/// dirs (unmounted) and what `by-offset/0` reads. The partition is left as a broker would have
+/// written it: without what the mount kept beside its segments (these tests are about the
+/// cache dir).
 fn written(n: usize) -> (Dirs, String) {
     let m = MountGuard::foreground(&["--config", "segment.bytes=16384", "-o", "cache_dir=none"]);
     let p = m.path("t");
     sh(&format!("mkdir {} && seq 1 {n} >> {}/0/append", p.display(), p.display()));
     let expected: String = (1..=n).map(|i| format!("{i}\n")).collect();
-    (m.unmount(), expected)
+    let dirs = m.unmount();
+    for p in beside_entries(&dirs.data().join("t-0")) {
+        fs::remove_file(p).unwrap();
+    }
+    (dirs, expected)
+}
+
+/// The entries topicfs keeps beside the segments of the partition dir `dir`.
+fn beside_entries(dir: &Path) -> Vec<PathBuf> {
+    fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().contains(".topicfs-"))
+        .collect()
+}
+
+/// What a writable mount without a cache dir learns of what it appended is kept beside the
+/// segments, so a later read-only mount without a cache dir, allowed to size only 1 KiB of log
+/// per `stat`, shows the exact size at the first `stat` and `tail -n` seeks; the read-only
+/// mount writes nothing into the data dir.
+#[test]
+fn a_log_topicfs_wrote_has_exact_sizes_on_any_later_mount() {
+    let m = MountGuard::foreground(&["--config", "segment.bytes=16384", "-o", "cache_dir=none"]);
+    let p = m.path("t");
+    sh(&format!("mkdir {} && seq 1 100000 >> {}/0/append", p.display(), p.display()));
+    let expected: String = (1..=100_000).map(|i| format!("{i}\n")).collect();
+    // The sizing that follows the close runs in the background: wait for the active
+    // segment's prefix (written after the sealed segments').
+    let part = m.dirs_root().join("data").join("t-0");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !beside_entries(&part).iter().any(|p| p.to_string_lossy().ends_with(".topicfs-prefix")) {
+        assert!(std::time::Instant::now() < deadline, "no sizes kept beside the segments");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let dirs = m.unmount();
+    let before = sh(&format!("ls -l --time-style=full-iso {}", part.display()));
+    let m = MountGuard::foreground_on(
+        dirs,
+        &["--read-only", "--sizing-budget", "1K", "-o", "cache_dir=none"],
+    );
+    let stream = m.path("t/0/by-offset/0");
+    let size = sh(&format!("stat -c %s {}", stream.display()));
+    assert_eq!(size.trim(), expected.len().to_string(), "exact at the first stat");
+    assert_eq!(sh(&format!("tail -n 2 {}", stream.display())), "99999\n100000\n");
+    assert_eq!(sh(&format!("cat {}", stream.display())), expected);
+    let dirs = m.unmount();
+    let after = sh(&format!("ls -l --time-style=full-iso {}", dirs.data().join("t-0").display()));
+    assert_eq!(after, before, "a read-only mount wrote nothing into the data dir");
 }
 
 fn stderr_file(dirs: &Dirs, name: &str) -> (PathBuf, Stdio) {

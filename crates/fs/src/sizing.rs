@@ -213,10 +213,11 @@ fn sized_partitions(weak: &Weak<TopicFs>) -> Option<Vec<Arc<dyn PartitionSource>
             }
             let Ok(part) = fs.source.partition(&topic, p) else { continue };
             let Some(store) = part.span_store() else { continue };
-            let keeps_summaries = part
-                .summary()
-                .and_then(|s| part.seek(s.log_start_offset))
-                .is_ok_and(|c| store.sealed_span_at(&c).is_some());
+            let keeps_summaries = store.keeps_summaries()
+                && part
+                    .summary()
+                    .and_then(|s| part.seek(s.log_start_offset))
+                    .is_ok_and(|c| store.sealed_span_at(&c).is_some());
             if keeps_summaries {
                 parts.push(part);
             }

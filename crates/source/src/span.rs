@@ -41,6 +41,13 @@ pub struct SpanKind {
     /// still being written ([`SpanStore::prefix_span_at`]); `None`: the kind is kept for sealed
     /// spans only.
     pub prefix: Option<(&'static str, u8)>,
+    /// Whether a source that owns its log keeps this kind's payloads with the log itself, so
+    /// that every later reader of the log finds them whatever else it keeps (the engine: beside
+    /// the segment in the partition directory, see `storage::cache`), rather than only in a
+    /// store of the reader's own (the segment cache dir). For payloads that are small against
+    /// their span and that a reader needs first (rendered sizes, transaction events); `false`
+    /// for large ones (key indexes), which stay within the bounded store.
+    pub with_the_log: bool,
 }
 
 /// What [`SpanStore::update`] does with a kept payload: given the valid payload (if any), the

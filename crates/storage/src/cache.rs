@@ -50,6 +50,25 @@
 //! with another inode or device (replaced) makes it *stale*, as does a change of the
 //! fingerprint of bytes `[0, 512)` and `[P - 4096, P)` (rewritten in place); bytes appended
 //! past `P` leave it valid. The other rules (magic, version, kind, CRCs, key) are those above.
+//!
+//! **Beside the segments.** A log directory keeps the entries of the kinds that travel with the
+//! log ([`topicfs_source::SpanKind::with_the_log`]: rendered sizes and transaction events, a
+//! few bytes per MiB of log) in the partition directory itself, next to the segment they
+//! describe ([`SegmentCache::beside_segments`]):
+//!
+//! ```text
+//! <data dir>/<topic>-<partition>/<base offset, 20 digits>.topicfs-<kind extension>
+//! ```
+//!
+//! with the same layout and checks as above (the key still names the data dir, so a moved
+//! directory rebuilds them). A writable mount stores them there (and not in its cache dir), so
+//! that any later mount of the directory, whatever its `--cache-dir` (`none` included), finds
+//! the sizes of what the engine wrote; a read-only mount only loads them and never writes to
+//! the data dir (not even an mtime). A broker loading the directory ignores these names (its
+//! loader knows only segment, index and snapshot suffixes). They are not bounded by the cache
+//! size: they go with their segment (retention, recovery and compaction remove them with it)
+//! and a writable mount removes those whose segment is gone (a broker's retention) and the
+//! temporary files of a crash (`.topicfs-tmp-*`) when it loads the partition.
 
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
@@ -171,6 +190,76 @@ pub struct SegmentCache {
     pending: Mutex<std::collections::VecDeque<Job>>,
     /// Whether a drain task is queued or running (at most one at a time: updates run in order).
     draining: AtomicBool,
+    /// Where the entries are: in `dir` itself, or beside the segments of the data dir `dir`.
+    placement: Placement,
+}
+
+/// Where a [`SegmentCache`] keeps its entries (see "Beside the segments" in the module docs).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Placement {
+    /// In the cache dir, bounded, named by key hash.
+    CacheDir,
+    /// In the partition directories of a data dir, next to their segments; stored only when
+    /// `writable`.
+    BesideSegments { writable: bool },
+}
+
+/// The name an entry of `kind` for the segment `base` has beside the segments.
+pub fn beside_file_name(base: Offset, kind: EntryKind) -> String {
+    format!("{:020}{BESIDE_INFIX}{}", base.0, kind.extension())
+}
+
+/// What follows the base offset in the name of every entry kept beside the segments.
+const BESIDE_INFIX: &str = ".topicfs-";
+/// The start of a temporary file's name beside the segments.
+const BESIDE_TEMP: &str = ".topicfs-tmp-";
+
+/// Removes every entry kept beside the segments for the segment `base` of the partition
+/// directory `dir` (its segment is being deleted or replaced). Failures are logged.
+pub fn remove_beside_entries(dir: &Path, base: Offset) {
+    let prefix = format!("{:020}{BESIDE_INFIX}", base.0);
+    remove_beside_files(dir, |name| name.starts_with(&prefix));
+}
+
+/// Removes, from the partition directory `dir` of a writable mount, the entries kept beside
+/// segments that no longer exist (deleted by a broker, or by a crash between a segment's
+/// deletion and its entries') and temporary files older than a minute (a crash's).
+pub fn remove_stray_beside_files(dir: &Path) {
+    let now = SystemTime::now();
+    remove_beside_files(dir, |name| {
+        if name.starts_with(BESIDE_TEMP) {
+            let old = std::fs::symlink_metadata(dir.join(name))
+                .and_then(|m| m.modified())
+                .map(|t| now.duration_since(t).unwrap_or_default() >= Duration::from_secs(60))
+                .unwrap_or(false);
+            return old;
+        }
+        match name.split_once(BESIDE_INFIX) {
+            Some((digits, _))
+                if digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()) =>
+            {
+                !dir.join(format!("{digits}.log")).exists()
+            }
+            _ => false,
+        }
+    });
+}
+
+fn remove_beside_files(dir: &Path, doomed: impl Fn(&str) -> bool) {
+    let Ok(read) = super::open::read_dir(dir) else { return };
+    for ent in read.flatten() {
+        let name = ent.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let ours = name.starts_with(BESIDE_TEMP) || name.contains(BESIDE_INFIX);
+        if !ours || !doomed(name) {
+            continue;
+        }
+        match std::fs::remove_file(ent.path()) {
+            Ok(()) => log::debug!("removed {}", ent.path().display()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => log::warn!("{}: not removed: {e}", ent.path().display()),
+        }
+    }
 }
 
 impl SegmentCache {
@@ -189,7 +278,31 @@ impl SegmentCache {
             executor: std::sync::OnceLock::new(),
             pending: Mutex::new(std::collections::VecDeque::new()),
             draining: AtomicBool::new(false),
+            placement: Placement::CacheDir,
         }
+    }
+
+    /// The entries the log directory `data_dir` (canonical) keeps beside its segments (see
+    /// "Beside the segments" in the module docs): stored only when `writable`, loaded either
+    /// way. Unbounded (they go with their segments) and never failing, like any cache.
+    pub fn beside_segments(data_dir: &Path, writable: bool) -> SegmentCache {
+        SegmentCache {
+            dir: Some(data_dir.to_path_buf()),
+            max_bytes: u64::MAX,
+            placement: Placement::BesideSegments { writable },
+            ..SegmentCache::disabled()
+        }
+    }
+
+    /// Whether this cache stores entries (a cache dir is set, or it is beside the segments of
+    /// a writable mount).
+    pub fn stores(&self) -> bool {
+        self.dir.is_some() && self.placement != Placement::BesideSegments { writable: false }
+    }
+
+    /// Whether this cache keeps its entries beside the segments (see [`Self::beside_segments`]).
+    pub fn is_beside_segments(&self) -> bool {
+        matches!(self.placement, Placement::BesideSegments { .. })
     }
 
     /// Opens (creating it, mode 0700) the cache dir of `settings`. Never fails: a directory that
@@ -234,7 +347,13 @@ impl SegmentCache {
 
     /// The entry file of `id` and `kind` (whether or not it exists); `None` when caching is off.
     pub fn entry_path(&self, id: &SegmentIdentity, kind: EntryKind) -> Option<PathBuf> {
-        self.dir.as_ref().map(|d| d.join(id.file_name(kind)))
+        let dir = self.dir.as_ref()?;
+        Some(match self.placement {
+            Placement::CacheDir => dir.join(id.file_name(kind)),
+            Placement::BesideSegments { .. } => dir
+                .join(topicfs_format::file_name::partition_dir_name(&id.topic, id.partition))
+                .join(beside_file_name(id.base_offset, kind)),
+        })
     }
 
     /// The payload stored for `id` and `kind`, if an entry exists and passes every check (see
@@ -326,8 +445,11 @@ impl SegmentCache {
     /// Stores `payload` as the entry of `id` and `kind`, crash-safely, replacing any entry
     /// there. A failure (full disk, unwritable dir) is logged, never returned.
     pub fn store(&self, id: &SegmentIdentity, kind: EntryKind, payload: &[u8]) {
-        let Some(dir) = &self.dir else { return };
-        let path = dir.join(id.file_name(kind));
+        if !self.stores() {
+            return;
+        }
+        let Some(path) = self.entry_path(id, kind) else { return };
+        let Some(dir) = path.parent() else { return };
         let bytes = encode(id, kind, payload);
         let old = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
         match self.write_atomically(dir, &path, &bytes) {
@@ -360,6 +482,9 @@ impl SegmentCache {
 
     /// [`SegmentCache::update_later`] in place.
     pub fn update(&self, id: &SegmentIdentity, kind: EntryKind, update: SummaryUpdate) {
+        if !self.stores() {
+            return;
+        }
         let old = if kind.is_prefix() {
             // A prefix entry of another length is replaced, not merged, and without a
             // warning: the active segment grew since it was written (nothing is wrong).
@@ -380,6 +505,9 @@ impl SegmentCache {
 
     /// Deletes the entry of `id` and `kind`, if any.
     pub fn remove(&self, id: &SegmentIdentity, kind: EntryKind) {
+        if !self.stores() {
+            return;
+        }
         if let Some(path) = self.entry_path(id, kind) {
             if let Ok(meta) = std::fs::metadata(&path) {
                 if std::fs::remove_file(&path).is_ok() {

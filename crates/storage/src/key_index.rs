@@ -65,7 +65,8 @@ const BULK_ACTIVE_BYTES: u64 = 16 << 20;
 
 /// The key indexes' kind of payload in the segment cache: a sealed segment's
 /// [`SegmentKeyIndex`] bytes (sealed segments only; the active segment's index is rebuilt).
-pub const KEY_INDEX: SpanKind = SpanKind { name: "keys", tag: 3, prefix: None };
+pub const KEY_INDEX: SpanKind =
+    SpanKind { name: "keys", tag: 3, prefix: None, with_the_log: false };
 
 /// Where sealed segments' key indexes persist between mounts in place of the log's segment
 /// cache ([`KEY_INDEX`] entries of `storage::cache`, the default): for tests and

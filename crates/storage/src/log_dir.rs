@@ -145,6 +145,9 @@ pub struct LogDir {
     /// The segment cache every partition keeps its sealed segments' summaries in
     /// ([`LogDir::set_cache`]; disabled until set).
     cache: RwLock<Arc<SegmentCache>>,
+    /// The entries kept beside the segments ([`SegmentCache::beside_segments`]): stored by a
+    /// writable mount, loaded by any.
+    beside: Arc<SegmentCache>,
     /// The mount's executor: key-index builds run on it
     /// ([`LogDir::set_executor`]; until set, on the calling thread).
     executor: RwLock<Option<topicfs_executor::Executor>>,
@@ -267,6 +270,10 @@ impl LogDir {
             failed: Mutex::new(BTreeSet::new()),
             sizing_budget: AtomicU64::new(LOCAL_SIZING_BUDGET),
             cache: RwLock::new(Arc::new(SegmentCache::disabled())),
+            beside: Arc::new(SegmentCache::beside_segments(
+                &std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
+                writable,
+            )),
             executor: RwLock::new(None),
         };
         let partitions = dir.partition_dirs(true)?;
@@ -314,6 +321,7 @@ impl LogDir {
     pub fn set_executor(&self, executor: topicfs_executor::Executor) {
         *self.executor.write().unwrap_or_else(|e| e.into_inner()) = Some(executor.clone());
         self.cache().set_executor(executor.clone());
+        self.beside.set_executor(executor.clone());
         for log in self.logs.read().unwrap_or_else(|e| e.into_inner()).values() {
             log.keys().set_executor(Some(executor.clone()));
         }
@@ -322,6 +330,11 @@ impl LogDir {
     /// See [`LogDir::set_executor`].
     pub fn executor(&self) -> Option<topicfs_executor::Executor> {
         self.executor.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The entries kept beside the segments (see [`SegmentCache::beside_segments`]).
+    pub fn beside_segments(&self) -> Arc<SegmentCache> {
+        Arc::clone(&self.beside)
     }
 
     /// See [`LogDir::set_cache`].

@@ -128,7 +128,7 @@ impl TxnBoundary for Log {
 /// transaction summaries, key indexes) reach it.
 impl SpanStore for Log {
     fn keeps_summaries(&self) -> bool {
-        self.cache().dir().is_some()
+        Log::keeps_summaries(self)
     }
 
     fn sealed_span_at(&self, cursor: &ReadCursor) -> Option<SealedSpan> {

@@ -109,7 +109,7 @@ pub const SUMMARY_SPACING: u64 = 256 << 10;
 /// renderings, per format ([`crate::summary`]), for sealed spans and stable prefixes.
 /// The tags and names are those of the entries earlier versions wrote (`.render`, `.prefix`).
 pub const RENDER_SUMMARY: SpanKind =
-    SpanKind { name: "render", tag: 1, prefix: Some(("prefix", 4)) };
+    SpanKind { name: "render", tag: 1, prefix: Some(("prefix", 4)), with_the_log: true };
 /// Most whole spans waiting to be stored at once (more are learned again later).
 const MAX_COMPLETED: usize = 4096;
 /// Most checkpoints kept per render index before thinning (about 4 GiB of log at the initial

@@ -11,7 +11,11 @@ const TOUCH_EVERY: Duration = Duration::from_secs(60);
 impl SegmentCache {
     pub(super) fn write_atomically(&self, dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
         let seq = self.temp_seq.fetch_add(1, Ordering::Relaxed);
-        let temp = dir.join(format!(".tmp-{}-{seq}", std::process::id()));
+        let start = match self.placement {
+            Placement::CacheDir => ".tmp-",
+            Placement::BesideSegments { .. } => BESIDE_TEMP,
+        };
+        let temp = dir.join(format!("{start}{}-{seq}", std::process::id()));
         let written = (|| {
             let mut options = OpenOptions::new();
             options.write(true).create_new(true).mode(0o600);
@@ -28,6 +32,11 @@ impl SegmentCache {
     }
 
     pub(super) fn touch(&self, file: &File) {
+        if self.placement != Placement::CacheDir {
+            // Beside the segments nothing is evicted, and a read-only mount writes nothing
+            // there, not even an mtime.
+            return;
+        }
         let now = SystemTime::now();
         let old = file.metadata().and_then(|m| m.modified()).unwrap_or(now);
         if now.duration_since(old).unwrap_or_default() >= TOUCH_EVERY {

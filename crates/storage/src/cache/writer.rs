@@ -47,7 +47,7 @@ impl SegmentCache {
         kind: EntryKind,
         update: SummaryUpdate,
     ) {
-        if self.dir.is_none() {
+        if !self.stores() {
             return;
         }
         if let Some(executor) = self.executor.get() {

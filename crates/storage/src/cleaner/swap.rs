@@ -79,6 +79,9 @@ pub(super) fn swap_in(
                 deleted.push(to);
             }
         }
+        // Its entries kept beside the segments describe bytes that go (the output's base is
+        // the first input's: its entries would be stale).
+        crate::cache::remove_beside_entries(dir, b);
         if i == 0 && stop(CrashStep::MidDeleteRename) {
             return Ok(SwapDone::Stopped(CrashStep::MidDeleteRename));
         }

@@ -240,6 +240,9 @@ impl Log {
                 let replaced = p.base_offset >= min && p.base_offset < max;
                 if replaced {
                     let _ = remove(name);
+                    if p.kind == FileKind::Log {
+                        crate::cache::remove_beside_entries(&self.dir, p.base_offset);
+                    }
                 }
                 !replaced
             });
@@ -265,6 +268,8 @@ impl Log {
         }
         logs.sort();
         logs.dedup();
+        // Pass 4: what a mount kept beside segments that are gone, and a crash's temporaries.
+        crate::cache::remove_stray_beside_files(&self.dir);
         Ok(logs.into_iter().map(|base_offset| SegmentFiles { base_offset, swap: false }).collect())
     }
 }

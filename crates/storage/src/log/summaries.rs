@@ -1,6 +1,12 @@
 //! A partition's side of the segment cache ([`crate::cache`]): which segments are
 //! sealed, their identities, and loading and storing their summaries.
 //!
+//! A partition has up to two stores: the mount's cache dir (every kind), and the entries its
+//! log directory keeps beside the segments (the kinds that go with the log,
+//! [`SpanKind::with_the_log`]; see "Beside the segments" in [`crate::cache`]). A payload of
+//! such a kind is looked for beside the segments first, then in the cache dir, and stored
+//! beside the segments when the mount may store there (a writable one), else in the cache dir.
+//!
 //! Only sealed segments have entries: the active segment still changes. A segment's identity is
 //! computed from the file this partition holds open (so it describes the bytes reads return),
 //! once per segment object: a segment the broker replaced is a new object with a new identity.
@@ -19,6 +25,8 @@ use super::*;
 #[derive(Debug)]
 pub(crate) struct Summaries {
     cache: RwLock<Arc<SegmentCache>>,
+    /// The entries kept beside the segments ([`Log::set_beside_segments`]), if any.
+    beside: RwLock<Option<Arc<SegmentCache>>>,
     /// The canonical data dir (computed once).
     data_dir: OnceLock<PathBuf>,
     /// By base offset: the segment object an identity was computed for, and the identity.
@@ -29,6 +37,7 @@ impl Default for Summaries {
     fn default() -> Self {
         Summaries {
             cache: RwLock::new(Arc::new(SegmentCache::disabled())),
+            beside: RwLock::new(None),
             data_dir: OnceLock::new(),
             identities: Mutex::new(HashMap::new()),
         }
@@ -44,6 +53,53 @@ impl Log {
     /// The segment cache (a disabled one until [`Log::set_cache`]).
     pub fn cache(&self) -> Arc<SegmentCache> {
         Arc::clone(&self.summaries.cache.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Sets the entries this partition's log directory keeps beside its segments
+    /// ([`SegmentCache::beside_segments`]): where the kinds that go with the log are looked
+    /// for first, and stored when it stores.
+    pub fn set_beside_segments(&self, beside: Arc<SegmentCache>) {
+        *self.summaries.beside.write().unwrap_or_else(|e| e.into_inner()) = Some(beside);
+    }
+
+    fn beside(&self) -> Option<Arc<SegmentCache>> {
+        self.summaries.beside.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The stores a `kind` payload is looked for in, in order (beside the segments, then the
+    /// cache dir); empty when there is none.
+    fn load_stores(&self, kind: SpanKind) -> Vec<Arc<SegmentCache>> {
+        let mut stores = Vec::with_capacity(2);
+        if kind.with_the_log {
+            stores.extend(self.beside());
+        }
+        let cache = self.cache();
+        if cache.dir().is_some() {
+            stores.push(cache);
+        }
+        stores
+    }
+
+    /// The store a `kind` payload is stored in: beside the segments when that stores (a
+    /// writable mount) and the kind goes with the log, else the cache dir when set.
+    fn store_for(&self, kind: SpanKind) -> Option<Arc<SegmentCache>> {
+        if kind.with_the_log && self.writable() {
+            if let Some(beside) = self.beside().filter(|b| b.stores()) {
+                return Some(beside);
+            }
+        }
+        Some(self.cache()).filter(|c| c.stores())
+    }
+
+    /// Whether anything learned about this partition is kept across mounts: a cache dir is
+    /// set, or its log directory stores entries beside its segments.
+    pub fn keeps_summaries(&self) -> bool {
+        self.cache().stores() || (self.writable() && self.beside().is_some_and(|b| b.stores()))
+    }
+
+    /// Whether any store could hold a payload of some kind (to load or to store).
+    fn any_store(&self) -> bool {
+        self.cache().dir().is_some() || self.beside().is_some()
     }
 
     /// The identity of the sealed segment whose base offset is `base`; `None` when there is no
@@ -84,7 +140,9 @@ impl Log {
     /// The active segment whose first batch is the next one read from `cursor` (at its
     /// start, or at the end of the sealed segment before it), when caching is on.
     fn active_at(&self, cursor: &ReadCursor) -> Option<Arc<LogSegment>> {
-        self.cache().dir()?;
+        if !self.any_store() {
+            return None;
+        }
         let at = SegmentCursor::of(cursor)?;
         let seg = self.segment(at.segment_base)?;
         let target = if at.position.0 == 0 {
@@ -108,6 +166,7 @@ impl Log {
         cursor: &ReadCursor,
         kind: SpanKind,
     ) -> Option<(SealedSpan, Vec<u8>)> {
+        let stores = self.load_stores(kind);
         let kind = EntryKind::prefix_of(kind)?;
         let seg = self.active_at(cursor)?;
         let base = seg.base_offset();
@@ -129,7 +188,8 @@ impl Log {
                 .ok()
                 .flatten()
         };
-        let (prefix, payload) = self.cache().load_prefix(&name, kind, identify)?;
+        let (prefix, payload) =
+            stores.iter().find_map(|store| store.load_prefix(&name, kind, identify))?;
         let (next, payload) = payload.split_first_chunk::<8>()?;
         let next = Offset(i64::from_be_bytes(*next));
         if prefix == 0 || next <= base {
@@ -156,6 +216,7 @@ impl Log {
         kind: SpanKind,
         update: SummaryUpdate,
     ) {
+        let Some(store) = self.store_for(kind) else { return };
         let Some(kind) = EntryKind::prefix_of(kind) else { return };
         let (Some(s), Some(e)) = (SegmentCursor::of(start), SegmentCursor::of(end)) else {
             return;
@@ -189,7 +250,7 @@ impl Log {
             }
         };
         let next = e.next_offset.0.to_be_bytes();
-        self.cache().update_later(
+        store.update_later(
             id,
             kind,
             Box::new(move |old| {
@@ -206,16 +267,21 @@ impl Log {
     /// The cached `kind` payload of sealed segment `base`, if valid (see
     /// [`SegmentCache::load`]).
     pub fn load_summary(&self, base: Offset, kind: SpanKind) -> Option<Vec<u8>> {
-        let cache = self.cache();
-        cache.dir()?;
-        cache.load(&self.sealed_identity(base)?, EntryKind::sealed(kind))
+        let stores = self.load_stores(kind);
+        if stores.is_empty() {
+            return None;
+        }
+        let id = self.sealed_identity(base)?;
+        stores.iter().find_map(|store| store.load(&id, EntryKind::sealed(kind)))
     }
 
     /// The sealed segment whose first batch is the next one read from `cursor`: the cursor is at
     /// its start, or at the end of the sealed segment before it. `None` for the active segment,
     /// an empty one, or when caching is off.
     pub fn sealed_span_at(&self, cursor: &ReadCursor) -> Option<SealedSpan> {
-        self.cache().dir()?;
+        if !self.any_store() {
+            return None;
+        }
         let at = SegmentCursor::of(cursor)?;
         let seg = self.segment(at.segment_base)?;
         let target = if at.position.0 == 0 {
@@ -242,24 +308,18 @@ impl Log {
     /// Replaces the `kind` summary of sealed segment `base` by what `update` makes of it, on
     /// the cache's writer thread (see [`SegmentCache::update_later`]).
     pub fn update_summary_later(&self, base: Offset, kind: SpanKind, update: SummaryUpdate) {
-        let cache = self.cache();
-        if cache.dir().is_none() {
-            return;
-        }
+        let Some(store) = self.store_for(kind) else { return };
         if let Some(id) = self.sealed_identity(base) {
-            cache.update_later(id, EntryKind::sealed(kind), update);
+            store.update_later(id, EntryKind::sealed(kind), update);
         }
     }
 
     /// Stores `payload` as the `kind` summary of sealed segment `base` (nothing if the segment
     /// is not sealed or caching is off). Never fails.
     pub fn store_summary(&self, base: Offset, kind: SpanKind, payload: &[u8]) {
-        let cache = self.cache();
-        if cache.dir().is_none() {
-            return;
-        }
+        let Some(store) = self.store_for(kind) else { return };
         if let Some(id) = self.sealed_identity(base) {
-            cache.store(&id, EntryKind::sealed(kind), payload);
+            store.store(&id, EntryKind::sealed(kind), payload);
         }
     }
 }
@@ -271,7 +331,80 @@ mod tests {
 
     use super::*;
 
-    const SIZES: SpanKind = SpanKind { name: "render", tag: 1, prefix: None };
+    const SIZES: SpanKind = SpanKind { name: "render", tag: 1, prefix: None, with_the_log: false };
+    const KEYS: SpanKind = SpanKind { name: "keys", tag: 3, prefix: None, with_the_log: false };
+    const WITH_THE_LOG: SpanKind =
+        SpanKind { name: "render", tag: 1, prefix: None, with_the_log: true };
+
+    fn beside_names(dir: &std::path::Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.contains(".topicfs-"))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// A kind that goes with the log is stored beside the segment by a writable log (not in
+    /// the cache dir), found there by a read-only one that stores nothing there, and deleted
+    /// with its segment by retention; a kind that does not stays in the cache dir.
+    #[test]
+    fn kinds_that_go_with_the_log_are_kept_beside_their_segment_and_deleted_with_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let data = tmp.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        let canonical = std::fs::canonicalize(&data).unwrap();
+        let config = LogConfig { retention_bytes: Some(1), ..LogConfig::default() };
+        let log = Log::create(&data.join("t-0"), "t", 0, config.clone()).unwrap();
+        let cache = Arc::new(SegmentCache::open(&CacheSettings {
+            dir: Some(tmp.path().join("cache")),
+            max_bytes: 1 << 20,
+        }));
+        log.set_cache(Arc::clone(&cache));
+        log.set_beside_segments(Arc::new(SegmentCache::beside_segments(&canonical, true)));
+        assert!(log.keeps_summaries());
+        for v in ["a", "b", "c"] {
+            log.append(&[record(v)]).unwrap();
+            log.force_roll().unwrap();
+        }
+        log.store_summary(Offset(0), WITH_THE_LOG, b"sizes 0");
+        log.store_summary(Offset(1), WITH_THE_LOG, b"sizes 1");
+        log.store_summary(Offset(1), KEYS, b"keys 1");
+        let part = data.join("t-0");
+        assert_eq!(
+            beside_names(&part),
+            ["00000000000000000000.topicfs-render", "00000000000000000001.topicfs-render"]
+        );
+        let in_cache = std::fs::read_dir(tmp.path().join("cache")).unwrap().count();
+        assert_eq!(in_cache, 1, "only the kind that stays with the reader is in the cache dir");
+        assert_eq!(log.load_summary(Offset(1), WITH_THE_LOG).as_deref(), Some(&b"sizes 1"[..]));
+        drop(log);
+        // A read-only log finds them without a cache dir, and stores nothing beside.
+        let ro =
+            Log::open(&part, "t", 0, config.clone(), SegmentMode::ReadOnly, LoadState::default())
+                .unwrap();
+        ro.set_beside_segments(Arc::new(SegmentCache::beside_segments(&canonical, false)));
+        assert!(!ro.keeps_summaries());
+        assert_eq!(ro.load_summary(Offset(0), WITH_THE_LOG).as_deref(), Some(&b"sizes 0"[..]));
+        ro.store_summary(Offset(2), WITH_THE_LOG, b"sizes 2");
+        assert_eq!(beside_names(&part).len(), 2, "a read-only log wrote nothing");
+        drop(ro);
+        // Retention deletes the sealed segments, and their entries with them.
+        let log = Log::open(
+            &part,
+            "t",
+            0,
+            config,
+            SegmentMode::Writable,
+            LoadState { had_clean_shutdown: true, ..LoadState::default() },
+        )
+        .unwrap();
+        log.set_beside_segments(Arc::new(SegmentCache::beside_segments(&canonical, true)));
+        assert_eq!(beside_names(&part).len(), 2, "their segments exist: kept at load");
+        assert!(log.delete_old_segments(i64::MAX / 2).unwrap() >= 2);
+        assert_eq!(beside_names(&part), Vec::<String>::new());
+    }
 
     fn record(value: &str) -> NewRecord {
         NewRecord {

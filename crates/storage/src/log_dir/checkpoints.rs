@@ -71,6 +71,7 @@ impl LogDir {
     /// system since then fails it (Linux 5.8 and later), as the fsyncs would have.
     pub fn shutdown(&self) -> Result<()> {
         self.cache().flush();
+        self.beside.flush();
         if self.shut_down.swap(true, Ordering::AcqRel) || self.mode == SegmentMode::ReadOnly {
             return Ok(());
         }

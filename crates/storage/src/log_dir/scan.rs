@@ -89,6 +89,7 @@ impl LogDir {
                     log.set_settings_known(resolved.known);
                     log.set_sizing_budget(self.sizing_budget());
                     log.set_cache(self.cache());
+                    log.set_beside_segments(self.beside_segments());
                     log.keys().set_executor(self.executor());
                     lock(&self.failed).remove(&key);
                     logs.insert(key, Arc::new(log));

@@ -213,6 +213,9 @@ impl LogSegment {
                 Err(e) => return Err(Error::io(&path, "rename", e)),
             }
         }
+        // What the mount kept beside the segment goes with it (a crash before this leaves
+        // entries the next writable load removes as strays).
+        crate::cache::remove_beside_entries(&self.dir, self.base_offset);
         Ok(())
     }
 }

@@ -44,7 +44,8 @@ pub(super) struct TxnState {
 /// The transaction tracker's kind of payload in a [`SpanStore`](topicfs_source::SpanStore): a
 /// span's [`SpanEvents`], for sealed spans and stable prefixes. The tags and names are those
 /// of the entries earlier versions wrote (`.txn`, `.prefix-txn`).
-pub const TXN_SUMMARY: SpanKind = SpanKind { name: "txn", tag: 2, prefix: Some(("prefix-txn", 5)) };
+pub const TXN_SUMMARY: SpanKind =
+    SpanKind { name: "txn", tag: 2, prefix: Some(("prefix-txn", 5)), with_the_log: true };
 
 impl TxnState {
     /// Stores the events of the active segment's prefix up to `end` (where the scan stopped)
