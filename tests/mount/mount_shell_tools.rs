@@ -262,16 +262,41 @@ fn child_processes_closing_an_inherited_descriptor_do_not_end_the_line() {
     assert_eq!(fs::read_to_string(p.join("by-offset/0")).unwrap(), "partial\nnext\n");
 }
 
+/// Dirs holding topics `names`, each with `seq 1 20000` in partition 0 (one segment), written
+/// by a mount that is gone, without what it kept beside the segments (as a broker would have
+/// written them): a later mount without a cache dir has sized none of their streams, and sizes
+/// none in the background (no sealed segment) until it appends.
+fn unsized_topics(names: &[&str]) -> common::Dirs {
+    let m = MountGuard::foreground(&["-o", "cache_dir=none"]);
+    for name in names {
+        let p = m.path(name);
+        sh(&format!("mkdir {} && seq 1 20000 >> {}/0/append", p.display(), p.display()));
+    }
+    let dirs = m.unmount();
+    for name in names {
+        for e in fs::read_dir(dirs.data().join(format!("{name}-0"))).unwrap() {
+            let p = e.unwrap().path();
+            if p.file_name().unwrap().to_string_lossy().contains(".topicfs-") {
+                fs::remove_file(p).unwrap();
+            }
+        }
+    }
+    dirs
+}
+
 /// With `--sizing-budget 1K`, a stream whose end is farther than that from where sizing
 /// stopped shows `st_size` 0; every shell tool still reads exactly its records.
 #[test]
 fn shell_tools_read_streams_whose_size_is_not_yet_known() {
-    let m = MountGuard::foreground(&["--sizing-budget", "1K"]);
+    let topics = ["cat", "head", "wcc", "wcl", "tailn", "jq", "grep", "middle"];
+    let m = MountGuard::foreground_on(
+        unsized_topics(&topics),
+        &["--sizing-budget", "1K", "-o", "cache_dir=none"],
+    );
     let expected: String = (1..=20_000).map(|i| format!("{i}\n")).collect();
-    // A fresh topic per tool, so each meets a stream nobody has read (sized) yet.
+    // A topic per tool, so each meets a stream nobody has read (sized) yet.
     let fresh = |name: &str| {
         let p = m.path(name);
-        sh(&format!("mkdir {} && seq 1 20000 >> {}/0/append", p.display(), p.display()));
         let stream = p.join("0/by-offset/0");
         assert_eq!(sh(&format!("stat -c %s {}", stream.display())), "0\n", "{name}");
         p.join("0")
@@ -314,9 +339,11 @@ fn shell_tools_read_streams_whose_size_is_not_yet_known() {
 
 #[test]
 fn tail_f_follows_a_stream_whose_size_was_not_yet_known() {
-    let m = MountGuard::foreground(&["--sizing-budget", "1K"]);
+    let m = MountGuard::foreground_on(
+        unsized_topics(&["t"]),
+        &["--sizing-budget", "1K", "-o", "cache_dir=none"],
+    );
     let p = m.path("t");
-    sh(&format!("mkdir {} && seq 1 20000 >> {}/0/append", p.display(), p.display()));
     let stream = p.join("0/by-offset/0");
     assert_eq!(sh(&format!("stat -c %s {}", stream.display())), "0\n");
     let mut follower = Follower::start("tail", &["-f", "-s", "0.2", stream.to_str().unwrap()]);
