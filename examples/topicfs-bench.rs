@@ -2212,99 +2212,120 @@ fn empty_topic_dir(data: &Path) -> Result<(), String> {
     logs.shutdown().map_err(|e| e.to_string())
 }
 
-/// Bytes of every file under `dir` (the segment cache's size, to see its writer go quiet).
-fn dir_bytes(dir: &Path) -> u64 {
-    let Ok(entries) = fs::read_dir(dir) else { return 0 };
-    entries
-        .filter_map(Result::ok)
-        .map(|e| match e.file_type() {
-            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
-            _ => e.metadata().map_or(0, |m| m.len()),
-        })
-        .sum()
+/// The bytes of the entries topicfs keeps beside the segments of the partition dir `dir`.
+fn beside_bytes(dir: &Path) -> u64 {
+    beside_files(dir).iter().map(|p| fs::metadata(p).map_or(0, |m| m.len())).sum()
 }
 
-/// Issue 36 §3, exact sizes on the next mount of a log topicfs wrote: `lines` lines `cat` into
-/// `append` of a fresh read-write mount with a segment cache, the daemon left alone until its
-/// cache stops growing (the sizing that follows the append handle's close), unmounted; then,
-/// alternating, `tail -n 10 by-offset/0` on a new mount with that cache and on one with an
-/// empty cache (a first-ever mount: the size is not yet known, `tail` reads forward). Each
-/// output is checked to end with the last line appended, and the first `stat` of the cached
-/// mount to show the exact size.
+/// The entries topicfs keeps beside the segments of the partition dir `dir`.
+fn beside_files(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = fs::read_dir(dir) else { return vec![] };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().contains(".topicfs-"))
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Moves every file of `from` whose name contains `.topicfs-` into `to` (created).
+fn move_beside_files(from: &Path, to: &Path) -> Result<(), String> {
+    fs::create_dir_all(to).map_err(|e| e.to_string())?;
+    for p in beside_files(from) {
+        let name = p.file_name().ok_or("no file name")?;
+        fs::rename(&p, to.join(name)).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// Issue 36 §3, exact sizes on any mount of a log topicfs wrote: `lines` lines `cat` into
+/// `append` of a fresh read-write mount with `--cache-dir none`, the daemon left alone until
+/// what it keeps beside the segments stops growing (the sizing that follows the append
+/// handle's close), unmounted; then, alternating, `tail -n 10 by-offset/0` on a new mount with
+/// an empty cache dir of that log, and of the same log as a broker would have written it (the
+/// entries beside the segments moved away: the size is not yet known, `tail` reads forward).
+/// Each output is checked to end with the last line appended, and the first `stat` of the
+/// topicfs-written log to show the exact size.
 fn remount_sizes(a: &Args, lines: u64, reps: usize, report: &mut Report) -> Result<(), String> {
     let sec = "lookup";
     let data = a.work.join("data-remount");
-    let cache = a.work.join("cache-remount");
+    let aside = a.work.join("beside-aside");
     let empty = a.work.join("cache-empty");
     let src = a.work.join("lines-remount.txt");
     let mnt = a.work.join("mnt-remount");
     empty_topic_dir(&data)?;
-    let _ = fs::remove_dir_all(&cache);
-    fs::create_dir_all(&cache).map_err(|e| e.to_string())?;
+    let _ = fs::remove_dir_all(&aside);
     write_lines_file(&src, lines)?;
-    let cache_arg = cache.to_string_lossy().into_owned();
-    let (m, _) = Mount::topic(a, &data, &mnt, &["--cache-dir", &cache_arg])?;
+    let (m, _) = Mount::topic(a, &data, &mnt, &["--cache-dir", "none"])?;
     let part = mnt.join(TOPIC).join("0");
+    let part_dir = data.join(format!("{TOPIC}-0"));
     let append_s =
         time_sh(&format!("cat {} >> {}", sh_quote(&src), sh_quote(&part.join("append"))))?;
     // The sizing after the close runs once requests pause: wait (without requests) until the
-    // cache has not grown for 2 s.
+    // entries beside the segments have not grown for 2 s.
     let started = Instant::now();
-    let (mut last, mut quiet_since) = (dir_bytes(&cache), Instant::now());
-    while quiet_since.elapsed() < Duration::from_secs(2) {
+    let (mut last, mut quiet_since) = (beside_bytes(&part_dir), Instant::now());
+    while quiet_since.elapsed() < Duration::from_secs(2) || last == 0 {
         if started.elapsed() > Duration::from_secs(300) {
-            return Err("remount sizes: the segment cache kept growing for 300 s".into());
+            return Err("remount sizes: no sizes beside the segments after 300 s".into());
         }
         std::thread::sleep(Duration::from_millis(200));
-        let now = dir_bytes(&cache);
+        let now = beside_bytes(&part_dir);
         if now != last {
             (last, quiet_since) = (now, Instant::now());
         }
     }
     let sizing_s = started.elapsed().as_secs_f64() - 2.0;
     m.stop()?;
+    let entries = beside_files(&part_dir).len();
     let last_line = format!("line {:012}", lines - 1);
     let out = a.work.join("tail-remount.txt");
-    let (mut cached, mut cold, mut exact_at_once) = (vec![], vec![], true);
+    let (mut kept, mut broker, mut exact_at_once) = (vec![], vec![], true);
     for rep in 0..reps {
         let mut order = [true, false];
         if rep % 2 == 1 {
             order.reverse();
         }
-        for with_cache in order {
+        for topicfs_written in order {
+            if !topicfs_written {
+                move_beside_files(&part_dir, &aside)?;
+            }
             let _ = fs::remove_dir_all(&empty);
             fs::create_dir_all(&empty).map_err(|e| e.to_string())?;
-            let dir = if with_cache { &cache } else { &empty };
-            let dir_arg = dir.to_string_lossy().into_owned();
-            let (m, _) = Mount::topic(a, &data, &mnt, &["--cache-dir", &dir_arg])?;
+            let dir_arg = empty.to_string_lossy().into_owned();
+            let (m, _) = Mount::topic(a, &data, &mnt, &["--read-only", "--cache-dir", &dir_arg])?;
             let by0 = part.join("by-offset").join("0");
             let first_stat = fs::metadata(&by0).map(|md| md.len()).unwrap_or(0);
             let secs = time_sh(&format!("tail -n 10 {} > {}", sh_quote(&by0), sh_quote(&out)))?;
             m.stop()?;
+            if !topicfs_written {
+                move_beside_files(&aside, &part_dir)?;
+            }
             let text = fs::read_to_string(&out).map_err(|e| e.to_string())?;
             if !text.lines().last().is_some_and(|l| l.starts_with(&last_line)) {
                 return Err(format!("remount sizes: tail -n 10 did not end with {last_line}"));
             }
-            if with_cache {
+            if topicfs_written {
                 exact_at_once &= first_stat == lines * VALUE_BYTES as u64;
-                cached.push(secs);
+                kept.push(secs);
             } else {
-                cold.push(secs);
+                broker.push(secs);
             }
         }
     }
     let _ = fs::remove_dir_all(&empty);
+    let _ = fs::remove_dir_all(&aside);
     let _ = fs::remove_file(&src);
     let _ = fs::remove_file(&out);
-    let (c, u) = (stat(&cached).median, stat(&cold).median);
+    let (c, u) = (stat(&kept).median, stat(&broker).median);
     report.row(
         sec,
         format!(
-            "tail -n 10 by-offset/0 on the next mount of {lines} lines topicfs appended \
-             (sized in the background after the append's close: {sizing_s:.1} s)"
+            "tail -n 10 by-offset/0 on a new mount (empty cache dir) of {lines} lines topicfs \
+             appended (sized in the background after the append's close: {sizing_s:.1} s, \
+             {entries} entries beside the segments, {last} bytes)"
         ),
         fmt_ms(c),
-        format!("{} first-ever mount (empty cache)", fmt_ms(u)),
+        format!("{} the same log without them (as a broker writes it)", fmt_ms(u)),
         format!("{:.1}x", u / c),
         "exact size at the first stat",
         Some(exact_at_once),
@@ -2312,11 +2333,11 @@ fn remount_sizes(a: &Args, lines: u64, reps: usize, report: &mut Report) -> Resu
     report.put(
         "remount_sizes",
         json!({"lines": lines, "reps": reps, "append_s": append_s, "sizing_s": sizing_s,
-               "cached_tail_s": cached, "first_mount_tail_s": cold,
+               "beside_entries": entries, "beside_bytes": last,
+               "topicfs_written_tail_s": kept, "broker_like_tail_s": broker,
                "exact_at_first_stat": exact_at_once}),
     );
     let _ = fs::remove_dir_all(&data);
-    let _ = fs::remove_dir_all(&cache);
     Ok(())
 }
 
