@@ -380,10 +380,12 @@ fn flip_byte(path: &Path, at: u64) {
 
 /// A batch's CRC is checked by the first read of it and not again by the same open log where
 /// its bytes cannot change (a sealed segment, and the active one of a writable log, which only
-/// this log appends to); the active segment of a read-only log (a broker may truncate and
-/// rewrite it) at every read; a log opened anew checks again.
+/// this log appends to); on the active segment of a read-only log (a broker may truncate and
+/// write other batches in place) once per position and stored CRC: another batch there is
+/// checked anew; a log opened anew checks again.
 #[test]
-fn batches_are_crc_checked_once_per_open_log_and_a_read_only_logs_active_segment_every_read() {
+fn batches_are_crc_checked_once_per_open_log_and_a_read_only_logs_active_segment_per_batch_written()
+{
     let tmp = tempfile::tempdir().unwrap();
     let c = small_config();
     let (sealed, active) = {
@@ -416,11 +418,20 @@ fn batches_are_crc_checked_once_per_open_log_and_a_read_only_logs_active_segment
     let d = LogDir::open_read_only(tmp.path(), c.clone()).unwrap();
     let log = d.log("t", 0).unwrap();
     damaged(&log, &sealed);
-    // A read-only log's active segment: checked at every read, also after a good one.
+    // A read-only log's active segment: a batch checked once is served as stored while the
+    // same batch (size and stored CRC) is at its position...
     assert!(log.read(&log.seek(active.base_offset()).unwrap(), 4096).is_ok());
     flip_byte(active.log_path(), 70);
+    assert!(log.read(&log.seek(active.base_offset()).unwrap(), 4096).is_ok());
+    // ... and another batch written there (its stored CRC differs) is checked anew, at every
+    // read until it passes.
+    flip_byte(active.log_path(), 17);
     damaged(&log, &active);
     damaged(&log, &active);
+    // Written again as it was: checked, then served.
+    flip_byte(active.log_path(), 17);
+    flip_byte(active.log_path(), 70);
+    assert!(log.read(&log.seek(active.base_offset()).unwrap(), 4096).is_ok());
 }
 
 #[test]

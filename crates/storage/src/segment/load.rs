@@ -178,6 +178,7 @@ impl LogSegment {
             sealed_txn_index_size: Mutex::new(None),
             generation: std::sync::atomic::AtomicU32::new(0),
             crc_checked_to: AtomicU64::new(0),
+            checked_batches: Mutex::new(std::collections::HashMap::new()),
         }
     }
 

@@ -142,7 +142,21 @@ pub struct LogSegment {
     /// once per mount. Only grows while the bytes are kept; 0 again when the segment becomes
     /// active or recovery truncates it.
     crc_checked_to: AtomicU64,
+    /// **Invariant**: for the active segment of a read-only log (whose bytes a broker may
+    /// truncate and write again, so `crc_checked_to` does not apply), each entry is a batch
+    /// whose CRC a [`LogSegment::read`] of this object checked: its position, mapped to its
+    /// size and stored CRC. A batch read later at that position with the same size and stored
+    /// CRC is taken as checked: bytes a broker writes in place of others after a truncation
+    /// are another batch, whose stored CRC differs, or the same batch again (a follower
+    /// fetching it anew), whose bytes are the ones checked; and what is within the file's size
+    /// was written whole (the size grows after the bytes). So each batch's CRC is checked once
+    /// per mount here too, not at every read. Bounded: emptied when it reaches
+    /// [`MAX_CHECKED_BATCHES`] (batches are then checked again once).
+    checked_batches: Mutex<std::collections::HashMap<u64, (u32, u32)>>,
 }
+
+/// The most batches [`LogSegment`]'s `checked_batches` remembers (about 2 MiB).
+pub(crate) const MAX_CHECKED_BATCHES: usize = 1 << 16;
 
 impl LogSegment {
     /// Whether this segment is served from a finished compaction's `.swap` files.

@@ -98,6 +98,9 @@ impl LogSegment {
         let checked_to = if kept { self.crc_checked_to.load(Ordering::Acquire) } else { 0 };
         let mut cut = 0usize;
         let mut next_offset = Offset(0);
+        // Not kept: batches a read checked, by position (see `checked_batches`), and those
+        // this read checks.
+        let mut newly_checked = Vec::new();
         while let Some(rest) = bytes.get(cut..) {
             let pos = position.0 + cut as u64;
             let header = match peek_entry(rest) {
@@ -107,9 +110,21 @@ impl LogSegment {
                 Err(_) => break,
             };
             let Some(entry) = rest.get(..header.total_size()) else { break };
-            let known = pos + entry.len() as u64 <= checked_to;
-            let checked = parse_batch_info(entry)
-                .and_then(|info| if known { Ok(info) } else { verify_crc(entry).map(|()| info) });
+            let checked = parse_batch_info(entry).and_then(|info| {
+                let known = if kept {
+                    pos + entry.len() as u64 <= checked_to
+                } else {
+                    lock(&self.checked_batches).get(&pos) == Some(&(info.size, info.crc))
+                };
+                if known {
+                    return Ok(info);
+                }
+                verify_crc(entry)?;
+                if !kept {
+                    newly_checked.push((pos, (info.size, info.crc)));
+                }
+                Ok(info)
+            });
             match checked {
                 Ok(info) => {
                     cut += entry.len();
@@ -118,6 +133,13 @@ impl LogSegment {
                 Err(e) if cut == 0 => return Err(corrupt_at(&self.log_path, pos, e)),
                 Err(_) => break,
             }
+        }
+        if !newly_checked.is_empty() {
+            let mut checked = lock(&self.checked_batches);
+            if checked.len() + newly_checked.len() > super::MAX_CHECKED_BATCHES {
+                checked.clear();
+            }
+            checked.extend(newly_checked);
         }
         if cut == 0 {
             return Ok(None);
