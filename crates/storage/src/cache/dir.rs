@@ -46,7 +46,14 @@ impl SegmentCache {
 
     pub(super) fn warn_once(&self, path: &Path, what: &str) {
         if lock(&self.warned).insert(path.to_path_buf()) {
-            log::warn!("segment cache entry {}: {what}", path.display());
+            if self.placement == (Placement::BesideSegments { writable: false }) {
+                // A read-only mount neither replaces nor removes it (a broker that compacted or
+                // deleted segments topicfs once wrote leaves such entries behind): nothing to
+                // act on, so not a warning.
+                log::info!("entry beside the segments {}: {what}", path.display());
+            } else {
+                log::warn!("segment cache entry {}: {what}", path.display());
+            }
         }
     }
 
