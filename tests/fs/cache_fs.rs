@@ -33,10 +33,21 @@ fn config() -> LogConfig {
 /// `TopicFs` over `data` (read-only unless `writable`), sizing at most `budget` bytes of log per
 /// stat, with the segment cache in `cache` (`None`: no cache).
 fn mount(data: &Path, cache: Option<&Path>, budget: u64, writable: bool) -> Mounted {
+    mount_with(data, cache, budget, writable, config())
+}
+
+/// [`mount`] with the log settings `config`.
+fn mount_with(
+    data: &Path,
+    cache: Option<&Path>,
+    budget: u64,
+    writable: bool,
+    config: LogConfig,
+) -> Mounted {
     let log_dir = Arc::new(if writable {
-        LogDir::open(data, config()).unwrap()
+        LogDir::open(data, config).unwrap()
     } else {
-        LogDir::open_read_only(data, config()).unwrap()
+        LogDir::open_read_only(data, config).unwrap()
     });
     let cache = Arc::new(SegmentCache::open(&CacheSettings {
         dir: cache.map(Path::to_path_buf),
@@ -399,6 +410,50 @@ fn what_a_mount_appended_is_sized_in_the_background_so_any_next_mount_knows_exac
     again.unmount();
     let again = mount(&data, None, 1, true);
     assert_every_format_exact_at_the_first_stat(&again, &all);
+    again.unmount();
+}
+
+/// A writer that keeps its append handle open leaves sizes for the next mount too: every
+/// `SIZE_APPENDED_EVERY` bytes it appends, the partition is sized in the background as after a
+/// close, not only when the handle closes.
+#[test]
+fn an_append_handle_kept_open_has_what_it_appended_sized_every_64_mib() {
+    use topicfs::fs::append::SIZE_APPENDED_EVERY;
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let w = mount_with(&data, None, 1, true, LogConfig::default());
+    TopicFs::start_background_sizing(&w.fs).join().unwrap();
+    w.log_dir.create_topic("t", 1).unwrap();
+    let fh = w.fs.open(w.ino("t/0/append"), WRITE).unwrap().fh;
+    let chunk: Vec<u8> = (0..10_000).flat_map(|i| format!("{i:099}\n").into_bytes()).collect();
+    let prefixes = || {
+        beside_entries(&data.join("t-0"))
+            .iter()
+            .filter(|p| p.to_str().unwrap().ends_with(".topicfs-prefix"))
+            .count()
+    };
+    let idle = |m: &Mounted| {
+        assert!(m.fs.executor().wait_idle(std::time::Duration::from_secs(60)));
+        m.log_dir.beside_segments().flush();
+    };
+    // Less than the threshold, handle open: nothing sized yet.
+    let mut written = 0u64;
+    while written + chunk.len() as u64 <= SIZE_APPENDED_EVERY {
+        w.fs.write(fh, &chunk, None).unwrap();
+        written += chunk.len() as u64;
+    }
+    idle(&w);
+    assert_eq!(prefixes(), 0, "{written} bytes, below the threshold: not sized yet");
+    // Past it, still open: sized in the background.
+    w.fs.write(fh, &chunk, None).unwrap();
+    idle(&w);
+    assert_eq!(prefixes(), 1, "sized while the handle is open");
+    w.fs.release(fh).unwrap();
+    idle(&w);
+    w.unmount();
+    let lines = written / chunk.len() as u64 * 10_000 + 10_000;
+    let again = mount_with(&data, None, 1, false, LogConfig::default());
+    assert_eq!(again.size("t/0/by-offset/0"), lines * 100, "exact at the first stat");
     again.unmount();
 }
 

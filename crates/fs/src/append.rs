@@ -142,7 +142,15 @@ pub struct AppendState {
     /// answer when a later request of the same `write()` failed). The writer's `close()`
     /// reports it.
     unreported: Option<TooLarge>,
+    /// Bytes appended through this handle since the last sizing it queued (see
+    /// [`AppendState::sizing_due`]).
+    unsized_bytes: u64,
 }
+
+/// Bytes an open append handle takes before the partition is sized in the background as after
+/// a close (see `sizing::AppendedSizing`), so that a writer that keeps its handle open for days
+/// leaves sizes for the next mount too, not only one that closes it.
+pub const SIZE_APPENDED_EVERY: u64 = 64 << 20;
 
 /// Why a line was refused, kept to refuse the rest of the line (and report it at `close()`)
 /// with the same words: [`Error::RecordTooLarge`]'s fields, or a broker's answer.
@@ -226,6 +234,17 @@ impl AppendState {
         }
     }
 
+    /// The partition to size in the background now, while the handle stays open: once
+    /// [`SIZE_APPENDED_EVERY`] bytes were appended since the last time this said so (what a
+    /// close leaves is sized at the close).
+    pub fn sizing_due(&mut self) -> Option<Arc<dyn PartitionSource>> {
+        if self.unsized_bytes < SIZE_APPENDED_EVERY {
+            return None;
+        }
+        self.unsized_bytes = 0;
+        self.appended_partition()
+    }
+
     /// State for a freshly opened append file.
     pub fn new(
         partition: Arc<dyn PartitionSource>,
@@ -257,6 +276,7 @@ impl AppendState {
             max_record_bytes,
             json_bound: EnvelopeBound::default(),
             lines_done: 0,
+            unsized_bytes: 0,
             pending_owner: None,
             refused: None,
             unreported: None,
@@ -405,6 +425,7 @@ impl AppendState {
             Err(e) => return Err(e),
         };
         self.lines_done = self.lines_done.saturating_add(line_count);
+        self.unsized_bytes = self.unsized_bytes.saturating_add(ended.len() as u64);
         self.pending.clear();
         self.pending.extend_from_slice(rest);
         self.json_bound = rest_bound;

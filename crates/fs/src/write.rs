@@ -19,7 +19,14 @@ impl TopicFs {
         self.check_open()?;
         match &*self.handles.get(fh)? {
             Handle::Append(state) => {
-                let n = lock(state).write(data, owner)?;
+                let (n, due) = {
+                    let mut state = lock(state);
+                    let n = state.write(data, owner)?;
+                    (n, state.sizing_due())
+                };
+                if let Some(part) = due {
+                    self.size_appended(part);
+                }
                 Ok(u32::try_from(n).unwrap_or(u32::MAX))
             }
             Handle::Group { node, .. } => {
