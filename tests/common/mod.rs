@@ -302,6 +302,26 @@ impl Drop for MountGuard {
 }
 
 /// Runs `sh -c script`; panics with its stderr unless it succeeds.
+/// The entries topicfs keeps beside the segments of the partition directory `dir`
+/// (`<base>.topicfs-<kind>`, see SEMANTICS.md "The segment cache").
+pub fn beside_entries(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().contains(".topicfs-"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Removes what topicfs kept beside the segments of the partition directory `dir`: it is then
+/// as a broker would have written it.
+pub fn strip_beside_entries(dir: &Path) {
+    for p in beside_entries(dir) {
+        fs::remove_file(p).unwrap();
+    }
+}
+
 pub fn sh(script: &str) -> String {
     let out = sh_output(script);
     assert!(

@@ -3,6 +3,8 @@
 //! an entry that no longer matches its segment is ignored and rebuilt. `TopicFs` over real log
 //! dirs in temp dirs, without a kernel.
 
+use crate::common;
+
 use std::ffi::OsStr;
 use std::fs::File;
 use std::path::Path;
@@ -127,7 +129,7 @@ impl Mounted {
 /// given (so the cache holds every sealed segment's rendering).
 fn written(data: &Path, cache: Option<&Path>) -> Vec<Vec<u8>> {
     let all = written_by_topicfs(data);
-    strip_beside_entries(data);
+    common::strip_beside_entries(&data.join("t-0"));
     if let Some(cache) = cache {
         let m = mount(data, Some(cache), u64::MAX, false);
         for (f, bytes) in FORMATS.iter().zip(&all) {
@@ -155,25 +157,6 @@ fn written_by_topicfs(data: &Path) -> Vec<Vec<u8>> {
     }
     m.unmount();
     all
-}
-
-/// Removes what topicfs kept beside the segments of `data`'s partition `t-0`: the directory is
-/// then as a broker would have written it.
-fn strip_beside_entries(data: &Path) {
-    for p in beside_entries(&data.join("t-0")) {
-        std::fs::remove_file(p).unwrap();
-    }
-}
-
-/// The entries kept beside the segments of the partition directory `dir`.
-fn beside_entries(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut v: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.file_name().unwrap().to_str().unwrap().contains(".topicfs-"))
-        .collect();
-    v.sort();
-    v
 }
 
 fn entries(cache: &Path) -> Vec<std::path::PathBuf> {
@@ -386,7 +369,7 @@ fn what_a_mount_appended_is_sized_in_the_background_so_any_next_mount_knows_exac
     w.fs.release(fh).unwrap();
     assert!(w.fs.executor().wait_idle(std::time::Duration::from_secs(60)), "sizing ended");
     w.unmount();
-    let kept = beside_entries(&data.join("t-0"));
+    let kept = common::beside_entries(&data.join("t-0"));
     let segments = walk(&data).iter().filter(|p| p.extension().is_some_and(|e| e == "log")).count();
     assert!(segments > 20, "{segments} segments");
     let named = |end: &str| kept.iter().filter(|p| p.to_str().unwrap().ends_with(end)).count();
@@ -427,7 +410,7 @@ fn an_append_handle_kept_open_has_what_it_appended_sized_every_64_mib() {
     let fh = w.fs.open(w.ino("t/0/append"), WRITE).unwrap().fh;
     let chunk: Vec<u8> = (0..10_000).flat_map(|i| format!("{i:099}\n").into_bytes()).collect();
     let prefixes = || {
-        beside_entries(&data.join("t-0"))
+        common::beside_entries(&data.join("t-0"))
             .iter()
             .filter(|p| p.to_str().unwrap().ends_with(".topicfs-prefix"))
             .count()
@@ -467,7 +450,7 @@ fn entries_beside_the_segments_go_with_them_and_are_never_trusted_blindly() {
     let data = tmp.path().join("data");
     let all = written_by_topicfs(&data);
     let part = data.join("t-0");
-    let kept = beside_entries(&part);
+    let kept = common::beside_entries(&part);
     assert!(kept.len() > 20, "{kept:?}");
     // A broker's retention deletes the first segment's files (and knows nothing of ours); a
     // crash left a temporary file an hour ago.
@@ -492,7 +475,7 @@ fn entries_beside_the_segments_go_with_them_and_are_never_trusted_blindly() {
     // A writable mount removes the strays at load, and its reads are exact and rebuild the
     // damaged entry.
     let m = mount(&data, None, u64::MAX, true);
-    let left = beside_entries(&part);
+    let left = common::beside_entries(&part);
     assert!(!left.contains(&temp), "the crash's temporary file is removed");
     assert!(
         left.iter().all(|p| !p.to_str().unwrap().contains("/00000000000000000000.")),
@@ -552,7 +535,7 @@ fn a_remount_knows_the_active_segments_prefix_from_the_cache_until_it_is_truncat
     w.unmount();
     // What that writable mount kept beside the segments would answer first: gone, the
     // directory is as a broker's (this test is about the cache dir).
-    strip_beside_entries(&data);
+    common::strip_beside_entries(&data.join("t-0"));
     // Background sizing, reaching the end, stores the active segment's prefix to there.
     let m = mount(&data, Some(&cache), 1, false);
     TopicFs::start_background_sizing(&m.fs).join().unwrap();
@@ -602,7 +585,7 @@ fn a_remount_knows_the_active_segments_prefix_from_the_cache_until_it_is_truncat
     w.append("t/0/append", b"appended-1\nappended-2\n");
     all = FORMATS.iter().map(|f| w.read_all(&format!("t/0/by-offset/0{f}"))).collect();
     w.unmount();
-    strip_beside_entries(&data);
+    common::strip_beside_entries(&data.join("t-0"));
     let m = mount(&data, Some(&cache), 1, false);
     assert_eq!(first_stats(&m), lens(&all), "exact after an append beyond the prefix");
     assert!(m.read_all("t/0/by-offset/0").ends_with(b"appended-1\nappended-2\n"));

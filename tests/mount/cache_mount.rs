@@ -37,19 +37,8 @@ fn written(n: usize) -> (Dirs, String) {
     sh(&format!("mkdir {} && seq 1 {n} >> {}/0/append", p.display(), p.display()));
     let expected: String = (1..=n).map(|i| format!("{i}\n")).collect();
     let dirs = m.unmount();
-    for p in beside_entries(&dirs.data().join("t-0")) {
-        fs::remove_file(p).unwrap();
-    }
+    common::strip_beside_entries(&dirs.data().join("t-0"));
     (dirs, expected)
-}
-
-/// The entries topicfs keeps beside the segments of the partition dir `dir`.
-fn beside_entries(dir: &Path) -> Vec<PathBuf> {
-    fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.file_name().unwrap().to_string_lossy().contains(".topicfs-"))
-        .collect()
 }
 
 /// What a writable mount without a cache dir learns of what it appended is kept beside the
@@ -66,7 +55,10 @@ fn a_log_topicfs_wrote_has_exact_sizes_on_any_later_mount() {
     // segment's prefix (written after the sealed segments').
     let part = m.dirs_root().join("data").join("t-0");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !beside_entries(&part).iter().any(|p| p.to_string_lossy().ends_with(".topicfs-prefix")) {
+    while !common::beside_entries(&part)
+        .iter()
+        .any(|p| p.to_string_lossy().ends_with(".topicfs-prefix"))
+    {
         assert!(std::time::Instant::now() < deadline, "no sizes kept beside the segments");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }

@@ -274,12 +274,7 @@ fn unsized_topics(names: &[&str]) -> common::Dirs {
     }
     let dirs = m.unmount();
     for name in names {
-        for e in fs::read_dir(dirs.data().join(format!("{name}-0"))).unwrap() {
-            let p = e.unwrap().path();
-            if p.file_name().unwrap().to_string_lossy().contains(".topicfs-") {
-                fs::remove_file(p).unwrap();
-            }
-        }
+        common::strip_beside_entries(&dirs.data().join(format!("{name}-0")));
     }
     dirs
 }
