@@ -300,11 +300,6 @@ impl SegmentCache {
         self.dir.is_some() && self.placement != Placement::BesideSegments { writable: false }
     }
 
-    /// Whether this cache keeps its entries beside the segments (see [`Self::beside_segments`]).
-    pub fn is_beside_segments(&self) -> bool {
-        matches!(self.placement, Placement::BesideSegments { .. })
-    }
-
     /// Opens (creating it, mode 0700) the cache dir of `settings`. Never fails: a directory that
     /// cannot be created or listed logs a warning and gives a disabled cache.
     pub fn open(settings: &CacheSettings) -> SegmentCache {
