@@ -434,6 +434,33 @@ fn batches_are_crc_checked_once_per_open_log_and_a_read_only_logs_active_segment
     assert!(log.read(&log.seek(active.base_offset()).unwrap(), 4096).is_ok());
 }
 
+/// What a read-only log's active segment remembers of checked batches is bounded: past
+/// `MAX_CHECKED_BATCHES` it starts again, so a batch read early is checked again once (here it
+/// was damaged since, and the read says so); every read stays correct.
+#[test]
+fn a_read_only_active_segment_remembers_a_bounded_number_of_checked_batches() {
+    use topicfs::storage::segment::MAX_CHECKED_BATCHES;
+    let tmp = tempfile::tempdir().unwrap();
+    let c = LogConfig::default();
+    let n = MAX_CHECKED_BATCHES + 1000;
+    {
+        let (d, log) = open_log(tmp.path(), &c);
+        append_n(&log, n, 1000, 10);
+        d.shutdown().unwrap();
+    }
+    let d = LogDir::open_read_only(tmp.path(), c).unwrap();
+    let log = d.log("t", 0).unwrap();
+    let active = log.segment_list().last().unwrap().clone();
+    assert_eq!(log.segment_list().len(), 1);
+    assert!(log.read(&log.seek(Offset(0)).unwrap(), 4096).is_ok(), "the first batch checked");
+    assert_eq!(read_all(&log, Offset(0)).len(), n);
+    let remembered = active.remembered_checked_batches();
+    assert!(remembered > 0 && remembered <= MAX_CHECKED_BATCHES, "{remembered}");
+    // The first batch's body damaged in place: forgotten past the bound, so checked again.
+    flip_byte(active.log_path(), 70);
+    assert!(matches!(log.read(&log.seek(Offset(0)).unwrap(), 4096), Err(Error::Corrupt { .. })));
+}
+
 #[test]
 fn missing_index_is_rebuilt_at_open() {
     let tmp = tempfile::tempdir().unwrap();

@@ -156,7 +156,7 @@ pub struct LogSegment {
 }
 
 /// The most batches [`LogSegment`]'s `checked_batches` remembers (about 2 MiB).
-pub(crate) const MAX_CHECKED_BATCHES: usize = 1 << 16;
+pub const MAX_CHECKED_BATCHES: usize = 1 << 16;
 
 impl LogSegment {
     /// Whether this segment is served from a finished compaction's `.swap` files.

@@ -60,6 +60,12 @@ impl LogSegment {
         !self.is_active() || self.mode != SegmentMode::ReadOnly
     }
 
+    /// How many batches of a read-only log's active segment are remembered as checked (at most
+    /// [`super::MAX_CHECKED_BATCHES`]; see `checked_batches`). For tests and diagnostics.
+    pub fn remembered_checked_batches(&self) -> usize {
+        lock(&self.checked_batches).len()
+    }
+
     /// Whole batches starting at `position`, at most `max_bytes` unless the first batch alone is
     /// larger (then exactly that batch). Each batch's CRC is checked (once per object where
     /// [`LogSegment::bytes_kept`], see `crc_checked_to`): a bad first batch is an error naming the file and
