@@ -214,6 +214,12 @@ const BESIDE_INFIX: &str = ".topicfs-";
 /// The start of a temporary file's name beside the segments.
 const BESIDE_TEMP: &str = ".topicfs-tmp-";
 
+/// Whether `name` (of a file in a partition directory) is an entry kept beside the segments or
+/// one's temporary file.
+pub fn is_beside_name(name: &str) -> bool {
+    name.starts_with(BESIDE_TEMP) || name.contains(BESIDE_INFIX)
+}
+
 /// Removes every entry kept beside the segments for the segment `base` of the partition
 /// directory `dir` (its segment is being deleted or replaced). Failures are logged.
 pub fn remove_beside_entries(dir: &Path, base: Offset) {
@@ -250,8 +256,7 @@ fn remove_beside_files(dir: &Path, doomed: impl Fn(&str) -> bool) {
     for ent in read.flatten() {
         let name = ent.file_name();
         let Some(name) = name.to_str() else { continue };
-        let ours = name.starts_with(BESIDE_TEMP) || name.contains(BESIDE_INFIX);
-        if !ours || !doomed(name) {
+        if !is_beside_name(name) || !doomed(name) {
             continue;
         }
         match std::fs::remove_file(ent.path()) {

@@ -196,6 +196,7 @@ impl Log {
     pub(super) fn scan_files(&self) -> Result<Vec<SegmentFiles>> {
         let (names, refused) = list_segment_files(&self.dir)?;
         *lock(&self.refused) = refused;
+        self.note_beside_entries(names.iter().any(|n| crate::cache::is_beside_name(n)));
         let parsed: Vec<(String, _)> =
             names.into_iter().filter_map(|n| parse_segment_file_name(&n).map(|p| (n, p))).collect();
         if self.mode == SegmentMode::ReadOnly {

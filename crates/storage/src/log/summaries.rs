@@ -27,6 +27,9 @@ pub(crate) struct Summaries {
     cache: RwLock<Arc<SegmentCache>>,
     /// The entries kept beside the segments ([`Log::set_beside_segments`]), if any.
     beside: RwLock<Option<Arc<SegmentCache>>>,
+    /// Whether the partition directory held such entries at the last listing: a read-only log
+    /// of a directory without any (a broker's) does not look for them, segment by segment.
+    beside_listed: AtomicBool,
     /// The canonical data dir (computed once).
     data_dir: OnceLock<PathBuf>,
     /// By base offset: the segment object an identity was computed for, and the identity.
@@ -38,6 +41,7 @@ impl Default for Summaries {
         Summaries {
             cache: RwLock::new(Arc::new(SegmentCache::disabled())),
             beside: RwLock::new(None),
+            beside_listed: AtomicBool::new(false),
             data_dir: OnceLock::new(),
             identities: Mutex::new(HashMap::new()),
         }
@@ -62,7 +66,18 @@ impl Log {
         *self.summaries.beside.write().unwrap_or_else(|e| e.into_inner()) = Some(beside);
     }
 
+    /// Records whether the last listing of the partition directory found entries kept beside
+    /// the segments.
+    pub(super) fn note_beside_entries(&self, found: bool) {
+        self.summaries.beside_listed.store(found, Ordering::Relaxed);
+    }
+
+    /// The entries kept beside the segments, when there may be any to load or this log stores
+    /// them (a writable log; a read-only one only when its directory held some when listed).
     fn beside(&self) -> Option<Arc<SegmentCache>> {
+        if !self.writable() && !self.summaries.beside_listed.load(Ordering::Relaxed) {
+            return None;
+        }
         self.summaries.beside.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
