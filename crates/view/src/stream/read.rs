@@ -378,10 +378,8 @@ impl Stream {
         if all.len() <= window {
             return all;
         }
-        if let Some(KeptTail { held, before, after }) = kept {
-            let bytes = all.slice(window..);
-            let tail = Tail { at: to, bytes, before, after, end, _held: held };
-            keep_tail(&mut lock(&self.tails), tail);
+        if let Some(kept) = kept {
+            self.keep_tail_at(to, all.slice(window..), end, kept);
         }
         all.slice(..window)
     }
@@ -397,15 +395,19 @@ impl Stream {
         end: Option<Offset>,
         kept: Option<KeptTail>,
     ) -> Vec<u8> {
-        if let (Some(KeptTail { held, before, after }), Some(rest)) = (kept, out.get(window..)) {
-            let bytes = Bytes::copy_from_slice(rest);
-            keep_tail(
-                &mut lock(&self.tails),
-                Tail { at: to, bytes, before, after, end, _held: held },
-            );
+        if let (Some(kept), Some(rest)) = (kept, out.get(window..)) {
+            self.keep_tail_at(to, Bytes::copy_from_slice(rest), end, kept);
         }
         out.truncate(window);
         out
+    }
+
+    /// Keeps `bytes`, the rest of the batch a window ending at `to` stopped inside, as the
+    /// stream's [`Tail`] there.
+    fn keep_tail_at(&self, to: u64, bytes: Bytes, end: Option<Offset>, kept: KeptTail) {
+        let KeptTail { held, before, after } = kept;
+        let tail = Tail { at: to, bytes, before, after, end, _held: held };
+        keep_tail(&mut lock(&self.tails), tail);
     }
 
     /// The walk of [`Stream::render_window`] from the walker's checkpoint: renders `[from,
