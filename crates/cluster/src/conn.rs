@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -177,9 +177,18 @@ struct Pending {
 
 struct Shared {
     pending: Mutex<Pending>,
+    /// Notified when `pending.dead` is set.
+    died: Condvar,
 }
 
 impl Shared {
+    fn new() -> Shared {
+        Shared {
+            pending: Mutex::new(Pending { waiters: HashMap::new(), dead: None }),
+            died: Condvar::new(),
+        }
+    }
+
     fn kill(&self, why: String) {
         let mut p = lock(&self.pending);
         if p.dead.is_none() {
@@ -187,10 +196,32 @@ impl Shared {
         }
         // Dropping the senders wakes every waiter with `Disconnected`.
         p.waiters.clear();
+        drop(p);
+        self.died.notify_all();
     }
 
     fn dead(&self) -> Option<String> {
         lock(&self.pending).dead.clone()
+    }
+
+    /// Why the connection died, waiting for it until `deadline`; `None` if it is still alive
+    /// then.
+    fn wait_dead(&self, deadline: Instant) -> Option<String> {
+        let mut p = lock(&self.pending);
+        loop {
+            if let Some(why) = &p.dead {
+                return Some(why.clone());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            p = self
+                .died
+                .wait_timeout(p, left)
+                .map(|(p, _)| p)
+                .unwrap_or_else(|e| e.into_inner().0);
+        }
     }
 }
 
@@ -256,9 +287,7 @@ impl Connection {
         let reader_socket = socket.try_clone().map_err(|e| unreachable("clone socket", e))?;
         // Reads block until data or shutdown; deadlines are enforced by the waiters.
         reader_socket.set_read_timeout(None).map_err(|e| unreachable("set read timeout", e))?;
-        let shared = Arc::new(Shared {
-            pending: Mutex::new(Pending { waiters: HashMap::new(), dead: None }),
-        });
+        let shared = Arc::new(Shared::new());
         let write_lock = Arc::new(Mutex::new(()));
         let reader = Reader {
             addr: addr.clone(),
@@ -516,23 +545,38 @@ impl Connection {
                 }
             });
         drop(guard);
-        result.map_err(|e| {
-            let timed_out = matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut);
+        result.map_err(|e| self.write_failed(e, deadline))
+    }
+
+    /// The error of a request whose write failed with `e`. A write that timed out kills the
+    /// connection. Any other failure means the connection is already broken (the broker closed
+    /// or reset it, or the reader thread shut it down): the reader, which reads in order what
+    /// the broker sent before that, ends on its own and names the first cause (bytes that are
+    /// not a Kafka response, a TLS alert, the broker closing). That cause is reported, whichever
+    /// of the reader and the writer noticed first; the write's own error only if the reader has
+    /// not ended by `deadline`.
+    fn write_failed(&self, e: io::Error, deadline: Instant) -> Error {
+        let timed_out = matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut);
+        if timed_out {
             self.kill(&format!("write failed: {e}"));
-            if timed_out {
-                Error::Timeout {
-                    broker: self.addr.to_string(),
-                    what: "writing a request".into(),
-                    after_ms: self.timeout_ms,
-                }
-            } else {
-                Error::BrokerUnreachable {
-                    broker: self.addr.to_string(),
-                    op: "write request".into(),
-                    source: e,
-                }
+            return Error::Timeout {
+                broker: self.addr.to_string(),
+                what: "writing a request".to_string(),
+                after_ms: self.timeout_ms,
+            };
+        }
+        let source = match self.shared.wait_dead(deadline) {
+            Some(why) => io::Error::new(io::ErrorKind::ConnectionAborted, why),
+            None => {
+                self.kill(&format!("write failed: {e}"));
+                e
             }
-        })
+        };
+        Error::BrokerUnreachable {
+            broker: self.addr.to_string(),
+            op: "write request".into(),
+            source,
+        }
     }
 }
 
@@ -572,6 +616,63 @@ mod tests {
         assert_eq!(v.pick(ApiKey::Metadata, (0, 13)), Some(12));
         assert_eq!(v.pick(ApiKey::CreatePartitions, (0, 3)), None);
         assert_eq!(v.pick(ApiKey::Produce, (3, 11)), None);
+    }
+
+    /// A connection to a listener of this process, without a handshake, and the peer's end.
+    fn bare_connection() -> (Connection, TcpStream) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let socket = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (peer, _) = listener.accept().unwrap();
+        let conn = Connection {
+            addr: BrokerAddr { host: "127.0.0.1".into(), port: 9 },
+            client_id: StrBytes::from_static_str("test"),
+            socket,
+            tls: None,
+            write_lock: Arc::new(Mutex::new(())),
+            shared: Arc::new(Shared::new()),
+            next_id: AtomicI32::new(1),
+            versions: ApiVersions::default(),
+            timeout_ms: 5000,
+            fetch_untagged: AtomicBool::new(false),
+            counts: Arc::new(RequestCounts::default()),
+        };
+        (conn, peer)
+    }
+
+    const GARBAGE: &str = "response frame of 2147483647 bytes (limit 134217728 bytes): not a \
+                           Kafka response";
+
+    #[test]
+    fn a_failed_write_reports_what_the_reader_found_whichever_noticed_first() {
+        let pipe = || io::Error::from(io::ErrorKind::BrokenPipe);
+        let far = Instant::now() + Duration::from_secs(60);
+        // The reader first: it saw bytes that are no Kafka response and shut the socket down,
+        // so the write failed.
+        let (conn, _peer) = bare_connection();
+        conn.kill(GARBAGE);
+        let err = conn.write_failed(pipe(), far).to_string();
+        assert!(err.contains("not a Kafka response") && err.contains("write request"), "{err}");
+        // The writer first: its error waits for the reader's verdict, which names the cause.
+        let (conn, _peer) = bare_connection();
+        let conn = Arc::new(conn);
+        let writer = {
+            let conn = Arc::clone(&conn);
+            std::thread::spawn(move || conn.write_failed(pipe(), far).to_string())
+        };
+        conn.shared.kill(GARBAGE.to_string());
+        let err = writer.join().unwrap();
+        assert!(err.contains("not a Kafka response"), "{err}");
+        // A reader that has not ended by the deadline: the write's own error, and the
+        // connection is dead from then on.
+        let (conn, _peer) = bare_connection();
+        let err = conn.write_failed(pipe(), Instant::now()).to_string();
+        assert!(err.contains("write request") && !err.contains("Kafka response"), "{err}");
+        assert!(conn.is_dead());
+        // A write that timed out is a timeout at once.
+        let (conn, _peer) = bare_connection();
+        let err = conn.write_failed(io::Error::from(io::ErrorKind::WouldBlock), far);
+        assert!(matches!(err, Error::Timeout { .. }), "{err}");
+        assert!(conn.is_dead());
     }
 
     #[test]
