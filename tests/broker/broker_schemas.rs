@@ -231,6 +231,28 @@ fn append_json_encodes_with_a_schema_and_the_reference_library_decodes_it() {
 }
 
 #[test]
+fn a_mount_without_schemas_refuses_schema_fields_in_append_json_and_appends_nothing() {
+    let m = mount(&["-o", "schemas=off"]);
+    let append = m.path("orders/0/append.json");
+    let before = fs::read(m.path("orders/0/by-offset/0")).unwrap();
+    // What a `.json` line of a mount with schemas says of a value it could not decode, and a
+    // payload naming a schema: the write fails with EINVAL, nothing appended.
+    for line in [
+        r#"{"payload":"AAAAAAQ=","payload_schema_error":"unknown schema id 99"}"#,
+        r#"{"key":"k","key_schema_error":"unknown schema id 99"}"#,
+        r#"{"payload":{"id":1},"payload_schema_id":4}"#,
+        r#"{"payload":{"id":1},"payload_subject":"orders-value"}"#,
+    ] {
+        let mut file = fs::OpenOptions::new().append(true).open(&append).unwrap();
+        let err =
+            std::io::Write::write_all(&mut file, format!("{line}\n").as_bytes()).expect_err(line);
+        assert_eq!(err.raw_os_error(), Some(libc::EINVAL), "{line}: {err}");
+    }
+    assert_eq!(fs::read(m.path("orders/0/by-offset/0")).unwrap(), before);
+    m.unmount();
+}
+
+#[test]
 fn a_topics_schemas_are_files() {
     let m = mount(&["--read-only"]);
     let ls = |m: &MountGuard, rel: &str| common::sh(&format!("ls {}", m.path(rel).display()));

@@ -18,7 +18,7 @@
 //! | `tstype`, `topic`, `partition`, `offset`, `broker` | any | accepted and ignored (the file's partition decides where the record goes; the log decides its offset) |
 //! | `key_schema_id`, `payload_schema_id` | integer | the `key`/`payload` is any JSON value, encoded with that schema into the Confluent wire format (a mount with schemas only; [`crate::schemas`]) |
 //! | `key_subject`, `payload_subject` | string | the same with the subject's latest version |
-//! | `key_schema_error`, `payload_schema_error` | string | what a `.json` line says of a value it could not decode: its `key`/`payload` is the bytes as shown (any `_schema_id` beside it is ignored) |
+//! | `key_schema_error`, `payload_schema_error` | string | what a `.json` line says of a value it could not decode: its `key`/`payload` is the bytes as shown (any `_schema_id` beside it is ignored); refused on a mount without schemas, as the other schema fields are |
 //!
 //! A value that does not match its schema refuses the write, naming the field.
 //! Any other field, a wrong type, or malformed JSON refuses the write with
@@ -162,20 +162,27 @@ pub fn parse_envelope_with(
     };
     // A key or payload naming a schema: its JSON value encoded with it.
     let with_schema = |name: &str| -> Result<Option<Option<Vec<u8>>>> {
-        if object.contains_key(&format!("{name}_schema_error")) {
-            return Ok(None);
-        }
+        let error = object.contains_key(&format!("{name}_schema_error"));
         let id = object.get(&format!("{name}_schema_id")).filter(|v| !v.is_null());
         let subject = object.get(&format!("{name}_subject")).filter(|v| !v.is_null());
-        if id.is_none() && subject.is_none() {
+        if !error && id.is_none() && subject.is_none() {
             return Ok(None);
         }
         let Some(schemas) = schemas else {
+            let field = match (error, id, subject) {
+                (true, _, _) => format!("{name}_schema_error"),
+                (false, Some(_), _) => format!("{name}_schema_id"),
+                (false, None, _) => format!("{name}_subject"),
+            };
             return Err(bad(format!(
-                "{name}_schema_id/{name}_subject: this mount has no schemas (no _schemas topic \
-                 or registry)"
+                "{field}: this mount decodes no schemas (mounted with -o schemas=off, or without \
+                 a _schemas topic, --schemas-topic or --schema-registry); remove the field to \
+                 append the {name} as the bytes shown"
             )));
         };
+        if error {
+            return Ok(None);
+        }
         let value = object.get(name).unwrap_or(&Value::Null);
         if value.is_null() {
             return Ok(Some(None));
@@ -417,6 +424,27 @@ mod tests {
         r.key.map_or(0, |k| k.len())
             + r.value.map_or(0, |v| v.len())
             + r.headers.iter().map(|(n, v)| n.len() + v.as_ref().map_or(0, Vec::len)).sum::<usize>()
+    }
+
+    #[test]
+    fn schema_fields_on_a_mount_without_schemas_are_refused_naming_the_field_and_why() {
+        for (line, field) in [
+            (
+                r#"{"payload":"x","payload_schema_error":"unknown schema id 9"}"#,
+                "payload_schema_error",
+            ),
+            (r#"{"key":"x","key_schema_error":"bad"}"#, "key_schema_error"),
+            (r#"{"payload":{"a":1},"payload_schema_id":4}"#, "payload_schema_id"),
+            (r#"{"payload":{"a":1},"payload_subject":"t-value"}"#, "payload_subject"),
+        ] {
+            let err = parse_envelope(line.as_bytes(), 3).unwrap_err();
+            assert!(matches!(err, Error::InvalidInput(_)), "{line}: {err}");
+            let text = err.to_string();
+            assert!(text.contains(&format!("line 3: {field}:")), "{text}");
+            assert!(text.contains("schemas=off") && text.contains("--schema-registry"), "{text}");
+        }
+        // A null id or subject is no schema field.
+        assert!(parse_envelope(br#"{"payload":"x","payload_schema_id":null}"#, 1).is_ok());
     }
 
     #[test]
