@@ -150,6 +150,10 @@ pub fn helper_args(argv: &[OsString]) -> Result<Option<HelperArgs>> {
                         }
                     },
                     None if sloppy => {}
+                    // A known option with a bad value: its own message says what is wrong.
+                    None if !err.to_string().starts_with("unknown mount option") => {
+                        return Err(Error::Usage(format!("mount helper: {err}")));
+                    }
                     None => {
                         return Err(Error::Usage(format!(
                             "mount helper: {err}; or a flag of `topicfs mount` spelled \

@@ -206,7 +206,8 @@ pub struct MountArgs {
     /// default_permissions (always on), auto_unmount (with allow_other or allow_root), ro, rw,
     /// uid=USER, gid=GROUP, umask=MODE, file_mode=MODE, dir_mode=MODE (see Access below),
     /// no_passthrough (sealed segment files through the page cache, not FUSE passthrough),
-    /// show_internal (list __consumer_offsets and Kafka's other internal topics),
+    /// show_internal (list __consumer_offsets and Kafka's other internal topics), nonempty (as
+    /// --nonempty),
     /// auto_offset_reset=earliest|latest (where a consumer group without a committed offset
     /// starts; default earliest), auto_commit (closing a group's next after reading all of it
     /// commits its end: at-most-once), fsname=NAME (default: the data dir), subtype=NAME (default:

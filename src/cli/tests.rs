@@ -613,6 +613,10 @@ fn every_mount_flag_has_an_fstab_form_that_mounts_the_same() {
     assert!(err.contains("needs a value"), "{err}");
     let err = helper(&["mount.topicfs", "d", "m", "-o", "read_only=yes"]).unwrap_err();
     assert!(err.contains("takes no value"), "{err}");
+    let err = helper(&["mount.topicfs", "d", "m", "-o", "auto_offset_reset=x"]).unwrap_err();
+    assert!(err.contains("earliest or latest") && !err.contains("or a flag"), "{err}");
+    let err = helper(&["mount.topicfs", "d", "m", "-o", "bogus"]).unwrap_err();
+    assert!(err.contains("or a flag of `topicfs mount` spelled name=value"), "{err}");
 }
 
 #[test]
