@@ -4,10 +4,10 @@
 use std::ffi::OsString;
 use std::path::Path;
 
-use clap::CommandFactory;
+use clap::{ArgAction, CommandFactory};
 
 use crate::error::{Error, Result};
-use crate::mount::FuseOption;
+use crate::mount::{FuseOption, escape_option, split_options};
 
 use super::Cli;
 
@@ -25,16 +25,19 @@ pub struct HelperArgs {
 ///   `topicfs` (with `/sbin/mount.topicfs` a link to the binary);
 /// - as `topicfs SOURCE MOUNTPOINT -o OPTIONS` by mount.fuse3, for fstab type `fuse.topicfs`.
 ///
-/// Both become `topicfs mount SOURCE MOUNTPOINT ...`: FUSE options stay in `-o`; `ro` also
-/// means `--read-only`; `partitions=N`, `max_partitions=N`, `threads=N`, `isolation=LEVEL`, `sizing_budget=BYTES`,
-/// `server_properties=FILE` and `retention_check_interval_ms=MS` become those flags (`memory_budget=SIZE` and
-/// `background_threads=N` stay `-o` options, which `topicfs mount` reads too); an option with a dot in its name
-/// (`segment.bytes=1048576`) is a log setting (`--config`), except the Schema Registry
-/// client's (`schema.registry.url=URL` is `--schema-registry URL`, `basic.auth.user.info=...` and
-/// the other `schema.registry.*` settings `--schema-registry-config`); options that are for mount(8) or
-/// systemd (`defaults`, `auto`, `noauto`, `user`, `users`, `nouser`, `owner`, `nofail`,
-/// `_netdev`, `x-*`, `comment=*`) are dropped. Anything else is refused, unless `-s`
-/// (sloppy) was given. `None`: `argv` is an ordinary topicfs command line.
+/// Both become `topicfs mount SOURCE MOUNTPOINT ...`. The options are split at commas, a comma
+/// preceded by a backslash belonging to the value (`cleanup.policy=compact\,delete`, see
+/// [`split_options`]). FUSE options stay in `-o` ([`FuseOption`]: `ro` also means
+/// `--read-only`); an option with a dot in its name (`segment.bytes=1048576`) is a log setting
+/// (`--config`), except the Schema Registry client's (`schema.registry.url=URL` is
+/// `--schema-registry URL`, `basic.auth.user.info=...` and the other `schema.registry.*`
+/// settings `--schema-registry-config`); any other flag of `topicfs mount` is spelled with `_`
+/// or `-`: `name=VALUE` for `--name VALUE` (`partitions=3`, `config=cleanup.policy=compact`,
+/// `cleaner_backoff_ms=60000`), `name` alone for a flag without a value (`read_only`), except
+/// those in [`NOT_FROM_FSTAB`]. Options that are for mount(8) or systemd (`defaults`, `auto`,
+/// `noauto`, `user`, `users`, `nouser`, `owner`, `nofail`, `_netdev`, `x-*`, `comment=*`) are
+/// dropped. Anything else is refused, unless `-s` (sloppy) was given. `None`: `argv` is an
+/// ordinary topicfs command line.
 pub fn helper_args(argv: &[OsString]) -> Result<Option<HelperArgs>> {
     let program = argv
         .first()
@@ -63,7 +66,7 @@ pub fn helper_args(argv: &[OsString]) -> Result<Option<HelperArgs>> {
                 let list = words
                     .next()
                     .ok_or_else(|| Error::Usage("-o needs a list of options".into()))?;
-                options.extend(list.to_string_lossy().split(',').map(str::to_string));
+                options.extend(split_options(&list.to_string_lossy()));
             }
             "-s" => sloppy = true,
             "-f" => fake = true,
@@ -72,7 +75,7 @@ pub fn helper_args(argv: &[OsString]) -> Result<Option<HelperArgs>> {
                 words.next();
             }
             _ if text.starts_with("-o") => {
-                options.extend(text.get(2..).unwrap_or_default().split(',').map(str::to_string));
+                options.extend(split_options(text.get(2..).unwrap_or_default()));
             }
             _ if text.starts_with('-') && text.len() > 1 => {
                 return Err(Error::Usage(format!("mount helper: unknown flag {text:?}")));
@@ -113,19 +116,6 @@ pub fn helper_args(argv: &[OsString]) -> Result<Option<HelperArgs>> {
         match (flag.as_str(), value) {
             // `ro` among the FUSE options below means read-only too (`MountArgs::request`).
             ("read-only", None) => read_only = true,
-            (
-                "partitions"
-                | "max-partitions"
-                | "threads"
-                | "isolation"
-                | "retention-check-interval-ms"
-                | "sizing-budget"
-                | "server-properties",
-                Some(v),
-            ) => {
-                args.push(format!("--{flag}").into());
-                args.push(v.into());
-            }
             // The Schema Registry client's settings by their client names.
             ("schema.registry.url", Some(url)) => {
                 args.push("--schema-registry".into());
@@ -140,9 +130,38 @@ pub fn helper_args(argv: &[OsString]) -> Result<Option<HelperArgs>> {
                 args.push(option.into());
             }
             _ => match option.parse::<FuseOption>() {
-                Ok(_) => fuse_options.push(option.to_string()),
-                Err(_) if sloppy => {}
-                Err(err) => return Err(Error::Usage(format!("mount helper: {err}"))),
+                Ok(_) => fuse_options.push(escape_option(option)),
+                Err(err) => match mount_flag(&flag) {
+                    Some(takes_value) => match (takes_value, value) {
+                        (true, Some(v)) => {
+                            args.push(format!("--{flag}").into());
+                            args.push(v.into());
+                        }
+                        (false, None) => args.push(format!("--{flag}").into()),
+                        (true, None) => {
+                            return Err(Error::Usage(format!(
+                                "mount helper: option {key:?} needs a value ({key}=VALUE)"
+                            )));
+                        }
+                        (false, Some(_)) => {
+                            return Err(Error::Usage(format!(
+                                "mount helper: option {key:?} takes no value"
+                            )));
+                        }
+                    },
+                    None if sloppy => {}
+                    // A known option with a bad value: its own message says what is wrong.
+                    None if !err.to_string().starts_with("unknown mount option") => {
+                        return Err(Error::Usage(format!("mount helper: {err}")));
+                    }
+                    None => {
+                        return Err(Error::Usage(format!(
+                            "mount helper: {err}; or a flag of `topicfs mount` spelled \
+                             name=value (partitions=3, cleaner_backoff_ms=60000, read_only), or a \
+                             log setting (segment.bytes=1048576)"
+                        )));
+                    }
+                },
             },
         }
     }
@@ -154,4 +173,24 @@ pub fn helper_args(argv: &[OsString]) -> Result<Option<HelperArgs>> {
         args.push(fuse_options.join(",").into());
     }
     Ok(Some(HelperArgs { args, fake }))
+}
+
+/// Flags of `topicfs mount` that an fstab line cannot give: `foreground` (mount(8) waits for
+/// the helper, which would never return) and the hidden internal ones.
+pub const NOT_FROM_FSTAB: &[&str] = &["foreground"];
+
+/// Whether `--flag` is a flag of `topicfs mount` an fstab option may give, and if so whether
+/// it takes a value (`Some(true)`: `--partitions N`; `Some(false)`: `--read-only`).
+pub fn mount_flag(flag: &str) -> Option<bool> {
+    let command = Cli::command();
+    let mount = command.find_subcommand("mount")?;
+    let arg = mount.get_arguments().find(|a| a.get_long() == Some(flag))?;
+    if arg.is_hide_set() || NOT_FROM_FSTAB.contains(&flag) {
+        return None;
+    }
+    match arg.get_action() {
+        ArgAction::Set | ArgAction::Append => Some(true),
+        ArgAction::SetTrue => Some(false),
+        _ => None,
+    }
 }

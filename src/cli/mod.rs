@@ -62,9 +62,12 @@ Mount a Kafka log directory.
 By default topicfs starts a daemon and returns once the mount is live (exit status 0), or
 prints why it could not mount (exit status 1): the data dir is missing, locked by a running
 broker, or not a Kafka log dir (--allow-non-log-dir serves one read-only), the mountpoint is
-not a directory, already mounted, inside the data dir or a dead FUSE mount (clear it with
-fusermount3 -u), /dev/fuse is missing or not usable by this user. Those are checked before
-anything is written into the data dir. A data dir locked by another process is waited for up
+not a directory, not empty (--nonempty mounts over it), already mounted, inside the data dir
+or a dead FUSE mount (clear it with fusermount3 -u), /dev/fuse is missing or not usable by
+this user. Those are checked before anything is written into the data dir. A log setting
+Kafka would refuse (in a flag, --config or the --server-properties file, named with its line)
+or log settings that conflict (min.compaction.lag.ms above max.compaction.lag.ms) are refused
+with exit status 2 before that. A data dir locked by another process is waited for up
 to 5 s (a topicfs just unmounted may still be shutting down). Relative paths are taken from the
 directory the command runs in. With -f it stays in the foreground and logs to stderr.
 
@@ -89,9 +92,11 @@ From /etc/fstab, with topicfs installed in /usr/bin (the Debian package) or /usr
   /var/lib/kafka/data  /mnt/kafka  fuse.topicfs  ro,allow_other,gid=kafka,file_mode=0640,dir_mode=0750,nofail  0 0
 
 or type `topicfs` (mount(8) runs /sbin/mount.topicfs, a link to the binary). Options there are
-the -o options above plus read_only, partitions=N, max_partitions=N, threads=N, isolation=LEVEL,
-sizing_budget=BYTES, retention_check_interval_ms=MS, server_properties=FILE and any log setting by its Kafka name (segment.bytes=1048576);
-mount(8)'s own (defaults, noauto, user, nofail, _netdev, x-systemd.*) are ignored.";
+the -o options above, every flag of this command but -f spelled name=VALUE (partitions=3,
+server_properties=FILE, cleaner_backoff_ms=60000, config=NAME=VALUE) or name alone for one
+without a value (read_only, nonempty), and any log setting by its Kafka name
+(segment.bytes=1048576). A comma inside a value is written \\, (cleanup.policy=compact\\,delete),
+in -o too. mount(8)'s own (defaults, noauto, user, nofail, _netdev, x-systemd.*) are ignored.";
 
 const MOUNT_EXAMPLES: &str = "\
 Examples:
@@ -201,7 +206,8 @@ pub struct MountArgs {
     /// default_permissions (always on), auto_unmount (with allow_other or allow_root), ro, rw,
     /// uid=USER, gid=GROUP, umask=MODE, file_mode=MODE, dir_mode=MODE (see Access below),
     /// no_passthrough (sealed segment files through the page cache, not FUSE passthrough),
-    /// show_internal (list __consumer_offsets and Kafka's other internal topics),
+    /// show_internal (list __consumer_offsets and Kafka's other internal topics), nonempty (as
+    /// --nonempty),
     /// auto_offset_reset=earliest|latest (where a consumer group without a committed offset
     /// starts; default earliest), auto_commit (closing a group's next after reading all of it
     /// commits its end: at-most-once), fsname=NAME (default: the data dir), subtype=NAME (default:
@@ -209,9 +215,11 @@ pub struct MountArgs {
     /// background_threads=N (as --memory-budget, --background-threads; -o wins; render_threads=N
     /// is its former name).
     ///
+    /// A comma inside a value is written `\,`.
+    ///
     /// Example: -o allow_other,fsname=kafka,gid=analysts,file_mode=0640,dir_mode=0750
-    #[arg(short = 'o', value_name = "OPT[,OPT...]", value_delimiter = ',', value_parser = parse_fuse_option)]
-    pub options: Vec<FuseOption>,
+    #[arg(short = 'o', value_name = "OPT[,OPT...]", value_parser = parse_fuse_options)]
+    pub options: Vec<FuseOptions>,
 
     /// Owner of every file (a user name or number; default: the mounting user). Same as
     /// `-o uid=USER`.
@@ -262,6 +270,11 @@ pub struct MountArgs {
     /// Example: --max-partitions 100000
     #[arg(long, value_name = "N", default_value_t = crate::fs::DEFAULT_MAX_PARTITIONS, value_parser = clap::value_parser!(u32).range(1..=i32::MAX as i64))]
     pub max_partitions: u32,
+
+    /// Mount over a mountpoint that is not empty, hiding what it holds until unmounted
+    /// (refused without it). Same as `-o nonempty`.
+    #[arg(long)]
+    pub nonempty: bool,
 
     /// Mount read-only a directory that is not a Kafka log dir (one without meta.properties
     /// holding names a broker never writes, such as a copy of /etc). Refused for a writable
@@ -375,7 +388,8 @@ pub struct MountArgs {
     /// defaults of topics without an override of their own, mapped to topic-level names with
     /// Kafka's precedence (`log.retention.ms` over `log.retention.minutes` over
     /// `log.retention.hours`); below `--config` and the settings the data dir's KRaft metadata
-    /// holds. Read at mount; a file that does not parse is refused. Local mounts only.
+    /// holds. Read and validated at mount: a file that does not parse, a value a broker would
+    /// refuse or settings that conflict are refused, naming the line. Local mounts only.
     ///
     /// Example: --server-properties /etc/kafka/server.properties
     #[arg(long, value_name = "FILE", help_heading = "Log settings")]
@@ -487,8 +501,13 @@ pub struct MountArgs {
     pub daemon_child: bool,
 }
 
-fn parse_fuse_option(s: &str) -> Result<FuseOption> {
-    s.parse()
+/// The options of one `-o` list (see [`mount::split_options`]; empty items are skipped).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FuseOptions(pub Vec<FuseOption>);
+
+fn parse_fuse_options(s: &str) -> Result<FuseOptions> {
+    let options = mount::split_options(s).into_iter().filter(|o| !o.is_empty());
+    Ok(FuseOptions(options.map(|o| o.parse()).collect::<Result<_>>()?))
 }
 
 fn parse_umask(s: &str) -> Result<u16> {

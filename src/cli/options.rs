@@ -9,7 +9,8 @@ use crate::cluster::config::{is_bootstrap_spec, parse_bootstrap};
 use crate::error::{Error, Result};
 use crate::mount::{Access, ClusterMount, FuseOption, Mode, MountRequest};
 use crate::storage::LogConfig;
-use crate::storage::server_properties::read_server_properties;
+use crate::storage::config::NAMES;
+use crate::storage::server_properties::{BrokerDefault, read_server_properties, reason};
 
 use super::MountArgs;
 
@@ -19,41 +20,57 @@ fn absolute(path: &std::path::Path) -> std::path::PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
+/// A log setting given on the command line.
+struct GivenSetting {
+    /// Its topic-level name, trimmed.
+    key: String,
+    /// Its value, trimmed.
+    value: String,
+    /// How it was given, for messages: `--retention-ms -1`, `--config retention.ms=-1`.
+    given: String,
+}
+
 impl MountArgs {
     /// The log settings given on the command line, in the order they apply: the named flags,
-    /// then each `--config KEY=VALUE` (a later one winning), trimmed.
-    fn given_settings(&self) -> Result<Vec<(String, String)>> {
+    /// then each `--config KEY=VALUE` (a later one winning), trimmed; each with how it was
+    /// given (`--segment-bytes 1048576`, `--config segment.bytes=1048576`).
+    fn given_settings(&self) -> Result<Vec<GivenSetting>> {
         let named = [
-            ("segment.bytes", &self.segment_bytes),
-            ("segment.ms", &self.segment_ms),
-            ("segment.index.bytes", &self.segment_index_bytes),
-            ("index.interval.bytes", &self.index_interval_bytes),
-            ("max.message.bytes", &self.max_message_bytes),
-            ("retention.ms", &self.retention_ms),
-            ("retention.bytes", &self.retention_bytes),
-            ("message.timestamp.type", &self.message_timestamp_type),
-            ("compression.type", &self.compression_type),
+            ("segment.bytes", "--segment-bytes", &self.segment_bytes),
+            ("segment.ms", "--segment-ms", &self.segment_ms),
+            ("segment.index.bytes", "--segment-index-bytes", &self.segment_index_bytes),
+            ("index.interval.bytes", "--index-interval-bytes", &self.index_interval_bytes),
+            ("max.message.bytes", "--max-message-bytes", &self.max_message_bytes),
+            ("retention.ms", "--retention-ms", &self.retention_ms),
+            ("retention.bytes", "--retention-bytes", &self.retention_bytes),
+            ("message.timestamp.type", "--message-timestamp-type", &self.message_timestamp_type),
+            ("compression.type", "--compression-type", &self.compression_type),
         ];
-        let mut given: Vec<(String, String)> = named
+        let mut given: Vec<GivenSetting> = named
             .into_iter()
-            .filter_map(|(key, value)| {
-                value.as_ref().map(|v| (key.to_string(), v.trim().to_string()))
+            .filter_map(|(key, flag, value)| {
+                let value = value.as_ref()?.trim().to_string();
+                Some(GivenSetting { key: key.to_string(), given: format!("{flag} {value}"), value })
             })
             .collect();
         for pair in &self.config {
             let (key, value) = pair
                 .split_once('=')
                 .ok_or_else(|| Error::Usage(format!("--config {pair:?}: expected KEY=VALUE")))?;
-            given.push((key.trim().to_string(), value.trim().to_string()));
+            let (key, value) = (key.trim().to_string(), value.trim().to_string());
+            given.push(GivenSetting { given: format!("--config {key}={value}"), key, value });
         }
         Ok(given)
     }
 
     /// The log configuration: defaults, then the named flags, then each `--config` in order.
+    /// A value Kafka refuses is a usage error naming how it was given and the rule.
     pub fn log_config(&self) -> Result<LogConfig> {
         let mut config = LogConfig::default();
-        for (key, value) in self.given_settings()? {
-            config.set(&key, &value)?;
+        for setting in self.given_settings()? {
+            config
+                .set(&setting.key, &setting.value)
+                .map_err(|e| Error::Usage(format!("{}: {}", setting.given, reason(e))))?;
         }
         Ok(config)
     }
@@ -62,7 +79,56 @@ impl MountArgs {
     /// validated: the mount's defaults for every topic without an override.
     pub fn log_settings(&self) -> Result<std::collections::BTreeMap<String, String>> {
         self.log_config()?;
-        Ok(self.given_settings()?.into_iter().collect())
+        Ok(self.given_settings()?.into_iter().map(|s| (s.key, s.value)).collect())
+    }
+
+    /// Refuses mount defaults that break a rule between settings (`min.compaction.lag.ms`
+    /// above `max.compaction.lag.ms`) once layered over `server.properties`' defaults as a
+    /// topic's settings are ([`crate::storage::topic_config`]): a broker would refuse them,
+    /// and every later `config` write would fail on them. Names each setting with where its
+    /// value comes from.
+    fn check_defaults_together(&self, server: &[BrokerDefault]) -> Result<()> {
+        let mut config = LogConfig::default();
+        let mut from: BTreeMap<&str, String> = BTreeMap::new();
+        let file = self.server_properties.as_deref().unwrap_or(Path::new("server.properties"));
+        for default in server.iter().filter(|d| NAMES.contains(&d.name)) {
+            config.set(default.name, &default.value)?;
+            from.insert(
+                default.name,
+                format!(
+                    "{}={} on line {} of {}",
+                    default.broker_name,
+                    default.broker_value,
+                    default.line,
+                    file.display()
+                ),
+            );
+        }
+        for setting in self.given_settings()? {
+            config.set(&setting.key, &setting.value)?;
+            if let Some(name) = NAMES.iter().find(|n| **n == setting.key) {
+                from.insert(name, setting.given);
+            }
+        }
+        let Some(conflict) = config.conflict() else { return Ok(()) };
+        let sources: Vec<String> = conflict
+            .names
+            .iter()
+            .map(|name| {
+                let source = from.get(name).cloned().unwrap_or_else(|| "Kafka's default".into());
+                format!("{name} from {source}")
+            })
+            .collect();
+        Err(Error::Usage(format!(
+            "conflicting log settings: {} ({})",
+            conflict.rule,
+            sources.join("; ")
+        )))
+    }
+
+    /// Every `-o` option, in the order given.
+    pub fn fuse_options(&self) -> Vec<FuseOption> {
+        self.options.iter().flat_map(|list| list.0.iter().cloned()).collect()
     }
 
     /// Owner, group and modes: the `-o` access options in order, then the flags (which win).
@@ -74,7 +140,7 @@ impl MountArgs {
             self.file_mode.map(FuseOption::FileMode),
             self.dir_mode.map(FuseOption::DirMode),
         ];
-        Access::from_options(self.options.iter().chain(flags.iter().flatten()))
+        Access::from_options(self.fuse_options().iter().chain(flags.iter().flatten()))
     }
 
     /// The log dirs of a local mount: `DATA_DIR` split at commas, as a broker's `log.dirs`
@@ -100,7 +166,7 @@ impl MountArgs {
     /// Where schemas come from: `-o` options in order, then the flags (which win).
     pub fn schema_settings(&self) -> crate::mount::SchemaSettings {
         let mut settings = crate::mount::SchemaSettings::default();
-        for option in &self.options {
+        for option in &self.fuse_options() {
             match option {
                 FuseOption::Schemas(on) => settings.enabled = Some(*on),
                 FuseOption::SchemasTopic(t) => settings.topic = Some(t.clone()),
@@ -163,10 +229,10 @@ impl MountArgs {
         Ok(Some(ClusterMount { bootstrap, config }))
     }
 
-    /// `--server-properties FILE` read into topic-level settings (empty without the flag).
-    /// Refused for a cluster mount, whose brokers hold their own settings.
-    pub fn server_properties(&self, cluster: bool) -> Result<BTreeMap<String, String>> {
-        let Some(file) = &self.server_properties else { return Ok(BTreeMap::new()) };
+    /// `--server-properties FILE` read into topic-level settings, validated (empty without the
+    /// flag). Refused for a cluster mount, whose brokers hold their own settings.
+    pub fn server_properties(&self, cluster: bool) -> Result<Vec<BrokerDefault>> {
+        let Some(file) = &self.server_properties else { return Ok(Vec::new()) };
         if cluster {
             return Err(Error::Usage(format!(
                 "--server-properties {}: only for a local mount (a cluster's brokers keep their \
@@ -174,8 +240,12 @@ impl MountArgs {
                 file.display()
             )));
         }
-        read_server_properties(file)
-            .map_err(|e| Error::Usage(format!("--server-properties {}: {e}", file.display())))
+        read_server_properties(file).map_err(|e| {
+            Error::Usage(format!(
+                "--server-properties: {} (a broker would not start with it)",
+                reason(e)
+            ))
+        })
     }
 
     /// The mount request these arguments describe.
@@ -208,7 +278,12 @@ impl MountArgs {
         }
         let log_settings =
             if cluster.is_some() { Default::default() } else { self.log_settings()? };
-        let server_properties = self.server_properties(cluster.is_some())?;
+        let server_defaults = self.server_properties(cluster.is_some())?;
+        if cluster.is_none() {
+            self.check_defaults_together(&server_defaults)?;
+        }
+        let server_properties =
+            server_defaults.into_iter().map(|d| (d.name.to_string(), d.value)).collect();
         let log_dirs = if cluster.is_some() { Vec::new() } else { self.log_dirs()? };
         let data_dir = if cluster.is_some() {
             self.data_dir.clone()
@@ -219,6 +294,7 @@ impl MountArgs {
         };
         let mut cache = self.cache_settings();
         cache.dir = cache.dir.as_deref().map(absolute);
+        let options = self.fuse_options();
         Ok(MountRequest {
             cluster,
             access: self.access(),
@@ -226,18 +302,17 @@ impl MountArgs {
             data_dir,
             log_dirs,
             mountpoint: absolute(&self.mountpoint),
-            read_only: self.read_only || self.options.contains(&FuseOption::ReadOnly),
-            fuse_options: self.options.clone(),
+            read_only: self.read_only || options.contains(&FuseOption::ReadOnly),
+            nonempty: self.nonempty || options.contains(&FuseOption::NonEmpty),
             log_config,
             log_settings,
             server_properties,
             partitions: self.partitions,
             max_partitions: self.max_partitions,
             allow_non_log_dir: self.allow_non_log_dir
-                || self.options.contains(&FuseOption::AllowNonLogDir),
+                || options.contains(&FuseOption::AllowNonLogDir),
             threads: usize::from(self.threads),
-            memory_budget: self
-                .options
+            memory_budget: options
                 .iter()
                 .rev()
                 .find_map(|o| match o {
@@ -249,8 +324,7 @@ impl MountArgs {
             key_index_memory: self
                 .key_index_memory
                 .map_or(crate::storage::key_index::DEFAULT_MEMORY_LIMIT, |n| n as u64),
-            background_threads: self
-                .options
+            background_threads: options
                 .iter()
                 .rev()
                 .find_map(|o| match o {
@@ -261,6 +335,7 @@ impl MountArgs {
                 .or(self.render_threads)
                 .unwrap_or_else(crate::executor::Executor::default_threads),
             isolation: self.isolation,
+            fuse_options: options,
             sizing_budget: self.sizing_budget,
             cache,
             retention_check_interval: std::time::Duration::from_millis(
@@ -274,8 +349,8 @@ impl MountArgs {
     /// `--cache-dir`/`--cache-size`, or their `-o` forms (the last given wins, `-o` over flags).
     fn cache_settings(&self) -> crate::storage::cache::CacheSettings {
         let defaults = crate::storage::cache::CacheSettings::default();
-        let dir = self
-            .options
+        let options = self.fuse_options();
+        let dir = options
             .iter()
             .rev()
             .find_map(|o| match o {
@@ -284,8 +359,7 @@ impl MountArgs {
             })
             .or_else(|| self.cache_dir.clone().map(|f| f.0))
             .unwrap_or(defaults.dir);
-        let max_bytes = self
-            .options
+        let max_bytes = options
             .iter()
             .rev()
             .find_map(|o| match o {

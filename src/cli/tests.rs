@@ -512,3 +512,212 @@ fn fstab_options_name_the_schema_registry_and_its_client_settings() {
     assert_eq!(request.schemas.topic.as_deref(), Some("_schemas"));
     assert_eq!(request.log_settings.get("segment.bytes").map(String::as_str), Some("1048576"));
 }
+
+/// The mount request `args` (after the program name) describe, as text, without the `-o`
+/// options themselves (a flag and its `-o` form must describe the same mount).
+fn described(args: Vec<OsString>) -> String {
+    let cli = Cli::try_parse_from(std::iter::once(OsString::from("topicfs")).chain(args))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let Command::Mount(args) = cli.command else { panic!("not mount") };
+    let mut request = args.request().unwrap_or_else(|e| panic!("{e}"));
+    request.fuse_options.clear();
+    format!("{request:?}")
+}
+
+#[test]
+fn every_mount_flag_has_an_fstab_form_that_mounts_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = dir.path().join("server.properties");
+    std::fs::write(&server, "log.retention.hours=1\n").unwrap();
+    let client = dir.path().join("client.properties");
+    std::fs::write(&client, "client.id=fstab\n").unwrap();
+    let (server, client) = (server.to_str().unwrap(), client.to_str().unwrap());
+    // A value for each flag that changes the mount (None: a flag without a value). A new
+    // flag fails this test until it is listed here, with a value its fstab form must carry.
+    let samples: &[(&str, Option<&str>)] = &[
+        ("command-config", Some(client)),
+        ("read-only", None),
+        ("isolation", Some("read_uncommitted")),
+        ("uid", Some("1")),
+        ("gid", Some("1")),
+        ("umask", Some("027")),
+        ("file-mode", Some("0600")),
+        ("dir-mode", Some("0700")),
+        ("partitions", Some("3")),
+        ("max-partitions", Some("5")),
+        ("nonempty", None),
+        ("allow-non-log-dir", None),
+        ("threads", Some("4")),
+        ("sizing-budget", Some("64K")),
+        ("cache-dir", Some("/c")),
+        ("schemas-topic", Some("s")),
+        ("schema-registry", Some("http://r:1,http://r:2")),
+        ("schema-registry-config", Some("basic.auth.user.info=a:b")),
+        ("cache-size", Some("1M")),
+        ("memory-budget", Some("1M")),
+        ("key-index-memory", Some("1M")),
+        ("background-threads", Some("3")),
+        ("render-threads", Some("3")),
+        ("retention-check-interval-ms", Some("1000")),
+        ("server-properties", Some(server)),
+        ("cleaner-backoff-ms", Some("500")),
+        ("cleaner-dedupe-buffer-size", Some("3M")),
+        ("config", Some("cleanup.policy=compact,delete")),
+        ("segment-bytes", Some("1048576")),
+        ("segment-ms", Some("1000")),
+        ("segment-index-bytes", Some("4096")),
+        ("index-interval-bytes", Some("8192")),
+        ("max-message-bytes", Some("2048")),
+        ("retention-ms", Some("-1")),
+        ("retention-bytes", Some("100")),
+        ("message-timestamp-type", Some("LogAppendTime")),
+        ("compression-type", Some("zstd")),
+    ];
+    let command = Cli::command();
+    let mount = command.find_subcommand("mount").unwrap();
+    let mut checked = 0;
+    for arg in mount.get_arguments() {
+        let Some(long) = arg.get_long() else { continue };
+        if long == "help" || arg.is_hide_set() || helper::NOT_FROM_FSTAB.contains(&long) {
+            continue;
+        }
+        let (_, sample) = samples
+            .iter()
+            .find(|(flag, _)| *flag == long)
+            .unwrap_or_else(|| panic!("--{long}: give it an fstab form and a sample value here"));
+        let source = if long == "command-config" { "kafka://h:1" } else { "/d" };
+        let mut by_flag = os(&["mount", source, "/m", &format!("--{long}")]);
+        by_flag.extend(sample.map(OsString::from));
+        let name = long.replace('-', "_");
+        let option = match sample {
+            Some(value) => format!("{name}={}", value.replace(',', "\\,")),
+            None => name,
+        };
+        let h = helper(&["mount.topicfs", source, "/m", "-o", &format!("rw,{option},nofail")])
+            .unwrap_or_else(|e| panic!("{option}: {e}"))
+            .unwrap();
+        let flag_mount = described(by_flag);
+        assert_eq!(described(h.args), flag_mount, "--{long} and -o {option}");
+        assert_ne!(
+            flag_mount,
+            described(os(&["mount", source, "/m"])),
+            "--{long} {sample:?} changes nothing: the comparison proves nothing"
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, samples.len(), "a sample for a flag `topicfs mount` no longer has");
+    // -f cannot come from fstab: mount(8) waits for the helper to return.
+    let err = helper(&["mount.topicfs", "d", "m", "-o", "foreground"]).unwrap_err();
+    assert!(err.contains("\"foreground\""), "{err}");
+    let err = helper(&["mount.topicfs", "d", "m", "-o", "partitions"]).unwrap_err();
+    assert!(err.contains("needs a value"), "{err}");
+    let err = helper(&["mount.topicfs", "d", "m", "-o", "read_only=yes"]).unwrap_err();
+    assert!(err.contains("takes no value"), "{err}");
+    let err = helper(&["mount.topicfs", "d", "m", "-o", "auto_offset_reset=x"]).unwrap_err();
+    assert!(err.contains("earliest or latest") && !err.contains("or a flag"), "{err}");
+    let err = helper(&["mount.topicfs", "d", "m", "-o", "bogus"]).unwrap_err();
+    assert!(err.contains("or a flag of `topicfs mount` spelled name=value"), "{err}");
+}
+
+#[test]
+fn a_comma_inside_a_value_is_written_with_a_backslash_in_fstab_and_in_o() {
+    assert_eq!(
+        crate::mount::split_options("rw,cleanup.policy=compact\\,delete,,a\\b"),
+        ["rw", "cleanup.policy=compact,delete", "", "a\\b"]
+    );
+    for option in ["cleanup.policy=compact\\,delete", "config=cleanup.policy=compact\\,delete"] {
+        let h = helper(&["topicfs", "d", "m", "-o", &format!("rw,{option},dev,suid")])
+            .unwrap()
+            .unwrap();
+        let cli =
+            Cli::try_parse_from(std::iter::once(OsString::from("topicfs")).chain(h.args)).unwrap();
+        let Command::Mount(args) = cli.command else { panic!("not mount") };
+        let request = args.request().unwrap();
+        assert_eq!(request.log_settings["cleanup.policy"], "compact,delete", "{option}");
+        assert!(
+            request.log_config.cleanup_policy.compact && request.log_config.cleanup_policy.delete
+        );
+        assert_eq!(
+            request.fuse_options,
+            [FuseOption::ReadWrite, FuseOption::Flag("dev"), FuseOption::Flag("suid")]
+        );
+    }
+    // A FUSE option's value keeps its comma on the way from fstab to -o and in -o itself.
+    let h = helper(&["mount.topicfs", "d", "m", "-o", "fsname=a\\,b,ro"]).unwrap().unwrap();
+    assert_eq!(h.args, os(&["mount", "d", "m", "-o", "fsname=a\\,b,ro"]));
+    let cli =
+        Cli::try_parse_from(std::iter::once(OsString::from("topicfs")).chain(h.args)).unwrap();
+    let Command::Mount(args) = cli.command else { panic!("not mount") };
+    assert_eq!(
+        args.request().unwrap().fuse_options,
+        [FuseOption::FsName("a,b".into()), FuseOption::ReadOnly]
+    );
+}
+
+/// `topicfs mount d m ARGS...`'s request, or its error as text.
+fn mount_request(extra: &[&str]) -> std::result::Result<MountRequest, String> {
+    let mut argv = vec!["topicfs", "mount", "d", "m"];
+    argv.extend_from_slice(extra);
+    let Command::Mount(args) = Cli::try_parse_from(argv).unwrap().command else {
+        panic!("not mount")
+    };
+    args.request().map_err(|e| e.to_string())
+}
+
+#[test]
+fn mount_defaults_that_conflict_are_refused_naming_each_setting_and_its_source() {
+    let err = mount_request(&[
+        "--config",
+        "min.compaction.lag.ms=10",
+        "--config",
+        "max.compaction.lag.ms=5",
+    ])
+    .unwrap_err();
+    assert!(err.contains("conflicting log settings"), "{err}");
+    assert!(err.contains("min.compaction.lag.ms (10) must not be above max.compaction.lag.ms (5)"));
+    assert!(err.contains("min.compaction.lag.ms from --config min.compaction.lag.ms=10"), "{err}");
+    assert!(err.contains("max.compaction.lag.ms from --config max.compaction.lag.ms=5"), "{err}");
+    // With server.properties layered below: each named where it comes from.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("server.properties");
+    std::fs::write(&file, "node.id=1\nlog.cleaner.max.compaction.lag.ms=5\n").unwrap();
+    let file = file.to_str().unwrap();
+    let err = mount_request(&["--server-properties", file, "--config", "min.compaction.lag.ms=10"])
+        .unwrap_err();
+    assert!(err.contains("min.compaction.lag.ms from --config min.compaction.lag.ms=10"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "max.compaction.lag.ms from log.cleaner.max.compaction.lag.ms=5 on line 2 of {file}"
+        )),
+        "{err}"
+    );
+    // A mount default above server.properties resolves the conflict; a later --config wins.
+    let ok = mount_request(&[
+        "--server-properties",
+        file,
+        "--config",
+        "min.compaction.lag.ms=10",
+        "--config",
+        "max.compaction.lag.ms=20",
+    ]);
+    assert!(ok.is_ok(), "{ok:?}");
+    let ok = mount_request(&[
+        "--config",
+        "min.compaction.lag.ms=10",
+        "--config",
+        "max.compaction.lag.ms=5",
+        "--config",
+        "min.compaction.lag.ms=1",
+    ]);
+    assert!(ok.is_ok(), "{ok:?}");
+    // A named flag's refusal names the flag.
+    let err = mount_request(&["--retention-ms", "abc"]).unwrap_err();
+    assert!(err.contains("--retention-ms abc: invalid value \"abc\" for retention.ms"), "{err}");
+}
+
+#[test]
+fn nonempty_is_a_flag_and_an_option() {
+    assert!(!mount_request(&[]).unwrap().nonempty);
+    assert!(mount_request(&["--nonempty"]).unwrap().nonempty);
+    assert!(mount_request(&["-o", "ro,nonempty"]).unwrap().nonempty);
+}

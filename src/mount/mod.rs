@@ -82,8 +82,8 @@ use self::mountinfo::fuse_connection;
 pub use self::mountinfo::mount_entry;
 pub use self::request::{
     Access, ClusterMount, DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, FuseOption, MountRequest,
-    SchemaSettings, parse_background_threads, parse_cache_dir, parse_group, parse_mode,
-    parse_schemas_topic, parse_size, parse_user,
+    SchemaSettings, escape_option, parse_background_threads, parse_cache_dir, parse_group,
+    parse_mode, parse_schemas_topic, parse_size, parse_user, split_options,
 };
 pub use self::retention::RETENTION_CHECK_INTERVAL;
 use self::retention::Retention;
@@ -524,6 +524,7 @@ fn mount_and_serve(request: &MountRequest, signals: SigSet, reporter: &mut Repor
 fn check_paths(request: &MountRequest) -> Result<(PathBuf, Vec<(String, PathBuf)>, PathBuf)> {
     let mountpoint = check_mountpoint(request)?;
     if request.cluster.is_some() {
+        check_mountpoint_empty(&mountpoint, request.nonempty)?;
         // The bootstrap spec, not a path: only shown as the mount's source (fsname).
         return Ok((request.data_dir.clone(), Vec::new(), mountpoint));
     }
@@ -534,6 +535,8 @@ fn check_paths(request: &MountRequest) -> Result<(PathBuf, Vec<(String, PathBuf)
         check_data_dir_is_log_dir(&data_dir, request.read_only, request.allow_non_log_dir)?;
         dirs.push((given.clone(), data_dir));
     }
+    // After the data dirs: one inside the mountpoint is named as such.
+    check_mountpoint_empty(&mountpoint, request.nonempty)?;
     let joined: Vec<String> = dirs.iter().map(|(_, p)| p.display().to_string()).collect();
     Ok((PathBuf::from(joined.join(",")), dirs, mountpoint))
 }
@@ -695,6 +698,30 @@ fn check_mountpoint(request: &MountRequest) -> Result<PathBuf> {
         )));
     }
     Ok(mountpoint)
+}
+
+/// Refuses a mountpoint that holds entries, which the mount would hide (fusermount3 no longer
+/// refuses it itself), naming the first by name; with `nonempty` it is mounted over, logged at
+/// info. A directory that cannot be listed is left to the mount itself to judge.
+fn check_mountpoint_empty(mountpoint: &Path, nonempty: bool) -> Result<()> {
+    let Ok(entries) = std::fs::read_dir(mountpoint) else { return Ok(()) };
+    let Some(first) = entries.filter_map(|e| e.ok().map(|e| e.file_name())).min() else {
+        return Ok(());
+    };
+    let first = first.to_string_lossy();
+    if nonempty {
+        log::info!(
+            "mountpoint {} is not empty ({first}, ...): mounting over it as asked (nonempty); \
+             what it holds is hidden until unmounted",
+            mountpoint.display()
+        );
+        return Ok(());
+    }
+    Err(Error::Mount(format!(
+        "mountpoint {} is not empty (it holds {first}): the mount would hide what is there; use \
+         an empty directory, or -o nonempty (--nonempty) to mount over it",
+        mountpoint.display()
+    )))
 }
 
 #[cfg(test)]

@@ -46,6 +46,9 @@ pub enum FuseOption {
     /// `auto_commit`: closing a group's `next` after reading all of it commits its end
     /// (at-most-once, as `kcat -G`); off by default.
     AutoCommit,
+    /// `nonempty`: same as `--nonempty` (mount over a directory that is not empty, hiding what
+    /// it holds; refused otherwise).
+    NonEmpty,
     /// A mount flag passed to the kernel: `nodev`, `nosuid`, `noexec`, `noatime`, `dev`,
     /// `suid`, `exec`, `atime`, `sync`, `async`, `dirsync`.
     Flag(&'static str),
@@ -101,6 +104,7 @@ impl FromStr for FuseOption {
             "show_internal" => FuseOption::ShowInternal,
             "allow_non_log_dir" => FuseOption::AllowNonLogDir,
             "auto_commit" => FuseOption::AutoCommit,
+            "nonempty" => FuseOption::NonEmpty,
             _ => {
                 if let Some(policy) = s.strip_prefix("auto_offset_reset=") {
                     FuseOption::AutoOffsetReset(
@@ -147,7 +151,7 @@ impl FromStr for FuseOption {
                     return Err(Error::Usage(format!(
                         "unknown mount option {s:?} (known: allow_other, allow_root, \
                          default_permissions, auto_unmount, ro, rw, no_passthrough, \
-                         show_internal, allow_non_log_dir, auto_offset_reset=earliest|latest, auto_commit, \
+                         show_internal, allow_non_log_dir, nonempty, auto_offset_reset=earliest|latest, auto_commit, \
                          fsname=NAME, subtype=NAME, uid=USER, gid=GROUP, umask=MODE, \
                          file_mode=MODE, dir_mode=MODE, memory_budget=SIZE, background_threads=N, \
                          cache_dir=DIR|none, cache_size=SIZE, schemas=on|off, schemas_topic=NAME, \
@@ -159,6 +163,33 @@ impl FromStr for FuseOption {
         };
         Ok(option)
     }
+}
+
+/// Splits a comma-separated option list (`-o`, fstab's fourth field) into its options: a
+/// comma preceded by a backslash (`cleanup.policy=compact\,delete`) belongs to the value and
+/// is kept as a plain comma (mount(8) and mount.fuse3 pass `\,` through unchanged, as
+/// libfuse's own option parser reads it); every other character is kept as it is.
+pub fn split_options(list: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut chars = list.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&',') => {
+                current.push(',');
+                chars.next();
+            }
+            ',' => out.push(std::mem::take(&mut current)),
+            c => current.push(c),
+        }
+    }
+    out.push(current);
+    out
+}
+
+/// An option written back into a list [`split_options`] reads: each comma escaped.
+pub fn escape_option(option: &str) -> String {
+    option.replace(',', "\\,")
 }
 
 /// `schemas_topic=NAME` / `--schemas-topic NAME`: a topic name Kafka accepts.
@@ -352,6 +383,9 @@ pub struct MountRequest {
     /// `--allow-non-log-dir` or `-o allow_non_log_dir`: a read-only mount may serve a directory
     /// that is not a Kafka log dir (a writable one never does).
     pub allow_non_log_dir: bool,
+    /// `--nonempty` or `-o nonempty`: the mountpoint may hold entries (hidden while mounted);
+    /// without it a mountpoint that is not empty is refused.
+    pub nonempty: bool,
     /// FUSE worker threads.
     pub threads: usize,
     /// Bytes of rendered data held beyond a request, mount-wide (read-ahead windows and kept

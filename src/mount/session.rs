@@ -164,6 +164,7 @@ pub(super) fn session_config(request: &MountRequest, data_dir: &Path) -> Result<
             | FuseOption::NoPassthrough
             | FuseOption::ShowInternal
             | FuseOption::AllowNonLogDir
+            | FuseOption::NonEmpty
             | FuseOption::AutoOffsetReset(_)
             | FuseOption::AutoCommit
             | FuseOption::Uid(_)

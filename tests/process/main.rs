@@ -7,5 +7,6 @@ mod common;
 mod daemon_edges;
 mod daemon_lifecycle;
 mod install;
+mod mount_options_process;
 mod refusals_process;
 mod topic_bench;

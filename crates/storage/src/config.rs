@@ -426,13 +426,22 @@ impl LogConfig {
     /// The rules between settings Kafka checks when a topic's settings change
     /// (`LogConfig.validateValues`): `min.compaction.lag.ms` at most `max.compaction.lag.ms`.
     pub fn validate(&self) -> Result<()> {
-        if self.min_compaction_lag_ms > self.max_compaction_lag_ms {
-            return Err(Error::InvalidInput(format!(
+        match self.conflict() {
+            Some(conflict) => Err(Error::InvalidInput(conflict.rule)),
+            None => Ok(()),
+        }
+    }
+
+    /// The first rule between settings ([`LogConfig::validate`]) this configuration breaks,
+    /// with the settings it involves, so a caller can say where each value came from.
+    pub fn conflict(&self) -> Option<Conflict> {
+        (self.min_compaction_lag_ms > self.max_compaction_lag_ms).then(|| Conflict {
+            names: ["min.compaction.lag.ms", "max.compaction.lag.ms"],
+            rule: format!(
                 "min.compaction.lag.ms ({}) must not be above max.compaction.lag.ms ({})",
                 self.min_compaction_lag_ms, self.max_compaction_lag_ms
-            )));
-        }
-        Ok(())
+            ),
+        })
     }
 
     /// Largest entry count of a preallocated offset index (`segment.index.bytes / 8`).
@@ -444,6 +453,15 @@ impl LogConfig {
     pub fn time_index_max_entries(&self) -> usize {
         self.segment_index_bytes as usize / topicfs_format::index_entry::TIME_INDEX_ENTRY_SIZE
     }
+}
+
+/// A rule between settings that a [`LogConfig`] breaks ([`LogConfig::conflict`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Conflict {
+    /// The settings the rule involves.
+    pub names: [&'static str; 2],
+    /// The rule, with the values: `min.compaction.lag.ms (10) must not be above ...`.
+    pub rule: String,
 }
 
 /// Validates a [`NO_EFFECT`] setting as Kafka does; returns its rendering.

@@ -13,12 +13,19 @@
 //! `ConfigDef` trims them. Only settings present in the input appear in the output: a broker
 //! setting left at its Kafka default gives the topic its Kafka default, which the topic-level
 //! defaults already are.
+//!
+//! A `server.properties` file is validated as a broker validates it at start
+//! ([`read_server_properties`]): a refused value or a conflict is an error naming the line. The
+//! KRaft dynamic defaults are not refused (a running broker wrote them): a value refused there
+//! makes the settings of the topics taking it unknown ([`crate::topic_config`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use topicfs_format::properties::parse_properties;
+use topicfs_format::properties::parse_entries;
 use topicfs_source::error::{Error, Result};
+
+use super::config::{LogConfig, NAMES};
 
 /// How a broker value becomes a topic value.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -75,22 +82,39 @@ const SYNONYMS: &[(&str, &[(&str, Convert)])] = &[
     ("local.retention.bytes", &[("log.local.retention.bytes", Same)]),
 ];
 
-/// A broker setting that could not be mapped: (broker name, value, why).
-type Problem = (String, String, &'static str);
+/// A broker setting that could not be mapped: (broker name, value, line, why).
+type Problem = (&'static str, String, usize, &'static str);
 
-/// Maps broker settings to topic-level settings; the problems are settings left out.
+/// One topic-level default a broker's settings give, with the broker setting it comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrokerDefault {
+    /// The topic-level name (`retention.ms`).
+    pub name: &'static str,
+    /// The value in topic-level form (hours and minutes made milliseconds), trimmed.
+    pub value: String,
+    /// The broker setting it comes from (`log.retention.hours`).
+    pub broker_name: &'static str,
+    /// That setting's value as the broker holds it, trimmed.
+    pub broker_value: String,
+    /// The 1-based line of `server.properties` that sets it (0 where there is no file).
+    pub line: usize,
+}
+
+/// Maps broker settings (each with the line setting it) to topic-level settings; the problems
+/// are settings left out.
 fn map_broker_settings(
-    broker: &BTreeMap<String, String>,
-) -> (BTreeMap<String, String>, Vec<Problem>) {
-    let mut out = BTreeMap::new();
+    broker: &BTreeMap<String, (String, usize)>,
+) -> (Vec<BrokerDefault>, Vec<Problem>) {
+    let mut out = Vec::new();
     let mut problems = Vec::new();
     for (topic_name, synonyms) in SYNONYMS {
-        let Some((name, value, convert)) = synonyms
+        let Some((name, (value, line), convert)) = synonyms
             .iter()
-            .find_map(|(name, convert)| broker.get(*name).map(|v| (*name, v.trim(), *convert)))
+            .find_map(|(name, convert)| broker.get(*name).map(|v| (*name, v, *convert)))
         else {
             continue;
         };
+        let value = value.trim();
         let converted = match convert {
             Same => Ok(value.to_string()),
             Hours => value.parse::<i32>().map(|h| (i64::from(h) * 3_600_000).to_string()),
@@ -102,9 +126,15 @@ fn map_broker_settings(
                 if *topic_name == "retention.ms" && v.parse::<i64>().is_ok_and(|ms| ms < 0) {
                     v = "-1".to_string();
                 }
-                out.insert(topic_name.to_string(), v);
+                out.push(BrokerDefault {
+                    name: topic_name,
+                    value: v,
+                    broker_name: name,
+                    broker_value: value.to_string(),
+                    line: *line,
+                });
             }
-            Err(_) => problems.push((name.to_string(), value.to_string(), "not an integer")),
+            Err(_) => problems.push((name, value.to_string(), *line, "not an integer")),
         }
     }
     (out, problems)
@@ -118,26 +148,71 @@ fn map_broker_settings(
 pub fn broker_defaults_to_topic_settings(
     broker: &BTreeMap<String, String>,
 ) -> BTreeMap<String, String> {
-    let (out, problems) = map_broker_settings(broker);
-    for (name, value, why) in problems {
+    let lined = broker.iter().map(|(k, v)| (k.clone(), (v.clone(), 0))).collect();
+    let (out, problems) = map_broker_settings(&lined);
+    for (name, value, _, why) in problems {
         log::warn!("broker setting {name}={value} ignored: {why}");
     }
-    out
+    out.into_iter().map(|d| (d.name.to_string(), d.value)).collect()
 }
 
-/// Reads a broker's `server.properties` (Java properties syntax) into the topic-level
-/// defaults it gives topics ([`broker_defaults_to_topic_settings`]). A file that cannot be
-/// read or parsed, or a synonym whose value cannot be converted, is [`Error::InvalidInput`]
-/// naming the file and the setting: a broker would refuse to start with it.
-pub fn read_server_properties(file: &Path) -> Result<BTreeMap<String, String>> {
+/// Reads a broker's `server.properties` (Java properties syntax; a later line setting the same
+/// name wins, as in `java.util.Properties`) into the topic-level defaults it gives topics
+/// ([`broker_defaults_to_topic_settings`]), validated as the broker validates them at start:
+/// each value with the rules of the topic setting it maps to ([`LogConfig::set`]), then the
+/// rules between them ([`LogConfig::conflict`]). Broker settings that map to no topic setting
+/// topicfs knows (`num.io.threads`, `log.message.format.version`) are not validated.
+/// [`Error::InvalidInput`] naming the file, the line, the broker setting and the rule when the
+/// file cannot be read or parsed or a value is refused: a broker would not start with it.
+pub fn read_server_properties(file: &Path) -> Result<Vec<BrokerDefault>> {
     let text = super::open::read_regular_to_string(file)?;
-    let broker = parse_properties(&text)
+    let entries = parse_entries(&text)
         .map_err(|e| Error::InvalidInput(format!("{}: byte {}: {e}", file.display(), e.at)))?;
+    let broker: BTreeMap<String, (String, usize)> =
+        entries.into_iter().map(|p| (p.key, (p.value, p.line))).collect();
     let (out, problems) = map_broker_settings(&broker);
-    if let Some((name, value, why)) = problems.into_iter().next() {
-        return Err(Error::InvalidInput(format!("{}: {name}={value}: {why}", file.display())));
+    if let Some((name, value, line, why)) = problems.into_iter().next() {
+        return Err(Error::InvalidInput(format!(
+            "{}: line {line}: {name}={value}: {why}",
+            file.display()
+        )));
+    }
+    let mut config = LogConfig::default();
+    for default in out.iter().filter(|d| NAMES.contains(&d.name)) {
+        config.set(default.name, &default.value).map_err(|e| {
+            Error::InvalidInput(format!(
+                "{}: line {}: {}={}: {}",
+                file.display(),
+                default.line,
+                default.broker_name,
+                default.broker_value,
+                reason(e)
+            ))
+        })?;
+    }
+    if let Some(conflict) = config.conflict() {
+        let at: Vec<String> = conflict
+            .names
+            .iter()
+            .filter_map(|n| out.iter().find(|d| d.name == *n))
+            .map(|d| format!("{}={} on line {}", d.broker_name, d.broker_value, d.line))
+            .collect();
+        return Err(Error::InvalidInput(format!(
+            "{}: {} ({})",
+            file.display(),
+            conflict.rule,
+            at.join(", ")
+        )));
     }
     Ok(out)
+}
+
+/// What an error says, without the "invalid input: " its kind adds.
+pub fn reason(e: Error) -> String {
+    match e {
+        Error::InvalidInput(what) => what,
+        e => e.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -236,11 +311,74 @@ mod tests {
         assert_eq!(broker_defaults_to_topic_settings(&bad), map(&[("segment.bytes", "100")]));
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("server.properties");
-        std::fs::write(&file, "log.retention.hours=a week\n").unwrap();
+        std::fs::write(&file, "node.id=1\nlog.retention.hours=a week\n").unwrap();
         let err = read_server_properties(&file).unwrap_err();
         assert!(matches!(err, Error::InvalidInput(_)), "{err:?}");
         assert!(err.to_string().contains("log.retention.hours"), "{err}");
-        assert!(err.to_string().contains("server.properties"), "{err}");
+        assert!(err.to_string().contains("server.properties: line 2:"), "{err}");
+    }
+
+    /// The file's topic-level defaults as a map (what the mount layers).
+    fn read_map(file: &Path) -> Result<BTreeMap<String, String>> {
+        Ok(read_server_properties(file)?
+            .into_iter()
+            .map(|d| (d.name.to_string(), d.value))
+            .collect())
+    }
+
+    #[test]
+    fn every_value_is_validated_as_its_topic_setting_naming_file_line_and_rule() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("server.properties");
+        for (line, rule) in [
+            ("log.segment.bytes=abc", "for segment.bytes: not an integer"),
+            ("log.retention.ms=abc", "for retention.ms: not an integer"),
+            ("log.cleanup.policy=foo", "must be delete, compact or compact,delete"),
+            ("message.max.bytes=-3", "for max.message.bytes: must be at least 0"),
+            ("log.segment.bytes=13", "must be at least 14"),
+            ("log.cleaner.min.cleanable.ratio=2", "must be between 0 and 1"),
+            ("min.insync.replicas=0", "must be at least 1"),
+            ("log.retention.bytes=-2", "must be -1 (no limit) or >= 0"),
+            ("compression.type=brotli", "must be one of producer"),
+        ] {
+            std::fs::write(&file, format!("# broker\nnode.id=1\n\n{line}\n")).unwrap();
+            let err = read_server_properties(&file).unwrap_err().to_string();
+            let (name, value) = line.split_once('=').unwrap();
+            assert!(err.contains(&format!("{}: line 4: ", file.display())), "{line}: {err}");
+            assert!(err.contains(&format!("{name}={value}")), "{line}: {err}");
+            assert!(err.contains(rule), "{line}: {err}");
+        }
+        // A later line setting the same name wins, as in java.util.Properties.
+        std::fs::write(&file, "log.segment.bytes=abc\nlog.segment.bytes=1048576\n").unwrap();
+        assert_eq!(read_map(&file).unwrap(), map(&[("segment.bytes", "1048576")]));
+        // Broker settings topicfs does not interpret are not validated.
+        std::fs::write(
+            &file,
+            "num.io.threads=many\nlog.message.format.version=ancient\nlog.cleaner.threads=x\n",
+        )
+        .unwrap();
+        assert_eq!(read_map(&file).unwrap(), map(&[("message.format.version", "ancient")]));
+    }
+
+    #[test]
+    fn settings_that_conflict_in_the_file_are_refused_naming_both_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("server.properties");
+        std::fs::write(
+            &file,
+            "log.cleaner.min.compaction.lag.ms=10\nnode.id=1\nlog.cleaner.max.compaction.lag.ms=5\n",
+        )
+        .unwrap();
+        let err = read_server_properties(&file).unwrap_err().to_string();
+        assert!(err.contains("min.compaction.lag.ms (10) must not be above"), "{err}");
+        assert!(err.contains("log.cleaner.min.compaction.lag.ms=10 on line 1"), "{err}");
+        assert!(err.contains("log.cleaner.max.compaction.lag.ms=5 on line 3"), "{err}");
+        std::fs::write(
+            &file,
+            "log.cleaner.min.compaction.lag.ms=5\nlog.cleaner.max.compaction.lag.ms=5\n",
+        )
+        .unwrap();
+        assert!(read_server_properties(&file).is_ok());
     }
 
     #[test]
@@ -256,7 +394,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            read_server_properties(&file).unwrap(),
+            read_map(&file).unwrap(),
             map(&[
                 ("retention.ms", "5400000"),
                 ("cleanup.policy", "compact,delete"),

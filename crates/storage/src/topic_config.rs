@@ -106,7 +106,10 @@ impl TopicSettings {
         ];
         let mut config = LogConfig::default();
         let mut sources: BTreeMap<&str, ConfigSource> = BTreeMap::new();
-        let mut problems = Vec::new();
+        // Per setting, the refusal of the highest layer holding it, if that one was refused: a
+        // refused value shadowed by a valid one above it (a topic's own override) decides
+        // nothing.
+        let mut refused: BTreeMap<&str, Option<String>> = BTreeMap::new();
         for (source, maps) in layers {
             for (name, value) in maps.into_iter().flatten() {
                 let Some(known_name) = NAMES.iter().copied().find(|n| n == name) else {
@@ -120,11 +123,17 @@ impl TopicSettings {
                     Ok(()) => {
                         config = trial;
                         sources.insert(known_name, source);
+                        refused.insert(known_name, None);
                     }
-                    Err(e) => problems.push(format!("{} setting: {e}", source.as_str())),
+                    Err(e) => {
+                        let why = crate::server_properties::reason(e);
+                        let problem = format!("{} setting: {why}", source.as_str());
+                        refused.insert(known_name, Some(problem));
+                    }
                 }
             }
         }
+        let mut problems: Vec<String> = refused.into_values().flatten().collect();
         if let Err(e) = config.validate() {
             problems.push(e.to_string());
         }
@@ -298,6 +307,25 @@ mod tests {
         assert!(!r.known, "{r:?}");
         assert_eq!(r.problems.len(), 1, "unknown names are ignored: {:?}", r.problems);
         assert_eq!(entry(&r, "retention.ms").source, ConfigSource::KafkaDefault);
+    }
+
+    #[test]
+    fn a_refused_broker_default_counts_only_for_topics_that_take_it() {
+        let mut s = TopicSettings::default();
+        s.broker.dynamic_defaults = settings(&[("segment.bytes", "abc")]);
+        s.overrides.insert("plain".into(), settings(&[("retention.ms", "1000")]));
+        s.overrides.insert("own".into(), settings(&[("segment.bytes", "1048576")]));
+        s.broker.topics.insert("broker-own".into(), settings(&[("segment.bytes", "2048")]));
+        let plain = s.resolve("plain");
+        assert!(!plain.known, "its segment.bytes would be the refused default: {plain:?}");
+        assert!(plain.problems[0].contains("segment.bytes"), "{:?}", plain.problems);
+        for topic in ["own", "broker-own"] {
+            let r = s.resolve(topic);
+            assert!(r.known && r.problems.is_empty(), "{topic}: {:?}", r.problems);
+        }
+        // A refused value above a valid one still counts (the valid one is not what was meant).
+        s.overrides.insert("own".into(), settings(&[("segment.bytes", "x")]));
+        assert!(!s.resolve("own").known);
     }
 
     #[test]

@@ -54,7 +54,8 @@ impl LogDir {
             if lock(&self.shared.problems_logged).insert(format!("{topic}: {problem}")) {
                 log::warn!(
                     "topic {topic}: {problem}; its settings count as unknown (no retention by \
-                     time or size, no compaction)"
+                     time or size, no compaction) until that value is fixed or the topic sets \
+                     its own in MNT/{topic}/config"
                 );
             }
         }
