@@ -279,3 +279,90 @@ fn a_dir_locked_elsewhere_fails_the_open_before_any_dir_changes() {
     drop(holder);
     open(&paths, SegmentMode::Writable).unwrap().shutdown().unwrap();
 }
+
+fn keyed(key: &str, value: &str) -> NewRecord {
+    NewRecord { key: Some(key.as_bytes().to_vec()), ..record(value) }
+}
+
+/// Every file under `dir` with its length, mtime and bytes: equal before and after when
+/// nothing in the dir was written.
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, (u64, std::time::SystemTime, Vec<u8>)> {
+    let mut files = BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if meta.is_dir() {
+                todo.push(path.clone());
+            }
+            let bytes = if meta.is_file() { std::fs::read(&path).unwrap() } else { Vec::new() };
+            files.insert(path, (meta.len(), meta.modified().unwrap(), bytes));
+        }
+    }
+    files
+}
+
+#[test]
+fn an_offline_dir_answers_eio_to_keys_spans_transactions_and_groups_touching_nothing() {
+    use crate::groups::LocalGroupStore;
+    use topicfs_format::groups::{CONSUMER_OFFSETS_TOPIC, offsets_partition_for};
+    use topicfs_source::GroupStore;
+    let tmp = tempfile::tempdir().unwrap();
+    let paths: Vec<PathBuf> = three(tmp.path()).into_iter().take(2).collect();
+    let config = LogConfig { segment_bytes: 400, ..LogConfig::default() };
+    let dirs = Arc::new(
+        LogDirs::open(&given(&paths), config, HashMap::new(), SegmentMode::Writable).unwrap(),
+    );
+    // Empty dirs: partition 0 in a, 1 in b, for both topics.
+    dirs.create_topic(CONSUMER_OFFSETS_TOPIC, 2).unwrap();
+    dirs.create_topic("t", 2).unwrap();
+    assert!(paths[1].join("t-1").is_dir() && paths[1].join("__consumer_offsets-1").is_dir());
+    let in_b = dirs.partition("t", 1).unwrap();
+    for i in 0..12 {
+        let r = keyed(&format!("k{}", i % 3), &"v".repeat(60));
+        in_b.append(topicfs_source::Records::Owned(&[r])).unwrap();
+    }
+    let groups = LocalGroupStore::new(Arc::clone(&dirs));
+    let group = (0..).map(|n| format!("g{n}")).find(|g| offsets_partition_for(g, 2) == 1).unwrap();
+    groups.commit(&group, "t", &[(1, Offset(3))]).unwrap();
+    // Online, each answers; the capabilities are taken now, before the dir goes offline.
+    let keys = in_b.key_index().unwrap();
+    assert_eq!(keys.key_hits(Some(b"k1"), Offset(0)).unwrap().hits.len(), 4);
+    let listing = keys.listing().unwrap();
+    let spans = in_b.span_store().unwrap();
+    let start = in_b.seek(Offset(0)).unwrap();
+    assert!(spans.sealed_span_at(&start).is_some(), "the first segment is sealed");
+    let topicfs_source::Committed::ByView(Some(boundary)) = in_b.committed() else {
+        panic!("a local log's view decides what is committed, from its boundary state")
+    };
+    boundary.state_at_boundary().unwrap();
+    assert_eq!(groups.committed(&group, "t").unwrap()[&1].offset, Offset(3));
+
+    dirs.dirs[1].health.take_offline("test: the disk failed".into());
+    let before = snapshot(&paths[1]);
+    let eio = |r: std::result::Result<(), Error>, what: &str| {
+        let err = r.expect_err(what);
+        assert_eq!(err.errno(), libc::EIO, "{what}: {err}");
+        assert!(err.to_string().contains("is offline (test: the disk failed)"), "{what}: {err}");
+    };
+    // by-key/ and latest/ (the key index), through handles taken before and after.
+    eio(keys.key_hits(Some(b"k1"), Offset(0)).map(drop), "key_hits");
+    eio(keys.keys_named(1, 2).map(drop), "keys_named");
+    eio(keys.listing().map(drop), "listing");
+    let mut listing = listing;
+    eio(listing.next_key().map(drop), "a listing begun before");
+    let again = in_b.key_index().unwrap();
+    eio(again.key_hits(None, Offset(0)).map(drop), "key_hits of a new handle");
+    // Spans: nothing found, nothing kept.
+    assert!(!spans.keeps_summaries());
+    assert!(spans.sealed_span_at(&start).is_none());
+    // read_committed's boundary state.
+    eio(boundary.state_at_boundary().map(drop), "state_at_boundary");
+    // Groups whose __consumer_offsets partition is in b: reads and commits.
+    eio(groups.committed(&group, "t").map(drop), "committed");
+    eio(groups.groups("t").map(drop), "groups");
+    eio(groups.commit(&group, "t", &[(1, Offset(5))]), "commit");
+    assert_eq!(snapshot(&paths[1]), before, "nothing written in b");
+    dirs.shutdown().unwrap();
+}
