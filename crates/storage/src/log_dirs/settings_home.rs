@@ -76,9 +76,9 @@ pub(super) fn settings_home(
             Some((at, what)) => {
                 log::error!(
                     "{} and {} both hold the topics' overrides of these log dirs and differ \
-                     ({what}): every topic's settings count as unknown (no retention by time \
-                     or size, no compaction) and changes to them fail until the copy that is \
-                     out of date is removed",
+                     (at byte {at}: {what}): every topic's settings count as unknown (no \
+                     retention by time or size, no compaction) and changes to them fail until \
+                     the copy that is out of date is removed",
                     kept.display(),
                     file.display()
                 );
