@@ -391,6 +391,43 @@ fn a_dir_whose_disk_fails_goes_offline_and_the_others_go_on() {
     drop(dirs);
 }
 
+/// Group commits and reads go to `__consumer_offsets`, whichever dir holds it: when that dir's
+/// disk fails under a commit, the commit fails with EIO and the dir goes offline (as for any
+/// other partition); its groups then answer EIO, the groups of the other dirs go on.
+#[test]
+fn a_group_commit_that_meets_a_failed_disk_takes_its_dir_offline() {
+    let dirs = Dirs::new();
+    let paths = copy_fixture(&dirs);
+    // b (holding __consumer_offsets-1) on a file system of its own, which the test makes fail.
+    let b = dirs.root.path().join("b-disk");
+    let Some(disk) = LoopFs::new(&dirs.root.path().join("b.img"), &b) else { return };
+    copy_tree(&paths[1], &b);
+    let paths = vec![paths[0].clone(), b.clone(), paths[2].clone()];
+    let m = mount(dirs, &paths, &[]);
+    let mnt = m.mnt();
+    // `audit` commits to __consumer_offsets-1; `solo` is all in c, so only the commit meets b.
+    fs::create_dir_all(mnt.join("solo/groups/audit")).unwrap();
+    let offsets = mnt.join("solo/groups/audit/offsets");
+    common::sh(&format!("printf '0 1\\n' > {}", offsets.display()));
+    assert!(read(&offsets).starts_with("0 1 "));
+    // `fresh` commits to __consumer_offsets-0, in a.
+    fs::create_dir_all(mnt.join("solo/groups/fresh")).unwrap();
+    let in_a = mnt.join("solo/groups/fresh/offsets");
+    common::sh(&format!("printf '0 2\\n' > {}", in_a.display()));
+    disk.fail();
+    let out = sh_output(&format!("printf '0 2\\n' > {}", offsets.display()));
+    assert!(!out.status.success(), "the commit fails");
+    let info = mount_info(&mnt);
+    assert_eq!(info["log_dir.1.state"], "offline", "{info:?}");
+    assert!(info["log_dir.1.error"].contains("Input/output error"), "{info:?}");
+    let out = sh_output(&format!("cat {}", offsets.display()));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Input/output error"));
+    assert!(read(&in_a).starts_with("0 2 "), "a group in a goes on");
+    let dirs = m.unmount();
+    drop(disk);
+    drop(dirs);
+}
+
 /// fstab (`/data/a,/data/b  /mnt  fuse.topicfs  ro`): mount(8) runs the helper with the list as
 /// its source; the mount's source in mountinfo is the list; `topicfs unmount` of a read-write
 /// mount returns once every dir is closed cleanly.

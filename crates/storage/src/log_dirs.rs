@@ -363,6 +363,14 @@ impl LogDirs {
         d.health.watch(d.dir.log(topic, partition))
     }
 
+    /// Looks at an error met on a log handed out by [`LogDirs::log`]: the dir holding the
+    /// file it names takes it as its own ([`DirHealth::observe`]: offline on a disk error).
+    pub fn observe(&self, err: &Error) {
+        for d in &self.dirs {
+            d.health.observe(err);
+        }
+    }
+
     /// Topic names, sorted: every topic with a partition served.
     pub fn topic_names(&self) -> Vec<String> {
         let mut names = BTreeSet::new();
