@@ -465,6 +465,9 @@ fn the_overrides_file_stays_in_the_dir_holding_it_and_an_offline_one_refuses_cha
     assert_eq!(retention_ms(&dirs, "t").unwrap().0, "4242");
     assert!(known(&dirs, "t"));
     assert_eq!(dirs.dirs()[0].log("t", 0).unwrap().config().retention_ms, Some(4242));
+    // A new topic is made, its settings unknown (no entry can be written).
+    dirs.create_topic("n", 2).unwrap();
+    assert!(!known(&dirs, "n"));
     assert_eq!(checkpoint(&paths[2], SETTINGS), before);
     dirs.shutdown().unwrap();
 }
