@@ -24,10 +24,14 @@ pub(super) fn settings_home(
     paths: &[PathBuf],
     writable: bool,
 ) -> Result<(usize, Option<(u64, String)>)> {
-    let mut order: Vec<(PathBuf, usize)> = paths
+    // Byte order (a `PathBuf` compares by components, which differs: `a-b` < `a/b` in bytes).
+    let mut order: Vec<(Vec<u8>, usize)> = paths
         .iter()
         .enumerate()
-        .map(|(i, p)| (std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()), i))
+        .map(|(i, p)| {
+            let canonical = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+            (canonical.into_os_string().into_encoded_bytes(), i)
+        })
         .collect();
     order.sort();
     let holders: Vec<usize> = order
@@ -95,4 +99,33 @@ pub(super) fn settings_home(
         }
     }
     Ok((home, conflict))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_home_is_the_holder_else_the_first_path_in_byte_order_whatever_the_order_given() {
+        let tmp = tempfile::tempdir().unwrap();
+        // In bytes `a-b` comes before `a/b` ('-' < '/'); by path components it comes after.
+        let paths = [tmp.path().join("a/b"), tmp.path().join("a-b"), tmp.path().join("c")];
+        for p in &paths {
+            std::fs::create_dir_all(p).unwrap();
+        }
+        let rev: Vec<PathBuf> = paths.iter().rev().cloned().collect();
+        assert_eq!(settings_home(&paths, true).unwrap(), (1, None));
+        assert_eq!(settings_home(&rev, true).unwrap(), (1, None));
+        std::fs::write(paths[2].join(TOPIC_CONFIG_FILE), "x\n").unwrap();
+        assert_eq!(settings_home(&paths, true).unwrap(), (2, None));
+        assert_eq!(settings_home(&rev, true).unwrap(), (0, None));
+        // Two that differ: the first by bytes kept, damaged at the first byte that differs.
+        std::fs::write(paths[0].join(TOPIC_CONFIG_FILE), "xy\n").unwrap();
+        let (home, conflict) = settings_home(&paths, true).unwrap();
+        assert_eq!(home, 0, "a/b before c");
+        let (at, what) = conflict.unwrap();
+        assert_eq!(at, 1);
+        assert!(what.contains(&paths[2].join(TOPIC_CONFIG_FILE).display().to_string()), "{what}");
+        assert!(paths[2].join(TOPIC_CONFIG_FILE).exists(), "nothing removed");
+    }
 }
