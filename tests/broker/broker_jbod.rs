@@ -391,6 +391,43 @@ fn a_dir_whose_disk_fails_goes_offline_and_the_others_go_on() {
     drop(dirs);
 }
 
+/// Group commits and reads go to `__consumer_offsets`, whichever dir holds it: when that dir's
+/// disk fails under a commit, the commit fails with EIO and the dir goes offline (as for any
+/// other partition); its groups then answer EIO, the groups of the other dirs go on.
+#[test]
+fn a_group_commit_that_meets_a_failed_disk_takes_its_dir_offline() {
+    let dirs = Dirs::new();
+    let paths = copy_fixture(&dirs);
+    // b (holding __consumer_offsets-1) on a file system of its own, which the test makes fail.
+    let b = dirs.root.path().join("b-disk");
+    let Some(disk) = LoopFs::new(&dirs.root.path().join("b.img"), &b) else { return };
+    copy_tree(&paths[1], &b);
+    let paths = vec![paths[0].clone(), b.clone(), paths[2].clone()];
+    let m = mount(dirs, &paths, &[]);
+    let mnt = m.mnt();
+    // `audit` commits to __consumer_offsets-1; `solo` is all in c, so only the commit meets b.
+    fs::create_dir_all(mnt.join("solo/groups/audit")).unwrap();
+    let offsets = mnt.join("solo/groups/audit/offsets");
+    common::sh(&format!("printf '0 1\\n' > {}", offsets.display()));
+    assert!(read(&offsets).starts_with("0 1 "));
+    // `fresh` commits to __consumer_offsets-0, in a.
+    fs::create_dir_all(mnt.join("solo/groups/fresh")).unwrap();
+    let in_a = mnt.join("solo/groups/fresh/offsets");
+    common::sh(&format!("printf '0 2\\n' > {}", in_a.display()));
+    disk.fail();
+    let out = sh_output(&format!("printf '0 2\\n' > {}", offsets.display()));
+    assert!(!out.status.success(), "the commit fails");
+    let info = mount_info(&mnt);
+    assert_eq!(info["log_dir.1.state"], "offline", "{info:?}");
+    assert!(info["log_dir.1.error"].contains("Input/output error"), "{info:?}");
+    let out = sh_output(&format!("cat {}", offsets.display()));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Input/output error"));
+    assert!(read(&in_a).starts_with("0 2 "), "a group in a goes on");
+    let dirs = m.unmount();
+    drop(disk);
+    drop(dirs);
+}
+
 /// fstab (`/data/a,/data/b  /mnt  fuse.topicfs  ro`): mount(8) runs the helper with the list as
 /// its source; the mount's source in mountinfo is the list; `topicfs unmount` of a read-write
 /// mount returns once every dir is closed cleanly.
@@ -462,5 +499,74 @@ fn the_cleaner_keeps_a_checkpoint_per_dir_for_the_partitions_it_holds() {
     assert!(!has(&paths[0], "__consumer_offsets 1 "), "a holds no partition 1");
     assert!(!has(&paths[1], "__consumer_offsets 0 "), "b holds no partition 0");
     assert!(!has(&paths[2], "__consumer_offsets"), "c holds neither");
+    drop(dirs);
+}
+
+/// The topics' settings do not depend on the order the dirs are given in (a broker's do not
+/// depend on the order of `log.dirs`): an override written with the dirs given `a,b,c` is
+/// kept in `a` and is in effect with them given `c,b,a` (shown in `config`, the topic's
+/// settings known so retention deletes by time there, a topic without settings untouched);
+/// a change made then goes to the same file.
+#[test]
+fn the_topics_settings_are_the_same_whatever_the_order_of_the_dirs() {
+    let dirs = Dirs::new();
+    let paths = copy_fixture(&dirs);
+    let settings = |p: &PathBuf| p.join("topicfs-topic-config");
+    // a,b,c, retention off for the mount: nothing is deleted in this one.
+    let m = mount(dirs, &paths, &["--config", "retention.ms=-1"]);
+    let config = m.path("orders/config");
+    common::sh(&format!("echo max.message.bytes=2000000 >> '{}'", config.display()));
+    assert!(read(&config).contains("max.message.bytes=2000000 # override\n"));
+    let dirs = m.unmount();
+    let held: Vec<bool> = paths.iter().map(|p| settings(p).exists()).collect();
+    assert_eq!(held, [true, false, false]);
+    // c,b,a, retention of 1 s: orders' settings are known (its override is there), so its
+    // old segments go; events' are not (no entry, no broker metadata), so its stay.
+    let reversed: Vec<PathBuf> = paths.iter().rev().cloned().collect();
+    let args = ["--config", "retention.ms=1000", "--retention-check-interval-ms", "1000"];
+    let m = mount(dirs, &reversed, &args);
+    let config = m.path("orders/config");
+    assert!(read(&config).contains("max.message.bytes=2000000 # override\n"));
+    let first_segment = paths[0].join("orders-0/00000000000000000000.log");
+    common::wait_until("retention to delete orders-0's first segment (in a)", || {
+        !first_segment.exists()
+    });
+    assert!(paths[1].join("events-0/00000000000000000000.log").exists(), "events unknown");
+    common::sh(&format!("echo retention.bytes=999999999 >> '{}'", config.display()));
+    let shown = read(&config);
+    assert!(shown.contains("retention.bytes=999999999 # override\n"), "{shown}");
+    let dirs = m.unmount();
+    let held: Vec<bool> = paths.iter().map(|p| settings(p).exists()).collect();
+    assert_eq!(held, [true, false, false], "the change went to a's file");
+    // a,b,c again, under the same defaults: the same config.
+    let m = mount(dirs, &paths, &["--read-only", "--config", "retention.ms=1000"]);
+    assert_eq!(read(&m.path("orders/config")), shown);
+    m.unmount();
+}
+
+/// Two dirs each holding an overrides file that differ: taken as damage (no override read,
+/// `config` writes fail with EIO), both files left as they are.
+#[test]
+fn two_differing_overrides_files_in_the_dirs_are_damage_and_kept() {
+    let dirs = Dirs::new();
+    let paths = copy_fixture(&dirs);
+    let header = "# topicfs topic settings: <topic> [name=value ...]; a Kafka broker ignores this \
+                  file\nversion 1\n";
+    let a = format!("{header}orders retention.ms=111\n");
+    let c = format!("{header}orders retention.ms=222\n");
+    fs::write(paths[0].join("topicfs-topic-config"), &a).unwrap();
+    fs::write(paths[2].join("topicfs-topic-config"), &c).unwrap();
+    let m = mount(dirs, &paths, &["--config", "retention.ms=-1"]);
+    let config = m.path("orders/config");
+    let shown = read(&config);
+    assert!(shown.contains("retention.ms=-1 # mount-default\n"), "{shown}");
+    let written = fs::OpenOptions::new()
+        .append(true)
+        .open(&config)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, b"retention.ms=5\n"));
+    assert_eq!(written.err().and_then(|e| e.raw_os_error()), Some(libc::EIO));
+    let dirs = m.unmount();
+    assert_eq!(read(&paths[0].join("topicfs-topic-config")), a);
+    assert_eq!(read(&paths[2].join("topicfs-topic-config")), c);
     drop(dirs);
 }

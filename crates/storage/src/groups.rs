@@ -88,6 +88,9 @@ pub trait OffsetsLogs: Send + Sync + std::fmt::Debug {
     fn is_read_only(&self) -> bool;
     /// Creates `topic` with partitions `0..partitions`.
     fn create_topic(&self, topic: &str, partitions: u32) -> Result<()>;
+    /// Looks at an error met on a log handed out by [`OffsetsLogs::log`]: the dir it names may
+    /// have failed ([`crate::log_dirs::health`]).
+    fn observe(&self, err: &Error);
 }
 
 impl OffsetsLogs for LogDir {
@@ -103,6 +106,8 @@ impl OffsetsLogs for LogDir {
     fn create_topic(&self, topic: &str, partitions: u32) -> Result<()> {
         LogDir::create_topic(self, topic, partitions)
     }
+    /// Nothing: a dir on its own has no health to keep (its errors are the mount's).
+    fn observe(&self, _err: &Error) {}
 }
 
 impl OffsetsLogs for crate::log_dirs::LogDirs {
@@ -117,6 +122,9 @@ impl OffsetsLogs for crate::log_dirs::LogDirs {
     }
     fn create_topic(&self, topic: &str, partitions: u32) -> Result<()> {
         crate::log_dirs::LogDirs::create_topic(self, topic, partitions)
+    }
+    fn observe(&self, err: &Error) {
+        crate::log_dirs::LogDirs::observe(self, err)
     }
 }
 
@@ -154,8 +162,16 @@ impl LocalGroupStore {
         let log = self.dir.log(CONSUMER_OFFSETS_TOPIC, partition)?;
         let mut states = lock(&self.state);
         let state = states.entry(partition).or_default();
-        catch_up(&log, state)?;
+        self.watched(catch_up(&log, state))?;
         Ok(f(state))
+    }
+
+    /// `result`, its error looked at by the logs' dirs ([`OffsetsLogs::observe`]).
+    fn watched<T>(&self, result: Result<T>) -> Result<T> {
+        if let Err(e) = &result {
+            self.dir.observe(e);
+        }
+        result
     }
 }
 
@@ -414,8 +430,8 @@ impl GroupStore for LocalGroupStore {
                 offsets.len()
             )));
         }
-        log.append(&records)?;
-        log.sync()
+        self.watched(log.append(&records))?;
+        self.watched(log.sync())
     }
 }
 

@@ -228,16 +228,18 @@ impl LogDir {
                     &meta,
                     &default_config,
                     &topic_configs,
+                    None,
                 )?),
                 BTreeMap::new(),
             ),
-            Member::Home { metadata_home, excluded, .. } => (
+            Member::Home { metadata_home, conflict, excluded, .. } => (
                 Arc::new(SharedSettings::load(
                     path,
                     Some(metadata_home.as_deref().unwrap_or(path)),
                     &meta,
                     &default_config,
                     &topic_configs,
+                    conflict,
                 )?),
                 excluded_entries(path, &excluded),
             ),
@@ -418,11 +420,6 @@ impl LogDir {
             return Err(Error::NotFound(format!("topic {topic}")));
         }
         Ok(parts)
-    }
-
-    /// Whether the dir has a [`TOPIC_CONFIG_FILE`] of its own.
-    pub fn has_settings_file(&self) -> bool {
-        self.path.join(TOPIC_CONFIG_FILE).exists()
     }
 
     /// Whether appends and creations are refused.

@@ -15,7 +15,8 @@
 //!   (`recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`,
 //!   `cleaner-offset-checkpoint`) for the partitions it holds, as a broker does; the topics'
 //!   settings are the broker's, one for all dirs ([`crate::log_dir::SharedSettings`]: the
-//!   overrides file in the first dir, the metadata log wherever `__cluster_metadata-0` is).
+//!   overrides file in one dir whatever the order the dirs are given in ([`settings_home`]),
+//!   the metadata log wherever `__cluster_metadata-0` is).
 //! - **Placement.** A new partition goes where Kafka's `LogManager.nextLogDirs` puts it
 //!   ([`placement`]): the online dir holding the fewest partitions (current and future).
 //! - **A failing dir does not take the others down** ([`health`]): it goes offline, its
@@ -25,6 +26,7 @@ mod create;
 pub mod health;
 pub mod identity;
 pub mod placement;
+pub mod settings_home;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -68,6 +70,8 @@ struct Dir {
 #[derive(Debug)]
 pub struct LogDirs {
     dirs: Vec<Dir>,
+    /// The index in `dirs` of the dir keeping the topics' overrides file ([`settings_home`]).
+    home: usize,
     read_only: bool,
     /// Partitions current in more than one dir, with those dirs: served by none.
     duplicates: Mutex<BTreeMap<(String, u32), Vec<PathBuf>>>,
@@ -141,9 +145,9 @@ impl LogDirs {
         topic_configs: HashMap<String, LogConfig>,
         mode: SegmentMode,
     ) -> Result<LogDirs> {
-        let Some((first, _)) = dirs.first() else {
+        if dirs.is_empty() {
             return Err(Error::Mount("no log dir given".to_string()));
-        };
+        }
         let writable = mode == SegmentMode::Writable;
         let mut seen = BTreeMap::new();
         for (given, path) in dirs {
@@ -208,13 +212,19 @@ impl LogDirs {
                 .map(|(key, _)| key.clone())
                 .collect()
         };
-        let mut opened: Vec<Dir> = Vec::with_capacity(dirs.len());
-        for (i, (((given, path), listing), lock)) in
-            dirs.iter().zip(&listings).zip(locks).enumerate()
-        {
-            let member = match opened.first() {
+        let paths: Vec<PathBuf> = dirs.iter().map(|(_, path)| path.clone()).collect();
+        let (home, mut conflict) = settings_home::settings_home(&paths, writable)?;
+        // The settings' home first: the others share its settings.
+        let mut opened: Vec<Option<Dir>> = dirs.iter().map(|_| None).collect();
+        for i in std::iter::once(home).chain((0..dirs.len()).filter(|&i| i != home)) {
+            let (Some((given, path)), Some(listing)) = (dirs.get(i), listings.get(i)) else {
+                continue;
+            };
+            let lock = locks.get_mut(i).and_then(Option::take);
+            let member = match opened.get(home).and_then(Option::as_ref) {
                 None => Member::Home {
                     metadata_home: metadata_home.clone(),
+                    conflict: conflict.take(),
                     excluded: excluded_in(path),
                     lock,
                 },
@@ -231,14 +241,7 @@ impl LogDirs {
                 mode,
                 member,
             )?;
-            if i > 0 && dir.has_settings_file() {
-                log::warn!(
-                    "{}: its topicfs-topic-config is not read: the topics' overrides of a mount \
-                     of several log dirs are those of the first, {first}",
-                    path.display()
-                );
-            }
-            opened.push(Dir {
+            opened[i] = Some(Dir {
                 health: Arc::new(DirHealth::new(path)),
                 dir: Arc::new(dir),
                 given: placement::java_file_path(
@@ -249,8 +252,10 @@ impl LogDirs {
                 futures: listing.futures,
             });
         }
+        let opened: Vec<Dir> = opened.into_iter().flatten().collect();
         Ok(LogDirs {
             dirs: opened,
+            home,
             read_only: !writable,
             duplicates: Mutex::new(duplicates),
             create_lock: Mutex::new(()),
@@ -271,10 +276,10 @@ impl LogDirs {
             .collect()
     }
 
-    /// The first dir: the one whose settings file holds the topics' overrides.
+    /// The dir keeping the topics' overrides file ([`settings_home`]).
     fn home(&self) -> &Dir {
-        // `open` refuses an empty list.
-        &self.dirs[0]
+        // `open` refuses an empty list and opens every dir, `home` among them.
+        &self.dirs[self.home]
     }
 
     /// Partition `topic`-`partition` as current in the dirs' listings now: the dir holding it,
@@ -356,6 +361,14 @@ impl LogDirs {
         };
         d.health.ensure_online()?;
         d.health.watch(d.dir.log(topic, partition))
+    }
+
+    /// Looks at an error met on a log handed out by [`LogDirs::log`]: the dir holding the
+    /// file it names takes it as its own ([`DirHealth::observe`]: offline on a disk error).
+    pub fn observe(&self, err: &Error) {
+        for d in &self.dirs {
+            d.health.observe(err);
+        }
     }
 
     /// Topic names, sorted: every topic with a partition served.
@@ -542,7 +555,8 @@ impl TopicSource for LogDirs {
         Ok(self.home().dir.resolve_topic(topic).entries)
     }
 
-    /// Written to the first dir's settings file: refused (`EIO`) while it is offline.
+    /// Written to the settings file of its dir ([`settings_home`]): refused (`EIO`, naming the
+    /// dir) while that dir is offline.
     fn alter_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()> {
         self.partition_numbers(topic)?;
         let home = self.home();

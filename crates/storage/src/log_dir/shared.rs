@@ -3,7 +3,8 @@
 //! A broker's topic settings are per topic, not per log dir: its KRaft metadata log
 //! (`__cluster_metadata-0`, in one dir: `metadata.log.dir`, by default the first of
 //! `log.dirs`) holds them for every dir, and topicfs's overrides file
-//! ([`TOPIC_CONFIG_FILE`]) is kept in one dir, the first of the mount's. Every [`LogDir`] of a
+//! ([`TOPIC_CONFIG_FILE`]) is kept in one dir, whichever the order of the dirs
+//! ([`crate::log_dirs::settings_home`]). Every [`LogDir`] of a
 //! mount resolves its partitions' settings from the one [`SharedSettings`]; a change made
 //! through any of them (or read from the metadata log) raises [`SharedSettings::generation`],
 //! and each dir gives its partitions the new settings at its next lookup.
@@ -20,11 +21,14 @@ pub enum Member {
     /// A data dir on its own: its settings are its own (its [`TOPIC_CONFIG_FILE`] and
     /// metadata log).
     Alone,
-    /// The first of a broker's log dirs: its [`TOPIC_CONFIG_FILE`] holds the overrides, and
-    /// the broker's metadata log is read from `metadata_home` (this dir when `None`); the
-    /// other dirs share its settings ([`LogDir::shared_settings`]).
+    /// The broker's log dir whose [`TOPIC_CONFIG_FILE`] holds the overrides; the broker's
+    /// metadata log is read from `metadata_home` (this dir when `None`); the other dirs share
+    /// its settings ([`LogDir::shared_settings`]).
     Home {
         metadata_home: Option<PathBuf>,
+        /// Another dir's overrides file differs from this one's (byte position, what): this
+        /// one is taken as damaged (see [`SharedSettings::load`]).
+        conflict: Option<(u64, String)>,
         excluded: BTreeSet<(String, u32)>,
         /// The dir's locks, taken before any dir of the broker was opened.
         lock: Option<HeldLock>,
@@ -94,14 +98,20 @@ pub struct SharedSettings {
 impl SharedSettings {
     /// Reads the overrides of `file_home` and the metadata log of `metadata_home`, with the
     /// mount's defaults (`default_config`) and the engine's internal topics' settings.
+    /// `conflict`: another dir's overrides file differs from `file_home`'s (byte position,
+    /// what, logged by the caller): the file is then taken as damaged, no override is read.
     pub fn load(
         file_home: &Path,
         metadata_home: Option<&Path>,
         meta: &BTreeMap<String, String>,
         default_config: &LogConfig,
         topic_configs: &HashMap<String, LogConfig>,
+        conflict: Option<(u64, String)>,
     ) -> Result<SharedSettings> {
-        let (overrides, damage) = super::settings::load_topic_config_file(file_home)?;
+        let (overrides, damage) = match super::settings::load_topic_config_file(file_home)? {
+            (overrides, None) if conflict.is_none() => (overrides, None),
+            (_, damage) => (BTreeMap::new(), damage.or(conflict)),
+        };
         let metadata = metadata_home.and_then(|home| open_cluster_metadata(home, meta));
         let settings = TopicSettings {
             mount_defaults: differing_settings(default_config, &LogConfig::default()),

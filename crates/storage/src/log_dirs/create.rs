@@ -64,6 +64,13 @@ impl LogDirs {
         let home = self.home();
         if home.health.is_online() {
             home.health.watch(home.dir.record_topic(topic))?;
+        } else {
+            log::warn!(
+                "topic {topic}: no settings entry recorded, {} (which keeps the topics' \
+                 overrides) is offline: its settings stay unknown (no retention by time or \
+                 size, no compaction) until a later mount sets them",
+                home.dir.path().display()
+            );
         }
         for p in 0..partitions {
             if let Err(err) = self.place(topic, p) {

@@ -26,9 +26,10 @@ use topicfs_format::Offset;
 use topicfs_source::error::{Error, Result};
 use topicfs_source::sync::lock;
 use topicfs_source::{
-    AppendInfo, Committed, FileProblem, KeyIndex, Known, OffsetQuery, PartitionSource,
-    PartitionSummary, ReadAnswer, ReadCursor, ReadMode, Records, SegmentFileKind, SegmentFiles,
-    SegmentSummary, SpanStore,
+    AppendInfo, BoundaryTxnState, Committed, FileProblem, KeyHits, KeyIndex, KeyListing,
+    KeyRecords, Known, OffsetQuery, PartitionSource, PartitionSummary, ReadAnswer, ReadCursor,
+    ReadMode, Records, SealedSpan, SegmentFileKind, SegmentFiles, SegmentSummary, SpanKind,
+    SpanStore, SummaryUpdate, TxnBoundary,
 };
 
 use crate::log::Log;
@@ -175,21 +176,94 @@ impl DirHealth {
     }
 }
 
+/// The one way to a partition's [`Log`] for a [`DirPartition`] and the capability objects it
+/// hands out: every file-touching call goes through [`Guarded::online`] (the error of an
+/// offline dir, the log otherwise), and its result through [`Guarded::watch`]. The log itself
+/// is private to this module, so no method can skip the guard; what it answers without the
+/// guard it answers from memory (named below), touching no file.
+mod guard {
+    use super::*;
+
+    pub(super) struct Guarded {
+        log: Arc<Log>,
+        health: Arc<DirHealth>,
+    }
+
+    impl Guarded {
+        pub(super) fn new(log: Arc<Log>, health: Arc<DirHealth>) -> Guarded {
+            Guarded { log, health }
+        }
+
+        /// The log while its dir is online; [`DirHealth::offline_error`] otherwise.
+        pub(super) fn online(&self) -> Result<&Log> {
+            self.health.ensure_online()?;
+            Ok(&self.log)
+        }
+
+        /// `result`, its error looked at by the dir's health ([`DirHealth::watch`]).
+        pub(super) fn watch<T>(&self, result: Result<T>) -> Result<T> {
+            self.health.watch(result)
+        }
+
+        /// `f` of the log while the dir is online, its error watched.
+        pub(super) fn call<T>(&self, f: impl FnOnce(&Log) -> Result<T>) -> Result<T> {
+            let log = self.online()?;
+            self.watch(f(log))
+        }
+
+        /// Known without I/O: the partition's name.
+        pub(super) fn topic(&self) -> &str {
+            self.log.topic()
+        }
+
+        /// Known without I/O: the partition's number.
+        pub(super) fn partition(&self) -> u32 {
+            self.log.partition()
+        }
+
+        /// Known without I/O ([`PartitionSource::known`] of a log holds what it last read).
+        pub(super) fn known(&self) -> Known {
+            self.log.known()
+        }
+
+        /// Known without I/O: a file name and position computed from the cursor.
+        pub(super) fn byte_location(
+            &self,
+            cursor: &ReadCursor,
+            delta: u64,
+        ) -> Option<(String, u64)> {
+            SegmentFiles::byte_location(&*self.log, cursor, delta)
+        }
+
+        /// Known without I/O: whether the key index met a transactional batch so far.
+        pub(super) fn transactional(&self) -> bool {
+            self.log.keys().transactional()
+        }
+
+        /// A handle on the same guard, for what outlives a call (a key listing).
+        pub(super) fn health(&self) -> Arc<DirHealth> {
+            Arc::clone(&self.health)
+        }
+    }
+}
+
+use guard::Guarded;
+
 /// A partition of a dir of several, as the views see it: the log, refused while its dir is
-/// offline, with every error it returns looked at by the dir's [`DirHealth`].
+/// offline, with every error it returns looked at by the dir's [`DirHealth`]. The capability
+/// objects it hands out (segment files, key index, span store, transaction boundary) are the
+/// partition itself, so one taken before the dir went offline is refused too.
 pub struct DirPartition {
-    log: Arc<Log>,
-    health: Arc<DirHealth>,
+    log: Guarded,
 }
 
 impl DirPartition {
     pub fn new(log: Arc<Log>, health: Arc<DirHealth>) -> DirPartition {
-        DirPartition { log, health }
+        DirPartition { log: Guarded::new(log, health) }
     }
 
     fn guarded<T>(&self, f: impl FnOnce(&Log) -> Result<T>) -> Result<T> {
-        self.health.ensure_online()?;
-        self.health.watch(f(&self.log))
+        self.log.call(f)
     }
 }
 
@@ -225,16 +299,89 @@ impl PartitionSource for DirPartition {
         self.guarded(PartitionSource::sync)
     }
     fn span_store(&self) -> Option<&dyn SpanStore> {
-        self.log.span_store()
+        Some(self)
     }
     fn segment_files(&self) -> Option<&dyn SegmentFiles> {
         Some(self)
     }
     fn key_index(&self) -> Option<&dyn KeyIndex> {
-        self.log.key_index()
+        Some(self)
     }
     fn committed(&self) -> Committed<'_> {
-        self.log.committed()
+        Committed::ByView(Some(self))
+    }
+}
+
+impl TxnBoundary for DirPartition {
+    fn state_at_boundary(&self) -> Result<Option<BoundaryTxnState>> {
+        self.guarded(TxnBoundary::state_at_boundary)
+    }
+}
+
+impl KeyIndex for DirPartition {
+    fn key_hits(&self, key: Option<&[u8]>, from: Offset) -> Result<KeyHits> {
+        self.guarded(|l| KeyIndex::key_hits(l, key, from))
+    }
+    fn keys_named(&self, h0: u64, h1: u64) -> Result<Vec<Vec<u8>>> {
+        self.guarded(|l| KeyIndex::keys_named(l, h0, h1))
+    }
+    fn listing(&self) -> Result<Box<dyn KeyListing>> {
+        let inner = self.guarded(KeyIndex::listing)?;
+        Ok(Box::new(DirKeyListing { inner, health: self.log.health() }))
+    }
+    fn transactional(&self) -> bool {
+        self.log.transactional()
+    }
+}
+
+/// A key listing of a partition of a dir of several: each step refused once the dir is
+/// offline (a listing reads the key indexes as it goes).
+struct DirKeyListing {
+    inner: Box<dyn KeyListing>,
+    health: Arc<DirHealth>,
+}
+
+impl KeyListing for DirKeyListing {
+    fn next_key(&mut self) -> Result<Option<KeyRecords>> {
+        self.health.ensure_online()?;
+        self.health.watch(self.inner.next_key())
+    }
+    fn keys_at_most(&self) -> u64 {
+        self.inner.keys_at_most()
+    }
+}
+
+/// What the partition keeps of its spans lives beside its segments (and in the segment cache):
+/// while the dir is offline nothing is found or kept, as the trait allows ("a payload the
+/// store cannot keep is learned again later"), and the dir is not touched.
+impl SpanStore for DirPartition {
+    fn keeps_summaries(&self) -> bool {
+        self.log.online().is_ok_and(|l| l.keeps_summaries())
+    }
+    fn sealed_span_at(&self, cursor: &ReadCursor) -> Option<SealedSpan> {
+        self.log.online().ok()?.sealed_span_at(cursor)
+    }
+    fn load(&self, span: &SealedSpan, kind: SpanKind) -> Option<Vec<u8>> {
+        SpanStore::load(self.log.online().ok()?, span, kind)
+    }
+    fn update(&self, span: &SealedSpan, kind: SpanKind, update: SummaryUpdate) {
+        if let Ok(log) = self.log.online() {
+            SpanStore::update(log, span, kind, update);
+        }
+    }
+    fn prefix_span_at(&self, cursor: &ReadCursor, kind: SpanKind) -> Option<(SealedSpan, Vec<u8>)> {
+        self.log.online().ok()?.prefix_span_at(cursor, kind)
+    }
+    fn update_prefix(
+        &self,
+        start: &ReadCursor,
+        end: &ReadCursor,
+        kind: SpanKind,
+        update: SummaryUpdate,
+    ) {
+        if let Ok(log) = self.log.online() {
+            log.update_prefix(start, end, kind, update);
+        }
     }
 }
 
@@ -268,7 +415,7 @@ impl SegmentFiles for DirPartition {
         self.guarded(|l| l.repaired_segment_files(base_offset))
     }
     fn byte_location(&self, cursor: &ReadCursor, delta: u64) -> Option<(String, u64)> {
-        SegmentFiles::byte_location(&*self.log, cursor, delta)
+        self.log.byte_location(cursor, delta)
     }
     fn file_problems(&self) -> Result<Vec<FileProblem>> {
         self.guarded(|l| l.file_problems())

@@ -279,3 +279,248 @@ fn a_dir_locked_elsewhere_fails_the_open_before_any_dir_changes() {
     drop(holder);
     open(&paths, SegmentMode::Writable).unwrap().shutdown().unwrap();
 }
+
+fn keyed(key: &str, value: &str) -> NewRecord {
+    NewRecord { key: Some(key.as_bytes().to_vec()), ..record(value) }
+}
+
+/// Every file under `dir` with its length, mtime and bytes: equal before and after when
+/// nothing in the dir was written.
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, (u64, std::time::SystemTime, Vec<u8>)> {
+    let mut files = BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if meta.is_dir() {
+                todo.push(path.clone());
+            }
+            let bytes = if meta.is_file() { std::fs::read(&path).unwrap() } else { Vec::new() };
+            files.insert(path, (meta.len(), meta.modified().unwrap(), bytes));
+        }
+    }
+    files
+}
+
+#[test]
+fn an_offline_dir_answers_eio_to_keys_spans_transactions_and_groups_touching_nothing() {
+    use crate::groups::LocalGroupStore;
+    use topicfs_format::groups::{CONSUMER_OFFSETS_TOPIC, offsets_partition_for};
+    use topicfs_source::GroupStore;
+    let tmp = tempfile::tempdir().unwrap();
+    let paths: Vec<PathBuf> = three(tmp.path()).into_iter().take(2).collect();
+    let config = LogConfig { segment_bytes: 400, ..LogConfig::default() };
+    let dirs = Arc::new(
+        LogDirs::open(&given(&paths), config, HashMap::new(), SegmentMode::Writable).unwrap(),
+    );
+    // Empty dirs: partition 0 in a, 1 in b, for both topics.
+    dirs.create_topic(CONSUMER_OFFSETS_TOPIC, 2).unwrap();
+    dirs.create_topic("t", 2).unwrap();
+    assert!(paths[1].join("t-1").is_dir() && paths[1].join("__consumer_offsets-1").is_dir());
+    let in_b = dirs.partition("t", 1).unwrap();
+    for i in 0..12 {
+        let r = keyed(&format!("k{}", i % 3), &"v".repeat(60));
+        in_b.append(topicfs_source::Records::Owned(&[r])).unwrap();
+    }
+    let groups = LocalGroupStore::new(Arc::clone(&dirs));
+    let group = (0..).map(|n| format!("g{n}")).find(|g| offsets_partition_for(g, 2) == 1).unwrap();
+    groups.commit(&group, "t", &[(1, Offset(3))]).unwrap();
+    // Online, each answers; the capabilities are taken now, before the dir goes offline.
+    let keys = in_b.key_index().unwrap();
+    assert_eq!(keys.key_hits(Some(b"k1"), Offset(0)).unwrap().hits.len(), 4);
+    let listing = keys.listing().unwrap();
+    let spans = in_b.span_store().unwrap();
+    let start = in_b.seek(Offset(0)).unwrap();
+    assert!(spans.sealed_span_at(&start).is_some(), "the first segment is sealed");
+    let topicfs_source::Committed::ByView(Some(boundary)) = in_b.committed() else {
+        panic!("a local log's view decides what is committed, from its boundary state")
+    };
+    boundary.state_at_boundary().unwrap();
+    assert_eq!(groups.committed(&group, "t").unwrap()[&1].offset, Offset(3));
+
+    dirs.dirs[1].health.take_offline("test: the disk failed".into());
+    let before = snapshot(&paths[1]);
+    let eio = |r: std::result::Result<(), Error>, what: &str| {
+        let err = r.expect_err(what);
+        assert_eq!(err.errno(), libc::EIO, "{what}: {err}");
+        assert!(err.to_string().contains("is offline (test: the disk failed)"), "{what}: {err}");
+    };
+    // by-key/ and latest/ (the key index), through handles taken before and after.
+    eio(keys.key_hits(Some(b"k1"), Offset(0)).map(drop), "key_hits");
+    eio(keys.keys_named(1, 2).map(drop), "keys_named");
+    eio(keys.listing().map(drop), "listing");
+    let mut listing = listing;
+    eio(listing.next_key().map(drop), "a listing begun before");
+    let again = in_b.key_index().unwrap();
+    eio(again.key_hits(None, Offset(0)).map(drop), "key_hits of a new handle");
+    // Spans: nothing found, nothing kept.
+    assert!(!spans.keeps_summaries());
+    assert!(spans.sealed_span_at(&start).is_none());
+    // read_committed's boundary state.
+    eio(boundary.state_at_boundary().map(drop), "state_at_boundary");
+    // Groups whose __consumer_offsets partition is in b: reads and commits.
+    eio(groups.committed(&group, "t").map(drop), "committed");
+    eio(groups.groups("t").map(drop), "groups");
+    eio(groups.commit(&group, "t", &[(1, Offset(5))]), "commit");
+    assert_eq!(snapshot(&paths[1]), before, "nothing written in b");
+    dirs.shutdown().unwrap();
+}
+
+fn reversed(paths: &[PathBuf]) -> Vec<PathBuf> {
+    paths.iter().rev().cloned().collect()
+}
+
+fn retention_ms(dirs: &LogDirs, topic: &str) -> Option<(String, topicfs_source::ConfigSource)> {
+    let config = TopicSource::topic_config(dirs, topic).unwrap();
+    let e = config.into_iter().find(|e| e.name == "retention.ms").unwrap();
+    Some((e.value?, e.source))
+}
+
+fn known(dirs: &LogDirs, topic: &str) -> bool {
+    dirs.home().dir.topic_settings_known(topic)
+}
+
+fn set_retention(dirs: &LogDirs, topic: &str, ms: &str) -> Result<()> {
+    let change = [ConfigChange::Set { name: "retention.ms".into(), value: ms.into() }];
+    TopicSource::alter_topic_config(dirs, topic, &change)
+}
+
+const SETTINGS: &str = "topicfs-topic-config";
+
+#[test]
+fn the_topics_settings_are_the_same_whatever_the_order_of_the_dirs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let paths = three(tmp.path());
+    // Given c,b,a, none holding the file: it goes to a (first by path), not to c.
+    let dirs = open(&reversed(&paths), SegmentMode::Writable).unwrap();
+    dirs.create_topic("t", 3).unwrap();
+    set_retention(&dirs, "t", "12345").unwrap();
+    dirs.shutdown().unwrap();
+    drop(dirs);
+    let has_file: Vec<bool> = paths.iter().map(|p| p.join(SETTINGS).exists()).collect();
+    assert_eq!(has_file, [true, false, false]);
+    // A topic of the dirs with no entry (a broker's): its settings are unknown.
+    {
+        let lone = tmp.path().join("lone");
+        let d = LogDir::open(&lone, LogConfig::default()).unwrap();
+        d.create_topic("u", 1).unwrap();
+        d.shutdown().unwrap();
+        drop(d);
+        std::fs::rename(lone.join("u-0"), paths[1].join("u-0")).unwrap();
+    }
+    let mut seen = Vec::new();
+    let rotated = vec![paths[1].clone(), paths[2].clone(), paths[0].clone()];
+    for order in [paths.clone(), reversed(&paths), rotated] {
+        for mode in [SegmentMode::ReadOnly, SegmentMode::Writable] {
+            let dirs = open(&order, mode).unwrap();
+            let state = (
+                TopicSource::topic_config(&dirs, "t").unwrap(),
+                TopicSource::topic_config(&dirs, "u").unwrap(),
+                known(&dirs, "t"),
+                known(&dirs, "u"),
+            );
+            assert!(state.2 && !state.3, "{order:?}: t known, u not");
+            assert_eq!(
+                retention_ms(&dirs, "t"),
+                Some(("12345".into(), topicfs_source::ConfigSource::TopicOverride))
+            );
+            seen.push(state);
+            dirs.shutdown().unwrap();
+        }
+    }
+    assert!(seen.windows(2).all(|w| w[0] == w[1]), "the same in every order");
+    // A change made with the dirs in another order goes to the same file.
+    let dirs = open(&reversed(&paths), SegmentMode::Writable).unwrap();
+    set_retention(&dirs, "u", "777").unwrap();
+    assert!(known(&dirs, "u"));
+    dirs.shutdown().unwrap();
+    let has_file: Vec<bool> = paths.iter().map(|p| p.join(SETTINGS).exists()).collect();
+    assert_eq!(has_file, [true, false, false]);
+    let dirs = open(&paths, SegmentMode::ReadOnly).unwrap();
+    assert_eq!(retention_ms(&dirs, "u").unwrap().0, "777");
+}
+
+#[test]
+fn the_overrides_file_stays_in_the_dir_holding_it_and_an_offline_one_refuses_changes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let paths = three(tmp.path());
+    let dirs = open(&paths, SegmentMode::Writable).unwrap();
+    dirs.create_topic("t", 3).unwrap();
+    dirs.shutdown().unwrap();
+    drop(dirs);
+    // Moved to c (as an older topicfs given c first would have kept it): c stays its home.
+    std::fs::rename(paths[0].join(SETTINGS), paths[2].join(SETTINGS)).unwrap();
+    let dirs = open(&paths, SegmentMode::Writable).unwrap();
+    assert!(known(&dirs, "t"));
+    set_retention(&dirs, "t", "4242").unwrap();
+    assert!(!paths[0].join(SETTINGS).exists());
+    assert!(checkpoint(&paths[2], SETTINGS).contains("retention.ms=4242"));
+    // c offline: changes fail with EIO naming it; what was loaded is still shown and used.
+    dirs.dirs[2].health.take_offline("test: the disk failed".into());
+    let before = checkpoint(&paths[2], SETTINGS);
+    let err = set_retention(&dirs, "t", "1").unwrap_err();
+    assert_eq!(err.errno(), libc::EIO);
+    assert!(err.to_string().contains(&format!("{} is offline", paths[2].display())), "{err}");
+    assert_eq!(retention_ms(&dirs, "t").unwrap().0, "4242");
+    assert!(known(&dirs, "t"));
+    assert_eq!(dirs.dirs()[0].log("t", 0).unwrap().config().retention_ms, Some(4242));
+    // A new topic is made, its settings unknown (no entry can be written).
+    dirs.create_topic("n", 2).unwrap();
+    assert!(!known(&dirs, "n"));
+    assert_eq!(checkpoint(&paths[2], SETTINGS), before);
+    dirs.shutdown().unwrap();
+}
+
+#[test]
+fn two_identical_overrides_files_are_one_and_two_that_differ_are_damage() {
+    let tmp = tempfile::tempdir().unwrap();
+    let paths: Vec<PathBuf> = three(tmp.path()).into_iter().take(2).collect();
+    let dirs = open(&paths, SegmentMode::Writable).unwrap();
+    dirs.create_topic("t", 2).unwrap();
+    set_retention(&dirs, "t", "12345").unwrap();
+    dirs.shutdown().unwrap();
+    drop(dirs);
+    let text = checkpoint(&paths[0], SETTINGS);
+    std::fs::write(paths[1].join(SETTINGS), &text).unwrap();
+    // The same bytes: one is used; a read-only mount leaves the other, a writable one removes it.
+    let dirs = open(&reversed(&paths), SegmentMode::ReadOnly).unwrap();
+    assert_eq!(retention_ms(&dirs, "t").unwrap().0, "12345");
+    drop(dirs);
+    assert_eq!(checkpoint(&paths[1], SETTINGS), text);
+    let dirs = open(&reversed(&paths), SegmentMode::Writable).unwrap();
+    assert!(!paths[1].join(SETTINGS).exists(), "the copy is removed");
+    set_retention(&dirs, "t", "999").unwrap();
+    dirs.shutdown().unwrap();
+    drop(dirs);
+    assert!(checkpoint(&paths[0], SETTINGS).contains("retention.ms=999"));
+    assert!(!paths[1].join(SETTINGS).exists());
+    // Two that differ: damage. Every topic unknown, changes refused naming both files, both
+    // files kept as they are, in either order.
+    std::fs::write(paths[1].join(SETTINGS), &text).unwrap();
+    let kept = checkpoint(&paths[0], SETTINGS);
+    for (n, order) in [paths.clone(), reversed(&paths)].into_iter().enumerate() {
+        for mode in [SegmentMode::Writable, SegmentMode::ReadOnly] {
+            let dirs = open(&order, mode).unwrap();
+            assert!(!known(&dirs, "t"), "{order:?}");
+            assert!(!dirs.log("t", 1).unwrap().settings_known());
+            let (_, source) = retention_ms(&dirs, "t").unwrap();
+            assert_ne!(source, topicfs_source::ConfigSource::TopicOverride);
+            if mode == SegmentMode::Writable {
+                let err = set_retention(&dirs, "t", "1").unwrap_err();
+                assert_eq!(err.errno(), libc::EIO, "{err}");
+                let msg = err.to_string();
+                for p in &paths {
+                    assert!(msg.contains(&p.join(SETTINGS).display().to_string()), "{msg}");
+                }
+                // A new topic gets no entry either (the files are not replaced).
+                let new = format!("n{n}");
+                dirs.create_topic(&new, 1).unwrap();
+                assert!(!known(&dirs, &new));
+                dirs.shutdown().unwrap();
+            }
+        }
+        assert_eq!(checkpoint(&paths[0], SETTINGS), kept);
+        assert_eq!(checkpoint(&paths[1], SETTINGS), text);
+    }
+}
