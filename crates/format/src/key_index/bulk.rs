@@ -1,7 +1,7 @@
 //! The bulk builder: a whole segment's records gathered in one pass, then sorted and encoded
 //! into the index file's bytes.
 
-use super::sort::sort_postings;
+use super::sort::sort_by_hash;
 use super::*;
 
 /// Keys up to this long are kept in their [`Posting`], longer ones in the builder's arena.
@@ -145,7 +145,7 @@ impl BulkKeyIndexBuilder {
     /// caller's threads).
     pub fn encode_with(mut self, end_offset: Offset, log_size: u64, run: &dyn RunJobs) -> Vec<u8> {
         let postings = std::mem::take(&mut self.postings);
-        let sorted = sort_postings(postings, run);
+        let sorted = sort_by_hash(postings, |p: &Posting| (p.hash, p.relative), run);
 
         let mut hashes: Vec<u64> = Vec::new();
         let mut keys = Vec::new();

@@ -87,13 +87,14 @@
 
 mod append;
 mod index;
+mod member;
 mod stream;
 mod walk;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
-use self::index::Member;
+use self::member::Member;
 use crate::spec::{Format, Resolved, Selector, SpecError, StreamSpec, TimePoint};
 use crate::txn::{Isolation, TxnTrackers};
 use topicfs_format::Timestamp;
@@ -103,7 +104,8 @@ use topicfs_source::error::{Error, Result};
 use topicfs_source::sync::lock;
 
 pub use self::append::{TopicAppender, route};
-pub use self::index::{MemberCursor, MergeCheckpoint, MergeIndex};
+pub use self::index::MergeIndex;
+pub use self::member::{MemberCursor, MergeCheckpoint};
 pub use self::stream::TopicStream;
 
 /// Rendered bytes between two checkpoints of a fresh merge index.

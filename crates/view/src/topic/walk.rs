@@ -6,7 +6,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use super::MEMBER_READ_CHUNK;
-use super::index::{Member, MemberCursor, MergeCheckpoint};
+use super::member::{Member, MemberCursor, MergeCheckpoint};
 use crate::render::Renderer;
 use crate::txn::{TxnSnapshot, TxnTracker};
 use topicfs_format::{DecodeError, Offset, Timestamp, decode_batch, peek_entry};
