@@ -55,6 +55,7 @@
 
 mod cleaner;
 mod daemon;
+mod detach;
 mod logging;
 mod memory;
 mod mountinfo;
@@ -704,7 +705,7 @@ fn check_mountpoint(request: &MountRequest) -> Result<PathBuf> {
 /// refuses it itself), naming the first by name; with `nonempty` it is mounted over, logged at
 /// info. A directory that cannot be listed is left to the mount itself to judge.
 fn check_mountpoint_empty(mountpoint: &Path, nonempty: bool) -> Result<()> {
-    let Ok(entries) = std::fs::read_dir(mountpoint) else { return Ok(()) };
+    let Ok(entries) = crate::storage::open::read_dir(mountpoint) else { return Ok(()) };
     let Some(first) = entries.filter_map(|e| e.ok().map(|e| e.file_name())).min() else {
         return Ok(());
     };

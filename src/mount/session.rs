@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
 
-use super::signals::detach_lazily;
+use super::detach::detach_lazily;
 use super::{FuseOption, MountRequest};
 use crate::error::{Error, Result};
 use crate::fuse::FuseAdapter;

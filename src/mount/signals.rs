@@ -4,13 +4,13 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::Duration;
 
 use nix::sys::signal::{SigSet, Signal};
 
+use super::detach::detach_lazily;
 use super::session::Unmounter;
 use crate::fs::TopicFs;
 
@@ -136,16 +136,4 @@ fn ensure_fusectl() -> Result<bool, String> {
     .map_err(|err| format!("cannot mount fusectl on {FUSE_CONNECTIONS}: {err}"))?;
     log::info!("mounted fusectl on {FUSE_CONNECTIONS} to abort a FUSE connection");
     Ok(true)
-}
-
-/// `umount -l` as root, `fusermount3 -u -z` otherwise.
-pub(super) fn detach_lazily(mountpoint: &Path) {
-    if nix::mount::umount2(mountpoint, nix::mount::MntFlags::MNT_DETACH).is_ok() {
-        return;
-    }
-    match Command::new("fusermount3").arg("-u").arg("-z").arg("--").arg(mountpoint).status() {
-        Ok(status) if status.success() => {}
-        Ok(status) => log::error!("fusermount3 -u -z {} failed: {status}", mountpoint.display()),
-        Err(err) => log::error!("cannot run fusermount3: {err}"),
-    }
 }

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use super::mountinfo::{list_proc, mount_entry, read_proc};
 use super::session::DEV_FUSE;
-use super::signals::detach_lazily;
+use super::detach::detach_lazily;
 use crate::storage::log_dir::{CLEAN_SHUTDOWN_FILE, LOCK_FILE};
 
 /// Environment variable of the daemon child: the directory `topicfs mount` was started in,

@@ -71,6 +71,7 @@ pub mod key_index;
 pub mod log;
 pub mod log_dir;
 pub mod log_dirs;
+pub mod meta_properties;
 mod mmap;
 pub mod offset_index;
 pub mod open;
@@ -84,5 +85,6 @@ pub mod topic_config;
 
 pub use config::{BrokerSettings, CleanupPolicy, CompressionType, LogConfig, MessageTimestampType};
 pub use log::Log;
-pub use log_dir::{LOCAL_SIZING_BUDGET, LogDir};
+pub use log::LOCAL_SIZING_BUDGET;
+pub use log_dir::LogDir;
 pub use segment::{LogSegment, SegmentMode};

@@ -47,7 +47,7 @@ use topicfs_source::sync::lock;
 use super::cache::SegmentCache;
 use super::cluster_metadata::{ClusterMetadataConfigs, ClusterMetadataReader};
 use super::config::{BrokerSettings, LogConfig};
-use super::log::{LoadState, Log};
+use super::log::{LOCAL_SIZING_BUDGET, LoadState, Log};
 use super::open;
 use super::segment::{SegmentMode, now_ms};
 use super::topic_config::{
@@ -73,8 +73,7 @@ use metadata::{broker_settings, open_cluster_metadata};
 use shared::excluded_entries;
 pub use shared::{HeldLock, Member, SharedSettings};
 
-/// `meta.properties`.
-pub const META_PROPERTIES: &str = "meta.properties";
+pub use crate::meta_properties::META_PROPERTIES;
 /// Unsynced segments (all partitions) from which a clean shutdown makes them durable with one
 /// `syncfs` instead of an fsync per file ([`LogDir::shutdown`]): below it the fsyncs are few
 /// and do not wait for other files of the file system.
@@ -96,17 +95,6 @@ pub const RESCAN_INTERVAL_MS: i64 = 200;
 /// The most partitions a topic can have: Kafka numbers partitions with an `INT32`, so
 /// partition `2^31 - 1` is the last there can be (the mount's `--max-partitions` is lower).
 pub const KAFKA_MAX_PARTITIONS: u32 = i32::MAX as u32;
-
-/// The sizing budget of a log directory's partitions unless `--sizing-budget` says otherwise:
-/// 256 MiB of log, rendered (counted, not kept) in about 0.45 s here (scaled from 333 MB sized
-/// in 0.56 s, doc/benchmarks-history.md, "cold opens"). A stream whose end
-/// is farther shows size 0 until read to its end (SEMANTICS.md, "Sizes: exact or not yet
-/// known"). Larger than the interface's [`DEFAULT_SIZING_BUDGET`](topicfs_source::DEFAULT_SIZING_BUDGET)
-/// (16 MiB, what a source reached over a network states) because a local partition is cheap to
-/// size, and a stream of unknown size makes `tail -n` (and the first step of `tail -f`) read
-/// it from its start: measured on 3 M records (333 MB of log), `tail -n 10 by-offset/0` took
-/// 0.8 s sized and 10 s unsized.
-pub const LOCAL_SIZING_BUDGET: u64 = 256 << 20;
 
 /// A Kafka data directory; see the module doc.
 #[derive(Debug)]
@@ -480,7 +468,7 @@ fn load_meta_properties(dir: &Path, writable: bool) -> Result<BTreeMap<String, S
 /// names (a random `cluster.id` and node 0 when it names none), with a `directory.id` of its
 /// own when the broker's other dirs carry one. Kafka writes the same into a log dir that lacks
 /// it at startup.
-pub fn write_identity(dir: &Path, identity: &crate::log_dirs::identity::Identity) -> Result<()> {
+pub fn write_identity(dir: &Path, identity: &crate::meta_properties::Identity) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "mkdir", e))?;
     let mut props = BTreeMap::new();
     props.insert("version".to_string(), "1".to_string());

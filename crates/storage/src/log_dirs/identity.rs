@@ -10,15 +10,8 @@ use std::path::{Path, PathBuf};
 
 use topicfs_source::error::{Error, Result};
 
-/// What the log dirs agree on.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Identity {
-    pub cluster_id: Option<String>,
-    pub node_id: Option<String>,
-    /// Whether the dirs carry a `directory.id` each (KRaft, Kafka 3.7 and later): a new dir
-    /// gets one too.
-    pub directory_ids: bool,
-}
+pub use crate::meta_properties::Identity;
+use crate::meta_properties::META_PROPERTIES;
 
 /// The node id of a `meta.properties`: `node.id` (version 1) or `broker.id` (version 0).
 fn node_id(props: &BTreeMap<String, String>) -> Option<&str> {
@@ -28,7 +21,7 @@ fn node_id(props: &BTreeMap<String, String>) -> Option<&str> {
 /// Checks that the `meta.properties` of `dirs` (path, its properties if the file exists) name
 /// one broker; the error names each file and field that differs.
 pub fn agree(dirs: &[(PathBuf, Option<BTreeMap<String, String>>)]) -> Result<Identity> {
-    let file = |dir: &Path| dir.join(super::super::log_dir::META_PROPERTIES).display().to_string();
+    let file = |dir: &Path| dir.join(META_PROPERTIES).display().to_string();
     let mut identity = Identity::default();
     let mut cluster_from: Option<&Path> = None;
     let mut node_from: Option<&Path> = None;
