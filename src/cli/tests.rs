@@ -512,3 +512,22 @@ fn fstab_options_name_the_schema_registry_and_its_client_settings() {
     assert_eq!(request.schemas.topic.as_deref(), Some("_schemas"));
     assert_eq!(request.log_settings.get("segment.bytes").map(String::as_str), Some("1048576"));
 }
+
+#[test]
+fn topicfs_unmount_reads_where_a_mount_logs_from_its_command_line() {
+    let of = |args: &[&str]| mountpoint_of(&os(args)).unwrap();
+    let daemon = of(&["topicfs", "mount", "--daemon-child", "--log-file", "/l/m.log", "d", "m"]);
+    assert_eq!(daemon.mountpoint, PathBuf::from("m"));
+    assert_eq!(daemon.log_file, Some(PathBuf::from("/l/m.log")));
+    let fstab = of(&["topicfs", "mount", "d", "m", "-o", "ro,log_file=rel.log"]);
+    assert_eq!(fstab.log_file, Some(PathBuf::from("rel.log")));
+    let foreground = of(&["topicfs", "mount", "-f", "d", "m"]);
+    assert!(foreground.foreground && foreground.log_file.is_none());
+    let said = |c: &crate::mount::MountCommand| {
+        crate::mount::described_log(c.foreground, c.log_file.as_deref())
+    };
+    assert_eq!(said(&daemon), "/l/m.log");
+    assert_eq!(said(&foreground), "the stderr of its `topicfs mount -f`");
+    assert_eq!(said(&of(&["topicfs", "mount", "d", "m"])), "syslog (identifier topicfs)");
+    assert!(mountpoint_of(&os(&["topicfs", "unmount", "m"])).is_none());
+}

@@ -69,6 +69,9 @@ fn topicfs_unmount_names_the_mountpoint_and_the_daemon_pid_when_it_does_not_exit
     assert!(stderr.contains(&format!("pid {}", m.pid)), "{stderr}");
     assert!(stderr.contains("not exited"), "{stderr}");
     assert!(stderr.contains(m.data().to_str().unwrap()), "names the data dir: {stderr}");
+    // Its log, as its command line gives it (the harness's --log-file).
+    let log = m.dirs_root().join("topicfs.log");
+    assert!(stderr.contains(&format!("see its log ({})", log.display())), "{stderr}");
     // Once it runs again it shuts down cleanly.
     m.wait_ended();
     assert!(m.data().join(CLEAN_SHUTDOWN_MARKER).exists());
