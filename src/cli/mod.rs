@@ -75,10 +75,11 @@ MOUNTPOINT`, `topicfs unmount MOUNTPOINT`, SIGTERM, SIGINT (Ctrl-C with -f) or S
 mount is gone, while the daemon may still be writing. On a signal, files still open under the
 mount fail with ENOTCONN 2 s later at most, and the daemon exits.
 
-Logging follows RUST_LOG (default `info,fuser=error`; e.g. RUST_LOG=debug, RUST_LOG=topicfs=trace): to
---log-file FILE if given, else to stderr with -f, else to syslog (identifier topicfs), or without
-syslog to /var/log/topicfs/<mountpoint>.log (as root; ~/.local/state/topicfs/ otherwise; see
---log-file). `cat MNT/@info` names the log (log:), `cat MNT/@log` shows its last warnings and errors.
+Logging follows RUST_LOG (default `info,fuser=error`; e.g. RUST_LOG=debug,
+RUST_LOG=topicfs=trace): to --log-file FILE if given, else to stderr with -f, else to syslog
+(identifier topicfs), or without syslog to /var/log/topicfs/<mountpoint>.log (as root;
+~/.local/state/topicfs/ otherwise; see --log-file). `cat MNT/@info` names the log (log:),
+`cat MNT/@log` shows its last warnings and errors.
 
 Access: every file is owned by the mounting user and group unless uid=/gid= (or --uid/--gid)
 say otherwise; file_mode= and dir_mode= (default 0664 and 0755), or umask=, set the permission
