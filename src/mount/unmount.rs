@@ -173,18 +173,20 @@ fn run(request: &UnmountRequest, mountpoint_of: MountpointOf) -> Result<(), Stri
 }
 
 /// Why no daemon was found, by what the mount's `user_id` (`owner`) tells: a mount of
-/// another user, whose processes this one may not inspect, or one no process of this user
-/// (or, as root, of anyone) serves any more.
+/// another user, whose processes this one may not inspect, or one no topicfs process of this
+/// user (or, as root, of anyone) serves any more.
 fn no_daemon_found(owner: Option<u32>) -> String {
     let me = nix::unistd::geteuid();
+    let gone = "its daemon had exited or died";
     match owner {
         Some(uid) if uid != me.as_raw() && !me.is_root() => format!(
             "it was mounted by uid {uid}, whose processes this user (uid {me}) may not inspect"
         ),
-        Some(uid) if me.is_root() => format!(
-            "no process served it (it was mounted by uid {uid}; its daemon had exited or died)"
-        ),
-        _ => "no process of this user served it (its daemon had exited or died)".to_string(),
+        Some(uid) if me.is_root() => {
+            format!("no topicfs process served it (it was mounted by uid {uid}; {gone})")
+        }
+        None if me.is_root() => format!("no topicfs process served it ({gone})"),
+        _ => format!("no topicfs process of this user served it ({gone})"),
     }
 }
 
