@@ -78,8 +78,11 @@ MOUNTPOINT`, `topicfs unmount MOUNTPOINT`, SIGTERM, SIGINT (Ctrl-C with -f) or S
 mount is gone, while the daemon may still be writing. On a signal, files still open under the
 mount fail with ENOTCONN 2 s later at most, and the daemon exits.
 
-Logging follows RUST_LOG (default `info,fuser=error`; e.g. RUST_LOG=debug, RUST_LOG=topicfs=trace): to
-stderr with -f, to syslog (identifier topicfs) in the background.
+Logging follows RUST_LOG (default `info,fuser=error`; e.g. RUST_LOG=debug,
+RUST_LOG=topicfs=trace): to --log-file FILE if given, else to stderr with -f, else to syslog
+(identifier topicfs), or without syslog to /var/log/topicfs/<mountpoint>.log (as root;
+~/.local/state/topicfs/ otherwise; see --log-file). `cat MNT/@info` names the log (log:),
+`cat MNT/@log` shows its last warnings and errors.
 
 Access: every file is owned by the mounting user and group unless uid=/gid= (or --uid/--gid)
 say otherwise; file_mode= and dir_mode= (default 0664 and 0755), or umask=, set the permission
@@ -375,6 +378,18 @@ pub struct MountArgs {
     #[arg(long, value_name = "N", value_parser = mount::parse_background_threads)]
     pub render_threads: Option<usize>,
 
+    /// Where the mount logs, appended to with times and levels; renamed FILE.1 (replacing the
+    /// previous one) at 10 MiB and started again. Default: stderr with -f; in the background
+    /// syslog (identifier topicfs), or without one (no /dev/log, as in a container)
+    /// /var/log/topicfs/<M>.log as root, else $XDG_STATE_HOME/topicfs/<M>.log
+    /// (~/.local/state/topicfs/<M>.log), <M> the mountpoint as `systemd-escape --path` writes
+    /// it. MNT/@info names it (log:), MNT/@log shows the last 100 warnings and errors. Also
+    /// `-o log_file=FILE`.
+    ///
+    /// Example: --log-file /var/log/topicfs/kafka.log
+    #[arg(long, value_name = "FILE", value_parser = mount::parse_log_file)]
+    pub log_file: Option<PathBuf>,
+
     /// log.retention.check.interval.ms: how often a read-write mount deletes segments past
     /// retention.ms / retention.bytes (Kafka's broker setting, default 300000). The first pass
     /// runs after 30 s, or after this interval if it is shorter.
@@ -558,10 +573,10 @@ fn parse_isolation(s: &str) -> Result<Isolation> {
     s.parse()
 }
 
-/// The mountpoint a process's command line (`/proc/<pid>/cmdline`: program name first) names
-/// if it is a `topicfs mount` (or a mount helper's form of one), as written there; how
-/// `topicfs unmount` recognizes the daemon serving a mount.
-pub fn mountpoint_of(argv: &[OsString]) -> Option<PathBuf> {
+/// The mountpoint and log a process's command line (`/proc/<pid>/cmdline`: program name
+/// first) names if it is a `topicfs mount` (or a mount helper's form of one), as written
+/// there; how `topicfs unmount` recognizes the daemon serving a mount and names its log.
+pub fn mountpoint_of(argv: &[OsString]) -> Option<mount::MountCommand> {
     let args = match helper_args(argv) {
         Ok(Some(helper)) => helper.args,
         Ok(None) => argv.get(1..)?.to_vec(),
@@ -569,7 +584,11 @@ pub fn mountpoint_of(argv: &[OsString]) -> Option<PathBuf> {
     };
     let cli = Cli::try_parse_from(std::iter::once(OsString::from("topicfs")).chain(args)).ok()?;
     match cli.command {
-        Command::Mount(mount) => Some(mount.mountpoint),
+        Command::Mount(mount) => Some(mount::MountCommand {
+            log_file: mount.log_file(),
+            foreground: mount.foreground,
+            mountpoint: mount.mountpoint,
+        }),
         Command::Unmount { .. } => None,
     }
 }

@@ -343,7 +343,17 @@ impl MountArgs {
             ),
             cleaner_backoff: std::time::Duration::from_millis(self.cleaner_backoff_ms),
             cleaner_dedupe_buffer_bytes: self.cleaner_dedupe_buffer_size,
+            log_file: self.log_file().map(|p| absolute(&p)),
         })
+    }
+
+    /// `--log-file` or `-o log_file=` (the last given wins, `-o` over the flag), as written.
+    pub fn log_file(&self) -> Option<PathBuf> {
+        let option = self.options.iter().rev().find_map(|o| match o {
+            FuseOption::LogFile(path) => Some(path.clone()),
+            _ => None,
+        });
+        option.or_else(|| self.log_file.clone())
     }
 
     /// `--cache-dir`/`--cache-size`, or their `-o` forms (the last given wins, `-o` over flags).

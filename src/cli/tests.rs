@@ -561,6 +561,7 @@ fn every_mount_flag_has_an_fstab_form_that_mounts_the_same() {
         ("retention-check-interval-ms", Some("1000")),
         ("server-properties", Some(server)),
         ("cleaner-backoff-ms", Some("500")),
+        ("log-file", Some("/var/log/t.log")),
         ("cleaner-dedupe-buffer-size", Some("3M")),
         ("config", Some("cleanup.policy=compact,delete")),
         ("segment-bytes", Some("1048576")),
@@ -720,4 +721,23 @@ fn nonempty_is_a_flag_and_an_option() {
     assert!(!mount_request(&[]).unwrap().nonempty);
     assert!(mount_request(&["--nonempty"]).unwrap().nonempty);
     assert!(mount_request(&["-o", "ro,nonempty"]).unwrap().nonempty);
+}
+
+#[test]
+fn topicfs_unmount_reads_where_a_mount_logs_from_its_command_line() {
+    let of = |args: &[&str]| mountpoint_of(&os(args)).unwrap();
+    let daemon = of(&["topicfs", "mount", "--daemon-child", "--log-file", "/l/m.log", "d", "m"]);
+    assert_eq!(daemon.mountpoint, PathBuf::from("m"));
+    assert_eq!(daemon.log_file, Some(PathBuf::from("/l/m.log")));
+    let fstab = of(&["topicfs", "mount", "d", "m", "-o", "ro,log_file=rel.log"]);
+    assert_eq!(fstab.log_file, Some(PathBuf::from("rel.log")));
+    let foreground = of(&["topicfs", "mount", "-f", "d", "m"]);
+    assert!(foreground.foreground && foreground.log_file.is_none());
+    let said = |c: &crate::mount::MountCommand| {
+        crate::mount::described_log(c.foreground, c.log_file.as_deref())
+    };
+    assert_eq!(said(&daemon), "/l/m.log");
+    assert_eq!(said(&foreground), "the stderr of its `topicfs mount -f`");
+    assert_eq!(said(&of(&["topicfs", "mount", "d", "m"])), "syslog (identifier topicfs)");
+    assert!(mountpoint_of(&os(&["topicfs", "unmount", "m"])).is_none());
 }

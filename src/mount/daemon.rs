@@ -4,8 +4,11 @@
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
+use super::MountRequest;
+use super::logging::{LogTarget, SYSLOG_SOCKETS, daemon_target, open_log_file};
 use crate::error::{Error, Result};
 
 /// Hidden flag marking the re-executed daemon child.
@@ -14,11 +17,16 @@ pub const DAEMON_CHILD_FLAG: &str = "--daemon-child";
 const READY: &str = "ready";
 const ERROR_PREFIX: &str = "error: ";
 
-/// The parent in background mode: re-executes this command as the daemon child and waits for
-/// its one status line.
-pub(super) fn run_parent(args: &[OsString]) -> ExitCode {
-    match spawn_daemon(args) {
-        Ok(()) => ExitCode::SUCCESS,
+/// The parent in background mode: decides where the daemon logs, re-executes this command as
+/// the daemon child and waits for its one status line.
+pub(super) fn run_parent(args: &[OsString], request: &MountRequest) -> ExitCode {
+    match start_daemon(args, request) {
+        Ok(note) => {
+            if let Some(note) = note {
+                eprintln!("topicfs: {note}");
+            }
+            ExitCode::SUCCESS
+        }
         Err(err) => {
             eprintln!("topicfs: {err}");
             ExitCode::FAILURE
@@ -26,10 +34,51 @@ pub(super) fn run_parent(args: &[OsString]) -> ExitCode {
     }
 }
 
-fn spawn_daemon(args: &[OsString]) -> Result<()> {
+/// Starts the daemon once its log is known to open (see [`super::logging`]); a note for the
+/// terminal when it logs to the default file because there is no syslog.
+fn start_daemon(args: &[OsString], request: &MountRequest) -> Result<Option<String>> {
+    let sockets: Vec<&Path> = SYSLOG_SOCKETS.iter().map(Path::new).collect();
+    let target = daemon_target(
+        request.log_file.as_deref(),
+        &request.mountpoint,
+        &sockets,
+        nix::unistd::geteuid().is_root(),
+        std::env::var_os("XDG_STATE_HOME").map(PathBuf::from),
+        std::env::var_os("HOME").map(PathBuf::from),
+    )?;
+    let mut log_args = Vec::new();
+    let mut note = None;
+    let mut created = None;
+    if let LogTarget::File(path) = &target {
+        // Opened here, so a log file that cannot be opened fails the mount on the terminal.
+        if !path.exists() {
+            created = Some(path.clone());
+        }
+        open_log_file(path)?;
+        if request.log_file.is_none() {
+            log_args = vec![OsString::from("--log-file"), path.clone().into_os_string()];
+            note = Some(format!(
+                "no syslog ({}): the daemon logs to {}",
+                SYSLOG_SOCKETS[0],
+                path.display()
+            ));
+        }
+    }
+    if let Err(err) = spawn_daemon(args, log_args) {
+        // A mount that did not start leaves no log file of its own behind (its error is on the
+        // terminal).
+        if let Some(path) = created {
+            let _ = std::fs::remove_file(path);
+        }
+        return Err(err);
+    }
+    Ok(note)
+}
+
+fn spawn_daemon(args: &[OsString], log_args: Vec<OsString>) -> Result<()> {
     let exe = std::env::current_exe()
         .map_err(|e| Error::Mount(format!("cannot find the topicfs executable: {e}")))?;
-    let args = daemon_child_args(args.to_vec());
+    let args = daemon_child_args(args.to_vec(), log_args);
     let mut command = Command::new(exe);
     // The child changes to `/`: `topicfs unmount` reads its command line's relative paths
     // against this.
@@ -61,11 +110,13 @@ fn spawn_daemon(args: &[OsString]) -> Result<()> {
     Err(Error::Mount(format!("the daemon ended ({status}) before the mount was ready")))
 }
 
-/// The daemon child's arguments: the parent's, with [`DAEMON_CHILD_FLAG`] right after the
-/// `mount` subcommand (so it can never be taken for a value or a path after `--`).
-fn daemon_child_args(mut args: Vec<OsString>) -> Vec<OsString> {
+/// The daemon child's arguments: the parent's, with [`DAEMON_CHILD_FLAG`] and `extra` (the
+/// default log file) right after the `mount` subcommand (so they can never be taken for a
+/// value or a path after `--`).
+fn daemon_child_args(mut args: Vec<OsString>, extra: Vec<OsString>) -> Vec<OsString> {
     let at = args.iter().position(|a| a == "mount").map_or(0, |i| i + 1);
-    args.insert(at, OsString::from(DAEMON_CHILD_FLAG));
+    let inserted = std::iter::once(OsString::from(DAEMON_CHILD_FLAG)).chain(extra);
+    args.splice(at..at, inserted);
     args
 }
 
@@ -105,8 +156,12 @@ mod tests {
     fn daemon_flag_follows_the_subcommand() {
         let args = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
         assert_eq!(
-            daemon_child_args(args(&["mount", "d", "m", "--", "-x"])),
+            daemon_child_args(args(&["mount", "d", "m", "--", "-x"]), Vec::new()),
             args(&["mount", DAEMON_CHILD_FLAG, "d", "m", "--", "-x"])
+        );
+        assert_eq!(
+            daemon_child_args(args(&["mount", "d", "m"]), args(&["--log-file", "/l"])),
+            args(&["mount", DAEMON_CHILD_FLAG, "--log-file", "/l", "d", "m"])
         );
     }
 }

@@ -51,7 +51,8 @@
 //! - `retention`: the retention thread of a read-write mount;
 //! - `cleaner`: the log cleaner thread of a read-write mount;
 //! - `mountinfo`: `/proc/self/mountinfo` lookups;
-//! - `logging`: stderr or syslog.
+//! - `logging`: stderr, syslog or a log file, and the ring of recent warnings `MNT/@log`
+//!   shows.
 
 mod cleaner;
 mod daemon;
@@ -78,13 +79,13 @@ pub use self::cleaner::CLEANER_BACKOFF;
 use self::cleaner::CleanerThread;
 pub use self::daemon::DAEMON_CHILD_FLAG;
 use self::daemon::{Reporter, run_parent};
-pub use self::logging::{DEFAULT_LOG_FILTER, init_logging};
+pub use self::logging::{DEFAULT_LOG_FILTER, LogTarget, described_log, init_logging};
 use self::mountinfo::fuse_connection;
 pub use self::mountinfo::mount_entry;
 pub use self::request::{
     Access, ClusterMount, DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, FuseOption, MountRequest,
     SchemaSettings, escape_option, parse_background_threads, parse_cache_dir, parse_group,
-    parse_mode, parse_schemas_topic, parse_size, parse_user, split_options,
+    parse_log_file, parse_mode, parse_schemas_topic, parse_size, parse_user, split_options,
 };
 pub use self::retention::RETENTION_CHECK_INTERVAL;
 use self::retention::Retention;
@@ -92,9 +93,10 @@ use self::session::{DEV_FUSE, session_config, start_session};
 pub use self::signals::BUSY_GRACE;
 use self::signals::{Stopper, termination_signals};
 pub use self::unmount::{
-    DEFAULT_UNMOUNT_TIMEOUT, MountpointOf, STARTED_IN_ENV, UnmountRequest, unmount,
+    DEFAULT_UNMOUNT_TIMEOUT, MountCommand, MountpointOf, STARTED_IN_ENV, UnmountRequest, unmount,
 };
 use crate::error::{Error, Result};
+use crate::fs::recent_log::RecentLog;
 use crate::fs::{FsOptions, TopicFs};
 use crate::fuse::FuseAdapter;
 use crate::source::TopicSource;
@@ -105,11 +107,12 @@ use crate::storage::log_dirs::LogDirs;
 /// How the mount process runs.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Mode {
-    /// `-f`: serve in this process, log to stderr.
+    /// `-f`: serve in this process, log to stderr (or `--log-file`).
     Foreground,
     /// Default: start a daemon child and exit once it reports.
     Background,
-    /// The daemon child itself: serve, log to syslog, report to the parent on stdout.
+    /// The daemon child itself: serve, log to syslog (or `--log-file`, which the parent gives
+    /// when there is no syslog), report to the parent on stdout.
     DaemonChild,
 }
 
@@ -120,14 +123,21 @@ pub enum Mode {
 /// starts the daemon child with it.
 pub fn run(request: MountRequest, mode: Mode, args: &[OsString]) -> ExitCode {
     match mode {
-        Mode::Background => run_parent(args),
+        Mode::Background => run_parent(args, &request),
         Mode::Foreground | Mode::DaemonChild => {
             let daemon = mode == Mode::DaemonChild;
-            init_logging(daemon);
-            let status = serve(&request, daemon);
+            let mut reporter = Reporter { daemon, reported: false };
+            let target = match (&request.log_file, daemon) {
+                (Some(path), _) => LogTarget::File(path.clone()),
+                (None, true) => LogTarget::Syslog,
+                (None, false) => LogTarget::Stderr,
+            };
+            let status = init_logging(target, &request.mountpoint)
+                .and_then(|recent| serve(&request, &mut reporter, recent));
             match status {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(err) => {
+                    reporter.error(&err);
                     if daemon {
                         log::error!("{err}");
                     } else {
@@ -141,7 +151,7 @@ pub fn run(request: MountRequest, mode: Mode, args: &[OsString]) -> ExitCode {
 }
 
 /// Foreground and daemon child: check, mount, serve until unmounted, shut down.
-fn serve(request: &MountRequest, daemon: bool) -> Result<()> {
+fn serve(request: &MountRequest, reporter: &mut Reporter, recent: Arc<RecentLog>) -> Result<()> {
     // Before any thread exists, so every thread inherits the mask and only the signal thread
     // receives them.
     let signals = termination_signals();
@@ -149,12 +159,7 @@ fn serve(request: &MountRequest, daemon: bool) -> Result<()> {
         .thread_block()
         .map_err(|e| Error::Mount(format!("cannot block termination signals: {e}")))?;
     raise_open_file_limit();
-    let mut reporter = Reporter { daemon, reported: false };
-    let served = mount_and_serve(request, signals, &mut reporter);
-    if let Err(err) = &served {
-        reporter.error(err);
-    }
-    served
+    mount_and_serve(request, signals, reporter, recent)
 }
 
 /// Raises this process's limit of open files as far as it may: every segment keeps its `.log`
@@ -391,7 +396,12 @@ fn open_cache(settings: &CacheSettings, data_dirs: &[PathBuf]) -> Result<Segment
     Ok(SegmentCache::open(settings))
 }
 
-fn mount_and_serve(request: &MountRequest, signals: SigSet, reporter: &mut Reporter) -> Result<()> {
+fn mount_and_serve(
+    request: &MountRequest,
+    signals: SigSet,
+    reporter: &mut Reporter,
+    recent: Arc<RecentLog>,
+) -> Result<()> {
     if reporter.daemon {
         // Leave the terminal's session: no SIGHUP or SIGINT from it. Fails only if already a
         // session leader, which is fine.
@@ -440,7 +450,8 @@ fn mount_and_serve(request: &MountRequest, signals: SigSet, reporter: &mut Repor
             .with_max_partitions(request.max_partitions)
             .with_auto_commit(request.fuse_options.contains(&FuseOption::AutoCommit))
             .with_shared_executor(budget, executor)
-            .with_memory_release(memory::return_freed_memory),
+            .with_memory_release(memory::return_freed_memory)
+            .with_recent_log(recent),
     );
     let config = session_config(request, &data_dir)?;
     let mut adapter = FuseAdapter::new(Arc::clone(&fs));

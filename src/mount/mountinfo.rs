@@ -62,9 +62,25 @@ pub(super) fn fuse_connection(mountpoint: &Path) -> Option<u32> {
     device.split_once(':')?.1.parse().ok()
 }
 
+/// The uid a FUSE mount's mountinfo line says mounted it (its `user_id=` super option), if
+/// it says.
+pub(super) fn fuse_owner(line: &str) -> Option<u32> {
+    // After ` - `: the file system type, the source, the super options.
+    let options = line.split(" - ").nth(1)?.split(' ').nth(2)?;
+    options.split(',').find_map(|o| o.strip_prefix("user_id=")?.parse().ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fuse_mounts_owner_is_its_user_id_option() {
+        let line = "36 25 0:45 / /tmp/m rw,nosuid,nodev,relatime shared:1 - fuse.topicfs /d \
+                    rw,user_id=1000,group_id=1000,default_permissions";
+        assert_eq!(fuse_owner(line), Some(1000));
+        assert_eq!(fuse_owner("36 25 0:45 / /tmp/m rw - ext4 /dev/sda1 rw"), None);
+    }
 
     #[test]
     fn mountinfo_fields_are_unescaped() {

@@ -74,6 +74,8 @@ pub enum FuseOption {
     CacheDir(Option<PathBuf>),
     /// `cache_size=SIZE`: same as `--cache-size`.
     CacheSize(u64),
+    /// `log_file=PATH`: same as `--log-file`.
+    LogFile(PathBuf),
     /// `schemas=on|off`: show keys and values in the Confluent wire format decoded (`on`, the
     /// default when a schema source exists) or as bytes (`off`).
     Schemas(bool),
@@ -137,6 +139,8 @@ impl FromStr for FuseOption {
                     FuseOption::CacheDir(parse_cache_dir(dir)?)
                 } else if let Some(size) = s.strip_prefix("cache_size=") {
                     FuseOption::CacheSize(parse_size(size)? as u64)
+                } else if let Some(path) = s.strip_prefix("log_file=") {
+                    FuseOption::LogFile(parse_log_file(path)?)
                 } else if let Some(on) = s.strip_prefix("schemas=") {
                     FuseOption::Schemas(match on {
                         "on" => true,
@@ -154,7 +158,7 @@ impl FromStr for FuseOption {
                          show_internal, allow_non_log_dir, nonempty, auto_offset_reset=earliest|latest, auto_commit, \
                          fsname=NAME, subtype=NAME, uid=USER, gid=GROUP, umask=MODE, \
                          file_mode=MODE, dir_mode=MODE, memory_budget=SIZE, background_threads=N, \
-                         cache_dir=DIR|none, cache_size=SIZE, schemas=on|off, schemas_topic=NAME, \
+                         cache_dir=DIR|none, cache_size=SIZE, log_file=PATH, schemas=on|off, schemas_topic=NAME, \
                          schema_registry=URL, {})",
                         FLAGS.join(", ")
                     )));
@@ -221,6 +225,14 @@ pub fn parse_cache_dir(dir: &str) -> Result<Option<PathBuf>> {
         "none" => Ok(None),
         _ => Ok(Some(PathBuf::from(dir))),
     }
+}
+
+/// `log_file=PATH` / `--log-file PATH`: not empty.
+pub fn parse_log_file(path: &str) -> Result<PathBuf> {
+    if path.is_empty() {
+        return Err(Error::Usage("log_file needs a path".into()));
+    }
+    Ok(PathBuf::from(path))
 }
 
 /// `uid=USER`: a user name (looked up in the user database when the option is parsed) or a
@@ -415,6 +427,9 @@ pub struct MountRequest {
     pub schemas: SchemaSettings,
     /// Owner, group and modes of the files.
     pub access: Access,
+    /// `--log-file`/`-o log_file=`, absolute: where the mount logs (see
+    /// [`super::logging`]); `None`: stderr with `-f`, else syslog or the default file.
+    pub log_file: Option<PathBuf>,
 }
 
 #[cfg(test)]

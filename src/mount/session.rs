@@ -178,7 +178,8 @@ pub(super) fn session_config(request: &MountRequest, data_dir: &Path) -> Result<
             | FuseOption::Schemas(_)
             | FuseOption::SchemasTopic(_)
             | FuseOption::SchemaRegistry(_)
-            | FuseOption::CacheSize(_) => {}
+            | FuseOption::CacheSize(_)
+            | FuseOption::LogFile(_) => {}
             FuseOption::AutoUnmount => auto_unmount = true,
             FuseOption::FsName(name) => fsname.clone_from(name),
             FuseOption::Subtype(name) => subtype.clone_from(name),

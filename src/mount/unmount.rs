@@ -16,7 +16,12 @@
 //!
 //! Only processes whose `/proc` entries this user may read are found (the same user, or
 //! root); if none is found the mount is still unmounted and a warning says nothing was waited
-//! for.
+//! for, and why, by the `user_id` of the mount: another user's, or one whose daemon is gone.
+//! Messages name the daemon's log as its command line says (`--log-file`, `-f`: its stderr,
+//! else syslog; a daemon without syslog is given its default log file as `--log-file`).
+//!
+//! It changes to `/` before unmounting, so run from inside the mount it does not keep it busy
+//! itself, and it never lists itself among the holders of a busy mount.
 //!
 //! # Busy mounts
 //!
@@ -32,7 +37,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
-use super::mountinfo::{list_proc, mount_entry, read_proc};
+use super::mountinfo::{fuse_owner, list_proc, mount_entry, read_proc};
 use super::session::DEV_FUSE;
 use super::detach::detach_lazily;
 use crate::storage::log_dir::{CLEAN_SHUTDOWN_FILE, LOCK_FILE};
@@ -54,9 +59,19 @@ pub struct UnmountRequest {
     pub timeout: Duration,
 }
 
-/// The mountpoint a `topicfs mount` command line (the whole argv, program name first) names,
-/// as written; `None` for any other command line.
-pub type MountpointOf = fn(&[OsString]) -> Option<PathBuf>;
+/// What `topicfs unmount` reads of a `topicfs mount` command line (the whole argv, program
+/// name first); `None` for any other command line.
+pub type MountpointOf = fn(&[OsString]) -> Option<MountCommand>;
+
+/// Of a `topicfs mount` command line: its mountpoint and where it logs, as written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MountCommand {
+    pub mountpoint: PathBuf,
+    /// `-f`.
+    pub foreground: bool,
+    /// `--log-file` or `-o log_file=`.
+    pub log_file: Option<PathBuf>,
+}
 
 /// Runs `topicfs unmount`; the process's exit status (0: unmounted, and the daemon, if found,
 /// exited and closed the data dir cleanly).
@@ -80,6 +95,8 @@ struct Daemon {
     /// The log dirs whose `.lock` it holds open (a read-write local mount: one, or a
     /// broker's several).
     data_dirs: Vec<PathBuf>,
+    /// Where it logs, as messages name it.
+    log: String,
 }
 
 fn run(request: &UnmountRequest, mountpoint_of: MountpointOf) -> Result<(), String> {
@@ -91,7 +108,10 @@ fn run(request: &UnmountRequest, mountpoint_of: MountpointOf) -> Result<(), Stri
         .flatten()
         .find(|path| mount_entry(path).is_some())
         .ok_or_else(|| format!("{} is not mounted", given.display()))?;
+    let owner = mount_entry(&target).as_deref().and_then(fuse_owner);
     let daemons = serving_daemons(&target, mountpoint_of);
+    // Not to keep the mount busy itself when run from inside it (`target` is absolute).
+    let _ = std::env::set_current_dir("/");
     let pids = daemons.iter().map(|d| d.pid.to_string()).collect::<Vec<_>>().join(", ");
     if request.lazy {
         detach_lazily(&target);
@@ -110,9 +130,9 @@ fn run(request: &UnmountRequest, mountpoint_of: MountpointOf) -> Result<(), Stri
     unmount_now(&target)?;
     if daemons.is_empty() {
         eprintln!(
-            "topicfs: warning: {} is unmounted, but no process serving it was found (another \
-             user's?): not waiting for its shutdown",
-            target.display()
+            "topicfs: warning: {} is unmounted, but {}: not waiting for its shutdown",
+            target.display(),
+            no_daemon_found(owner)
         );
         return Ok(());
     }
@@ -129,10 +149,11 @@ fn run(request: &UnmountRequest, mountpoint_of: MountpointOf) -> Result<(), Stri
                 };
                 return Err(format!(
                     "{} is unmounted, but its daemon (pid {}) has not exited after {} s{data}: \
-                     see its log (syslog, identifier topicfs)",
+                     see its log ({})",
                     target.display(),
                     daemon.pid,
-                    request.timeout.as_secs_f64()
+                    request.timeout.as_secs_f64(),
+                    daemon.log
                 ));
             }
             std::thread::sleep(POLL);
@@ -140,15 +161,33 @@ fn run(request: &UnmountRequest, mountpoint_of: MountpointOf) -> Result<(), Stri
         if let Some(dir) = daemon.data_dirs.iter().find(|d| !d.join(CLEAN_SHUTDOWN_FILE).exists()) {
             return Err(format!(
                 "the daemon of {} (pid {}) exited without closing its data dir {} cleanly (no \
-                 {CLEAN_SHUTDOWN_FILE}): the next mount recovers it; see its log (syslog, \
-                 identifier topicfs)",
+                 {CLEAN_SHUTDOWN_FILE}): the next mount recovers it; see its log ({})",
                 target.display(),
                 daemon.pid,
-                dir.display()
+                dir.display(),
+                daemon.log
             ));
         }
     }
     Ok(())
+}
+
+/// Why no daemon was found, by what the mount's `user_id` (`owner`) tells: a mount of
+/// another user, whose processes this one may not inspect, or one no topicfs process of this
+/// user (or, as root, of anyone) serves any more.
+fn no_daemon_found(owner: Option<u32>) -> String {
+    let me = nix::unistd::geteuid();
+    let gone = "its daemon had exited or died";
+    match owner {
+        Some(uid) if uid != me.as_raw() && !me.is_root() => format!(
+            "it was mounted by uid {uid}, whose processes this user (uid {me}) may not inspect"
+        ),
+        Some(uid) if me.is_root() => {
+            format!("no topicfs process served it (it was mounted by uid {uid}; {gone})")
+        }
+        None if me.is_root() => format!("no topicfs process served it ({gone})"),
+        _ => format!("no topicfs process of this user served it ({gone})"),
+    }
 }
 
 /// `umount(2)` as root, `fusermount3 -u` otherwise; a busy mount is an error naming who holds
@@ -207,12 +246,15 @@ fn serving_daemons(target: &Path, mountpoint_of: MountpointOf) -> Vec<Daemon> {
             .filter(|a| !a.is_empty())
             .map(|a| std::ffi::OsStr::from_bytes(a).to_os_string())
             .collect();
-        let Some(named) = mountpoint_of(&argv) else { continue };
+        let Some(command) = mountpoint_of(&argv) else { continue };
         let base = started_in(pid).or_else(|| fs::read_link(format!("/proc/{pid}/cwd")).ok());
-        let named = match base {
-            Some(base) if named.is_relative() => base.join(named),
-            _ => named,
+        let resolve = |path: PathBuf| match &base {
+            Some(base) if path.is_relative() => base.join(path),
+            _ => path,
         };
+        let named = resolve(command.mountpoint);
+        let log_file = command.log_file.map(resolve);
+        let log = super::logging::described_log(command.foreground, log_file.as_deref());
         if lexically_absolute(&named) != target
             && named.canonicalize().ok().as_deref() != Some(target)
         {
@@ -226,7 +268,7 @@ fn serving_daemons(target: &Path, mountpoint_of: MountpointOf) -> Vec<Daemon> {
             })
             .map(Path::to_path_buf)
             .collect();
-        found.push(Daemon { pid, start_time, data_dirs });
+        found.push(Daemon { pid, start_time, data_dirs, log });
     }
     found
 }
@@ -294,12 +336,13 @@ fn is_running(daemon: &Daemon) -> bool {
     start_time(daemon.pid).as_deref() == Some(daemon.start_time.as_str())
 }
 
-/// Who keeps `target` busy: each process whose working directory, root or an open file is
-/// under it, as `pid N (command): what path`.
+/// Who keeps `target` busy: each process but this one whose working directory, root or an
+/// open file is under it, as `pid N (command): what path`.
 fn holders(target: &Path) -> Vec<String> {
     let under = |p: &Path| p.starts_with(target);
+    let me = std::process::id();
     let mut found = Vec::new();
-    for pid in pids() {
+    for pid in pids().into_iter().filter(|&pid| pid != me) {
         let comm = read_proc(&format!("{pid}/comm")).unwrap_or_default();
         let comm = String::from_utf8_lossy(&comm);
         let mut uses = Vec::new();
@@ -327,16 +370,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn this_process_is_found_holding_a_directory_it_is_in() {
+    fn holders_are_the_processes_in_a_directory_but_never_this_one() {
         let dir = tempfile::tempdir().unwrap();
-        let held = fs::File::open(dir.path()).unwrap();
         let canonical = dir.path().canonicalize().unwrap();
+        let held = fs::File::open(dir.path()).unwrap();
+        let mut other = Command::new("sleep").arg("600").current_dir(&canonical).spawn().unwrap();
         let me = std::process::id();
         let found = holders(&canonical);
+        let _ = other.kill();
+        let _ = other.wait();
         assert!(
-            found.iter().any(|h| h.starts_with(&format!("pid {me} ")) && h.contains("fd ")),
+            found.iter().any(|h| h.starts_with(&format!("pid {} (sleep): cwd ", other.id()))),
             "{found:?}"
         );
+        assert!(!found.iter().any(|h| h.starts_with(&format!("pid {me} "))), "{found:?}");
         drop(held);
         assert_eq!(lexically_absolute(Path::new("/a/./b/../c")), Path::new("/a/c"));
         let stat = start_time(me).unwrap();

@@ -438,7 +438,9 @@ fn the_mount_helper_takes_the_list_of_dirs_as_fstab_gives_it() {
     let link = dirs.root.path().join("mount.topicfs");
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_topicfs"), &link).unwrap();
     let mut command = Command::new(&link);
-    command.arg(source(&paths)).arg(dirs.mnt()).args(["-n", "-o", "ro,defaults"]);
+    let log_file = dirs.root.path().join("topicfs.log");
+    let options = format!("ro,defaults,log_file={}", log_file.display());
+    command.arg(source(&paths)).arg(dirs.mnt()).args(["-n", "-o", &options]);
     let m = MountGuard::background_with(dirs, command);
     assert_eq!(read(&m.path("solo/0/by-offset/0")).lines().count(), 3);
     assert_eq!(read(&m.path("orders/1/by-offset/2")).lines().count(), 3);
@@ -452,7 +454,7 @@ fn the_mount_helper_takes_the_list_of_dirs_as_fstab_gives_it() {
         fs::remove_file(p.join(".kafka_cleanshutdown")).unwrap();
     }
     let mut command = common::topicfs();
-    command.arg("mount").arg(source(&paths)).arg(dirs.mnt());
+    command.arg("mount").arg(source(&paths)).arg(dirs.mnt()).arg("--log-file").arg(&log_file);
     let m = MountGuard::background_with(dirs, command);
     fs::write(m.path("solo/0/append"), "x\n").unwrap();
     let status = common::topicfs().arg("unmount").arg(m.mnt()).status().unwrap();

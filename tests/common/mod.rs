@@ -188,9 +188,12 @@ impl MountGuard {
 
     /// `topicfs mount DATA MNT <args>` (background) on existing dirs; the parent must exit 0
     /// with the mount already live.
+    /// The daemon logs to `topicfs.log` in the temp dir (not to syslog or a file of the
+    /// host's).
     pub fn background_on(dirs: Dirs, args: &[&str]) -> MountGuard {
         let mut command = topicfs();
         command.arg("mount").arg(dirs.data()).arg(dirs.mnt()).args(args);
+        command.arg("--log-file").arg(dirs.root.path().join("topicfs.log"));
         MountGuard::background_with(dirs, command)
     }
 

@@ -181,6 +181,31 @@ fn info_file_sizes_are_exactly_what_a_read_returns() {
 }
 
 #[test]
+fn mount_log_shows_the_newest_warnings_with_an_exact_size_and_is_not_listed() {
+    use topicfs::fs::recent_log::RecentLog;
+    let mut f = fixture();
+    let log = Arc::new(RecentLog::new(2, "/var/log/topicfs/mnt.log"));
+    f.fs = f.fs.with_recent_log(Arc::clone(&log));
+    assert_eq!(f.size("@log"), 0);
+    assert!(f.read_all("@log").is_empty());
+    let at = UNIX_EPOCH + std::time::Duration::from_millis(1_764_662_400_000);
+    for (i, level) in [log::Level::Warn, log::Level::Error, log::Level::Warn].iter().enumerate() {
+        log.push(at, *level, "topicfs_fs::config", &format!("record {i}"));
+    }
+    let text = String::from_utf8(f.read_all("@log")).unwrap();
+    assert_eq!(
+        text,
+        "2025-12-02T08:00:00.000Z ERROR topicfs_fs::config: record 1\n\
+         2025-12-02T08:00:00.000Z WARN topicfs_fs::config: record 2\n"
+    );
+    assert_eq!(f.size("@log"), text.len() as u64);
+    assert_eq!(errno(f.fs.open(f.ino("@log").unwrap(), WRITE)), libc::EPERM);
+    let info = String::from_utf8(f.read_all("@info")).unwrap();
+    assert!(info.ends_with("log: /var/log/topicfs/mnt.log\n"), "{info}");
+    assert_eq!(f.names(""), [".", "..", "t"]);
+}
+
+#[test]
 fn modes_say_what_each_file_allows_and_the_mounting_user_owns_everything() {
     let f = fixture();
     f.append("t/0/append", b"a\n").unwrap();

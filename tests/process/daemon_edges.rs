@@ -69,6 +69,9 @@ fn topicfs_unmount_names_the_mountpoint_and_the_daemon_pid_when_it_does_not_exit
     assert!(stderr.contains(&format!("pid {}", m.pid)), "{stderr}");
     assert!(stderr.contains("not exited"), "{stderr}");
     assert!(stderr.contains(m.data().to_str().unwrap()), "names the data dir: {stderr}");
+    // Its log, as its command line gives it (the harness's --log-file).
+    let log = m.dirs_root().join("topicfs.log");
+    assert!(stderr.contains(&format!("see its log ({})", log.display())), "{stderr}");
     // Once it runs again it shuts down cleanly.
     m.wait_ended();
     assert!(m.data().join(CLEAN_SHUTDOWN_MARKER).exists());
@@ -230,7 +233,7 @@ fn relative_paths_of_a_background_mount_are_resolved_where_it_was_started() {
     let cache = format!("{}-cache", root.file_name().unwrap().to_str().unwrap());
     let status = topicfs()
         .current_dir(root)
-        .args(["mount", "data", "mnt", "--cache-dir", &cache])
+        .args(["mount", "data", "mnt", "--cache-dir", &cache, "--log-file", "daemon.log"])
         .status()
         .unwrap();
     assert!(status.success());
@@ -238,6 +241,7 @@ fn relative_paths_of_a_background_mount_are_resolved_where_it_was_started() {
     produce(&mnt, "a\n");
     assert!(root.join(&cache).is_dir(), "--cache-dir not created in the start directory");
     assert!(!Path::new("/").join(&cache).exists(), "--cache-dir resolved against /");
+    assert!(root.join("daemon.log").is_file(), "--log-file not resolved in the start directory");
     // `topicfs unmount` with a relative path finds the daemon, which started in `root` too.
     let out = topicfs().current_dir(root).args(["unmount", "mnt"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

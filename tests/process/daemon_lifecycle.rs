@@ -242,13 +242,21 @@ fn fstab_type_fuse_topicfs_mounts_through_mount_fuse3_with_topicfs_options() {
     let dirs = Dirs::new();
     let bin_dir = Path::new(env!("CARGO_BIN_EXE_topicfs")).parent().unwrap().to_path_buf();
     let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let log_file = dirs.root.path().join("fstab.log");
+    let options = format!(
+        "rw,_netdev,nofail,partitions=2,segment.bytes=4096,log_file={}",
+        log_file.display()
+    );
     let mut command = Command::new("/sbin/mount.fuse3");
     command
         .arg(dirs.data())
         .arg(dirs.mnt())
-        .args(["-t", "topicfs", "-o", "rw,_netdev,nofail,partitions=2,segment.bytes=4096"])
+        .args(["-t", "topicfs", "-o", &options])
         .env("PATH", path);
     let m = MountGuard::background_with(dirs, command);
+    // log_file= reached the daemon.
+    let logged = fs::read_to_string(&log_file).unwrap();
+    assert!(logged.contains(&format!("mounted {}", m.data().display())), "{logged}");
     fs::create_dir(m.path("t")).unwrap();
     let mut partitions: Vec<String> = fs::read_dir(m.path("t"))
         .unwrap()
@@ -291,7 +299,11 @@ fn a_mount_topicfs_link_mounts_read_only_with_mount_8_s_options() {
     produce(&m, "a\nb\n");
     let dirs = m.unmount();
     let mut command = Command::new(&link);
-    command.arg(dirs.data()).arg(dirs.mnt()).args(["-n", "-o", "ro,defaults,x-systemd.automount"]);
+    let options = format!(
+        "ro,defaults,x-systemd.automount,log_file={}",
+        dirs.root.path().join("ro.log").display()
+    );
+    command.arg(dirs.data()).arg(dirs.mnt()).args(["-n", "-o", &options]);
     let m = MountGuard::background_with(dirs, command);
     assert_eq!(fs::read_to_string(m.path("t/0/by-offset/0")).unwrap(), "a\nb\n");
     let err = fs::create_dir(m.path("u")).unwrap_err();

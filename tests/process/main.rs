@@ -6,6 +6,7 @@ mod common;
 
 mod daemon_edges;
 mod daemon_lifecycle;
+mod daemon_logs;
 mod install;
 mod mount_options_process;
 mod refusals_process;

@@ -23,7 +23,11 @@ impl TopicFs {
 
     pub(super) fn info_text(&self, node: &Node) -> Result<String> {
         match node {
-            Node::MountInfo => Ok(info::mount_info(&self.source.log_dirs())),
+            Node::MountInfo => {
+                let log = self.recent_log.as_ref().map(|l| l.destination());
+                Ok(info::mount_info(&self.source.log_dirs(), log))
+            }
+            Node::MountLog => Ok(self.recent_log.as_ref().map(|l| l.text()).unwrap_or_default()),
             Node::TopicInfo(topic) => {
                 // Every partition's bounds in one go where the source can (see
                 // `TopicSource::state_bounds`); an error leaves each partition to ask.

@@ -65,10 +65,12 @@ pub fn partition_info(topic: &str, partition: u32, summary: &PartitionSummary) -
 /// log_dir.1.partitions: 3
 /// duplicate_partitions: 1
 /// duplicate.t.2: /data/a /data/b
+/// log: /var/log/topicfs/mnt-kafka.log
 /// ```
 ///
-/// A cluster mount has no log dirs of its own: `log_dirs: 0`.
-pub fn mount_info(report: &topicfs_source::LogDirsReport) -> String {
+/// A cluster mount has no log dirs of its own: `log_dirs: 0`. `log` (where the daemon's log
+/// goes: a file, `syslog (identifier topicfs)` or `stderr`) only when `log` is given.
+pub fn mount_info(report: &topicfs_source::LogDirsReport, log: Option<&str>) -> String {
     let mut out = String::new();
     line(&mut out, "log_dirs", report.dirs.len());
     line(&mut out, "log_dirs_offline", report.dirs.iter().filter(|d| d.offline.is_some()).count());
@@ -86,6 +88,9 @@ pub fn mount_info(report: &topicfs_source::LogDirsReport) -> String {
     for (topic, partition, held) in &report.duplicates {
         let dirs: Vec<String> = held.iter().map(|p| p.display().to_string()).collect();
         line(&mut out, &format!("duplicate.{topic}.{partition}"), dirs.join(" "));
+    }
+    if let Some(log) = log {
+        line(&mut out, "log", log);
     }
     out
 }

@@ -48,6 +48,7 @@ pub mod handle;
 pub mod info;
 pub mod inode;
 pub mod node;
+pub mod recent_log;
 mod sizing;
 
 mod admin;
@@ -148,6 +149,9 @@ pub struct TopicFs {
     /// Gives memory freed in the allocator's heaps back to the system (the daemon passes
     /// glibc's `malloc_trim`, see [`TopicFs::with_memory_release`]); `None`: nothing to do.
     release_memory: Option<fn() -> bool>,
+    /// The daemon's most recent warnings and errors (`@log`) and where its log goes (`log:`
+    /// in `@info`); `None`: `@log` is empty and `@info` has no `log:` line.
+    recent_log: Option<Arc<recent_log::RecentLog>>,
     /// Set when [`TopicFs::shutdown`] starts: appends are refused from then on.
     closing: AtomicBool,
     /// Whether the shutdown completed; held for the whole shutdown so a second caller waits
@@ -227,6 +231,7 @@ impl TopicFs {
             pins: Mutex::new(HashMap::new()),
             open_streams: Mutex::new((0, 0)),
             release_memory: None,
+            recent_log: None,
             started: SystemTime::now(),
             closing: AtomicBool::new(false),
             shut_down: Mutex::new(false),
@@ -348,6 +353,12 @@ impl TopicFs {
         self
     }
 
+    /// The same filesystem showing `log`'s records in `@log` and its destination in `@info`.
+    pub fn with_recent_log(mut self, log: Arc<recent_log::RecentLog>) -> TopicFs {
+        self.recent_log = Some(log);
+        self
+    }
+
     /// The mount's read-ahead pool and memory budget (for statistics and tests).
     pub fn read_ahead_pool(&self) -> &AheadPool {
         &self.ahead
@@ -372,6 +383,7 @@ pub fn describe(node: &Node) -> String {
     match node {
         Node::Root => "/".to_string(),
         Node::MountInfo => node::MOUNT_INFO.to_string(),
+        Node::MountLog => node::MOUNT_LOG.to_string(),
         Node::SchemasDir(topic) => format!("{topic}/{}", node::SCHEMAS),
         Node::SchemaSubject(topic, subject) => format!("{topic}/{}/{subject}", node::SCHEMAS),
         Node::SchemaFile(topic, subject, name) => {

@@ -119,6 +119,7 @@ impl TopicFs {
         let absent = || Error::NotFound(format!("{name:?} in {}", describe(parent)));
         let node = match parent {
             Node::Root if name == super::node::MOUNT_INFO => Node::MountInfo,
+            Node::Root if name == super::node::MOUNT_LOG => Node::MountLog,
             Node::Root => Node::Topic(name.to_string()),
             Node::SchemasDir(topic) => Node::SchemaSubject(topic.clone(), name.to_string()),
             Node::SchemaSubject(topic, subject) => {
@@ -209,6 +210,7 @@ impl TopicFs {
                 return Err(absent());
             }
             Node::MountInfo
+            | Node::MountLog
             | Node::TopicInfo(_)
             | Node::TopicConfig(_)
             | Node::Offsets(..)
@@ -239,7 +241,7 @@ impl TopicFs {
         );
         let (kind, size, perm, mtime, ttl) = match node {
             Node::Root => (FileKind::Directory, 0, rw_dir, self.started, STABLE_TTL),
-            Node::MountInfo => {
+            Node::MountInfo | Node::MountLog => {
                 let size = self.info_text(node)?.len() as u64;
                 (FileKind::RegularFile, size, ro_file, self.started, DYNAMIC_TTL)
             }

@@ -57,6 +57,9 @@ pub const SCHEMAS: &str = "schemas";
 /// The mount's own `info` at the root: `@` is not in a Kafka topic name, so it never hides a
 /// topic (and it is not listed, so the root lists topics only).
 pub const MOUNT_INFO: &str = "@info";
+/// The mount's most recent warnings and errors at the root (not listed either; see
+/// [`crate::recent_log`]).
+pub const MOUNT_LOG: &str = "@log";
 /// Name of a topic's settings file (see [`super::config`]).
 pub const CONFIG: &str = "config";
 /// Name of a partition's check report (see [`topicfs_view::inspect`]).
@@ -116,6 +119,8 @@ pub enum Node {
     Root,
     /// `@info` at the root: the mount's log dirs and their state.
     MountInfo,
+    /// `@log` at the root: the mount's most recent warnings and errors.
+    MountLog,
     Topic(String),
     TopicInfo(String),
     /// `<topic>/config`: the topic's settings; writing changes its overrides.
@@ -205,6 +210,7 @@ impl Node {
             Node::GroupOffsets(..) | Node::GroupReset(..) | Node::GroupNext(..) => false,
             Node::ByKey(..) | Node::Latest(..) | Node::Keys(_) | Node::TopicByKey(..) => false,
             Node::MountInfo
+            | Node::MountLog
             | Node::TopicInfo(_)
             | Node::TopicConfig(_)
             | Node::Offsets(..)
@@ -224,7 +230,7 @@ impl Node {
     /// The directory holding this node (the root is its own parent, as `/..` is `/`).
     pub fn parent(&self) -> Node {
         match self {
-            Node::Root | Node::MountInfo | Node::Topic(_) => Node::Root,
+            Node::Root | Node::MountInfo | Node::MountLog | Node::Topic(_) => Node::Root,
             Node::TopicInfo(topic)
             | Node::TopicConfig(topic)
             | Node::OffsetsDir(topic)
@@ -271,6 +277,7 @@ impl Node {
         match self {
             Node::Root
             | Node::MountInfo
+            | Node::MountLog
             | Node::Topic(_)
             | Node::TopicInfo(_)
             | Node::TopicConfig(_)

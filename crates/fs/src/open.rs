@@ -95,7 +95,7 @@ impl TopicFs {
                 let text = self.schema_text(&node)?;
                 Ok(direct(self.handles.insert(Handle::Text(text.into_bytes()))))
             }
-            Node::MountInfo | Node::TopicInfo(_) | Node::PartitionInfo(_) => {
+            Node::MountInfo | Node::MountLog | Node::TopicInfo(_) | Node::PartitionInfo(_) => {
                 self.refuse_write(request, "writing an info file")?;
                 let text = self.info_text(&node)?;
                 Ok(direct(self.handles.insert(Handle::Text(text.into_bytes()))))

@@ -49,6 +49,32 @@ pub(super) fn list_segment_files(dir: &Path) -> Result<(Vec<String>, Vec<Refused
     Ok((names, refused))
 }
 
+/// The one line a writable load logs of what Kafka's temporary-file passes did (the files
+/// `removed`, the `.swap` files renamed into place): how many, the first and the last name;
+/// `None` when they did nothing.
+pub(super) fn leftovers_summary(mut removed: Vec<String>, swapped: usize) -> Option<String> {
+    removed.sort();
+    let mut parts = Vec::new();
+    match (removed.first(), removed.last()) {
+        (Some(only), _) if removed.len() == 1 => parts.push(format!("removed 1 file ({only})")),
+        (Some(first), Some(last)) => {
+            parts.push(format!("removed {} files ({first} ... {last})", removed.len()))
+        }
+        _ => {}
+    }
+    if swapped > 0 {
+        parts.push(format!("renamed {swapped} .swap files into place"));
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "finished what an interrupted log cleaning or segment deletion left: {} (each at debug \
+         level)",
+        parts.join(", ")
+    ))
+}
+
 impl Log {
     pub(super) fn load(&self, state: LoadState) -> Result<()> {
         let logs = self.scan_files()?;
@@ -203,10 +229,15 @@ impl Log {
             let files: Vec<_> = parsed.into_iter().map(|(_, p)| p).collect();
             return read_only_segment_files(&self.dir, &files);
         }
+        // Each file removed or renamed is logged at debug; the whole at warn, in one line
+        // (a crash in the middle of cleaning can leave hundreds).
+        let removed = std::cell::RefCell::new(Vec::new());
         let remove = |name: &str| -> Result<()> {
             let path = self.dir.join(name);
-            log::info!("removing {}", path.display());
-            std::fs::remove_file(&path).map_err(|e| Error::io(&path, "remove", e))
+            log::debug!("removing {}", path.display());
+            std::fs::remove_file(&path).map_err(|e| Error::io(&path, "remove", e))?;
+            removed.borrow_mut().push(name.to_string());
+            Ok(())
         };
         // Pass 1: `.deleted` go; `.swap` at or above the smallest `.cleaned` go; `.cleaned` go.
         let min_cleaned = parsed
@@ -248,9 +279,11 @@ impl Log {
                 !replaced
             });
         }
+        let swapped = swaps.len();
         for (name, p) in swaps {
             let from = self.dir.join(&name);
             let to = self.dir.join(name.trim_end_matches(FileState::Swap.suffix()));
+            log::debug!("renaming {} to {}", from.display(), to.display());
             std::fs::rename(&from, &to).map_err(|e| Error::io(&from, "rename", e))?;
             live.push((name.trim_end_matches(FileState::Swap.suffix()).to_string(), p));
         }
@@ -269,6 +302,9 @@ impl Log {
         }
         logs.sort();
         logs.dedup();
+        if let Some(summary) = leftovers_summary(removed.into_inner(), swapped) {
+            log::warn!("{}: {summary}", self.dir.display());
+        }
         // Pass 4: what a mount kept beside segments that are gone, and a crash's temporaries.
         crate::cache::remove_stray_beside_files(&self.dir);
         Ok(logs.into_iter().map(|base_offset| SegmentFiles { base_offset, swap: false }).collect())

@@ -159,6 +159,12 @@ fn read_partition(
     Ok(next)
 }
 
+/// The error of a subject without `version` (`None`: without any version) in `topic`.
+fn no_version(subject: &str, version: Option<i32>, topic: &str) -> Error {
+    let which = version.map_or("version".to_string(), |v| format!("version {v}"));
+    Error::NotFound(format!("subject {subject:?} has no {which} in topic {topic}"))
+}
+
 impl SchemaSource for TopicSchemas {
     fn by_id(&self, id: u32) -> Result<SchemaRecord> {
         let topic = &self.topic;
@@ -175,10 +181,7 @@ impl SchemaSource for TopicSchemas {
                 Some(v) => r.version(subject, v).cloned(),
                 None => r.latest(subject).cloned(),
             },
-            || {
-                let which = version.map_or("a version".to_string(), |v| format!("version {v}"));
-                Error::NotFound(format!("subject {subject:?} has no {which} in topic {topic}"))
-            },
+            || no_version(subject, version, topic),
         )
     }
 
@@ -198,5 +201,18 @@ impl SchemaSource for TopicSchemas {
             .filter(|v| !v.deleted)
             .map(|v| (v.version, v.id))
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_subject_without_versions_is_said_in_plain_words() {
+        let none = no_version("s-value", None, "_schemas").to_string();
+        assert!(none.contains("subject \"s-value\" has no version in topic _schemas"), "{none}");
+        let three = no_version("s-value", Some(3), "_schemas").to_string();
+        assert!(three.contains("has no version 3 in topic _schemas"), "{three}");
     }
 }
