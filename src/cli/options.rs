@@ -349,8 +349,8 @@ impl MountArgs {
 
     /// `--log-file` or `-o log_file=` (the last given wins, `-o` over the flag), as written.
     pub fn log_file(&self) -> Option<PathBuf> {
-        let option = self.options.iter().rev().find_map(|o| match o {
-            FuseOption::LogFile(path) => Some(path.clone()),
+        let option = self.fuse_options().into_iter().rev().find_map(|o| match o {
+            FuseOption::LogFile(path) => Some(path),
             _ => None,
         });
         option.or_else(|| self.log_file.clone())
