@@ -263,7 +263,7 @@ fn serve(
 }
 
 fn entry(name: &str, value: Option<&str>, source: ConfigSource) -> ConfigEntry {
-    ConfigEntry { name: name.to_string(), value: value.map(str::to_string), source }
+    ConfigEntry { name: name.to_string(), value: value.map(str::to_string), source, applied: true }
 }
 
 fn set(name: &str, value: &str) -> ConfigChange {
