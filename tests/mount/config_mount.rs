@@ -478,10 +478,14 @@ fn printf_of_a_value_that_cannot_become_valid_fails_without_a_newline() {
 
 /// Issue 44, item 9: a line without end is refused at the write that takes it past 4 KiB
 /// (16 MiB written in 1 KiB writes: 4 KiB accepted, then EINVAL), and a 16 MiB stream from a
-/// pipe fails; the mount goes on serving `config` unchanged.
+/// pipe fails; the mount goes on serving `config` unchanged, and its log quotes only the
+/// start of the line.
 #[test]
 fn a_config_line_past_4_kib_is_refused_at_once() {
-    let m = MountGuard::foreground(&[]);
+    let dirs = Dirs::new();
+    let log_path = dirs.root.path().join("mount.log");
+    let log = fs::File::create(&log_path).unwrap();
+    let m = MountGuard::foreground_logging_to(dirs, &[], Stdio::from(log));
     fs::create_dir(m.path("t")).unwrap();
     let config = m.path("t/config");
     let before = fs::read_to_string(&config).unwrap();
@@ -500,7 +504,10 @@ fn a_config_line_past_4_kib_is_refused_at_once() {
     let out = bash(&format!("head -c 16777216 /dev/zero | tr '\\0' x > '{}'", config.display()));
     assert!(!out.status.success(), "{out:?}");
     assert_eq!(fs::read_to_string(&config).unwrap(), before);
-    m.unmount();
+    let _dirs = m.unmount();
+    let logged = fs::read_to_string(&log_path).unwrap();
+    assert!(logged.contains("t/config line 1: longer than 4096 bytes"), "{logged}");
+    assert!(logged.len() < 64 * 1024, "the log holds {} bytes", logged.len());
 }
 
 /// Issue 44, item 14: with `topicfs-topic-config` damaged, writes of `config` fail with EIO,
