@@ -227,6 +227,9 @@ fn serve(
                                     .with_error_message(Some(StrBytes::from_string(message)));
                             }
                         }
+                        if req.validate_only {
+                            return response;
+                        }
                         for c in &r.configs {
                             match (c.config_operation, &c.value) {
                                 (0, Some(v)) => {
@@ -263,7 +266,7 @@ fn serve(
 }
 
 fn entry(name: &str, value: Option<&str>, source: ConfigSource) -> ConfigEntry {
-    ConfigEntry { name: name.to_string(), value: value.map(str::to_string), source }
+    ConfigEntry { name: name.to_string(), value: value.map(str::to_string), source, applied: true }
 }
 
 fn set(name: &str, value: &str) -> ConfigChange {
@@ -350,6 +353,31 @@ fn cluster_alter_topic_config_sets_and_removes_overrides_all_or_nothing() {
     assert_eq!(broker.alters.load(Ordering::SeqCst), sent);
 }
 
+/// What each `write()` of a cluster mount's `config` asks: IncrementalAlterConfigs with
+/// `validate_only`, which the broker answers as it would the change, applying nothing.
+#[test]
+fn cluster_check_topic_config_validates_with_the_broker_and_applies_nothing() {
+    let broker = ConfigBroker::start(true);
+    let source = broker.source(false);
+    let before = broker.overrides.lock().unwrap().clone();
+    let sent = broker.alters.load(Ordering::SeqCst);
+    source.check_topic_config(TOPIC, &[set("retention.ms", "1000")]).unwrap();
+    let err = source
+        .check_topic_config(TOPIC, &[set("segment.bytes", "1048576"), set("retention.ms", "soon")])
+        .unwrap_err();
+    assert_eq!(err.errno(), libc::EINVAL);
+    assert!(err.to_string().contains("retention.ms"), "{err}");
+    assert_eq!(broker.alters.load(Ordering::SeqCst), sent + 2, "asked the broker");
+    assert_eq!(*broker.overrides.lock().unwrap(), before, "nothing applied");
+    // MakeKnown is no change on a cluster; nothing to ask.
+    source.check_topic_config(TOPIC, &[ConfigChange::MakeKnown]).unwrap();
+    source.alter_topic_config(TOPIC, &[ConfigChange::MakeKnown]).unwrap();
+    assert_eq!(broker.alters.load(Ordering::SeqCst), sent + 2);
+    assert!(source.check_value_prefix("retention.ms", "abc").is_ok(), "the broker judges");
+    let err = broker.source(true).check_topic_config(TOPIC, &[set("retention.ms", "1")]);
+    assert_eq!(err.unwrap_err().errno(), libc::EROFS);
+}
+
 #[test]
 fn cluster_topic_config_on_a_broker_without_the_apis_is_eopnotsupp_naming_the_broker() {
     let broker = ConfigBroker::start(false);
@@ -392,5 +420,9 @@ fn cluster_topic_config_on_tansu_round_trips_overrides_it_keeps() {
     // tansu validates nothing: a value Kafka refuses (INVALID_CONFIG) is kept.
     source.alter_topic_config("configured", &[set("retention.ms", "soon")]).unwrap();
     assert_eq!(value("retention.ms"), Some((Some("soon".into()), ConfigSource::KafkaDefault)));
+    // tansu applies a change sent with validate_only (what each write of `config` sends; a
+    // Kafka broker only validates it).
+    source.check_topic_config("configured", &[set("segment.ms", "1234")]).unwrap();
+    assert_eq!(value("segment.ms"), Some((Some("1234".into()), ConfigSource::KafkaDefault)));
     assert_eq!(source.topic_config("nope").unwrap_err().errno(), libc::ENOENT);
 }

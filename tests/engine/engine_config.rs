@@ -66,26 +66,57 @@ fn a_topic_with_unknown_settings_is_never_deleted_from_by_time_or_size_until_set
     assert!(!d.topic_settings_known("t"));
     assert_eq!(d.enforce_retention().unwrap(), 0);
     assert_eq!(segment_count(&d, "t"), before);
-    // Writing the settings, even only the default policy, makes them known: retention runs.
+    // An override, even of the policy, keeps them unknown: only MakeKnown (what a
+    // `cleanup.policy` line written to `config` sends with it) makes them known.
     d.alter_topic_config("t", &[set("cleanup.policy", "delete")]).unwrap();
+    assert!(!d.topic_settings_known("t"));
+    assert_eq!(d.enforce_retention().unwrap(), 0);
+    d.alter_topic_config("t", &[set("cleanup.policy", "delete"), ConfigChange::MakeKnown]).unwrap();
     assert!(d.topic_settings_known("t"));
     assert!(d.enforce_retention().unwrap() > 0);
     assert_eq!(segment_count(&d, "t"), 1);
 }
 
+/// Issue 44: no change but `MakeKnown` makes unknown settings known. An empty change (what a
+/// round trip of `config` used to send) changes nothing and writes nothing; another override
+/// is kept marked unknown and applied (rolls), across reopening, with retention still off;
+/// `MakeKnown` makes the settings known, and that is kept too.
 #[test]
-fn an_empty_change_accepts_the_defaults_and_is_kept() {
+fn only_make_known_makes_unknown_settings_known_and_it_is_kept() {
     let tmp = tempfile::tempdir().unwrap();
     dir_with_unknown_topic(tmp.path());
-    let d = LogDir::open(tmp.path(), small_config()).unwrap();
+    let file = tmp.path().join(TOPIC_CONFIG_FILE);
+    let mount = config_with(&[("retention.ms", "1000")]);
+    let d = LogDir::open(tmp.path(), mount.clone()).unwrap();
     d.alter_topic_config("t", &[]).unwrap();
+    assert!(!d.topic_settings_known("t"));
+    assert!(!file.exists(), "an empty change writes nothing");
+    d.alter_topic_config("t", &[set("segment.bytes", "5000")]).unwrap();
+    assert!(!d.topic_settings_known("t"));
+    assert_eq!(d.log("t", 0).unwrap().config().segment_bytes, 5000, "the override applies");
+    let entries = d.topic_config("t").unwrap();
+    let applied = |name: &str| entries.iter().find(|e| e.name == name).unwrap().applied;
+    assert!(applied("segment.bytes") && !applied("retention.ms") && !applied("cleanup.policy"));
+    let segments = segment_count(&d, "t");
+    assert_eq!(d.enforce_retention().unwrap(), 0);
+    d.shutdown().unwrap();
+    drop(d);
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.lines().any(|l| l == "t unknown segment.bytes=5000"), "{text}");
+    let d = LogDir::open(tmp.path(), mount.clone()).unwrap();
+    assert!(!d.topic_settings_known("t"));
+    assert_eq!(shown(&d, "t", "segment.bytes"), ("5000".into(), ConfigSource::TopicOverride));
+    assert_eq!(d.enforce_retention().unwrap(), 0);
+    assert_eq!(segment_count(&d, "t"), segments);
+    d.alter_topic_config("t", &[ConfigChange::MakeKnown]).unwrap();
     assert!(d.topic_settings_known("t"));
     d.shutdown().unwrap();
     drop(d);
-    let text = std::fs::read_to_string(tmp.path().join(TOPIC_CONFIG_FILE)).unwrap();
-    assert!(text.lines().any(|l| l == "t"), "{text}");
-    let d = LogDir::open(tmp.path(), small_config()).unwrap();
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.lines().any(|l| l == "t segment.bytes=5000"), "{text}");
+    let d = LogDir::open(tmp.path(), mount).unwrap();
     assert!(d.topic_settings_known("t"));
+    assert!(d.enforce_retention().unwrap() > 0);
 }
 
 #[test]
@@ -236,6 +267,45 @@ fn a_damaged_settings_file_is_left_as_it_is_and_its_topics_count_as_unknown() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), damaged, "left as it was");
     let r = LogDir::open_read_only(tmp.path(), small_config()).unwrap();
     assert_eq!(shown(&r, "t", "retention.ms").1, ConfigSource::MountDefault);
+}
+
+/// What the damaged file's error and the unknown-settings warning advise works: with the file
+/// removed (or fixed), the next open takes changes again.
+#[test]
+fn a_damaged_settings_file_removed_or_fixed_takes_changes_after_reopening() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = LogDir::open(tmp.path(), small_config()).unwrap();
+    d.create_topic("t", 1).unwrap();
+    d.alter_topic_config("t", &[set("retention.ms", "-1")]).unwrap();
+    d.shutdown().unwrap();
+    drop(d);
+    let file = tmp.path().join(TOPIC_CONFIG_FILE);
+    let good = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, good.replace("retention.ms=-1", "retention.ms=x")).unwrap();
+    let d = LogDir::open(tmp.path(), small_config()).unwrap();
+    assert_eq!(
+        d.alter_topic_config("t", &[set("segment.ms", "5")]).unwrap_err().errno(),
+        libc::EIO
+    );
+    // Fixed while open: still refused (the file is read at open only).
+    std::fs::write(&file, &good).unwrap();
+    let e = d.check_topic_config("t", &[set("segment.ms", "5")]).unwrap_err();
+    assert_eq!(e.errno(), libc::EIO);
+    d.shutdown().unwrap();
+    drop(d);
+    let d = LogDir::open(tmp.path(), small_config()).unwrap();
+    assert!(d.topic_settings_known("t"));
+    d.alter_topic_config("t", &[set("segment.ms", "5")]).unwrap();
+    assert_eq!(shown(&d, "t", "retention.ms"), ("-1".into(), ConfigSource::TopicOverride));
+    d.shutdown().unwrap();
+    drop(d);
+    // Removed: the overrides are gone, changes work.
+    std::fs::write(&file, good.replace("retention.ms=-1", "retention.ms=x")).unwrap();
+    std::fs::remove_file(&file).unwrap();
+    let d = LogDir::open(tmp.path(), small_config()).unwrap();
+    assert!(!d.topic_settings_known("t"));
+    d.alter_topic_config("t", &[set("cleanup.policy", "delete"), ConfigChange::MakeKnown]).unwrap();
+    assert!(d.topic_settings_known("t"));
 }
 
 #[test]

@@ -190,6 +190,12 @@ impl TopicSource for Stalling {
     fn alter_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()> {
         self.inner.alter_topic_config(topic, changes)
     }
+    fn check_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()> {
+        self.inner.check_topic_config(topic, changes)
+    }
+    fn check_value_prefix(&self, name: &str, value: &str) -> Result<()> {
+        self.inner.check_value_prefix(name, value)
+    }
     fn max_message_bytes(&self, topic: &str) -> Result<Option<usize>> {
         self.inner.max_message_bytes(topic)
     }

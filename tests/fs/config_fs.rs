@@ -158,3 +158,195 @@ fn a_max_message_bytes_override_sets_the_longest_line_append_takes() {
     let log = f.log_dir.log("t", 0).unwrap();
     assert_eq!(log.log_end_offset().0, 1, "one record of the whole line");
 }
+
+/// A fixture whose topic `t` has unknown settings: created, then its entry removed, as in a
+/// copy of a broker's dir without its metadata.
+fn unknown_fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let mut mount = LogConfig::default();
+    mount.set("segment.bytes", "1048576").unwrap();
+    let log_dir = LogDir::open(dir.path(), mount.clone()).unwrap();
+    log_dir.create_topic("t", 1).unwrap();
+    log_dir.shutdown().unwrap();
+    drop(log_dir);
+    std::fs::remove_file(dir.path().join(TOPIC_CONFIG_FILE)).unwrap();
+    let log_dir = Arc::new(LogDir::open(dir.path(), mount).unwrap());
+    assert!(!log_dir.topic_settings_known("t"));
+    let fs = FsFixture::local(&log_dir).build();
+    Fixture { fs, log_dir, dir }
+}
+
+/// Issue 44, items 1 and 2: on a topic whose settings are unknown, `config` says which settings
+/// are not applied and how to make them known (its size still exact); what it shows written
+/// back changes nothing and leaves them unknown; another setting is applied and leaves them
+/// unknown, even a commented `cleanup.policy` line with another value; only a `cleanup.policy`
+/// line written without a comment makes them known.
+#[test]
+fn unknown_settings_are_shown_not_applied_and_only_a_written_policy_makes_them_known() {
+    let f = unknown_fixture();
+    let text = f.text();
+    assert!(text.starts_with(topicfs::fs::config::UNKNOWN_HEADER), "{text}");
+    assert!(text.lines().next().unwrap().contains("cleanup.policy=delete"), "{text}");
+    for name in ["retention.ms", "cleanup.policy", "retention.bytes", "min.compaction.lag.ms"] {
+        assert!(f.line(name).ends_with("; not applied: settings unknown"), "{}", f.line(name));
+    }
+    assert_eq!(
+        f.line("retention.ms"),
+        "retention.ms=604800000 # kafka-default; not applied: settings unknown"
+    );
+    assert_eq!(f.line("segment.bytes"), "segment.bytes=1048576 # mount-default");
+    let ino = fs_fixture::ino(&f.fs, "t/config").unwrap();
+    assert_eq!(f.fs.getattr(ino, None).unwrap().attr.size, text.len() as u64);
+    // `cat config > saved; cat saved > config`, and an editor's whole-file write.
+    f.write(WRITE_TRUNCATE, &[&text]).unwrap();
+    let (a, b) = text.split_at(text.len() / 3);
+    f.write(WRITE_TRUNCATE, &[a, b]).unwrap();
+    assert_eq!(f.text(), text);
+    assert!(!f.log_dir.topic_settings_known("t"));
+    assert!(!f.dir.path().join(TOPIC_CONFIG_FILE).exists(), "nothing was stored");
+    // Another setting applies at once; the settings stay unknown.
+    f.write(WRITE, &["segment.bytes=2000000\n"]).unwrap();
+    assert_eq!(f.log_dir.log("t", 0).unwrap().config().segment_bytes, 2_000_000);
+    assert!(!f.log_dir.topic_settings_known("t"));
+    f.write(WRITE, &["cleanup.policy=compact # kafka-default; not applied: settings unknown\n"])
+        .unwrap();
+    assert_eq!(
+        f.line("cleanup.policy"),
+        "cleanup.policy=compact # override; not applied: settings unknown"
+    );
+    assert!(!f.log_dir.topic_settings_known("t"));
+    f.write(WRITE, &["cleanup.policy=delete\n"]).unwrap();
+    assert!(f.log_dir.topic_settings_known("t"));
+    assert!(!f.text().starts_with('#'), "{}", f.text());
+    assert_eq!(f.line("retention.ms"), "retention.ms=604800000 # kafka-default");
+    assert_eq!(f.line("segment.bytes"), "segment.bytes=2000000 # override");
+}
+
+/// Issue 44, item 7: the lines of one open are one change. Nothing is applied before `close()`;
+/// a refused line (here the second `write()`, as bash's printf writes each line) refuses every
+/// later write and the close, and nothing of the open is applied; each write is checked with
+/// what came before it (a conflict across writes is refused at the write that makes it); a
+/// second `close()` (a duplicate descriptor) applies nothing twice.
+#[test]
+fn the_lines_written_between_open_and_close_are_one_change_applied_at_close() {
+    let f = fixture();
+    let before = f.text();
+    let open = || f.fs.open(fs_fixture::ino(&f.fs, "t/config").unwrap(), WRITE).unwrap().fh;
+    let fh = open();
+    f.fs.write(fh, b"retention.ms=7100\n", None).unwrap();
+    assert_eq!(f.text(), before, "nothing applied before close");
+    let e = f.fs.write(fh, b"segment.bytes=abc\n", None).unwrap_err();
+    assert_eq!(e.errno(), libc::EINVAL);
+    let e = e.to_string();
+    assert!(
+        e.contains("t/config line 2")
+            && e.contains("segment.bytes")
+            && e.contains("not an integer")
+            && e.contains("nothing written to it since open is applied"),
+        "{e}"
+    );
+    assert_eq!(f.fs.write(fh, b"segment.ms=5\n", None).unwrap_err().errno(), libc::EINVAL);
+    assert_eq!(f.fs.flush(fh, None).unwrap_err().errno(), libc::EINVAL);
+    f.fs.release(fh).unwrap();
+    assert_eq!(f.text(), before, "nothing of the refused open applied");
+
+    let e = f
+        .write(WRITE, &["min.compaction.lag.ms=10\n", "max.compaction.lag.ms=5\n"])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("line 2") && e.contains("max.compaction.lag.ms"), "{e}");
+    assert_eq!(f.text(), before);
+    // A setting named twice in one write: each value is judged.
+    let e = f.write(WRITE, &["retention.ms=abc\nretention.ms=5\n"]).unwrap_err();
+    assert!(e.to_string().contains("line 1"), "{e}");
+    assert_eq!(f.text(), before);
+
+    let fh = open();
+    f.fs.write(fh, b"retention.ms=7100\n", None).unwrap();
+    f.fs.write(fh, b"segment.bytes=2000000\nretention.ms=7200", None).unwrap();
+    assert_eq!(f.text(), before);
+    f.fs.flush(fh, None).unwrap();
+    assert_eq!(f.line("retention.ms"), "retention.ms=7200 # override");
+    assert_eq!(f.line("segment.bytes"), "segment.bytes=2000000 # override");
+    f.write(WRITE, &["retention.ms=1\n"]).unwrap();
+    f.fs.flush(fh, None).unwrap();
+    f.fs.release(fh).unwrap();
+    assert_eq!(f.line("retention.ms"), "retention.ms=1 # override", "applied once only");
+}
+
+/// Issue 44, item 8: an unfinished last line is judged at its write: refused there when no
+/// continuation can make it valid (so `printf 'retention.ms=abc' > config` fails), taken when
+/// one can.
+#[test]
+fn an_unfinished_line_no_continuation_can_make_valid_is_refused_at_its_write() {
+    let f = fixture();
+    let before = f.text();
+    for (bad, what) in [
+        ("retention.ms=abc", "-1 (no limit) or >= 0"),
+        ("retention.ms=-2", "-1 (no limit) or >= 0"),
+        ("message.timestamp.type=Log-", "CreateTime or LogAppendTime"),
+        ("no.such.setting=1", "unknown topic setting"),
+        ("just words", "expected name=value"),
+        ("=5", "no setting name"),
+    ] {
+        let fh = f.fs.open(fs_fixture::ino(&f.fs, "t/config").unwrap(), WRITE).unwrap().fh;
+        let e = f.fs.write(fh, bad.as_bytes(), None).unwrap_err();
+        assert_eq!(e.errno(), libc::EINVAL, "{bad}: {e}");
+        assert!(e.to_string().contains(what) && e.to_string().contains("line 1"), "{bad}: {e}");
+        assert_eq!(f.fs.flush(fh, None).unwrap_err().errno(), libc::EINVAL);
+        f.fs.release(fh).unwrap();
+        assert_eq!(f.text(), before, "{bad}");
+    }
+    // Starts of valid lines pass, in any pieces.
+    f.write(WRITE, &["retention.ms=-", "1\nmessage.timestamp.type=Log", "AppendTime"]).unwrap();
+    assert_eq!(f.line("retention.ms"), "retention.ms=-1 # override");
+    assert_eq!(f.line("message.timestamp.type"), "message.timestamp.type=LogAppendTime # override");
+    // A complete value then a comment: judged whole.
+    let e = f.write(WRITE, &["segment.ms=0 # x"]).unwrap_err();
+    assert!(e.to_string().contains("at least 1"), "{e}");
+}
+
+/// Issue 44, item 9: a line past 4 KiB is refused at the write that passes it (a 16 MiB line
+/// without newline takes 4 KiB, then EINVAL), quoting only its start; more than 1 MiB in one
+/// open is refused at once too.
+#[test]
+fn a_line_past_4_kib_or_an_open_past_1_mib_is_refused_at_once() {
+    let f = fixture();
+    let before = f.text();
+    let fh = f.fs.open(fs_fixture::ino(&f.fs, "t/config").unwrap(), WRITE).unwrap().fh;
+    // A comment line: only its length can refuse it.
+    let chunk = [b'#'; 1024];
+    let mut accepted = 0;
+    let e = loop {
+        match f.fs.write(fh, &chunk, None) {
+            Ok(n) => accepted += n as usize,
+            Err(e) => break e,
+        }
+        assert!(accepted <= 16 << 20);
+    };
+    assert_eq!(accepted, topicfs::fs::config::MAX_LINE);
+    assert_eq!(e.errno(), libc::EINVAL);
+    let e = e.to_string();
+    assert!(e.contains("longer than 4096 bytes") && e.len() < 400, "{e}");
+    f.fs.flush(fh, None).unwrap_err();
+    f.fs.release(fh).unwrap();
+    // One 16 MiB write: refused whole.
+    let fh = f.fs.open(fs_fixture::ino(&f.fs, "t/config").unwrap(), WRITE).unwrap().fh;
+    let e = f.fs.write(fh, &vec![b'x'; 16 << 20], None).unwrap_err();
+    assert!(e.to_string().len() < 400, "{e}");
+    f.fs.release(fh).unwrap();
+    // Short lines past 1 MiB since open.
+    let fh = f.fs.open(fs_fixture::ino(&f.fs, "t/config").unwrap(), WRITE).unwrap().fh;
+    let line = format!("#{}\n", "c".repeat(1022));
+    let mut accepted = 0u64;
+    let e = loop {
+        match f.fs.write(fh, line.as_bytes(), None) {
+            Ok(n) => accepted += u64::from(n),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(accepted, topicfs::fs::config::MAX_TEXT);
+    assert!(e.to_string().contains("bytes written since open"), "{e}");
+    f.fs.release(fh).unwrap();
+    assert_eq!(f.text(), before);
+}

@@ -524,6 +524,12 @@ mod without_files {
         fn alter_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()> {
             self.0.alter_topic_config(topic, changes)
         }
+        fn check_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()> {
+            self.0.check_topic_config(topic, changes)
+        }
+        fn check_value_prefix(&self, name: &str, value: &str) -> Result<()> {
+            self.0.check_value_prefix(name, value)
+        }
         fn max_message_bytes(&self, topic: &str) -> Result<Option<usize>> {
             self.0.max_message_bytes(topic)
         }

@@ -93,7 +93,10 @@ fn a_writable_mount_of_a_brokers_log_dir_deletes_no_segment_of_topics_with_unkno
     let keys = fs::read_to_string(m.path("compacted/0/keys")).unwrap();
     let names: Vec<&str> = keys.lines().map(|l| l.split('\t').next().unwrap()).collect();
     assert_eq!(names, ["k1", "k2", "k3", "k4", "k5"], "{keys}");
-    assert!(config_line(&m, "compacted", "cleanup.policy").ends_with("# kafka-default"));
+    assert_eq!(
+        config_line(&m, "compacted", "cleanup.policy"),
+        "cleanup.policy=delete # kafka-default; not applied: settings unknown"
+    );
     let _dirs = m.unmount();
     let logged = fs::read_to_string(&log_path).unwrap();
     let line = logged.lines().find(|l| l.contains("settings unknown for topic(s)")).unwrap();
@@ -101,6 +104,10 @@ fn a_writable_mount_of_a_brokers_log_dir_deletes_no_segment_of_topics_with_unkno
         assert!(line.contains(topic), "{line}");
     }
     assert!(!line.contains("probe"), "{line}");
+    assert!(
+        line.contains("write cleanup.policy=delete (or compact) to MNT/<topic>/config"),
+        "{line}"
+    );
 }
 
 /// `echo name=value >> config` sets an override kept across a remount under other defaults;
@@ -289,7 +296,7 @@ fn a_read_only_mount_takes_in_the_brokers_metadata_log_while_mounted() {
     let m = MountGuard::foreground_on(dirs, &["--read-only"]);
     assert_eq!(
         config_line(&m, "retained", "retention.ms"),
-        "retention.ms=604800000 # kafka-default"
+        "retention.ms=604800000 # kafka-default; not applied: settings unknown"
     );
     let kraft = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kraft-v1/log-dir");
     // Written aside and renamed in, so the reader never sees a half-copied directory.
@@ -304,5 +311,232 @@ fn a_read_only_mount_takes_in_the_brokers_metadata_log_while_mounted() {
         "cleanup.policy=compact # broker-override"
     );
     assert_eq!(config_line(&m, "orders", "retention.ms"), "retention.ms=-1 # broker-default");
+    m.unmount();
+}
+
+/// Runs `bash -c script` (bash's own `printf` and `echo -e`), returning everything.
+fn bash(script: &str) -> std::process::Output {
+    std::process::Command::new("bash").arg("-c").arg(script).stdin(Stdio::null()).output().unwrap()
+}
+
+/// [`bash`] that must succeed: its standard output.
+fn bash_ok(script: &str) -> String {
+    let out = bash(script);
+    assert!(
+        out.status.success(),
+        "`{script}` failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Edits `file` with vim as a user would, without a vimrc: `commands` (ex commands) then `:wq`.
+fn vim(file: &Path, commands: &[&str]) {
+    let mut script = String::from("vim -u NONE -i NONE -n -es");
+    for c in commands {
+        script.push_str(&format!(" -c \"{c}\""));
+    }
+    script.push_str(&format!(" -c wq '{}'", file.display()));
+    bash_ok(&script);
+}
+
+/// Issue 44, items 1 and 2, on a copy of `tests/fixtures/broker-v1/log-dir` (settings
+/// unknown): `config` says retention and compaction are off and which settings are not
+/// applied (its size exact); `cat config > saved; cat saved > config` and a `vim` write
+/// without an edit change nothing, so retention passes (seen running on a probe topic) delete
+/// no segment of those topics and their settings stay unknown.
+#[test]
+fn a_config_round_trip_or_an_editor_write_deletes_nothing_of_a_topic_with_unknown_settings() {
+    let dirs = Dirs::new();
+    copy_corpus(&dirs.data());
+    let before = log_files(&dirs.data());
+    let m = MountGuard::foreground_on(dirs, &["--retention-check-interval-ms", "200"]);
+    let config = m.path("orders/config");
+    let text = fs::read_to_string(&config).unwrap();
+    assert!(
+        text.starts_with(
+            "# settings unknown: no retention and no compaction until \
+                          cleanup.policy=delete (or compact) is written to this file\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("\nretention.ms=604800000 # kafka-default; not applied: settings unknown\n"),
+        "{text}"
+    );
+    assert!(text.contains("\nsegment.bytes=1073741824 # kafka-default\n"), "{text}");
+    assert_eq!(fs::metadata(&config).unwrap().len(), text.len() as u64);
+    let saved = m.dirs_root().join("saved");
+    sh(&format!(
+        "cat '{c}' > '{s}' && cat '{s}' > '{c}'",
+        c = config.display(),
+        s = saved.display()
+    ));
+    vim(&m.path("compacted/config"), &[]);
+    assert_eq!(fs::read_to_string(&config).unwrap(), text);
+    // Retention passes run meanwhile: a probe (known settings, tiny segments, 1 ms retention)
+    // loses its old segments twice, so a whole pass ran after the writes above.
+    fs::create_dir(m.path("probe")).unwrap();
+    sh(&format!(
+        "printf 'segment.bytes=300\\nretention.ms=1\\n' >> '{}'",
+        m.path("probe/config").display()
+    ));
+    for round in 0..2 {
+        let old: Vec<String> =
+            log_files(&m.data()).into_iter().filter(|f| f.starts_with("probe-0/")).collect();
+        append_old(&m, "probe", 5);
+        wait_until(&format!("round {round}: retention deleted the probe's older segments"), || {
+            let now = log_files(&m.data());
+            !old.iter().any(|f| now.contains(f))
+        });
+    }
+    let after: Vec<String> =
+        log_files(&m.data()).into_iter().filter(|f| !f.starts_with("probe-0/")).collect();
+    assert_eq!(after, before, "no segment of the broker's topics was deleted");
+    let kept = fs::read_to_string(m.data().join("topicfs-topic-config")).unwrap();
+    assert!(!kept.lines().any(|l| l.starts_with("orders") || l.starts_with("compacted")), "{kept}");
+    assert!(fs::read_to_string(m.path("compacted/config")).unwrap().starts_with("# settings"));
+    m.unmount();
+}
+
+/// Issue 44, item 7, with the tools users write with: the lines written between open and
+/// close are one change, applied at the close (visible to the next command). bash's `printf`
+/// writes each line on its own: a bad second line fails the command and the first is not
+/// applied. `echo -e`, `cat file >` and `vim` work the same.
+#[test]
+fn shell_tools_write_config_lines_as_one_change_applied_at_close() {
+    let m = MountGuard::foreground(&[]);
+    fs::create_dir(m.path("t")).unwrap();
+    let config = m.path("t/config");
+    let q = config.display();
+    let before = fs::read_to_string(&config).unwrap();
+    let out = bash(&format!("printf 'retention.ms=7100\\nsegment.bytes=abc\\n' > '{q}'"));
+    assert!(!out.status.success(), "{out:?}");
+    assert_eq!(fs::read_to_string(&config).unwrap(), before, "nothing applied");
+    let grep = format!("grep -E '^(retention.ms|segment.bytes|segment.ms)=' '{q}'");
+    let shown = bash_ok(&format!(
+        "printf 'retention.ms=7100\\nsegment.bytes=2000000\\n' > '{q}' && {grep}"
+    ));
+    assert_eq!(
+        shown,
+        "retention.ms=7100 # override\nsegment.bytes=2000000 # override\n\
+         segment.ms=604800000 # kafka-default\n"
+    );
+    let shown =
+        bash_ok(&format!("echo -e 'retention.ms=7200\\nsegment.ms=5000' > '{q}' && {grep}"));
+    assert_eq!(
+        shown,
+        "retention.ms=7200 # override\nsegment.bytes=2000000 # override\n\
+         segment.ms=5000 # override\n"
+    );
+    let lines = m.dirs_root().join("lines");
+    fs::write(&lines, "retention.ms=7300\nsegment.ms=soon\n").unwrap();
+    let before = fs::read_to_string(&config).unwrap();
+    let out = bash(&format!("cat '{}' > '{q}'", lines.display()));
+    assert!(!out.status.success(), "{out:?}");
+    assert_eq!(fs::read_to_string(&config).unwrap(), before, "nothing applied");
+    fs::write(&lines, "retention.ms=7300\nsegment.ms=6000\n").unwrap();
+    let shown = bash_ok(&format!("cat '{}' > '{q}' && {grep}", lines.display()));
+    assert_eq!(
+        shown,
+        "retention.ms=7300 # override\nsegment.bytes=2000000 # override\n\
+         segment.ms=6000 # override\n"
+    );
+    // An editor writes the whole file back: only the edited line changes anything.
+    vim(&config, &["%s/^retention.ms=.*/retention.ms=7400/"]);
+    assert_eq!(config_line(&m, "t", "retention.ms"), "retention.ms=7400 # override");
+    assert_eq!(config_line(&m, "t", "segment.ms"), "segment.ms=6000 # override");
+    assert_eq!(config_line(&m, "t", "flush.ms"), "flush.ms=9223372036854775807 # kafka-default");
+    m.unmount();
+}
+
+/// Issue 44, item 8: a value that no continuation can make valid is refused at its `write()`,
+/// so the command fails even without a newline (a refusal at `close()` would be ignored by the
+/// shell); nothing is applied.
+#[test]
+fn printf_of_a_value_that_cannot_become_valid_fails_without_a_newline() {
+    let m = MountGuard::foreground(&[]);
+    fs::create_dir(m.path("t")).unwrap();
+    let config = m.path("t/config");
+    let before = fs::read_to_string(&config).unwrap();
+    for script in ["printf 'retention.ms=abc'", "printf 'retention.ms=-2'", "printf 'no.such=1'"] {
+        for shell in ["sh", "bash"] {
+            let out = std::process::Command::new(shell)
+                .arg("-c")
+                .arg(format!("{script} > '{}'", config.display()))
+                .output()
+                .unwrap();
+            assert!(!out.status.success(), "{shell}: {script}: {out:?}");
+        }
+    }
+    assert_eq!(fs::read_to_string(&config).unwrap(), before);
+    sh(&format!("printf 'retention.ms=-1' > '{}'", config.display()));
+    assert_eq!(config_line(&m, "t", "retention.ms"), "retention.ms=-1 # override");
+    m.unmount();
+}
+
+/// Issue 44, item 9: a line without end is refused at the write that takes it past 4 KiB
+/// (16 MiB written in 1 KiB writes: 4 KiB accepted, then EINVAL), and a 16 MiB stream from a
+/// pipe fails; the mount goes on serving `config` unchanged, and its log quotes only the
+/// start of the line.
+#[test]
+fn a_config_line_past_4_kib_is_refused_at_once() {
+    let dirs = Dirs::new();
+    let log_path = dirs.root.path().join("mount.log");
+    let log = fs::File::create(&log_path).unwrap();
+    let m = MountGuard::foreground_logging_to(dirs, &[], Stdio::from(log));
+    fs::create_dir(m.path("t")).unwrap();
+    let config = m.path("t/config");
+    let before = fs::read_to_string(&config).unwrap();
+    let mut file = fs::OpenOptions::new().write(true).open(&config).unwrap();
+    let chunk = [b'#'; 1024];
+    let mut accepted = 0usize;
+    let errno = loop {
+        match std::io::Write::write(&mut file, &chunk) {
+            Ok(n) => accepted += n,
+            Err(e) => break e.raw_os_error(),
+        }
+        assert!(accepted <= 16 << 20, "16 MiB accepted");
+    };
+    assert_eq!((accepted, errno), (4096, Some(libc::EINVAL)));
+    drop(file);
+    let out = bash(&format!("head -c 16777216 /dev/zero | tr '\\0' x > '{}'", config.display()));
+    assert!(!out.status.success(), "{out:?}");
+    assert_eq!(fs::read_to_string(&config).unwrap(), before);
+    let _dirs = m.unmount();
+    let logged = fs::read_to_string(&log_path).unwrap();
+    assert!(logged.contains("t/config line 1: longer than 4096 bytes"), "{logged}");
+    assert!(logged.len() < 64 * 1024, "the log holds {} bytes", logged.len());
+}
+
+/// Issue 44, item 14: with `topicfs-topic-config` damaged, writes of `config` fail with EIO,
+/// and the log says what works instead (fix or remove the file, then remount), not a write of
+/// `config`; done, the next mount takes the write.
+#[test]
+fn a_damaged_settings_file_is_logged_with_advice_that_works() {
+    let m = MountGuard::foreground(&[]);
+    fs::create_dir(m.path("t")).unwrap();
+    sh(&format!("echo retention.ms=-1 >> '{}'", m.path("t/config").display()));
+    let dirs = m.unmount();
+    let file = dirs.data().join("topicfs-topic-config");
+    let good = fs::read_to_string(&file).unwrap();
+    fs::write(&file, good.replace("retention.ms=-1", "retention.ms=x")).unwrap();
+    let log_path = dirs.root.path().join("mount.log");
+    let log = fs::File::create(&log_path).unwrap();
+    let m = MountGuard::foreground_logging_to(dirs, &[], Stdio::from(log));
+    assert_eq!(append_errno(&m.path("t/config"), "cleanup.policy=delete\n"), Some(libc::EIO));
+    let dirs = m.unmount();
+    let logged = fs::read_to_string(&log_path).unwrap();
+    let line = logged.lines().find(|l| l.contains("settings unknown for topic(s) t")).unwrap();
+    assert!(line.contains("topicfs-topic-config is damaged"), "{line}");
+    assert!(line.contains("fix or remove it, then remount"), "{line}");
+    assert!(!line.contains("write cleanup.policy"), "{line}");
+    let damage = logged.lines().find(|l| l.contains("corrupt data in")).unwrap();
+    assert!(damage.contains("mounted again"), "{damage}");
+    fs::remove_file(&file).unwrap();
+    let m = MountGuard::foreground_on(dirs, &[]);
+    sh(&format!("echo cleanup.policy=delete >> '{}'", m.path("t/config").display()));
+    assert_eq!(config_line(&m, "t", "cleanup.policy"), "cleanup.policy=delete # override");
     m.unmount();
 }

@@ -556,6 +556,16 @@ impl TopicSource for RecordingPrefetch {
     ) -> topicfs::error::Result<()> {
         TopicSource::alter_topic_config(self.inner.as_ref(), topic, changes)
     }
+    fn check_topic_config(
+        &self,
+        topic: &str,
+        changes: &[topicfs::source::ConfigChange],
+    ) -> topicfs::error::Result<()> {
+        TopicSource::check_topic_config(self.inner.as_ref(), topic, changes)
+    }
+    fn check_value_prefix(&self, name: &str, value: &str) -> topicfs::error::Result<()> {
+        TopicSource::check_value_prefix(self.inner.as_ref(), name, value)
+    }
     fn max_message_bytes(&self, topic: &str) -> topicfs::error::Result<Option<usize>> {
         TopicSource::max_message_bytes(self.inner.as_ref(), topic)
     }

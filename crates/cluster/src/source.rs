@@ -323,6 +323,37 @@ impl ClusterSource {
     }
 }
 
+impl ClusterSource {
+    /// The IncrementalAlterConfigs operations of `changes` to `topic` (which must exist): a
+    /// setting named twice or an empty name is refused here, before any request; `ReadOnly`
+    /// on a read-only mount.
+    fn config_ops(&self, topic: &str, changes: &[ConfigChange]) -> Result<Vec<(String, ConfigOp)>> {
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        self.partitions(topic)?;
+        let mut ops: Vec<(String, ConfigOp)> = Vec::with_capacity(changes.len());
+        for change in changes {
+            let (name, op) = match change {
+                ConfigChange::Set { name, value } => (name, ConfigOp::Set(value.clone())),
+                ConfigChange::Remove { name } => (name, ConfigOp::Delete),
+                // A cluster's topics' settings are always known.
+                ConfigChange::MakeKnown => continue,
+            };
+            if name.is_empty() {
+                return Err(Error::InvalidInput(format!("topic {topic}: an empty setting name")));
+            }
+            if ops.iter().any(|(n, _)| n == name) {
+                return Err(Error::InvalidInput(format!(
+                    "topic {topic}: setting {name} changed twice in one write"
+                )));
+            }
+            ops.push((name.clone(), op));
+        }
+        Ok(ops)
+    }
+}
+
 impl TopicSource for ClusterSource {
     fn topics(&self) -> Result<Vec<String>> {
         Ok(self.client.metadata()?.topics.keys().cloned().collect())
@@ -390,7 +421,12 @@ impl TopicSource for ClusterSource {
                     config.name, config.source
                 ),
             })?;
-            entries.push(ConfigEntry { name: config.name, value: config.value, source });
+            entries.push(ConfigEntry {
+                name: config.name,
+                value: config.value,
+                source,
+                applied: true,
+            });
         }
         entries.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(entries)
@@ -401,30 +437,27 @@ impl TopicSource for ClusterSource {
     /// `InvalidInput` with the broker's message naming the setting. A setting named twice is
     /// refused here, before any request.
     fn alter_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()> {
-        if self.read_only {
-            return Err(Error::ReadOnly);
-        }
-        self.partitions(topic)?;
-        let mut ops: Vec<(String, ConfigOp)> = Vec::with_capacity(changes.len());
-        for change in changes {
-            let (name, op) = match change {
-                ConfigChange::Set { name, value } => (name, ConfigOp::Set(value.clone())),
-                ConfigChange::Remove { name } => (name, ConfigOp::Delete),
-            };
-            if name.is_empty() {
-                return Err(Error::InvalidInput(format!("topic {topic}: an empty setting name")));
-            }
-            if ops.iter().any(|(n, _)| n == name) {
-                return Err(Error::InvalidInput(format!(
-                    "topic {topic}: setting {name} changed twice in one write"
-                )));
-            }
-            ops.push((name.clone(), op));
-        }
+        let ops = self.config_ops(topic, changes)?;
         if ops.is_empty() {
             return Ok(());
         }
-        self.client.alter_topic_config(topic, &ops)
+        self.client.alter_topic_config(topic, &ops, false)
+    }
+
+    /// The IncrementalAlterConfigs of [`TopicSource::alter_topic_config`] with `validate_only`:
+    /// the broker validates the changes as it would apply them, and applies nothing.
+    fn check_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()> {
+        let ops = self.config_ops(topic, changes)?;
+        if ops.is_empty() {
+            return Ok(());
+        }
+        self.client.alter_topic_config(topic, &ops, true)
+    }
+
+    /// Every start is taken: the brokers judge values, by the rules of their version (which
+    /// may take values this one's do not), at the end of the line or at `close()`.
+    fn check_value_prefix(&self, _name: &str, _value: &str) -> Result<()> {
+        Ok(())
     }
 
     /// DescribeConfigs of the topic (`NotFound` first when Metadata does not list the topic):

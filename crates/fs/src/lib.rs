@@ -16,8 +16,9 @@
 //!   and size rules as partition streams, their mtime is the topic's latest change.
 //! - **Appends** (`append`, `append.json`): see [`append`]. Size 0; `O_TRUNC` and `O_APPEND`
 //!   are both accepted; errors surface from `write` or `flush`, never only from `release`.
-//! - **Topic settings** (`<topic>/config`): see [`config`]. Read-write text; each `write()`'s
-//!   lines are one change of the topic's overrides, through the source.
+//! - **Topic settings** (`<topic>/config`): see [`config`]. Read-write text; the lines
+//!   written between open and `close()` are one change of the topic's overrides, checked at
+//!   each `write()` and applied at `close()`, through the source.
 //! - **Refusals**: unknown names and unparsable specs are `NotFound`; changing anything other
 //!   than by `mkdir`, an append, a group file or `config` is `NotPermitted`, or `ReadOnly` on a
 //!   read-only mount.

@@ -267,7 +267,7 @@ impl TopicFs {
                 }
                 flushed
             }
-            Handle::Config(config) => self.config_flush(config),
+            Handle::Config(config) => self.config_release(config),
             Handle::Text(_)
             | Handle::Inspection(_)
             | Handle::Segment { .. }

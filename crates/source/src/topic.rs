@@ -56,6 +56,10 @@ pub struct ConfigEntry {
     pub name: String,
     pub value: Option<String>,
     pub source: ConfigSource,
+    /// Whether the source acts on the value now: `false` for a setting only retention and the
+    /// log cleaner use on a topic whose settings a local source does not know (they delete and
+    /// compact nothing until [`ConfigChange::MakeKnown`]). Always `true` on a cluster.
+    pub applied: bool,
 }
 /// The name of the topic setting [`TopicSource::max_message_bytes`] reads.
 pub const MAX_MESSAGE_BYTES: &str = "max.message.bytes";
@@ -75,8 +79,18 @@ pub fn max_message_bytes_of<'a>(
 /// One change to a topic's overrides.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ConfigChange {
-    Set { name: String, value: String },
-    Remove { name: String },
+    Set {
+        name: String,
+        value: String,
+    },
+    Remove {
+        name: String,
+    },
+    /// The writer states the topic's settings (the `config` file's `cleanup.policy` line): a
+    /// topic whose settings were unknown has them known from now on, and retention and the
+    /// log cleaner act on them. Nothing else makes them known. A source whose topics' settings
+    /// are always known (a cluster) takes it as no change.
+    MakeKnown,
 }
 
 /// A set of topics made of partitions.
@@ -105,6 +119,14 @@ pub trait TopicSource: Send + Sync {
     /// Applies `changes` to `topic`'s overrides, all or nothing. `InvalidInput` naming the
     /// setting and the rule; nothing changed then.
     fn alter_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()>;
+    /// Validates `changes` as [`TopicSource::alter_topic_config`] would (against the topic's
+    /// settings now, the rules between settings included) and changes nothing: its errors.
+    fn check_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()>;
+    /// Judges `value`, the start of a value of setting `name` still being written:
+    /// `InvalidInput` naming the setting and the rule when no continuation can make it valid.
+    /// A source that cannot judge a value before it is whole (a cluster: its brokers decide,
+    /// whatever their version takes) accepts every start.
+    fn check_value_prefix(&self, name: &str, value: &str) -> Result<()>;
     /// `topic`'s effective `max.message.bytes` now (the longest record batch it takes), as
     /// [`TopicSource::topic_config`] states it, without the other settings: what an `append`
     /// handle's line limit follows. `None` when the source does not state it (a setting it

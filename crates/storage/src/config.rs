@@ -554,7 +554,227 @@ pub struct BrokerSettings {
 }
 
 fn invalid(key: &str, value: &str, why: String) -> Error {
-    Error::InvalidInput(format!("invalid value {value:?} for {key}: {why}"))
+    Error::InvalidInput(format!("invalid value {} for {key}: {why}", shown_value(value)))
+}
+
+/// Longest part of a value an error message quotes.
+const SHOWN_VALUE_BYTES: usize = 80;
+
+/// `value` quoted for an error message: whole up to [`SHOWN_VALUE_BYTES`], else its start and
+/// its length (a refused value may be kilobytes long, and is logged).
+pub fn shown_value(value: &str) -> String {
+    if value.len() <= SHOWN_VALUE_BYTES {
+        return format!("{value:?}");
+    }
+    let mut end = SHOWN_VALUE_BYTES;
+    while !value.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{:?}… ({} bytes)", &value[..end], value.len())
+}
+
+/// The settings only retention and the log cleaner act on: a topic whose settings are unknown
+/// has them shown but not applied (see [`crate::topic_config`]).
+pub const RETENTION_ONLY: &[&str] = &[
+    "cleanup.policy",
+    "delete.retention.ms",
+    "max.compaction.lag.ms",
+    "min.cleanable.dirty.ratio",
+    "min.compaction.lag.ms",
+    "retention.bytes",
+    "retention.ms",
+];
+
+/// What values a setting takes, as [`LogConfig::set`] checks them: what
+/// [`check_value_prefix`] judges a value still being written by.
+#[derive(Copy, Clone, Debug)]
+enum Kind {
+    /// An integer within one of the ranges (inclusive).
+    Int(&'static [(i64, i64)]),
+    /// A finite number in `[0, 1]`.
+    Ratio,
+    /// One of the words; `any_case`: compared ignoring ASCII case.
+    Word { words: &'static [&'static str], any_case: bool },
+    /// `cleanup.policy`'s comma-separated list of `delete` and `compact`.
+    Policy,
+    /// A throttled-replicas list: empty, `*`, or `partition:broker` pairs.
+    Replicas,
+}
+
+const I32_MAX: i64 = i32::MAX as i64;
+const NON_NEGATIVE: &[(i64, i64)] = &[(0, i64::MAX)];
+const POSITIVE: &[(i64, i64)] = &[(1, i64::MAX)];
+const UNLIMITED_OR_NON_NEGATIVE: &[(i64, i64)] = &[(-1, i64::MAX)];
+const BOOLEAN: Kind = Kind::Word { words: &["true", "false"], any_case: true };
+
+/// The kind of setting `name`; `None` for a name not in [`NAMES`].
+fn kind(name: &str) -> Option<Kind> {
+    Some(match name {
+        "cleanup.policy" => Kind::Policy,
+        "compression.gzip.level" => Kind::Int(&[(-1, -1), (1, 9)]),
+        "compression.lz4.level" => Kind::Int(&[(1, 17)]),
+        "compression.type" => Kind::Word {
+            words: &["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"],
+            any_case: false,
+        },
+        "compression.zstd.level" => Kind::Int(&[(-131_072, 22)]),
+        "delete.retention.ms"
+        | "file.delete.delay.ms"
+        | "flush.ms"
+        | "message.timestamp.after.max.ms"
+        | "message.timestamp.before.max.ms"
+        | "min.compaction.lag.ms"
+        | "segment.jitter.ms" => Kind::Int(NON_NEGATIVE),
+        "flush.messages" | "min.insync.replicas" | "max.compaction.lag.ms" | "segment.ms" => {
+            Kind::Int(POSITIVE)
+        }
+        "follower.replication.throttled.replicas" | "leader.replication.throttled.replicas" => {
+            Kind::Replicas
+        }
+        "index.interval.bytes" | "max.message.bytes" => Kind::Int(&[(0, I32_MAX)]),
+        "local.retention.bytes" | "local.retention.ms" => Kind::Int(&[(-2, i64::MAX)]),
+        "message.timestamp.type" => {
+            Kind::Word { words: &["CreateTime", "LogAppendTime"], any_case: false }
+        }
+        "min.cleanable.dirty.ratio" => Kind::Ratio,
+        "preallocate"
+        | "remote.log.copy.disable"
+        | "remote.log.delete.on.disable"
+        | "unclean.leader.election.enable" => BOOLEAN,
+        // Tiered storage is not available here: only `false` is taken.
+        "remote.storage.enable" => Kind::Word { words: &["false"], any_case: true },
+        "retention.bytes" | "retention.ms" => Kind::Int(UNLIMITED_OR_NON_NEGATIVE),
+        "segment.bytes" => Kind::Int(&[(MIN_SEGMENT_BYTES as i64, i64::MAX)]),
+        "segment.index.bytes" => Kind::Int(&[(MIN_SEGMENT_INDEX_BYTES as i64, I32_MAX)]),
+        _ => return None,
+    })
+}
+
+/// Judges `value`, the start of a value of setting `name` as written so far (more bytes may
+/// follow): `InvalidInput` naming the setting and the rule when no continuation can make it a
+/// value [`LogConfig::set`] takes (`abc` for an integer, `-2` where only `-1` is below 0, `Log-`
+/// for `message.timestamp.type`), or when `name` is not a setting. Whitespace after the value
+/// ends it (only whitespace may follow). What this lets pass is judged whole when the line is
+/// complete: it never refuses a start of a valid value.
+pub fn check_value_prefix(name: &str, value: &str) -> Result<()> {
+    let Some(kind) = kind(name) else {
+        return Err(Error::InvalidInput(format!(
+            "unknown topic setting {:?} (known: {})",
+            shown_value(name),
+            NAMES.join(", ")
+        )));
+    };
+    let text = value.trim_start();
+    let body = text.trim_end();
+    // Whitespace after the value: it is complete.
+    let complete = !body.is_empty() && body.len() < text.len();
+    let possible = match kind {
+        Kind::Int(ranges) => int_prefix_possible(body, complete, ranges),
+        Kind::Ratio => {
+            if complete {
+                body.parse::<f64>().is_ok_and(|v| v.is_finite() && (0.0..=1.0).contains(&v))
+            } else {
+                body.bytes().all(|b| b.is_ascii_digit() || b".eE+-".contains(&b))
+            }
+        }
+        Kind::Word { words, any_case } => words.iter().any(|w| {
+            let same = |a: &str, b: &str| if any_case { a.eq_ignore_ascii_case(b) } else { a == b };
+            if complete {
+                same(w, body)
+            } else {
+                w.get(..body.len()).is_some_and(|start| same(start, body))
+            }
+        }),
+        Kind::Policy => {
+            let items: Vec<&str> = text.split(',').collect();
+            let (last, done) = items.split_last().unwrap_or((&"", &[]));
+            let last = last.trim_start();
+            let last_body = last.trim_end();
+            let words = ["delete", "compact"];
+            done.iter().all(|item| words.contains(&item.trim()))
+                && if !last_body.is_empty() && last_body.len() < last.len() {
+                    words.contains(&last_body)
+                } else {
+                    words.iter().any(|w| w.starts_with(last_body))
+                }
+        }
+        Kind::Replicas => match body.strip_prefix('*') {
+            Some(rest) => rest.is_empty(),
+            None => body.bytes().all(|b| b.is_ascii_digit() || b":, \t".contains(&b)),
+        },
+    };
+    if possible {
+        return Ok(());
+    }
+    Err(invalid(name, value.trim(), kind_rule(kind)))
+}
+
+/// Whether some integer in `ranges` is written `body` followed by more digits (or `body`
+/// itself when `complete`): a sign, then digits.
+fn int_prefix_possible(body: &str, complete: bool, ranges: &[(i64, i64)]) -> bool {
+    if complete {
+        return body
+            .parse::<i64>()
+            .is_ok_and(|v| ranges.iter().any(|(lo, hi)| (*lo..=*hi).contains(&v)));
+    }
+    let (negative, digits) = match body.as_bytes().first() {
+        Some(b'-') => (true, &body[1..]),
+        Some(b'+') => (false, &body[1..]),
+        _ => (false, body),
+    };
+    if !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return false;
+    }
+    // Past any i64 magnitude: no continuation parses.
+    const LIMIT: i128 = 1 << 64;
+    let mut magnitude: i128 = 0;
+    for b in digits.bytes() {
+        magnitude = magnitude * 10 + i128::from(b - b'0');
+        if magnitude > LIMIT {
+            return false;
+        }
+    }
+    // The magnitudes reachable by appending k more digits: [m * 10^k, m * 10^k + 10^k - 1]
+    // (k = 0: the digits as they are, when there are some).
+    let (mut low, mut width) = if digits.is_empty() { (0, 10) } else { (magnitude, 1) };
+    loop {
+        let (lo_m, hi_m) = (low, low + width - 1);
+        let (lo_v, hi_v) = if negative { (-hi_m, -lo_m) } else { (lo_m, hi_m) };
+        if ranges.iter().any(|(lo, hi)| lo_v <= i128::from(*hi) && i128::from(*lo) <= hi_v) {
+            return true;
+        }
+        if low > LIMIT || width > LIMIT {
+            return false;
+        }
+        low *= 10;
+        width *= 10;
+    }
+}
+
+/// The rule of a kind, as a refusal states it.
+fn kind_rule(kind: Kind) -> String {
+    match kind {
+        Kind::Int(ranges) if ranges == UNLIMITED_OR_NON_NEGATIVE => {
+            "must be -1 (no limit) or >= 0".to_string()
+        }
+        Kind::Int(ranges) => {
+            let parts: Vec<String> = ranges
+                .iter()
+                .map(|(lo, hi)| match (lo, hi) {
+                    (lo, hi) if lo == hi => lo.to_string(),
+                    (lo, &i64::MAX) => format!("at least {lo}"),
+                    (lo, hi) => format!("between {lo} and {hi}"),
+                })
+                .collect();
+            format!("must be an integer {}", parts.join(" or "))
+        }
+        Kind::Ratio => "must be a number between 0 and 1".to_string(),
+        Kind::Word { words, .. } => format!("must be {}", words.join(" or ")),
+        Kind::Policy => "must be delete, compact or compact,delete".to_string(),
+        Kind::Replicas => {
+            "must be *, empty, or partition:broker pairs separated by commas".to_string()
+        }
+    }
 }
 
 fn parse_int(key: &str, value: &str) -> Result<i64> {
@@ -699,6 +919,138 @@ mod tests {
         c.set("min.compaction.lag.ms", "10").unwrap();
         c.set("max.compaction.lag.ms", "5").unwrap();
         assert!(c.validate().unwrap_err().to_string().contains("min.compaction.lag.ms"));
+    }
+
+    /// Every start of a value `set` takes passes [`check_value_prefix`]: it never refuses what
+    /// could still become valid. Candidates: each setting's default and values around its
+    /// bounds, in several spellings.
+    #[test]
+    fn no_start_of_a_valid_value_is_refused() {
+        let mut candidates: Vec<String> = [
+            "-1",
+            "0",
+            "1",
+            "9",
+            "10",
+            "14",
+            "17",
+            "22",
+            "-2",
+            "-131072",
+            "2147483647",
+            "9223372036854775807",
+            "+5",
+            "-0",
+            "007",
+            " 12 ",
+            "0.5",
+            "1",
+            "1.0",
+            ".5",
+            "5e-1",
+            "0E0",
+            "delete",
+            "compact",
+            "compact,delete",
+            "delete , compact",
+            "true",
+            "FALSE",
+            "False",
+            "CreateTime",
+            "LogAppendTime",
+            "producer",
+            "zstd",
+            "uncompressed",
+            "*",
+            "",
+            "0:1",
+            "0:1, 1:2",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let defaults = LogConfig::default();
+        candidates.extend(NAMES.iter().filter_map(|n| defaults.get(n)));
+        let mut checked = 0;
+        for name in NAMES {
+            for value in &candidates {
+                if LogConfig::default().set(name, value).is_err() {
+                    continue;
+                }
+                for end in (0..=value.len()).filter(|e| value.is_char_boundary(*e)) {
+                    let start = &value[..end];
+                    assert!(
+                        check_value_prefix(name, start).is_ok(),
+                        "{name}: {start:?}, the start of the valid {value:?}, was refused"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 500, "{checked}");
+        // Whitespace after a valid value ends it and passes too.
+        assert!(check_value_prefix("retention.ms", "5 ").is_ok());
+        assert!(check_value_prefix("cleanup.policy", "delete ").is_ok());
+    }
+
+    #[test]
+    fn a_start_no_continuation_can_make_valid_is_refused_naming_the_rule() {
+        for (name, start, rule) in [
+            ("retention.ms", "abc", "-1 (no limit) or >= 0"),
+            ("retention.ms", "1x", "-1 (no limit) or >= 0"),
+            ("retention.ms", "-2", "-1 (no limit) or >= 0"),
+            ("retention.ms", "-10", "-1 (no limit) or >= 0"),
+            ("retention.ms", "--", "-1 (no limit) or >= 0"),
+            ("retention.ms", "99999999999999999999", "-1 (no limit) or >= 0"),
+            ("retention.ms", "5 5", "-1 (no limit) or >= 0"),
+            ("segment.ms", "-", "at least 1"),
+            ("segment.ms", "0 ", "at least 1"),
+            ("segment.bytes", "13 ", "at least 14"),
+            ("max.message.bytes", "3000000000", "between 0 and 2147483647"),
+            ("compression.gzip.level", "0 ", "-1 or between 1 and 9"),
+            ("compression.gzip.level", "-2", "-1 or between 1 and 9"),
+            ("message.timestamp.type", "Log-", "CreateTime or LogAppendTime"),
+            ("message.timestamp.type", "createtime", "CreateTime or LogAppendTime"),
+            ("compression.type", "brot", "producer"),
+            ("cleanup.policy", "compact;", "delete, compact or compact,delete"),
+            ("cleanup.policy", "compact,,", "delete, compact or compact,delete"),
+            ("cleanup.policy", "del ete", "delete, compact or compact,delete"),
+            ("min.cleanable.dirty.ratio", "0.5x", "between 0 and 1"),
+            ("min.cleanable.dirty.ratio", "2 ", "between 0 and 1"),
+            ("unclean.leader.election.enable", "yes", "true or false"),
+            ("remote.storage.enable", "t", "must be false"),
+            ("leader.replication.throttled.replicas", "*1", "partition:broker"),
+            ("leader.replication.throttled.replicas", "0:x", "partition:broker"),
+        ] {
+            let e = check_value_prefix(name, start).unwrap_err();
+            assert_eq!(e.errno(), libc::EINVAL);
+            let e = e.to_string();
+            assert!(e.contains(name) && e.contains(rule), "{name}={start:?}: {e}");
+        }
+        let e = check_value_prefix("no.such.setting", "1").unwrap_err().to_string();
+        assert!(e.contains("unknown topic setting"), "{e}");
+        // Starts that can still become valid.
+        for (name, start) in [
+            ("retention.ms", "-"),
+            ("retention.ms", "-1"),
+            ("segment.ms", "0"),
+            ("segment.bytes", "1"),
+            ("delete.retention.ms", "-"),
+            ("compression.gzip.level", "-"),
+            ("message.timestamp.type", "Log"),
+            ("min.cleanable.dirty.ratio", "2"),
+        ] {
+            assert!(check_value_prefix(name, start).is_ok(), "{name}={start:?}");
+        }
+    }
+
+    #[test]
+    fn a_long_refused_value_is_quoted_by_its_start_and_length() {
+        let long = "x".repeat(5000);
+        let e = LogConfig::default().set("retention.ms", &long).unwrap_err().to_string();
+        assert!(e.contains("(5000 bytes)") && e.len() < 300, "{e}");
+        let e = check_value_prefix("retention.ms", &long).unwrap_err().to_string();
+        assert!(e.contains("(5000 bytes)") && e.len() < 300, "{e}");
     }
 
     #[test]

@@ -564,6 +564,17 @@ impl TopicSource for LogDirs {
         home.health.watch(home.dir.alter_topic_config_of(topic, changes))
     }
 
+    fn check_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()> {
+        self.partition_numbers(topic)?;
+        let home = self.home();
+        home.health.ensure_online()?;
+        home.dir.check_topic_config_of(topic, changes)
+    }
+
+    fn check_value_prefix(&self, name: &str, value: &str) -> Result<()> {
+        crate::config::check_value_prefix(name, value)
+    }
+
     fn max_message_bytes(&self, topic: &str) -> Result<Option<usize>> {
         let entries = self.topic_config(topic)?;
         Ok(max_message_bytes_of(entries.iter().map(|e| (e.name.as_str(), e.value.as_deref()))))

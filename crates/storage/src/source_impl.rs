@@ -455,6 +455,14 @@ impl TopicSource for LogDir {
         LogDir::alter_topic_config(self, topic, changes)
     }
 
+    fn check_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()> {
+        LogDir::check_topic_config(self, topic, changes)
+    }
+
+    fn check_value_prefix(&self, name: &str, value: &str) -> Result<()> {
+        crate::config::check_value_prefix(name, value)
+    }
+
     /// One resolution of the topic's settings, as `topic_config` (no I/O).
     fn max_message_bytes(&self, topic: &str) -> Result<Option<usize>> {
         let entries = LogDir::topic_config(self, topic)?;

@@ -9,12 +9,16 @@
 //! mount.
 //!
 //! **Known settings.** A topic's settings are known when it has an entry in
-//! [`TOPIC_CONFIG_FILE`] (topics created through the mount get one, empty, at creation; any
-//! write of its `config` file makes one), when the broker's metadata lists it
+//! [`TOPIC_CONFIG_FILE`] not marked `unknown` (topics created through the mount get one, empty,
+//! at creation; [`ConfigChange::MakeKnown`] makes one), when the broker's metadata lists it
 //! ([`BrokerSettings::topics`]), or when it is an internal topic the engine configures. Only
-//! then may retention delete by time or size, or the cleaner compact ([`Resolved::known`]).
-//! A value a broker layer holds that Kafka's validation refuses makes the settings unknown
-//! too: guessing around it could delete what the broker keeps.
+//! then may retention delete by time or size, or the cleaner compact ([`Resolved::known`]);
+//! the settings only they use ([`RETENTION_ONLY`]) are shown not applied otherwise. Overrides
+//! set on a topic whose settings are unknown, without `MakeKnown`, are kept and applied (rolls,
+//! appends) under an entry marked `unknown`: deciding that a topic's settings are what the
+//! layers say is a deliberate act (the `config` file's `cleanup.policy` line), never a side
+//! effect of another change. A value a broker layer holds that Kafka's validation refuses
+//! makes the settings unknown too: guessing around it could delete what the broker keeps.
 //!
 //! **The file.** `<data dir>/topicfs-topic-config`, a plain file at the root of the data dir.
 //! A Kafka broker started on the same directory ignores it: `LogManager.loadLogs` (apache/kafka
@@ -26,21 +30,22 @@
 //! rename over, fsync of the directory, so a crash leaves the old file or the new one.
 //!
 //! ```text
-//! # topicfs topic settings: <topic> [name=value ...]; a Kafka broker ignores this file
+//! # topicfs topic settings: <topic> [unknown] [name=value ...]; a Kafka broker ignores this file
 //! version 1
 //! orders
 //! table cleanup.policy=compact retention.ms=-1
+//! copied unknown segment.bytes=1048576
 //! ```
 //!
 //! Values are stored as [`LogConfig::get`] renders them, which never contains whitespace.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use topicfs_format::file_name::validate_topic_name;
 use topicfs_source::error::{Error, Result};
 use topicfs_source::{ConfigChange, ConfigEntry, ConfigSource};
 
-use super::config::{BrokerSettings, LogConfig, NAMES};
+use super::config::{BrokerSettings, LogConfig, NAMES, RETENTION_ONLY};
 
 /// The file at the data dir's root keeping the overrides set through the mount.
 pub const TOPIC_CONFIG_FILE: &str = "topicfs-topic-config";
@@ -49,6 +54,19 @@ const VERSION_LINE: &str = "version 1";
 
 /// Settings by name, as given (a layer).
 pub type Settings = BTreeMap<String, String>;
+
+/// The overrides set through the mount, as in [`TOPIC_CONFIG_FILE`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Overrides {
+    /// Each topic with an entry, with its overrides (possibly none).
+    pub topics: BTreeMap<String, Settings>,
+    /// The topics among `topics` marked `unknown`: overrides set while their settings were
+    /// unknown, without [`ConfigChange::MakeKnown`]; their entry does not make them known.
+    pub unknown: BTreeSet<String>,
+}
+
+/// The word marking an entry of [`TOPIC_CONFIG_FILE`] whose topic's settings are unknown.
+const UNKNOWN_WORD: &str = "unknown";
 
 /// Every layer of a data dir's topic settings; see the module doc.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -61,8 +79,8 @@ pub struct TopicSettings {
     /// What the broker holds ([`super::log_dir::LogDir::set_broker_settings`]).
     pub broker: BrokerSettings,
     /// The overrides set through the mount, as in [`TOPIC_CONFIG_FILE`]; a topic with an entry
-    /// (even empty) has known settings.
-    pub overrides: BTreeMap<String, Settings>,
+    /// (even empty) not marked unknown has known settings.
+    pub overrides: Overrides,
 }
 
 /// A topic's effective settings.
@@ -73,16 +91,18 @@ pub struct Resolved {
     /// Every setting, sorted by name, with where its value comes from.
     pub entries: Vec<ConfigEntry>,
     /// Whether the settings are known (see the module doc): retention by time and size and
-    /// compaction are allowed only then.
+    /// compaction are allowed only then (`entries` of [`RETENTION_ONLY`] are not applied
+    /// otherwise).
     pub known: bool,
     /// Values of broker layers refused by Kafka's validation (each makes `known` false).
     pub problems: Vec<String>,
 }
 
 impl TopicSettings {
-    /// Whether `topic` has an entry in some layer that names topics.
+    /// Whether `topic` has an entry that makes its settings known in some layer that names
+    /// topics.
     pub fn has_entry(&self, topic: &str) -> bool {
-        self.overrides.contains_key(topic)
+        (self.overrides.topics.contains_key(topic) && !self.overrides.unknown.contains(topic))
             || self.broker.topics.contains_key(topic)
             || self.internal.contains_key(topic)
     }
@@ -102,7 +122,7 @@ impl TopicSettings {
                     self.broker.topics.get(topic).unwrap_or(&empty),
                 ],
             ),
-            (ConfigSource::TopicOverride, vec![self.overrides.get(topic).unwrap_or(&empty)]),
+            (ConfigSource::TopicOverride, vec![self.overrides.topics.get(topic).unwrap_or(&empty)]),
         ];
         let mut config = LogConfig::default();
         let mut sources: BTreeMap<&str, ConfigSource> = BTreeMap::new();
@@ -137,6 +157,7 @@ impl TopicSettings {
         if let Err(e) = config.validate() {
             problems.push(e.to_string());
         }
+        let known = self.has_entry(topic) && problems.is_empty();
         let entries = config
             .settings()
             .into_iter()
@@ -144,9 +165,9 @@ impl TopicSettings {
                 name: name.to_string(),
                 value: Some(value),
                 source: sources.get(name).copied().unwrap_or(ConfigSource::KafkaDefault),
+                applied: known || !RETENTION_ONLY.contains(&name),
             })
             .collect();
-        let known = self.has_entry(topic) && problems.is_empty();
         Resolved { config, entries, known, problems }
     }
 
@@ -154,7 +175,7 @@ impl TopicSettings {
     /// IncrementalAlterConfigs (each value, then the rules between settings on the result);
     /// values stored in their rendered form. `InvalidInput` naming the setting and the rule.
     pub fn changed_overrides(&self, topic: &str, changes: &[ConfigChange]) -> Result<Settings> {
-        let mut overrides = self.overrides.get(topic).cloned().unwrap_or_default();
+        let mut overrides = self.overrides.topics.get(topic).cloned().unwrap_or_default();
         for change in changes {
             match change {
                 ConfigChange::Set { name, value } => {
@@ -172,12 +193,37 @@ impl TopicSettings {
                     }
                     overrides.remove(name);
                 }
+                ConfigChange::MakeKnown => {}
             }
         }
         let mut candidate = self.clone();
-        candidate.overrides.insert(topic.to_string(), overrides.clone());
+        candidate.overrides.topics.insert(topic.to_string(), overrides.clone());
         candidate.resolve(topic).config.validate()?;
         Ok(overrides)
+    }
+
+    /// Every topic's overrides after `changes` to `topic`'s ([`TopicSettings::changed_overrides`],
+    /// validated the same way), with `topic` known afterwards when it is known now or `changes`
+    /// hold [`ConfigChange::MakeKnown`]; otherwise its overrides are kept marked unknown (and
+    /// its entry dropped when none is left), so that no change but `MakeKnown` makes a topic's
+    /// settings known.
+    pub fn changed(&self, topic: &str, changes: &[ConfigChange]) -> Result<Overrides> {
+        let settings = self.changed_overrides(topic, changes)?;
+        let make_known = changes.iter().any(|c| matches!(c, ConfigChange::MakeKnown));
+        let mut out = self.overrides.clone();
+        if self.has_entry(topic) || make_known {
+            out.unknown.remove(topic);
+            if !settings.is_empty() || make_known || out.topics.contains_key(topic) {
+                out.topics.insert(topic.to_string(), settings);
+            }
+        } else if settings.is_empty() {
+            out.topics.remove(topic);
+            out.unknown.remove(topic);
+        } else {
+            out.topics.insert(topic.to_string(), settings);
+            out.unknown.insert(topic.to_string());
+        }
+        Ok(out)
     }
 }
 
@@ -193,14 +239,19 @@ pub fn differing_settings(config: &LogConfig, base: &LogConfig) -> Settings {
 }
 
 /// [`TOPIC_CONFIG_FILE`]'s text for `overrides`.
-pub fn format_topic_config_file(overrides: &BTreeMap<String, Settings>) -> String {
+pub fn format_topic_config_file(overrides: &Overrides) -> String {
     let mut text = String::from(
-        "# topicfs topic settings: <topic> [name=value ...]; a Kafka broker ignores this file\n",
+        "# topicfs topic settings: <topic> [unknown] [name=value ...]; a Kafka broker ignores \
+         this file\n",
     );
     text.push_str(VERSION_LINE);
     text.push('\n');
-    for (topic, settings) in overrides {
+    for (topic, settings) in &overrides.topics {
         text.push_str(topic);
+        if overrides.unknown.contains(topic) {
+            text.push(' ');
+            text.push_str(UNKNOWN_WORD);
+        }
         for (name, value) in settings {
             text.push(' ');
             text.push_str(name);
@@ -214,10 +265,8 @@ pub fn format_topic_config_file(overrides: &BTreeMap<String, Settings>) -> Strin
 
 /// Parses [`TOPIC_CONFIG_FILE`]: every topic name and setting validated as at write time.
 /// `Err((byte position of the line, what is wrong))`.
-pub fn parse_topic_config_file(
-    text: &str,
-) -> std::result::Result<BTreeMap<String, Settings>, (u64, String)> {
-    let mut out = BTreeMap::new();
+pub fn parse_topic_config_file(text: &str) -> std::result::Result<Overrides, (u64, String)> {
+    let mut out = Overrides::default();
     let mut version_seen = false;
     let mut position = 0u64;
     for line in text.split_inclusive('\n') {
@@ -234,9 +283,12 @@ pub fn parse_topic_config_file(
             version_seen = true;
             continue;
         }
-        let mut words = line.split_whitespace();
+        let mut words = line.split_whitespace().peekable();
         let Some(topic) = words.next() else { continue };
         validate_topic_name(topic).map_err(|why| (at, format!("topic {topic:?}: {why}")))?;
+        if words.next_if_eq(&UNKNOWN_WORD).is_some() {
+            out.unknown.insert(topic.to_string());
+        }
         let mut settings = Settings::new();
         let mut probe = LogConfig::default();
         for word in words {
@@ -246,7 +298,7 @@ pub fn parse_topic_config_file(
             probe.set(name, value).map_err(|e| (at, format!("topic {topic}: {e}")))?;
             settings.insert(name.to_string(), value.to_string());
         }
-        if out.insert(topic.to_string(), settings).is_some() {
+        if out.topics.insert(topic.to_string(), settings).is_some() {
             return Err((at, format!("topic {topic} listed twice")));
         }
     }
@@ -275,7 +327,7 @@ mod tests {
             settings(&[("retention.ms", "5"), ("segment.bytes", "5000"), ("segment.ms", "5")]);
         s.broker.dynamic_defaults = settings(&[("retention.ms", "3"), ("segment.jitter.ms", "3")]);
         s.broker.topics.insert("t".into(), settings(&[("retention.ms", "2"), ("flush.ms", "2")]));
-        s.overrides.insert("t".into(), settings(&[("retention.ms", "1")]));
+        s.overrides.topics.insert("t".into(), settings(&[("retention.ms", "1")]));
         let r = s.resolve("t");
         assert!(r.known);
         assert_eq!(r.config.retention_ms, Some(1));
@@ -331,7 +383,7 @@ mod tests {
     #[test]
     fn changes_are_validated_and_stored_rendered() {
         let mut s = TopicSettings::default();
-        s.overrides.insert("t".into(), settings(&[("retention.ms", "1")]));
+        s.overrides.topics.insert("t".into(), settings(&[("retention.ms", "1")]));
         let set = |n: &str, v: &str| ConfigChange::Set { name: n.into(), value: v.into() };
         let o = s
             .changed_overrides(
@@ -353,14 +405,55 @@ mod tests {
         assert!(e.to_string().contains("max.compaction.lag.ms"), "{e}");
     }
 
+    /// Only `MakeKnown` makes a topic's settings known: other changes of a topic whose settings
+    /// are unknown are kept marked unknown (their entry dropped when none is left); a known
+    /// topic stays known whatever changes.
+    #[test]
+    fn only_make_known_makes_a_topics_settings_known() {
+        let mut s = TopicSettings::default();
+        let set = |n: &str, v: &str| ConfigChange::Set { name: n.into(), value: v.into() };
+        let o = s.changed("t", &[]).unwrap();
+        assert_eq!(o, Overrides::default(), "no change, no entry");
+        let o = s.changed("t", &[set("segment.bytes", "1000")]).unwrap();
+        assert_eq!(o.topics["t"], settings(&[("segment.bytes", "1000")]));
+        assert!(o.unknown.contains("t"));
+        s.overrides = o;
+        let r = s.resolve("t");
+        assert!(!r.known);
+        assert_eq!(r.config.segment_bytes, 1000, "the override applies");
+        assert!(!entry(&r, "retention.ms").applied && !entry(&r, "cleanup.policy").applied);
+        assert!(entry(&r, "segment.bytes").applied);
+        let o = s.changed("t", &[ConfigChange::Remove { name: "segment.bytes".into() }]).unwrap();
+        assert_eq!(o, Overrides::default(), "an unknown topic's last override removed");
+        let o =
+            s.changed("t", &[set("cleanup.policy", "delete"), ConfigChange::MakeKnown]).unwrap();
+        assert!(o.unknown.is_empty());
+        assert_eq!(
+            o.topics["t"],
+            settings(&[("cleanup.policy", "delete"), ("segment.bytes", "1000")])
+        );
+        s.overrides = o;
+        assert!(s.resolve("t").known);
+        assert!(s.resolve("t").entries.iter().all(|e| e.applied));
+        let o = s.changed("t", &[ConfigChange::Remove { name: "cleanup.policy".into() }]).unwrap();
+        let o = TopicSettings { overrides: o, ..s.clone() }
+            .changed("t", &[ConfigChange::Remove { name: "segment.bytes".into() }])
+            .unwrap();
+        assert_eq!(o.topics["t"], Settings::new(), "a known topic keeps its empty entry");
+        assert!(o.unknown.is_empty());
+    }
+
     #[test]
     fn the_file_round_trips_and_refuses_damage_naming_the_line() {
-        let mut o = BTreeMap::new();
-        o.insert("orders".to_string(), Settings::new());
-        o.insert("a.b-c_d".to_string(), settings(&[("cleanup.policy", "compact,delete")]));
+        let mut o = Overrides::default();
+        o.topics.insert("orders".to_string(), Settings::new());
+        o.topics.insert("a.b-c_d".to_string(), settings(&[("cleanup.policy", "compact,delete")]));
+        o.topics.insert("copied".to_string(), settings(&[("segment.bytes", "1000")]));
+        o.unknown.insert("copied".to_string());
         let text = format_topic_config_file(&o);
+        assert!(text.lines().any(|l| l == "copied unknown segment.bytes=1000"), "{text}");
         assert_eq!(parse_topic_config_file(&text).unwrap(), o);
-        assert_eq!(parse_topic_config_file("").unwrap(), BTreeMap::new());
+        assert_eq!(parse_topic_config_file("").unwrap(), Overrides::default());
         let bad = text.replace("compact,delete", "sometimes");
         let (at, why) = parse_topic_config_file(&bad).unwrap_err();
         assert_eq!(at as usize, bad.find("a.b-c_d").unwrap());

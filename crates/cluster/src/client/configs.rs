@@ -96,8 +96,14 @@ impl Client {
     }
 
     /// IncrementalAlterConfigs of `topic`: every operation in one request for the one
-    /// resource, which the broker validates and applies together (all or nothing).
-    pub fn alter_topic_config(&self, topic: &str, ops: &[(String, ConfigOp)]) -> Result<()> {
+    /// resource, which the broker validates and applies together (all or nothing); with
+    /// `validate_only`, validates them and applies nothing.
+    pub fn alter_topic_config(
+        &self,
+        topic: &str,
+        ops: &[(String, ConfigOp)],
+        validate_only: bool,
+    ) -> Result<()> {
         let deadline = self.deadline();
         self.retry("IncrementalAlterConfigs", deadline, |deadline| {
             let conn = self.any_conn(deadline)?;
@@ -122,7 +128,7 @@ impl Client {
                         .with_resource_name(StrBytes::from_string(topic.to_string()))
                         .with_configs(configs),
                 ])
-                .with_validate_only(false);
+                .with_validate_only(validate_only);
             let r = conn.call(&req, version, deadline)?;
             let broker = conn.addr().to_string();
             let Some(result) = r.responses.iter().find(|r| r.resource_name.as_str() == topic)

@@ -107,12 +107,21 @@ impl LogDir {
             return;
         }
         if !unknown.is_empty() {
+            let topics = unknown.iter().cloned().collect::<Vec<_>>().join(", ");
+            let how = match &self.shared.damage {
+                // Writes of `config` fail while the file is damaged: the way out is the file.
+                Some(_) => format!(
+                    "{} is damaged (logged above): fix or remove it, then remount",
+                    self.shared.file_home.join(TOPIC_CONFIG_FILE).display()
+                ),
+                None => "write cleanup.policy=delete (or compact) to MNT/<topic>/config to \
+                         make them known; other settings written there apply at once"
+                    .to_string(),
+            };
             log::warn!(
-                "{}: settings unknown for topic(s) {}: no retention by time or size and no \
-                 compaction there until set (write e.g. cleanup.policy=delete to \
-                 MNT/<topic>/config to accept the defaults)",
+                "{}: settings unknown for topic(s) {topics}: no retention by time or size and \
+                 no compaction there until they are known ({how})",
                 self.path.display(),
-                unknown.iter().cloned().collect::<Vec<_>>().join(", ")
             );
         }
         *logged = Some(unknown);
@@ -131,14 +140,32 @@ impl LogDir {
     }
 
     /// Applies `changes` to `topic`'s overrides, all or nothing: validated, written to
-    /// [`TOPIC_CONFIG_FILE`] (crash-safe), then in effect for the topic's partitions. Any call,
-    /// even with no change, makes the topic's settings known. `ReadOnly` on a read-only mount,
-    /// `NotFound` for a topic without partitions, `InvalidInput` naming the setting and the
-    /// rule (nothing changed), `Corrupt` (EIO) while the file is damaged (see
-    /// `load_topic_config_file`).
+    /// [`TOPIC_CONFIG_FILE`] (crash-safe), then in effect for the topic's partitions. Only
+    /// [`ConfigChange::MakeKnown`] makes unknown settings known ([`TopicSettings::changed`]).
+    /// `ReadOnly` on a read-only mount, `NotFound` for a topic without partitions,
+    /// `InvalidInput` naming the setting and the rule (nothing changed), `Corrupt` (EIO) while
+    /// the file is damaged (see `load_topic_config_file`).
     pub fn alter_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()> {
         self.partition_numbers(topic)?;
         self.alter_topic_config_of(topic, changes)
+    }
+
+    /// What [`LogDir::alter_topic_config`] would answer, changing nothing.
+    pub fn check_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()> {
+        self.partition_numbers(topic)?;
+        self.check_topic_config_of(topic, changes)
+    }
+
+    /// [`LogDir::check_topic_config`] of a topic whose partitions may be in other dirs of the
+    /// broker (the caller checked that it exists).
+    pub fn check_topic_config_of(&self, topic: &str, changes: &[ConfigChange]) -> Result<()> {
+        self.check_writable()?;
+        if let Some((at, why)) = &self.shared.damage {
+            let file = self.shared.file_home.join(TOPIC_CONFIG_FILE);
+            return Err(Error::corrupt(file, *at, why.clone()));
+        }
+        self.shared.settings.read().unwrap_or_else(|e| e.into_inner()).changed(topic, changes)?;
+        Ok(())
     }
 
     /// [`LogDir::alter_topic_config`] of a topic whose partitions may be in other dirs of the
@@ -150,31 +177,33 @@ impl LogDir {
             return Err(Error::corrupt(home.join(TOPIC_CONFIG_FILE), *at, why.clone()));
         }
         let _guard = lock(&self.shared.change_lock);
-        let mut candidate =
-            self.shared.settings.read().unwrap_or_else(|e| e.into_inner()).overrides.clone();
-        let overrides = self
-            .shared
-            .settings
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .changed_overrides(topic, changes)?;
-        let unchanged = candidate.get(topic) == Some(&overrides);
-        candidate.insert(topic.to_string(), overrides);
+        let (candidate, was_known) = {
+            let settings = self.shared.settings.read().unwrap_or_else(|e| e.into_inner());
+            (settings.changed(topic, changes)?, settings.has_entry(topic))
+        };
+        let unchanged =
+            candidate == self.shared.settings.read().unwrap_or_else(|e| e.into_inner()).overrides;
         if !unchanged {
             write_atomically(home, TOPIC_CONFIG_FILE, &format_topic_config_file(&candidate))?;
-            self.shared.settings.write().unwrap_or_else(|e| e.into_inner()).overrides = candidate;
+            let known = {
+                let mut settings = self.shared.settings.write().unwrap_or_else(|e| e.into_inner());
+                settings.overrides = candidate;
+                settings.has_entry(topic)
+            };
             self.shared.changed();
             let described: Vec<String> = changes
                 .iter()
-                .map(|c| match c {
-                    ConfigChange::Set { name, value } => format!("{name}={value}"),
-                    ConfigChange::Remove { name } => format!("{name} removed"),
+                .filter_map(|c| match c {
+                    ConfigChange::Set { name, value } => Some(format!("{name}={value}")),
+                    ConfigChange::Remove { name } => Some(format!("{name} removed")),
+                    ConfigChange::MakeKnown => None,
                 })
                 .collect();
-            if described.is_empty() {
-                log::info!("topic {topic}: settings known now (no override)");
-            } else {
+            if !described.is_empty() {
                 log::info!("topic {topic}: settings changed: {}", described.join(", "));
+            }
+            if known && !was_known {
+                log::info!("topic {topic}: settings known now (retention and compaction apply)");
             }
         }
         self.apply_settings(Some(topic));
@@ -192,10 +221,11 @@ impl LogDir {
         let _guard = lock(&self.shared.change_lock);
         let mut candidate =
             self.shared.settings.read().unwrap_or_else(|e| e.into_inner()).overrides.clone();
-        if candidate.contains_key(topic) {
+        if candidate.topics.contains_key(topic) && !candidate.unknown.contains(topic) {
             return Ok(());
         }
-        candidate.insert(topic.to_string(), Default::default());
+        candidate.unknown.remove(topic);
+        candidate.topics.entry(topic.to_string()).or_default();
         let home = &self.shared.file_home;
         write_atomically(home, TOPIC_CONFIG_FILE, &format_topic_config_file(&candidate))?;
         self.shared.settings.write().unwrap_or_else(|e| e.into_inner()).overrides = candidate;
@@ -209,24 +239,24 @@ impl LogDir {
 /// topic has known settings through it (nothing is deleted on guessed settings); reads and
 /// appends go on. A file that cannot be read at all (not a regular file on a read-only mount,
 /// an I/O error) is taken the same way; a writable open refuses a non-regular one earlier, as
-/// for the checkpoints.
-#[allow(clippy::type_complexity)]
+/// for the checkpoints. The file is read only here: fixing it takes a remount.
 pub(super) fn load_topic_config_file(
     dir: &Path,
-) -> Result<(BTreeMap<String, crate::topic_config::Settings>, Option<(u64, String)>)> {
+) -> Result<(crate::topic_config::Overrides, Option<(u64, String)>)> {
     let path = dir.join(TOPIC_CONFIG_FILE);
     let damage = match open::read_regular_to_string(&path) {
         Ok(text) => match parse_topic_config_file(&text) {
             Ok(overrides) => return Ok((overrides, None)),
             Err(damage) => damage,
         },
-        Err(e) if open::is_not_found(&e) => return Ok((BTreeMap::new(), None)),
+        Err(e) if open::is_not_found(&e) => return Ok((Default::default(), None)),
         Err(e) => (0, e.to_string()),
     };
     let e = Error::corrupt(&path, damage.0, damage.1.clone());
     log::error!(
         "{e}; every topic's settings count as unknown (no retention by time or size, no \
-         compaction) and changes to them fail until the file is fixed or removed"
+         compaction) and writes of MNT/<topic>/config fail (EIO) until the file is fixed or \
+         removed and the data dir mounted again"
     );
-    Ok((BTreeMap::new(), Some(damage)))
+    Ok((Default::default(), Some(damage)))
 }
