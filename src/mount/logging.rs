@@ -286,7 +286,13 @@ enum Output {
     Syslog(SyslogLogger),
 }
 
-/// The output, and a copy of each warning and error it takes in the ring.
+/// Where the filesystem adapter logs each refused request (at info for refused input, such as
+/// a `config` value that is not valid): `MNT/@log` shows these too, so the reason for a
+/// failed write is there beside the warnings and errors.
+const REFUSALS_TARGET: &str = "topicfs_fs::fuse";
+
+/// The output, and a copy of each warning and error, and of each refused request, it takes in
+/// the ring.
 struct TeeLogger {
     output: Output,
     recent: Arc<RecentLog>,
@@ -308,7 +314,9 @@ impl log::Log for TeeLogger {
         if !taken {
             return;
         }
-        if record.level() <= log::Level::Warn {
+        if record.level() <= log::Level::Warn
+            || (record.level() == log::Level::Info && record.target() == REFUSALS_TARGET)
+        {
             let message = record.args().to_string();
             let now = std::time::SystemTime::now();
             self.recent.push(now, record.level(), record.target(), &message);

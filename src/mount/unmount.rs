@@ -37,9 +37,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
+use super::detach::detach_lazily;
 use super::mountinfo::{fuse_owner, list_proc, mount_entry, read_proc};
 use super::session::DEV_FUSE;
-use super::detach::detach_lazily;
 use crate::storage::log_dir::{CLEAN_SHUTDOWN_FILE, LOCK_FILE};
 
 /// Environment variable of the daemon child: the directory `topicfs mount` was started in,

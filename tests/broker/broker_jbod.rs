@@ -517,7 +517,11 @@ fn the_topics_settings_are_the_same_whatever_the_order_of_the_dirs() {
     // a,b,c, retention off for the mount: nothing is deleted in this one.
     let m = mount(dirs, &paths, &["--config", "retention.ms=-1"]);
     let config = m.path("orders/config");
-    common::sh(&format!("echo max.message.bytes=2000000 >> '{}'", config.display()));
+    // The override, and the policy line that makes orders' settings known.
+    common::sh(&format!(
+        "printf 'max.message.bytes=2000000\\ncleanup.policy=delete\\n' >> '{}'",
+        config.display()
+    ));
     assert!(read(&config).contains("max.message.bytes=2000000 # override\n"));
     let dirs = m.unmount();
     let held: Vec<bool> = paths.iter().map(|p| settings(p).exists()).collect();
@@ -561,7 +565,7 @@ fn two_differing_overrides_files_in_the_dirs_are_damage_and_kept() {
     let m = mount(dirs, &paths, &["--config", "retention.ms=-1"]);
     let config = m.path("orders/config");
     let shown = read(&config);
-    assert!(shown.contains("retention.ms=-1 # mount-default\n"), "{shown}");
+    assert!(shown.contains("retention.ms=-1 # mount-default"), "{shown}");
     let written = fs::OpenOptions::new()
         .append(true)
         .open(&config)

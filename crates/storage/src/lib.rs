@@ -84,7 +84,7 @@ pub mod time_index;
 pub mod topic_config;
 
 pub use config::{BrokerSettings, CleanupPolicy, CompressionType, LogConfig, MessageTimestampType};
-pub use log::Log;
 pub use log::LOCAL_SIZING_BUDGET;
+pub use log::Log;
 pub use log_dir::LogDir;
 pub use segment::{LogSegment, SegmentMode};

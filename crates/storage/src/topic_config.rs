@@ -365,8 +365,8 @@ mod tests {
     fn a_refused_broker_default_counts_only_for_topics_that_take_it() {
         let mut s = TopicSettings::default();
         s.broker.dynamic_defaults = settings(&[("segment.bytes", "abc")]);
-        s.overrides.insert("plain".into(), settings(&[("retention.ms", "1000")]));
-        s.overrides.insert("own".into(), settings(&[("segment.bytes", "1048576")]));
+        s.overrides.topics.insert("plain".into(), settings(&[("retention.ms", "1000")]));
+        s.overrides.topics.insert("own".into(), settings(&[("segment.bytes", "1048576")]));
         s.broker.topics.insert("broker-own".into(), settings(&[("segment.bytes", "2048")]));
         let plain = s.resolve("plain");
         assert!(!plain.known, "its segment.bytes would be the refused default: {plain:?}");
@@ -376,7 +376,7 @@ mod tests {
             assert!(r.known && r.problems.is_empty(), "{topic}: {:?}", r.problems);
         }
         // A refused value above a valid one still counts (the valid one is not what was meant).
-        s.overrides.insert("own".into(), settings(&[("segment.bytes", "x")]));
+        s.overrides.topics.insert("own".into(), settings(&[("segment.bytes", "x")]));
         assert!(!s.resolve("own").known);
     }
 

@@ -110,7 +110,7 @@ impl SharedSettings {
     ) -> Result<SharedSettings> {
         let (overrides, damage) = match super::settings::load_topic_config_file(file_home)? {
             (overrides, None) if conflict.is_none() => (overrides, None),
-            (_, damage) => (BTreeMap::new(), damage.or(conflict)),
+            (_, damage) => (Default::default(), damage.or(conflict)),
         };
         let metadata = metadata_home.and_then(|home| open_cluster_metadata(home, meta));
         let settings = TopicSettings {
