@@ -448,6 +448,11 @@ impl PartitionKeys {
                 hits.push(KeyHit { offset, producer_id: a.builder.producer_at(offset) });
             }
         }
+        // The active segment's index read what its file holds, which may include a batch
+        // being appended whose offsets the log does not serve yet (its end offset moves after
+        // the write): such records are not hits until a later lookup, so that every hit can
+        // be read.
+        hits.retain(|h| h.offset < indexed_to);
         Ok(KeyHits { hits, indexed_to })
     }
 
