@@ -158,17 +158,25 @@ fn offsets_and_keys(text: &str) -> Vec<(u64, String)> {
         .collect()
 }
 
-/// `path` read whole by a new open; read again while a pass ending between the open and the
-/// read makes it stale (a stream opened before a pass).
-fn read_whole(path: &std::path::Path) -> String {
-    let mut text = None;
+/// `path` read whole by a new open, with its `fstat` size; read again while a pass ending
+/// between the open and the read makes it stale (a stream opened before a pass).
+fn read_sized(path: &std::path::Path) -> (u64, String) {
+    let mut read = None;
     wait_until("a whole read", || {
-        text = fs::read_to_string(path)
-            .map_err(|e| assert_eq!(e.raw_os_error(), Some(libc::ESTALE), "{e}"))
-            .ok();
-        text.is_some()
+        let once = fs::File::open(path).and_then(|mut f| {
+            let size = f.metadata()?.len();
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut f, &mut text)?;
+            Ok((size, text))
+        });
+        read = once.map_err(|e| assert_eq!(e.raw_os_error(), Some(libc::ESTALE), "{e}")).ok();
+        read.is_some()
     });
-    text.unwrap_or_default()
+    read.unwrap_or_default()
+}
+
+fn read_whole(path: &std::path::Path) -> String {
+    read_sized(path).1
 }
 
 /// Issue 44, item 3: a `by-key/` file read (or held open) before cleaner passes shows, at every
@@ -236,7 +244,9 @@ fn a_key_file_opened_after_cleaner_passes_shows_exactly_the_log_they_left() {
     let keyed = |text: &str| -> Vec<(u64, String)> {
         offsets_and_keys(text).into_iter().filter(|(_, k)| !k.is_empty()).collect()
     };
-    assert_eq!(keyed(&read_whole(&topic_stream)), of_a, "the topic's by-time/0.json");
+    let (size, text) = read_sized(&topic_stream);
+    assert_eq!(keyed(&text), of_a, "the topic's by-time/0.json");
+    assert_eq!(size, text.len() as u64, "fstat of the topic's by-time/0.json");
     // The handles opened before: by-key/ shows what it showed (kept in memory), the merged
     // stream is stale.
     let mut old = String::new();
