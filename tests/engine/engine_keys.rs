@@ -420,6 +420,16 @@ fn a_key_lookup_finds_no_record_past_the_log_end_offset_it_read() {
     };
     assert_eq!(offsets(1), [0], "the record still being appended is not a hit yet");
     assert_eq!(offsets(2), [0, 1], "once the log serves it, it is");
+    // `keys` counts the same records.
+    let listed = |end: i64| -> Vec<i64> {
+        let mut listing = keys.listing(&Behind(Arc::clone(&log), Offset(end))).unwrap();
+        let (key, hits) = listing.next_key().unwrap().unwrap();
+        assert_eq!(key.as_deref(), Some(&b"a"[..]));
+        assert!(listing.next_key().unwrap().is_none());
+        hits.iter().map(|h| h.offset.0).collect()
+    };
+    assert_eq!(listed(1), [0]);
+    assert_eq!(listed(2), [0, 1]);
 }
 
 /// Sealed indexes past the memory bound (`--key-index-memory`) are dropped from memory, least

@@ -490,6 +490,8 @@ impl PartitionKeys {
     /// See [`topicfs_source::KeyIndex::listing`].
     pub fn listing(&self, log: &dyn IndexedLog) -> Result<Box<dyn KeyListing>> {
         log.take_in_changes()?;
+        // As in `key_hits`: nothing at or past the log end offset read before catching up.
+        let to = log.log_end_offset();
         let mut indexes = self.refresh(log)?;
         for index in &indexes {
             MEMORY.touch(self.id, index.base_offset());
@@ -510,7 +512,7 @@ impl PartitionKeys {
             indexes.push(encoded);
         }
         let mut listing =
-            MergedListing { indexes, next: Vec::new(), heap: BinaryHeap::new(), from };
+            MergedListing { indexes, next: Vec::new(), heap: BinaryHeap::new(), from, to };
         listing.next = vec![0; listing.indexes.len()];
         for i in 0..listing.indexes.len() {
             listing.advance(i)?;
