@@ -368,6 +368,70 @@ fn a_key_stream_grows_with_appends_and_survives_a_roll() {
     assert_eq!(log.keys().built_count(), 0, "the rolled segment's index came from memory");
 }
 
+/// A key lookup finds only records below the log end offset it read first: the active
+/// segment's file may already hold a batch being appended (its bytes are written before the
+/// log end offset moves), whose offsets the log does not serve yet. The log here states an
+/// end one record short of its file, as it does during that append.
+#[test]
+fn a_key_lookup_finds_no_record_past_the_log_end_offset_it_read() {
+    use topicfs::storage::Log;
+    use topicfs::storage::key_index::{IndexedLog, PartitionKeys};
+    struct Behind(Arc<Log>, Offset);
+    impl IndexedLog for Behind {
+        fn segment_list(&self) -> Vec<Arc<LogSegment>> {
+            self.0.segment_list()
+        }
+        fn log_start_offset(&self) -> Offset {
+            IndexedLog::log_start_offset(self.0.as_ref())
+        }
+        fn log_end_offset(&self) -> Offset {
+            self.1
+        }
+        fn take_in_changes(&self) -> topicfs::error::Result<()> {
+            IndexedLog::take_in_changes(self.0.as_ref())
+        }
+        fn dir(&self) -> &Path {
+            IndexedLog::dir(self.0.as_ref())
+        }
+        fn load_key_index(&self, base: Offset) -> Option<Vec<u8>> {
+            self.0.load_key_index(base)
+        }
+        fn store_key_index(&self, base: Offset, payload: &[u8]) {
+            self.0.store_key_index(base, payload)
+        }
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = LogDir::open(tmp.path(), config()).unwrap();
+    dir.create_topic("g", 1).unwrap();
+    let log = dir.log("g", 0).unwrap();
+    let rec = |v: &str| NewRecord {
+        key: Some(b"a".to_vec()),
+        value: Some(v.as_bytes().to_vec()),
+        ..NewRecord::default()
+    };
+    log.append(&[rec("1")]).unwrap();
+    log.append(&[rec("2")]).unwrap();
+    let keys = PartitionKeys::new(None);
+    let offsets = |end: i64| -> Vec<i64> {
+        let hits = keys.key_hits(&Behind(Arc::clone(&log), Offset(end)), Some(b"a"), Offset(0));
+        let hits = hits.unwrap();
+        assert_eq!(hits.indexed_to, Offset(end));
+        hits.hits.iter().map(|h| h.offset.0).collect()
+    };
+    assert_eq!(offsets(1), [0], "the record still being appended is not a hit yet");
+    assert_eq!(offsets(2), [0, 1], "once the log serves it, it is");
+    // `keys` counts the same records.
+    let listed = |end: i64| -> Vec<i64> {
+        let mut listing = keys.listing(&Behind(Arc::clone(&log), Offset(end))).unwrap();
+        let (key, hits) = listing.next_key().unwrap().unwrap();
+        assert_eq!(key.as_deref(), Some(&b"a"[..]));
+        assert!(listing.next_key().unwrap().is_none());
+        hits.iter().map(|h| h.offset.0).collect()
+    };
+    assert_eq!(listed(1), [0]);
+    assert_eq!(listed(2), [0, 1]);
+}
+
 /// Sealed indexes past the memory bound (`--key-index-memory`) are dropped from memory, least
 /// recently used first, and loaded again from the store at their next query: the answers
 /// never change. (The bound is process-wide: nextest runs each test in a process of its own.)

@@ -5,7 +5,7 @@ use crate::common;
 
 use std::fs;
 
-use common::{Follower, MountGuard, sh, sh_output};
+use common::{Follower, MountGuard, sh, sh_output, wait_until};
 
 /// A mount with topic `t` (one partition) whose records have keys of every kind.
 fn mounted() -> MountGuard {
@@ -146,4 +146,113 @@ fn tail_f_of_a_key_follows_its_new_records_only() {
     fs::write(&append, "{\"key\":\"user-1\",\"payload\":\"v4\"}\n").unwrap();
     let seen = follower.wait_for("v4\n");
     assert_eq!(seen, "v1\nv2\nv3\nv4\n");
+}
+
+/// `(offset, key)` of each JSON line of `text`.
+fn offsets_and_keys(text: &str) -> Vec<(u64, String)> {
+    text.lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (v["offset"].as_u64().unwrap(), v["key"].as_str().unwrap_or_default().to_string())
+        })
+        .collect()
+}
+
+/// `path` read whole by a new open, with its `fstat` size; read again while a pass ending
+/// between the open and the read makes it stale (a stream opened before a pass).
+fn read_sized(path: &std::path::Path) -> (u64, String) {
+    let mut read = None;
+    wait_until("a whole read", || {
+        let once = fs::File::open(path).and_then(|mut f| {
+            let size = f.metadata()?.len();
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut f, &mut text)?;
+            Ok((size, text))
+        });
+        read = once.map_err(|e| assert_eq!(e.raw_os_error(), Some(libc::ESTALE), "{e}")).ok();
+        read.is_some()
+    });
+    read.unwrap_or_default()
+}
+
+fn read_whole(path: &std::path::Path) -> String {
+    read_sized(path).1
+}
+
+/// Issue 44, item 3: a `by-key/` file read (or held open) before cleaner passes shows, at every
+/// later open, exactly the log the passes left, with `stat` agreeing: the records of `a` the
+/// pass removed and a tombstone (with the value it deleted) past `delete.retention.ms` are
+/// gone; so at topic level. A handle opened before keeps what it showed (`by-key/`), or is
+/// stale as a whole where a pass replaced what it renders (the topic's merged `by-time/`).
+#[test]
+fn a_key_file_opened_after_cleaner_passes_shows_exactly_the_log_they_left() {
+    let m = MountGuard::foreground(&["--cache-dir", "none", "--cleaner-backoff-ms", "100"]);
+    fs::create_dir(m.path("kv")).unwrap();
+    let config = |line: &str| {
+        sh(&format!("printf '{line}\\n' >> '{}'", m.path("kv/config").display()));
+    };
+    // Everything stays in the active segment (never cleaned) until the files are read.
+    config("cleanup.policy=compact");
+    config("delete.retention.ms=0");
+    let append = m.path("kv/0/append.json");
+    for i in 1..=8 {
+        sh(&format!(
+            "printf '{{\"key\":\"a\",\"payload\":\"a{i}\"}}\\n' >> '{}'",
+            append.display()
+        ));
+    }
+    sh(&format!(
+        "printf '{{\"key\":\"t\",\"payload\":\"t1\"}}\\n{{\"key\":\"t\",\"payload\":null}}\\n' >> '{}'",
+        append.display()
+    ));
+    let by_key = m.path("kv/0/by-key/a.json");
+    let cat = |p: &std::path::Path| sh(&format!("cat '{}'", p.display()));
+    let first = cat(&by_key);
+    assert_eq!(offsets_and_keys(&first).len(), 8);
+    assert_eq!(offsets_and_keys(&cat(&m.path("kv/0/by-key/t.json"))).len(), 2);
+    // Handles kept open across the passes (a reader such as `tail -f`).
+    let mut held_key = fs::File::open(&by_key).unwrap();
+    let topic_stream = m.path("kv/by-time/0.json");
+    let mut held_topic = fs::File::open(&topic_stream).unwrap();
+    // Keyless filler rolls small segments: the records above become cleanable. A new open of
+    // by-offset/0.json reads the log as it is: the first pass removes a1..a7 and t1 (and
+    // gives the tombstone its horizon), the one after more filler the tombstone.
+    config("segment.bytes=300");
+    let filler = |from: usize| {
+        for i in from..from + 8 {
+            sh(&format!("printf 'filler{i}\\n' >> '{}'", m.path("kv/0/append").display()));
+        }
+    };
+    filler(0);
+    let log_now = || offsets_and_keys(&read_whole(&m.path("kv/0/by-offset/0.json")));
+    wait_until("a pass removed a1", || log_now().first().is_some_and(|(o, _)| *o > 0));
+    filler(8);
+    wait_until("a pass removed the tombstone", || !log_now().iter().any(|(_, k)| k == "t"));
+    let log = log_now();
+    let of_a: Vec<(u64, String)> = log.iter().filter(|(_, k)| k == "a").cloned().collect();
+    assert_eq!(of_a, [(7, "a".to_string())], "{log:?}");
+    let now = cat(&by_key);
+    assert_eq!(offsets_and_keys(&now), of_a, "by-key/a.json after the passes");
+    assert_eq!(fs::metadata(&by_key).unwrap().len(), now.len() as u64, "stat agrees");
+    assert_eq!(cat(&m.path("kv/0/by-key/t.json")), "");
+    assert_eq!(fs::metadata(m.path("kv/0/by-key/t.json")).unwrap().len(), 0);
+    let latest_t = sh_output(&format!("test -e '{}'", m.path("kv/0/latest/t").display()));
+    assert!(!latest_t.status.success());
+    let topic_now = cat(&m.path("kv/by-key/a.json"));
+    assert_eq!(offsets_and_keys(&topic_now), of_a, "the topic's by-key/a.json");
+    // Later passes remove keyless filler: the keyed records are what stays.
+    let keyed = |text: &str| -> Vec<(u64, String)> {
+        offsets_and_keys(text).into_iter().filter(|(_, k)| !k.is_empty()).collect()
+    };
+    let (size, text) = read_sized(&topic_stream);
+    assert_eq!(keyed(&text), of_a, "the topic's by-time/0.json");
+    assert_eq!(size, text.len() as u64, "fstat of the topic's by-time/0.json");
+    // The handles opened before: by-key/ shows what it showed (kept in memory), the merged
+    // stream is stale.
+    let mut old = String::new();
+    std::io::Read::read_to_string(&mut held_key, &mut old).unwrap();
+    assert_eq!(old, first);
+    let mut buf = Vec::new();
+    let err = std::io::Read::read_to_end(&mut held_topic, &mut buf).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ESTALE), "{err}");
 }

@@ -649,3 +649,211 @@ fn threads_sharing_one_stream_handle_read_the_same_bytes_and_never_hang() {
     drop(file);
     m.unmount();
 }
+
+/// Keys of [`key_files_stay_exact_while_the_cleaner_compacts_under_writers`].
+const SOAK_KEYS: u64 = 40;
+
+/// `cleaner_swaps` of `kv/0/info`: cleaner outputs swapped in so far (a pass that replaced
+/// segments a reader was reading has been counted before its read could fail).
+fn cleaner_swaps(m_root: &Path) -> u64 {
+    let info = fs::read_to_string(m_root.join("kv/0/info")).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("cleaner_swaps: "))
+        .unwrap_or_else(|| panic!("no cleaner_swaps in {info}"))
+        .parse()
+        .unwrap()
+}
+
+/// One JSON record of the soak: (offset, key, writer, sequence number).
+fn soak_record(line: &str, what: &str) -> (u64, String, usize, u64) {
+    let v: serde_json::Value =
+        serde_json::from_str(line).unwrap_or_else(|e| panic!("{what}: {e}: {line:?}"));
+    let payload = v["payload"].as_str().unwrap_or_else(|| panic!("{what}: {line}"));
+    let mut words = payload.strip_prefix('w').unwrap_or_default().split(' ');
+    let (w, seq): (usize, u64) = words
+        .next()
+        .zip(words.next())
+        .and_then(|(w, s)| Some((w.parse().ok()?, s.parse().ok()?)))
+        .unwrap_or_else(|| panic!("{what}: payload {payload:?}"));
+    let pad = "p".repeat((seq % 30) as usize);
+    assert_eq!(payload, format!("w{w} {seq:08} {pad}"), "{what}: a torn payload");
+    let key = v["key"].as_str().unwrap_or_else(|| panic!("{what}: {line}")).to_string();
+    (v["offset"].as_u64().unwrap(), key, w, seq)
+}
+
+/// The records of JSON lines `text` (every line whole), checked against the writers' model:
+/// offsets ascend, and each writer's records ascend in sequence (a writer appends in order).
+fn soak_records(text: &str, what: &str) -> Vec<(u64, String, usize, u64)> {
+    assert!(text.is_empty() || text.ends_with('\n'), "{what}: a partial record at the end");
+    let records: Vec<_> = text.lines().map(|l| soak_record(l, what)).collect();
+    assert!(records.windows(2).all(|w| w[0].0 < w[1].0), "{what}: offsets out of order");
+    let mut last: BTreeMap<usize, u64> = BTreeMap::new();
+    for r in &records {
+        let before = last.insert(r.2, r.3);
+        assert!(before.is_none_or(|b| b < r.3), "{what}: writer {}'s records out of order", r.2);
+    }
+    records
+}
+
+/// Reads `path` whole through one handle: its size at `fstat` and its bytes.
+fn read_whole(path: &Path) -> std::io::Result<(u64, String)> {
+    let mut f = fs::File::open(path)?;
+    let size = f.metadata()?.len();
+    let mut text = String::new();
+    f.read_to_string(&mut text)?;
+    Ok((size, text))
+}
+
+/// Issue 44, item 3, under load: three writers of keyed records to a compacted topic with
+/// small segments and a cleaner pass every 200 ms, readers of `by-key/<k>.json`,
+/// `latest/<k>.json` and `by-offset/0.json`. Every read is checked against the writers' model
+/// (whole records of its key, offsets ascending, each writer's in order, `by-key/` holding the
+/// latest record present before its open, `latest/` never going back); a read may fail with
+/// `ESTALE` only when a pass was swapped in during it (`cleaner_swaps` of `info` moved). After
+/// the writers stop, every new open of every key (partition and topic level) is exactly the
+/// key's records in the log, with `stat` agreeing.
+#[test]
+fn key_files_stay_exact_while_the_cleaner_compacts_under_writers() {
+    let m = MountGuard::foreground(&["--cache-dir", "none", "--cleaner-backoff-ms", "200"]);
+    fs::create_dir(m.path("kv")).unwrap();
+    let mut config = OpenOptions::new().append(true).open(m.path("kv/config")).unwrap();
+    config
+        .write_all(b"cleanup.policy=compact\nsegment.bytes=8192\nmin.cleanable.dirty.ratio=0.01\n")
+        .unwrap();
+    drop(config);
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut writers = Vec::new();
+    for w in 0..3usize {
+        let (path, stop) = (m.path("kv/0/append.json"), stop.clone());
+        writers.push(thread::spawn(move || {
+            let mut f = OpenOptions::new().write(true).open(path).unwrap();
+            let mut seq = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let mut text = String::new();
+                for s in seq..seq + 4 {
+                    let key = (s * 7 + w as u64 * 13) % SOAK_KEYS;
+                    text.push_str(&format!(
+                        "{{\"key\":\"k{key:03}\",\"payload\":\"w{w} {s:08} {}\"}}\n",
+                        "p".repeat((s % 30) as usize)
+                    ));
+                }
+                f.write_all(text.as_bytes()).unwrap();
+                seq += 4;
+                thread::sleep(Duration::from_millis(1));
+            }
+            seq
+        }));
+    }
+    let mut readers = Vec::new();
+    for r in 0..3usize {
+        let (root, stop) = (m.mnt(), stop.clone());
+        readers.push(thread::spawn(move || {
+            // (reads checked, reads stale because a pass was swapped in during them: of
+            // by-key/, of by-offset/)
+            let (mut done, mut stale_by_key, mut stale_by_offset) = (0usize, 0usize, 0usize);
+            let mut latest_seen: BTreeMap<u64, u64> = BTreeMap::new();
+            let mut i = r;
+            while !stop.load(Ordering::Relaxed) {
+                i += 1;
+                let key = (i as u64 * 11) % SOAK_KEYS;
+                let name = format!("k{key:03}");
+                let before = cleaner_swaps(&root);
+                // The key's latest record before the by-key open: the file holds it (or a
+                // later one of the key).
+                let latest = match fs::read_to_string(root.join(format!("kv/0/latest/{name}.json")))
+                {
+                    Ok(text) => Some(soak_record(text.trim_end(), &name)),
+                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
+                    Err(e) => panic!("latest/{name}.json: {e}"),
+                };
+                if let Some(l) = &latest {
+                    assert_eq!(l.1, name, "latest/{name}.json");
+                    let prev = latest_seen.insert(key, l.0);
+                    assert!(prev.is_none_or(|p| p <= l.0), "latest/{name}.json went back");
+                }
+                let path = match i % 3 {
+                    0 => root.join("kv/0/by-offset/0.json"),
+                    _ => root.join(format!("kv/0/by-key/{name}.json")),
+                };
+                let what = format!("reader {r}: {}", path.display());
+                match read_whole(&path) {
+                    Ok((size, text)) => {
+                        let records = soak_records(&text, &what);
+                        assert!(text.len() as u64 >= size, "{what}: {} < fstat {size}", text.len());
+                        if i % 3 != 0 {
+                            assert!(records.iter().all(|x| x.1 == name), "{what}: another key");
+                            if let Some(l) = &latest {
+                                let last = records.last().map(|x| x.0);
+                                assert!(last >= Some(l.0), "{what}: lacks {l:?} ({last:?})");
+                            }
+                        }
+                        done += 1;
+                    }
+                    Err(e) if e.raw_os_error() == Some(libc::ESTALE) => {
+                        let after = cleaner_swaps(&root);
+                        assert!(after > before, "{what}: ESTALE without a pass ({before})");
+                        match i % 3 {
+                            0 => stale_by_offset += 1,
+                            _ => stale_by_key += 1,
+                        }
+                    }
+                    Err(e) => panic!("{what}: {e}"),
+                }
+            }
+            (done, stale_by_key, stale_by_offset)
+        }));
+    }
+    // Write until passes have been swapped in several times, bounded in time.
+    let start = Instant::now();
+    while cleaner_swaps(&m.mnt()) < 30 && start.elapsed() < Duration::from_secs(60) {
+        thread::sleep(Duration::from_millis(100));
+    }
+    thread::sleep(Duration::from_secs(2));
+    stop.store(true, Ordering::Relaxed);
+    let written = join_all("writer", writers);
+    let reads = join_all("reader", readers);
+    let swaps = cleaner_swaps(&m.mnt());
+    assert!(swaps >= 30, "only {swaps} cleaner outputs swapped in");
+    assert!(reads.iter().all(|(n, ..)| *n > 0), "a reader never finished: {reads:?}");
+
+    // Quiet: the log changes only by passes now. Every new open equals the log's records of
+    // the key, read between two looks at `cleaner_swaps` that agree.
+    let root = m.mnt();
+    for key in 0..SOAK_KEYS {
+        let name = format!("k{key:03}");
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            assert!(tries < 100, "{name}: passes kept coming");
+            let before = cleaner_swaps(&root);
+            let log = read_whole(&root.join("kv/0/by-offset/0.json"));
+            let by_key = root.join(format!("kv/0/by-key/{name}.json"));
+            let got = read_whole(&by_key);
+            let topic = read_whole(&root.join(format!("kv/by-key/{name}.json")));
+            let stat = fs::metadata(&by_key).map(|s| s.len());
+            let latest = fs::read_to_string(root.join(format!("kv/0/latest/{name}.json")));
+            if cleaner_swaps(&root) != before {
+                continue;
+            }
+            let (_, log) = log.unwrap_or_else(|e| panic!("by-offset/0.json: {e}"));
+            let want: Vec<_> = soak_records(&log, "by-offset/0.json")
+                .into_iter()
+                .filter(|x| x.1 == name)
+                .collect();
+            let (size, text) = got.unwrap_or_else(|e| panic!("by-key/{name}.json: {e}"));
+            assert_eq!(soak_records(&text, &name), want, "by-key/{name}.json");
+            assert_eq!(size, text.len() as u64, "fstat of by-key/{name}.json");
+            assert_eq!(stat.unwrap(), text.len() as u64, "stat of by-key/{name}.json");
+            let (_, topic) = topic.unwrap_or_else(|e| panic!("kv/by-key/{name}.json: {e}"));
+            assert_eq!(topic, text, "kv/by-key/{name}.json");
+            let latest = soak_record(latest.unwrap().trim_end(), &name);
+            assert_eq!(Some(&latest), want.last(), "latest/{name}.json");
+            break;
+        }
+    }
+    eprintln!(
+        "cleaner soak: records written {written:?}, reads (checked, stale during a pass: \
+         by-key, by-offset) {reads:?}, {swaps} cleaner outputs swapped in"
+    );
+    m.unmount();
+}

@@ -41,7 +41,8 @@ impl TopicFs {
             Node::PartitionInfo(id) => {
                 let partition = self.partition(id)?;
                 let summary = topicfs_view::listing::summary_with_timestamps(partition.as_ref())?;
-                Ok(info::partition_info(&id.topic, id.partition, &summary))
+                let swaps = partition.known().rewrites;
+                Ok(info::partition_info(&id.topic, id.partition, &summary, swaps))
             }
             _ => Err(Error::NotFound(format!("{} is not an info file", describe(node)))),
         }

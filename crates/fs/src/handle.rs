@@ -111,6 +111,17 @@ impl StreamRef {
         }
     }
 
+    /// Whether a cleaner pass replaced segments the stream's partitions had when it was opened
+    /// (a new open of its name resolves it again: see [`crate::TopicFs`]'s pins).
+    pub fn made_before_a_pass(&self) -> bool {
+        match self {
+            StreamRef::Partition(s) => s.made_before_a_pass(),
+            StreamRef::Topic(s) => s.made_before_a_pass(),
+            StreamRef::Key(s) => s.made_before_a_pass(),
+            StreamRef::TopicKey(s) => s.made_before_a_pass(),
+        }
+    }
+
     /// Up to `len` bytes at `offset` (fewer at the current end).
     pub fn read_at(&self, offset: u64, len: usize) -> Result<Bytes> {
         match self {

@@ -9,6 +9,7 @@
 //! log_end_offset: 42
 //! segment_count: 1
 //! size_bytes: 4096
+//! cleaner_swaps: 0
 //! first_timestamp: 1764662400000
 //! first_time: 2025-12-02T08:00:00.000Z
 //! max_timestamp: 1764662460000
@@ -17,7 +18,9 @@
 //!
 //! (`none` for the timestamps of a partition without records; `unknown` for one with records
 //! whose timestamp could not be learned: a broker that does not answer the max-timestamp
-//! lookup, or records without timestamps.) `<topic>/info` has the topic's
+//! lookup, or records without timestamps. `cleaner_swaps`, shown beside the segment lines: the
+//! log cleaner's outputs swapped in for segments since the mount, [`topicfs_source::Known::rewrites`].)
+//! `<topic>/info` has the topic's
 //! partition count and one `partition.<p>.log_start_offset` / `partition.<p>.log_end_offset` pair
 //! per partition, in partition order. Both are rendered when read, so their size is exact.
 
@@ -27,8 +30,14 @@ use topicfs_format::Timestamp;
 use topicfs_source::PartitionSummary;
 use topicfs_view::spec::time_name;
 
-/// The text of a partition's `info` file.
-pub fn partition_info(topic: &str, partition: u32, summary: &PartitionSummary) -> String {
+/// The text of a partition's `info` file (`cleaner_swaps`: the source's
+/// [`topicfs_source::Known::rewrites`]).
+pub fn partition_info(
+    topic: &str,
+    partition: u32,
+    summary: &PartitionSummary,
+    cleaner_swaps: u64,
+) -> String {
     let mut out = String::new();
     line(&mut out, "topic", topic);
     line(&mut out, "partition", partition);
@@ -40,6 +49,9 @@ pub fn partition_info(topic: &str, partition: u32, summary: &PartitionSummary) -
     }
     if let Some(n) = summary.size_bytes {
         line(&mut out, "size_bytes", n);
+    }
+    if summary.segment_count.is_some() {
+        line(&mut out, "cleaner_swaps", cleaner_swaps);
     }
     // `none` means "no records"; a partition that holds records but whose timestamp is not
     // known says so.
@@ -142,7 +154,8 @@ mod tests {
 
     #[test]
     fn partition_info_is_one_key_value_per_line() {
-        let text = partition_info("t", 0, &summary(3, 10, Some(1764662400000)));
+        let text = partition_info("t", 0, &summary(3, 10, Some(1764662400000)), 2);
+        assert!(text.contains("cleaner_swaps: 2\n"), "{text}");
         assert!(text.contains("log_start_offset: 3\n"), "{text}");
         assert!(text.contains("log_end_offset: 10\n"), "{text}");
         assert!(text.contains("first_timestamp: 1764662400000\n"), "{text}");
@@ -152,14 +165,14 @@ mod tests {
 
     #[test]
     fn empty_partition_has_no_timestamps() {
-        let text = partition_info("t", 0, &summary(0, 0, None));
+        let text = partition_info("t", 0, &summary(0, 0, None), 0);
         assert!(text.contains("first_timestamp: none\n"), "{text}");
         assert!(text.contains("max_time: none\n"), "{text}");
     }
 
     #[test]
     fn a_partition_with_records_but_no_known_timestamp_says_unknown_not_none() {
-        let text = partition_info("t", 0, &summary(0, 52, None));
+        let text = partition_info("t", 0, &summary(0, 52, None), 0);
         assert!(text.contains("first_timestamp: unknown\n"), "{text}");
         assert!(text.contains("first_time: unknown\n"), "{text}");
         assert!(text.contains("max_timestamp: unknown\n"), "{text}");

@@ -296,8 +296,11 @@ impl TopicFs {
                 (FileKind::Directory, 0, dir, mtime, STABLE_TTL)
             }
             Node::PartitionInfo(id) => {
-                let summary = self.partition(id)?.summary()?;
-                let size = info::partition_info(&id.topic, id.partition, &summary).len() as u64;
+                let partition = self.partition(id)?;
+                let summary = partition.summary()?;
+                let swaps = partition.known().rewrites;
+                let size =
+                    info::partition_info(&id.topic, id.partition, &summary, swaps).len() as u64;
                 (FileKind::RegularFile, size, ro_file, summary.last_modified, DYNAMIC_TTL)
             }
             Node::Append(id) | Node::AppendJson(id) => {

@@ -325,35 +325,46 @@ impl TopicFs {
     /// The stream a lookup answers with: the pinned one while a handle reads it, else a fresh
     /// resolution (so `by-offset/-10` means the last ten records as of this lookup).
     pub(super) fn resolve_for_lookup(&self, node: &Node) -> Result<StreamRef> {
-        if let Some(ino) = self.inodes.find(node) {
-            if let Some(pin) = lock(&self.pins).get(&ino) {
-                if pin.open > 0 {
-                    return Ok(pin.stream.clone());
-                }
-            }
+        match self.inodes.find(node) {
+            Some(ino) => self.pinned(ino, node),
+            None => self.resolve(node),
         }
-        self.resolve(node)
     }
 
     /// The stream a handle already reads at `ino`, else `stream`. Nothing is kept for an
     /// inode no handle reads: every later call resolves its name afresh anyway, and a stream
     /// keeps up to one rendered batch, so keeping them per name the kernel still remembers
-    /// would grow the daemon with every distinct name ever opened.
+    /// would grow the daemon with every distinct name ever opened. A pinned stream made before
+    /// a cleaner pass is replaced by `stream` (the handles reading it keep it, and their
+    /// `fstat` shows its size): after a pass the name means the pass's log.
     pub(super) fn pin(&self, ino: u64, stream: StreamRef) -> StreamRef {
-        match lock(&self.pins).get(&ino) {
+        let pinned = match lock(&self.pins).get(&ino) {
             Some(pin) if pin.open > 0 => pin.stream.clone(),
+            _ => return stream,
+        };
+        // Asked of the source outside the lock (no call into the source under it).
+        if !pinned.made_before_a_pass() || stream.made_before_a_pass() {
+            return pinned;
+        }
+        match lock(&self.pins).get_mut(&ino) {
+            Some(pin) if pin.open > 0 => {
+                if pin.stream.same(&pinned) {
+                    pin.stream = stream;
+                }
+                pin.stream.clone()
+            }
             _ => stream,
         }
     }
 
-    /// The stream `ino` means now: the pinned one while a handle reads it, else a fresh
-    /// resolution (pinned for later calls), so `st_size` of `by-offset/-10` is the size of the
-    /// last ten records as of this call.
+    /// The stream `ino` means now: the pinned one while a handle reads it (unless a cleaner
+    /// pass ended since it was made), else a fresh resolution (pinned for later calls), so
+    /// `st_size` of `by-offset/-10` is the size of the last ten records as of this call.
     pub(super) fn pinned(&self, ino: u64, node: &Node) -> Result<StreamRef> {
-        if let Some(pin) = lock(&self.pins).get(&ino) {
-            if pin.open > 0 {
-                return Ok(pin.stream.clone());
-            }
+        let pinned =
+            lock(&self.pins).get(&ino).filter(|pin| pin.open > 0).map(|p| p.stream.clone());
+        if let Some(pinned) = pinned.filter(|s| !s.made_before_a_pass()) {
+            return Ok(pinned);
         }
         let stream = self.resolve(node)?;
         Ok(self.pin(ino, stream))

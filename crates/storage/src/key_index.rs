@@ -448,6 +448,11 @@ impl PartitionKeys {
                 hits.push(KeyHit { offset, producer_id: a.builder.producer_at(offset) });
             }
         }
+        // The active segment's index read what its file holds, which may include a batch
+        // being appended whose offsets the log does not serve yet (its end offset moves after
+        // the write): such records are not hits until a later lookup, so that every hit can
+        // be read.
+        hits.retain(|h| h.offset < indexed_to);
         Ok(KeyHits { hits, indexed_to })
     }
 
@@ -485,6 +490,8 @@ impl PartitionKeys {
     /// See [`topicfs_source::KeyIndex::listing`].
     pub fn listing(&self, log: &dyn IndexedLog) -> Result<Box<dyn KeyListing>> {
         log.take_in_changes()?;
+        // As in `key_hits`: nothing at or past the log end offset read before catching up.
+        let to = log.log_end_offset();
         let mut indexes = self.refresh(log)?;
         for index in &indexes {
             MEMORY.touch(self.id, index.base_offset());
@@ -505,7 +512,7 @@ impl PartitionKeys {
             indexes.push(encoded);
         }
         let mut listing =
-            MergedListing { indexes, next: Vec::new(), heap: BinaryHeap::new(), from };
+            MergedListing { indexes, next: Vec::new(), heap: BinaryHeap::new(), from, to };
         listing.next = vec![0; listing.indexes.len()];
         for i in 0..listing.indexes.len() {
             listing.advance(i)?;

@@ -23,6 +23,13 @@
 //!
 //! Memory of a key stream: 16 bytes per record it shows (where each record's rendering ends);
 //! reads render the records they return again from the log.
+//!
+//! **Cleaner passes.** A key stream shows the log of the passes that ended before it looked its
+//! records up ([`KeyStream::made_before_a_pass`]): the cache of streams and the filesystem's
+//! pins give a new open a new stream once another pass ended, so it shows that pass's log
+//! whole, with an exact size. A stream opened before a pass keeps its size and positions: its
+//! head kept in memory reads as it did, a record it shows that the pass kept renders the same
+//! bytes again from the new segments, and one the pass removed reads as `ESTALE`.
 
 use std::sync::{Arc, Mutex};
 
@@ -209,6 +216,10 @@ struct KeyState {
     head: Vec<u8>,
 }
 
+/// Times a key stream's open looks its records up at most while cleaner passes end during
+/// the lookup (see [`KeyStream::open`]).
+const OPEN_TRIES: usize = 3;
+
 /// Bytes of a key stream's start kept rendered (see `KeyState::head`): at most
 /// [`MAX_CACHED_KEY_STREAMS`] times this per mount.
 const HEAD_BYTES: usize = 16 << 10;
@@ -234,6 +245,9 @@ pub struct KeyStream {
     renderer: Renderer,
     txn: Option<Arc<TxnTracker>>,
     state: Mutex<KeyState>,
+    /// The source's [`Known::rewrites`](topicfs_source::Known::rewrites) before the stream
+    /// first looked its records up: the cleaner passes whose log it shows.
+    rewrites: u64,
 }
 
 impl std::fmt::Debug for KeyStream {
@@ -261,9 +275,33 @@ impl KeyStream {
     ) -> Result<KeyStream> {
         key_index(part.as_ref())?;
         let renderer = Renderer::new(format, part.topic(), part.partition()).with_schemas(schemas);
-        let stream = KeyStream { part, key, renderer, txn, state: Mutex::new(KeyState::default()) };
-        stream.size()?;
+        let mut stream = KeyStream {
+            part,
+            key,
+            renderer,
+            txn,
+            state: Mutex::new(KeyState::default()),
+            rewrites: 0,
+        };
+        // A cleaner pass ending while the records are looked up may leave some it removed
+        // (looked up before it) among them: the lookup is made again, so that a stream opened
+        // after a pass shows that pass's log. Passes ending during every try leave the last
+        // one, whose reads of records a pass removed are stale, as for any pass after an open.
+        for _ in 0..OPEN_TRIES {
+            stream.rewrites = stream.part.known().rewrites;
+            *lock(&stream.state) = KeyState::default();
+            stream.size()?;
+            if stream.part.known().rewrites == stream.rewrites {
+                break;
+            }
+        }
         Ok(stream)
+    }
+
+    /// Whether a cleaner pass replaced segments of the partition since the stream looked its
+    /// records up: it may show records the log no longer holds (a new open would not).
+    pub fn made_before_a_pass(&self) -> bool {
+        self.part.known().rewrites != self.rewrites
     }
 
     /// The key shown.
@@ -384,7 +422,8 @@ type KeyStreamId = (String, u32, Option<Vec<u8>>, Format, bool);
 
 impl KeyStreamCache {
     /// The stream of `key` in `part` in `format` through `txn`: the cached one when it is still
-    /// whole (no record it shows was deleted by retention since), else a new one.
+    /// whole (no record it shows was deleted by retention or removed by a cleaner pass since),
+    /// else a new one.
     pub fn open(
         &self,
         part: Arc<dyn PartitionSource>,
@@ -396,7 +435,7 @@ impl KeyStreamCache {
         let id: KeyStreamId =
             (part.topic().to_string(), part.partition(), key.clone(), format, txn.is_some());
         let cached = lock(&self.streams).iter().find(|(i, _)| *i == id).map(|(_, s)| Arc::clone(s));
-        if let Some(stream) = cached {
+        if let Some(stream) = cached.filter(|s| !s.made_before_a_pass()) {
             let log_start = part.summary()?.log_start_offset;
             if stream.first_offset().is_none_or(|first| first >= log_start) {
                 stream.size()?;
@@ -614,6 +653,15 @@ impl TopicKeyStream {
             }
         }
         Ok(TopicKeyStream::Spread(fixed))
+    }
+
+    /// Whether a cleaner pass replaced segments of one of its partitions since it looked their
+    /// records up (see [`KeyStream::made_before_a_pass`]).
+    pub fn made_before_a_pass(&self) -> bool {
+        match self {
+            TopicKeyStream::Placed(s) => s.made_before_a_pass(),
+            TopicKeyStream::Spread(list) => list.iter().any(|(s, _)| s.made_before_a_pass()),
+        }
     }
 
     /// Exactly the bytes a full read returns now.

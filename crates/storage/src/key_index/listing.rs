@@ -34,6 +34,9 @@ pub(super) struct MergedListing {
     /// Min-heap (by `Reverse`) of each index's current entry.
     pub(super) heap: BinaryHeap<std::cmp::Reverse<HeapEntry>>,
     pub(super) from: Offset,
+    /// The log end offset read before the indexes caught up: records at or past it (a batch
+    /// being appended) are not listed yet.
+    pub(super) to: Offset,
 }
 
 impl MergedListing {
@@ -85,6 +88,7 @@ impl KeyListing for MergedListing {
                 push_hits(&index, &entry, self.from, &mut hits)?;
                 self.advance(j)?;
             }
+            hits.retain(|h| h.offset < self.to);
             if !hits.is_empty() {
                 return Ok(Some((key, hits)));
             }

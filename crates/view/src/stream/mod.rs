@@ -111,6 +111,9 @@ pub struct Stream {
     batch_hint: AtomicUsize,
     /// The budget a kept [`Tail`] comes out of (see [`StreamRegistry::with_budget`]).
     budget: Option<Arc<MemoryBudget>>,
+    /// The source's [`Known::rewrites`](topicfs_source::Known::rewrites) when the stream was
+    /// opened (see [`Stream::made_before_a_pass`]).
+    rewrites: u64,
 }
 
 impl Stream {
@@ -126,6 +129,7 @@ impl Stream {
             Some(tracker) => Arc::new(CommittedPartition::new(part, Arc::clone(tracker))),
             None => part,
         };
+        let rewrites = part.known().rewrites;
         let (generation, start_position) = {
             let mut st = lock(&index.state);
             index.sync(&mut st, part.as_ref())?;
@@ -154,7 +158,14 @@ impl Stream {
             rendered: Condvar::new(),
             batch_hint: AtomicUsize::new(0),
             budget: None,
+            rewrites,
         })
+    }
+
+    /// Whether a cleaner pass replaced segments of the partition since the stream was opened:
+    /// the name may mean other bytes now (a new open shows the pass's log).
+    pub fn made_before_a_pass(&self) -> bool {
+        self.part.known().rewrites != self.rewrites
     }
 
     /// The first offset of the stream.

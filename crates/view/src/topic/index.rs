@@ -32,6 +32,11 @@ pub(super) struct MergeState {
     pub(super) interval: u64,
     /// Every member's end is final and reached: nothing will ever be added.
     pub(super) complete: bool,
+    /// Per member, the source's [`Known::rewrites`](topicfs_source::Known::rewrites) when it
+    /// was last checked that no cleaner pass replaced what the stream renders of it.
+    pub(super) rewrites: Vec<u64>,
+    /// A cleaner pass replaced a segment the stream renders: every read is stale.
+    pub(super) stale: bool,
 }
 
 impl MergeState {
@@ -79,6 +84,7 @@ impl MergeIndex {
     ) -> MergeIndex {
         let cursors = Arc::new(members.iter().map(|m| m.start).collect());
         let origin = MergeCheckpoint { position: 0, round: 0, cursors };
+        let rewrites = members.iter().map(|m| m.rewrites).collect();
         let state = MergeState {
             members,
             rounds: Vec::new(),
@@ -86,15 +92,56 @@ impl MergeIndex {
             frontier: origin,
             interval: MERGE_CHECKPOINT_INTERVAL,
             complete: false,
+            rewrites,
+            stale: false,
         };
         let topic = Arc::from(topic);
         MergeIndex { source, txns, schemas, topic, spec, now, state: Mutex::new(state) }
+    }
+
+    /// Whether a cleaner pass ended in one of the partitions since the index last checked
+    /// that none replaced what it renders (or one did): a new open makes a new index.
+    pub(super) fn made_before_a_pass(&self) -> bool {
+        let st = lock(&self.state);
+        st.stale || st.members.iter().zip(&st.rewrites).any(|(m, r)| m.part.known().rewrites != *r)
+    }
+
+    /// Notices cleaner passes (see "Compaction" in the module docs): `StaleHandle` once one
+    /// replaced a segment holding a member's start or anything after it. A pass rewrites a
+    /// prefix of the sealed segments, so a member whose start cursor is still held lost
+    /// nothing the stream renders.
+    pub(super) fn check_passes(&self, st: &mut MergeState) -> Result<()> {
+        if st.stale {
+            return Err(Error::StaleHandle);
+        }
+        for i in 0..st.members.len() {
+            let Some(m) = st.members.get(i) else { break };
+            let now = m.part.known().rewrites;
+            if st.rewrites.get(i) == Some(&now) {
+                continue;
+            }
+            if !m.part.holds(&m.start.from)? {
+                log::debug!(
+                    "{}-{}: a cleaner pass replaced records a topic-level stream rendered: the \
+                     stream is stale",
+                    m.part.topic(),
+                    m.part.partition()
+                );
+                st.stale = true;
+                return Err(Error::StaleHandle);
+            }
+            if let Some(r) = st.rewrites.get_mut(i) {
+                *r = now;
+            }
+        }
+        Ok(())
     }
 
     /// Starts a round if any partition has records the stream does not hold yet; returns the
     /// stream's length (rendered bytes of every round).
     pub(super) fn extend(&self) -> Result<u64> {
         let mut st = lock(&self.state);
+        self.check_passes(&mut st)?;
         if st.complete {
             return Ok(st.frontier.position);
         }
@@ -140,6 +187,8 @@ impl MergeIndex {
                     st.push(walk.checkpoint(round_index));
                 }
             }
+            // A pass ending during the round may have had it count records it removed.
+            self.check_passes(&mut st)?;
             st.rounds.push(Round { targets });
             st.frontier = walk.checkpoint(round_index.saturating_add(1));
         }
@@ -158,6 +207,7 @@ impl MergeIndex {
                 continue;
             }
             let part = self.source.partition(&self.topic, p)?;
+            st.rewrites.push(part.known().rewrites);
             st.members.push(Member::resolve(
                 part,
                 &self.txns,

@@ -27,6 +27,8 @@ pub(super) struct Member {
     pub(super) resolved: Resolved,
     /// Where its records start.
     pub(super) start: MemberCursor,
+    /// The source's [`Known::rewrites`](topicfs_source::Known::rewrites) before it was resolved.
+    pub(super) rewrites: u64,
 }
 
 impl Member {
@@ -41,6 +43,7 @@ impl Member {
         now: Timestamp,
         known_start: Option<Offset>,
     ) -> Result<Member> {
+        let rewrites = part.known().rewrites;
         let txn = txns.tracker(part.as_ref());
         let known_start = known_start.filter(|_| txn.is_none());
         let view: Arc<dyn PartitionSource> = match &txn {
@@ -53,7 +56,7 @@ impl Member {
         let start = MemberCursor { from: view.seek(resolved.start)?, next: resolved.start };
         let renderer = Renderer::new(spec.format, part.topic(), part.partition())
             .with_schemas(schemas.cloned());
-        Ok(Member { part, view, txn, renderer, resolved, start })
+        Ok(Member { part, view, txn, renderer, resolved, start, rewrites })
     }
 
     /// The end offset of this member's records as far as it exists now: the log end offset

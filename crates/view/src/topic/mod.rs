@@ -60,6 +60,17 @@
 //! Bytes of records deleted by retention read as [`Error::StaleHandle`] (`ESTALE`), as in the
 //! partition streams.
 //!
+//! ## Compaction
+//!
+//! A cleaner pass rewrites a prefix of a partition's sealed segments in place
+//! ([`Known::rewrites`](topicfs_source::Known::rewrites) counts them). A merged stream's
+//! positions interleave every partition, so one removed record moves every later position:
+//! once a pass replaced a segment holding a member's start (and so anything the stream renders
+//! of it), every read of the stream, and every new round, is [`Error::StaleHandle`]; a pass
+//! that replaced only segments before every member's start changes nothing. A read is checked
+//! before and after it renders, so one racing a pass never returns bytes of the new log at
+//! positions counted on the old one. A stream opened after a pass gets a new merge index.
+//!
 //! ## Transactions
 //!
 //! The merged stream honours the mount's [`Isolation`] as the partition streams do (see
@@ -271,8 +282,12 @@ impl TopicViews {
             format: spec.format,
             members: members.iter().map(|m| (m.part.partition(), m.resolved)).collect(),
         };
+        // An index made before a cleaner pass may count records it removed: a new one (asked
+        // outside the mount-wide lock: it waits for the index's own).
+        let shared = lock(&self.indexes).get(&key).and_then(Weak::upgrade);
+        let shared = shared.filter(|index| !index.made_before_a_pass());
         let mut indexes = lock(&self.indexes);
-        let index = match indexes.get(&key).and_then(Weak::upgrade) {
+        let index = match shared {
             Some(index) => index,
             None => {
                 indexes.retain(|_, w| w.strong_count() > 0);

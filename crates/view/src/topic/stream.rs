@@ -48,9 +48,24 @@ impl TopicStream {
         st.members.iter().map(|m| (m.part.partition(), m.resolved.start)).collect()
     }
 
+    /// Whether a cleaner pass ended in one of its partitions since it last checked that none
+    /// replaced what it renders (a new open of its name makes a new stream).
+    pub fn made_before_a_pass(&self) -> bool {
+        self.index.made_before_a_pass()
+    }
+
     /// Reads up to `len` bytes at `offset`: exactly the bytes a full read has there (fewer at
-    /// the current end, none past it).
+    /// the current end, none past it). `StaleHandle` once a cleaner pass replaced segments the
+    /// stream renders (see "Compaction" in the module docs), also when one ended during the
+    /// read: its bytes are never those of another log.
     pub fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        self.index.check_passes(&mut lock(&self.index.state))?;
+        let out = self.read_merged(offset, len)?;
+        self.index.check_passes(&mut lock(&self.index.state))?;
+        Ok(out)
+    }
+
+    fn read_merged(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
         let to = offset.saturating_add(len as u64);
         let length = lock(&self.index.state).frontier.position;
         let length = if to > length { self.index.extend()? } else { length };
