@@ -155,8 +155,16 @@ fn escape_path(path: &Path) -> String {
 
 /// Opens (creating it and its directory) the log file `path` for appending.
 pub fn open_log_file(path: &Path) -> Result<RotatingFile> {
-    RotatingFile::open(path, LOG_FILE_MAX_BYTES)
+    RotatingFile::append_to(path, LOG_FILE_MAX_BYTES)
         .map_err(|e| Error::Mount(format!("cannot open the log file {}: {e}", path.display())))
+}
+
+/// `path` opened for appending, created if missing: the daemon's log, the user's own path
+/// (never a file of a data dir, so not through `storage::open`, whose rule lists it).
+fn append_log_file(path: &Path) -> std::io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.create(true).append(true);
+    options.open(path) // the daemon's log file
 }
 
 /// A log file renamed `<name>.1` once it reaches its maximum size, and started again.
@@ -168,11 +176,11 @@ pub struct RotatingFile {
 }
 
 impl RotatingFile {
-    fn open(path: &Path, max: u64) -> std::io::Result<RotatingFile> {
+    fn append_to(path: &Path, max: u64) -> std::io::Result<RotatingFile> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)?;
         }
-        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        let file = append_log_file(path)?;
         let size = file.metadata()?.len();
         Ok(RotatingFile { path: path.to_path_buf(), file, size, max })
     }
@@ -185,7 +193,7 @@ impl RotatingFile {
         if std::fs::rename(&self.path, &old).is_err() {
             return;
         }
-        if let Ok(file) = OpenOptions::new().create(true).append(true).open(&self.path) {
+        if let Ok(file) = append_log_file(&self.path) {
             self.file = file;
             self.size = 0;
         }
@@ -386,7 +394,7 @@ mod tests {
     fn a_log_file_past_its_maximum_is_renamed_dot_1_and_started_again() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("sub/m.log");
-        let mut file = RotatingFile::open(&path, 10).unwrap();
+        let mut file = RotatingFile::append_to(&path, 10).unwrap();
         file.write_all(b"first 8\n").unwrap();
         file.write_all(b"second\n").unwrap();
         file.write_all(b"third\n").unwrap();
@@ -395,7 +403,7 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "third\n");
         // Reopened, it appends and knows its size.
         drop(file);
-        let mut file = RotatingFile::open(&path, 10).unwrap();
+        let mut file = RotatingFile::append_to(&path, 10).unwrap();
         file.write_all(b"4444\n").unwrap();
         file.write_all(b"5\n").unwrap();
         assert_eq!(std::fs::read_to_string(&old).unwrap(), "third\n4444\n");

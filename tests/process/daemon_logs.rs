@@ -40,22 +40,22 @@ fn a_background_mounts_warnings_reach_its_log_file_and_mnt_at_log() {
     let log_file = root.join("logs/m.log");
     produce(&mnt);
     refused_config_write(&mnt);
-    // The log file: the warning with its time and level (appended by the daemon, which may
-    // still be writing it when the write has failed: awaited).
-    wait_until("the warning in the log file", || {
+    // The log file: the refusal with its time and level (info: refused input), appended by
+    // the daemon, which may still be writing it when the write has failed: awaited.
+    wait_until("the refusal in the log file", || {
         fs::read_to_string(&log_file).is_ok_and(|l| l.contains("retention.ms"))
     });
     let text = fs::read_to_string(&log_file).unwrap();
     let line = text.lines().find(|l| l.contains("retention.ms")).unwrap();
-    assert!(line.starts_with('[') && line.contains(" WARN "), "{line}");
+    assert!(line.starts_with('[') && line.contains(" INFO "), "{line}");
     assert!(line.contains("t/config"), "{line}");
     assert!(text.contains(&format!("mounted {} on {}", m.data().display(), mnt.display())));
-    // MNT/@log: the same warning, with time and level; its size is what cat reads.
+    // MNT/@log: the same refusal, with time and level; its size is what cat reads.
     let log = sh(&format!("cat '{}'", mnt.join("@log").display()));
     let line = log.lines().find(|l| l.contains("retention.ms")).expect(&log);
-    assert!(line.contains(" WARN ") && line.contains("t/config"), "{line}");
+    assert!(line.contains(" INFO ") && line.contains("t/config"), "{line}");
     assert!(line.starts_with("20") && line.contains('T'), "no time: {line}");
-    assert!(!log.contains("mounted "), "info records are not kept: {log}");
+    assert!(!log.contains("mounted "), "info records other than refusals are not kept: {log}");
     assert_eq!(fs::metadata(mnt.join("@log")).unwrap().len(), log.len() as u64);
     // MNT/@info names the log; neither file is listed.
     let info = fs::read_to_string(mnt.join("@info")).unwrap();

@@ -222,8 +222,9 @@ mod tests {
     /// The rule of this module, checked on the source: outside it, nothing in `src/` (the bench
     /// tool and test modules aside) opens, reads or lists a file by itself; the only files
     /// opened otherwise are not in a data dir (`/dev/fuse`, `/proc/self/mountinfo` and the
-    /// kernel's other files under `/proc` (`PROC_FS`, src/mount/mountinfo.rs), `/dev/urandom`, and a cluster mount's `--command-config` file: the user's own input, read
-    /// once before mounting, which may well be a pipe such as `<(…)`).
+    /// kernel's other files under `/proc` (`PROC_FS`, src/mount/mountinfo.rs), `/dev/urandom`, a cluster mount's `--command-config` file: the user's own input, read
+    /// once before mounting, which may well be a pipe such as `<(…)`, and the daemon's log
+    /// file, `--log-file`, opened for appending (src/mount/logging.rs)).
     #[test]
     fn nothing_else_in_the_crate_opens_files_by_itself() {
         // Every crate's sources and the root package's: crates/storage is two levels down.
@@ -248,6 +249,7 @@ mod tests {
             "PROC_FS",
             "\"read client config\"",
             "read registry setting file",
+            "the daemon's log file",
         ];
         let mut stack = roots;
         let mut found = Vec::new();

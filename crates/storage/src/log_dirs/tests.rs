@@ -381,8 +381,13 @@ fn known(dirs: &LogDirs, topic: &str) -> bool {
     dirs.home().dir.topic_settings_known(topic)
 }
 
+/// Sets `topic`'s retention.ms and states its settings (`ConfigChange::MakeKnown`, what a
+/// written `cleanup.policy` line of `config` sends).
 fn set_retention(dirs: &LogDirs, topic: &str, ms: &str) -> Result<()> {
-    let change = [ConfigChange::Set { name: "retention.ms".into(), value: ms.into() }];
+    let change = [
+        ConfigChange::Set { name: "retention.ms".into(), value: ms.into() },
+        ConfigChange::MakeKnown,
+    ];
     TopicSource::alter_topic_config(dirs, topic, &change)
 }
 
