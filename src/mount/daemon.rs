@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
 use super::MountRequest;
-use super::logging::{LogTarget, SYSLOG_SOCKETS, daemon_target, open_log_file};
+use super::logging::{
+    LogTarget, SYSLOG_SOCKETS, daemon_target, open_default_log_file, open_log_file,
+};
 use crate::error::{Error, Result};
 
 /// Hidden flag marking the re-executed daemon child.
@@ -54,7 +56,11 @@ fn start_daemon(args: &[OsString], request: &MountRequest) -> Result<Option<Stri
         if !path.exists() {
             created = Some(path.clone());
         }
-        open_log_file(path)?;
+        if request.log_file.is_none() {
+            open_default_log_file(path)?;
+        } else {
+            open_log_file(path)?;
+        }
         if request.log_file.is_none() {
             log_args = vec![OsString::from("--log-file"), path.clone().into_os_string()];
             note = Some(format!(

@@ -153,7 +153,19 @@ fn escape_path(path: &Path) -> String {
     out
 }
 
-/// Opens (creating it and its directory) the log file `path` for appending.
+/// Opens the default log file `path` ([`default_log_file`]) for appending, creating it and its
+/// directory (`/var/log/topicfs`, the XDG state dir).
+pub fn open_default_log_file(path: &Path) -> Result<RotatingFile> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            Error::Mount(format!("cannot create the log directory {}: {e}", dir.display()))
+        })?;
+    }
+    open_log_file(path)
+}
+
+/// Opens (creating it, not its directory: a mistyped `--log-file` fails instead of making
+/// directories) the log file `path` for appending.
 pub fn open_log_file(path: &Path) -> Result<RotatingFile> {
     RotatingFile::append_to(path, LOG_FILE_MAX_BYTES)
         .map_err(|e| Error::Mount(format!("cannot open the log file {}: {e}", path.display())))
@@ -177,9 +189,6 @@ pub struct RotatingFile {
 
 impl RotatingFile {
     fn append_to(path: &Path, max: u64) -> std::io::Result<RotatingFile> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)?;
-        }
         let file = append_log_file(path)?;
         let size = file.metadata()?.len();
         Ok(RotatingFile { path: path.to_path_buf(), file, size, max })
@@ -232,7 +241,7 @@ pub fn init_logging(target: LogTarget, mountpoint: &Path) -> Result<Arc<RecentLo
                     std::env::var_os("XDG_STATE_HOME").map(PathBuf::from),
                     std::env::var_os("HOME").map(PathBuf::from),
                 )?;
-                let file = open_log_file(&path)?;
+                let file = open_default_log_file(&path)?;
                 (LogTarget::File(path), Output::Env(file_builder(file).build()))
             }
         },

@@ -113,8 +113,14 @@ fn what_config_shows_written_back_changes_nothing() {
     let (a, b) = before.split_at(before.len() / 2);
     f.write(WRITE_TRUNCATE, &[a, b]).unwrap();
     assert_eq!(f.text(), before);
-    // An edited line of that form sets the value it names.
-    f.write(WRITE, &["segment.ms=604800001 # kafka-default\n"]).unwrap();
+    // A line of that form with another value (an editor's edit that kept the comment, a copy
+    // saved before a change) only confirms: refused, naming what the topic has and how to set
+    // it; the same edit without the comment sets it.
+    let e = f.write(WRITE, &["segment.ms=604800001 # kafka-default\n"]).unwrap_err();
+    assert_eq!(e.errno(), libc::EINVAL);
+    assert!(e.to_string().contains("(segment.ms=604800000 # kafka-default)"), "{e}");
+    assert_eq!(f.line("segment.ms"), "segment.ms=604800000 # kafka-default");
+    f.write(WRITE, &["segment.ms=604800001\n"]).unwrap();
     assert_eq!(f.line("segment.ms"), "segment.ms=604800001 # override");
 }
 
@@ -179,8 +185,9 @@ fn unknown_fixture() -> Fixture {
 /// Issue 44, items 1 and 2: on a topic whose settings are unknown, `config` says which settings
 /// are not applied and how to make them known (its size still exact); what it shows written
 /// back changes nothing and leaves them unknown; another setting is applied and leaves them
-/// unknown, even a commented `cleanup.policy` line with another value; only a `cleanup.policy`
-/// line written without a comment makes them known.
+/// unknown; a commented line with another value is refused, and `cleanup.policy=` (removing an
+/// override) states nothing; only a `cleanup.policy` line with a value, written without a
+/// comment, makes them known.
 #[test]
 fn unknown_settings_are_shown_not_applied_and_only_a_written_policy_makes_them_known() {
     let f = unknown_fixture();
@@ -208,12 +215,18 @@ fn unknown_settings_are_shown_not_applied_and_only_a_written_policy_makes_them_k
     f.write(WRITE, &["segment.bytes=2000000\n"]).unwrap();
     assert_eq!(f.log_dir.log("t", 0).unwrap().config().segment_bytes, 2_000_000);
     assert!(!f.log_dir.topic_settings_known("t"));
-    f.write(WRITE, &["cleanup.policy=compact # kafka-default; not applied: settings unknown\n"])
-        .unwrap();
+    // A line in the form reading shows with another value only confirms: refused, nothing set.
+    let e = f
+        .write(WRITE, &["cleanup.policy=compact # kafka-default; not applied: settings unknown\n"])
+        .unwrap_err();
+    assert_eq!(e.errno(), libc::EINVAL);
+    assert!(e.to_string().contains("without the comment"), "{e}");
     assert_eq!(
         f.line("cleanup.policy"),
-        "cleanup.policy=compact # override; not applied: settings unknown"
+        "cleanup.policy=delete # kafka-default; not applied: settings unknown"
     );
+    // Removing a policy override that is not there states nothing either.
+    f.write(WRITE, &["cleanup.policy=\n"]).unwrap();
     assert!(!f.log_dir.topic_settings_known("t"));
     f.write(WRITE, &["cleanup.policy=delete\n"]).unwrap();
     assert!(f.log_dir.topic_settings_known("t"));
@@ -301,9 +314,9 @@ fn an_unfinished_line_no_continuation_can_make_valid_is_refused_at_its_write() {
     f.write(WRITE, &["retention.ms=-", "1\nmessage.timestamp.type=Log", "AppendTime"]).unwrap();
     assert_eq!(f.line("retention.ms"), "retention.ms=-1 # override");
     assert_eq!(f.line("message.timestamp.type"), "message.timestamp.type=LogAppendTime # override");
-    // A complete value then a comment: judged whole.
+    // A complete value then a comment: judged whole (a commented line only confirms).
     let e = f.write(WRITE, &["segment.ms=0 # x"]).unwrap_err();
-    assert!(e.to_string().contains("at least 1"), "{e}");
+    assert!(e.to_string().contains("is not what the topic has now"), "{e}");
 }
 
 /// Issue 44, item 9: a line past 4 KiB is refused at the write that passes it (a 16 MiB line
@@ -349,4 +362,26 @@ fn a_line_past_4_kib_or_an_open_past_1_mib_is_refused_at_once() {
     assert!(e.to_string().contains("bytes written since open"), "{e}");
     f.fs.release(fh).unwrap();
     assert_eq!(f.text(), before);
+}
+
+/// What a probe found: a copy of `config` saved before the settings changed, written back
+/// after, would have pinned the values it showed (Kafka's defaults included) as overrides, and
+/// retention then deleted by them. Such lines only confirm: the write is refused, nothing of it
+/// applied, and the settings stay as they are.
+#[test]
+fn a_saved_config_written_back_after_a_change_pins_nothing() {
+    let f = unknown_fixture();
+    let saved = f.text();
+    f.write(WRITE, &["cleanup.policy=compact\n"]).unwrap();
+    assert!(f.log_dir.topic_settings_known("t"));
+    let now = f.text();
+    let e = f.write(WRITE_TRUNCATE, &[&saved]).unwrap_err();
+    assert_eq!(e.errno(), libc::EINVAL);
+    assert!(e.to_string().contains("cleanup.policy=compact # override"), "{e}");
+    assert_eq!(f.text(), now, "nothing of the saved copy applied");
+    assert_eq!(f.line("cleanup.policy"), "cleanup.policy=compact # override");
+    assert_eq!(f.line("retention.ms"), "retention.ms=604800000 # kafka-default");
+    // What it shows now, written back: nothing changes.
+    f.write(WRITE_TRUNCATE, &[&now]).unwrap();
+    assert_eq!(f.text(), now);
 }

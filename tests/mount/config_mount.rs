@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Stdio;
 
 use common::corpus::copy_corpus;
-use common::{Dirs, MountGuard, sh, wait_until};
+use common::{Dirs, MountGuard, sh, sh_output, wait_until};
 
 /// Every `.log` file under the partition directories of `data`, as `<dir>/<file>`.
 fn log_files(data: &Path) -> Vec<String> {
@@ -375,6 +375,21 @@ fn a_config_round_trip_or_an_editor_write_deletes_nothing_of_a_topic_with_unknow
     ));
     vim(&m.path("compacted/config"), &[]);
     assert_eq!(fs::read_to_string(&config).unwrap(), text);
+    // Removing a policy override that is not there states nothing (a probe found it made the
+    // settings known, and retention deleted by Kafka's defaults).
+    sh(&format!("printf 'cleanup.policy=\\n' > '{}'", m.path("upgraded/config").display()));
+    assert!(fs::read_to_string(m.path("upgraded/config")).unwrap().starts_with("# settings"));
+    // A copy saved while the settings were unknown, written back once they are set, would pin
+    // what it showed (7 days of retention) as overrides: refused whole, nothing changed.
+    let tx = m.path("transactions/config");
+    let tx_saved = m.dirs_root().join("tx.saved");
+    sh(&format!("cat '{}' > '{}'", tx.display(), tx_saved.display()));
+    sh(&format!("printf 'cleanup.policy=delete\\nretention.ms=-1\\n' > '{}'", tx.display()));
+    let set = fs::read_to_string(&tx).unwrap();
+    let out = sh_output(&format!("cat '{}' > '{}'", tx_saved.display(), tx.display()));
+    assert!(!out.status.success(), "the saved copy was taken");
+    assert_eq!(fs::read_to_string(&tx).unwrap(), set);
+    assert!(set.contains("\nretention.ms=-1 # override\n"), "{set}");
     // Retention passes run meanwhile: a probe (known settings, tiny segments, 1 ms retention)
     // loses its old segments twice, so a whole pass ran after the writes above.
     fs::create_dir(m.path("probe")).unwrap();

@@ -31,8 +31,21 @@ fn a_background_mounts_warnings_reach_its_log_file_and_mnt_at_log() {
     let dirs = Dirs::new();
     let root = dirs.root.path().to_path_buf();
     let mnt = dirs.mnt();
-    // `-o log_file=` (the fstab form), relative to where the mount is started, in a
-    // directory that does not exist yet.
+    // `-o log_file=` (the fstab form), relative to where the mount is started. Its directory
+    // must exist (a mistyped path fails the mount instead of creating directories): first
+    // without it, then with it.
+    let missing = sh_output(&format!(
+        "cd '{}' && {} mount '{}' '{}' -o log_file=logs/m.log",
+        root.display(),
+        env!("CARGO_BIN_EXE_topicfs"),
+        dirs.data().display(),
+        mnt.display()
+    ));
+    assert!(!missing.status.success(), "mounted with a log file in a missing directory");
+    let said = String::from_utf8_lossy(&missing.stderr);
+    assert!(said.contains("cannot open the log file"), "{said}");
+    assert!(!root.join("logs").exists(), "a directory was created");
+    fs::create_dir(root.join("logs")).unwrap();
     let mut command = topicfs();
     command.current_dir(&root).arg("mount").arg(dirs.data()).arg(&mnt);
     command.args(["-o", "log_file=logs/m.log"]);
@@ -103,6 +116,7 @@ fn a_log_file_that_cannot_be_opened_fails_the_background_mount_on_the_terminal()
     );
     assert_eq!(fs::read_dir(dirs.data()).unwrap().count(), 0, "the data dir was written");
     // A mount refused after its log file was made leaves none behind.
+    fs::create_dir(dirs.root.path().join("logs")).unwrap();
     let log_file = dirs.root.path().join("logs/refused.log");
     let log_arg = log_file.to_str().unwrap().to_string();
     let (code, stderr) = common::failed_mount(&blocker, &dirs.mnt(), &["--log-file", &log_arg]);

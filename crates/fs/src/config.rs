@@ -10,8 +10,9 @@
 //! - `name=value` sets the topic's override of `name`; `name=` removes it;
 //! - a line carrying a ` # <comment>` after the value (what reading shows) is no setting line
 //!   at all when the value is the one the topic has now, so `cat config` written back changes
-//!   nothing; with another value it is a `name=value` line;
-//! - a `cleanup.policy` line without a comment also states the topic's settings
+//!   nothing; with another value it is refused (`EINVAL`): it only confirms what reading
+//!   shows, so a saved copy written back after the settings changed pins nothing;
+//! - a `cleanup.policy` line with a value and without a comment also states the topic's settings
 //!   ([`ConfigChange::MakeKnown`]): the only way a topic whose settings are unknown gets them
 //!   known, so that neither a round trip of what reading showed nor another setting can;
 //! - blank lines and lines starting with `#` are skipped.
@@ -243,7 +244,10 @@ impl TopicFs {
                 // What reading shows: no setting line.
                 return Ok(());
             }
-        } else if name == CLEANUP_POLICY {
+            return Err(not_as_shown(topic, &at, line, name, now));
+        }
+        if name == CLEANUP_POLICY && !value.is_empty() {
+            // A stated policy; `cleanup.policy=` (removing an override) states nothing.
             *make_known = true;
         }
         new.push((
@@ -369,12 +373,41 @@ impl TopicFs {
         }
         // A comment ends the value.
         let value = if commented { format!("{} ", value.trim_end()) } else { value.to_string() };
-        let now = entries.iter().find(|e| e.name == name).and_then(|e| e.value.as_deref());
-        if commented && now == Some(value.trim()) {
-            return Ok(());
+        let entry = entries.iter().find(|e| e.name == name);
+        let now = entry.and_then(|e| e.value.as_deref());
+        if commented {
+            if now == Some(value.trim()) {
+                return Ok(());
+            }
+            return Err(not_as_shown(topic, &at, line, name, entry));
         }
         self.source.check_value_prefix(name, &value).map_err(|e| refusal_of(topic, &at, e))
     }
+}
+
+/// The refusal of a line in the form reading shows (`name=value # comment`) whose value is not
+/// what the topic has now: such a line only confirms what `config` shows, it never changes a
+/// setting (a saved copy written back after the settings changed would otherwise pin the
+/// values it showed, defaults included, as overrides).
+fn not_as_shown(topic: &str, at: &str, line: &str, name: &str, now: Option<&ConfigEntry>) -> Error {
+    let now = match now {
+        Some(e) => format!(
+            "{name}={} # {}",
+            e.value.as_deref().unwrap_or(""),
+            ConfigSource::as_str(e.source)
+        ),
+        None => format!("no setting {}", shown(name)),
+    };
+    refusal(
+        topic,
+        at,
+        format!(
+            "{} is not what the topic has now ({now}); a line with a ` #` comment only confirms \
+             what config shows: write `{name}=VALUE` without the comment to set it, or `{name}=` \
+             to remove its override",
+            shown(line.trim())
+        ),
+    )
 }
 
 /// The topic's settings, asked for once per write when needed.

@@ -316,8 +316,9 @@ impl LogConfig {
                 self.min_cleanable_dirty_ratio = v;
             }
             "segment.bytes" => {
-                let v = parse_int(key, value)?;
-                self.segment_bytes = at_least(key, v, MIN_SEGMENT_BYTES as i64)? as u64;
+                // Kafka's INT: a segment's positions are 32-bit in its `.index`.
+                let v = at_least(key, parse_int(key, value)?, MIN_SEGMENT_BYTES as i64)?;
+                self.segment_bytes = u64::from(fit_i32(key, v)?);
             }
             "segment.ms" => self.segment_ms = at_least(key, parse_int(key, value)?, 1)?,
             "segment.jitter.ms" => {
@@ -644,7 +645,7 @@ fn kind(name: &str) -> Option<Kind> {
         // Tiered storage is not available here: only `false` is taken.
         "remote.storage.enable" => Kind::Word { words: &["false"], any_case: true },
         "retention.bytes" | "retention.ms" => Kind::Int(UNLIMITED_OR_NON_NEGATIVE),
-        "segment.bytes" => Kind::Int(&[(MIN_SEGMENT_BYTES as i64, i64::MAX)]),
+        "segment.bytes" => Kind::Int(&[(MIN_SEGMENT_BYTES as i64, I32_MAX)]),
         "segment.index.bytes" => Kind::Int(&[(MIN_SEGMENT_INDEX_BYTES as i64, I32_MAX)]),
         _ => return None,
     })
@@ -836,6 +837,13 @@ mod tests {
         assert_eq!(c.message_timestamp_type, MessageTimestampType::LogAppendTime);
         assert_eq!(c.compression_type.codec(), Compression::Zstd);
         assert!(c.set("segment.bytes", "13").unwrap_err().to_string().contains("at least 14"));
+        // Kafka's INT: a segment's positions are 32-bit (a probe saw i64::MAX taken).
+        c.set("segment.bytes", "2147483647").unwrap();
+        for big in ["2147483648", "5000000000", "9223372036854775807"] {
+            let e = c.set("segment.bytes", big).unwrap_err().to_string();
+            assert!(e.contains("at most 2147483647"), "{big}: {e}");
+        }
+        assert!(check_value_prefix("segment.bytes", "21474836470").is_err());
         assert!(c.set("retention.ms", "-2").is_err());
         assert!(c.set("compression.type", "brotli").is_err());
         assert!(c.set("segment.ms", "soon").is_err());
@@ -1005,7 +1013,7 @@ mod tests {
             ("retention.ms", "5 5", "-1 (no limit) or >= 0"),
             ("segment.ms", "-", "at least 1"),
             ("segment.ms", "0 ", "at least 1"),
-            ("segment.bytes", "13 ", "at least 14"),
+            ("segment.bytes", "13 ", "between 14 and 2147483647"),
             ("max.message.bytes", "3000000000", "between 0 and 2147483647"),
             ("compression.gzip.level", "0 ", "-1 or between 1 and 9"),
             ("compression.gzip.level", "-2", "-1 or between 1 and 9"),

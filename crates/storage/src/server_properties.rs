@@ -108,6 +108,16 @@ fn map_broker_settings(
     let mut out = Vec::new();
     let mut problems = Vec::new();
     for (topic_name, synonyms) in SYNONYMS {
+        // Every synonym present is parsed, as Kafka parses each key at start, even one a
+        // higher synonym shadows (`log.retention.hours=abc` beside `log.retention.ms=100`).
+        for (name, convert) in synonyms.iter().skip(1) {
+            if let Some((value, line)) = broker.get(*name)
+                && matches!(convert, Hours | Minutes)
+                && value.trim().parse::<i32>().is_err()
+            {
+                problems.push((*name, value.trim().to_string(), *line, "not an integer"));
+            }
+        }
         let Some((name, (value, line), convert)) = synonyms
             .iter()
             .find_map(|(name, convert)| broker.get(*name).map(|v| (*name, v, *convert)))
@@ -316,6 +326,20 @@ mod tests {
         assert!(matches!(err, Error::InvalidInput(_)), "{err:?}");
         assert!(err.to_string().contains("log.retention.hours"), "{err}");
         assert!(err.to_string().contains("server.properties: line 2:"), "{err}");
+        // Shadowed by a higher synonym, still parsed (a probe saw them taken), as Kafka
+        // parses every key.
+        for text in [
+            "log.retention.ms=100\nlog.retention.hours=abc\n",
+            "log.retention.ms=100\nlog.retention.minutes=1.5\n",
+            "log.roll.ms=100\nlog.roll.hours=abc\n",
+            "log.roll.jitter.ms=1\nlog.roll.jitter.hours=x\n",
+        ] {
+            std::fs::write(&file, text).unwrap();
+            let err = read_server_properties(&file).unwrap_err().to_string();
+            assert!(err.contains("line 2:") && err.contains("not an integer"), "{text}: {err}");
+        }
+        std::fs::write(&file, "log.retention.ms=100\nlog.retention.hours=2\n").unwrap();
+        assert_eq!(read_map(&file).unwrap()["retention.ms"], "100");
     }
 
     /// The file's topic-level defaults as a map (what the mount layers).
