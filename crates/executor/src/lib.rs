@@ -510,7 +510,8 @@ impl Inner {
             if blocking {
                 st.blocked -= 1;
                 // A network task held back by the bound may start now.
-                if st.idle > 0 && st.queues.iter().flatten().any(|t| t.blocking == Blocking::Network)
+                if st.idle > 0
+                    && st.queues.iter().flatten().any(|t| t.blocking == Blocking::Network)
                 {
                     self.work.notify_one();
                 }

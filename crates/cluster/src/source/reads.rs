@@ -309,7 +309,9 @@ impl ClusterPartition {
             });
             drop(held);
             match fetched {
-                Ok(Some(piece)) => me.windows.landed(&key, at, slot, Some(piece), Landed::Piece, cap),
+                Ok(Some(piece)) => {
+                    me.windows.landed(&key, at, slot, Some(piece), Landed::Piece, cap)
+                }
                 Ok(None) => me.windows.landed(&key, at, slot, None, Landed::Empty, cap),
                 Err(e) => {
                     log::debug!("{}-{}: prefetch from {}: {e}", me.topic, me.partition, at.0);
