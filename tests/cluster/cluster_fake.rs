@@ -821,7 +821,9 @@ fn partition_of(broker: &FakeBroker) -> Arc<dyn topicfs::source::PartitionSource
     config.set_pair("isolation.level=read_uncommitted").unwrap();
     let spec = format!("kafka://{}", broker.addr);
     let client = Client::connect(parse_bootstrap(&spec).unwrap(), config).unwrap();
-    let source = ClusterSource::new(Arc::new(client), true);
+    // Prefetches run on an executor, as a mount's do.
+    let executor = topicfs::executor::Executor::new(2);
+    let source = ClusterSource::new(Arc::new(client), true).with_executor(executor);
     source.partition(TOPIC, 0).unwrap()
 }
 
@@ -892,7 +894,8 @@ fn cluster_two_readers_of_one_partition_cost_one_fetch_per_window() {
     config.set_pair("isolation.level=read_uncommitted").unwrap();
     let spec = format!("kafka://{}", broker.addr);
     let client = Client::connect(parse_bootstrap(&spec).unwrap(), config).unwrap();
-    let source = ClusterSource::new(Arc::new(client), true);
+    let executor = topicfs::executor::Executor::new(2);
+    let source = ClusterSource::new(Arc::new(client), true).with_executor(executor);
     let handles = [source.partition(TOPIC, 0).unwrap(), source.partition(TOPIC, 0).unwrap()];
     let before = broker.fetches.load(Ordering::SeqCst);
     let mut cursors = [topicfs::source::ReadCursor::at(Offset(0)); 2];
