@@ -188,9 +188,23 @@ fn cluster_read_ahead_a_read_inside_a_batch_fetched_for_another_read_gets_no_rec
     assert_eq!(seen, 20_000);
 }
 
+/// The names of this process's threads now (one that ended meanwhile is left out).
+pub(crate) fn thread_names() -> Vec<String> {
+    let tasks = std::fs::read_dir("/proc/self/task").unwrap();
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|name| name.trim_end().to_string())
+        .collect()
+}
+
 /// The threads of this process now.
 fn threads_now() -> usize {
     std::fs::read_dir("/proc/self/task").unwrap().count()
+}
+
+/// Threads now that are not the executor's workers (`topicfs-bg-N`).
+pub(crate) fn threads_but_workers() -> usize {
+    thread_names().iter().filter(|n| !n.starts_with("topicfs-bg-")).count()
 }
 
 /// Sequential readers of several partitions at once start no thread per prefetch: a reader's
@@ -236,6 +250,7 @@ fn cluster_read_ahead_of_many_partitions_starts_no_thread_beyond_the_executors_w
         cursors.push(chunk.next.unwrap());
     }
     let bound = threads_now() + executor.network();
+    let others = threads_but_workers();
     let mut most = 0;
     let prefetches = || client.request_counts().get(kafka_protocol::messages::ApiKey::Fetch);
     let before = prefetches();
@@ -249,6 +264,9 @@ fn cluster_read_ahead_of_many_partitions_starts_no_thread_beyond_the_executors_w
             cursors[i] = chunk.next.unwrap();
             most = most.max(threads_now());
             assert!(most <= bound, "{most} threads, more than {bound}");
+            let names = thread_names();
+            let new = names.iter().filter(|n| !n.starts_with("topicfs-bg-")).count();
+            assert!(new <= others, "threads besides the workers: {names:?}");
         }
     }
     eprintln!("at most {most} threads (bound {bound}), {} Fetches", prefetches() - before);
