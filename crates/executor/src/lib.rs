@@ -40,8 +40,9 @@
 //! backend's readers run a prefetch no worker has started yet themselves.
 //!
 //! **Invariant** (no lost wake-ups): every push and every check of the queues happens under
-//! the one state lock; a worker waits on the condition variable only after finding every queue
-//! empty under that lock, and every push notifies one waiting worker under it.
+//! the one state lock; a worker waits on the condition variable only after finding no task it
+//! may start under that lock, and every push, and every end of a network task while a network
+//! task waits (held back by the bound), notifies one waiting worker under it.
 //!
 //! **Shutdown** ([`Executor::shutdown`], the mount's shutdown path; also started, without
 //! waiting, when the last handle is dropped): tasks still queued are dropped without running
