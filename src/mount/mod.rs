@@ -252,7 +252,9 @@ fn open_backend(
                     request.sizing_budget.unwrap_or(crate::cluster::source::CLUSTER_SIZING_BUDGET),
                 )
                 .with_committed_reads(committed)
-                .with_fetch_memory(budget.fetch_memory(), config_timeout),
+                .with_fetch_memory(budget.fetch_memory(), config_timeout)
+                // Prefetches and the max-timestamp probe run on the mount's one executor.
+                .with_executor(executor.clone()),
         );
         let groups = Arc::new(crate::cluster::ClusterGroups::new(client));
         return Ok(Backend { source, retained: None, groups });

@@ -85,6 +85,8 @@ struct Log {
     hold_fetches: Arc<AtomicBool>,
     /// The newest ListOffsets version offered (7 answers the max-timestamp lookup, `-3`).
     list_offsets_max: i16,
+    /// How long a ListOffsets `-3` takes to answer.
+    max_timestamp_delay: std::time::Duration,
 }
 
 impl Log {
@@ -106,6 +108,7 @@ impl Log {
             fetch_delay: std::time::Duration::ZERO,
             hold_fetches,
             list_offsets_max: 7,
+            max_timestamp_delay: std::time::Duration::ZERO,
         }
     }
 
@@ -273,7 +276,10 @@ fn serve(
                                     -2 => (0, -1),
                                     -1 if committed => (log.lso, -1),
                                     -1 => (log.hwm, -1),
-                                    -3 => log.max_timestamp(),
+                                    -3 => {
+                                        thread::sleep(log.max_timestamp_delay);
+                                        log.max_timestamp()
+                                    }
                                     _ => (0, -1),
                                 };
                                 ListOffsetsPartitionResponse::default()
@@ -800,6 +806,35 @@ fn cluster_partition_info_shows_the_first_and_max_timestamps_of_its_records() {
     assert!(info.contains("max_time: 2026-01-01T02:46:40.009Z\n"), "{info}");
 }
 
+/// The mount's first max-timestamp lookup (ListOffsets `-3`) is waited for 3 s on a task of
+/// the executor, not on a thread of its own: when the broker takes longer, the caller gives up
+/// while the task still waits for the answer (the connection is kept), and every thread besides
+/// the executor's workers is one that was there before. The next lookup fails at once.
+#[test]
+fn cluster_the_first_max_timestamp_lookup_runs_on_the_executor_not_a_thread_of_its_own() {
+    use crate::cluster_read_ahead::{thread_names, threads_but_workers};
+    use topicfs::source::OffsetQuery;
+    let slow = Log { max_timestamp_delay: Duration::from_secs(6), ..timestamps_log() };
+    let broker = FakeBroker::start(slow);
+    let mut config = ClientConfig::default();
+    config.set_pair("request.timeout.ms=10000").unwrap();
+    config.set_pair("isolation.level=read_uncommitted").unwrap();
+    let spec = format!("kafka://{}", broker.addr);
+    let client = Client::connect(parse_bootstrap(&spec).unwrap(), config).unwrap();
+    let executor = topicfs::executor::Executor::with_network(1, 2);
+    let source = ClusterSource::new(Arc::new(client), true).with_executor(executor);
+    let p = source.partition(TOPIC, 0).unwrap();
+    assert_eq!(p.offset_for(OffsetQuery::Latest).unwrap(), Offset(52));
+    let others = threads_but_workers();
+    let first = p.offset_for(OffsetQuery::MaxTimestamp);
+    assert!(matches!(first, Err(topicfs::Error::Timeout { .. })), "{first:?}");
+    let names = thread_names();
+    let now = names.iter().filter(|n| !n.starts_with("topicfs-bg-")).count();
+    assert!(now <= others, "threads besides the workers: {names:?}");
+    let next = p.offset_for(OffsetQuery::MaxTimestamp);
+    assert!(matches!(next, Err(topicfs::Error::UnsupportedApi { .. })), "{next:?}");
+}
+
 #[test]
 fn cluster_partition_info_says_unknown_for_a_timestamp_the_broker_does_not_answer() {
     // A broker speaking ListOffsets up to v6 has no max-timestamp lookup.
@@ -821,7 +856,9 @@ fn partition_of(broker: &FakeBroker) -> Arc<dyn topicfs::source::PartitionSource
     config.set_pair("isolation.level=read_uncommitted").unwrap();
     let spec = format!("kafka://{}", broker.addr);
     let client = Client::connect(parse_bootstrap(&spec).unwrap(), config).unwrap();
-    let source = ClusterSource::new(Arc::new(client), true);
+    // Prefetches run on an executor, as a mount's do.
+    let executor = topicfs::executor::Executor::new(2);
+    let source = ClusterSource::new(Arc::new(client), true).with_executor(executor);
     source.partition(TOPIC, 0).unwrap()
 }
 
@@ -892,7 +929,8 @@ fn cluster_two_readers_of_one_partition_cost_one_fetch_per_window() {
     config.set_pair("isolation.level=read_uncommitted").unwrap();
     let spec = format!("kafka://{}", broker.addr);
     let client = Client::connect(parse_bootstrap(&spec).unwrap(), config).unwrap();
-    let source = ClusterSource::new(Arc::new(client), true);
+    let executor = topicfs::executor::Executor::new(2);
+    let source = ClusterSource::new(Arc::new(client), true).with_executor(executor);
     let handles = [source.partition(TOPIC, 0).unwrap(), source.partition(TOPIC, 0).unwrap()];
     let before = broker.fetches.load(Ordering::SeqCst);
     let mut cursors = [topicfs::source::ReadCursor::at(Offset(0)); 2];

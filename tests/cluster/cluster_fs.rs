@@ -39,8 +39,12 @@ fn fixture_reading(read_only: bool, show_internal: bool, committed: bool) -> Fix
     let mut config = ClientConfig::default();
     config.set_pair("request.timeout.ms=10000").unwrap();
     let client = Client::connect(parse_bootstrap(&broker.bootstrap()).unwrap(), config).unwrap();
-    let source =
-        Arc::new(ClusterSource::new(Arc::new(client), read_only).with_committed_reads(committed));
+    // Prefetches run on an executor, as a mount's do.
+    let source = Arc::new(
+        ClusterSource::new(Arc::new(client), read_only)
+            .with_committed_reads(committed)
+            .with_executor(topicfs::executor::Executor::new(2)),
+    );
     let fs = FsFixture::over(Arc::clone(&source) as Arc<dyn TopicSource>)
         .read_only(read_only)
         .build()

@@ -187,3 +187,95 @@ fn cluster_read_ahead_a_read_inside_a_batch_fetched_for_another_read_gets_no_rec
     }
     assert_eq!(seen, 20_000);
 }
+
+/// The names of this process's threads now (one that ended meanwhile is left out).
+pub(crate) fn thread_names() -> Vec<String> {
+    let tasks = std::fs::read_dir("/proc/self/task").unwrap();
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|name| name.trim_end().to_string())
+        .collect()
+}
+
+/// The threads of this process now.
+fn threads_now() -> usize {
+    std::fs::read_dir("/proc/self/task").unwrap().count()
+}
+
+/// Threads now that are not the executor's workers (`topicfs-bg-N`).
+pub(crate) fn threads_but_workers() -> usize {
+    thread_names().iter().filter(|n| !n.starts_with("topicfs-bg-")).count()
+}
+
+/// Sequential readers of several partitions at once start no thread per prefetch: a reader's
+/// next windows are Fetches queued on the executor (`Blocking::Network`, at most `network` of
+/// them running), so the process's threads stay within those before the reads plus the
+/// executor's spare workers, however many partitions are read and prefetched. The broker holds
+/// every prefetch for `fetch.max.wait.ms` (tansu holds a Fetch asking `fetch.min.bytes` above 1
+/// for its whole wait), so prefetches of every partition are in flight together: a thread each
+/// would pass the bound at the first count after them. What the readers get is every record
+/// once, in order (reads that reach a prefetch no worker started yet run it themselves).
+#[test]
+fn cluster_read_ahead_of_many_partitions_starts_no_thread_beyond_the_executors_workers() {
+    const PARTITIONS: u32 = 6;
+    const RECORDS: i64 = 10_000;
+    let broker = Tansu::start();
+    let mut config = ClientConfig::default();
+    for pair in ["request.timeout.ms=10000", "fetch.min.bytes=2", "fetch.max.wait.ms=1000"] {
+        config.set_pair(pair).unwrap();
+    }
+    let client =
+        Arc::new(Client::connect(parse_bootstrap(&broker.bootstrap()).unwrap(), config).unwrap());
+    client.create_topic("t", PARTITIONS as i32, &[]).unwrap();
+    for p in 0..PARTITIONS {
+        for b in 0..RECORDS / 500 {
+            let batch: Vec<NewRecord> = (0..500)
+                .map(|i| NewRecord {
+                    value: Some(format!("{p} {:0100}", b * 500 + i).into_bytes()),
+                    ..NewRecord::default()
+                })
+                .collect();
+            client.produce("t", p as i32, &batch).unwrap();
+        }
+    }
+    let executor = topicfs::executor::Executor::with_network(1, 2);
+    let source = ClusterSource::new(Arc::clone(&client), true).with_executor(executor.clone());
+    let parts: Vec<_> = (0..PARTITIONS).map(|p| source.partition("t", p).unwrap()).collect();
+    // One read of each first (no prefetch yet): every connection and worker is up.
+    let mut cursors: Vec<ReadCursor> = Vec::new();
+    let mut got: Vec<Vec<(i64, Vec<u8>)>> = Vec::new();
+    for p in &parts {
+        let chunk = read_chunk(p.as_ref(), &ReadCursor::at(Offset(0)), 64 << 10);
+        got.push(records(&chunk.bytes, Offset(0)));
+        cursors.push(chunk.next.unwrap());
+    }
+    let bound = threads_now() + executor.network();
+    let others = threads_but_workers();
+    let mut most = 0;
+    let prefetches = || client.request_counts().get(kafka_protocol::messages::ApiKey::Fetch);
+    let before = prefetches();
+    while cursors.iter().any(|c| c.next_offset.0 < RECORDS) {
+        for (i, p) in parts.iter().enumerate() {
+            if cursors[i].next_offset.0 >= RECORDS {
+                continue;
+            }
+            let chunk = read_chunk(p.as_ref(), &cursors[i], 64 << 10);
+            got[i].extend(records(&chunk.bytes, cursors[i].next_offset));
+            cursors[i] = chunk.next.unwrap();
+            most = most.max(threads_now());
+            assert!(most <= bound, "{most} threads, more than {bound}");
+            let names = thread_names();
+            let new = names.iter().filter(|n| !n.starts_with("topicfs-bg-")).count();
+            assert!(new <= others, "threads besides the workers: {names:?}");
+        }
+    }
+    eprintln!("at most {most} threads (bound {bound}), {} Fetches", prefetches() - before);
+    for (i, records) in got.iter_mut().enumerate() {
+        records.retain(|(o, _)| *o < RECORDS);
+        assert_eq!(records.len() as i64, RECORDS, "partition {i}");
+        for (n, (offset, value)) in records.iter().enumerate() {
+            assert_eq!(*offset, n as i64);
+            assert_eq!(value, &format!("{i} {n:0100}").into_bytes());
+        }
+    }
+}

@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 
 use crate::Client;
 use crate::client::ConfigOp;
+use topicfs_executor::Executor;
 use topicfs_format::Offset;
 use topicfs_source::error::{Error, Result};
 use topicfs_source::{
@@ -68,6 +69,9 @@ pub struct ClusterSource {
     windows: Arc<Windows>,
     /// Whether the broker answers the max-timestamp lookup (see [`MaxTimestampLookup`]).
     max_timestamp_lookup: Arc<MaxTimestampLookup>,
+    /// The mount's executor, where prefetches and the max-timestamp probe run
+    /// ([`ClusterSource::with_executor`]).
+    executor: Option<Executor>,
 }
 
 /// Whether the cluster answers ListOffsets `-3` (max timestamp), learned by the mount's first
@@ -177,7 +181,19 @@ impl ClusterSource {
             bounds_fresh: BOUNDS_FRESH,
             windows: Arc::default(),
             max_timestamp_lookup: Arc::default(),
+            executor: None,
         }
+    }
+
+    /// The same source running its background network work on `executor` (the mount's one):
+    /// a sequential reader's prefetches and the first max-timestamp lookup are
+    /// [`Blocking::Network`](topicfs_executor::Blocking::Network) tasks of the read-ahead
+    /// class, so the source starts no thread of its own. Without one (a source made outside a
+    /// mount) that work runs on the caller: the prefetches with the read that sends them, the
+    /// lookup bounded by `request.timeout.ms` instead of [`MAX_TIMESTAMP_PROBE`].
+    pub fn with_executor(mut self, executor: Executor) -> ClusterSource {
+        self.executor = Some(executor);
+        self
     }
 
     /// The same source reusing a partition's learned log start and end offsets for `fresh`
@@ -294,6 +310,7 @@ impl ClusterSource {
             bounds_fresh: self.bounds_fresh,
             windows: Arc::clone(&self.windows),
             max_timestamp_lookup: Arc::clone(&self.max_timestamp_lookup),
+            executor: self.executor.clone(),
         }))
     }
 
@@ -650,7 +667,7 @@ impl TopicSource for ClusterSource {
 
 /// One partition of a cluster.
 struct ClusterPartition {
-    /// This handle, for the prefetch threads it starts.
+    /// This handle, for the prefetches it queues.
     me: std::sync::Weak<ClusterPartition>,
     client: Arc<Client>,
     /// The client of background work (see [`ClusterSource::with_background_client`]).
@@ -671,6 +688,8 @@ struct ClusterPartition {
     windows: Arc<Windows>,
     /// Whether the broker answers the max-timestamp lookup (shared by the mount).
     max_timestamp_lookup: Arc<MaxTimestampLookup>,
+    /// The mount's executor (see [`ClusterSource::with_executor`]).
+    executor: Option<Executor>,
 }
 
 #[cfg(test)]

@@ -27,11 +27,22 @@
 //! it does not count against `threads`, and its worker starts a spare worker if every other
 //! one is busy, so one slow partition cannot take every worker from the others' read-ahead or
 //! from the lower classes. Spare workers end when their blocking task ends and more than
-//! `threads` workers are not blocked; at most [`MAX_WORKERS`] workers exist at once.
+//! `threads` workers are not blocked (unless the next task is a network one, which blocks it
+//! again).
+//!
+//! **Invariant** (network tasks are bounded): at most `network` [`Blocking::Network`] tasks run
+//! at once ([`NETWORK_TASKS`] by default, [`Executor::with_network`]); a network task beyond
+//! that waits in its queue while tasks behind it that do not block start (the one exception to
+//! first in, first out within a class). A spare worker is started only while fewer than
+//! `threads` workers are not blocked, so at most `threads + network` workers exist at once
+//! (and never more than [`MAX_WORKERS`]), however many handles or partitions are read. A
+//! caller waiting for a network task it queued must not rely on it starting soon: the cluster
+//! backend's readers run a prefetch no worker has started yet themselves.
 //!
 //! **Invariant** (no lost wake-ups): every push and every check of the queues happens under
-//! the one state lock; a worker waits on the condition variable only after finding every queue
-//! empty under that lock, and every push notifies one waiting worker under it.
+//! the one state lock; a worker waits on the condition variable only after finding no task it
+//! may start under that lock, and every push, and every end of a network task while a network
+//! task waits (held back by the bound), notifies one waiting worker under it.
 //!
 //! **Shutdown** ([`Executor::shutdown`], the mount's shutdown path; also started, without
 //! waiting, when the last handle is dropped): tasks still queued are dropped without running
@@ -109,6 +120,11 @@ pub const MAX_WORKERS: usize = 128;
 /// Most workers configured (`--background-threads`).
 pub const MAX_THREADS: usize = 64;
 
+/// Most [`Blocking::Network`] tasks running at once unless [`Executor::with_network`] says
+/// otherwise: a cluster's prefetches of four partitions at full depth (eight each), or the
+/// read-ahead of as many handles; more wait in their queue (see the module docs).
+pub const NETWORK_TASKS: usize = 32;
+
 type Job = Box<dyn FnOnce() + Send + 'static>;
 
 struct Task {
@@ -131,6 +147,8 @@ struct Owner {
 
 struct Inner {
     threads: usize,
+    /// Most [`Blocking::Network`] tasks running at once.
+    network: usize,
     state: Mutex<State>,
     work: Condvar,
     /// Signalled whenever a task ends (for [`Executor::wait_idle`]).
@@ -175,35 +193,51 @@ impl State {
             || self.running_class[..class].iter().any(|&n| n > 0)
     }
 
-    /// The next task by the priority rule (see the module docs).
-    fn pop(&mut self) -> Option<Task> {
-        let ready = |st: &State, c: usize| !st.queues[c].is_empty() && st.may_start(c);
-        let first = (0..CLASSES).find(|&c| ready(self, c))?;
-        let lower = (first + 1..CLASSES).find(|&c| ready(self, c)).map(|c| c - first - 1);
-        let class = match lower {
-            Some(l) if self.passed_over >= STARVATION_LIMIT => {
-                self.passed_over = 0;
-                first + 1 + l
-            }
-            Some(_) => {
-                self.passed_over = self.passed_over.saturating_add(1);
-                first
-            }
-            None => {
-                self.passed_over = 0;
-                first
-            }
-        };
-        self.queues[class].pop_front()
+    /// Where the first task of `class` that may start now is in its queue: the oldest, or
+    /// the oldest that does not block while `network` network tasks run (see the module docs).
+    fn startable(&self, class: usize, network: usize) -> Option<usize> {
+        if !self.may_start(class) {
+            return None;
+        }
+        let full = self.blocked >= network;
+        self.queues[class].iter().position(|t| !full || t.blocking == Blocking::No)
+    }
+
+    /// The next task by the priority rule (see the module docs): its class, its place in the
+    /// queue, and the count of higher-class tasks passed over once it starts.
+    fn next(&self, network: usize) -> Option<(usize, usize, u32)> {
+        let first = (0..CLASSES).find_map(|c| Some((c, self.startable(c, network)?)))?;
+        let lower = (first.0 + 1..CLASSES).find_map(|c| Some((c, self.startable(c, network)?)));
+        Some(match lower {
+            Some((c, at)) if self.passed_over >= STARVATION_LIMIT => (c, at, 0),
+            Some(_) => (first.0, first.1, self.passed_over.saturating_add(1)),
+            None => (first.0, first.1, 0),
+        })
+    }
+
+    /// Takes the task [`State::next`] chose.
+    fn take(&mut self, (class, at, passed_over): (usize, usize, u32)) -> Option<Task> {
+        self.passed_over = passed_over;
+        self.queues[class].remove(at)
     }
 }
 
 impl Executor {
-    /// An executor of `threads` workers (1 to [`MAX_THREADS`]), all started now.
+    /// An executor of `threads` workers (1 to [`MAX_THREADS`]), all started now, running at
+    /// most [`NETWORK_TASKS`] network tasks at once.
     pub fn new(threads: usize) -> Executor {
+        Executor::with_network(threads, NETWORK_TASKS)
+    }
+
+    /// An executor of `threads` workers (1 to [`MAX_THREADS`]), all started now, running at
+    /// most `network` [`Blocking::Network`] tasks at once (1 to [`MAX_WORKERS`] - `threads`):
+    /// at most `threads + network` workers exist at once (see the module docs).
+    pub fn with_network(threads: usize, network: usize) -> Executor {
         let threads = threads.clamp(1, MAX_THREADS);
+        let network = network.clamp(1, MAX_WORKERS - threads);
         let inner = Arc::new(Inner {
             threads,
+            network,
             state: Mutex::new(State::default()),
             work: Condvar::new(),
             done: Condvar::new(),
@@ -227,6 +261,11 @@ impl Executor {
     /// The configured number of workers.
     pub fn threads(&self) -> usize {
         self.owner.inner.threads
+    }
+
+    /// The most [`Blocking::Network`] tasks running at once.
+    pub fn network(&self) -> usize {
+        self.owner.inner.network
     }
 
     /// Workers alive now (spare ones included).
@@ -431,11 +470,17 @@ impl Inner {
     fn run(self: Arc<Self>) {
         let mut st = lock(&self.state);
         loop {
-            if st.shutdown || st.workers - st.blocked > self.threads {
+            let next = st.next(self.network);
+            // A spare worker stays for a network task: running it, it is blocked again.
+            let spare = st.workers - st.blocked > self.threads
+                && !next.is_some_and(|(c, at, _)| {
+                    st.queues[c].get(at).is_some_and(|t| t.blocking == Blocking::Network)
+                });
+            if st.shutdown || spare {
                 st.workers -= 1;
                 return;
             }
-            let Some(task) = st.pop() else {
+            let Some(task) = next.and_then(|n| st.take(n)) else {
                 st.idle += 1;
                 st = self.work.wait(st).unwrap_or_else(std::sync::PoisonError::into_inner);
                 st.idle -= 1;
@@ -465,6 +510,12 @@ impl Inner {
             st.running_class[class] -= 1;
             if blocking {
                 st.blocked -= 1;
+                // A network task held back by the bound may start now.
+                if st.idle > 0
+                    && st.queues.iter().flatten().any(|t| t.blocking == Blocking::Network)
+                {
+                    self.work.notify_one();
+                }
             }
             if st.idle > 0 && class < Class::MountSizing.index() {
                 // Mount sizing may start now that a higher-class task ended.

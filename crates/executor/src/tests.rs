@@ -192,3 +192,45 @@ fn mount_sizing_waits_while_a_higher_class_task_runs_and_then_starts() {
     drop(gate_tx);
     assert_eq!(ran.recv_timeout(LONG).unwrap(), "sizing");
 }
+
+#[test]
+fn network_tasks_run_at_most_network_at_once_and_never_hold_back_local_work() {
+    let ex = Executor::with_network(1, 3);
+    let running = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let (gate_tx, gate_rx) = mpsc::channel::<()>();
+    let gate = Arc::new(Mutex::new(gate_rx));
+    let (started_tx, started_rx) = mpsc::channel();
+    // Three times the bound: a cluster's prefetches of many partitions at once.
+    for _ in 0..9 {
+        let (running, most, gate, started) =
+            (Arc::clone(&running), Arc::clone(&most), Arc::clone(&gate), started_tx.clone());
+        ex.submit(Class::ReadAhead, Blocking::Network, move || {
+            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(now, Ordering::SeqCst);
+            started.send(()).unwrap();
+            let _ = lock(&gate).recv();
+            running.fetch_sub(1, Ordering::SeqCst);
+        });
+    }
+    for _ in 0..3 {
+        started_rx.recv_timeout(LONG).unwrap();
+    }
+    // The bound is full and six network tasks wait before it in the same class: a task that
+    // does not block still starts.
+    let (tx, rx) = mpsc::channel();
+    ex.submit(Class::ReadAhead, Blocking::No, move || tx.send(()).unwrap());
+    rx.recv_timeout(LONG).expect("local work ran while the network tasks filled the bound");
+    assert_eq!(running.load(Ordering::SeqCst), 3);
+    assert!(ex.workers() <= ex.threads() + ex.network(), "{} workers", ex.workers());
+    // Each network task that ends lets a waiting one start: all nine run, three at a time.
+    for _ in 0..9 {
+        gate_tx.send(()).unwrap();
+    }
+    for _ in 0..6 {
+        started_rx.recv_timeout(LONG).unwrap();
+        assert!(ex.workers() <= ex.threads() + ex.network(), "{} workers", ex.workers());
+    }
+    assert!(ex.wait_idle(LONG));
+    assert_eq!(most.load(Ordering::SeqCst), 3);
+}

@@ -7,12 +7,21 @@ use std::time::{Instant, SystemTime};
 use super::{ClusterPartition, MAX_TIMESTAMP_PROBE};
 use crate::client::{EARLIEST, FetchedPartition, LATEST, MAX_TIMESTAMP};
 use crate::{Client, ListedOffset};
+use topicfs_executor::{Blocking, Class};
 use topicfs_format::{EncodeRecord, Offset};
 use topicfs_source::error::{Error, Result};
 use topicfs_source::{
     AppendInfo, Committed, KeyIndex, Known, OffsetQuery, PartitionSource, PartitionSummary,
     ReadAnswer, ReadCursor, ReadMode, Records, SegmentFiles,
 };
+
+/// What the first max-timestamp lookup got (see [`ClusterPartition::probe`]).
+enum Probe {
+    /// The broker's answer, or the probe's timeout.
+    Answered(Result<Option<ListedOffset>>),
+    /// The lookup did not start.
+    NotStarted(Error),
+}
 
 impl ClusterPartition {
     /// The client for a request made now: the background client on a worker running a
@@ -22,7 +31,8 @@ impl ClusterPartition {
     }
 
     /// ListOffsets `-3` for this partition, within what [`MaxTimestampLookup`] learned: the
-    /// mount's first lookup runs on a thread and is waited for at most [`MAX_TIMESTAMP_PROBE`].
+    /// mount's first lookup runs as a task of the executor ([`ClusterPartition::probe`]) and is
+    /// waited for at most [`MAX_TIMESTAMP_PROBE`] once it started.
     fn list_max_timestamp(&self) -> Result<Option<ListedOffset>> {
         use std::sync::atomic::Ordering;
         const ANSWERED: u8 = 1;
@@ -39,21 +49,12 @@ impl ClusterPartition {
             }
             _ => {}
         }
-        let (client, topic, p) = (Arc::clone(&self.client), self.topic.clone(), self.p());
-        let (tx, rx) = std::sync::mpsc::channel();
-        let spawned = std::thread::Builder::new().name("max-timestamp".into()).spawn(move || {
-            let _ = tx.send(client.list_offset(&topic, p, MAX_TIMESTAMP));
-        });
-        if let Err(e) = spawned {
-            return Err(Error::io("max-timestamp lookup thread", "spawn", e));
-        }
-        let answer = rx.recv_timeout(MAX_TIMESTAMP_PROBE).unwrap_or_else(|_| {
-            Err(Error::Timeout {
-                broker: "the cluster".to_string(),
-                what: "ListOffsets -3 (max timestamp)".to_string(),
-                after_ms: MAX_TIMESTAMP_PROBE.as_millis() as u64,
-            })
-        });
+        let answer = match self.probe() {
+            Probe::Answered(answer) => answer,
+            // Not started (the executor shut down, or busy for a whole request deadline):
+            // this says nothing of the broker, and the next lookup tries again.
+            Probe::NotStarted(e) => return Err(e),
+        };
         // A partition's own error (unknown topic, no leader) says nothing of the broker.
         let state = match &answer {
             Ok(_) => ANSWERED,
@@ -70,6 +71,53 @@ impl ClusterPartition {
         }
         lookup.state.store(state, Ordering::Release);
         answer
+    }
+
+    /// The first max-timestamp lookup, bounded by [`MAX_TIMESTAMP_PROBE`] without a thread
+    /// of its own: a [`Blocking::Network`] task of the executor's read-ahead class (the caller
+    /// waits for it) sends it, and the caller waits for its start (at most the request deadline)
+    /// and then for its answer (at most the probe's bound; the task goes on waiting for the
+    /// answer until the request deadline, so the connection is not given up). Without an
+    /// executor it runs on the caller, bounded by the request deadline.
+    fn probe(&self) -> Probe {
+        let Some(executor) = &self.executor else {
+            return Probe::Answered(self.client.list_offset(&self.topic, self.p(), MAX_TIMESTAMP));
+        };
+        let (client, topic, p) = (Arc::clone(&self.client), self.topic.clone(), self.p());
+        let (tx, rx) = std::sync::mpsc::channel();
+        executor.submit(Class::ReadAhead, Blocking::Network, move || {
+            if tx.send(None).is_ok() {
+                let _ = tx.send(Some(client.list_offset(&topic, p, MAX_TIMESTAMP)));
+            }
+        });
+        let request_timeout = self.client.config().request_timeout;
+        let after_ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        match rx.recv_timeout(request_timeout) {
+            Ok(None) => {}
+            Ok(Some(answer)) => return Probe::Answered(answer),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                return Probe::NotStarted(Error::Timeout {
+                    broker: "the cluster".to_string(),
+                    what: "ListOffsets -3 (max timestamp): the lookup did not start".to_string(),
+                    after_ms: after_ms(request_timeout),
+                });
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Probe::NotStarted(Error::io(
+                    "the max-timestamp lookup",
+                    "queue (the mount's executor stopped)",
+                    std::io::Error::from(std::io::ErrorKind::Interrupted),
+                ));
+            }
+        }
+        Probe::Answered(match rx.recv_timeout(MAX_TIMESTAMP_PROBE) {
+            Ok(Some(answer)) => answer,
+            Ok(None) | Err(_) => Err(Error::Timeout {
+                broker: "the cluster".to_string(),
+                what: "ListOffsets -3 (max timestamp)".to_string(),
+                after_ms: after_ms(MAX_TIMESTAMP_PROBE),
+            }),
+        })
     }
 
     pub(super) fn p(&self) -> i32 {

@@ -6,11 +6,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use topicfs_executor::{Blocking, Class};
 
 use super::ClusterPartition;
 use super::window::{
     AHEAD_WINDOWS, FIRST_WINDOW, FLIGHTS_PER_PARTITION, FlightSlot, Found, Key, Landed,
-    PIECE_WINDOWS, PREFETCH_AFTER, PROBE_ASK, Pass, Piece,
+    PIECE_WINDOWS, PREFETCH_AFTER, PROBE_ASK, Pass, Piece, RunBy,
 };
 use crate::client::{FetchOptions, FetchedPartition};
 use crate::committed::committed_batches;
@@ -57,6 +58,23 @@ fn answer_piece(from: Offset, next: Offset, bytes: Bytes, ask: usize) -> Piece {
 /// Whether the first batch of `bytes` (whole batches) starts below `from`.
 fn starts_below(bytes: &[u8], from: Offset) -> bool {
     parse_batch_info(bytes).is_ok_and(|info| info.base_offset < from)
+}
+
+/// A prefetch queued on the executor: run by its task, or, when the task is dropped unstarted
+/// (the executor shut down), landed as failed without a Fetch, so that its flight ends and
+/// what it holds (the partition handle, its fetch memory) is let go.
+struct QueuedPrefetch(Arc<FlightSlot>);
+
+impl QueuedPrefetch {
+    fn run(self) {
+        self.0.run_pending(RunBy::Worker);
+    }
+}
+
+impl Drop for QueuedPrefetch {
+    fn drop(&mut self) {
+        self.0.run_pending(RunBy::Dropped);
+    }
 }
 
 /// A read's answer when nothing is there (the log end, or the last stable offset).
@@ -247,9 +265,11 @@ impl ClusterPartition {
     }
 
     /// Keeps up to [`AHEAD_WINDOWS`] windows fetched or in flight past `from` for a sequential
-    /// reader: a Fetch of `window` bytes on a thread, from the end of what is kept, below the
-    /// log end last stated; not sent when the fetch memory has no room at once. Whether one
-    /// was sent.
+    /// reader: a Fetch of `window` bytes from the end of what is kept, below the log end last
+    /// stated, queued on the mount's executor (a [`Blocking::Network`] task of the read-ahead
+    /// class; run by a read that waits for it first, if no worker started it yet); not sent
+    /// when the fetch memory has no room at once. Without an executor (a source made outside
+    /// a mount) the Fetch runs here, on the caller. Whether one was sent.
     fn prefetch(&self, key: &Key, from: Offset, window: usize) -> bool {
         let Some((_, end)) = self.stated_bounds() else { return false };
         // Pieces fetched ahead stay kept until the reader gets to them: those it passed go
@@ -274,34 +294,37 @@ impl ClusterPartition {
             return false;
         };
         let key = key.clone();
-        let spawned = std::thread::Builder::new().name("prefetch".into()).spawn({
-            let slot = Arc::clone(&slot);
-            let key = key.clone();
-            move || {
-                let fetched = me.fetch_window(at, window, true).map(|piece| {
-                    piece.map(|mut p| {
-                        p.guessed = guessed;
-                        p
-                    })
-                });
-                drop(held);
-                let cap = me.piece_cap();
-                match fetched {
-                    Ok(Some(piece)) => {
-                        me.windows.landed(&key, at, &slot, Some(piece), Landed::Piece, cap)
-                    }
-                    Ok(None) => me.windows.landed(&key, at, &slot, None, Landed::Empty, cap),
-                    Err(e) => {
-                        log::debug!("{}-{}: prefetch from {}: {e}", me.topic, me.partition, at.0);
-                        me.windows.landed(&key, at, &slot, None, Landed::Failed, cap);
-                    }
+        slot.set_pending(Box::new(move |slot: &Arc<FlightSlot>, by: RunBy| {
+            let cap = me.piece_cap();
+            if by == RunBy::Dropped {
+                me.windows.landed(&key, at, slot, None, Landed::Failed, cap);
+                return;
+            }
+            // A read waiting for it asks for an answer at once, as its own Fetch would.
+            let fetched = me.fetch_window(at, window, by == RunBy::Worker).map(|piece| {
+                piece.map(|mut p| {
+                    p.guessed = guessed;
+                    p
+                })
+            });
+            drop(held);
+            match fetched {
+                Ok(Some(piece)) => {
+                    me.windows.landed(&key, at, slot, Some(piece), Landed::Piece, cap)
+                }
+                Ok(None) => me.windows.landed(&key, at, slot, None, Landed::Empty, cap),
+                Err(e) => {
+                    log::debug!("{}-{}: prefetch from {}: {e}", me.topic, me.partition, at.0);
+                    me.windows.landed(&key, at, slot, None, Landed::Failed, cap);
                 }
             }
-        });
-        if let Err(e) = spawned {
-            log::debug!("prefetch thread: {e}");
-            self.windows.landed(&key, at, &slot, None, Landed::Failed, self.piece_cap());
-            return false;
+        }));
+        match &self.executor {
+            Some(executor) => {
+                let queued = QueuedPrefetch(slot);
+                executor.submit(Class::ReadAhead, Blocking::Network, move || queued.run());
+            }
+            None => slot.run_pending(RunBy::Reader),
         }
         true
     }

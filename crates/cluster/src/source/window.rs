@@ -15,7 +15,9 @@
 //!
 //! **Fetches in flight.** A read that finds no piece but a Fetch in flight from its offset (a
 //! read's or a prefetch's) waits for that answer instead of sending its own; several readers
-//! reaching the same offset at once (followers at the log end) send one Fetch.
+//! reaching the same offset at once (followers at the log end) send one Fetch. A prefetch is
+//! a task of the mount's executor ([`FlightSlot::set_pending`]); a read that waits for one no
+//! worker has started yet runs its Fetch itself, so no read waits for a queue.
 //!
 //! **The window.** Each partition keeps the reading positions of its last [`STREAM_SLOTS`]
 //! readers ([`Stream`]): a read starting where one of them ended is sequential, and a reader
@@ -211,33 +213,78 @@ fn guess_end(from: Offset, ask: usize, model: (i64, usize, usize)) -> Option<Off
     Some(Offset(from.0.saturating_add(n)))
 }
 
+/// A prefetch's Fetch not started yet, run with its slot and who runs it.
+pub(super) type PendingFetch = Box<dyn FnOnce(&Arc<FlightSlot>, RunBy) + Send>;
+
+/// Who runs a [`PendingFetch`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum RunBy {
+    /// A worker of the executor: nobody waits for it yet.
+    Worker,
+    /// A read waiting for its slot: it asks for an answer at once.
+    Reader,
+    /// Nobody: its task was dropped unstarted (the executor shut down); it lands as failed
+    /// without a Fetch.
+    Dropped,
+}
+
 /// Where a Fetch in flight reports how it ended.
 #[derive(Default)]
 pub(super) struct FlightSlot {
-    landed: Mutex<Option<Landed>>,
+    state: Mutex<SlotState>,
     done: Condvar,
 }
 
+#[derive(Default)]
+struct SlotState {
+    landed: Option<Landed>,
+    /// A prefetch queued on the executor and not started yet: whoever takes it first runs it
+    /// (a worker, or a read that waits for the slot, which so never waits for a queue).
+    pending: Option<PendingFetch>,
+}
+
 impl FlightSlot {
-    /// How the Fetch ended, waiting at most `wait` (`None`: not ended by then).
-    pub fn wait(&self, wait: Duration) -> Option<Landed> {
+    /// How the Fetch ended, waiting at most `wait` (`None`: not ended by then). A prefetch
+    /// nobody started yet is run here, on the caller ([`FlightSlot::run_pending`]).
+    pub fn wait(self: &Arc<Self>, wait: Duration) -> Option<Landed> {
         let deadline = std::time::Instant::now() + wait;
-        let mut landed = lock(&self.landed);
-        while landed.is_none() {
+        let mut st = lock(&self.state);
+        while st.landed.is_none() {
+            if let Some(fetch) = st.pending.take() {
+                drop(st);
+                fetch(self, RunBy::Reader);
+                st = lock(&self.state);
+                continue;
+            }
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             if left.is_zero() {
                 return None;
             }
-            landed = match self.done.wait_timeout(landed, left) {
+            st = match self.done.wait_timeout(st, left) {
                 Ok((g, _)) => g,
                 Err(p) => p.into_inner().0,
             };
         }
-        landed.clone()
+        st.landed.clone()
+    }
+
+    /// Makes `fetch` the slot's Fetch, run by whoever comes first: [`FlightSlot::run_pending`]
+    /// (a worker) or a read waiting for the slot.
+    pub fn set_pending(&self, fetch: PendingFetch) {
+        lock(&self.state).pending = Some(fetch);
+        self.done.notify_all();
+    }
+
+    /// Runs the slot's Fetch if nobody started it yet.
+    pub fn run_pending(self: &Arc<Self>, by: RunBy) {
+        let fetch = lock(&self.state).pending.take();
+        if let Some(fetch) = fetch {
+            fetch(self, by);
+        }
     }
 
     fn set(&self, how: Landed) {
-        *lock(&self.landed) = Some(how);
+        lock(&self.state).landed = Some(how);
         self.done.notify_all();
     }
 }
@@ -672,6 +719,31 @@ mod tests {
             w.find(&("t".to_string(), 0, true), Offset(0), &Pass::NONE),
             Found::Fetch(..)
         ));
+    }
+
+    #[test]
+    fn a_read_waiting_for_a_prefetch_no_worker_started_runs_it_itself_and_only_once() {
+        let w = Arc::new(Windows::default());
+        let k = key();
+        let Found::Fetch(slot, _) = w.find(&k, Offset(0), &Pass::NONE) else { panic!() };
+        w.landed(&k, Offset(0), &slot, Some(piece(0, 100, 10_000)), Landed::Piece, usize::MAX);
+        let (at, slot, _) = w.prefetch_from(&k, Offset(50), 4_000, 8_000, Offset(1000)).unwrap();
+        // Queued on an executor whose workers are all busy: a read reaching it runs it.
+        let runs = Arc::new(Mutex::new(Vec::new()));
+        let (ran, windows, kk) = (Arc::clone(&runs), Arc::clone(&w), k.clone());
+        slot.set_pending(Box::new(move |slot: &Arc<FlightSlot>, by: RunBy| {
+            lock(&ran).push(by);
+            let piece = Some(piece(100, 200, 10_000));
+            windows.landed(&kk, at, slot, piece, Landed::Piece, usize::MAX);
+        }));
+        let Found::InFlight(waited) = w.find(&k, Offset(100), &Pass::NONE) else { panic!() };
+        // Never landed by anyone else: without running it, this wait would time out.
+        assert!(matches!(waited.wait(Duration::from_secs(30)), Some(Landed::Piece)));
+        // The worker that gets to it later finds nothing to run.
+        slot.run_pending(RunBy::Worker);
+        slot.run_pending(RunBy::Dropped);
+        assert_eq!(*lock(&runs), [RunBy::Reader]);
+        assert!(matches!(w.find(&k, Offset(150), &Pass::NONE), Found::Piece { .. }));
     }
 
     #[test]
