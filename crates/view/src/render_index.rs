@@ -263,8 +263,20 @@ impl Drop for StateGuard<'_> {
 pub struct SizedStep {
     /// The index reached the log end.
     pub reached: bool,
-    /// Log bytes it rendered (not counting sealed segments the segment cache knew).
-    pub rendered: u64,
+    /// Log bytes of the step it used: all of them, unless it yielded to a request early (then
+    /// the bytes it rendered).
+    pub used: u64,
+}
+
+/// Where [`RenderIndex::extend_yielding`] stopped.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Extended {
+    /// At the offset asked for, or the log end.
+    There,
+    /// The budget ran out first.
+    OverBudget,
+    /// It yielded to a request after rendering this many bytes of log.
+    Yielded(u64),
 }
 
 /// What a locate walk looks for: the rendered position of the first unit that satisfies it.
@@ -402,12 +414,15 @@ impl RenderIndex {
         let mut st = lock(&self.state);
         self.sync(&mut st, part)?;
         let log_end = part.summary()?.log_end_offset;
-        let (reached, rendered) =
-            self.extend_yielding(&mut st, part, Some(log_end), Some(step), true)?;
-        if reached {
+        let extended = self.extend_yielding(&mut st, part, Some(log_end), Some(step), true)?;
+        if extended == Extended::There {
             self.store_prefix(&mut st, part, 0);
         }
-        Ok(SizedStep { reached, rendered })
+        Ok(match extended {
+            Extended::There => SizedStep { reached: true, used: step },
+            Extended::OverBudget => SizedStep { reached: false, used: step },
+            Extended::Yielded(rendered) => SizedStep { reached: false, used: rendered },
+        })
     }
 
     /// One step of summarizing the sealed span that ends before `end` (its last offset plus
@@ -579,12 +594,11 @@ impl RenderIndex {
         until: Option<Offset>,
         budget: Option<u64>,
     ) -> Result<bool> {
-        Ok(self.extend_yielding(st, part, until, budget, false)?.0)
+        Ok(self.extend_yielding(st, part, until, budget, false)? == Extended::There)
     }
 
-    /// [`RenderIndex::extend_within`], also stopping (not there: `false`) at the first batch
-    /// boundary after its first batch while a request waits for the lock when `yields`
-    /// (background sizing); with the log bytes it rendered.
+    /// [`RenderIndex::extend_within`], also stopping at the first batch boundary after its
+    /// first batch while a request waits for the lock when `yields` (background sizing).
     fn extend_yielding(
         &self,
         st: &mut IndexState,
@@ -592,7 +606,7 @@ impl RenderIndex {
         until: Option<Offset>,
         budget: Option<u64>,
         yields: bool,
-    ) -> Result<(bool, u64)> {
+    ) -> Result<Extended> {
         let snap = self.txn.as_ref().map(|t| t.snapshot());
         self.jump_cached(st, part, snap.as_ref());
         let mut w = self.walker(part, st.frontier);
@@ -613,7 +627,7 @@ impl RenderIndex {
             let yielding = yields && self.requests.load(Ordering::Acquire) > 0;
             if spent > 0 && (yielding || budget.is_some_and(over)) {
                 self.store_completed(st, part, snap.as_ref());
-                return Ok((false, spent));
+                return Ok(if yielding { Extended::Yielded(spent) } else { Extended::OverBudget });
             }
             let Some(step) = w.peek()? else { break };
             if w.at_retention_boundary && st.is_new_checkpoint(&w.here) {
@@ -636,7 +650,7 @@ impl RenderIndex {
             st.frontier = w.here;
         }
         self.store_completed(st, part, snap.as_ref());
-        Ok((true, spent))
+        Ok(Extended::There)
     }
 }
 

@@ -127,7 +127,7 @@ impl Stream {
                 break;
             }
             // A part that yielded to a request early costs only what it rendered.
-            spent = spent.saturating_add(step.rendered.max(1));
+            spent = spent.saturating_add(step.used.max(1));
         }
         Ok(0)
     }
