@@ -17,6 +17,8 @@ use topicfs::source::{
     SpaceStats, SpanStore, TopicSource,
 };
 use topicfs::storage::{LogConfig, LogDir};
+use topicfs::view::spec::Format;
+use topicfs::view::stream::SIZED_AT_ONCE;
 
 const READ: OpenRequest = OpenRequest { read: true, write: false, truncate: false };
 const WRITE: OpenRequest = OpenRequest { read: false, write: true, truncate: false };
@@ -108,11 +110,26 @@ fn a_deferred_stat_becomes_exact_while_another_partition_is_read_without_pause()
     });
 }
 
-/// A source over a log dir whose partition `t-0` stalls in `seek` and `read` while `stall` is
-/// set, reporting each stall on `stalled`, until the gate is opened.
+/// A source over a log dir whose partition `t-0` calls its hook at every `seek` and `read`
+/// ([`Gate`]: stalls while `stall` is set, reporting each stall on `stalled`, until the gate
+/// is opened; [`Watch`]: counts and stalls reads).
 struct Stalling {
     inner: Arc<LogDir>,
-    gate: Arc<Gate>,
+    gate: Arc<dyn Hook>,
+}
+
+/// What [`Stalling`] calls on partition `t-0`.
+trait Hook: Send + Sync {
+    /// Before a `seek` or `read`.
+    fn before(&self);
+    /// After a `read` that returned `bytes` bytes.
+    fn read(&self, _bytes: usize) {}
+}
+
+impl Hook for Gate {
+    fn before(&self) {
+        self.wait();
+    }
 }
 
 struct Gate {
@@ -144,13 +161,13 @@ impl Gate {
 
 struct StallingPartition {
     inner: Arc<dyn PartitionSource>,
-    gate: Option<Arc<Gate>>,
+    gate: Option<Arc<dyn Hook>>,
 }
 
 impl StallingPartition {
     fn stall(&self) {
         if let Some(gate) = &self.gate {
-            gate.wait();
+            gate.before();
         }
     }
 }
@@ -240,7 +257,11 @@ impl PartitionSource for StallingPartition {
     }
     fn read(&self, cursor: &ReadCursor, max_bytes: usize, mode: ReadMode) -> Result<ReadAnswer> {
         self.stall();
-        self.inner.read(cursor, max_bytes, mode)
+        let answer = self.inner.read(cursor, max_bytes, mode)?;
+        if let (Some(hook), ReadAnswer::Batches(chunk)) = (&self.gate, &answer) {
+            hook.read(chunk.bytes.len());
+        }
+        Ok(answer)
     }
     fn known(&self) -> Known {
         self.inner.known()
@@ -279,7 +300,7 @@ fn a_stalled_read_of_one_partition_does_not_delay_opens_of_another() {
         open: Mutex::new(false),
         opened: std::sync::Condvar::new(),
     });
-    let source = Stalling { inner: Arc::clone(&log_dir), gate: Arc::clone(&gate) };
+    let source = Stalling { inner: Arc::clone(&log_dir), gate: Arc::clone(&gate) as Arc<dyn Hook> };
     // read_uncommitted: resolving a name asks only the partition's bounds (no transaction
     // scan), so A's source is first asked to read where its render index is made.
     let fs = FsFixture::over(Arc::new(source))
@@ -319,4 +340,139 @@ fn a_stalled_read_of_one_partition_does_not_delay_opens_of_another() {
         other.join().unwrap();
         assert_eq!(stuck.join().unwrap(), b"zero\n");
     });
+}
+
+thread_local! {
+    /// Set on the threads of a test's requests: reads on other threads are the background's.
+    static REQUEST: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A [`Hook`] counting the bytes read from `t-0` by requests and by the background while a
+/// request waits for or holds the partition's shared render index in `values` (the
+/// filesystem's [`TopicFs::index_requests`]), and stalling the background's `stall_at`-th read
+/// until opened.
+#[derive(Default)]
+struct Watch {
+    fs: std::sync::OnceLock<std::sync::Weak<TopicFs>>,
+    request_bytes: AtomicUsize,
+    background_bytes_while_requested: AtomicUsize,
+    background_reads: AtomicUsize,
+    stall_at: AtomicUsize,
+    stalled: Mutex<Option<mpsc::Sender<()>>>,
+    gate: Gate,
+}
+
+impl Default for Gate {
+    fn default() -> Gate {
+        Gate {
+            stall: AtomicBool::new(true),
+            stalled: Mutex::new(None),
+            open: Mutex::new(false),
+            opened: std::sync::Condvar::new(),
+        }
+    }
+}
+
+impl Watch {
+    fn requested(&self) -> bool {
+        let fs = self.fs.get().and_then(std::sync::Weak::upgrade);
+        fs.is_some_and(|fs| fs.index_requests("t", 0, Format::Values) > 0)
+    }
+}
+
+impl Hook for Watch {
+    fn before(&self) {
+        if REQUEST.get() {
+            return;
+        }
+        let n = self.background_reads.fetch_add(1, Ordering::SeqCst) + 1;
+        if n == self.stall_at.load(Ordering::SeqCst) {
+            if let Some(tx) = self.stalled.lock().unwrap().as_ref() {
+                let _ = tx.send(());
+            }
+            self.gate.wait();
+        }
+    }
+
+    fn read(&self, bytes: usize) {
+        if REQUEST.get() {
+            self.request_bytes.fetch_add(bytes, Ordering::SeqCst);
+        } else if self.requested() {
+            self.background_bytes_while_requested.fetch_add(bytes, Ordering::SeqCst);
+        }
+    }
+}
+
+#[test]
+fn a_stat_waits_for_no_more_than_a_batch_of_background_sizing_of_its_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_dir = Arc::new(LogDir::open(dir.path(), LogConfig::default()).unwrap());
+    log_dir.create_topic("t", 1).unwrap();
+    let watch = Arc::new(Watch::default());
+    let source =
+        Stalling { inner: Arc::clone(&log_dir), gate: Arc::clone(&watch) as Arc<dyn Hook> };
+    // read_uncommitted: resolving a name reads nothing but what it renders (no transaction
+    // scan).
+    let fs = Arc::new(
+        FsFixture::over(Arc::new(source))
+            .build()
+            .with_isolation(topicfs::view::txn::Isolation::ReadUncommitted),
+    );
+    watch.fs.set(Arc::downgrade(&fs)).unwrap();
+    // About 8 MiB of log in batches of 50 KB (each read of the background reads one): the
+    // first stat sizes 1 MiB itself and leaves the rest to a step whose first part renders
+    // 4 MiB (SIZING_STEP) under the index's lock.
+    let line = format!("{:0>99}\n", 7);
+    let chunk: String = std::iter::repeat_n(line.as_str(), 500).collect();
+    REQUEST.set(true);
+    for _ in 0..160 {
+        append(&fs, "t/0/append", chunk.as_bytes());
+    }
+    let total = 160 * chunk.len() as u64;
+    // The step's first read is asked before it locks the index; the third is inside its
+    // first part, with the lock held.
+    let (stalled_tx, stalled) = mpsc::channel();
+    *watch.stalled.lock().unwrap() = Some(stalled_tx);
+    watch.stall_at.store(3, Ordering::SeqCst);
+    let dir = fs_fixture::ino(&fs, "t/0/by-offset").unwrap();
+    let first = fs.lookup(dir, std::ffi::OsStr::new("0")).unwrap();
+    assert_eq!(first.attr.size, 0, "deferred at the first stat");
+    stalled.recv_timeout(BOUND).expect("the sizing step read the log under the index's lock");
+    // What the first stat read itself (its own 1 MiB) is not the next one's.
+    watch.request_bytes.store(0, Ordering::SeqCst);
+    std::thread::scope(|scope| {
+        // Whatever fails below, the step goes on (else the scope would wait for it forever).
+        struct OpenOnDrop<'a>(&'a Gate);
+        impl Drop for OpenOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.release();
+            }
+        }
+        let _open = OpenOnDrop(&watch.gate);
+        // A stat of another stream of the partition, in the same format: its lookup and
+        // getattr lock the index the step is sizing.
+        let request = scope.spawn(|| {
+            REQUEST.set(true);
+            size(&fs, "t/0/by-offset/100")
+        });
+        let asked = Instant::now();
+        while fs.index_requests("t", 0, Format::Values) == 0 {
+            assert!(asked.elapsed() < BOUND, "the stat never asked for the index");
+            std::thread::yield_now();
+        }
+        // The step goes on while the stat waits for the index.
+        watch.gate.release();
+        let shown = request.join().unwrap();
+        let own = watch.request_bytes.load(Ordering::SeqCst);
+        let waited = watch.background_bytes_while_requested.load(Ordering::SeqCst);
+        assert!(
+            own + waited <= SIZED_AT_ONCE as usize,
+            "the stat read {own} bytes itself and waited for {waited} bytes of background \
+             sizing: more than its own budget ({SIZED_AT_ONCE} bytes)"
+        );
+        assert!(shown == 0 || shown == total - 100 * line.len() as u64, "size {shown}");
+    });
+    // Nothing was lost: the sizing goes on to the exact size.
+    assert!(fs.wait_for_sizing_steps(BOUND), "the sizing step ended");
+    assert_eq!(size(&fs, "t/0/by-offset/0"), total);
 }

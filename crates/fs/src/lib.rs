@@ -254,6 +254,18 @@ impl TopicFs {
         self.sizing_steps.wait_idle(timeout)
     }
 
+    /// Requests waiting for or holding the shared render index of `topic`-`partition` in
+    /// `format` now (0 before it exists): background sizing of it yields while there are any
+    /// (for tests and measurements).
+    pub fn index_requests(
+        &self,
+        topic: &str,
+        partition: u32,
+        format: topicfs_view::spec::Format,
+    ) -> usize {
+        self.streams.requests_waiting(topic, partition, format)
+    }
+
     /// The same filesystem committing, when a `groups/<group>/<p>/next` handle that read its
     /// whole range is closed, the end of that range (what `kcat -G` does on close: at-most-once
     /// for what the reader had not processed yet). Call before the first request.

@@ -15,8 +15,9 @@
 //! cache, [`topicfs_source::SpanStore::sealed_span_at`]) are sized at mount: for them the work is done
 //! once and kept across remounts; a cluster's partitions would be fetched whole. Formats in
 //! order of cost: values, raw, then JSON. Steps of [`SIZING_STEP`] bytes of log hold one render
-//! index's lock at a time; readers of that format and partition wait at most one step, and what
-//! a step rendered is the index's, never rendered again by a reader.
+//! index's lock at a time; requests of that format and partition wait at most one batch of a
+//! step (it yields to them: [`topicfs_view::RenderIndex::size_step`]), and what a step rendered
+//! is the index's, never rendered again by a reader.
 //!
 //! **Invariant** (bounded time): a deferred stat's step stops between two parts when a task of
 //! a higher class waits (or the executor shuts down) and queues its continuation as a new task

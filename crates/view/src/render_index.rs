@@ -48,6 +48,18 @@
 //! cursor, a bound, a position), so a persistent cache can seed an index with them, and
 //! background sizing is `RenderIndex::extend_within` called off the request path.
 //!
+//! # Background sizing yields to requests
+//!
+//! Background sizing ([`RenderIndex::size_step`]) renders under the index's lock like a
+//! request, but it never holds a request back for more than one batch: every request that
+//! locks the index (opens, stats, reads: [`RenderIndex::lock_state`]) counts itself in
+//! `requests` while it waits or holds the lock; a step stops at the first batch boundary after
+//! its first batch while one does, and takes the lock again only once none does (waiting at
+//! most [`BACKGROUND_PATIENCE`], then rendering one batch before it looks again). The lock alone
+//! would not do: it is not fair, and a step that releases it and takes it again at once can
+//! keep a waiting `stat` out for the whole sizing (issue #47: a cold `stat` of a JSON stream in
+//! the middle of a 74 MB segment waited 0.4 s for the sizing it had left to the background).
+//!
 //! # Retention
 //!
 //! Rendered positions of a stream never change, so its size never shrinks and `tail -f` keeps
@@ -82,8 +94,9 @@
 //!
 
 use std::collections::HashSet;
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use crate::checkpoints::SparseCheckpoints;
 use crate::render::Renderer;
@@ -112,6 +125,10 @@ pub const RENDER_SUMMARY: SpanKind =
     SpanKind { name: "render", tag: 1, prefix: Some(("prefix", 4)), with_the_log: true };
 /// Most whole spans waiting to be stored at once (more are learned again later).
 const MAX_COMPLETED: usize = 4096;
+/// Longest a step of background sizing waits for the requests waiting for or holding an
+/// index's lock to be done before it takes the lock anyway (then it renders one batch and
+/// looks again), so sizing still moves under requests that never pause.
+pub const BACKGROUND_PATIENCE: Duration = Duration::from_millis(50);
 /// Most checkpoints kept per render index before thinning (about 4 GiB of log at the initial
 /// interval; 64 bytes each).
 pub const MAX_CHECKPOINTS: usize = 64 * 1024;
@@ -201,6 +218,65 @@ pub struct RenderIndex {
     /// ending at the log end then answers "not yet known" at once and leaves the next budget's
     /// sizing to the background ([`crate::stream::Stream::stat_size`]).
     pub(super) sizing_cut: AtomicBool,
+    /// Requests waiting for or holding `state` ([`RenderIndex::lock_state`]): background
+    /// sizing yields to them (see "Background sizing yields to requests" in the module docs).
+    requests: AtomicUsize,
+    /// Guards the wait for `requests` to drop to zero ([`RenderIndex::size_step`]).
+    requests_mutex: Mutex<()>,
+    /// Notified when `requests` drops to zero.
+    requests_gone: Condvar,
+}
+
+/// The index's state locked by a request ([`RenderIndex::lock_state`]): counted in the
+/// index's `requests` until dropped.
+pub(crate) struct StateGuard<'a> {
+    state: MutexGuard<'a, IndexState>,
+    index: &'a RenderIndex,
+}
+
+impl std::ops::Deref for StateGuard<'_> {
+    type Target = IndexState;
+    fn deref(&self) -> &IndexState {
+        &self.state
+    }
+}
+
+impl std::ops::DerefMut for StateGuard<'_> {
+    fn deref_mut(&mut self) -> &mut IndexState {
+        &mut self.state
+    }
+}
+
+impl Drop for StateGuard<'_> {
+    fn drop(&mut self) {
+        // Before the lock itself is released (just after this): a step woken now waits for
+        // that moment at most.
+        if self.index.requests.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let _waiting = lock(&self.index.requests_mutex);
+            self.index.requests_gone.notify_all();
+        }
+    }
+}
+
+/// What one step of background sizing did ([`RenderIndex::size_step`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct SizedStep {
+    /// The index reached the log end.
+    pub reached: bool,
+    /// Log bytes of the step it used: all of them, unless it yielded to a request early (then
+    /// the bytes it rendered).
+    pub used: u64,
+}
+
+/// Where [`RenderIndex::extend_yielding`] stopped.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Extended {
+    /// At the offset asked for, or the log end.
+    There,
+    /// The budget ran out first.
+    OverBudget,
+    /// It yielded to a request after rendering this many bytes of log.
+    Yielded(u64),
 }
 
 /// What a locate walk looks for: the rendered position of the first unit that satisfies it.
@@ -233,6 +309,9 @@ impl RenderIndex {
             txn: None,
             own_origin: false,
             sizing_cut: AtomicBool::new(false),
+            requests: AtomicUsize::new(0),
+            requests_mutex: Mutex::new(()),
+            requests_gone: Condvar::new(),
         })
     }
 
@@ -251,13 +330,16 @@ impl RenderIndex {
             txn: None,
             own_origin: true,
             sizing_cut: AtomicBool::new(false),
+            requests: AtomicUsize::new(0),
+            requests_mutex: Mutex::new(()),
+            requests_gone: Condvar::new(),
         })
     }
 
     /// The offset bound of the index's first checkpoint (its origin, or the first segment start
     /// retention left of it).
     pub fn origin(&self) -> Offset {
-        let st = lock(&self.state);
+        let st = self.lock_state();
         st.checkpoints.first().map_or(st.frontier.bound, |c| c.bound)
     }
 
@@ -266,7 +348,7 @@ impl RenderIndex {
     /// move past offsets the log still holds (a stream starting there needs another index).
     /// Costs nothing more unless [`Known::rewrites`](topicfs_source::Known::rewrites) moved.
     pub fn origin_now(&self, part: &dyn PartitionSource) -> Result<Offset> {
-        let mut st = lock(&self.state);
+        let mut st = self.lock_state();
         if part.known().rewrites != st.rewrites {
             self.sync(&mut st, part)?;
         }
@@ -275,14 +357,14 @@ impl RenderIndex {
 
     /// The offset bound the index has rendered up to (its frontier).
     pub fn frontier(&self) -> Offset {
-        lock(&self.state).frontier.bound
+        self.lock_state().frontier.bound
     }
 
     /// Whether the index reaches `start` (its frontier's bound is at or past it, or the log ends
     /// before it) after extending it by at most `budget` bytes of log: a stream starting at
     /// `start` can then be opened on it without rendering more.
     pub fn reaches(&self, part: &dyn PartitionSource, start: Offset, budget: u64) -> Result<bool> {
-        let mut st = lock(&self.state);
+        let mut st = self.lock_state();
         self.sync(&mut st, part)?;
         if st.frontier.bound >= start {
             return Ok(true);
@@ -291,19 +373,56 @@ impl RenderIndex {
         Ok(reached || st.frontier.bound >= start)
     }
 
+    /// Locks the index's state for a request (an open, `stat` or read): while the guard lives,
+    /// and while it waits for the lock, background sizing yields (see "Background sizing
+    /// yields to requests" in the module docs). Every lock but a sizing step's is taken so.
+    pub(crate) fn lock_state(&self) -> StateGuard<'_> {
+        self.requests.fetch_add(1, Ordering::AcqRel);
+        StateGuard { state: lock(&self.state), index: self }
+    }
+
+    /// Requests waiting for or holding the index's lock now (for tests and statistics).
+    pub fn requests_waiting(&self) -> usize {
+        self.requests.load(Ordering::Acquire)
+    }
+
+    /// Waits until no request waits for or holds the index's lock, at most
+    /// [`BACKGROUND_PATIENCE`].
+    fn wait_for_requests(&self) {
+        let deadline = Instant::now() + BACKGROUND_PATIENCE;
+        let mut waiting = lock(&self.requests_mutex);
+        while self.requests.load(Ordering::Acquire) > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            waiting = match self.requests_gone.wait_timeout(waiting, left) {
+                Ok((w, _)) => w,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+    }
+
     /// One step of background sizing: extends the index towards the current log end by at most
     /// `step` bytes of log (sealed segments the segment cache knows cost nothing), holding the
-    /// index's lock only for that step, so a reader of this format waits at most one step and
-    /// readers of anything else never. Whether the index reached the end.
-    pub fn size_step(&self, part: &dyn PartitionSource, step: u64) -> Result<bool> {
+    /// index's lock only for that step, so readers of anything else never wait for it. It
+    /// yields to requests of this index (see "Background sizing yields to requests" in the
+    /// module docs): it takes the lock once none waits, and stops at the first batch boundary
+    /// after its first batch when one comes, so a request waits for at most one batch of it.
+    pub fn size_step(&self, part: &dyn PartitionSource, step: u64) -> Result<SizedStep> {
+        self.wait_for_requests();
         let mut st = lock(&self.state);
         self.sync(&mut st, part)?;
         let log_end = part.summary()?.log_end_offset;
-        let reached = self.extend_within(&mut st, part, Some(log_end), Some(step))?;
-        if reached {
+        let extended = self.extend_yielding(&mut st, part, Some(log_end), Some(step), true)?;
+        if extended == Extended::There {
             self.store_prefix(&mut st, part, 0);
         }
-        Ok(reached)
+        Ok(match extended {
+            Extended::There => SizedStep { reached: true, used: step },
+            Extended::OverBudget => SizedStep { reached: false, used: step },
+            Extended::Yielded(rendered) => SizedStep { reached: false, used: rendered },
+        })
     }
 
     /// One step of summarizing the sealed span that ends before `end` (its last offset plus
@@ -333,7 +452,7 @@ impl RenderIndex {
     /// caller got as far meanwhile.
     pub(super) fn learn(&self, part: &dyn PartitionSource, learned: Learned) {
         let Some(reached) = learned.reached else { return };
-        let mut st = lock(&self.state);
+        let mut st = self.lock_state();
         // A read that ran while the source rewrote records may have rendered some of them as
         // rewritten at positions counted on the old ones: nothing of it is learned.
         if st.generation != learned.generation
@@ -362,7 +481,7 @@ impl RenderIndex {
 
     /// Number of checkpoints held (frontier excluded): for tests and statistics.
     pub fn checkpoint_count(&self) -> usize {
-        lock(&self.state).checkpoints.len()
+        self.lock_state().checkpoints.len()
     }
 
     /// Notices retention and truncation: drops checkpoints in deleted segments, rebuilds the
@@ -475,6 +594,19 @@ impl RenderIndex {
         until: Option<Offset>,
         budget: Option<u64>,
     ) -> Result<bool> {
+        Ok(self.extend_yielding(st, part, until, budget, false)? == Extended::There)
+    }
+
+    /// [`RenderIndex::extend_within`], also stopping at the first batch boundary after its
+    /// first batch while a request waits for the lock when `yields` (background sizing).
+    fn extend_yielding(
+        &self,
+        st: &mut IndexState,
+        part: &dyn PartitionSource,
+        until: Option<Offset>,
+        budget: Option<u64>,
+        yields: bool,
+    ) -> Result<Extended> {
         let snap = self.txn.as_ref().map(|t| t.snapshot());
         self.jump_cached(st, part, snap.as_ref());
         let mut w = self.walker(part, st.frontier);
@@ -492,9 +624,10 @@ impl RenderIndex {
             let over = |b: u64| {
                 spent >= b || (w.needs_read() && spent.saturating_add(w.read_size as u64) > b)
             };
-            if budget.is_some_and(|b| spent > 0 && over(b)) {
+            let yielding = yields && self.requests.load(Ordering::Acquire) > 0;
+            if spent > 0 && (yielding || budget.is_some_and(over)) {
                 self.store_completed(st, part, snap.as_ref());
-                return Ok(false);
+                return Ok(if yielding { Extended::Yielded(spent) } else { Extended::OverBudget });
             }
             let Some(step) = w.peek()? else { break };
             if w.at_retention_boundary && st.is_new_checkpoint(&w.here) {
@@ -517,7 +650,7 @@ impl RenderIndex {
             st.frontier = w.here;
         }
         self.store_completed(st, part, snap.as_ref());
-        Ok(true)
+        Ok(Extended::There)
     }
 }
 
@@ -593,7 +726,7 @@ impl Learned {
 
 impl std::fmt::Debug for RenderIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let st = lock(&self.state);
+        let st = self.lock_state();
         f.debug_struct("RenderIndex")
             .field("format", &self.renderer.format())
             .field("generation", &st.generation)

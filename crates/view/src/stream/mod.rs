@@ -131,7 +131,7 @@ impl Stream {
         };
         let rewrites = part.known().rewrites;
         let (generation, start_position) = {
-            let mut st = lock(&index.state);
+            let mut st = index.lock_state();
             index.sync(&mut st, part.as_ref())?;
             let target = match index.renderer.format() {
                 Format::Raw => Target::BatchHolding(start),

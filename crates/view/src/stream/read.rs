@@ -89,7 +89,7 @@ impl Stream {
                     }
                     _ => e,
                 };
-                let mut st = lock(&self.index.state);
+                let mut st = self.index.lock_state();
                 if let Err(retry) = self.index.sync(&mut st, self.part.as_ref()) {
                     return Err(stale(retry));
                 }
@@ -136,7 +136,7 @@ impl Stream {
     /// behind them are still in the log (a read there would not fail with `ESTALE`).
     pub fn holds(&self, offset: u64) -> Result<bool> {
         let from = self.start_position.saturating_add(offset);
-        let mut st = lock(&self.index.state);
+        let mut st = self.index.lock_state();
         // Bytes rendered a moment ago are served while the log start the source last stated
         // (a cluster: the Fetch that brought them) is not past them: no request per window.
         self.sync_stated(&mut st)?;
@@ -151,7 +151,7 @@ impl Stream {
     fn check_range_readable(&self, end: Offset) -> Result<()> {
         let part = self.part.as_ref();
         let checkpoint = {
-            let st = lock(&self.index.state);
+            let st = self.index.lock_state();
             st.floor_by_bound(self.start).ok_or(Error::StaleHandle)?
         };
         let mut w = self.index.walker(part, checkpoint);
@@ -225,7 +225,7 @@ impl Stream {
         let mut out = Vec::with_capacity(window.min(1 << 20).saturating_add(tail_room));
         let mut from = from;
         let checkpoint = {
-            let mut st = lock(&self.index.state);
+            let mut st = self.index.lock_state();
             let mut tail = {
                 let mut tails = lock(&self.tails);
                 let found = tails.iter().position(|t| {

@@ -192,6 +192,13 @@ impl StreamRegistry {
         Ok(index)
     }
 
+    /// [`RenderIndex::requests_waiting`] of the shared render index of `topic`-`partition` in
+    /// `format` (0 before it exists): for tests and statistics.
+    pub fn requests_waiting(&self, topic: &str, partition: u32, format: Format) -> usize {
+        let key = (topic.to_string(), partition, format);
+        lock(&self.indexes).get(&key).map_or(0, |index| index.requests_waiting())
+    }
+
     /// Render indexes with an origin of their own kept for `part` in `format` (for tests and
     /// statistics).
     pub fn origin_indexes(&self, part: &dyn PartitionSource, format: Format) -> usize {
@@ -213,7 +220,7 @@ impl StreamRegistry {
         let view = self.view(Arc::clone(&part));
         let index = self.index(part.as_ref(), format)?;
         while go() {
-            if index.size_step(view.as_ref(), step)? {
+            if index.size_step(view.as_ref(), step)?.reached {
                 return Ok(true);
             }
             std::thread::yield_now();

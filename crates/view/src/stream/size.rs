@@ -97,8 +97,9 @@ impl Stream {
     /// bytes of log (at first the source's [`Stream::sizing_budget`]), towards the log end, in
     /// parts of at most `part_bytes`, each under the index's lock once `go` says so. The first
     /// read of the step is asked of the source before the index is locked (a cluster keeps that
-    /// Fetch's answer for the step), so opens, stats and reads of the index wait for a part's
-    /// rendering at most, never for the source or the whole budget. The next `stat` shows the
+    /// Fetch's answer for the step), so opens, stats and reads of the index wait for one batch
+    /// of a part at most (a part yields to them: [`RenderIndex::size_step`]), never for the
+    /// source or the whole budget. The next `stat` shows the
     /// size if the step reached the end. Returns the bytes of the budget left when `go` stopped
     /// it (0: the budget is spent or the end reached), for the caller to continue later.
     pub fn size_step(&self, part_bytes: u64, budget: u64, go: &dyn Fn() -> bool) -> Result<u64> {
@@ -121,10 +122,12 @@ impl Stream {
             if !go() {
                 return Ok(budget - spent);
             }
-            if self.index.size_step(self.part.as_ref(), part_bytes)? {
+            let step = self.index.size_step(self.part.as_ref(), part_bytes)?;
+            if step.reached {
                 break;
             }
-            spent = spent.saturating_add(part_bytes);
+            // A part that yielded to a request early costs only what it rendered.
+            spent = spent.saturating_add(step.used.max(1));
         }
         Ok(0)
     }
@@ -162,7 +165,7 @@ impl Stream {
         self.refresh_bound(&mut end)?;
         let index = &self.index;
         let part = self.part.as_ref();
-        let mut st = lock(&index.state);
+        let mut st = index.lock_state();
         index.sync(&mut st, part)?;
         if st.generation() != self.generation {
             return Err(Error::StaleHandle);
