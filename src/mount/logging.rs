@@ -399,10 +399,25 @@ mod tests {
         assert_eq!(escape_path(Path::new("/.hidden/x.y")), "\\x2ehidden-x.y");
     }
 
+    /// A `--log-file` in a directory that does not exist fails (a typo makes no directories);
+    /// the default file's directory is created.
+    #[test]
+    fn only_the_default_log_file_gets_its_directory_created() {
+        let tmp = tempfile::tempdir().unwrap();
+        let given = tmp.path().join("typo/m.log");
+        let e = open_log_file(&given).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains("cannot open the log file"), "{e}");
+        assert!(!tmp.path().join("typo").exists());
+        let default = tmp.path().join("state/topicfs/m.log");
+        open_default_log_file(&default).unwrap();
+        assert!(default.exists());
+    }
+
     #[test]
     fn a_log_file_past_its_maximum_is_renamed_dot_1_and_started_again() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("sub/m.log");
+        std::fs::create_dir(tmp.path().join("sub")).unwrap();
         let mut file = RotatingFile::append_to(&path, 10).unwrap();
         file.write_all(b"first 8\n").unwrap();
         file.write_all(b"second\n").unwrap();
