@@ -250,15 +250,19 @@ static REPORTED_DAMAGE: std::sync::Mutex<Option<std::collections::HashSet<(PathB
 const MAX_REPORTED_DAMAGE: usize = 4096;
 
 impl Error {
-    /// For [`Error::Corrupt`] and [`Error::WrongFileType`]: whether this is the first report of
-    /// damage at its file and position (recorded now), so that damage (or a refused file) is
-    /// logged once where it is first met, not again by every request or rescan that runs into
-    /// it. Always `true` for other errors.
+    /// For [`Error::Corrupt`], [`Error::WrongFileType`] and [`Error::LogDirOffline`]: whether
+    /// this is the first report of damage at its file and position, or of its dir being
+    /// offline (recorded now), so that damage (a refused file, an offline dir) is logged once
+    /// where it is first met, not again by every request or rescan that runs into it (an
+    /// offline dir's requests would otherwise push everything else out of `MNT/@log`). Always
+    /// `true` for other errors.
     pub fn first_report(&self) -> bool {
         let (file, position) = match self {
             Error::Corrupt { file, position, .. } => (file, *position),
-            // Positions are file offsets, so `u64::MAX` never clashes with a real one.
+            // Positions are file offsets, so `u64::MAX` and `u64::MAX - 1` never clash with a
+            // real one.
             Error::WrongFileType { file, .. } => (file, u64::MAX),
+            Error::LogDirOffline { dir, .. } => (dir, u64::MAX - 1),
             _ => return true,
         };
         let mut guard = crate::sync::lock(&REPORTED_DAMAGE);
@@ -359,6 +363,17 @@ impl std::error::Error for Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_offline_dirs_refusals_are_logged_at_error_once_per_dir_then_at_debug() {
+        let offline =
+            |dir: &str| Error::LogDirOffline { dir: PathBuf::from(dir), reason: "EIO".into() };
+        let (a, b) = ("/tmp/offline-test-a", "/tmp/offline-test-b");
+        assert_eq!(offline(a).refusal_log_level(), log::Level::Error);
+        assert_eq!(offline(a).refusal_log_level(), log::Level::Debug);
+        assert_eq!(offline(b).refusal_log_level(), log::Level::Error);
+        assert_eq!(offline(a).errno(), libc::EIO);
+    }
 
     #[test]
     fn io_errors_keep_their_os_errno() {
