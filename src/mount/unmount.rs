@@ -374,13 +374,26 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let canonical = dir.path().canonicalize().unwrap();
         let held = fs::File::open(dir.path()).unwrap();
-        let mut other = Command::new("sleep").arg("600").current_dir(&canonical).spawn().unwrap();
+        // A process whose cwd is the directory: it says so once it runs there (its chdir comes
+        // before its exec), so the scan below cannot race its start.
+        let mut other = Command::new("sh")
+            .args(["-c", "echo ready; exec sleep 600"])
+            .current_dir(&canonical)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut ready = String::new();
+        let stdout = other.stdout.take().unwrap();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut ready).unwrap();
+        assert_eq!(ready, "ready\n");
         let me = std::process::id();
         let found = holders(&canonical);
         let _ = other.kill();
         let _ = other.wait();
+        // By pid: its name is `sh` or `sleep`, whichever it runs by now.
         assert!(
-            found.iter().any(|h| h.starts_with(&format!("pid {} (sleep): cwd ", other.id()))),
+            found.iter().any(|h| h.starts_with(&format!("pid {} (", other.id()))
+                && h.contains(&format!("): cwd {}", canonical.display()))),
             "{found:?}"
         );
         assert!(!found.iter().any(|h| h.starts_with(&format!("pid {me} "))), "{found:?}");

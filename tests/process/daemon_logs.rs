@@ -190,7 +190,18 @@ impl Drop for RemoveOnDrop {
 fn topicfs_unmount_names_the_holders_of_a_busy_mount_and_never_itself() {
     let m = MountGuard::background(&[]);
     produce(&m.mnt());
-    let mut holder = Command::new("sleep").arg("600").current_dir(m.path("t")).spawn().unwrap();
+    // A holder whose cwd is in the mount, waited for until it runs there (it says so after
+    // its chdir), so the unmount below cannot race its start.
+    let mut holder = Command::new("sh")
+        .args(["-c", "echo ready; exec sleep 600"])
+        .current_dir(m.path("t"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    let stdout = holder.stdout.take().unwrap();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut ready).unwrap();
+    assert_eq!(ready, "ready\n");
     // Run from inside the mount, as `cd MNT/t && topicfs unmount ../` would be.
     let unmount = topicfs()
         .current_dir(m.path("t/0"))
@@ -207,7 +218,9 @@ fn topicfs_unmount_names_the_holders_of_a_busy_mount_and_never_itself() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("is busy"), "{stderr}");
-    assert!(stderr.contains(&format!("pid {} (sleep): cwd ", holder.id())), "{stderr}");
+    // By pid: its name is `sh` or `sleep`, whichever it runs by now.
+    let named = format!("pid {} (", holder.id());
+    assert!(stderr.lines().any(|l| l.contains(&named) && l.contains("): cwd ")), "{stderr}");
     assert!(!stderr.contains(&format!("pid {own} ")), "it lists itself: {stderr}");
     assert!(is_mounted(&m.mnt()));
     // With the holder gone, the same command from inside the mount unmounts it.
