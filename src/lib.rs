@@ -31,6 +31,7 @@ pub use topicfs_format::partitioner;
 pub use topicfs_fs as fs;
 pub use topicfs_fs::fuse;
 pub use topicfs_schema as schema;
+pub use topicfs_settings as settings;
 pub use topicfs_source as source;
 pub use topicfs_source::error;
 use topicfs_source::sync;

@@ -8,9 +8,9 @@ use crate::cluster::ClientConfig;
 use crate::cluster::config::{is_bootstrap_spec, parse_bootstrap};
 use crate::error::{Error, Result};
 use crate::mount::{Access, ClusterMount, FuseOption, Mode, MountRequest};
-use crate::storage::LogConfig;
-use crate::storage::config::NAMES;
-use crate::storage::server_properties::{BrokerDefault, read_server_properties, reason};
+use crate::settings::LogConfig;
+use crate::settings::config::NAMES;
+use crate::settings::server_properties::{BrokerDefault, parse_server_properties, reason};
 
 use super::MountArgs;
 
@@ -84,7 +84,7 @@ impl MountArgs {
 
     /// Refuses mount defaults that break a rule between settings (`min.compaction.lag.ms`
     /// above `max.compaction.lag.ms`) once layered over `server.properties`' defaults as a
-    /// topic's settings are ([`crate::storage::topic_config`]): a broker would refuse them,
+    /// topic's settings are ([`crate::settings::topic_config`]): a broker would refuse them,
     /// and every later `config` write would fail on them. Names each setting with where its
     /// value comes from.
     fn check_defaults_together(&self, server: &[BrokerDefault]) -> Result<()> {
@@ -240,7 +240,8 @@ impl MountArgs {
                 file.display()
             )));
         }
-        read_server_properties(file).map_err(|e| {
+        let text = crate::storage::open::read_regular_to_string(file);
+        text.and_then(|text| parse_server_properties(&text, file)).map_err(|e| {
             Error::Usage(format!(
                 "--server-properties: {} (a broker would not start with it)",
                 reason(e)

@@ -336,8 +336,8 @@ const LOCK_RETRY: Duration = Duration::from_millis(50);
 /// a lock of one; then [`Error::Locked`].
 fn open_log_dirs(
     dirs: &[(String, PathBuf)],
-    log_config: &crate::storage::LogConfig,
-    topic_configs: &std::collections::HashMap<String, crate::storage::LogConfig>,
+    log_config: &crate::settings::LogConfig,
+    topic_configs: &std::collections::HashMap<String, crate::settings::LogConfig>,
     mode: SegmentMode,
 ) -> Result<LogDirs> {
     let deadline = Instant::now() + LOCK_WAIT;

@@ -7,7 +7,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::storage::LogConfig;
+use crate::settings::LogConfig;
 
 /// One `-o` option, as sshfs and mount-s3 users know them.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -253,6 +253,6 @@ fn a_broker_compacting_and_deleting_segments_under_a_read_only_mount_keeps_sizes
             || n == OsStr::new(".lock")
             || n == OsStr::new(".kafka_cleanshutdown")
             // Written by the writable stand-in broker (this engine) when it created `t`.
-            || n == OsStr::new(topicfs::storage::topic_config::TOPIC_CONFIG_FILE)
+            || n == OsStr::new(topicfs::settings::topic_config::TOPIC_CONFIG_FILE)
     }));
 }

@@ -7,8 +7,8 @@ use std::path::Path;
 
 use topicfs::error::Error;
 use topicfs::format::Offset;
+use topicfs::settings::topic_config::TOPIC_CONFIG_FILE;
 use topicfs::source::{ConfigChange, ConfigSource};
-use topicfs::storage::topic_config::TOPIC_CONFIG_FILE;
 use topicfs::storage::{BrokerSettings, CleanupPolicy, LogConfig, LogDir};
 
 use crate::log_fixture::{record, small_config};

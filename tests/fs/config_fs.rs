@@ -8,7 +8,7 @@ use crate::common::fs_fixture::{self, FsFixture};
 use topicfs::Error;
 use topicfs::fs::TopicFs;
 use topicfs::fs::attr::OpenRequest;
-use topicfs::storage::topic_config::TOPIC_CONFIG_FILE;
+use topicfs::settings::topic_config::TOPIC_CONFIG_FILE;
 use topicfs::storage::{LogConfig, LogDir};
 
 const WRITE: OpenRequest = OpenRequest { read: false, write: true, truncate: false };
@@ -60,7 +60,7 @@ fn config_lists_every_setting_with_its_source_and_its_exact_size() {
     let f = fixture();
     let text = f.text();
     let names: Vec<&str> = text.lines().map(|l| l.split('=').next().unwrap()).collect();
-    assert_eq!(names, topicfs::storage::config::NAMES);
+    assert_eq!(names, topicfs::settings::config::NAMES);
     assert_eq!(f.line("retention.ms"), "retention.ms=604800000 # kafka-default");
     assert_eq!(f.line("segment.bytes"), "segment.bytes=1048576 # mount-default");
     assert_eq!(f.line("cleanup.policy"), "cleanup.policy=delete # kafka-default");

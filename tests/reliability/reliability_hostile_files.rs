@@ -159,7 +159,7 @@ fn targets() -> Vec<Target> {
         other("recovery-point-offset-checkpoint"),
         other("log-start-offset-checkpoint"),
         other("meta.properties"),
-        other(topicfs::storage::topic_config::TOPIC_CONFIG_FILE),
+        other(topicfs::settings::topic_config::TOPIC_CONFIG_FILE),
         other(".lock"),
     ]
 }

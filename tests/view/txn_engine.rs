@@ -9,11 +9,11 @@ use std::sync::Arc;
 use topicfs::Result;
 use topicfs::format::control::{ControlRecordType, encode_end_txn_marker_batch, parse_control_key};
 use topicfs::format::{BatchSpec, NewRecord, Offset, decode_batch, encode_batch, parse_batch_info};
+use topicfs::settings::config::LogConfig;
 use topicfs::source::{
     AppendInfo, Committed, KeyIndex, Known, OffsetQuery, PartitionSource, PartitionSummary,
     ReadAnswer, ReadCursor, ReadMode, Records, SegmentFiles,
 };
-use topicfs::storage::config::LogConfig;
 use topicfs::storage::log_dir::LogDir;
 use topicfs::view::txn::{TxnSnapshot, TxnTracker};
 

@@ -1,7 +1,7 @@
 //! A broker's own settings in topic-level names: its static `server.properties`
-//! ([`read_server_properties`], for `--server-properties FILE`) and the mapping from broker
+//! ([`parse_server_properties`], for `--server-properties FILE`) and the mapping from broker
 //! names to topic-level names ([`broker_defaults_to_topic_settings`]), which the KRaft
-//! metadata's dynamic broker defaults go through too ([`super::cluster_metadata`]).
+//! metadata's dynamic broker defaults go through too ([`crate::metadata_image`]).
 //!
 //! The mapping is Kafka's `ServerTopicConfigSynonyms.ALL_TOPIC_CONFIG_SYNONYMS` (apache/kafka
 //! `server-common/src/main/java/org/apache/kafka/server/config/ServerTopicConfigSynonyms.java`,
@@ -15,7 +15,7 @@
 //! defaults already are.
 //!
 //! A `server.properties` file is validated as a broker validates it at start
-//! ([`read_server_properties`]): a refused value or a conflict is an error naming the line. The
+//! ([`parse_server_properties`]): a refused value or a conflict is an error naming the line. The
 //! KRaft dynamic defaults are not refused (a running broker wrote them): a value refused there
 //! makes the settings of the topics taking it unknown ([`crate::topic_config`]).
 
@@ -25,7 +25,7 @@ use std::path::Path;
 use topicfs_format::properties::parse_entries;
 use topicfs_source::error::{Error, Result};
 
-use super::config::{LogConfig, NAMES};
+use crate::config::{LogConfig, NAMES};
 
 /// How a broker value becomes a topic value.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -166,17 +166,17 @@ pub fn broker_defaults_to_topic_settings(
     out.into_iter().map(|d| (d.name.to_string(), d.value)).collect()
 }
 
-/// Reads a broker's `server.properties` (Java properties syntax; a later line setting the same
+/// Parses the text of a broker's `server.properties` file `file` (Java properties syntax; a later line setting the same
 /// name wins, as in `java.util.Properties`) into the topic-level defaults it gives topics
 /// ([`broker_defaults_to_topic_settings`]), validated as the broker validates them at start:
 /// each value with the rules of the topic setting it maps to ([`LogConfig::set`]), then the
 /// rules between them ([`LogConfig::conflict`]). Broker settings that map to no topic setting
 /// topicfs knows (`num.io.threads`, `log.message.format.version`) are not validated.
 /// [`Error::InvalidInput`] naming the file, the line, the broker setting and the rule when the
-/// file cannot be read or parsed or a value is refused: a broker would not start with it.
-pub fn read_server_properties(file: &Path) -> Result<Vec<BrokerDefault>> {
-    let text = super::open::read_regular_to_string(file)?;
-    let entries = parse_entries(&text)
+/// text cannot be parsed or a value is refused: a broker would not start with it. (Reading the
+/// file is the caller's: this crate does no I/O.)
+pub fn parse_server_properties(text: &str, file: &Path) -> Result<Vec<BrokerDefault>> {
+    let entries = parse_entries(text)
         .map_err(|e| Error::InvalidInput(format!("{}: byte {}: {e}", file.display(), e.at)))?;
     let broker: BTreeMap<String, (String, usize)> =
         entries.into_iter().map(|p| (p.key, (p.value, p.line))).collect();
@@ -228,6 +228,11 @@ pub fn reason(e: Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The file's text parsed, as the CLI does after reading it.
+    fn read_server_properties(file: &Path) -> Result<Vec<BrokerDefault>> {
+        parse_server_properties(&std::fs::read_to_string(file).unwrap(), file)
+    }
 
     fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
@@ -426,7 +431,5 @@ mod tests {
                 ("segment.ms", "3600000"),
             ])
         );
-        let missing = read_server_properties(&dir.path().join("nope")).unwrap_err();
-        assert!(missing.to_string().contains("nope"), "{missing}");
     }
 }

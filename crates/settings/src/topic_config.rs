@@ -45,7 +45,7 @@ use topicfs_format::file_name::validate_topic_name;
 use topicfs_source::error::{Error, Result};
 use topicfs_source::{ConfigChange, ConfigEntry, ConfigSource};
 
-use super::config::{BrokerSettings, LogConfig, NAMES, RETENTION_ONLY};
+use crate::config::{BrokerSettings, LogConfig, NAMES, RETENTION_ONLY};
 
 /// The file at the data dir's root keeping the overrides set through the mount.
 pub const TOPIC_CONFIG_FILE: &str = "topicfs-topic-config";
@@ -76,7 +76,8 @@ pub struct TopicSettings {
     /// The engine's own settings for internal topics (`__consumer_offsets`), shown as the
     /// broker's override of the topic, as a broker creates it with them.
     pub internal: BTreeMap<String, Settings>,
-    /// What the broker holds ([`super::log_dir::LogDir::set_broker_settings`]).
+    /// What the broker holds (the storage engine sets it from `server.properties` and the KRaft
+    /// metadata).
     pub broker: BrokerSettings,
     /// The overrides set through the mount, as in [`TOPIC_CONFIG_FILE`]; a topic with an entry
     /// (even empty) not marked unknown has known settings.

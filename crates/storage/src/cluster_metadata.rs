@@ -6,23 +6,11 @@
 //! snapshot contains the records at offsets below its end offset, framed by a
 //! `SnapshotHeader` control batch first and a `SnapshotFooter` control batch last), and the
 //! log's segments (`<base offset>.log`). The state is what Kafka's `MetadataLoader` builds:
-//! the newest snapshot, then every log record at or after its end offset, in offset order
-//! (records of [`topicfs_format::metadata_record`]):
-//!
-//! - `TopicRecord` maps a topic id to its name; `RemoveTopicRecord` forgets the topic and
-//!   deletes its configs (`ConfigurationsDelta.replay(RemoveTopicRecord)`);
-//! - `ConfigRecord` sets or (value null) deletes one setting of a resource: TOPIC (by name,
-//!   topic-level names), BROKER with an empty name (the cluster-wide dynamic default) or with
-//!   a node id (that broker's own, which wins over the cluster default for that broker); other
-//!   resource types are ignored;
-//! - records between a `BeginTransactionRecord` and its `EndTransactionRecord` take effect at
-//!   the end, all together; an `AbortTransactionRecord` drops them; a transaction still open
-//!   at the end of the log has no effect yet (`MetadataBatchLoader`);
-//! - control batches (leader changes, KRaft version and voters) carry no settings and are
-//!   stepped over by their headers.
-//!
-//! Broker settings are broker names (`log.retention.ms`); [`ClusterMetadataConfigs`] gives them
-//! in topic-level names through [`broker_defaults_to_topic_settings`].
+//! the newest snapshot, then every log record at or after its end offset, in offset order,
+//! replayed into [`topicfs_settings::metadata_image::Image`] (which says what each record
+//! does); control batches (leader changes, KRaft version and voters) carry no settings and are
+//! stepped over by their headers. Broker settings come out in topic-level names
+//! ([`ClusterMetadataConfigs`]).
 //!
 //! # Damage
 //!
@@ -48,7 +36,6 @@
 //! watermark, which is not kept on disk) are read like the others; a broker truncates them
 //! only when the log diverges, which the reader notices (see [`ClusterMetadataReader::refresh`]).
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -57,32 +44,19 @@ use topicfs_format::control::{ControlRecordType, parse_control_key};
 use topicfs_format::decode_batch;
 use topicfs_format::file_name::{FileKind, parse_segment_file_name};
 use topicfs_format::metadata_record::{
-    MetadataRecord, RESOURCE_BROKER, RESOURCE_TOPIC, TopicId, decode_metadata_record,
-    decode_snapshot_footer, decode_snapshot_header,
+    decode_metadata_record, decode_snapshot_footer, decode_snapshot_header,
 };
 use topicfs_source::error::{Error, Result};
 
 use super::open::{is_not_found, open_read, read_dir};
 use super::scan::{BatchLocation, ChunkReader, corrupt_at, read_fully_at};
-pub use super::server_properties::broker_defaults_to_topic_settings;
+pub use topicfs_settings::metadata_image::ClusterMetadataConfigs;
+use topicfs_settings::metadata_image::Image;
 
 /// The metadata log's partition directory inside the data dir.
 pub const CLUSTER_METADATA_DIR: &str = "__cluster_metadata-0";
 /// A snapshot file's suffix (`Snapshots.SUFFIX`).
 pub const SNAPSHOT_SUFFIX: &str = ".checkpoint";
-
-/// What a KRaft broker's metadata log holds for topic settings, in TOPIC-level names.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ClusterMetadataConfigs {
-    /// Every topic the metadata knows (a `TopicRecord` not removed since), by name, with its
-    /// overrides (`ConfigRecord`s of resource TOPIC); an empty map means known, no overrides.
-    pub topics: BTreeMap<String, BTreeMap<String, String>>,
-    /// The cluster-wide dynamic broker defaults (resource BROKER, empty name) with this
-    /// broker's own (resource BROKER, name = node id) over them, mapped from broker names
-    /// (`log.retention.ms`) to topic-level names (`retention.ms`); broker settings that are no
-    /// topic setting are left out.
-    pub dynamic_defaults: BTreeMap<String, String>,
-}
 
 /// Reads the settings in `data_dir`'s `__cluster_metadata-0` once (see the module docs);
 /// `None` when the data dir has no such directory. `node_id` is this broker's `node.id` (from
@@ -112,178 +86,6 @@ fn parse_snapshot_name(name: &str) -> Option<SnapshotId> {
         return None;
     }
     Some(SnapshotId { end_offset: offset.parse().ok()?, epoch: epoch.parse().ok()? })
-}
-
-/// The replayed metadata, as far as settings go.
-#[derive(Debug, Default)]
-struct Image {
-    /// Topic id to name, for every topic not removed.
-    topics: BTreeMap<TopicId, String>,
-    /// Topic name to the number of ids in `topics` with that name (one, unless a topic was
-    /// created again without its removal in between).
-    names: BTreeMap<String, usize>,
-    /// (resource type, resource name) to its settings, for TOPIC and BROKER resources.
-    resources: BTreeMap<(i8, String), BTreeMap<String, String>>,
-    /// Topics whose entry in [`ClusterMetadataConfigs::topics`] may differ since
-    /// [`Image::take_touched`] was last called.
-    touched_topics: BTreeSet<String>,
-    /// Whether a BROKER resource changed since then.
-    touched_broker: bool,
-    /// The records of a metadata transaction begun and not yet ended.
-    transaction: Option<Vec<MetadataRecord>>,
-}
-
-impl Image {
-    /// Replays one record; `Err` says why it was skipped.
-    fn replay(&mut self, record: MetadataRecord) -> std::result::Result<(), &'static str> {
-        match record {
-            MetadataRecord::BeginTransaction => {
-                if self.transaction.is_some() {
-                    return Err("BeginTransactionRecord inside a transaction");
-                }
-                self.transaction = Some(Vec::new());
-            }
-            MetadataRecord::EndTransaction => {
-                let records = self
-                    .transaction
-                    .take()
-                    .ok_or("EndTransactionRecord without a BeginTransactionRecord")?;
-                for r in records {
-                    self.apply(r)?;
-                }
-            }
-            MetadataRecord::AbortTransaction => {
-                self.transaction
-                    .take()
-                    .ok_or("AbortTransactionRecord without a BeginTransactionRecord")?;
-            }
-            other => match &mut self.transaction {
-                Some(pending) => pending.push(other),
-                None => self.apply(other)?,
-            },
-        }
-        Ok(())
-    }
-
-    fn apply(&mut self, record: MetadataRecord) -> std::result::Result<(), &'static str> {
-        match record {
-            MetadataRecord::Topic { name, topic_id } => {
-                if let Some(old) = self.topics.insert(topic_id, name.clone()) {
-                    self.forget_name(old);
-                }
-                *self.names.entry(name.clone()).or_default() += 1;
-                self.touched_topics.insert(name);
-            }
-            MetadataRecord::RemoveTopic { topic_id } => {
-                let name = self
-                    .topics
-                    .remove(&topic_id)
-                    .ok_or("RemoveTopicRecord of an unknown topic id")?;
-                self.resources.remove(&(RESOURCE_TOPIC, name.clone()));
-                self.forget_name(name);
-            }
-            MetadataRecord::Config { resource_type, resource_name, name, value }
-                if resource_type == RESOURCE_TOPIC || resource_type == RESOURCE_BROKER =>
-            {
-                if resource_type == RESOURCE_TOPIC {
-                    self.touched_topics.insert(resource_name.clone());
-                } else {
-                    self.touched_broker = true;
-                }
-                let key = (resource_type, resource_name);
-                match value {
-                    Some(value) => {
-                        self.resources.entry(key).or_default().insert(name, value);
-                    }
-                    None => {
-                        if let Some(settings) = self.resources.get_mut(&key) {
-                            settings.remove(&name);
-                            if settings.is_empty() {
-                                self.resources.remove(&key);
-                            }
-                        }
-                    }
-                }
-            }
-            _ => {}
-        }
-        Ok(())
-    }
-
-    /// One id fewer carries `name`.
-    fn forget_name(&mut self, name: String) {
-        if let Some(n) = self.names.get_mut(&name) {
-            *n -= 1;
-            if *n == 0 {
-                self.names.remove(&name);
-            }
-        }
-        self.touched_topics.insert(name);
-    }
-
-    /// The topics and whether the broker settings changed since the last call.
-    fn take_touched(&mut self) -> (BTreeSet<String>, bool) {
-        (std::mem::take(&mut self.touched_topics), std::mem::take(&mut self.touched_broker))
-    }
-
-    /// `name`'s entry in [`ClusterMetadataConfigs::topics`]: `None` if no topic has that name.
-    fn topic_configs(&self, name: &str) -> Option<BTreeMap<String, String>> {
-        self.names.contains_key(name).then(|| {
-            self.resources.get(&(RESOURCE_TOPIC, name.to_string())).cloned().unwrap_or_default()
-        })
-    }
-
-    fn dynamic_defaults(&self, node_id: Option<i32>) -> BTreeMap<String, String> {
-        let mut broker =
-            self.resources.get(&(RESOURCE_BROKER, String::new())).cloned().unwrap_or_default();
-        if let Some(own) =
-            node_id.and_then(|id| self.resources.get(&(RESOURCE_BROKER, id.to_string())))
-        {
-            broker.extend(own.iter().map(|(k, v)| (k.clone(), v.clone())));
-        }
-        broker_defaults_to_topic_settings(&broker)
-    }
-
-    /// Brings `configs` up to date with the changes since [`Image::take_touched`] was last
-    /// called, touching only what changed; whether anything did.
-    fn update(&mut self, configs: &mut ClusterMetadataConfigs, node_id: Option<i32>) -> bool {
-        let (topics, broker) = self.take_touched();
-        let mut changed = false;
-        for name in topics {
-            let now = self.topic_configs(&name);
-            if configs.topics.get(&name) != now.as_ref() {
-                changed = true;
-                match now {
-                    Some(settings) => configs.topics.insert(name, settings),
-                    None => configs.topics.remove(&name),
-                };
-            }
-        }
-        if broker {
-            let now = self.dynamic_defaults(node_id);
-            if now != configs.dynamic_defaults {
-                changed = true;
-                configs.dynamic_defaults = now;
-            }
-        }
-        changed
-    }
-
-    fn configs(&self, node_id: Option<i32>) -> ClusterMetadataConfigs {
-        let topics = self
-            .names
-            .keys()
-            .map(|name| {
-                let settings = self
-                    .resources
-                    .get(&(RESOURCE_TOPIC, name.clone()))
-                    .cloned()
-                    .unwrap_or_default();
-                (name.clone(), settings)
-            })
-            .collect();
-        ClusterMetadataConfigs { topics, dynamic_defaults: self.dynamic_defaults(node_id) }
-    }
 }
 
 /// Where the log read stopped: the next batch of segment `segment` starts at `position`.
@@ -576,7 +378,7 @@ fn read_snapshot(path: &Path, image: &mut Image) -> Result<()> {
     if !footer {
         return Err(Error::corrupt(path, end, "a snapshot without its footer (incomplete)"));
     }
-    image.transaction = None;
+    image.end_snapshot();
     Ok(())
 }
 

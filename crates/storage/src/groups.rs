@@ -37,10 +37,10 @@ use topicfs_source::error::{Error, Result};
 use topicfs_source::sync::lock;
 use topicfs_source::{CommittedOffset, GroupStore};
 
-use super::config::LogConfig;
 use super::log::Log;
 use super::log_dir::LogDir;
 use super::segment::now_ms;
+use topicfs_settings::config::LogConfig;
 
 /// Bytes read from `__consumer_offsets` per step of a catch-up.
 const READ_CHUNK: usize = 1 << 20;
@@ -51,7 +51,7 @@ const READ_CHUNK: usize = 1 << 20;
 /// these as the broker's override of the topic).
 pub fn offsets_topic_config(default: &LogConfig) -> LogConfig {
     LogConfig {
-        cleanup_policy: super::config::CleanupPolicy::COMPACT,
+        cleanup_policy: topicfs_settings::config::CleanupPolicy::COMPACT,
         segment_bytes: 100 * 1024 * 1024,
         retention_ms: None,
         retention_bytes: None,

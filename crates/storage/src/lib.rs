@@ -16,11 +16,10 @@
 //!   batch-header scan.
 //! - [`cache`]: the segment cache, outside the data dir: what was learned about sealed
 //!   segments, kept across remounts and validated before use.
-//! - [`config::LogConfig`]: Kafka's topic-level settings and defaults.
-//! - [`cluster_metadata`]: a KRaft broker's topic settings from the data dir's
-//!   `__cluster_metadata-0` (snapshot, then the log), re-read cheaply as it grows;
-//!   [`server_properties`]: a broker's static `server.properties` and the broker-name to
-//!   topic-name mapping (`log.retention.hours` to `retention.ms`).
+//! - [`cluster_metadata`]: reads a KRaft broker's `__cluster_metadata-0` (snapshot, then the
+//!   log), re-read cheaply as it grows, into the settings image of `topicfs_settings` (which
+//!   owns every setting's names, rules and precedence; its [`LogConfig`] and friends are
+//!   re-exported here because this crate's API takes them).
 //! - `source_impl`: [`topicfs_source::TopicSource`] and [`topicfs_source::PartitionSource`] for
 //!   [`log_dir::LogDir`] and [`log::Log`].
 //! - [`cleaner`]: the log cleaner (Kafka's `LogCleaner`): compaction of `cleanup.policy=compact`
@@ -64,7 +63,6 @@
 pub mod cache;
 pub mod cleaner;
 pub mod cluster_metadata;
-pub mod config;
 pub mod groups;
 mod index;
 pub mod key_index;
@@ -77,14 +75,14 @@ pub mod offset_index;
 pub mod open;
 pub mod scan;
 pub mod segment;
-pub mod server_properties;
 mod source_impl;
 mod swap;
 pub mod time_index;
-pub mod topic_config;
 
-pub use config::{BrokerSettings, CleanupPolicy, CompressionType, LogConfig, MessageTimestampType};
 pub use log::LOCAL_SIZING_BUDGET;
 pub use log::Log;
 pub use log_dir::LogDir;
 pub use segment::{LogSegment, SegmentMode};
+pub use topicfs_settings::{
+    BrokerSettings, CleanupPolicy, CompressionType, LogConfig, MessageTimestampType,
+};

@@ -54,10 +54,10 @@ use topicfs_source::{
 };
 use topicfs_source::{FileProblem, SegmentFileKind, SegmentSummary};
 
-use super::config::{LogConfig, MessageTimestampType};
 use super::scan::read_fully_at;
 use super::segment::{LogSegment, SegmentMode, Translated, now_ms, segment_file_path};
 use super::swap::{SegmentFiles, next_offset_of_log_file, read_only_segment_files};
+use topicfs_settings::config::{LogConfig, MessageTimestampType};
 
 mod append;
 mod cleaning;
@@ -108,7 +108,7 @@ pub struct Log {
     /// The effective configuration, replaced as a whole when the topic's settings change
     /// ([`Log::set_config`]); each append, roll and retention pass reads it once.
     config: RwLock<Arc<LogConfig>>,
-    /// Whether the topic's settings are known (see [`super::topic_config`]): retention by
+    /// Whether the topic's settings are known (see [`topicfs_settings::topic_config`]): retention by
     /// time and size runs only then. `true` for a log opened on its own.
     settings_known: AtomicBool,
     mode: SegmentMode,

@@ -8,7 +8,7 @@
 //! <dir>/log-start-offset-checkpoint       per partition: first visible offset (when above the
 //!                                         first segment's base offset)
 //! <dir>/topicfs-topic-config              topicfs's per-topic overrides (a broker ignores it;
-//!                                         see [`super::topic_config`])
+//!                                         see [`topicfs_settings::topic_config`])
 //! <dir>/<topic>-<partition>/              one partition log each
 //! ```
 //!
@@ -46,11 +46,11 @@ use topicfs_source::sync::lock;
 
 use super::cache::SegmentCache;
 use super::cluster_metadata::{ClusterMetadataConfigs, ClusterMetadataReader};
-use super::config::{BrokerSettings, LogConfig};
 use super::log::{LOCAL_SIZING_BUDGET, LoadState, Log};
 use super::open;
 use super::segment::{SegmentMode, now_ms};
-use super::topic_config::{
+use topicfs_settings::config::{BrokerSettings, LogConfig};
+use topicfs_settings::topic_config::{
     Resolved, TOPIC_CONFIG_FILE, TopicSettings, differing_settings, format_topic_config_file,
     parse_topic_config_file,
 };
@@ -347,7 +347,7 @@ impl LogDir {
         &self.meta
     }
 
-    /// The effective configuration of `topic` (see [`super::topic_config`]).
+    /// The effective configuration of `topic` (see [`topicfs_settings::topic_config`]).
     pub fn config_for(&self, topic: &str) -> LogConfig {
         self.resolve_topic(topic).config
     }

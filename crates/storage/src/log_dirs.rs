@@ -42,12 +42,12 @@ use topicfs_source::{
 };
 
 use crate::cache::SegmentCache;
-use crate::config::LogConfig;
 use crate::log::Log;
 use crate::log_dir::{LogDir, META_PROPERTIES, Member};
 use crate::open;
 use crate::segment::SegmentMode;
 use health::{DirHealth, DirPartition};
+use topicfs_settings::config::LogConfig;
 
 /// The KRaft metadata log's partition directory.
 const CLUSTER_METADATA_DIR: &str = "__cluster_metadata-0";
@@ -572,7 +572,7 @@ impl TopicSource for LogDirs {
     }
 
     fn check_value_prefix(&self, name: &str, value: &str) -> Result<()> {
-        crate::config::check_value_prefix(name, value)
+        topicfs_settings::config::check_value_prefix(name, value)
     }
 
     fn max_message_bytes(&self, topic: &str) -> Result<Option<usize>> {

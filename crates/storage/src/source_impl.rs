@@ -460,7 +460,7 @@ impl TopicSource for LogDir {
     }
 
     fn check_value_prefix(&self, name: &str, value: &str) -> Result<()> {
-        crate::config::check_value_prefix(name, value)
+        topicfs_settings::config::check_value_prefix(name, value)
     }
 
     /// One resolution of the topic's settings, as `topic_config` (no I/O).

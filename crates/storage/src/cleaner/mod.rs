@@ -127,7 +127,7 @@ impl CleanerSettings {
     /// `compact` (the cleaner leaves it alone), the topic-level settings otherwise, with the
     /// mount's `log.cleaner.dedupe.buffer.size`.
     pub fn from_log_config(
-        config: &crate::config::LogConfig,
+        config: &topicfs_settings::config::LogConfig,
         dedupe_buffer_bytes: usize,
     ) -> Option<CleanerSettings> {
         config.cleanup_policy.compact.then_some(CleanerSettings {

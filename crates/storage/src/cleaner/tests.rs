@@ -6,13 +6,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
 use super::*;
-use crate::config::LogConfig;
 use crate::log::LoadState;
 use crate::segment::SegmentMode;
 use topicfs_format::control::encode_end_txn_marker_batch;
 use topicfs_format::index_entry::{OffsetPosition, TimestampOffset};
 use topicfs_format::txn_index::TxnIndexEntry;
 use topicfs_format::{BatchSpec, Compression, NewRecord, decode_batch, encode_batch, verify_crc};
+use topicfs_settings::config::LogConfig;
 
 const T0: i64 = 1_767_225_600_000;
 const NOW: i64 = T0 + 1_000_000;

@@ -5,6 +5,7 @@ use super::*;
 use topicfs_format::metadata_record::encode::{
     encode_metadata_record, encode_snapshot_footer, encode_snapshot_header,
 };
+use topicfs_format::metadata_record::{MetadataRecord, RESOURCE_BROKER, RESOURCE_TOPIC, TopicId};
 use topicfs_format::{BatchSpec, NewRecord, Offset, encode_batch};
 
 const T0: i64 = 1_767_225_600_000;

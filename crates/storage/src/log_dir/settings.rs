@@ -5,7 +5,7 @@ use super::*;
 impl LogDir {
     /// Takes what the broker holds for the data dir's topics (its KRaft metadata,
     /// `server.properties`) as the layers between the topics' overrides and Kafka's defaults
-    /// ([`crate::topic_config`] for the precedence), and re-resolves every partition's
+    /// ([`topicfs_settings::topic_config`] for the precedence), and re-resolves every partition's
     /// configuration now: the next append, roll and retention pass use it.
     pub fn set_broker_settings(&self, broker: BrokerSettings) {
         let _guard = lock(&self.shared.change_lock);
@@ -46,7 +46,7 @@ impl LogDir {
         Ok(())
     }
 
-    /// The effective settings of `topic` (see [`crate::topic_config`]).
+    /// The effective settings of `topic` (see [`topicfs_settings::topic_config`]).
     pub fn resolve_topic(&self, topic: &str) -> Resolved {
         let resolved =
             self.shared.settings.read().unwrap_or_else(|e| e.into_inner()).resolve(topic);
@@ -63,7 +63,7 @@ impl LogDir {
     }
 
     /// How the log cleaner cleans `topic` now: `None` when its settings are unknown (nothing is
-    /// compacted on guessed settings, see [`crate::topic_config`]) or its `cleanup.policy`
+    /// compacted on guessed settings, see [`topicfs_settings::topic_config`]) or its `cleanup.policy`
     /// does not contain `compact`. Resolved at each call, so a `config` change applies to the
     /// next cleaner pass.
     pub fn cleaner_settings(
@@ -134,7 +134,7 @@ impl LogDir {
         Ok(self.resolve_topic(topic).entries)
     }
 
-    /// Whether `topic`'s settings are known (see [`crate::topic_config`]).
+    /// Whether `topic`'s settings are known (see [`topicfs_settings::topic_config`]).
     pub fn topic_settings_known(&self, topic: &str) -> bool {
         self.resolve_topic(topic).known
     }
@@ -242,7 +242,7 @@ impl LogDir {
 /// for the checkpoints. The file is read only here: fixing it takes a remount.
 pub(super) fn load_topic_config_file(
     dir: &Path,
-) -> Result<(crate::topic_config::Overrides, Option<(u64, String)>)> {
+) -> Result<(topicfs_settings::topic_config::Overrides, Option<(u64, String)>)> {
     let path = dir.join(TOPIC_CONFIG_FILE);
     let damage = match open::read_regular_to_string(&path) {
         Ok(text) => match parse_topic_config_file(&text) {

@@ -76,7 +76,7 @@ pub struct SharedSettings {
     pub(super) metadata_home: Option<PathBuf>,
     /// `meta.properties` of `file_home` (the broker's node id for the metadata log).
     pub(super) meta: BTreeMap<String, String>,
-    /// Every layer of the topics' settings ([`crate::topic_config`]). Changed under
+    /// Every layer of the topics' settings ([`topicfs_settings::topic_config`]). Changed under
     /// `change_lock` (after the file is written, for the overrides); read without it.
     pub(super) settings: RwLock<TopicSettings>,
     /// [`TOPIC_CONFIG_FILE`] could not be read (byte position of the bad line, what is wrong):

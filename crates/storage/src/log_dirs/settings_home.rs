@@ -15,7 +15,7 @@
 //!   naming both files.
 
 use super::*;
-use crate::topic_config::TOPIC_CONFIG_FILE;
+use topicfs_settings::topic_config::TOPIC_CONFIG_FILE;
 
 /// Where the overrides file of the dirs `paths` is: the index of its dir in `paths` and, when
 /// the dirs hold several files that differ, the damage to take the kept one as having (byte
