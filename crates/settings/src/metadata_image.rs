@@ -211,3 +211,94 @@ impl Image {
         ClusterMetadataConfigs { topics, dynamic_defaults: self.dynamic_defaults(node_id) }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn topic(name: &str, id: u8) -> MetadataRecord {
+        MetadataRecord::Topic { name: name.into(), topic_id: [id; 16] }
+    }
+
+    fn config(
+        resource_type: i8,
+        resource: &str,
+        name: &str,
+        value: Option<&str>,
+    ) -> MetadataRecord {
+        MetadataRecord::Config {
+            resource_type,
+            resource_name: resource.into(),
+            name: name.into(),
+            value: value.map(str::to_string),
+        }
+    }
+
+    fn replay_all(image: &mut Image, records: Vec<MetadataRecord>) {
+        for r in records {
+            image.replay(r).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_transaction_takes_effect_at_its_end_and_an_aborted_one_never() {
+        let mut image = Image::default();
+        replay_all(
+            &mut image,
+            vec![
+                topic("t", 1),
+                MetadataRecord::BeginTransaction,
+                config(RESOURCE_TOPIC, "t", "retention.ms", Some("5")),
+            ],
+        );
+        assert_eq!(image.configs(None).topics["t"], BTreeMap::new(), "open: no effect yet");
+        image.replay(MetadataRecord::EndTransaction).unwrap();
+        assert_eq!(image.configs(None).topics["t"]["retention.ms"], "5");
+        replay_all(
+            &mut image,
+            vec![
+                MetadataRecord::BeginTransaction,
+                config(RESOURCE_TOPIC, "t", "retention.ms", Some("9")),
+                MetadataRecord::AbortTransaction,
+            ],
+        );
+        assert_eq!(image.configs(None).topics["t"]["retention.ms"], "5");
+        assert!(image.replay(MetadataRecord::EndTransaction).is_err(), "end without a begin");
+    }
+
+    #[test]
+    fn removing_a_topic_forgets_its_settings_and_a_broker_s_own_settings_win() {
+        let mut image = Image::default();
+        replay_all(
+            &mut image,
+            vec![
+                topic("t", 1),
+                config(RESOURCE_TOPIC, "t", "cleanup.policy", Some("compact")),
+                config(RESOURCE_BROKER, "", "log.retention.ms", Some("100")),
+                config(RESOURCE_BROKER, "2", "log.retention.ms", Some("200")),
+                MetadataRecord::RemoveTopic { topic_id: [1; 16] },
+                topic("t", 3),
+            ],
+        );
+        let configs = image.configs(Some(2));
+        assert_eq!(configs.topics["t"], BTreeMap::new(), "created again: no overrides");
+        assert_eq!(configs.dynamic_defaults["retention.ms"], "200");
+        assert_eq!(image.configs(Some(1)).dynamic_defaults["retention.ms"], "100");
+        let unknown = MetadataRecord::RemoveTopic { topic_id: [7; 16] };
+        assert!(image.replay(unknown).is_err());
+    }
+
+    #[test]
+    fn update_touches_only_what_changed_and_says_whether_anything_did() {
+        let mut image = Image::default();
+        image.replay(topic("a", 1)).unwrap();
+        image.take_touched();
+        let mut configs = image.configs(None);
+        assert!(!image.update(&mut configs, None));
+        image.replay(config(RESOURCE_TOPIC, "a", "segment.bytes", Some("1048576"))).unwrap();
+        assert!(image.update(&mut configs, None));
+        assert_eq!(configs, image.configs(None));
+        image.replay(config(RESOURCE_TOPIC, "a", "segment.bytes", Some("1048576"))).unwrap();
+        assert!(!image.update(&mut configs, None), "the same value again changes nothing");
+    }
+}
