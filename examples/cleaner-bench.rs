@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use topicfs::cleaner::{CleanOptions, Cleaner, CleanerSettings};
 use topicfs::format::{Offset, RecordRef};
 use topicfs::storage::LogConfig;
-use topicfs::storage::cleaner::{CleanOptions, Cleaner, CleanerSettings};
 use topicfs::storage::log::{LoadState, Log};
 use topicfs::storage::segment::SegmentMode;
 

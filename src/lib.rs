@@ -24,6 +24,7 @@
 pub mod cli;
 pub mod mount;
 
+pub use topicfs_cleaner as cleaner;
 pub use topicfs_cluster as cluster;
 pub use topicfs_executor as executor;
 pub use topicfs_format as format;

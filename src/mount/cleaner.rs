@@ -9,7 +9,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use crate::storage::cleaner::{CleanOptions, Cleaner, CleanerSettings, clean_logs};
+use crate::cleaner::{CleanOptions, Cleaner, CleanerSettings, clean_logs};
 use crate::storage::log_dirs::LogDirs;
 
 /// Kafka's `log.cleaner.backoff.ms` default: the pause between two cleaner passes.

@@ -95,6 +95,7 @@ use self::signals::{Stopper, termination_signals};
 pub use self::unmount::{
     DEFAULT_UNMOUNT_TIMEOUT, MountCommand, MountpointOf, STARTED_IN_ENV, UnmountRequest, unmount,
 };
+use crate::cleaner::CleanerSettings;
 use crate::error::{Error, Result};
 use crate::fs::recent_log::RecentLog;
 use crate::fs::{FsOptions, TopicFs};
@@ -498,8 +499,9 @@ fn mount_and_serve(
     // `cleanup.policy` contains `compact`.
     let cleaner_settings: Option<Arc<cleaner::SettingsFor>> = retained.clone().map(|log_dir| {
         let dedupe = request.cleaner_dedupe_buffer_bytes;
-        let settings: Arc<cleaner::SettingsFor> =
-            Arc::new(move |topic: &str| log_dir.cleaner_settings(topic, dedupe));
+        let settings: Arc<cleaner::SettingsFor> = Arc::new(move |topic: &str| {
+            CleanerSettings::for_topic(&log_dir.resolve_topic(topic), dedupe)
+        });
         settings
     });
     let cleaner = retained.clone().zip(cleaner_settings).map(|(log_dir, settings)| {

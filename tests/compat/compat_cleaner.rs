@@ -14,9 +14,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::Value;
+use topicfs::cleaner::{CleanOptions, Cleaner, CleanerSettings};
 use topicfs::format::{NewRecord, Offset};
 use topicfs::storage::LogConfig;
-use topicfs::storage::cleaner::{CleanOptions, Cleaner, CleanerSettings};
 use topicfs::storage::log::Log;
 
 const T0: i64 = 1_767_225_600_000;

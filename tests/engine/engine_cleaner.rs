@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use topicfs::cleaner::{CleanOptions, Cleaner, CleanerSettings};
 use topicfs::format::{NewRecord, Offset};
 use topicfs::source::PartitionSource;
-use topicfs::storage::cleaner::{CleanOptions, Cleaner, CleanerSettings};
 use topicfs::storage::{LogConfig, LogDir};
 use topicfs::view::bykey::{KeyStream, latest_record};
 use topicfs::view::spec::Format;

@@ -7,9 +7,9 @@ use super::*;
 /// treated as empty (Kafka: every log then starts dirty at its log start).
 pub fn read_checkpoint(data_dir: &Path) -> BTreeMap<(String, u32), Offset> {
     let path = data_dir.join(CHECKPOINT_FILE);
-    let text = match crate::open::read_regular_to_string(&path) {
+    let text = match topicfs_storage::open::read_regular_to_string(&path) {
         Ok(t) => t,
-        Err(e) if crate::open::is_not_found(&e) => return BTreeMap::new(),
+        Err(e) if topicfs_storage::open::is_not_found(&e) => return BTreeMap::new(),
         Err(e) => {
             log::warn!("{e}; every compacted log is taken as dirty from its log start");
             return BTreeMap::new();
@@ -38,7 +38,7 @@ pub fn write_checkpoint(data_dir: &Path, entries: &BTreeMap<(String, u32), Offse
     let tmp = data_dir.join(format!("{CHECKPOINT_FILE}.tmp"));
     {
         use std::io::Write;
-        let mut f = crate::open::open_regular(
+        let mut f = topicfs_storage::open::open_regular(
             &tmp,
             std::fs::OpenOptions::new().write(true).create(true).truncate(true),
             "create",
@@ -48,5 +48,5 @@ pub fn write_checkpoint(data_dir: &Path, entries: &BTreeMap<(String, u32), Offse
         f.sync_all().map_err(|e| Error::io(&tmp, "fsync", e))?;
     }
     std::fs::rename(&tmp, &path).map_err(|e| Error::io(&tmp, "rename", e))?;
-    crate::open::sync_dir(data_dir)
+    topicfs_storage::open::sync_dir(data_dir)
 }

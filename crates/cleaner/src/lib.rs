@@ -1,5 +1,9 @@
 //! The log cleaner: Kafka's `LogCleaner` for topics with `cleanup.policy` `compact` (or
-//! `compact,delete`), writing the files a broker's cleaner writes.
+//! `compact,delete`), writing the files a broker's cleaner writes. A client of the storage
+//! engine: it reads segments through `topicfs_storage` and changes a log only through the
+//! engine's rewrite hooks (`topicfs_storage::log::Log::cleaner_lock`,
+//! `open_cleaned_segment`, `install_cleaned`, `set_latest_delete_horizon`); which topics it
+//! cleans and how comes from their resolved settings ([`CleanerSettings::for_topic`]).
 //!
 //! # One pass over a log ([`Cleaner::clean`])
 //!
@@ -58,9 +62,8 @@
 //! the segment map unchanged (retention may have deleted one meanwhile: then the pass's output
 //! is discarded). Readers holding a replaced segment keep reading its open file (its indexes
 //! are loaded before the files are renamed); a cursor made in a replaced segment is placed by
-//! its offset in the output ([`crate::segment::LogSegment::generation`]), and such a
-//! cursor is no longer held
-//! ([`topicfs_source::PartitionSource::holds`]), as after retention.
+//! its offset in the output ([`topicfs_storage::segment::LogSegment::generation`]), and such a
+//! cursor is no longer held ([`topicfs_source::PartitionSource::holds`]), as after retention.
 
 mod checkpoint;
 mod filter;
@@ -75,14 +78,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::log::Log;
-use crate::segment::LogSegment;
 use topicfs_format::checkpoint::{format_offset_checkpoint, parse_offset_checkpoint};
 use topicfs_format::{
     BatchInfo, NO_TIMESTAMP, Offset, Position, Record, Timestamp, decode_batch_unverified,
     encode_empty_batch, encode_retained_batch, parse_batch_info, peek_entry,
 };
 use topicfs_source::error::{Error, Result};
+use topicfs_storage::log::Log;
+use topicfs_storage::segment::LogSegment;
 
 use self::offset_map::OffsetMap;
 use self::output::{CLEANED, CleanedSegment, KINDS, SWAP, file_path};
@@ -123,6 +126,19 @@ pub struct CleanerSettings {
 }
 
 impl CleanerSettings {
+    /// How `topic`'s log is cleaned now, from its settings as resolved
+    /// ([`topicfs_settings::topic_config::Resolved`]): `None` when they are unknown (nothing is
+    /// compacted on guessed settings) or its `cleanup.policy` does not contain `compact`.
+    pub fn for_topic(
+        resolved: &topicfs_settings::topic_config::Resolved,
+        dedupe_buffer_bytes: usize,
+    ) -> Option<CleanerSettings> {
+        if !resolved.known {
+            return None;
+        }
+        CleanerSettings::from_log_config(&resolved.config, dedupe_buffer_bytes)
+    }
+
     /// How a log with `config` is cleaned: `None` when its `cleanup.policy` does not contain
     /// `compact` (the cleaner leaves it alone), the topic-level settings otherwise, with the
     /// mount's `log.cleaner.dedupe.buffer.size`.

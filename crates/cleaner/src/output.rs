@@ -7,10 +7,10 @@
 
 use std::fs::{File, OpenOptions};
 
-use crate::open::open_regular;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
+use topicfs_storage::open::open_regular;
 
 use topicfs_format::file_name::format_base_offset;
 use topicfs_format::index_entry::{OffsetPosition, TimestampOffset};

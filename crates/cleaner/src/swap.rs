@@ -61,7 +61,7 @@ pub(super) fn swap_in(
             return Ok(SwapDone::Stopped(CrashStep::MidSwapRename));
         }
     }
-    crate::open::sync_dir(dir)?;
+    topicfs_storage::open::sync_dir(dir)?;
     if stop(CrashStep::SwapRenamed) {
         return Ok(SwapDone::Stopped(CrashStep::SwapRenamed));
     }
@@ -81,7 +81,7 @@ pub(super) fn swap_in(
         }
         // Its entries kept beside the segments describe bytes that go (the output's base is
         // the first input's: its entries would be stale).
-        crate::cache::remove_beside_entries(dir, b);
+        topicfs_storage::cache::remove_beside_entries(dir, b);
         if i == 0 && stop(CrashStep::MidDeleteRename) {
             return Ok(SwapDone::Stopped(CrashStep::MidDeleteRename));
         }
@@ -96,7 +96,7 @@ pub(super) fn swap_in(
             return Ok(SwapDone::Stopped(CrashStep::MidFinalRename));
         }
     }
-    crate::open::sync_dir(dir)?;
+    topicfs_storage::open::sync_dir(dir)?;
     let output = Arc::new(log.open_cleaned_segment(base)?);
     log.install_cleaned(inputs, output);
     for path in deleted {

@@ -6,13 +6,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
 use super::*;
-use crate::log::LoadState;
-use crate::segment::SegmentMode;
 use topicfs_format::control::encode_end_txn_marker_batch;
 use topicfs_format::index_entry::{OffsetPosition, TimestampOffset};
 use topicfs_format::txn_index::TxnIndexEntry;
 use topicfs_format::{BatchSpec, Compression, NewRecord, decode_batch, encode_batch, verify_crc};
 use topicfs_settings::config::LogConfig;
+use topicfs_storage::log::LoadState;
+use topicfs_storage::segment::SegmentMode;
 
 const T0: i64 = 1_767_225_600_000;
 const NOW: i64 = T0 + 1_000_000;
@@ -251,13 +251,13 @@ fn latest_values(recs: &[Rec], aborted: &BTreeSet<i64>) -> BTreeMap<Vec<u8>, Opt
 
 /// Checks the offset and time index files of every segment of the directory against its log.
 pub(super) fn check_indexes(dir: &Path) {
-    for entry in crate::open::read_dir(dir).unwrap() {
+    for entry in topicfs_storage::open::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().and_then(|e| e.to_str()) != Some("log") {
             continue;
         }
         let base: i64 = path.file_stem().unwrap().to_str().unwrap().parse().unwrap();
-        let log = crate::open::read_regular(&path).unwrap();
+        let log = topicfs_storage::open::read_regular(&path).unwrap();
         let mut starts = HashMap::new();
         let mut at = 0;
         let mut max_ts = -1;
@@ -270,7 +270,8 @@ pub(super) fn check_indexes(dir: &Path) {
             at += h.total_size();
         }
         assert_eq!(at, log.len(), "{}: whole batches", path.display());
-        let index = crate::open::read_regular(&path.with_extension("index")).unwrap_or_default();
+        let index =
+            topicfs_storage::open::read_regular(&path.with_extension("index")).unwrap_or_default();
         let mut last = -1;
         for n in 0.. {
             let Some(e) = OffsetPosition::nth(&index, n) else { break };
@@ -287,7 +288,8 @@ pub(super) fn check_indexes(dir: &Path) {
             );
             last = offset;
         }
-        let time = crate::open::read_regular(&path.with_extension("timeindex")).unwrap_or_default();
+        let time = topicfs_storage::open::read_regular(&path.with_extension("timeindex"))
+            .unwrap_or_default();
         let mut last_ts = -1;
         for n in 0.. {
             let Some(e) = TimestampOffset::nth(&time, n) else { break };
@@ -514,14 +516,14 @@ fn cleaner_model_regroups_segments_up_to_segment_bytes() {
 
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir(to).unwrap();
-    for e in crate::open::read_dir(from).unwrap() {
+    for e in topicfs_storage::open::read_dir(from).unwrap() {
         let e = e.unwrap();
         std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
     }
 }
 
 fn leftovers(dir: &Path) -> Vec<String> {
-    let mut out: Vec<String> = crate::open::read_dir(dir)
+    let mut out: Vec<String> = topicfs_storage::open::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| n.ends_with(".cleaned") || n.ends_with(".swap") || n.ends_with(".deleted"))
@@ -708,14 +710,19 @@ fn cleaner_plan_stops_at_the_last_stable_offset_and_honours_the_lags_and_the_rat
 }
 
 /// The child of [`cleaner_kill_9_during_passes_loses_and_duplicates_nothing`]: cleans the
-/// log in `dir` again and again (every pass rewrites every sealed segment) until killed.
+/// log in `dir` again and again (every pass rewrites every sealed segment) until killed,
+/// printing a line on stdout after each pass.
 fn clean_forever(dir: &Path) -> ! {
+    use std::io::Write;
     let log = open(dir);
     let s = settings(1 << 16, 1 << 20);
     let mut cleaner = Cleaner::new(1 << 16);
     let opts = CleanOptions { now: NOW, ..CleanOptions::default() };
     loop {
         cleaner.clean(&log, &s, None, &opts).unwrap();
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "pass");
+        let _ = out.flush();
     }
 }
 
@@ -754,16 +761,26 @@ fn cleaner_kill_9_during_passes_loses_and_duplicates_nothing() {
             std::process::Command::new(std::env::current_exe().unwrap())
                 .args([
                     "--exact",
-                    "cleaner::tests::cleaner_kill_9_during_passes_loses_and_duplicates_nothing",
+                    "tests::cleaner_kill_9_during_passes_loses_and_duplicates_nothing",
                 ])
                 .args(["--nocapture", "--test-threads", "1"])
                 .env(CHILD, &dir)
-                .stdout(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::null())
                 .spawn()
                 .unwrap(),
         );
-        std::thread::sleep(std::time::Duration::from_millis(20 + rng.below(300)));
+        if round % 3 == 2 {
+            // Every third round is killed right after a whole pass (its line read): whatever
+            // the machine's speed, some rounds see a finished pass, the others a random point.
+            // (The test harness prints its own lines first.)
+            let out = std::io::BufReader::new(child.0.stdout.take().unwrap());
+            let mut lines = std::io::BufRead::lines(out);
+            let passed = lines.any(|line| line.is_ok_and(|l| l == "pass"));
+            assert!(passed, "round {round}: the child ended before a whole pass");
+        } else {
+            std::thread::sleep(std::time::Duration::from_millis(20 + rng.below(300)));
+        }
         // SIGKILL: no unwinding, no flush, files exactly as the kernel has them.
         child.0.kill().unwrap();
         child.0.wait().unwrap();
@@ -806,7 +823,7 @@ fn cleaner_copies_legacy_messages_unchanged() {
     let opts = CleanOptions { now: NOW, ..CleanOptions::default() };
     let stats = Cleaner::new(1 << 16).clean(&log, &settings(1 << 16, 1 << 20), None, &opts);
     assert_eq!(stats.unwrap().unwrap().legacy_copied, 2);
-    let bytes = crate::open::read_regular(&dir.join("00000000000000000000.log")).unwrap();
+    let bytes = topicfs_storage::open::read_regular(&dir.join("00000000000000000000.log")).unwrap();
     assert!(bytes.starts_with(&[legacy, keyless].concat()), "legacy entries copied byte for byte");
     let offsets: Vec<i64> = records(&read_all(&log)).iter().map(|r| r.offset).collect();
     assert_eq!(offsets, [0, 1, 3, 4], "the v2 record of k0 at 2 replaced by 3; legacy kept");

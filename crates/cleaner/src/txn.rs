@@ -5,11 +5,11 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
-use crate::segment::LogSegment;
 use topicfs_format::control::{ControlRecordType, parse_control_key};
 use topicfs_format::{BatchInfo, Offset, Position, Timestamp, decode_batch};
 use topicfs_source::AbortedTxn;
 use topicfs_source::error::Result;
+use topicfs_storage::segment::LogSegment;
 
 /// A producer's last batch as far as its current epoch goes (Kafka's `LastRecord`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

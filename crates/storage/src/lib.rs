@@ -22,8 +22,8 @@
 //!   re-exported here because this crate's API takes them).
 //! - `source_impl`: [`topicfs_source::TopicSource`] and [`topicfs_source::PartitionSource`] for
 //!   [`log_dir::LogDir`] and [`log::Log`].
-//! - [`cleaner`]: the log cleaner (Kafka's `LogCleaner`): compaction of `cleanup.policy=compact`
-//!   logs through `.cleaned`/`.swap` files, `cleaner-offset-checkpoint`.
+//! - `log::cleaning`: the rewrite hooks the log cleaner (crate `topicfs-cleaner`, Kafka's
+//!   `LogCleaner`) uses to swap its output in.
 //! - `swap`: the log cleaner's `.cleaned`/`.swap`/`.deleted` files as Kafka's loader would
 //!   leave them, decided in memory for read-only opens.
 //! - `mmap`: the only `unsafe` code in the crate (index maps).
@@ -61,7 +61,6 @@
 //!   producer id.
 
 pub mod cache;
-pub mod cleaner;
 pub mod cluster_metadata;
 pub mod groups;
 mod index;

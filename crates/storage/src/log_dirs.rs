@@ -436,13 +436,10 @@ impl LogDirs {
         self.home().dir.set_static_defaults(settings);
     }
 
-    /// How the log cleaner cleans `topic` now ([`LogDir::cleaner_settings`]).
-    pub fn cleaner_settings(
-        &self,
-        topic: &str,
-        dedupe_buffer_bytes: usize,
-    ) -> Option<crate::cleaner::CleanerSettings> {
-        self.home().dir.cleaner_settings(topic, dedupe_buffer_bytes)
+    /// `topic`'s settings as resolved now ([`LogDir::resolve_topic`]): what the log cleaner
+    /// asks before each pass, so a `config` change applies to the next one.
+    pub fn resolve_topic(&self, topic: &str) -> topicfs_settings::topic_config::Resolved {
+        self.home().dir.resolve_topic(topic)
     }
 
     /// Retention over every online dir ([`LogDir::enforce_retention`]); a dir that fails

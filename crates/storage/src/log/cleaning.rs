@@ -1,6 +1,8 @@
-//! The hooks the log cleaner ([`crate::cleaner`]) uses: the append lock for its swap,
-//! opening its output under the final name, and installing it in the segment map in place of
-//! the segments it replaces.
+//! The rewrite hooks the log cleaner (the `topicfs-cleaner` crate, a client of this one) uses:
+//! the append lock for its swap, opening its output under the final name, installing it in the
+//! segment map in place of the segments it replaces, and the delete horizon it leaves. The
+//! engine knows nothing else of the cleaner: the files it writes beside the segments
+//! (`.cleaned`, `.swap`) are the crash protocol `crate::swap` reads back at load.
 
 use super::*;
 
@@ -12,12 +14,12 @@ impl Log {
 
     /// The append lock (appends, rolls, retention and close wait while it is held): the cleaner
     /// holds it only to check its inputs are unchanged and swap its output in.
-    pub(crate) fn cleaner_lock(&self) -> std::sync::MutexGuard<'_, ()> {
+    pub fn cleaner_lock(&self) -> std::sync::MutexGuard<'_, ()> {
         lock(&self.append_lock)
     }
 
     /// Opens the cleaner's output, renamed to its final name, as a sealed segment.
-    pub(crate) fn open_cleaned_segment(&self, base: Offset) -> Result<LogSegment> {
+    pub fn open_cleaned_segment(&self, base: Offset) -> Result<LogSegment> {
         let config = self.config();
         let seg = LogSegment::open(
             &self.dir,
@@ -36,7 +38,7 @@ impl Log {
     /// Puts `output` in the segment map in place of `inputs` (the caller holds
     /// [`Log::cleaner_lock`] and renamed the files). Readers holding an input keep reading its
     /// open file; new lookups find the output.
-    pub(crate) fn install_cleaned(&self, inputs: &[Arc<LogSegment>], output: Arc<LogSegment>) {
+    pub fn install_cleaned(&self, inputs: &[Arc<LogSegment>], output: Arc<LogSegment>) {
         let mut map = self.segments.write().unwrap_or_else(|e| e.into_inner());
         for seg in inputs {
             map.remove(&seg.base_offset());
@@ -64,7 +66,8 @@ impl Log {
         self.latest_delete_horizon.load(Ordering::Acquire)
     }
 
-    pub(crate) fn set_latest_delete_horizon(&self, horizon: Timestamp) {
+    /// Records the delete horizon a cleaner pass left in this log's batches.
+    pub fn set_latest_delete_horizon(&self, horizon: Timestamp) {
         self.latest_delete_horizon.store(horizon, Ordering::Release);
     }
 }

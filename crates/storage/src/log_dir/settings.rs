@@ -62,22 +62,6 @@ impl LogDir {
         resolved
     }
 
-    /// How the log cleaner cleans `topic` now: `None` when its settings are unknown (nothing is
-    /// compacted on guessed settings, see [`topicfs_settings::topic_config`]) or its `cleanup.policy`
-    /// does not contain `compact`. Resolved at each call, so a `config` change applies to the
-    /// next cleaner pass.
-    pub fn cleaner_settings(
-        &self,
-        topic: &str,
-        dedupe_buffer_bytes: usize,
-    ) -> Option<crate::cleaner::CleanerSettings> {
-        let resolved = self.resolve_topic(topic);
-        if !resolved.known {
-            return None;
-        }
-        crate::cleaner::CleanerSettings::from_log_config(&resolved.config, dedupe_buffer_bytes)
-    }
-
     /// Gives the partitions of `topic` (all when `None`) their configuration as resolved now.
     pub(super) fn apply_settings(&self, topic: Option<&str>) {
         let mut resolved: HashMap<String, Resolved> = HashMap::new();
