@@ -48,8 +48,8 @@
 //! - `session`: the fuser configuration, the `mount(2)` of a `fuse.topicfs` file system, the
 //!   unmounter;
 //! - `signals`: the termination signals and the signal thread that unmounts;
-//! - `retention`: the retention thread of a read-write mount;
-//! - `cleaner`: the log cleaner thread of a read-write mount;
+//! - `retention`: the retention task of a read-write mount;
+//! - `cleaner`: the log cleaner task of a read-write mount;
 //! - `mountinfo`: `/proc/self/mountinfo` lookups;
 //! - `logging`: stderr, syslog or a log file, and the ring of recent warnings `MNT/@log`
 //!   shows.
@@ -76,7 +76,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::SigSet;
 
 pub use self::cleaner::CLEANER_BACKOFF;
-use self::cleaner::CleanerThread;
+use self::cleaner::CleanerTask;
 pub use self::daemon::DAEMON_CHILD_FLAG;
 use self::daemon::{Reporter, run_parent};
 pub use self::logging::{DEFAULT_LOG_FILTER, LogTarget, described_log, init_logging};
@@ -452,7 +452,7 @@ fn mount_and_serve(
             .with_internal_topics(request.fuse_options.contains(&FuseOption::ShowInternal))
             .with_max_partitions(request.max_partitions)
             .with_auto_commit(request.fuse_options.contains(&FuseOption::AutoCommit))
-            .with_shared_executor(budget, executor)
+            .with_shared_executor(budget, executor.clone())
             .with_memory_release(memory::return_freed_memory)
             .with_recent_log(recent),
     );
@@ -484,9 +484,9 @@ fn mount_and_serve(
         ended: ended_rx,
         fs: Arc::clone(&fs),
     };
-    let spawned = std::thread::Builder::new()
-        .name("topicfs-signals".into())
-        .spawn(move || stopper.wait_and_unmount(signals));
+    let spawned = crate::executor::spawn_dedicated("topicfs-signals".into(), move || {
+        stopper.wait_and_unmount(signals);
+    });
     if let Err(err) = spawned {
         let _ = unmounter.unmount();
         drop(session);
@@ -505,15 +505,16 @@ fn mount_and_serve(
         settings
     });
     let cleaner = retained.clone().zip(cleaner_settings).map(|(log_dir, settings)| {
-        CleanerThread::start(
+        CleanerTask::start(
+            &executor,
             log_dir,
             request.cleaner_backoff,
             request.cleaner_dedupe_buffer_bytes,
             settings,
         )
     });
-    let retention =
-        retained.map(|log_dir| Retention::start(log_dir, request.retention_check_interval));
+    let retention = retained
+        .map(|log_dir| Retention::start(&executor, log_dir, request.retention_check_interval));
     let ran = session.run();
     let _ = ended_tx.send(());
     if let Some(cleaner) = cleaner {

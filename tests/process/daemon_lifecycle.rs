@@ -318,3 +318,86 @@ fn a_mount_topicfs_link_mounts_read_only_with_mount_8_s_options() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("bogus"));
 }
+
+/// `name: value` of `MNT/<rel>/info`.
+fn info_value(m: &MountGuard, rel: &str, name: &str) -> u64 {
+    let info = fs::read_to_string(m.path(&format!("{rel}/info"))).unwrap();
+    let prefix = format!("{name}: ");
+    info.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .unwrap_or_else(|| panic!("no {name} in {info}"))
+        .parse()
+        .unwrap()
+}
+
+/// The names of the daemon's threads now.
+fn daemon_threads(pid: u32) -> Vec<String> {
+    fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|t| fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|name| name.trim_end().to_string())
+        .collect()
+}
+
+/// Retention and the log cleaner run as periodic tasks of the mount's executor, not on threads
+/// of their own: while both keep running passes, every thread of the daemon is its main thread,
+/// a FUSE worker, an executor worker or the signal thread (doc/ARCHITECTURE.md, "Threads").
+/// Threads started without a name show the process's name, so a second `topicfs` is one.
+#[test]
+fn a_read_write_daemon_runs_retention_and_the_cleaner_on_its_executor_only() {
+    let m = MountGuard::foreground(&[
+        "--segment-bytes",
+        "1024",
+        "--retention-bytes",
+        "2048",
+        "--retention-ms",
+        "-1",
+        "--retention-check-interval-ms",
+        "100",
+        "--cleaner-backoff-ms",
+        "100",
+    ]);
+    fs::create_dir(m.path("t")).unwrap();
+    fs::create_dir(m.path("kv")).unwrap();
+    fs::write(m.path("kv/config"), "cleanup.policy=compact\n").unwrap();
+    let lines: String = (0..400).map(|i| format!("record {i:04} of some length\n")).collect();
+    fs::write(m.path("t/0/append"), &lines).unwrap();
+    let keyed: String =
+        (0..400).map(|i| format!("{{\"key\":\"k{}\",\"payload\":\"v{i}\"}}\n", i % 5)).collect();
+    fs::write(m.path("kv/0/append.json"), &keyed).unwrap();
+    // Both have run: retention deleted t's oldest segments, the cleaner swapped kv's.
+    wait_until("a retention pass", || info_value(&m, "t/0", "log_start_offset") > 0);
+    wait_until("a cleaner pass", || info_value(&m, "kv/0", "cleaner_swaps") > 0);
+    let allowed = |name: &str| {
+        name == "topicfs"
+            || name == "topicfs-signals"
+            || name.starts_with("fuser-")
+            || name.starts_with("topicfs-bg-")
+    };
+    // Passes go on every 100 ms: look at the threads across at least one more of each (a
+    // swap by the cleaner, a deletion by retention, both seen after the first look).
+    let swaps = info_value(&m, "kv/0", "cleaner_swaps");
+    let start = info_value(&m, "t/0", "log_start_offset");
+    let mut looks = 0;
+    let more_passes = || {
+        info_value(&m, "kv/0", "cleaner_swaps") > swaps
+            && info_value(&m, "t/0", "log_start_offset") > start
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while looks < 200 || !more_passes() {
+        assert!(std::time::Instant::now() < deadline, "no more passes within 120 s");
+        let names = daemon_threads(m.pid);
+        let stray: Vec<&String> = names.iter().filter(|n| !allowed(n)).collect();
+        assert!(stray.is_empty(), "threads outside the executor: {names:?}");
+        let unnamed = names.iter().filter(|n| *n == "topicfs").count();
+        assert_eq!(unnamed, 1, "an unnamed thread beside the main one: {names:?}");
+        looks += 1;
+        if looks % 20 == 0 {
+            // New data for the next passes of both.
+            fs::write(m.path("kv/0/append.json"), &keyed).unwrap();
+            fs::write(m.path("t/0/append"), &lines).unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    m.unmount();
+}

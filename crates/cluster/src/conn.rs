@@ -298,9 +298,8 @@ impl Connection {
             shared: Arc::clone(&shared),
             max_frame: Connection::max_frame(config),
         };
-        std::thread::Builder::new()
-            .name(format!("kafka-rx {addr}"))
-            .spawn(move || reader.run())
+        // A dedicated thread: it blocks in the socket's read for the connection's whole life.
+        topicfs_executor::spawn_dedicated(format!("kafka-rx {addr}"), move || reader.run())
             .map_err(|e| unreachable("spawn reader thread", e))?;
         let mut conn = Connection {
             addr: addr.clone(),

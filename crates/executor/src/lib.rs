@@ -52,9 +52,16 @@
 //! user re-creates it (a read-ahead window is read directly, a size is worked out by the next
 //! `stat`, a cache entry is written again when next computed).
 
-use std::collections::VecDeque;
+use std::collections::{BinaryHeap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+mod dedicated;
+mod periodic;
+
+pub use dedicated::{dedicated_threads, spawn_dedicated};
+pub use periodic::Periodic;
 
 /// Priority classes of background work, highest first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -65,7 +72,7 @@ pub enum Class {
     DeferredStat = 1,
     /// Sizing every partition's streams after mount.
     MountSizing = 2,
-    /// Key-index builds and segment-cache writes.
+    /// Key-index builds, segment-cache writes, and the periodic retention and cleaner passes.
     Store = 3,
 }
 
@@ -131,6 +138,39 @@ struct Task {
     job: Job,
     blocking: Blocking,
     class: usize,
+    /// A task that may hold its worker long (a periodic cleaner or retention pass,
+    /// [`Executor::every`]): counted like a network task while it runs (it does not count
+    /// against `threads`, so a spare worker keeps `threads` free for the others), but not
+    /// against the network bound.
+    long: bool,
+}
+
+/// A task queued to start at `at` ([`Executor::submit_after`]); ordered by `at`, then by
+/// submission (`seq`), earliest first in a max-heap.
+struct Timed {
+    at: Instant,
+    seq: u64,
+    task: Task,
+}
+
+impl PartialEq for Timed {
+    fn eq(&self, other: &Timed) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+
+impl Eq for Timed {}
+
+impl PartialOrd for Timed {
+    fn partial_cmp(&self, other: &Timed) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Timed {
+    fn cmp(&self, other: &Timed) -> std::cmp::Ordering {
+        (other.at, other.seq).cmp(&(self.at, self.seq))
+    }
 }
 
 /// A handle on the executor. Cheap to clone (every clone is the same pool); the workers are
@@ -159,12 +199,18 @@ struct Inner {
 #[derive(Default)]
 struct State {
     queues: [VecDeque<Task>; CLASSES],
+    /// Tasks waiting for their start time; moved to their class's queue when it has come.
+    timed: BinaryHeap<Timed>,
+    /// Timed tasks ever queued (orders tasks of the same start time).
+    timed_seq: u64,
     /// Workers alive.
     workers: usize,
     /// Workers waiting for a task.
     idle: usize,
-    /// Workers running a [`Blocking::Network`] task.
+    /// Workers running a [`Blocking::Network`] task or a long one ([`Task::long`]).
     blocked: usize,
+    /// Of `blocked`, the workers running a long task.
+    long: usize,
     /// Tasks running.
     running: usize,
     /// Tasks running, by class.
@@ -199,7 +245,7 @@ impl State {
         if !self.may_start(class) {
             return None;
         }
-        let full = self.blocked >= network;
+        let full = self.blocked - self.long >= network;
         self.queues[class].iter().position(|t| !full || t.blocking == Blocking::No)
     }
 
@@ -213,6 +259,17 @@ impl State {
             Some(_) => (first.0, first.1, self.passed_over.saturating_add(1)),
             None => (first.0, first.1, 0),
         })
+    }
+
+    /// Moves the timed tasks whose start time has come to their queues, in start order; the
+    /// start time of the next one still waiting.
+    fn promote_due(&mut self, now: Instant) -> Option<Instant> {
+        while self.timed.peek().is_some_and(|t| t.at <= now) {
+            if let Some(t) = self.timed.pop() {
+                self.queues[t.task.class].push_back(t.task);
+            }
+        }
+        self.timed.peek().map(|t| t.at)
     }
 
     /// Takes the task [`State::next`] chose.
@@ -309,10 +366,25 @@ impl Executor {
             job: Box::new(job),
             blocking,
             class: class.index(),
+            long: false,
         });
         if st.idle > 0 {
             inner.work.notify_one();
         }
+    }
+
+    /// Queues `job` in `class` to start once `delay` has passed (then by the same priority
+    /// rule as every task: a busy executor may start it later); dropped at once after
+    /// shutdown, and dropped unrun by a shutdown before it starts.
+    pub fn submit_after(
+        &self,
+        delay: Duration,
+        class: Class,
+        blocking: Blocking,
+        job: impl FnOnce() + Send + 'static,
+    ) {
+        let task = Task { job: Box::new(job), blocking, class: class.index(), long: false };
+        self.owner.inner.submit_timed(delay, task);
     }
 
     /// Runs `jobs` in `class` and returns their results in order: each job is queued, and the
@@ -439,14 +511,34 @@ impl Drop for Owner {
 }
 
 impl Inner {
-    /// Marks shutdown, drops the queued tasks (outside the lock) and wakes every worker.
+    /// Queues `task` to start after `delay` (see [`Executor::submit_after`]).
+    fn submit_timed(&self, delay: Duration, task: Task) {
+        let mut st = lock(&self.state);
+        if st.shutdown {
+            drop(st);
+            return;
+        }
+        let at = Instant::now() + delay;
+        st.timed_seq += 1;
+        let seq = st.timed_seq;
+        st.timed.push(Timed { at, seq, task });
+        // Every idle worker waits at most until the earliest start time: wake them to look at
+        // the new one.
+        if st.idle > 0 {
+            self.work.notify_all();
+        }
+    }
+
+    /// Marks shutdown, drops the queued and timed tasks (outside the lock) and wakes every
+    /// worker.
     fn stop(&self) {
-        let dropped: Vec<Task> = {
+        let dropped: (Vec<Task>, BinaryHeap<Timed>) = {
             let mut st = lock(&self.state);
             st.shutdown = true;
             self.work.notify_all();
             self.done.notify_all();
-            st.queues.iter_mut().flat_map(|q| q.drain(..)).collect()
+            let queued = st.queues.iter_mut().flat_map(|q| q.drain(..)).collect();
+            (queued, std::mem::take(&mut st.timed))
         };
         drop(dropped);
     }
@@ -470,6 +562,7 @@ impl Inner {
     fn run(self: Arc<Self>) {
         let mut st = lock(&self.state);
         loop {
+            let next_timed = st.promote_due(Instant::now());
             let next = st.next(self.network);
             // A spare worker stays for a network task: running it, it is blocked again.
             let spare = st.workers - st.blocked > self.threads
@@ -482,16 +575,27 @@ impl Inner {
             }
             let Some(task) = next.and_then(|n| st.take(n)) else {
                 st.idle += 1;
-                st = self.work.wait(st).unwrap_or_else(std::sync::PoisonError::into_inner);
+                st = match next_timed {
+                    None => self.work.wait(st).unwrap_or_else(std::sync::PoisonError::into_inner),
+                    Some(at) => {
+                        let left = at.saturating_duration_since(Instant::now());
+                        match self.work.wait_timeout(st, left) {
+                            Ok((st, _)) => st,
+                            Err(poisoned) => poisoned.into_inner().0,
+                        }
+                    }
+                };
                 st.idle -= 1;
                 continue;
             };
             st.running += 1;
             st.running_class[task.class] += 1;
             let class = task.class;
-            let blocking = task.blocking == Blocking::Network;
+            let long = task.long;
+            let blocking = task.blocking == Blocking::Network || long;
             if blocking {
                 st.blocked += 1;
+                st.long += usize::from(long);
                 // Keep `threads` workers free of network waits, so that a task pushed later
                 // finds one (a caller never starts a worker itself).
                 if st.workers - st.blocked < self.threads && st.workers < MAX_WORKERS {
@@ -510,6 +614,7 @@ impl Inner {
             st.running_class[class] -= 1;
             if blocking {
                 st.blocked -= 1;
+                st.long -= usize::from(long);
                 // A network task held back by the bound may start now.
                 if st.idle > 0
                     && st.queues.iter().flatten().any(|t| t.blocking == Blocking::Network)

@@ -234,3 +234,114 @@ fn network_tasks_run_at_most_network_at_once_and_never_hold_back_local_work() {
     assert!(ex.wait_idle(LONG));
     assert_eq!(most.load(Ordering::SeqCst), 3);
 }
+
+#[test]
+fn a_timed_task_starts_after_its_delay_in_start_order() {
+    let ex = Executor::new(1);
+    let (tx, rx) = mpsc::channel();
+    let submitted = std::time::Instant::now();
+    for (delay_ms, id) in [(60u64, 2), (20, 0), (40, 1), (40, 9)] {
+        let tx = tx.clone();
+        ex.submit_after(Duration::from_millis(delay_ms), Class::Store, Blocking::No, move || {
+            tx.send((id, submitted.elapsed())).unwrap();
+        });
+    }
+    let got: Vec<(u32, Duration)> = (0..4).map(|_| rx.recv_timeout(LONG).unwrap()).collect();
+    let ids: Vec<u32> = got.iter().map(|g| g.0).collect();
+    assert_eq!(ids, [0, 1, 9, 2], "by start time, then by submission");
+    for ((id, elapsed), want) in got.iter().zip([20u64, 40, 40, 60]) {
+        assert!(*elapsed >= Duration::from_millis(want), "task {id} ran before its time");
+    }
+}
+
+#[test]
+fn shutdown_drops_timed_tasks_unrun() {
+    let ex = Executor::new(1);
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = Arc::clone(&ran);
+    ex.submit_after(LONG, Class::Store, Blocking::No, move || {
+        r.fetch_add(1, Ordering::SeqCst);
+    });
+    ex.shutdown();
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    // Dropped at once after shutdown.
+    let r = Arc::clone(&ran);
+    ex.submit_after(Duration::ZERO, Class::Store, Blocking::No, move || {
+        r.fetch_add(1, Ordering::SeqCst);
+    });
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    assert!(ex.is_shut_down());
+}
+
+#[test]
+fn a_periodic_job_runs_again_and_again_never_twice_at_once_until_stopped() {
+    let ex = Executor::new(2);
+    let runs = Arc::new(AtomicUsize::new(0));
+    let inside = Arc::new(AtomicUsize::new(0));
+    let (tx, rx) = mpsc::channel();
+    let (r, i) = (Arc::clone(&runs), Arc::clone(&inside));
+    let periodic = ex.every(Duration::ZERO, Duration::from_millis(1), move || {
+        assert_eq!(i.fetch_add(1, Ordering::SeqCst), 0, "two runs at once");
+        let n = r.fetch_add(1, Ordering::SeqCst) + 1;
+        let _ = tx.send(n);
+        i.fetch_sub(1, Ordering::SeqCst);
+    });
+    // Five runs, each queued after the previous one ended.
+    while rx.recv_timeout(LONG).unwrap() < 5 {}
+    periodic.stop();
+    let stopped_at = runs.load(Ordering::SeqCst);
+    assert_eq!(inside.load(Ordering::SeqCst), 0, "stop returned while a run was in progress");
+    // No run starts after stop: the next one, already queued (1 ms after the last), finds it
+    // stopped. A task queued 50 ms later runs after it (start order) on the one Store queue.
+    let (later_tx, later_rx) = mpsc::channel();
+    ex.submit_after(Duration::from_millis(50), Class::Store, Blocking::No, move || {
+        later_tx.send(()).unwrap();
+    });
+    later_rx.recv_timeout(LONG).unwrap();
+    assert!(ex.wait_idle(LONG));
+    assert_eq!(runs.load(Ordering::SeqCst), stopped_at);
+}
+
+#[test]
+fn stop_waits_for_the_run_in_progress_and_a_panic_does_not_end_the_job() {
+    let ex = Executor::new(1);
+    let (started_tx, started_rx) = mpsc::channel();
+    let (gate_tx, gate_rx) = mpsc::channel::<()>();
+    let gate_rx = Mutex::new(gate_rx);
+    let ended = Arc::new(AtomicUsize::new(0));
+    let e = Arc::clone(&ended);
+    let mut first = true;
+    let periodic = ex.every(Duration::ZERO, Duration::ZERO, move || {
+        if std::mem::take(&mut first) {
+            panic!("the first run panics");
+        }
+        started_tx.send(()).unwrap();
+        let _ = lock(&gate_rx).recv();
+        e.fetch_add(1, Ordering::SeqCst);
+    });
+    started_rx.recv_timeout(LONG).expect("a run after the panicking one");
+    let stopper = std::thread::spawn(move || {
+        periodic.stop();
+    });
+    // While the run waits at its gate, a local task still finds a worker: the run is long.
+    let (local_tx, local_rx) = mpsc::channel();
+    ex.submit(Class::ReadAhead, Blocking::No, move || local_tx.send(()).unwrap());
+    local_rx.recv_timeout(LONG).expect("a local task ran beside the long periodic run");
+    gate_tx.send(()).unwrap();
+    stopper.join().unwrap();
+    assert_eq!(ended.load(Ordering::SeqCst), 1, "stop returned after the run ended");
+}
+
+#[test]
+fn dedicated_threads_are_counted_while_they_live() {
+    let before = dedicated_threads();
+    let (tx, rx) = mpsc::channel::<()>();
+    let handle = spawn_dedicated("test-dedicated".into(), move || {
+        let _ = rx.recv();
+    })
+    .unwrap();
+    assert_eq!(handle.thread().name(), Some("test-dedicated"));
+    assert!(dedicated_threads() > before);
+    drop(tx);
+    handle.join().unwrap();
+}

@@ -76,7 +76,6 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -179,12 +178,10 @@ pub struct SegmentCache {
     /// Serializes eviction passes.
     evicting: Mutex<()>,
     temp_seq: AtomicU64,
-    /// The writer thread's queue ([`SegmentCache::store_later`]), started on first use.
-    writer: Mutex<Option<SyncSender<Job>>>,
     /// Entries queued and not yet written.
     queued: Arc<(Mutex<usize>, Condvar)>,
     /// The mount's executor, once set ([`SegmentCache::set_executor`]): queued updates are then
-    /// written by `Store`-class tasks of it, not by a writer thread.
+    /// written by `Store`-class tasks of it (without one, in place).
     executor: std::sync::OnceLock<topicfs_executor::Executor>,
     /// Updates waiting for the executor's drain task, in the order queued.
     pending: Mutex<std::collections::VecDeque<Job>>,
@@ -278,7 +275,6 @@ impl SegmentCache {
             store_warned: AtomicBool::new(false),
             evicting: Mutex::new(()),
             temp_seq: AtomicU64::new(0),
-            writer: Mutex::new(None),
             queued: Arc::new((Mutex::new(0), Condvar::new())),
             executor: std::sync::OnceLock::new(),
             pending: Mutex::new(std::collections::VecDeque::new()),

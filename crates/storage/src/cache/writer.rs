@@ -1,9 +1,10 @@
-//! The writer: entries stored and updated later, one at a time, off the caller's thread.
+//! The writer: entries stored and updated later, one at a time, off the caller's thread (as
+//! `Store`-class tasks of the mount's executor).
 
 use super::*;
 use topicfs_executor::{Blocking, Class};
 
-/// Work for the writer thread.
+/// Work for the writer.
 pub(super) enum Job {
     Update(SegmentIdentity, EntryKind, SummaryUpdate),
 }
@@ -30,17 +31,18 @@ impl Drop for Drain {
 }
 
 impl SegmentCache {
-    /// [`SegmentCache::store`] on the cache's writer thread: see [`SegmentCache::update_later`].
+    /// [`SegmentCache::store`] later: see [`SegmentCache::update_later`].
     pub fn store_later(self: &Arc<Self>, id: SegmentIdentity, kind: EntryKind, payload: Vec<u8>) {
         self.update_later(id, kind, Box::new(move |_| Some(payload)));
     }
 
     /// Loads the entry of `id` and `kind`, hands its payload (if valid) to `update`, and stores
-    /// what that returns, on the cache's writer thread (one per cache, started on first use; it
-    /// holds the cache weakly and ends when the cache is dropped). The caller does not wait for
-    /// the write and its `fsync`s; updates run one at a time in the order queued, so merges
-    /// into one entry never lose each other's part. When the queue is full the update is
-    /// dropped (logged at debug): it is learned again later.
+    /// what that returns, as a `Store`-class task of the executor set by
+    /// [`SegmentCache::set_executor`] (without one, a tool's or a test's cache, in place on the
+    /// caller's thread). The caller does not wait for the write and its `fsync`s; updates run
+    /// one at a time in the order queued, so merges into one entry never lose each other's
+    /// part. When the queue is full the update is dropped (logged at debug): it is learned
+    /// again later.
     pub fn update_later(
         self: &Arc<Self>,
         id: SegmentIdentity,
@@ -54,60 +56,20 @@ impl SegmentCache {
             self.queue_on(executor, Job::Update(id, kind, update));
             return;
         }
-        let mut writer = lock(&self.writer);
-        if writer.is_none() {
-            match self.start_writer() {
-                Ok(tx) => *writer = Some(tx),
-                Err(e) => {
-                    log::debug!("segment cache: no writer thread ({e}); writing in place");
-                    drop(writer);
-                    self.update(&id, kind, update);
-                    return;
-                }
-            }
-        }
-        let Some(tx) = writer.as_ref() else { return };
-        *lock(&self.queued.0) += 1;
-        if tx.try_send(Job::Update(id, kind, update)).is_err() {
-            let (count, done) = &*self.queued;
-            let mut n = lock(count);
-            *n = n.saturating_sub(1);
-            done.notify_all();
-            log::debug!("segment cache: write queue full, an update is dropped");
-        }
-    }
-
-    /// Starts the writer: the thread that runs queued updates one at a time, in the order
-    /// queued, holding the cache weakly (it ends when the cache is dropped and its queue with
-    /// it). The queue's sending end.
-    fn start_writer(self: &Arc<Self>) -> io::Result<SyncSender<Job>> {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Job>(QUEUE_BOUND);
-        let weak = Arc::downgrade(self);
-        let queued = Arc::clone(&self.queued);
-        std::thread::Builder::new().name("topicfs-cache".into()).spawn(move || {
-            while let Ok(Job::Update(id, kind, update)) = rx.recv() {
-                if let Some(cache) = weak.upgrade() {
-                    cache.update(&id, kind, update);
-                }
-                let (count, done) = &*queued;
-                let mut n = lock(count);
-                *n = n.saturating_sub(1);
-                done.notify_all();
-            }
-        })?;
-        Ok(tx)
+        // No executor (a tool or a test, not a mount): written in place, on the caller's
+        // thread; no thread is started for it.
+        self.update(&id, kind, update);
     }
 
     /// Writes queued updates on `executor` from now on (the mount's one executor, handed over
     /// by `LogDir::set_executor`/`set_cache`): one `Store`-class task at a time drains the
-    /// queue in order, so merges into one entry still never lose each other's part. No writer
-    /// thread is started once this is set (one already started keeps draining what it has).
+    /// queue in order, so merges into one entry still never lose each other's part.
     pub fn set_executor(&self, executor: topicfs_executor::Executor) {
         let _ = self.executor.set(executor);
     }
 
     /// Queues `job` for the executor's drain task, starting one unless one is queued or runs.
-    /// The same bound as the writer thread's queue: past it the update is dropped.
+    /// At most [`QUEUE_BOUND`] queued: past it the update is dropped.
     fn queue_on(self: &Arc<Self>, executor: &topicfs_executor::Executor, job: Job) {
         {
             let mut pending = lock(&self.pending);

@@ -221,7 +221,7 @@ impl Log {
 
     /// Replaces the render payload kept for the prefix of the active segment from `start` (its
     /// first batch) to `end` (a batch boundary inside it) by what `update` makes of it, on the
-    /// cache's writer thread; a payload kept for a prefix of another length is not handed to
+    /// cache's writer; a payload kept for a prefix of another length is not handed to
     /// `update`. Nothing when `start` is not the start of the active segment, `end` not inside
     /// it, or caching is off.
     pub fn update_prefix_summary_later(
@@ -321,7 +321,7 @@ impl Log {
     }
 
     /// Replaces the `kind` summary of sealed segment `base` by what `update` makes of it, on
-    /// the cache's writer thread (see [`SegmentCache::update_later`]).
+    /// the cache's writer (see [`SegmentCache::update_later`]).
     pub fn update_summary_later(&self, base: Offset, kind: SpanKind, update: SummaryUpdate) {
         let Some(store) = self.store_for(kind) else { return };
         if let Some(id) = self.sealed_identity(base) {
