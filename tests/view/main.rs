@@ -5,6 +5,7 @@ mod view_support;
 mod topic_views;
 mod txn_engine;
 mod view_engine;
+mod view_filter;
 mod view_render;
 mod view_retention_model;
 mod view_spec;

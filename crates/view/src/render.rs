@@ -45,6 +45,7 @@ use base64::engine::general_purpose::STANDARD;
 
 use std::sync::Arc;
 
+use crate::filter::Filter;
 use crate::schemas::{Decoded, Schemas};
 use crate::spec::Format;
 use topicfs_format::{BatchInfo, Record, TimestampType};
@@ -126,7 +127,28 @@ impl std::hash::Hash for SchemasRef {
     }
 }
 
-/// Renders records of one partition in one (record) format.
+/// A filter as a renderer holds it: equal when its text is.
+#[derive(Clone, Debug)]
+struct FilterRef {
+    text: Arc<str>,
+    filter: Arc<Filter>,
+}
+
+impl PartialEq for FilterRef {
+    fn eq(&self, other: &FilterRef) -> bool {
+        self.text == other.text
+    }
+}
+impl Eq for FilterRef {}
+impl std::hash::Hash for FilterRef {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.text.hash(state);
+    }
+}
+
+/// Renders records of one partition in one (record) format, optionally only the records a
+/// filter keeps (`where/<filter>/`): the others render nothing, as control batches, so a
+/// filtered rendering is a rendering like any other (positions, sizes and streams alike).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Renderer {
     format: Format,
@@ -135,6 +157,11 @@ pub struct Renderer {
     json_head: Vec<u8>,
     /// JSON only: keys and values in the wire format shown decoded ([`crate::schemas`]).
     schemas: Option<SchemasRef>,
+    /// The filter records must pass to be rendered, if any.
+    filter: Option<FilterRef>,
+    /// What the filter's JSON fields read values in the wire format through (any format: the
+    /// JSON `.json` would show).
+    filter_schemas: Option<SchemasRef>,
 }
 
 /// What follows the offset of a JSON object, by the batch's timestamp type (up to the
@@ -153,20 +180,49 @@ impl Renderer {
         json_head.extend_from_slice(b",\"partition\":");
         json_head.put_decimal(i64::from(partition));
         json_head.extend_from_slice(b",\"offset\":");
-        Renderer { format, json_head, schemas: None }
+        Renderer { format, json_head, schemas: None, filter: None, filter_schemas: None }
     }
 
     /// The same renderer showing keys and values in the wire format decoded with `schemas`
     /// (JSON only; `None`: as bytes).
     pub fn with_schemas(mut self, schemas: Option<Arc<Schemas>>) -> Renderer {
+        self.filter_schemas = schemas.clone().map(SchemasRef);
         self.schemas = schemas.filter(|_| self.format == Format::Json).map(SchemasRef);
         self
     }
 
+    /// The same renderer rendering only the records `filter` (whose text is `text`) keeps.
+    pub fn with_filter(mut self, text: Arc<str>, filter: Arc<Filter>) -> Renderer {
+        self.filter = Some(FilterRef { text, filter });
+        self
+    }
+
+    /// Whether this renderer renders only the records a filter keeps.
+    pub fn is_filtered(&self) -> bool {
+        self.filter.is_some()
+    }
+
+    /// Whether `record` is rendered: always without a filter; with one, when the filter keeps
+    /// it, its JSON fields read from the value or from what the mount's schemas decode it to.
+    pub fn keeps(&self, record: &Record<'_>) -> bool {
+        let Some(FilterRef { filter, .. }) = &self.filter else { return true };
+        let (Some(schemas), Some(value), true) =
+            (&self.filter_schemas, record.value, filter.reads_json())
+        else {
+            return filter.matches(record, record.value);
+        };
+        match schemas.0.decode(value) {
+            Decoded::Plain => filter.matches(record, record.value),
+            Decoded::Json { json, .. } => filter.matches(record, Some(json.as_bytes())),
+            Decoded::Failed { .. } => filter.matches(record, None),
+        }
+    }
+
     /// Whether what this renderer writes may be kept in the segment cache for later mounts:
-    /// not when it decodes with schemas (another mount may know other schemas, or none).
+    /// not when it decodes with schemas (another mount may know other schemas, or none), nor
+    /// when it is filtered (the cache keeps a format's renderings, not a filter's).
     pub fn persistable(&self) -> bool {
-        self.schemas.is_none()
+        self.schemas.is_none() && self.filter.is_none()
     }
 
     /// The format rendered.
@@ -178,6 +234,9 @@ impl Renderer {
     /// rendered: the caller skips them. For [`Format::Raw`] nothing is written (raw streams copy
     /// batches, not records).
     pub fn render(&self, info: &BatchInfo, record: &Record<'_>, out: &mut impl Sink) {
+        if self.filter.is_some() && !self.keeps(record) {
+            return;
+        }
         match self.format {
             Format::Values => render_value(record.value, out),
             Format::Json => self.render_json(info, record, out),

@@ -267,7 +267,8 @@ impl<'a> Walker<'a> {
         let counted = self.decode(step).and_then(|batch| {
             let info = batch.info();
             match self.renderer.format() {
-                Format::Values => {
+                // A filter looks at whole records: not the value-only loop.
+                Format::Values if !self.renderer.is_filtered() => {
                     let mut bytes = 0u64;
                     batch
                         .for_each_value(|r| {
@@ -277,7 +278,9 @@ impl<'a> Walker<'a> {
                         })
                         .map(|()| bytes)
                 }
-                Format::Json | Format::Raw => self.count_records(info, batch.records(), below),
+                Format::Values | Format::Json | Format::Raw => {
+                    self.count_records(info, batch.records(), below)
+                }
             }
         });
         match counted {
@@ -381,7 +384,8 @@ impl<'a> Walker<'a> {
             // records, so they end before the tail limit): every value straight into `out`, in
             // one loop; what `render_records` does for such a batch.
             Format::Values
-                if start >= from
+                if !self.renderer.is_filtered()
+                    && start >= from
                     && start.saturating_add(batch.records_bytes() as u64)
                         < to.saturating_add(MAX_TAIL) =>
             {
@@ -400,8 +404,10 @@ impl<'a> Walker<'a> {
                         cut: false,
                     })
             }
-            Format::Values => self.render_records(info, batch.record_values(), from, to, end, out),
-            Format::Json | Format::Raw => {
+            Format::Values if !self.renderer.is_filtered() => {
+                self.render_records(info, batch.record_values(), from, to, end, out)
+            }
+            Format::Values | Format::Json | Format::Raw => {
                 self.render_records(info, batch.records(), from, to, end, out)
             }
         };

@@ -65,6 +65,9 @@ impl RenderIndex {
         snap: Option<&TxnSnapshot>,
         span: &SealedSpan,
     ) -> Option<FormatSummary> {
+        if !self.renderer.persistable() {
+            return None;
+        }
         let (committed, digest) = self.txn_key(snap, span)?;
         let summaries =
             part.span_store()?.load(span, RENDER_SUMMARY).and_then(|b| summary::decode(&b))?;
@@ -88,7 +91,7 @@ impl RenderIndex {
         span: &SealedSpan,
         payload: &[u8],
     ) -> bool {
-        if st.frontier.bound > span.base {
+        if st.frontier.bound > span.base || !self.renderer.persistable() {
             return false;
         }
         let Some((committed, digest)) = self.txn_key(snap, span) else { return false };

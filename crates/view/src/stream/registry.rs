@@ -29,6 +29,8 @@ pub struct StreamRegistry {
     key_streams: crate::bykey::KeyStreamCache,
     /// JSON streams show keys and values in the wire format decoded ([`crate::schemas`]).
     schemas: Option<Arc<crate::schemas::Schemas>>,
+    /// Streams hold only the records this filter keeps (`where/<filter>/`), with its text.
+    filter: Option<(Arc<str>, Arc<crate::filter::Filter>)>,
 }
 
 impl StreamRegistry {
@@ -54,6 +56,14 @@ impl StreamRegistry {
         self
     }
 
+    /// The same registry opening streams of only the records `filter` (written `text`) keeps:
+    /// a rendering of its own per (partition, format), never kept in the segment cache. A
+    /// filtered stream has no raw form (a batch holds records the filter does not keep).
+    pub fn with_filter(mut self, text: &str, filter: crate::filter::Filter) -> StreamRegistry {
+        self.filter = Some((Arc::from(text), Arc::new(filter)));
+        self
+    }
+
     /// The schemas JSON streams decode with, if any.
     pub fn schemas(&self) -> Option<&Arc<crate::schemas::Schemas>> {
         self.schemas.as_ref()
@@ -68,11 +78,22 @@ impl StreamRegistry {
         format: Format,
         start: Option<Offset>,
     ) -> Result<RenderIndex> {
+        if self.filter.is_some() && format == Format::Raw {
+            return Err(Error::InvalidInput(
+                "a filtered stream has no raw form (a batch holds records the filter does not \
+                 keep): use the value or .json form"
+                    .into(),
+            ));
+        }
         let mut index = match start {
             Some(start) => RenderIndex::new_at(part, format, start)?,
             None => RenderIndex::new(part, format)?,
         };
         index.renderer = index.renderer.clone().with_schemas(self.schemas.clone());
+        if let Some((text, filter)) = &self.filter {
+            index.renderer =
+                index.renderer.clone().with_filter(Arc::clone(text), Arc::clone(filter));
+        }
         index.txn = self.tracker(tracked);
         Ok(index)
     }
