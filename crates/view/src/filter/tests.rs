@@ -196,7 +196,7 @@ fn json_scalar() -> impl Strategy<Value = Value> {
     prop_oneof![
         Just(Value::Null),
         any::<bool>().prop_map(Value::Bool),
-        (-50i64..50).prop_map(|n| Value::from(n)),
+        (-50i64..50).prop_map(Value::from),
         (-50i64..50).prop_map(|n| Value::from(n as f64 / 4.0)),
         "[a-c.,/%\"\\\\ é]{0,4}".prop_map(Value::String),
     ]
