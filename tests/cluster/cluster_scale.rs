@@ -114,7 +114,7 @@ fn cluster_scale_ten_thousand_partitions_list_completely() {
 /// connections are keyed by address and the bootstrap address is the broker's advertised one,
 /// and one of background work's own client; the daemon's peak RSS is
 /// printed and stays below its RSS before the readers plus `--memory-budget` plus a fixed
-/// allowance for the readers' threads and buffers (documented in SEMANTICS.md).
+/// allowance for the readers' threads and buffers (doc/DESIGN-NOTES.md, "Memory").
 #[test]
 fn cluster_scale_hundred_concurrent_readers_share_one_connection_and_bounded_memory() {
     const READERS: usize = 100;

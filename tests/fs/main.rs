@@ -1,6 +1,6 @@
 //! Filesystem-logic tests (`fs`), without a kernel: `TopicFs` driven the way the kernel drives it,
-//! the consumer-group tree, and the promises of SEMANTICS.md (including the check that every test
-//! SEMANTICS.md names exists).
+//! the consumer-group tree, and the promises of SEMANTICS.md (including the check that SEMANTICS.md's
+//! tags and its test index, doc/SEMANTICS-TESTS.md, agree and every test it names exists).
 
 #[path = "../common/mod.rs"]
 mod common;

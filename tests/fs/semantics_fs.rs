@@ -1,6 +1,6 @@
 //! Promises of `SEMANTICS.md` checked on the filesystem logic without a kernel: `TopicFs` over a
 //! real log dir in a temp dir, driven the way the kernel drives it. Each test names the promise
-//! it checks; `SEMANTICS.md` names the test.
+//! it checks; `doc/SEMANTICS-TESTS.md` lists it under the promise's tag.
 
 use std::ffi::OsStr;
 use std::sync::Arc;
@@ -570,46 +570,87 @@ fn an_open_info_file_and_an_open_directory_are_one_snapshot_each() {
     f.fs.releasedir(fh).unwrap();
 }
 
-/// Every test `SEMANTICS.md` names under "Tested by" exists: `binary::module::name` is `fn name`
-/// in `tests/binary/module.rs` (the module of the test binary `tests/binary/main.rs`; a name
-/// with more parts resolves through the longest prefix that is a file), and
-/// `crates/c/src/path.rs::tests::name` (or `src/path.rs::tests::name`) is `fn name` in that file. A renamed or removed test must take its promise's reference
-/// with it.
+/// SEMANTICS.md and its test index, `doc/SEMANTICS-TESTS.md`, agree: every tag `[T-...]` that
+/// ends a promise in SEMANTICS.md has a section `## T-...` in the index listing at least one
+/// test, every section of the index is a tag SEMANTICS.md uses, and every test the index names
+/// exists, so a promise cannot lose its tests and a renamed or removed test must take its index
+/// entry with it. A test is named `binary::module::name`, which is `fn name` in
+/// `tests/binary/module.rs` (the module of the test binary `tests/binary/main.rs`; a name with
+/// more parts resolves through the longest prefix that is a file), or
+/// `crates/c/src/path.rs::tests::name` (or `src/path.rs::tests::name`), `fn name` in that file.
 #[test]
-fn every_test_semantics_md_names_exists() {
+fn semantics_md_tags_and_the_test_index_agree() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let doc = std::fs::read_to_string(root.join("SEMANTICS.md")).unwrap();
-    let mut checked = 0;
-    let mut missing = Vec::new();
-    for block in doc.split("Tested by:").skip(1) {
-        let block = block.split("\n\n").next().unwrap_or_default();
-        // Backticked names alternate with the text between them.
-        for name in block.split('`').skip(1).step_by(2) {
-            let Some((file_part, rest)) = name.split_once("::") else { continue };
-            let function = rest.rsplit("::").next().unwrap_or(rest).trim_end_matches("()");
-            let file = if file_part.starts_with("src/") || file_part.starts_with("crates/") {
-                root.join(file_part)
-            } else {
-                let parts: Vec<&str> = name.split("::").collect();
-                (1..parts.len())
-                    .rev()
-                    .map(|n| root.join("tests").join(format!("{}.rs", parts[..n].join("/"))))
-                    .find(|path| path.is_file())
-                    .unwrap_or_default()
-            };
-            let source = std::fs::read_to_string(&file).unwrap_or_default();
-            let defined = source.match_indices(&format!("fn {function}")).any(|(at, m)| {
-                let next = source[at + m.len()..].chars().next();
-                matches!(next, Some('(' | '<'))
-            });
-            if !defined {
-                missing.push(name.to_string());
-            }
-            checked += 1;
+    let index = std::fs::read_to_string(root.join("doc/SEMANTICS-TESTS.md")).unwrap();
+
+    // The tags SEMANTICS.md uses: `[T-` then lower-case letters, digits and `-`, then `]`.
+    let mut tags = std::collections::BTreeSet::new();
+    for (at, _) in doc.match_indices("[T-") {
+        let rest = &doc[at + 1..];
+        let Some(end) = rest.find(']') else { continue };
+        let tag = &rest[..end];
+        if tag.len() > 2
+            && tag[2..].chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        {
+            tags.insert(tag.to_string());
         }
     }
-    assert!(checked > 200, "found only {checked} test names in SEMANTICS.md");
-    assert!(missing.is_empty(), "SEMANTICS.md names tests that do not exist: {missing:?}");
+    assert!(tags.len() > 50, "found only {} tags in SEMANTICS.md", tags.len());
+
+    // The index: `## T-...` sections, each listing backticked test names.
+    let mut sections: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    let mut current: Option<String> = None;
+    for line in index.lines() {
+        if let Some(tag) = line.strip_prefix("## ") {
+            current = Some(tag.trim().to_string());
+            sections.entry(tag.trim().to_string()).or_default();
+        } else if let Some(section) = &current {
+            let names = line.split('`').skip(1).step_by(2).filter(|name| name.contains("::"));
+            sections.entry(section.clone()).or_default().extend(names.map(str::to_string));
+        }
+    }
+    let without_tests: Vec<&String> =
+        tags.iter().filter(|tag| sections.get(*tag).is_none_or(Vec::is_empty)).collect();
+    assert!(
+        without_tests.is_empty(),
+        "SEMANTICS.md tags without tests in doc/SEMANTICS-TESTS.md: {without_tests:?}"
+    );
+    let unused: Vec<&String> = sections.keys().filter(|tag| !tags.contains(*tag)).collect();
+    assert!(
+        unused.is_empty(),
+        "doc/SEMANTICS-TESTS.md sections SEMANTICS.md does not use: {unused:?}"
+    );
+
+    let names: std::collections::BTreeSet<&String> = sections.values().flatten().collect();
+    let missing: Vec<&&String> = names.iter().filter(|name| !test_exists(root, name)).collect();
+    assert!(names.len() >= 400, "doc/SEMANTICS-TESTS.md names only {} tests", names.len());
+    assert!(
+        missing.is_empty(),
+        "doc/SEMANTICS-TESTS.md names tests that do not exist: {missing:?}"
+    );
+}
+
+/// Whether the test `name` (in the form [`semantics_md_tags_and_the_test_index_agree`] states)
+/// is defined.
+fn test_exists(root: &std::path::Path, name: &str) -> bool {
+    let Some((file_part, rest)) = name.split_once("::") else { return false };
+    let function = rest.rsplit("::").next().unwrap_or(rest).trim_end_matches("()");
+    let file = if file_part.starts_with("src/") || file_part.starts_with("crates/") {
+        root.join(file_part)
+    } else {
+        let parts: Vec<&str> = name.split("::").collect();
+        (1..parts.len())
+            .rev()
+            .map(|n| root.join("tests").join(format!("{}.rs", parts[..n].join("/"))))
+            .find(|path| path.is_file())
+            .unwrap_or_default()
+    };
+    let source = std::fs::read_to_string(&file).unwrap_or_default();
+    source.match_indices(&format!("fn {function}")).any(|(at, m)| {
+        let next = source[at + m.len()..].chars().next();
+        matches!(next, Some('(' | '<'))
+    })
 }
 
 /// A fixture whose partitions may render only `budget` bytes of log per `stat` or `open`, with

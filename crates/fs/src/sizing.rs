@@ -7,7 +7,7 @@
 //! - **Mount sizing** ([`TopicFs::start_background_sizing`], class [`Class::MountSizing`]):
 //!   after mount, every partition's streams are rendered (counting only) towards their end, so
 //!   that a brand-new directory gets exact sizes soon after mount instead of at the first
-//!   `stat` (SEMANTICS.md, "Background sizing"): first every sealed segment on its own, several
+//!   `stat` (SEMANTICS.md, "The segment cache"): first every sealed segment on its own, several
 //!   at once, into the segment cache; then each stream's shared index, which moves over those
 //!   segments without rendering them and renders the active segments; format by format.
 //!
