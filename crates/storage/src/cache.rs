@@ -183,6 +183,9 @@ pub struct SegmentCache {
     /// The mount's executor, once set ([`SegmentCache::set_executor`]): queued updates are then
     /// written by `Store`-class tasks of it (without one, in place).
     executor: std::sync::OnceLock<topicfs_executor::Executor>,
+    /// Held while an update is written (read, merged, stored): updates of one entry never
+    /// interleave, whether written in place or by the executor's drain.
+    updating: Mutex<()>,
     /// Updates waiting for the executor's drain task, in the order queued.
     pending: Mutex<std::collections::VecDeque<Job>>,
     /// Whether a drain task is queued or running (at most one at a time: updates run in order).
@@ -277,6 +280,7 @@ impl SegmentCache {
             temp_seq: AtomicU64::new(0),
             queued: Arc::new((Mutex::new(0), Condvar::new())),
             executor: std::sync::OnceLock::new(),
+            updating: Mutex::new(()),
             pending: Mutex::new(std::collections::VecDeque::new()),
             draining: AtomicBool::new(false),
             placement: Placement::CacheDir,

@@ -351,3 +351,36 @@ fn with_an_executor_updates_run_as_its_tasks_in_order_and_none_is_lost_at_its_sh
     c.flush();
     assert_eq!(c.load(&ident(1), TXN).as_deref(), Some(&b"late"[..]));
 }
+
+/// Without an executor, updates written in place from several threads at once are written one
+/// at a time: merges into one entry keep every part (a mount's cache writes on its executor;
+/// tools and tests write in place).
+#[test]
+fn in_place_updates_from_several_threads_lose_no_part_of_a_merge() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = Arc::new(cache_in(tmp.path(), 1 << 20));
+    let threads: Vec<_> = (0..4u8)
+        .map(|t| {
+            let c = Arc::clone(&c);
+            std::thread::spawn(move || {
+                for i in 0..25u8 {
+                    c.update_later(
+                        ident(0),
+                        RENDER,
+                        Box::new(move |old| {
+                            let mut merged = old.unwrap_or_default();
+                            merged.push(t * 25 + i);
+                            Some(merged)
+                        }),
+                    );
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let mut got = c.load(&ident(0), RENDER).unwrap();
+    got.sort_unstable();
+    assert_eq!(got, (0..100).collect::<Vec<u8>>());
+}

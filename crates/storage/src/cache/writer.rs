@@ -57,7 +57,9 @@ impl SegmentCache {
             return;
         }
         // No executor (a tool or a test, not a mount): written in place, on the caller's
-        // thread; no thread is started for it.
+        // thread; no thread is started for it. One update at a time, as the drain writes them:
+        // two merges into one entry must not read the same old payload.
+        let _one_at_a_time = lock(&self.updating);
         self.update(&id, kind, update);
     }
 
@@ -95,7 +97,10 @@ impl SegmentCache {
             let next = lock(&self.pending).pop_front();
             match next {
                 Some(Job::Update(id, kind, update)) => {
-                    self.update(&id, kind, update);
+                    {
+                        let _one_at_a_time = lock(&self.updating);
+                        self.update(&id, kind, update);
+                    }
                     let (count, done) = &*self.queued;
                     let mut n = lock(count);
                     *n = n.saturating_sub(1);
