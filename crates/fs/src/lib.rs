@@ -135,6 +135,8 @@ pub struct TopicFs {
     /// renderings streams keep (see [`topicfs_view::budget`]).
     ahead: AheadPool,
     /// Merge indexes of topic-level streams and each topic's keyless append rotation.
+    /// **Invariant**: its transaction trackers are `streams`' ([`StreamRegistry::trackers`]),
+    /// so a partition is scanned once however it is read.
     topics: TopicViews,
     /// Rendered segment dumps and check reports.
     inspect: topicfs_view::inspect::InspectCache,
@@ -220,11 +222,13 @@ impl TopicFs {
             Executor::default(),
             Arc::new(topicfs_view::budget::MemoryBudget::default()),
         );
+        let streams = StreamRegistry::new().with_budget(ahead.budget());
+        let topics = TopicViews::with_trackers(Arc::clone(streams.trackers()));
         TopicFs {
             source,
-            streams: StreamRegistry::new().with_budget(ahead.budget()),
+            streams,
             ahead,
-            topics: TopicViews::new(),
+            topics,
             inspect: topicfs_view::inspect::InspectCache::new(),
             options,
             inodes: InodeTable::new(),
@@ -300,10 +304,11 @@ impl TopicFs {
     /// [`topicfs_view::txn`]). Call before the first request.
     pub fn with_isolation(mut self, isolation: topicfs_view::txn::Isolation) -> TopicFs {
         let schemas = self.streams.schemas().cloned();
-        self.streams = StreamRegistry::with_isolation(isolation)
+        let txns = Arc::new(topicfs_view::txn::TxnTrackers::new(isolation));
+        self.streams = StreamRegistry::with_trackers(Arc::clone(&txns))
             .with_budget(self.ahead.budget())
             .with_schemas(schemas.clone());
-        self.topics = TopicViews::with_isolation(isolation).with_schemas(schemas);
+        self.topics = TopicViews::with_trackers(txns).with_schemas(schemas);
         self
     }
 
@@ -335,11 +340,8 @@ impl TopicFs {
     ) -> TopicFs {
         self.ahead.executor().shutdown();
         self.ahead = AheadPool::new(executor, budget);
-        let isolation = self.streams.isolation();
-        let schemas = self.streams.schemas().cloned();
-        self.streams = StreamRegistry::with_isolation(isolation)
-            .with_budget(self.ahead.budget())
-            .with_schemas(schemas);
+        // The same registry (its trackers are the topic views' too) over the new budget.
+        self.streams = std::mem::take(&mut self.streams).with_budget(self.ahead.budget());
         self
     }
 
