@@ -11,7 +11,7 @@ use topicfs_view::groups as group_view;
 
 use super::attr::{Attr, Entry, NAME_MAX, STABLE_TTL, StatFs};
 use super::handle::Handle;
-use super::node::{Node, PartitionId, parse_partition};
+use super::node::{DirNode, Node, PartitionId, parse_partition};
 use super::{TopicFs, is_internal_topic, is_stream, name_str};
 
 impl TopicFs {
@@ -23,7 +23,7 @@ impl TopicFs {
         self.check_writable()?;
         let name = name_str(name)?;
         let node = match &parent {
-            Node::Root => {
+            Node::Dir(DirNode::Root) => {
                 if is_internal_topic(name) {
                     if self.source.partitions(name).is_ok() {
                         return Err(Error::AlreadyExists(format!("topic {name}")));
@@ -50,9 +50,9 @@ impl TopicFs {
                     )));
                 }
                 self.source.create_topic(name, partitions)?;
-                Node::Topic(name.to_string())
+                Node::Dir(DirNode::Topic(name.to_string()))
             }
-            Node::Topic(topic) => {
+            Node::Dir(DirNode::Topic(topic)) => {
                 let partition = parse_partition(name).ok_or_else(|| {
                     Error::InvalidInput(format!(
                         "{name:?}: a partition directory is named by its number"
@@ -71,9 +71,9 @@ impl TopicFs {
                     )));
                 }
                 self.source.create_partition(topic, partition)?;
-                Node::Partition(PartitionId { topic: topic.clone(), partition })
+                Node::Dir(DirNode::Partition(PartitionId { topic: topic.clone(), partition }))
             }
-            Node::GroupsDir(topic) => {
+            Node::Dir(DirNode::GroupsDir(topic)) => {
                 self.group_store()?;
                 self.source.partitions(topic)?;
                 group_view::check_group_name(name)?;
@@ -83,7 +83,7 @@ impl TopicFs {
                 let key = (topic.clone(), name.to_string());
                 lock(&self.group_settings).entry(key).or_insert(None);
                 log::info!("group {name:?} of {topic} created (held in memory until a commit)");
-                Node::Group(topic.clone(), name.to_string())
+                Node::Dir(DirNode::Group(topic.clone(), name.to_string()))
             }
             _ => return Err(Error::NotPermitted("mkdir outside the root and topic directories")),
         };

@@ -12,12 +12,7 @@ use topicfs_view::spec::Format;
 
 use super::TopicFs;
 use super::handle::StreamRef;
-use super::node::{Node, PartitionId};
-
-/// Whether a child of a partition directory exists only with a key index.
-pub(super) fn needs_key_index(node: &Node) -> bool {
-    matches!(node, Node::ByKeyDir(_) | Node::LatestDir(_) | Node::Keys(_))
-}
+use super::node::{FileNode, Node, PartitionId};
 
 /// Parses a name under `by-key/` (any format), `latest/` or `<topic>/by-key/` (`raw`: whether
 /// `.raw` is a format there).
@@ -65,7 +60,7 @@ impl TopicFs {
     /// Opens the key stream a `by-key/` name means now.
     pub(super) fn resolve_key(&self, node: &Node) -> Result<StreamRef> {
         match node {
-            Node::ByKey(id, name) => {
+            Node::File(FileNode::ByKey(id, name)) => {
                 let spec = parse_key_spec(name, true)?;
                 let part = self.partition(id)?;
                 let key = spec.resolve(part.as_ref())?;
@@ -75,7 +70,7 @@ impl TopicFs {
                 let stream = streams.open(part, key, spec.format, tracker, schemas)?;
                 Ok(StreamRef::Key(stream))
             }
-            Node::TopicByKey(topic, name) => {
+            Node::File(FileNode::TopicByKey(topic, name)) => {
                 let spec = parse_key_spec(name, false)?;
                 let parts = self.topic_partitions(topic)?;
                 // A long name: the first partition whose index resolves it.
@@ -107,7 +102,7 @@ impl TopicFs {
     /// The contents of a `latest/` file now; `NotFound` when the key has no record, or its
     /// last is a tombstone.
     pub(super) fn latest_text(&self, node: &Node) -> Result<Vec<u8>> {
-        let Node::Latest(id, name) = node else {
+        let Node::File(FileNode::Latest(id, name)) = node else {
             return Err(Error::NotFound(format!("{} is not a latest file", super::describe(node))));
         };
         let spec = parse_key_spec(name, false)?;

@@ -9,7 +9,7 @@ use topicfs_source::sync::lock;
 use topicfs_view::groups::{self as group_view, ResetPolicy};
 
 use super::handle::StreamRef;
-use super::node::{Node, PartitionId};
+use super::node::{FileNode, Node, PartitionId};
 use super::{TopicFs, describe, now_ms};
 
 impl TopicFs {
@@ -61,12 +61,12 @@ impl TopicFs {
     /// The text of a group's `offsets` or `auto.offset.reset` file now.
     pub(super) fn group_text(&self, node: &Node) -> Result<String> {
         match node {
-            Node::GroupOffsets(topic, group) => {
+            Node::File(FileNode::GroupOffsets(topic, group)) => {
                 self.check_group(topic, group)?;
                 let store = self.group_store()?;
                 group_view::offsets_text(self.source.as_ref(), store.as_ref(), topic, group)
             }
-            Node::GroupReset(topic, group) => {
+            Node::File(FileNode::GroupReset(topic, group)) => {
                 self.check_group(topic, group)?;
                 Ok(format!("{}\n", self.group_reset(topic, group)))
             }
@@ -78,7 +78,7 @@ impl TopicFs {
     /// returns) or `auto.offset.reset` file.
     pub(super) fn group_write(&self, node: &Node, data: &[u8]) -> Result<()> {
         match node {
-            Node::GroupOffsets(topic, group) => {
+            Node::File(FileNode::GroupOffsets(topic, group)) => {
                 let store = self.group_store()?;
                 let result = group_view::parse_commit(self.source.as_ref(), topic, data).and_then(
                     |offsets| {
@@ -99,7 +99,7 @@ impl TopicFs {
                     }
                 }
             }
-            Node::GroupReset(topic, group) => {
+            Node::File(FileNode::GroupReset(topic, group)) => {
                 let text = std::str::from_utf8(data)
                     .map_err(|_| Error::InvalidInput("auto.offset.reset: not UTF-8".to_string()))?;
                 let policy: ResetPolicy = text.parse().inspect_err(|err| {
@@ -120,7 +120,8 @@ impl TopicFs {
         stream: &StreamRef,
         read_to: u64,
     ) -> Result<()> {
-        let (Ok(Node::GroupNext(id, group, _)), StreamRef::Partition(s)) = (self.node(ino), stream)
+        let (Ok(Node::File(FileNode::GroupNext(id, group, _))), StreamRef::Partition(s)) =
+            (self.node(ino), stream)
         else {
             return Ok(());
         };

@@ -82,7 +82,7 @@ use topicfs_view::topic::TopicViews;
 
 use handle::{HandleTable, StreamRef};
 use inode::InodeTable;
-use node::{INFO, Node, PartitionId};
+use node::{DirNode, FileNode, INFO, Node, PartitionId};
 
 /// Stream handles open at once from which closing half of them gives freed memory back to the
 /// system ([`TopicFs::release`]).
@@ -396,32 +396,38 @@ impl TopicFs {
 pub fn describe(node: &Node) -> String {
     let partition = |id: &PartitionId| format!("{}/{}", id.topic, id.partition);
     match node {
-        Node::Root => "/".to_string(),
-        Node::MountInfo => node::MOUNT_INFO.to_string(),
-        Node::MountLog => node::MOUNT_LOG.to_string(),
-        Node::SchemasDir(topic) => format!("{topic}/{}", node::SCHEMAS),
-        Node::SchemaSubject(topic, subject) => format!("{topic}/{}/{subject}", node::SCHEMAS),
-        Node::SchemaFile(topic, subject, name) => {
+        Node::Dir(DirNode::Root) => "/".to_string(),
+        Node::File(FileNode::MountInfo) => node::MOUNT_INFO.to_string(),
+        Node::File(FileNode::MountLog) => node::MOUNT_LOG.to_string(),
+        Node::Dir(DirNode::SchemasDir(topic)) => format!("{topic}/{}", node::SCHEMAS),
+        Node::Dir(DirNode::SchemaSubject(topic, subject)) => {
+            format!("{topic}/{}/{subject}", node::SCHEMAS)
+        }
+        Node::File(FileNode::SchemaFile(topic, subject, name)) => {
             format!("{topic}/{}/{subject}/{name}", node::SCHEMAS)
         }
-        Node::Topic(topic) => topic.clone(),
-        Node::TopicInfo(topic) => format!("{topic}/{INFO}"),
-        Node::TopicConfig(topic) => format!("{topic}/{}", node::CONFIG),
-        Node::OffsetsDir(topic) => format!("{topic}/{}", node::OFFSETS),
-        Node::Offsets(topic, name) => format!("{topic}/{}/{name}", node::OFFSETS),
-        Node::TopicByTimeDir(topic) => format!("{topic}/{}", node::BY_TIME),
-        Node::TopicStream(topic, name) => format!("{topic}/{}/{name}", node::BY_TIME),
-        Node::TopicAppend(topic) => format!("{topic}/{}", node::APPEND),
-        Node::TopicAppendJson(topic) => format!("{topic}/{}", node::APPEND_JSON),
-        Node::Partition(id) => partition(id),
-        Node::PartitionInfo(id) => format!("{}/{INFO}", partition(id)),
-        Node::ByOffsetDir(id) => format!("{}/{}", partition(id), node::BY_OFFSET),
-        Node::ByTimeDir(id) => format!("{}/{}", partition(id), node::BY_TIME),
-        Node::Stream(id, dir, name) => format!("{}/{}/{name}", partition(id), dir.dir_name()),
-        Node::Append(id) => format!("{}/{}", partition(id), node::APPEND),
-        Node::AppendJson(id) => format!("{}/{}", partition(id), node::APPEND_JSON),
-        Node::SegmentsDir(id) => format!("{}/{}", partition(id), node::SEGMENTS),
-        Node::SegmentFile(id, base, kind) => {
+        Node::Dir(DirNode::Topic(topic)) => topic.clone(),
+        Node::File(FileNode::TopicInfo(topic)) => format!("{topic}/{INFO}"),
+        Node::File(FileNode::TopicConfig(topic)) => format!("{topic}/{}", node::CONFIG),
+        Node::Dir(DirNode::OffsetsDir(topic)) => format!("{topic}/{}", node::OFFSETS),
+        Node::File(FileNode::Offsets(topic, name)) => format!("{topic}/{}/{name}", node::OFFSETS),
+        Node::Dir(DirNode::TopicByTimeDir(topic)) => format!("{topic}/{}", node::BY_TIME),
+        Node::File(FileNode::TopicStream(topic, name)) => {
+            format!("{topic}/{}/{name}", node::BY_TIME)
+        }
+        Node::File(FileNode::TopicAppend(topic)) => format!("{topic}/{}", node::APPEND),
+        Node::File(FileNode::TopicAppendJson(topic)) => format!("{topic}/{}", node::APPEND_JSON),
+        Node::Dir(DirNode::Partition(id)) => partition(id),
+        Node::File(FileNode::PartitionInfo(id)) => format!("{}/{INFO}", partition(id)),
+        Node::Dir(DirNode::ByOffsetDir(id)) => format!("{}/{}", partition(id), node::BY_OFFSET),
+        Node::Dir(DirNode::ByTimeDir(id)) => format!("{}/{}", partition(id), node::BY_TIME),
+        Node::File(FileNode::Stream(id, dir, name)) => {
+            format!("{}/{}/{name}", partition(id), dir.dir_name())
+        }
+        Node::File(FileNode::Append(id)) => format!("{}/{}", partition(id), node::APPEND),
+        Node::File(FileNode::AppendJson(id)) => format!("{}/{}", partition(id), node::APPEND_JSON),
+        Node::Dir(DirNode::SegmentsDir(id)) => format!("{}/{}", partition(id), node::SEGMENTS),
+        Node::File(FileNode::SegmentFile(id, base, kind)) => {
             format!(
                 "{}/{}/{}",
                 partition(id),
@@ -429,52 +435,50 @@ pub fn describe(node: &Node) -> String {
                 node::segment_file_name(*base, *kind)
             )
         }
-        Node::SegmentDump(id, base, kind) => format!(
+        Node::File(FileNode::SegmentDump(id, base, kind)) => format!(
             "{}/{}/{}{DUMP_SUFFIX}",
             partition(id),
             node::SEGMENTS,
             node::segment_file_name(*base, *kind)
         ),
-        Node::PartitionCheck(id) => format!("{}/{}", partition(id), node::CHECK),
-        Node::ByKeyDir(id) => format!("{}/{}", partition(id), node::BY_KEY),
-        Node::ByKey(id, name) => format!("{}/{}/{name}", partition(id), node::BY_KEY),
-        Node::LatestDir(id) => format!("{}/{}", partition(id), node::LATEST),
-        Node::Latest(id, name) => format!("{}/{}/{name}", partition(id), node::LATEST),
-        Node::Keys(id) => format!("{}/{}", partition(id), node::KEYS),
-        Node::TopicByKeyDir(topic) => format!("{topic}/{}", node::BY_KEY),
-        Node::TopicByKey(topic, name) => format!("{topic}/{}/{name}", node::BY_KEY),
-        Node::GroupsDir(topic) => format!("{topic}/{}", node::GROUPS),
-        Node::Group(topic, group) => format!("{topic}/{}/{group}", node::GROUPS),
-        Node::GroupOffsets(topic, group) => {
+        Node::File(FileNode::PartitionCheck(id)) => format!("{}/{}", partition(id), node::CHECK),
+        Node::Dir(DirNode::ByKeyDir(id)) => format!("{}/{}", partition(id), node::BY_KEY),
+        Node::File(FileNode::ByKey(id, name)) => {
+            format!("{}/{}/{name}", partition(id), node::BY_KEY)
+        }
+        Node::Dir(DirNode::LatestDir(id)) => format!("{}/{}", partition(id), node::LATEST),
+        Node::File(FileNode::Latest(id, name)) => {
+            format!("{}/{}/{name}", partition(id), node::LATEST)
+        }
+        Node::File(FileNode::Keys(id)) => format!("{}/{}", partition(id), node::KEYS),
+        Node::Dir(DirNode::TopicByKeyDir(topic)) => format!("{topic}/{}", node::BY_KEY),
+        Node::File(FileNode::TopicByKey(topic, name)) => format!("{topic}/{}/{name}", node::BY_KEY),
+        Node::Dir(DirNode::GroupsDir(topic)) => format!("{topic}/{}", node::GROUPS),
+        Node::Dir(DirNode::Group(topic, group)) => format!("{topic}/{}/{group}", node::GROUPS),
+        Node::File(FileNode::GroupOffsets(topic, group)) => {
             format!("{topic}/{}/{group}/{}", node::GROUPS, group_view::OFFSETS)
         }
-        Node::GroupReset(topic, group) => {
+        Node::File(FileNode::GroupReset(topic, group)) => {
             format!("{topic}/{}/{group}/{}", node::GROUPS, group_view::AUTO_OFFSET_RESET)
         }
-        Node::GroupPartition(id, group) => {
+        Node::Dir(DirNode::GroupPartition(id, group)) => {
             format!("{}/{}/{group}/{}", id.topic, node::GROUPS, id.partition)
         }
-        Node::GroupNext(id, group, name) => {
+        Node::File(FileNode::GroupNext(id, group, name)) => {
             format!("{}/{}/{group}/{}/{name}", id.topic, node::GROUPS, id.partition)
         }
     }
-}
-
-/// Whether a partition child exists only for a partition with segment files
-/// ([`PartitionSource::segment_files`]): `segments/` and the `check` report.
-fn needs_segment_files(node: &Node) -> bool {
-    matches!(node, Node::SegmentsDir(_) | Node::PartitionCheck(_))
 }
 
 /// Whether a node is a stream file (of a partition, of a topic, or a group's `next`).
 fn is_stream(node: &Node) -> bool {
     matches!(
         node,
-        Node::Stream(..)
-            | Node::TopicStream(..)
-            | Node::GroupNext(..)
-            | Node::ByKey(..)
-            | Node::TopicByKey(..)
+        Node::File(FileNode::Stream(..))
+            | Node::File(FileNode::TopicStream(..))
+            | Node::File(FileNode::GroupNext(..))
+            | Node::File(FileNode::ByKey(..))
+            | Node::File(FileNode::TopicByKey(..))
     )
 }
 

@@ -22,8 +22,11 @@ use super::attr::{
 };
 use super::handle::{Handle, StreamRef};
 use super::info;
-use super::node::{Node, PartitionId, StreamDir, parse_partition, parse_segment_file_name};
-use super::{TopicFs, describe, is_stream, name_str, needs_segment_files, segment_file_size};
+use super::node::{
+    DirNode, FileNode, Needs, Node, PartitionId, StreamDir, fixed_child, parse_partition,
+    parse_segment_file_name, partition_children, topic_children,
+};
+use super::{TopicFs, describe, is_stream, name_str, segment_file_size};
 
 impl TopicFs {
     /// Looks `name` up in directory `parent`, taking one kernel reference on the result.
@@ -79,13 +82,13 @@ impl TopicFs {
         let node = self.node(ino)?;
         let reply = self.getattr(ino, None)?;
         match node {
-            Node::Append(_)
-            | Node::AppendJson(_)
-            | Node::TopicAppend(_)
-            | Node::TopicAppendJson(_)
-            | Node::GroupOffsets(..)
-            | Node::GroupReset(..)
-            | Node::TopicConfig(_) => {
+            Node::File(FileNode::Append(_))
+            | Node::File(FileNode::AppendJson(_))
+            | Node::File(FileNode::TopicAppend(_))
+            | Node::File(FileNode::TopicAppendJson(_))
+            | Node::File(FileNode::GroupOffsets(..))
+            | Node::File(FileNode::GroupReset(..))
+            | Node::File(FileNode::TopicConfig(_)) => {
                 self.check_writable()?;
                 if request.mode.is_some() || request.uid.is_some() || request.gid.is_some() {
                     return Err(Error::NotPermitted("changing the mode or owner of a file"));
@@ -113,201 +116,222 @@ impl TopicFs {
     }
 
     /// The node `name` names in `parent`, parsed only: existence is checked by `attr_of` (or
-    /// the stream resolution).
+    /// the stream resolution), but for the fixed names a topic or partition shows only with
+    /// what they need ([`Needs`]).
     pub(super) fn child(&self, parent: &Node, name: &OsStr) -> Result<Node> {
         let name = name_str(name)?;
         let absent = || Error::NotFound(format!("{name:?} in {}", describe(parent)));
+        let Node::Dir(parent) = parent else { return Err(absent()) };
         let node = match parent {
-            Node::Root if name == super::node::MOUNT_INFO => Node::MountInfo,
-            Node::Root if name == super::node::MOUNT_LOG => Node::MountLog,
-            Node::Root => Node::Topic(name.to_string()),
-            Node::SchemasDir(topic) => Node::SchemaSubject(topic.clone(), name.to_string()),
-            Node::SchemaSubject(topic, subject) => {
-                Node::SchemaFile(topic.clone(), subject.clone(), name.to_string())
+            DirNode::Root if name == super::node::MOUNT_INFO => Node::File(FileNode::MountInfo),
+            DirNode::Root if name == super::node::MOUNT_LOG => Node::File(FileNode::MountLog),
+            DirNode::Root => Node::Dir(DirNode::Topic(name.to_string())),
+            DirNode::SchemasDir(topic) => {
+                Node::Dir(DirNode::SchemaSubject(topic.clone(), name.to_string()))
             }
-            Node::SchemaFile(..) => return Err(absent()),
-            Node::Topic(topic) => match Node::topic_child(topic, name) {
-                Some(node @ Node::TopicByKeyDir(_)) => {
-                    if !self.topic_has_key_index(topic)? {
+            DirNode::SchemaSubject(topic, subject) => {
+                Node::File(FileNode::SchemaFile(topic.clone(), subject.clone(), name.to_string()))
+            }
+            DirNode::Topic(topic) => match fixed_child(topic_children(topic), name) {
+                Some((node, needs)) => {
+                    if !self.topic_offers(topic, needs)? {
                         return Err(absent());
                     }
                     node
                 }
-                Some(node) => node,
-                None => Node::Partition(PartitionId {
+                None => Node::Dir(DirNode::Partition(PartitionId {
                     topic: topic.clone(),
                     partition: parse_partition(name).ok_or_else(absent)?,
-                }),
+                })),
             },
-            Node::OffsetsDir(topic) => {
+            DirNode::OffsetsDir(topic) => {
                 topic_view::parse_offsets_name(name)?;
-                Node::Offsets(topic.clone(), name.to_string())
+                Node::File(FileNode::Offsets(topic.clone(), name.to_string()))
             }
-            Node::TopicByTimeDir(topic) => {
+            DirNode::TopicByTimeDir(topic) => {
                 topic_view::parse_topic_by_time(name)?;
-                Node::TopicStream(topic.clone(), name.to_string())
+                Node::File(FileNode::TopicStream(topic.clone(), name.to_string()))
             }
-            Node::Partition(id) => {
-                let child = Node::partition_child(id, name).ok_or_else(absent)?;
-                if needs_segment_files(&child) && !self.has_segment_files(id)? {
-                    return Err(absent());
-                }
-                if super::bykey::needs_key_index(&child) && !self.has_key_index(id)? {
+            DirNode::Partition(id) => {
+                let (child, needs) =
+                    fixed_child(partition_children(id), name).ok_or_else(absent)?;
+                if !self.partition_offers(id, needs)? {
                     return Err(absent());
                 }
                 child
             }
-            Node::GroupsDir(topic) => {
+            DirNode::GroupsDir(topic) => {
                 group_view::check_group_name(name).map_err(|_| absent())?;
-                Node::Group(topic.clone(), name.to_string())
+                Node::Dir(DirNode::Group(topic.clone(), name.to_string()))
             }
-            Node::Group(topic, group) => match name {
-                group_view::OFFSETS => Node::GroupOffsets(topic.clone(), group.clone()),
-                group_view::AUTO_OFFSET_RESET => Node::GroupReset(topic.clone(), group.clone()),
-                _ => Node::GroupPartition(
+            DirNode::Group(topic, group) => match name {
+                group_view::OFFSETS => {
+                    Node::File(FileNode::GroupOffsets(topic.clone(), group.clone()))
+                }
+                group_view::AUTO_OFFSET_RESET => {
+                    Node::File(FileNode::GroupReset(topic.clone(), group.clone()))
+                }
+                _ => Node::Dir(DirNode::GroupPartition(
                     PartitionId {
                         topic: topic.clone(),
                         partition: parse_partition(name).ok_or_else(absent)?,
                     },
                     group.clone(),
-                ),
+                )),
             },
-            Node::GroupPartition(id, group) => {
+            DirNode::GroupPartition(id, group) => {
                 group_view::parse_next_name(name).ok_or_else(absent)?;
-                Node::GroupNext(id.clone(), group.clone(), name.to_string())
+                Node::File(FileNode::GroupNext(id.clone(), group.clone(), name.to_string()))
             }
-            Node::ByOffsetDir(id) => {
+            DirNode::ByOffsetDir(id) => {
                 StreamSpec::parse_by_offset(name)?;
-                Node::Stream(id.clone(), StreamDir::ByOffset, name.to_string())
+                Node::File(FileNode::Stream(id.clone(), StreamDir::ByOffset, name.to_string()))
             }
-            Node::ByTimeDir(id) => {
+            DirNode::ByTimeDir(id) => {
                 StreamSpec::parse_by_time(name)?;
-                Node::Stream(id.clone(), StreamDir::ByTime, name.to_string())
+                Node::File(FileNode::Stream(id.clone(), StreamDir::ByTime, name.to_string()))
             }
-            Node::SegmentsDir(id) => match name.strip_suffix(DUMP_SUFFIX) {
+            DirNode::SegmentsDir(id) => match name.strip_suffix(DUMP_SUFFIX) {
                 Some(file) => {
                     let (base, kind) = parse_segment_file_name(file).ok_or_else(absent)?;
-                    Node::SegmentDump(id.clone(), base, kind)
+                    Node::File(FileNode::SegmentDump(id.clone(), base, kind))
                 }
                 None => {
                     let (base, kind) = parse_segment_file_name(name).ok_or_else(absent)?;
-                    Node::SegmentFile(id.clone(), base, kind)
+                    Node::File(FileNode::SegmentFile(id.clone(), base, kind))
                 }
             },
-            Node::ByKeyDir(id) => {
+            DirNode::ByKeyDir(id) => {
                 super::bykey::parse_key_spec(name, true)?;
-                Node::ByKey(id.clone(), name.to_string())
+                Node::File(FileNode::ByKey(id.clone(), name.to_string()))
             }
-            Node::LatestDir(id) => {
+            DirNode::LatestDir(id) => {
                 super::bykey::parse_key_spec(name, false)?;
-                Node::Latest(id.clone(), name.to_string())
+                Node::File(FileNode::Latest(id.clone(), name.to_string()))
             }
-            Node::TopicByKeyDir(topic) => {
+            DirNode::TopicByKeyDir(topic) => {
                 super::bykey::parse_key_spec(name, false)?;
-                Node::TopicByKey(topic.clone(), name.to_string())
+                Node::File(FileNode::TopicByKey(topic.clone(), name.to_string()))
             }
-            Node::ByKey(..) | Node::Latest(..) | Node::Keys(_) | Node::TopicByKey(..) => {
-                return Err(absent());
-            }
-            Node::MountInfo
-            | Node::MountLog
-            | Node::TopicInfo(_)
-            | Node::TopicConfig(_)
-            | Node::Offsets(..)
-            | Node::TopicStream(..)
-            | Node::TopicAppend(_)
-            | Node::TopicAppendJson(_)
-            | Node::PartitionInfo(_)
-            | Node::Stream(..)
-            | Node::Append(_)
-            | Node::AppendJson(_)
-            | Node::SegmentFile(..)
-            | Node::SegmentDump(..)
-            | Node::PartitionCheck(_)
-            | Node::GroupOffsets(..)
-            | Node::GroupReset(..)
-            | Node::GroupNext(..) => return Err(absent()),
         };
         Ok(node)
     }
 
+    /// Whether `topic`'s fixed child needing `needs` exists (and is listed).
+    pub(super) fn topic_offers(&self, topic: &str, needs: Needs) -> Result<bool> {
+        Ok(match needs {
+            Needs::Nothing => true,
+            Needs::Groups => self.groups.is_some(),
+            Needs::Schemas => self.schemas().is_some(),
+            Needs::KeyIndex => self.topic_has_key_index(topic)?,
+            Needs::SegmentFiles => false,
+        })
+    }
+
+    /// Whether the partition's fixed child needing `needs` exists (and is listed); `NotFound`
+    /// for a partition that does not exist, when it needs the partition asked.
+    pub(super) fn partition_offers(&self, id: &PartitionId, needs: Needs) -> Result<bool> {
+        Ok(match needs {
+            Needs::Nothing => true,
+            Needs::SegmentFiles => self.has_segment_files(id)?,
+            Needs::KeyIndex => self.has_key_index(id)?,
+            Needs::Groups | Needs::Schemas => false,
+        })
+    }
+
     /// Attributes of a node, checking that it exists (`ino` 0: the node has no inode yet).
     pub(super) fn attr_of(&self, ino: u64, node: &Node) -> Result<AttrReply> {
-        let (rw_dir, dir, ro_file, wo_file) = (
-            self.dir_perm(true),
-            self.dir_perm(false),
-            self.read_only_perm(),
-            self.write_only_perm(),
-        );
-        let (kind, size, perm, mtime, ttl) = match node {
-            Node::Root => (FileKind::Directory, 0, rw_dir, self.started, STABLE_TTL),
-            Node::MountInfo | Node::MountLog => {
-                let size = self.info_text(node)?.len() as u64;
-                (FileKind::RegularFile, size, ro_file, self.started, DYNAMIC_TTL)
+        match node {
+            Node::Dir(dir) => {
+                let (perm, mtime, ttl) = self.dir_attr(dir)?;
+                Ok(AttrReply { attr: self.attr(ino, FileKind::Directory, 0, perm, mtime), ttl })
             }
-            Node::SchemasDir(topic) => {
+            Node::File(file) => self.file_attr(ino, node, file),
+        }
+    }
+
+    /// A directory's permission bits, mtime and attribute TTL, checking that it exists.
+    fn dir_attr(&self, dir: &DirNode) -> Result<(u16, SystemTime, std::time::Duration)> {
+        let (rw_dir, ro_dir) = (self.dir_perm(true), self.dir_perm(false));
+        Ok(match dir {
+            DirNode::Root => (rw_dir, self.started, STABLE_TTL),
+            DirNode::SchemasDir(topic) => {
                 self.schema_subjects(topic)?;
-                (FileKind::Directory, 0, dir, self.topic_mtime(topic)?, DYNAMIC_TTL)
+                (ro_dir, self.topic_mtime(topic)?, DYNAMIC_TTL)
             }
-            Node::SchemaSubject(topic, subject) => {
+            DirNode::SchemaSubject(topic, subject) => {
                 self.check_schema_subject(topic, subject)?;
-                (FileKind::Directory, 0, dir, self.topic_mtime(topic)?, DYNAMIC_TTL)
+                (ro_dir, self.topic_mtime(topic)?, DYNAMIC_TTL)
             }
-            Node::SchemaFile(topic, ..) => {
+            DirNode::Topic(topic) => (rw_dir, self.topic_mtime(topic)?, STABLE_TTL),
+            DirNode::OffsetsDir(topic)
+            | DirNode::TopicByTimeDir(topic)
+            | DirNode::TopicByKeyDir(topic) => (ro_dir, self.topic_mtime(topic)?, STABLE_TTL),
+            DirNode::Partition(id)
+            | DirNode::ByOffsetDir(id)
+            | DirNode::ByTimeDir(id)
+            | DirNode::SegmentsDir(id)
+            | DirNode::ByKeyDir(id)
+            | DirNode::LatestDir(id) => (ro_dir, self.partition(id)?.last_modified()?, STABLE_TTL),
+            DirNode::GroupsDir(topic) => {
+                self.group_store()?;
+                (rw_dir, self.topic_mtime(topic)?, STABLE_TTL)
+            }
+            DirNode::Group(topic, group) => {
+                self.check_group(topic, group)?;
+                (0o555, self.topic_mtime(topic)?, DYNAMIC_TTL)
+            }
+            DirNode::GroupPartition(id, group) => {
+                self.check_group(&id.topic, group)?;
+                (0o555, self.partition(id)?.last_modified()?, DYNAMIC_TTL)
+            }
+        })
+    }
+
+    /// A file's attributes, checking that it exists (`ino` 0: the node has no inode yet).
+    fn file_attr(&self, ino: u64, node: &Node, file: &FileNode) -> Result<AttrReply> {
+        let (ro_file, wo_file) = (self.read_only_perm(), self.write_only_perm());
+        let (size, perm, mtime, ttl) = match file {
+            FileNode::MountInfo | FileNode::MountLog => {
+                let size = self.info_text(node)?.len() as u64;
+                (size, ro_file, self.started, DYNAMIC_TTL)
+            }
+            FileNode::SchemaFile(topic, ..) => {
                 let size = self.schema_text(node)?.len() as u64;
-                (FileKind::RegularFile, size, ro_file, self.topic_mtime(topic)?, DYNAMIC_TTL)
+                (size, ro_file, self.topic_mtime(topic)?, DYNAMIC_TTL)
             }
-            Node::Topic(topic) => {
-                let mtime = self.topic_mtime(topic)?;
-                (FileKind::Directory, 0, rw_dir, mtime, STABLE_TTL)
-            }
-            Node::TopicInfo(topic) => {
+            FileNode::TopicInfo(topic) => {
                 let mtime = self.topic_mtime(topic)?;
                 let size = self.info_text(node)?.len() as u64;
-                (FileKind::RegularFile, size, ro_file, mtime, DYNAMIC_TTL)
+                (size, ro_file, mtime, DYNAMIC_TTL)
             }
-            Node::TopicConfig(topic) => {
+            FileNode::TopicConfig(topic) => {
                 let mtime = self.topic_mtime(topic)?;
                 let size = self.config_text(topic)?.len() as u64;
                 let perm =
                     if self.options.read_only { ro_file } else { self.options.file_mode & 0o666 };
-                (FileKind::RegularFile, size, perm, mtime, DYNAMIC_TTL)
+                (size, perm, mtime, DYNAMIC_TTL)
             }
-            Node::OffsetsDir(topic) | Node::TopicByTimeDir(topic) | Node::TopicByKeyDir(topic) => {
-                let mtime = self.topic_mtime(topic)?;
-                (FileKind::Directory, 0, dir, mtime, STABLE_TTL)
-            }
-            Node::Offsets(topic, _) => {
+            FileNode::Offsets(topic, _) => {
                 let mtime = self.topic_mtime(topic)?;
                 let size = self.offsets_text(node)?.len() as u64;
-                (FileKind::RegularFile, size, ro_file, mtime, DYNAMIC_TTL)
+                (size, ro_file, mtime, DYNAMIC_TTL)
             }
-            Node::TopicAppend(topic) | Node::TopicAppendJson(topic) => {
-                let mtime = self.topic_mtime(topic)?;
-                (FileKind::RegularFile, 0, wo_file, mtime, DYNAMIC_TTL)
+            FileNode::TopicAppend(topic) | FileNode::TopicAppendJson(topic) => {
+                (0, wo_file, self.topic_mtime(topic)?, DYNAMIC_TTL)
             }
-            Node::Partition(id)
-            | Node::ByOffsetDir(id)
-            | Node::ByTimeDir(id)
-            | Node::SegmentsDir(id)
-            | Node::ByKeyDir(id)
-            | Node::LatestDir(id) => {
-                let mtime = self.partition(id)?.last_modified()?;
-                (FileKind::Directory, 0, dir, mtime, STABLE_TTL)
-            }
-            Node::PartitionInfo(id) => {
+            FileNode::PartitionInfo(id) => {
                 let partition = self.partition(id)?;
                 let summary = partition.summary()?;
                 let swaps = partition.known().rewrites;
                 let size =
                     info::partition_info(&id.topic, id.partition, &summary, swaps).len() as u64;
-                (FileKind::RegularFile, size, ro_file, summary.last_modified, DYNAMIC_TTL)
+                (size, ro_file, summary.last_modified, DYNAMIC_TTL)
             }
-            Node::Append(id) | Node::AppendJson(id) => {
-                let mtime = self.partition(id)?.last_modified()?;
-                (FileKind::RegularFile, 0, wo_file, mtime, DYNAMIC_TTL)
+            FileNode::Append(id) | FileNode::AppendJson(id) => {
+                (0, wo_file, self.partition(id)?.last_modified()?, DYNAMIC_TTL)
             }
-            Node::SegmentFile(id, base, file_kind) => {
+            FileNode::SegmentFile(id, base, file_kind) => {
                 let segment = self.segment(id, *base)?;
                 let size = segment_file_size(&segment, *file_kind).ok_or_else(|| {
                     Error::NotFound(format!("{} has no {}", describe(node), file_kind.suffix()))
@@ -320,62 +344,47 @@ impl TopicFs {
                 attr.blksize = SEALED_BLOCK_SIZE;
                 return Ok(AttrReply { attr, ttl: STABLE_TTL });
             }
-            Node::SegmentDump(id, base, dump_kind) => {
+            FileNode::SegmentDump(id, base, dump_kind) => {
                 let segment = self.segment(id, *base)?;
                 let partition = self.partition(id)?;
                 let size = self.inspect.dump_size(&partition, *base, *dump_kind)?;
                 let ttl = if segment.is_active { DYNAMIC_TTL } else { STABLE_TTL };
-                (FileKind::RegularFile, size, ro_file, segment.last_modified, ttl)
+                (size, ro_file, segment.last_modified, ttl)
             }
-            Node::PartitionCheck(id) => {
+            FileNode::PartitionCheck(id) => {
                 let mtime = self.partition(id)?.last_modified()?;
                 let size = self.inspect.check_size(self.partition(id)?.as_ref())?;
-                (FileKind::RegularFile, size, ro_file, mtime, DYNAMIC_TTL)
+                (size, ro_file, mtime, DYNAMIC_TTL)
             }
-            Node::GroupsDir(topic) => {
-                self.group_store()?;
-                let mtime = self.topic_mtime(topic)?;
-                (FileKind::Directory, 0, rw_dir, mtime, STABLE_TTL)
-            }
-            Node::Group(topic, group) => {
-                self.check_group(topic, group)?;
-                let mtime = self.topic_mtime(topic)?;
-                (FileKind::Directory, 0, 0o555, mtime, DYNAMIC_TTL)
-            }
-            Node::GroupOffsets(topic, _) | Node::GroupReset(topic, _) => {
+            FileNode::GroupOffsets(topic, _) | FileNode::GroupReset(topic, _) => {
                 let size = self.group_text(node)?.len() as u64;
                 let mtime = self.topic_mtime(topic)?;
                 let perm = if self.options.read_only { 0o444 } else { 0o644 };
-                (FileKind::RegularFile, size, perm, mtime, DYNAMIC_TTL)
+                (size, perm, mtime, DYNAMIC_TTL)
             }
-            Node::GroupPartition(id, group) => {
-                self.check_group(&id.topic, group)?;
-                let mtime = self.partition(id)?.last_modified()?;
-                (FileKind::Directory, 0, 0o555, mtime, DYNAMIC_TTL)
-            }
-            Node::Latest(id, _) => {
+            FileNode::Latest(id, _) => {
                 let size = self.latest_text(node)?.len() as u64;
                 let mtime = self.partition(id)?.summary()?.last_modified;
-                (FileKind::RegularFile, size, ro_file, mtime, DYNAMIC_TTL)
+                (size, ro_file, mtime, DYNAMIC_TTL)
             }
-            Node::Keys(id) => {
+            FileNode::Keys(id) => {
                 // Exact when the listing is small enough to generate at stat, else 0 (not yet
                 // known, as for a stream farther than the sizing budget; tools read to the end).
                 let size = self.keys_reader(id)?.size()?.unwrap_or(0);
                 let mtime = self.partition(id)?.summary()?.last_modified;
-                (FileKind::RegularFile, size, ro_file, mtime, DYNAMIC_TTL)
+                (size, ro_file, mtime, DYNAMIC_TTL)
             }
-            Node::Stream(..)
-            | Node::TopicStream(..)
-            | Node::GroupNext(..)
-            | Node::ByKey(..)
-            | Node::TopicByKey(..) => {
+            FileNode::Stream(..)
+            | FileNode::TopicStream(..)
+            | FileNode::GroupNext(..)
+            | FileNode::ByKey(..)
+            | FileNode::TopicByKey(..) => {
                 // Without an inode yet (0) there is nothing to pin the resolution to.
                 let stream = if ino == 0 { self.resolve(node)? } else { self.pinned(ino, node)? };
                 return self.stream_attr(ino, node, &stream);
             }
         };
-        Ok(AttrReply { attr: self.attr(ino, kind, size, perm, mtime), ttl })
+        Ok(AttrReply { attr: self.attr(ino, FileKind::RegularFile, size, perm, mtime), ttl })
     }
 
     fn attr(&self, ino: u64, kind: FileKind, size: u64, perm: u16, mtime: SystemTime) -> Attr {
@@ -424,10 +433,12 @@ impl TopicFs {
         };
         let size = size.unwrap_or(0);
         let mut mtime = match (node, node.partition_id()) {
-            (Node::TopicStream(topic, _) | Node::TopicByKey(topic, _), _) => {
-                self.topic_mtime(topic)?
-            }
-            (Node::GroupNext(id, ..), _) => self.partition(id)?.last_modified()?,
+            (
+                Node::File(FileNode::TopicStream(topic, _))
+                | Node::File(FileNode::TopicByKey(topic, _)),
+                _,
+            ) => self.topic_mtime(topic)?,
+            (Node::File(FileNode::GroupNext(id, ..)), _) => self.partition(id)?.last_modified()?,
             (_, Some(id)) => self.partition(id)?.last_modified()?,
             (_, None) => return Err(Error::StaleHandle),
         };

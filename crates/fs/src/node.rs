@@ -112,245 +112,289 @@ impl StreamDir {
     }
 }
 
-/// Everything the filesystem can show. Each variant maps to exactly one inode while the kernel
-/// remembers it (see [`super::inode::InodeTable`]).
+/// Everything the filesystem can show: a directory or a file. Each node maps to exactly one
+/// inode while the kernel remembers it (see [`super::inode::InodeTable`]).
+///
+/// The two kinds are two enums so that what holds for every directory (it is listed, it is
+/// not opened as a file) or every file (it has no children) is said once, while each
+/// operation still matches every kind of its side exhaustively: a new node forces a decision
+/// wherever its kind is handled.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Node {
+    Dir(DirNode),
+    File(FileNode),
+}
+
+/// The directories of the tree.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum DirNode {
     Root,
+    Topic(String),
+    /// `<topic>/offsets/`: offsets of every partition for a time.
+    OffsetsDir(String),
+    /// `<topic>/by-time/`: streams of every partition merged by timestamp.
+    TopicByTimeDir(String),
+    Partition(PartitionId),
+    ByOffsetDir(PartitionId),
+    ByTimeDir(PartitionId),
+    SegmentsDir(PartitionId),
+    /// `<topic>/groups/`: the groups with committed offsets for the topic.
+    GroupsDir(String),
+    /// `<topic>/groups/<group>/` (topic, group).
+    Group(String, String),
+    /// `<topic>/groups/<group>/<p>/` (partition, group).
+    GroupPartition(PartitionId, String),
+    /// `<topic>/<p>/by-key/`: records by key (only with a key index).
+    ByKeyDir(PartitionId),
+    /// `<topic>/<p>/latest/`: the last record of each key.
+    LatestDir(PartitionId),
+    /// `<topic>/by-key/`: records by key over the topic's partitions.
+    TopicByKeyDir(String),
+    /// `<topic>/schemas/`: the topic's subjects (`<topic>-key`, `<topic>-value`).
+    SchemasDir(String),
+    /// `<topic>/schemas/<subject>/` (topic, subject).
+    SchemaSubject(String, String),
+}
+
+/// The files of the tree.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum FileNode {
     /// `@info` at the root: the mount's log dirs and their state.
     MountInfo,
     /// `@log` at the root: the mount's most recent warnings and errors.
     MountLog,
-    Topic(String),
     TopicInfo(String),
     /// `<topic>/config`: the topic's settings; writing changes its overrides.
     TopicConfig(String),
-    /// `<topic>/offsets/`: offsets of every partition for a time.
-    OffsetsDir(String),
     /// `<topic>/offsets/<time>`; the name as written in the path.
     Offsets(String, String),
-    /// `<topic>/by-time/`: streams of every partition merged by timestamp.
-    TopicByTimeDir(String),
     /// `<topic>/by-time/<spec>`; the name as written in the path.
     TopicStream(String, String),
     /// `<topic>/append`: lines routed to partitions by Kafka's default partitioner.
     TopicAppend(String),
     /// `<topic>/append.json`: envelopes routed to partitions by key.
     TopicAppendJson(String),
-    Partition(PartitionId),
     PartitionInfo(PartitionId),
-    ByOffsetDir(PartitionId),
-    ByTimeDir(PartitionId),
     /// A stream file; the name is the spec exactly as written in the path (`-10.json`).
     Stream(PartitionId, StreamDir, String),
     Append(PartitionId),
     AppendJson(PartitionId),
-    SegmentsDir(PartitionId),
     SegmentFile(PartitionId, Offset, SegmentFileKind),
     /// `segments/<base>.<ext>.dump`: the segment file in `kafka-dump-log.sh`'s words.
     SegmentDump(PartitionId, Offset, SegmentFileKind),
     /// `<topic>/<p>/check`: the partition's check report.
     PartitionCheck(PartitionId),
-    /// `<topic>/groups/`: the groups with committed offsets for the topic.
-    GroupsDir(String),
-    /// `<topic>/groups/<group>/` (topic, group).
-    Group(String, String),
     /// `<topic>/groups/<group>/offsets`: committed offsets and lag; writing commits.
     GroupOffsets(String, String),
     /// `<topic>/groups/<group>/auto.offset.reset`: `earliest` or `latest`.
     GroupReset(String, String),
-    /// `<topic>/groups/<group>/<p>/` (partition, group).
-    GroupPartition(PartitionId, String),
     /// `<topic>/groups/<group>/<p>/next[.json|.raw]` (partition, group, name): records from the
     /// committed offset to the end as of resolution.
     GroupNext(PartitionId, String, String),
-    /// `<topic>/<p>/by-key/`: records by key (only with a key index).
-    ByKeyDir(PartitionId),
     /// `<topic>/<p>/by-key/<key>[.json|.raw]`; the name as written in the path.
     ByKey(PartitionId, String),
-    /// `<topic>/<p>/latest/`: the last record of each key.
-    LatestDir(PartitionId),
     /// `<topic>/<p>/latest/<key>[.json]`; the name as written in the path.
     Latest(PartitionId, String),
     /// `<topic>/<p>/keys`: the distinct keys with their record counts.
     Keys(PartitionId),
-    /// `<topic>/by-key/`: records by key over the topic's partitions.
-    TopicByKeyDir(String),
     /// `<topic>/by-key/<key>[.json]`; the name as written in the path.
     TopicByKey(String, String),
-    /// `<topic>/schemas/`: the topic's subjects (`<topic>-key`, `<topic>-value`).
-    SchemasDir(String),
-    /// `<topic>/schemas/<subject>/` (topic, subject).
-    SchemaSubject(String, String),
     /// `<topic>/schemas/<subject>/<version>`, `latest` or `versions` (topic, subject, name).
     SchemaFile(String, String, String),
 }
 
 impl Node {
+    /// The root directory.
+    pub const ROOT: Node = Node::Dir(DirNode::Root);
+
     /// Whether this node is a directory.
     pub fn is_dir(&self) -> bool {
-        match self {
-            Node::Root
-            | Node::Topic(_)
-            | Node::OffsetsDir(_)
-            | Node::TopicByTimeDir(_)
-            | Node::Partition(_)
-            | Node::ByOffsetDir(_)
-            | Node::ByTimeDir(_)
-            | Node::SegmentsDir(_)
-            | Node::GroupsDir(_)
-            | Node::Group(..)
-            | Node::GroupPartition(..)
-            | Node::ByKeyDir(_)
-            | Node::LatestDir(_)
-            | Node::TopicByKeyDir(_)
-            | Node::SchemasDir(_)
-            | Node::SchemaSubject(..) => true,
-            Node::SchemaFile(..) => false,
-            Node::GroupOffsets(..) | Node::GroupReset(..) | Node::GroupNext(..) => false,
-            Node::ByKey(..) | Node::Latest(..) | Node::Keys(_) | Node::TopicByKey(..) => false,
-            Node::MountInfo
-            | Node::MountLog
-            | Node::TopicInfo(_)
-            | Node::TopicConfig(_)
-            | Node::Offsets(..)
-            | Node::TopicStream(..)
-            | Node::TopicAppend(_)
-            | Node::TopicAppendJson(_)
-            | Node::PartitionInfo(_)
-            | Node::Stream(..)
-            | Node::Append(_)
-            | Node::AppendJson(_)
-            | Node::SegmentFile(..)
-            | Node::SegmentDump(..)
-            | Node::PartitionCheck(_) => false,
-        }
+        matches!(self, Node::Dir(_))
     }
 
     /// The directory holding this node (the root is its own parent, as `/..` is `/`).
-    pub fn parent(&self) -> Node {
+    pub fn parent(&self) -> DirNode {
         match self {
-            Node::Root | Node::MountInfo | Node::MountLog | Node::Topic(_) => Node::Root,
-            Node::TopicInfo(topic)
-            | Node::TopicConfig(topic)
-            | Node::OffsetsDir(topic)
-            | Node::TopicByTimeDir(topic)
-            | Node::TopicAppend(topic)
-            | Node::TopicAppendJson(topic) => Node::Topic(topic.clone()),
-            Node::Offsets(topic, _) => Node::OffsetsDir(topic.clone()),
-            Node::TopicStream(topic, _) => Node::TopicByTimeDir(topic.clone()),
-            Node::Partition(id) => Node::Topic(id.topic.clone()),
-            Node::PartitionInfo(id)
-            | Node::PartitionCheck(id)
-            | Node::ByOffsetDir(id)
-            | Node::ByTimeDir(id)
-            | Node::Append(id)
-            | Node::AppendJson(id)
-            | Node::SegmentsDir(id) => Node::Partition(id.clone()),
-            Node::Stream(id, StreamDir::ByOffset, _) => Node::ByOffsetDir(id.clone()),
-            Node::Stream(id, StreamDir::ByTime, _) => Node::ByTimeDir(id.clone()),
-            Node::SegmentFile(id, ..) | Node::SegmentDump(id, ..) => Node::SegmentsDir(id.clone()),
-            Node::GroupsDir(topic) => Node::Topic(topic.clone()),
-            Node::Group(topic, _) => Node::GroupsDir(topic.clone()),
-            Node::GroupOffsets(topic, group) | Node::GroupReset(topic, group) => {
-                Node::Group(topic.clone(), group.clone())
-            }
-            Node::GroupPartition(id, group) => Node::Group(id.topic.clone(), group.clone()),
-            Node::GroupNext(id, group, _) => Node::GroupPartition(id.clone(), group.clone()),
-            Node::ByKeyDir(id) | Node::LatestDir(id) | Node::Keys(id) => {
-                Node::Partition(id.clone())
-            }
-            Node::ByKey(id, _) => Node::ByKeyDir(id.clone()),
-            Node::Latest(id, _) => Node::LatestDir(id.clone()),
-            Node::TopicByKeyDir(topic) => Node::Topic(topic.clone()),
-            Node::TopicByKey(topic, _) => Node::TopicByKeyDir(topic.clone()),
-            Node::SchemasDir(topic) => Node::Topic(topic.clone()),
-            Node::SchemaSubject(topic, _) => Node::SchemasDir(topic.clone()),
-            Node::SchemaFile(topic, subject, _) => {
-                Node::SchemaSubject(topic.clone(), subject.clone())
-            }
+            Node::Dir(dir) => dir.parent(),
+            Node::File(file) => file.parent(),
         }
     }
 
     /// The partition this node belongs to, if it is inside a partition directory.
     pub fn partition_id(&self) -> Option<&PartitionId> {
         match self {
-            Node::Root
-            | Node::MountInfo
-            | Node::MountLog
-            | Node::Topic(_)
-            | Node::TopicInfo(_)
-            | Node::TopicConfig(_)
-            | Node::OffsetsDir(_)
-            | Node::Offsets(..)
-            | Node::TopicByTimeDir(_)
-            | Node::TopicStream(..)
-            | Node::TopicAppend(_)
-            | Node::TopicAppendJson(_)
-            | Node::GroupsDir(_)
-            | Node::Group(..)
-            | Node::GroupOffsets(..)
-            | Node::GroupReset(..)
-            | Node::GroupPartition(..)
-            | Node::GroupNext(..)
-            | Node::TopicByKeyDir(_)
-            | Node::TopicByKey(..)
-            | Node::SchemasDir(_)
-            | Node::SchemaSubject(..)
-            | Node::SchemaFile(..) => None,
-            Node::Partition(id)
-            | Node::PartitionInfo(id)
-            | Node::ByOffsetDir(id)
-            | Node::ByTimeDir(id)
-            | Node::Stream(id, ..)
-            | Node::Append(id)
-            | Node::AppendJson(id)
-            | Node::SegmentsDir(id)
-            | Node::SegmentFile(id, ..)
-            | Node::SegmentDump(id, ..)
-            | Node::PartitionCheck(id)
-            | Node::ByKeyDir(id)
-            | Node::ByKey(id, _)
-            | Node::LatestDir(id)
-            | Node::Latest(id, _)
-            | Node::Keys(id) => Some(id),
+            Node::Dir(dir) => dir.partition_id(),
+            Node::File(file) => file.partition_id(),
+        }
+    }
+}
+
+impl DirNode {
+    /// The directory holding this one (the root is its own parent).
+    pub fn parent(&self) -> DirNode {
+        match self {
+            DirNode::Root | DirNode::Topic(_) => DirNode::Root,
+            DirNode::OffsetsDir(topic)
+            | DirNode::TopicByTimeDir(topic)
+            | DirNode::GroupsDir(topic)
+            | DirNode::TopicByKeyDir(topic)
+            | DirNode::SchemasDir(topic) => DirNode::Topic(topic.clone()),
+            DirNode::Partition(id) => DirNode::Topic(id.topic.clone()),
+            DirNode::ByOffsetDir(id)
+            | DirNode::ByTimeDir(id)
+            | DirNode::SegmentsDir(id)
+            | DirNode::ByKeyDir(id)
+            | DirNode::LatestDir(id) => DirNode::Partition(id.clone()),
+            DirNode::Group(topic, _) => DirNode::GroupsDir(topic.clone()),
+            DirNode::GroupPartition(id, group) => DirNode::Group(id.topic.clone(), group.clone()),
+            DirNode::SchemaSubject(topic, _) => DirNode::SchemasDir(topic.clone()),
         }
     }
 
-    /// The fixed-name child of a topic directory other than a partition, if `name` is one.
-    pub fn topic_child(topic: &str, name: &str) -> Option<Node> {
-        let topic = topic.to_string();
-        Some(match name {
-            INFO => Node::TopicInfo(topic),
-            CONFIG => Node::TopicConfig(topic),
-            OFFSETS => Node::OffsetsDir(topic),
-            BY_TIME => Node::TopicByTimeDir(topic),
-            APPEND => Node::TopicAppend(topic),
-            APPEND_JSON => Node::TopicAppendJson(topic),
-            GROUPS => Node::GroupsDir(topic),
-            BY_KEY => Node::TopicByKeyDir(topic),
-            SCHEMAS => Node::SchemasDir(topic),
-            _ => return None,
-        })
+    /// The partition this directory belongs to, if it is inside a partition directory.
+    pub fn partition_id(&self) -> Option<&PartitionId> {
+        match self {
+            DirNode::Root
+            | DirNode::Topic(_)
+            | DirNode::OffsetsDir(_)
+            | DirNode::TopicByTimeDir(_)
+            | DirNode::GroupsDir(_)
+            | DirNode::Group(..)
+            | DirNode::GroupPartition(..)
+            | DirNode::TopicByKeyDir(_)
+            | DirNode::SchemasDir(_)
+            | DirNode::SchemaSubject(..) => None,
+            DirNode::Partition(id)
+            | DirNode::ByOffsetDir(id)
+            | DirNode::ByTimeDir(id)
+            | DirNode::SegmentsDir(id)
+            | DirNode::ByKeyDir(id)
+            | DirNode::LatestDir(id) => Some(id),
+        }
+    }
+}
+
+impl FileNode {
+    /// The directory holding this file.
+    pub fn parent(&self) -> DirNode {
+        match self {
+            FileNode::MountInfo | FileNode::MountLog => DirNode::Root,
+            FileNode::TopicInfo(topic)
+            | FileNode::TopicConfig(topic)
+            | FileNode::TopicAppend(topic)
+            | FileNode::TopicAppendJson(topic) => DirNode::Topic(topic.clone()),
+            FileNode::Offsets(topic, _) => DirNode::OffsetsDir(topic.clone()),
+            FileNode::TopicStream(topic, _) => DirNode::TopicByTimeDir(topic.clone()),
+            FileNode::PartitionInfo(id)
+            | FileNode::PartitionCheck(id)
+            | FileNode::Append(id)
+            | FileNode::AppendJson(id)
+            | FileNode::Keys(id) => DirNode::Partition(id.clone()),
+            FileNode::Stream(id, StreamDir::ByOffset, _) => DirNode::ByOffsetDir(id.clone()),
+            FileNode::Stream(id, StreamDir::ByTime, _) => DirNode::ByTimeDir(id.clone()),
+            FileNode::SegmentFile(id, ..) | FileNode::SegmentDump(id, ..) => {
+                DirNode::SegmentsDir(id.clone())
+            }
+            FileNode::GroupOffsets(topic, group) | FileNode::GroupReset(topic, group) => {
+                DirNode::Group(topic.clone(), group.clone())
+            }
+            FileNode::GroupNext(id, group, _) => DirNode::GroupPartition(id.clone(), group.clone()),
+            FileNode::ByKey(id, _) => DirNode::ByKeyDir(id.clone()),
+            FileNode::Latest(id, _) => DirNode::LatestDir(id.clone()),
+            FileNode::TopicByKey(topic, _) => DirNode::TopicByKeyDir(topic.clone()),
+            FileNode::SchemaFile(topic, subject, _) => {
+                DirNode::SchemaSubject(topic.clone(), subject.clone())
+            }
+        }
     }
 
-    /// The fixed-name child of a partition directory, if `name` is one.
-    pub fn partition_child(id: &PartitionId, name: &str) -> Option<Node> {
-        let id = id.clone();
-        Some(match name {
-            INFO => Node::PartitionInfo(id),
-            CHECK => Node::PartitionCheck(id),
-            BY_OFFSET => Node::ByOffsetDir(id),
-            BY_TIME => Node::ByTimeDir(id),
-            APPEND => Node::Append(id),
-            APPEND_JSON => Node::AppendJson(id),
-            SEGMENTS => Node::SegmentsDir(id),
-            BY_KEY => Node::ByKeyDir(id),
-            LATEST => Node::LatestDir(id),
-            KEYS => Node::Keys(id),
-            _ => return None,
-        })
+    /// The partition this file belongs to, if it is inside a partition directory.
+    pub fn partition_id(&self) -> Option<&PartitionId> {
+        match self {
+            FileNode::MountInfo
+            | FileNode::MountLog
+            | FileNode::TopicInfo(_)
+            | FileNode::TopicConfig(_)
+            | FileNode::Offsets(..)
+            | FileNode::TopicStream(..)
+            | FileNode::TopicAppend(_)
+            | FileNode::TopicAppendJson(_)
+            | FileNode::GroupOffsets(..)
+            | FileNode::GroupReset(..)
+            | FileNode::GroupNext(..)
+            | FileNode::TopicByKey(..)
+            | FileNode::SchemaFile(..) => None,
+            FileNode::PartitionInfo(id)
+            | FileNode::Stream(id, ..)
+            | FileNode::Append(id)
+            | FileNode::AppendJson(id)
+            | FileNode::SegmentFile(id, ..)
+            | FileNode::SegmentDump(id, ..)
+            | FileNode::PartitionCheck(id)
+            | FileNode::ByKey(id, _)
+            | FileNode::Latest(id, _)
+            | FileNode::Keys(id) => Some(id),
+        }
     }
+}
+
+/// What a fixed-name child needs of its topic or partition to exist (and be listed).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Needs {
+    /// Nothing: it exists with its parent.
+    Nothing,
+    /// A mount with consumer groups.
+    Groups,
+    /// A mount with schemas.
+    Schemas,
+    /// A key index ([`topicfs_source::PartitionSource::key_index`]): of the partition, or of
+    /// every partition of the topic.
+    KeyIndex,
+    /// Segment files ([`topicfs_source::PartitionSource::segment_files`]).
+    SegmentFiles,
+}
+
+/// The fixed-name children of a topic directory (besides its partitions), in listing order,
+/// with what each needs to exist: the one list lookups and listings both read.
+pub fn topic_children(topic: &str) -> [(&'static str, Node, Needs); 9] {
+    let t = || topic.to_string();
+    [
+        (INFO, Node::File(FileNode::TopicInfo(t())), Needs::Nothing),
+        (CONFIG, Node::File(FileNode::TopicConfig(t())), Needs::Nothing),
+        (OFFSETS, Node::Dir(DirNode::OffsetsDir(t())), Needs::Nothing),
+        (BY_TIME, Node::Dir(DirNode::TopicByTimeDir(t())), Needs::Nothing),
+        (APPEND, Node::File(FileNode::TopicAppend(t())), Needs::Nothing),
+        (APPEND_JSON, Node::File(FileNode::TopicAppendJson(t())), Needs::Nothing),
+        (GROUPS, Node::Dir(DirNode::GroupsDir(t())), Needs::Groups),
+        (BY_KEY, Node::Dir(DirNode::TopicByKeyDir(t())), Needs::KeyIndex),
+        (SCHEMAS, Node::Dir(DirNode::SchemasDir(t())), Needs::Schemas),
+    ]
+}
+
+/// The fixed-name children of a partition directory, in listing order, with what each needs
+/// to exist: the one list lookups and listings both read.
+pub fn partition_children(id: &PartitionId) -> [(&'static str, Node, Needs); 10] {
+    let i = || id.clone();
+    [
+        (INFO, Node::File(FileNode::PartitionInfo(i())), Needs::Nothing),
+        (BY_OFFSET, Node::Dir(DirNode::ByOffsetDir(i())), Needs::Nothing),
+        (BY_TIME, Node::Dir(DirNode::ByTimeDir(i())), Needs::Nothing),
+        (APPEND, Node::File(FileNode::Append(i())), Needs::Nothing),
+        (APPEND_JSON, Node::File(FileNode::AppendJson(i())), Needs::Nothing),
+        (SEGMENTS, Node::Dir(DirNode::SegmentsDir(i())), Needs::SegmentFiles),
+        (CHECK, Node::File(FileNode::PartitionCheck(i())), Needs::SegmentFiles),
+        (BY_KEY, Node::Dir(DirNode::ByKeyDir(i())), Needs::KeyIndex),
+        (LATEST, Node::Dir(DirNode::LatestDir(i())), Needs::KeyIndex),
+        (KEYS, Node::File(FileNode::Keys(i())), Needs::KeyIndex),
+    ]
+}
+
+/// The child named `name` in `children` ([`topic_children`], [`partition_children`]).
+pub fn fixed_child<const N: usize>(
+    children: [(&'static str, Node, Needs); N],
+    name: &str,
+) -> Option<(Node, Needs)> {
+    children.into_iter().find(|(n, ..)| *n == name).map(|(_, node, needs)| (node, needs))
 }
 
 /// Parses a partition directory name: a decimal number without sign or leading zeros (`0`, `7`,
@@ -427,30 +471,44 @@ mod tests {
     }
 
     #[test]
-    fn every_node_has_a_directory_parent() {
+    fn every_node_leads_up_to_the_root() {
         let id = PartitionId { topic: "t".into(), partition: 3 };
-        let nodes = [
-            Node::Topic("t".into()),
-            Node::TopicInfo("t".into()),
-            Node::Partition(id.clone()),
-            Node::PartitionInfo(id.clone()),
-            Node::Stream(id.clone(), StreamDir::ByTime, "-1h".into()),
-            Node::Offsets("t".into(), "-1".into()),
-            Node::TopicStream("t".into(), "-1h.json".into()),
-            Node::TopicAppend("t".into()),
-            Node::SegmentFile(id.clone(), Offset(0), SegmentFileKind::Log),
-            Node::GroupsDir("t".into()),
-            Node::GroupOffsets("t".into(), "g".into()),
-            Node::GroupReset("t".into(), "g".into()),
-            Node::GroupNext(id.clone(), "g".into(), "next.json".into()),
-            Node::ByKey(id.clone(), "user-42.json".into()),
-            Node::Latest(id.clone(), "%null".into()),
-            Node::Keys(id.clone()),
-            Node::TopicByKey("t".into(), "k.json".into()),
+        let mut nodes = vec![
+            Node::File(FileNode::Stream(id.clone(), StreamDir::ByTime, "-1h".into())),
+            Node::File(FileNode::Offsets("t".into(), "-1".into())),
+            Node::File(FileNode::TopicStream("t".into(), "-1h.json".into())),
+            Node::File(FileNode::SegmentFile(id.clone(), Offset(0), SegmentFileKind::Log)),
+            Node::File(FileNode::GroupOffsets("t".into(), "g".into())),
+            Node::File(FileNode::GroupReset("t".into(), "g".into())),
+            Node::File(FileNode::GroupNext(id.clone(), "g".into(), "next.json".into())),
+            Node::File(FileNode::ByKey(id.clone(), "user-42.json".into())),
+            Node::File(FileNode::Latest(id.clone(), "%null".into())),
+            Node::File(FileNode::TopicByKey("t".into(), "k.json".into())),
+            Node::File(FileNode::SchemaFile("t".into(), "t-value".into(), "1".into())),
         ];
+        nodes.extend(topic_children("t").into_iter().map(|(_, node, _)| node));
+        nodes.extend(partition_children(&id).into_iter().map(|(_, node, _)| node));
         for node in nodes {
-            assert!(node.parent().is_dir(), "{node:?}");
+            let mut dir = node.parent();
+            for _ in 0..6 {
+                dir = dir.parent();
+            }
+            assert_eq!(dir, DirNode::Root, "{node:?}");
         }
-        assert_eq!(Node::Root.parent(), Node::Root);
+        assert_eq!(Node::ROOT.parent(), DirNode::Root);
+    }
+
+    #[test]
+    fn fixed_children_are_children_of_their_directory() {
+        let id = PartitionId { topic: "t".into(), partition: 3 };
+        for (name, node, _) in topic_children("t") {
+            assert_eq!(node.parent(), DirNode::Topic("t".into()), "{name}");
+            assert_eq!(fixed_child(topic_children("t"), name).map(|c| c.0), Some(node));
+        }
+        for (name, node, _) in partition_children(&id) {
+            assert_eq!(node.parent(), DirNode::Partition(id.clone()), "{name}");
+            assert_eq!(fixed_child(partition_children(&id), name).map(|c| c.0), Some(node));
+        }
+        assert_eq!(fixed_child(topic_children("t"), "0"), None);
     }
 }

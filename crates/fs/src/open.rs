@@ -14,7 +14,7 @@ use topicfs_view::topic as topic_view;
 use super::append::{AppendFormat, AppendState, AppendTarget};
 use super::attr::{OpenRequest, Opened};
 use super::handle::{Handle, StreamRef};
-use super::node::{Node, StreamDir};
+use super::node::{FileNode, Node, StreamDir};
 use super::{Pin, TRIM_AFTER, TopicFs, describe, now_ms, segment_file_size};
 
 /// `NotPermitted` (`EPERM`) for a write open of an internal topic's `append` or `append.json`
@@ -47,34 +47,21 @@ impl TopicFs {
             |fh| Opened { fh, direct_io: true, keep_cache: false, backing: None, no_flush: true };
         // `append` files flush their pending partial line at each close.
         let append = |fh| Opened { no_flush: false, ..direct(fh) };
-        match &node {
-            Node::Root
-            | Node::Topic(_)
-            | Node::OffsetsDir(_)
-            | Node::TopicByTimeDir(_)
-            | Node::Partition(_)
-            | Node::ByOffsetDir(_)
-            | Node::ByTimeDir(_)
-            | Node::SegmentsDir(_)
-            | Node::GroupsDir(_)
-            | Node::Group(..)
-            | Node::GroupPartition(..)
-            | Node::ByKeyDir(_)
-            | Node::LatestDir(_)
-            | Node::TopicByKeyDir(_)
-            | Node::SchemasDir(_)
-            | Node::SchemaSubject(..) => Err(Error::Unsupported("open of a directory as a file")),
-            Node::Latest(..) => {
+        let Node::File(file) = &node else {
+            return Err(Error::Unsupported("open of a directory as a file"));
+        };
+        match file {
+            FileNode::Latest(..) => {
                 self.refuse_write(request, "writing a latest file")?;
                 let text = self.latest_text(&node)?;
                 Ok(direct(self.handles.insert(Handle::Text(text))))
             }
-            Node::Keys(id) => {
+            FileNode::Keys(id) => {
                 self.refuse_write(request, "writing a keys file")?;
                 let reader = self.keys_reader(id)?;
                 Ok(direct(self.handles.insert(Handle::Keys(reader))))
             }
-            Node::GroupOffsets(..) | Node::GroupReset(..) => {
+            FileNode::GroupOffsets(..) | FileNode::GroupReset(..) => {
                 if request.write || request.truncate {
                     self.check_writable()?;
                 }
@@ -82,7 +69,7 @@ impl TopicFs {
                 let handle = Handle::Group { node: node.clone(), text };
                 Ok(append(self.handles.insert(handle)))
             }
-            Node::TopicConfig(topic) => {
+            FileNode::TopicConfig(topic) => {
                 if request.write || request.truncate {
                     self.check_writable()?;
                 }
@@ -90,33 +77,36 @@ impl TopicFs {
                 let handle = super::config::ConfigHandle::new(topic.clone(), text);
                 Ok(append(self.handles.insert(Handle::Config(handle))))
             }
-            Node::SchemaFile(..) => {
+            FileNode::SchemaFile(..) => {
                 self.refuse_write(request, "writing a schema file")?;
                 let text = self.schema_text(&node)?;
                 Ok(direct(self.handles.insert(Handle::Text(text.into_bytes()))))
             }
-            Node::MountInfo | Node::MountLog | Node::TopicInfo(_) | Node::PartitionInfo(_) => {
+            FileNode::MountInfo
+            | FileNode::MountLog
+            | FileNode::TopicInfo(_)
+            | FileNode::PartitionInfo(_) => {
                 self.refuse_write(request, "writing an info file")?;
                 let text = self.info_text(&node)?;
                 Ok(direct(self.handles.insert(Handle::Text(text.into_bytes()))))
             }
-            Node::SegmentDump(..) | Node::PartitionCheck(_) => {
+            FileNode::SegmentDump(..) | FileNode::PartitionCheck(_) => {
                 self.refuse_write(request, "writing an inspection file")?;
                 let reader = InspectionReader::new(self.inspection(&node)?);
                 Ok(direct(self.handles.insert(Handle::Inspection(reader))))
             }
-            Node::Offsets(..) => {
+            FileNode::Offsets(..) => {
                 self.refuse_write(request, "writing an offsets file")?;
                 let text = self.offsets_text(&node)?;
                 Ok(direct(self.handles.insert(Handle::Text(text.into_bytes()))))
             }
-            Node::TopicAppend(topic) | Node::TopicAppendJson(topic) => {
+            FileNode::TopicAppend(topic) | FileNode::TopicAppendJson(topic) => {
                 if request.write || request.truncate {
                     self.check_writable()?;
                     refuse_internal_append(topic)?;
                 }
-                let format = match node {
-                    Node::TopicAppendJson(_) => AppendFormat::Json,
+                let format = match file {
+                    FileNode::TopicAppendJson(_) => AppendFormat::Json,
                     _ => AppendFormat::Lines,
                 };
                 // The topic must exist now; its partition count is read at every write.
@@ -127,11 +117,11 @@ impl TopicFs {
                     .with_schemas(self.schemas().cloned());
                 Ok(append(self.handles.insert(Handle::Append(Box::new(Mutex::new(state))))))
             }
-            Node::Stream(..)
-            | Node::TopicStream(..)
-            | Node::GroupNext(..)
-            | Node::ByKey(..)
-            | Node::TopicByKey(..) => {
+            FileNode::Stream(..)
+            | FileNode::TopicStream(..)
+            | FileNode::GroupNext(..)
+            | FileNode::ByKey(..)
+            | FileNode::TopicByKey(..) => {
                 self.refuse_write(request, "writing a stream")?;
                 let stream = self.open_pinned(ino, &node)?;
                 let ahead = stream.read_ahead(&self.ahead);
@@ -141,7 +131,7 @@ impl TopicFs {
                 open.1 = open.1.max(open.0);
                 if self.auto_commit
                     && !self.options.read_only
-                    && matches!(node, Node::GroupNext(..))
+                    && matches!(file, FileNode::GroupNext(..))
                 {
                     lock(&self.read_to).insert(fh, 0);
                     // The commit happens at `flush`, which `close()` waits for (`release` is
@@ -150,7 +140,7 @@ impl TopicFs {
                 }
                 Ok(direct(fh))
             }
-            Node::SegmentFile(id, base_offset, kind) => {
+            FileNode::SegmentFile(id, base_offset, kind) => {
                 self.refuse_write(request, "writing a segment file")?;
                 // Fails with NotFound once retention deleted the segment.
                 let segment = self.segment(id, *base_offset)?;
@@ -180,13 +170,13 @@ impl TopicFs {
                     None => direct(fh),
                 })
             }
-            Node::Append(id) | Node::AppendJson(id) => {
+            FileNode::Append(id) | FileNode::AppendJson(id) => {
                 if request.write || request.truncate {
                     self.check_writable()?;
                     refuse_internal_append(&id.topic)?;
                 }
-                let format = match node {
-                    Node::AppendJson(_) => AppendFormat::Json,
+                let format = match file {
+                    FileNode::AppendJson(_) => AppendFormat::Json,
                     _ => AppendFormat::Lines,
                 };
                 let partition = self.partition(id)?;
@@ -299,19 +289,19 @@ impl TopicFs {
 
     /// Resolves a stream node now.
     pub(super) fn resolve(&self, node: &Node) -> Result<StreamRef> {
-        if matches!(node, Node::ByKey(..) | Node::TopicByKey(..)) {
+        if matches!(node, Node::File(FileNode::ByKey(..)) | Node::File(FileNode::TopicByKey(..))) {
             return self.resolve_key(node);
         }
-        if let Node::GroupNext(id, group, name) = node {
+        if let Node::File(FileNode::GroupNext(id, group, name)) = node {
             return self.resolve_next(id, group, name).map(StreamRef::Partition);
         }
-        if let Node::TopicStream(topic, name) = node {
+        if let Node::File(FileNode::TopicStream(topic, name)) = node {
             let spec = topic_view::parse_topic_by_time(name)?;
             let source = Arc::clone(&self.source);
             let stream = self.topics.open_stream(source, topic, &spec, now_ms())?;
             return Ok(StreamRef::Topic(stream));
         }
-        let Node::Stream(id, dir, name) = node else {
+        let Node::File(FileNode::Stream(id, dir, name)) = node else {
             return Err(Error::NotFound(format!("{} is not a stream", describe(node))));
         };
         let spec = match dir {

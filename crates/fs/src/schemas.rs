@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use super::TopicFs;
-use super::node::Node;
+use super::node::{DirNode, FileNode, Node};
 use topicfs_source::error::{Error, Result};
 use topicfs_view::schemas::Schemas;
 
@@ -38,7 +38,7 @@ impl TopicFs {
 
     /// The subjects `<topic>/schemas/` lists: those of the topic with a version.
     pub(super) fn schema_subjects(&self, topic: &str) -> Result<Vec<String>> {
-        let node = Node::SchemasDir(topic.to_string());
+        let node = Node::Dir(DirNode::SchemasDir(topic.to_string()));
         let schemas = self.schemas_or_absent(&node)?;
         self.source.partitions(topic)?;
         let known = schemas.source().subjects()?;
@@ -57,7 +57,7 @@ impl TopicFs {
     /// The names in `<topic>/schemas/<subject>/`.
     pub(super) fn schema_file_names(&self, topic: &str, subject: &str) -> Result<Vec<String>> {
         self.check_schema_subject(topic, subject)?;
-        let node = Node::SchemaSubject(topic.to_string(), subject.to_string());
+        let node = Node::Dir(DirNode::SchemaSubject(topic.to_string(), subject.to_string()));
         let versions = self.schemas_or_absent(&node)?.source().versions(subject)?;
         let mut names: Vec<String> = versions.iter().map(|(v, _)| v.to_string()).collect();
         names.push(LATEST.to_string());
@@ -67,7 +67,7 @@ impl TopicFs {
 
     /// The text of `<topic>/schemas/<subject>/<name>` now.
     pub(super) fn schema_text(&self, node: &Node) -> Result<String> {
-        let Node::SchemaFile(topic, subject, name) = node else {
+        let Node::File(FileNode::SchemaFile(topic, subject, name)) = node else {
             return Err(Error::NotFound(format!("{} is not a schema file", super::describe(node))));
         };
         self.check_schema_subject(topic, subject)?;
