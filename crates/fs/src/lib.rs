@@ -60,6 +60,7 @@ mod lookup;
 mod open;
 mod readdir;
 mod schemas;
+mod subtree;
 mod write;
 
 use std::collections::HashMap;
@@ -83,6 +84,7 @@ use topicfs_view::topic::TopicViews;
 use handle::{HandleTable, StreamRef};
 use inode::InodeTable;
 use node::{DirNode, FileNode, INFO, Node, PartitionId};
+use subtree::{SubtreeDir, SubtreeFile};
 
 /// Stream handles open at once from which closing half of them gives freed memory back to the
 /// system ([`TopicFs::release`]).
@@ -399,13 +401,8 @@ pub fn describe(node: &Node) -> String {
         Node::Dir(DirNode::Root) => "/".to_string(),
         Node::File(FileNode::MountInfo) => node::MOUNT_INFO.to_string(),
         Node::File(FileNode::MountLog) => node::MOUNT_LOG.to_string(),
-        Node::Dir(DirNode::SchemasDir(topic)) => format!("{topic}/{}", node::SCHEMAS),
-        Node::Dir(DirNode::SchemaSubject(topic, subject)) => {
-            format!("{topic}/{}/{subject}", node::SCHEMAS)
-        }
-        Node::File(FileNode::SchemaFile(topic, subject, name)) => {
-            format!("{topic}/{}/{subject}/{name}", node::SCHEMAS)
-        }
+        Node::Dir(DirNode::Schemas(dir)) => dir.path(),
+        Node::File(FileNode::Schemas(file)) => file.path(),
         Node::Dir(DirNode::Topic(topic)) => topic.clone(),
         Node::File(FileNode::TopicInfo(topic)) => format!("{topic}/{INFO}"),
         Node::File(FileNode::TopicConfig(topic)) => format!("{topic}/{}", node::CONFIG),
@@ -472,14 +469,32 @@ pub fn describe(node: &Node) -> String {
 
 /// Whether a node is a stream file (of a partition, of a topic, or a group's `next`).
 fn is_stream(node: &Node) -> bool {
-    matches!(
-        node,
-        Node::File(FileNode::Stream(..))
-            | Node::File(FileNode::TopicStream(..))
-            | Node::File(FileNode::GroupNext(..))
-            | Node::File(FileNode::ByKey(..))
-            | Node::File(FileNode::TopicByKey(..))
-    )
+    let Node::File(file) = node else { return false };
+    match file {
+        FileNode::Stream(..)
+        | FileNode::TopicStream(..)
+        | FileNode::GroupNext(..)
+        | FileNode::ByKey(..)
+        | FileNode::TopicByKey(..) => true,
+        FileNode::MountInfo
+        | FileNode::MountLog
+        | FileNode::TopicInfo(_)
+        | FileNode::TopicConfig(_)
+        | FileNode::Offsets(..)
+        | FileNode::TopicAppend(_)
+        | FileNode::TopicAppendJson(_)
+        | FileNode::PartitionInfo(_)
+        | FileNode::Append(_)
+        | FileNode::AppendJson(_)
+        | FileNode::SegmentFile(..)
+        | FileNode::SegmentDump(..)
+        | FileNode::PartitionCheck(_)
+        | FileNode::GroupOffsets(..)
+        | FileNode::GroupReset(..)
+        | FileNode::Latest(..)
+        | FileNode::Keys(_) => false,
+        FileNode::Schemas(file) => file.is_stream(),
+    }
 }
 
 /// Size of one file of a segment; `None` when the segment has no such file.

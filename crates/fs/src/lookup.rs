@@ -26,6 +26,7 @@ use super::node::{
     DirNode, FileNode, Needs, Node, PartitionId, StreamDir, fixed_child, parse_partition,
     parse_segment_file_name, partition_children, topic_children,
 };
+use super::subtree::{DirAttr, SubtreeDir, SubtreeFile};
 use super::{TopicFs, describe, is_stream, name_str, segment_file_size};
 
 impl TopicFs {
@@ -126,12 +127,7 @@ impl TopicFs {
             DirNode::Root if name == super::node::MOUNT_INFO => Node::File(FileNode::MountInfo),
             DirNode::Root if name == super::node::MOUNT_LOG => Node::File(FileNode::MountLog),
             DirNode::Root => Node::Dir(DirNode::Topic(name.to_string())),
-            DirNode::SchemasDir(topic) => {
-                Node::Dir(DirNode::SchemaSubject(topic.clone(), name.to_string()))
-            }
-            DirNode::SchemaSubject(topic, subject) => {
-                Node::File(FileNode::SchemaFile(topic.clone(), subject.clone(), name.to_string()))
-            }
+            DirNode::Schemas(dir) => dir.child(self, name)?.ok_or_else(absent)?,
             DirNode::Topic(topic) => match fixed_child(topic_children(topic), name) {
                 Some((node, needs)) => {
                     if !self.topic_offers(topic, needs)? {
@@ -243,7 +239,7 @@ impl TopicFs {
     pub(super) fn attr_of(&self, ino: u64, node: &Node) -> Result<AttrReply> {
         match node {
             Node::Dir(dir) => {
-                let (perm, mtime, ttl) = self.dir_attr(dir)?;
+                let DirAttr { perm, mtime, ttl } = self.dir_attr(dir)?;
                 Ok(AttrReply { attr: self.attr(ino, FileKind::Directory, 0, perm, mtime), ttl })
             }
             Node::File(file) => self.file_attr(ino, node, file),
@@ -251,18 +247,11 @@ impl TopicFs {
     }
 
     /// A directory's permission bits, mtime and attribute TTL, checking that it exists.
-    fn dir_attr(&self, dir: &DirNode) -> Result<(u16, SystemTime, std::time::Duration)> {
+    fn dir_attr(&self, dir: &DirNode) -> Result<DirAttr> {
         let (rw_dir, ro_dir) = (self.dir_perm(true), self.dir_perm(false));
-        Ok(match dir {
+        let (perm, mtime, ttl) = match dir {
             DirNode::Root => (rw_dir, self.started, STABLE_TTL),
-            DirNode::SchemasDir(topic) => {
-                self.schema_subjects(topic)?;
-                (ro_dir, self.topic_mtime(topic)?, DYNAMIC_TTL)
-            }
-            DirNode::SchemaSubject(topic, subject) => {
-                self.check_schema_subject(topic, subject)?;
-                (ro_dir, self.topic_mtime(topic)?, DYNAMIC_TTL)
-            }
+            DirNode::Schemas(dir) => return dir.attr(self),
             DirNode::Topic(topic) => (rw_dir, self.topic_mtime(topic)?, STABLE_TTL),
             DirNode::OffsetsDir(topic)
             | DirNode::TopicByTimeDir(topic)
@@ -285,7 +274,8 @@ impl TopicFs {
                 self.check_group(&id.topic, group)?;
                 (0o555, self.partition(id)?.last_modified()?, DYNAMIC_TTL)
             }
-        })
+        };
+        Ok(DirAttr { perm, mtime, ttl })
     }
 
     /// A file's attributes, checking that it exists (`ino` 0: the node has no inode yet).
@@ -296,10 +286,7 @@ impl TopicFs {
                 let size = self.info_text(node)?.len() as u64;
                 (size, ro_file, self.started, DYNAMIC_TTL)
             }
-            FileNode::SchemaFile(topic, ..) => {
-                let size = self.schema_text(node)?.len() as u64;
-                (size, ro_file, self.topic_mtime(topic)?, DYNAMIC_TTL)
-            }
+            FileNode::Schemas(file) => return file.attr(self, ino, node),
             FileNode::TopicInfo(topic) => {
                 let mtime = self.topic_mtime(topic)?;
                 let size = self.info_text(node)?.len() as u64;
@@ -387,6 +374,18 @@ impl TopicFs {
         Ok(AttrReply { attr: self.attr(ino, FileKind::RegularFile, size, perm, mtime), ttl })
     }
 
+    /// The attributes of a regular file (`ino` 0: no inode yet).
+    pub(super) fn file_reply(
+        &self,
+        ino: u64,
+        size: u64,
+        perm: u16,
+        mtime: SystemTime,
+        ttl: std::time::Duration,
+    ) -> AttrReply {
+        AttrReply { attr: self.attr(ino, FileKind::RegularFile, size, perm, mtime), ttl }
+    }
+
     fn attr(&self, ino: u64, kind: FileKind, size: u64, perm: u16, mtime: SystemTime) -> Attr {
         let nlink = match kind {
             FileKind::Directory => 2,
@@ -399,7 +398,7 @@ impl TopicFs {
     /// Permission bits of a directory: all of `dir_mode` where `mkdir` can create something
     /// (`writable`: the root and topic directories) on a read-write mount, its read and search
     /// bits otherwise.
-    fn dir_perm(&self, writable: bool) -> u16 {
+    pub(super) fn dir_perm(&self, writable: bool) -> u16 {
         if writable && !self.options.read_only {
             self.options.dir_mode & 0o777
         } else {
@@ -408,12 +407,12 @@ impl TopicFs {
     }
 
     /// Permission bits of a file whose content can only be read: `file_mode`'s read bits.
-    fn read_only_perm(&self) -> u16 {
+    pub(super) fn read_only_perm(&self) -> u16 {
         self.options.file_mode & 0o444
     }
 
     /// Permission bits of an `append` file (write-only in effect): `file_mode`'s write bits.
-    fn write_only_perm(&self) -> u16 {
+    pub(super) fn write_only_perm(&self) -> u16 {
         self.options.file_mode & 0o222
     }
 
@@ -455,7 +454,9 @@ impl TopicFs {
         })
     }
 
-    fn topic_mtime(&self, topic: &str) -> Result<SystemTime> {
+    /// The latest change of any partition of `topic` (the mount's start for a topic without
+    /// partitions).
+    pub(super) fn topic_mtime(&self, topic: &str) -> Result<SystemTime> {
         let mut mtime = None;
         for p in self.source.partitions(topic)? {
             let modified = match self.source.partition(topic, p).and_then(|s| s.last_modified()) {

@@ -50,6 +50,9 @@
 use topicfs_format::Offset;
 use topicfs_source::SegmentFileKind;
 
+pub use super::schemas::{SchemaDir, SchemaFile};
+use super::subtree::{SubtreeDir, SubtreeFile};
+
 /// Name of the info file in topic and partition directories.
 pub const INFO: &str = "info";
 /// Name of the directory of a topic's schemas (a mount with schemas only).
@@ -150,10 +153,8 @@ pub enum DirNode {
     LatestDir(PartitionId),
     /// `<topic>/by-key/`: records by key over the topic's partitions.
     TopicByKeyDir(String),
-    /// `<topic>/schemas/`: the topic's subjects (`<topic>-key`, `<topic>-value`).
-    SchemasDir(String),
-    /// `<topic>/schemas/<subject>/` (topic, subject).
-    SchemaSubject(String, String),
+    /// `<topic>/schemas/` and its subjects ([`crate::schemas`]).
+    Schemas(SchemaDir),
 }
 
 /// The files of the tree.
@@ -199,8 +200,8 @@ pub enum FileNode {
     Keys(PartitionId),
     /// `<topic>/by-key/<key>[.json]`; the name as written in the path.
     TopicByKey(String, String),
-    /// `<topic>/schemas/<subject>/<version>`, `latest` or `versions` (topic, subject, name).
-    SchemaFile(String, String, String),
+    /// `<topic>/schemas/<subject>/<name>` ([`crate::schemas`]).
+    Schemas(SchemaFile),
 }
 
 impl Node {
@@ -237,8 +238,7 @@ impl DirNode {
             DirNode::OffsetsDir(topic)
             | DirNode::TopicByTimeDir(topic)
             | DirNode::GroupsDir(topic)
-            | DirNode::TopicByKeyDir(topic)
-            | DirNode::SchemasDir(topic) => DirNode::Topic(topic.clone()),
+            | DirNode::TopicByKeyDir(topic) => DirNode::Topic(topic.clone()),
             DirNode::Partition(id) => DirNode::Topic(id.topic.clone()),
             DirNode::ByOffsetDir(id)
             | DirNode::ByTimeDir(id)
@@ -247,7 +247,7 @@ impl DirNode {
             | DirNode::LatestDir(id) => DirNode::Partition(id.clone()),
             DirNode::Group(topic, _) => DirNode::GroupsDir(topic.clone()),
             DirNode::GroupPartition(id, group) => DirNode::Group(id.topic.clone(), group.clone()),
-            DirNode::SchemaSubject(topic, _) => DirNode::SchemasDir(topic.clone()),
+            DirNode::Schemas(dir) => dir.parent(),
         }
     }
 
@@ -262,8 +262,7 @@ impl DirNode {
             | DirNode::Group(..)
             | DirNode::GroupPartition(..)
             | DirNode::TopicByKeyDir(_)
-            | DirNode::SchemasDir(_)
-            | DirNode::SchemaSubject(..) => None,
+            | DirNode::Schemas(_) => None,
             DirNode::Partition(id)
             | DirNode::ByOffsetDir(id)
             | DirNode::ByTimeDir(id)
@@ -302,9 +301,7 @@ impl FileNode {
             FileNode::ByKey(id, _) => DirNode::ByKeyDir(id.clone()),
             FileNode::Latest(id, _) => DirNode::LatestDir(id.clone()),
             FileNode::TopicByKey(topic, _) => DirNode::TopicByKeyDir(topic.clone()),
-            FileNode::SchemaFile(topic, subject, _) => {
-                DirNode::SchemaSubject(topic.clone(), subject.clone())
-            }
+            FileNode::Schemas(file) => file.parent(),
         }
     }
 
@@ -323,7 +320,7 @@ impl FileNode {
             | FileNode::GroupReset(..)
             | FileNode::GroupNext(..)
             | FileNode::TopicByKey(..)
-            | FileNode::SchemaFile(..) => None,
+            | FileNode::Schemas(_) => None,
             FileNode::PartitionInfo(id)
             | FileNode::Stream(id, ..)
             | FileNode::Append(id)
@@ -367,7 +364,7 @@ pub fn topic_children(topic: &str) -> [(&'static str, Node, Needs); 9] {
         (APPEND_JSON, Node::File(FileNode::TopicAppendJson(t())), Needs::Nothing),
         (GROUPS, Node::Dir(DirNode::GroupsDir(t())), Needs::Groups),
         (BY_KEY, Node::Dir(DirNode::TopicByKeyDir(t())), Needs::KeyIndex),
-        (SCHEMAS, Node::Dir(DirNode::SchemasDir(t())), Needs::Schemas),
+        (SCHEMAS, Node::Dir(DirNode::Schemas(SchemaDir::Subjects(t()))), Needs::Schemas),
     ]
 }
 
@@ -484,7 +481,11 @@ mod tests {
             Node::File(FileNode::ByKey(id.clone(), "user-42.json".into())),
             Node::File(FileNode::Latest(id.clone(), "%null".into())),
             Node::File(FileNode::TopicByKey("t".into(), "k.json".into())),
-            Node::File(FileNode::SchemaFile("t".into(), "t-value".into(), "1".into())),
+            Node::File(FileNode::Schemas(SchemaFile {
+                topic: "t".into(),
+                subject: "t-value".into(),
+                name: "1".into(),
+            })),
         ];
         nodes.extend(topic_children("t").into_iter().map(|(_, node, _)| node));
         nodes.extend(partition_children(&id).into_iter().map(|(_, node, _)| node));

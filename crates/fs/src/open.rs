@@ -15,6 +15,7 @@ use super::append::{AppendFormat, AppendState, AppendTarget};
 use super::attr::{OpenRequest, Opened};
 use super::handle::{Handle, StreamRef};
 use super::node::{FileNode, Node, StreamDir};
+use super::subtree::SubtreeFile;
 use super::{Pin, TRIM_AFTER, TopicFs, describe, now_ms, segment_file_size};
 
 /// `NotPermitted` (`EPERM`) for a write open of an internal topic's `append` or `append.json`
@@ -24,6 +25,18 @@ fn refuse_internal_append(topic: &str) -> Result<()> {
         return Err(Error::NotPermitted("appending to a Kafka internal topic (the broker's own)"));
     }
     Ok(())
+}
+
+/// How a file whose reads go to the daemon at every call (direct I/O) is opened: streams,
+/// generated texts, an active segment's files.
+pub(super) fn direct(fh: u64) -> Opened {
+    Opened { fh, direct_io: true, keep_cache: false, backing: None, no_flush: true }
+}
+
+/// [`direct`], with a `flush` at each close: `append` files append their pending partial
+/// line then, settings and group files apply what was written.
+pub(super) fn append(fh: u64) -> Opened {
+    Opened { no_flush: false, ..direct(fh) }
 }
 
 impl TopicFs {
@@ -43,10 +56,6 @@ impl TopicFs {
     pub fn open(&self, ino: u64, request: OpenRequest) -> Result<Opened> {
         let _op = topicfs_source::Operation::begin();
         let node = self.node(ino)?;
-        let direct =
-            |fh| Opened { fh, direct_io: true, keep_cache: false, backing: None, no_flush: true };
-        // `append` files flush their pending partial line at each close.
-        let append = |fh| Opened { no_flush: false, ..direct(fh) };
         let Node::File(file) = &node else {
             return Err(Error::Unsupported("open of a directory as a file"));
         };
@@ -77,11 +86,7 @@ impl TopicFs {
                 let handle = super::config::ConfigHandle::new(topic.clone(), text);
                 Ok(append(self.handles.insert(Handle::Config(handle))))
             }
-            FileNode::SchemaFile(..) => {
-                self.refuse_write(request, "writing a schema file")?;
-                let text = self.schema_text(&node)?;
-                Ok(direct(self.handles.insert(Handle::Text(text.into_bytes()))))
-            }
+            FileNode::Schemas(file) => file.open(self, ino, &node, request),
             FileNode::MountInfo
             | FileNode::MountLog
             | FileNode::TopicInfo(_)
@@ -289,6 +294,9 @@ impl TopicFs {
 
     /// Resolves a stream node now.
     pub(super) fn resolve(&self, node: &Node) -> Result<StreamRef> {
+        if let Node::File(FileNode::Schemas(file)) = node {
+            return file.resolve(self);
+        }
         if matches!(node, Node::File(FileNode::ByKey(..)) | Node::File(FileNode::TopicByKey(..))) {
             return self.resolve_key(node);
         }

@@ -12,6 +12,7 @@ use topicfs_view::topic as topic_view;
 use super::attr::{DirEntry, FileKind, Opened};
 use super::handle::Handle;
 use super::node::{self, DirNode, FileNode, Node, PartitionId, StreamDir};
+use super::subtree::SubtreeDir;
 use super::{INTERNAL_TOPICS, TopicFs, describe, segment_file_size};
 
 impl TopicFs {
@@ -121,24 +122,7 @@ impl TopicFs {
             DirNode::TopicByKeyDir(topic) => {
                 self.source.partitions(topic)?;
             }
-            DirNode::SchemasDir(topic) => {
-                for subject in self.schema_subjects(topic)? {
-                    names.push((
-                        subject.clone(),
-                        Node::Dir(DirNode::SchemaSubject(topic.clone(), subject)),
-                    ));
-                }
-            }
-            DirNode::SchemaSubject(topic, subject) => {
-                for name in self.schema_file_names(topic, subject)? {
-                    let child = Node::File(FileNode::SchemaFile(
-                        topic.clone(),
-                        subject.clone(),
-                        name.clone(),
-                    ));
-                    names.push((name, child));
-                }
-            }
+            DirNode::Schemas(dir) => names = dir.list(self)?,
             DirNode::GroupsDir(topic) => {
                 for group in self.group_names(topic)? {
                     names.push((group.clone(), Node::Dir(DirNode::Group(topic.clone(), group))));
