@@ -1,7 +1,6 @@
 //! What info, `offsets/<time>` and inspection files contain when opened (or sized).
 
 use topicfs_source::error::{Error, Result};
-use topicfs_view::inspect::Inspection;
 use topicfs_view::topic as topic_view;
 
 use super::info;
@@ -9,18 +8,6 @@ use super::node::{FileNode, Node};
 use super::{TopicFs, describe, now_ms};
 
 impl TopicFs {
-    /// A segment dump or a check report: rendered (a `.log` dump: counted) once per change of
-    /// the segments it is of, and shared by every handle reading it.
-    pub(super) fn inspection(&self, node: &Node) -> Result<Inspection> {
-        match node {
-            Node::File(FileNode::SegmentDump(id, base, kind)) => {
-                self.inspect.dump(&self.partition(id)?, *base, *kind)
-            }
-            Node::File(FileNode::PartitionCheck(id)) => self.inspect.check(&self.partition(id)?),
-            _ => Err(Error::NotFound(format!("{} is not an inspection file", describe(node)))),
-        }
-    }
-
     pub(super) fn info_text(&self, node: &Node) -> Result<String> {
         match node {
             Node::File(FileNode::MountInfo) => {

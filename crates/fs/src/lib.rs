@@ -56,6 +56,7 @@ mod admin;
 pub mod config;
 mod contents;
 mod groups;
+mod inspection;
 mod lookup;
 mod open;
 mod readdir;
@@ -71,12 +72,10 @@ use std::time::SystemTime;
 
 use topicfs_executor::Executor;
 use topicfs_format::Timestamp;
-use topicfs_source::SegmentSummary;
 use topicfs_source::error::{Error, Result};
 use topicfs_source::{GroupStore, TopicSource};
 use topicfs_view::budget::MemoryBudget;
 use topicfs_view::groups::{self as group_view, ResetPolicy};
-use topicfs_view::inspect::DUMP_SUFFIX;
 use topicfs_view::readahead::AheadPool;
 use topicfs_view::stream::StreamRegistry;
 use topicfs_view::topic::TopicViews;
@@ -423,22 +422,8 @@ pub fn describe(node: &Node) -> String {
         }
         Node::File(FileNode::Append(id)) => format!("{}/{}", partition(id), node::APPEND),
         Node::File(FileNode::AppendJson(id)) => format!("{}/{}", partition(id), node::APPEND_JSON),
-        Node::Dir(DirNode::SegmentsDir(id)) => format!("{}/{}", partition(id), node::SEGMENTS),
-        Node::File(FileNode::SegmentFile(id, base, kind)) => {
-            format!(
-                "{}/{}/{}",
-                partition(id),
-                node::SEGMENTS,
-                node::segment_file_name(*base, *kind)
-            )
-        }
-        Node::File(FileNode::SegmentDump(id, base, kind)) => format!(
-            "{}/{}/{}{DUMP_SUFFIX}",
-            partition(id),
-            node::SEGMENTS,
-            node::segment_file_name(*base, *kind)
-        ),
-        Node::File(FileNode::PartitionCheck(id)) => format!("{}/{}", partition(id), node::CHECK),
+        Node::Dir(DirNode::Inspect(dir)) => dir.path(),
+        Node::File(FileNode::Inspect(file)) => file.path(),
         Node::Dir(DirNode::ByKeyDir(id)) => format!("{}/{}", partition(id), node::BY_KEY),
         Node::File(FileNode::ByKey(id, name)) => {
             format!("{}/{}/{name}", partition(id), node::BY_KEY)
@@ -486,28 +471,12 @@ fn is_stream(node: &Node) -> bool {
         | FileNode::PartitionInfo(_)
         | FileNode::Append(_)
         | FileNode::AppendJson(_)
-        | FileNode::SegmentFile(..)
-        | FileNode::SegmentDump(..)
-        | FileNode::PartitionCheck(_)
         | FileNode::GroupOffsets(..)
         | FileNode::GroupReset(..)
         | FileNode::Latest(..)
         | FileNode::Keys(_) => false,
         FileNode::Schemas(file) => file.is_stream(),
-    }
-}
-
-/// Size of one file of a segment; `None` when the segment has no such file.
-fn segment_file_size(
-    segment: &SegmentSummary,
-    kind: topicfs_source::SegmentFileKind,
-) -> Option<u64> {
-    use topicfs_source::SegmentFileKind as K;
-    match kind {
-        K::Log => Some(segment.log_size),
-        K::Index => Some(segment.index_size),
-        K::TimeIndex => Some(segment.time_index_size),
-        K::TxnIndex => segment.txn_index_size,
+        FileNode::Inspect(file) => file.is_stream(),
     }
 }
 

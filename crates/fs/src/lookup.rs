@@ -6,28 +6,24 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use topicfs_source::PartitionSource;
-use topicfs_source::SegmentSummary;
 use topicfs_source::error::{Error, Result};
 use topicfs_source::sync::lock;
 use topicfs_view::StatSize;
 use topicfs_view::groups as group_view;
-use topicfs_view::inspect::DUMP_SUFFIX;
-use topicfs_view::inspect::files;
 use topicfs_view::spec::StreamSpec;
 use topicfs_view::topic as topic_view;
 
 use super::attr::{
-    Attr, AttrReply, BLOCK_SIZE, DYNAMIC_TTL, Entry, FileKind, SEALED_BLOCK_SIZE, STABLE_TTL,
-    SetAttrRequest,
+    Attr, AttrReply, BLOCK_SIZE, DYNAMIC_TTL, Entry, FileKind, STABLE_TTL, SetAttrRequest,
 };
 use super::handle::{Handle, StreamRef};
 use super::info;
 use super::node::{
     DirNode, FileNode, Needs, Node, PartitionId, StreamDir, fixed_child, parse_partition,
-    parse_segment_file_name, partition_children, topic_children,
+    partition_children, topic_children,
 };
 use super::subtree::{DirAttr, SubtreeDir, SubtreeFile};
-use super::{TopicFs, describe, is_stream, name_str, segment_file_size};
+use super::{TopicFs, describe, is_stream, name_str};
 
 impl TopicFs {
     /// Looks `name` up in directory `parent`, taking one kernel reference on the result.
@@ -187,16 +183,7 @@ impl TopicFs {
                 StreamSpec::parse_by_time(name)?;
                 Node::File(FileNode::Stream(id.clone(), StreamDir::ByTime, name.to_string()))
             }
-            DirNode::SegmentsDir(id) => match name.strip_suffix(DUMP_SUFFIX) {
-                Some(file) => {
-                    let (base, kind) = parse_segment_file_name(file).ok_or_else(absent)?;
-                    Node::File(FileNode::SegmentDump(id.clone(), base, kind))
-                }
-                None => {
-                    let (base, kind) = parse_segment_file_name(name).ok_or_else(absent)?;
-                    Node::File(FileNode::SegmentFile(id.clone(), base, kind))
-                }
-            },
+            DirNode::Inspect(dir) => dir.child(self, name)?.ok_or_else(absent)?,
             DirNode::ByKeyDir(id) => {
                 super::bykey::parse_key_spec(name, true)?;
                 Node::File(FileNode::ByKey(id.clone(), name.to_string()))
@@ -252,6 +239,7 @@ impl TopicFs {
         let (perm, mtime, ttl) = match dir {
             DirNode::Root => (rw_dir, self.started, STABLE_TTL),
             DirNode::Schemas(dir) => return dir.attr(self),
+            DirNode::Inspect(dir) => return dir.attr(self),
             DirNode::Topic(topic) => (rw_dir, self.topic_mtime(topic)?, STABLE_TTL),
             DirNode::OffsetsDir(topic)
             | DirNode::TopicByTimeDir(topic)
@@ -259,7 +247,6 @@ impl TopicFs {
             DirNode::Partition(id)
             | DirNode::ByOffsetDir(id)
             | DirNode::ByTimeDir(id)
-            | DirNode::SegmentsDir(id)
             | DirNode::ByKeyDir(id)
             | DirNode::LatestDir(id) => (ro_dir, self.partition(id)?.last_modified()?, STABLE_TTL),
             DirNode::GroupsDir(topic) => {
@@ -287,6 +274,7 @@ impl TopicFs {
                 (size, ro_file, self.started, DYNAMIC_TTL)
             }
             FileNode::Schemas(file) => return file.attr(self, ino, node),
+            FileNode::Inspect(file) => return file.attr(self, ino, node),
             FileNode::TopicInfo(topic) => {
                 let mtime = self.topic_mtime(topic)?;
                 let size = self.info_text(node)?.len() as u64;
@@ -317,31 +305,6 @@ impl TopicFs {
             }
             FileNode::Append(id) | FileNode::AppendJson(id) => {
                 (0, wo_file, self.partition(id)?.last_modified()?, DYNAMIC_TTL)
-            }
-            FileNode::SegmentFile(id, base, file_kind) => {
-                let segment = self.segment(id, *base)?;
-                let size = segment_file_size(&segment, *file_kind).ok_or_else(|| {
-                    Error::NotFound(format!("{} has no {}", describe(node), file_kind.suffix()))
-                })?;
-                let mut attr =
-                    self.attr(ino, FileKind::RegularFile, size, ro_file, segment.last_modified);
-                if segment.is_active {
-                    return Ok(AttrReply { attr, ttl: DYNAMIC_TTL });
-                }
-                attr.blksize = SEALED_BLOCK_SIZE;
-                return Ok(AttrReply { attr, ttl: STABLE_TTL });
-            }
-            FileNode::SegmentDump(id, base, dump_kind) => {
-                let segment = self.segment(id, *base)?;
-                let partition = self.partition(id)?;
-                let size = self.inspect.dump_size(&partition, *base, *dump_kind)?;
-                let ttl = if segment.is_active { DYNAMIC_TTL } else { STABLE_TTL };
-                (size, ro_file, segment.last_modified, ttl)
-            }
-            FileNode::PartitionCheck(id) => {
-                let mtime = self.partition(id)?.last_modified()?;
-                let size = self.inspect.check_size(self.partition(id)?.as_ref())?;
-                (size, ro_file, mtime, DYNAMIC_TTL)
             }
             FileNode::GroupOffsets(topic, _) | FileNode::GroupReset(topic, _) => {
                 let size = self.group_text(node)?.len() as u64;
@@ -469,21 +432,5 @@ impl TopicFs {
             mtime = mtime.max(Some(modified));
         }
         Ok(mtime.unwrap_or(self.started))
-    }
-
-    /// Whether the partition has segment files (`segments/` and `check` exist only then);
-    /// `NotFound` for a partition that does not exist.
-    pub(super) fn has_segment_files(&self, id: &PartitionId) -> Result<bool> {
-        Ok(self.partition(id)?.segment_files().is_some())
-    }
-
-    pub(super) fn segment(
-        &self,
-        id: &PartitionId,
-        base: topicfs_format::Offset,
-    ) -> Result<SegmentSummary> {
-        files(self.partition(id)?.as_ref())?.segment_summary(base)?.ok_or_else(|| {
-            Error::NotFound(format!("segment {base} of {}-{}", id.topic, id.partition))
-        })
     }
 }

@@ -50,6 +50,7 @@
 use topicfs_format::Offset;
 use topicfs_source::SegmentFileKind;
 
+pub use super::inspection::{InspectDir, InspectFile};
 pub use super::schemas::{SchemaDir, SchemaFile};
 use super::subtree::{SubtreeDir, SubtreeFile};
 
@@ -140,7 +141,8 @@ pub enum DirNode {
     Partition(PartitionId),
     ByOffsetDir(PartitionId),
     ByTimeDir(PartitionId),
-    SegmentsDir(PartitionId),
+    /// `<topic>/<p>/segments/` ([`crate::inspection`]).
+    Inspect(InspectDir),
     /// `<topic>/groups/`: the groups with committed offsets for the topic.
     GroupsDir(String),
     /// `<topic>/groups/<group>/` (topic, group).
@@ -180,11 +182,8 @@ pub enum FileNode {
     Stream(PartitionId, StreamDir, String),
     Append(PartitionId),
     AppendJson(PartitionId),
-    SegmentFile(PartitionId, Offset, SegmentFileKind),
-    /// `segments/<base>.<ext>.dump`: the segment file in `kafka-dump-log.sh`'s words.
-    SegmentDump(PartitionId, Offset, SegmentFileKind),
-    /// `<topic>/<p>/check`: the partition's check report.
-    PartitionCheck(PartitionId),
+    /// A segment's file, its dump, or the partition's `check` ([`crate::inspection`]).
+    Inspect(InspectFile),
     /// `<topic>/groups/<group>/offsets`: committed offsets and lag; writing commits.
     GroupOffsets(String, String),
     /// `<topic>/groups/<group>/auto.offset.reset`: `earliest` or `latest`.
@@ -242,9 +241,9 @@ impl DirNode {
             DirNode::Partition(id) => DirNode::Topic(id.topic.clone()),
             DirNode::ByOffsetDir(id)
             | DirNode::ByTimeDir(id)
-            | DirNode::SegmentsDir(id)
             | DirNode::ByKeyDir(id)
             | DirNode::LatestDir(id) => DirNode::Partition(id.clone()),
+            DirNode::Inspect(dir) => dir.parent(),
             DirNode::Group(topic, _) => DirNode::GroupsDir(topic.clone()),
             DirNode::GroupPartition(id, group) => DirNode::Group(id.topic.clone(), group.clone()),
             DirNode::Schemas(dir) => dir.parent(),
@@ -266,9 +265,9 @@ impl DirNode {
             DirNode::Partition(id)
             | DirNode::ByOffsetDir(id)
             | DirNode::ByTimeDir(id)
-            | DirNode::SegmentsDir(id)
             | DirNode::ByKeyDir(id)
-            | DirNode::LatestDir(id) => Some(id),
+            | DirNode::LatestDir(id)
+            | DirNode::Inspect(InspectDir::Segments(id)) => Some(id),
         }
     }
 }
@@ -285,15 +284,12 @@ impl FileNode {
             FileNode::Offsets(topic, _) => DirNode::OffsetsDir(topic.clone()),
             FileNode::TopicStream(topic, _) => DirNode::TopicByTimeDir(topic.clone()),
             FileNode::PartitionInfo(id)
-            | FileNode::PartitionCheck(id)
             | FileNode::Append(id)
             | FileNode::AppendJson(id)
             | FileNode::Keys(id) => DirNode::Partition(id.clone()),
             FileNode::Stream(id, StreamDir::ByOffset, _) => DirNode::ByOffsetDir(id.clone()),
             FileNode::Stream(id, StreamDir::ByTime, _) => DirNode::ByTimeDir(id.clone()),
-            FileNode::SegmentFile(id, ..) | FileNode::SegmentDump(id, ..) => {
-                DirNode::SegmentsDir(id.clone())
-            }
+            FileNode::Inspect(file) => file.parent(),
             FileNode::GroupOffsets(topic, group) | FileNode::GroupReset(topic, group) => {
                 DirNode::Group(topic.clone(), group.clone())
             }
@@ -325,9 +321,9 @@ impl FileNode {
             | FileNode::Stream(id, ..)
             | FileNode::Append(id)
             | FileNode::AppendJson(id)
-            | FileNode::SegmentFile(id, ..)
-            | FileNode::SegmentDump(id, ..)
-            | FileNode::PartitionCheck(id)
+            | FileNode::Inspect(
+                InspectFile::Segment(id, ..) | InspectFile::Dump(id, ..) | InspectFile::Check(id),
+            )
             | FileNode::ByKey(id, _)
             | FileNode::Latest(id, _)
             | FileNode::Keys(id) => Some(id),
@@ -378,8 +374,8 @@ pub fn partition_children(id: &PartitionId) -> [(&'static str, Node, Needs); 10]
         (BY_TIME, Node::Dir(DirNode::ByTimeDir(i())), Needs::Nothing),
         (APPEND, Node::File(FileNode::Append(i())), Needs::Nothing),
         (APPEND_JSON, Node::File(FileNode::AppendJson(i())), Needs::Nothing),
-        (SEGMENTS, Node::Dir(DirNode::SegmentsDir(i())), Needs::SegmentFiles),
-        (CHECK, Node::File(FileNode::PartitionCheck(i())), Needs::SegmentFiles),
+        (SEGMENTS, Node::Dir(DirNode::Inspect(InspectDir::Segments(i()))), Needs::SegmentFiles),
+        (CHECK, Node::File(FileNode::Inspect(InspectFile::Check(i()))), Needs::SegmentFiles),
         (BY_KEY, Node::Dir(DirNode::ByKeyDir(i())), Needs::KeyIndex),
         (LATEST, Node::Dir(DirNode::LatestDir(i())), Needs::KeyIndex),
         (KEYS, Node::File(FileNode::Keys(i())), Needs::KeyIndex),
@@ -474,7 +470,11 @@ mod tests {
             Node::File(FileNode::Stream(id.clone(), StreamDir::ByTime, "-1h".into())),
             Node::File(FileNode::Offsets("t".into(), "-1".into())),
             Node::File(FileNode::TopicStream("t".into(), "-1h.json".into())),
-            Node::File(FileNode::SegmentFile(id.clone(), Offset(0), SegmentFileKind::Log)),
+            Node::File(FileNode::Inspect(InspectFile::Dump(
+                id.clone(),
+                Offset(0),
+                SegmentFileKind::Log,
+            ))),
             Node::File(FileNode::GroupOffsets("t".into(), "g".into())),
             Node::File(FileNode::GroupReset("t".into(), "g".into())),
             Node::File(FileNode::GroupNext(id.clone(), "g".into(), "next.json".into())),

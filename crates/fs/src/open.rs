@@ -6,7 +6,6 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use topicfs_source::error::{Error, Result};
 use topicfs_source::sync::lock;
-use topicfs_view::inspect::InspectionReader;
 use topicfs_view::inspect::files;
 use topicfs_view::spec::StreamSpec;
 use topicfs_view::topic as topic_view;
@@ -16,7 +15,7 @@ use super::attr::{OpenRequest, Opened};
 use super::handle::{Handle, StreamRef};
 use super::node::{FileNode, Node, StreamDir};
 use super::subtree::SubtreeFile;
-use super::{Pin, TRIM_AFTER, TopicFs, describe, now_ms, segment_file_size};
+use super::{Pin, TRIM_AFTER, TopicFs, describe, now_ms};
 
 /// `NotPermitted` (`EPERM`) for a write open of an internal topic's `append` or `append.json`
 /// (see [`super::is_internal_topic`]): a consumer group's commits go through its `offsets` file.
@@ -87,6 +86,7 @@ impl TopicFs {
                 Ok(append(self.handles.insert(Handle::Config(handle))))
             }
             FileNode::Schemas(file) => file.open(self, ino, &node, request),
+            FileNode::Inspect(file) => file.open(self, ino, &node, request),
             FileNode::MountInfo
             | FileNode::MountLog
             | FileNode::TopicInfo(_)
@@ -94,11 +94,6 @@ impl TopicFs {
                 self.refuse_write(request, "writing an info file")?;
                 let text = self.info_text(&node)?;
                 Ok(direct(self.handles.insert(Handle::Text(text.into_bytes()))))
-            }
-            FileNode::SegmentDump(..) | FileNode::PartitionCheck(_) => {
-                self.refuse_write(request, "writing an inspection file")?;
-                let reader = InspectionReader::new(self.inspection(&node)?);
-                Ok(direct(self.handles.insert(Handle::Inspection(reader))))
             }
             FileNode::Offsets(..) => {
                 self.refuse_write(request, "writing an offsets file")?;
@@ -144,36 +139,6 @@ impl TopicFs {
                     return Ok(append(fh));
                 }
                 Ok(direct(fh))
-            }
-            FileNode::SegmentFile(id, base_offset, kind) => {
-                self.refuse_write(request, "writing a segment file")?;
-                // Fails with NotFound once retention deleted the segment.
-                let segment = self.segment(id, *base_offset)?;
-                if segment_file_size(&segment, *kind).is_none() {
-                    let what = describe(&node);
-                    return Err(Error::NotFound(format!("{what} has no {}", kind.suffix())));
-                }
-                let partition = self.partition(id)?;
-                // A sealed segment's files never change: the kernel may keep their pages and
-                // read the file on disk itself. The active one's go through `read` (its index
-                // has a zero tail that is not shown, its `.log` may end in a partial batch).
-                let backing = if segment.is_active {
-                    None
-                } else {
-                    files(partition.as_ref())?.sealed_segment_file(*base_offset, *kind)?
-                };
-                let handle = Handle::Segment { partition, base_offset: *base_offset, kind: *kind };
-                let fh = self.handles.insert(handle);
-                Ok(match backing {
-                    Some(file) => Opened {
-                        fh,
-                        direct_io: false,
-                        keep_cache: true,
-                        backing: Some(file),
-                        no_flush: true,
-                    },
-                    None => direct(fh),
-                })
             }
             FileNode::Append(id) | FileNode::AppendJson(id) => {
                 if request.write || request.truncate {
@@ -294,8 +259,10 @@ impl TopicFs {
 
     /// Resolves a stream node now.
     pub(super) fn resolve(&self, node: &Node) -> Result<StreamRef> {
-        if let Node::File(FileNode::Schemas(file)) = node {
-            return file.resolve(self);
+        match node {
+            Node::File(FileNode::Schemas(file)) => return file.resolve(self),
+            Node::File(FileNode::Inspect(file)) => return file.resolve(self),
+            _ => {}
         }
         if matches!(node, Node::File(FileNode::ByKey(..)) | Node::File(FileNode::TopicByKey(..))) {
             return self.resolve_key(node);

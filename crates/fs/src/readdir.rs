@@ -5,15 +5,13 @@ use std::sync::Mutex;
 use topicfs_source::error::{Error, Result};
 use topicfs_source::sync::lock;
 use topicfs_view::groups as group_view;
-use topicfs_view::inspect::DUMP_SUFFIX;
-use topicfs_view::inspect::files;
 use topicfs_view::topic as topic_view;
 
 use super::attr::{DirEntry, FileKind, Opened};
 use super::handle::Handle;
 use super::node::{self, DirNode, FileNode, Node, PartitionId, StreamDir};
 use super::subtree::SubtreeDir;
-use super::{INTERNAL_TOPICS, TopicFs, describe, segment_file_size};
+use super::{INTERNAL_TOPICS, TopicFs, describe};
 
 impl TopicFs {
     /// Opens a directory: its entries are listed now, and served from this list until
@@ -172,36 +170,7 @@ impl TopicFs {
                     ));
                 }
             }
-            DirNode::SegmentsDir(id) => {
-                for segment in files(self.partition(id)?.as_ref())?.segments()? {
-                    for kind in [
-                        topicfs_source::SegmentFileKind::Log,
-                        topicfs_source::SegmentFileKind::Index,
-                        topicfs_source::SegmentFileKind::TimeIndex,
-                        topicfs_source::SegmentFileKind::TxnIndex,
-                    ] {
-                        if segment_file_size(&segment, kind).is_some() {
-                            let name = node::segment_file_name(segment.base_offset, kind);
-                            names.push((
-                                format!("{name}{DUMP_SUFFIX}"),
-                                Node::File(FileNode::SegmentDump(
-                                    id.clone(),
-                                    segment.base_offset,
-                                    kind,
-                                )),
-                            ));
-                            names.push((
-                                name,
-                                Node::File(FileNode::SegmentFile(
-                                    id.clone(),
-                                    segment.base_offset,
-                                    kind,
-                                )),
-                            ));
-                        }
-                    }
-                }
-            }
+            DirNode::Inspect(dir) => names = dir.list(self)?,
         }
         let parent_ino = self.inodes.peek(&Node::Dir(dir.parent()));
         let mut entries = Vec::with_capacity(names.len() + 2);
