@@ -424,17 +424,8 @@ pub fn describe(node: &Node) -> String {
         Node::File(FileNode::AppendJson(id)) => format!("{}/{}", partition(id), node::APPEND_JSON),
         Node::Dir(DirNode::Inspect(dir)) => dir.path(),
         Node::File(FileNode::Inspect(file)) => file.path(),
-        Node::Dir(DirNode::ByKeyDir(id)) => format!("{}/{}", partition(id), node::BY_KEY),
-        Node::File(FileNode::ByKey(id, name)) => {
-            format!("{}/{}/{name}", partition(id), node::BY_KEY)
-        }
-        Node::Dir(DirNode::LatestDir(id)) => format!("{}/{}", partition(id), node::LATEST),
-        Node::File(FileNode::Latest(id, name)) => {
-            format!("{}/{}/{name}", partition(id), node::LATEST)
-        }
-        Node::File(FileNode::Keys(id)) => format!("{}/{}", partition(id), node::KEYS),
-        Node::Dir(DirNode::TopicByKeyDir(topic)) => format!("{topic}/{}", node::BY_KEY),
-        Node::File(FileNode::TopicByKey(topic, name)) => format!("{topic}/{}/{name}", node::BY_KEY),
+        Node::Dir(DirNode::Keys(dir)) => dir.path(),
+        Node::File(FileNode::Keys(file)) => file.path(),
         Node::Dir(DirNode::GroupsDir(topic)) => format!("{topic}/{}", node::GROUPS),
         Node::Dir(DirNode::Group(topic, group)) => format!("{topic}/{}/{group}", node::GROUPS),
         Node::File(FileNode::GroupOffsets(topic, group)) => {
@@ -456,11 +447,7 @@ pub fn describe(node: &Node) -> String {
 fn is_stream(node: &Node) -> bool {
     let Node::File(file) = node else { return false };
     match file {
-        FileNode::Stream(..)
-        | FileNode::TopicStream(..)
-        | FileNode::GroupNext(..)
-        | FileNode::ByKey(..)
-        | FileNode::TopicByKey(..) => true,
+        FileNode::Stream(..) | FileNode::TopicStream(..) | FileNode::GroupNext(..) => true,
         FileNode::MountInfo
         | FileNode::MountLog
         | FileNode::TopicInfo(_)
@@ -472,11 +459,10 @@ fn is_stream(node: &Node) -> bool {
         | FileNode::Append(_)
         | FileNode::AppendJson(_)
         | FileNode::GroupOffsets(..)
-        | FileNode::GroupReset(..)
-        | FileNode::Latest(..)
-        | FileNode::Keys(_) => false,
+        | FileNode::GroupReset(..) => false,
         FileNode::Schemas(file) => file.is_stream(),
         FileNode::Inspect(file) => file.is_stream(),
+        FileNode::Keys(file) => file.is_stream(),
     }
 }
 

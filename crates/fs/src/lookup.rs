@@ -184,18 +184,7 @@ impl TopicFs {
                 Node::File(FileNode::Stream(id.clone(), StreamDir::ByTime, name.to_string()))
             }
             DirNode::Inspect(dir) => dir.child(self, name)?.ok_or_else(absent)?,
-            DirNode::ByKeyDir(id) => {
-                super::bykey::parse_key_spec(name, true)?;
-                Node::File(FileNode::ByKey(id.clone(), name.to_string()))
-            }
-            DirNode::LatestDir(id) => {
-                super::bykey::parse_key_spec(name, false)?;
-                Node::File(FileNode::Latest(id.clone(), name.to_string()))
-            }
-            DirNode::TopicByKeyDir(topic) => {
-                super::bykey::parse_key_spec(name, false)?;
-                Node::File(FileNode::TopicByKey(topic.clone(), name.to_string()))
-            }
+            DirNode::Keys(dir) => dir.child(self, name)?.ok_or_else(absent)?,
         };
         Ok(node)
     }
@@ -240,15 +229,14 @@ impl TopicFs {
             DirNode::Root => (rw_dir, self.started, STABLE_TTL),
             DirNode::Schemas(dir) => return dir.attr(self),
             DirNode::Inspect(dir) => return dir.attr(self),
+            DirNode::Keys(dir) => return dir.attr(self),
             DirNode::Topic(topic) => (rw_dir, self.topic_mtime(topic)?, STABLE_TTL),
-            DirNode::OffsetsDir(topic)
-            | DirNode::TopicByTimeDir(topic)
-            | DirNode::TopicByKeyDir(topic) => (ro_dir, self.topic_mtime(topic)?, STABLE_TTL),
-            DirNode::Partition(id)
-            | DirNode::ByOffsetDir(id)
-            | DirNode::ByTimeDir(id)
-            | DirNode::ByKeyDir(id)
-            | DirNode::LatestDir(id) => (ro_dir, self.partition(id)?.last_modified()?, STABLE_TTL),
+            DirNode::OffsetsDir(topic) | DirNode::TopicByTimeDir(topic) => {
+                (ro_dir, self.topic_mtime(topic)?, STABLE_TTL)
+            }
+            DirNode::Partition(id) | DirNode::ByOffsetDir(id) | DirNode::ByTimeDir(id) => {
+                (ro_dir, self.partition(id)?.last_modified()?, STABLE_TTL)
+            }
             DirNode::GroupsDir(topic) => {
                 self.group_store()?;
                 (rw_dir, self.topic_mtime(topic)?, STABLE_TTL)
@@ -312,26 +300,9 @@ impl TopicFs {
                 let perm = if self.options.read_only { 0o444 } else { 0o644 };
                 (size, perm, mtime, DYNAMIC_TTL)
             }
-            FileNode::Latest(id, _) => {
-                let size = self.latest_text(node)?.len() as u64;
-                let mtime = self.partition(id)?.summary()?.last_modified;
-                (size, ro_file, mtime, DYNAMIC_TTL)
-            }
-            FileNode::Keys(id) => {
-                // Exact when the listing is small enough to generate at stat, else 0 (not yet
-                // known, as for a stream farther than the sizing budget; tools read to the end).
-                let size = self.keys_reader(id)?.size()?.unwrap_or(0);
-                let mtime = self.partition(id)?.summary()?.last_modified;
-                (size, ro_file, mtime, DYNAMIC_TTL)
-            }
-            FileNode::Stream(..)
-            | FileNode::TopicStream(..)
-            | FileNode::GroupNext(..)
-            | FileNode::ByKey(..)
-            | FileNode::TopicByKey(..) => {
-                // Without an inode yet (0) there is nothing to pin the resolution to.
-                let stream = if ino == 0 { self.resolve(node)? } else { self.pinned(ino, node)? };
-                return self.stream_attr(ino, node, &stream);
+            FileNode::Keys(file) => return file.attr(self, ino, node),
+            FileNode::Stream(..) | FileNode::TopicStream(..) | FileNode::GroupNext(..) => {
+                return self.stream_file_attr(ino, node);
             }
         };
         Ok(AttrReply { attr: self.attr(ino, FileKind::RegularFile, size, perm, mtime), ttl })
@@ -379,6 +350,13 @@ impl TopicFs {
         self.options.file_mode & 0o222
     }
 
+    /// The attributes of the stream file `node` now (`ino` 0: no inode yet, nothing to pin the
+    /// resolution to).
+    pub(super) fn stream_file_attr(&self, ino: u64, node: &Node) -> Result<AttrReply> {
+        let stream = if ino == 0 { self.resolve(node)? } else { self.pinned(ino, node)? };
+        self.stream_attr(ino, node, &stream)
+    }
+
     fn stream_attr(&self, ino: u64, node: &Node, stream: &StreamRef) -> Result<AttrReply> {
         // A size not yet known shows as 0, as /proc files do: every tool then reads to the end
         // (streams are direct I/O, so reads reach the daemon whatever st_size says). Never a
@@ -394,15 +372,13 @@ impl TopicFs {
             _ => stream.known_size()?,
         };
         let size = size.unwrap_or(0);
-        let mut mtime = match (node, node.partition_id()) {
-            (
-                Node::File(FileNode::TopicStream(topic, _))
-                | Node::File(FileNode::TopicByKey(topic, _)),
-                _,
-            ) => self.topic_mtime(topic)?,
-            (Node::File(FileNode::GroupNext(id, ..)), _) => self.partition(id)?.last_modified()?,
-            (_, Some(id)) => self.partition(id)?.last_modified()?,
-            (_, None) => return Err(Error::StaleHandle),
+        let mut mtime = match node {
+            Node::File(FileNode::TopicStream(topic, _)) => self.topic_mtime(topic)?,
+            Node::File(FileNode::Stream(id, ..) | FileNode::GroupNext(id, ..)) => {
+                self.partition(id)?.last_modified()?
+            }
+            Node::File(FileNode::Keys(file)) => file.mtime(self)?,
+            _ => return Err(Error::StaleHandle),
         };
         // A complete range never changes again: its mtime stops moving too.
         if let StreamRef::Partition(s) = stream {

@@ -50,6 +50,7 @@
 use topicfs_format::Offset;
 use topicfs_source::SegmentFileKind;
 
+pub use super::bykey::{KeyDir, KeyFile};
 pub use super::inspection::{InspectDir, InspectFile};
 pub use super::schemas::{SchemaDir, SchemaFile};
 use super::subtree::{SubtreeDir, SubtreeFile};
@@ -149,12 +150,8 @@ pub enum DirNode {
     Group(String, String),
     /// `<topic>/groups/<group>/<p>/` (partition, group).
     GroupPartition(PartitionId, String),
-    /// `<topic>/<p>/by-key/`: records by key (only with a key index).
-    ByKeyDir(PartitionId),
-    /// `<topic>/<p>/latest/`: the last record of each key.
-    LatestDir(PartitionId),
-    /// `<topic>/by-key/`: records by key over the topic's partitions.
-    TopicByKeyDir(String),
+    /// `by-key/` and `latest/` directories ([`crate::bykey`]; only with a key index).
+    Keys(KeyDir),
     /// `<topic>/schemas/` and its subjects ([`crate::schemas`]).
     Schemas(SchemaDir),
 }
@@ -191,14 +188,8 @@ pub enum FileNode {
     /// `<topic>/groups/<group>/<p>/next[.json|.raw]` (partition, group, name): records from the
     /// committed offset to the end as of resolution.
     GroupNext(PartitionId, String, String),
-    /// `<topic>/<p>/by-key/<key>[.json|.raw]`; the name as written in the path.
-    ByKey(PartitionId, String),
-    /// `<topic>/<p>/latest/<key>[.json]`; the name as written in the path.
-    Latest(PartitionId, String),
-    /// `<topic>/<p>/keys`: the distinct keys with their record counts.
-    Keys(PartitionId),
-    /// `<topic>/by-key/<key>[.json]`; the name as written in the path.
-    TopicByKey(String, String),
+    /// `by-key/` and `latest/` files and `keys` ([`crate::bykey`]).
+    Keys(KeyFile),
     /// `<topic>/schemas/<subject>/<name>` ([`crate::schemas`]).
     Schemas(SchemaFile),
 }
@@ -236,13 +227,10 @@ impl DirNode {
             DirNode::Root | DirNode::Topic(_) => DirNode::Root,
             DirNode::OffsetsDir(topic)
             | DirNode::TopicByTimeDir(topic)
-            | DirNode::GroupsDir(topic)
-            | DirNode::TopicByKeyDir(topic) => DirNode::Topic(topic.clone()),
+            | DirNode::GroupsDir(topic) => DirNode::Topic(topic.clone()),
             DirNode::Partition(id) => DirNode::Topic(id.topic.clone()),
-            DirNode::ByOffsetDir(id)
-            | DirNode::ByTimeDir(id)
-            | DirNode::ByKeyDir(id)
-            | DirNode::LatestDir(id) => DirNode::Partition(id.clone()),
+            DirNode::ByOffsetDir(id) | DirNode::ByTimeDir(id) => DirNode::Partition(id.clone()),
+            DirNode::Keys(dir) => dir.parent(),
             DirNode::Inspect(dir) => dir.parent(),
             DirNode::Group(topic, _) => DirNode::GroupsDir(topic.clone()),
             DirNode::GroupPartition(id, group) => DirNode::Group(id.topic.clone(), group.clone()),
@@ -260,13 +248,12 @@ impl DirNode {
             | DirNode::GroupsDir(_)
             | DirNode::Group(..)
             | DirNode::GroupPartition(..)
-            | DirNode::TopicByKeyDir(_)
+            | DirNode::Keys(KeyDir::Topic(_))
             | DirNode::Schemas(_) => None,
             DirNode::Partition(id)
             | DirNode::ByOffsetDir(id)
             | DirNode::ByTimeDir(id)
-            | DirNode::ByKeyDir(id)
-            | DirNode::LatestDir(id)
+            | DirNode::Keys(KeyDir::ByKey(id) | KeyDir::Latest(id))
             | DirNode::Inspect(InspectDir::Segments(id)) => Some(id),
         }
     }
@@ -283,10 +270,9 @@ impl FileNode {
             | FileNode::TopicAppendJson(topic) => DirNode::Topic(topic.clone()),
             FileNode::Offsets(topic, _) => DirNode::OffsetsDir(topic.clone()),
             FileNode::TopicStream(topic, _) => DirNode::TopicByTimeDir(topic.clone()),
-            FileNode::PartitionInfo(id)
-            | FileNode::Append(id)
-            | FileNode::AppendJson(id)
-            | FileNode::Keys(id) => DirNode::Partition(id.clone()),
+            FileNode::PartitionInfo(id) | FileNode::Append(id) | FileNode::AppendJson(id) => {
+                DirNode::Partition(id.clone())
+            }
             FileNode::Stream(id, StreamDir::ByOffset, _) => DirNode::ByOffsetDir(id.clone()),
             FileNode::Stream(id, StreamDir::ByTime, _) => DirNode::ByTimeDir(id.clone()),
             FileNode::Inspect(file) => file.parent(),
@@ -294,9 +280,7 @@ impl FileNode {
                 DirNode::Group(topic.clone(), group.clone())
             }
             FileNode::GroupNext(id, group, _) => DirNode::GroupPartition(id.clone(), group.clone()),
-            FileNode::ByKey(id, _) => DirNode::ByKeyDir(id.clone()),
-            FileNode::Latest(id, _) => DirNode::LatestDir(id.clone()),
-            FileNode::TopicByKey(topic, _) => DirNode::TopicByKeyDir(topic.clone()),
+            FileNode::Keys(file) => file.parent(),
             FileNode::Schemas(file) => file.parent(),
         }
     }
@@ -315,7 +299,7 @@ impl FileNode {
             | FileNode::GroupOffsets(..)
             | FileNode::GroupReset(..)
             | FileNode::GroupNext(..)
-            | FileNode::TopicByKey(..)
+            | FileNode::Keys(KeyFile::Topic(..))
             | FileNode::Schemas(_) => None,
             FileNode::PartitionInfo(id)
             | FileNode::Stream(id, ..)
@@ -324,9 +308,9 @@ impl FileNode {
             | FileNode::Inspect(
                 InspectFile::Segment(id, ..) | InspectFile::Dump(id, ..) | InspectFile::Check(id),
             )
-            | FileNode::ByKey(id, _)
-            | FileNode::Latest(id, _)
-            | FileNode::Keys(id) => Some(id),
+            | FileNode::Keys(KeyFile::ByKey(id, _) | KeyFile::Latest(id, _) | KeyFile::Keys(id)) => {
+                Some(id)
+            }
         }
     }
 }
@@ -359,7 +343,7 @@ pub fn topic_children(topic: &str) -> [(&'static str, Node, Needs); 9] {
         (APPEND, Node::File(FileNode::TopicAppend(t())), Needs::Nothing),
         (APPEND_JSON, Node::File(FileNode::TopicAppendJson(t())), Needs::Nothing),
         (GROUPS, Node::Dir(DirNode::GroupsDir(t())), Needs::Groups),
-        (BY_KEY, Node::Dir(DirNode::TopicByKeyDir(t())), Needs::KeyIndex),
+        (BY_KEY, Node::Dir(DirNode::Keys(KeyDir::Topic(t()))), Needs::KeyIndex),
         (SCHEMAS, Node::Dir(DirNode::Schemas(SchemaDir::Subjects(t()))), Needs::Schemas),
     ]
 }
@@ -376,9 +360,9 @@ pub fn partition_children(id: &PartitionId) -> [(&'static str, Node, Needs); 10]
         (APPEND_JSON, Node::File(FileNode::AppendJson(i())), Needs::Nothing),
         (SEGMENTS, Node::Dir(DirNode::Inspect(InspectDir::Segments(i()))), Needs::SegmentFiles),
         (CHECK, Node::File(FileNode::Inspect(InspectFile::Check(i()))), Needs::SegmentFiles),
-        (BY_KEY, Node::Dir(DirNode::ByKeyDir(i())), Needs::KeyIndex),
-        (LATEST, Node::Dir(DirNode::LatestDir(i())), Needs::KeyIndex),
-        (KEYS, Node::File(FileNode::Keys(i())), Needs::KeyIndex),
+        (BY_KEY, Node::Dir(DirNode::Keys(KeyDir::ByKey(i()))), Needs::KeyIndex),
+        (LATEST, Node::Dir(DirNode::Keys(KeyDir::Latest(i()))), Needs::KeyIndex),
+        (KEYS, Node::File(FileNode::Keys(KeyFile::Keys(i()))), Needs::KeyIndex),
     ]
 }
 
@@ -478,9 +462,9 @@ mod tests {
             Node::File(FileNode::GroupOffsets("t".into(), "g".into())),
             Node::File(FileNode::GroupReset("t".into(), "g".into())),
             Node::File(FileNode::GroupNext(id.clone(), "g".into(), "next.json".into())),
-            Node::File(FileNode::ByKey(id.clone(), "user-42.json".into())),
-            Node::File(FileNode::Latest(id.clone(), "%null".into())),
-            Node::File(FileNode::TopicByKey("t".into(), "k.json".into())),
+            Node::File(FileNode::Keys(KeyFile::ByKey(id.clone(), "user-42.json".into()))),
+            Node::File(FileNode::Keys(KeyFile::Latest(id.clone(), "%null".into()))),
+            Node::File(FileNode::Keys(KeyFile::Topic("t".into(), "k.json".into()))),
             Node::File(FileNode::Schemas(SchemaFile {
                 topic: "t".into(),
                 subject: "t-value".into(),

@@ -59,16 +59,6 @@ impl TopicFs {
             return Err(Error::Unsupported("open of a directory as a file"));
         };
         match file {
-            FileNode::Latest(..) => {
-                self.refuse_write(request, "writing a latest file")?;
-                let text = self.latest_text(&node)?;
-                Ok(direct(self.handles.insert(Handle::Text(text))))
-            }
-            FileNode::Keys(id) => {
-                self.refuse_write(request, "writing a keys file")?;
-                let reader = self.keys_reader(id)?;
-                Ok(direct(self.handles.insert(Handle::Keys(reader))))
-            }
             FileNode::GroupOffsets(..) | FileNode::GroupReset(..) => {
                 if request.write || request.truncate {
                     self.check_writable()?;
@@ -87,6 +77,7 @@ impl TopicFs {
             }
             FileNode::Schemas(file) => file.open(self, ino, &node, request),
             FileNode::Inspect(file) => file.open(self, ino, &node, request),
+            FileNode::Keys(file) => file.open(self, ino, &node, request),
             FileNode::MountInfo
             | FileNode::MountLog
             | FileNode::TopicInfo(_)
@@ -117,18 +108,11 @@ impl TopicFs {
                     .with_schemas(self.schemas().cloned());
                 Ok(append(self.handles.insert(Handle::Append(Box::new(Mutex::new(state))))))
             }
-            FileNode::Stream(..)
-            | FileNode::TopicStream(..)
-            | FileNode::GroupNext(..)
-            | FileNode::ByKey(..)
-            | FileNode::TopicByKey(..) => {
-                self.refuse_write(request, "writing a stream")?;
-                let stream = self.open_pinned(ino, &node)?;
-                let ahead = stream.read_ahead(&self.ahead);
-                let fh = self.handles.insert(Handle::Stream { ino, stream, ahead });
-                let mut open = lock(&self.open_streams);
-                open.0 = open.0.saturating_add(1);
-                open.1 = open.1.max(open.0);
+            FileNode::Stream(..) | FileNode::TopicStream(..) => {
+                self.open_stream_file(ino, &node, request).map(direct)
+            }
+            FileNode::GroupNext(..) => {
+                let fh = self.open_stream_file(ino, &node, request)?;
                 if self.auto_commit
                     && !self.options.read_only
                     && matches!(file, FileNode::GroupNext(..))
@@ -155,6 +139,24 @@ impl TopicFs {
                 Ok(append(self.handles.insert(Handle::Append(Box::new(Mutex::new(state))))))
             }
         }
+    }
+
+    /// Opens the stream file `node` (inode `ino`) for reading: the stream its name means now,
+    /// pinned while the handle is open, with the handle's read-ahead. The handle number.
+    pub(super) fn open_stream_file(
+        &self,
+        ino: u64,
+        node: &Node,
+        request: OpenRequest,
+    ) -> Result<u64> {
+        self.refuse_write(request, "writing a stream")?;
+        let stream = self.open_pinned(ino, node)?;
+        let ahead = stream.read_ahead(&self.ahead);
+        let fh = self.handles.insert(Handle::Stream { ino, stream, ahead });
+        let mut open = lock(&self.open_streams);
+        open.0 = open.0.saturating_add(1);
+        open.1 = open.1.max(open.0);
+        Ok(fh)
     }
 
     /// Reads up to `size` bytes at `offset` of an open file (fewer at its current end). A
@@ -262,10 +264,8 @@ impl TopicFs {
         match node {
             Node::File(FileNode::Schemas(file)) => return file.resolve(self),
             Node::File(FileNode::Inspect(file)) => return file.resolve(self),
+            Node::File(FileNode::Keys(file)) => return file.resolve(self),
             _ => {}
-        }
-        if matches!(node, Node::File(FileNode::ByKey(..)) | Node::File(FileNode::TopicByKey(..))) {
-            return self.resolve_key(node);
         }
         if let Node::File(FileNode::GroupNext(id, group, name)) = node {
             return self.resolve_next(id, group, name).map(StreamRef::Partition);

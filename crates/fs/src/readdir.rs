@@ -113,13 +113,7 @@ impl TopicFs {
                     names.push((name, child));
                 }
             }
-            // Keys are not listed (a partition may have millions): `keys` lists them.
-            DirNode::ByKeyDir(id) | DirNode::LatestDir(id) => {
-                self.has_key_index(id)?;
-            }
-            DirNode::TopicByKeyDir(topic) => {
-                self.source.partitions(topic)?;
-            }
+            DirNode::Keys(dir) => names = dir.list(self)?,
             DirNode::Schemas(dir) => names = dir.list(self)?,
             DirNode::GroupsDir(topic) => {
                 for group in self.group_names(topic)? {
