@@ -178,6 +178,10 @@ impl SubtreeFile for KeyFile {
         }
     }
 
+    fn is_writable(&self) -> bool {
+        false
+    }
+
     fn attr(&self, fs: &TopicFs, ino: u64, node: &Node) -> Result<AttrReply> {
         let size = match self {
             KeyFile::ByKey(..) | KeyFile::Topic(..) => return fs.stream_file_attr(ino, node),

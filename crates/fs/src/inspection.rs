@@ -143,6 +143,10 @@ impl SubtreeFile for InspectFile {
         Err(Error::NotFound(format!("{} is not a stream", self.path())))
     }
 
+    fn is_writable(&self) -> bool {
+        false
+    }
+
     fn attr(&self, fs: &TopicFs, ino: u64, _node: &Node) -> Result<AttrReply> {
         let perm = fs.read_only_perm();
         match self {

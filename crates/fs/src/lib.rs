@@ -75,7 +75,7 @@ use topicfs_format::Timestamp;
 use topicfs_source::error::{Error, Result};
 use topicfs_source::{GroupStore, TopicSource};
 use topicfs_view::budget::MemoryBudget;
-use topicfs_view::groups::{self as group_view, ResetPolicy};
+use topicfs_view::groups::ResetPolicy;
 use topicfs_view::readahead::AheadPool;
 use topicfs_view::stream::StreamRegistry;
 use topicfs_view::topic::TopicViews;
@@ -163,22 +163,12 @@ pub struct TopicFs {
     shut_down: Mutex<bool>,
     /// Shown as the mtime of the root and of topics without partitions.
     started: SystemTime,
-    /// Consumer groups (`<topic>/groups/`); `None`: the tree has no `groups` directories.
-    groups: Option<Arc<dyn GroupStore>>,
-    /// The mount's `auto.offset.reset`.
-    default_reset: ResetPolicy,
-    /// Groups made by `mkdir` or given their own `auto.offset.reset`, by (topic, group), held
-    /// for the life of the mount: a group exists while it has a committed offset or an entry
-    /// here. `None`: the mount's policy.
-    group_settings: Mutex<HashMap<(String, String), Option<ResetPolicy>>>,
+    /// Consumer groups (`<topic>/groups/`): their store, settings and auto-commit.
+    groups: groups::GroupsTree,
     /// List internal topics (`__consumer_offsets`, ...) in the root.
     show_internal: bool,
     /// The most partitions a topic may get through `mkdir` ([`TopicFs::with_max_partitions`]).
     max_partitions: u32,
-    /// `-o auto_commit`: closing a `next` handle that read to its end commits that end.
-    auto_commit: bool,
-    /// With `auto_commit`: how far each open `next` handle has read (bytes), by handle.
-    read_to: Mutex<HashMap<u64, u64>>,
     /// Sizing steps `stat` left to the background (see [`sizing::SizingSteps`]).
     sizing_steps: sizing::SizingSteps,
     /// Sizing of what append handles appended, once closed (see [`sizing::AppendedSizing`]).
@@ -241,13 +231,9 @@ impl TopicFs {
             started: SystemTime::now(),
             closing: AtomicBool::new(false),
             shut_down: Mutex::new(false),
-            groups: None,
-            default_reset: ResetPolicy::Earliest,
-            group_settings: Mutex::new(HashMap::new()),
+            groups: groups::GroupsTree::default(),
             show_internal: false,
             max_partitions: DEFAULT_MAX_PARTITIONS,
-            auto_commit: false,
-            read_to: Mutex::new(HashMap::new()),
             sizing_steps: sizing::SizingSteps::default(),
             appended_sizing: sizing::AppendedSizing::default(),
         }
@@ -275,15 +261,14 @@ impl TopicFs {
     /// whole range is closed, the end of that range (what `kcat -G` does on close: at-most-once
     /// for what the reader had not processed yet). Call before the first request.
     pub fn with_auto_commit(mut self, auto_commit: bool) -> TopicFs {
-        self.auto_commit = auto_commit;
+        self.groups = std::mem::take(&mut self.groups).with_auto_commit(auto_commit);
         self
     }
 
     /// The same filesystem with `<topic>/groups/` over `store`, groups without a usable commit
     /// starting at `reset`. Call before the first request.
     pub fn with_groups(mut self, store: Arc<dyn GroupStore>, reset: ResetPolicy) -> TopicFs {
-        self.groups = Some(store);
-        self.default_reset = reset;
+        self.groups = std::mem::take(&mut self.groups).with_store(store, reset);
         self
     }
 
@@ -426,20 +411,8 @@ pub fn describe(node: &Node) -> String {
         Node::File(FileNode::Inspect(file)) => file.path(),
         Node::Dir(DirNode::Keys(dir)) => dir.path(),
         Node::File(FileNode::Keys(file)) => file.path(),
-        Node::Dir(DirNode::GroupsDir(topic)) => format!("{topic}/{}", node::GROUPS),
-        Node::Dir(DirNode::Group(topic, group)) => format!("{topic}/{}/{group}", node::GROUPS),
-        Node::File(FileNode::GroupOffsets(topic, group)) => {
-            format!("{topic}/{}/{group}/{}", node::GROUPS, group_view::OFFSETS)
-        }
-        Node::File(FileNode::GroupReset(topic, group)) => {
-            format!("{topic}/{}/{group}/{}", node::GROUPS, group_view::AUTO_OFFSET_RESET)
-        }
-        Node::Dir(DirNode::GroupPartition(id, group)) => {
-            format!("{}/{}/{group}/{}", id.topic, node::GROUPS, id.partition)
-        }
-        Node::File(FileNode::GroupNext(id, group, name)) => {
-            format!("{}/{}/{group}/{}/{name}", id.topic, node::GROUPS, id.partition)
-        }
+        Node::Dir(DirNode::Groups(dir)) => dir.path(),
+        Node::File(FileNode::Groups(file)) => file.path(),
     }
 }
 
@@ -447,7 +420,7 @@ pub fn describe(node: &Node) -> String {
 fn is_stream(node: &Node) -> bool {
     let Node::File(file) = node else { return false };
     match file {
-        FileNode::Stream(..) | FileNode::TopicStream(..) | FileNode::GroupNext(..) => true,
+        FileNode::Stream(..) | FileNode::TopicStream(..) => true,
         FileNode::MountInfo
         | FileNode::MountLog
         | FileNode::TopicInfo(_)
@@ -457,12 +430,35 @@ fn is_stream(node: &Node) -> bool {
         | FileNode::TopicAppendJson(_)
         | FileNode::PartitionInfo(_)
         | FileNode::Append(_)
-        | FileNode::AppendJson(_)
-        | FileNode::GroupOffsets(..)
-        | FileNode::GroupReset(..) => false,
+        | FileNode::AppendJson(_) => false,
         FileNode::Schemas(file) => file.is_stream(),
         FileNode::Inspect(file) => file.is_stream(),
         FileNode::Keys(file) => file.is_stream(),
+        FileNode::Groups(file) => file.is_stream(),
+    }
+}
+
+/// Whether a node is a file that takes writes (`append` files, `config`, a group's files):
+/// those accept `O_TRUNC` and a truncation to 0 (without effect) on a read-write mount.
+fn is_writable(node: &Node) -> bool {
+    let Node::File(file) = node else { return false };
+    match file {
+        FileNode::Append(_)
+        | FileNode::AppendJson(_)
+        | FileNode::TopicAppend(_)
+        | FileNode::TopicAppendJson(_)
+        | FileNode::TopicConfig(_) => true,
+        FileNode::MountInfo
+        | FileNode::MountLog
+        | FileNode::TopicInfo(_)
+        | FileNode::Offsets(..)
+        | FileNode::TopicStream(..)
+        | FileNode::PartitionInfo(_)
+        | FileNode::Stream(..) => false,
+        FileNode::Schemas(file) => file.is_writable(),
+        FileNode::Inspect(file) => file.is_writable(),
+        FileNode::Keys(file) => file.is_writable(),
+        FileNode::Groups(file) => file.is_writable(),
     }
 }
 

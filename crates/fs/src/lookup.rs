@@ -9,7 +9,6 @@ use topicfs_source::PartitionSource;
 use topicfs_source::error::{Error, Result};
 use topicfs_source::sync::lock;
 use topicfs_view::StatSize;
-use topicfs_view::groups as group_view;
 use topicfs_view::spec::StreamSpec;
 use topicfs_view::topic as topic_view;
 
@@ -23,7 +22,7 @@ use super::node::{
     partition_children, topic_children,
 };
 use super::subtree::{DirAttr, SubtreeDir, SubtreeFile};
-use super::{TopicFs, describe, is_stream, name_str};
+use super::{TopicFs, describe, is_stream, is_writable, name_str};
 
 impl TopicFs {
     /// Looks `name` up in directory `parent`, taking one kernel reference on the result.
@@ -78,29 +77,18 @@ impl TopicFs {
         let _op = topicfs_source::Operation::begin();
         let node = self.node(ino)?;
         let reply = self.getattr(ino, None)?;
-        match node {
-            Node::File(FileNode::Append(_))
-            | Node::File(FileNode::AppendJson(_))
-            | Node::File(FileNode::TopicAppend(_))
-            | Node::File(FileNode::TopicAppendJson(_))
-            | Node::File(FileNode::GroupOffsets(..))
-            | Node::File(FileNode::GroupReset(..))
-            | Node::File(FileNode::TopicConfig(_)) => {
-                self.check_writable()?;
-                if request.mode.is_some() || request.uid.is_some() || request.gid.is_some() {
-                    return Err(Error::NotPermitted("changing the mode or owner of a file"));
-                }
-                match request.size {
-                    None | Some(0) => Ok(reply),
-                    Some(_) => {
-                        Err(Error::NotPermitted("an append file can only be truncated to 0"))
-                    }
-                }
+        if is_writable(&node) {
+            self.check_writable()?;
+            if request.mode.is_some() || request.uid.is_some() || request.gid.is_some() {
+                return Err(Error::NotPermitted("changing the mode or owner of a file"));
             }
-            _ => {
-                self.check_writable()?;
-                Err(Error::NotPermitted("changing the attributes of a file other than append"))
+            match request.size {
+                None | Some(0) => Ok(reply),
+                Some(_) => Err(Error::NotPermitted("an append file can only be truncated to 0")),
             }
+        } else {
+            self.check_writable()?;
+            Err(Error::NotPermitted("changing the attributes of a file other than append"))
         }
     }
 
@@ -152,29 +140,7 @@ impl TopicFs {
                 }
                 child
             }
-            DirNode::GroupsDir(topic) => {
-                group_view::check_group_name(name).map_err(|_| absent())?;
-                Node::Dir(DirNode::Group(topic.clone(), name.to_string()))
-            }
-            DirNode::Group(topic, group) => match name {
-                group_view::OFFSETS => {
-                    Node::File(FileNode::GroupOffsets(topic.clone(), group.clone()))
-                }
-                group_view::AUTO_OFFSET_RESET => {
-                    Node::File(FileNode::GroupReset(topic.clone(), group.clone()))
-                }
-                _ => Node::Dir(DirNode::GroupPartition(
-                    PartitionId {
-                        topic: topic.clone(),
-                        partition: parse_partition(name).ok_or_else(absent)?,
-                    },
-                    group.clone(),
-                )),
-            },
-            DirNode::GroupPartition(id, group) => {
-                group_view::parse_next_name(name).ok_or_else(absent)?;
-                Node::File(FileNode::GroupNext(id.clone(), group.clone(), name.to_string()))
-            }
+            DirNode::Groups(dir) => dir.child(self, name)?.ok_or_else(absent)?,
             DirNode::ByOffsetDir(id) => {
                 StreamSpec::parse_by_offset(name)?;
                 Node::File(FileNode::Stream(id.clone(), StreamDir::ByOffset, name.to_string()))
@@ -193,7 +159,7 @@ impl TopicFs {
     pub(super) fn topic_offers(&self, topic: &str, needs: Needs) -> Result<bool> {
         Ok(match needs {
             Needs::Nothing => true,
-            Needs::Groups => self.groups.is_some(),
+            Needs::Groups => self.groups.enabled(),
             Needs::Schemas => self.schemas().is_some(),
             Needs::KeyIndex => self.topic_has_key_index(topic)?,
             Needs::SegmentFiles => false,
@@ -237,18 +203,7 @@ impl TopicFs {
             DirNode::Partition(id) | DirNode::ByOffsetDir(id) | DirNode::ByTimeDir(id) => {
                 (ro_dir, self.partition(id)?.last_modified()?, STABLE_TTL)
             }
-            DirNode::GroupsDir(topic) => {
-                self.group_store()?;
-                (rw_dir, self.topic_mtime(topic)?, STABLE_TTL)
-            }
-            DirNode::Group(topic, group) => {
-                self.check_group(topic, group)?;
-                (0o555, self.topic_mtime(topic)?, DYNAMIC_TTL)
-            }
-            DirNode::GroupPartition(id, group) => {
-                self.check_group(&id.topic, group)?;
-                (0o555, self.partition(id)?.last_modified()?, DYNAMIC_TTL)
-            }
+            DirNode::Groups(dir) => return dir.attr(self),
         };
         Ok(DirAttr { perm, mtime, ttl })
     }
@@ -294,14 +249,9 @@ impl TopicFs {
             FileNode::Append(id) | FileNode::AppendJson(id) => {
                 (0, wo_file, self.partition(id)?.last_modified()?, DYNAMIC_TTL)
             }
-            FileNode::GroupOffsets(topic, _) | FileNode::GroupReset(topic, _) => {
-                let size = self.group_text(node)?.len() as u64;
-                let mtime = self.topic_mtime(topic)?;
-                let perm = if self.options.read_only { 0o444 } else { 0o644 };
-                (size, perm, mtime, DYNAMIC_TTL)
-            }
             FileNode::Keys(file) => return file.attr(self, ino, node),
-            FileNode::Stream(..) | FileNode::TopicStream(..) | FileNode::GroupNext(..) => {
+            FileNode::Groups(file) => return file.attr(self, ino, node),
+            FileNode::Stream(..) | FileNode::TopicStream(..) => {
                 return self.stream_file_attr(ino, node);
             }
         };
@@ -374,9 +324,8 @@ impl TopicFs {
         let size = size.unwrap_or(0);
         let mut mtime = match node {
             Node::File(FileNode::TopicStream(topic, _)) => self.topic_mtime(topic)?,
-            Node::File(FileNode::Stream(id, ..) | FileNode::GroupNext(id, ..)) => {
-                self.partition(id)?.last_modified()?
-            }
+            Node::File(FileNode::Stream(id, ..)) => self.partition(id)?.last_modified()?,
+            Node::File(FileNode::Groups(file)) => file.mtime(self)?,
             Node::File(FileNode::Keys(file)) => file.mtime(self)?,
             _ => return Err(Error::StaleHandle),
         };

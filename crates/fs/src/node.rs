@@ -51,6 +51,7 @@ use topicfs_format::Offset;
 use topicfs_source::SegmentFileKind;
 
 pub use super::bykey::{KeyDir, KeyFile};
+pub use super::groups::{GroupDir, GroupFile};
 pub use super::inspection::{InspectDir, InspectFile};
 pub use super::schemas::{SchemaDir, SchemaFile};
 use super::subtree::{SubtreeDir, SubtreeFile};
@@ -144,12 +145,8 @@ pub enum DirNode {
     ByTimeDir(PartitionId),
     /// `<topic>/<p>/segments/` ([`crate::inspection`]).
     Inspect(InspectDir),
-    /// `<topic>/groups/`: the groups with committed offsets for the topic.
-    GroupsDir(String),
-    /// `<topic>/groups/<group>/` (topic, group).
-    Group(String, String),
-    /// `<topic>/groups/<group>/<p>/` (partition, group).
-    GroupPartition(PartitionId, String),
+    /// `<topic>/groups/` and its groups ([`crate::groups`]).
+    Groups(GroupDir),
     /// `by-key/` and `latest/` directories ([`crate::bykey`]; only with a key index).
     Keys(KeyDir),
     /// `<topic>/schemas/` and its subjects ([`crate::schemas`]).
@@ -181,13 +178,8 @@ pub enum FileNode {
     AppendJson(PartitionId),
     /// A segment's file, its dump, or the partition's `check` ([`crate::inspection`]).
     Inspect(InspectFile),
-    /// `<topic>/groups/<group>/offsets`: committed offsets and lag; writing commits.
-    GroupOffsets(String, String),
-    /// `<topic>/groups/<group>/auto.offset.reset`: `earliest` or `latest`.
-    GroupReset(String, String),
-    /// `<topic>/groups/<group>/<p>/next[.json|.raw]` (partition, group, name): records from the
-    /// committed offset to the end as of resolution.
-    GroupNext(PartitionId, String, String),
+    /// A group's files ([`crate::groups`]).
+    Groups(GroupFile),
     /// `by-key/` and `latest/` files and `keys` ([`crate::bykey`]).
     Keys(KeyFile),
     /// `<topic>/schemas/<subject>/<name>` ([`crate::schemas`]).
@@ -225,15 +217,14 @@ impl DirNode {
     pub fn parent(&self) -> DirNode {
         match self {
             DirNode::Root | DirNode::Topic(_) => DirNode::Root,
-            DirNode::OffsetsDir(topic)
-            | DirNode::TopicByTimeDir(topic)
-            | DirNode::GroupsDir(topic) => DirNode::Topic(topic.clone()),
+            DirNode::OffsetsDir(topic) | DirNode::TopicByTimeDir(topic) => {
+                DirNode::Topic(topic.clone())
+            }
             DirNode::Partition(id) => DirNode::Topic(id.topic.clone()),
             DirNode::ByOffsetDir(id) | DirNode::ByTimeDir(id) => DirNode::Partition(id.clone()),
             DirNode::Keys(dir) => dir.parent(),
             DirNode::Inspect(dir) => dir.parent(),
-            DirNode::Group(topic, _) => DirNode::GroupsDir(topic.clone()),
-            DirNode::GroupPartition(id, group) => DirNode::Group(id.topic.clone(), group.clone()),
+            DirNode::Groups(dir) => dir.parent(),
             DirNode::Schemas(dir) => dir.parent(),
         }
     }
@@ -245,9 +236,7 @@ impl DirNode {
             | DirNode::Topic(_)
             | DirNode::OffsetsDir(_)
             | DirNode::TopicByTimeDir(_)
-            | DirNode::GroupsDir(_)
-            | DirNode::Group(..)
-            | DirNode::GroupPartition(..)
+            | DirNode::Groups(_)
             | DirNode::Keys(KeyDir::Topic(_))
             | DirNode::Schemas(_) => None,
             DirNode::Partition(id)
@@ -276,10 +265,7 @@ impl FileNode {
             FileNode::Stream(id, StreamDir::ByOffset, _) => DirNode::ByOffsetDir(id.clone()),
             FileNode::Stream(id, StreamDir::ByTime, _) => DirNode::ByTimeDir(id.clone()),
             FileNode::Inspect(file) => file.parent(),
-            FileNode::GroupOffsets(topic, group) | FileNode::GroupReset(topic, group) => {
-                DirNode::Group(topic.clone(), group.clone())
-            }
-            FileNode::GroupNext(id, group, _) => DirNode::GroupPartition(id.clone(), group.clone()),
+            FileNode::Groups(file) => file.parent(),
             FileNode::Keys(file) => file.parent(),
             FileNode::Schemas(file) => file.parent(),
         }
@@ -296,9 +282,7 @@ impl FileNode {
             | FileNode::TopicStream(..)
             | FileNode::TopicAppend(_)
             | FileNode::TopicAppendJson(_)
-            | FileNode::GroupOffsets(..)
-            | FileNode::GroupReset(..)
-            | FileNode::GroupNext(..)
+            | FileNode::Groups(_)
             | FileNode::Keys(KeyFile::Topic(..))
             | FileNode::Schemas(_) => None,
             FileNode::PartitionInfo(id)
@@ -342,7 +326,7 @@ pub fn topic_children(topic: &str) -> [(&'static str, Node, Needs); 9] {
         (BY_TIME, Node::Dir(DirNode::TopicByTimeDir(t())), Needs::Nothing),
         (APPEND, Node::File(FileNode::TopicAppend(t())), Needs::Nothing),
         (APPEND_JSON, Node::File(FileNode::TopicAppendJson(t())), Needs::Nothing),
-        (GROUPS, Node::Dir(DirNode::GroupsDir(t())), Needs::Groups),
+        (GROUPS, Node::Dir(DirNode::Groups(GroupDir::All(t()))), Needs::Groups),
         (BY_KEY, Node::Dir(DirNode::Keys(KeyDir::Topic(t()))), Needs::KeyIndex),
         (SCHEMAS, Node::Dir(DirNode::Schemas(SchemaDir::Subjects(t()))), Needs::Schemas),
     ]
@@ -459,9 +443,9 @@ mod tests {
                 Offset(0),
                 SegmentFileKind::Log,
             ))),
-            Node::File(FileNode::GroupOffsets("t".into(), "g".into())),
-            Node::File(FileNode::GroupReset("t".into(), "g".into())),
-            Node::File(FileNode::GroupNext(id.clone(), "g".into(), "next.json".into())),
+            Node::File(FileNode::Groups(GroupFile::Offsets("t".into(), "g".into()))),
+            Node::File(FileNode::Groups(GroupFile::Reset("t".into(), "g".into()))),
+            Node::File(FileNode::Groups(GroupFile::Next(id.clone(), "g".into(), "n".into()))),
             Node::File(FileNode::Keys(KeyFile::ByKey(id.clone(), "user-42.json".into()))),
             Node::File(FileNode::Keys(KeyFile::Latest(id.clone(), "%null".into()))),
             Node::File(FileNode::Keys(KeyFile::Topic("t".into(), "k.json".into()))),

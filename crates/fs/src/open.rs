@@ -59,14 +59,6 @@ impl TopicFs {
             return Err(Error::Unsupported("open of a directory as a file"));
         };
         match file {
-            FileNode::GroupOffsets(..) | FileNode::GroupReset(..) => {
-                if request.write || request.truncate {
-                    self.check_writable()?;
-                }
-                let text = self.group_text(&node)?.into_bytes();
-                let handle = Handle::Group { node: node.clone(), text };
-                Ok(append(self.handles.insert(handle)))
-            }
             FileNode::TopicConfig(topic) => {
                 if request.write || request.truncate {
                     self.check_writable()?;
@@ -78,6 +70,7 @@ impl TopicFs {
             FileNode::Schemas(file) => file.open(self, ino, &node, request),
             FileNode::Inspect(file) => file.open(self, ino, &node, request),
             FileNode::Keys(file) => file.open(self, ino, &node, request),
+            FileNode::Groups(file) => file.open(self, ino, &node, request),
             FileNode::MountInfo
             | FileNode::MountLog
             | FileNode::TopicInfo(_)
@@ -110,19 +103,6 @@ impl TopicFs {
             }
             FileNode::Stream(..) | FileNode::TopicStream(..) => {
                 self.open_stream_file(ino, &node, request).map(direct)
-            }
-            FileNode::GroupNext(..) => {
-                let fh = self.open_stream_file(ino, &node, request)?;
-                if self.auto_commit
-                    && !self.options.read_only
-                    && matches!(file, FileNode::GroupNext(..))
-                {
-                    lock(&self.read_to).insert(fh, 0);
-                    // The commit happens at `flush`, which `close()` waits for (`release` is
-                    // sent after `close()` returned).
-                    return Ok(append(fh));
-                }
-                Ok(direct(fh))
             }
             FileNode::Append(id) | FileNode::AppendJson(id) => {
                 if request.write || request.truncate {
@@ -180,11 +160,7 @@ impl TopicFs {
                     Some(ahead) => ahead.read(offset, size)?,
                     None => stream.read_at(offset, size)?,
                 };
-                if self.auto_commit {
-                    if let Some(read_to) = lock(&self.read_to).get_mut(&fh) {
-                        *read_to = (*read_to).max(offset.saturating_add(data.len() as u64));
-                    }
-                }
+                self.groups.note_read(fh, offset, data.len());
                 Ok(data)
             }
             Handle::Segment { partition, base_offset, kind } => {
@@ -211,7 +187,7 @@ impl TopicFs {
         match &*handle {
             Handle::Stream { ino, stream, .. } => {
                 self.pin_close(*ino);
-                let read_to = if self.auto_commit { lock(&self.read_to).remove(&fh) } else { None };
+                let read_to = self.groups.forget_handle(fh);
                 let closed = match read_to {
                     Some(read_to) => self.auto_commit_on_close(*ino, stream, read_to),
                     None => Ok(()),
@@ -265,10 +241,8 @@ impl TopicFs {
             Node::File(FileNode::Schemas(file)) => return file.resolve(self),
             Node::File(FileNode::Inspect(file)) => return file.resolve(self),
             Node::File(FileNode::Keys(file)) => return file.resolve(self),
+            Node::File(FileNode::Groups(file)) => return file.resolve(self),
             _ => {}
-        }
-        if let Node::File(FileNode::GroupNext(id, group, name)) = node {
-            return self.resolve_next(id, group, name).map(StreamRef::Partition);
         }
         if let Node::File(FileNode::TopicStream(topic, name)) = node {
             let spec = topic_view::parse_topic_by_time(name)?;

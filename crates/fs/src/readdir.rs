@@ -4,7 +4,6 @@ use std::sync::Mutex;
 
 use topicfs_source::error::{Error, Result};
 use topicfs_source::sync::lock;
-use topicfs_view::groups as group_view;
 use topicfs_view::topic as topic_view;
 
 use super::attr::{DirEntry, FileKind, Opened};
@@ -115,41 +114,7 @@ impl TopicFs {
             }
             DirNode::Keys(dir) => names = dir.list(self)?,
             DirNode::Schemas(dir) => names = dir.list(self)?,
-            DirNode::GroupsDir(topic) => {
-                for group in self.group_names(topic)? {
-                    names.push((group.clone(), Node::Dir(DirNode::Group(topic.clone(), group))));
-                }
-            }
-            DirNode::Group(topic, group) => {
-                self.check_group(topic, group)?;
-                for name in [group_view::OFFSETS, group_view::AUTO_OFFSET_RESET] {
-                    let child = match name {
-                        group_view::OFFSETS => {
-                            Node::File(FileNode::GroupOffsets(topic.clone(), group.clone()))
-                        }
-                        _ => Node::File(FileNode::GroupReset(topic.clone(), group.clone())),
-                    };
-                    names.push((name.to_string(), child));
-                }
-                for partition in self.source.partitions(topic)? {
-                    let id = PartitionId { topic: topic.clone(), partition };
-                    names.push((
-                        partition.to_string(),
-                        Node::Dir(DirNode::GroupPartition(id, group.clone())),
-                    ));
-                }
-            }
-            DirNode::GroupPartition(id, group) => {
-                self.check_group(&id.topic, group)?;
-                for name in group_view::next_names() {
-                    let child = Node::File(FileNode::GroupNext(
-                        id.clone(),
-                        group.clone(),
-                        name.to_string(),
-                    ));
-                    names.push((name.to_string(), child));
-                }
-            }
+            DirNode::Groups(dir) => names = dir.list(self)?,
             DirNode::OffsetsDir(topic) => {
                 self.source.partitions(topic)?;
                 for name in topic_view::offsets_names() {

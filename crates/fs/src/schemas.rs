@@ -128,6 +128,10 @@ impl SubtreeFile for SchemaFile {
         Err(Error::NotFound(format!("{} is not a stream", self.path())))
     }
 
+    fn is_writable(&self) -> bool {
+        false
+    }
+
     fn attr(&self, fs: &TopicFs, ino: u64, _node: &Node) -> Result<AttrReply> {
         let size = fs.schema_text(self)?.len() as u64;
         let mtime = self.mtime(fs)?;

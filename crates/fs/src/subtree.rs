@@ -55,6 +55,9 @@ pub(crate) trait SubtreeFile {
     fn mtime(&self, fs: &TopicFs) -> Result<SystemTime>;
     /// The stream this file means now (only called when [`SubtreeFile::is_stream`]).
     fn resolve(&self, fs: &TopicFs) -> Result<StreamRef>;
+    /// Whether the file takes writes (and so `O_TRUNC` and a truncation to 0, without
+    /// effect) on a read-write mount.
+    fn is_writable(&self) -> bool;
     /// The file's attributes, checking that it exists (`ino` 0: no inode yet); `node` is this
     /// file as a [`Node`] (for the stream path).
     fn attr(&self, fs: &TopicFs, ino: u64, node: &Node) -> Result<AttrReply>;
