@@ -14,54 +14,15 @@ use topicfs_view::spec::Format;
 use super::TopicFs;
 use super::attr::{AttrReply, DYNAMIC_TTL, OpenRequest, Opened, STABLE_TTL};
 use super::handle::{Handle, StreamRef};
-use super::node::{BY_KEY, DirNode, FileNode, KEYS, LATEST, Node, PartitionId};
+use super::node::{FileNode, KeyDir, KeyFile, Node, PartitionId};
 use super::open::direct;
 use super::subtree::{DirAttr, SubtreeDir, SubtreeFile};
-
-/// The by-key directories.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum KeyDir {
-    /// `<topic>/<p>/by-key/`: records by key.
-    ByKey(PartitionId),
-    /// `<topic>/<p>/latest/`: the last record of each key.
-    Latest(PartitionId),
-    /// `<topic>/by-key/`: records by key over the topic's partitions.
-    Topic(String),
-}
-
-/// The by-key files; the names as written in the path.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum KeyFile {
-    /// `<topic>/<p>/by-key/<key>[.json|.raw]`: a stream of the key's records.
-    ByKey(PartitionId, String),
-    /// `<topic>/<p>/latest/<key>[.json]`: the key's last record.
-    Latest(PartitionId, String),
-    /// `<topic>/<p>/keys`: the distinct keys with their record counts.
-    Keys(PartitionId),
-    /// `<topic>/by-key/<key>[.json]`: a stream of the key's records over the topic.
-    Topic(String, String),
-}
 
 fn file(file: KeyFile) -> Node {
     Node::File(FileNode::Keys(file))
 }
 
 impl SubtreeDir for KeyDir {
-    fn parent(&self) -> DirNode {
-        match self {
-            KeyDir::ByKey(id) | KeyDir::Latest(id) => DirNode::Partition(id.clone()),
-            KeyDir::Topic(topic) => DirNode::Topic(topic.clone()),
-        }
-    }
-
-    fn path(&self) -> String {
-        match self {
-            KeyDir::ByKey(id) => format!("{}/{}/{BY_KEY}", id.topic, id.partition),
-            KeyDir::Latest(id) => format!("{}/{}/{LATEST}", id.topic, id.partition),
-            KeyDir::Topic(topic) => format!("{topic}/{BY_KEY}"),
-        }
-    }
-
     fn child(&self, _fs: &TopicFs, name: &str) -> Result<Option<Node>> {
         let name = name.to_string();
         Ok(Some(match self {
@@ -99,24 +60,6 @@ impl SubtreeDir for KeyDir {
 }
 
 impl SubtreeFile for KeyFile {
-    fn parent(&self) -> DirNode {
-        match self {
-            KeyFile::ByKey(id, _) => DirNode::Keys(KeyDir::ByKey(id.clone())),
-            KeyFile::Latest(id, _) => DirNode::Keys(KeyDir::Latest(id.clone())),
-            KeyFile::Keys(id) => DirNode::Partition(id.clone()),
-            KeyFile::Topic(topic, _) => DirNode::Keys(KeyDir::Topic(topic.clone())),
-        }
-    }
-
-    fn path(&self) -> String {
-        match self {
-            KeyFile::ByKey(id, name) => format!("{}/{}/{BY_KEY}/{name}", id.topic, id.partition),
-            KeyFile::Latest(id, name) => format!("{}/{}/{LATEST}/{name}", id.topic, id.partition),
-            KeyFile::Keys(id) => format!("{}/{}/{KEYS}", id.topic, id.partition),
-            KeyFile::Topic(topic, name) => format!("{topic}/{BY_KEY}/{name}"),
-        }
-    }
-
     fn mtime(&self, fs: &TopicFs) -> Result<SystemTime> {
         match self {
             KeyFile::ByKey(id, _) => fs.partition(id)?.last_modified(),

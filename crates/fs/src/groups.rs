@@ -12,7 +12,7 @@ use topicfs_view::groups::{self as group_view, ResetPolicy};
 
 use super::attr::{AttrReply, DYNAMIC_TTL, OpenRequest, Opened, STABLE_TTL};
 use super::handle::{Handle, StreamRef};
-use super::node::{DirNode, FileNode, GROUPS, Node, PartitionId, parse_partition};
+use super::node::{DirNode, FileNode, GroupDir, GroupFile, Node, PartitionId, parse_partition};
 use super::open::{append, direct};
 use super::subtree::{DirAttr, SubtreeDir, SubtreeFile};
 use super::{TopicFs, now_ms};
@@ -106,29 +106,6 @@ impl GroupsTree {
     }
 }
 
-/// The directories of `<topic>/groups/`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum GroupDir {
-    /// `<topic>/groups/`: the groups with committed offsets for the topic.
-    All(String),
-    /// `<topic>/groups/<group>/` (topic, group).
-    Group(String, String),
-    /// `<topic>/groups/<group>/<p>/` (partition, group).
-    Partition(PartitionId, String),
-}
-
-/// The files of `<topic>/groups/`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum GroupFile {
-    /// `<topic>/groups/<group>/offsets`: committed offsets and lag; writing commits.
-    Offsets(String, String),
-    /// `<topic>/groups/<group>/auto.offset.reset`: `earliest` or `latest`.
-    Reset(String, String),
-    /// `<topic>/groups/<group>/<p>/next[.json|.raw]` (partition, group, name): records from the
-    /// committed offset to the end as of resolution.
-    Next(PartitionId, String, String),
-}
-
 fn dir(dir: GroupDir) -> Node {
     Node::Dir(DirNode::Groups(dir))
 }
@@ -138,26 +115,6 @@ fn file(file: GroupFile) -> Node {
 }
 
 impl SubtreeDir for GroupDir {
-    fn parent(&self) -> DirNode {
-        match self {
-            GroupDir::All(topic) => DirNode::Topic(topic.clone()),
-            GroupDir::Group(topic, _) => DirNode::Groups(GroupDir::All(topic.clone())),
-            GroupDir::Partition(id, group) => {
-                DirNode::Groups(GroupDir::Group(id.topic.clone(), group.clone()))
-            }
-        }
-    }
-
-    fn path(&self) -> String {
-        match self {
-            GroupDir::All(topic) => format!("{topic}/{GROUPS}"),
-            GroupDir::Group(topic, group) => format!("{topic}/{GROUPS}/{group}"),
-            GroupDir::Partition(id, group) => {
-                format!("{}/{GROUPS}/{group}/{}", id.topic, id.partition)
-            }
-        }
-    }
-
     fn child(&self, _fs: &TopicFs, name: &str) -> Result<Option<Node>> {
         Ok(match self {
             GroupDir::All(topic) => group_view::check_group_name(name)
@@ -230,31 +187,6 @@ impl SubtreeDir for GroupDir {
 }
 
 impl SubtreeFile for GroupFile {
-    fn parent(&self) -> DirNode {
-        match self {
-            GroupFile::Offsets(topic, group) | GroupFile::Reset(topic, group) => {
-                DirNode::Groups(GroupDir::Group(topic.clone(), group.clone()))
-            }
-            GroupFile::Next(id, group, _) => {
-                DirNode::Groups(GroupDir::Partition(id.clone(), group.clone()))
-            }
-        }
-    }
-
-    fn path(&self) -> String {
-        match self {
-            GroupFile::Offsets(topic, group) => {
-                format!("{topic}/{GROUPS}/{group}/{}", group_view::OFFSETS)
-            }
-            GroupFile::Reset(topic, group) => {
-                format!("{topic}/{GROUPS}/{group}/{}", group_view::AUTO_OFFSET_RESET)
-            }
-            GroupFile::Next(id, group, name) => {
-                format!("{}/{GROUPS}/{group}/{}/{name}", id.topic, id.partition)
-            }
-        }
-    }
-
     fn mtime(&self, fs: &TopicFs) -> Result<SystemTime> {
         match self {
             GroupFile::Offsets(topic, _) | GroupFile::Reset(topic, _) => fs.topic_mtime(topic),

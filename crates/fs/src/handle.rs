@@ -47,7 +47,7 @@ pub enum Handle {
     Append(Box<Mutex<AppendState>>),
     /// A group's `offsets` or `auto.offset.reset` file (`file` says which): the text rendered
     /// at `open`; each `write()` is one commit (or one setting).
-    Group { file: super::groups::GroupFile, text: Vec<u8> },
+    Group { file: super::node::GroupFile, text: Vec<u8> },
     /// A partition's `keys` listing, generated as it is read.
     Keys(KeysReader),
     /// A topic's `config` file ([`super::config`]).

@@ -21,28 +21,11 @@ use super::TopicFs;
 use super::attr::{AttrReply, DYNAMIC_TTL, OpenRequest, Opened, SEALED_BLOCK_SIZE, STABLE_TTL};
 use super::handle::{Handle, StreamRef};
 use super::node::{
-    CHECK, DirNode, FileNode, Node, PartitionId, SEGMENTS, parse_segment_file_name,
+    FileNode, InspectDir, InspectFile, Node, PartitionId, parse_segment_file_name,
     segment_file_name,
 };
 use super::open::direct;
 use super::subtree::{DirAttr, SubtreeDir, SubtreeFile};
-
-/// The directory of inspection: `<topic>/<p>/segments/`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum InspectDir {
-    Segments(PartitionId),
-}
-
-/// The files of inspection.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum InspectFile {
-    /// `segments/<base>.<ext>`: one file of a segment as stored.
-    Segment(PartitionId, Offset, SegmentFileKind),
-    /// `segments/<base>.<ext>.dump`: the segment file in `kafka-dump-log.sh`'s words.
-    Dump(PartitionId, Offset, SegmentFileKind),
-    /// `<topic>/<p>/check`: the partition's check report.
-    Check(PartitionId),
-}
 
 /// Every kind of segment file, in listing order.
 const KINDS: [SegmentFileKind; 4] = [
@@ -57,16 +40,6 @@ fn file(file: InspectFile) -> Node {
 }
 
 impl SubtreeDir for InspectDir {
-    fn parent(&self) -> DirNode {
-        let InspectDir::Segments(id) = self;
-        DirNode::Partition(id.clone())
-    }
-
-    fn path(&self) -> String {
-        let InspectDir::Segments(id) = self;
-        format!("{}/{}/{SEGMENTS}", id.topic, id.partition)
-    }
-
     fn child(&self, _fs: &TopicFs, name: &str) -> Result<Option<Node>> {
         let InspectDir::Segments(id) = self;
         Ok(match name.strip_suffix(DUMP_SUFFIX) {
@@ -102,30 +75,6 @@ impl SubtreeDir for InspectDir {
 }
 
 impl SubtreeFile for InspectFile {
-    fn parent(&self) -> DirNode {
-        match self {
-            InspectFile::Segment(id, ..) | InspectFile::Dump(id, ..) => {
-                DirNode::Inspect(InspectDir::Segments(id.clone()))
-            }
-            InspectFile::Check(id) => DirNode::Partition(id.clone()),
-        }
-    }
-
-    fn path(&self) -> String {
-        let partition = |id: &PartitionId| format!("{}/{}", id.topic, id.partition);
-        match self {
-            InspectFile::Segment(id, base, kind) => {
-                format!("{}/{SEGMENTS}/{}", partition(id), segment_file_name(*base, *kind))
-            }
-            InspectFile::Dump(id, base, kind) => format!(
-                "{}/{SEGMENTS}/{}{DUMP_SUFFIX}",
-                partition(id),
-                segment_file_name(*base, *kind)
-            ),
-            InspectFile::Check(id) => format!("{}/{CHECK}", partition(id)),
-        }
-    }
-
     fn mtime(&self, fs: &TopicFs) -> Result<SystemTime> {
         match self {
             InspectFile::Segment(id, base, _) | InspectFile::Dump(id, base, _) => {

@@ -35,10 +35,19 @@
 //! - `write.rs`: `write`, `flush`, `fsync` and the refusals of writes; [`append`]: the
 //!   append handles' line and JSON parsing.
 //! - `admin.rs`: `mkdir`, the refusals of other changes of names, `statfs`, `shutdown`.
-//! - `groups.rs`: consumer groups (`<topic>/groups/`): their files, `next` streams, commits.
 //! - [`config`]: `<topic>/config`, the topic's settings and changes to its overrides.
-//! - `contents.rs`: the text of info and `offsets/<time>` files and the inspection files;
-//!   [`info`]: the `info` texts themselves.
+//! - `contents.rs`: the text of info and `offsets/<time>` files; [`info`]: the `info` texts
+//!   themselves.
+//!
+//! The operations above handle the core tree (topics, partitions, their streams, appends and
+//! texts) and dispatch every other node to its feature, which is one module holding that
+//! feature's nodes and everything each operation does with them (see `subtree.rs`):
+//!
+//! - `groups.rs`: consumer groups (`<topic>/groups/`): their files, `next` streams, commits,
+//!   `mkdir` of a group, and their state (`GroupsTree`).
+//! - `schemas.rs`: `<topic>/schemas/`.
+//! - `bykey.rs`: `by-key/`, `latest/`, `keys`.
+//! - `inspection.rs`: `segments/` (segment files and their dumps) and `check`.
 
 pub mod fuse;
 
@@ -83,7 +92,7 @@ use topicfs_view::topic::TopicViews;
 use handle::{HandleTable, StreamRef};
 use inode::InodeTable;
 use node::{DirNode, FileNode, INFO, Node, PartitionId};
-use subtree::{SubtreeDir, SubtreeFile};
+use subtree::SubtreeFile;
 
 /// Stream handles open at once from which closing half of them gives freed memory back to the
 /// system ([`TopicFs::release`]).

@@ -1,47 +1,49 @@
 //! What an inode stands for: the [`Node`] enum, the fixed names of the tree, and the parsing of
 //! names that are numbers (partitions, segment base offsets).
 //!
-//! The tree is:
+//! The tree is (each feature's nodes are one variant of [`DirNode`] and [`FileNode`] holding
+//! the feature's own enum, named here after the dot):
 //!
 //! ```text
-//! /                                   Root
-//! /<topic>/                           Topic
-//! /<topic>/info                       TopicInfo
-//! /<topic>/config                     TopicConfig
-//! /<topic>/offsets/                   OffsetsDir
-//! /<topic>/offsets/<time>             Offsets
-//! /<topic>/by-time/                   TopicByTimeDir
-//! /<topic>/by-time/<spec>             TopicStream
-//! /<topic>/append                     TopicAppend
-//! /<topic>/append.json                TopicAppendJson
-//! /<topic>/<p>/                       Partition
-//! /<topic>/<p>/info                   PartitionInfo
-//! /<topic>/<p>/by-offset/             ByOffsetDir
-//! /<topic>/<p>/by-offset/<spec>       Stream (StreamDir::ByOffset)
-//! /<topic>/<p>/by-time/               ByTimeDir
-//! /<topic>/<p>/by-time/<spec>         Stream (StreamDir::ByTime)
-//! /<topic>/<p>/append                 Append
-//! /<topic>/<p>/append.json            AppendJson
-//! /<topic>/<p>/segments/              SegmentsDir
-//! /<topic>/<p>/segments/<base>.<ext>  SegmentFile
-//! /<topic>/<p>/segments/<base>.<ext>.dump  SegmentDump
-//! /<topic>/<p>/check                  PartitionCheck
-//! /<topic>/<p>/by-key/                ByKeyDir
-//! /<topic>/<p>/by-key/<key>[.json|.raw]  ByKey
-//! /<topic>/<p>/latest/                LatestDir
-//! /<topic>/<p>/latest/<key>[.json]    Latest
-//! /<topic>/<p>/keys                   Keys
-//! /<topic>/by-key/                    TopicByKeyDir
-//! /<topic>/by-key/<key>[.json]        TopicByKey
-//! /<topic>/groups/                    GroupsDir
-//! /<topic>/groups/<group>/            Group
-//! /<topic>/groups/<group>/offsets     GroupOffsets
-//! /<topic>/groups/<group>/auto.offset.reset  GroupReset
-//! /<topic>/groups/<group>/<p>/        GroupPartition
-//! /<topic>/groups/<group>/<p>/next[.json|.raw]  GroupNext
-//! /<topic>/schemas/                   SchemasDir
-//! /<topic>/schemas/<subject>/         SchemaSubject
-//! /<topic>/schemas/<subject>/<n>|latest|versions  SchemaFile
+//! /                                   Dir Root
+//! /@info, /@log                       File MountInfo, MountLog
+//! /<topic>/                           Dir Topic
+//! /<topic>/info                       File TopicInfo
+//! /<topic>/config                     File TopicConfig
+//! /<topic>/offsets/                   Dir OffsetsDir
+//! /<topic>/offsets/<time>             File Offsets
+//! /<topic>/by-time/                   Dir TopicByTimeDir
+//! /<topic>/by-time/<spec>             File TopicStream
+//! /<topic>/append                     File TopicAppend
+//! /<topic>/append.json                File TopicAppendJson
+//! /<topic>/<p>/                       Dir Partition
+//! /<topic>/<p>/info                   File PartitionInfo
+//! /<topic>/<p>/by-offset/             Dir ByOffsetDir
+//! /<topic>/<p>/by-offset/<spec>       File Stream (StreamDir::ByOffset)
+//! /<topic>/<p>/by-time/               Dir ByTimeDir
+//! /<topic>/<p>/by-time/<spec>         File Stream (StreamDir::ByTime)
+//! /<topic>/<p>/append                 File Append
+//! /<topic>/<p>/append.json            File AppendJson
+//! /<topic>/<p>/segments/              Dir Inspect.Segments      (inspection.rs)
+//! /<topic>/<p>/segments/<base>.<ext>  File Inspect.Segment
+//! /<topic>/<p>/segments/<base>.<ext>.dump  File Inspect.Dump
+//! /<topic>/<p>/check                  File Inspect.Check
+//! /<topic>/<p>/by-key/                Dir Keys.ByKey            (bykey.rs)
+//! /<topic>/<p>/by-key/<key>[.json|.raw]  File Keys.ByKey
+//! /<topic>/<p>/latest/                Dir Keys.Latest
+//! /<topic>/<p>/latest/<key>[.json]    File Keys.Latest
+//! /<topic>/<p>/keys                   File Keys.Keys
+//! /<topic>/by-key/                    Dir Keys.Topic
+//! /<topic>/by-key/<key>[.json]        File Keys.Topic
+//! /<topic>/groups/                    Dir Groups.All            (groups.rs)
+//! /<topic>/groups/<group>/            Dir Groups.Group
+//! /<topic>/groups/<group>/offsets     File Groups.Offsets
+//! /<topic>/groups/<group>/auto.offset.reset  File Groups.Reset
+//! /<topic>/groups/<group>/<p>/        Dir Groups.Partition
+//! /<topic>/groups/<group>/<p>/next[.json|.raw]  File Groups.Next
+//! /<topic>/schemas/                   Dir Schemas.Subjects      (schemas.rs)
+//! /<topic>/schemas/<subject>/         Dir Schemas.Subject
+//! /<topic>/schemas/<subject>/<n>|latest|versions  File Schemas (SchemaFile)
 //! ```
 //!
 //! A `Node` is a name, not a check: whether it exists is decided against the
@@ -50,11 +52,8 @@
 use topicfs_format::Offset;
 use topicfs_source::SegmentFileKind;
 
-pub use super::bykey::{KeyDir, KeyFile};
-pub use super::groups::{GroupDir, GroupFile};
-pub use super::inspection::{InspectDir, InspectFile};
-pub use super::schemas::{SchemaDir, SchemaFile};
-use super::subtree::{SubtreeDir, SubtreeFile};
+use topicfs_view::groups as group_view;
+use topicfs_view::inspect::DUMP_SUFFIX;
 
 /// Name of the info file in topic and partition directories.
 pub const INFO: &str = "info";
@@ -143,13 +142,13 @@ pub enum DirNode {
     Partition(PartitionId),
     ByOffsetDir(PartitionId),
     ByTimeDir(PartitionId),
-    /// `<topic>/<p>/segments/` ([`crate::inspection`]).
+    /// `<topic>/<p>/segments/` (`inspection.rs`).
     Inspect(InspectDir),
-    /// `<topic>/groups/` and its groups ([`crate::groups`]).
+    /// `<topic>/groups/` and its groups (`groups.rs`).
     Groups(GroupDir),
-    /// `by-key/` and `latest/` directories ([`crate::bykey`]; only with a key index).
+    /// `by-key/` and `latest/` directories (`bykey.rs`; only with a key index).
     Keys(KeyDir),
-    /// `<topic>/schemas/` and its subjects ([`crate::schemas`]).
+    /// `<topic>/schemas/` and its subjects (`schemas.rs`).
     Schemas(SchemaDir),
 }
 
@@ -176,13 +175,13 @@ pub enum FileNode {
     Stream(PartitionId, StreamDir, String),
     Append(PartitionId),
     AppendJson(PartitionId),
-    /// A segment's file, its dump, or the partition's `check` ([`crate::inspection`]).
+    /// A segment's file, its dump, or the partition's `check` (`inspection.rs`).
     Inspect(InspectFile),
-    /// A group's files ([`crate::groups`]).
+    /// A group's files (`groups.rs`).
     Groups(GroupFile),
-    /// `by-key/` and `latest/` files and `keys` ([`crate::bykey`]).
+    /// `by-key/` and `latest/` files and `keys` (`bykey.rs`).
     Keys(KeyFile),
-    /// `<topic>/schemas/<subject>/<name>` ([`crate::schemas`]).
+    /// `<topic>/schemas/<subject>/<name>` (`schemas.rs`).
     Schemas(SchemaFile),
 }
 
@@ -294,6 +293,255 @@ impl FileNode {
             )
             | FileNode::Keys(KeyFile::ByKey(id, _) | KeyFile::Latest(id, _) | KeyFile::Keys(id)) => {
                 Some(id)
+            }
+        }
+    }
+}
+
+// ---- each feature's nodes (what each operation does with them is in the feature's module) ----
+
+/// The directories of `<topic>/schemas/`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum SchemaDir {
+    /// `<topic>/schemas/`: the topic's subjects (`<topic>-key`, `<topic>-value`).
+    Subjects(String),
+    /// `<topic>/schemas/<subject>/` (topic, subject).
+    Subject(String, String),
+}
+
+/// `<topic>/schemas/<subject>/<version>`, `latest` or `versions`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SchemaFile {
+    pub topic: String,
+    pub subject: String,
+    pub name: String,
+}
+
+impl SchemaDir {
+    /// The directory holding this one.
+    pub fn parent(&self) -> DirNode {
+        match self {
+            SchemaDir::Subjects(topic) => DirNode::Topic(topic.clone()),
+            SchemaDir::Subject(topic, _) => DirNode::Schemas(SchemaDir::Subjects(topic.clone())),
+        }
+    }
+
+    /// A path-like description for messages.
+    pub fn path(&self) -> String {
+        match self {
+            SchemaDir::Subjects(topic) => format!("{topic}/{SCHEMAS}"),
+            SchemaDir::Subject(topic, subject) => format!("{topic}/{SCHEMAS}/{subject}"),
+        }
+    }
+}
+
+impl SchemaFile {
+    /// The directory holding this file.
+    pub fn parent(&self) -> DirNode {
+        DirNode::Schemas(SchemaDir::Subject(self.topic.clone(), self.subject.clone()))
+    }
+
+    /// A path-like description for messages.
+    pub fn path(&self) -> String {
+        format!("{}/{SCHEMAS}/{}/{}", self.topic, self.subject, self.name)
+    }
+}
+
+/// The directory of inspection: `<topic>/<p>/segments/`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum InspectDir {
+    Segments(PartitionId),
+}
+
+/// The files of inspection.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum InspectFile {
+    /// `segments/<base>.<ext>`: one file of a segment as stored.
+    Segment(PartitionId, Offset, SegmentFileKind),
+    /// `segments/<base>.<ext>.dump`: the segment file in `kafka-dump-log.sh`'s words.
+    Dump(PartitionId, Offset, SegmentFileKind),
+    /// `<topic>/<p>/check`: the partition's check report.
+    Check(PartitionId),
+}
+
+impl InspectDir {
+    /// The directory holding this one.
+    pub fn parent(&self) -> DirNode {
+        let InspectDir::Segments(id) = self;
+        DirNode::Partition(id.clone())
+    }
+
+    /// A path-like description for messages.
+    pub fn path(&self) -> String {
+        let InspectDir::Segments(id) = self;
+        format!("{}/{}/{SEGMENTS}", id.topic, id.partition)
+    }
+}
+
+impl InspectFile {
+    /// The directory holding this file.
+    pub fn parent(&self) -> DirNode {
+        match self {
+            InspectFile::Segment(id, ..) | InspectFile::Dump(id, ..) => {
+                DirNode::Inspect(InspectDir::Segments(id.clone()))
+            }
+            InspectFile::Check(id) => DirNode::Partition(id.clone()),
+        }
+    }
+
+    /// A path-like description for messages.
+    pub fn path(&self) -> String {
+        let partition = |id: &PartitionId| format!("{}/{}", id.topic, id.partition);
+        match self {
+            InspectFile::Segment(id, base, kind) => {
+                format!("{}/{SEGMENTS}/{}", partition(id), segment_file_name(*base, *kind))
+            }
+            InspectFile::Dump(id, base, kind) => format!(
+                "{}/{SEGMENTS}/{}{DUMP_SUFFIX}",
+                partition(id),
+                segment_file_name(*base, *kind)
+            ),
+            InspectFile::Check(id) => format!("{}/{CHECK}", partition(id)),
+        }
+    }
+}
+
+/// The by-key directories.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum KeyDir {
+    /// `<topic>/<p>/by-key/`: records by key.
+    ByKey(PartitionId),
+    /// `<topic>/<p>/latest/`: the last record of each key.
+    Latest(PartitionId),
+    /// `<topic>/by-key/`: records by key over the topic's partitions.
+    Topic(String),
+}
+
+/// The by-key files; the names as written in the path.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum KeyFile {
+    /// `<topic>/<p>/by-key/<key>[.json|.raw]`: a stream of the key's records.
+    ByKey(PartitionId, String),
+    /// `<topic>/<p>/latest/<key>[.json]`: the key's last record.
+    Latest(PartitionId, String),
+    /// `<topic>/<p>/keys`: the distinct keys with their record counts.
+    Keys(PartitionId),
+    /// `<topic>/by-key/<key>[.json]`: a stream of the key's records over the topic.
+    Topic(String, String),
+}
+
+impl KeyDir {
+    /// The directory holding this one.
+    pub fn parent(&self) -> DirNode {
+        match self {
+            KeyDir::ByKey(id) | KeyDir::Latest(id) => DirNode::Partition(id.clone()),
+            KeyDir::Topic(topic) => DirNode::Topic(topic.clone()),
+        }
+    }
+
+    /// A path-like description for messages.
+    pub fn path(&self) -> String {
+        match self {
+            KeyDir::ByKey(id) => format!("{}/{}/{BY_KEY}", id.topic, id.partition),
+            KeyDir::Latest(id) => format!("{}/{}/{LATEST}", id.topic, id.partition),
+            KeyDir::Topic(topic) => format!("{topic}/{BY_KEY}"),
+        }
+    }
+}
+
+impl KeyFile {
+    /// The directory holding this file.
+    pub fn parent(&self) -> DirNode {
+        match self {
+            KeyFile::ByKey(id, _) => DirNode::Keys(KeyDir::ByKey(id.clone())),
+            KeyFile::Latest(id, _) => DirNode::Keys(KeyDir::Latest(id.clone())),
+            KeyFile::Keys(id) => DirNode::Partition(id.clone()),
+            KeyFile::Topic(topic, _) => DirNode::Keys(KeyDir::Topic(topic.clone())),
+        }
+    }
+
+    /// A path-like description for messages.
+    pub fn path(&self) -> String {
+        match self {
+            KeyFile::ByKey(id, name) => format!("{}/{}/{BY_KEY}/{name}", id.topic, id.partition),
+            KeyFile::Latest(id, name) => format!("{}/{}/{LATEST}/{name}", id.topic, id.partition),
+            KeyFile::Keys(id) => format!("{}/{}/{KEYS}", id.topic, id.partition),
+            KeyFile::Topic(topic, name) => format!("{topic}/{BY_KEY}/{name}"),
+        }
+    }
+}
+
+/// The directories of `<topic>/groups/`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum GroupDir {
+    /// `<topic>/groups/`: the groups with committed offsets for the topic.
+    All(String),
+    /// `<topic>/groups/<group>/` (topic, group).
+    Group(String, String),
+    /// `<topic>/groups/<group>/<p>/` (partition, group).
+    Partition(PartitionId, String),
+}
+
+/// The files of `<topic>/groups/`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum GroupFile {
+    /// `<topic>/groups/<group>/offsets`: committed offsets and lag; writing commits.
+    Offsets(String, String),
+    /// `<topic>/groups/<group>/auto.offset.reset`: `earliest` or `latest`.
+    Reset(String, String),
+    /// `<topic>/groups/<group>/<p>/next[.json|.raw]` (partition, group, name): records from the
+    /// committed offset to the end as of resolution.
+    Next(PartitionId, String, String),
+}
+
+impl GroupDir {
+    /// The directory holding this one.
+    pub fn parent(&self) -> DirNode {
+        match self {
+            GroupDir::All(topic) => DirNode::Topic(topic.clone()),
+            GroupDir::Group(topic, _) => DirNode::Groups(GroupDir::All(topic.clone())),
+            GroupDir::Partition(id, group) => {
+                DirNode::Groups(GroupDir::Group(id.topic.clone(), group.clone()))
+            }
+        }
+    }
+
+    /// A path-like description for messages.
+    pub fn path(&self) -> String {
+        match self {
+            GroupDir::All(topic) => format!("{topic}/{GROUPS}"),
+            GroupDir::Group(topic, group) => format!("{topic}/{GROUPS}/{group}"),
+            GroupDir::Partition(id, group) => {
+                format!("{}/{GROUPS}/{group}/{}", id.topic, id.partition)
+            }
+        }
+    }
+}
+
+impl GroupFile {
+    /// The directory holding this file.
+    pub fn parent(&self) -> DirNode {
+        match self {
+            GroupFile::Offsets(topic, group) | GroupFile::Reset(topic, group) => {
+                DirNode::Groups(GroupDir::Group(topic.clone(), group.clone()))
+            }
+            GroupFile::Next(id, group, _) => {
+                DirNode::Groups(GroupDir::Partition(id.clone(), group.clone()))
+            }
+        }
+    }
+
+    /// A path-like description for messages.
+    pub fn path(&self) -> String {
+        match self {
+            GroupFile::Offsets(topic, group) => {
+                format!("{topic}/{GROUPS}/{group}/{}", group_view::OFFSETS)
+            }
+            GroupFile::Reset(topic, group) => {
+                format!("{topic}/{GROUPS}/{group}/{}", group_view::AUTO_OFFSET_RESET)
+            }
+            GroupFile::Next(id, group, name) => {
+                format!("{}/{GROUPS}/{group}/{}/{name}", id.topic, id.partition)
             }
         }
     }

@@ -237,28 +237,38 @@ impl TopicFs {
 
     /// Resolves a stream node now.
     pub(super) fn resolve(&self, node: &Node) -> Result<StreamRef> {
-        match node {
-            Node::File(FileNode::Schemas(file)) => return file.resolve(self),
-            Node::File(FileNode::Inspect(file)) => return file.resolve(self),
-            Node::File(FileNode::Keys(file)) => return file.resolve(self),
-            Node::File(FileNode::Groups(file)) => return file.resolve(self),
-            _ => {}
+        let not_a_stream = || Error::NotFound(format!("{} is not a stream", describe(node)));
+        let Node::File(file) = node else { return Err(not_a_stream()) };
+        match file {
+            FileNode::Stream(id, dir, name) => {
+                let spec = match dir {
+                    StreamDir::ByOffset => StreamSpec::parse_by_offset(name)?,
+                    StreamDir::ByTime => StreamSpec::parse_by_time(name)?,
+                };
+                let partition = self.partition(id)?;
+                self.streams.open(partition, &spec, now_ms()).map(StreamRef::Partition)
+            }
+            FileNode::TopicStream(topic, name) => {
+                let spec = topic_view::parse_topic_by_time(name)?;
+                let source = Arc::clone(&self.source);
+                let stream = self.topics.open_stream(source, topic, &spec, now_ms())?;
+                Ok(StreamRef::Topic(stream))
+            }
+            FileNode::MountInfo
+            | FileNode::MountLog
+            | FileNode::TopicInfo(_)
+            | FileNode::TopicConfig(_)
+            | FileNode::Offsets(..)
+            | FileNode::TopicAppend(_)
+            | FileNode::TopicAppendJson(_)
+            | FileNode::PartitionInfo(_)
+            | FileNode::Append(_)
+            | FileNode::AppendJson(_) => Err(not_a_stream()),
+            FileNode::Schemas(file) => file.resolve(self),
+            FileNode::Inspect(file) => file.resolve(self),
+            FileNode::Keys(file) => file.resolve(self),
+            FileNode::Groups(file) => file.resolve(self),
         }
-        if let Node::File(FileNode::TopicStream(topic, name)) = node {
-            let spec = topic_view::parse_topic_by_time(name)?;
-            let source = Arc::clone(&self.source);
-            let stream = self.topics.open_stream(source, topic, &spec, now_ms())?;
-            return Ok(StreamRef::Topic(stream));
-        }
-        let Node::File(FileNode::Stream(id, dir, name)) = node else {
-            return Err(Error::NotFound(format!("{} is not a stream", describe(node))));
-        };
-        let spec = match dir {
-            StreamDir::ByOffset => StreamSpec::parse_by_offset(name)?,
-            StreamDir::ByTime => StreamSpec::parse_by_time(name)?,
-        };
-        let partition = self.partition(id)?;
-        self.streams.open(partition, &spec, now_ms()).map(StreamRef::Partition)
     }
 
     /// The stream a lookup answers with: the pinned one while a handle reads it, else a fresh

@@ -18,7 +18,7 @@ use std::time::SystemTime;
 use super::TopicFs;
 use super::attr::{AttrReply, DYNAMIC_TTL, OpenRequest, Opened};
 use super::handle::{Handle, StreamRef};
-use super::node::{DirNode, FileNode, Node, SCHEMAS};
+use super::node::{DirNode, FileNode, Node, SchemaDir, SchemaFile};
 use super::open::direct;
 use super::subtree::{DirAttr, SubtreeDir, SubtreeFile};
 use topicfs_source::error::{Error, Result};
@@ -29,38 +29,7 @@ pub const VERSIONS: &str = "versions";
 /// The file holding a subject's latest version.
 pub const LATEST: &str = "latest";
 
-/// The directories of `<topic>/schemas/`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum SchemaDir {
-    /// `<topic>/schemas/`: the topic's subjects (`<topic>-key`, `<topic>-value`).
-    Subjects(String),
-    /// `<topic>/schemas/<subject>/` (topic, subject).
-    Subject(String, String),
-}
-
-/// `<topic>/schemas/<subject>/<version>`, `latest` or `versions`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct SchemaFile {
-    pub topic: String,
-    pub subject: String,
-    pub name: String,
-}
-
 impl SubtreeDir for SchemaDir {
-    fn parent(&self) -> DirNode {
-        match self {
-            SchemaDir::Subjects(topic) => DirNode::Topic(topic.clone()),
-            SchemaDir::Subject(topic, _) => DirNode::Schemas(SchemaDir::Subjects(topic.clone())),
-        }
-    }
-
-    fn path(&self) -> String {
-        match self {
-            SchemaDir::Subjects(topic) => format!("{topic}/{SCHEMAS}"),
-            SchemaDir::Subject(topic, subject) => format!("{topic}/{SCHEMAS}/{subject}"),
-        }
-    }
-
     fn child(&self, _fs: &TopicFs, name: &str) -> Result<Option<Node>> {
         Ok(Some(match self {
             SchemaDir::Subjects(topic) => {
@@ -108,14 +77,6 @@ impl SubtreeDir for SchemaDir {
 }
 
 impl SubtreeFile for SchemaFile {
-    fn parent(&self) -> DirNode {
-        DirNode::Schemas(SchemaDir::Subject(self.topic.clone(), self.subject.clone()))
-    }
-
-    fn path(&self) -> String {
-        format!("{}/{SCHEMAS}/{}/{}", self.topic, self.subject, self.name)
-    }
-
     fn mtime(&self, fs: &TopicFs) -> Result<SystemTime> {
         fs.topic_mtime(&self.topic)
     }

@@ -1,9 +1,10 @@
 //! A feature's part of the tree (`groups/`, `schemas/`, `by-key/`, `segments/` and `check`):
-//! its directories and files are one enum each ([`SubtreeDir`], [`SubtreeFile`]), held by one
-//! variant of [`DirNode`] and [`FileNode`], and every operation on them is in the feature's
-//! own module. The operations (`lookup.rs`, `readdir.rs`, `open.rs`) dispatch to it by that
-//! variant, so a new feature is its module plus one variant on each side and one arm in each
-//! dispatch, all forced by exhaustive matches.
+//! its directories and files are one enum each, held by one variant of
+//! [`DirNode`](super::node::DirNode) and [`FileNode`](super::node::FileNode) and named in
+//! `node.rs` with their parents (the tree's shape is in one file); every operation on them
+//! ([`SubtreeDir`], [`SubtreeFile`]) is in the feature's own module. The operations
+//! (`lookup.rs`, `readdir.rs`, `open.rs`) dispatch to it by that variant, so a new feature is
+//! its module plus its enums and one arm in each dispatch, all forced by exhaustive matches.
 //!
 //! Stream files of a feature (a group's `next`, `by-key/` files) share the machinery of every
 //! stream (pins, read-ahead, exact sizes): the feature says which of its files are streams
@@ -17,7 +18,7 @@ use topicfs_source::error::Result;
 use super::TopicFs;
 use super::attr::{AttrReply, OpenRequest, Opened};
 use super::handle::StreamRef;
-use super::node::{DirNode, Node};
+use super::node::Node;
 
 /// A directory's permission bits, mtime and how long the kernel may cache them.
 #[derive(Copy, Clone, Debug)]
@@ -29,10 +30,6 @@ pub(crate) struct DirAttr {
 
 /// The directories of one feature.
 pub(crate) trait SubtreeDir {
-    /// The directory holding this one.
-    fn parent(&self) -> DirNode;
-    /// A path-like description for messages (`orders/groups/g1`).
-    fn path(&self) -> String;
     /// The node `name` names here, parsed only (whether it exists is its attributes' check);
     /// `None`: no such name can exist here.
     fn child(&self, fs: &TopicFs, name: &str) -> Result<Option<Node>>;
@@ -44,10 +41,6 @@ pub(crate) trait SubtreeDir {
 
 /// The files of one feature.
 pub(crate) trait SubtreeFile {
-    /// The directory holding this file.
-    fn parent(&self) -> DirNode;
-    /// A path-like description for messages (`orders/schemas/orders-value/latest`).
-    fn path(&self) -> String;
     /// Whether this file is a stream (resolved at each lookup and pinned while open).
     fn is_stream(&self) -> bool;
     /// The last change of what the file shows (its `st_mtime`; a stream's before its range
