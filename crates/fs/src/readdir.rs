@@ -90,8 +90,18 @@ impl TopicFs {
                 }
             }
             DirNode::Partition(id) => {
+                // Each need asked of the partition once (several children share one).
+                let mut asked: Vec<(node::Needs, bool)> = Vec::new();
                 for (name, child, needs) in node::partition_children(id) {
-                    if self.partition_offers(id, needs)? {
+                    let offered = match asked.iter().find(|(n, _)| *n == needs) {
+                        Some(&(_, offered)) => offered,
+                        None => {
+                            let offered = self.partition_offers(id, needs)?;
+                            asked.push((needs, offered));
+                            offered
+                        }
+                    };
+                    if offered {
                         names.push((name.to_string(), child));
                     }
                 }
