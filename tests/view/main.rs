@@ -2,6 +2,7 @@
 
 mod view_support;
 
+mod shared_trackers;
 mod topic_views;
 mod txn_engine;
 mod view_engine;

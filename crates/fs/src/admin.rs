@@ -7,11 +7,10 @@ use std::sync::atomic::Ordering;
 use topicfs_format::file_name::has_collision;
 use topicfs_source::error::{Error, Result};
 use topicfs_source::sync::lock;
-use topicfs_view::groups as group_view;
 
 use super::attr::{Attr, Entry, NAME_MAX, STABLE_TTL, StatFs};
 use super::handle::Handle;
-use super::node::{Node, PartitionId, parse_partition};
+use super::node::{DirNode, GroupDir, Node, PartitionId, parse_partition};
 use super::{TopicFs, is_internal_topic, is_stream, name_str};
 
 impl TopicFs {
@@ -23,7 +22,7 @@ impl TopicFs {
         self.check_writable()?;
         let name = name_str(name)?;
         let node = match &parent {
-            Node::Root => {
+            Node::Dir(DirNode::Root) => {
                 if is_internal_topic(name) {
                     if self.source.partitions(name).is_ok() {
                         return Err(Error::AlreadyExists(format!("topic {name}")));
@@ -50,9 +49,9 @@ impl TopicFs {
                     )));
                 }
                 self.source.create_topic(name, partitions)?;
-                Node::Topic(name.to_string())
+                Node::Dir(DirNode::Topic(name.to_string()))
             }
-            Node::Topic(topic) => {
+            Node::Dir(DirNode::Topic(topic)) => {
                 let partition = parse_partition(name).ok_or_else(|| {
                     Error::InvalidInput(format!(
                         "{name:?}: a partition directory is named by its number"
@@ -71,20 +70,9 @@ impl TopicFs {
                     )));
                 }
                 self.source.create_partition(topic, partition)?;
-                Node::Partition(PartitionId { topic: topic.clone(), partition })
+                Node::Dir(DirNode::Partition(PartitionId { topic: topic.clone(), partition }))
             }
-            Node::GroupsDir(topic) => {
-                self.group_store()?;
-                self.source.partitions(topic)?;
-                group_view::check_group_name(name)?;
-                if self.group_exists(topic, name)? {
-                    return Err(Error::AlreadyExists(format!("group {name} of {topic}")));
-                }
-                let key = (topic.clone(), name.to_string());
-                lock(&self.group_settings).entry(key).or_insert(None);
-                log::info!("group {name:?} of {topic} created (held in memory until a commit)");
-                Node::Group(topic.clone(), name.to_string())
-            }
+            Node::Dir(DirNode::Groups(GroupDir::All(topic))) => self.group_mkdir(topic, name)?,
             _ => return Err(Error::NotPermitted("mkdir outside the root and topic directories")),
         };
         let reply = self.attr_of(0, &node)?;

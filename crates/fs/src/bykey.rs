@@ -4,6 +4,7 @@
 //! so there these names are `ENOENT` and not listed).
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use topicfs_source::PartitionSource;
 use topicfs_source::error::{Error, Result};
@@ -11,17 +12,152 @@ use topicfs_view::bykey::{KeySpec, KeysReader, TopicKeyStream, latest_record};
 use topicfs_view::spec::Format;
 
 use super::TopicFs;
-use super::handle::StreamRef;
-use super::node::{Node, PartitionId};
+use super::attr::{AttrReply, DYNAMIC_TTL, OpenRequest, Opened, STABLE_TTL};
+use super::handle::{Handle, StreamRef};
+use super::node::{FileNode, KeyDir, KeyFile, Node, PartitionId};
+use super::open::direct;
+use super::subtree::{DirAttr, SubtreeDir, SubtreeFile};
 
-/// Whether a child of a partition directory exists only with a key index.
-pub(super) fn needs_key_index(node: &Node) -> bool {
-    matches!(node, Node::ByKeyDir(_) | Node::LatestDir(_) | Node::Keys(_))
+fn file(file: KeyFile) -> Node {
+    Node::File(FileNode::Keys(file))
+}
+
+impl SubtreeDir for KeyDir {
+    fn child(&self, _fs: &TopicFs, name: &str) -> Result<Option<Node>> {
+        let name = name.to_string();
+        Ok(Some(match self {
+            KeyDir::ByKey(id) => {
+                parse_key_spec(&name, true)?;
+                file(KeyFile::ByKey(id.clone(), name))
+            }
+            KeyDir::Latest(id) => {
+                parse_key_spec(&name, false)?;
+                file(KeyFile::Latest(id.clone(), name))
+            }
+            KeyDir::Topic(topic) => {
+                parse_key_spec(&name, false)?;
+                file(KeyFile::Topic(topic.clone(), name))
+            }
+        }))
+    }
+
+    /// Keys are not listed (a partition may have millions): `keys` lists them.
+    fn list(&self, fs: &TopicFs) -> Result<Vec<(String, Node)>> {
+        match self {
+            KeyDir::ByKey(id) | KeyDir::Latest(id) => fs.has_key_index(id).map(drop)?,
+            KeyDir::Topic(topic) => fs.source.partitions(topic).map(drop)?,
+        }
+        Ok(Vec::new())
+    }
+
+    fn attr(&self, fs: &TopicFs) -> Result<DirAttr> {
+        let mtime = match self {
+            KeyDir::ByKey(id) | KeyDir::Latest(id) => fs.partition(id)?.last_modified()?,
+            KeyDir::Topic(topic) => fs.topic_mtime(topic)?,
+        };
+        Ok(DirAttr { perm: fs.dir_perm(false), mtime, ttl: STABLE_TTL })
+    }
+}
+
+impl SubtreeFile for KeyFile {
+    fn mtime(&self, fs: &TopicFs) -> Result<SystemTime> {
+        match self {
+            KeyFile::ByKey(id, _) => fs.partition(id)?.last_modified(),
+            KeyFile::Latest(id, _) | KeyFile::Keys(id) => {
+                Ok(fs.partition(id)?.summary()?.last_modified)
+            }
+            KeyFile::Topic(topic, _) => fs.topic_mtime(topic),
+        }
+    }
+
+    fn is_stream(&self) -> bool {
+        match self {
+            KeyFile::ByKey(..) | KeyFile::Topic(..) => true,
+            KeyFile::Latest(..) | KeyFile::Keys(_) => false,
+        }
+    }
+
+    /// Opens the key stream a `by-key/` name means now.
+    fn resolve(&self, fs: &TopicFs) -> Result<StreamRef> {
+        match self {
+            KeyFile::ByKey(id, name) => {
+                let spec = parse_key_spec(name, true)?;
+                let part = fs.partition(id)?;
+                let key = spec.resolve(part.as_ref())?;
+                let tracker = fs.streams.tracker(part.as_ref());
+                let streams = fs.streams.key_streams();
+                let schemas = fs.streams.schemas().cloned();
+                let stream = streams.open(part, key, spec.format, tracker, schemas)?;
+                Ok(StreamRef::Key(stream))
+            }
+            KeyFile::Topic(topic, name) => {
+                let spec = parse_key_spec(name, false)?;
+                let parts = fs.topic_partitions(topic)?;
+                // A long name: the first partition whose index resolves it.
+                let mut key = None;
+                let mut resolved = false;
+                for part in &parts {
+                    match spec.resolve(part.as_ref()) {
+                        Ok(k) => {
+                            key = k;
+                            resolved = true;
+                            break;
+                        }
+                        Err(Error::NotFound(_)) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                if !resolved {
+                    return Err(Error::NotFound(format!("no key of {topic} is named {name:?}")));
+                }
+                let tracker = |p: &dyn PartitionSource| fs.streams.tracker(p);
+                let schemas = fs.streams.schemas().cloned();
+                let stream = TopicKeyStream::open(parts, key, spec.format, &tracker, schemas)?;
+                Ok(StreamRef::TopicKey(Arc::new(stream)))
+            }
+            KeyFile::Latest(..) | KeyFile::Keys(_) => {
+                Err(Error::NotFound(format!("{} is not a stream", self.path())))
+            }
+        }
+    }
+
+    fn is_writable(&self) -> bool {
+        false
+    }
+
+    fn attr(&self, fs: &TopicFs, ino: u64, node: &Node) -> Result<AttrReply> {
+        let size = match self {
+            KeyFile::ByKey(..) | KeyFile::Topic(..) => return fs.stream_file_attr(ino, node),
+            KeyFile::Latest(id, name) => fs.latest_text(self, id, name)?.len() as u64,
+            // Exact when the listing is small enough to generate at stat, else 0 (not yet
+            // known, as for a stream farther than the sizing budget; tools read to the end).
+            KeyFile::Keys(id) => fs.keys_reader(id)?.size()?.unwrap_or(0),
+        };
+        Ok(fs.file_reply(ino, size, fs.read_only_perm(), self.mtime(fs)?, DYNAMIC_TTL))
+    }
+
+    fn open(&self, fs: &TopicFs, ino: u64, node: &Node, request: OpenRequest) -> Result<Opened> {
+        match self {
+            KeyFile::ByKey(..) | KeyFile::Topic(..) => {
+                fs.open_stream_file(ino, node, request).map(direct)
+            }
+            KeyFile::Latest(id, name) => {
+                fs.refuse_write(request, "writing a latest file")?;
+                let text = fs.latest_text(self, id, name)?;
+                Ok(direct(fs.handles.insert(Handle::Text(text))))
+            }
+            KeyFile::Keys(id) => {
+                fs.refuse_write(request, "writing a keys file")?;
+                let reader = fs.keys_reader(id)?;
+                Ok(direct(fs.handles.insert(Handle::Keys(reader))))
+            }
+        }
+    }
 }
 
 /// Parses a name under `by-key/` (any format), `latest/` or `<topic>/by-key/` (`raw`: whether
 /// `.raw` is a format there).
-pub(super) fn parse_key_spec(name: &str, raw: bool) -> Result<KeySpec> {
+fn parse_key_spec(name: &str, raw: bool) -> Result<KeySpec> {
     KeySpec::parse(name)
         .filter(|spec| raw || spec.format != Format::Raw)
         .ok_or_else(|| Error::NotFound(format!("{name:?} is not the name of a key")))
@@ -62,54 +198,9 @@ impl TopicFs {
         Ok(parts)
     }
 
-    /// Opens the key stream a `by-key/` name means now.
-    pub(super) fn resolve_key(&self, node: &Node) -> Result<StreamRef> {
-        match node {
-            Node::ByKey(id, name) => {
-                let spec = parse_key_spec(name, true)?;
-                let part = self.partition(id)?;
-                let key = spec.resolve(part.as_ref())?;
-                let tracker = self.streams.tracker(part.as_ref());
-                let streams = self.streams.key_streams();
-                let schemas = self.streams.schemas().cloned();
-                let stream = streams.open(part, key, spec.format, tracker, schemas)?;
-                Ok(StreamRef::Key(stream))
-            }
-            Node::TopicByKey(topic, name) => {
-                let spec = parse_key_spec(name, false)?;
-                let parts = self.topic_partitions(topic)?;
-                // A long name: the first partition whose index resolves it.
-                let mut key = None;
-                let mut resolved = false;
-                for part in &parts {
-                    match spec.resolve(part.as_ref()) {
-                        Ok(k) => {
-                            key = k;
-                            resolved = true;
-                            break;
-                        }
-                        Err(Error::NotFound(_)) => {}
-                        Err(e) => return Err(e),
-                    }
-                }
-                if !resolved {
-                    return Err(Error::NotFound(format!("no key of {topic} is named {name:?}")));
-                }
-                let tracker = |p: &dyn PartitionSource| self.streams.tracker(p);
-                let schemas = self.streams.schemas().cloned();
-                let stream = TopicKeyStream::open(parts, key, spec.format, &tracker, schemas)?;
-                Ok(StreamRef::TopicKey(Arc::new(stream)))
-            }
-            _ => Err(Error::NotFound(format!("{} is not a by-key file", super::describe(node)))),
-        }
-    }
-
     /// The contents of a `latest/` file now; `NotFound` when the key has no record, or its
     /// last is a tombstone.
-    pub(super) fn latest_text(&self, node: &Node) -> Result<Vec<u8>> {
-        let Node::Latest(id, name) = node else {
-            return Err(Error::NotFound(format!("{} is not a latest file", super::describe(node))));
-        };
+    fn latest_text(&self, file: &KeyFile, id: &PartitionId, name: &str) -> Result<Vec<u8>> {
         let spec = parse_key_spec(name, false)?;
         let part = self.partition(id)?;
         let key = spec.resolve(part.as_ref())?;
@@ -117,15 +208,12 @@ impl TopicFs {
         let schemas = self.streams.schemas().cloned();
         latest_record(part.as_ref(), key.as_deref(), spec.format, tracker.as_deref(), schemas)?
             .ok_or_else(|| {
-                Error::NotFound(format!(
-                    "{}: no record, or the last is a tombstone",
-                    super::describe(node)
-                ))
+                Error::NotFound(format!("{}: no record, or the last is a tombstone", file.path()))
             })
     }
 
     /// A reader of a partition's `keys`.
-    pub(super) fn keys_reader(&self, id: &PartitionId) -> Result<KeysReader> {
+    fn keys_reader(&self, id: &PartitionId) -> Result<KeysReader> {
         let part = self.partition(id)?;
         let tracker = self.streams.tracker(part.as_ref());
         KeysReader::open(part, tracker)

@@ -1,34 +1,23 @@
 //! What info, `offsets/<time>` and inspection files contain when opened (or sized).
 
 use topicfs_source::error::{Error, Result};
-use topicfs_view::inspect::Inspection;
 use topicfs_view::topic as topic_view;
 
 use super::info;
-use super::node::Node;
+use super::node::{FileNode, Node};
 use super::{TopicFs, describe, now_ms};
 
 impl TopicFs {
-    /// A segment dump or a check report: rendered (a `.log` dump: counted) once per change of
-    /// the segments it is of, and shared by every handle reading it.
-    pub(super) fn inspection(&self, node: &Node) -> Result<Inspection> {
-        match node {
-            Node::SegmentDump(id, base, kind) => {
-                self.inspect.dump(&self.partition(id)?, *base, *kind)
-            }
-            Node::PartitionCheck(id) => self.inspect.check(&self.partition(id)?),
-            _ => Err(Error::NotFound(format!("{} is not an inspection file", describe(node)))),
-        }
-    }
-
     pub(super) fn info_text(&self, node: &Node) -> Result<String> {
         match node {
-            Node::MountInfo => {
+            Node::File(FileNode::MountInfo) => {
                 let log = self.recent_log.as_ref().map(|l| l.destination());
                 Ok(info::mount_info(&self.source.log_dirs(), log))
             }
-            Node::MountLog => Ok(self.recent_log.as_ref().map(|l| l.text()).unwrap_or_default()),
-            Node::TopicInfo(topic) => {
+            Node::File(FileNode::MountLog) => {
+                Ok(self.recent_log.as_ref().map(|l| l.text()).unwrap_or_default())
+            }
+            Node::File(FileNode::TopicInfo(topic)) => {
                 // Every partition's bounds in one go where the source can (see
                 // `TopicSource::state_bounds`); an error leaves each partition to ask.
                 let _ = self.source.state_bounds(topic);
@@ -38,7 +27,7 @@ impl TopicFs {
                 }
                 Ok(info::topic_info(topic, &summaries))
             }
-            Node::PartitionInfo(id) => {
+            Node::File(FileNode::PartitionInfo(id)) => {
                 let partition = self.partition(id)?;
                 let summary = topicfs_view::listing::summary_with_timestamps(partition.as_ref())?;
                 let swaps = partition.known().rewrites;
@@ -50,7 +39,7 @@ impl TopicFs {
 
     /// The text of `<topic>/offsets/<time>` now.
     pub(super) fn offsets_text(&self, node: &Node) -> Result<String> {
-        let Node::Offsets(topic, name) = node else {
+        let Node::File(FileNode::Offsets(topic, name)) = node else {
             return Err(Error::NotFound(format!("{} is not an offsets file", describe(node))));
         };
         let time = topic_view::parse_offsets_name(name)?;

@@ -45,9 +45,9 @@ pub enum Handle {
     Segment { partition: Arc<dyn PartitionSource>, base_offset: Offset, kind: SegmentFileKind },
     /// `append` or `append.json` (boxed: its state, with a refused line's end, is the largest).
     Append(Box<Mutex<AppendState>>),
-    /// A group's `offsets` or `auto.offset.reset` file (`node` says which): the text rendered
+    /// A group's `offsets` or `auto.offset.reset` file (`file` says which): the text rendered
     /// at `open`; each `write()` is one commit (or one setting).
-    Group { node: super::node::Node, text: Vec<u8> },
+    Group { file: super::node::GroupFile, text: Vec<u8> },
     /// A partition's `keys` listing, generated as it is read.
     Keys(KeysReader),
     /// A topic's `config` file ([`super::config`]).
@@ -69,7 +69,7 @@ impl std::fmt::Debug for Handle {
                 kind.suffix()
             ),
             Handle::Append(state) => write!(f, "{:?}", lock(state)),
-            Handle::Group { node, .. } => write!(f, "Group({node:?})"),
+            Handle::Group { file, .. } => write!(f, "Group({file:?})"),
             Handle::Keys(_) => write!(f, "Keys"),
             Handle::Config(handle) => write!(f, "Config({})", handle.topic),
         }

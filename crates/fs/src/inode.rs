@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use super::node::Node;
+use super::node::{DirNode, Node};
 
 /// Inode number of the mount's root directory (FUSE_ROOT_ID).
 pub const ROOT_INO: u64 = 1;
@@ -51,8 +51,8 @@ impl InodeTable {
     pub fn new() -> InodeTable {
         let mut inner =
             Inner { by_node: HashMap::new(), by_ino: HashMap::new(), next_ino: ROOT_INO + 1 };
-        inner.by_node.insert(Node::Root, ROOT_INO);
-        inner.by_ino.insert(ROOT_INO, Slot { node: Node::Root, lookups: 0 });
+        inner.by_node.insert(Node::Dir(DirNode::Root), ROOT_INO);
+        inner.by_ino.insert(ROOT_INO, Slot { node: Node::Dir(DirNode::Root), lookups: 0 });
         InodeTable { inner: Mutex::new(inner) }
     }
 
@@ -137,7 +137,7 @@ mod tests {
     use super::*;
 
     fn topic(name: &str) -> Node {
-        Node::Topic(name.to_string())
+        Node::Dir(DirNode::Topic(name.to_string()))
     }
 
     #[test]
@@ -167,7 +167,7 @@ mod tests {
     fn root_survives_forget() {
         let table = InodeTable::new();
         table.forget(ROOT_INO, 100);
-        assert_eq!(table.node(ROOT_INO), Some(Node::Root));
+        assert_eq!(table.node(ROOT_INO), Some(Node::Dir(DirNode::Root)));
         assert!(table.is_empty());
     }
 }

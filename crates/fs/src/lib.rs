@@ -35,10 +35,19 @@
 //! - `write.rs`: `write`, `flush`, `fsync` and the refusals of writes; [`append`]: the
 //!   append handles' line and JSON parsing.
 //! - `admin.rs`: `mkdir`, the refusals of other changes of names, `statfs`, `shutdown`.
-//! - `groups.rs`: consumer groups (`<topic>/groups/`): their files, `next` streams, commits.
 //! - [`config`]: `<topic>/config`, the topic's settings and changes to its overrides.
-//! - `contents.rs`: the text of info and `offsets/<time>` files and the inspection files;
-//!   [`info`]: the `info` texts themselves.
+//! - `contents.rs`: the text of info and `offsets/<time>` files; [`info`]: the `info` texts
+//!   themselves.
+//!
+//! The operations above handle the core tree (topics, partitions, their streams, appends and
+//! texts) and dispatch every other node to its feature, which is one module holding that
+//! feature's nodes and everything each operation does with them (see `subtree.rs`):
+//!
+//! - `groups.rs`: consumer groups (`<topic>/groups/`): their files, `next` streams, commits,
+//!   `mkdir` of a group, and their state (`GroupsTree`).
+//! - `schemas.rs`: `<topic>/schemas/`.
+//! - `bykey.rs`: `by-key/`, `latest/`, `keys`.
+//! - `inspection.rs`: `segments/` (segment files and their dumps) and `check`.
 
 pub mod fuse;
 
@@ -56,10 +65,12 @@ mod admin;
 pub mod config;
 mod contents;
 mod groups;
+mod inspection;
 mod lookup;
 mod open;
 mod readdir;
 mod schemas;
+mod subtree;
 mod write;
 
 use std::collections::HashMap;
@@ -70,19 +81,18 @@ use std::time::SystemTime;
 
 use topicfs_executor::Executor;
 use topicfs_format::Timestamp;
-use topicfs_source::SegmentSummary;
 use topicfs_source::error::{Error, Result};
 use topicfs_source::{GroupStore, TopicSource};
 use topicfs_view::budget::MemoryBudget;
-use topicfs_view::groups::{self as group_view, ResetPolicy};
-use topicfs_view::inspect::DUMP_SUFFIX;
+use topicfs_view::groups::ResetPolicy;
 use topicfs_view::readahead::AheadPool;
 use topicfs_view::stream::StreamRegistry;
 use topicfs_view::topic::TopicViews;
 
 use handle::{HandleTable, StreamRef};
 use inode::InodeTable;
-use node::{INFO, Node, PartitionId};
+use node::{DirNode, FileNode, INFO, Node, PartitionId};
+use subtree::SubtreeFile;
 
 /// Stream handles open at once from which closing half of them gives freed memory back to the
 /// system ([`TopicFs::release`]).
@@ -135,6 +145,8 @@ pub struct TopicFs {
     /// renderings streams keep (see [`topicfs_view::budget`]).
     ahead: AheadPool,
     /// Merge indexes of topic-level streams and each topic's keyless append rotation.
+    /// **Invariant**: its transaction trackers are `streams`' ([`StreamRegistry::trackers`]),
+    /// so a partition is scanned once however it is read.
     topics: TopicViews,
     /// Rendered segment dumps and check reports.
     inspect: topicfs_view::inspect::InspectCache,
@@ -160,22 +172,12 @@ pub struct TopicFs {
     shut_down: Mutex<bool>,
     /// Shown as the mtime of the root and of topics without partitions.
     started: SystemTime,
-    /// Consumer groups (`<topic>/groups/`); `None`: the tree has no `groups` directories.
-    groups: Option<Arc<dyn GroupStore>>,
-    /// The mount's `auto.offset.reset`.
-    default_reset: ResetPolicy,
-    /// Groups made by `mkdir` or given their own `auto.offset.reset`, by (topic, group), held
-    /// for the life of the mount: a group exists while it has a committed offset or an entry
-    /// here. `None`: the mount's policy.
-    group_settings: Mutex<HashMap<(String, String), Option<ResetPolicy>>>,
+    /// Consumer groups (`<topic>/groups/`): their store, settings and auto-commit.
+    groups: groups::GroupsTree,
     /// List internal topics (`__consumer_offsets`, ...) in the root.
     show_internal: bool,
     /// The most partitions a topic may get through `mkdir` ([`TopicFs::with_max_partitions`]).
     max_partitions: u32,
-    /// `-o auto_commit`: closing a `next` handle that read to its end commits that end.
-    auto_commit: bool,
-    /// With `auto_commit`: how far each open `next` handle has read (bytes), by handle.
-    read_to: Mutex<HashMap<u64, u64>>,
     /// Sizing steps `stat` left to the background (see [`sizing::SizingSteps`]).
     sizing_steps: sizing::SizingSteps,
     /// Sizing of what append handles appended, once closed (see [`sizing::AppendedSizing`]).
@@ -220,11 +222,13 @@ impl TopicFs {
             Executor::default(),
             Arc::new(topicfs_view::budget::MemoryBudget::default()),
         );
+        let streams = StreamRegistry::new().with_budget(ahead.budget());
+        let topics = TopicViews::with_trackers(Arc::clone(streams.trackers()));
         TopicFs {
             source,
-            streams: StreamRegistry::new().with_budget(ahead.budget()),
+            streams,
             ahead,
-            topics: TopicViews::new(),
+            topics,
             inspect: topicfs_view::inspect::InspectCache::new(),
             options,
             inodes: InodeTable::new(),
@@ -236,13 +240,9 @@ impl TopicFs {
             started: SystemTime::now(),
             closing: AtomicBool::new(false),
             shut_down: Mutex::new(false),
-            groups: None,
-            default_reset: ResetPolicy::Earliest,
-            group_settings: Mutex::new(HashMap::new()),
+            groups: groups::GroupsTree::default(),
             show_internal: false,
             max_partitions: DEFAULT_MAX_PARTITIONS,
-            auto_commit: false,
-            read_to: Mutex::new(HashMap::new()),
             sizing_steps: sizing::SizingSteps::default(),
             appended_sizing: sizing::AppendedSizing::default(),
         }
@@ -270,15 +270,14 @@ impl TopicFs {
     /// whole range is closed, the end of that range (what `kcat -G` does on close: at-most-once
     /// for what the reader had not processed yet). Call before the first request.
     pub fn with_auto_commit(mut self, auto_commit: bool) -> TopicFs {
-        self.auto_commit = auto_commit;
+        self.groups = std::mem::take(&mut self.groups).with_auto_commit(auto_commit);
         self
     }
 
     /// The same filesystem with `<topic>/groups/` over `store`, groups without a usable commit
     /// starting at `reset`. Call before the first request.
     pub fn with_groups(mut self, store: Arc<dyn GroupStore>, reset: ResetPolicy) -> TopicFs {
-        self.groups = Some(store);
-        self.default_reset = reset;
+        self.groups = std::mem::take(&mut self.groups).with_store(store, reset);
         self
     }
 
@@ -300,10 +299,11 @@ impl TopicFs {
     /// [`topicfs_view::txn`]). Call before the first request.
     pub fn with_isolation(mut self, isolation: topicfs_view::txn::Isolation) -> TopicFs {
         let schemas = self.streams.schemas().cloned();
-        self.streams = StreamRegistry::with_isolation(isolation)
+        let txns = Arc::new(topicfs_view::txn::TxnTrackers::new(isolation));
+        self.streams = StreamRegistry::with_trackers(Arc::clone(&txns))
             .with_budget(self.ahead.budget())
             .with_schemas(schemas.clone());
-        self.topics = TopicViews::with_isolation(isolation).with_schemas(schemas);
+        self.topics = TopicViews::with_trackers(txns).with_schemas(schemas);
         self
     }
 
@@ -335,11 +335,8 @@ impl TopicFs {
     ) -> TopicFs {
         self.ahead.executor().shutdown();
         self.ahead = AheadPool::new(executor, budget);
-        let isolation = self.streams.isolation();
-        let schemas = self.streams.schemas().cloned();
-        self.streams = StreamRegistry::with_isolation(isolation)
-            .with_budget(self.ahead.budget())
-            .with_schemas(schemas);
+        // The same registry (its trackers are the topic views' too) over the new budget.
+        self.streams = std::mem::take(&mut self.streams).with_budget(self.ahead.budget());
         self
     }
 
@@ -394,99 +391,83 @@ impl TopicFs {
 pub fn describe(node: &Node) -> String {
     let partition = |id: &PartitionId| format!("{}/{}", id.topic, id.partition);
     match node {
-        Node::Root => "/".to_string(),
-        Node::MountInfo => node::MOUNT_INFO.to_string(),
-        Node::MountLog => node::MOUNT_LOG.to_string(),
-        Node::SchemasDir(topic) => format!("{topic}/{}", node::SCHEMAS),
-        Node::SchemaSubject(topic, subject) => format!("{topic}/{}/{subject}", node::SCHEMAS),
-        Node::SchemaFile(topic, subject, name) => {
-            format!("{topic}/{}/{subject}/{name}", node::SCHEMAS)
+        Node::Dir(DirNode::Root) => "/".to_string(),
+        Node::File(FileNode::MountInfo) => node::MOUNT_INFO.to_string(),
+        Node::File(FileNode::MountLog) => node::MOUNT_LOG.to_string(),
+        Node::Dir(DirNode::Schemas(dir)) => dir.path(),
+        Node::File(FileNode::Schemas(file)) => file.path(),
+        Node::Dir(DirNode::Topic(topic)) => topic.clone(),
+        Node::File(FileNode::TopicInfo(topic)) => format!("{topic}/{INFO}"),
+        Node::File(FileNode::TopicConfig(topic)) => format!("{topic}/{}", node::CONFIG),
+        Node::Dir(DirNode::OffsetsDir(topic)) => format!("{topic}/{}", node::OFFSETS),
+        Node::File(FileNode::Offsets(topic, name)) => format!("{topic}/{}/{name}", node::OFFSETS),
+        Node::Dir(DirNode::TopicByTimeDir(topic)) => format!("{topic}/{}", node::BY_TIME),
+        Node::File(FileNode::TopicStream(topic, name)) => {
+            format!("{topic}/{}/{name}", node::BY_TIME)
         }
-        Node::Topic(topic) => topic.clone(),
-        Node::TopicInfo(topic) => format!("{topic}/{INFO}"),
-        Node::TopicConfig(topic) => format!("{topic}/{}", node::CONFIG),
-        Node::OffsetsDir(topic) => format!("{topic}/{}", node::OFFSETS),
-        Node::Offsets(topic, name) => format!("{topic}/{}/{name}", node::OFFSETS),
-        Node::TopicByTimeDir(topic) => format!("{topic}/{}", node::BY_TIME),
-        Node::TopicStream(topic, name) => format!("{topic}/{}/{name}", node::BY_TIME),
-        Node::TopicAppend(topic) => format!("{topic}/{}", node::APPEND),
-        Node::TopicAppendJson(topic) => format!("{topic}/{}", node::APPEND_JSON),
-        Node::Partition(id) => partition(id),
-        Node::PartitionInfo(id) => format!("{}/{INFO}", partition(id)),
-        Node::ByOffsetDir(id) => format!("{}/{}", partition(id), node::BY_OFFSET),
-        Node::ByTimeDir(id) => format!("{}/{}", partition(id), node::BY_TIME),
-        Node::Stream(id, dir, name) => format!("{}/{}/{name}", partition(id), dir.dir_name()),
-        Node::Append(id) => format!("{}/{}", partition(id), node::APPEND),
-        Node::AppendJson(id) => format!("{}/{}", partition(id), node::APPEND_JSON),
-        Node::SegmentsDir(id) => format!("{}/{}", partition(id), node::SEGMENTS),
-        Node::SegmentFile(id, base, kind) => {
-            format!(
-                "{}/{}/{}",
-                partition(id),
-                node::SEGMENTS,
-                node::segment_file_name(*base, *kind)
-            )
+        Node::File(FileNode::TopicAppend(topic)) => format!("{topic}/{}", node::APPEND),
+        Node::File(FileNode::TopicAppendJson(topic)) => format!("{topic}/{}", node::APPEND_JSON),
+        Node::Dir(DirNode::Partition(id)) => partition(id),
+        Node::File(FileNode::PartitionInfo(id)) => format!("{}/{INFO}", partition(id)),
+        Node::Dir(DirNode::ByOffsetDir(id)) => format!("{}/{}", partition(id), node::BY_OFFSET),
+        Node::Dir(DirNode::ByTimeDir(id)) => format!("{}/{}", partition(id), node::BY_TIME),
+        Node::File(FileNode::Stream(id, dir, name)) => {
+            format!("{}/{}/{name}", partition(id), dir.dir_name())
         }
-        Node::SegmentDump(id, base, kind) => format!(
-            "{}/{}/{}{DUMP_SUFFIX}",
-            partition(id),
-            node::SEGMENTS,
-            node::segment_file_name(*base, *kind)
-        ),
-        Node::PartitionCheck(id) => format!("{}/{}", partition(id), node::CHECK),
-        Node::ByKeyDir(id) => format!("{}/{}", partition(id), node::BY_KEY),
-        Node::ByKey(id, name) => format!("{}/{}/{name}", partition(id), node::BY_KEY),
-        Node::LatestDir(id) => format!("{}/{}", partition(id), node::LATEST),
-        Node::Latest(id, name) => format!("{}/{}/{name}", partition(id), node::LATEST),
-        Node::Keys(id) => format!("{}/{}", partition(id), node::KEYS),
-        Node::TopicByKeyDir(topic) => format!("{topic}/{}", node::BY_KEY),
-        Node::TopicByKey(topic, name) => format!("{topic}/{}/{name}", node::BY_KEY),
-        Node::GroupsDir(topic) => format!("{topic}/{}", node::GROUPS),
-        Node::Group(topic, group) => format!("{topic}/{}/{group}", node::GROUPS),
-        Node::GroupOffsets(topic, group) => {
-            format!("{topic}/{}/{group}/{}", node::GROUPS, group_view::OFFSETS)
-        }
-        Node::GroupReset(topic, group) => {
-            format!("{topic}/{}/{group}/{}", node::GROUPS, group_view::AUTO_OFFSET_RESET)
-        }
-        Node::GroupPartition(id, group) => {
-            format!("{}/{}/{group}/{}", id.topic, node::GROUPS, id.partition)
-        }
-        Node::GroupNext(id, group, name) => {
-            format!("{}/{}/{group}/{}/{name}", id.topic, node::GROUPS, id.partition)
-        }
+        Node::File(FileNode::Append(id)) => format!("{}/{}", partition(id), node::APPEND),
+        Node::File(FileNode::AppendJson(id)) => format!("{}/{}", partition(id), node::APPEND_JSON),
+        Node::Dir(DirNode::Inspect(dir)) => dir.path(),
+        Node::File(FileNode::Inspect(file)) => file.path(),
+        Node::Dir(DirNode::Keys(dir)) => dir.path(),
+        Node::File(FileNode::Keys(file)) => file.path(),
+        Node::Dir(DirNode::Groups(dir)) => dir.path(),
+        Node::File(FileNode::Groups(file)) => file.path(),
     }
-}
-
-/// Whether a partition child exists only for a partition with segment files
-/// ([`PartitionSource::segment_files`]): `segments/` and the `check` report.
-fn needs_segment_files(node: &Node) -> bool {
-    matches!(node, Node::SegmentsDir(_) | Node::PartitionCheck(_))
 }
 
 /// Whether a node is a stream file (of a partition, of a topic, or a group's `next`).
 fn is_stream(node: &Node) -> bool {
-    matches!(
-        node,
-        Node::Stream(..)
-            | Node::TopicStream(..)
-            | Node::GroupNext(..)
-            | Node::ByKey(..)
-            | Node::TopicByKey(..)
-    )
+    let Node::File(file) = node else { return false };
+    match file {
+        FileNode::Stream(..) | FileNode::TopicStream(..) => true,
+        FileNode::MountInfo
+        | FileNode::MountLog
+        | FileNode::TopicInfo(_)
+        | FileNode::TopicConfig(_)
+        | FileNode::Offsets(..)
+        | FileNode::TopicAppend(_)
+        | FileNode::TopicAppendJson(_)
+        | FileNode::PartitionInfo(_)
+        | FileNode::Append(_)
+        | FileNode::AppendJson(_) => false,
+        FileNode::Schemas(file) => file.is_stream(),
+        FileNode::Inspect(file) => file.is_stream(),
+        FileNode::Keys(file) => file.is_stream(),
+        FileNode::Groups(file) => file.is_stream(),
+    }
 }
 
-/// Size of one file of a segment; `None` when the segment has no such file.
-fn segment_file_size(
-    segment: &SegmentSummary,
-    kind: topicfs_source::SegmentFileKind,
-) -> Option<u64> {
-    use topicfs_source::SegmentFileKind as K;
-    match kind {
-        K::Log => Some(segment.log_size),
-        K::Index => Some(segment.index_size),
-        K::TimeIndex => Some(segment.time_index_size),
-        K::TxnIndex => segment.txn_index_size,
+/// Whether a node is a file that takes writes (`append` files, `config`, a group's files):
+/// those accept `O_TRUNC` and a truncation to 0 (without effect) on a read-write mount.
+fn is_writable(node: &Node) -> bool {
+    let Node::File(file) = node else { return false };
+    match file {
+        FileNode::Append(_)
+        | FileNode::AppendJson(_)
+        | FileNode::TopicAppend(_)
+        | FileNode::TopicAppendJson(_)
+        | FileNode::TopicConfig(_) => true,
+        FileNode::MountInfo
+        | FileNode::MountLog
+        | FileNode::TopicInfo(_)
+        | FileNode::Offsets(..)
+        | FileNode::TopicStream(..)
+        | FileNode::PartitionInfo(_)
+        | FileNode::Stream(..) => false,
+        FileNode::Schemas(file) => file.is_writable(),
+        FileNode::Inspect(file) => file.is_writable(),
+        FileNode::Keys(file) => file.is_writable(),
+        FileNode::Groups(file) => file.is_writable(),
     }
 }
 

@@ -6,24 +6,23 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use topicfs_source::PartitionSource;
-use topicfs_source::SegmentSummary;
 use topicfs_source::error::{Error, Result};
 use topicfs_source::sync::lock;
 use topicfs_view::StatSize;
-use topicfs_view::groups as group_view;
-use topicfs_view::inspect::DUMP_SUFFIX;
-use topicfs_view::inspect::files;
 use topicfs_view::spec::StreamSpec;
 use topicfs_view::topic as topic_view;
 
 use super::attr::{
-    Attr, AttrReply, BLOCK_SIZE, DYNAMIC_TTL, Entry, FileKind, SEALED_BLOCK_SIZE, STABLE_TTL,
-    SetAttrRequest,
+    Attr, AttrReply, BLOCK_SIZE, DYNAMIC_TTL, Entry, FileKind, STABLE_TTL, SetAttrRequest,
 };
 use super::handle::{Handle, StreamRef};
 use super::info;
-use super::node::{Node, PartitionId, StreamDir, parse_partition, parse_segment_file_name};
-use super::{TopicFs, describe, is_stream, name_str, needs_segment_files, segment_file_size};
+use super::node::{
+    DirNode, FileNode, Needs, Node, PartitionId, StreamDir, fixed_child, parse_partition,
+    partition_children, topic_children,
+};
+use super::subtree::{DirAttr, SubtreeDir, SubtreeFile};
+use super::{TopicFs, describe, is_stream, is_writable, name_str};
 
 impl TopicFs {
     /// Looks `name` up in directory `parent`, taking one kernel reference on the result.
@@ -78,29 +77,18 @@ impl TopicFs {
         let _op = topicfs_source::Operation::begin();
         let node = self.node(ino)?;
         let reply = self.getattr(ino, None)?;
-        match node {
-            Node::Append(_)
-            | Node::AppendJson(_)
-            | Node::TopicAppend(_)
-            | Node::TopicAppendJson(_)
-            | Node::GroupOffsets(..)
-            | Node::GroupReset(..)
-            | Node::TopicConfig(_) => {
-                self.check_writable()?;
-                if request.mode.is_some() || request.uid.is_some() || request.gid.is_some() {
-                    return Err(Error::NotPermitted("changing the mode or owner of a file"));
-                }
-                match request.size {
-                    None | Some(0) => Ok(reply),
-                    Some(_) => {
-                        Err(Error::NotPermitted("an append file can only be truncated to 0"))
-                    }
-                }
+        if is_writable(&node) {
+            self.check_writable()?;
+            if request.mode.is_some() || request.uid.is_some() || request.gid.is_some() {
+                return Err(Error::NotPermitted("changing the mode or owner of a file"));
             }
-            _ => {
-                self.check_writable()?;
-                Err(Error::NotPermitted("changing the attributes of a file other than append"))
+            match request.size {
+                None | Some(0) => Ok(reply),
+                Some(_) => Err(Error::NotPermitted("an append file can only be truncated to 0")),
             }
+        } else {
+            self.check_writable()?;
+            Err(Error::NotPermitted("changing the attributes of a file other than append"))
         }
     }
 
@@ -113,269 +101,173 @@ impl TopicFs {
     }
 
     /// The node `name` names in `parent`, parsed only: existence is checked by `attr_of` (or
-    /// the stream resolution).
+    /// the stream resolution), but for the fixed names a topic or partition shows only with
+    /// what they need ([`Needs`]).
     pub(super) fn child(&self, parent: &Node, name: &OsStr) -> Result<Node> {
         let name = name_str(name)?;
         let absent = || Error::NotFound(format!("{name:?} in {}", describe(parent)));
+        let Node::Dir(parent) = parent else { return Err(absent()) };
         let node = match parent {
-            Node::Root if name == super::node::MOUNT_INFO => Node::MountInfo,
-            Node::Root if name == super::node::MOUNT_LOG => Node::MountLog,
-            Node::Root => Node::Topic(name.to_string()),
-            Node::SchemasDir(topic) => Node::SchemaSubject(topic.clone(), name.to_string()),
-            Node::SchemaSubject(topic, subject) => {
-                Node::SchemaFile(topic.clone(), subject.clone(), name.to_string())
-            }
-            Node::SchemaFile(..) => return Err(absent()),
-            Node::Topic(topic) => match Node::topic_child(topic, name) {
-                Some(node @ Node::TopicByKeyDir(_)) => {
-                    if !self.topic_has_key_index(topic)? {
+            DirNode::Root if name == super::node::MOUNT_INFO => Node::File(FileNode::MountInfo),
+            DirNode::Root if name == super::node::MOUNT_LOG => Node::File(FileNode::MountLog),
+            DirNode::Root => Node::Dir(DirNode::Topic(name.to_string())),
+            DirNode::Schemas(dir) => dir.child(self, name)?.ok_or_else(absent)?,
+            DirNode::Topic(topic) => match fixed_child(topic_children(topic), name) {
+                Some((node, needs)) => {
+                    if !self.topic_offers(topic, needs)? {
                         return Err(absent());
                     }
                     node
                 }
-                Some(node) => node,
-                None => Node::Partition(PartitionId {
+                None => Node::Dir(DirNode::Partition(PartitionId {
                     topic: topic.clone(),
                     partition: parse_partition(name).ok_or_else(absent)?,
-                }),
+                })),
             },
-            Node::OffsetsDir(topic) => {
+            DirNode::OffsetsDir(topic) => {
                 topic_view::parse_offsets_name(name)?;
-                Node::Offsets(topic.clone(), name.to_string())
+                Node::File(FileNode::Offsets(topic.clone(), name.to_string()))
             }
-            Node::TopicByTimeDir(topic) => {
+            DirNode::TopicByTimeDir(topic) => {
                 topic_view::parse_topic_by_time(name)?;
-                Node::TopicStream(topic.clone(), name.to_string())
+                Node::File(FileNode::TopicStream(topic.clone(), name.to_string()))
             }
-            Node::Partition(id) => {
-                let child = Node::partition_child(id, name).ok_or_else(absent)?;
-                if needs_segment_files(&child) && !self.has_segment_files(id)? {
-                    return Err(absent());
-                }
-                if super::bykey::needs_key_index(&child) && !self.has_key_index(id)? {
+            DirNode::Partition(id) => {
+                let (child, needs) =
+                    fixed_child(partition_children(id), name).ok_or_else(absent)?;
+                if !self.partition_offers(id, needs)? {
                     return Err(absent());
                 }
                 child
             }
-            Node::GroupsDir(topic) => {
-                group_view::check_group_name(name).map_err(|_| absent())?;
-                Node::Group(topic.clone(), name.to_string())
-            }
-            Node::Group(topic, group) => match name {
-                group_view::OFFSETS => Node::GroupOffsets(topic.clone(), group.clone()),
-                group_view::AUTO_OFFSET_RESET => Node::GroupReset(topic.clone(), group.clone()),
-                _ => Node::GroupPartition(
-                    PartitionId {
-                        topic: topic.clone(),
-                        partition: parse_partition(name).ok_or_else(absent)?,
-                    },
-                    group.clone(),
-                ),
-            },
-            Node::GroupPartition(id, group) => {
-                group_view::parse_next_name(name).ok_or_else(absent)?;
-                Node::GroupNext(id.clone(), group.clone(), name.to_string())
-            }
-            Node::ByOffsetDir(id) => {
+            DirNode::Groups(dir) => dir.child(self, name)?.ok_or_else(absent)?,
+            DirNode::ByOffsetDir(id) => {
                 StreamSpec::parse_by_offset(name)?;
-                Node::Stream(id.clone(), StreamDir::ByOffset, name.to_string())
+                Node::File(FileNode::Stream(id.clone(), StreamDir::ByOffset, name.to_string()))
             }
-            Node::ByTimeDir(id) => {
+            DirNode::ByTimeDir(id) => {
                 StreamSpec::parse_by_time(name)?;
-                Node::Stream(id.clone(), StreamDir::ByTime, name.to_string())
+                Node::File(FileNode::Stream(id.clone(), StreamDir::ByTime, name.to_string()))
             }
-            Node::SegmentsDir(id) => match name.strip_suffix(DUMP_SUFFIX) {
-                Some(file) => {
-                    let (base, kind) = parse_segment_file_name(file).ok_or_else(absent)?;
-                    Node::SegmentDump(id.clone(), base, kind)
-                }
-                None => {
-                    let (base, kind) = parse_segment_file_name(name).ok_or_else(absent)?;
-                    Node::SegmentFile(id.clone(), base, kind)
-                }
-            },
-            Node::ByKeyDir(id) => {
-                super::bykey::parse_key_spec(name, true)?;
-                Node::ByKey(id.clone(), name.to_string())
-            }
-            Node::LatestDir(id) => {
-                super::bykey::parse_key_spec(name, false)?;
-                Node::Latest(id.clone(), name.to_string())
-            }
-            Node::TopicByKeyDir(topic) => {
-                super::bykey::parse_key_spec(name, false)?;
-                Node::TopicByKey(topic.clone(), name.to_string())
-            }
-            Node::ByKey(..) | Node::Latest(..) | Node::Keys(_) | Node::TopicByKey(..) => {
-                return Err(absent());
-            }
-            Node::MountInfo
-            | Node::MountLog
-            | Node::TopicInfo(_)
-            | Node::TopicConfig(_)
-            | Node::Offsets(..)
-            | Node::TopicStream(..)
-            | Node::TopicAppend(_)
-            | Node::TopicAppendJson(_)
-            | Node::PartitionInfo(_)
-            | Node::Stream(..)
-            | Node::Append(_)
-            | Node::AppendJson(_)
-            | Node::SegmentFile(..)
-            | Node::SegmentDump(..)
-            | Node::PartitionCheck(_)
-            | Node::GroupOffsets(..)
-            | Node::GroupReset(..)
-            | Node::GroupNext(..) => return Err(absent()),
+            DirNode::Inspect(dir) => dir.child(self, name)?.ok_or_else(absent)?,
+            DirNode::Keys(dir) => dir.child(self, name)?.ok_or_else(absent)?,
         };
         Ok(node)
     }
 
+    /// Whether `topic`'s fixed child needing `needs` exists (and is listed).
+    pub(super) fn topic_offers(&self, topic: &str, needs: Needs) -> Result<bool> {
+        Ok(match needs {
+            Needs::Nothing => true,
+            Needs::Groups => self.groups.enabled(),
+            Needs::Schemas => self.schemas().is_some(),
+            Needs::KeyIndex => self.topic_has_key_index(topic)?,
+            Needs::SegmentFiles => false,
+        })
+    }
+
+    /// Whether the partition's fixed child needing `needs` exists (and is listed); `NotFound`
+    /// for a partition that does not exist, when it needs the partition asked.
+    pub(super) fn partition_offers(&self, id: &PartitionId, needs: Needs) -> Result<bool> {
+        Ok(match needs {
+            Needs::Nothing => true,
+            Needs::SegmentFiles => self.has_segment_files(id)?,
+            Needs::KeyIndex => self.has_key_index(id)?,
+            Needs::Groups | Needs::Schemas => false,
+        })
+    }
+
     /// Attributes of a node, checking that it exists (`ino` 0: the node has no inode yet).
     pub(super) fn attr_of(&self, ino: u64, node: &Node) -> Result<AttrReply> {
-        let (rw_dir, dir, ro_file, wo_file) = (
-            self.dir_perm(true),
-            self.dir_perm(false),
-            self.read_only_perm(),
-            self.write_only_perm(),
-        );
-        let (kind, size, perm, mtime, ttl) = match node {
-            Node::Root => (FileKind::Directory, 0, rw_dir, self.started, STABLE_TTL),
-            Node::MountInfo | Node::MountLog => {
+        match node {
+            Node::Dir(dir) => {
+                let DirAttr { perm, mtime, ttl } = self.dir_attr(dir)?;
+                Ok(AttrReply { attr: self.attr(ino, FileKind::Directory, 0, perm, mtime), ttl })
+            }
+            Node::File(file) => self.file_attr(ino, node, file),
+        }
+    }
+
+    /// A directory's permission bits, mtime and attribute TTL, checking that it exists.
+    fn dir_attr(&self, dir: &DirNode) -> Result<DirAttr> {
+        let (rw_dir, ro_dir) = (self.dir_perm(true), self.dir_perm(false));
+        let (perm, mtime, ttl) = match dir {
+            DirNode::Root => (rw_dir, self.started, STABLE_TTL),
+            DirNode::Schemas(dir) => return dir.attr(self),
+            DirNode::Inspect(dir) => return dir.attr(self),
+            DirNode::Keys(dir) => return dir.attr(self),
+            DirNode::Topic(topic) => (rw_dir, self.topic_mtime(topic)?, STABLE_TTL),
+            DirNode::OffsetsDir(topic) | DirNode::TopicByTimeDir(topic) => {
+                (ro_dir, self.topic_mtime(topic)?, STABLE_TTL)
+            }
+            DirNode::Partition(id) | DirNode::ByOffsetDir(id) | DirNode::ByTimeDir(id) => {
+                (ro_dir, self.partition(id)?.last_modified()?, STABLE_TTL)
+            }
+            DirNode::Groups(dir) => return dir.attr(self),
+        };
+        Ok(DirAttr { perm, mtime, ttl })
+    }
+
+    /// A file's attributes, checking that it exists (`ino` 0: the node has no inode yet).
+    fn file_attr(&self, ino: u64, node: &Node, file: &FileNode) -> Result<AttrReply> {
+        let (ro_file, wo_file) = (self.read_only_perm(), self.write_only_perm());
+        let (size, perm, mtime, ttl) = match file {
+            FileNode::MountInfo | FileNode::MountLog => {
                 let size = self.info_text(node)?.len() as u64;
-                (FileKind::RegularFile, size, ro_file, self.started, DYNAMIC_TTL)
+                (size, ro_file, self.started, DYNAMIC_TTL)
             }
-            Node::SchemasDir(topic) => {
-                self.schema_subjects(topic)?;
-                (FileKind::Directory, 0, dir, self.topic_mtime(topic)?, DYNAMIC_TTL)
-            }
-            Node::SchemaSubject(topic, subject) => {
-                self.check_schema_subject(topic, subject)?;
-                (FileKind::Directory, 0, dir, self.topic_mtime(topic)?, DYNAMIC_TTL)
-            }
-            Node::SchemaFile(topic, ..) => {
-                let size = self.schema_text(node)?.len() as u64;
-                (FileKind::RegularFile, size, ro_file, self.topic_mtime(topic)?, DYNAMIC_TTL)
-            }
-            Node::Topic(topic) => {
-                let mtime = self.topic_mtime(topic)?;
-                (FileKind::Directory, 0, rw_dir, mtime, STABLE_TTL)
-            }
-            Node::TopicInfo(topic) => {
+            FileNode::Schemas(file) => return file.attr(self, ino, node),
+            FileNode::Inspect(file) => return file.attr(self, ino, node),
+            FileNode::TopicInfo(topic) => {
                 let mtime = self.topic_mtime(topic)?;
                 let size = self.info_text(node)?.len() as u64;
-                (FileKind::RegularFile, size, ro_file, mtime, DYNAMIC_TTL)
+                (size, ro_file, mtime, DYNAMIC_TTL)
             }
-            Node::TopicConfig(topic) => {
+            FileNode::TopicConfig(topic) => {
                 let mtime = self.topic_mtime(topic)?;
                 let size = self.config_text(topic)?.len() as u64;
                 let perm =
                     if self.options.read_only { ro_file } else { self.options.file_mode & 0o666 };
-                (FileKind::RegularFile, size, perm, mtime, DYNAMIC_TTL)
+                (size, perm, mtime, DYNAMIC_TTL)
             }
-            Node::OffsetsDir(topic) | Node::TopicByTimeDir(topic) | Node::TopicByKeyDir(topic) => {
-                let mtime = self.topic_mtime(topic)?;
-                (FileKind::Directory, 0, dir, mtime, STABLE_TTL)
-            }
-            Node::Offsets(topic, _) => {
+            FileNode::Offsets(topic, _) => {
                 let mtime = self.topic_mtime(topic)?;
                 let size = self.offsets_text(node)?.len() as u64;
-                (FileKind::RegularFile, size, ro_file, mtime, DYNAMIC_TTL)
+                (size, ro_file, mtime, DYNAMIC_TTL)
             }
-            Node::TopicAppend(topic) | Node::TopicAppendJson(topic) => {
-                let mtime = self.topic_mtime(topic)?;
-                (FileKind::RegularFile, 0, wo_file, mtime, DYNAMIC_TTL)
+            FileNode::TopicAppend(topic) | FileNode::TopicAppendJson(topic) => {
+                (0, wo_file, self.topic_mtime(topic)?, DYNAMIC_TTL)
             }
-            Node::Partition(id)
-            | Node::ByOffsetDir(id)
-            | Node::ByTimeDir(id)
-            | Node::SegmentsDir(id)
-            | Node::ByKeyDir(id)
-            | Node::LatestDir(id) => {
-                let mtime = self.partition(id)?.last_modified()?;
-                (FileKind::Directory, 0, dir, mtime, STABLE_TTL)
-            }
-            Node::PartitionInfo(id) => {
+            FileNode::PartitionInfo(id) => {
                 let partition = self.partition(id)?;
                 let summary = partition.summary()?;
                 let swaps = partition.known().rewrites;
                 let size =
                     info::partition_info(&id.topic, id.partition, &summary, swaps).len() as u64;
-                (FileKind::RegularFile, size, ro_file, summary.last_modified, DYNAMIC_TTL)
+                (size, ro_file, summary.last_modified, DYNAMIC_TTL)
             }
-            Node::Append(id) | Node::AppendJson(id) => {
-                let mtime = self.partition(id)?.last_modified()?;
-                (FileKind::RegularFile, 0, wo_file, mtime, DYNAMIC_TTL)
+            FileNode::Append(id) | FileNode::AppendJson(id) => {
+                (0, wo_file, self.partition(id)?.last_modified()?, DYNAMIC_TTL)
             }
-            Node::SegmentFile(id, base, file_kind) => {
-                let segment = self.segment(id, *base)?;
-                let size = segment_file_size(&segment, *file_kind).ok_or_else(|| {
-                    Error::NotFound(format!("{} has no {}", describe(node), file_kind.suffix()))
-                })?;
-                let mut attr =
-                    self.attr(ino, FileKind::RegularFile, size, ro_file, segment.last_modified);
-                if segment.is_active {
-                    return Ok(AttrReply { attr, ttl: DYNAMIC_TTL });
-                }
-                attr.blksize = SEALED_BLOCK_SIZE;
-                return Ok(AttrReply { attr, ttl: STABLE_TTL });
-            }
-            Node::SegmentDump(id, base, dump_kind) => {
-                let segment = self.segment(id, *base)?;
-                let partition = self.partition(id)?;
-                let size = self.inspect.dump_size(&partition, *base, *dump_kind)?;
-                let ttl = if segment.is_active { DYNAMIC_TTL } else { STABLE_TTL };
-                (FileKind::RegularFile, size, ro_file, segment.last_modified, ttl)
-            }
-            Node::PartitionCheck(id) => {
-                let mtime = self.partition(id)?.last_modified()?;
-                let size = self.inspect.check_size(self.partition(id)?.as_ref())?;
-                (FileKind::RegularFile, size, ro_file, mtime, DYNAMIC_TTL)
-            }
-            Node::GroupsDir(topic) => {
-                self.group_store()?;
-                let mtime = self.topic_mtime(topic)?;
-                (FileKind::Directory, 0, rw_dir, mtime, STABLE_TTL)
-            }
-            Node::Group(topic, group) => {
-                self.check_group(topic, group)?;
-                let mtime = self.topic_mtime(topic)?;
-                (FileKind::Directory, 0, 0o555, mtime, DYNAMIC_TTL)
-            }
-            Node::GroupOffsets(topic, _) | Node::GroupReset(topic, _) => {
-                let size = self.group_text(node)?.len() as u64;
-                let mtime = self.topic_mtime(topic)?;
-                let perm = if self.options.read_only { 0o444 } else { 0o644 };
-                (FileKind::RegularFile, size, perm, mtime, DYNAMIC_TTL)
-            }
-            Node::GroupPartition(id, group) => {
-                self.check_group(&id.topic, group)?;
-                let mtime = self.partition(id)?.last_modified()?;
-                (FileKind::Directory, 0, 0o555, mtime, DYNAMIC_TTL)
-            }
-            Node::Latest(id, _) => {
-                let size = self.latest_text(node)?.len() as u64;
-                let mtime = self.partition(id)?.summary()?.last_modified;
-                (FileKind::RegularFile, size, ro_file, mtime, DYNAMIC_TTL)
-            }
-            Node::Keys(id) => {
-                // Exact when the listing is small enough to generate at stat, else 0 (not yet
-                // known, as for a stream farther than the sizing budget; tools read to the end).
-                let size = self.keys_reader(id)?.size()?.unwrap_or(0);
-                let mtime = self.partition(id)?.summary()?.last_modified;
-                (FileKind::RegularFile, size, ro_file, mtime, DYNAMIC_TTL)
-            }
-            Node::Stream(..)
-            | Node::TopicStream(..)
-            | Node::GroupNext(..)
-            | Node::ByKey(..)
-            | Node::TopicByKey(..) => {
-                // Without an inode yet (0) there is nothing to pin the resolution to.
-                let stream = if ino == 0 { self.resolve(node)? } else { self.pinned(ino, node)? };
-                return self.stream_attr(ino, node, &stream);
+            FileNode::Keys(file) => return file.attr(self, ino, node),
+            FileNode::Groups(file) => return file.attr(self, ino, node),
+            FileNode::Stream(..) | FileNode::TopicStream(..) => {
+                return self.stream_file_attr(ino, node);
             }
         };
-        Ok(AttrReply { attr: self.attr(ino, kind, size, perm, mtime), ttl })
+        Ok(AttrReply { attr: self.attr(ino, FileKind::RegularFile, size, perm, mtime), ttl })
+    }
+
+    /// The attributes of a regular file (`ino` 0: no inode yet).
+    pub(super) fn file_reply(
+        &self,
+        ino: u64,
+        size: u64,
+        perm: u16,
+        mtime: SystemTime,
+        ttl: std::time::Duration,
+    ) -> AttrReply {
+        AttrReply { attr: self.attr(ino, FileKind::RegularFile, size, perm, mtime), ttl }
     }
 
     fn attr(&self, ino: u64, kind: FileKind, size: u64, perm: u16, mtime: SystemTime) -> Attr {
@@ -390,7 +282,7 @@ impl TopicFs {
     /// Permission bits of a directory: all of `dir_mode` where `mkdir` can create something
     /// (`writable`: the root and topic directories) on a read-write mount, its read and search
     /// bits otherwise.
-    fn dir_perm(&self, writable: bool) -> u16 {
+    pub(super) fn dir_perm(&self, writable: bool) -> u16 {
         if writable && !self.options.read_only {
             self.options.dir_mode & 0o777
         } else {
@@ -399,13 +291,20 @@ impl TopicFs {
     }
 
     /// Permission bits of a file whose content can only be read: `file_mode`'s read bits.
-    fn read_only_perm(&self) -> u16 {
+    pub(super) fn read_only_perm(&self) -> u16 {
         self.options.file_mode & 0o444
     }
 
     /// Permission bits of an `append` file (write-only in effect): `file_mode`'s write bits.
-    fn write_only_perm(&self) -> u16 {
+    pub(super) fn write_only_perm(&self) -> u16 {
         self.options.file_mode & 0o222
+    }
+
+    /// The attributes of the stream file `node` now (`ino` 0: no inode yet, nothing to pin the
+    /// resolution to).
+    pub(super) fn stream_file_attr(&self, ino: u64, node: &Node) -> Result<AttrReply> {
+        let stream = if ino == 0 { self.resolve(node)? } else { self.pinned(ino, node)? };
+        self.stream_attr(ino, node, &stream)
     }
 
     fn stream_attr(&self, ino: u64, node: &Node, stream: &StreamRef) -> Result<AttrReply> {
@@ -423,13 +322,12 @@ impl TopicFs {
             _ => stream.known_size()?,
         };
         let size = size.unwrap_or(0);
-        let mut mtime = match (node, node.partition_id()) {
-            (Node::TopicStream(topic, _) | Node::TopicByKey(topic, _), _) => {
-                self.topic_mtime(topic)?
-            }
-            (Node::GroupNext(id, ..), _) => self.partition(id)?.last_modified()?,
-            (_, Some(id)) => self.partition(id)?.last_modified()?,
-            (_, None) => return Err(Error::StaleHandle),
+        let mut mtime = match node {
+            Node::File(FileNode::TopicStream(topic, _)) => self.topic_mtime(topic)?,
+            Node::File(FileNode::Stream(id, ..)) => self.partition(id)?.last_modified()?,
+            Node::File(FileNode::Groups(file)) => file.mtime(self)?,
+            Node::File(FileNode::Keys(file)) => file.mtime(self)?,
+            _ => return Err(Error::StaleHandle),
         };
         // A complete range never changes again: its mtime stops moving too.
         if let StreamRef::Partition(s) = stream {
@@ -444,7 +342,9 @@ impl TopicFs {
         })
     }
 
-    fn topic_mtime(&self, topic: &str) -> Result<SystemTime> {
+    /// The latest change of any partition of `topic` (the mount's start for a topic without
+    /// partitions).
+    pub(super) fn topic_mtime(&self, topic: &str) -> Result<SystemTime> {
         let mut mtime = None;
         for p in self.source.partitions(topic)? {
             let modified = match self.source.partition(topic, p).and_then(|s| s.last_modified()) {
@@ -457,21 +357,5 @@ impl TopicFs {
             mtime = mtime.max(Some(modified));
         }
         Ok(mtime.unwrap_or(self.started))
-    }
-
-    /// Whether the partition has segment files (`segments/` and `check` exist only then);
-    /// `NotFound` for a partition that does not exist.
-    pub(super) fn has_segment_files(&self, id: &PartitionId) -> Result<bool> {
-        Ok(self.partition(id)?.segment_files().is_some())
-    }
-
-    pub(super) fn segment(
-        &self,
-        id: &PartitionId,
-        base: topicfs_format::Offset,
-    ) -> Result<SegmentSummary> {
-        files(self.partition(id)?.as_ref())?.segment_summary(base)?.ok_or_else(|| {
-            Error::NotFound(format!("segment {base} of {}-{}", id.topic, id.partition))
-        })
     }
 }

@@ -1,47 +1,49 @@
 //! What an inode stands for: the [`Node`] enum, the fixed names of the tree, and the parsing of
 //! names that are numbers (partitions, segment base offsets).
 //!
-//! The tree is:
+//! The tree is (each feature's nodes are one variant of [`DirNode`] and [`FileNode`] holding
+//! the feature's own enum, named here after the dot):
 //!
 //! ```text
-//! /                                   Root
-//! /<topic>/                           Topic
-//! /<topic>/info                       TopicInfo
-//! /<topic>/config                     TopicConfig
-//! /<topic>/offsets/                   OffsetsDir
-//! /<topic>/offsets/<time>             Offsets
-//! /<topic>/by-time/                   TopicByTimeDir
-//! /<topic>/by-time/<spec>             TopicStream
-//! /<topic>/append                     TopicAppend
-//! /<topic>/append.json                TopicAppendJson
-//! /<topic>/<p>/                       Partition
-//! /<topic>/<p>/info                   PartitionInfo
-//! /<topic>/<p>/by-offset/             ByOffsetDir
-//! /<topic>/<p>/by-offset/<spec>       Stream (StreamDir::ByOffset)
-//! /<topic>/<p>/by-time/               ByTimeDir
-//! /<topic>/<p>/by-time/<spec>         Stream (StreamDir::ByTime)
-//! /<topic>/<p>/append                 Append
-//! /<topic>/<p>/append.json            AppendJson
-//! /<topic>/<p>/segments/              SegmentsDir
-//! /<topic>/<p>/segments/<base>.<ext>  SegmentFile
-//! /<topic>/<p>/segments/<base>.<ext>.dump  SegmentDump
-//! /<topic>/<p>/check                  PartitionCheck
-//! /<topic>/<p>/by-key/                ByKeyDir
-//! /<topic>/<p>/by-key/<key>[.json|.raw]  ByKey
-//! /<topic>/<p>/latest/                LatestDir
-//! /<topic>/<p>/latest/<key>[.json]    Latest
-//! /<topic>/<p>/keys                   Keys
-//! /<topic>/by-key/                    TopicByKeyDir
-//! /<topic>/by-key/<key>[.json]        TopicByKey
-//! /<topic>/groups/                    GroupsDir
-//! /<topic>/groups/<group>/            Group
-//! /<topic>/groups/<group>/offsets     GroupOffsets
-//! /<topic>/groups/<group>/auto.offset.reset  GroupReset
-//! /<topic>/groups/<group>/<p>/        GroupPartition
-//! /<topic>/groups/<group>/<p>/next[.json|.raw]  GroupNext
-//! /<topic>/schemas/                   SchemasDir
-//! /<topic>/schemas/<subject>/         SchemaSubject
-//! /<topic>/schemas/<subject>/<n>|latest|versions  SchemaFile
+//! /                                   Dir Root
+//! /@info, /@log                       File MountInfo, MountLog
+//! /<topic>/                           Dir Topic
+//! /<topic>/info                       File TopicInfo
+//! /<topic>/config                     File TopicConfig
+//! /<topic>/offsets/                   Dir OffsetsDir
+//! /<topic>/offsets/<time>             File Offsets
+//! /<topic>/by-time/                   Dir TopicByTimeDir
+//! /<topic>/by-time/<spec>             File TopicStream
+//! /<topic>/append                     File TopicAppend
+//! /<topic>/append.json                File TopicAppendJson
+//! /<topic>/<p>/                       Dir Partition
+//! /<topic>/<p>/info                   File PartitionInfo
+//! /<topic>/<p>/by-offset/             Dir ByOffsetDir
+//! /<topic>/<p>/by-offset/<spec>       File Stream (StreamDir::ByOffset)
+//! /<topic>/<p>/by-time/               Dir ByTimeDir
+//! /<topic>/<p>/by-time/<spec>         File Stream (StreamDir::ByTime)
+//! /<topic>/<p>/append                 File Append
+//! /<topic>/<p>/append.json            File AppendJson
+//! /<topic>/<p>/segments/              Dir Inspect.Segments      (inspection.rs)
+//! /<topic>/<p>/segments/<base>.<ext>  File Inspect.Segment
+//! /<topic>/<p>/segments/<base>.<ext>.dump  File Inspect.Dump
+//! /<topic>/<p>/check                  File Inspect.Check
+//! /<topic>/<p>/by-key/                Dir Keys.ByKey            (bykey.rs)
+//! /<topic>/<p>/by-key/<key>[.json|.raw]  File Keys.ByKey
+//! /<topic>/<p>/latest/                Dir Keys.Latest
+//! /<topic>/<p>/latest/<key>[.json]    File Keys.Latest
+//! /<topic>/<p>/keys                   File Keys.Keys
+//! /<topic>/by-key/                    Dir Keys.Topic
+//! /<topic>/by-key/<key>[.json]        File Keys.Topic
+//! /<topic>/groups/                    Dir Groups.All            (groups.rs)
+//! /<topic>/groups/<group>/            Dir Groups.Group
+//! /<topic>/groups/<group>/offsets     File Groups.Offsets
+//! /<topic>/groups/<group>/auto.offset.reset  File Groups.Reset
+//! /<topic>/groups/<group>/<p>/        Dir Groups.Partition
+//! /<topic>/groups/<group>/<p>/next[.json|.raw]  File Groups.Next
+//! /<topic>/schemas/                   Dir Schemas.Subjects      (schemas.rs)
+//! /<topic>/schemas/<subject>/         Dir Schemas.Subject
+//! /<topic>/schemas/<subject>/<n>|latest|versions  File Schemas (SchemaFile)
 //! ```
 //!
 //! A `Node` is a name, not a check: whether it exists is decided against the
@@ -49,6 +51,9 @@
 
 use topicfs_format::Offset;
 use topicfs_source::SegmentFileKind;
+
+use topicfs_view::groups as group_view;
+use topicfs_view::inspect::DUMP_SUFFIX;
 
 /// Name of the info file in topic and partition directories.
 pub const INFO: &str = "info";
@@ -112,245 +117,493 @@ impl StreamDir {
     }
 }
 
-/// Everything the filesystem can show. Each variant maps to exactly one inode while the kernel
-/// remembers it (see [`super::inode::InodeTable`]).
+/// Everything the filesystem can show: a directory or a file. Each node maps to exactly one
+/// inode while the kernel remembers it (see [`super::inode::InodeTable`]).
+///
+/// The two kinds are two enums so that what holds for every directory (it is listed, it is
+/// not opened as a file) or every file (it has no children) is said once, while each
+/// operation still matches every kind of its side exhaustively: a new node forces a decision
+/// wherever its kind is handled.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Node {
+    Dir(DirNode),
+    File(FileNode),
+}
+
+/// The directories of the tree.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum DirNode {
     Root,
+    Topic(String),
+    /// `<topic>/offsets/`: offsets of every partition for a time.
+    OffsetsDir(String),
+    /// `<topic>/by-time/`: streams of every partition merged by timestamp.
+    TopicByTimeDir(String),
+    Partition(PartitionId),
+    ByOffsetDir(PartitionId),
+    ByTimeDir(PartitionId),
+    /// `<topic>/<p>/segments/` (`inspection.rs`).
+    Inspect(InspectDir),
+    /// `<topic>/groups/` and its groups (`groups.rs`).
+    Groups(GroupDir),
+    /// `by-key/` and `latest/` directories (`bykey.rs`; only with a key index).
+    Keys(KeyDir),
+    /// `<topic>/schemas/` and its subjects (`schemas.rs`).
+    Schemas(SchemaDir),
+}
+
+/// The files of the tree.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum FileNode {
     /// `@info` at the root: the mount's log dirs and their state.
     MountInfo,
     /// `@log` at the root: the mount's most recent warnings and errors.
     MountLog,
-    Topic(String),
     TopicInfo(String),
     /// `<topic>/config`: the topic's settings; writing changes its overrides.
     TopicConfig(String),
-    /// `<topic>/offsets/`: offsets of every partition for a time.
-    OffsetsDir(String),
     /// `<topic>/offsets/<time>`; the name as written in the path.
     Offsets(String, String),
-    /// `<topic>/by-time/`: streams of every partition merged by timestamp.
-    TopicByTimeDir(String),
     /// `<topic>/by-time/<spec>`; the name as written in the path.
     TopicStream(String, String),
     /// `<topic>/append`: lines routed to partitions by Kafka's default partitioner.
     TopicAppend(String),
     /// `<topic>/append.json`: envelopes routed to partitions by key.
     TopicAppendJson(String),
-    Partition(PartitionId),
     PartitionInfo(PartitionId),
-    ByOffsetDir(PartitionId),
-    ByTimeDir(PartitionId),
     /// A stream file; the name is the spec exactly as written in the path (`-10.json`).
     Stream(PartitionId, StreamDir, String),
     Append(PartitionId),
     AppendJson(PartitionId),
-    SegmentsDir(PartitionId),
-    SegmentFile(PartitionId, Offset, SegmentFileKind),
-    /// `segments/<base>.<ext>.dump`: the segment file in `kafka-dump-log.sh`'s words.
-    SegmentDump(PartitionId, Offset, SegmentFileKind),
-    /// `<topic>/<p>/check`: the partition's check report.
-    PartitionCheck(PartitionId),
-    /// `<topic>/groups/`: the groups with committed offsets for the topic.
-    GroupsDir(String),
-    /// `<topic>/groups/<group>/` (topic, group).
-    Group(String, String),
-    /// `<topic>/groups/<group>/offsets`: committed offsets and lag; writing commits.
-    GroupOffsets(String, String),
-    /// `<topic>/groups/<group>/auto.offset.reset`: `earliest` or `latest`.
-    GroupReset(String, String),
-    /// `<topic>/groups/<group>/<p>/` (partition, group).
-    GroupPartition(PartitionId, String),
-    /// `<topic>/groups/<group>/<p>/next[.json|.raw]` (partition, group, name): records from the
-    /// committed offset to the end as of resolution.
-    GroupNext(PartitionId, String, String),
-    /// `<topic>/<p>/by-key/`: records by key (only with a key index).
-    ByKeyDir(PartitionId),
-    /// `<topic>/<p>/by-key/<key>[.json|.raw]`; the name as written in the path.
-    ByKey(PartitionId, String),
-    /// `<topic>/<p>/latest/`: the last record of each key.
-    LatestDir(PartitionId),
-    /// `<topic>/<p>/latest/<key>[.json]`; the name as written in the path.
-    Latest(PartitionId, String),
-    /// `<topic>/<p>/keys`: the distinct keys with their record counts.
-    Keys(PartitionId),
-    /// `<topic>/by-key/`: records by key over the topic's partitions.
-    TopicByKeyDir(String),
-    /// `<topic>/by-key/<key>[.json]`; the name as written in the path.
-    TopicByKey(String, String),
-    /// `<topic>/schemas/`: the topic's subjects (`<topic>-key`, `<topic>-value`).
-    SchemasDir(String),
-    /// `<topic>/schemas/<subject>/` (topic, subject).
-    SchemaSubject(String, String),
-    /// `<topic>/schemas/<subject>/<version>`, `latest` or `versions` (topic, subject, name).
-    SchemaFile(String, String, String),
+    /// A segment's file, its dump, or the partition's `check` (`inspection.rs`).
+    Inspect(InspectFile),
+    /// A group's files (`groups.rs`).
+    Groups(GroupFile),
+    /// `by-key/` and `latest/` files and `keys` (`bykey.rs`).
+    Keys(KeyFile),
+    /// `<topic>/schemas/<subject>/<name>` (`schemas.rs`).
+    Schemas(SchemaFile),
 }
 
 impl Node {
+    /// The root directory.
+    pub const ROOT: Node = Node::Dir(DirNode::Root);
+
     /// Whether this node is a directory.
     pub fn is_dir(&self) -> bool {
-        match self {
-            Node::Root
-            | Node::Topic(_)
-            | Node::OffsetsDir(_)
-            | Node::TopicByTimeDir(_)
-            | Node::Partition(_)
-            | Node::ByOffsetDir(_)
-            | Node::ByTimeDir(_)
-            | Node::SegmentsDir(_)
-            | Node::GroupsDir(_)
-            | Node::Group(..)
-            | Node::GroupPartition(..)
-            | Node::ByKeyDir(_)
-            | Node::LatestDir(_)
-            | Node::TopicByKeyDir(_)
-            | Node::SchemasDir(_)
-            | Node::SchemaSubject(..) => true,
-            Node::SchemaFile(..) => false,
-            Node::GroupOffsets(..) | Node::GroupReset(..) | Node::GroupNext(..) => false,
-            Node::ByKey(..) | Node::Latest(..) | Node::Keys(_) | Node::TopicByKey(..) => false,
-            Node::MountInfo
-            | Node::MountLog
-            | Node::TopicInfo(_)
-            | Node::TopicConfig(_)
-            | Node::Offsets(..)
-            | Node::TopicStream(..)
-            | Node::TopicAppend(_)
-            | Node::TopicAppendJson(_)
-            | Node::PartitionInfo(_)
-            | Node::Stream(..)
-            | Node::Append(_)
-            | Node::AppendJson(_)
-            | Node::SegmentFile(..)
-            | Node::SegmentDump(..)
-            | Node::PartitionCheck(_) => false,
-        }
+        matches!(self, Node::Dir(_))
     }
 
     /// The directory holding this node (the root is its own parent, as `/..` is `/`).
-    pub fn parent(&self) -> Node {
+    pub fn parent(&self) -> DirNode {
         match self {
-            Node::Root | Node::MountInfo | Node::MountLog | Node::Topic(_) => Node::Root,
-            Node::TopicInfo(topic)
-            | Node::TopicConfig(topic)
-            | Node::OffsetsDir(topic)
-            | Node::TopicByTimeDir(topic)
-            | Node::TopicAppend(topic)
-            | Node::TopicAppendJson(topic) => Node::Topic(topic.clone()),
-            Node::Offsets(topic, _) => Node::OffsetsDir(topic.clone()),
-            Node::TopicStream(topic, _) => Node::TopicByTimeDir(topic.clone()),
-            Node::Partition(id) => Node::Topic(id.topic.clone()),
-            Node::PartitionInfo(id)
-            | Node::PartitionCheck(id)
-            | Node::ByOffsetDir(id)
-            | Node::ByTimeDir(id)
-            | Node::Append(id)
-            | Node::AppendJson(id)
-            | Node::SegmentsDir(id) => Node::Partition(id.clone()),
-            Node::Stream(id, StreamDir::ByOffset, _) => Node::ByOffsetDir(id.clone()),
-            Node::Stream(id, StreamDir::ByTime, _) => Node::ByTimeDir(id.clone()),
-            Node::SegmentFile(id, ..) | Node::SegmentDump(id, ..) => Node::SegmentsDir(id.clone()),
-            Node::GroupsDir(topic) => Node::Topic(topic.clone()),
-            Node::Group(topic, _) => Node::GroupsDir(topic.clone()),
-            Node::GroupOffsets(topic, group) | Node::GroupReset(topic, group) => {
-                Node::Group(topic.clone(), group.clone())
-            }
-            Node::GroupPartition(id, group) => Node::Group(id.topic.clone(), group.clone()),
-            Node::GroupNext(id, group, _) => Node::GroupPartition(id.clone(), group.clone()),
-            Node::ByKeyDir(id) | Node::LatestDir(id) | Node::Keys(id) => {
-                Node::Partition(id.clone())
-            }
-            Node::ByKey(id, _) => Node::ByKeyDir(id.clone()),
-            Node::Latest(id, _) => Node::LatestDir(id.clone()),
-            Node::TopicByKeyDir(topic) => Node::Topic(topic.clone()),
-            Node::TopicByKey(topic, _) => Node::TopicByKeyDir(topic.clone()),
-            Node::SchemasDir(topic) => Node::Topic(topic.clone()),
-            Node::SchemaSubject(topic, _) => Node::SchemasDir(topic.clone()),
-            Node::SchemaFile(topic, subject, _) => {
-                Node::SchemaSubject(topic.clone(), subject.clone())
-            }
+            Node::Dir(dir) => dir.parent(),
+            Node::File(file) => file.parent(),
         }
     }
 
     /// The partition this node belongs to, if it is inside a partition directory.
     pub fn partition_id(&self) -> Option<&PartitionId> {
         match self {
-            Node::Root
-            | Node::MountInfo
-            | Node::MountLog
-            | Node::Topic(_)
-            | Node::TopicInfo(_)
-            | Node::TopicConfig(_)
-            | Node::OffsetsDir(_)
-            | Node::Offsets(..)
-            | Node::TopicByTimeDir(_)
-            | Node::TopicStream(..)
-            | Node::TopicAppend(_)
-            | Node::TopicAppendJson(_)
-            | Node::GroupsDir(_)
-            | Node::Group(..)
-            | Node::GroupOffsets(..)
-            | Node::GroupReset(..)
-            | Node::GroupPartition(..)
-            | Node::GroupNext(..)
-            | Node::TopicByKeyDir(_)
-            | Node::TopicByKey(..)
-            | Node::SchemasDir(_)
-            | Node::SchemaSubject(..)
-            | Node::SchemaFile(..) => None,
-            Node::Partition(id)
-            | Node::PartitionInfo(id)
-            | Node::ByOffsetDir(id)
-            | Node::ByTimeDir(id)
-            | Node::Stream(id, ..)
-            | Node::Append(id)
-            | Node::AppendJson(id)
-            | Node::SegmentsDir(id)
-            | Node::SegmentFile(id, ..)
-            | Node::SegmentDump(id, ..)
-            | Node::PartitionCheck(id)
-            | Node::ByKeyDir(id)
-            | Node::ByKey(id, _)
-            | Node::LatestDir(id)
-            | Node::Latest(id, _)
-            | Node::Keys(id) => Some(id),
+            Node::Dir(dir) => dir.partition_id(),
+            Node::File(file) => file.partition_id(),
+        }
+    }
+}
+
+impl DirNode {
+    /// The directory holding this one (the root is its own parent).
+    pub fn parent(&self) -> DirNode {
+        match self {
+            DirNode::Root | DirNode::Topic(_) => DirNode::Root,
+            DirNode::OffsetsDir(topic) | DirNode::TopicByTimeDir(topic) => {
+                DirNode::Topic(topic.clone())
+            }
+            DirNode::Partition(id) => DirNode::Topic(id.topic.clone()),
+            DirNode::ByOffsetDir(id) | DirNode::ByTimeDir(id) => DirNode::Partition(id.clone()),
+            DirNode::Keys(dir) => dir.parent(),
+            DirNode::Inspect(dir) => dir.parent(),
+            DirNode::Groups(dir) => dir.parent(),
+            DirNode::Schemas(dir) => dir.parent(),
         }
     }
 
-    /// The fixed-name child of a topic directory other than a partition, if `name` is one.
-    pub fn topic_child(topic: &str, name: &str) -> Option<Node> {
-        let topic = topic.to_string();
-        Some(match name {
-            INFO => Node::TopicInfo(topic),
-            CONFIG => Node::TopicConfig(topic),
-            OFFSETS => Node::OffsetsDir(topic),
-            BY_TIME => Node::TopicByTimeDir(topic),
-            APPEND => Node::TopicAppend(topic),
-            APPEND_JSON => Node::TopicAppendJson(topic),
-            GROUPS => Node::GroupsDir(topic),
-            BY_KEY => Node::TopicByKeyDir(topic),
-            SCHEMAS => Node::SchemasDir(topic),
-            _ => return None,
-        })
+    /// The partition this directory belongs to, if it is inside a partition directory.
+    pub fn partition_id(&self) -> Option<&PartitionId> {
+        match self {
+            DirNode::Root
+            | DirNode::Topic(_)
+            | DirNode::OffsetsDir(_)
+            | DirNode::TopicByTimeDir(_)
+            | DirNode::Groups(_)
+            | DirNode::Keys(KeyDir::Topic(_))
+            | DirNode::Schemas(_) => None,
+            DirNode::Partition(id)
+            | DirNode::ByOffsetDir(id)
+            | DirNode::ByTimeDir(id)
+            | DirNode::Keys(KeyDir::ByKey(id) | KeyDir::Latest(id))
+            | DirNode::Inspect(InspectDir::Segments(id)) => Some(id),
+        }
+    }
+}
+
+impl FileNode {
+    /// The directory holding this file.
+    pub fn parent(&self) -> DirNode {
+        match self {
+            FileNode::MountInfo | FileNode::MountLog => DirNode::Root,
+            FileNode::TopicInfo(topic)
+            | FileNode::TopicConfig(topic)
+            | FileNode::TopicAppend(topic)
+            | FileNode::TopicAppendJson(topic) => DirNode::Topic(topic.clone()),
+            FileNode::Offsets(topic, _) => DirNode::OffsetsDir(topic.clone()),
+            FileNode::TopicStream(topic, _) => DirNode::TopicByTimeDir(topic.clone()),
+            FileNode::PartitionInfo(id) | FileNode::Append(id) | FileNode::AppendJson(id) => {
+                DirNode::Partition(id.clone())
+            }
+            FileNode::Stream(id, StreamDir::ByOffset, _) => DirNode::ByOffsetDir(id.clone()),
+            FileNode::Stream(id, StreamDir::ByTime, _) => DirNode::ByTimeDir(id.clone()),
+            FileNode::Inspect(file) => file.parent(),
+            FileNode::Groups(file) => file.parent(),
+            FileNode::Keys(file) => file.parent(),
+            FileNode::Schemas(file) => file.parent(),
+        }
     }
 
-    /// The fixed-name child of a partition directory, if `name` is one.
-    pub fn partition_child(id: &PartitionId, name: &str) -> Option<Node> {
-        let id = id.clone();
-        Some(match name {
-            INFO => Node::PartitionInfo(id),
-            CHECK => Node::PartitionCheck(id),
-            BY_OFFSET => Node::ByOffsetDir(id),
-            BY_TIME => Node::ByTimeDir(id),
-            APPEND => Node::Append(id),
-            APPEND_JSON => Node::AppendJson(id),
-            SEGMENTS => Node::SegmentsDir(id),
-            BY_KEY => Node::ByKeyDir(id),
-            LATEST => Node::LatestDir(id),
-            KEYS => Node::Keys(id),
-            _ => return None,
-        })
+    /// The partition this file belongs to, if it is inside a partition directory.
+    pub fn partition_id(&self) -> Option<&PartitionId> {
+        match self {
+            FileNode::MountInfo
+            | FileNode::MountLog
+            | FileNode::TopicInfo(_)
+            | FileNode::TopicConfig(_)
+            | FileNode::Offsets(..)
+            | FileNode::TopicStream(..)
+            | FileNode::TopicAppend(_)
+            | FileNode::TopicAppendJson(_)
+            | FileNode::Groups(_)
+            | FileNode::Keys(KeyFile::Topic(..))
+            | FileNode::Schemas(_) => None,
+            FileNode::PartitionInfo(id)
+            | FileNode::Stream(id, ..)
+            | FileNode::Append(id)
+            | FileNode::AppendJson(id)
+            | FileNode::Inspect(
+                InspectFile::Segment(id, ..) | InspectFile::Dump(id, ..) | InspectFile::Check(id),
+            )
+            | FileNode::Keys(KeyFile::ByKey(id, _) | KeyFile::Latest(id, _) | KeyFile::Keys(id)) => {
+                Some(id)
+            }
+        }
     }
+}
+
+// ---- each feature's nodes (what each operation does with them is in the feature's module) ----
+
+/// The directories of `<topic>/schemas/`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum SchemaDir {
+    /// `<topic>/schemas/`: the topic's subjects (`<topic>-key`, `<topic>-value`).
+    Subjects(String),
+    /// `<topic>/schemas/<subject>/` (topic, subject).
+    Subject(String, String),
+}
+
+/// `<topic>/schemas/<subject>/<version>`, `latest` or `versions`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SchemaFile {
+    pub topic: String,
+    pub subject: String,
+    pub name: String,
+}
+
+impl SchemaDir {
+    /// The directory holding this one.
+    pub fn parent(&self) -> DirNode {
+        match self {
+            SchemaDir::Subjects(topic) => DirNode::Topic(topic.clone()),
+            SchemaDir::Subject(topic, _) => DirNode::Schemas(SchemaDir::Subjects(topic.clone())),
+        }
+    }
+
+    /// A path-like description for messages.
+    pub fn path(&self) -> String {
+        match self {
+            SchemaDir::Subjects(topic) => format!("{topic}/{SCHEMAS}"),
+            SchemaDir::Subject(topic, subject) => format!("{topic}/{SCHEMAS}/{subject}"),
+        }
+    }
+}
+
+impl SchemaFile {
+    /// The directory holding this file.
+    pub fn parent(&self) -> DirNode {
+        DirNode::Schemas(SchemaDir::Subject(self.topic.clone(), self.subject.clone()))
+    }
+
+    /// A path-like description for messages.
+    pub fn path(&self) -> String {
+        format!("{}/{SCHEMAS}/{}/{}", self.topic, self.subject, self.name)
+    }
+}
+
+/// The directory of inspection: `<topic>/<p>/segments/`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum InspectDir {
+    Segments(PartitionId),
+}
+
+/// The files of inspection.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum InspectFile {
+    /// `segments/<base>.<ext>`: one file of a segment as stored.
+    Segment(PartitionId, Offset, SegmentFileKind),
+    /// `segments/<base>.<ext>.dump`: the segment file in `kafka-dump-log.sh`'s words.
+    Dump(PartitionId, Offset, SegmentFileKind),
+    /// `<topic>/<p>/check`: the partition's check report.
+    Check(PartitionId),
+}
+
+impl InspectDir {
+    /// The directory holding this one.
+    pub fn parent(&self) -> DirNode {
+        let InspectDir::Segments(id) = self;
+        DirNode::Partition(id.clone())
+    }
+
+    /// A path-like description for messages.
+    pub fn path(&self) -> String {
+        let InspectDir::Segments(id) = self;
+        format!("{}/{}/{SEGMENTS}", id.topic, id.partition)
+    }
+}
+
+impl InspectFile {
+    /// The directory holding this file.
+    pub fn parent(&self) -> DirNode {
+        match self {
+            InspectFile::Segment(id, ..) | InspectFile::Dump(id, ..) => {
+                DirNode::Inspect(InspectDir::Segments(id.clone()))
+            }
+            InspectFile::Check(id) => DirNode::Partition(id.clone()),
+        }
+    }
+
+    /// A path-like description for messages.
+    pub fn path(&self) -> String {
+        let partition = |id: &PartitionId| format!("{}/{}", id.topic, id.partition);
+        match self {
+            InspectFile::Segment(id, base, kind) => {
+                format!("{}/{SEGMENTS}/{}", partition(id), segment_file_name(*base, *kind))
+            }
+            InspectFile::Dump(id, base, kind) => format!(
+                "{}/{SEGMENTS}/{}{DUMP_SUFFIX}",
+                partition(id),
+                segment_file_name(*base, *kind)
+            ),
+            InspectFile::Check(id) => format!("{}/{CHECK}", partition(id)),
+        }
+    }
+}
+
+/// The by-key directories.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum KeyDir {
+    /// `<topic>/<p>/by-key/`: records by key.
+    ByKey(PartitionId),
+    /// `<topic>/<p>/latest/`: the last record of each key.
+    Latest(PartitionId),
+    /// `<topic>/by-key/`: records by key over the topic's partitions.
+    Topic(String),
+}
+
+/// The by-key files; the names as written in the path.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum KeyFile {
+    /// `<topic>/<p>/by-key/<key>[.json|.raw]`: a stream of the key's records.
+    ByKey(PartitionId, String),
+    /// `<topic>/<p>/latest/<key>[.json]`: the key's last record.
+    Latest(PartitionId, String),
+    /// `<topic>/<p>/keys`: the distinct keys with their record counts.
+    Keys(PartitionId),
+    /// `<topic>/by-key/<key>[.json]`: a stream of the key's records over the topic.
+    Topic(String, String),
+}
+
+impl KeyDir {
+    /// The directory holding this one.
+    pub fn parent(&self) -> DirNode {
+        match self {
+            KeyDir::ByKey(id) | KeyDir::Latest(id) => DirNode::Partition(id.clone()),
+            KeyDir::Topic(topic) => DirNode::Topic(topic.clone()),
+        }
+    }
+
+    /// A path-like description for messages.
+    pub fn path(&self) -> String {
+        match self {
+            KeyDir::ByKey(id) => format!("{}/{}/{BY_KEY}", id.topic, id.partition),
+            KeyDir::Latest(id) => format!("{}/{}/{LATEST}", id.topic, id.partition),
+            KeyDir::Topic(topic) => format!("{topic}/{BY_KEY}"),
+        }
+    }
+}
+
+impl KeyFile {
+    /// The directory holding this file.
+    pub fn parent(&self) -> DirNode {
+        match self {
+            KeyFile::ByKey(id, _) => DirNode::Keys(KeyDir::ByKey(id.clone())),
+            KeyFile::Latest(id, _) => DirNode::Keys(KeyDir::Latest(id.clone())),
+            KeyFile::Keys(id) => DirNode::Partition(id.clone()),
+            KeyFile::Topic(topic, _) => DirNode::Keys(KeyDir::Topic(topic.clone())),
+        }
+    }
+
+    /// A path-like description for messages.
+    pub fn path(&self) -> String {
+        match self {
+            KeyFile::ByKey(id, name) => format!("{}/{}/{BY_KEY}/{name}", id.topic, id.partition),
+            KeyFile::Latest(id, name) => format!("{}/{}/{LATEST}/{name}", id.topic, id.partition),
+            KeyFile::Keys(id) => format!("{}/{}/{KEYS}", id.topic, id.partition),
+            KeyFile::Topic(topic, name) => format!("{topic}/{BY_KEY}/{name}"),
+        }
+    }
+}
+
+/// The directories of `<topic>/groups/`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum GroupDir {
+    /// `<topic>/groups/`: the groups with committed offsets for the topic.
+    All(String),
+    /// `<topic>/groups/<group>/` (topic, group).
+    Group(String, String),
+    /// `<topic>/groups/<group>/<p>/` (partition, group).
+    Partition(PartitionId, String),
+}
+
+/// The files of `<topic>/groups/`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum GroupFile {
+    /// `<topic>/groups/<group>/offsets`: committed offsets and lag; writing commits.
+    Offsets(String, String),
+    /// `<topic>/groups/<group>/auto.offset.reset`: `earliest` or `latest`.
+    Reset(String, String),
+    /// `<topic>/groups/<group>/<p>/next[.json|.raw]` (partition, group, name): records from the
+    /// committed offset to the end as of resolution.
+    Next(PartitionId, String, String),
+}
+
+impl GroupDir {
+    /// The directory holding this one.
+    pub fn parent(&self) -> DirNode {
+        match self {
+            GroupDir::All(topic) => DirNode::Topic(topic.clone()),
+            GroupDir::Group(topic, _) => DirNode::Groups(GroupDir::All(topic.clone())),
+            GroupDir::Partition(id, group) => {
+                DirNode::Groups(GroupDir::Group(id.topic.clone(), group.clone()))
+            }
+        }
+    }
+
+    /// A path-like description for messages.
+    pub fn path(&self) -> String {
+        match self {
+            GroupDir::All(topic) => format!("{topic}/{GROUPS}"),
+            GroupDir::Group(topic, group) => format!("{topic}/{GROUPS}/{group}"),
+            GroupDir::Partition(id, group) => {
+                format!("{}/{GROUPS}/{group}/{}", id.topic, id.partition)
+            }
+        }
+    }
+}
+
+impl GroupFile {
+    /// The directory holding this file.
+    pub fn parent(&self) -> DirNode {
+        match self {
+            GroupFile::Offsets(topic, group) | GroupFile::Reset(topic, group) => {
+                DirNode::Groups(GroupDir::Group(topic.clone(), group.clone()))
+            }
+            GroupFile::Next(id, group, _) => {
+                DirNode::Groups(GroupDir::Partition(id.clone(), group.clone()))
+            }
+        }
+    }
+
+    /// A path-like description for messages.
+    pub fn path(&self) -> String {
+        match self {
+            GroupFile::Offsets(topic, group) => {
+                format!("{topic}/{GROUPS}/{group}/{}", group_view::OFFSETS)
+            }
+            GroupFile::Reset(topic, group) => {
+                format!("{topic}/{GROUPS}/{group}/{}", group_view::AUTO_OFFSET_RESET)
+            }
+            GroupFile::Next(id, group, name) => {
+                format!("{}/{GROUPS}/{group}/{}/{name}", id.topic, id.partition)
+            }
+        }
+    }
+}
+
+/// What a fixed-name child needs of its topic or partition to exist (and be listed).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Needs {
+    /// Nothing: it exists with its parent.
+    Nothing,
+    /// A mount with consumer groups.
+    Groups,
+    /// A mount with schemas.
+    Schemas,
+    /// A key index ([`topicfs_source::PartitionSource::key_index`]): of the partition, or of
+    /// every partition of the topic.
+    KeyIndex,
+    /// Segment files ([`topicfs_source::PartitionSource::segment_files`]).
+    SegmentFiles,
+}
+
+/// The fixed-name children of a topic directory (besides its partitions), in listing order,
+/// with what each needs to exist: the one list lookups and listings both read.
+pub fn topic_children(topic: &str) -> [(&'static str, Node, Needs); 9] {
+    let t = || topic.to_string();
+    [
+        (INFO, Node::File(FileNode::TopicInfo(t())), Needs::Nothing),
+        (CONFIG, Node::File(FileNode::TopicConfig(t())), Needs::Nothing),
+        (OFFSETS, Node::Dir(DirNode::OffsetsDir(t())), Needs::Nothing),
+        (BY_TIME, Node::Dir(DirNode::TopicByTimeDir(t())), Needs::Nothing),
+        (APPEND, Node::File(FileNode::TopicAppend(t())), Needs::Nothing),
+        (APPEND_JSON, Node::File(FileNode::TopicAppendJson(t())), Needs::Nothing),
+        (GROUPS, Node::Dir(DirNode::Groups(GroupDir::All(t()))), Needs::Groups),
+        (BY_KEY, Node::Dir(DirNode::Keys(KeyDir::Topic(t()))), Needs::KeyIndex),
+        (SCHEMAS, Node::Dir(DirNode::Schemas(SchemaDir::Subjects(t()))), Needs::Schemas),
+    ]
+}
+
+/// The fixed-name children of a partition directory, in listing order, with what each needs
+/// to exist: the one list lookups and listings both read.
+pub fn partition_children(id: &PartitionId) -> [(&'static str, Node, Needs); 10] {
+    let i = || id.clone();
+    [
+        (INFO, Node::File(FileNode::PartitionInfo(i())), Needs::Nothing),
+        (BY_OFFSET, Node::Dir(DirNode::ByOffsetDir(i())), Needs::Nothing),
+        (BY_TIME, Node::Dir(DirNode::ByTimeDir(i())), Needs::Nothing),
+        (APPEND, Node::File(FileNode::Append(i())), Needs::Nothing),
+        (APPEND_JSON, Node::File(FileNode::AppendJson(i())), Needs::Nothing),
+        (SEGMENTS, Node::Dir(DirNode::Inspect(InspectDir::Segments(i()))), Needs::SegmentFiles),
+        (CHECK, Node::File(FileNode::Inspect(InspectFile::Check(i()))), Needs::SegmentFiles),
+        (BY_KEY, Node::Dir(DirNode::Keys(KeyDir::ByKey(i()))), Needs::KeyIndex),
+        (LATEST, Node::Dir(DirNode::Keys(KeyDir::Latest(i()))), Needs::KeyIndex),
+        (KEYS, Node::File(FileNode::Keys(KeyFile::Keys(i()))), Needs::KeyIndex),
+    ]
+}
+
+/// The child named `name` in `children` ([`topic_children`], [`partition_children`]).
+pub fn fixed_child<const N: usize>(
+    children: [(&'static str, Node, Needs); N],
+    name: &str,
+) -> Option<(Node, Needs)> {
+    children.into_iter().find(|(n, ..)| *n == name).map(|(_, node, needs)| (node, needs))
 }
 
 /// Parses a partition directory name: a decimal number without sign or leading zeros (`0`, `7`,
@@ -427,30 +680,52 @@ mod tests {
     }
 
     #[test]
-    fn every_node_has_a_directory_parent() {
+    fn every_node_leads_up_to_the_root() {
         let id = PartitionId { topic: "t".into(), partition: 3 };
-        let nodes = [
-            Node::Topic("t".into()),
-            Node::TopicInfo("t".into()),
-            Node::Partition(id.clone()),
-            Node::PartitionInfo(id.clone()),
-            Node::Stream(id.clone(), StreamDir::ByTime, "-1h".into()),
-            Node::Offsets("t".into(), "-1".into()),
-            Node::TopicStream("t".into(), "-1h.json".into()),
-            Node::TopicAppend("t".into()),
-            Node::SegmentFile(id.clone(), Offset(0), SegmentFileKind::Log),
-            Node::GroupsDir("t".into()),
-            Node::GroupOffsets("t".into(), "g".into()),
-            Node::GroupReset("t".into(), "g".into()),
-            Node::GroupNext(id.clone(), "g".into(), "next.json".into()),
-            Node::ByKey(id.clone(), "user-42.json".into()),
-            Node::Latest(id.clone(), "%null".into()),
-            Node::Keys(id.clone()),
-            Node::TopicByKey("t".into(), "k.json".into()),
+        let mut nodes = vec![
+            Node::File(FileNode::Stream(id.clone(), StreamDir::ByTime, "-1h".into())),
+            Node::File(FileNode::Offsets("t".into(), "-1".into())),
+            Node::File(FileNode::TopicStream("t".into(), "-1h.json".into())),
+            Node::File(FileNode::Inspect(InspectFile::Dump(
+                id.clone(),
+                Offset(0),
+                SegmentFileKind::Log,
+            ))),
+            Node::File(FileNode::Groups(GroupFile::Offsets("t".into(), "g".into()))),
+            Node::File(FileNode::Groups(GroupFile::Reset("t".into(), "g".into()))),
+            Node::File(FileNode::Groups(GroupFile::Next(id.clone(), "g".into(), "n".into()))),
+            Node::File(FileNode::Keys(KeyFile::ByKey(id.clone(), "user-42.json".into()))),
+            Node::File(FileNode::Keys(KeyFile::Latest(id.clone(), "%null".into()))),
+            Node::File(FileNode::Keys(KeyFile::Topic("t".into(), "k.json".into()))),
+            Node::File(FileNode::Schemas(SchemaFile {
+                topic: "t".into(),
+                subject: "t-value".into(),
+                name: "1".into(),
+            })),
         ];
+        nodes.extend(topic_children("t").into_iter().map(|(_, node, _)| node));
+        nodes.extend(partition_children(&id).into_iter().map(|(_, node, _)| node));
         for node in nodes {
-            assert!(node.parent().is_dir(), "{node:?}");
+            let mut dir = node.parent();
+            for _ in 0..6 {
+                dir = dir.parent();
+            }
+            assert_eq!(dir, DirNode::Root, "{node:?}");
         }
-        assert_eq!(Node::Root.parent(), Node::Root);
+        assert_eq!(Node::ROOT.parent(), DirNode::Root);
+    }
+
+    #[test]
+    fn fixed_children_are_children_of_their_directory() {
+        let id = PartitionId { topic: "t".into(), partition: 3 };
+        for (name, node, _) in topic_children("t") {
+            assert_eq!(node.parent(), DirNode::Topic("t".into()), "{name}");
+            assert_eq!(fixed_child(topic_children("t"), name).map(|c| c.0), Some(node));
+        }
+        for (name, node, _) in partition_children(&id) {
+            assert_eq!(node.parent(), DirNode::Partition(id.clone()), "{name}");
+            assert_eq!(fixed_child(partition_children(&id), name).map(|c| c.0), Some(node));
+        }
+        assert_eq!(fixed_child(topic_children("t"), "0"), None);
     }
 }

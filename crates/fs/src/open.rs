@@ -6,7 +6,6 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use topicfs_source::error::{Error, Result};
 use topicfs_source::sync::lock;
-use topicfs_view::inspect::InspectionReader;
 use topicfs_view::inspect::files;
 use topicfs_view::spec::StreamSpec;
 use topicfs_view::topic as topic_view;
@@ -14,8 +13,9 @@ use topicfs_view::topic as topic_view;
 use super::append::{AppendFormat, AppendState, AppendTarget};
 use super::attr::{OpenRequest, Opened};
 use super::handle::{Handle, StreamRef};
-use super::node::{Node, StreamDir};
-use super::{Pin, TRIM_AFTER, TopicFs, describe, now_ms, segment_file_size};
+use super::node::{FileNode, Node, StreamDir};
+use super::subtree::SubtreeFile;
+use super::{Pin, TRIM_AFTER, TopicFs, describe, now_ms};
 
 /// `NotPermitted` (`EPERM`) for a write open of an internal topic's `append` or `append.json`
 /// (see [`super::is_internal_topic`]): a consumer group's commits go through its `offsets` file.
@@ -24,6 +24,18 @@ fn refuse_internal_append(topic: &str) -> Result<()> {
         return Err(Error::NotPermitted("appending to a Kafka internal topic (the broker's own)"));
     }
     Ok(())
+}
+
+/// How a file whose reads go to the daemon at every call (direct I/O) is opened: streams,
+/// generated texts, an active segment's files.
+pub(super) fn direct(fh: u64) -> Opened {
+    Opened { fh, direct_io: true, keep_cache: false, backing: None, no_flush: true }
+}
+
+/// [`direct`], with a `flush` at each close: `append` files append their pending partial
+/// line then, settings and group files apply what was written.
+pub(super) fn append(fh: u64) -> Opened {
+    Opened { no_flush: false, ..direct(fh) }
 }
 
 impl TopicFs {
@@ -43,46 +55,11 @@ impl TopicFs {
     pub fn open(&self, ino: u64, request: OpenRequest) -> Result<Opened> {
         let _op = topicfs_source::Operation::begin();
         let node = self.node(ino)?;
-        let direct =
-            |fh| Opened { fh, direct_io: true, keep_cache: false, backing: None, no_flush: true };
-        // `append` files flush their pending partial line at each close.
-        let append = |fh| Opened { no_flush: false, ..direct(fh) };
-        match &node {
-            Node::Root
-            | Node::Topic(_)
-            | Node::OffsetsDir(_)
-            | Node::TopicByTimeDir(_)
-            | Node::Partition(_)
-            | Node::ByOffsetDir(_)
-            | Node::ByTimeDir(_)
-            | Node::SegmentsDir(_)
-            | Node::GroupsDir(_)
-            | Node::Group(..)
-            | Node::GroupPartition(..)
-            | Node::ByKeyDir(_)
-            | Node::LatestDir(_)
-            | Node::TopicByKeyDir(_)
-            | Node::SchemasDir(_)
-            | Node::SchemaSubject(..) => Err(Error::Unsupported("open of a directory as a file")),
-            Node::Latest(..) => {
-                self.refuse_write(request, "writing a latest file")?;
-                let text = self.latest_text(&node)?;
-                Ok(direct(self.handles.insert(Handle::Text(text))))
-            }
-            Node::Keys(id) => {
-                self.refuse_write(request, "writing a keys file")?;
-                let reader = self.keys_reader(id)?;
-                Ok(direct(self.handles.insert(Handle::Keys(reader))))
-            }
-            Node::GroupOffsets(..) | Node::GroupReset(..) => {
-                if request.write || request.truncate {
-                    self.check_writable()?;
-                }
-                let text = self.group_text(&node)?.into_bytes();
-                let handle = Handle::Group { node: node.clone(), text };
-                Ok(append(self.handles.insert(handle)))
-            }
-            Node::TopicConfig(topic) => {
+        let Node::File(file) = &node else {
+            return Err(Error::Unsupported("open of a directory as a file"));
+        };
+        match file {
+            FileNode::TopicConfig(topic) => {
                 if request.write || request.truncate {
                     self.check_writable()?;
                 }
@@ -90,33 +67,30 @@ impl TopicFs {
                 let handle = super::config::ConfigHandle::new(topic.clone(), text);
                 Ok(append(self.handles.insert(Handle::Config(handle))))
             }
-            Node::SchemaFile(..) => {
-                self.refuse_write(request, "writing a schema file")?;
-                let text = self.schema_text(&node)?;
-                Ok(direct(self.handles.insert(Handle::Text(text.into_bytes()))))
-            }
-            Node::MountInfo | Node::MountLog | Node::TopicInfo(_) | Node::PartitionInfo(_) => {
+            FileNode::Schemas(file) => file.open(self, ino, &node, request),
+            FileNode::Inspect(file) => file.open(self, ino, &node, request),
+            FileNode::Keys(file) => file.open(self, ino, &node, request),
+            FileNode::Groups(file) => file.open(self, ino, &node, request),
+            FileNode::MountInfo
+            | FileNode::MountLog
+            | FileNode::TopicInfo(_)
+            | FileNode::PartitionInfo(_) => {
                 self.refuse_write(request, "writing an info file")?;
                 let text = self.info_text(&node)?;
                 Ok(direct(self.handles.insert(Handle::Text(text.into_bytes()))))
             }
-            Node::SegmentDump(..) | Node::PartitionCheck(_) => {
-                self.refuse_write(request, "writing an inspection file")?;
-                let reader = InspectionReader::new(self.inspection(&node)?);
-                Ok(direct(self.handles.insert(Handle::Inspection(reader))))
-            }
-            Node::Offsets(..) => {
+            FileNode::Offsets(..) => {
                 self.refuse_write(request, "writing an offsets file")?;
                 let text = self.offsets_text(&node)?;
                 Ok(direct(self.handles.insert(Handle::Text(text.into_bytes()))))
             }
-            Node::TopicAppend(topic) | Node::TopicAppendJson(topic) => {
+            FileNode::TopicAppend(topic) | FileNode::TopicAppendJson(topic) => {
                 if request.write || request.truncate {
                     self.check_writable()?;
                     refuse_internal_append(topic)?;
                 }
-                let format = match node {
-                    Node::TopicAppendJson(_) => AppendFormat::Json,
+                let format = match file {
+                    FileNode::TopicAppendJson(_) => AppendFormat::Json,
                     _ => AppendFormat::Lines,
                 };
                 // The topic must exist now; its partition count is read at every write.
@@ -127,66 +101,16 @@ impl TopicFs {
                     .with_schemas(self.schemas().cloned());
                 Ok(append(self.handles.insert(Handle::Append(Box::new(Mutex::new(state))))))
             }
-            Node::Stream(..)
-            | Node::TopicStream(..)
-            | Node::GroupNext(..)
-            | Node::ByKey(..)
-            | Node::TopicByKey(..) => {
-                self.refuse_write(request, "writing a stream")?;
-                let stream = self.open_pinned(ino, &node)?;
-                let ahead = stream.read_ahead(&self.ahead);
-                let fh = self.handles.insert(Handle::Stream { ino, stream, ahead });
-                let mut open = lock(&self.open_streams);
-                open.0 = open.0.saturating_add(1);
-                open.1 = open.1.max(open.0);
-                if self.auto_commit
-                    && !self.options.read_only
-                    && matches!(node, Node::GroupNext(..))
-                {
-                    lock(&self.read_to).insert(fh, 0);
-                    // The commit happens at `flush`, which `close()` waits for (`release` is
-                    // sent after `close()` returned).
-                    return Ok(append(fh));
-                }
-                Ok(direct(fh))
+            FileNode::Stream(..) | FileNode::TopicStream(..) => {
+                self.open_stream_file(ino, &node, request).map(direct)
             }
-            Node::SegmentFile(id, base_offset, kind) => {
-                self.refuse_write(request, "writing a segment file")?;
-                // Fails with NotFound once retention deleted the segment.
-                let segment = self.segment(id, *base_offset)?;
-                if segment_file_size(&segment, *kind).is_none() {
-                    let what = describe(&node);
-                    return Err(Error::NotFound(format!("{what} has no {}", kind.suffix())));
-                }
-                let partition = self.partition(id)?;
-                // A sealed segment's files never change: the kernel may keep their pages and
-                // read the file on disk itself. The active one's go through `read` (its index
-                // has a zero tail that is not shown, its `.log` may end in a partial batch).
-                let backing = if segment.is_active {
-                    None
-                } else {
-                    files(partition.as_ref())?.sealed_segment_file(*base_offset, *kind)?
-                };
-                let handle = Handle::Segment { partition, base_offset: *base_offset, kind: *kind };
-                let fh = self.handles.insert(handle);
-                Ok(match backing {
-                    Some(file) => Opened {
-                        fh,
-                        direct_io: false,
-                        keep_cache: true,
-                        backing: Some(file),
-                        no_flush: true,
-                    },
-                    None => direct(fh),
-                })
-            }
-            Node::Append(id) | Node::AppendJson(id) => {
+            FileNode::Append(id) | FileNode::AppendJson(id) => {
                 if request.write || request.truncate {
                     self.check_writable()?;
                     refuse_internal_append(&id.topic)?;
                 }
-                let format = match node {
-                    Node::AppendJson(_) => AppendFormat::Json,
+                let format = match file {
+                    FileNode::AppendJson(_) => AppendFormat::Json,
                     _ => AppendFormat::Lines,
                 };
                 let partition = self.partition(id)?;
@@ -195,6 +119,24 @@ impl TopicFs {
                 Ok(append(self.handles.insert(Handle::Append(Box::new(Mutex::new(state))))))
             }
         }
+    }
+
+    /// Opens the stream file `node` (inode `ino`) for reading: the stream its name means now,
+    /// pinned while the handle is open, with the handle's read-ahead. The handle number.
+    pub(super) fn open_stream_file(
+        &self,
+        ino: u64,
+        node: &Node,
+        request: OpenRequest,
+    ) -> Result<u64> {
+        self.refuse_write(request, "writing a stream")?;
+        let stream = self.open_pinned(ino, node)?;
+        let ahead = stream.read_ahead(&self.ahead);
+        let fh = self.handles.insert(Handle::Stream { ino, stream, ahead });
+        let mut open = lock(&self.open_streams);
+        open.0 = open.0.saturating_add(1);
+        open.1 = open.1.max(open.0);
+        Ok(fh)
     }
 
     /// Reads up to `size` bytes at `offset` of an open file (fewer at its current end). A
@@ -218,11 +160,7 @@ impl TopicFs {
                     Some(ahead) => ahead.read(offset, size)?,
                     None => stream.read_at(offset, size)?,
                 };
-                if self.auto_commit {
-                    if let Some(read_to) = lock(&self.read_to).get_mut(&fh) {
-                        *read_to = (*read_to).max(offset.saturating_add(data.len() as u64));
-                    }
-                }
+                self.groups.note_read(fh, offset, data.len());
                 Ok(data)
             }
             Handle::Segment { partition, base_offset, kind } => {
@@ -249,7 +187,7 @@ impl TopicFs {
         match &*handle {
             Handle::Stream { ino, stream, .. } => {
                 self.pin_close(*ino);
-                let read_to = if self.auto_commit { lock(&self.read_to).remove(&fh) } else { None };
+                let read_to = self.groups.forget_handle(fh);
                 let closed = match read_to {
                     Some(read_to) => self.auto_commit_on_close(*ino, stream, read_to),
                     None => Ok(()),
@@ -299,27 +237,38 @@ impl TopicFs {
 
     /// Resolves a stream node now.
     pub(super) fn resolve(&self, node: &Node) -> Result<StreamRef> {
-        if matches!(node, Node::ByKey(..) | Node::TopicByKey(..)) {
-            return self.resolve_key(node);
+        let not_a_stream = || Error::NotFound(format!("{} is not a stream", describe(node)));
+        let Node::File(file) = node else { return Err(not_a_stream()) };
+        match file {
+            FileNode::Stream(id, dir, name) => {
+                let spec = match dir {
+                    StreamDir::ByOffset => StreamSpec::parse_by_offset(name)?,
+                    StreamDir::ByTime => StreamSpec::parse_by_time(name)?,
+                };
+                let partition = self.partition(id)?;
+                self.streams.open(partition, &spec, now_ms()).map(StreamRef::Partition)
+            }
+            FileNode::TopicStream(topic, name) => {
+                let spec = topic_view::parse_topic_by_time(name)?;
+                let source = Arc::clone(&self.source);
+                let stream = self.topics.open_stream(source, topic, &spec, now_ms())?;
+                Ok(StreamRef::Topic(stream))
+            }
+            FileNode::MountInfo
+            | FileNode::MountLog
+            | FileNode::TopicInfo(_)
+            | FileNode::TopicConfig(_)
+            | FileNode::Offsets(..)
+            | FileNode::TopicAppend(_)
+            | FileNode::TopicAppendJson(_)
+            | FileNode::PartitionInfo(_)
+            | FileNode::Append(_)
+            | FileNode::AppendJson(_) => Err(not_a_stream()),
+            FileNode::Schemas(file) => file.resolve(self),
+            FileNode::Inspect(file) => file.resolve(self),
+            FileNode::Keys(file) => file.resolve(self),
+            FileNode::Groups(file) => file.resolve(self),
         }
-        if let Node::GroupNext(id, group, name) = node {
-            return self.resolve_next(id, group, name).map(StreamRef::Partition);
-        }
-        if let Node::TopicStream(topic, name) = node {
-            let spec = topic_view::parse_topic_by_time(name)?;
-            let source = Arc::clone(&self.source);
-            let stream = self.topics.open_stream(source, topic, &spec, now_ms())?;
-            return Ok(StreamRef::Topic(stream));
-        }
-        let Node::Stream(id, dir, name) = node else {
-            return Err(Error::NotFound(format!("{} is not a stream", describe(node))));
-        };
-        let spec = match dir {
-            StreamDir::ByOffset => StreamSpec::parse_by_offset(name)?,
-            StreamDir::ByTime => StreamSpec::parse_by_time(name)?,
-        };
-        let partition = self.partition(id)?;
-        self.streams.open(partition, &spec, now_ms()).map(StreamRef::Partition)
     }
 
     /// The stream a lookup answers with: the pinned one while a handle reads it, else a fresh

@@ -29,9 +29,9 @@ impl TopicFs {
                 }
                 Ok(u32::try_from(n).unwrap_or(u32::MAX))
             }
-            Handle::Group { node, .. } => {
+            Handle::Group { file, .. } => {
                 self.check_writable()?;
-                self.group_write(node, data)?;
+                self.group_write(file, data)?;
                 Ok(u32::try_from(data.len()).unwrap_or(u32::MAX))
             }
             Handle::Config(handle) => {
@@ -52,13 +52,10 @@ impl TopicFs {
         match &*self.handles.get(fh)? {
             Handle::Append(state) => lock(state).flush_by(owner),
             Handle::Config(handle) => self.config_flush(handle),
-            Handle::Stream { ino, stream, .. } if self.auto_commit => {
-                let read_to = lock(&self.read_to).get(&fh).copied();
-                match read_to {
-                    Some(read_to) => self.auto_commit_on_close(*ino, stream, read_to),
-                    None => Ok(()),
-                }
-            }
+            Handle::Stream { ino, stream, .. } => match self.groups.read_to(fh) {
+                Some(read_to) => self.auto_commit_on_close(*ino, stream, read_to),
+                None => Ok(()),
+            },
             _ => Ok(()),
         }
     }

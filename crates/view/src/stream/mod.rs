@@ -55,12 +55,12 @@ use crate::budget::{MemoryBudget, Reservation};
 pub use crate::render_index::{CHECKPOINT_INTERVAL, Checkpoint, MAX_CHECKPOINTS, RenderIndex};
 use crate::render_index::{Learned, Target};
 use crate::spec::{Bound, Format, StreamSpec};
-use crate::txn::{CommittedPartition, Isolation, TxnTracker};
+use crate::txn::{CommittedPartition, Isolation, TxnTracker, TxnTrackers};
 use crate::walker::READ_CHUNK;
 use topicfs_format::{Offset, Timestamp, decode_batch, parse_batch_info};
 use topicfs_source::error::{Error, Result};
 use topicfs_source::sync::lock;
-use topicfs_source::{Committed, OffsetQuery, PartitionSource, SealedSpan};
+use topicfs_source::{OffsetQuery, PartitionSource, SealedSpan};
 
 mod read;
 mod registry;

@@ -11,8 +11,10 @@ type IndexKey = (String, u32, Format);
 /// ones live on only in the streams opened on them.
 pub const MAX_ORIGINS: usize = 32;
 
-/// One per mount: caches a [`RenderIndex`] per (topic, partition, format) and a
-/// [`TxnTracker`] per partition, and opens streams at one [`Isolation`].
+/// One per mount: caches a [`RenderIndex`] per (topic, partition, format) and opens streams at
+/// one [`Isolation`], through the mount's [`TxnTrackers`] (shared with
+/// [`TopicViews`](crate::topic::TopicViews), so a partition read directly and through a
+/// topic-level stream is scanned once).
 #[derive(Default)]
 pub struct StreamRegistry {
     indexes: Mutex<HashMap<IndexKey, Arc<RenderIndex>>>,
@@ -20,8 +22,8 @@ pub struct StreamRegistry {
     /// the shared index's frontier than a sizing budget (most recent last, at most
     /// [`MAX_ORIGINS`] per key).
     origins: Mutex<HashMap<IndexKey, Vec<Arc<RenderIndex>>>>,
-    isolation: Isolation,
-    trackers: Mutex<HashMap<(String, u32), Arc<TxnTracker>>>,
+    /// The mount's transaction trackers (one per partition) and its isolation level.
+    txns: Arc<TxnTrackers>,
     /// The mount's budget the renderings streams keep between reads come out of; `None`: kept
     /// without limit (in-process use without a mount).
     budget: Option<Arc<MemoryBudget>>,
@@ -41,7 +43,19 @@ impl StreamRegistry {
 
     /// An empty registry at `isolation`.
     pub fn with_isolation(isolation: Isolation) -> StreamRegistry {
-        StreamRegistry { isolation, ..StreamRegistry::default() }
+        StreamRegistry::with_trackers(Arc::new(TxnTrackers::new(isolation)))
+    }
+
+    /// An empty registry keeping its partitions' transaction state in `txns`, at their
+    /// isolation level: a mount passes the same trackers to its
+    /// [`TopicViews`](crate::topic::TopicViews).
+    pub fn with_trackers(txns: Arc<TxnTrackers>) -> StreamRegistry {
+        StreamRegistry { txns, ..StreamRegistry::default() }
+    }
+
+    /// The transaction trackers of this registry's streams.
+    pub fn trackers(&self) -> &Arc<TxnTrackers> {
+        &self.txns
     }
 
     /// The same registry with every stream it opens keeping renderings only within `budget`.
@@ -105,19 +119,12 @@ impl StreamRegistry {
 
     /// The isolation level of every stream this registry opens.
     pub fn isolation(&self) -> Isolation {
-        self.isolation
+        self.txns.isolation()
     }
 
-    /// The transaction tracker of `part` (`read_committed`), created on first use; none for a
-    /// source that reads committed records itself ([`Committed::BySource`](topicfs_source::Committed::BySource)).
+    /// The transaction tracker of `part` (see [`TxnTrackers::tracker`]).
     pub fn tracker(&self, part: &dyn PartitionSource) -> Option<Arc<TxnTracker>> {
-        if self.isolation == Isolation::ReadUncommitted
-            || matches!(part.committed(), Committed::BySource)
-        {
-            return None;
-        }
-        let key = (part.topic().to_string(), part.partition());
-        Some(Arc::clone(lock(&self.trackers).entry(key).or_default()))
+        self.txns.tracker(part)
     }
 
     /// `part` as streams of this registry see it: through its tracker in `read_committed`

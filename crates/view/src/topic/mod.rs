@@ -224,7 +224,14 @@ impl TopicViews {
 
     /// Empty, streams at `isolation` (see the module docs).
     pub fn with_isolation(isolation: Isolation) -> TopicViews {
-        TopicViews { txns: Arc::new(TxnTrackers::new(isolation)), ..TopicViews::default() }
+        TopicViews::with_trackers(Arc::new(TxnTrackers::new(isolation)))
+    }
+
+    /// Empty, keeping the partitions' transaction state in `txns`, at their isolation level: a
+    /// mount passes the trackers of its [`StreamRegistry`](crate::stream::StreamRegistry), so
+    /// a partition read directly and through a topic-level stream is scanned once.
+    pub fn with_trackers(txns: Arc<TxnTrackers>) -> TopicViews {
+        TopicViews { txns, ..TopicViews::default() }
     }
 
     /// The same views decoding keys and values with `schemas` in JSON streams.
