@@ -64,6 +64,7 @@ mod sizing;
 mod admin;
 pub mod config;
 mod contents;
+mod filtered;
 mod groups;
 mod inspection;
 mod lookup;
@@ -148,6 +149,8 @@ pub struct TopicFs {
     /// **Invariant**: its transaction trackers are `streams`' ([`StreamRegistry::trackers`]),
     /// so a partition is scanned once however it is read.
     topics: TopicViews,
+    /// The registries of `where/<filter>/` views used last (`filtered.rs`).
+    filters: filtered::FilterRegistries,
     /// Rendered segment dumps and check reports.
     inspect: topicfs_view::inspect::InspectCache,
     options: FsOptions,
@@ -229,6 +232,7 @@ impl TopicFs {
             streams,
             ahead,
             topics,
+            filters: filtered::FilterRegistries::default(),
             inspect: topicfs_view::inspect::InspectCache::new(),
             options,
             inodes: InodeTable::new(),
@@ -396,6 +400,8 @@ pub fn describe(node: &Node) -> String {
         Node::File(FileNode::MountLog) => node::MOUNT_LOG.to_string(),
         Node::Dir(DirNode::Schemas(dir)) => dir.path(),
         Node::File(FileNode::Schemas(file)) => file.path(),
+        Node::Dir(DirNode::Where(dir)) => dir.path(),
+        Node::File(FileNode::Where(file)) => file.path(),
         Node::Dir(DirNode::Topic(topic)) => topic.clone(),
         Node::File(FileNode::TopicInfo(topic)) => format!("{topic}/{INFO}"),
         Node::File(FileNode::TopicConfig(topic)) => format!("{topic}/{}", node::CONFIG),
@@ -441,6 +447,7 @@ fn is_stream(node: &Node) -> bool {
         | FileNode::Append(_)
         | FileNode::AppendJson(_) => false,
         FileNode::Schemas(file) => file.is_stream(),
+        FileNode::Where(file) => file.is_stream(),
         FileNode::Inspect(file) => file.is_stream(),
         FileNode::Keys(file) => file.is_stream(),
         FileNode::Groups(file) => file.is_stream(),
@@ -465,6 +472,7 @@ fn is_writable(node: &Node) -> bool {
         | FileNode::PartitionInfo(_)
         | FileNode::Stream(..) => false,
         FileNode::Schemas(file) => file.is_writable(),
+        FileNode::Where(file) => file.is_writable(),
         FileNode::Inspect(file) => file.is_writable(),
         FileNode::Keys(file) => file.is_writable(),
         FileNode::Groups(file) => file.is_writable(),

@@ -112,6 +112,7 @@ impl TopicFs {
             DirNode::Root if name == super::node::MOUNT_LOG => Node::File(FileNode::MountLog),
             DirNode::Root => Node::Dir(DirNode::Topic(name.to_string())),
             DirNode::Schemas(dir) => dir.child(self, name)?.ok_or_else(absent)?,
+            DirNode::Where(dir) => dir.child(self, name)?.ok_or_else(absent)?,
             DirNode::Topic(topic) => match fixed_child(topic_children(topic), name) {
                 Some((node, needs)) => {
                     if !self.topic_offers(topic, needs)? {
@@ -194,6 +195,7 @@ impl TopicFs {
         let (perm, mtime, ttl) = match dir {
             DirNode::Root => (rw_dir, self.started, STABLE_TTL),
             DirNode::Schemas(dir) => return dir.attr(self),
+            DirNode::Where(dir) => return dir.attr(self),
             DirNode::Inspect(dir) => return dir.attr(self),
             DirNode::Keys(dir) => return dir.attr(self),
             DirNode::Topic(topic) => (rw_dir, self.topic_mtime(topic)?, STABLE_TTL),
@@ -217,6 +219,7 @@ impl TopicFs {
                 (size, ro_file, self.started, DYNAMIC_TTL)
             }
             FileNode::Schemas(file) => return file.attr(self, ino, node),
+            FileNode::Where(file) => return file.attr(self, ino, node),
             FileNode::Inspect(file) => return file.attr(self, ino, node),
             FileNode::TopicInfo(topic) => {
                 let mtime = self.topic_mtime(topic)?;
@@ -327,6 +330,7 @@ impl TopicFs {
             Node::File(FileNode::Stream(id, ..)) => self.partition(id)?.last_modified()?,
             Node::File(FileNode::Groups(file)) => file.mtime(self)?,
             Node::File(FileNode::Keys(file)) => file.mtime(self)?,
+            Node::File(FileNode::Where(file)) => file.mtime(self)?,
             _ => return Err(Error::StaleHandle),
         };
         // A complete range never changes again: its mtime stops moving too.

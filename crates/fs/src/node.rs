@@ -44,6 +44,12 @@
 //! /<topic>/schemas/                   Dir Schemas.Subjects      (schemas.rs)
 //! /<topic>/schemas/<subject>/         Dir Schemas.Subject
 //! /<topic>/schemas/<subject>/<n>|latest|versions  File Schemas (SchemaFile)
+//! /<topic>/where/                     Dir Where.All             (filtered.rs)
+//! /<topic>/where/<filter>/            Dir Where.Filter
+//! /<topic>/where/<filter>/<p>/        Dir Where.Partition
+//! /<topic>/where/<filter>/<p>/info    File Where.Info
+//! /<topic>/where/<filter>/<p>/by-offset/, by-time/  Dir Where.Streams
+//! /<topic>/where/<filter>/<p>/by-offset/<spec>, by-time/<spec>  File Where.Stream
 //! ```
 //!
 //! A `Node` is a name, not a check: whether it exists is decided against the
@@ -83,6 +89,8 @@ pub const SEGMENTS: &str = "segments";
 pub const OFFSETS: &str = "offsets";
 /// Name of a topic's consumer groups directory.
 pub const GROUPS: &str = "groups";
+/// Name of a topic's filtered views (`where/<filter>/`).
+pub const WHERE: &str = "where";
 /// Name of the by-key directories (partition and topic).
 pub const BY_KEY: &str = topicfs_view::bykey::BY_KEY;
 /// Name of a partition's latest-value directory.
@@ -150,6 +158,8 @@ pub enum DirNode {
     Keys(KeyDir),
     /// `<topic>/schemas/` and its subjects (`schemas.rs`).
     Schemas(SchemaDir),
+    /// `<topic>/where/` and the filtered views under it (`filtered.rs`).
+    Where(WhereDir),
 }
 
 /// The files of the tree.
@@ -183,6 +193,8 @@ pub enum FileNode {
     Keys(KeyFile),
     /// `<topic>/schemas/<subject>/<name>` (`schemas.rs`).
     Schemas(SchemaFile),
+    /// Files of a filtered view (`filtered.rs`).
+    Where(WhereFile),
 }
 
 impl Node {
@@ -225,6 +237,7 @@ impl DirNode {
             DirNode::Inspect(dir) => dir.parent(),
             DirNode::Groups(dir) => dir.parent(),
             DirNode::Schemas(dir) => dir.parent(),
+            DirNode::Where(dir) => dir.parent(),
         }
     }
 
@@ -237,12 +250,14 @@ impl DirNode {
             | DirNode::TopicByTimeDir(_)
             | DirNode::Groups(_)
             | DirNode::Keys(KeyDir::Topic(_))
-            | DirNode::Schemas(_) => None,
+            | DirNode::Schemas(_)
+            | DirNode::Where(WhereDir::All(_) | WhereDir::Filter(..)) => None,
             DirNode::Partition(id)
             | DirNode::ByOffsetDir(id)
             | DirNode::ByTimeDir(id)
             | DirNode::Keys(KeyDir::ByKey(id) | KeyDir::Latest(id))
-            | DirNode::Inspect(InspectDir::Segments(id)) => Some(id),
+            | DirNode::Inspect(InspectDir::Segments(id))
+            | DirNode::Where(WhereDir::Partition(id, _) | WhereDir::Streams(id, ..)) => Some(id),
         }
     }
 }
@@ -267,6 +282,7 @@ impl FileNode {
             FileNode::Groups(file) => file.parent(),
             FileNode::Keys(file) => file.parent(),
             FileNode::Schemas(file) => file.parent(),
+            FileNode::Where(file) => file.parent(),
         }
     }
 
@@ -291,9 +307,8 @@ impl FileNode {
             | FileNode::Inspect(
                 InspectFile::Segment(id, ..) | InspectFile::Dump(id, ..) | InspectFile::Check(id),
             )
-            | FileNode::Keys(KeyFile::ByKey(id, _) | KeyFile::Latest(id, _) | KeyFile::Keys(id)) => {
-                Some(id)
-            }
+            | FileNode::Keys(KeyFile::ByKey(id, _) | KeyFile::Latest(id, _) | KeyFile::Keys(id))
+            | FileNode::Where(WhereFile::Info(id, _) | WhereFile::Stream(id, ..)) => Some(id),
         }
     }
 }
@@ -402,6 +417,85 @@ impl InspectFile {
                 segment_file_name(*base, *kind)
             ),
             InspectFile::Check(id) => format!("{}/{CHECK}", partition(id)),
+        }
+    }
+}
+
+/// The directories of `<topic>/where/`; the filter as written in the path.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum WhereDir {
+    /// `<topic>/where/`: nothing listed; any filter can be looked up.
+    All(String),
+    /// `<topic>/where/<filter>/` (topic, filter): the topic's partitions through the filter.
+    Filter(String, String),
+    /// `<topic>/where/<filter>/<p>/`.
+    Partition(PartitionId, String),
+    /// `<topic>/where/<filter>/<p>/by-offset/` or `by-time/`.
+    Streams(PartitionId, String, StreamDir),
+}
+
+/// The files of a filtered view; the filter and names as written in the path.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum WhereFile {
+    /// `<topic>/where/<filter>/<p>/info`: the partition and how the filter served it.
+    Info(PartitionId, String),
+    /// `<topic>/where/<filter>/<p>/by-offset/<spec>` or `by-time/<spec>`: a stream of the
+    /// records the filter keeps.
+    Stream(PartitionId, String, StreamDir, String),
+}
+
+impl WhereDir {
+    /// The directory holding this one.
+    pub fn parent(&self) -> DirNode {
+        match self {
+            WhereDir::All(topic) => DirNode::Topic(topic.clone()),
+            WhereDir::Filter(topic, _) => DirNode::Where(WhereDir::All(topic.clone())),
+            WhereDir::Partition(id, filter) => {
+                DirNode::Where(WhereDir::Filter(id.topic.clone(), filter.clone()))
+            }
+            WhereDir::Streams(id, filter, _) => {
+                DirNode::Where(WhereDir::Partition(id.clone(), filter.clone()))
+            }
+        }
+    }
+
+    /// A path-like description for messages.
+    pub fn path(&self) -> String {
+        match self {
+            WhereDir::All(topic) => format!("{topic}/{WHERE}"),
+            WhereDir::Filter(topic, filter) => format!("{topic}/{WHERE}/{filter}"),
+            WhereDir::Partition(id, filter) => {
+                format!("{}/{WHERE}/{filter}/{}", id.topic, id.partition)
+            }
+            WhereDir::Streams(id, filter, dir) => {
+                format!("{}/{WHERE}/{filter}/{}/{}", id.topic, id.partition, dir.dir_name())
+            }
+        }
+    }
+}
+
+impl WhereFile {
+    /// The directory holding this file.
+    pub fn parent(&self) -> DirNode {
+        match self {
+            WhereFile::Info(id, filter) => {
+                DirNode::Where(WhereDir::Partition(id.clone(), filter.clone()))
+            }
+            WhereFile::Stream(id, filter, dir, _) => {
+                DirNode::Where(WhereDir::Streams(id.clone(), filter.clone(), *dir))
+            }
+        }
+    }
+
+    /// A path-like description for messages.
+    pub fn path(&self) -> String {
+        match self {
+            WhereFile::Info(id, filter) => {
+                format!("{}/{WHERE}/{filter}/{}/{INFO}", id.topic, id.partition)
+            }
+            WhereFile::Stream(id, filter, dir, name) => {
+                format!("{}/{WHERE}/{filter}/{}/{}/{name}", id.topic, id.partition, dir.dir_name())
+            }
         }
     }
 }
@@ -565,7 +659,7 @@ pub enum Needs {
 
 /// The fixed-name children of a topic directory (besides its partitions), in listing order,
 /// with what each needs to exist: the one list lookups and listings both read.
-pub fn topic_children(topic: &str) -> [(&'static str, Node, Needs); 9] {
+pub fn topic_children(topic: &str) -> [(&'static str, Node, Needs); 10] {
     let t = || topic.to_string();
     [
         (INFO, Node::File(FileNode::TopicInfo(t())), Needs::Nothing),
@@ -577,6 +671,7 @@ pub fn topic_children(topic: &str) -> [(&'static str, Node, Needs); 9] {
         (GROUPS, Node::Dir(DirNode::Groups(GroupDir::All(t()))), Needs::Groups),
         (BY_KEY, Node::Dir(DirNode::Keys(KeyDir::Topic(t()))), Needs::KeyIndex),
         (SCHEMAS, Node::Dir(DirNode::Schemas(SchemaDir::Subjects(t()))), Needs::Schemas),
+        (WHERE, Node::Dir(DirNode::Where(WhereDir::All(t()))), Needs::Nothing),
     ]
 }
 

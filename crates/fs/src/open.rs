@@ -68,6 +68,7 @@ impl TopicFs {
                 Ok(append(self.handles.insert(Handle::Config(handle))))
             }
             FileNode::Schemas(file) => file.open(self, ino, &node, request),
+            FileNode::Where(file) => file.open(self, ino, &node, request),
             FileNode::Inspect(file) => file.open(self, ino, &node, request),
             FileNode::Keys(file) => file.open(self, ino, &node, request),
             FileNode::Groups(file) => file.open(self, ino, &node, request),
@@ -265,6 +266,7 @@ impl TopicFs {
             | FileNode::Append(_)
             | FileNode::AppendJson(_) => Err(not_a_stream()),
             FileNode::Schemas(file) => file.resolve(self),
+            FileNode::Where(file) => file.resolve(self),
             FileNode::Inspect(file) => file.resolve(self),
             FileNode::Keys(file) => file.resolve(self),
             FileNode::Groups(file) => file.resolve(self),

@@ -124,6 +124,7 @@ impl TopicFs {
             }
             DirNode::Keys(dir) => names = dir.list(self)?,
             DirNode::Schemas(dir) => names = dir.list(self)?,
+            DirNode::Where(dir) => names = dir.list(self)?,
             DirNode::Groups(dir) => names = dir.list(self)?,
             DirNode::OffsetsDir(topic) => {
                 self.source.partitions(topic)?;

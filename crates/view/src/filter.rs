@@ -66,6 +66,32 @@ impl std::fmt::Display for FilterError {
     }
 }
 
+/// How a filter served one partition on this mount: records it looked at and records it kept,
+/// counted as renderings evaluate it (a record rendered for a size and again for a read counts
+/// twice). Shown in the filtered partition's `info`.
+#[derive(Debug, Default)]
+pub struct FilterStats {
+    examined: std::sync::atomic::AtomicU64,
+    matched: std::sync::atomic::AtomicU64,
+}
+
+impl FilterStats {
+    /// Counts one evaluation and its outcome.
+    pub fn count(&self, kept: bool) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.examined.fetch_add(1, Relaxed);
+        if kept {
+            self.matched.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// (records examined, records matched) so far.
+    pub fn get(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.examined.load(Relaxed), self.matched.load(Relaxed))
+    }
+}
+
 /// A comparison operator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {

@@ -45,7 +45,7 @@ use base64::engine::general_purpose::STANDARD;
 
 use std::sync::Arc;
 
-use crate::filter::Filter;
+use crate::filter::{Filter, FilterStats};
 use crate::schemas::{Decoded, Schemas};
 use crate::spec::Format;
 use topicfs_format::{BatchInfo, Record, TimestampType};
@@ -132,6 +132,7 @@ impl std::hash::Hash for SchemasRef {
 struct FilterRef {
     text: Arc<str>,
     filter: Arc<Filter>,
+    stats: Arc<FilterStats>,
 }
 
 impl PartialEq for FilterRef {
@@ -191,9 +192,15 @@ impl Renderer {
         self
     }
 
-    /// The same renderer rendering only the records `filter` (whose text is `text`) keeps.
-    pub fn with_filter(mut self, text: Arc<str>, filter: Arc<Filter>) -> Renderer {
-        self.filter = Some(FilterRef { text, filter });
+    /// The same renderer rendering only the records `filter` (whose text is `text`) keeps,
+    /// counting its evaluations in `stats`.
+    pub fn with_filter(
+        mut self,
+        text: Arc<str>,
+        filter: Arc<Filter>,
+        stats: Arc<FilterStats>,
+    ) -> Renderer {
+        self.filter = Some(FilterRef { text, filter, stats });
         self
     }
 
@@ -205,17 +212,17 @@ impl Renderer {
     /// Whether `record` is rendered: always without a filter; with one, when the filter keeps
     /// it, its JSON fields read from the value or from what the mount's schemas decode it to.
     pub fn keeps(&self, record: &Record<'_>) -> bool {
-        let Some(FilterRef { filter, .. }) = &self.filter else { return true };
-        let (Some(schemas), Some(value), true) =
-            (&self.filter_schemas, record.value, filter.reads_json())
-        else {
-            return filter.matches(record, record.value);
+        let Some(FilterRef { filter, stats, .. }) = &self.filter else { return true };
+        let kept = match (&self.filter_schemas, record.value, filter.reads_json()) {
+            (Some(schemas), Some(value), true) => match schemas.0.decode(value) {
+                Decoded::Plain => filter.matches(record, record.value),
+                Decoded::Json { json, .. } => filter.matches(record, Some(json.as_bytes())),
+                Decoded::Failed { .. } => filter.matches(record, None),
+            },
+            _ => filter.matches(record, record.value),
         };
-        match schemas.0.decode(value) {
-            Decoded::Plain => filter.matches(record, record.value),
-            Decoded::Json { json, .. } => filter.matches(record, Some(json.as_bytes())),
-            Decoded::Failed { .. } => filter.matches(record, None),
-        }
+        stats.count(kept);
+        kept
     }
 
     /// Whether what this renderer writes may be kept in the segment cache for later mounts:

@@ -33,6 +33,8 @@ pub struct StreamRegistry {
     schemas: Option<Arc<crate::schemas::Schemas>>,
     /// Streams hold only the records this filter keeps (`where/<filter>/`), with its text.
     filter: Option<(Arc<str>, Arc<crate::filter::Filter>)>,
+    /// How the filter served each partition (see [`crate::filter::FilterStats`]).
+    filter_stats: Mutex<HashMap<(String, u32), Arc<crate::filter::FilterStats>>>,
 }
 
 impl StreamRegistry {
@@ -78,6 +80,31 @@ impl StreamRegistry {
         self
     }
 
+    /// A registry like this one (its trackers, budget and schemas) opening streams of only the
+    /// records `filter` (written `text`) keeps: what `where/<filter>/` reads through.
+    pub fn filtered(&self, text: &str, filter: crate::filter::Filter) -> StreamRegistry {
+        StreamRegistry {
+            txns: Arc::clone(&self.txns),
+            budget: self.budget.clone(),
+            schemas: self.schemas.clone(),
+            ..StreamRegistry::default()
+        }
+        .with_filter(text, filter)
+    }
+
+    /// The filter's text and how it served `topic`-`partition` so far (`None` when this
+    /// registry has no filter).
+    pub fn filter_stats(
+        &self,
+        topic: &str,
+        partition: u32,
+    ) -> Option<(Arc<str>, Arc<crate::filter::FilterStats>)> {
+        let (text, _) = self.filter.as_ref()?;
+        let key = (topic.to_string(), partition);
+        let stats = Arc::clone(lock(&self.filter_stats).entry(key).or_default());
+        Some((Arc::clone(text), stats))
+    }
+
     /// The schemas JSON streams decode with, if any.
     pub fn schemas(&self) -> Option<&Arc<crate::schemas::Schemas>> {
         self.schemas.as_ref()
@@ -105,8 +132,10 @@ impl StreamRegistry {
         };
         index.renderer = index.renderer.clone().with_schemas(self.schemas.clone());
         if let Some((text, filter)) = &self.filter {
-            index.renderer =
-                index.renderer.clone().with_filter(Arc::clone(text), Arc::clone(filter));
+            let key = (part.topic().to_string(), part.partition());
+            let stats = Arc::clone(lock(&self.filter_stats).entry(key).or_default());
+            let renderer = index.renderer.clone();
+            index.renderer = renderer.with_filter(Arc::clone(text), Arc::clone(filter), stats);
         }
         index.txn = self.tracker(tracked);
         Ok(index)

@@ -1,0 +1,260 @@
+//! Filtered views: `<topic>/where/<filter>/` is the topic seen through a filter (issue 46,
+//! [`topicfs_view::filter`] for the grammar): its partitions with `info`, `by-offset/` and
+//! `by-time/`, whose streams hold only the records the filter keeps, each with its original
+//! offset, timestamp, key and headers (in `.json`). The filter is evaluated in the daemon over
+//! the partition's records (a byte-level check first, then a parse of the candidates), so no
+//! record it rejects crosses FUSE; on a cluster mount it runs over what Fetch returns.
+//!
+//! A filtered stream is a stream like any other (exact sizes, bytes that never change, `tail
+//! -f` following new matches), read through a [`StreamRegistry`] of the filter's own, made from
+//! the mount's (same trackers, memory budget and schemas) and kept for the
+//! [`FILTERS_KEPT`] filters used last. A filter that does not parse is `EINVAL` at lookup,
+//! naming the byte where it went wrong.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use topicfs_source::error::{Error, Result};
+use topicfs_source::sync::lock;
+use topicfs_view::filter::Filter;
+use topicfs_view::spec::{Format, StreamSpec};
+use topicfs_view::stream::StreamRegistry;
+
+use super::attr::{AttrReply, DYNAMIC_TTL, OpenRequest, Opened, STABLE_TTL};
+use super::handle::{Handle, StreamRef};
+use super::node::{BY_OFFSET, BY_TIME, INFO, Node, PartitionId, StreamDir, parse_partition};
+use super::node::{DirNode, FileNode, WhereDir, WhereFile};
+use super::open::direct;
+use super::subtree::{DirAttr, SubtreeDir, SubtreeFile};
+use super::{TopicFs, info, now_ms};
+
+/// Filters whose registries (and so render indexes) are kept: the ones used last. A stream
+/// open on an older one keeps its own.
+pub const FILTERS_KEPT: usize = 16;
+
+/// The registries of the filters used last, most recent last.
+#[derive(Default)]
+pub(crate) struct FilterRegistries {
+    kept: std::sync::Mutex<VecDeque<(String, Arc<StreamRegistry>)>>,
+}
+
+fn dir(dir: WhereDir) -> Node {
+    Node::Dir(DirNode::Where(dir))
+}
+
+fn file(file: WhereFile) -> Node {
+    Node::File(FileNode::Where(file))
+}
+
+/// Parses `text` as a filter: `EINVAL` naming the byte where it went wrong.
+fn parse_filter(topic: &str, text: &str) -> Result<Filter> {
+    Filter::parse(text)
+        .map_err(|e| Error::InvalidInput(format!("{topic}/where/{text}: not a filter: {e}")))
+}
+
+/// Parses a stream name under a filtered `by-offset/` or `by-time/`: the record formats only.
+fn parse_spec(dir: StreamDir, name: &str) -> Result<StreamSpec> {
+    let spec = match dir {
+        StreamDir::ByOffset => StreamSpec::parse_by_offset(name)?,
+        StreamDir::ByTime => StreamSpec::parse_by_time(name)?,
+    };
+    if spec.format == Format::Raw {
+        return Err(Error::NotFound(format!(
+            "{name}: a filtered view has no .raw streams (a batch holds records the filter does \
+             not keep)"
+        )));
+    }
+    Ok(spec)
+}
+
+impl SubtreeDir for WhereDir {
+    fn child(&self, fs: &TopicFs, name: &str) -> Result<Option<Node>> {
+        Ok(match self {
+            WhereDir::All(topic) => {
+                parse_filter(topic, name)?;
+                Some(dir(WhereDir::Filter(topic.clone(), name.to_string())))
+            }
+            WhereDir::Filter(topic, filter) => parse_partition(name).map(|partition| {
+                let id = PartitionId { topic: topic.clone(), partition };
+                dir(WhereDir::Partition(id, filter.clone()))
+            }),
+            WhereDir::Partition(id, filter) => match name {
+                INFO => Some(file(WhereFile::Info(id.clone(), filter.clone()))),
+                BY_OFFSET => {
+                    Some(dir(WhereDir::Streams(id.clone(), filter.clone(), StreamDir::ByOffset)))
+                }
+                BY_TIME => {
+                    Some(dir(WhereDir::Streams(id.clone(), filter.clone(), StreamDir::ByTime)))
+                }
+                _ => None,
+            },
+            WhereDir::Streams(id, filter, stream_dir) => {
+                parse_spec(*stream_dir, name)?;
+                let _ = fs;
+                Some(file(WhereFile::Stream(
+                    id.clone(),
+                    filter.clone(),
+                    *stream_dir,
+                    name.to_string(),
+                )))
+            }
+        })
+    }
+
+    fn list(&self, fs: &TopicFs) -> Result<Vec<(String, Node)>> {
+        Ok(match self {
+            // Filters are not listed: any can be looked up.
+            WhereDir::All(topic) => {
+                fs.source.partitions(topic)?;
+                Vec::new()
+            }
+            WhereDir::Filter(topic, filter) => fs
+                .source
+                .partitions(topic)?
+                .into_iter()
+                .map(|partition| {
+                    let id = PartitionId { topic: topic.clone(), partition };
+                    (partition.to_string(), dir(WhereDir::Partition(id, filter.clone())))
+                })
+                .collect(),
+            WhereDir::Partition(id, filter) => {
+                fs.partition(id)?;
+                let (i, f) = (|| id.clone(), || filter.clone());
+                vec![
+                    (INFO.to_string(), file(WhereFile::Info(i(), f()))),
+                    (BY_OFFSET.to_string(), dir(WhereDir::Streams(i(), f(), StreamDir::ByOffset))),
+                    (BY_TIME.to_string(), dir(WhereDir::Streams(i(), f(), StreamDir::ByTime))),
+                ]
+            }
+            WhereDir::Streams(id, filter, stream_dir) => {
+                // The unfiltered names (their offsets and times are the log's).
+                let partition = fs.streams.view(fs.partition(id)?);
+                let names = match stream_dir {
+                    StreamDir::ByOffset => topicfs_view::listing::by_offset_names(&*partition)?,
+                    StreamDir::ByTime => topicfs_view::listing::by_time_names(&*partition)?,
+                };
+                names
+                    .into_iter()
+                    .filter(|name| !name.ends_with(Format::Raw.suffix()))
+                    .map(|name| {
+                        let node = WhereFile::Stream(
+                            id.clone(),
+                            filter.clone(),
+                            *stream_dir,
+                            name.clone(),
+                        );
+                        (name, file(node))
+                    })
+                    .collect()
+            }
+        })
+    }
+
+    fn attr(&self, fs: &TopicFs) -> Result<DirAttr> {
+        let mtime = match self {
+            WhereDir::All(topic) => fs.topic_mtime(topic)?,
+            WhereDir::Filter(topic, filter) => {
+                parse_filter(topic, filter)?;
+                fs.topic_mtime(topic)?
+            }
+            WhereDir::Partition(id, _) | WhereDir::Streams(id, ..) => {
+                fs.partition(id)?.last_modified()?
+            }
+        };
+        Ok(DirAttr { perm: fs.dir_perm(false), mtime, ttl: STABLE_TTL })
+    }
+}
+
+impl SubtreeFile for WhereFile {
+    fn is_stream(&self) -> bool {
+        match self {
+            WhereFile::Stream(..) => true,
+            WhereFile::Info(..) => false,
+        }
+    }
+
+    fn mtime(&self, fs: &TopicFs) -> Result<SystemTime> {
+        match self {
+            WhereFile::Stream(id, ..) | WhereFile::Info(id, _) => fs.partition(id)?.last_modified(),
+        }
+    }
+
+    fn resolve(&self, fs: &TopicFs) -> Result<StreamRef> {
+        match self {
+            WhereFile::Stream(id, filter, stream_dir, name) => {
+                let spec = parse_spec(*stream_dir, name)?;
+                let registry = fs.filter_registry(&id.topic, filter)?;
+                let partition = fs.partition(id)?;
+                registry.open(partition, &spec, now_ms()).map(StreamRef::Partition)
+            }
+            WhereFile::Info(..) => Err(Error::NotFound(format!("{} is not a stream", self.path()))),
+        }
+    }
+
+    fn is_writable(&self) -> bool {
+        false
+    }
+
+    fn attr(&self, fs: &TopicFs, ino: u64, node: &Node) -> Result<AttrReply> {
+        match self {
+            WhereFile::Stream(..) => fs.stream_file_attr(ino, node),
+            WhereFile::Info(id, filter) => {
+                let size = fs.filtered_info(id, filter)?.len() as u64;
+                let mtime = self.mtime(fs)?;
+                Ok(fs.file_reply(ino, size, fs.read_only_perm(), mtime, DYNAMIC_TTL))
+            }
+        }
+    }
+
+    fn open(&self, fs: &TopicFs, ino: u64, node: &Node, request: OpenRequest) -> Result<Opened> {
+        match self {
+            WhereFile::Stream(..) => fs.open_stream_file(ino, node, request).map(direct),
+            WhereFile::Info(id, filter) => {
+                fs.refuse_write(request, "writing a filtered view's info")?;
+                let text = fs.filtered_info(id, filter)?;
+                Ok(direct(fs.handles.insert(Handle::Text(text.into_bytes()))))
+            }
+        }
+    }
+}
+
+impl TopicFs {
+    /// The registry `filter` is read through: kept for the [`FILTERS_KEPT`] filters used last.
+    pub(super) fn filter_registry(&self, topic: &str, text: &str) -> Result<Arc<StreamRegistry>> {
+        let mut kept = lock(&self.filters.kept);
+        if let Some(at) = kept.iter().position(|(t, _)| t == text) {
+            let entry = kept.remove(at).ok_or_else(|| Error::NotFound(text.to_string()))?;
+            let registry = Arc::clone(&entry.1);
+            kept.push_back(entry);
+            return Ok(registry);
+        }
+        let filter = parse_filter(topic, text)?;
+        let registry = Arc::new(self.streams.filtered(text, filter));
+        kept.push_back((text.to_string(), Arc::clone(&registry)));
+        if kept.len() > FILTERS_KEPT {
+            kept.pop_front();
+        }
+        Ok(registry)
+    }
+
+    /// The text of `<topic>/where/<filter>/<p>/info`: the partition's `info`, then the filter,
+    /// how it is answered and how many records it examined and kept on this mount so far.
+    fn filtered_info(&self, id: &PartitionId, text: &str) -> Result<String> {
+        let registry = self.filter_registry(&id.topic, text)?;
+        let partition = self.partition(id)?;
+        let summary = partition.summary()?;
+        let swaps = partition.known().rewrites;
+        let mut out = info::partition_info(&id.topic, id.partition, &summary, swaps);
+        let (examined, matched) = registry
+            .filter_stats(&id.topic, id.partition)
+            .map(|(_, stats)| stats.get())
+            .unwrap_or_default();
+        out.push_str(&format!("filter: {text}\n"));
+        // No field index yet: every filtered read scans the partition's records.
+        out.push_str("answered_by: scan\n");
+        out.push_str(&format!("records_examined: {examined}\n"));
+        out.push_str(&format!("records_matched: {matched}\n"));
+        Ok(out)
+    }
+}
