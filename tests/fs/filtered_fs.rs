@@ -75,3 +75,98 @@ fn a_filtered_stream_holds_exactly_the_lines_the_reference_keeps() {
         assert_eq!(String::from_utf8(got).unwrap(), want, "{filter}");
     }
 }
+
+#[test]
+fn a_filter_that_does_not_parse_is_einval_and_a_valid_one_lists_the_tree() {
+    let f = fixture(50);
+    for bad in ["user", "user!x", "a=%zz", "a=1,,b=2", "@nope=1"] {
+        let err = fs_fixture::ino(&f.fs, &format!("orders/where/{bad}")).unwrap_err();
+        assert!(matches!(err, Error::InvalidInput(_)), "{bad}: {err:?}");
+        assert_eq!(err.errno(), libc::EINVAL, "{bad}");
+    }
+    assert!(fs_fixture::names(&f.fs, "orders").contains(&"where".to_string()));
+    let names = |path: &str| -> Vec<String> {
+        fs_fixture::names(&f.fs, path).into_iter().filter(|n| n != "." && n != "..").collect()
+    };
+    assert_eq!(names("orders/where"), Vec::<String>::new(), "filters unlisted");
+    assert_eq!(names("orders/where/qty=1"), ["0"]);
+    assert_eq!(names("orders/where/qty=1/0"), ["info", "by-offset", "by-time"]);
+    let streams = names("orders/where/qty=1/0/by-offset");
+    assert!(!streams.is_empty() && streams.iter().all(|n| !n.ends_with(".raw")), "{streams:?}");
+    // No raw form, and nothing of a topic's other files.
+    for absent in [
+        "orders/where/qty=1/0/by-offset/0.raw",
+        "orders/where/qty=1/0/append",
+        "orders/where/qty=1/7",
+    ] {
+        let err = fs_fixture::ino(&f.fs, absent).unwrap_err();
+        assert!(matches!(err, Error::NotFound(_)), "{absent}: {err:?}");
+    }
+}
+
+#[test]
+fn info_says_how_the_filter_served_the_partition() {
+    let f = fixture(700);
+    let path = "orders/where/user=user-3/0/by-offset/0";
+    let matches = f.lines.iter().filter(|l| l.contains(r#""user":"user-3""#)).count();
+    let read = fs_fixture::read_path(&f.fs, path, 4096);
+    assert_eq!(read.iter().filter(|&&b| b == b'\n').count(), matches);
+    let info =
+        String::from_utf8(fs_fixture::read_path(&f.fs, "orders/where/user=user-3/0/info", 4096))
+            .unwrap();
+    let value = |name: &str| -> String {
+        info.lines().find_map(|l| l.strip_prefix(&format!("{name}: ")[..])).unwrap().to_string()
+    };
+    assert_eq!(value("filter"), "user=user-3");
+    assert_eq!(value("answered_by"), "scan");
+    assert_eq!(value("log_end_offset"), "700");
+    let examined: u64 = value("records_examined").parse().unwrap();
+    let matched: u64 = value("records_matched").parse().unwrap();
+    // Every record was looked at at least once (the size and the read may each look).
+    assert!(examined >= 700, "{info}");
+    assert!(
+        matched >= matches as u64 && matched * 700 <= examined * matches as u64 + 700,
+        "{info}"
+    );
+}
+
+#[test]
+fn a_filtered_stream_grows_with_new_matches_only() {
+    let f = fixture(100);
+    let path = "orders/where/address.city=Oslo/0/by-offset/0.json";
+    let ino = fs_fixture::ino(&f.fs, path).unwrap();
+    let fh = f
+        .fs
+        .open(ino, topicfs::fs::attr::OpenRequest { read: true, write: false, truncate: false })
+        .unwrap()
+        .fh;
+    let before = fs_fixture::read_to_end(&f.fs, fh, 4096).unwrap();
+    assert_eq!(before.iter().filter(|&&b| b == b'\n').count(), 46, "even ids but the plain lines");
+    // Append a Lima and an Oslo record: the open handle reads on to the Oslo one only.
+    let append = fs_fixture::ino(&f.fs, "orders/0/append").unwrap();
+    let w = f
+        .fs
+        .open(append, topicfs::fs::attr::OpenRequest { read: false, write: true, truncate: false })
+        .unwrap()
+        .fh;
+    f.fs.write(
+        w,
+        b"{\"address\":{\"city\":\"Lima\"},\"n\":1}\n{\"address\":{\"city\":\"Oslo\"},\"n\":2}\n",
+        None,
+    )
+    .unwrap();
+    f.fs.release(w).unwrap();
+    let mut after = before.clone();
+    loop {
+        let chunk = f.fs.read(fh, after.len() as u64, 4096).unwrap();
+        if chunk.is_empty() {
+            break;
+        }
+        after.extend_from_slice(&chunk);
+    }
+    assert!(after.starts_with(&before));
+    let new = String::from_utf8(after[before.len()..].to_vec()).unwrap();
+    assert_eq!(new.lines().count(), 1, "{new}");
+    assert!(new.contains(r#""offset":101"#) && new.contains(r#"\"n\":2"#), "{new}");
+    f.fs.release(fh).unwrap();
+}
