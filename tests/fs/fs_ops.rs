@@ -94,7 +94,19 @@ fn tree_lists_topics_partitions_and_partition_files() {
     assert_eq!(f.names(""), [".", "..", "t"]);
     assert_eq!(
         f.names("t"),
-        [".", "..", "info", "config", "offsets", "by-time", "append", "append.json", "by-key", "0"]
+        [
+            ".",
+            "..",
+            "info",
+            "config",
+            "offsets",
+            "by-time",
+            "append",
+            "append.json",
+            "by-key",
+            "where",
+            "0"
+        ]
     );
     assert_eq!(
         f.names("t/0"),
@@ -229,6 +241,7 @@ fn mkdir_creates_topics_and_only_the_next_partition() {
             "append",
             "append.json",
             "by-key",
+            "where",
             "0",
             "1"
         ]

@@ -436,7 +436,19 @@ fn mkdir_refusals_have_their_errno() {
     f.fs.mkdir(ROOT_INO, OsStr::new("new.topic_1-x")).unwrap();
     assert_eq!(
         f.names("new.topic_1-x"),
-        [".", "..", "info", "config", "offsets", "by-time", "append", "append.json", "by-key", "0"]
+        [
+            ".",
+            "..",
+            "info",
+            "config",
+            "offsets",
+            "by-time",
+            "append",
+            "append.json",
+            "by-key",
+            "where",
+            "0"
+        ]
     );
 }
 
