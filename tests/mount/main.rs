@@ -10,6 +10,7 @@ mod access;
 mod bykey_mount;
 mod cache_mount;
 mod config_mount;
+mod filtered_mount;
 mod groups;
 mod inspect_memory;
 mod memory_bounds;

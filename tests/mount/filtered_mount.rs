@@ -1,0 +1,106 @@
+//! `<topic>/where/<filter>/` through real mounts, driven with the tools users use (issue 46):
+//! `cat` of a filtered stream is exactly what `jq` keeps from the unfiltered one, on a
+//! read-write mount and on a read-only remount of the same data dir; `tail -f` of a filtered
+//! stream shows exactly the new matches; a filter that does not parse is `EINVAL`.
+
+use std::fs;
+
+use crate::common::{Follower, MountGuard, sh, sh_output};
+
+/// `n` compact JSON lines (a plain text line every 11th): what the filters look at.
+fn orders(n: usize) -> String {
+    (0..n)
+        .map(|i| {
+            if i % 11 == 4 {
+                format!("plain line {i}\n")
+            } else {
+                format!(
+                    "{{\"id\":{i},\"user\":\"user-{}\",\"item\":\"{}\",\"qty\":{},\"address\":{{\"city\":\"{}\"}},\"tags\":[\"t{}\",\"x\"]}}\n",
+                    i % 50,
+                    ["pen", "cup", "hat"][i % 3],
+                    i % 7,
+                    ["Oslo", "Lima", "Pune"][i % 3],
+                    i % 4
+                )
+            }
+        })
+        .collect()
+}
+
+/// Filters with the `jq` expression that keeps the same records (non-JSON lines skipped by
+/// `fromjson?`).
+const CASES: &[(&str, &str)] = &[
+    ("user=user-42", r#"select(.user=="user-42")"#),
+    ("qty>=5", "select(.qty>=5)"),
+    ("qty<2,item=hat", r#"select(.qty<2 and .item=="hat")"#),
+    ("address.city=Lima", r#"select(.address.city=="Lima")"#),
+    ("tags.0=t3", r#"select(.tags[0]=="t3")"#),
+    ("item~u", r#"select(.item|contains("u"))"#),
+    ("user!=user-1", r#"select(has("user") and .user!="user-1")"#),
+];
+
+/// Checks every case on the mount `m` (topic `orders`, partition 0).
+fn check_against_jq(m: &MountGuard) {
+    let plain = m.path("orders/0/by-offset/0");
+    let json = m.path("orders/0/by-offset/0.json");
+    for (filter, jq) in CASES {
+        let dir = m.path(&format!("orders/where/{filter}/0/by-offset"));
+        let want = sh(&format!("jq -cR 'fromjson? | {jq}' {}", plain.display()));
+        assert!(!want.is_empty(), "{filter}: the case keeps something");
+        let got = sh(&format!("cat '{}/0'", dir.display()));
+        assert_eq!(got, want, "{filter}");
+        // The .json form: the envelopes jq keeps from the unfiltered .json stream.
+        let want =
+            sh(&format!("jq -c '. as $r | .payload | fromjson? | {jq} | $r' {}", json.display()));
+        let got = sh(&format!("cat '{}/0.json'", dir.display()));
+        assert_eq!(got, want, "{filter}.json");
+        // `wc -c` trusts the size; `tail -n 1` seeks to it.
+        let size = sh(&format!("stat -c %s '{}/0.json'", dir.display()));
+        assert_eq!(size.trim(), got.len().to_string(), "{filter}: stat");
+        let last = sh(&format!("tail -n 1 '{}/0.json'", dir.display()));
+        assert_eq!(last, format!("{}\n", got.lines().last().unwrap()), "{filter}: tail -n 1");
+    }
+}
+
+#[test]
+fn cat_of_a_filtered_stream_is_what_jq_keeps_on_a_read_write_and_a_read_only_mount() {
+    let m = MountGuard::foreground(&["--segment-bytes", "65536"]);
+    fs::create_dir(m.path("orders")).unwrap();
+    fs::write(m.path("orders/0/append"), orders(4000)).unwrap();
+    check_against_jq(&m);
+    // A bad filter: EINVAL.
+    let out = sh_output(&format!("ls '{}'", m.path("orders/where/user!x").display()));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Invalid argument"), "{out:?}");
+    let dirs = m.unmount();
+    // The same data dir read-only, as a broker's disk is mounted.
+    let m = MountGuard::foreground_on(dirs, &["--read-only"]);
+    check_against_jq(&m);
+    let info = fs::read_to_string(m.path("orders/where/user=user-42/0/info")).unwrap();
+    assert!(info.contains("filter: user=user-42\nanswered_by: scan\n"), "{info}");
+    m.unmount();
+}
+
+#[test]
+fn tail_f_of_a_filtered_stream_shows_exactly_the_new_matches() {
+    let m = MountGuard::foreground(&[]);
+    fs::create_dir(m.path("orders")).unwrap();
+    fs::write(m.path("orders/0/append"), orders(300)).unwrap();
+    // From offset 200 (the last 100 records): user-7's are ids 207 and 257, and 257 is a
+    // plain line, so one match.
+    let path = m.path("orders/where/user=user-7/0/by-offset/-100");
+    let mut tail = Follower::start("tail", &["-f", "-n", "+1", path.to_str().unwrap()]);
+    let first = tail.wait_for("\"id\":207,");
+    assert_eq!(first.lines().count(), 1, "{first}");
+    // Non-matching records, then a match: the follower shows the match and nothing else.
+    let mut more = String::new();
+    for i in 0..20 {
+        more.push_str(&format!("{{\"user\":\"user-8\",\"n\":{i}}}\n"));
+    }
+    more.push_str("{\"user\":\"user-7\",\"n\":\"new\"}\n");
+    fs::write(m.path("orders/0/append"), &more).unwrap();
+    let seen = tail.wait_for("\"n\":\"new\"");
+    assert_eq!(seen.lines().count(), 2, "{seen}");
+    assert!(!seen.contains("user-8"), "{seen}");
+    drop(tail);
+    m.unmount();
+}
