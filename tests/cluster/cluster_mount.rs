@@ -362,3 +362,36 @@ fn cluster_mount_records_with_schemas_from_the_schemas_topic() {
     assert_eq!(sh(&format!("ls {}", m.path("t/schemas").display())), "t-value\n");
     m.unmount();
 }
+
+/// `where/<filter>/` on a cluster mount (issue 46): the filter runs in the mount over what
+/// Fetch returns, and `cat` of a filtered stream is what `jq` keeps from the unfiltered one.
+#[test]
+fn cluster_mount_filtered_streams_are_what_jq_keeps() {
+    let broker = Tansu::start();
+    let m = mount(&broker, &[]);
+    let mnt = m.mnt();
+    let mnt = mnt.display();
+    sh(&format!("mkdir {mnt}/orders"));
+    let lines: String = (0..600)
+        .map(|i| {
+            if i % 9 == 2 {
+                format!("not json {i}\n")
+            } else {
+                format!("{{\"id\":{i},\"user\":\"user-{}\",\"qty\":{}}}\n", i % 20, i % 5)
+            }
+        })
+        .collect();
+    std::fs::write(m.path("orders/0/append"), lines).unwrap();
+    for (filter, jq) in [
+        ("user=user-13", r#"select(.user=="user-13")"#),
+        ("qty>3,user~-1", r#"select(.qty>3 and (.user|contains("-1")))"#),
+    ] {
+        let want = sh(&format!("jq -cR 'fromjson? | {jq}' {mnt}/orders/0/by-offset/0"));
+        assert!(!want.is_empty(), "{filter}");
+        let got = sh(&format!("cat '{mnt}/orders/where/{filter}/0/by-offset/0'"));
+        assert_eq!(got, want, "{filter}");
+        let json = sh(&format!("jq -c .payload '{mnt}/orders/where/{filter}/0/by-offset/0.json'"));
+        assert_eq!(json.lines().count(), want.lines().count(), "{filter}.json");
+    }
+    m.unmount();
+}
