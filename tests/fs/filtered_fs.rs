@@ -170,3 +170,40 @@ fn a_filtered_stream_grows_with_new_matches_only() {
     assert!(new.contains(r#""offset":101"#) && new.contains(r#"\"n\":2"#), "{new}");
     f.fs.release(fh).unwrap();
 }
+
+/// Several log dirs (one broker's `log.dirs`): the filtered view lists every partition whatever
+/// dir holds it, and each filtered stream is that partition's matches.
+#[test]
+fn a_filtered_view_spans_the_partitions_of_several_log_dirs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let given: Vec<(String, std::path::PathBuf)> =
+        ["a", "b"].iter().map(|n| (n.to_string(), tmp.path().join(n))).collect();
+    let logs =
+        LogDirs::open(&given, LogConfig::default(), HashMap::new(), SegmentMode::Writable).unwrap();
+    logs.create_topic("orders", 3).unwrap();
+    let fs = FsFixture::over(Arc::new(logs) as Arc<dyn TopicSource>).build();
+    let write = topicfs::fs::attr::OpenRequest { read: false, write: true, truncate: false };
+    for p in 0..3 {
+        let text: String =
+            (0..60).map(|i| format!("{{\"p\":{p},\"i\":{i},\"even\":{}}}\n", i % 2 == 0)).collect();
+        let ino = fs_fixture::ino(&fs, &format!("orders/{p}/append")).unwrap();
+        let fh = fs.open(ino, write).unwrap().fh;
+        fs.write(fh, text.as_bytes(), None).unwrap();
+        fs.release(fh).unwrap();
+    }
+    let listed: Vec<String> = fs_fixture::names(&fs, "orders/where/even=true")
+        .into_iter()
+        .filter(|n| n != "." && n != "..")
+        .collect();
+    assert_eq!(listed, ["0", "1", "2"]);
+    assert!(tmp.path().join("a/orders-0").is_dir() && tmp.path().join("b/orders-1").is_dir());
+    for p in 0..3 {
+        let want: String = (0..60)
+            .step_by(2)
+            .map(|i| format!("{{\"p\":{p},\"i\":{i},\"even\":true}}\n"))
+            .collect();
+        let got =
+            fs_fixture::read_path(&fs, &format!("orders/where/even=true/{p}/by-offset/0"), 4096);
+        assert_eq!(String::from_utf8(got).unwrap(), want, "partition {p}");
+    }
+}
