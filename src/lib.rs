@@ -1,25 +1,32 @@
 //! topicfs: Kafka partition logs as a filesystem.
 //!
-//! Layers, each depending only on the ones above it:
+//! Layers, each a crate of the workspace depending only on crates named before it (the graph is
+//! in doc/ARCHITECTURE.md, checked against Cargo's by `scripts/check-architecture`):
 //!
-//! 1. [`format`]: Kafka's on-disk byte formats (record batches, records, codecs, index entries,
-//!    file names, checkpoint files). Pure: no I/O.
-//! 2. [`storage`]: the log engine (segments, offset and time indexes, append, roll, recovery,
-//!    retention, the log directory with its checkpoints). Implements [`source`].
-//! 3. [`source`]: the narrow interface the filesystem uses to talk to partitions. Today the
-//!    log engine implements it; a live Kafka cluster can implement it later.
+//! 1. [`format`](mod@format): Kafka's byte formats (record batches, records, codecs, index
+//!    entries, file names, checkpoint files, `__consumer_offsets` and KRaft metadata records,
+//!    the key index layout, Kafka's default [`partitioner`]). Pure: no I/O. [`executor`]: the
+//!    mount's one background executor, a pool of worker threads running work by priority.
+//! 2. [`source`]: the narrow interface the filesystem uses to talk to partitions
+//!    (`TopicSource`, `PartitionSource` and their capabilities), with the one [`error`] type
+//!    and its errno mapping, and `sync` (the poison-tolerant lock every layer uses).
+//!    [`schema`]: values in the Confluent wire format and the `SchemaSource` trait (pure).
+//!    [`settings`]: Kafka's topic and broker settings (names, rules, precedence, the overrides
+//!    file, `server.properties`, the KRaft metadata image), pure.
+//! 3. The backends, which implement [`source`] and know nothing of each other: [`storage`], the
+//!    log engine over one or several Kafka log directories (segments, indexes, append, roll,
+//!    recovery, retention, the segment cache), with [`cleaner`], the log cleaner, a client of
+//!    its rewrite hooks; and [`cluster`], a live Kafka cluster over the Kafka protocol.
+//!    `topicfs_registry`: a Schema Registry REST client, a `SchemaSource` (not re-exported
+//!    here).
 //! 4. [`view`]: path names and specs (`by-offset/-10.json`, `by-time/2026-12-02..`), rendering of
 //!    records as value lines, kcat-style JSON or raw batches, and the sparse render index that
-//!    gives streams exact sizes.
+//!    gives streams exact sizes; transactions, records by key, groups, schemas, topic-level views.
 //! 5. [`fs`]: filesystem logic on plain structs (inodes, handles, lookup/read/write); no fuser
-//!    types.
-//! 6. [`fuse`] and [`mount`]: the thin fuser adapter and the mount/daemon lifecycle. Only these
-//!    two files name fuser types.
-//! 7. [`cli`]: the command line and the mount helper, turned into a mount request.
-//!
-//! Beside the layers: [`error`] (the one error type and its errno mapping), [`executor`] (the one
-//! background executor: a pool of worker threads running work by priority), [`partitioner`]
-//! (Kafka's default partitioner, pure) and `sync` (the poison-tolerant lock every layer uses).
+//!    types but in [`fuse`], the thin fuser adapter.
+//! 6. [`mount`]: the mount and daemon lifecycle, where the backend of a mount is chosen (the
+//!    only place naming both backends), and [`cli`]: the command line and the mount helper,
+//!    turned into a mount request. Of these, only `mount/session.rs` names fuser types.
 
 pub mod cli;
 pub mod mount;

@@ -10,8 +10,9 @@
 //!   `kafka-avro-console-consumer` prints.
 //! - JSON Schema ([`json_schema`]): the body is JSON text; appends are checked against the
 //!   schema's `type`, `properties`, `required`, `enum`, `const` and `items`.
-//! - Protobuf: compiled by the `protobuf` module (wired in by the lead); until then
-//!   [`Codec::compile`] refuses a Protobuf schema with `Unsupported`.
+//! - Protobuf ([`protobuf`]): a schema's `.proto` text and its references compiled by protox,
+//!   values decoded and encoded by prost-reflect as canonical proto3 JSON, with the message
+//!   indexes of the wire format.
 //!
 //! Every error on bad input is [`Error::InvalidInput`] naming the field path
 //! (`payload.address.zip: expected int, got "x"`); nothing here panics on bytes or JSON from

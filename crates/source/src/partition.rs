@@ -178,16 +178,17 @@ impl std::fmt::Debug for Committed<'_> {
 /// One partition: offsets, batches as stored, appends. Nothing here assumes files: a live
 /// cluster implements it with ListOffsets, Fetch and Produce.
 ///
-/// **Shape.** Every method is required and every backend answers each one (no default: a
+/// **Shape.** 14 methods, every one required and answered by every backend (no default: a
 /// decorator such as `view::txn::CommittedPartition` must say what it does with each, it
 /// cannot drop one silently). One read with a [`ReadMode`], one append of [`Records`], the
 /// bounds as asked ([`summary`](Self::summary)) and as known without asking
 /// ([`known`](Self::known): stated bounds, last change, rewrites, sizing budget), lookups by
 /// offset and time ([`offset_for`](Self::offset_for), [`seek`](Self::seek),
 /// [`holds`](Self::holds)), [`sync`](Self::sync), and capability accessors for what only some
-/// sources have: [`segment_files`](Self::segment_files) (which also places damaged bytes in
-/// files, [`SegmentFiles::byte_location`]), [`key_index`](Self::key_index), and
-/// [`committed`](Self::committed) (who applies `read_committed`, and the [`TxnBoundary`]
+/// sources have: [`span_store`](Self::span_store) (where what is learned about spans of the
+/// log persists, [`SpanStore`]), [`segment_files`](Self::segment_files) (which also places
+/// damaged bytes in files, [`SegmentFiles::byte_location`]), [`key_index`](Self::key_index),
+/// and [`committed`](Self::committed) (who applies `read_committed`, and the [`TxnBoundary`]
 /// state a scan can start from).
 ///
 /// Where what used to be separate methods went: the damage-tolerant and header-only reads are
@@ -198,9 +199,8 @@ impl std::fmt::Debug for Committed<'_> {
 /// files have positions). `holds` stays a method: both backends answer it, a local log by the
 /// cursor's segment and generation, a cluster by the log start. `last_modified` and
 /// `byte_location` are inherent helpers on `dyn PartitionSource` built from these, not
-/// methods a source implements. The five span methods below (`sealed_span_at` ...
-/// `update_prefix_summary`) still have defaults; they become one capability accessor (a span
-/// store) beside these.
+/// methods a source implements. The five span methods that had defaults (`sealed_span_at` ...
+/// `update_prefix_summary`) are the one accessor [`span_store`](Self::span_store).
 pub trait PartitionSource: Send + Sync {
     /// Topic name.
     fn topic(&self) -> &str;

@@ -1,7 +1,11 @@
 //! The log engine: a Kafka log directory, read and written byte-compatibly with a broker.
 //!
-//! - [`log_dir::LogDir`]: the data dir (`meta.properties`, `.lock`, checkpoints, clean-shutdown
-//!   marker, one directory per partition); implements [`topicfs_source::TopicSource`].
+//! - [`log_dirs::LogDirs`]: a broker's log dirs (one or several, `log.dirs`) as one set of
+//!   topics: the [`topicfs_source::TopicSource`] a mount runs; identity, placement of new
+//!   partitions, a dir going offline on a disk error ([`log_dirs::health`]).
+//! - [`log_dir::LogDir`]: one data dir (`meta.properties` ([`meta_properties`]), `.lock`,
+//!   checkpoints, clean-shutdown marker, one directory per partition); also implements
+//!   [`topicfs_source::TopicSource`] on its own.
 //! - [`log::Log`]: one partition (Kafka's `UnifiedLog`/`LocalLog`): segments by base offset,
 //!   log start/end offsets, append with roll, reads, ListOffsets, retention; implements
 //!   [`topicfs_source::PartitionSource`].
@@ -15,13 +19,18 @@
 //! - [`scan`]: positioned reads of `.log` files (`pread`, never mapped) and the forward
 //!   batch-header scan.
 //! - [`cache`]: the segment cache, outside the data dir: what was learned about sealed
-//!   segments, kept across remounts and validated before use.
+//!   segments, kept across remounts and validated before use (the
+//!   [`topicfs_source::SpanStore`]).
+//! - [`key_index`]: records by key, one index per sealed segment, built on the mount's executor
+//!   and bounded in memory (the [`topicfs_source::KeyIndex`]).
+//! - [`groups`]: consumer groups' committed offsets over `__consumer_offsets` (the
+//!   [`topicfs_source::GroupStore`]).
 //! - [`cluster_metadata`]: reads a KRaft broker's `__cluster_metadata-0` (snapshot, then the
 //!   log), re-read cheaply as it grows, into the settings image of `topicfs_settings` (which
 //!   owns every setting's names, rules and precedence; its [`LogConfig`] and friends are
 //!   re-exported here because this crate's API takes them).
-//! - `source_impl`: [`topicfs_source::TopicSource`] and [`topicfs_source::PartitionSource`] for
-//!   [`log_dir::LogDir`] and [`log::Log`].
+//! - `source_impl`: [`topicfs_source::TopicSource`] for [`log_dir::LogDir`] and
+//!   [`topicfs_source::PartitionSource`] with its capabilities for [`log::Log`].
 //! - `log::cleaning`: the rewrite hooks the log cleaner (crate `topicfs-cleaner`, Kafka's
 //!   `LogCleaner`) uses to swap its output in.
 //! - `swap`: the log cleaner's `.cleaned`/`.swap`/`.deleted` files as Kafka's loader would
