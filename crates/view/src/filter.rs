@@ -145,13 +145,24 @@ pub struct Literal {
 }
 
 /// One condition.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct Condition {
     pub field: Field,
     pub op: Op,
     pub value: Literal,
-    /// Byte strings every JSON text of a matching value contains (see the module docs).
-    needles: Vec<Vec<u8>>,
+    /// Byte strings every JSON text of a matching value contains (see the module docs), the
+    /// most selective first, each with its searcher built once.
+    needles: Vec<memmem::Finder<'static>>,
+}
+
+impl PartialEq for Condition {
+    fn eq(&self, other: &Condition) -> bool {
+        let needles = |c: &Condition| -> Vec<Vec<u8>> {
+            c.needles.iter().map(|n| n.needle().to_vec()).collect()
+        };
+        (&self.field, self.op, &self.value) == (&other.field, other.op, &other.value)
+            && needles(self) == needles(other)
+    }
 }
 
 /// A parsed filter: every condition must hold.
@@ -200,7 +211,7 @@ impl Filter {
                 Field::Json(_) => {
                     let Some(text) = json else { return false };
                     if !c.needles.is_empty() && memchr::memchr(b'\\', text).is_none() {
-                        let absent = c.needles.iter().any(|n| memmem::find(text, n).is_none());
+                        let absent = c.needles.iter().any(|n| n.find(text).is_none());
                         if absent {
                             return false;
                         }
@@ -429,8 +440,9 @@ fn parse_condition(part: &str, at: usize) -> Result<Condition, FilterError> {
         _ => None,
     };
     let value = Literal { bytes, number, json };
-    let needles = needles(&field, op, &value);
-    Ok(Condition { field, op, value, needles })
+    let needles =
+        needles(&field, op, &value).into_iter().map(|n| memmem::Finder::new(&n).into_owned());
+    Ok(Condition { field, op, value, needles: needles.collect() })
 }
 
 /// Parses `FIELD`, which starts at byte `at` of the filter.
@@ -460,10 +472,10 @@ fn parse_field(name: &str, at: usize) -> Result<Field, FilterError> {
 }
 
 /// The byte strings every JSON text of a value matching `field op value` contains, when no
-/// escape is in the text (see the module docs).
+/// escape is in the text (see the module docs): the value's first (rarer than a key name).
 fn needles(field: &Field, op: Op, value: &Literal) -> Vec<Vec<u8>> {
     let Field::Json(path) = field else { return Vec::new() };
-    let mut out = Vec::new();
+    let mut out = value_needle(op, value).into_iter().collect::<Vec<_>>();
     // The last key of the path, quoted as JSON writes it (a digit segment may be an index).
     if let Some(key) = path.iter().rev().find(|s| !s.bytes().all(|c| c.is_ascii_digit())) {
         let quoted = Value::String(key.clone()).to_string();
@@ -471,15 +483,20 @@ fn needles(field: &Field, op: Op, value: &Literal) -> Vec<Vec<u8>> {
             out.push(quoted.into_bytes());
         }
     }
-    let Ok(text) = std::str::from_utf8(&value.bytes) else { return out };
+    out
+}
+
+/// What every JSON text holding a field that satisfies `op value` contains, if anything.
+fn value_needle(op: Op, value: &Literal) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(&value.bytes).ok()?;
     let plain = value.number.is_none() && value.json.is_none();
     let quoted = Value::String(text.to_string()).to_string();
-    match op {
+    Some(match op {
         // A string equal to VALUE: only a string field can be (another field's text starts
         // with a digit, '-', '[', '{', 't', 'f' or 'n' and is then a number or a literal, or
         // an array or object, which VALUE's first byte rules out).
         Op::Eq if plain && !text.starts_with(['[', '{']) && !quoted.contains('\\') => {
-            out.push(quoted.into_bytes());
+            quoted.into_bytes()
         }
         // Text containing VALUE: inside a string, a key or a literal token, spelled the same
         // in the raw text, unless VALUE holds bytes a compact rendering spells differently
@@ -490,11 +507,10 @@ fn needles(field: &Field, op: Op, value: &Literal) -> Vec<Vec<u8>> {
                 && !text.bytes().any(|c| b"[]{}:,\" ".contains(&c))
                 && !text.bytes().all(|c| b"0123456789.-+eE".contains(&c)) =>
         {
-            out.push(text.as_bytes().to_vec());
+            text.as_bytes().to_vec()
         }
-        _ => {}
-    }
-    out
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
