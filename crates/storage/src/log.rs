@@ -68,14 +68,15 @@ mod load;
 mod read;
 mod refresh;
 mod retention;
+mod segments;
 mod summaries;
 mod summary;
 mod txn;
 
 pub(super) use self::files::segment_summary;
-use self::list_offsets::TimeSearch;
 use self::load::{RefusedFile, list_segment_files};
 pub(crate) use self::read::SegmentCursor;
+use self::segments::{SegmentMap, SegmentsView};
 
 /// What the log dir knows about a partition before opening it.
 #[derive(Copy, Clone, Debug, Default)]
@@ -112,8 +113,9 @@ pub struct Log {
     /// time and size runs only then. `true` for a log opened on its own.
     settings_known: AtomicBool,
     mode: SegmentMode,
-    /// Segments by base offset. Lock order: after `append_lock`.
-    segments: RwLock<BTreeMap<Offset, Arc<LogSegment>>>,
+    /// The segment map, its version and what is derived from it (`segments.rs`). Lock order:
+    /// after `append_lock`.
+    segments: SegmentMap,
     log_start_offset: AtomicI64,
     log_end_offset: AtomicI64,
     /// Offset below which everything is known to be on disk (fsynced).
@@ -136,19 +138,6 @@ pub struct Log {
     recovered_segments: AtomicUsize,
     /// `(log start offset, timestamp of its first record)` of the last summary.
     first_timestamp: Mutex<Option<(Offset, Option<Timestamp>)>>,
-    /// Bumped, under the `segments` write lock, whenever the segment map changes.
-    segments_version: AtomicU64,
-    /// `(segments_version, bytes, max timestamp)` of every segment but the last: sealed
-    /// segments never change size or max timestamp while the map is unchanged, so a summary
-    /// costs one segment, not one per segment (streams ask for one on every open and stat).
-    sealed_summary: Mutex<Option<(u64, u64, Option<Timestamp>)>>,
-    /// `(segments_version, summaries)` of every segment but the last (see `sealed_summary`): a
-    /// `stat` of each segment's `.txnindex` made every lookup in `segments/` cost one system
-    /// call per segment.
-    sealed_segment_summaries: Mutex<Option<(u64, Arc<Vec<SegmentSummary>>)>>,
-    /// The [`TimeSearch`] of the current segment-map version (built by the first timestamp
-    /// lookup after a change).
-    time_search: Mutex<Option<Arc<TimeSearch>>>,
     /// What the log dir knew at open (read-only reloads start from it again).
     load_state: LoadState,
     /// Wall time (ms) of the last read-only refresh.
@@ -170,9 +159,6 @@ pub struct Log {
     /// Segments the cleaner installed so far (their generations, see
     /// [`LogSegment::generation`]).
     cleaner_generation: std::sync::atomic::AtomicU32,
-    /// Cleaner outputs installed so far ([`Log::rewrites`]), counted under the segment map's
-    /// write lock.
-    rewrites: AtomicU64,
 }
 
 impl Log {
@@ -210,7 +196,7 @@ impl Log {
             config: RwLock::new(Arc::new(config)),
             settings_known: AtomicBool::new(true),
             mode,
-            segments: RwLock::new(BTreeMap::new()),
+            segments: SegmentMap::default(),
             log_start_offset: AtomicI64::new(0),
             log_end_offset: AtomicI64::new(0),
             recovery_point: AtomicI64::new(0),
@@ -223,10 +209,6 @@ impl Log {
             closed: AtomicBool::new(false),
             recovered_segments: AtomicUsize::new(0),
             first_timestamp: Mutex::new(None),
-            segments_version: AtomicU64::new(0),
-            sealed_summary: Mutex::new(None),
-            sealed_segment_summaries: Mutex::new(None),
-            time_search: Mutex::new(None),
             load_state: state,
             last_refresh_ms: AtomicI64::new(now_ms()),
             refused: Mutex::new(Vec::new()),
@@ -235,7 +217,6 @@ impl Log {
             summaries: summaries::Summaries::default(),
             latest_delete_horizon: AtomicI64::new(topicfs_format::NO_TIMESTAMP),
             cleaner_generation: std::sync::atomic::AtomicU32::new(0),
-            rewrites: AtomicU64::new(0),
         };
         // Read-only: a broker renaming a file between our listing and our open (a swap
         // finishing, retention) is routine; look again a few times before giving up.
@@ -346,35 +327,12 @@ impl Log {
 
     /// The segments in base-offset order (a snapshot).
     pub fn segment_list(&self) -> Vec<Arc<LogSegment>> {
-        self.segments.read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
+        self.segments.list()
     }
 
     /// The segment whose base offset is `base`, if any.
     pub fn segment(&self, base: Offset) -> Option<Arc<LogSegment>> {
-        self.segments.read().unwrap_or_else(|e| e.into_inner()).get(&base).cloned()
-    }
-
-    fn active_segment(&self) -> Option<Arc<LogSegment>> {
-        self.segments.read().unwrap_or_else(|e| e.into_inner()).values().next_back().cloned()
-    }
-
-    /// The floor segment of `at` (the last with base offset `<= at`), else the first segment.
-    fn floor_segment(&self, at: Offset) -> Option<Arc<LogSegment>> {
-        let map = self.segments.read().unwrap_or_else(|e| e.into_inner());
-        map.range(..=at).next_back().or_else(|| map.iter().next()).map(|(_, s)| Arc::clone(s))
-    }
-
-    /// The segment following the one whose base offset is `base`.
-    fn segment_after(&self, base: Offset) -> Option<Arc<LogSegment>> {
-        let map = self.segments.read().unwrap_or_else(|e| e.into_inner());
-        map.range((Bound::Excluded(base), Bound::Unbounded)).next().map(|(_, s)| Arc::clone(s))
-    }
-
-    /// Segments with base offset `>= from` in order, starting with the floor segment of `from`.
-    fn segments_from(&self, from: Offset) -> Vec<Arc<LogSegment>> {
-        let map = self.segments.read().unwrap_or_else(|e| e.into_inner());
-        let floor = map.range(..=from).next_back().map_or(Offset(i64::MIN), |(b, _)| *b);
-        map.range(floor..).map(|(_, s)| Arc::clone(s)).collect()
+        self.segments.get(base)
     }
 
     pub(super) fn out_of_range(&self, requested: Offset) -> Error {

@@ -188,7 +188,7 @@ impl Log {
         max_timestamp: Timestamp,
         last: Offset,
     ) -> Result<Arc<LogSegment>> {
-        let active = self.active_segment().ok_or(Error::StaleHandle)?;
+        let active = self.segments.last().ok_or(Error::StaleHandle)?;
         let config = self.config();
         let max_segment_ms =
             config.segment_ms.saturating_sub(self.active_roll_jitter_ms.load(Ordering::Relaxed));
@@ -207,7 +207,7 @@ impl Log {
     /// Starts a new active segment at the log end offset. Caller holds `append_lock`.
     fn roll(&self) -> Result<Arc<LogSegment>> {
         let new_base = self.log_end_offset();
-        if let Some(active) = self.active_segment() {
+        if let Some(active) = self.segments.last() {
             if active.base_offset() == new_base && active.size() == 0 {
                 return Ok(active);
             }
@@ -221,11 +221,8 @@ impl Log {
             config.segment_index_bytes,
             config.index_interval_bytes,
         )?);
-        let mut map = self.segments.write().unwrap_or_else(|e| e.into_inner());
-        map.insert(new_base, Arc::clone(&segment));
+        self.segments.insert(Arc::clone(&segment));
         self.active_all_ours.store(true, Ordering::Release);
-        self.segments_version.fetch_add(1, Ordering::AcqRel);
-        drop(map);
         self.active_roll_jitter_ms.store(self.draw_roll_jitter(new_base), Ordering::Relaxed);
         log::debug!("rolled {} to a new segment at {new_base}", self.dir.display());
         Ok(segment)

@@ -37,16 +37,9 @@ impl Log {
     /// [`Log::cleaner_lock`] and renamed the files). Readers holding an input keep reading its
     /// open file; new lookups find the output.
     pub(crate) fn install_cleaned(&self, inputs: &[Arc<LogSegment>], output: Arc<LogSegment>) {
-        let mut map = self.segments.write().unwrap_or_else(|e| e.into_inner());
-        for seg in inputs {
-            map.remove(&seg.base_offset());
-        }
-        map.insert(output.base_offset(), output);
-        self.segments_version.fetch_add(1, Ordering::AcqRel);
-        // Under the write lock: whoever reads the new count and then looks a segment up finds
-        // the output, and a reader that found the output sees the new count next.
-        self.rewrites.fetch_add(1, Ordering::AcqRel);
-        drop(map);
+        // Counted with the change: whoever reads the new count and then looks a segment up
+        // finds the output, and a reader that found the output sees the new count next.
+        self.segments.replace(inputs, output);
         let bases: Vec<Offset> = inputs.iter().map(|s| s.base_offset()).collect();
         self.keys.forget_segments(&bases);
         *lock(&self.last_modified) = SystemTime::now();
@@ -54,7 +47,7 @@ impl Log {
 
     /// Cleaner outputs installed in this log so far (see [`topicfs_source::Known::rewrites`]).
     pub fn rewrites(&self) -> u64 {
-        self.rewrites.load(Ordering::Acquire)
+        self.segments.rewrites()
     }
 
     /// The latest delete horizon the cleaner left in this log's batches (`-1`: none), Kafka's

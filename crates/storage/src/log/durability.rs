@@ -12,7 +12,7 @@ impl Log {
         }
         let _guard = lock(&self.sync_lock);
         let log_end = self.log_end_offset();
-        for seg in self.segments_from(self.recovery_point()) {
+        for seg in self.segments.from(self.recovery_point()) {
             seg.sync()?;
         }
         crate::open::sync_dir(&self.dir)?;
@@ -46,7 +46,7 @@ impl Log {
 
     /// The segments an fsync ([`Log::sync`]) would write: those from the recovery point on.
     pub fn unsynced_segments(&self) -> usize {
-        self.segments_from(self.recovery_point()).len()
+        self.segments.from(self.recovery_point()).len()
     }
 
     /// Records that everything below `offset` is durable, synced by the caller (`syncfs` of

@@ -200,10 +200,7 @@ impl Log {
             *lock(&self.last_modified) = last.last_modified();
         }
         self.active_roll_jitter_ms.store(self.draw_roll_jitter(log_end), Ordering::Relaxed);
-        let mut map = self.segments.write().unwrap_or_else(|e| e.into_inner());
-        *map = segments;
-        self.segments_version.fetch_add(1, Ordering::AcqRel);
-        drop(map);
+        self.segments.replace_all(segments);
         Ok(())
     }
 

@@ -43,14 +43,12 @@ impl Log {
         // A segment whose `.swap` the broker renamed to its final name reloads too: the old
         // names of its index files are gone.
         let on_disk = self.scan_files()?;
-        let known: Vec<SegmentFiles> = self
-            .segments
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
+        let segments = self.segments.list();
+        let known: Vec<SegmentFiles> = segments
+            .iter()
             .map(|s| SegmentFiles { base_offset: s.base_offset(), swap: s.is_swap() })
             .collect();
-        let active = self.active_segment();
+        let active = self.segments.last();
         let shrunk = match &active {
             Some(seg) => std::fs::metadata(seg.log_path()).map_or(true, |m| m.len() < seg.size()),
             None => false,

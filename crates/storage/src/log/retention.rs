@@ -62,10 +62,7 @@ impl Log {
             if let Some(next) = segments.get(deleted + 1) {
                 self.log_start_offset.fetch_max(next.base_offset().0, Ordering::AcqRel);
             }
-            let mut map = self.segments.write().unwrap_or_else(|e| e.into_inner());
-            map.remove(&seg.base_offset());
-            self.segments_version.fetch_add(1, Ordering::AcqRel);
-            drop(map);
+            self.segments.remove(seg.base_offset());
             log::info!("retention: deleting segment {}", seg.log_path().display());
             seg.delete_files()?;
             deleted += 1;

@@ -28,33 +28,17 @@ impl Log {
         *lock(&self.last_modified)
     }
 
-    /// Segment count, total bytes and max timestamp: the sealed segments' totals come from
-    /// `sealed_summary` while the segment map is unchanged, the last segment is read live.
+    /// Segment count, total bytes and max timestamp: the sealed segments' totals are kept
+    /// while the segment map is unchanged (`SegmentsView::sealed_totals`), the last segment is
+    /// read live.
     fn segment_totals(&self) -> Result<(usize, u64, Option<Timestamp>)> {
-        fn max_ts(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
-            match (a, b) {
-                (Some(a), Some(b)) => Some(a.max(b)),
-                (a, b) => a.or(b),
-            }
-        }
-        let map = self.segments.read().unwrap_or_else(|e| e.into_inner());
-        let version = self.segments_version.load(Ordering::Acquire);
-        let Some((_, last)) = map.iter().next_back() else { return Ok((0, 0, None)) };
-        let cached = *lock(&self.sealed_summary);
-        let (sealed_bytes, sealed_max) = match cached {
-            Some((v, bytes, max)) if v == version => (bytes, max),
-            _ => {
-                let (mut bytes, mut max) = (0u64, None);
-                for seg in map.values().take(map.len() - 1) {
-                    bytes = bytes.saturating_add(seg.size());
-                    max = max_ts(max, seg.max_timestamp_so_far()?.map(|(ts, _)| ts));
-                }
-                *lock(&self.sealed_summary) = Some((version, bytes, max));
-                (bytes, max)
-            }
-        };
+        let view = self.segments.read();
+        let Some(last) = view.last() else { return Ok((0, 0, None)) };
+        let sealed = view.sealed_totals()?;
         let last_max = last.max_timestamp_so_far()?.map(|(ts, _)| ts);
-        Ok((map.len(), sealed_bytes.saturating_add(last.size()), max_ts(sealed_max, last_max)))
+        // `None` is below every timestamp.
+        let max = sealed.max_timestamp.max(last_max);
+        Ok((view.len(), sealed.bytes.saturating_add(last.size()), max))
     }
 
     /// Timestamp of the first record at or after the log start offset (cached per log start).

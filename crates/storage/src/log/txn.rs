@@ -13,7 +13,7 @@ impl Log {
     /// (`lastOffset >= from` and `firstOffset < to`). A trailing partial entry is ignored.
     pub fn aborted_transactions(&self, from: Offset, to: Offset) -> Result<Vec<AbortedTxn>> {
         let mut out = Vec::new();
-        for seg in self.segments_from(from) {
+        for seg in self.segments.from(from) {
             let path = seg.file_path(".txnindex");
             let bytes = match crate::open::read_regular(&path) {
                 Ok(b) => b,
@@ -50,14 +50,8 @@ impl Log {
     /// a broker older than 0.11).
     pub fn txn_state_at_boundary(&self) -> Result<Option<BoundaryTxnState>> {
         let log_start = self.log_start_offset();
-        let bases: Vec<Offset> = self
-            .segments
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .keys()
-            .copied()
-            .filter(|b| *b > log_start)
-            .collect();
+        let bases: Vec<Offset> =
+            self.segments.bases().into_iter().filter(|b| *b > log_start).collect();
         for base in bases.into_iter().rev() {
             let Some(snapshot) = self.producer_snapshot_at(base) else { continue };
             let aborted = self
