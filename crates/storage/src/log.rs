@@ -65,6 +65,7 @@ mod durability;
 mod files;
 mod list_offsets;
 mod load;
+mod offsets;
 mod read;
 mod refresh;
 mod retention;
@@ -75,6 +76,7 @@ mod txn;
 
 pub(super) use self::files::segment_summary;
 use self::load::{RefusedFile, list_segment_files};
+use self::offsets::LogOffsets;
 pub(crate) use self::read::SegmentCursor;
 use self::segments::{SegmentMap, SegmentsView};
 
@@ -116,10 +118,8 @@ pub struct Log {
     /// The segment map, its version and what is derived from it (`segments.rs`). Lock order:
     /// after `append_lock`.
     segments: SegmentMap,
-    log_start_offset: AtomicI64,
-    log_end_offset: AtomicI64,
-    /// Offset below which everything is known to be on disk (fsynced).
-    recovery_point: AtomicI64,
+    /// The log start offset, the log end offset and the recovery point (`offsets.rs`).
+    offsets: LogOffsets,
     /// Random reduction of `segment.ms` for the active segment (`segment.jitter.ms`).
     active_roll_jitter_ms: AtomicI64,
     /// Serializes appends, rolls, retention and close.
@@ -197,9 +197,7 @@ impl Log {
             settings_known: AtomicBool::new(true),
             mode,
             segments: SegmentMap::default(),
-            log_start_offset: AtomicI64::new(0),
-            log_end_offset: AtomicI64::new(0),
-            recovery_point: AtomicI64::new(0),
+            offsets: LogOffsets::default(),
             active_roll_jitter_ms: AtomicI64::new(0),
             append_lock: Mutex::new(()),
             producer_state: Mutex::new(txn::ProducerState::Undetermined),
@@ -307,17 +305,17 @@ impl Log {
 
     /// First offset readers may see.
     pub fn log_start_offset(&self) -> Offset {
-        Offset(self.log_start_offset.load(Ordering::Acquire))
+        self.offsets.start()
     }
 
     /// Offset the next appended record gets.
     pub fn log_end_offset(&self) -> Offset {
-        Offset(self.log_end_offset.load(Ordering::Acquire))
+        self.offsets.end()
     }
 
     /// Offset below which everything was fsynced (what `recovery-point-offset-checkpoint` gets).
     pub fn recovery_point(&self) -> Offset {
-        Offset(self.recovery_point.load(Ordering::Acquire))
+        self.offsets.recovery_point()
     }
 
     /// Number of segments recovery re-read when this log was opened.

@@ -143,7 +143,7 @@ impl Log {
                 .map_err(|e| Error::InvalidInput(format!("encoded batch: {e}")))?;
             let active = self.maybe_roll(bytes.len() as u64, batch.max_timestamp, last)?;
             active.append(bytes, last, batch.max_timestamp, last)?;
-            self.log_end_offset.store(last.plus(1).0, Ordering::Release);
+            self.offsets.publish_end(last.plus(1));
             last_offset = last;
         }
         *lock(&self.last_modified) = SystemTime::now();

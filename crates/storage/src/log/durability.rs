@@ -16,7 +16,7 @@ impl Log {
             seg.sync()?;
         }
         crate::open::sync_dir(&self.dir)?;
-        self.recovery_point.fetch_max(log_end.0, Ordering::AcqRel);
+        self.offsets.advance_recovery_point(log_end);
         Ok(())
     }
 
@@ -55,6 +55,6 @@ impl Log {
     /// Invariant: only called once the `.log` and index files of every segment from the
     /// recovery point on, and the partition directory, have been made durable.
     pub fn synced_to(&self, offset: Offset) {
-        self.recovery_point.fetch_max(offset.0, Ordering::AcqRel);
+        self.offsets.advance_recovery_point(offset);
     }
 }

@@ -193,9 +193,7 @@ impl Log {
         } else {
             state.recovery_point.unwrap_or(Offset(0)).min(log_end)
         };
-        self.log_start_offset.store(log_start.0, Ordering::Release);
-        self.log_end_offset.store(log_end.0, Ordering::Release);
-        self.recovery_point.store(recovery_point.0, Ordering::Release);
+        self.offsets.set_loaded(log_start, log_end, recovery_point);
         if let Some(last) = segments.values().next_back() {
             *lock(&self.last_modified) = last.last_modified();
         }

@@ -65,7 +65,7 @@ impl Log {
         if !active.extend_read_only(len)? {
             return Ok(false);
         }
-        self.log_end_offset.store(active.next_offset()?.0, Ordering::Release);
+        self.offsets.publish_end(active.next_offset()?);
         *lock(&self.last_modified) = SystemTime::now();
         Ok(true)
     }

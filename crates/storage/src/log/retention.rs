@@ -60,7 +60,7 @@ impl Log {
             // Kafka's order: the log start offset moves past the segment (new seeks refuse its
             // offsets), then readers stop finding it, then the files go.
             if let Some(next) = segments.get(deleted + 1) {
-                self.log_start_offset.fetch_max(next.base_offset().0, Ordering::AcqRel);
+                self.offsets.advance_start(next.base_offset());
             }
             self.segments.remove(seg.base_offset());
             log::info!("retention: deleting segment {}", seg.log_path().display());
