@@ -12,8 +12,8 @@ impl Log {
 
     /// The append lock (appends, rolls, retention and close wait while it is held): the cleaner
     /// holds it only to check its inputs are unchanged and swap its output in.
-    pub(crate) fn cleaner_lock(&self) -> std::sync::MutexGuard<'_, ()> {
-        lock(&self.append_lock)
+    pub(crate) fn cleaner_lock(&self) -> AppendGuard<'_> {
+        AppendGuard::new(&self.writer)
     }
 
     /// Opens the cleaner's output, renamed to its final name, as a sealed segment.
@@ -28,7 +28,7 @@ impl Log {
             false,
         )?;
         // 1 ..= 2^24 - 1, wrapping, never 0 (the generation of segments loaded from disk).
-        let next = self.cleaner_generation.fetch_add(1, Ordering::AcqRel);
+        let next = self.cleaner.generation.fetch_add(1, Ordering::AcqRel);
         seg.set_generation(next % 0xFF_FFFF + 1);
         Ok(seg)
     }
@@ -54,10 +54,10 @@ impl Log {
     /// `UnifiedLog.latestDeleteHorizon`: once it has passed, a pass is due even without new
     /// dirty data, to drop the tombstones and markers.
     pub fn latest_delete_horizon(&self) -> Timestamp {
-        self.latest_delete_horizon.load(Ordering::Acquire)
+        self.cleaner.latest_delete_horizon.load(Ordering::Acquire)
     }
 
     pub(crate) fn set_latest_delete_horizon(&self, horizon: Timestamp) {
-        self.latest_delete_horizon.store(horizon, Ordering::Release);
+        self.cleaner.latest_delete_horizon.store(horizon, Ordering::Release);
     }
 }

@@ -34,8 +34,8 @@ impl Log {
     /// [`Log::synced_to`] with the offset returned: the log end offset, final since appends
     /// now fail. `None` if already closed or read-only (nothing to sync).
     pub fn close_unsynced(&self) -> Result<Option<Offset>> {
-        let _guard = lock(&self.append_lock);
-        if self.closed.swap(true, Ordering::AcqRel) || !self.writable() {
+        let mut writer = lock(&self.writer);
+        if std::mem::replace(&mut writer.closed, true) || !self.writable() {
             return Ok(None);
         }
         for seg in self.segment_list() {

@@ -39,7 +39,7 @@ impl Log {
     /// text, say; a broker's half-written batch is not reported).
     pub fn file_problems(&self) -> Result<Vec<FileProblem>> {
         self.maybe_refresh()?;
-        let mut out: Vec<FileProblem> = lock(&self.refused)
+        let mut out: Vec<FileProblem> = lock(&self.listing.refused)
             .iter()
             .map(|r| FileProblem {
                 name: r.name.clone(),

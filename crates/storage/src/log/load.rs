@@ -185,7 +185,6 @@ impl Log {
             None => log_end,
         };
         let empty_active = segments.values().next_back().is_some_and(|a| a.size() == 0);
-        self.active_all_ours.store(self.writable() && empty_active, Ordering::Release);
         let first_base = segments.keys().next().copied().unwrap_or(log_end);
         let log_start = checkpoint_start.max(first_base).min(log_end);
         let recovery_point = if state.had_clean_shutdown {
@@ -197,7 +196,12 @@ impl Log {
         if let Some(last) = segments.values().next_back() {
             *lock(&self.last_modified) = last.last_modified();
         }
-        self.active_roll_jitter_ms.store(self.draw_roll_jitter(log_end), Ordering::Relaxed);
+        {
+            // No holder of the append lock loads (see `Writer`).
+            let mut writer = lock(&self.writer);
+            writer.active_all_ours = self.writable() && empty_active;
+            writer.roll_jitter_ms = self.draw_roll_jitter(log_end);
+        }
         self.segments.replace_all(segments);
         Ok(())
     }
@@ -206,7 +210,7 @@ impl Log {
         &self,
         seg: &LogSegment,
     ) -> Result<crate::segment::RecoveryResult> {
-        self.recovered_segments.fetch_add(1, Ordering::Relaxed);
+        self.listing.recovered_segments.fetch_add(1, Ordering::Relaxed);
         seg.recover()
     }
 
@@ -216,7 +220,7 @@ impl Log {
     /// [`crate::swap`]).
     pub(super) fn scan_files(&self) -> Result<Vec<SegmentFiles>> {
         let (names, refused) = list_segment_files(&self.dir)?;
-        *lock(&self.refused) = refused;
+        *lock(&self.listing.refused) = refused;
         self.note_beside_entries(names.iter().any(|n| crate::cache::is_beside_name(n)));
         let parsed: Vec<(String, _)> =
             names.into_iter().filter_map(|n| parse_segment_file_name(&n).map(|p| (n, p))).collect();

@@ -13,14 +13,7 @@ impl Log {
         if self.writable() {
             return Ok(());
         }
-        let now = now_ms();
-        let last = self.last_refresh_ms.load(Ordering::Relaxed);
-        if now.saturating_sub(last) < REFRESH_INTERVAL_MS
-            || self
-                .last_refresh_ms
-                .compare_exchange(last, now, Ordering::AcqRel, Ordering::Relaxed)
-                .is_err()
-        {
+        if !self.listing.claim_refresh(now_ms(), REFRESH_INTERVAL_MS) {
             return Ok(());
         }
         // A broker changing files between our listing and our stat is routine: try again at
@@ -55,7 +48,7 @@ impl Log {
         };
         if on_disk != known || shrunk {
             log::debug!("{}: segments changed on disk, reloading", self.dir.display());
-            self.load(self.load_state)?;
+            self.load(self.listing.load_state)?;
             return Ok(true);
         }
         let Some(active) = active else { return Ok(false) };

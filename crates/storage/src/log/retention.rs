@@ -19,7 +19,7 @@ impl Log {
         if !self.writable() {
             return Ok(0);
         }
-        let _guard = lock(&self.append_lock);
+        let _writer = lock(&self.writer);
         let config = self.config();
         let by_time_and_size = config.cleanup_policy.delete && self.settings_known();
         let mut deleted = 0;

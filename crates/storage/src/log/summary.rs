@@ -41,16 +41,17 @@ impl Log {
         Ok((view.len(), sealed.bytes.saturating_add(last.size()), max))
     }
 
-    /// Timestamp of the first record at or after the log start offset (cached per log start).
+    /// Timestamp of the first record at or after the log start offset (kept per log start).
     fn first_timestamp(&self, log_start: Offset, log_end: Offset) -> Result<Option<Timestamp>> {
         if log_start >= log_end {
             return Ok(None);
         }
-        if let Some((start, ts)) = *lock(&self.first_timestamp)
-            && start == log_start
-        {
-            return Ok(ts);
-        }
+        // Nothing holds a lock here (this memo's is taken first, see the module doc's order).
+        self.first_timestamp.get_or_try_compute(log_start, || self.read_first_timestamp(log_start))
+    }
+
+    /// Timestamp of the first record at or after `log_start`, read from the log.
+    fn read_first_timestamp(&self, log_start: Offset) -> Result<Option<Timestamp>> {
         let cursor = self.seek(log_start)?;
         let chunk = self.read(&cursor, 1)?;
         let mut found = None;
@@ -72,7 +73,6 @@ impl Log {
                 }
             }
         }
-        *lock(&self.first_timestamp) = Some((log_start, found));
         Ok(found)
     }
 }
