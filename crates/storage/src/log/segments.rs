@@ -80,10 +80,10 @@ impl<K: Copy + Eq, T: Clone> Memo<K, T> {
     ) -> Result<T> {
         let mut slot = lock(&self.slot);
         let same_key = slot.as_ref().filter(|(k, _)| *k == key).map(|(_, v)| v);
-        if let Some(value) = same_key {
-            if fits(value) {
-                return Ok(value.clone());
-            }
+        if let Some(value) = same_key
+            && fits(value)
+        {
+            return Ok(value.clone());
         }
         let value = compute(same_key)?;
         *slot = Some((key, value.clone()));
@@ -144,7 +144,8 @@ impl SegmentMap {
     }
 
     /// The version now.
-    pub(super) fn version(&self) -> Version {
+    #[cfg(test)]
+    fn version(&self) -> Version {
         self.read_lock().version
     }
 

@@ -11,8 +11,7 @@ use topicfs_source::sync::lock;
 
 use super::load::RefusedFile;
 use super::txn::ProducerState;
-use super::{LOCAL_SIZING_BUDGET, LoadState};
-use crate::config::LogConfig;
+use super::{LOCAL_SIZING_BUDGET, LoadState, LogConfig};
 use crate::segment::now_ms;
 
 /// The topic's settings as this log applies them. Each is replaced as a whole; a reader gets
@@ -158,5 +157,47 @@ impl Default for CleanerMarks {
             latest_delete_horizon: AtomicI64::new(topicfs_format::NO_TIMESTAMP),
             generation: AtomicU32::new(0),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Barrier;
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+
+    #[test]
+    fn a_refresh_is_due_once_per_interval_and_claimed_by_one_caller() {
+        let listing = Listing::new(LoadState::default());
+        assert!(!listing.claim_refresh(now_ms() - 1_000, 200), "not before the interval");
+        let later = now_ms() + 10_000;
+        assert!(listing.claim_refresh(later, 200));
+        assert!(!listing.claim_refresh(later + 199, 200), "claimed: the next is 200 ms on");
+        // Callers at once: one of them refreshes.
+        let (barrier, claimed) = (Barrier::new(8), AtomicUsize::new(0));
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    barrier.wait();
+                    if listing.claim_refresh(later + 200, 200) {
+                        claimed.fetch_add(1, Ordering::Relaxed);
+                    }
+                });
+            }
+        });
+        assert_eq!(claimed.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn a_new_config_applies_whole_to_the_next_reader() {
+        let settings = Settings::new(LogConfig::default());
+        let before = settings.config();
+        let changed = LogConfig { retention_bytes: Some(7), ..LogConfig::default() };
+        settings.set_config(Arc::new(changed));
+        assert_eq!(settings.config().retention_bytes, Some(7));
+        assert_eq!(before.retention_bytes, LogConfig::default().retention_bytes, "a snapshot");
+        assert!(settings.known(), "a log opened on its own knows its settings");
+        assert_eq!(settings.sizing_budget(), LOCAL_SIZING_BUDGET);
     }
 }

@@ -76,3 +76,50 @@ impl Log {
         Ok(found)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use topicfs_format::NewRecord;
+
+    use super::*;
+
+    fn record(timestamp: Timestamp) -> NewRecord {
+        NewRecord { timestamp, key: None, value: Some(b"value".to_vec()), headers: vec![] }
+    }
+
+    /// What is kept for a version of the segment map (the sealed totals, the sealed segments'
+    /// summaries, the timestamp search) follows each change: a roll, a retention pass.
+    #[test]
+    fn what_is_kept_for_the_segment_map_follows_each_change_of_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let config = LogConfig { retention_bytes: Some(1), ..LogConfig::default() };
+        let log = Log::create(&tmp.path().join("t-0"), "t", 0, config).unwrap();
+        let sizes = |log: &Log| log.segment_list().iter().map(|s| s.size()).sum::<u64>();
+        for ts in [100, 200] {
+            log.append(&[record(ts)]).unwrap();
+            log.force_roll().unwrap();
+        }
+        log.append(&[record(300)]).unwrap();
+        let summary = log.summary().unwrap();
+        assert_eq!((summary.segment_count, summary.max_timestamp), (Some(3), Some(300)));
+        assert_eq!(summary.size_bytes, Some(sizes(&log)));
+        assert_eq!(log.segment_summaries().unwrap().len(), 3);
+        assert_eq!(log.find_offset_by_timestamp(150).unwrap(), Some((Offset(1), 200)));
+        // A roll: one more sealed segment, counted.
+        log.force_roll().unwrap();
+        log.append(&[record(50)]).unwrap();
+        let summary = log.summary().unwrap();
+        assert_eq!(summary.segment_count, Some(4));
+        assert_eq!(summary.size_bytes, Some(sizes(&log)));
+        assert_eq!(log.segment_summaries().unwrap().len(), 4);
+        assert_eq!(log.find_offset_by_timestamp(250).unwrap(), Some((Offset(2), 300)));
+        // Retention: the sealed segments go, and nothing kept of them is served.
+        assert_eq!(log.delete_old_segments(0).unwrap(), 3);
+        let summary = log.summary().unwrap();
+        assert_eq!((summary.segment_count, summary.max_timestamp), (Some(1), Some(50)));
+        assert_eq!(summary.size_bytes, Some(sizes(&log)));
+        assert_eq!(log.segment_summaries().unwrap().len(), 1);
+        assert_eq!(log.find_offset_by_timestamp(150).unwrap(), None);
+        assert_eq!(log.find_offset_by_timestamp(10).unwrap(), Some((Offset(3), 50)));
+    }
+}
