@@ -33,7 +33,7 @@
 //! **Where each job lives.** This file: the [`Log`] type, opening and creating a log, its
 //! settings, offsets and segment lookups. The rest, one job per file, each an `impl Log` block
 //! unless it defines a group of state:
-//! - `segments.rs`: the segment map, its version and its memos ([`segments::Memo`]);
+//! - `segments.rs`: the segment map, its version and its memos (`Memo`);
 //! - `offsets.rs`: the log start offset, log end offset and recovery point;
 //! - `state.rs`: the settings, the writer's state, the listing and the cleaner's marks;
 //! - `load.rs`: loading from the directory (segment files, temporary-file passes, recovery

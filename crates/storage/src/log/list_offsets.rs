@@ -8,13 +8,14 @@ use super::*;
 /// map, [`super::segments`]): the segments' base offsets and the sealed segments' largest
 /// timestamps, with their running max.
 ///
-/// **Invariants** (for the version it was built from): `bases` are every segment's base offset in order, the last
-/// one the active segment's; `largest[i]` is `largestTimestamp` of sealed segment `i` (all but
-/// the last: a sealed segment's timestamps never change while the map is unchanged; the active
-/// segment's are read live); `from` is the first segment not wholly below the log start offset
-/// (its successor's base offset is above it); `running_max[i]` is the max of `largest[from..=i]`
-/// for `i >= from` and `i64::MIN` below, so it is non-decreasing and the first segment at or
-/// after `from` whose largest timestamp reaches `t` is the first `i` with `running_max[i] >= t`.
+/// **Invariants** (for the version it was built from): `bases` are every segment's base offset in
+/// order, the last one the active segment's; `largest[i]` is `largestTimestamp` of sealed segment
+/// `i` (all but the last: a sealed segment's timestamps never change while the map is unchanged;
+/// the active segment's are read live); `from` is the first segment not wholly below the log start
+/// offset (its successor's base offset is above it); `running_max[i]` is the max of
+/// `largest[from..=i]` for `i >= from` and `i64::MIN` below, so it is non-decreasing and the first
+/// segment at or after `from` whose largest timestamp reaches `t` is the first `i` with
+/// `running_max[i] >= t`.
 #[derive(Debug)]
 pub(super) struct TimeSearch {
     bases: Vec<Offset>,
