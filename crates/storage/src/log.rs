@@ -5,17 +5,37 @@
 //! or above the first segment's base offset); the **log end offset** is the offset the next
 //! appended record gets.
 //!
+//! **State by job.** As Kafka splits `UnifiedLog` into `LocalLog`, `LogSegments` and
+//! `ProducerStateManager`, a [`Log`]'s state is grouped by job, each group with its own lock or
+//! none, its invariants stated where it is defined:
+//! - the segment map (`segments.rs`, Kafka's `LogSegments`): the segments, the version that
+//!   counts their changes and the values derived from them, one read-write lock; every change
+//!   goes through its methods, which bump the version;
+//! - the offsets (`offsets.rs`): log start, log end and recovery point, atomics;
+//! - the writer's state (`state.rs`, `Writer`), behind the **append lock**: closed or not, the
+//!   roll jitter, and the producer state the next roll's `.snapshot` holds;
+//! - the topic's settings, the directory's listing and the cleaner's marks (`state.rs`);
+//! - the sync lock, the last-modified time, the first timestamp's memo, the key indexes
+//!   ([`super::key_index`]) and the segment cache's side (`summaries.rs`).
+//!
 //! **Concurrency and lock order.** Readers (`seek`, `read`, `offset_for`, `summary`) take the
-//! `segments` read lock only long enough to clone `Arc`s of the segments they need, then work on
-//! the segments (whose committed sizes and index locks keep them consistent, see
-//! [`super::segment`]). One writer at a time holds `append_lock` for an append, roll, retention
-//! pass or close; the order is `append_lock` → `segments` (write, only to insert or remove) →
-//! a segment's index locks. `sync` takes only `sync_lock` and never blocks readers. The log end
-//! offset is published after the batch bytes and their segment size, so a reader that sees an
-//! offset below it always finds the batch.
+//! segment map's read lock only long enough to clone `Arc`s of the segments they need (or to
+//! compute a value kept for the map's version), then work on the segments (whose committed
+//! sizes and index locks keep them consistent, see [`super::segment`]). One writer at a time
+//! holds the append lock for an append, roll, retention pass, cleaner swap or close. The order:
+//! the first timestamp's memo (taken by `summary` with nothing held) → the append lock → the
+//! segment map (write only to change it; read) → a memo of the map → a segment's locks.
+//! `sync` takes only the sync lock, then the map's read lock, and never blocks readers. The
+//! settings', listing's and last-modified locks are leaves: nothing is taken under them. The
+//! log end offset is published after the batch bytes and their segment size, so a reader that
+//! sees an offset below it always finds the batch.
 //!
 //! **Where each job lives.** This file: the [`Log`] type, opening and creating a log, its
-//! offsets and segment-map lookups. The rest, one job per file, each an `impl Log` block:
+//! settings, offsets and segment lookups. The rest, one job per file, each an `impl Log` block
+//! unless it defines a group of state:
+//! - `segments.rs`: the segment map, its version and its memos (`Memo`);
+//! - `offsets.rs`: the log start offset, log end offset and recovery point;
+//! - `state.rs`: the settings, the writer's state, the listing and the cleaner's marks;
 //! - `load.rs`: loading from the directory (segment files, temporary-file passes, recovery
 //!   after an unclean shutdown, truncation of what recovery drops);
 //! - `append.rs`: appends (batch encoding, offsets) and rolling the active segment;
@@ -23,7 +43,7 @@
 //!   ([`SegmentCursor`]);
 //! - `list_offsets.rs`: ListOffsets ([`Log::offset_for`]) and the timestamp lookup
 //!   ([`Log::find_offset_by_timestamp`], `TimeSearch`);
-//! - `summary.rs`: [`Log::summary`] and its caches;
+//! - `summary.rs`: [`Log::summary`];
 //! - `files.rs`: what `segments/` lists, raw segment file bytes and `check`'s file problems;
 //! - `refresh.rs`: read-only mode over a live broker's directory ([`Log::refresh`]);
 //! - `retention.rs`: [`Log::delete_old_segments`];
@@ -36,7 +56,7 @@ use std::collections::BTreeMap;
 use std::hash::BuildHasher;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
 
@@ -65,17 +85,22 @@ mod durability;
 mod files;
 mod list_offsets;
 mod load;
+mod offsets;
 mod read;
 mod refresh;
 mod retention;
+mod segments;
+mod state;
 mod summaries;
 mod summary;
 mod txn;
 
 pub(super) use self::files::segment_summary;
-use self::list_offsets::TimeSearch;
-use self::load::{RefusedFile, list_segment_files};
+use self::load::list_segment_files;
+use self::offsets::LogOffsets;
 pub(crate) use self::read::SegmentCursor;
+use self::segments::{Memo, SegmentMap, SegmentsView};
+use self::state::{AppendGuard, CleanerMarks, Listing, Settings, Writer};
 
 /// What the log dir knows about a partition before opening it.
 #[derive(Copy, Clone, Debug, Default)]
@@ -99,80 +124,39 @@ pub struct LoadState {
 /// 0.8 s sized and 10 s unsized.
 pub const LOCAL_SIZING_BUDGET: u64 = 256 << 20;
 
-/// One partition's log; see the module doc.
+/// One partition's log; see the module doc. Its state is grouped by job, each group behind its
+/// own lock or none (the module doc gives the lock order).
 #[derive(Debug)]
 pub struct Log {
     topic: String,
     partition: u32,
     dir: PathBuf,
-    /// The effective configuration, replaced as a whole when the topic's settings change
-    /// ([`Log::set_config`]); each append, roll and retention pass reads it once.
-    config: RwLock<Arc<LogConfig>>,
-    /// Whether the topic's settings are known (see [`topicfs_settings::topic_config`]): retention by
-    /// time and size runs only then. `true` for a log opened on its own.
-    settings_known: AtomicBool,
     mode: SegmentMode,
-    /// Segments by base offset. Lock order: after `append_lock`.
-    segments: RwLock<BTreeMap<Offset, Arc<LogSegment>>>,
-    log_start_offset: AtomicI64,
-    log_end_offset: AtomicI64,
-    /// Offset below which everything is known to be on disk (fsynced).
-    recovery_point: AtomicI64,
-    /// Random reduction of `segment.ms` for the active segment (`segment.jitter.ms`).
-    active_roll_jitter_ms: AtomicI64,
-    /// Serializes appends, rolls, retention and close.
-    append_lock: Mutex<()>,
-    /// The producer state at the active segment's base offset, as far as this engine knows it,
-    /// for the `.snapshot` it writes at the next roll (see `txn.rs`). Under `append_lock`.
-    producer_state: Mutex<txn::ProducerState>,
-    /// Every batch of the active segment was appended by this engine since it was opened (the
-    /// segment was empty at open, or this engine rolled to it): it holds no producer's batch.
-    active_all_ours: AtomicBool,
+    /// The topic's settings as applied here (`state.rs`).
+    settings: Settings,
+    /// The segment map, its version and what is derived from it (`segments.rs`).
+    segments: SegmentMap,
+    /// The log start offset, the log end offset and the recovery point (`offsets.rs`).
+    offsets: LogOffsets,
+    /// The append lock, with what only the writer changes (`state.rs`).
+    writer: Mutex<Writer>,
     /// Serializes `sync` calls (separate so readers and appends never wait for the disk).
     sync_lock: Mutex<()>,
+    /// When the partition last changed (an append, roll or deletion, a refresh that found
+    /// something new). Nothing is taken under its lock.
     last_modified: Mutex<SystemTime>,
-    closed: AtomicBool,
-    /// Segments re-read by recovery at open (diagnostics; 0 after a clean shutdown).
-    recovered_segments: AtomicUsize,
-    /// `(log start offset, timestamp of its first record)` of the last summary.
-    first_timestamp: Mutex<Option<(Offset, Option<Timestamp>)>>,
-    /// Bumped, under the `segments` write lock, whenever the segment map changes.
-    segments_version: AtomicU64,
-    /// `(segments_version, bytes, max timestamp)` of every segment but the last: sealed
-    /// segments never change size or max timestamp while the map is unchanged, so a summary
-    /// costs one segment, not one per segment (streams ask for one on every open and stat).
-    sealed_summary: Mutex<Option<(u64, u64, Option<Timestamp>)>>,
-    /// `(segments_version, summaries)` of every segment but the last (see `sealed_summary`): a
-    /// `stat` of each segment's `.txnindex` made every lookup in `segments/` cost one system
-    /// call per segment.
-    sealed_segment_summaries: Mutex<Option<(u64, Arc<Vec<SegmentSummary>>)>>,
-    /// The [`TimeSearch`] of the current segment-map version (built by the first timestamp
-    /// lookup after a change).
-    time_search: Mutex<Option<Arc<TimeSearch>>>,
-    /// What the log dir knew at open (read-only reloads start from it again).
-    load_state: LoadState,
-    /// Wall time (ms) of the last read-only refresh.
-    last_refresh_ms: AtomicI64,
-    /// Segment-file names of the directory's last listing that are not regular files (FIFOs,
-    /// sockets, devices, directories, dangling links, loops): never opened, reported by
-    /// [`Log::file_problems`]. See [`super::open`].
-    refused: Mutex<Vec<RefusedFile>>,
-    /// Log bytes a stream's `stat`/`open` may render to size it ([`Log::set_sizing_budget`]).
-    sizing_budget: AtomicU64,
+    /// The timestamp of the first record at a log start offset, kept for that offset.
+    first_timestamp: Memo<Offset, Option<Timestamp>>,
+    /// What the directory's listings found, and the read-only refresh clock (`state.rs`).
+    listing: Listing,
     /// The key indexes of the segments, built on the first key query
     /// ([`super::key_index`]).
     keys: super::key_index::PartitionKeys,
     /// The segment cache and what this partition knows of its sealed segments' identities
     /// (`log/summaries.rs`).
     summaries: summaries::Summaries,
-    /// See [`Log::latest_delete_horizon`].
-    latest_delete_horizon: AtomicI64,
-    /// Segments the cleaner installed so far (their generations, see
-    /// [`LogSegment::generation`]).
-    cleaner_generation: std::sync::atomic::AtomicU32,
-    /// Cleaner outputs installed so far ([`Log::rewrites`]), counted under the segment map's
-    /// write lock.
-    rewrites: AtomicU64,
+    /// What the log cleaner left in this log (`state.rs`).
+    cleaner: CleanerMarks,
 }
 
 impl Log {
@@ -207,35 +191,18 @@ impl Log {
             topic: topic.to_string(),
             partition,
             dir: dir.to_path_buf(),
-            config: RwLock::new(Arc::new(config)),
-            settings_known: AtomicBool::new(true),
             mode,
-            segments: RwLock::new(BTreeMap::new()),
-            log_start_offset: AtomicI64::new(0),
-            log_end_offset: AtomicI64::new(0),
-            recovery_point: AtomicI64::new(0),
-            active_roll_jitter_ms: AtomicI64::new(0),
-            append_lock: Mutex::new(()),
-            producer_state: Mutex::new(txn::ProducerState::Undetermined),
-            active_all_ours: AtomicBool::new(false),
+            settings: Settings::new(config),
+            segments: SegmentMap::default(),
+            offsets: LogOffsets::default(),
+            writer: Mutex::new(Writer::default()),
             sync_lock: Mutex::new(()),
             last_modified: Mutex::new(SystemTime::now()),
-            closed: AtomicBool::new(false),
-            recovered_segments: AtomicUsize::new(0),
-            first_timestamp: Mutex::new(None),
-            segments_version: AtomicU64::new(0),
-            sealed_summary: Mutex::new(None),
-            sealed_segment_summaries: Mutex::new(None),
-            time_search: Mutex::new(None),
-            load_state: state,
-            last_refresh_ms: AtomicI64::new(now_ms()),
-            refused: Mutex::new(Vec::new()),
-            sizing_budget: AtomicU64::new(LOCAL_SIZING_BUDGET),
+            first_timestamp: Memo::default(),
+            listing: Listing::new(state),
             keys: super::key_index::PartitionKeys::new(None),
             summaries: summaries::Summaries::default(),
-            latest_delete_horizon: AtomicI64::new(topicfs_format::NO_TIMESTAMP),
-            cleaner_generation: std::sync::atomic::AtomicU32::new(0),
-            rewrites: AtomicU64::new(0),
+            cleaner: CleanerMarks::default(),
         };
         // Read-only: a broker renaming a file between our listing and our open (a swap
         // finishing, retention) is routine; look again a few times before giving up.
@@ -258,7 +225,7 @@ impl Log {
     /// Sets what [`Known::sizing_budget`](topicfs_source::Known::sizing_budget)
     /// says for this partition (`--sizing-budget`).
     pub fn set_sizing_budget(&self, bytes: u64) {
-        self.sizing_budget.store(bytes, Ordering::Relaxed);
+        self.settings.set_sizing_budget(bytes);
     }
 
     /// The partition's key indexes ([`super::key_index`]).
@@ -268,7 +235,7 @@ impl Log {
 
     /// See [`Log::set_sizing_budget`].
     pub fn sizing_budget(&self) -> u64 {
-        self.sizing_budget.load(Ordering::Relaxed)
+        self.settings.sizing_budget()
     }
 
     /// Creates the directory of a new, empty partition and opens it (writable mode).
@@ -304,77 +271,54 @@ impl Log {
 
     /// The configuration now (a snapshot: a change made meanwhile applies to the next call).
     pub fn config(&self) -> Arc<LogConfig> {
-        Arc::clone(&self.config.read().unwrap_or_else(|e| e.into_inner()))
+        self.settings.config()
     }
 
     /// Replaces the configuration: the next append, roll and retention pass use it (a segment
     /// already created keeps the index size it was preallocated with).
     pub fn set_config(&self, config: Arc<LogConfig>) {
-        *self.config.write().unwrap_or_else(|e| e.into_inner()) = config;
+        self.settings.set_config(config);
     }
 
     /// Whether the topic's settings are known (see [`Log::set_settings_known`]).
     pub fn settings_known(&self) -> bool {
-        self.settings_known.load(Ordering::Acquire)
+        self.settings.known()
     }
 
     /// Sets whether the topic's settings are known: while they are not, retention deletes only
     /// segments below the log start offset (rule 1), never by time or size.
     pub fn set_settings_known(&self, known: bool) {
-        self.settings_known.store(known, Ordering::Release);
+        self.settings.set_known(known);
     }
 
     /// First offset readers may see.
     pub fn log_start_offset(&self) -> Offset {
-        Offset(self.log_start_offset.load(Ordering::Acquire))
+        self.offsets.start()
     }
 
     /// Offset the next appended record gets.
     pub fn log_end_offset(&self) -> Offset {
-        Offset(self.log_end_offset.load(Ordering::Acquire))
+        self.offsets.end()
     }
 
     /// Offset below which everything was fsynced (what `recovery-point-offset-checkpoint` gets).
     pub fn recovery_point(&self) -> Offset {
-        Offset(self.recovery_point.load(Ordering::Acquire))
+        self.offsets.recovery_point()
     }
 
     /// Number of segments recovery re-read when this log was opened.
     pub fn recovered_segments(&self) -> usize {
-        self.recovered_segments.load(Ordering::Relaxed)
+        self.listing.recovered_segments.load(Ordering::Relaxed)
     }
 
     /// The segments in base-offset order (a snapshot).
     pub fn segment_list(&self) -> Vec<Arc<LogSegment>> {
-        self.segments.read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
+        self.segments.list()
     }
 
     /// The segment whose base offset is `base`, if any.
     pub fn segment(&self, base: Offset) -> Option<Arc<LogSegment>> {
-        self.segments.read().unwrap_or_else(|e| e.into_inner()).get(&base).cloned()
-    }
-
-    fn active_segment(&self) -> Option<Arc<LogSegment>> {
-        self.segments.read().unwrap_or_else(|e| e.into_inner()).values().next_back().cloned()
-    }
-
-    /// The floor segment of `at` (the last with base offset `<= at`), else the first segment.
-    fn floor_segment(&self, at: Offset) -> Option<Arc<LogSegment>> {
-        let map = self.segments.read().unwrap_or_else(|e| e.into_inner());
-        map.range(..=at).next_back().or_else(|| map.iter().next()).map(|(_, s)| Arc::clone(s))
-    }
-
-    /// The segment following the one whose base offset is `base`.
-    fn segment_after(&self, base: Offset) -> Option<Arc<LogSegment>> {
-        let map = self.segments.read().unwrap_or_else(|e| e.into_inner());
-        map.range((Bound::Excluded(base), Bound::Unbounded)).next().map(|(_, s)| Arc::clone(s))
-    }
-
-    /// Segments with base offset `>= from` in order, starting with the floor segment of `from`.
-    fn segments_from(&self, from: Offset) -> Vec<Arc<LogSegment>> {
-        let map = self.segments.read().unwrap_or_else(|e| e.into_inner());
-        let floor = map.range(..=from).next_back().map_or(Offset(i64::MIN), |(b, _)| *b);
-        map.range(floor..).map(|(_, s)| Arc::clone(s)).collect()
+        self.segments.get(base)
     }
 
     pub(super) fn out_of_range(&self, requested: Offset) -> Error {

@@ -126,8 +126,8 @@ impl Log {
     /// the log end offset, the active segment rolled first where a batch must not go into it.
     fn write_batches(&self, mut encoded: Encoded) -> Result<AppendInfo> {
         let batch_count = encoded.batches.len();
-        let _guard = lock(&self.append_lock);
-        if self.closed.load(Ordering::Acquire) {
+        let mut writer = lock(&self.writer);
+        if writer.closed {
             return Err(Error::StaleHandle);
         }
         let first_offset = self.log_end_offset();
@@ -141,9 +141,10 @@ impl Log {
                 })?;
             set_base_offset(bytes, base)
                 .map_err(|e| Error::InvalidInput(format!("encoded batch: {e}")))?;
-            let active = self.maybe_roll(bytes.len() as u64, batch.max_timestamp, last)?;
+            let active =
+                self.maybe_roll(&mut writer, bytes.len() as u64, batch.max_timestamp, last)?;
             active.append(bytes, last, batch.max_timestamp, last)?;
-            self.log_end_offset.store(last.plus(1).0, Ordering::Release);
+            self.offsets.publish_end(last.plus(1));
             last_offset = last;
         }
         *lock(&self.last_modified) = SystemTime::now();
@@ -181,17 +182,17 @@ impl Log {
 
     /// The active segment, rolled first if the next set must not go into it (Kafka's
     /// `maybeRoll`: `segment.bytes`, `segment.ms` by record time, a full index, or a relative
-    /// offset overflow). Caller holds `append_lock`.
+    /// offset overflow).
     fn maybe_roll(
         &self,
+        writer: &mut Writer,
         set_size: u64,
         max_timestamp: Timestamp,
         last: Offset,
     ) -> Result<Arc<LogSegment>> {
-        let active = self.active_segment().ok_or(Error::StaleHandle)?;
+        let active = self.segments.last().ok_or(Error::StaleHandle)?;
         let config = self.config();
-        let max_segment_ms =
-            config.segment_ms.saturating_sub(self.active_roll_jitter_ms.load(Ordering::Relaxed));
+        let max_segment_ms = config.segment_ms.saturating_sub(writer.roll_jitter_ms);
         if !active.should_roll(
             set_size,
             max_timestamp,
@@ -201,18 +202,18 @@ impl Log {
         )? {
             return Ok(active);
         }
-        self.roll()
+        self.roll(writer)
     }
 
-    /// Starts a new active segment at the log end offset. Caller holds `append_lock`.
-    fn roll(&self) -> Result<Arc<LogSegment>> {
+    /// Starts a new active segment at the log end offset.
+    fn roll(&self, writer: &mut Writer) -> Result<Arc<LogSegment>> {
         let new_base = self.log_end_offset();
-        if let Some(active) = self.active_segment() {
+        if let Some(active) = self.segments.last() {
             if active.base_offset() == new_base && active.size() == 0 {
                 return Ok(active);
             }
             active.on_become_inactive()?;
-            self.write_producer_snapshot(&active, new_base);
+            self.write_producer_snapshot(writer, &active, new_base);
         }
         let config = self.config();
         let segment = Arc::new(LogSegment::create(
@@ -221,12 +222,9 @@ impl Log {
             config.segment_index_bytes,
             config.index_interval_bytes,
         )?);
-        let mut map = self.segments.write().unwrap_or_else(|e| e.into_inner());
-        map.insert(new_base, Arc::clone(&segment));
-        self.active_all_ours.store(true, Ordering::Release);
-        self.segments_version.fetch_add(1, Ordering::AcqRel);
-        drop(map);
-        self.active_roll_jitter_ms.store(self.draw_roll_jitter(new_base), Ordering::Relaxed);
+        self.segments.insert(Arc::clone(&segment));
+        writer.active_all_ours = true;
+        writer.roll_jitter_ms = self.draw_roll_jitter(new_base);
         log::debug!("rolled {} to a new segment at {new_base}", self.dir.display());
         Ok(segment)
     }
@@ -236,8 +234,8 @@ impl Log {
         if !self.writable() {
             return Err(Error::ReadOnly);
         }
-        let _guard = lock(&self.append_lock);
-        self.roll().map(|_| ())
+        let mut writer = lock(&self.writer);
+        self.roll(&mut writer).map(|_| ())
     }
 }
 

@@ -14,8 +14,8 @@ impl Log {
 
     /// The append lock (appends, rolls, retention and close wait while it is held): the cleaner
     /// holds it only to check its inputs are unchanged and swap its output in.
-    pub fn cleaner_lock(&self) -> std::sync::MutexGuard<'_, ()> {
-        lock(&self.append_lock)
+    pub fn cleaner_lock(&self) -> AppendGuard<'_> {
+        AppendGuard::new(&self.writer)
     }
 
     /// Opens the cleaner's output, renamed to its final name, as a sealed segment.
@@ -30,7 +30,7 @@ impl Log {
             false,
         )?;
         // 1 ..= 2^24 - 1, wrapping, never 0 (the generation of segments loaded from disk).
-        let next = self.cleaner_generation.fetch_add(1, Ordering::AcqRel);
+        let next = self.cleaner.generation.fetch_add(1, Ordering::AcqRel);
         seg.set_generation(next % 0xFF_FFFF + 1);
         Ok(seg)
     }
@@ -39,16 +39,9 @@ impl Log {
     /// [`Log::cleaner_lock`] and renamed the files). Readers holding an input keep reading its
     /// open file; new lookups find the output.
     pub fn install_cleaned(&self, inputs: &[Arc<LogSegment>], output: Arc<LogSegment>) {
-        let mut map = self.segments.write().unwrap_or_else(|e| e.into_inner());
-        for seg in inputs {
-            map.remove(&seg.base_offset());
-        }
-        map.insert(output.base_offset(), output);
-        self.segments_version.fetch_add(1, Ordering::AcqRel);
-        // Under the write lock: whoever reads the new count and then looks a segment up finds
-        // the output, and a reader that found the output sees the new count next.
-        self.rewrites.fetch_add(1, Ordering::AcqRel);
-        drop(map);
+        // Counted with the change: whoever reads the new count and then looks a segment up
+        // finds the output, and a reader that found the output sees the new count next.
+        self.segments.replace(inputs, output);
         let bases: Vec<Offset> = inputs.iter().map(|s| s.base_offset()).collect();
         self.keys.forget_segments(&bases);
         *lock(&self.last_modified) = SystemTime::now();
@@ -56,18 +49,18 @@ impl Log {
 
     /// Cleaner outputs installed in this log so far (see [`topicfs_source::Known::rewrites`]).
     pub fn rewrites(&self) -> u64 {
-        self.rewrites.load(Ordering::Acquire)
+        self.segments.rewrites()
     }
 
     /// The latest delete horizon the cleaner left in this log's batches (`-1`: none), Kafka's
     /// `UnifiedLog.latestDeleteHorizon`: once it has passed, a pass is due even without new
     /// dirty data, to drop the tombstones and markers.
     pub fn latest_delete_horizon(&self) -> Timestamp {
-        self.latest_delete_horizon.load(Ordering::Acquire)
+        self.cleaner.latest_delete_horizon.load(Ordering::Acquire)
     }
 
     /// Records the delete horizon a cleaner pass left in this log's batches.
     pub fn set_latest_delete_horizon(&self, horizon: Timestamp) {
-        self.latest_delete_horizon.store(horizon, Ordering::Release);
+        self.cleaner.latest_delete_horizon.store(horizon, Ordering::Release);
     }
 }

@@ -12,11 +12,11 @@ impl Log {
         }
         let _guard = lock(&self.sync_lock);
         let log_end = self.log_end_offset();
-        for seg in self.segments_from(self.recovery_point()) {
+        for seg in self.segments.from(self.recovery_point()) {
             seg.sync()?;
         }
         crate::open::sync_dir(&self.dir)?;
-        self.recovery_point.fetch_max(log_end.0, Ordering::AcqRel);
+        self.offsets.advance_recovery_point(log_end);
         Ok(())
     }
 
@@ -34,8 +34,8 @@ impl Log {
     /// [`Log::synced_to`] with the offset returned: the log end offset, final since appends
     /// now fail. `None` if already closed or read-only (nothing to sync).
     pub fn close_unsynced(&self) -> Result<Option<Offset>> {
-        let _guard = lock(&self.append_lock);
-        if self.closed.swap(true, Ordering::AcqRel) || !self.writable() {
+        let mut writer = lock(&self.writer);
+        if std::mem::replace(&mut writer.closed, true) || !self.writable() {
             return Ok(None);
         }
         for seg in self.segment_list() {
@@ -46,7 +46,7 @@ impl Log {
 
     /// The segments an fsync ([`Log::sync`]) would write: those from the recovery point on.
     pub fn unsynced_segments(&self) -> usize {
-        self.segments_from(self.recovery_point()).len()
+        self.segments.from(self.recovery_point()).len()
     }
 
     /// Records that everything below `offset` is durable, synced by the caller (`syncfs` of
@@ -55,6 +55,6 @@ impl Log {
     /// Invariant: only called once the `.log` and index files of every segment from the
     /// recovery point on, and the partition directory, have been made durable.
     pub fn synced_to(&self, offset: Offset) {
-        self.recovery_point.fetch_max(offset.0, Ordering::AcqRel);
+        self.offsets.advance_recovery_point(offset);
     }
 }

@@ -22,24 +22,12 @@ impl Log {
     /// Segments in base-offset order, as listed under `segments/`.
     pub fn segment_summaries(&self) -> Result<Vec<SegmentSummary>> {
         self.maybe_refresh()?;
-        let map = self.segments.read().unwrap_or_else(|e| e.into_inner());
-        let version = self.segments_version.load(Ordering::Acquire);
-        let Some((_, last)) = map.iter().next_back() else { return Ok(Vec::new()) };
-        let cached = lock(&self.sealed_segment_summaries).clone();
-        let sealed = match cached {
-            Some((v, sealed)) if v == version => sealed,
-            _ => {
-                let sealed = map
-                    .values()
-                    .take(map.len() - 1)
-                    .map(|seg| segment_summary(seg))
-                    .collect::<Result<Vec<_>>>()?;
-                let sealed = Arc::new(sealed);
-                *lock(&self.sealed_segment_summaries) = Some((version, Arc::clone(&sealed)));
-                sealed
-            }
-        };
-        let mut out = Vec::with_capacity(map.len());
+        // The sealed segments' summaries are kept while the map is unchanged: a `stat` of each
+        // segment's `.txnindex` made every lookup in `segments/` cost a system call per segment.
+        let view = self.segments.read();
+        let Some(last) = view.last() else { return Ok(Vec::new()) };
+        let sealed = view.sealed_summaries(segment_summary)?;
+        let mut out = Vec::with_capacity(view.len());
         out.extend_from_slice(&sealed);
         out.push(segment_summary(last)?);
         Ok(out)
@@ -51,7 +39,7 @@ impl Log {
     /// text, say; a broker's half-written batch is not reported).
     pub fn file_problems(&self) -> Result<Vec<FileProblem>> {
         self.maybe_refresh()?;
-        let mut out: Vec<FileProblem> = lock(&self.refused)
+        let mut out: Vec<FileProblem> = lock(&self.listing.refused)
             .iter()
             .map(|r| FileProblem {
                 name: r.name.clone(),
@@ -59,7 +47,7 @@ impl Log {
                 what: format!("refused: a {}, not a regular file (not opened)", r.found),
             })
             .collect();
-        let Some(active) = self.active_segment() else { return Ok(out) };
+        let Some(active) = self.segments.last() else { return Ok(out) };
         let path = active.log_path();
         let on_disk = match std::fs::metadata(path) {
             Ok(meta) => meta.len(),

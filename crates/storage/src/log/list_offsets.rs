@@ -4,19 +4,20 @@
 
 use super::*;
 
-/// What a timestamp lookup searches, for one segment-map version: the segments' base offsets
-/// and the sealed segments' largest timestamps, with their running max.
+/// What a timestamp lookup searches, for one segment-map version (kept with it by the segment
+/// map, [`super::segments`]): the segments' base offsets and the sealed segments' largest
+/// timestamps, with their running max.
 ///
-/// **Invariants** (for `version`): `bases` are every segment's base offset in order, the last
-/// one the active segment's; `largest[i]` is `largestTimestamp` of sealed segment `i` (all but
-/// the last: a sealed segment's timestamps never change while the map is unchanged; the active
-/// segment's are read live); `from` is the first segment not wholly below the log start offset
-/// (its successor's base offset is above it); `running_max[i]` is the max of `largest[from..=i]`
-/// for `i >= from` and `i64::MIN` below, so it is non-decreasing and the first segment at or
-/// after `from` whose largest timestamp reaches `t` is the first `i` with `running_max[i] >= t`.
+/// **Invariants** (for the version it was built from): `bases` are every segment's base offset in
+/// order, the last one the active segment's; `largest[i]` is `largestTimestamp` of sealed segment
+/// `i` (all but the last: a sealed segment's timestamps never change while the map is unchanged;
+/// the active segment's are read live); `from` is the first segment not wholly below the log start
+/// offset (its successor's base offset is above it); `running_max[i]` is the max of
+/// `largest[from..=i]` for `i >= from` and `i64::MIN` below, so it is non-decreasing and the first
+/// segment at or after `from` whose largest timestamp reaches `t` is the first `i` with
+/// `running_max[i] >= t`.
 #[derive(Debug)]
 pub(super) struct TimeSearch {
-    version: u64,
     bases: Vec<Offset>,
     largest: Vec<Timestamp>,
     from: usize,
@@ -30,7 +31,7 @@ fn first_not_below(bases: &[Offset], log_start: Offset) -> usize {
 }
 
 impl TimeSearch {
-    fn new(version: u64, bases: Vec<Offset>, largest: Vec<Timestamp>, from: usize) -> TimeSearch {
+    fn new(bases: Vec<Offset>, largest: Vec<Timestamp>, from: usize) -> TimeSearch {
         let mut max = i64::MIN;
         let running_max = largest
             .iter()
@@ -42,7 +43,7 @@ impl TimeSearch {
                 max
             })
             .collect();
-        TimeSearch { version, bases, largest, from, running_max }
+        TimeSearch { bases, largest, from, running_max }
     }
 
     fn first_not_below(&self, log_start: Offset) -> usize {
@@ -113,15 +114,14 @@ impl Log {
         let mut after = None;
         loop {
             let candidate = {
-                let map = self.segments.read().unwrap_or_else(|e| e.into_inner());
-                let version = self.segments_version.load(Ordering::Acquire);
-                let search = self.time_search(&map, version, log_start)?;
+                let view = self.segments.read();
+                let search = time_search(&view, log_start)?;
                 match search.candidate(target, after) {
-                    Some(base) => map.get(&base).map(Arc::clone),
+                    Some(base) => view.get(base).map(Arc::clone),
                     // No sealed segment: the active one, if its (live) max timestamp reaches.
-                    None => match map.iter().next_back() {
-                        Some((base, seg))
-                            if after.is_none_or(|a| *base > a)
+                    None => match view.last() {
+                        Some(seg)
+                            if after.is_none_or(|a| seg.base_offset() > a)
                                 && seg.largest_timestamp()? >= target =>
                         {
                             Some(Arc::clone(seg))
@@ -137,42 +137,26 @@ impl Log {
             after = Some(seg.base_offset());
         }
     }
+}
 
-    /// The [`TimeSearch`] of segment-map `version` (whose read lock the caller holds as `map`)
-    /// for `log_start`: reused while the map is unchanged, the running max recomputed from the
-    /// cached timestamps when only the log start offset moved to another segment.
-    fn time_search(
-        &self,
-        map: &BTreeMap<Offset, Arc<LogSegment>>,
-        version: u64,
-        log_start: Offset,
-    ) -> Result<Arc<TimeSearch>> {
-        let mut cache = lock(&self.time_search);
-        if let Some(search) = cache.as_ref().filter(|s| s.version == version) {
-            let from = search.first_not_below(log_start);
-            if from == search.from {
-                return Ok(Arc::clone(search));
+/// The [`TimeSearch`] of the map `view` shows, for `log_start`: kept while the map is
+/// unchanged, the running max recomputed from the kept timestamps when only the log start offset
+/// moved to another segment.
+fn time_search(view: &SegmentsView<'_>, log_start: Offset) -> Result<Arc<TimeSearch>> {
+    view.time_search(
+        |search| search.first_not_below(log_start) == search.from,
+        |kept| {
+            if let Some(search) = kept {
+                let from = search.first_not_below(log_start);
+                return Ok(TimeSearch::new(search.bases.clone(), search.largest.clone(), from));
             }
-            let moved = Arc::new(TimeSearch::new(
-                version,
-                search.bases.clone(),
-                search.largest.clone(),
-                from,
-            ));
-            *cache = Some(Arc::clone(&moved));
-            return Ok(moved);
-        }
-        let bases: Vec<Offset> = map.keys().copied().collect();
-        let largest = map
-            .values()
-            .take(map.len().saturating_sub(1))
-            .map(|seg| seg.largest_timestamp())
-            .collect::<Result<Vec<_>>>()?;
-        let from = first_not_below(&bases, log_start);
-        let search = Arc::new(TimeSearch::new(version, bases, largest, from));
-        *cache = Some(Arc::clone(&search));
-        Ok(search)
-    }
+            let bases: Vec<Offset> = view.bases().collect();
+            let largest =
+                view.sealed().map(|seg| seg.largest_timestamp()).collect::<Result<Vec<_>>>()?;
+            let from = first_not_below(&bases, log_start);
+            Ok(TimeSearch::new(bases, largest, from))
+        },
+    )
 }
 
 #[cfg(test)]
@@ -183,7 +167,7 @@ mod tests {
         // Segments at 0, 10, 20, ...; the last one (active) has no cached timestamp.
         let bases: Vec<Offset> = (0..=largest.len() as i64).map(|i| Offset(i * 10)).collect();
         let from = first_not_below(&bases, Offset(log_start));
-        TimeSearch::new(0, bases, largest.to_vec(), from)
+        TimeSearch::new(bases, largest.to_vec(), from)
     }
 
     #[test]

@@ -185,7 +185,6 @@ impl Log {
             None => log_end,
         };
         let empty_active = segments.values().next_back().is_some_and(|a| a.size() == 0);
-        self.active_all_ours.store(self.writable() && empty_active, Ordering::Release);
         let first_base = segments.keys().next().copied().unwrap_or(log_end);
         let log_start = checkpoint_start.max(first_base).min(log_end);
         let recovery_point = if state.had_clean_shutdown {
@@ -193,17 +192,17 @@ impl Log {
         } else {
             state.recovery_point.unwrap_or(Offset(0)).min(log_end)
         };
-        self.log_start_offset.store(log_start.0, Ordering::Release);
-        self.log_end_offset.store(log_end.0, Ordering::Release);
-        self.recovery_point.store(recovery_point.0, Ordering::Release);
+        self.offsets.set_loaded(log_start, log_end, recovery_point);
         if let Some(last) = segments.values().next_back() {
             *lock(&self.last_modified) = last.last_modified();
         }
-        self.active_roll_jitter_ms.store(self.draw_roll_jitter(log_end), Ordering::Relaxed);
-        let mut map = self.segments.write().unwrap_or_else(|e| e.into_inner());
-        *map = segments;
-        self.segments_version.fetch_add(1, Ordering::AcqRel);
-        drop(map);
+        {
+            // No holder of the append lock loads (see `Writer`).
+            let mut writer = lock(&self.writer);
+            writer.active_all_ours = self.writable() && empty_active;
+            writer.roll_jitter_ms = self.draw_roll_jitter(log_end);
+        }
+        self.segments.replace_all(segments);
         Ok(())
     }
 
@@ -211,7 +210,7 @@ impl Log {
         &self,
         seg: &LogSegment,
     ) -> Result<crate::segment::RecoveryResult> {
-        self.recovered_segments.fetch_add(1, Ordering::Relaxed);
+        self.listing.recovered_segments.fetch_add(1, Ordering::Relaxed);
         seg.recover()
     }
 
@@ -221,7 +220,7 @@ impl Log {
     /// [`crate::swap`]).
     pub(super) fn scan_files(&self) -> Result<Vec<SegmentFiles>> {
         let (names, refused) = list_segment_files(&self.dir)?;
-        *lock(&self.refused) = refused;
+        *lock(&self.listing.refused) = refused;
         self.note_beside_entries(names.iter().any(|n| crate::cache::is_beside_name(n)));
         let parsed: Vec<(String, _)> =
             names.into_iter().filter_map(|n| parse_segment_file_name(&n).map(|p| (n, p))).collect();

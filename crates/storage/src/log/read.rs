@@ -17,7 +17,7 @@ impl Log {
         let mut end_cursor = None;
         // One segment at a time: the floor segment almost always holds the batch, so the
         // segments after it are not collected up front (that cost grew with the segment count).
-        let mut next = self.floor_segment(target);
+        let mut next = self.segments.floor(target);
         // Retention raises the log start before it drops a segment from the map: when the
         // floor segment of `target` was dropped after the check above, the lookup found a
         // later segment, whose first batch does not hold `target`, and the log start now says
@@ -27,7 +27,7 @@ impl Log {
             return Err(self.out_of_range(target));
         }
         while let Some(seg) = next {
-            next = self.segment_after(seg.base_offset());
+            next = self.segments.after(seg.base_offset());
             match seg.translate_offset(target)? {
                 Translated::Batch(b) => {
                     return Ok(cursor_at(&seg, b.position, target));
@@ -59,7 +59,7 @@ impl Log {
         };
         loop {
             let Some(seg) = self.segment(cursor.segment_base) else {
-                if self.segments.read().unwrap_or_else(|e| e.into_inner()).is_empty() {
+                if self.segments.is_empty() {
                     return Ok(cursor.end_chunk(true));
                 }
                 // The segment was deleted by retention since the cursor was made.
@@ -83,7 +83,7 @@ impl Log {
             // Whether `seg` was already sealed before it is read: a segment with a successor
             // never grows again. Taken first, so that a writer appending to `seg` and rolling
             // between the read and the check below is not mistaken for damage.
-            let sealed_before_read = self.segment_after(seg.base_offset()).is_some();
+            let sealed_before_read = self.segments.after(seg.base_offset()).is_some();
             if let Some(r) = seg.read(cursor.position, max_bytes)? {
                 let next = SegmentCursor {
                     position: r.next_position,
@@ -99,13 +99,7 @@ impl Log {
                     skipped: None,
                 });
             }
-            let next_segment = self
-                .segments
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .range((Bound::Excluded(cursor.segment_base), Bound::Unbounded))
-                .next()
-                .map(|(b, _)| *b);
+            let next_segment = self.segments.after(cursor.segment_base).map(|s| s.base_offset());
             match next_segment {
                 Some(base) if cursor.position.0 >= seg.size() => {
                     let generation = self.segment(base).map_or(0, |s| s.generation());

@@ -13,14 +13,7 @@ impl Log {
         if self.writable() {
             return Ok(());
         }
-        let now = now_ms();
-        let last = self.last_refresh_ms.load(Ordering::Relaxed);
-        if now.saturating_sub(last) < REFRESH_INTERVAL_MS
-            || self
-                .last_refresh_ms
-                .compare_exchange(last, now, Ordering::AcqRel, Ordering::Relaxed)
-                .is_err()
-        {
+        if !self.listing.claim_refresh(now_ms(), REFRESH_INTERVAL_MS) {
             return Ok(());
         }
         // A broker changing files between our listing and our stat is routine: try again at
@@ -43,21 +36,19 @@ impl Log {
         // A segment whose `.swap` the broker renamed to its final name reloads too: the old
         // names of its index files are gone.
         let on_disk = self.scan_files()?;
-        let known: Vec<SegmentFiles> = self
-            .segments
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
+        let segments = self.segments.list();
+        let known: Vec<SegmentFiles> = segments
+            .iter()
             .map(|s| SegmentFiles { base_offset: s.base_offset(), swap: s.is_swap() })
             .collect();
-        let active = self.active_segment();
+        let active = self.segments.last();
         let shrunk = match &active {
             Some(seg) => std::fs::metadata(seg.log_path()).map_or(true, |m| m.len() < seg.size()),
             None => false,
         };
         if on_disk != known || shrunk {
             log::debug!("{}: segments changed on disk, reloading", self.dir.display());
-            self.load(self.load_state)?;
+            self.load(self.listing.load_state)?;
             return Ok(true);
         }
         let Some(active) = active else { return Ok(false) };
@@ -67,7 +58,7 @@ impl Log {
         if !active.extend_read_only(len)? {
             return Ok(false);
         }
-        self.log_end_offset.store(active.next_offset()?.0, Ordering::Release);
+        self.offsets.publish_end(active.next_offset()?);
         *lock(&self.last_modified) = SystemTime::now();
         Ok(true)
     }

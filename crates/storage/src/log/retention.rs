@@ -19,7 +19,7 @@ impl Log {
         if !self.writable() {
             return Ok(0);
         }
-        let _guard = lock(&self.append_lock);
+        let _writer = lock(&self.writer);
         let config = self.config();
         let by_time_and_size = config.cleanup_policy.delete && self.settings_known();
         let mut deleted = 0;
@@ -60,12 +60,9 @@ impl Log {
             // Kafka's order: the log start offset moves past the segment (new seeks refuse its
             // offsets), then readers stop finding it, then the files go.
             if let Some(next) = segments.get(deleted + 1) {
-                self.log_start_offset.fetch_max(next.base_offset().0, Ordering::AcqRel);
+                self.offsets.advance_start(next.base_offset());
             }
-            let mut map = self.segments.write().unwrap_or_else(|e| e.into_inner());
-            map.remove(&seg.base_offset());
-            self.segments_version.fetch_add(1, Ordering::AcqRel);
-            drop(map);
+            self.segments.remove(seg.base_offset());
             log::info!("retention: deleting segment {}", seg.log_path().display());
             seg.delete_files()?;
             deleted += 1;

@@ -163,7 +163,7 @@ impl Log {
         let target = if at.position.0 == 0 {
             seg
         } else if at.position.0 == seg.size() && !seg.is_active() {
-            self.segment_after(at.segment_base)?
+            self.segments.after(at.segment_base)?
         } else {
             return None;
         };
@@ -302,7 +302,7 @@ impl Log {
         let target = if at.position.0 == 0 {
             seg
         } else if at.position.0 == seg.size() && !seg.is_active() {
-            self.segment_after(at.segment_base)?
+            self.segments.after(at.segment_base)?
         } else {
             return None;
         };

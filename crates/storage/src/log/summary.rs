@@ -28,45 +28,30 @@ impl Log {
         *lock(&self.last_modified)
     }
 
-    /// Segment count, total bytes and max timestamp: the sealed segments' totals come from
-    /// `sealed_summary` while the segment map is unchanged, the last segment is read live.
+    /// Segment count, total bytes and max timestamp: the sealed segments' totals are kept
+    /// while the segment map is unchanged (`SegmentsView::sealed_totals`), the last segment is
+    /// read live.
     fn segment_totals(&self) -> Result<(usize, u64, Option<Timestamp>)> {
-        fn max_ts(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
-            match (a, b) {
-                (Some(a), Some(b)) => Some(a.max(b)),
-                (a, b) => a.or(b),
-            }
-        }
-        let map = self.segments.read().unwrap_or_else(|e| e.into_inner());
-        let version = self.segments_version.load(Ordering::Acquire);
-        let Some((_, last)) = map.iter().next_back() else { return Ok((0, 0, None)) };
-        let cached = *lock(&self.sealed_summary);
-        let (sealed_bytes, sealed_max) = match cached {
-            Some((v, bytes, max)) if v == version => (bytes, max),
-            _ => {
-                let (mut bytes, mut max) = (0u64, None);
-                for seg in map.values().take(map.len() - 1) {
-                    bytes = bytes.saturating_add(seg.size());
-                    max = max_ts(max, seg.max_timestamp_so_far()?.map(|(ts, _)| ts));
-                }
-                *lock(&self.sealed_summary) = Some((version, bytes, max));
-                (bytes, max)
-            }
-        };
+        let view = self.segments.read();
+        let Some(last) = view.last() else { return Ok((0, 0, None)) };
+        let sealed = view.sealed_totals()?;
         let last_max = last.max_timestamp_so_far()?.map(|(ts, _)| ts);
-        Ok((map.len(), sealed_bytes.saturating_add(last.size()), max_ts(sealed_max, last_max)))
+        // `None` is below every timestamp.
+        let max = sealed.max_timestamp.max(last_max);
+        Ok((view.len(), sealed.bytes.saturating_add(last.size()), max))
     }
 
-    /// Timestamp of the first record at or after the log start offset (cached per log start).
+    /// Timestamp of the first record at or after the log start offset (kept per log start).
     fn first_timestamp(&self, log_start: Offset, log_end: Offset) -> Result<Option<Timestamp>> {
         if log_start >= log_end {
             return Ok(None);
         }
-        if let Some((start, ts)) = *lock(&self.first_timestamp)
-            && start == log_start
-        {
-            return Ok(ts);
-        }
+        // Nothing holds a lock here (this memo's is taken first, see the module doc's order).
+        self.first_timestamp.get_or_try_compute(log_start, || self.read_first_timestamp(log_start))
+    }
+
+    /// Timestamp of the first record at or after `log_start`, read from the log.
+    fn read_first_timestamp(&self, log_start: Offset) -> Result<Option<Timestamp>> {
         let cursor = self.seek(log_start)?;
         let chunk = self.read(&cursor, 1)?;
         let mut found = None;
@@ -88,7 +73,53 @@ impl Log {
                 }
             }
         }
-        *lock(&self.first_timestamp) = Some((log_start, found));
         Ok(found)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use topicfs_format::NewRecord;
+
+    use super::*;
+
+    fn record(timestamp: Timestamp) -> NewRecord {
+        NewRecord { timestamp, key: None, value: Some(b"value".to_vec()), headers: vec![] }
+    }
+
+    /// What is kept for a version of the segment map (the sealed totals, the sealed segments'
+    /// summaries, the timestamp search) follows each change: a roll, a retention pass.
+    #[test]
+    fn what_is_kept_for_the_segment_map_follows_each_change_of_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let config = LogConfig { retention_bytes: Some(1), ..LogConfig::default() };
+        let log = Log::create(&tmp.path().join("t-0"), "t", 0, config).unwrap();
+        let sizes = |log: &Log| log.segment_list().iter().map(|s| s.size()).sum::<u64>();
+        for ts in [100, 200] {
+            log.append(&[record(ts)]).unwrap();
+            log.force_roll().unwrap();
+        }
+        log.append(&[record(300)]).unwrap();
+        let summary = log.summary().unwrap();
+        assert_eq!((summary.segment_count, summary.max_timestamp), (Some(3), Some(300)));
+        assert_eq!(summary.size_bytes, Some(sizes(&log)));
+        assert_eq!(log.segment_summaries().unwrap().len(), 3);
+        assert_eq!(log.find_offset_by_timestamp(150).unwrap(), Some((Offset(1), 200)));
+        // A roll: one more sealed segment, counted.
+        log.force_roll().unwrap();
+        log.append(&[record(50)]).unwrap();
+        let summary = log.summary().unwrap();
+        assert_eq!(summary.segment_count, Some(4));
+        assert_eq!(summary.size_bytes, Some(sizes(&log)));
+        assert_eq!(log.segment_summaries().unwrap().len(), 4);
+        assert_eq!(log.find_offset_by_timestamp(250).unwrap(), Some((Offset(2), 300)));
+        // Retention: the sealed segments go, and nothing kept of them is served.
+        assert_eq!(log.delete_old_segments(0).unwrap(), 3);
+        let summary = log.summary().unwrap();
+        assert_eq!((summary.segment_count, summary.max_timestamp), (Some(1), Some(50)));
+        assert_eq!(summary.size_bytes, Some(sizes(&log)));
+        assert_eq!(log.segment_summaries().unwrap().len(), 1);
+        assert_eq!(log.find_offset_by_timestamp(150).unwrap(), None);
+        assert_eq!(log.find_offset_by_timestamp(10).unwrap(), Some((Offset(3), 50)));
     }
 }

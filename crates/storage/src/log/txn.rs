@@ -13,7 +13,7 @@ impl Log {
     /// (`lastOffset >= from` and `firstOffset < to`). A trailing partial entry is ignored.
     pub fn aborted_transactions(&self, from: Offset, to: Offset) -> Result<Vec<AbortedTxn>> {
         let mut out = Vec::new();
-        for seg in self.segments_from(from) {
+        for seg in self.segments.from(from) {
             let path = seg.file_path(".txnindex");
             let bytes = match crate::open::read_regular(&path) {
                 Ok(b) => b,
@@ -50,14 +50,8 @@ impl Log {
     /// a broker older than 0.11).
     pub fn txn_state_at_boundary(&self) -> Result<Option<BoundaryTxnState>> {
         let log_start = self.log_start_offset();
-        let bases: Vec<Offset> = self
-            .segments
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .keys()
-            .copied()
-            .filter(|b| *b > log_start)
-            .collect();
+        let bases: Vec<Offset> =
+            self.segments.bases().into_iter().filter(|b| *b > log_start).collect();
         for base in bases.into_iter().rev() {
             let Some(snapshot) = self.producer_snapshot_at(base) else { continue };
             let aborted = self
@@ -122,16 +116,20 @@ const PRODUCER_LOOK_CHUNK: usize = 16 << 20;
 impl Log {
     /// Writes `<new_base>.snapshot` at a roll, as a broker takes one at each roll, when the
     /// producer state is known: readers then start their transaction scan there
-    /// ([`Log::txn_state_at_boundary`]) instead of reading every batch below it. Caller holds
-    /// `append_lock`; `sealed` is the segment just sealed. A failure costs readers a scan, never
+    /// ([`Log::txn_state_at_boundary`]) instead of reading every batch below it. `sealed` is
+    /// the segment just sealed. A failure costs readers a scan, never
     /// a wrong answer: it is logged, and a partly written file is removed (one that survives a
     /// crash fails its CRC and is not used).
-    pub(super) fn write_producer_snapshot(&self, sealed: &LogSegment, new_base: Offset) {
-        let mut state = lock(&self.producer_state);
-        if matches!(*state, ProducerState::Undetermined) {
-            *state = self.producer_state_at_roll(sealed);
+    pub(super) fn write_producer_snapshot(
+        &self,
+        writer: &mut Writer,
+        sealed: &LogSegment,
+        new_base: Offset,
+    ) {
+        if matches!(writer.producer_state, ProducerState::Undetermined) {
+            writer.producer_state = self.producer_state_at_roll(sealed, writer.active_all_ours);
         }
-        let ProducerState::Known(snapshot) = &*state else { return };
+        let ProducerState::Known(snapshot) = &writer.producer_state else { return };
         let path = segment_file_path(&self.dir, new_base, ".snapshot");
         if let Err(e) = std::fs::write(&path, snapshot.encode()) {
             log::warn!("{}: producer snapshot not written: {e}", path.display());
@@ -142,8 +140,9 @@ impl Log {
     /// The producer state at the end of `sealed` (the segment being sealed): the snapshot at
     /// its base offset (none needed at the log start, where the state is empty), when none of
     /// its batches is a producer's: known without reading it when this engine appended all of
-    /// them, else from its batch headers (once per process, at the first roll after open).
-    fn producer_state_at_roll(&self, sealed: &LogSegment) -> ProducerState {
+    /// them (`all_ours`), else from its batch headers (once per process, at the first roll
+    /// after open).
+    fn producer_state_at_roll(&self, sealed: &LogSegment, all_ours: bool) -> ProducerState {
         let base = sealed.base_offset();
         let at_base = match self.producer_snapshot_at(base) {
             Some(s) => s,
@@ -153,7 +152,7 @@ impl Log {
                 return ProducerState::Unknown;
             }
         };
-        if self.active_all_ours.load(Ordering::Acquire) {
+        if all_ours {
             // Every batch in it is this engine's: no producer's, nothing to read.
             return ProducerState::Known(at_base);
         }
