@@ -59,7 +59,8 @@ fn a_filtered_stream_holds_exactly_the_lines_the_reference_keeps() {
     let keep = |l: &str, pred: &dyn Fn(&Value) -> bool| {
         serde_json::from_str::<Value>(l).ok().is_some_and(|v| pred(&v))
     };
-    let cases: Vec<(&str, Box<dyn Fn(&Value) -> bool>)> = vec![
+    type Keep = Box<dyn Fn(&Value) -> bool>;
+    let cases: Vec<(&str, Keep)> = vec![
         ("user=user-4", Box::new(|v| v["user"] == "user-4")),
         (
             "qty>4,address.city=Lima",
