@@ -239,11 +239,12 @@ impl Filter {
         if !needs_parse {
             return true;
         }
-        let Some(doc) = json.and_then(|text| serde_json::from_slice::<Value>(text).ok()) else {
-            return false;
-        };
+        let Some(text) = json else { return false };
+        // Each field read on its own, without building the document (most filters have one).
         self.conditions.iter().all(|c| match &c.field {
-            Field::Json(path) => lookup(&doc, path).is_some_and(|v| c.holds_for_json(v)),
+            Field::Json(path) => {
+                extract::field(text, path).ok().flatten().is_some_and(|v| c.holds_for_json(&v))
+            }
             _ => true,
         })
     }
@@ -312,7 +313,9 @@ impl Condition {
     }
 }
 
-/// The value at `path` in `doc`: object keys, or array indexes for digit segments.
+/// The value at `path` in `doc`: object keys, or array indexes for digit segments (what
+/// `extract::field` finds without building `doc`; the tests compare them).
+#[cfg(test)]
 fn lookup<'a>(doc: &'a Value, path: &[String]) -> Option<&'a Value> {
     path.iter().try_fold(doc, |v, segment| match v {
         Value::Object(map) => map.get(segment),
@@ -513,5 +516,6 @@ fn value_needle(op: Op, value: &Literal) -> Option<Vec<u8>> {
     })
 }
 
+mod extract;
 #[cfg(test)]
 mod tests;

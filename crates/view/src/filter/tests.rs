@@ -346,3 +346,35 @@ proptest! {
         prop_assert_eq!(&c.value.bytes, value.as_bytes());
     }
 }
+
+#[test]
+fn a_field_is_read_without_the_document_as_a_full_parse_reads_it() {
+    let docs = [
+        r#"{"a":1,"a":2}"#,
+        r#"{"a":{"b":[10,{"c":"x"}]},"z":"\u0061"}"#,
+        r#"{"\u0061":3}"#,
+        r#"[1,[2,3]]"#,
+        r#"{"a":1} trailing"#,
+        r#"{"a":1"#,
+        r#""just a string""#,
+        "17",
+    ];
+    let paths: &[&[&str]] = &[
+        &["a"],
+        &["a", "b", "1", "c"],
+        &["a", "b", "0"],
+        &["z"],
+        &["1", "0"],
+        &["0"],
+        &["a", "x"],
+    ];
+    for doc in docs {
+        let full: Option<Value> = serde_json::from_str(doc).ok();
+        for path in paths {
+            let path: Vec<String> = path.iter().map(|s| s.to_string()).collect();
+            let want = full.as_ref().map(|d| lookup(d, &path).cloned());
+            let got = extract::field(doc.as_bytes(), &path).ok();
+            assert_eq!(got, want, "{doc} {path:?}");
+        }
+    }
+}
