@@ -334,6 +334,10 @@ fn an_offline_dir_answers_eio_to_keys_spans_transactions_and_groups_touching_not
     let spans = in_b.span_store().unwrap();
     let start = in_b.seek(Offset(0)).unwrap();
     assert!(spans.sealed_span_at(&start).is_some(), "the first segment is sealed");
+    let files = in_b.segment_files().unwrap();
+    let first = files.segments().unwrap()[0].base_offset;
+    let log_file = topicfs_source::SegmentFileKind::Log;
+    assert!(files.read_segment_file(first, log_file, 0, &mut [0u8; 8]).unwrap() > 0);
     let topicfs_source::Committed::ByView(Some(boundary)) = in_b.committed() else {
         panic!("a local log's view decides what is committed, from its boundary state")
     };
@@ -358,6 +362,16 @@ fn an_offline_dir_answers_eio_to_keys_spans_transactions_and_groups_touching_not
     // Spans: nothing found, nothing kept.
     assert!(!spans.keeps_summaries());
     assert!(spans.sealed_span_at(&start).is_none());
+    // Segment files (MNT/@segments, passthrough): listings and bytes.
+    eio(files.segments().map(drop), "segments");
+    eio(files.segment_summary(first).map(drop), "segment_summary");
+    eio(files.read_segment_file(first, log_file, 0, &mut [0u8; 8]).map(drop), "segment bytes");
+    eio(files.sealed_segment_file(first, log_file).map(drop), "sealed_segment_file");
+    eio(files.repaired_segment_files(first).map(drop), "repaired_segment_files");
+    eio(files.file_problems().map(drop), "file_problems");
+    // The partition itself, through a handle taken before.
+    eio(in_b.summary().map(drop), "summary");
+    eio(in_b.read(&start, 1 << 10, topicfs_source::ReadMode::Batches).map(drop), "read");
     // read_committed's boundary state.
     eio(boundary.state_at_boundary().map(drop), "state_at_boundary");
     // Groups whose __consumer_offsets partition is in b: reads and commits.
