@@ -16,17 +16,16 @@
 //! is the mount's [`topicfs_source::TopicSource`]; a [`LogDir`] is one member's job: its files,
 //! its lock, `meta.properties`, its checkpoints and its partition registry.
 //!
-//! **Writable mode** locks the dir, deletes the clean-shutdown marker as soon
-//! as it is seen (so a crash while loading counts as unclean, KAFKA-10471), recovers every
-//! partition from its recovery point after an unclean stop, and writes checkpoints (temporary
-//! file, fsync, rename) after loading, after retention and at shutdown, which also writes the
-//! marker again.
+//! **Writable mode** locks the dir, deletes the clean-shutdown marker as soon as it is seen (so
+//! a crash while loading counts as unclean, KAFKA-10471), recovers every partition from its
+//! recovery point after an unclean stop, and writes checkpoints (temporary file, fsync, rename)
+//! after loading, after retention and at shutdown, which also writes the marker again.
 //!
-//! **Read-only mode** changes nothing under the dir: no lock, no
-//! marker removal, no checkpoint; damaged or missing indexes are rebuilt in memory and torn
-//! tails are only hidden. A broker may be running on the dir meanwhile: the partition list is
-//! read again at most every [`RESCAN_INTERVAL_MS`] when topics or partitions are looked up, so
-//! partitions the broker creates appear and partitions it deletes (renamed `-delete`) disappear.
+//! **Read-only mode** changes nothing under the dir: no lock, no marker removal, no checkpoint;
+//! damaged or missing indexes are rebuilt in memory and torn tails are only hidden. A broker may
+//! be running on the dir meanwhile: the partition list is read again at most every
+//! [`RESCAN_INTERVAL_MS`] when topics or partitions are looked up, so partitions the broker
+//! creates appear and partitions it deletes (renamed `-delete`) disappear.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{File, OpenOptions};
