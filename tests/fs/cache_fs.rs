@@ -70,6 +70,9 @@ fn mount_with(
         TopicFs::new(Arc::clone(&log_dir) as Arc<dyn TopicSource>, options)
             .with_isolation(Isolation::ReadCommitted),
     );
+    // As a mount does: the cache's writes run on the mount's one executor (without one they
+    // are written in place, on whichever thread asks, unserialized).
+    log_dir.set_executor(fs.executor().clone());
     Mounted { fs, log_dir, cache }
 }
 
