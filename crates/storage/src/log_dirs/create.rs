@@ -22,8 +22,13 @@ fn check_new_topic(topic: &str, partitions: u32) -> Result<()> {
 }
 
 impl LogDirs {
+    /// `ReadOnly` on a read-only mount, `StaleHandle` once shut down (checked on the dir
+    /// keeping the topics' settings, which a creation writes first).
     fn check_writable(&self) -> Result<()> {
-        if self.read_only { Err(Error::ReadOnly) } else { Ok(()) }
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        self.home().dir.check_writable()
     }
 
     /// Creates partition `partition` of `topic` in the dir Kafka's `nextLogDirs` names

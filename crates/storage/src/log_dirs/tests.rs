@@ -588,3 +588,13 @@ fn a_topic_creation_failing_at_one_partition_removes_the_ones_made_before_it() {
     dir.create_topic("t", 4).unwrap();
     assert_eq!(dir.partition_numbers("t").unwrap(), [0, 1, 2, 3]);
 }
+
+#[test]
+fn a_creation_after_the_shutdown_is_refused_before_anything_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dirs = open(&[tmp.path().to_path_buf()], SegmentMode::Writable).unwrap();
+    dirs.shutdown().unwrap();
+    let before = snapshot(tmp.path());
+    assert_eq!(dirs.create_topic("t", 1).unwrap_err().errno(), libc::ESTALE);
+    assert_eq!(snapshot(tmp.path()), before, "no settings entry, no partition");
+}
