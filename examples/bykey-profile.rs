@@ -17,7 +17,7 @@ use topicfs::fs::attr::OpenRequest;
 use topicfs::fs::inode::ROOT_INO;
 use topicfs::fs::{DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, FsOptions, TopicFs};
 use topicfs::source::TopicSource;
-use topicfs::storage::{LogConfig, LogDir};
+use topicfs::storage::{LogConfig, LogDirs, SegmentMode};
 
 const READ: OpenRequest = OpenRequest { read: true, write: false, truncate: false };
 
@@ -35,7 +35,8 @@ fn config() -> LogConfig {
 }
 
 fn generate(dir: &std::path::Path, records: u64, keys: u64) -> Result<(), String> {
-    let logs = LogDir::open(dir, config()).map_err(|e| e.to_string())?;
+    let logs = LogDirs::open_dir(dir, config(), Default::default(), SegmentMode::Writable)
+        .map_err(|e| e.to_string())?;
     logs.create_topic("t", 1).map_err(|e| e.to_string())?;
     let log = logs.log("t", 0).map_err(|e| e.to_string())?;
     let mut n = 0;
@@ -88,7 +89,10 @@ fn main() -> Result<(), String> {
         eprintln!("generating {records} records with {keys} keys in {}", dir.display());
         generate(&dir, records, keys)?;
     }
-    let logs = Arc::new(LogDir::open_read_only(&dir, config()).map_err(|e| e.to_string())?);
+    let logs = Arc::new(
+        LogDirs::open_dir(&dir, config(), Default::default(), SegmentMode::ReadOnly)
+            .map_err(|e| e.to_string())?,
+    );
     let options = FsOptions {
         read_only: true,
         partitions_per_topic: 1,

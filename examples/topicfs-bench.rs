@@ -7,7 +7,7 @@
 //! is reported as the median of its repetitions, their spread (min..max), and the median of the
 //! per-repetition ratios.
 //!
-//! In-process figures call the engine ([`LogDir`], [`Log`]) and the views directly. Mount
+//! In-process figures call the engine ([`LogDirs`], [`Log`]) and the views directly. Mount
 //! figures run the real daemon (`topicfs mount DATA MNT -f`) and real tools (`cat`, `tail`)
 //! against it; every daemon this program starts is unmounted and reaped before it exits, and its
 //! pid is listed in `<work>/daemons.pid` so `scripts/bench` can clean up after a crash.
@@ -31,9 +31,9 @@ use serde_json::{Value, json};
 
 use topicfs::format::{NewRecord, Offset, decode_batch};
 use topicfs::source::{OffsetQuery, PartitionSource};
-use topicfs::storage::LogConfig;
+use topicfs::storage::LogDirs;
 use topicfs::storage::log::Log;
-use topicfs::storage::log_dir::LogDir;
+use topicfs::storage::{LogConfig, SegmentMode};
 use topicfs::view::{StreamRegistry, StreamSpec};
 
 #[path = "bench/cluster.rs"]
@@ -601,7 +601,9 @@ fn bench_config(segment_bytes: u64) -> LogConfig {
 fn batch_bytes(scratch: &Path) -> Result<u64, String> {
     let dir = scratch.join("probe");
     let _ = fs::remove_dir_all(&dir);
-    let logs = LogDir::open(&dir, bench_config(1 << 30)).map_err(|e| e.to_string())?;
+    let logs =
+        LogDirs::open_dir(&dir, bench_config(1 << 30), Default::default(), SegmentMode::Writable)
+            .map_err(|e| e.to_string())?;
     logs.create_topic(TOPIC, 1).map_err(|e| e.to_string())?;
     let log = logs.log(TOPIC, 0).map_err(|e| e.to_string())?;
     let mut batch = Batch::new(BATCH_RECORDS);
@@ -643,7 +645,13 @@ fn generate_sized(
     per_batch: usize,
 ) -> Result<(Generated, Duration), String> {
     let _ = fs::remove_dir_all(dir);
-    let logs = LogDir::open(dir, bench_config(segment_bytes)).map_err(|e| e.to_string())?;
+    let logs = LogDirs::open_dir(
+        dir,
+        bench_config(segment_bytes),
+        Default::default(),
+        SegmentMode::Writable,
+    )
+    .map_err(|e| e.to_string())?;
     logs.create_topic(TOPIC, partitions).map_err(|e| e.to_string())?;
     let t0 = now_ms() - records as i64 - 60_000;
     let mut batch = Batch::new(per_batch);
@@ -697,7 +705,9 @@ fn generate_broker(dir: &Path, plan: &Plan, batch_size: u64) -> Result<Generated
 
 /// Reuses a generated dir whose first partition has the same number of records and segments.
 fn reuse(dir: &Path, records: u64, segments: u64) -> Option<Generated> {
-    let logs = LogDir::open_read_only(dir, bench_config(1 << 30)).ok()?;
+    let logs =
+        LogDirs::open_dir(dir, bench_config(1 << 30), Default::default(), SegmentMode::ReadOnly)
+            .ok()?;
     let log = logs.log(TOPIC, 0).ok()?;
     let n = log.log_end_offset().0 as u64;
     let segs = log.segment_list().len() as u64;
@@ -831,7 +841,13 @@ fn engine_append(plan: &Plan, work: &Path, report: &mut Report) -> Result<(), St
         let _ = fs::remove_dir_all(&dir);
         let _ = fs::remove_file(&plain);
         let run_engine = |batch: &mut Batch| -> Result<(f64, u64, u64), String> {
-            let logs = LogDir::open(&dir, bench_config(1 << 30)).map_err(|e| e.to_string())?;
+            let logs = LogDirs::open_dir(
+                &dir,
+                bench_config(1 << 30),
+                Default::default(),
+                SegmentMode::Writable,
+            )
+            .map_err(|e| e.to_string())?;
             logs.create_topic(TOPIC, 1).map_err(|e| e.to_string())?;
             let log = logs.log(TOPIC, 0).map_err(|e| e.to_string())?;
             let t0 = now_ms() - records as i64;
@@ -929,17 +945,28 @@ fn engine_open(plan: &Plan, g: &Generated, report: &mut Report) -> Result<(), St
     for rep in 0..plan.reps {
         let ro = || -> Result<f64, String> {
             let start = Instant::now();
-            let logs =
-                LogDir::open_read_only(&g.dir, bench_config(1 << 30)).map_err(|e| e.to_string())?;
+            let logs = LogDirs::open_dir(
+                &g.dir,
+                bench_config(1 << 30),
+                Default::default(),
+                SegmentMode::ReadOnly,
+            )
+            .map_err(|e| e.to_string())?;
             let t = start.elapsed().as_secs_f64();
             drop(logs);
             Ok(t)
         };
         let rw = || -> Result<f64, String> {
             let start = Instant::now();
-            let logs = LogDir::open(&g.dir, bench_config(1 << 30)).map_err(|e| e.to_string())?;
+            let logs = LogDirs::open_dir(
+                &g.dir,
+                bench_config(1 << 30),
+                Default::default(),
+                SegmentMode::Writable,
+            )
+            .map_err(|e| e.to_string())?;
             let t = start.elapsed().as_secs_f64();
-            if !logs.had_clean_shutdown() {
+            if !logs.dirs()[0].had_clean_shutdown() {
                 return Err("the generated dir was not cleanly shut down".into());
             }
             logs.shutdown().map_err(|e| e.to_string())?;
@@ -955,9 +982,9 @@ fn engine_open(plan: &Plan, g: &Generated, report: &mut Report) -> Result<(), St
     }
     let w = stat(&writable);
     let r = stat(&read_only);
-    let name = format!("LogDir::open, clean, {} segments (in-process)", g.segments);
+    let name = format!("LogDirs::open_dir, clean, {} segments (in-process)", g.segments);
     report.seconds_row("open", name, w.median, Some(("< 200 ms", 0.2)));
-    let name = format!("LogDir::open_read_only, {} segments (in-process)", g.segments);
+    let name = format!("LogDirs::open_dir read-only, {} segments (in-process)", g.segments);
     report.seconds_row("open", name, r.median, None);
     report.put(
         "open_in_process",
@@ -967,7 +994,9 @@ fn engine_open(plan: &Plan, g: &Generated, report: &mut Report) -> Result<(), St
 }
 
 fn engine_lookups(plan: &Plan, g: &Generated, report: &mut Report) -> Result<(), String> {
-    let logs = LogDir::open_read_only(&g.dir, bench_config(1 << 30)).map_err(|e| e.to_string())?;
+    let logs =
+        LogDirs::open_dir(&g.dir, bench_config(1 << 30), Default::default(), SegmentMode::ReadOnly)
+            .map_err(|e| e.to_string())?;
     let log = logs.log(TOPIC, 0).map_err(|e| e.to_string())?;
     let n = plan.lookups_in_process;
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
@@ -1059,8 +1088,10 @@ fn engine_lookups(plan: &Plan, g: &Generated, report: &mut Report) -> Result<(),
 /// Sequential reads in-process: every record decoded (engine), and the value-line rendering of
 /// `by-offset/0` through a view stream, against reading the `.log` files.
 fn engine_reads(plan: &Plan, g: &Generated, report: &mut Report) -> Result<(), String> {
-    let logs =
-        Arc::new(LogDir::open_read_only(&g.dir, bench_config(1 << 30)).map_err(|e| e.to_string())?);
+    let logs = Arc::new(
+        LogDirs::open_dir(&g.dir, bench_config(1 << 30), Default::default(), SegmentMode::ReadOnly)
+            .map_err(|e| e.to_string())?,
+    );
     let log = logs.log(TOPIC, 0).map_err(|e| e.to_string())?;
     let files = segment_logs(g);
     let (mut raw_s, mut decode_s, mut view_s, mut decode_cpu, mut view_cpu) =
@@ -1939,8 +1970,13 @@ fn mount_append(plan: &Plan, a: &Args, report: &mut Report) -> Result<(), String
         hwm_max = hwm_max.max(rss(m.pid()).0);
         m.stop()?;
         // Check what was appended: the log end offset must be the line count.
-        let logs =
-            LogDir::open_read_only(&data, bench_config(1 << 30)).map_err(|e| e.to_string())?;
+        let logs = LogDirs::open_dir(
+            &data,
+            bench_config(1 << 30),
+            Default::default(),
+            SegmentMode::ReadOnly,
+        )
+        .map_err(|e| e.to_string())?;
         let end = logs.log(TOPIC, 0).map_err(|e| e.to_string())?.log_end_offset();
         if end.0 as u64 != lines {
             return Err(format!(
@@ -2207,7 +2243,9 @@ fn lookups_after_read(
 /// one empty partition, closed cleanly, for a mount to append to.
 fn empty_topic_dir(data: &Path) -> Result<(), String> {
     let _ = fs::remove_dir_all(data);
-    let logs = LogDir::open(data, bench_config(1 << 30)).map_err(|e| e.to_string())?;
+    let logs =
+        LogDirs::open_dir(data, bench_config(1 << 30), Default::default(), SegmentMode::Writable)
+            .map_err(|e| e.to_string())?;
     logs.create_topic(TOPIC, 1).map_err(|e| e.to_string())?;
     logs.shutdown().map_err(|e| e.to_string())
 }
@@ -2384,8 +2422,13 @@ fn ceiling_append(
             }
         }
         m.stop()?;
-        let logs =
-            LogDir::open_read_only(&data, bench_config(1 << 30)).map_err(|e| e.to_string())?;
+        let logs = LogDirs::open_dir(
+            &data,
+            bench_config(1 << 30),
+            Default::default(),
+            SegmentMode::ReadOnly,
+        )
+        .map_err(|e| e.to_string())?;
         let end = logs.log(TOPIC, 0).map_err(|e| e.to_string())?.log_end_offset();
         let want = lines * APPENDS_PER_MOUNT as u64;
         if end.0 as u64 != want {
@@ -2467,8 +2510,10 @@ fn ceiling_append(
 /// files with `read(2)` into a 1 MiB buffer. The render index is warm (a first pass builds it),
 /// as it is for the mount's figures.
 fn render_in_process(plan: &Plan, g: &Generated, report: &mut Report) -> Result<(), String> {
-    let logs =
-        Arc::new(LogDir::open_read_only(&g.dir, bench_config(1 << 30)).map_err(|e| e.to_string())?);
+    let logs = Arc::new(
+        LogDirs::open_dir(&g.dir, bench_config(1 << 30), Default::default(), SegmentMode::ReadOnly)
+            .map_err(|e| e.to_string())?,
+    );
     let log = logs.log(TOPIC, 0).map_err(|e| e.to_string())?;
     let registry = StreamRegistry::new();
     let files = segment_logs(g);
@@ -3076,7 +3121,13 @@ fn by_key(plan: &Plan, a: &Args, report: &mut Report) -> Result<(), String> {
     let dir = a.work.join(format!("data-{records}-keyed"));
     let _ = fs::remove_dir_all(&dir);
     eprintln!("generating {records} records with {keys} keys in 1 GiB segments ...");
-    let logs = LogDir::open(&dir, bench_config(KAFKA_SEGMENT_BYTES)).map_err(|e| e.to_string())?;
+    let logs = LogDirs::open_dir(
+        &dir,
+        bench_config(KAFKA_SEGMENT_BYTES),
+        Default::default(),
+        SegmentMode::Writable,
+    )
+    .map_err(|e| e.to_string())?;
     logs.create_topic(TOPIC, 1).map_err(|e| e.to_string())?;
     let log = logs.log(TOPIC, 0).map_err(|e| e.to_string())?;
     let t0 = now_ms() - records as i64 - 60_000;
@@ -3098,8 +3149,13 @@ fn by_key(plan: &Plan, a: &Args, report: &mut Report) -> Result<(), String> {
     drop(logs);
 
     // In process: the build, and the size of the indexes against the log.
-    let logs = LogDir::open_read_only(&dir, bench_config(KAFKA_SEGMENT_BYTES))
-        .map_err(|e| e.to_string())?;
+    let logs = LogDirs::open_dir(
+        &dir,
+        bench_config(KAFKA_SEGMENT_BYTES),
+        Default::default(),
+        SegmentMode::ReadOnly,
+    )
+    .map_err(|e| e.to_string())?;
     let log = logs.log(TOPIC, 0).map_err(|e| e.to_string())?;
     let start = Instant::now();
     let index_bytes = log.keys().index_bytes(log.as_ref()).map_err(|e| e.to_string())?;

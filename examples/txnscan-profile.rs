@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use topicfs::storage::{LogConfig, LogDir};
+use topicfs::storage::{LogConfig, LogDirs, SegmentMode};
 use topicfs::view::txn::TxnTracker;
 
 fn main() -> Result<(), String> {
@@ -16,8 +16,13 @@ fn main() -> Result<(), String> {
     };
     let partition: u32 = args.get(3).map_or(Ok(0), |s| s.parse()).map_err(|e| format!("{e}"))?;
     let rounds: u32 = args.get(4).map_or(Ok(5), |s| s.parse()).map_err(|e| format!("{e}"))?;
-    let logs = LogDir::open_read_only(std::path::Path::new(dir), LogConfig::default())
-        .map_err(|e| e.to_string())?;
+    let logs = LogDirs::open_dir(
+        std::path::Path::new(dir),
+        LogConfig::default(),
+        Default::default(),
+        SegmentMode::ReadOnly,
+    )
+    .map_err(|e| e.to_string())?;
     let log = logs.log(topic, partition).map_err(|e| e.to_string())?;
     for _ in 0..rounds {
         let tracker = TxnTracker::new();

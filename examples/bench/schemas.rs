@@ -71,7 +71,13 @@ fn read_values(path: &Path) -> Result<Vec<Vec<u8>>, String> {
 /// Writes the data dir: `_schemas` from `schemas.json`, `orders` from `values.bin`.
 fn write_data_dir(dir: &Path, made: &Path, t0: i64) -> Result<(u64, u64), String> {
     let _ = fs::remove_dir_all(dir);
-    let logs = LogDir::open(dir, bench_config(KAFKA_SEGMENT_BYTES)).map_err(|e| e.to_string())?;
+    let logs = LogDirs::open_dir(
+        dir,
+        bench_config(KAFKA_SEGMENT_BYTES),
+        Default::default(),
+        SegmentMode::Writable,
+    )
+    .map_err(|e| e.to_string())?;
     logs.create_topic("_schemas", 1).map_err(|e| e.to_string())?;
     logs.create_topic(ORDERS, 1).map_err(|e| e.to_string())?;
     let text = fs::read_to_string(made.join("schemas.json")).map_err(|e| e.to_string())?;
@@ -115,7 +121,13 @@ fn write_data_dir(dir: &Path, made: &Path, t0: i64) -> Result<(u64, u64), String
 /// when its `orders` partition holds exactly `records` records and the values file is there.
 fn kept_data(data: &Path, made: &Path, records: u64) -> Option<(u64, u64)> {
     let values = fs::metadata(made.join("values.bin")).ok()?.len();
-    let logs = LogDir::open_read_only(data, bench_config(KAFKA_SEGMENT_BYTES)).ok()?;
+    let logs = LogDirs::open_dir(
+        data,
+        bench_config(KAFKA_SEGMENT_BYTES),
+        Default::default(),
+        SegmentMode::ReadOnly,
+    )
+    .ok()?;
     let log = logs.log(ORDERS, 0).ok()?;
     (log.log_end_offset().0 as u64 == records).then(|| (log_bytes(&log), values - 4 * records))
 }

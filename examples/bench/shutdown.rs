@@ -26,7 +26,13 @@ const LINE_BYTES: usize = 1000;
 fn dirty_mount(a: &Args, data: &Path, mnt: &Path, segments: u64) -> Result<Mount, String> {
     let _ = fs::remove_dir_all(data);
     {
-        let logs = LogDir::open(data, bench_config(SEGMENT_BYTES)).map_err(|e| e.to_string())?;
+        let logs = LogDirs::open_dir(
+            data,
+            bench_config(SEGMENT_BYTES),
+            Default::default(),
+            SegmentMode::Writable,
+        )
+        .map_err(|e| e.to_string())?;
         logs.create_topic(TOPIC, PARTITIONS).map_err(|e| e.to_string())?;
         logs.shutdown().map_err(|e| e.to_string())?;
     }

@@ -381,7 +381,7 @@ pub struct MountRequest {
     pub fuse_options: Vec<FuseOption>,
     pub log_config: LogConfig,
     /// The settings of `log_config` given by name (`--config` and the named flags): the
-    /// mount-default layer of every topic's settings ([`crate::storage::LogDir::set_mount_defaults`]).
+    /// mount-default layer of every topic's settings ([`crate::storage::LogDirs::set_mount_defaults`]).
     pub log_settings: std::collections::BTreeMap<String, String>,
     /// `--server-properties FILE`: the broker's static settings in topic-level names
     /// (`retention.ms`, ...), read at mount; empty without the flag. The broker settings'

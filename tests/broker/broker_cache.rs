@@ -2,7 +2,7 @@
 //! (the cleaner's `.cleaned` → `.swap` → final names) and deletes them (retention's `.deleted`)
 //! while topicfs has cached what it learned about them. A replaced segment's entry is stale and
 //! ignored, a deleted one's is never asked for, and every size and read stays exact; nothing
-//! is written into the data dir. `TopicFs` over `LogDir::open_read_only` (what a read-only
+//! is written into the data dir. `TopicFs` over a read-only `LogDirs::open_dir` (what a read-only
 //! mount serves), the "broker" being the engine in writable mode plus the cleaner's renames.
 
 use std::ffi::OsStr;
@@ -16,7 +16,7 @@ use topicfs::fs::inode::ROOT_INO;
 use topicfs::fs::{DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, FsOptions, TopicFs};
 use topicfs::source::TopicSource;
 use topicfs::storage::cache::{CacheSettings, SegmentCache};
-use topicfs::storage::{LogConfig, LogDir};
+use topicfs::storage::{LogConfig, LogDirs, SegmentMode};
 
 const READ: OpenRequest = OpenRequest { read: true, write: false, truncate: false };
 
@@ -39,7 +39,7 @@ fn name(base: Offset, suffix: &str) -> String {
 
 /// A broker's partition `t-0`: 60 one-record batches over several segments. Base offsets.
 fn broker_partition(data: &Path) -> Vec<Offset> {
-    let d = LogDir::open(data, config()).unwrap();
+    let d = LogDirs::open_dir(data, config(), Default::default(), SegmentMode::Writable).unwrap();
     d.create_topic("t", 1).unwrap();
     let log = d.log("t", 0).unwrap();
     for i in 0..60 {
@@ -66,7 +66,8 @@ fn compact(part: &Path, first: Offset, second: Offset, keep: impl Fn(i64) -> boo
     let scratch_part = scratch.path().join("t-0");
     std::fs::create_dir(&scratch_part).unwrap();
     std::fs::write(scratch_part.join(name(first, ".log")), &log).unwrap();
-    let d = LogDir::open(scratch.path(), config()).unwrap();
+    let d = LogDirs::open_dir(scratch.path(), config(), Default::default(), SegmentMode::Writable)
+        .unwrap();
     d.shutdown().unwrap();
     for suffix in [".log", ".index", ".timeindex"] {
         std::fs::copy(
@@ -107,12 +108,14 @@ fn delete_segment(data: &Path, part: &Path, base: Offset, new_start: Offset) {
 
 struct Mounted {
     fs: Arc<TopicFs>,
-    log_dir: Arc<LogDir>,
+    log_dir: Arc<LogDirs>,
     cache: Arc<SegmentCache>,
 }
 
 fn mount(data: &Path, cache: &Path, budget: u64) -> Mounted {
-    let log_dir = Arc::new(LogDir::open_read_only(data, config()).unwrap());
+    let log_dir = Arc::new(
+        LogDirs::open_dir(data, config(), Default::default(), SegmentMode::ReadOnly).unwrap(),
+    );
     let cache = Arc::new(SegmentCache::open(&CacheSettings {
         dir: Some(cache.to_path_buf()),
         max_bytes: 64 << 20,

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use common::{Dirs, Follower, MountGuard, sh, wait_until};
 use topicfs::format::{NO_TIMESTAMP, NewRecord};
-use topicfs::storage::{LogConfig, LogDir, SegmentMode};
+use topicfs::storage::{LogConfig, LogDirs, SegmentMode};
 
 const BATCHES_PER_PHASE: usize = 20;
 const RECORDS_PER_BATCH: usize = 10;
@@ -59,7 +59,7 @@ fn tail_f_on_a_read_only_mount_sees_every_record_of_a_live_writer_once_in_order(
     let dirs = Dirs::new();
     let config = LogConfig { retention_bytes: Some(1), ..LogConfig::default() };
     let writer = Arc::new(
-        LogDir::open_with(&dirs.data(), config, Default::default(), SegmentMode::Writable).unwrap(),
+        LogDirs::open_dir(&dirs.data(), config, Default::default(), SegmentMode::Writable).unwrap(),
     );
     writer.create_topic("live", 1).unwrap();
     let log = writer.log("live", 0).unwrap();

@@ -12,7 +12,7 @@ use common::{Dirs, MountGuard, sh};
 use topicfs::Error;
 use topicfs::format::{NewRecord, Offset};
 use topicfs::source::TopicSource;
-use topicfs::storage::{LogConfig, LogDir};
+use topicfs::storage::{LogConfig, LogDirs, SegmentMode};
 
 fn record(value: &str) -> NewRecord {
     NewRecord {
@@ -43,9 +43,21 @@ fn rename_to_delete(data: &Path, dir: &str) {
 #[test]
 fn topics_and_partitions_a_broker_creates_after_the_open_appear_and_deleted_ones_disappear() {
     let tmp = tempfile::tempdir().unwrap();
-    let broker = LogDir::open(tmp.path(), LogConfig::default()).unwrap();
+    let broker = LogDirs::open_dir(
+        tmp.path(),
+        LogConfig::default(),
+        Default::default(),
+        SegmentMode::Writable,
+    )
+    .unwrap();
     broker.create_topic("old", 1).unwrap();
-    let reader = LogDir::open_read_only(tmp.path(), LogConfig::default()).unwrap();
+    let reader = LogDirs::open_dir(
+        tmp.path(),
+        LogConfig::default(),
+        Default::default(),
+        SegmentMode::ReadOnly,
+    )
+    .unwrap();
     assert_eq!(reader.topics().unwrap(), ["old"]);
     assert!(matches!(reader.partitions("new"), Err(Error::NotFound(_))));
 
@@ -78,7 +90,13 @@ fn topics_and_partitions_a_broker_creates_after_the_open_appear_and_deleted_ones
 #[test]
 fn a_read_only_mount_shows_a_topic_the_broker_creates_after_the_mount() {
     let dirs = Dirs::new();
-    let broker = LogDir::open(&dirs.data(), LogConfig::default()).unwrap();
+    let broker = LogDirs::open_dir(
+        &dirs.data(),
+        LogConfig::default(),
+        Default::default(),
+        SegmentMode::Writable,
+    )
+    .unwrap();
     broker.create_topic("old", 1).unwrap();
     let mount = MountGuard::foreground_on(dirs, &["--read-only"]);
     assert_eq!(sh(&format!("ls {}", mount.mnt().display())), "old\n");

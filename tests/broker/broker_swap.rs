@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use topicfs::format::Offset;
 use topicfs::source::SegmentFileKind;
-use topicfs::storage::{Log, LogDir};
+use topicfs::storage::{Log, LogDirs, SegmentMode};
 
 use crate::common::log_fixture::{kept_batches, read_records, record, small_config};
 
@@ -48,7 +48,8 @@ fn name(base: Offset, suffix: &str) -> String {
 /// A partition `t-0` of 60 one-record batches (`v0`..`v59`) over several segments, closed
 /// cleanly by the engine. Returns the segments' base offsets.
 fn broker_partition(data: &Path) -> Vec<Offset> {
-    let d = LogDir::open(data, small_config()).unwrap();
+    let d =
+        LogDirs::open_dir(data, small_config(), Default::default(), SegmentMode::Writable).unwrap();
     d.create_topic("t", 1).unwrap();
     let log = d.log("t", 0).unwrap();
     for i in 0..60 {
@@ -72,7 +73,13 @@ fn write_swap(part: &Path, first: Offset, second: Offset, keep: impl Fn(i64) -> 
     std::fs::create_dir(&scratch_part).unwrap();
     std::fs::write(scratch_part.join(name(first, ".log")), &log).unwrap();
     // No clean-shutdown marker: the engine recovers the segment and writes both indexes.
-    let d = LogDir::open(scratch.path(), small_config()).unwrap();
+    let d = LogDirs::open_dir(
+        scratch.path(),
+        small_config(),
+        Default::default(),
+        SegmentMode::Writable,
+    )
+    .unwrap();
     assert_eq!(d.log("t", 0).unwrap().segment_list().len(), 1);
     d.shutdown().unwrap();
     for suffix in [".log", ".index", ".timeindex"] {
@@ -106,7 +113,9 @@ fn a_finished_compaction_not_yet_renamed_is_served_once_from_its_swap_files() {
     let swap_log = write_swap(&part, bases[0], bases[1], compacted);
     let before = hash_tree(tmp.path());
 
-    let d = LogDir::open_read_only(tmp.path(), small_config()).unwrap();
+    let d =
+        LogDirs::open_dir(tmp.path(), small_config(), Default::default(), SegmentMode::ReadOnly)
+            .unwrap();
     let log = d.log("t", 0).unwrap();
     assert_eq!(read_all(&log), expected_after_compaction(bases[2]));
     let shown: Vec<Offset> = log.segment_list().iter().map(|s| s.base_offset()).collect();
@@ -138,7 +147,9 @@ fn cleaned_files_and_swaps_of_an_unfinished_split_are_ignored() {
     std::fs::write(part.join(name(bases[3], ".log.swap")), &split).unwrap();
     let before = hash_tree(tmp.path());
 
-    let d = LogDir::open_read_only(tmp.path(), small_config()).unwrap();
+    let d =
+        LogDirs::open_dir(tmp.path(), small_config(), Default::default(), SegmentMode::ReadOnly)
+            .unwrap();
     let log = d.log("t", 0).unwrap();
     assert_eq!(read_all(&log), expected_after_compaction(bases[2]));
     assert!(log.segment_list().iter().any(|s| s.base_offset() == bases[3]));
@@ -154,7 +165,9 @@ fn every_step_of_a_live_swap_shows_each_record_once() {
     let part = tmp.path().join("t-0");
     let all: Vec<(i64, String)> =
         (0..60).map(|i| (i, format!("v{i}{}", "x".repeat(100)))).collect();
-    let d = LogDir::open_read_only(tmp.path(), small_config()).unwrap();
+    let d =
+        LogDirs::open_dir(tmp.path(), small_config(), Default::default(), SegmentMode::ReadOnly)
+            .unwrap();
     let log = d.log("t", 0).unwrap();
     assert_eq!(read_all(&log), all);
 

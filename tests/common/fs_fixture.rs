@@ -10,7 +10,7 @@ use topicfs::fs::attr::{DirEntry, OpenRequest};
 use topicfs::fs::inode::ROOT_INO;
 use topicfs::fs::{DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, FsOptions, TopicFs};
 use topicfs::source::TopicSource;
-use topicfs::storage::LogDir;
+use topicfs::storage::LogDirs;
 
 /// How the helpers below open a file: for reading.
 const READ: OpenRequest = OpenRequest { read: true, write: false, truncate: false };
@@ -37,8 +37,8 @@ impl FsFixture {
         FsFixture { source, options }
     }
 
-    /// A filesystem over a local log dir.
-    pub fn local(log_dir: &Arc<LogDir>) -> FsFixture {
+    /// A filesystem over local log dirs (what a mount of data dirs runs).
+    pub fn local(log_dir: &Arc<LogDirs>) -> FsFixture {
         FsFixture::over(Arc::clone(log_dir) as Arc<dyn TopicSource>)
     }
 

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use topicfs::cleaner::{CleanOptions, Cleaner, CleanerSettings};
 use topicfs::format::{NewRecord, Offset};
 use topicfs::source::PartitionSource;
-use topicfs::storage::{LogConfig, LogDir};
+use topicfs::storage::{LogConfig, LogDirs, SegmentMode};
 use topicfs::view::bykey::{KeyStream, latest_record};
 use topicfs::view::spec::Format;
 
@@ -54,7 +54,8 @@ fn rec(i: i64, key: &str, value: Option<&str>) -> NewRecord {
 #[test]
 fn latest_and_by_key_agree_before_and_after_cleaning() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = LogDir::open(tmp.path(), config()).unwrap();
+    let dir =
+        LogDirs::open_dir(tmp.path(), config(), Default::default(), SegmentMode::Writable).unwrap();
     dir.create_topic("t", 1).unwrap();
     let log = dir.log("t", 0).unwrap();
     let keys: Vec<String> = (0..9).map(|k| format!("key{k}")).collect();
@@ -113,7 +114,8 @@ fn latest_and_by_key_agree_before_and_after_cleaning() {
 #[test]
 fn appends_and_reads_go_on_while_the_cleaner_runs() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = LogDir::open(tmp.path(), config()).unwrap();
+    let dir =
+        LogDirs::open_dir(tmp.path(), config(), Default::default(), SegmentMode::Writable).unwrap();
     dir.create_topic("t", 1).unwrap();
     let log = dir.log("t", 0).unwrap();
     for i in 0..200i64 {
@@ -201,8 +203,8 @@ fn full_read(s: &topicfs::view::stream::Stream) -> Vec<u8> {
 
 /// A log of 300 records with keys `k0`..`k4` in turn and values `value <offset>`, over several
 /// segments.
-fn keyed_log(tmp: &std::path::Path) -> (LogDir, Arc<topicfs::storage::Log>) {
-    let dir = LogDir::open(tmp, config()).unwrap();
+fn keyed_log(tmp: &std::path::Path) -> (LogDirs, Arc<topicfs::storage::Log>) {
+    let dir = LogDirs::open_dir(tmp, config(), Default::default(), SegmentMode::Writable).unwrap();
     dir.create_topic("t", 1).unwrap();
     let log = dir.log("t", 0).unwrap();
     for i in 0..300i64 {
@@ -305,7 +307,7 @@ fn a_stream_opened_after_a_pass_reads_exactly_the_compacted_log() {
     let tmp = tempfile::tempdir().unwrap();
     let (dir, log) = keyed_log(tmp.path());
     let beside_entries = || -> Vec<String> {
-        dir.beside_segments().flush();
+        dir.dirs()[0].beside_segments().flush();
         let mut v: Vec<String> = std::fs::read_dir(tmp.path().join("t-0"))
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())

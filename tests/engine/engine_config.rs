@@ -8,8 +8,8 @@ use std::path::Path;
 use topicfs::error::Error;
 use topicfs::format::Offset;
 use topicfs::settings::topic_config::TOPIC_CONFIG_FILE;
-use topicfs::source::{ConfigChange, ConfigSource};
-use topicfs::storage::{BrokerSettings, CleanupPolicy, LogConfig, LogDir};
+use topicfs::source::{ConfigChange, ConfigSource, TopicSource};
+use topicfs::storage::{BrokerSettings, CleanupPolicy, LogConfig, LogDirs, SegmentMode};
 
 use crate::log_fixture::{record, small_config};
 
@@ -26,19 +26,19 @@ fn set(name: &str, value: &str) -> ConfigChange {
 }
 
 /// `records` 100-byte records with timestamps in 1970 appended to `topic` (several segments).
-fn fill(d: &LogDir, topic: &str, records: usize) {
+fn fill(d: &LogDirs, topic: &str, records: usize) {
     let log = d.log(topic, 0).unwrap();
     for i in 0..records {
         log.append(&[record(1000 + i as i64, &"x".repeat(100))]).unwrap();
     }
 }
 
-fn segment_count(d: &LogDir, topic: &str) -> usize {
+fn segment_count(d: &LogDirs, topic: &str) -> usize {
     d.log(topic, 0).unwrap().segment_list().len()
 }
 
 /// What `config` shows for one setting: (value, source).
-fn shown(d: &LogDir, topic: &str, name: &str) -> (String, ConfigSource) {
+fn shown(d: &LogDirs, topic: &str, name: &str) -> (String, ConfigSource) {
     let entries = d.topic_config(topic).unwrap();
     let e = entries.iter().find(|e| e.name == name).unwrap();
     (e.value.clone().unwrap(), e.source)
@@ -47,7 +47,13 @@ fn shown(d: &LogDir, topic: &str, name: &str) -> (String, ConfigSource) {
 /// A data dir holding topic `t` (several segments of 1970 records) whose settings topicfs does
 /// not know: created by this engine, then its entry removed, as in a copy of a broker's dir.
 fn dir_with_unknown_topic(path: &Path) {
-    let d = LogDir::open(path, config_with(&[("retention.ms", "-1")])).unwrap();
+    let d = LogDirs::open_dir(
+        path,
+        config_with(&[("retention.ms", "-1")]),
+        Default::default(),
+        SegmentMode::Writable,
+    )
+    .unwrap();
     d.create_topic("t", 1).unwrap();
     fill(&d, "t", 40);
     d.shutdown().unwrap();
@@ -60,7 +66,8 @@ fn a_topic_with_unknown_settings_is_never_deleted_from_by_time_or_size_until_set
     let tmp = tempfile::tempdir().unwrap();
     dir_with_unknown_topic(tmp.path());
     let mount = config_with(&[("retention.ms", "1000"), ("retention.bytes", "100")]);
-    let d = LogDir::open(tmp.path(), mount).unwrap();
+    let d =
+        LogDirs::open_dir(tmp.path(), mount, Default::default(), SegmentMode::Writable).unwrap();
     let before = segment_count(&d, "t");
     assert!(before > 3);
     assert!(!d.topic_settings_known("t"));
@@ -87,7 +94,8 @@ fn only_make_known_makes_unknown_settings_known_and_it_is_kept() {
     dir_with_unknown_topic(tmp.path());
     let file = tmp.path().join(TOPIC_CONFIG_FILE);
     let mount = config_with(&[("retention.ms", "1000")]);
-    let d = LogDir::open(tmp.path(), mount.clone()).unwrap();
+    let d = LogDirs::open_dir(tmp.path(), mount.clone(), Default::default(), SegmentMode::Writable)
+        .unwrap();
     d.alter_topic_config("t", &[]).unwrap();
     assert!(!d.topic_settings_known("t"));
     assert!(!file.exists(), "an empty change writes nothing");
@@ -103,7 +111,8 @@ fn only_make_known_makes_unknown_settings_known_and_it_is_kept() {
     drop(d);
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(text.lines().any(|l| l == "t unknown segment.bytes=5000"), "{text}");
-    let d = LogDir::open(tmp.path(), mount.clone()).unwrap();
+    let d = LogDirs::open_dir(tmp.path(), mount.clone(), Default::default(), SegmentMode::Writable)
+        .unwrap();
     assert!(!d.topic_settings_known("t"));
     assert_eq!(shown(&d, "t", "segment.bytes"), ("5000".into(), ConfigSource::TopicOverride));
     assert_eq!(d.enforce_retention().unwrap(), 0);
@@ -114,7 +123,8 @@ fn only_make_known_makes_unknown_settings_known_and_it_is_kept() {
     drop(d);
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(text.lines().any(|l| l == "t segment.bytes=5000"), "{text}");
-    let d = LogDir::open(tmp.path(), mount).unwrap();
+    let d =
+        LogDirs::open_dir(tmp.path(), mount, Default::default(), SegmentMode::Writable).unwrap();
     assert!(d.topic_settings_known("t"));
     assert!(d.enforce_retention().unwrap() > 0);
 }
@@ -123,7 +133,9 @@ fn only_make_known_makes_unknown_settings_known_and_it_is_kept() {
 fn segments_below_the_log_start_offset_are_deleted_even_with_unknown_settings() {
     let tmp = tempfile::tempdir().unwrap();
     dir_with_unknown_topic(tmp.path());
-    let d = LogDir::open(tmp.path(), small_config()).unwrap();
+    let d =
+        LogDirs::open_dir(tmp.path(), small_config(), Default::default(), SegmentMode::Writable)
+            .unwrap();
     let third = d.log("t", 0).unwrap().segment_list()[2].base_offset();
     d.shutdown().unwrap();
     drop(d);
@@ -133,7 +145,9 @@ fn segments_below_the_log_start_offset_are_deleted_even_with_unknown_settings() 
         format!("0\n1\nt 0 {}\n", third.0),
     )
     .unwrap();
-    let d = LogDir::open(tmp.path(), small_config()).unwrap();
+    let d =
+        LogDirs::open_dir(tmp.path(), small_config(), Default::default(), SegmentMode::Writable)
+            .unwrap();
     assert!(!d.topic_settings_known("t"));
     assert_eq!(d.enforce_retention().unwrap(), 2, "the two segments below offset {third:?}");
     assert_eq!(d.log("t", 0).unwrap().segment_list()[0].base_offset(), third);
@@ -148,7 +162,8 @@ fn compact_alone_never_deletes_by_time_or_size_and_compact_delete_does() {
         ("retention.bytes", "100"),
     ]);
     assert_eq!(mount.cleanup_policy, CleanupPolicy::COMPACT);
-    let d = LogDir::open(tmp.path(), mount).unwrap();
+    let d =
+        LogDirs::open_dir(tmp.path(), mount, Default::default(), SegmentMode::Writable).unwrap();
     d.create_topic("t", 1).unwrap();
     fill(&d, "t", 40);
     let before = segment_count(&d, "t");
@@ -163,7 +178,13 @@ fn compact_alone_never_deletes_by_time_or_size_and_compact_delete_does() {
 #[test]
 fn an_override_survives_reopening_while_mount_defaults_follow_the_new_mount() {
     let tmp = tempfile::tempdir().unwrap();
-    let d = LogDir::open(tmp.path(), config_with(&[("retention.ms", "-1")])).unwrap();
+    let d = LogDirs::open_dir(
+        tmp.path(),
+        config_with(&[("retention.ms", "-1")]),
+        Default::default(),
+        SegmentMode::Writable,
+    )
+    .unwrap();
     for topic in ["kept", "follows"] {
         d.create_topic(topic, 1).unwrap();
         fill(&d, topic, 30);
@@ -171,7 +192,13 @@ fn an_override_survives_reopening_while_mount_defaults_follow_the_new_mount() {
     d.alter_topic_config("kept", &[set("retention.ms", "-1")]).unwrap();
     d.shutdown().unwrap();
     drop(d);
-    let d = LogDir::open(tmp.path(), config_with(&[("retention.ms", "1000")])).unwrap();
+    let d = LogDirs::open_dir(
+        tmp.path(),
+        config_with(&[("retention.ms", "1000")]),
+        Default::default(),
+        SegmentMode::Writable,
+    )
+    .unwrap();
     assert_eq!(shown(&d, "kept", "retention.ms"), ("-1".into(), ConfigSource::TopicOverride));
     assert_eq!(shown(&d, "follows", "retention.ms"), ("1000".into(), ConfigSource::MountDefault));
     assert_eq!(shown(&d, "follows", "flush.ms").1, ConfigSource::KafkaDefault);
@@ -189,7 +216,9 @@ fn an_override_survives_reopening_while_mount_defaults_follow_the_new_mount() {
 #[test]
 fn settings_take_effect_without_reopening() {
     let tmp = tempfile::tempdir().unwrap();
-    let d = LogDir::open(tmp.path(), small_config()).unwrap();
+    let d =
+        LogDirs::open_dir(tmp.path(), small_config(), Default::default(), SegmentMode::Writable)
+            .unwrap();
     d.create_topic("t", 1).unwrap();
     let log = d.log("t", 0).unwrap();
     log.append(&[record(1, &"x".repeat(200))]).unwrap();
@@ -213,7 +242,9 @@ fn settings_take_effect_without_reopening() {
 #[test]
 fn a_refused_change_changes_nothing_and_a_read_only_dir_refuses_changes() {
     let tmp = tempfile::tempdir().unwrap();
-    let d = LogDir::open(tmp.path(), small_config()).unwrap();
+    let d =
+        LogDirs::open_dir(tmp.path(), small_config(), Default::default(), SegmentMode::Writable)
+            .unwrap();
     d.create_topic("t", 1).unwrap();
     d.alter_topic_config("t", &[set("retention.ms", "5000")]).unwrap();
     let file = tmp.path().join(TOPIC_CONFIG_FILE);
@@ -232,7 +263,9 @@ fn a_refused_change_changes_nothing_and_a_read_only_dir_refuses_changes() {
     assert_eq!(d.alter_topic_config("nope", &[]).unwrap_err().errno(), libc::ENOENT);
     d.shutdown().unwrap();
     drop(d);
-    let r = LogDir::open_read_only(tmp.path(), small_config()).unwrap();
+    let r =
+        LogDirs::open_dir(tmp.path(), small_config(), Default::default(), SegmentMode::ReadOnly)
+            .unwrap();
     assert_eq!(shown(&r, "t", "retention.ms"), ("5000".into(), ConfigSource::TopicOverride));
     assert_eq!(r.alter_topic_config("t", &[]).unwrap_err().errno(), libc::EROFS);
 }
@@ -240,7 +273,9 @@ fn a_refused_change_changes_nothing_and_a_read_only_dir_refuses_changes() {
 #[test]
 fn a_damaged_settings_file_is_left_as_it_is_and_its_topics_count_as_unknown() {
     let tmp = tempfile::tempdir().unwrap();
-    let d = LogDir::open(tmp.path(), small_config()).unwrap();
+    let d =
+        LogDirs::open_dir(tmp.path(), small_config(), Default::default(), SegmentMode::Writable)
+            .unwrap();
     d.create_topic("t", 1).unwrap();
     d.alter_topic_config("t", &[set("retention.ms", "-1")]).unwrap();
     fill(&d, "t", 30);
@@ -252,7 +287,13 @@ fn a_damaged_settings_file_is_left_as_it_is_and_its_topics_count_as_unknown() {
     std::fs::write(&file, &damaged).unwrap();
     // Writable: the mount comes up; no topic is deleted from on guessed settings, changes fail
     // with EIO naming the file (it is the only copy of the other overrides), new topics work.
-    let d = LogDir::open(tmp.path(), config_with(&[("retention.ms", "1000")])).unwrap();
+    let d = LogDirs::open_dir(
+        tmp.path(),
+        config_with(&[("retention.ms", "1000")]),
+        Default::default(),
+        SegmentMode::Writable,
+    )
+    .unwrap();
     assert!(!d.topic_settings_known("t"));
     let segments = segment_count(&d, "t");
     assert_eq!(d.enforce_retention().unwrap(), 0);
@@ -265,7 +306,9 @@ fn a_damaged_settings_file_is_left_as_it_is_and_its_topics_count_as_unknown() {
     d.shutdown().unwrap();
     drop(d);
     assert_eq!(std::fs::read_to_string(&file).unwrap(), damaged, "left as it was");
-    let r = LogDir::open_read_only(tmp.path(), small_config()).unwrap();
+    let r =
+        LogDirs::open_dir(tmp.path(), small_config(), Default::default(), SegmentMode::ReadOnly)
+            .unwrap();
     assert_eq!(shown(&r, "t", "retention.ms").1, ConfigSource::MountDefault);
 }
 
@@ -274,7 +317,9 @@ fn a_damaged_settings_file_is_left_as_it_is_and_its_topics_count_as_unknown() {
 #[test]
 fn a_damaged_settings_file_removed_or_fixed_takes_changes_after_reopening() {
     let tmp = tempfile::tempdir().unwrap();
-    let d = LogDir::open(tmp.path(), small_config()).unwrap();
+    let d =
+        LogDirs::open_dir(tmp.path(), small_config(), Default::default(), SegmentMode::Writable)
+            .unwrap();
     d.create_topic("t", 1).unwrap();
     d.alter_topic_config("t", &[set("retention.ms", "-1")]).unwrap();
     d.shutdown().unwrap();
@@ -282,7 +327,9 @@ fn a_damaged_settings_file_removed_or_fixed_takes_changes_after_reopening() {
     let file = tmp.path().join(TOPIC_CONFIG_FILE);
     let good = std::fs::read_to_string(&file).unwrap();
     std::fs::write(&file, good.replace("retention.ms=-1", "retention.ms=x")).unwrap();
-    let d = LogDir::open(tmp.path(), small_config()).unwrap();
+    let d =
+        LogDirs::open_dir(tmp.path(), small_config(), Default::default(), SegmentMode::Writable)
+            .unwrap();
     assert_eq!(
         d.alter_topic_config("t", &[set("segment.ms", "5")]).unwrap_err().errno(),
         libc::EIO
@@ -293,7 +340,9 @@ fn a_damaged_settings_file_removed_or_fixed_takes_changes_after_reopening() {
     assert_eq!(e.errno(), libc::EIO);
     d.shutdown().unwrap();
     drop(d);
-    let d = LogDir::open(tmp.path(), small_config()).unwrap();
+    let d =
+        LogDirs::open_dir(tmp.path(), small_config(), Default::default(), SegmentMode::Writable)
+            .unwrap();
     assert!(d.topic_settings_known("t"));
     d.alter_topic_config("t", &[set("segment.ms", "5")]).unwrap();
     assert_eq!(shown(&d, "t", "retention.ms"), ("-1".into(), ConfigSource::TopicOverride));
@@ -302,7 +351,9 @@ fn a_damaged_settings_file_removed_or_fixed_takes_changes_after_reopening() {
     // Removed: the overrides are gone, changes work.
     std::fs::write(&file, good.replace("retention.ms=-1", "retention.ms=x")).unwrap();
     std::fs::remove_file(&file).unwrap();
-    let d = LogDir::open(tmp.path(), small_config()).unwrap();
+    let d =
+        LogDirs::open_dir(tmp.path(), small_config(), Default::default(), SegmentMode::Writable)
+            .unwrap();
     assert!(!d.topic_settings_known("t"));
     d.alter_topic_config("t", &[set("cleanup.policy", "delete"), ConfigChange::MakeKnown]).unwrap();
     assert!(d.topic_settings_known("t"));
@@ -311,7 +362,9 @@ fn a_damaged_settings_file_removed_or_fixed_takes_changes_after_reopening() {
 #[test]
 fn the_settings_file_is_a_plain_file_at_the_root_written_whole() {
     let tmp = tempfile::tempdir().unwrap();
-    let d = LogDir::open(tmp.path(), small_config()).unwrap();
+    let d =
+        LogDirs::open_dir(tmp.path(), small_config(), Default::default(), SegmentMode::Writable)
+            .unwrap();
     d.create_topic("a.b", 2).unwrap();
     d.alter_topic_config("a.b", &[set("cleanup.policy", "delete,compact")]).unwrap();
     let file = tmp.path().join(TOPIC_CONFIG_FILE);
@@ -334,7 +387,13 @@ fn the_settings_file_is_a_plain_file_at_the_root_written_whole() {
 fn broker_settings_layer_with_their_precedence_and_make_a_topic_known() {
     let tmp = tempfile::tempdir().unwrap();
     dir_with_unknown_topic(tmp.path());
-    let d = LogDir::open(tmp.path(), config_with(&[("segment.ms", "4444")])).unwrap();
+    let d = LogDirs::open_dir(
+        tmp.path(),
+        config_with(&[("segment.ms", "4444")]),
+        Default::default(),
+        SegmentMode::Writable,
+    )
+    .unwrap();
     assert!(!d.topic_settings_known("t"));
     let props = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
@@ -375,7 +434,7 @@ fn consumer_offsets_keeps_the_brokers_compacted_settings() {
         "__consumer_offsets".to_string(),
         topicfs::storage::groups::offsets_topic_config(&mount),
     )]);
-    let d = LogDir::open_with(tmp.path(), mount, internal, topicfs::storage::SegmentMode::Writable)
+    let d = LogDirs::open_dir(tmp.path(), mount, internal, topicfs::storage::SegmentMode::Writable)
         .unwrap();
     d.create_topic("__consumer_offsets", 1).unwrap();
     assert_eq!(
@@ -391,7 +450,9 @@ fn consumer_offsets_keeps_the_brokers_compacted_settings() {
 #[test]
 fn a_mount_default_given_at_kafkas_value_still_ranks_above_server_properties() {
     let tmp = tempfile::tempdir().unwrap();
-    let d = LogDir::open(tmp.path(), small_config()).unwrap();
+    let d =
+        LogDirs::open_dir(tmp.path(), small_config(), Default::default(), SegmentMode::Writable)
+            .unwrap();
     d.create_topic("t", 1).unwrap();
     let given = BTreeMap::from([("retention.ms".to_string(), "604800000".to_string())]);
     d.set_mount_defaults(given).unwrap();
@@ -412,7 +473,10 @@ fn a_mount_default_given_at_kafkas_value_still_ranks_above_server_properties() {
 fn a_settings_file_that_is_not_a_regular_file_refuses_a_writable_open() {
     let tmp = tempfile::tempdir().unwrap();
     std::fs::create_dir(tmp.path().join(TOPIC_CONFIG_FILE)).unwrap();
-    let e = LogDir::open(tmp.path(), small_config()).unwrap_err().to_string();
+    let e =
+        LogDirs::open_dir(tmp.path(), small_config(), Default::default(), SegmentMode::Writable)
+            .unwrap_err()
+            .to_string();
     assert!(e.contains(TOPIC_CONFIG_FILE), "{e}");
     assert!(tmp.path().join(TOPIC_CONFIG_FILE).is_dir(), "left as it was");
 }

@@ -15,7 +15,7 @@ use topicfs::format::legacy::{encode_message, encode_wrapper};
 use topicfs::format::{BatchSpec, Compression, NewRecord, Offset, encode_batch};
 use topicfs::source::PartitionSource;
 use topicfs::storage::key_index::KeyIndexStore;
-use topicfs::storage::{LogConfig, LogDir, LogSegment};
+use topicfs::storage::{LogConfig, LogDirs, LogSegment, SegmentMode};
 use topicfs::view::bykey::{KeyStream, KeysReader, latest_record};
 use topicfs::view::spec::Format;
 use topicfs::view::txn::TxnTracker;
@@ -333,7 +333,7 @@ proptest! {
     fn by_key_latest_and_keys_agree_with_a_plain_scan(specs in prop::collection::vec(spec(), 1..40)) {
         let tmp = tempfile::tempdir().unwrap();
         let (seen, markers) = write_log(tmp.path(), &specs);
-        let dir = LogDir::open_read_only(tmp.path(), config()).unwrap();
+        let dir = LogDirs::open_dir(tmp.path(), config(), Default::default(), SegmentMode::ReadOnly).unwrap();
         let log = dir.log("t", 0).unwrap();
         let part: Arc<dyn PartitionSource> = log.clone();
         check(Arc::clone(&part), &committed(&seen, &markers), true);
@@ -345,7 +345,8 @@ proptest! {
 #[test]
 fn a_key_stream_grows_with_appends_and_survives_a_roll() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = LogDir::open(tmp.path(), config()).unwrap();
+    let dir =
+        LogDirs::open_dir(tmp.path(), config(), Default::default(), SegmentMode::Writable).unwrap();
     dir.create_topic("g", 1).unwrap();
     let log = dir.log("g", 0).unwrap();
     let rec = |k: &str, v: &str| NewRecord {
@@ -401,7 +402,8 @@ fn a_key_lookup_finds_no_record_past_the_log_end_offset_it_read() {
         }
     }
     let tmp = tempfile::tempdir().unwrap();
-    let dir = LogDir::open(tmp.path(), config()).unwrap();
+    let dir =
+        LogDirs::open_dir(tmp.path(), config(), Default::default(), SegmentMode::Writable).unwrap();
     dir.create_topic("g", 1).unwrap();
     let log = dir.log("g", 0).unwrap();
     let rec = |v: &str| NewRecord {
@@ -449,7 +451,8 @@ fn sealed_key_indexes_past_the_memory_bound_are_dropped_and_loaded_again() {
         .collect();
     let (seen, _) = write_log(tmp.path(), &specs);
     let store = Arc::new(MemStore::default());
-    let dir = LogDir::open_read_only(tmp.path(), config()).unwrap();
+    let dir =
+        LogDirs::open_dir(tmp.path(), config(), Default::default(), SegmentMode::ReadOnly).unwrap();
     let log = dir.log("t", 0).unwrap();
     log.keys().set_store(Some(store.clone() as Arc<dyn KeyIndexStore>));
     let user1 = |log: &Arc<topicfs::storage::Log>| {
@@ -500,7 +503,9 @@ fn a_damaged_or_stale_stored_index_is_detected_and_rebuilt() {
     let (seen, _) = write_log(tmp.path(), &specs);
     let store = Arc::new(MemStore::default());
     let open = || {
-        let dir = LogDir::open_read_only(tmp.path(), config()).unwrap();
+        let dir =
+            LogDirs::open_dir(tmp.path(), config(), Default::default(), SegmentMode::ReadOnly)
+                .unwrap();
         let log = dir.log("t", 0).unwrap();
         log.keys().set_store(Some(store.clone() as Arc<dyn KeyIndexStore>));
         (dir, log)
@@ -572,14 +577,17 @@ fn a_remount_loads_sealed_key_indexes_from_the_segment_cache() {
         offsets_of_json(&s.read_at(0, 1 << 20).unwrap())
     };
     {
-        let dir = LogDir::open_read_only(tmp.path(), config()).unwrap();
+        let dir =
+            LogDirs::open_dir(tmp.path(), config(), Default::default(), SegmentMode::ReadOnly)
+                .unwrap();
         let log = dir.log("t", 0).unwrap();
         log.set_cache(Arc::clone(&cache));
         assert_eq!(query(&log), expect);
         assert_eq!((log.keys().built_count(), log.keys().loaded_count()), (2, 0));
         dir.shutdown().unwrap();
     }
-    let dir = LogDir::open_read_only(tmp.path(), config()).unwrap();
+    let dir =
+        LogDirs::open_dir(tmp.path(), config(), Default::default(), SegmentMode::ReadOnly).unwrap();
     let log = dir.log("t", 0).unwrap();
     log.set_cache(Arc::clone(&cache));
     assert_eq!(query(&log), expect);

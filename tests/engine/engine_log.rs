@@ -8,15 +8,15 @@ use topicfs::Error;
 use topicfs::format::{NewRecord, Offset, Timestamp, peek_entry};
 use topicfs::source::SegmentFileKind;
 use topicfs::source::{OffsetQuery, TopicSource};
-use topicfs::storage::{Log, LogConfig, LogDir};
+use topicfs::storage::{Log, LogConfig, LogDirs, SegmentMode};
 
 use crate::log_fixture::{read_records, record, small_config};
 
-fn open(dir: &Path, config: &LogConfig) -> LogDir {
-    LogDir::open(dir, config.clone()).unwrap()
+fn open(dir: &Path, config: &LogConfig) -> LogDirs {
+    LogDirs::open_dir(dir, config.clone(), Default::default(), SegmentMode::Writable).unwrap()
 }
 
-fn open_log(dir: &Path, config: &LogConfig) -> (LogDir, Arc<Log>) {
+fn open_log(dir: &Path, config: &LogConfig) -> (LogDirs, Arc<Log>) {
     let d = open(dir, config);
     if d.log("t", 0).is_err() {
         d.create_topic("t", 1).unwrap();
@@ -246,7 +246,7 @@ fn retained_log(
     dir: &Path,
     setting: (&str, &str),
     records: usize,
-) -> (LogConfig, LogDir, Arc<Log>) {
+) -> (LogConfig, LogDirs, Arc<Log>) {
     let mut c = small_config();
     c.set(setting.0, setting.1).unwrap();
     let d = open(dir, &c);
@@ -311,7 +311,7 @@ fn clean_shutdown_reopens_without_recovery_and_removes_the_marker() {
         assert_eq!(std::fs::metadata(active.file_path(".index")).unwrap().len(), entries * 8);
     }
     let (d, log) = open_log(tmp.path(), &c);
-    assert!(d.had_clean_shutdown());
+    assert!(d.dirs()[0].had_clean_shutdown());
     assert!(!tmp.path().join(".kafka_cleanshutdown").exists(), "marker deleted at open");
     assert_eq!(log.recovered_segments(), 0, "no segment re-read after a clean shutdown");
     assert_eq!(log.log_end_offset(), Offset(25));
@@ -337,7 +337,7 @@ fn torn_tail_is_truncated_on_recovery() {
     torn.extend_from_slice(&bytes[..40]);
     std::fs::write(&log_path, &torn).unwrap();
     let (d, log) = open_log(tmp.path(), &c);
-    assert!(!d.had_clean_shutdown());
+    assert!(!d.dirs()[0].had_clean_shutdown());
     assert!(log.recovered_segments() > 0);
     assert_eq!(std::fs::metadata(&log_path).unwrap().len(), good_size);
     assert_eq!(log.log_end_offset(), Offset(5));
@@ -415,7 +415,8 @@ fn batches_are_crc_checked_once_per_open_log_and_a_read_only_logs_active_segment
     };
     // A log opened anew (read-only: no recovery) checks the sealed segment again.
     flip_byte(active.log_path(), 70);
-    let d = LogDir::open_read_only(tmp.path(), c.clone()).unwrap();
+    let d = LogDirs::open_dir(tmp.path(), c.clone(), Default::default(), SegmentMode::ReadOnly)
+        .unwrap();
     let log = d.log("t", 0).unwrap();
     damaged(&log, &sealed);
     // A read-only log's active segment: a batch checked once is served as stored while the
@@ -448,7 +449,7 @@ fn a_read_only_active_segment_remembers_a_bounded_number_of_checked_batches() {
         append_n(&log, n, 1000, 10);
         d.shutdown().unwrap();
     }
-    let d = LogDir::open_read_only(tmp.path(), c).unwrap();
+    let d = LogDirs::open_dir(tmp.path(), c, Default::default(), SegmentMode::ReadOnly).unwrap();
     let log = d.log("t", 0).unwrap();
     let active = log.segment_list().last().unwrap().clone();
     assert_eq!(log.segment_list().len(), 1);
@@ -533,10 +534,13 @@ fn a_corrupt_batch_fails_reads_that_hit_it_and_data_around_it_stays_readable() {
 fn second_open_of_a_locked_dir_fails() {
     let tmp = tempfile::tempdir().unwrap();
     let _d = open(tmp.path(), &small_config());
-    let err = LogDir::open(tmp.path(), small_config()).unwrap_err();
+    let err =
+        LogDirs::open_dir(tmp.path(), small_config(), Default::default(), SegmentMode::Writable)
+            .unwrap_err();
     assert!(matches!(err, Error::Locked(_)), "{err}");
     // Read-only opens take no lock.
-    LogDir::open_read_only(tmp.path(), small_config()).unwrap();
+    LogDirs::open_dir(tmp.path(), small_config(), Default::default(), SegmentMode::ReadOnly)
+        .unwrap();
 }
 
 #[test]
@@ -545,7 +549,9 @@ fn deleting_the_lock_file_by_hand_does_not_let_a_second_writer_in() {
     let d = open(tmp.path(), &small_config());
     std::fs::remove_file(tmp.path().join(".lock")).unwrap();
     // The directory itself is locked too.
-    let err = LogDir::open(tmp.path(), small_config()).unwrap_err();
+    let err =
+        LogDirs::open_dir(tmp.path(), small_config(), Default::default(), SegmentMode::Writable)
+            .unwrap_err();
     assert!(matches!(err, Error::Locked(_)), "{err}");
     d.shutdown().unwrap();
     drop(d);
@@ -561,7 +567,8 @@ fn meta_properties_is_created_as_version_1() {
     let d = open(tmp.path(), &small_config());
     let text = std::fs::read_to_string(tmp.path().join("meta.properties")).unwrap();
     assert!(text.contains("version=1") && text.contains("node.id=0"), "{text}");
-    let id = d.meta_properties().get("cluster.id").unwrap();
+    let dir = &d.dirs()[0];
+    let id = dir.meta_properties().get("cluster.id").unwrap();
     assert_eq!(id.len(), 22);
 }
 
@@ -663,7 +670,8 @@ fn read_only_open_leaves_the_tree_byte_identical() {
     std::fs::remove_file(&first_index).unwrap();
     let before = hash_tree(tmp.path());
 
-    let d = LogDir::open_read_only(tmp.path(), c.clone()).unwrap();
+    let d = LogDirs::open_dir(tmp.path(), c.clone(), Default::default(), SegmentMode::ReadOnly)
+        .unwrap();
     assert!(d.is_read_only());
     let log = d.log("t", 0).unwrap();
     assert_eq!(log.log_end_offset(), Offset(30), "the torn tail is hidden");
@@ -755,7 +763,9 @@ fn read_only_refresh_follows_a_live_writer() {
     c.set("retention.ms", "1000").unwrap();
     let (writer_dir, writer) = open_log(tmp.path(), &c);
     append_n(&writer, 3, 1000, 100);
-    let reader_dir = LogDir::open_read_only(tmp.path(), c.clone()).unwrap();
+    let reader_dir =
+        LogDirs::open_dir(tmp.path(), c.clone(), Default::default(), SegmentMode::ReadOnly)
+            .unwrap();
     let reader = reader_dir.log("t", 0).unwrap();
     assert_eq!(reader.log_end_offset(), Offset(3));
 
@@ -810,7 +820,7 @@ fn per_topic_overrides_apply_to_their_topic_only() {
     let mut tiny = small_config();
     tiny.set("max.message.bytes", "150").unwrap();
     let overrides = std::collections::HashMap::from([("tiny".to_string(), tiny)]);
-    let d = LogDir::open_with(tmp.path(), big, overrides, topicfs::storage::SegmentMode::Writable)
+    let d = LogDirs::open_dir(tmp.path(), big, overrides, topicfs::storage::SegmentMode::Writable)
         .unwrap();
     d.create_topic("tiny", 1).unwrap();
     d.create_topic("big", 1).unwrap();
@@ -872,7 +882,9 @@ fn junk_after_a_clean_shutdown_is_recovered_before_appending() {
 fn read_only_partition_without_segments_is_an_empty_log() {
     let tmp = tempfile::tempdir().unwrap();
     std::fs::create_dir(tmp.path().join("e-0")).unwrap();
-    let d = LogDir::open_read_only(tmp.path(), small_config()).unwrap();
+    let d =
+        LogDirs::open_dir(tmp.path(), small_config(), Default::default(), SegmentMode::ReadOnly)
+            .unwrap();
     let log = d.log("e", 0).unwrap();
     assert_eq!((log.log_start_offset(), log.log_end_offset()), (Offset(0), Offset(0)));
     let cursor = log.seek(Offset(0)).unwrap();
@@ -1062,7 +1074,7 @@ fn a_shutdown_with_many_unsynced_segments_makes_them_durable_at_once_and_checkpo
     drop((log, other, d));
     // A clean reopen: nothing to recover, every record there.
     let d = open(tmp.path(), &small_config());
-    assert!(d.had_clean_shutdown());
+    assert!(d.dirs()[0].had_clean_shutdown());
     assert_eq!(d.log("t", 0).unwrap().log_end_offset(), ends.0);
 }
 
@@ -1089,7 +1101,9 @@ fn a_writable_log_knows_its_bounds_without_io_and_a_read_only_one_asks() {
         assert_eq!(known.last_modified, Some(summary.last_modified));
         assert_eq!((known.rewrites, known.sizing_budget), (0, log.sizing_budget()));
     }
-    let d = LogDir::open_read_only(tmp.path(), small_config()).unwrap();
+    let d =
+        LogDirs::open_dir(tmp.path(), small_config(), Default::default(), SegmentMode::ReadOnly)
+            .unwrap();
     let part: Arc<dyn PartitionSource> = d.log("t", 0).unwrap();
     let known = part.known();
     assert_eq!((known.bounds, known.last_modified), (None, None));

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use topicfs::format::{NewRecord, Offset, Timestamp};
 use topicfs::source::OffsetQuery;
-use topicfs::storage::{Log, LogConfig, LogDir};
+use topicfs::storage::{Log, LogConfig, LogDirs, SegmentMode};
 
 use crate::log_fixture::read_records;
 
@@ -47,8 +47,9 @@ fn config(compression: &str) -> LogConfig {
     c
 }
 
-fn open(dir: &Path, compression: &str) -> (LogDir, Arc<Log>) {
-    let d = LogDir::open(dir, config(compression)).unwrap();
+fn open(dir: &Path, compression: &str) -> (LogDirs, Arc<Log>) {
+    let d = LogDirs::open_dir(dir, config(compression), Default::default(), SegmentMode::Writable)
+        .unwrap();
     if d.log("m", 0).is_err() {
         d.create_topic("m", 1).unwrap();
     }

@@ -16,7 +16,7 @@ use topicfs::source::{
     PartitionSource, PartitionSummary, ReadAnswer, ReadCursor, ReadMode, Records, SegmentFiles,
     SpaceStats, SpanStore, TopicSource,
 };
-use topicfs::storage::{LogConfig, LogDir};
+use topicfs::storage::{LogConfig, LogDirs, SegmentMode};
 use topicfs::view::spec::Format;
 use topicfs::view::stream::SIZED_AT_ONCE;
 
@@ -48,7 +48,15 @@ fn read_whole(fs: &TopicFs, path: &str) -> usize {
 #[test]
 fn a_deferred_stat_becomes_exact_while_another_partition_is_read_without_pause() {
     let dir = tempfile::tempdir().unwrap();
-    let log_dir = Arc::new(LogDir::open(dir.path(), LogConfig::default()).unwrap());
+    let log_dir = Arc::new(
+        LogDirs::open_dir(
+            dir.path(),
+            LogConfig::default(),
+            Default::default(),
+            SegmentMode::Writable,
+        )
+        .unwrap(),
+    );
     log_dir.create_topic("t", 2).unwrap();
     let fs = FsFixture::local(&log_dir).build();
     // About 2 MiB of log in t/0: more than a request sizes itself (1 MiB), so its first stat
@@ -114,7 +122,7 @@ fn a_deferred_stat_becomes_exact_while_another_partition_is_read_without_pause()
 /// ([`Gate`]: stalls while `stall` is set, reporting each stall on `stalled`, until the gate
 /// is opened; [`Watch`]: counts and stalls reads).
 struct Stalling {
-    inner: Arc<LogDir>,
+    inner: Arc<LogDirs>,
     gate: Arc<dyn Hook>,
 }
 
@@ -292,7 +300,15 @@ impl PartitionSource for StallingPartition {
 #[test]
 fn a_stalled_read_of_one_partition_does_not_delay_opens_of_another() {
     let dir = tempfile::tempdir().unwrap();
-    let log_dir = Arc::new(LogDir::open(dir.path(), LogConfig::default()).unwrap());
+    let log_dir = Arc::new(
+        LogDirs::open_dir(
+            dir.path(),
+            LogConfig::default(),
+            Default::default(),
+            SegmentMode::Writable,
+        )
+        .unwrap(),
+    );
     log_dir.create_topic("t", 2).unwrap();
     let gate = Arc::new(Gate {
         stall: AtomicBool::new(false),
@@ -406,7 +422,15 @@ impl Hook for Watch {
 #[test]
 fn a_stat_waits_for_no_more_than_a_batch_of_background_sizing_of_its_index() {
     let dir = tempfile::tempdir().unwrap();
-    let log_dir = Arc::new(LogDir::open(dir.path(), LogConfig::default()).unwrap());
+    let log_dir = Arc::new(
+        LogDirs::open_dir(
+            dir.path(),
+            LogConfig::default(),
+            Default::default(),
+            SegmentMode::Writable,
+        )
+        .unwrap(),
+    );
     log_dir.create_topic("t", 1).unwrap();
     let watch = Arc::new(Watch::default());
     let source =

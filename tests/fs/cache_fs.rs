@@ -15,7 +15,7 @@ use topicfs::fs::inode::ROOT_INO;
 use topicfs::fs::{DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, FsOptions, TopicFs};
 use topicfs::source::TopicSource;
 use topicfs::storage::cache::{CacheSettings, SegmentCache};
-use topicfs::storage::{LogConfig, LogDir};
+use topicfs::storage::{LogConfig, LogDirs, SegmentMode};
 use topicfs::view::txn::Isolation;
 
 const READ: OpenRequest = OpenRequest { read: true, write: false, truncate: false };
@@ -24,7 +24,7 @@ const FORMATS: [&str; 3] = ["", ".json", ".raw"];
 
 struct Mounted {
     fs: Arc<TopicFs>,
-    log_dir: Arc<LogDir>,
+    log_dir: Arc<LogDirs>,
     cache: Arc<SegmentCache>,
 }
 
@@ -47,9 +47,9 @@ fn mount_with(
     config: LogConfig,
 ) -> Mounted {
     let log_dir = Arc::new(if writable {
-        LogDir::open(data, config).unwrap()
+        LogDirs::open_dir(data, config, Default::default(), SegmentMode::Writable).unwrap()
     } else {
-        LogDir::open_read_only(data, config).unwrap()
+        LogDirs::open_dir(data, config, Default::default(), SegmentMode::ReadOnly).unwrap()
     });
     let cache = Arc::new(SegmentCache::open(&CacheSettings {
         dir: cache.map(Path::to_path_buf),
@@ -70,6 +70,9 @@ fn mount_with(
         TopicFs::new(Arc::clone(&log_dir) as Arc<dyn TopicSource>, options)
             .with_isolation(Isolation::ReadCommitted),
     );
+    // As a mount does: the cache's writes run on the mount's one executor (without one they
+    // are written in place, on whichever thread asks, unserialized).
+    log_dir.set_executor(fs.executor().clone());
     Mounted { fs, log_dir, cache }
 }
 
@@ -417,7 +420,7 @@ fn an_append_handle_kept_open_has_what_it_appended_sized_every_64_mib() {
     };
     let idle = |m: &Mounted| {
         assert!(m.fs.executor().wait_idle(std::time::Duration::from_secs(60)));
-        m.log_dir.beside_segments().flush();
+        m.log_dir.dirs()[0].beside_segments().flush();
     };
     // Less than the threshold, handle open: nothing sized yet.
     let mut written = 0u64;
@@ -662,7 +665,7 @@ fn threads() -> usize {
 }
 
 /// A first by-key read that needs every sealed segment's key index built runs the builds on the
-/// mount's one executor (handed to the log engine, `LogDir::set_executor`) and the request's own
+/// mount's one executor (handed to the log engine, `LogDirs::set_executor`) and the request's own
 /// thread: no thread is started, and every sealed segment's index is built.
 #[test]
 fn a_first_by_key_read_builds_on_the_mounts_executor_and_starts_no_thread() {

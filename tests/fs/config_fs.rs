@@ -9,14 +9,14 @@ use topicfs::Error;
 use topicfs::fs::TopicFs;
 use topicfs::fs::attr::OpenRequest;
 use topicfs::settings::topic_config::TOPIC_CONFIG_FILE;
-use topicfs::storage::{LogConfig, LogDir};
+use topicfs::storage::{LogConfig, LogDirs, SegmentMode};
 
 const WRITE: OpenRequest = OpenRequest { read: false, write: true, truncate: false };
 const WRITE_TRUNCATE: OpenRequest = OpenRequest { read: false, write: true, truncate: true };
 
 struct Fixture {
     fs: TopicFs,
-    log_dir: Arc<LogDir>,
+    log_dir: Arc<LogDirs>,
     dir: tempfile::TempDir,
 }
 
@@ -24,7 +24,9 @@ fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let mut mount = LogConfig::default();
     mount.set("segment.bytes", "1048576").unwrap();
-    let log_dir = Arc::new(LogDir::open(dir.path(), mount).unwrap());
+    let log_dir = Arc::new(
+        LogDirs::open_dir(dir.path(), mount, Default::default(), SegmentMode::Writable).unwrap(),
+    );
     log_dir.create_topic("t", 1).unwrap();
     let fs = FsFixture::local(&log_dir).build();
     Fixture { fs, log_dir, dir }
@@ -171,12 +173,16 @@ fn unknown_fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let mut mount = LogConfig::default();
     mount.set("segment.bytes", "1048576").unwrap();
-    let log_dir = LogDir::open(dir.path(), mount.clone()).unwrap();
+    let log_dir =
+        LogDirs::open_dir(dir.path(), mount.clone(), Default::default(), SegmentMode::Writable)
+            .unwrap();
     log_dir.create_topic("t", 1).unwrap();
     log_dir.shutdown().unwrap();
     drop(log_dir);
     std::fs::remove_file(dir.path().join(TOPIC_CONFIG_FILE)).unwrap();
-    let log_dir = Arc::new(LogDir::open(dir.path(), mount).unwrap());
+    let log_dir = Arc::new(
+        LogDirs::open_dir(dir.path(), mount, Default::default(), SegmentMode::Writable).unwrap(),
+    );
     assert!(!log_dir.topic_settings_known("t"));
     let fs = FsFixture::local(&log_dir).build();
     Fixture { fs, log_dir, dir }

@@ -11,20 +11,23 @@ use topicfs::fs::TopicFs;
 use topicfs::fs::attr::{DirEntry, FileKind, OpenRequest, SetAttrRequest};
 use topicfs::fs::inode::ROOT_INO;
 use topicfs::source::TopicSource;
-use topicfs::storage::{LogConfig, LogDir};
+use topicfs::storage::{LogConfig, LogDirs, SegmentMode};
 
 const READ: OpenRequest = OpenRequest { read: true, write: false, truncate: false };
 const WRITE: OpenRequest = OpenRequest { read: false, write: true, truncate: false };
 
 struct Fixture {
     fs: TopicFs,
-    log_dir: Arc<LogDir>,
+    log_dir: Arc<LogDirs>,
     _dir: tempfile::TempDir,
 }
 
 fn fixture_with(config: LogConfig, read_only: bool) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let log_dir = Arc::new(LogDir::open(dir.path(), config.clone()).unwrap());
+    let log_dir = Arc::new(
+        LogDirs::open_dir(dir.path(), config.clone(), Default::default(), SegmentMode::Writable)
+            .unwrap(),
+    );
     log_dir.create_topic("t", 1).unwrap();
     let fs = FsFixture::local(&log_dir)
         .read_only(read_only)
@@ -368,8 +371,14 @@ fn shutdown_appends_pending_lines_and_refuses_later_writes() {
     f.fs.shutdown().unwrap();
     assert_eq!(f.fs.write(fh, b"late\n", None).unwrap_err().errno(), libc::ESTALE);
     drop(f.fs);
-    let reopened = LogDir::open(f._dir.path(), LogConfig::default()).unwrap();
-    assert!(reopened.had_clean_shutdown());
+    let reopened = LogDirs::open_dir(
+        f._dir.path(),
+        LogConfig::default(),
+        Default::default(),
+        SegmentMode::Writable,
+    )
+    .unwrap();
+    assert!(reopened.dirs()[0].had_clean_shutdown());
     let summary = reopened.partition("t", 0).unwrap().summary().unwrap();
     assert_eq!(summary.log_end_offset.0, 1);
 }

@@ -13,7 +13,7 @@ use topicfs::fs::TopicFs;
 use topicfs::fs::attr::OpenRequest;
 use topicfs::source::{CommittedOffset, GroupStore};
 use topicfs::storage::groups::LocalGroupStore;
-use topicfs::storage::{LogConfig, LogDir};
+use topicfs::storage::{LogConfig, LogDirs, SegmentMode};
 use topicfs::view::groups::ResetPolicy;
 
 const READ: OpenRequest = OpenRequest { read: true, write: false, truncate: false };
@@ -60,13 +60,21 @@ impl GroupStore for MemoryGroups {
 
 struct Fixture {
     fs: TopicFs,
-    log_dir: Arc<LogDir>,
+    log_dir: Arc<LogDirs>,
     _dir: tempfile::TempDir,
 }
 
 fn fixture(store: Option<Arc<dyn GroupStore>>) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let log_dir = Arc::new(LogDir::open(dir.path(), LogConfig::default()).unwrap());
+    let log_dir = Arc::new(
+        LogDirs::open_dir(
+            dir.path(),
+            LogConfig::default(),
+            Default::default(),
+            SegmentMode::Writable,
+        )
+        .unwrap(),
+    );
     log_dir.create_topic("t", 2).unwrap();
     for p in 0..2 {
         let records: Vec<NewRecord> = (0..4)

@@ -12,7 +12,7 @@ use topicfs::fs::attr::{DYNAMIC_TTL, FileKind, OpenRequest, STABLE_TTL, SetAttrR
 use topicfs::fs::inode::ROOT_INO;
 use topicfs::fs::{DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, TopicFs};
 use topicfs::source::TopicSource;
-use topicfs::storage::{LogConfig, LogDir};
+use topicfs::storage::{LogConfig, LogDirs, SegmentMode};
 
 const READ: OpenRequest = OpenRequest { read: true, write: false, truncate: false };
 const WRITE: OpenRequest = OpenRequest { read: false, write: true, truncate: false };
@@ -21,7 +21,7 @@ const GID: u32 = 5678;
 
 struct Fixture {
     fs: TopicFs,
-    log_dir: Arc<LogDir>,
+    log_dir: Arc<LogDirs>,
     _dir: tempfile::TempDir,
 }
 
@@ -48,7 +48,10 @@ fn fixture_with_modes(
     dir_mode: u16,
 ) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let log_dir = Arc::new(LogDir::open(dir.path(), config.clone()).unwrap());
+    let log_dir = Arc::new(
+        LogDirs::open_dir(dir.path(), config.clone(), Default::default(), SegmentMode::Writable)
+            .unwrap(),
+    );
     log_dir.create_topic("t", 2).unwrap();
     let fs = FsFixture::local(&log_dir)
         .read_only(read_only)

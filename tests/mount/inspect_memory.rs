@@ -11,7 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use common::{Dirs, MountGuard, sh};
 use topicfs::format::NewRecord;
-use topicfs::storage::{LogConfig, LogDir};
+use topicfs::storage::{LogConfig, LogDirs, SegmentMode};
 
 /// Records per batch (one append each).
 const PER_BATCH: i64 = 1000;
@@ -38,7 +38,8 @@ fn record_line(offset: i64, base_time: i64) -> String {
 fn write_segment(dirs: &Dirs, base_time: i64) {
     let mut config = LogConfig::default();
     config.set("retention.ms", "-1").unwrap();
-    let log_dir = LogDir::open(&dirs.data(), config).unwrap();
+    let log_dir =
+        LogDirs::open_dir(&dirs.data(), config, Default::default(), SegmentMode::Writable).unwrap();
     log_dir.create_topic("big", 1).unwrap();
     let log = log_dir.log("big", 0).unwrap();
     for b in 0..BATCHES {

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::{DEADLINE, Dirs, MountGuard};
 use topicfs::format::NewRecord;
-use topicfs::storage::{LogConfig, LogDir};
+use topicfs::storage::{LogConfig, LogDirs, SegmentMode};
 
 /// Open handles at once.
 const HANDLES: usize = 1000;
@@ -55,7 +55,8 @@ fn lines(from: u64, to: u64) -> Vec<u8> {
 fn write_partition(dirs: &Dirs, records: u64) {
     let mut config = LogConfig::default();
     config.set("retention.ms", "-1").unwrap();
-    let log_dir = LogDir::open(&dirs.data(), config).unwrap();
+    let log_dir =
+        LogDirs::open_dir(&dirs.data(), config, Default::default(), SegmentMode::Writable).unwrap();
     log_dir.create_topic("t", 1).unwrap();
     let log = log_dir.log("t", 0).unwrap();
     let mut o = 0;

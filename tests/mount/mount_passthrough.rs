@@ -16,7 +16,7 @@ use topicfs::format::{NO_TIMESTAMP, NewRecord, Offset};
 use topicfs::fs::TopicFs;
 use topicfs::fs::attr::OpenRequest;
 use topicfs::source::{SegmentFileKind, SegmentFiles};
-use topicfs::storage::{Log, LogConfig, LogDir, SegmentMode};
+use topicfs::storage::{Log, LogConfig, LogDirs, SegmentMode};
 
 const READ: OpenRequest = OpenRequest { read: true, write: false, truncate: false };
 
@@ -94,7 +94,7 @@ fn without_passthrough_sealed_segment_files_are_cached_and_the_active_ones_are_n
 /// read through a held handle shows exactly the entries written so far.
 fn sealed_and_active_files_of_a_live_writer(dirs: Dirs, args: &[&str], passthrough: bool) {
     let writer = Arc::new(
-        LogDir::open_with(
+        LogDirs::open_dir(
             &dirs.data(),
             LogConfig::default(),
             Default::default(),
@@ -181,7 +181,7 @@ fn sealed_and_active_files_of_a_live_writer(dirs: Dirs, args: &[&str], passthrou
     writer.shutdown().unwrap();
 }
 
-fn fs_over(log_dir: &Arc<LogDir>) -> TopicFs {
+fn fs_over(log_dir: &Arc<LogDirs>) -> TopicFs {
     FsFixture::local(log_dir).read_only(true).build()
 }
 
@@ -193,7 +193,13 @@ fn ino(fs: &TopicFs, path: &str) -> u64 {
 fn only_sealed_files_whose_disk_bytes_are_what_reads_show_name_a_backing_file() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let log_dir = LogDir::open(dir.path(), LogConfig::default()).unwrap();
+        let log_dir = LogDirs::open_dir(
+            dir.path(),
+            LogConfig::default(),
+            Default::default(),
+            SegmentMode::Writable,
+        )
+        .unwrap();
         log_dir.create_topic("t", 1).unwrap();
         let log = log_dir.log("t", 0).unwrap();
         append_batches(&log, 10);
@@ -206,7 +212,15 @@ fn only_sealed_files_whose_disk_bytes_are_what_reads_show_name_a_backing_file() 
     let trimmed = fs::read(&index).unwrap();
     fs::OpenOptions::new().append(true).open(&index).unwrap().write_all(&[0; 64]).unwrap();
 
-    let log_dir = Arc::new(LogDir::open_read_only(dir.path(), LogConfig::default()).unwrap());
+    let log_dir = Arc::new(
+        LogDirs::open_dir(
+            dir.path(),
+            LogConfig::default(),
+            Default::default(),
+            SegmentMode::ReadOnly,
+        )
+        .unwrap(),
+    );
     let fs = fs_over(&log_dir);
     let log = log_dir.log("t", 0).unwrap();
     let active_base = log.segments().unwrap().last().unwrap().base_offset;

@@ -1,6 +1,6 @@
 //! Damaged data and power cuts, through the storage engine's public API.
 //!
-//! A data dir is written by the engine ([`LogDir`]), copied, and the copy damaged with a seeded
+//! A data dir is written by the engine ([`LogDirs`]), copied, and the copy damaged with a seeded
 //! RNG: bits flipped and files truncated (`.log`, `.index`, `.timeindex`, checkpoints,
 //! `meta.properties`, `partition.metadata`). The copy is then opened (with or without the
 //! clean-shutdown marker, writable or read-only) and read completely through
@@ -26,7 +26,7 @@ use std::time::Duration;
 use topicfs::Error;
 use topicfs::format::{NewRecord, Offset, decode_batch, peek_entry};
 use topicfs::source::{PartitionSource, TopicSource};
-use topicfs::storage::{LogConfig, LogDir, SegmentMode};
+use topicfs::storage::{LogConfig, LogDirs, SegmentMode};
 
 /// A case that takes longer than this is a hang (the whole engine work per case is a few
 /// milliseconds).
@@ -77,7 +77,7 @@ type Written = BTreeMap<(String, u32), Vec<Vec<u8>>>;
 /// Writes two topics (`plain` uncompressed, `zipped` gzip) of two partitions each, in batches
 /// of 1 to 12 records over several segments, and shuts down cleanly.
 fn write_data_dir(dir: &Path) -> Written {
-    let log_dir = LogDir::open_with(dir, config(), topic_configs(), SegmentMode::Writable).unwrap();
+    let log_dir = LogDirs::open_dir(dir, config(), topic_configs(), SegmentMode::Writable).unwrap();
     let mut written = Written::new();
     let mut rng = Rng(7);
     for topic in ["plain", "zipped"] {
@@ -222,7 +222,7 @@ struct ReadResult {
 /// Reads every partition of `dir` from its log start offset to its log end offset; on an error
 /// continues at the next segment. Returns the open error if the dir cannot be opened.
 fn read_everything(dir: &Path, mode: SegmentMode) -> Result<ReadResult, Error> {
-    let log_dir = LogDir::open_with(dir, config(), topic_configs(), mode)?;
+    let log_dir = LogDirs::open_dir(dir, config(), topic_configs(), mode)?;
     let mut result = ReadResult::default();
     for topic in log_dir.topics()? {
         for partition in log_dir.partitions(&topic)? {
@@ -557,7 +557,7 @@ fn torn_batch_in_a_sealed_segment_is_reported() {
         .unwrap();
 
     let log_dir =
-        LogDir::open_with(&dir, config(), topic_configs(), SegmentMode::Writable).unwrap();
+        LogDirs::open_dir(&dir, config(), topic_configs(), SegmentMode::Writable).unwrap();
     let part = log_dir.partition("plain", 0).unwrap();
     let log_end = part.summary().unwrap().log_end_offset;
     let (served, stop) = read_until_stop(&*part, Offset(0));
@@ -583,7 +583,7 @@ fn power_cut_past_the_last_sync_keeps_a_valid_prefix_with_everything_synced() {
     let work = tempfile::tempdir().unwrap();
     let live = work.path().join("live");
     let log_dir =
-        LogDir::open_with(&live, config(), topic_configs(), SegmentMode::Writable).unwrap();
+        LogDirs::open_dir(&live, config(), topic_configs(), SegmentMode::Writable).unwrap();
     log_dir.create_topic("plain", 1).unwrap();
     log_dir.create_topic("zipped", 1).unwrap();
     let mut rng = Rng(42);
@@ -648,7 +648,7 @@ fn power_cut_past_the_last_sync_keeps_a_valid_prefix_with_everything_synced() {
                 let c = case.clone();
                 let topic_name = topic.to_string();
                 let (served, stop, end) = with_deadline(label.clone(), move || {
-                    let d = LogDir::open_with(&c, config(), topic_configs(), SegmentMode::Writable)
+                    let d = LogDirs::open_dir(&c, config(), topic_configs(), SegmentMode::Writable)
                         .unwrap();
                     let p = d.partition(&topic_name, 0).unwrap();
                     let end = p.summary().unwrap().log_end_offset;

@@ -288,8 +288,10 @@ fn a_full_disk_fails_appends_with_enospc_corrupts_nothing_and_appends_resume() {
 /// Sealed (values 0..3) and active (3..6) segments of each of `topics` (partition 0).
 fn two_segment_partitions(data: &Path, topics: &[&str]) {
     use topicfs::format::{NO_TIMESTAMP, NewRecord};
-    use topicfs::storage::{LogConfig, LogDir};
-    let log_dir = LogDir::open(data, LogConfig::default()).unwrap();
+    use topicfs::storage::{LogConfig, LogDirs, SegmentMode};
+    let log_dir =
+        LogDirs::open_dir(data, LogConfig::default(), Default::default(), SegmentMode::Writable)
+            .unwrap();
     for topic in topics {
         log_dir.create_topic(topic, 1).unwrap();
         let log = log_dir.log(topic, 0).unwrap();

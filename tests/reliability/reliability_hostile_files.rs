@@ -19,7 +19,7 @@ use topicfs::fs::TopicFs;
 use topicfs::fs::attr::{DirEntry, OpenRequest};
 
 use crate::common::fs_fixture::{FsFixture, ino, read_to_end};
-use topicfs::storage::{LogConfig, LogDir, SegmentMode};
+use topicfs::storage::{LogConfig, LogDirs, SegmentMode};
 
 const READ: OpenRequest = OpenRequest { read: true, write: false, truncate: false };
 const WRITE: OpenRequest = OpenRequest { read: false, write: true, truncate: false };
@@ -109,7 +109,9 @@ fn values(range: std::ops::Range<usize>) -> String {
 }
 
 fn template(dir: &Path) {
-    let log_dir = LogDir::open(dir, LogConfig::default()).unwrap();
+    let log_dir =
+        LogDirs::open_dir(dir, LogConfig::default(), Default::default(), SegmentMode::Writable)
+            .unwrap();
     for topic in ["good", "bad"] {
         log_dir.create_topic(topic, 1).unwrap();
         let log = log_dir.log(topic, 0).unwrap();
@@ -239,7 +241,7 @@ fn run_case(template: &Path, target: &Target, hostile: Hostile, mode: SegmentMod
     hostile.plant(&path, &tmp.path().join("kept"));
     let case = format!("{hostile:?} as {} ({mode:?})", target.path);
 
-    let opened = LogDir::open_with(&data, LogConfig::default(), Default::default(), mode);
+    let opened = LogDirs::open_dir(&data, LogConfig::default(), Default::default(), mode);
     let writable = mode == SegmentMode::Writable;
     let log_dir = match opened {
         Ok(d) => Arc::new(d),
@@ -354,7 +356,7 @@ fn with_deadline(name: &str, f: impl FnOnce() + Send + 'static) {
 }
 
 fn fs_over(data: &Path, mode: SegmentMode) -> Result<TopicFs, Error> {
-    let log_dir = LogDir::open_with(data, LogConfig::default(), Default::default(), mode)?;
+    let log_dir = LogDirs::open_dir(data, LogConfig::default(), Default::default(), mode)?;
     Ok(FsFixture::local(&Arc::new(log_dir)).read_only(mode == SegmentMode::ReadOnly).build())
 }
 

@@ -11,7 +11,8 @@ use topicfs::source::{
     PartitionSource, PartitionSummary, ReadAnswer, ReadCursor, ReadMode, Records, SegmentFiles,
     SpaceStats, SpanStore, TopicSource,
 };
-use topicfs::storage::{LogConfig, LogDir};
+use topicfs::storage::log_dirs::LogDirs;
+use topicfs::storage::{LogConfig, SegmentMode};
 use topicfs::view::spec::StreamSpec;
 use topicfs::view::stream::StreamRegistry;
 use topicfs::view::topic::{TopicStream, TopicViews, parse_topic_by_time};
@@ -75,13 +76,13 @@ impl PartitionSource for CountedPartition {
 
 /// `inner` whose partitions are [`CountedPartition`]s sharing one count.
 struct Counted {
-    inner: Arc<LogDir>,
+    inner: Arc<LogDirs>,
     scans: Arc<AtomicUsize>,
 }
 
 impl TopicSource for Counted {
     fn topics(&self) -> Result<Vec<String>> {
-        self.inner.topics()
+        TopicSource::topics(self.inner.as_ref())
     }
     fn partitions(&self, topic: &str) -> Result<Vec<u32>> {
         TopicSource::partitions(self.inner.as_ref(), topic)
@@ -148,7 +149,15 @@ fn full_read(s: &TopicStream) -> Vec<u8> {
 #[test]
 fn a_partition_read_directly_and_through_a_topic_stream_is_scanned_once() {
     let dir = tempfile::tempdir().unwrap();
-    let logs = Arc::new(LogDir::open(dir.path(), LogConfig::default()).unwrap());
+    let logs = Arc::new(
+        LogDirs::open_dir(
+            dir.path(),
+            LogConfig::default(),
+            Default::default(),
+            SegmentMode::Writable,
+        )
+        .unwrap(),
+    );
     logs.create_topic("t", 1).unwrap();
     // Enough batches that one scan takes many reads.
     let value = |i: i64| format!("{i:0>1000}");

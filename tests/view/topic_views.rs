@@ -8,7 +8,7 @@ use topicfs::error::Error;
 use topicfs::format::{NewRecord, Offset, decode_batch};
 use topicfs::partitioner::partition_for_key;
 use topicfs::source::{PartitionSource, TopicSource};
-use topicfs::storage::{LogConfig, LogDir};
+use topicfs::storage::{LogConfig, LogDirs, SegmentMode};
 use topicfs::view::Renderer;
 use topicfs::view::spec::{Format, TimePoint};
 use topicfs::view::topic::{
@@ -16,12 +16,12 @@ use topicfs::view::topic::{
 };
 use topicfs::view::txn::Isolation;
 
-fn log_dir(dir: &std::path::Path) -> Arc<LogDir> {
+fn log_dir(dir: &std::path::Path) -> Arc<LogDirs> {
     let mut config = LogConfig::default();
     config.set("segment.bytes", "4096").unwrap();
     config.set("index.interval.bytes", "512").unwrap();
     config.set("retention.ms", "-1").unwrap();
-    Arc::new(LogDir::open(dir, config).unwrap())
+    Arc::new(LogDirs::open_dir(dir, config, Default::default(), SegmentMode::Writable).unwrap())
 }
 
 fn rec(ts: i64, key: Option<&str>, value: &str) -> NewRecord {
@@ -98,7 +98,7 @@ fn model_merge(mut queues: Vec<Vec<(i64, Vec<u8>)>>) -> Vec<u8> {
 
 /// The Kafka 0.9 trap: partition 0 holds only old records, partition 1 only records newer than
 /// the time asked, partition 2 nothing at all.
-fn trap_topic(logs: &LogDir) {
+fn trap_topic(logs: &LogDirs) {
     logs.create_topic("orders", 3).unwrap();
     let p0 = logs.partition("orders", 0).unwrap();
     for i in 0..100 {
@@ -156,7 +156,7 @@ fn merged_stream_skips_partitions_with_nothing_that_new() {
 
 /// Three partitions whose timestamps interleave, tie and (in partition 2) go backwards, over
 /// many segments and more than one checkpoint interval of rendered bytes.
-fn interleaved_topic(logs: &LogDir) {
+fn interleaved_topic(logs: &LogDirs) {
     logs.create_topic("events", 3).unwrap();
     for p in 0..3u32 {
         let part = logs.partition("events", p).unwrap();
@@ -425,7 +425,7 @@ fn write_partition(dir: &std::path::Path, topic: &str, partition: u32, batches: 
 /// Topic `t` written by a broker: partition 0 holds a committed transaction (producer 7) and an
 /// aborted one (producer 8) between plain records; partition 1 holds a plain record, then an
 /// open transaction of producer 9 (its last stable offset is 1) and a plain record after it.
-fn transactional_topic(dir: &std::path::Path) -> Arc<LogDir> {
+fn transactional_topic(dir: &std::path::Path) -> Arc<LogDirs> {
     write_partition(
         dir,
         "t",
@@ -449,7 +449,10 @@ fn transactional_topic(dir: &std::path::Path) -> Arc<LogDir> {
             stored(2, None, 160, &["p1-late"]),
         ],
     );
-    Arc::new(LogDir::open_read_only(dir, LogConfig::default()).unwrap())
+    Arc::new(
+        LogDirs::open_dir(dir, LogConfig::default(), Default::default(), SegmentMode::ReadOnly)
+            .unwrap(),
+    )
 }
 
 #[test]
@@ -514,7 +517,7 @@ fn read_uncommitted_topic_stream_shows_every_record_up_to_the_log_end() {
 /// A source that records every [`TopicSource::prefetch`] it is asked and fails it (a hint
 /// that failed must change nothing), delegating everything else.
 struct RecordingPrefetch {
-    inner: Arc<LogDir>,
+    inner: Arc<LogDirs>,
     asked: std::sync::Mutex<Vec<Vec<(u32, topicfs::source::ReadCursor)>>>,
 }
 

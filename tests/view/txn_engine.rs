@@ -14,7 +14,7 @@ use topicfs::source::{
     AppendInfo, Committed, KeyIndex, Known, OffsetQuery, PartitionSource, PartitionSummary,
     ReadAnswer, ReadCursor, ReadMode, Records, SegmentFiles,
 };
-use topicfs::storage::log_dir::LogDir;
+use topicfs::storage::{LogDirs, SegmentMode};
 use topicfs::view::txn::{TxnSnapshot, TxnTracker};
 
 fn data(base: i64, pid: i64, transactional: bool) -> Vec<u8> {
@@ -95,7 +95,9 @@ fn stored_log(dir: &std::path::Path, segments: &[StoredSegment]) -> Arc<dyn Part
     let last = segments.last().map_or(0, |s| s.0);
     std::fs::write(dir.join("recovery-point-offset-checkpoint"), format!("0\n1\nt 0 {last}\n"))
         .unwrap();
-    let logs = LogDir::open_read_only(dir, LogConfig::default()).unwrap();
+    let logs =
+        LogDirs::open_dir(dir, LogConfig::default(), Default::default(), SegmentMode::ReadOnly)
+            .unwrap();
     logs.log("t", 0).unwrap()
 }
 

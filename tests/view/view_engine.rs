@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use topicfs::format::{NewRecord, decode_batch};
 use topicfs::source::{PartitionSource, TopicSource};
-use topicfs::storage::{LogConfig, LogDir};
+use topicfs::storage::{LogConfig, LogDirs, SegmentMode};
 use topicfs::view::Renderer;
 use topicfs::view::spec::{Format, StreamSpec};
 use topicfs::view::stream::{Stream, StreamRegistry};
@@ -65,7 +65,8 @@ fn streams_over_engine_segments_have_exact_sizes_and_grow() {
     config.set("segment.bytes", "2048").unwrap();
     config.set("index.interval.bytes", "256").unwrap();
     config.set("retention.ms", "-1").unwrap();
-    let logs = LogDir::open(dir.path(), config).unwrap();
+    let logs =
+        LogDirs::open_dir(dir.path(), config, Default::default(), SegmentMode::Writable).unwrap();
     logs.create_topic("events", 1).unwrap();
     let part = logs.partition("events", 0).unwrap();
     let append = |from: i64, to: i64| {

@@ -38,7 +38,7 @@ use topicfs_source::sync::lock;
 use topicfs_source::{CommittedOffset, GroupStore};
 
 use super::log::Log;
-use super::log_dir::LogDir;
+use super::log_dirs::LogDirs;
 use super::segment::now_ms;
 use topicfs_settings::config::LogConfig;
 
@@ -77,62 +77,11 @@ struct PartitionState {
 /// A record of an open transaction: offset, key, value.
 type PendingRecord = (Offset, Option<Vec<u8>>, Option<Vec<u8>>);
 
-/// Where [`LocalGroupStore`] finds `__consumer_offsets`: one [`LogDir`], or a broker's several
-/// ([`crate::log_dirs::LogDirs`]: its partitions may sit in any of them).
-pub trait OffsetsLogs: Send + Sync + std::fmt::Debug {
-    /// Partition numbers of `topic`, sorted; `NotFound` for an unknown topic.
-    fn partition_numbers(&self, topic: &str) -> Result<Vec<u32>>;
-    /// One partition's log.
-    fn log(&self, topic: &str, partition: u32) -> Result<Arc<Log>>;
-    /// Whether creations and appends are refused.
-    fn is_read_only(&self) -> bool;
-    /// Creates `topic` with partitions `0..partitions`.
-    fn create_topic(&self, topic: &str, partitions: u32) -> Result<()>;
-    /// Looks at an error met on a log handed out by [`OffsetsLogs::log`]: the dir it names may
-    /// have failed ([`crate::log_dirs::health`]).
-    fn observe(&self, err: &Error);
-}
-
-impl OffsetsLogs for LogDir {
-    fn partition_numbers(&self, topic: &str) -> Result<Vec<u32>> {
-        LogDir::partition_numbers(self, topic)
-    }
-    fn log(&self, topic: &str, partition: u32) -> Result<Arc<Log>> {
-        LogDir::log(self, topic, partition)
-    }
-    fn is_read_only(&self) -> bool {
-        LogDir::is_read_only(self)
-    }
-    fn create_topic(&self, topic: &str, partitions: u32) -> Result<()> {
-        LogDir::create_topic(self, topic, partitions)
-    }
-    /// Nothing: a dir on its own has no health to keep (its errors are the mount's).
-    fn observe(&self, _err: &Error) {}
-}
-
-impl OffsetsLogs for crate::log_dirs::LogDirs {
-    fn partition_numbers(&self, topic: &str) -> Result<Vec<u32>> {
-        crate::log_dirs::LogDirs::partition_numbers(self, topic)
-    }
-    fn log(&self, topic: &str, partition: u32) -> Result<Arc<Log>> {
-        crate::log_dirs::LogDirs::log(self, topic, partition)
-    }
-    fn is_read_only(&self) -> bool {
-        crate::log_dirs::LogDirs::is_read_only(self)
-    }
-    fn create_topic(&self, topic: &str, partitions: u32) -> Result<()> {
-        crate::log_dirs::LogDirs::create_topic(self, topic, partitions)
-    }
-    fn observe(&self, err: &Error) {
-        crate::log_dirs::LogDirs::observe(self, err)
-    }
-}
-
-/// [`GroupStore`] over the `__consumer_offsets` topic of a [`LogDir`] (or several); see the
-/// module doc.
+/// [`GroupStore`] over the `__consumer_offsets` topic of a broker's log dirs (its partitions
+/// may sit in any of them); see the module doc.
 #[derive(Debug)]
 pub struct LocalGroupStore {
-    dir: Arc<dyn OffsetsLogs>,
+    dir: Arc<LogDirs>,
     /// By partition of `__consumer_offsets`.
     state: Mutex<HashMap<u32, PartitionState>>,
     /// Serializes commits (and the creation of the topic by the first one).
@@ -140,9 +89,8 @@ pub struct LocalGroupStore {
 }
 
 impl LocalGroupStore {
-    /// Groups of the data dir `dir`.
-    pub fn new<D: OffsetsLogs + 'static>(dir: Arc<D>) -> LocalGroupStore {
-        let dir: Arc<dyn OffsetsLogs> = dir;
+    /// Groups of the log dirs `dir`.
+    pub fn new(dir: Arc<LogDirs>) -> LocalGroupStore {
         LocalGroupStore { dir, state: Mutex::new(HashMap::new()), commit_lock: Mutex::new(()) }
     }
 
@@ -166,7 +114,8 @@ impl LocalGroupStore {
         Ok(f(state))
     }
 
-    /// `result`, its error looked at by the logs' dirs ([`OffsetsLogs::observe`]).
+    /// `result`, its error looked at by the logs' dirs ([`LogDirs::observe`]: the dir it
+    /// names may have failed).
     fn watched<T>(&self, result: Result<T>) -> Result<T> {
         if let Err(e) = &result {
             self.dir.observe(e);
@@ -439,14 +388,14 @@ impl GroupStore for LocalGroupStore {
 mod tests {
     use super::*;
 
-    fn store(dir: &std::path::Path) -> (Arc<LogDir>, LocalGroupStore) {
+    fn store(dir: &std::path::Path) -> (Arc<LogDirs>, LocalGroupStore) {
         let mut configs = HashMap::new();
         configs.insert(
             CONSUMER_OFFSETS_TOPIC.to_string(),
             offsets_topic_config(&LogConfig::default()),
         );
         let dir = Arc::new(
-            LogDir::open_with(
+            LogDirs::open_dir(
                 dir,
                 LogConfig::default(),
                 configs,
@@ -516,7 +465,10 @@ mod tests {
             groups.commit("g", "t", &[(0, Offset(1))]).unwrap();
             dir.shutdown().unwrap();
         }
-        let dir = Arc::new(LogDir::open_read_only(tmp.path(), LogConfig::default()).unwrap());
+        let mode = super::super::SegmentMode::ReadOnly;
+        let dir = Arc::new(
+            LogDirs::open_dir(tmp.path(), LogConfig::default(), HashMap::new(), mode).unwrap(),
+        );
         let groups = LocalGroupStore::new(dir);
         assert_eq!(groups.committed("g", "t").unwrap()[&0].offset, Offset(1));
         assert!(matches!(groups.commit("g", "t", &[(0, Offset(2))]), Err(Error::ReadOnly)));

@@ -1,11 +1,14 @@
 //! The log engine: a Kafka log directory, read and written byte-compatibly with a broker.
 //!
-//! - [`log_dirs::LogDirs`]: a broker's log dirs (one or several, `log.dirs`) as one set of
-//!   topics: the [`topicfs_source::TopicSource`] a mount runs; identity, placement of new
-//!   partitions, a dir going offline on a disk error ([`log_dirs::health`]).
-//! - [`log_dir::LogDir`]: one data dir (`meta.properties` ([`meta_properties`]), `.lock`,
-//!   checkpoints, clean-shutdown marker, one directory per partition); also implements
-//!   [`topicfs_source::TopicSource`] on its own.
+//! - [`log_dirs::LogDirs`]: a broker's log dirs (`log.dirs`; one data dir is a set of one) as
+//!   one set of topics, the one local [`topicfs_source::TopicSource`] (what a mount of data dirs
+//!   runs): partitions placed across the dirs, the topics' settings (one owner for all dirs),
+//!   the mount's sizing budget, segment cache and executor, and each dir's health (an offline
+//!   dir's partitions answer `EIO` through [`log_dirs::health::DirPartition`], the only way a
+//!   partition is handed out).
+//! - [`log_dir::LogDir`]: one member data dir (`meta.properties`, `.lock`, checkpoints,
+//!   clean-shutdown marker, one directory per partition) and its partition registry; opened
+//!   only by [`log_dirs::LogDirs`].
 //! - [`log::Log`]: one partition (Kafka's `UnifiedLog`/`LocalLog`): segments by base offset,
 //!   log start/end offsets, append with roll, reads, ListOffsets, retention; implements
 //!   [`topicfs_source::PartitionSource`].
@@ -29,8 +32,11 @@
 //!   log), re-read cheaply as it grows, into the settings image of `topicfs_settings` (which
 //!   owns every setting's names, rules and precedence; its [`LogConfig`] and friends are
 //!   re-exported here because this crate's API takes them).
-//! - `source_impl`: [`topicfs_source::TopicSource`] for [`log_dir::LogDir`] and
-//!   [`topicfs_source::PartitionSource`] with its capabilities for [`log::Log`].
+//! - `source_impl`: [`topicfs_source::PartitionSource`] and [`topicfs_source::SegmentFiles`]
+//!   for [`log::Log`].
+//! - [`groups`]: consumer groups' committed offsets in `__consumer_offsets`
+//!   ([`topicfs_source::GroupStore`]).
+//! - [`key_index`]: the per-segment key indexes behind `by-key/` and `latest/`.
 //! - `log::cleaning`: the rewrite hooks the log cleaner (crate `topicfs-cleaner`, Kafka's
 //!   `LogCleaner`) uses to swap its output in.
 //! - `swap`: the log cleaner's `.cleaned`/`.swap`/`.deleted` files as Kafka's loader would
@@ -90,6 +96,7 @@ pub mod time_index;
 pub use log::LOCAL_SIZING_BUDGET;
 pub use log::Log;
 pub use log_dir::LogDir;
+pub use log_dirs::LogDirs;
 pub use segment::{LogSegment, SegmentMode};
 pub use topicfs_settings::{
     BrokerSettings, CleanupPolicy, CompressionType, LogConfig, MessageTimestampType,

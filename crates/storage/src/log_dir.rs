@@ -12,17 +12,20 @@
 //! <dir>/<topic>-<partition>/              one partition log each
 //! ```
 //!
-//! **Writable mode** ([`LogDir::open`]) locks the dir, deletes the clean-shutdown marker as soon
-//! as it is seen (so a crash while loading counts as unclean, KAFKA-10471), recovers every
-//! partition from its recovery point after an unclean stop, and writes checkpoints (temporary
-//! file, fsync, rename) after loading, after retention and at shutdown, which also writes the
-//! marker again.
+//! A dir is opened as a member of a [`crate::log_dirs::LogDirs`] (one dir is a set of one), which
+//! is the mount's [`topicfs_source::TopicSource`]; a [`LogDir`] is one member's job: its files,
+//! its lock, `meta.properties`, its checkpoints and its partition registry.
 //!
-//! **Read-only mode** ([`LogDir::open_read_only`]) changes nothing under the dir: no lock, no
-//! marker removal, no checkpoint; damaged or missing indexes are rebuilt in memory and torn
-//! tails are only hidden. A broker may be running on the dir meanwhile: the partition list is
-//! read again at most every [`RESCAN_INTERVAL_MS`] when topics or partitions are looked up, so
-//! partitions the broker creates appear and partitions it deletes (renamed `-delete`) disappear.
+//! **Writable mode** locks the dir, deletes the clean-shutdown marker as soon as it is seen (so
+//! a crash while loading counts as unclean, KAFKA-10471), recovers every partition from its
+//! recovery point after an unclean stop, and writes checkpoints (temporary file, fsync, rename)
+//! after loading, after retention and at shutdown, which also writes the marker again.
+//!
+//! **Read-only mode** changes nothing under the dir: no lock, no marker removal, no checkpoint;
+//! damaged or missing indexes are rebuilt in memory and torn tails are only hidden. A broker may
+//! be running on the dir meanwhile: the partition list is read again at most every
+//! [`RESCAN_INTERVAL_MS`] when topics or partitions are looked up, so partitions the broker
+//! creates appear and partitions it deletes (renamed `-delete`) disappear.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{File, OpenOptions};
@@ -36,9 +39,7 @@ use nix::fcntl::{FcntlArg, Flock, FlockArg, fcntl};
 
 use topicfs_format::Offset;
 use topicfs_format::checkpoint::{format_offset_checkpoint, format_uuid, parse_offset_checkpoint};
-use topicfs_format::file_name::{
-    has_collision, parse_partition_dir, parse_special_dir, partition_dir_name, validate_topic_name,
-};
+use topicfs_format::file_name::{parse_partition_dir, parse_special_dir, partition_dir_name};
 use topicfs_format::log_dir_layout::{self, EntryKind, Layout, RootEntry};
 use topicfs_format::properties::{format_properties, parse_properties};
 use topicfs_source::error::{Error, FileType, Result};
@@ -54,24 +55,26 @@ use topicfs_settings::topic_config::{
     Resolved, TOPIC_CONFIG_FILE, TopicSettings, differing_settings, format_topic_config_file,
     parse_topic_config_file,
 };
-use topicfs_source::{ConfigChange, ConfigEntry};
+use topicfs_source::ConfigChange;
 
 mod checkpoints;
 mod classify;
 mod create;
-pub(crate) use create::check_new_topic;
 mod lock;
 mod metadata;
 mod scan;
 mod settings;
+mod setup;
 mod shared;
 
 use checkpoints::read_checkpoint;
 pub use classify::classify_data_dir;
 use lock::{DirLock, take_lock};
 use metadata::{broker_settings, open_cluster_metadata};
+pub(crate) use setup::LogSetup;
+pub use shared::SharedSettings;
 use shared::excluded_entries;
-pub use shared::{HeldLock, Member, SharedSettings};
+pub(crate) use shared::{HeldLock, Member};
 
 pub use crate::meta_properties::META_PROPERTIES;
 /// Unsynced segments (all partitions) from which a clean shutdown makes them durable with one
@@ -102,7 +105,7 @@ pub struct LogDir {
     path: PathBuf,
     mode: SegmentMode,
     /// The topics' settings: the broker's, shared with the other log dirs of its `log.dirs`
-    /// ([`SharedSettings`]); this dir's own when opened alone.
+    /// ([`SharedSettings`]).
     shared: Arc<SharedSettings>,
     /// The [`SharedSettings::generation`] this dir's partitions were last given their settings
     /// at; behind it, the next [`LogDir::logs`] or [`LogDir::log`] gives them again.
@@ -128,51 +131,27 @@ pub struct LogDir {
     last_rescan_ms: AtomicI64,
     /// Read-only mode: partitions whose last load failed (logged at error level once).
     failed: Mutex<BTreeSet<(String, u32)>>,
-    /// Every partition's sizing budget ([`LogDir::set_sizing_budget`]).
-    sizing_budget: AtomicU64,
-    /// The segment cache every partition keeps its sealed segments' summaries in
-    /// ([`LogDir::set_cache`]; disabled until set).
-    cache: RwLock<Arc<SegmentCache>>,
+    /// What every partition is given when loaded or created, shared by the broker's dirs
+    /// ([`LogSetup`]).
+    setup: Arc<LogSetup>,
     /// The entries kept beside the segments ([`SegmentCache::beside_segments`]): stored by a
     /// writable mount, loaded by any.
     beside: Arc<SegmentCache>,
-    /// The mount's executor: key-index builds run on it
-    /// ([`LogDir::set_executor`]; until set, on the calling thread).
-    executor: RwLock<Option<topicfs_executor::Executor>>,
 }
 
 impl LogDir {
-    /// Opens (creating if needed) a data dir for reading and writing: takes the `.lock`,
-    /// creates `meta.properties` if missing, loads and recovers every partition.
-    /// `Error::Locked` if a broker or another process holds the dir.
-    pub fn open(path: &Path, config: LogConfig) -> Result<LogDir> {
-        LogDir::open_with(path, config, HashMap::new(), SegmentMode::Writable)
-    }
-
-    /// Opens a data dir without changing anything in it (a broker may be using it).
-    pub fn open_read_only(path: &Path, config: LogConfig) -> Result<LogDir> {
-        LogDir::open_with(path, config, HashMap::new(), SegmentMode::ReadOnly)
-    }
-
-    /// [`LogDir::open`] or [`LogDir::open_read_only`] with per-topic configuration overrides.
-    pub fn open_with(
+    /// Opens the data dir `path` as one of a broker's log dirs ([`crate::log_dirs::LogDirs`],
+    /// which opens every dir, one dir being a set of one): writable (`mode`) takes the
+    /// `.lock` (unless `member` holds it), creates `meta.properties` if missing, loads and
+    /// recovers every partition; read-only changes nothing under the dir. The topics' settings
+    /// are `member`'s, and its excluded partitions are neither loaded nor forgotten (their
+    /// checkpoint entries are kept). `Error::Locked` if a broker or another process holds the
+    /// dir.
+    pub(crate) fn open_member(
         path: &Path,
-        default_config: LogConfig,
-        topic_configs: HashMap<String, LogConfig>,
-        mode: SegmentMode,
-    ) -> Result<LogDir> {
-        LogDir::open_member(path, default_config, topic_configs, mode, Member::Alone)
-    }
-
-    /// [`LogDir::open_with`] as one of a broker's log dirs ([`crate::log_dirs::LogDirs`]):
-    /// the topics' settings are `member`'s, and its excluded partitions are neither loaded
-    /// nor forgotten (their checkpoint entries are kept).
-    pub fn open_member(
-        path: &Path,
-        default_config: LogConfig,
-        topic_configs: HashMap<String, LogConfig>,
         mode: SegmentMode,
         mut member: Member,
+        setup: Arc<LogSetup>,
     ) -> Result<LogDir> {
         let writable = mode == SegmentMode::Writable;
         let held = member.take_lock();
@@ -209,18 +188,14 @@ impl LogDir {
         }
         let meta = load_meta_properties(path, writable)?;
         let (shared, excluded) = match member {
-            Member::Alone => (
-                Arc::new(SharedSettings::load(
-                    path,
-                    Some(path),
-                    &meta,
-                    &default_config,
-                    &topic_configs,
-                    None,
-                )?),
-                BTreeMap::new(),
-            ),
-            Member::Home { metadata_home, conflict, excluded, .. } => (
+            Member::Home {
+                metadata_home,
+                conflict,
+                excluded,
+                default_config,
+                topic_configs,
+                ..
+            } => (
                 Arc::new(SharedSettings::load(
                     path,
                     Some(metadata_home.as_deref().unwrap_or(path)),
@@ -258,13 +233,11 @@ impl LogDir {
             admin_lock: Mutex::new(()),
             last_rescan_ms: AtomicI64::new(now_ms()),
             failed: Mutex::new(BTreeSet::new()),
-            sizing_budget: AtomicU64::new(LOCAL_SIZING_BUDGET),
-            cache: RwLock::new(Arc::new(SegmentCache::disabled())),
+            setup,
             beside: Arc::new(SegmentCache::beside_segments(
                 &std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
                 writable,
             )),
-            executor: RwLock::new(None),
         };
         let partitions = dir.partition_dirs(true)?;
         let logs = dir.load_partitions(partitions.into_iter().collect());
@@ -276,60 +249,14 @@ impl LogDir {
         Ok(dir)
     }
 
-    /// Sets the sizing budget of every partition, loaded now or later: the log bytes a
-    /// stream's `stat` or `open` may render to learn its size (`--sizing-budget`; default
-    /// [`LOCAL_SIZING_BUDGET`]).
-    pub fn set_sizing_budget(&self, bytes: u64) {
-        self.sizing_budget.store(bytes, Ordering::Relaxed);
-        for log in self.logs.read().unwrap_or_else(|e| e.into_inner()).values() {
-            log.set_sizing_budget(bytes);
-        }
-    }
-
-    /// See [`LogDir::set_sizing_budget`].
-    pub fn sizing_budget(&self) -> u64 {
-        self.sizing_budget.load(Ordering::Relaxed)
-    }
-
-    /// Sets the segment cache of every partition, loaded now or later (`--cache-dir`; the
-    /// cache lives outside the data dir, so a read-only mount still writes nothing here).
-    pub fn set_cache(&self, cache: Arc<SegmentCache>) {
-        if let Some(executor) = self.executor() {
-            cache.set_executor(executor);
-        }
-        *self.cache.write().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&cache);
-        for log in self.logs.read().unwrap_or_else(|e| e.into_inner()).values() {
-            log.set_cache(Arc::clone(&cache));
-        }
-    }
-
-    /// Runs the engine's background work from now on as [`topicfs_executor::Class::Store`]
-    /// tasks of `executor`, the mount's one executor (the filesystem's too): every partition's
-    /// key-index builds, loaded now or later. Without it (tests, tools) they run on the calling
-    /// thread; no thread is started either way. (The segment cache's writer is still its own
-    /// thread.)
-    pub fn set_executor(&self, executor: topicfs_executor::Executor) {
-        *self.executor.write().unwrap_or_else(|e| e.into_inner()) = Some(executor.clone());
-        self.cache().set_executor(executor.clone());
-        self.beside.set_executor(executor.clone());
-        for log in self.logs.read().unwrap_or_else(|e| e.into_inner()).values() {
-            log.keys().set_executor(Some(executor.clone()));
-        }
-    }
-
-    /// See [`LogDir::set_executor`].
-    pub fn executor(&self) -> Option<topicfs_executor::Executor> {
-        self.executor.read().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
     /// The entries kept beside the segments (see [`SegmentCache::beside_segments`]).
     pub fn beside_segments(&self) -> Arc<SegmentCache> {
         Arc::clone(&self.beside)
     }
 
-    /// See [`LogDir::set_cache`].
-    pub fn cache(&self) -> Arc<SegmentCache> {
-        Arc::clone(&self.cache.read().unwrap_or_else(|e| e.into_inner()))
+    /// The segment cache the mount set ([`crate::log_dirs::LogDirs::set_cache`]).
+    fn cache(&self) -> Arc<SegmentCache> {
+        self.setup.cache()
     }
 
     /// The data dir.
@@ -345,11 +272,6 @@ impl LogDir {
     /// `meta.properties` keys and values.
     pub fn meta_properties(&self) -> &BTreeMap<String, String> {
         &self.meta
-    }
-
-    /// The effective configuration of `topic` (see [`topicfs_settings::topic_config`]).
-    pub fn config_for(&self, topic: &str) -> LogConfig {
-        self.resolve_topic(topic).config
     }
 
     /// One partition's log.
@@ -413,6 +335,22 @@ impl LogDir {
     /// Whether appends and creations are refused.
     pub fn is_read_only(&self) -> bool {
         self.mode == SegmentMode::ReadOnly
+    }
+
+    /// The storage of the file system holding the dir (`statvfs`).
+    pub fn space(&self) -> Result<topicfs_source::SpaceStats> {
+        let path = self.path();
+        let st = nix::sys::statvfs::statvfs(path)
+            .map_err(|e| Error::io(path, "statvfs", std::io::Error::from(e)))?;
+        Ok(topicfs_source::SpaceStats {
+            block_size: u32::try_from(st.block_size()).unwrap_or(u32::MAX),
+            fragment_size: u32::try_from(st.fragment_size()).unwrap_or(u32::MAX),
+            blocks: st.blocks(),
+            blocks_free: st.blocks_free(),
+            blocks_available: st.blocks_available(),
+            files: st.files(),
+            files_free: st.files_free(),
+        })
     }
 }
 
@@ -524,51 +462,9 @@ fn sync_dir(dir: &Path) -> Result<()> {
 }
 
 #[cfg(test)]
-mod refusal_tests {
+mod tests {
     use super::*;
-
-    fn dirs_in(path: &Path) -> Vec<String> {
-        let mut names: Vec<String> = open::read_dir(path)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|n| path.join(n).is_dir())
-            .collect();
-        names.sort();
-        names
-    }
-
-    #[test]
-    fn create_topic_refuses_a_colliding_name_or_too_many_partitions_before_creating_anything() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = LogDir::open(tmp.path(), LogConfig::default()).unwrap();
-        dir.create_topic("a.b", 1).unwrap();
-        let err = dir.create_topic("a_b", 1).unwrap_err();
-        assert_eq!(err.errno(), libc::EINVAL);
-        assert!(err.to_string().contains("existing topic \"a.b\""), "{err}");
-        // u32::MAX partitions (`--partitions 4294967295`): refused at once, not created one by
-        // one until killed.
-        let err = dir.create_topic("big", u32::MAX).unwrap_err();
-        assert_eq!(err.errno(), libc::EINVAL);
-        assert!(err.to_string().contains("at most 2147483647"), "{err}");
-        let err = dir.create_partition("a.b", KAFKA_MAX_PARTITIONS).unwrap_err();
-        assert_eq!(err.errno(), libc::EINVAL);
-        assert_eq!(dirs_in(tmp.path()), ["a.b-0"]);
-        assert_eq!(dir.topic_names(), ["a.b"]);
-    }
-
-    #[test]
-    fn a_topic_creation_failing_at_one_partition_removes_the_ones_made_before_it() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = LogDir::open(tmp.path(), LogConfig::default()).unwrap();
-        // Partition 2's directory cannot be made: a file holds its name.
-        std::fs::write(tmp.path().join("t-2"), "in the way").unwrap();
-        assert!(dir.create_topic("t", 4).is_err());
-        assert!(dirs_in(tmp.path()).is_empty(), "{:?}", dirs_in(tmp.path()));
-        assert!(dir.partition_numbers("t").is_err());
-        std::fs::remove_file(tmp.path().join("t-2")).unwrap();
-        dir.create_topic("t", 4).unwrap();
-        assert_eq!(dir.partition_numbers("t").unwrap(), [0, 1, 2, 3]);
-    }
+    use crate::log_dirs::LogDirs;
 
     #[test]
     fn classify_data_dir_reads_names_of_the_root_and_of_partition_directories_only() {
@@ -590,7 +486,8 @@ mod refusal_tests {
         );
         // A data dir topicfs wrote: meta.properties.
         let data = tmp.path().join("data");
-        let dir = LogDir::open(&data, LogConfig::default()).unwrap();
+        let mode = SegmentMode::Writable;
+        let dir = LogDirs::open_dir(&data, LogConfig::default(), HashMap::new(), mode).unwrap();
         dir.create_topic("t", 2).unwrap();
         dir.shutdown().unwrap();
         assert_eq!(classify_data_dir(&data).unwrap(), Layout::MetaProperties);

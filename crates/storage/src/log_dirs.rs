@@ -1,5 +1,7 @@
-//! A broker's several log dirs (`log.dirs=/a,/b,...`, one per disk) as one set of topics:
-//! Kafka's `LogManager` over all its dirs, where [`LogDir`] is one of them.
+//! A broker's log dirs (`log.dirs=/a,/b,...`, one per disk) as one set of topics: Kafka's
+//! `LogManager` over all its dirs, where [`LogDir`] is one of them. This is the one local
+//! [`TopicSource`]: a mount of one data dir is a set of one ([`LogDirs::open_dir`]), and every
+//! partition is handed out behind its dir's offline guard ([`health::DirPartition`]).
 //!
 //! - **One broker.** The dirs' `meta.properties` agree on `cluster.id` and the node id, and no
 //!   two share a `directory.id` ([`identity`]); otherwise nothing is opened. A writable mount
@@ -17,6 +19,11 @@
 //!   settings are the broker's, one for all dirs ([`crate::log_dir::SharedSettings`]: the
 //!   overrides file in one dir whatever the order the dirs are given in ([`settings_home`]),
 //!   the metadata log wherever `__cluster_metadata-0` is).
+//! - **One owner of what the mount sets.** The topics' settings ([`LogDirs::set_mount_defaults`],
+//!   [`TopicSource::alter_topic_config`] and the like) and
+//!   what every partition is given (the sizing budget, the segment cache, the executor:
+//!   [`LogDirs::set_sizing_budget`], [`LogDirs::set_cache`], [`LogDirs::set_executor`]) are
+//!   set here, once for every dir.
 //! - **Placement.** A new partition goes where Kafka's `LogManager.nextLogDirs` puts it
 //!   ([`placement`]): the online dir holding the fewest partitions (current and future).
 //! - **A failing dir does not take the others down** ([`health`]): it goes offline, its
@@ -26,6 +33,7 @@ mod create;
 pub mod health;
 pub mod identity;
 pub mod placement;
+mod settings;
 pub mod settings_home;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -43,7 +51,7 @@ use topicfs_source::{
 
 use crate::cache::SegmentCache;
 use crate::log::Log;
-use crate::log_dir::{LogDir, META_PROPERTIES, Member};
+use crate::log_dir::{LogDir, LogSetup, META_PROPERTIES, Member};
 use crate::open;
 use crate::segment::SegmentMode;
 use health::{DirHealth, DirPartition};
@@ -66,7 +74,7 @@ struct Dir {
     futures: usize,
 }
 
-/// A broker's log dirs as one [`TopicSource`]; see the module doc.
+/// A broker's log dirs (one or more) as one [`TopicSource`]; see the module doc.
 #[derive(Debug)]
 pub struct LogDirs {
     dirs: Vec<Dir>,
@@ -77,6 +85,12 @@ pub struct LogDirs {
     duplicates: Mutex<BTreeMap<(String, u32), Vec<PathBuf>>>,
     /// Serializes topic and partition creation across the dirs.
     create_lock: Mutex<()>,
+    /// What every partition of every dir is given (sizing budget, segment cache, executor):
+    /// set here only.
+    setup: Arc<LogSetup>,
+    /// The broker's topic settings, one for all dirs (loaded by the `home` dir): changed here
+    /// only, save what a read-only dir reads again from the broker's metadata log.
+    settings: Arc<crate::log_dir::SharedSettings>,
 }
 
 /// What a dir holds by name, before it is opened.
@@ -119,8 +133,8 @@ fn list_dir(path: &Path) -> Result<Listing> {
 }
 
 /// `meta.properties` of `dir`, if it has one. Read-only, one that is not a regular file is as
-/// good as none (as [`LogDir::open_read_only`] takes it); writable, it is refused (the open
-/// would refuse it too).
+/// good as none (as a read-only [`LogDir::open_member`] takes it); writable, it is refused (the
+/// open would refuse it too).
 fn read_meta(dir: &Path, writable: bool) -> Result<Option<BTreeMap<String, String>>> {
     let path = dir.join(META_PROPERTIES);
     match open::read_regular_to_string(&path) {
@@ -134,11 +148,27 @@ fn read_meta(dir: &Path, writable: bool) -> Result<Option<BTreeMap<String, Strin
 }
 
 impl LogDirs {
+    /// Opens one data dir, the single-dir mount: [`LogDirs::open`] of a set of one, `path` as
+    /// given.
+    pub fn open_dir(
+        path: &Path,
+        default_config: LogConfig,
+        topic_configs: HashMap<String, LogConfig>,
+        mode: SegmentMode,
+    ) -> Result<LogDirs> {
+        let given = [(path.display().to_string(), path.to_path_buf())];
+        LogDirs::open(&given, default_config, topic_configs, mode)
+    }
+
     /// Opens the log dirs `dirs` (each as (the `log.dirs` entry as given, its path)) of one
     /// broker: checks that they are one broker's, finds partitions held twice, opens each dir
-    /// with the broker's shared settings. `mode` applies to all. Errors: [`Error::Mount`]
-    /// naming the files and fields that differ, a dir given twice; whatever
-    /// [`LogDir::open_member`] refuses (a locked dir: [`Error::Locked`]).
+    /// with the broker's shared settings. `mode` applies to all: writable, each dir is locked
+    /// (all before any is changed), gets `meta.properties` if missing, and has its partitions
+    /// loaded and recovered; read-only, nothing under the dirs changes. Errors:
+    /// [`Error::Mount`] naming the files and fields that differ, a dir given twice; a dir
+    /// another process holds ([`Error::Locked`]); a read-only dir that does not exist
+    /// ([`Error::NotFound`]); a writable dir whose checkpoints or overrides file are not
+    /// regular files ([`Error::WrongFileType`]).
     pub fn open(
         dirs: &[(String, PathBuf)],
         default_config: LogConfig,
@@ -214,6 +244,7 @@ impl LogDirs {
         };
         let paths: Vec<PathBuf> = dirs.iter().map(|(_, path)| path.clone()).collect();
         let (home, mut conflict) = settings_home::settings_home(&paths, writable)?;
+        let setup = Arc::new(LogSetup::new());
         // The settings' home first: the others share its settings.
         let mut opened: Vec<Option<Dir>> = dirs.iter().map(|_| None).collect();
         for i in std::iter::once(home).chain((0..dirs.len()).filter(|&i| i != home)) {
@@ -223,6 +254,8 @@ impl LogDirs {
             let lock = locks.get_mut(i).and_then(Option::take);
             let member = match opened.get(home).and_then(Option::as_ref) {
                 None => Member::Home {
+                    default_config: Box::new(default_config.clone()),
+                    topic_configs: topic_configs.clone(),
                     metadata_home: metadata_home.clone(),
                     conflict: conflict.take(),
                     excluded: excluded_in(path),
@@ -234,13 +267,7 @@ impl LogDirs {
                     lock,
                 },
             };
-            let dir = LogDir::open_member(
-                path,
-                default_config.clone(),
-                topic_configs.clone(),
-                mode,
-                member,
-            )?;
+            let dir = LogDir::open_member(path, mode, member, Arc::clone(&setup))?;
             opened[i] = Some(Dir {
                 health: Arc::new(DirHealth::new(path)),
                 dir: Arc::new(dir),
@@ -252,6 +279,10 @@ impl LogDirs {
                 futures: listing.futures,
             });
         }
+        let settings = match opened.get(home).and_then(Option::as_ref) {
+            Some(d) => Arc::clone(d.dir.shared_settings()),
+            None => return Err(Error::Mount("no log dir opened".to_string())),
+        };
         let opened: Vec<Dir> = opened.into_iter().flatten().collect();
         Ok(LogDirs {
             dirs: opened,
@@ -259,6 +290,8 @@ impl LogDirs {
             read_only: !writable,
             duplicates: Mutex::new(duplicates),
             create_lock: Mutex::new(()),
+            setup,
+            settings,
         })
     }
 
@@ -405,41 +438,61 @@ impl LogDirs {
         self.read_only
     }
 
-    /// Sets every dir's sizing budget ([`LogDir::set_sizing_budget`]).
+    /// Every partition's log in every dir, loaded now (an offline dir's as they were).
+    pub fn logs(&self) -> Vec<Arc<Log>> {
+        self.dirs.iter().flat_map(|d| d.dir.logs()).collect()
+    }
+
+    /// Sets the sizing budget of every partition, loaded now or later: the log bytes a
+    /// stream's `stat` or `open` may render to learn its size (`--sizing-budget`; default
+    /// [`crate::LOCAL_SIZING_BUDGET`]).
     pub fn set_sizing_budget(&self, bytes: u64) {
-        for d in &self.dirs {
-            d.dir.set_sizing_budget(bytes);
+        self.setup.sizing_budget.store(bytes, std::sync::atomic::Ordering::Relaxed);
+        for log in self.logs() {
+            log.set_sizing_budget(bytes);
         }
     }
 
-    /// Gives every dir the mount's executor ([`LogDir::set_executor`]).
+    /// See [`LogDirs::set_sizing_budget`].
+    pub fn sizing_budget(&self) -> u64 {
+        self.setup.sizing_budget()
+    }
+
+    /// Runs the engine's background work from now on as [`topicfs_executor::Class::Store`]
+    /// tasks of `executor`, the mount's one executor (the filesystem's too): every partition's
+    /// key-index builds, loaded now or later, and the segment caches' writes. Without it
+    /// (tests, tools) they run on the calling thread; no thread is started either way.
     pub fn set_executor(&self, executor: topicfs_executor::Executor) {
+        *self.setup.executor.write().unwrap_or_else(|e| e.into_inner()) = Some(executor.clone());
+        self.setup.cache().set_executor(executor.clone());
         for d in &self.dirs {
-            d.dir.set_executor(executor.clone());
+            d.dir.beside_segments().set_executor(executor.clone());
+        }
+        for log in self.logs() {
+            log.keys().set_executor(Some(executor.clone()));
         }
     }
 
-    /// Gives every dir the one segment cache ([`LogDir::set_cache`]).
+    /// See [`LogDirs::set_executor`].
+    pub fn executor(&self) -> Option<topicfs_executor::Executor> {
+        self.setup.executor()
+    }
+
+    /// Sets the segment cache of every partition, loaded now or later (`--cache-dir`; one for
+    /// all dirs; it lives outside them, so a read-only mount still writes nothing there).
     pub fn set_cache(&self, cache: Arc<SegmentCache>) {
-        for d in &self.dirs {
-            d.dir.set_cache(Arc::clone(&cache));
+        if let Some(executor) = self.setup.executor() {
+            cache.set_executor(executor);
+        }
+        *self.setup.cache.write().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&cache);
+        for log in self.logs() {
+            log.set_cache(Arc::clone(&cache));
         }
     }
 
-    /// The mount's `--config` layer of the broker's settings ([`LogDir::set_mount_defaults`]).
-    pub fn set_mount_defaults(&self, settings: BTreeMap<String, String>) -> Result<()> {
-        self.home().dir.set_mount_defaults(settings)
-    }
-
-    /// The broker's `server.properties` layer ([`LogDir::set_static_defaults`]).
-    pub fn set_static_defaults(&self, settings: BTreeMap<String, String>) {
-        self.home().dir.set_static_defaults(settings);
-    }
-
-    /// `topic`'s settings as resolved now ([`LogDir::resolve_topic`]): what the log cleaner
-    /// asks before each pass, so a `config` change applies to the next one.
-    pub fn resolve_topic(&self, topic: &str) -> topicfs_settings::topic_config::Resolved {
-        self.home().dir.resolve_topic(topic)
+    /// See [`LogDirs::set_cache`].
+    pub fn cache(&self) -> Arc<SegmentCache> {
+        self.setup.cache()
     }
 
     /// Retention over every online dir ([`LogDir::enforce_retention`]); a dir that fails
@@ -530,7 +583,7 @@ impl TopicSource for LogDirs {
             if device.is_some_and(|d| !devices.insert(d)) {
                 continue;
             }
-            let one = health.watch(TopicSource::space(&*dir))?;
+            let one = health.watch(dir.space())?;
             let Some(sum) = total.as_mut() else {
                 total = Some(one);
                 continue;
@@ -548,24 +601,17 @@ impl TopicSource for LogDirs {
     }
 
     fn topic_config(&self, topic: &str) -> Result<Vec<ConfigEntry>> {
-        self.partition_numbers(topic)?;
-        Ok(self.home().dir.resolve_topic(topic).entries)
+        self.config_entries(topic)
     }
 
     /// Written to the settings file of its dir ([`settings_home`]): refused (`EIO`, naming the
     /// dir) while that dir is offline.
     fn alter_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()> {
-        self.partition_numbers(topic)?;
-        let home = self.home();
-        home.health.ensure_online()?;
-        home.health.watch(home.dir.alter_topic_config_of(topic, changes))
+        self.alter_config(topic, changes)
     }
 
     fn check_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()> {
-        self.partition_numbers(topic)?;
-        let home = self.home();
-        home.health.ensure_online()?;
-        home.dir.check_topic_config_of(topic, changes)
+        self.check_config(topic, changes)
     }
 
     fn check_value_prefix(&self, name: &str, value: &str) -> Result<()> {
@@ -593,7 +639,11 @@ impl TopicSource for LogDirs {
         topic: &str,
         query: topicfs_source::OffsetQuery,
     ) -> Result<Vec<(u32, topicfs_format::Offset)>> {
-        crate::source_impl::offsets_each(self, topic, query)
+        let mut out = Vec::new();
+        for p in self.partition_numbers(topic)? {
+            out.push((p, self.partition(topic, p)?.offset_for(query)?));
+        }
+        Ok(out)
     }
 
     fn log_dirs(&self) -> LogDirsReport {

@@ -7,7 +7,7 @@
 //! therefore maps index files only when that cannot happen:
 //!
 //! - **Writable log dirs.** The data dir's `.lock` is held with an exclusive `flock` for as long
-//!   as the engine runs ([`super::log_dir::LogDir::open`]); a Kafka broker takes the same lock, so
+//!   as the engine runs ([`super::log_dirs::LogDirs::open`]); a Kafka broker takes the same lock, so
 //!   no broker (and no second topicfs) can write the files. Inside the process, each index file
 //!   is mapped by exactly one [`super::index::IndexFile`], which is the only code that resizes the
 //!   file, and it always drops its map before calling `set_len`.

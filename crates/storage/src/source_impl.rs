@@ -1,5 +1,7 @@
-//! The log engine behind the filesystem's narrow interface: [`TopicSource`] for a [`LogDir`],
-//! [`PartitionSource`] and the local-only [`SegmentFiles`] for a [`Log`]. Each method forwards
+//! The log engine behind the filesystem's narrow interface: [`PartitionSource`] and the
+//! local-only [`SegmentFiles`] for a [`Log`] (the mount's [`topicfs_source::TopicSource`] is
+//! [`crate::log_dirs::LogDirs`], which hands each out behind its dir's offline guard,
+//! [`crate::log_dirs::health::DirPartition`]). Each method forwards
 //! to the engine method of the same meaning; the semantics are documented there and in
 //! [`topicfs_source`]. The one piece of logic of its own is reading past damage
 //! ([`ReadMode::PastDamage`](topicfs_source::ReadMode::PastDamage)): re-framing a batch the engine refuses to serve, and
@@ -14,16 +16,14 @@ use topicfs_format::{
 };
 use topicfs_source::error::{Error, Result};
 use topicfs_source::{
-    AppendInfo, BatchChunk, BoundaryTxnState, Committed, ConfigChange, ConfigEntry, FileProblem,
-    KeyHits, KeyIndex, KeyListing, Known, LogDirStatus, LogDirsReport, OffsetQuery,
-    PartitionSource, PartitionSummary, ReadAnswer, ReadCursor, ReadMode, Records, SealedSpan,
-    SegmentFileKind, SegmentFiles, SegmentSummary, SkippedDamage, SpaceStats, SpanKind, SpanStore,
-    SummaryUpdate, TopicSource, TxnBoundary, max_message_bytes_of,
+    AppendInfo, BatchChunk, BoundaryTxnState, Committed, FileProblem, KeyHits, KeyIndex,
+    KeyListing, Known, OffsetQuery, PartitionSource, PartitionSummary, ReadAnswer, ReadCursor,
+    ReadMode, Records, SealedSpan, SegmentFileKind, SegmentFiles, SegmentSummary, SkippedDamage,
+    SpanKind, SpanStore, SummaryUpdate, TxnBoundary,
 };
 
 use super::key_index::IndexedLog;
 use super::log::{Log, SegmentCursor};
-use super::log_dir::LogDir;
 use super::segment::LogSegment;
 
 impl PartitionSource for Log {
@@ -401,118 +401,4 @@ fn framed_entry(log: &Log, here: SegmentCursor, log_size: u64) -> Result<Option<
         crc_checked: false,
         skipped: None,
     }))
-}
-
-/// [`TopicSource::offsets_for`] of a local source: each partition's own answer in turn (no
-/// request to save by asking them together).
-pub(crate) fn offsets_each(
-    source: &dyn TopicSource,
-    topic: &str,
-    query: topicfs_source::OffsetQuery,
-) -> Result<Vec<(u32, topicfs_format::Offset)>> {
-    let mut out = Vec::new();
-    for p in source.partitions(topic)? {
-        out.push((p, source.partition(topic, p)?.offset_for(query)?));
-    }
-    Ok(out)
-}
-
-impl TopicSource for LogDir {
-    fn topics(&self) -> Result<Vec<String>> {
-        Ok(self.topic_names())
-    }
-
-    fn partitions(&self, topic: &str) -> Result<Vec<u32>> {
-        self.partition_numbers(topic)
-    }
-
-    fn partition(&self, topic: &str, partition: u32) -> Result<Arc<dyn PartitionSource>> {
-        let log: Arc<dyn PartitionSource> = self.log(topic, partition)?;
-        Ok(log)
-    }
-
-    fn create_topic(&self, topic: &str, partitions: u32) -> Result<()> {
-        LogDir::create_topic(self, topic, partitions)
-    }
-
-    fn create_partition(&self, topic: &str, partition: u32) -> Result<()> {
-        LogDir::create_partition(self, topic, partition)
-    }
-
-    fn is_read_only(&self) -> bool {
-        LogDir::is_read_only(self)
-    }
-
-    fn shutdown(&self) -> Result<()> {
-        LogDir::shutdown(self)
-    }
-
-    fn topic_config(&self, topic: &str) -> Result<Vec<ConfigEntry>> {
-        LogDir::topic_config(self, topic)
-    }
-
-    fn alter_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()> {
-        LogDir::alter_topic_config(self, topic, changes)
-    }
-
-    fn check_topic_config(&self, topic: &str, changes: &[ConfigChange]) -> Result<()> {
-        LogDir::check_topic_config(self, topic, changes)
-    }
-
-    fn check_value_prefix(&self, name: &str, value: &str) -> Result<()> {
-        topicfs_settings::config::check_value_prefix(name, value)
-    }
-
-    /// One resolution of the topic's settings, as `topic_config` (no I/O).
-    fn max_message_bytes(&self, topic: &str) -> Result<Option<usize>> {
-        let entries = LogDir::topic_config(self, topic)?;
-        Ok(max_message_bytes_of(entries.iter().map(|e| (e.name.as_str(), e.value.as_deref()))))
-    }
-
-    /// Nothing to learn: a local partition knows its bounds without I/O.
-    fn state_bounds(&self, topic: &str) -> Result<()> {
-        self.partition_numbers(topic).map(drop)
-    }
-
-    /// Nothing to do: reading a local partition is reading its mapped files.
-    fn prefetch(&self, _topic: &str, _reads: &[(u32, topicfs_source::ReadCursor)]) -> Result<()> {
-        Ok(())
-    }
-
-    /// Each partition in turn (local: no request to save).
-    fn offsets_for(
-        &self,
-        topic: &str,
-        query: topicfs_source::OffsetQuery,
-    ) -> Result<Vec<(u32, topicfs_format::Offset)>> {
-        offsets_each(self, topic, query)
-    }
-
-    /// This dir alone, online (a single [`LogDir`] never takes itself offline; see
-    /// [`crate::log_dirs::LogDirs`]).
-    fn log_dirs(&self) -> LogDirsReport {
-        LogDirsReport {
-            dirs: vec![LogDirStatus {
-                path: self.path().to_path_buf(),
-                offline: None,
-                partitions: self.loaded_partitions().len(),
-            }],
-            duplicates: Vec::new(),
-        }
-    }
-
-    fn space(&self) -> Result<SpaceStats> {
-        let path = self.path();
-        let st = nix::sys::statvfs::statvfs(path)
-            .map_err(|e| Error::io(path, "statvfs", std::io::Error::from(e)))?;
-        Ok(SpaceStats {
-            block_size: u32::try_from(st.block_size()).unwrap_or(u32::MAX),
-            fragment_size: u32::try_from(st.fragment_size()).unwrap_or(u32::MAX),
-            blocks: st.blocks(),
-            blocks_free: st.blocks_free(),
-            blocks_available: st.blocks_available(),
-            files: st.files(),
-            files_free: st.files_free(),
-        })
-    }
 }

@@ -64,7 +64,7 @@ impl SegmentCache {
     }
 
     /// Writes queued updates on `executor` from now on (the mount's one executor, handed over
-    /// by `LogDir::set_executor`/`set_cache`): one `Store`-class task at a time drains the
+    /// by `LogDirs::set_executor`/`set_cache`): one `Store`-class task at a time drains the
     /// queue in order, so merges into one entry still never lose each other's part.
     pub fn set_executor(&self, executor: topicfs_executor::Executor) {
         let _ = self.executor.set(executor);

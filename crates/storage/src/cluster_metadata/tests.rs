@@ -586,7 +586,9 @@ fn batch_offsets_that_do_not_increase_are_damage_not_records_to_skip() {
 fn the_kraft_fixture_is_a_partition_the_engine_reads() {
     let log_dir =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/kraft-v1/log-dir");
-    let dir = crate::LogDir::open_read_only(&log_dir, crate::LogConfig::default()).unwrap();
+    let mode = crate::SegmentMode::ReadOnly;
+    let config = crate::LogConfig::default();
+    let dir = crate::LogDirs::open_dir(&log_dir, config, Default::default(), mode).unwrap();
     let log = dir.log("__cluster_metadata", 0).unwrap();
     assert_eq!((log.log_start_offset(), log.log_end_offset()), (Offset(8), Offset(27)));
 }

@@ -38,7 +38,8 @@ impl LogDir {
                 "{}: the broker's topic settings changed; applying them",
                 self.path.display()
             );
-            self.set_broker_settings(broker_settings(&configs, statics));
+            self.shared.set_broker_settings(broker_settings(&configs, statics));
+            self.catch_up_settings();
         }
     }
 }

@@ -87,10 +87,7 @@ impl LogDir {
             match Log::open(&dir, topic, partition, resolved.config, self.mode, state) {
                 Ok(log) => {
                     log.set_settings_known(resolved.known);
-                    log.set_sizing_budget(self.sizing_budget());
-                    log.set_cache(self.cache());
-                    log.set_beside_segments(self.beside_segments());
-                    log.keys().set_executor(self.executor());
+                    self.setup.give(&log, &self.beside);
                     lock(&self.failed).remove(&key);
                     logs.insert(key, Arc::new(log));
                 }

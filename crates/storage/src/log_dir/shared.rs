@@ -5,9 +5,11 @@
 //! `log.dirs`) holds them for every dir, and topicfs's overrides file
 //! ([`TOPIC_CONFIG_FILE`]) is kept in one dir, whichever the order of the dirs
 //! ([`crate::log_dirs::settings_home`]). Every [`LogDir`] of a
-//! mount resolves its partitions' settings from the one [`SharedSettings`]; a change made
-//! through any of them (or read from the metadata log) raises [`SharedSettings::generation`],
-//! and each dir gives its partitions the new settings at its next lookup.
+//! mount resolves its partitions' settings from the one [`SharedSettings`]; a change (made
+//! through [`crate::log_dirs::LogDirs`], or read from the metadata log) raises
+//! [`SharedSettings::generation`], and each dir gives its partitions the new settings
+//! ([`LogDir::catch_up_settings`]: at once for a change made through the mount, at its next
+//! lookup otherwise).
 //!
 //! Invariant: `generation` is raised after every change of `settings`, under `change_lock`;
 //! a dir whose applied generation equals it has given every loaded partition the settings as
@@ -15,16 +17,17 @@
 
 use super::*;
 
-/// What a [`LogDir`] is opened as.
+/// What a [`LogDir`] is opened as: one of a broker's log dirs (one dir is a set of one).
 #[derive(Debug)]
-pub enum Member {
-    /// A data dir on its own: its settings are its own (its [`TOPIC_CONFIG_FILE`] and
-    /// metadata log).
-    Alone,
+pub(crate) enum Member {
     /// The broker's log dir whose [`TOPIC_CONFIG_FILE`] holds the overrides; the broker's
     /// metadata log is read from `metadata_home` (this dir when `None`); the other dirs share
     /// its settings ([`LogDir::shared_settings`]).
     Home {
+        /// The mount's defaults (`--config`; boxed: the other variant is small) and the
+        /// engine's internal topics' settings.
+        default_config: Box<LogConfig>,
+        topic_configs: HashMap<String, LogConfig>,
         metadata_home: Option<PathBuf>,
         /// Another dir's overrides file differs from this one's (byte position, what): this
         /// one is taken as damaged (see [`SharedSettings::load`]).
@@ -46,7 +49,6 @@ pub enum Member {
 impl Member {
     pub(super) fn take_lock(&mut self) -> Option<HeldLock> {
         match self {
-            Member::Alone => None,
             Member::Home { lock, .. } | Member::Of { lock, .. } => lock.take(),
         }
     }
@@ -56,12 +58,12 @@ impl Member {
 /// dirs are all locked before any of them changes (a dir found locked then leaves every other
 /// one untouched).
 #[derive(Debug)]
-pub struct HeldLock(pub(super) lock::DirLock);
+pub(crate) struct HeldLock(pub(super) lock::DirLock);
 
 impl LogDir {
     /// Takes `dir`'s locks without waiting ([`Error::Locked`] when another process holds
     /// them), for a later [`LogDir::open_member`] as a [`Member`] holding them.
-    pub fn lock_dir(dir: &Path) -> Result<HeldLock> {
+    pub(crate) fn lock_dir(dir: &Path) -> Result<HeldLock> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "mkdir", e))?;
         lock::take_lock(dir).map(HeldLock)
     }
@@ -160,9 +162,9 @@ impl SharedSettings {
 }
 
 impl LogDir {
-    /// Gives this dir's partitions the shared settings when another dir changed them since
+    /// Gives this dir's partitions the shared settings when they changed since it last did
     /// (see the module doc).
-    pub(super) fn catch_up_settings(&self) {
+    pub(crate) fn catch_up_settings(&self) {
         let now = self.shared.generation();
         let seen = self.applied_generation.load(Ordering::Acquire);
         if seen != now

@@ -3,11 +3,32 @@
 
 use super::*;
 use crate::log_dir::KAFKA_MAX_PARTITIONS;
-use topicfs_format::file_name::has_collision;
+use topicfs_format::file_name::{has_collision, validate_topic_name};
+
+/// The rules a new topic's name and partition count follow, whichever dirs it goes to: Kafka's
+/// topic name rules, at least one partition and at most [`KAFKA_MAX_PARTITIONS`].
+fn check_new_topic(topic: &str, partitions: u32) -> Result<()> {
+    validate_topic_name(topic)
+        .map_err(|reason| Error::InvalidTopicName { name: topic.to_string(), reason })?;
+    if partitions == 0 {
+        return Err(Error::InvalidInput("a topic needs at least one partition".to_string()));
+    }
+    if partitions > KAFKA_MAX_PARTITIONS {
+        return Err(Error::InvalidInput(format!(
+            "{partitions} partitions: a Kafka topic has at most {KAFKA_MAX_PARTITIONS}"
+        )));
+    }
+    Ok(())
+}
 
 impl LogDirs {
+    /// `ReadOnly` on a read-only mount, `StaleHandle` once shut down (checked on the dir
+    /// keeping the topics' settings, which a creation writes first).
     fn check_writable(&self) -> Result<()> {
-        if self.read_only { Err(Error::ReadOnly) } else { Ok(()) }
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        self.home().dir.check_writable()
     }
 
     /// Creates partition `partition` of `topic` in the dir Kafka's `nextLogDirs` names
@@ -43,11 +64,15 @@ impl LogDirs {
         Err(last_error.unwrap_or_else(|| self.home().health.offline_error()))
     }
 
-    /// Creates `topic` with partitions `0..partitions` across the dirs, all of them or none
-    /// (the rules of [`LogDir::create_topic`], checked against every dir's topics).
+    /// Creates `topic` with partitions `0..partitions` (Kafka's topic name rules) across the
+    /// dirs, all of them or none: refused before anything is created when the name is
+    /// invalid, exists in any dir, or collides with an existing topic's once `.` and `_` are
+    /// taken as one (Kafka's `Topic.hasCollision`: both would report metrics under one name),
+    /// or when `partitions` is 0 or above [`KAFKA_MAX_PARTITIONS`]; a partition that fails to
+    /// be created removes the ones made before it.
     pub fn create_topic(&self, topic: &str, partitions: u32) -> Result<()> {
         self.check_writable()?;
-        crate::log_dir::check_new_topic(topic, partitions)?;
+        check_new_topic(topic, partitions)?;
         let _guard = lock(&self.create_lock);
         let topics = self.topic_names();
         let held = lock(&self.duplicates).keys().any(|(t, _)| t == topic);
@@ -60,10 +85,11 @@ impl LogDirs {
                  and '_' in topic names alike (metric names), so it refuses both"
             )));
         }
-        // The settings entry first, as in a single dir (see `LogDir::create_topic`).
+        // The settings entry first: a crash before the partitions exist leaves an entry
+        // without a topic (harmless), never a topic created here without known settings.
         let home = self.home();
         if home.health.is_online() {
-            home.health.watch(home.dir.record_topic(topic))?;
+            home.health.watch(self.settings.record_topic(topic))?;
         } else {
             log::warn!(
                 "topic {topic}: no settings entry recorded, {} (which keeps the topics' \
@@ -85,7 +111,8 @@ impl LogDirs {
         Ok(())
     }
 
-    /// Adds partition `partition` to `topic`; only the next number is accepted.
+    /// Adds partition `partition` to `topic`; only the next number is accepted, and none past
+    /// [`KAFKA_MAX_PARTITIONS`].
     pub fn create_partition(&self, topic: &str, partition: u32) -> Result<()> {
         self.check_writable()?;
         let _guard = lock(&self.create_lock);

@@ -1,4 +1,5 @@
 use super::*;
+use crate::log_dir::KAFKA_MAX_PARTITIONS;
 use topicfs_format::{NO_TIMESTAMP, NewRecord, Offset};
 
 fn record(value: &str) -> NewRecord {
@@ -101,12 +102,12 @@ fn a_partition_in_two_dirs_is_served_by_neither_and_both_copies_are_kept() {
     let tmp = tempfile::tempdir().unwrap();
     let paths = three(tmp.path());
     {
-        let a = LogDir::open(&paths[0], LogConfig::default()).unwrap();
+        let a = open(&[paths[0].to_path_buf()], SegmentMode::Writable).unwrap();
         a.create_topic("t", 2).unwrap();
         a.log("t", 1).unwrap().append(&[record("in a")]).unwrap();
         a.shutdown().unwrap();
         let meta = std::fs::read_to_string(paths[0].join(META_PROPERTIES)).unwrap();
-        let b = LogDir::open(&paths[1], LogConfig::default()).unwrap();
+        let b = open(&[paths[1].to_path_buf()], SegmentMode::Writable).unwrap();
         b.create_topic("t", 2).unwrap();
         b.shutdown().unwrap();
         // One broker: b gets a's identity, and only t-1 stays in both.
@@ -136,7 +137,7 @@ fn a_future_replica_is_not_served_and_counts_for_placement() {
     let tmp = tempfile::tempdir().unwrap();
     let paths: Vec<PathBuf> = three(tmp.path()).into_iter().take(2).collect();
     {
-        let a = LogDir::open(&paths[0], LogConfig::default()).unwrap();
+        let a = open(&[paths[0].to_path_buf()], SegmentMode::Writable).unwrap();
         a.create_topic("t", 1).unwrap();
         a.log("t", 0).unwrap().append(&[record("current")]).unwrap();
         a.shutdown().unwrap();
@@ -218,7 +219,7 @@ fn every_dir_is_locked_and_retention_runs_in_each() {
     let dirs =
         LogDirs::open(&given(&paths), config, HashMap::new(), SegmentMode::Writable).unwrap();
     for p in &paths {
-        let err = LogDir::open(p, LogConfig::default()).unwrap_err();
+        let err = open(&[p.to_path_buf()], SegmentMode::Writable).unwrap_err();
         assert!(matches!(err, Error::Locked(_)), "{} is locked: {err}", p.display());
     }
     dirs.create_topic("t", 2).unwrap();
@@ -255,7 +256,7 @@ fn space_counts_each_file_system_once() {
     let dirs = open(&paths, SegmentMode::Writable).unwrap();
     // Three dirs on one file system: its space once, as one dir alone shows it.
     let all = TopicSource::space(&dirs).unwrap();
-    let one = TopicSource::space(&*dirs.dirs()[0]).unwrap();
+    let one = dirs.dirs()[0].space().unwrap();
     assert_eq!(all.blocks, one.blocks);
     assert_eq!(all.fragment_size, one.fragment_size);
     dirs.shutdown().unwrap();
@@ -270,7 +271,7 @@ fn a_dir_locked_elsewhere_fails_the_open_before_any_dir_changes() {
     dirs.shutdown().unwrap();
     drop(dirs);
     // Another process (here another open) holds b.
-    let holder = LogDir::open(&paths[1], LogConfig::default()).unwrap();
+    let holder = open(&[paths[1].to_path_buf()], SegmentMode::Writable).unwrap();
     let err = open(&paths, SegmentMode::Writable).unwrap_err();
     assert!(matches!(err, Error::Locked(ref p) if p == &paths[1]), "{err}");
     // a was not opened: its clean-shutdown marker is still there (an open removes it first).
@@ -333,6 +334,10 @@ fn an_offline_dir_answers_eio_to_keys_spans_transactions_and_groups_touching_not
     let spans = in_b.span_store().unwrap();
     let start = in_b.seek(Offset(0)).unwrap();
     assert!(spans.sealed_span_at(&start).is_some(), "the first segment is sealed");
+    let files = in_b.segment_files().unwrap();
+    let first = files.segments().unwrap()[0].base_offset;
+    let log_file = topicfs_source::SegmentFileKind::Log;
+    assert!(files.read_segment_file(first, log_file, 0, &mut [0u8; 8]).unwrap() > 0);
     let topicfs_source::Committed::ByView(Some(boundary)) = in_b.committed() else {
         panic!("a local log's view decides what is committed, from its boundary state")
     };
@@ -357,6 +362,16 @@ fn an_offline_dir_answers_eio_to_keys_spans_transactions_and_groups_touching_not
     // Spans: nothing found, nothing kept.
     assert!(!spans.keeps_summaries());
     assert!(spans.sealed_span_at(&start).is_none());
+    // Segment files (MNT/@segments, passthrough): listings and bytes.
+    eio(files.segments().map(drop), "segments");
+    eio(files.segment_summary(first).map(drop), "segment_summary");
+    eio(files.read_segment_file(first, log_file, 0, &mut [0u8; 8]).map(drop), "segment bytes");
+    eio(files.sealed_segment_file(first, log_file).map(drop), "sealed_segment_file");
+    eio(files.repaired_segment_files(first).map(drop), "repaired_segment_files");
+    eio(files.file_problems().map(drop), "file_problems");
+    // The partition itself, through a handle taken before.
+    eio(in_b.summary().map(drop), "summary");
+    eio(in_b.read(&start, 1 << 10, topicfs_source::ReadMode::Batches).map(drop), "read");
     // read_committed's boundary state.
     eio(boundary.state_at_boundary().map(drop), "state_at_boundary");
     // Groups whose __consumer_offsets partition is in b: reads and commits.
@@ -378,7 +393,7 @@ fn retention_ms(dirs: &LogDirs, topic: &str) -> Option<(String, topicfs_source::
 }
 
 fn known(dirs: &LogDirs, topic: &str) -> bool {
-    dirs.home().dir.topic_settings_known(topic)
+    dirs.topic_settings_known(topic)
 }
 
 /// Sets `topic`'s retention.ms and states its settings (`ConfigChange::MakeKnown`, what a
@@ -408,7 +423,7 @@ fn the_topics_settings_are_the_same_whatever_the_order_of_the_dirs() {
     // A topic of the dirs with no entry (a broker's): its settings are unknown.
     {
         let lone = tmp.path().join("lone");
-        let d = LogDir::open(&lone, LogConfig::default()).unwrap();
+        let d = open(&[lone.to_path_buf()], SegmentMode::Writable).unwrap();
         d.create_topic("u", 1).unwrap();
         d.shutdown().unwrap();
         drop(d);
@@ -528,4 +543,58 @@ fn two_identical_overrides_files_are_one_and_two_that_differ_are_damage() {
         assert_eq!(checkpoint(&paths[0], SETTINGS), kept);
         assert_eq!(checkpoint(&paths[1], SETTINGS), text);
     }
+}
+
+/// The directories under `path`, sorted.
+fn dirs_in(path: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(path)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| path.join(n).is_dir())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn create_topic_refuses_a_colliding_name_or_too_many_partitions_before_creating_anything() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = open(&[tmp.path().to_path_buf()], SegmentMode::Writable).unwrap();
+    dir.create_topic("a.b", 1).unwrap();
+    let err = dir.create_topic("a_b", 1).unwrap_err();
+    assert_eq!(err.errno(), libc::EINVAL);
+    assert!(err.to_string().contains("existing topic \"a.b\""), "{err}");
+    // u32::MAX partitions (`--partitions 4294967295`): refused at once, not created one by
+    // one until killed.
+    let err = dir.create_topic("big", u32::MAX).unwrap_err();
+    assert_eq!(err.errno(), libc::EINVAL);
+    assert!(err.to_string().contains("at most 2147483647"), "{err}");
+    let err = dir.create_partition("a.b", KAFKA_MAX_PARTITIONS).unwrap_err();
+    assert_eq!(err.errno(), libc::EINVAL);
+    assert_eq!(dirs_in(tmp.path()), ["a.b-0"]);
+    assert_eq!(dir.topic_names(), ["a.b"]);
+}
+
+#[test]
+fn a_topic_creation_failing_at_one_partition_removes_the_ones_made_before_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = open(&[tmp.path().to_path_buf()], SegmentMode::Writable).unwrap();
+    // Partition 2's directory cannot be made: a file holds its name.
+    std::fs::write(tmp.path().join("t-2"), "in the way").unwrap();
+    assert!(dir.create_topic("t", 4).is_err());
+    assert!(dirs_in(tmp.path()).is_empty(), "{:?}", dirs_in(tmp.path()));
+    assert!(dir.partition_numbers("t").is_err());
+    std::fs::remove_file(tmp.path().join("t-2")).unwrap();
+    dir.create_topic("t", 4).unwrap();
+    assert_eq!(dir.partition_numbers("t").unwrap(), [0, 1, 2, 3]);
+}
+
+#[test]
+fn a_creation_after_the_shutdown_is_refused_before_anything_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dirs = open(&[tmp.path().to_path_buf()], SegmentMode::Writable).unwrap();
+    dirs.shutdown().unwrap();
+    let before = snapshot(tmp.path());
+    assert_eq!(dirs.create_topic("t", 1).unwrap_err().errno(), libc::ESTALE);
+    assert_eq!(snapshot(tmp.path()), before, "no settings entry, no partition");
 }
