@@ -69,7 +69,7 @@ fn parse_spec(dir: StreamDir, name: &str) -> Result<StreamSpec> {
 }
 
 impl SubtreeDir for WhereDir {
-    fn child(&self, fs: &TopicFs, name: &str) -> Result<Option<Node>> {
+    fn child(&self, _fs: &TopicFs, name: &str) -> Result<Option<Node>> {
         Ok(match self {
             WhereDir::All(topic) => {
                 parse_filter(topic, name)?;
@@ -91,7 +91,6 @@ impl SubtreeDir for WhereDir {
             },
             WhereDir::Streams(id, filter, stream_dir) => {
                 parse_spec(*stream_dir, name)?;
-                let _ = fs;
                 Some(file(WhereFile::Stream(
                     id.clone(),
                     filter.clone(),
