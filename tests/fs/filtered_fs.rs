@@ -123,12 +123,9 @@ fn info_says_how_the_filter_served_the_partition() {
     assert_eq!(value("log_end_offset"), "700");
     let examined: u64 = value("records_examined").parse().unwrap();
     let matched: u64 = value("records_matched").parse().unwrap();
-    // Every record was looked at at least once (the size and the read may each look).
-    assert!(examined >= 700, "{info}");
-    assert!(
-        matched >= matches as u64 && matched * 700 <= examined * matches as u64 + 700,
-        "{info}"
-    );
+    // Every record was looked at at least once and every match kept at least once (a size, a
+    // read and read-ahead may each look at a record: counts are evaluations, not records).
+    assert!(examined >= 700 && matched >= matches as u64 && matched < examined, "{info}");
 }
 
 #[test]
