@@ -236,22 +236,28 @@ fn network_tasks_run_at_most_network_at_once_and_never_hold_back_local_work() {
 }
 
 #[test]
-fn a_timed_task_starts_after_its_delay_in_start_order() {
+fn a_timed_task_starts_after_its_delay_and_tasks_due_together_in_submission_order() {
     let ex = Executor::new(1);
     let (tx, rx) = mpsc::channel();
-    let submitted = std::time::Instant::now();
-    for (delay_ms, id) in [(60u64, 2), (20, 0), (40, 1), (40, 9)] {
+    // Each task's start time is its submission time plus its delay (the clock is monotonic, so
+    // this holds whatever the machine's load); tasks with the same delay, submitted in order,
+    // are due in that order (equal times are ordered by submission).
+    let jobs: [(u64, u32); 5] = [(30, 0), (30, 1), (0, 2), (30, 3), (0, 4)];
+    for (delay_ms, id) in jobs {
         let tx = tx.clone();
+        let submitted = std::time::Instant::now();
         ex.submit_after(Duration::from_millis(delay_ms), Class::Store, Blocking::No, move || {
-            tx.send((id, submitted.elapsed())).unwrap();
+            tx.send((id, delay_ms, submitted.elapsed())).unwrap();
         });
     }
-    let got: Vec<(u32, Duration)> = (0..4).map(|_| rx.recv_timeout(LONG).unwrap()).collect();
-    let ids: Vec<u32> = got.iter().map(|g| g.0).collect();
-    assert_eq!(ids, [0, 1, 9, 2], "by start time, then by submission");
-    for ((id, elapsed), want) in got.iter().zip([20u64, 40, 40, 60]) {
-        assert!(*elapsed >= Duration::from_millis(want), "task {id} ran before its time");
+    let got: Vec<(u32, u64, Duration)> = (0..5).map(|_| rx.recv_timeout(LONG).unwrap()).collect();
+    for (id, delay_ms, waited) in &got {
+        assert!(*waited >= Duration::from_millis(*delay_ms), "task {id} ran before its time");
     }
+    let order =
+        |delay: u64| -> Vec<u32> { got.iter().filter(|g| g.1 == delay).map(|g| g.0).collect() };
+    assert_eq!(order(30), [0, 1, 3]);
+    assert_eq!(order(0), [2, 4]);
 }
 
 #[test]
