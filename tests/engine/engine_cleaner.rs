@@ -400,3 +400,27 @@ fn a_pass_replacing_the_segment_a_stream_stopped_in_makes_the_stream_stale() {
     assert_eq!(got.last().unwrap(), &format!("value {}", i - 1));
     assert!(got.len() < i as usize, "compacted: {} of {i}", got.len());
 }
+
+/// A pass that removes the first record (an older value of a key) without moving the log start
+/// offset: the partition's first timestamp (`info`'s `first_timestamp`) is then the first kept
+/// record's, not the removed one's remembered from before the pass.
+#[test]
+fn the_first_timestamp_follows_a_pass_that_removes_the_first_record() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir =
+        LogDirs::open_dir(tmp.path(), config(), Default::default(), SegmentMode::Writable).unwrap();
+    dir.create_topic("t", 1).unwrap();
+    let log = dir.log("t", 0).unwrap();
+    for i in 0..120i64 {
+        // Key "a" first (offset 0), then again at 60 (a sealed segment); the others once each.
+        let key = if i == 0 || i == 60 { "a".to_string() } else { format!("k{i}") };
+        log.append(&[rec(i, &key, Some("some value to fill segments"))]).unwrap();
+    }
+    let part: Arc<dyn PartitionSource> = log.clone();
+    assert_eq!(part.summary().unwrap().first_timestamp, Some(T0));
+    let opts = CleanOptions { now: T0 + 10_000, ..CleanOptions::default() };
+    Cleaner::new(1 << 16).clean(&log, &settings(), None, &opts).unwrap().unwrap();
+    let summary = part.summary().unwrap();
+    assert_eq!(summary.log_start_offset, Offset(0), "the log start did not move");
+    assert_eq!(summary.first_timestamp, Some(T0 + 1), "offset 0 was removed by the pass");
+}

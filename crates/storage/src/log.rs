@@ -145,8 +145,9 @@ pub struct Log {
     /// When the partition last changed (an append, roll or deletion, a refresh that found
     /// something new). Nothing is taken under its lock.
     last_modified: Mutex<SystemTime>,
-    /// The timestamp of the first record at a log start offset, kept for that offset.
-    first_timestamp: Memo<Offset, Option<Timestamp>>,
+    /// The timestamp of the first record at a log start offset, kept for that offset and the
+    /// number of cleaner passes installed (a pass may remove the first record).
+    first_timestamp: Memo<(Offset, u64), Option<Timestamp>>,
     /// What the directory's listings found, and the read-only refresh clock (`state.rs`).
     listing: Listing,
     /// The key indexes of the segments, built on the first key query

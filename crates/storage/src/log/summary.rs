@@ -41,13 +41,15 @@ impl Log {
         Ok((view.len(), sealed.bytes.saturating_add(last.size()), max))
     }
 
-    /// Timestamp of the first record at or after the log start offset (kept per log start).
+    /// Timestamp of the first record at or after the log start offset, kept per log start
+    /// and cleaner pass (a pass may remove the first record without moving the log start).
     fn first_timestamp(&self, log_start: Offset, log_end: Offset) -> Result<Option<Timestamp>> {
         if log_start >= log_end {
             return Ok(None);
         }
         // Nothing holds a lock here (this memo's is taken first, see the module doc's order).
-        self.first_timestamp.get_or_try_compute(log_start, || self.read_first_timestamp(log_start))
+        let key = (log_start, self.rewrites());
+        self.first_timestamp.get_or_try_compute(key, || self.read_first_timestamp(log_start))
     }
 
     /// Timestamp of the first record at or after `log_start`, read from the log.
