@@ -10,11 +10,10 @@
 use crate::common;
 
 use std::fs;
-use std::sync::Arc;
 
 use common::{Dirs, Follower, MountGuard, sh, wait_until};
 use topicfs::format::{NO_TIMESTAMP, NewRecord};
-use topicfs::storage::{LogConfig, LogDirs, SegmentMode};
+use topicfs::storage::LogConfig;
 
 const BATCHES_PER_PHASE: usize = 20;
 const RECORDS_PER_BATCH: usize = 10;
@@ -58,9 +57,7 @@ fn segment_logs(mount: &MountGuard) -> Vec<String> {
 fn tail_f_on_a_read_only_mount_sees_every_record_of_a_live_writer_once_in_order() {
     let dirs = Dirs::new();
     let config = LogConfig { retention_bytes: Some(1), ..LogConfig::default() };
-    let writer = Arc::new(
-        LogDirs::open_dir(&dirs.data(), config, Default::default(), SegmentMode::Writable).unwrap(),
-    );
+    let writer = crate::common::writable_log_dirs(&dirs.data(), config);
     writer.create_topic("live", 1).unwrap();
     let log = writer.log("live", 0).unwrap();
     let mount = MountGuard::foreground_on(dirs, &["--read-only"]);

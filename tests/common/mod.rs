@@ -437,3 +437,14 @@ pub fn spawn_group_loops(
     }
     (children, outs)
 }
+
+/// The log dirs of one writable data dir `dir` (a set of one, what a mount of it runs) with
+/// `config` as every topic's defaults.
+pub fn writable_log_dirs(
+    dir: &Path,
+    config: topicfs::storage::LogConfig,
+) -> std::sync::Arc<topicfs::storage::LogDirs> {
+    let mode = topicfs::storage::SegmentMode::Writable;
+    let dirs = topicfs::storage::LogDirs::open_dir(dir, config, Default::default(), mode);
+    std::sync::Arc::new(dirs.unwrap())
+}

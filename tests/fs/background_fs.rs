@@ -16,7 +16,7 @@ use topicfs::source::{
     PartitionSource, PartitionSummary, ReadAnswer, ReadCursor, ReadMode, Records, SegmentFiles,
     SpaceStats, SpanStore, TopicSource,
 };
-use topicfs::storage::{LogConfig, LogDirs, SegmentMode};
+use topicfs::storage::{LogConfig, LogDirs};
 use topicfs::view::spec::Format;
 use topicfs::view::stream::SIZED_AT_ONCE;
 
@@ -48,15 +48,7 @@ fn read_whole(fs: &TopicFs, path: &str) -> usize {
 #[test]
 fn a_deferred_stat_becomes_exact_while_another_partition_is_read_without_pause() {
     let dir = tempfile::tempdir().unwrap();
-    let log_dir = Arc::new(
-        LogDirs::open_dir(
-            dir.path(),
-            LogConfig::default(),
-            Default::default(),
-            SegmentMode::Writable,
-        )
-        .unwrap(),
-    );
+    let log_dir = crate::common::writable_log_dirs(dir.path(), LogConfig::default());
     log_dir.create_topic("t", 2).unwrap();
     let fs = FsFixture::local(&log_dir).build();
     // About 2 MiB of log in t/0: more than a request sizes itself (1 MiB), so its first stat
@@ -300,15 +292,7 @@ impl PartitionSource for StallingPartition {
 #[test]
 fn a_stalled_read_of_one_partition_does_not_delay_opens_of_another() {
     let dir = tempfile::tempdir().unwrap();
-    let log_dir = Arc::new(
-        LogDirs::open_dir(
-            dir.path(),
-            LogConfig::default(),
-            Default::default(),
-            SegmentMode::Writable,
-        )
-        .unwrap(),
-    );
+    let log_dir = crate::common::writable_log_dirs(dir.path(), LogConfig::default());
     log_dir.create_topic("t", 2).unwrap();
     let gate = Arc::new(Gate {
         stall: AtomicBool::new(false),
@@ -422,15 +406,7 @@ impl Hook for Watch {
 #[test]
 fn a_stat_waits_for_no_more_than_a_batch_of_background_sizing_of_its_index() {
     let dir = tempfile::tempdir().unwrap();
-    let log_dir = Arc::new(
-        LogDirs::open_dir(
-            dir.path(),
-            LogConfig::default(),
-            Default::default(),
-            SegmentMode::Writable,
-        )
-        .unwrap(),
-    );
+    let log_dir = crate::common::writable_log_dirs(dir.path(), LogConfig::default());
     log_dir.create_topic("t", 1).unwrap();
     let watch = Arc::new(Watch::default());
     let source =

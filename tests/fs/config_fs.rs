@@ -24,9 +24,7 @@ fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let mut mount = LogConfig::default();
     mount.set("segment.bytes", "1048576").unwrap();
-    let log_dir = Arc::new(
-        LogDirs::open_dir(dir.path(), mount, Default::default(), SegmentMode::Writable).unwrap(),
-    );
+    let log_dir = crate::common::writable_log_dirs(dir.path(), mount);
     log_dir.create_topic("t", 1).unwrap();
     let fs = FsFixture::local(&log_dir).build();
     Fixture { fs, log_dir, dir }
@@ -180,9 +178,7 @@ fn unknown_fixture() -> Fixture {
     log_dir.shutdown().unwrap();
     drop(log_dir);
     std::fs::remove_file(dir.path().join(TOPIC_CONFIG_FILE)).unwrap();
-    let log_dir = Arc::new(
-        LogDirs::open_dir(dir.path(), mount, Default::default(), SegmentMode::Writable).unwrap(),
-    );
+    let log_dir = crate::common::writable_log_dirs(dir.path(), mount);
     assert!(!log_dir.topic_settings_known("t"));
     let fs = FsFixture::local(&log_dir).build();
     Fixture { fs, log_dir, dir }

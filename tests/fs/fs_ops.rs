@@ -24,10 +24,7 @@ struct Fixture {
 
 fn fixture_with(config: LogConfig, read_only: bool) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let log_dir = Arc::new(
-        LogDirs::open_dir(dir.path(), config.clone(), Default::default(), SegmentMode::Writable)
-            .unwrap(),
-    );
+    let log_dir = crate::common::writable_log_dirs(dir.path(), config.clone());
     log_dir.create_topic("t", 1).unwrap();
     let fs = FsFixture::local(&log_dir)
         .read_only(read_only)

@@ -13,7 +13,7 @@ use topicfs::fs::TopicFs;
 use topicfs::fs::attr::OpenRequest;
 use topicfs::source::{CommittedOffset, GroupStore};
 use topicfs::storage::groups::LocalGroupStore;
-use topicfs::storage::{LogConfig, LogDirs, SegmentMode};
+use topicfs::storage::{LogConfig, LogDirs};
 use topicfs::view::groups::ResetPolicy;
 
 const READ: OpenRequest = OpenRequest { read: true, write: false, truncate: false };
@@ -66,15 +66,7 @@ struct Fixture {
 
 fn fixture(store: Option<Arc<dyn GroupStore>>) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let log_dir = Arc::new(
-        LogDirs::open_dir(
-            dir.path(),
-            LogConfig::default(),
-            Default::default(),
-            SegmentMode::Writable,
-        )
-        .unwrap(),
-    );
+    let log_dir = crate::common::writable_log_dirs(dir.path(), LogConfig::default());
     log_dir.create_topic("t", 2).unwrap();
     for p in 0..2 {
         let records: Vec<NewRecord> = (0..4)

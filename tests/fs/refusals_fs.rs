@@ -12,7 +12,7 @@ use topicfs::Error;
 use topicfs::fs::TopicFs;
 use topicfs::fs::attr::OpenRequest;
 use topicfs::storage::groups::LocalGroupStore;
-use topicfs::storage::{LogConfig, LogDirs, SegmentMode};
+use topicfs::storage::{LogConfig, LogDirs};
 use topicfs::view::groups::ResetPolicy;
 
 const WRITE: OpenRequest = OpenRequest { read: false, write: true, truncate: true };
@@ -26,15 +26,7 @@ struct Fixture {
 
 fn fixture(partitions_per_topic: u32, max_partitions: u32) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let log_dir = Arc::new(
-        LogDirs::open_dir(
-            dir.path(),
-            LogConfig::default(),
-            Default::default(),
-            SegmentMode::Writable,
-        )
-        .unwrap(),
-    );
+    let log_dir = crate::common::writable_log_dirs(dir.path(), LogConfig::default());
     let store = Arc::new(LocalGroupStore::new(Arc::clone(&log_dir)));
     let fs = FsFixture::local(&log_dir)
         .partitions_per_topic(partitions_per_topic)

@@ -11,7 +11,7 @@ use crate::common::fs_fixture::{self, FsFixture};
 use topicfs::Error;
 use topicfs::fs::TopicFs;
 use topicfs::fs::attr::OpenRequest;
-use topicfs::storage::{LogConfig, LogDirs, SegmentMode};
+use topicfs::storage::{LogConfig, LogDirs};
 
 const WRITE: OpenRequest = OpenRequest { read: false, write: true, truncate: false };
 const MIB: usize = 1 << 20;
@@ -24,10 +24,7 @@ struct Fixture {
 
 fn fixture_with(config: LogConfig) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let log_dir = Arc::new(
-        LogDirs::open_dir(dir.path(), config.clone(), Default::default(), SegmentMode::Writable)
-            .unwrap(),
-    );
+    let log_dir = crate::common::writable_log_dirs(dir.path(), config.clone());
     log_dir.create_topic("t", 1).unwrap();
     let fs = FsFixture::local(&log_dir).max_line_bytes(config.max_message_bytes as usize).build();
     Fixture { fs, _log_dir: log_dir, _dir: dir }

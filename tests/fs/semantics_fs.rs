@@ -12,7 +12,7 @@ use topicfs::fs::attr::{DYNAMIC_TTL, FileKind, OpenRequest, STABLE_TTL, SetAttrR
 use topicfs::fs::inode::ROOT_INO;
 use topicfs::fs::{DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, TopicFs};
 use topicfs::source::TopicSource;
-use topicfs::storage::{LogConfig, LogDirs, SegmentMode};
+use topicfs::storage::{LogConfig, LogDirs};
 
 const READ: OpenRequest = OpenRequest { read: true, write: false, truncate: false };
 const WRITE: OpenRequest = OpenRequest { read: false, write: true, truncate: false };
@@ -48,10 +48,7 @@ fn fixture_with_modes(
     dir_mode: u16,
 ) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let log_dir = Arc::new(
-        LogDirs::open_dir(dir.path(), config.clone(), Default::default(), SegmentMode::Writable)
-            .unwrap(),
-    );
+    let log_dir = crate::common::writable_log_dirs(dir.path(), config.clone());
     log_dir.create_topic("t", 2).unwrap();
     let fs = FsFixture::local(&log_dir)
         .read_only(read_only)

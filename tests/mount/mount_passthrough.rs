@@ -93,15 +93,7 @@ fn without_passthrough_sealed_segment_files_are_cached_and_the_active_ones_are_n
 /// disk and the daemon reads them at most once (never, when `passthrough`); the active index
 /// read through a held handle shows exactly the entries written so far.
 fn sealed_and_active_files_of_a_live_writer(dirs: Dirs, args: &[&str], passthrough: bool) {
-    let writer = Arc::new(
-        LogDirs::open_dir(
-            &dirs.data(),
-            LogConfig::default(),
-            Default::default(),
-            SegmentMode::Writable,
-        )
-        .unwrap(),
-    );
+    let writer = crate::common::writable_log_dirs(&dirs.data(), LogConfig::default());
     writer.create_topic("live", 1).unwrap();
     let log = writer.log("live", 0).unwrap();
     append_batches(&log, 500);

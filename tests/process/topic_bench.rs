@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use topicfs::format::NewRecord;
 use topicfs::source::TopicSource;
-use topicfs::storage::{LogConfig, LogDirs, SegmentMode};
+use topicfs::storage::LogConfig;
 use topicfs::view::spec::StreamSpec;
 use topicfs::view::stream::StreamRegistry;
 use topicfs::view::topic::{TopicViews, parse_topic_by_time};
@@ -24,9 +24,7 @@ fn merged_stream_records_per_second_against_partitions_one_after_another() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = LogConfig::default();
     config.set("retention.ms", "-1").unwrap();
-    let logs = Arc::new(
-        LogDirs::open_dir(dir.path(), config, Default::default(), SegmentMode::Writable).unwrap(),
-    );
+    let logs = crate::common::writable_log_dirs(dir.path(), config);
     logs.create_topic("bench", PARTITIONS).unwrap();
     for p in 0..PARTITIONS {
         let part = logs.partition("bench", p).unwrap();

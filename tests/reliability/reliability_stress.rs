@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use common::{Follower, MountGuard};
 use topicfs::format::{NewRecord, Offset, decode_batch, peek_entry};
 use topicfs::source::{OffsetQuery, PartitionSource, TopicSource};
-use topicfs::storage::{LogConfig, LogDirs, SegmentMode};
+use topicfs::storage::LogConfig;
 
 /// How long writers keep writing (a bound on the test's length, not a performance target).
 const WRITE_FOR: Duration = Duration::from_secs(6);
@@ -140,10 +140,7 @@ fn chunk_lines(bytes: &[u8], seen: &mut Seen, what: &str) {
 #[test]
 fn seek_racing_retention_returns_the_batch_holding_its_target_or_out_of_range() {
     let dir = tempfile::tempdir().unwrap();
-    let log_dir = Arc::new(
-        LogDirs::open_dir(dir.path(), engine_config(), Default::default(), SegmentMode::Writable)
-            .unwrap(),
-    );
+    let log_dir = crate::common::writable_log_dirs(dir.path(), engine_config());
     log_dir.create_topic("t", 1).unwrap();
     let part = log_dir.partition("t", 0).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
@@ -225,10 +222,7 @@ fn seek_racing_retention_returns_the_batch_holding_its_target_or_out_of_range() 
 #[test]
 fn engine_readers_see_whole_ordered_records_while_segments_roll_and_retention_deletes() {
     let dir = tempfile::tempdir().unwrap();
-    let log_dir = Arc::new(
-        LogDirs::open_dir(dir.path(), engine_config(), Default::default(), SegmentMode::Writable)
-            .unwrap(),
-    );
+    let log_dir = crate::common::writable_log_dirs(dir.path(), engine_config());
     log_dir.create_topic("t", 2).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let deleted = Arc::new(AtomicUsize::new(0));
