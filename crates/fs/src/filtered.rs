@@ -55,10 +55,7 @@ fn parse_filter(topic: &str, text: &str) -> Result<Filter> {
 
 /// Parses a stream name under a filtered `by-offset/` or `by-time/`: the record formats only.
 fn parse_spec(dir: StreamDir, name: &str) -> Result<StreamSpec> {
-    let spec = match dir {
-        StreamDir::ByOffset => StreamSpec::parse_by_offset(name)?,
-        StreamDir::ByTime => StreamSpec::parse_by_time(name)?,
-    };
+    let spec = dir.parse(name)?;
     if spec.format == Format::Raw {
         return Err(Error::NotFound(format!(
             "{name}: a filtered view has no .raw streams (a batch holds records the filter does \
@@ -128,12 +125,7 @@ impl SubtreeDir for WhereDir {
             }
             WhereDir::Streams(id, filter, stream_dir) => {
                 // The unfiltered names (their offsets and times are the log's).
-                let partition = fs.streams.view(fs.partition(id)?);
-                let names = match stream_dir {
-                    StreamDir::ByOffset => topicfs_view::listing::by_offset_names(&*partition)?,
-                    StreamDir::ByTime => topicfs_view::listing::by_time_names(&*partition)?,
-                };
-                names
+                fs.stream_names(id, *stream_dir)?
                     .into_iter()
                     .filter(|name| !name.ends_with(Format::Raw.suffix()))
                     .map(|name| {

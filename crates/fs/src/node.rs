@@ -116,6 +116,19 @@ pub enum StreamDir {
 }
 
 impl StreamDir {
+    /// Parses a stream's name as this directory reads it (`by-offset/` names by offset,
+    /// `by-time/` names by time).
+    pub fn parse(
+        self,
+        name: &str,
+    ) -> topicfs_source::error::Result<topicfs_view::spec::StreamSpec> {
+        use topicfs_view::spec::StreamSpec;
+        Ok(match self {
+            StreamDir::ByOffset => StreamSpec::parse_by_offset(name)?,
+            StreamDir::ByTime => StreamSpec::parse_by_time(name)?,
+        })
+    }
+
     /// The directory name (`by-offset` or `by-time`).
     pub fn dir_name(self) -> &'static str {
         match self {

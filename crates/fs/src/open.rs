@@ -7,13 +7,12 @@ use bytes::Bytes;
 use topicfs_source::error::{Error, Result};
 use topicfs_source::sync::lock;
 use topicfs_view::inspect::files;
-use topicfs_view::spec::StreamSpec;
 use topicfs_view::topic as topic_view;
 
 use super::append::{AppendFormat, AppendState, AppendTarget};
 use super::attr::{OpenRequest, Opened};
 use super::handle::{Handle, StreamRef};
-use super::node::{FileNode, Node, StreamDir};
+use super::node::{FileNode, Node};
 use super::subtree::SubtreeFile;
 use super::{Pin, TRIM_AFTER, TopicFs, describe, now_ms};
 
@@ -242,10 +241,7 @@ impl TopicFs {
         let Node::File(file) = node else { return Err(not_a_stream()) };
         match file {
             FileNode::Stream(id, dir, name) => {
-                let spec = match dir {
-                    StreamDir::ByOffset => StreamSpec::parse_by_offset(name)?,
-                    StreamDir::ByTime => StreamSpec::parse_by_time(name)?,
-                };
+                let spec = dir.parse(name)?;
                 let partition = self.partition(id)?;
                 self.streams.open(partition, &spec, now_ms()).map(StreamRef::Partition)
             }

@@ -111,13 +111,7 @@ impl TopicFs {
                     DirNode::ByTimeDir(_) => StreamDir::ByTime,
                     _ => StreamDir::ByOffset,
                 };
-                // As streams see it: names past the last stable offset do not exist yet.
-                let partition = self.streams.view(self.partition(id)?);
-                let suggested = match stream_dir {
-                    StreamDir::ByOffset => topicfs_view::listing::by_offset_names(&*partition)?,
-                    StreamDir::ByTime => topicfs_view::listing::by_time_names(&*partition)?,
-                };
-                for name in suggested {
+                for name in self.stream_names(id, stream_dir)? {
                     let child = Node::File(FileNode::Stream(id.clone(), stream_dir, name.clone()));
                     names.push((name, child));
                 }
@@ -157,5 +151,17 @@ impl TopicFs {
             .enumerate()
             .map(|(i, (name, ino, kind))| DirEntry { ino, next_offset: i as u64 + 1, kind, name })
             .collect())
+    }
+}
+
+impl TopicFs {
+    /// The stream names `ls` shows in a partition's `by-offset/` or `by-time/`, as streams see
+    /// the partition: names past the last stable offset do not exist yet.
+    pub(super) fn stream_names(&self, id: &PartitionId, dir: StreamDir) -> Result<Vec<String>> {
+        let partition = self.streams.view(self.partition(id)?);
+        match dir {
+            StreamDir::ByOffset => topicfs_view::listing::by_offset_names(&*partition),
+            StreamDir::ByTime => topicfs_view::listing::by_time_names(&*partition),
+        }
     }
 }

@@ -131,11 +131,11 @@ impl StreamRegistry {
             None => RenderIndex::new(part, format)?,
         };
         index.renderer = index.renderer.clone().with_schemas(self.schemas.clone());
-        if let Some((text, filter)) = &self.filter {
-            let key = (part.topic().to_string(), part.partition());
-            let stats = Arc::clone(lock(&self.filter_stats).entry(key).or_default());
+        if let (Some((_, filter)), Some((text, stats))) =
+            (&self.filter, self.filter_stats(part.topic(), part.partition()))
+        {
             let renderer = index.renderer.clone();
-            index.renderer = renderer.with_filter(Arc::clone(text), Arc::clone(filter), stats);
+            index.renderer = renderer.with_filter(text, Arc::clone(filter), stats);
         }
         index.txn = self.tracker(tracked);
         Ok(index)
