@@ -37,6 +37,11 @@ const CASES: &[(&str, &str)] = &[
     ("tags.0=t3", r#"select(.tags[0]=="t3")"#),
     ("item~u", r#"select(.item|contains("u"))"#),
     ("user!=user-1", r#"select(has("user") and .user!="user-1")"#),
+    // The extensions (SEMANTICS.md [T-filter-extensions]).
+    ("user=user-42,or,qty<2,item=hat", r#"select(.user=="user-42" or (.qty<2 and .item=="hat"))"#),
+    ("item!~u", r#"select(has("item") and (.item|contains("u")|not))"#),
+    ("user=user-4%*", r#"select(.user|strings|startswith("user-4"))"#),
+    ("user=%re:^user-[0-9]7$", r#"select(.user|strings|test("^user-[0-9]7$"))"#),
 ];
 
 /// Checks every case on the mount `m` (topic `orders`, partition 0).

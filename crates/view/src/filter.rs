@@ -4,9 +4,11 @@
 //! # Grammar
 //!
 //! A filter is one path component (at most [`MAX_FILTER_BYTES`] bytes): conditions joined by
-//! `,`, all of which must hold. A condition is `FIELD OP VALUE`:
+//! `,`, all of which must hold; alternatives of such conditions joined by `,or,`, one of which
+//! must hold (`user=a,or,user=b,qty>2` is `user=a` or (`user=b` and `qty>2`)). A condition is
+//! `FIELD OP VALUE`:
 //! - `OP` is the first operator in the condition: `=`, `!=`, `<`, `<=`, `>`, `>=`, `~`
-//!   (contains);
+//!   (contains), `!~` (does not contain);
 //! - `FIELD` is a dotted path into the value read as JSON (`user`, `address.city`,
 //!   `items.0.sku`: a segment of digits also indexes an array), or `@key`, `@value` (the whole
 //!   value as bytes) or `@header.<name>`;
@@ -17,16 +19,26 @@
 //! may be too, `=` in a field name as `%3D`). A filter that does not parse is refused naming the
 //! byte where it went wrong ([`FilterError`]).
 //!
+//! Patterns, after `=` and `!=` only: in `VALUE`, `%*` stands for any run of characters and
+//! `%?` for any one character (a glob: `user=user-4%*` is a prefix), and a `VALUE` that starts
+//! with `%re:` is a regular expression (the `regex` crate's syntax, unanchored, percent-decoded
+//! first: `user=%re:^user-4[0-9]$`). A pattern is compared with a string field's content, any
+//! other JSON field's compact text, or the bytes of `@key`, `@value`, a header.
+//!
+//! These extensions use only spellings that did not parse before (`,or,` holds no operator,
+//! `!` was only valid before `=`, `%` only before two hex digits), so no filter that parsed
+//! changed meaning.
+//!
 //! # What matches
 //!
 //! - A JSON field: the value (or, for a record a schema decodes, the JSON its `.json` line
 //!   shows) is parsed as JSON and the path followed; a value that is not JSON, or lacks the
 //!   field, matches no condition on that field (`!=` included). Then `VALUE` is compared as a
 //!   number when it and the field are numbers (integers exactly, others as `f64`), as JSON
-//!   `true`/`false`/`null` when it is that literal (equal only to that JSON value; `<`, `>` and
-//!   `~` never hold), and as a string otherwise: a string field by its content, any other field
+//!   `true`/`false`/`null` when it is that literal (equal only to that JSON value; `<`, `>`,
+//!   `~` and `!~` never hold), and as a string otherwise: a string field by its content, any other field
 //!   by its compact JSON text. Strings order by bytes. `~` holds when the field's text contains
-//!   `VALUE`.
+//!   `VALUE`, `!~` when it does not.
 //! - `@key`, `@value`, `@header.<name>`: the bytes themselves; a null key or value (and a header
 //!   with a null value) equals only the literal `null`. `=` and `!=` compare bytes; an ordering
 //!   compares as numbers when both sides are numbers, by bytes otherwise. A header condition holds when some header of that
@@ -103,6 +115,8 @@ pub enum Op {
     Ge,
     /// `~`: contains.
     Contains,
+    /// `!~`: does not contain.
+    NotContains,
 }
 
 impl Op {
@@ -115,7 +129,7 @@ impl Op {
             Op::Le => ord != Ordering::Greater,
             Op::Gt => ord == Ordering::Greater,
             Op::Ge => ord != Ordering::Less,
-            Op::Contains => false,
+            Op::Contains | Op::NotContains => false,
         }
     }
 }
@@ -142,6 +156,30 @@ pub struct Literal {
     pub number: Option<Number>,
     /// The JSON literal it is, if it is `true`, `false` or `null`.
     pub json: Option<Value>,
+    /// The pattern it is (a glob with `%*`/`%?`, or `%re:`), if any: then `number` and `json`
+    /// are `None` and `bytes` is the text as written after percent decoding.
+    pub pattern: Option<Pattern>,
+}
+
+/// A `VALUE` that is a pattern: a glob (`%*`, `%?`) or a regular expression (`%re:`), compiled
+/// once into a byte regex (so it applies to bytes that are not UTF-8 too).
+#[derive(Clone, Debug)]
+pub struct Pattern {
+    /// The compiled expression (a glob: anchored at both ends).
+    regex: regex::bytes::Regex,
+}
+
+impl Pattern {
+    /// Whether `bytes` matches.
+    pub fn is_match(&self, bytes: &[u8]) -> bool {
+        self.regex.is_match(bytes)
+    }
+}
+
+impl PartialEq for Pattern {
+    fn eq(&self, other: &Pattern) -> bool {
+        self.regex.as_str() == other.regex.as_str()
+    }
 }
 
 /// One condition.
@@ -165,10 +203,13 @@ impl PartialEq for Condition {
     }
 }
 
-/// A parsed filter: every condition must hold.
+/// A parsed filter: one of its alternatives must hold, and each alternative holds when every
+/// condition of it does.
+///
+/// **Invariant**: at least one alternative, and no alternative is empty.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Filter {
-    conditions: Vec<Condition>,
+    alternatives: Vec<Vec<Condition>>,
 }
 
 impl Filter {
@@ -181,32 +222,61 @@ impl Filter {
         if text.is_empty() {
             return Err(FilterError { at: 0, why: "an empty filter".into() });
         }
-        let mut conditions = Vec::new();
+        let mut alternatives = vec![Vec::new()];
         let mut at = 0;
         for part in text.split(',') {
-            conditions.push(parse_condition(part, at)?);
+            if part == OR {
+                if alternatives.last().is_none_or(Vec::is_empty) {
+                    let why = "'or' with no condition before it".to_string();
+                    return Err(FilterError { at, why });
+                }
+                alternatives.push(Vec::new());
+            } else if let Some(last) = alternatives.last_mut() {
+                last.push(parse_condition(part, at)?);
+            }
             at += part.len() + 1;
         }
-        Ok(Filter { conditions })
+        if alternatives.last().is_none_or(Vec::is_empty) {
+            let why = "'or' with no condition after it".to_string();
+            return Err(FilterError { at: text.len(), why });
+        }
+        Ok(Filter { alternatives })
     }
 
-    /// The conditions, in the order written.
-    pub fn conditions(&self) -> &[Condition] {
-        &self.conditions
+    /// The conditions when the filter has one alternative (no `,or,`): all must hold. `None`
+    /// for a filter of several alternatives (see [`Filter::alternatives`]).
+    pub fn conditions(&self) -> Option<&[Condition]> {
+        match self.alternatives.as_slice() {
+            [only] => Some(only),
+            _ => None,
+        }
+    }
+
+    /// The alternatives, in the order written: one must hold, each holds when all its
+    /// conditions do.
+    pub fn alternatives(&self) -> &[Vec<Condition>] {
+        &self.alternatives
     }
 
     /// Whether the filter reads the value as JSON (some condition is on a JSON field).
     pub fn reads_json(&self) -> bool {
-        self.conditions.iter().any(|c| matches!(c.field, Field::Json(_)))
+        self.alternatives.iter().flatten().any(|c| matches!(c.field, Field::Json(_)))
     }
 
     /// Whether `record` matches: every condition holds. `json` is the text its JSON fields are
     /// read from: the record's value unless a schema decodes it (then the decoded JSON); `None`
     /// for a record that has no JSON (a null value, or one the schema cannot decode).
     pub fn matches(&self, record: &Record<'_>, json: Option<&[u8]>) -> bool {
+        self.alternatives.iter().any(|conditions| all_hold(conditions, record, json))
+    }
+}
+
+/// Whether every condition of `conditions` holds for `record` (see [`Filter::matches`]).
+fn all_hold(conditions: &[Condition], record: &Record<'_>, json: Option<&[u8]>) -> bool {
+    {
         // Cheap conditions and the byte-level check first, then one parse for every JSON field.
         let mut needs_parse = false;
-        for c in &self.conditions {
+        for c in conditions {
             match &c.field {
                 Field::Json(_) => {
                     let Some(text) = json else { return false };
@@ -241,7 +311,7 @@ impl Filter {
         }
         let Some(text) = json else { return false };
         // Each field read on its own, without building the document (most filters have one).
-        self.conditions.iter().all(|c| match &c.field {
+        conditions.iter().all(|c| match &c.field {
             Field::Json(path) => {
                 extract::field(text, path).ok().flatten().is_some_and(|v| c.holds_for_json(&v))
             }
@@ -255,7 +325,7 @@ impl Filter {
     /// The same filter without its byte-level check: what it must agree with.
     fn without_prefilter(&self) -> Filter {
         let mut f = self.clone();
-        for c in &mut f.conditions {
+        for c in f.alternatives.iter_mut().flatten() {
             c.needles.clear();
         }
         f
@@ -273,8 +343,8 @@ impl Condition {
                 _ => false,
             };
         };
-        if self.op == Op::Contains {
-            return memmem::find(bytes, &self.value.bytes).is_some();
+        if let Some(holds) = self.holds_for_text(bytes) {
+            return holds;
         }
         // `=` and `!=` by bytes; an ordering by number when both sides are numbers.
         let number = match self.op {
@@ -298,7 +368,7 @@ impl Condition {
             };
         }
         if let (Value::Number(field), Some(value)) = (field, &self.value.number)
-            && self.op != Op::Contains
+            && !matches!(self.op, Op::Contains | Op::NotContains)
         {
             return self.op.holds(compare_numbers(field, value));
         }
@@ -306,10 +376,23 @@ impl Condition {
             Value::String(s) => s.as_str().into(),
             other => other.to_string().into(),
         };
-        if self.op == Op::Contains {
-            return memmem::find(text.as_bytes(), &self.value.bytes).is_some();
+        if let Some(holds) = self.holds_for_text(text.as_bytes()) {
+            return holds;
         }
         self.op.holds(text.as_bytes().cmp(self.value.bytes.as_slice()))
+    }
+
+    /// The condition over a text when it is decided by the text alone, whatever its kind (a
+    /// pattern, `~`, `!~`); `None` when it compares.
+    fn holds_for_text(&self, text: &[u8]) -> Option<bool> {
+        if let Some(pattern) = &self.value.pattern {
+            return Some(pattern.is_match(text) == (self.op == Op::Eq));
+        }
+        match self.op {
+            Op::Contains => Some(memmem::find(text, &self.value.bytes).is_some()),
+            Op::NotContains => Some(memmem::find(text, &self.value.bytes).is_none()),
+            _ => None,
+        }
     }
 }
 
@@ -410,7 +493,7 @@ fn parse_condition(part: &str, at: usize) -> Result<Condition, FilterError> {
         let why = if part.is_empty() {
             "an empty condition (two ',' in a row, or one at an end)".to_string()
         } else {
-            format!("no operator in {part:?} (one of = != < <= > >= ~)")
+            format!("no operator in {part:?} (one of = != < <= > >= ~ !~)")
         };
         return Err(FilterError { at, why });
     };
@@ -419,12 +502,13 @@ fn parse_condition(part: &str, at: usize) -> Result<Condition, FilterError> {
         Some(b'=') => (Op::Eq, 1),
         Some(b'~') => (Op::Contains, 1),
         Some(b'!') if next_is_eq => (Op::Ne, 2),
+        Some(b'!') if b.get(op_at + 1) == Some(&b'~') => (Op::NotContains, 2),
         Some(b'<') if next_is_eq => (Op::Le, 2),
         Some(b'<') => (Op::Lt, 1),
         Some(b'>') if next_is_eq => (Op::Ge, 2),
         Some(b'>') => (Op::Gt, 1),
         _ => {
-            let why = "'!' not followed by '=' (write '!' in a name as %21)".to_string();
+            let why = "'!' not followed by '=' or '~' (write '!' in a name as %21)".to_string();
             return Err(FilterError { at: at + op_at, why });
         }
     };
@@ -433,7 +517,19 @@ fn parse_condition(part: &str, at: usize) -> Result<Condition, FilterError> {
         return Err(FilterError { at, why: "no field before the operator".into() });
     }
     let field = parse_field(name, at)?;
-    let bytes = percent_decode(rest, at + op_at + len)?;
+    let value_at = at + op_at + len;
+    if let Some(pattern) = parse_pattern(rest, value_at)? {
+        if !matches!(op, Op::Eq | Op::Ne) {
+            let why = "a pattern (%*, %? or %re:) is compared with = or != only".to_string();
+            return Err(FilterError { at: value_at, why });
+        }
+        let bytes = pattern_text(rest);
+        let value = Literal { bytes, number: None, json: None, pattern: Some(pattern) };
+        let needles = needles(&field, op, &value);
+        let needles = needles.into_iter().map(|n| memmem::Finder::new(&n).into_owned());
+        return Ok(Condition { field, op, value, needles: needles.collect() });
+    }
+    let bytes = percent_decode(rest, value_at)?;
     let text = std::str::from_utf8(&bytes).ok();
     let number = text.and_then(parse_number);
     let json = match text {
@@ -442,7 +538,7 @@ fn parse_condition(part: &str, at: usize) -> Result<Condition, FilterError> {
         Some("null") => Some(Value::Null),
         _ => None,
     };
-    let value = Literal { bytes, number, json };
+    let value = Literal { bytes, number, json, pattern: None };
     let needles =
         needles(&field, op, &value).into_iter().map(|n| memmem::Finder::new(&n).into_owned());
     Ok(Condition { field, op, value, needles: needles.collect() })
@@ -491,6 +587,9 @@ fn needles(field: &Field, op: Op, value: &Literal) -> Vec<Vec<u8>> {
 
 /// What every JSON text holding a field that satisfies `op value` contains, if anything.
 fn value_needle(op: Op, value: &Literal) -> Option<Vec<u8>> {
+    if value.pattern.is_some() {
+        return None;
+    }
     let text = std::str::from_utf8(&value.bytes).ok()?;
     let plain = value.number.is_none() && value.json.is_none();
     let quoted = Value::String(text.to_string()).to_string();
@@ -514,6 +613,106 @@ fn value_needle(op: Op, value: &Literal) -> Option<Vec<u8>> {
         }
         _ => return None,
     })
+}
+
+/// The condition-free part that separates a filter's alternatives.
+const OR: &str = "or";
+/// What starts a `VALUE` that is a regular expression.
+const REGEX_MARK: &str = "%re:";
+/// Largest compiled pattern (the `regex` crate's size limit): a filter of 255 bytes stays far
+/// below it unless it repeats counted groups, which is refused rather than compiled.
+const PATTERN_SIZE_LIMIT: usize = 1 << 20;
+
+/// The pattern `rest` (a condition's `VALUE` as written, from byte `at` of the filter) is, if
+/// any: a regular expression after [`REGEX_MARK`], or a glob when `%*` or `%?` occurs in it.
+fn parse_pattern(rest: &str, at: usize) -> Result<Option<Pattern>, FilterError> {
+    let source = if let Some(regex) = rest.strip_prefix(REGEX_MARK) {
+        let decoded = percent_decode(regex, at + REGEX_MARK.len())?;
+        let Ok(text) = String::from_utf8(decoded) else {
+            let why = "a regular expression that is not UTF-8 once decoded".to_string();
+            return Err(FilterError { at, why });
+        };
+        text
+    } else {
+        let Some(glob) = glob_regex(rest, at)? else { return Ok(None) };
+        glob
+    };
+    let regex = regex::bytes::RegexBuilder::new(&source)
+        .size_limit(PATTERN_SIZE_LIMIT)
+        .build()
+        .map_err(|e| FilterError { at, why: format!("not a regular expression: {e}") })?;
+    Ok(Some(Pattern { regex }))
+}
+
+/// The anchored regular expression of the glob `rest` (from byte `at` of the filter), or
+/// `None` when it holds no `%*` or `%?` (then it is a plain value).
+fn glob_regex(rest: &str, at: usize) -> Result<Option<String>, FilterError> {
+    let b = rest.as_bytes();
+    let mut out = String::from("^");
+    let mut wild = false;
+    let mut i = 0;
+    while let Some(&c) = b.get(i) {
+        match (c, b.get(i + 1)) {
+            (b'%', Some(b'*')) => {
+                out.push_str("(?s-u:.)*");
+                wild = true;
+                i += 2;
+            }
+            (b'%', Some(b'?')) => {
+                out.push_str("(?s:.)");
+                wild = true;
+                i += 2;
+            }
+            (b'%', _) => {
+                let hex = b.get(i + 1..i + 3).filter(|h| h.iter().all(u8::is_ascii_hexdigit));
+                let byte = hex.and_then(|h| std::str::from_utf8(h).ok());
+                let Some(byte) = byte.and_then(|h| u8::from_str_radix(h, 16).ok()) else {
+                    let why = "'%' not followed by two hex digits, '*' or '?' (write '%' as %25)";
+                    return Err(FilterError { at: at + i, why: why.to_string() });
+                };
+                push_literal_byte(&mut out, byte);
+                i += 3;
+            }
+            _ => {
+                push_literal_byte(&mut out, c);
+                i += 1;
+            }
+        }
+    }
+    out.push('$');
+    Ok(wild.then_some(out))
+}
+
+/// Appends a regular expression matching exactly the byte `byte`.
+fn push_literal_byte(out: &mut String, byte: u8) {
+    if byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_' {
+        out.push(char::from(byte));
+    } else {
+        out.push_str(&format!("(?-u:\\x{byte:02x})"));
+    }
+}
+
+/// What a pattern's `bytes` hold: its text as written, `%XX` escapes decoded (the wildcards
+/// and the regex mark are kept as written).
+fn pattern_text(rest: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(rest.len());
+    let b = rest.as_bytes();
+    let mut i = 0;
+    while let Some(&c) = b.get(i) {
+        let hex = b.get(i + 1..i + 3).filter(|h| h.iter().all(u8::is_ascii_hexdigit));
+        let byte = hex.and_then(|h| std::str::from_utf8(h).ok());
+        match byte.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+            Some(byte) if c == b'%' => {
+                out.push(byte);
+                i += 3;
+            }
+            _ => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 mod extract;

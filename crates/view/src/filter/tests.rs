@@ -138,13 +138,13 @@ fn schema_decoded_json_is_what_fields_read() {
 #[test]
 fn percent_escapes_spell_separators_dots_and_percent() {
     let f = Filter::parse("a%2Eb.c=x%2Fy%2Cz%25").unwrap();
-    let c = &f.conditions()[0];
+    let c = &f.conditions().unwrap()[0];
     assert_eq!(c.field, Field::Json(vec!["a.b".into(), "c".into()]));
     assert_eq!(c.value.bytes, b"x/y,z%");
     assert!(keeps("a%2Eb.c=x%2Fy%2Cz%25", r#"{"a.b":{"c":"x/y,z%"}}"#));
     assert!(keeps("n%3Dm=1", r#"{"n=m":1}"#));
     let f = Filter::parse("@header.x%2Ey=1").unwrap();
-    assert_eq!(f.conditions()[0].field, Field::Header(b"x.y".to_vec()));
+    assert_eq!(f.conditions().unwrap()[0].field, Field::Header(b"x.y".to_vec()));
     assert!(keeps("user=", r#"{"user":""}"#), "an empty value");
 }
 
@@ -242,7 +242,7 @@ fn reference(doc: &Value, path: &[String], op: &str, value: &str) -> bool {
         };
     }
     let is_number = parse_number(value).is_some();
-    if let (Value::Number(n), true, false) = (v, is_number, op == "~") {
+    if let (Value::Number(n), true, false) = (v, is_number, op == "~" || op == "!~") {
         let (a, b) = (n.as_f64().unwrap(), value.parse::<f64>().unwrap());
         return match op {
             "=" => a == b,
@@ -259,6 +259,7 @@ fn reference(doc: &Value, path: &[String], op: &str, value: &str) -> bool {
     };
     match op {
         "~" => text.contains(value),
+        "!~" => !text.contains(value),
         "=" => text == value,
         "!=" => text != value,
         "<" => text.as_bytes() < value.as_bytes(),
@@ -300,7 +301,7 @@ proptest! {
     fn every_operator_agrees_with_the_reference_and_the_prefilter_never_loses_a_match(
         doc in json_doc(),
         picks in prop::collection::vec(0usize..8, 0..4),
-        op in prop::sample::select(vec!["=", "!=", "<", "<=", ">", ">=", "~"]),
+        op in prop::sample::select(vec!["=", "!=", "<", "<=", ">", ">=", "~", "!~"]),
         from_doc in any::<bool>(),
         other in "[a-c.,/%\"é]{0,3}|-?[0-9]{1,2}(\\.[0-9]{1,2})?|true|false|null",
     ) {
@@ -327,7 +328,9 @@ proptest! {
     #[test]
     fn any_text_parses_or_is_refused_within_it(text in "[a-z.,=<>!~%@0-9A-F ]{0,40}") {
         match Filter::parse(&text) {
-            Ok(f) => prop_assert!(!f.conditions().is_empty()),
+            Ok(f) => prop_assert!(
+                !f.alternatives().is_empty() && f.alternatives().iter().all(|a| !a.is_empty())
+            ),
             Err(e) => prop_assert!(e.at <= text.len(), "{}: {}", text, e),
         }
     }
@@ -341,7 +344,7 @@ proptest! {
     ) {
         let filter = format!("{}={}", encode(&name, true), encode(&value, false));
         let f = Filter::parse(&filter).unwrap();
-        let c = &f.conditions()[0];
+        let c = &f.conditions().unwrap()[0];
         prop_assert_eq!(&c.field, &Field::Json(vec![name.clone()]));
         prop_assert_eq!(&c.value.bytes, value.as_bytes());
     }
@@ -376,5 +379,115 @@ fn a_field_is_read_without_the_document_as_a_full_parse_reads_it() {
             let got = extract::field(doc.as_bytes(), &path).ok();
             assert_eq!(got, want, "{doc} {path:?}");
         }
+    }
+}
+
+#[test]
+fn or_joins_alternatives_each_of_which_is_a_conjunction() {
+    assert!(keeps("user=nobody,or,qty=3", ORDER));
+    assert!(keeps("user=user-4242,qty=4,or,address.city=Oslo", ORDER));
+    assert!(!keeps("user=user-4242,qty=4,or,address.city=Bergen", ORDER));
+    assert!(!keeps("user=nobody,or,qty=2,or,item=cup", ORDER));
+    let f = Filter::parse("a=1,b=2,or,c=3").unwrap();
+    assert_eq!(f.alternatives().len(), 2);
+    assert!(f.conditions().is_none());
+    assert_eq!(Filter::parse("a=1,b=2").unwrap().conditions().map(<[_]>::len), Some(2));
+    // A field named `or` is a condition like any other.
+    assert!(!keeps("or=1", ORDER));
+    for bad in ["or", "or,a=1", "a=1,or", "a=1,or,or,b=2", "a=1,,or,b=2"] {
+        let e = Filter::parse(bad).unwrap_err();
+        assert!(e.at <= bad.len(), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn not_contains_is_the_negation_of_contains_on_fields_that_exist() {
+    assert!(keeps("user!~9999", ORDER));
+    assert!(!keeps("user!~4242", ORDER));
+    assert!(keeps("qty!~7", ORDER));
+    assert!(!keeps("qty!~3", ORDER));
+    // A missing field, or a value that is not JSON, matches no condition on it.
+    assert!(!keeps("missing!~x", ORDER));
+    assert!(!keeps("user!~x", "not json"));
+    let r = record(Some(b"k-1"), Some(b"v"), Vec::new());
+    assert!(Filter::parse("@key!~2").unwrap().matches(&r, r.value));
+    assert!(!Filter::parse("@key!~k-").unwrap().matches(&r, r.value));
+}
+
+#[test]
+fn globs_and_regular_expressions_match_the_whole_text_or_anywhere() {
+    let cases: &[(&str, bool)] = &[
+        ("user=user-4%*", true),
+        ("user=user-5%*", false),
+        ("user=%*-4242", true),
+        ("user=user-424%?", true),
+        ("user=user-42%?", false),
+        ("user!=user-4%*", false),
+        ("user!=user-5%*", true),
+        ("qty=%?", true),
+        ("address.city=O%*o", true),
+        ("user=%re:^user-4[0-9]+$", true),
+        ("user=%re:^user-5", false),
+        ("user=%re:42", true),
+        ("user!=%re:42", false),
+        ("item=%re:(?i)^PEN$", true),
+        ("paid=%re:^tr", true),
+        ("missing=%*", false),
+        ("missing!=%*", false),
+        // `%25*` is a `%` followed by `*`: no wildcard.
+        ("user=user%25*", false),
+    ];
+    for (filter, want) in cases {
+        assert_eq!(keeps(filter, ORDER), *want, "{filter}");
+    }
+    let k = record(Some(&[0xff, b'a', b'b']), Some(b"x/y,z"), Vec::new());
+    let holds = |f: &str| Filter::parse(f).unwrap().matches(&k, k.value);
+    assert!(holds("@key=%*ab"));
+    assert!(holds("@key=%FF%*"));
+    assert!(!holds("@key=%?ab"), "one character, and 0xff alone is none");
+    assert!(holds("@value=x%2F%*%2Cz"));
+    assert!(holds("@value=%re:^x%2Fy"));
+    let null_key = record(None, Some(b"v"), Vec::new());
+    assert!(!Filter::parse("@key=%*").unwrap().matches(&null_key, null_key.value));
+    for bad in ["user<%*", "user~a%*", "user>=%re:a", "user=%re:(", "user=%re:a{99999}{99999}"] {
+        let e = Filter::parse(bad).unwrap_err();
+        assert!(e.at <= bad.len(), "{bad}: {e}");
+    }
+}
+
+/// The reference of a glob: `*` any run, `?` one character, over the whole text.
+fn glob_reference(pattern: &[char], text: &[char]) -> bool {
+    match (pattern.split_first(), text.split_first()) {
+        (None, _) => text.is_empty(),
+        (Some(('*', rest)), _) => {
+            (0..=text.len()).any(|i| glob_reference(rest, text.get(i..).unwrap_or_default()))
+        }
+        (Some(('?', rest)), Some((_, t))) => glob_reference(rest, t),
+        (Some((p, rest)), Some((c, t))) => p == c && glob_reference(rest, t),
+        (Some(_), None) => false,
+    }
+}
+
+proptest! {
+    /// A glob agrees with a reference matcher on every string field.
+    #[test]
+    fn a_glob_agrees_with_a_reference_matcher(
+        pattern in "[ab*?.é]{0,6}",
+        text in "[ab.é]{0,6}",
+    ) {
+        let encoded: String = pattern
+            .chars()
+            .map(|c| match c {
+                '*' => "%*".to_string(),
+                '?' => "%?".to_string(),
+                c => c.to_string(),
+            })
+            .collect();
+        prop_assume!(encoded.contains('%'));
+        let doc = serde_json::json!({ "f": text }).to_string();
+        let p: Vec<char> = pattern.chars().collect();
+        let t: Vec<char> = text.chars().collect();
+        prop_assert_eq!(keeps(&format!("f={encoded}"), &doc), glob_reference(&p, &t));
+        prop_assert_eq!(keeps(&format!("f!={encoded}"), &doc), !glob_reference(&p, &t));
     }
 }
