@@ -346,7 +346,9 @@ fn variants(
                 let run_conf = || -> Result<f64, String> {
                     let v = confluent(&["consume", via, &topic, "0", &end_s])?;
                     if v["records"].as_i64() != Some(end) {
-                        return Err(format!("confluent-kafka consumed {v}, expected {end} records"));
+                        return Err(format!(
+                            "confluent-kafka consumed {v}, expected {end} records"
+                        ));
                     }
                     seconds_of(&v)
                 };
