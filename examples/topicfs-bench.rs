@@ -135,6 +135,17 @@ struct Args {
     /// Round-trip times of the proxy for `--cluster-net` and `--cluster-wide`, in ms.
     #[arg(long, default_value = "0,4,20")]
     cluster_delays_ms: String,
+    /// Producer variants of `--cluster-net`'s confluent-kafka-produced partitions (issue 47),
+    /// comma-separated: linger0, linger5, linger20, two-producers, lz4; `none` for none.
+    #[arg(long, default_value = "linger0,linger5,linger20,two-producers,lz4")]
+    cluster_variants: String,
+    /// Records of each `--cluster-variants` partition.
+    #[arg(long, default_value_t = 1_000_000)]
+    cluster_variant_records: u64,
+    /// `--cluster-net` measures only the `--cluster-variants` partitions (not the mount-made
+    /// partition at each delay, nor the followers).
+    #[arg(long)]
+    cluster_variants_only: bool,
     /// Follower counts for `--cluster-net`.
     #[arg(long, default_value = "1,4,16")]
     cluster_followers: String,

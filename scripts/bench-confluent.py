@@ -8,6 +8,13 @@
       produces every line of FILE (without its newline) to the partition with acks=all and the
       default batching; waits for every acknowledgement; {"seconds", "records"}
 
+  produce-variant BOOTSTRAP TOPIC PARTITION RECORDS LINGER_MS COMPRESSION PRODUCERS
+      produces RECORDS records (values: the record's number, zero padded to 100 bytes) to the
+      partition with linger.ms LINGER_MS, compression.type COMPRESSION (none, lz4, ...) and
+      acks=all, from PRODUCERS producers fed in turn (record i from producer i % PRODUCERS, so
+      their batches interleave in the partition); waits for every acknowledgement;
+      {"seconds", "records"}
+
   produce-rate BOOTSTRAP TOPIC PARTITION RATE SECONDS
       produces records at about RATE records/s for SECONDS (values: the record's number, zero
       padded to 100 bytes), acks=all; waits for every acknowledgement;
@@ -87,6 +94,35 @@ def produce(bootstrap, topic, partition, path):
     if left or failed:
         raise SystemExit(f"{left} records unacknowledged, {len(failed)} failed: {failed[:3]}")
     print(json.dumps({"seconds": seconds, "records": len(lines)}))
+
+
+def produce_variant(bootstrap, topic, partition, records, linger, compression, producers):
+    partition, records, producers = int(partition), int(records), int(producers)
+    failed = []
+
+    def report(err, _m):
+        if err is not None:
+            failed.append(err)
+
+    start = time.monotonic()
+    ps = [Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": int(linger),
+                    "compression.type": compression}) for _ in range(producers)]
+    for n in range(records):
+        p = ps[n % producers]
+        while True:
+            try:
+                p.produce(topic, b"%0100d" % n, partition=partition, on_delivery=report)
+                break
+            except BufferError:
+                p.poll(0.05)
+        if n % 1000 == 0:
+            for q in ps:
+                q.poll(0)
+    left = sum(p.flush(120) for p in ps)
+    seconds = time.monotonic() - start
+    if left or failed:
+        raise SystemExit(f"{left} records unacknowledged, {len(failed)} failed: {failed[:3]}")
+    print(json.dumps({"seconds": seconds, "records": records}))
 
 
 def produce_rate(bootstrap, topic, partition, rate, seconds):
@@ -171,6 +207,7 @@ def wide_offsets(bootstrap, topic, spec):
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     {"consume": consume, "produce": produce, "produce-rate": produce_rate,
+     "produce-variant": produce_variant,
      "wide-consume": wide_consume, "wide-offsets": wide_offsets}[cmd](*args)
 
 

@@ -10,7 +10,11 @@
 //!   partition for `--follow-seconds`, while 1, 4 and 16 `tail -n +1 -f by-offset/0` of a
 //!   cluster mount follow it; the figure is the time from the producer's last acknowledgement
 //!   to every follower having the last record, each follower's lines checked to be every
-//!   record exactly once, in order.
+//!   record exactly once, in order;
+//! - partitions confluent-kafka produced (issue 47, `--cluster-variants`): `linger.ms` 0, 5
+//!   and 20, two producers interleaved on one partition, lz4; for each, `cat by-offset/0` at 0
+//!   and 20 ms, the 20 ms rate over the 0 ms one, and confluent-kafka consuming it as the peer,
+//!   with the batches' framing as a Fetch of its first MiB shows it (records per batch).
 
 use super::cluster::{Broker, client, confluent, seconds_of, seed};
 use super::*;
@@ -83,12 +87,16 @@ pub fn run(a: &Args, report: &mut Report) -> Result<(), String> {
     let proxy = Proxy::start(&a.work, broker.port, proxy_port)?;
     let via = format!("127.0.0.1:{proxy_port}");
     let c = client(&broker)?;
+    let mnt = a.work.join("mnt-net");
+    let source = format!("kafka://{via}");
+    variants(a, report, &proxy, &c, &via, &mnt)?;
+    if a.cluster_variants_only {
+        return Ok(());
+    }
     let records = a.cluster_records;
     eprintln!("cluster-net: producing {records} records ...");
     seed(&c, "read", records)?;
     let end = records as i64;
-    let mnt = a.work.join("mnt-net");
-    let source = format!("kafka://{via}");
     let mount = |mnt: &Path| {
         Mount::start_source(
             &a.topicfs,
@@ -248,5 +256,144 @@ pub fn run(a: &Args, report: &mut Report) -> Result<(), String> {
         rows.push(json!({"followers": n, "records": produced, "lag_seconds": lag, "exact": exact}));
     }
     report.put("cluster_followers", json!(rows));
+    Ok(())
+}
+
+/// One producer variant of [`variants`]: name, `linger.ms`, `compression.type`, producers.
+const VARIANTS: [(&str, u32, &str, u32); 5] = [
+    ("linger0", 0, "none", 1),
+    ("linger5", 5, "none", 1),
+    ("linger20", 20, "none", 1),
+    ("two-producers", 5, "none", 2),
+    ("lz4", 20, "lz4", 1),
+];
+
+/// Batches and records of the first Fetch answer (1 MiB) of `topic`/0: how the broker frames
+/// what the producer wrote.
+fn framing(c: &topicfs::cluster::Client, topic: &str) -> Result<(usize, i64), String> {
+    use topicfs::cluster::FetchOptions;
+    use topicfs::format::{parse_batch_info, peek_entry};
+    let opts = FetchOptions { max_bytes: Some(1 << 20), ..FetchOptions::default() };
+    let f = c.fetch(topic, 0, Offset(0), opts).map_err(|e| e.to_string())?;
+    let (mut batches, mut records, mut pos) = (0, 0, 0);
+    let buf = &f.records[..];
+    while let Ok(Some(h)) = peek_entry(&buf[pos..]) {
+        let size = h.total_size();
+        if size == 0 || pos + size > buf.len() {
+            break;
+        }
+        let info = parse_batch_info(&buf[pos..pos + size]).map_err(|e| e.to_string())?;
+        batches += 1;
+        records += info.last_offset.0 - info.base_offset.0 + 1;
+        pos += size;
+    }
+    Ok((batches, records))
+}
+
+/// The issue 47 rows: `cat by-offset/0` of partitions confluent-kafka produced, at 0 and 20 ms.
+fn variants(
+    a: &Args,
+    report: &mut Report,
+    proxy: &Proxy,
+    c: &topicfs::cluster::Client,
+    via: &str,
+    mnt: &Path,
+) -> Result<(), String> {
+    let engine = a.cluster_engine.as_str();
+    let reps = a.reps.unwrap_or(3).max(1);
+    let wanted: Vec<&str> = a.cluster_variants.split(',').map(str::trim).collect();
+    let records = a.cluster_variant_records;
+    let end = records as i64;
+    let end_s = end.to_string();
+    let source = format!("kafka://{via}");
+    let mut rows = Vec::new();
+    for (name, linger, compression, producers) in VARIANTS {
+        if !wanted.contains(&name) {
+            continue;
+        }
+        proxy.set_rtt_ms(0)?;
+        let topic = format!("v-{name}");
+        c.create_topic(&topic, 1, &[]).map_err(|e| format!("create {topic}: {e}"))?;
+        eprintln!("cluster-net: {name}: confluent-kafka produces {records} records ...");
+        let v = confluent(&[
+            "produce-variant",
+            via,
+            &topic,
+            "0",
+            &end_s,
+            &linger.to_string(),
+            compression,
+            &producers.to_string(),
+        ])?;
+        let produced_s = seconds_of(&v)?;
+        let (batches, in_batches) = framing(c, &topic)?;
+        let per_batch = in_batches as f64 / batches.max(1) as f64;
+        let by0 = mnt.join(&topic).join("0").join("by-offset").join("0");
+        let cat = format!("cat {} >/dev/null", sh_quote(&by0));
+        let mut per_rtt = Vec::new();
+        for rtt in [0u64, 20] {
+            proxy.set_rtt_ms(rtt)?;
+            let (m, _) = Mount::start_source(
+                &a.topicfs,
+                OsStr::new(&source),
+                mnt,
+                &["--config", "request.timeout.ms=60000"],
+                &format!("{topic}/0"),
+                &a.work,
+            )?;
+            let (mut mt, mut ct) = (vec![], vec![]);
+            for rep in 0..reps {
+                let run_conf = || -> Result<f64, String> {
+                    let v = confluent(&["consume", via, &topic, "0", &end_s])?;
+                    if v["records"].as_i64() != Some(end) {
+                        return Err(format!(
+                            "confluent-kafka consumed {v}, expected {end} records"
+                        ));
+                    }
+                    seconds_of(&v)
+                };
+                if rep % 2 == 0 {
+                    mt.push(time_sh(&cat)?);
+                    ct.push(run_conf()?);
+                } else {
+                    ct.push(run_conf()?);
+                    mt.push(time_sh(&cat)?);
+                }
+            }
+            drop(m);
+            per_rtt.push((rtt, mt, ct));
+        }
+        let rate = |s: &[f64]| end as f64 / stat(s).median;
+        let (r0, r20) = (rate(&per_rtt[0].1), rate(&per_rtt[1].1));
+        let (c0, c20) = (rate(&per_rtt[0].2), rate(&per_rtt[1].2));
+        let of0 = r20 / r0;
+        let ratios: Vec<f64> = per_rtt[1].1.iter().map(|t| end as f64 / t / r0).collect();
+        let spread = stat(&ratios);
+        report.row(
+            "cluster network",
+            format!(
+                "cat by-offset/0, {end} records confluent-kafka produced ({name}: linger.ms \
+                 {linger}, {compression}, {producers} producer(s); {per_batch:.0} records a \
+                 batch), 20 ms vs 0 ms round trip ({engine} tansu, proxy)"
+            ),
+            format!("{} rec/s at 20 ms; {} rec/s at 0 ms", fmt_rate(r20), fmt_rate(r0)),
+            format!(
+                "confluent-kafka consume {} rec/s at 20 ms, {} rec/s at 0 ms",
+                fmt_rate(c20),
+                fmt_rate(c0)
+            ),
+            format!("{of0:.2} of 0 ms ({:.2}..{:.2})", spread.min, spread.max),
+            ">= 0.50 of 0 ms",
+            Some(of0 >= 0.5),
+        );
+        rows.push(json!({"variant": name, "linger_ms": linger, "compression": compression,
+                         "producers": producers, "produce_seconds": produced_s,
+                         "records_per_batch": per_batch,
+                         "seconds_0ms": per_rtt[0].1, "seconds_20ms": per_rtt[1].1,
+                         "confluent_seconds_0ms": per_rtt[0].2,
+                         "confluent_seconds_20ms": per_rtt[1].2, "of_0ms": of0}));
+    }
+    proxy.set_rtt_ms(0)?;
+    report.put("cluster_net_variants", json!(rows));
     Ok(())
 }

@@ -47,12 +47,32 @@ fn reaches_back(from: Offset, bytes: &[u8]) -> Offset {
 }
 
 /// The piece of a Fetch answer for a read from `from` that asked `ask` bytes: `bytes` (whole
-/// batches), continued at `next`, serving from [`reaches_back`].
+/// batches), continued at `next`, serving from [`reaches_back`], with its batches counted.
 fn answer_piece(from: Offset, next: Offset, bytes: Bytes, ask: usize) -> Piece {
+    let (batches, first_base) = batches_of(&bytes);
     let mut piece = Piece::new(reaches_back(from, &bytes), next, bytes);
     piece.asked = ask;
     piece.fetched_for = from;
+    piece.batches = batches;
+    piece.first_base = first_base.unwrap_or(piece.from);
     piece
+}
+
+/// The whole batches of `bytes` (a piece's) and the base offset of the first (`None` when it
+/// does not parse). Reads entry headers only.
+fn batches_of(bytes: &[u8]) -> (usize, Option<Offset>) {
+    let first = parse_batch_info(bytes).ok().map(|info| info.base_offset);
+    let (mut n, mut pos) = (0, 0);
+    while let Some(rest) = bytes.get(pos..) {
+        let Ok(Some(h)) = peek_entry(rest) else { break };
+        let size = h.total_size();
+        if size == 0 || size > rest.len() {
+            break;
+        }
+        n += 1;
+        pos += size;
+    }
+    (n, first)
 }
 
 /// Whether the first batch of `bytes` (whole batches) starts below `from`.

@@ -30,14 +30,16 @@
 //! [`AHEAD_WINDOWS`] windows of batches fetched or in flight past the read, from the end of
 //! what is already kept, never past the log end last stated, at most
 //! [`FLIGHTS_PER_PARTITION`] at once). Where a prefetch in flight will end is not known: the
-//! next one starts at its guessed end ([`guess_end`]: as the latest piece), so that several
-//! are in flight across a network's round trip; its answer begins with the batch holding its
-//! offset, so a piece serves from that batch's base when it is lower (the `from` of a piece
-//! may lie below the offset its Fetch asked). A guess short of the
-//! end makes two pieces overlap (batches read twice); one past the end leaves a gap that the
-//! reader reaching it fetches itself. A read inside a prefetch's guessed range waits for it,
-//! then looks again. A piece fetched from a guessed offset (or continuing one) is
-//! [`Piece::guessed`].
+//! next one starts at its guessed end ([`guess_end`]: as the latest piece, a little short of
+//! it), so that several are in flight across a network's round trip; on Kafka its answer
+//! begins with the batch holding its offset, so a piece serves from that batch's base when it
+//! is lower (the `from` of a piece may lie below the offset its Fetch asked); tansu's memory
+//! engine answers with the batches after it ([`Framing`], learned from the answers). A guess
+//! short of the end makes two pieces overlap (batches read twice); one past the end leaves a
+//! gap that the reader reaching it fetches itself (a round trip), which is why guesses stay
+//! short by the spread of answers' sizes, whatever the batches' framing. A read inside a
+//! prefetch's guessed range waits for it, then looks again. A piece fetched from a guessed
+//! offset (or continuing one) is [`Piece::guessed`].
 //!
 //! **Framing.** On a broker whose batches never change (Kafka) every piece's batches are the
 //! log's. A broker that frames each Fetch answer anew (tansu's SQLite engine: one batch from
@@ -122,6 +124,13 @@ pub(super) struct Piece {
     /// gets what a Fetch of its own would, whatever the first batch holds. A read from any
     /// other offset is served only from a batch starting at or after it (see module docs).
     pub fetched_for: Offset,
+    /// Batches in `bytes` (0 when not counted): with the offsets it spans, the records of a
+    /// batch, which the guesses of where prefetches end allow for ([`guess_end`]).
+    pub batches: usize,
+    /// The base offset of its first batch (`from` when not known): above `fetched_for` when
+    /// the broker answered a Fetch from inside a batch with the batches after it
+    /// ([`Framing::After`]).
+    pub first_base: Offset,
     /// When it was last served (the mount's tick), for least-recently-used dropping.
     used: u64,
 }
@@ -130,7 +139,17 @@ impl Piece {
     /// A piece of `bytes` read from `from`, continued at `next`.
     pub fn new(from: Offset, next: Offset, bytes: Bytes) -> Piece {
         let asked = bytes.len();
-        Piece { from, next, bytes, guessed: false, asked, fetched_for: from, used: 0 }
+        Piece {
+            from,
+            next,
+            bytes,
+            guessed: false,
+            asked,
+            fetched_for: from,
+            batches: 0,
+            first_base: from,
+            used: 0,
+        }
     }
 
     /// Whether this piece makes `other` unneeded: it holds all of it, answers the same read
@@ -184,32 +203,77 @@ struct Flight {
 
 impl Flight {
     /// Whether a read from `at` waits for this Fetch: it starts there, or probably holds it
-    /// (a guessed one also a little below its start: its answer begins with the batch holding
-    /// its offset, which may start before it).
-    fn covers(&self, at: Offset) -> bool {
+    /// (a guessed one also a little below its start, unless the broker answers a Fetch from
+    /// inside a batch with the batches after it: its answer begins with the batch holding its
+    /// offset, which may start before it).
+    fn covers(&self, at: Offset, framing: Framing) -> bool {
         let Some(until) = self.until else { return self.from == at };
-        let below = if self.guessed { (until.0 - self.from.0) / 8 } else { 0 };
+        let below =
+            if self.guessed && framing != Framing::After { (until.0 - self.from.0) / 8 } else { 0 };
         self.from.0.saturating_sub(below) <= at.0 && at < until
     }
 }
 
+/// What the latest kept piece of a partition says of its answers, to guess ends by
+/// ([`guess_end`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Model {
+    /// Offsets it spans.
+    records: i64,
+    /// Its bytes.
+    bytes: usize,
+    /// The bytes its Fetch asked (0: its size).
+    asked: usize,
+    /// Its batches (0: not counted).
+    batches: usize,
+}
+
+/// How a partition's broker answers a Fetch from an offset inside a batch, as its answers
+/// showed (see [`guess_end`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Framing {
+    /// Not seen yet: taken as [`Framing::After`], where a guess past the end costs most.
+    #[default]
+    Unknown,
+    /// With the batch holding the offset (Kafka): a guess inside the batch after an answer's
+    /// end still continues it.
+    Holding,
+    /// With the batches starting after it (tansu's memory engine): a guess inside the batch
+    /// after an answer's end skips that batch, a gap the reader fills with a Fetch of its own.
+    After,
+}
+
+/// The part of a guessed answer's records a guess stays short of whatever the batches: answers
+/// of whole batches vary as their batches' sizes do, and a guess past an answer's end costs a
+/// round trip where one short of it costs the bytes read twice.
+const GUESS_SHORT: i64 = 32;
+
 /// Where a Fetch of `ask` bytes from `from` probably ends, like the latest kept piece
-/// (`records` offsets in `bytes`, its Fetch having asked `asked`): an answer holds as many
-/// whole batches as fit its ask, so the next one holds about as many records, scaled by `ask`
-/// over `asked` while windows grow. Not shorter on purpose: with batches about half the ask, a
-/// guess short of the end falls in the last batch of the answer before and fetches it again;
-/// one past the end leaves a gap that a small Fetch fills when the reader gets there (a round
-/// trip), and a guessed answer starts with the batch holding its offset, so a guess inside
-/// the batch after the end still continues it. `None` without a piece to guess from.
-fn guess_end(from: Offset, ask: usize, model: (i64, usize, usize)) -> Option<Offset> {
-    let (records, bytes, asked) = model;
-    let asked = if asked == 0 { bytes } else { asked };
+/// (`model`): an answer holds as many whole batches as fit its ask (a broker may add the batch
+/// that passes it: tansu), so the next one holds at least about `n` records, the piece's
+/// records scaled by `ask` over the larger of its ask and its size. Answers vary as their
+/// batches' sizes do: the guess is `n / GUESS_SHORT` short of `from + n`, since one past the
+/// end leaves a gap that the reader fills with a Fetch of its own when it gets there (a round
+/// trip) and one short of it makes two answers overlap (bytes read twice). On a broker that
+/// answers a Fetch from inside a batch with that batch ([`Framing::Holding`], Kafka) a guess
+/// inside the batch after the end still continues the answer before, so the guess is short
+/// only by what that exceeds a batch (`b`, the piece's records per batch; not at all with
+/// batches about half the ask, where being short would fetch the last batch of the answer
+/// before again). At least one record past `from`. `None` without a piece to guess from.
+fn guess_end(from: Offset, ask: usize, model: Model, framing: Framing) -> Option<Offset> {
+    let Model { records, bytes, asked, batches } = model;
+    let asked = asked.max(bytes);
     if records <= 0 || asked == 0 {
         return None;
     }
-    let records = u128::try_from(records).ok()?;
-    let n = (ask as u128).saturating_mul(records) / asked as u128;
+    let n = (ask as u128).saturating_mul(u128::try_from(records).ok()?) / asked as u128;
     let n = i64::try_from(n).ok()?.max(1);
+    let short = match (framing, i64::try_from(batches)) {
+        (Framing::Holding, Ok(b)) if b > 0 => (n / GUESS_SHORT - records / b).max(0),
+        (Framing::Holding, _) => 0,
+        (Framing::Unknown | Framing::After, _) => n / GUESS_SHORT,
+    };
+    let n = n.saturating_sub(short).max(1);
     Some(Offset(from.0.saturating_add(n)))
 }
 
@@ -297,6 +361,9 @@ struct PartWindow {
     flights: Vec<Flight>,
     /// Whether guessed prefetches serve this partition's readers (see [`Guesses`]).
     guesses: Guesses,
+    /// How the broker answers a Fetch from inside a batch, as the latest answer that showed
+    /// it says.
+    framing: Framing,
 }
 
 /// What a partition's reads showed of prefetches from guessed offsets.
@@ -382,7 +449,8 @@ impl Windows {
                 fetched_for: p.fetched_for,
             };
         }
-        let waits = |f: &&Flight| f.covers(from) && !(pass.guessed && f.guessed);
+        let framing = part.framing;
+        let waits = |f: &&Flight| f.covers(from, framing) && !(pass.guessed && f.guessed);
         if let Some(f) = part.flights.iter().find(waits) {
             return Found::InFlight(Arc::clone(&f.slot));
         }
@@ -472,8 +540,14 @@ impl Windows {
             .pieces
             .iter()
             .max_by_key(|p| p.next)
-            .map(|p| (p.next.0 - p.from.0, p.bytes.len(), p.asked))
-            .unwrap_or((0, 0, 0));
+            .map(|p| Model {
+                records: p.next.0 - p.from.0,
+                bytes: p.bytes.len(),
+                asked: p.asked,
+                batches: p.batches,
+            })
+            .unwrap_or_default();
+        let framing = part.framing;
         let mut at = from;
         let mut kept = 0usize;
         let mut guessed = false;
@@ -493,7 +567,7 @@ impl Windows {
                 at = p.next;
                 // The end of a guessed piece is a batch boundary of its framing only.
                 guessed = p.guessed;
-            } else if let Some(f) = part.flights.iter().find(|f| f.covers(at)) {
+            } else if let Some(f) = part.flights.iter().find(|f| f.covers(at, framing)) {
                 // Where that Fetch ends is not known yet: its guess, if it has one.
                 let until = f.until?;
                 kept = kept.saturating_add(f.ask);
@@ -515,7 +589,7 @@ impl Windows {
                 Guesses::Unproven | Guesses::Proven => {}
             }
         }
-        let until = guess_end(at, window, model).map(|u| u.min(end));
+        let until = guess_end(at, window, model, framing).map(|u| u.min(end));
         let slot = Arc::new(FlightSlot::default());
         let flight = Flight {
             from: at,
@@ -550,6 +624,11 @@ impl Windows {
                 part.flights.retain(|f| !(f.from == from && Arc::ptr_eq(&f.slot, slot)));
                 if let Some(mut piece) = piece {
                     piece.used = tick;
+                    if piece.batches > 0 && piece.first_base > piece.fetched_for {
+                        part.framing = Framing::After;
+                    } else if piece.batches > 0 && piece.first_base < piece.fetched_for {
+                        part.framing = Framing::Holding;
+                    }
                     // A piece another one covers whole is not needed.
                     let mut i = 0;
                     while i < part.pieces.len() {
@@ -609,6 +688,12 @@ impl Windows {
         if part.guesses == Guesses::Unproven {
             part.guesses = Guesses::Proven;
         }
+    }
+
+    /// How `key`'s broker answers a Fetch from inside a batch, as its answers showed.
+    #[cfg(test)]
+    fn framing(&self, key: &Key) -> Framing {
+        lock(&self.state).parts.get(key).map_or(Framing::Unknown, |p| p.framing)
     }
 
     /// Drops every kept piece of the mount.
@@ -768,9 +853,13 @@ mod tests {
     fn a_second_prefetch_starts_at_the_guessed_end_of_the_one_in_flight() {
         let w = Windows::default();
         let k = key();
-        let Found::Fetch(slot, _) = w.find(&k, Offset(0), &Pass::NONE) else { panic!() };
-        // 100 records in 10,000 bytes: 100 bytes a record.
-        w.landed(&k, Offset(0), &slot, Some(piece(0, 100, 10_000)), Landed::Piece, usize::MAX);
+        let Found::Fetch(slot, _) = w.find(&k, Offset(3), &Pass::NONE) else { panic!() };
+        // A broker answering a Fetch from inside a batch with that batch (Kafka): 100 records
+        // in 10,000 bytes, 100 bytes a record, in batches of 25.
+        let mut first = piece(0, 100, 10_000);
+        (first.batches, first.fetched_for) = (4, Offset(3));
+        w.landed(&k, Offset(3), &slot, Some(first), Landed::Piece, usize::MAX);
+        assert_eq!(w.framing(&k), Framing::Holding);
         // A window of 10,000 bytes from 100 probably ends at 200 (100 records, as the last).
         let (first, one, _) =
             w.prefetch_from(&k, Offset(50), 10_000, 25_000, Offset(1000)).unwrap();
@@ -835,6 +924,67 @@ mod tests {
         assert!(w.prefetch_from(&k, Offset(90), 10_000, 30_000, Offset(120)).is_none());
         assert!(matches!(w.find(&k, Offset(119), &Pass::NONE), Found::InFlight(_)));
         assert!(matches!(w.find(&k, Offset(120), &Pass::NONE), Found::Fetch(..)));
+    }
+
+    fn model(records: i64, bytes: usize, asked: usize, batches: usize) -> Model {
+        Model { records, bytes, asked, batches }
+    }
+
+    #[test]
+    fn guesses_stay_short_of_the_end_by_the_spread_of_answers_and_on_kafka_by_less_than_a_batch() {
+        let mib = 1 << 20;
+        // Small batches (linger.ms 0: 5 records a batch), 10,000 records in 1 MiB: 1/32 short.
+        let small = model(10_000, mib, mib, 2_000);
+        for framing in [Framing::Unknown, Framing::After] {
+            assert_eq!(guess_end(Offset(0), mib, small, framing), Some(Offset(10_000 - 312)));
+        }
+        // Kafka answers a guess inside the batch after the end with that batch: a batch less.
+        assert_eq!(guess_end(Offset(0), mib, small, Framing::Holding), Some(Offset(10_000 - 307)));
+        // Batches of about half the ask: on Kafka not short at all (as before), ...
+        let large = model(10_000, mib, mib, 2);
+        assert_eq!(guess_end(Offset(0), mib, large, Framing::Holding), Some(Offset(10_000)));
+        // ... on a broker that added the batch passing the ask (2 MiB for 1 MiB asked: tansu)
+        // by the records of the ask only, then 1/32 short.
+        let over = model(10_000, 2 * mib, mib, 2);
+        assert_eq!(guess_end(Offset(100), mib, over, Framing::After), Some(Offset(100 + 4_844)));
+        // Windows growing: scaled by the ask.
+        assert_eq!(guess_end(Offset(0), 2 * mib, small, Framing::After), Some(Offset(19_375)));
+        // At least one record; nothing to guess from without records.
+        assert_eq!(guess_end(Offset(7), 10, small, Framing::After), Some(Offset(8)));
+        assert_eq!(guess_end(Offset(7), mib, model(0, mib, mib, 0), Framing::After), None);
+    }
+
+    #[test]
+    fn answers_show_how_the_broker_frames_a_fetch_from_inside_a_batch() {
+        let k = key();
+        let land = |w: &Windows, fetched_for: i64, first_base: i64| {
+            let Found::Fetch(slot, _) = w.find(&k, Offset(fetched_for), &Pass::NONE) else {
+                panic!()
+            };
+            let mut p = piece(first_base.min(fetched_for), fetched_for + 50, 5_000);
+            (p.batches, p.first_base, p.fetched_for) = (5, Offset(first_base), Offset(fetched_for));
+            w.landed(&k, Offset(fetched_for), &slot, Some(p), Landed::Piece, usize::MAX);
+        };
+        let w = Windows::default();
+        assert_eq!(w.framing(&k), Framing::Unknown);
+        // From a batch boundary: nothing shown.
+        land(&w, 0, 0);
+        assert_eq!(w.framing(&k), Framing::Unknown);
+        // tansu's memory engine: a Fetch from 130 answers from the next batch, at 140.
+        land(&w, 130, 140);
+        assert_eq!(w.framing(&k), Framing::After);
+        // The next prefetches: from the end of what is kept, then from 1/32 short of where
+        // that one probably ends (50 records as the latest piece).
+        let (at, _, guessed) =
+            w.prefetch_from(&k, Offset(150), 5_000, 50_000, Offset(10_000)).unwrap();
+        assert_eq!((at, guessed), (Offset(180), false));
+        let (at, _, guessed) =
+            w.prefetch_from(&k, Offset(150), 5_000, 50_000, Offset(10_000)).unwrap();
+        assert_eq!((at, guessed), (Offset(180 + 50 - 1), true));
+        // Kafka: the answer starts with the batch holding the offset.
+        let w = Windows::default();
+        land(&w, 130, 120);
+        assert_eq!(w.framing(&k), Framing::Holding);
     }
 
     #[test]
