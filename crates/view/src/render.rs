@@ -215,6 +215,15 @@ impl std::str::FromStr for JsonPayload {
     }
 }
 
+/// What `.json` renderings show beyond the records' bytes, mount-wide: the schemas keys and
+/// values in the wire format are decoded with (`None`: as bytes), and how payloads that are
+/// JSON are shown.
+#[derive(Clone, Debug, Default)]
+pub struct JsonShown {
+    pub schemas: Option<Arc<Schemas>>,
+    pub payload: JsonPayload,
+}
+
 /// Renders records of one partition in one (record) format, optionally only the records a
 /// filter keeps (`where/<filter>/`): the others render nothing, as control batches, so a
 /// filtered rendering is a rendering like any other (positions, sizes and streams alike).
@@ -268,6 +277,12 @@ impl Renderer {
             self.json_payload = payload;
         }
         self
+    }
+
+    /// The same renderer showing what `shown` says ([`Renderer::with_schemas`],
+    /// [`Renderer::with_json_payload`]).
+    pub fn showing(self, shown: &JsonShown) -> Renderer {
+        self.with_schemas(shown.schemas.clone()).with_json_payload(shown.payload)
     }
 
     /// How this renderer shows payloads that are JSON.
