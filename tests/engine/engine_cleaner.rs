@@ -69,7 +69,8 @@ fn latest_and_by_key_agree_before_and_after_cleaning() {
     }
     let part: Arc<dyn PartitionSource> = log.clone();
     let latest = |k: &str| {
-        latest_record(part.as_ref(), Some(k.as_bytes()), Format::Json, None, JsonShown::default()).unwrap()
+        latest_record(part.as_ref(), Some(k.as_bytes()), Format::Json, None, JsonShown::default())
+            .unwrap()
     };
     let before: Vec<_> = keys.iter().map(|k| latest(k)).collect();
     // The key indexes exist before the pass (built by the queries above).

@@ -64,5 +64,8 @@ fn every_json_stream_shows_json_payloads_as_json_and_append_json_takes_them_back
     assert_eq!(payloads(&fs, "orders/0/latest/k1.json"), vec![all[2].clone()]);
     assert_eq!(payloads(&fs, "orders/where/user=a/0/by-offset/0.json"), vec![all[0].clone()]);
     // Value lines are unchanged by the setting.
-    assert_eq!(fs_fixture::read_path(&fs, "orders/where/user=a/0/by-offset/0", 100), b"{\"user\":\"a\",\"n\":1}\n");
+    assert_eq!(
+        fs_fixture::read_path(&fs, "orders/where/user=a/0/by-offset/0", 100),
+        b"{\"user\":\"a\",\"n\":1}\n"
+    );
 }

@@ -367,7 +367,10 @@ fn value_end(line: &[u8], start: usize) -> Option<usize> {
         }
         _ => {
             let mut i = start;
-            while line.get(i).is_some_and(|b| !matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')) {
+            while line
+                .get(i)
+                .is_some_and(|b| !matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
+            {
                 i += 1;
             }
             Some(i)

@@ -531,7 +531,9 @@ pub fn write_minified(out: &mut impl Sink, json: &[u8]) {
             b'"' => {
                 // Skip the string: to its closing quote, past escaped characters.
                 i += 1;
-                while let Some(at) = json.get(i..).and_then(|rest| memchr::memchr2(b'"', b'\\', rest)) {
+                while let Some(at) =
+                    json.get(i..).and_then(|rest| memchr::memchr2(b'"', b'\\', rest))
+                {
                     i += at;
                     if json.get(i) == Some(&b'\\') {
                         i += 2;
@@ -772,7 +774,10 @@ mod tests {
     #[test]
     fn minified_json_loses_only_whitespace_outside_strings() {
         let cases: [(&str, &str); 5] = [
-            (" { \"a\" : [1, 2 ,\n3], \"b c\":\"x \\\" y\\\\\" }\r\n", r#"{"a":[1,2,3],"b c":"x \" y\\"}"#),
+            (
+                " { \"a\" : [1, 2 ,\n3], \"b c\":\"x \\\" y\\\\\" }\r\n",
+                r#"{"a":[1,2,3],"b c":"x \" y\\"}"#,
+            ),
             ("42", "42"),
             ("\t-1.5e3\n", "-1.5e3"),
             (r#"["\\", " "]"#, r#"["\\"," "]"#),
@@ -790,10 +795,13 @@ mod tests {
 
     #[test]
     fn json_values_are_objects_arrays_numbers_and_booleans_in_utf8() {
-        for yes in ["{}", " {\"a\":1}\n", "[1,\"x\"]", "-0.5", "7", "true", "false", "{\"é\":\"😀\"}"] {
+        for yes in
+            ["{}", " {\"a\":1}\n", "[1,\"x\"]", "-0.5", "7", "true", "false", "{\"é\":\"😀\"}"]
+        {
             assert!(is_json_value(yes.as_bytes()), "{yes}");
         }
-        for no in ["", " ", "null", "\"s\"", "{", "{} {}", "tru", "01", "[1,]", "abc", "{\"a\":1}x"] {
+        for no in ["", " ", "null", "\"s\"", "{", "{} {}", "tru", "01", "[1,]", "abc", "{\"a\":1}x"]
+        {
             assert!(!is_json_value(no.as_bytes()), "{no}");
         }
         // A string of bytes that are not UTF-8: serde_json alone would skip it.
