@@ -15,7 +15,7 @@ use topicfs_view::spec::Format;
 
 fn value(i: u64) -> Vec<u8> {
     format!(
-        r#"{{"id":{i},"user":"user-{}","item":"pen","qty":{},"address":{{"city":"Oslo","zip":"0150"}},"ok":true}}"#,
+        r#"{{"id":{i},"user":"user-{}","item":"pen","qty":{},"address":{{"city":"Oslo","zip":"0150"}},"ok":true,"note":"leave at the door"}}"#,
         i % 100_000,
         i % 7
     )
@@ -99,9 +99,55 @@ fn main() {
         }
         let ns = best * 1e9 / records as f64;
         let base_ns = *base.get_or_insert(ns);
-        println!("{name:<40} {ns:>7.1} ns/record  {:>6.2} M rec/s  ratio to value lines {:.2}", records as f64 / best / 1e6, base_ns / ns);
+        println!(
+            "{name:<40} {ns:>7.1} ns/record  {:>6.2} M rec/s  ratio to value lines {:.2}",
+            records as f64 / best / 1e6,
+            base_ns / ns
+        );
     }
 }
 
-#[allow(clippy::ptr_arg)]
-fn extra_runs<'a>(_batches: &'a [Vec<u8>], _runs: &mut Vec<(&'a str, Box<dyn Fn(&mut Vec<u8>) + 'a>)>) {}
+/// The Avro value of record `i` (a record like the JSON values above), as the bench's
+/// `--schemas` data: decoded to JSON by building a `serde_json::Value` and serializing it (as
+/// before), and written as JSON while read.
+const AVRO: &str = r#"{"type":"record","name":"Order","fields":[
+  {"name":"id","type":"long"},{"name":"user","type":"string"},{"name":"item","type":"string"},
+  {"name":"qty","type":"int"},
+  {"name":"address","type":{"type":"record","name":"Address","fields":[{"name":"city","type":"string"},{"name":"zip","type":"string"}]}},
+  {"name":"ok","type":"boolean"},{"name":"note","type":"string"}]}"#;
+
+#[allow(clippy::type_complexity)]
+fn extra_runs<'a>(_batches: &'a [Vec<u8>], runs: &mut Vec<(&'a str, Box<dyn Fn(&mut Vec<u8>) + 'a>)>) {
+    use topicfs_schema::avro::AvroCodec;
+    let codec = Box::leak(Box::new(AvroCodec::compile(AVRO, &[]).expect("schema")));
+    let bodies: &'a Vec<Vec<u8>> = Box::leak(Box::new(
+        (0..1_000_000u64)
+            .map(|i| {
+                let v: serde_json::Value = serde_json::from_slice(&value(i)).expect("json");
+                codec.from_json(&v, "payload").expect("encode")
+            })
+            .collect(),
+    ));
+    let codec: &'a AvroCodec = codec;
+    runs.push((
+        "Avro body to Value to JSON text",
+        Box::new(move |_out: &mut Vec<u8>| {
+            let mut n = 0;
+            for b in bodies {
+                let v = codec.to_json(b).expect("decode");
+                n += serde_json::to_string(&v).expect("text").len();
+            }
+            std::hint::black_box(n);
+        }),
+    ));
+    runs.push((
+        "Avro body written as JSON text",
+        Box::new(move |_out: &mut Vec<u8>| {
+            let mut n = 0;
+            for b in bodies {
+                n += codec.to_json_text(b).expect("decode").len();
+            }
+            std::hint::black_box(n);
+        }),
+    ));
+}
