@@ -755,8 +755,8 @@ mod tests {
     #[test]
     fn word_escaping_is_the_byte_by_byte_escaping() {
         // Quotes and backslashes at every place of the words and of the tail.
-        for len in 0..40usize {
-            for step in 1..10usize {
+        for len in (0..40usize).chain([100, 333]) {
+            for step in [1usize, 2, 3, 4, 5, 6, 7, 8, 9, 50, 1000] {
                 for special in [b'"', b'\\'] {
                     let v: Vec<u8> = (0..len)
                         .map(|i| if i % step == step - 1 { special } else { b'a' + (i % 26) as u8 })
@@ -766,6 +766,10 @@ mod tests {
                     let mut slow = Vec::new();
                     write_json_bytes(&mut slow, &v);
                     assert_eq!(fast, slow, "{v:?}");
+                    let escapes = v.iter().filter(|&&c| c == special).count();
+                    let mut dst = vec![0; v.len() + escapes + 10];
+                    let n = escape_into(&mut dst, &v).unwrap();
+                    assert_eq!(&dst[..n], &slow[..], "{v:?}");
                 }
             }
         }

@@ -299,8 +299,12 @@ impl Reader<'_, '_> {
                 [1] => out.extend_from_slice(b"true"),
                 _ => return None,
             },
-            Schema::Int => out.extend_from_slice(itoa::Buffer::new().format(self.int().ok()?).as_bytes()),
-            Schema::Long => out.extend_from_slice(itoa::Buffer::new().format(self.long().ok()?).as_bytes()),
+            Schema::Int => {
+                out.extend_from_slice(itoa::Buffer::new().format(self.int().ok()?).as_bytes())
+            }
+            Schema::Long => {
+                out.extend_from_slice(itoa::Buffer::new().format(self.long().ok()?).as_bytes())
+            }
             Schema::String => {
                 let n = self.length().ok()?;
                 let text = std::str::from_utf8(self.take(n).ok()?).ok()?;
