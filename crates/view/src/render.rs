@@ -731,6 +731,69 @@ mod tests {
         }
     }
 
+    /// One Avro schema, id 1.
+    struct OneSchema;
+
+    impl topicfs_schema::SchemaSource for OneSchema {
+        fn by_id(&self, id: u32) -> topicfs_source::error::Result<topicfs_schema::SchemaRecord> {
+            Ok(topicfs_schema::SchemaRecord {
+                id,
+                subject: None,
+                version: None,
+                schema_type: topicfs_schema::SchemaType::Avro,
+                text: r#"{"type":"record","name":"R","fields":[{"name":"user","type":"string"}]}"#
+                    .into(),
+                references: Vec::new(),
+                deleted: false,
+            })
+        }
+        fn by_subject(
+            &self,
+            _: &str,
+            _: Option<i32>,
+        ) -> topicfs_source::error::Result<topicfs_schema::SchemaRecord> {
+            self.by_id(1)
+        }
+        fn subjects(&self) -> topicfs_source::error::Result<Vec<String>> {
+            Ok(Vec::new())
+        }
+        fn versions(&self, _: &str) -> topicfs_source::error::Result<Vec<(i32, u32)>> {
+            Ok(Vec::new())
+        }
+    }
+
+    #[test]
+    fn schemas_and_json_payloads_combine_decoded_values_first() {
+        let schemas = Arc::new(Schemas::new(Arc::new(OneSchema)));
+        let shown = JsonShown { schemas: Some(schemas), payload: JsonPayload::Object };
+        let renderer = Renderer::new(Format::Json, "t", 0).showing(&shown);
+        let mut out = Vec::new();
+        // Decoded with its schema: JSON and its id, as without the option.
+        renderer.write_field(
+            &mut out,
+            b"payload",
+            Some(b"\0\0\0\0\x01\x0aalice"),
+            JsonPayload::Object,
+        );
+        assert_eq!(out, br#"{"user":"alice"},"payload_schema_id":1"#);
+        // Not in the wire format and JSON: JSON; not decodable: the bytes as before, and why.
+        out.clear();
+        renderer.write_field(&mut out, b"payload", Some(b" [1, 2]"), JsonPayload::Object);
+        assert_eq!(out, b"[1,2]");
+        out.clear();
+        renderer.write_field(&mut out, b"payload", Some(b"\0\0\0\0\x01\x09"), JsonPayload::Object);
+        let text = String::from_utf8(out.clone()).unwrap();
+        assert!(text.starts_with(r#""\u0000\u0000\u0000\u0000\u0001\t","payload_schema_id":1,"payload_schema_error":"#), "{text}");
+        let mut counter = ByteCounter(0);
+        renderer.write_field(
+            &mut counter,
+            b"payload",
+            Some(b"\0\0\0\0\x01\x09"),
+            JsonPayload::Object,
+        );
+        assert_eq!(counter.0, out.len() as u64);
+    }
+
     #[test]
     fn json_text_is_exactly_utf8_without_control_characters_with_its_escapes_counted() {
         for len in [0usize, 1, 7, 8, 9, 15, 16, 17, 40, 200] {
