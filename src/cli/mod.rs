@@ -216,7 +216,9 @@ pub struct MountArgs {
     /// commits its end: at-most-once), fsname=NAME (default: the data dir), subtype=NAME (default:
     /// topicfs), nodev, nosuid, noexec, noatime, dev, suid, exec, atime, sync, async, dirsync; and topicfs's own memory_budget=SIZE and
     /// background_threads=N (as --memory-budget, --background-threads; -o wins; render_threads=N
-    /// is its former name).
+    /// is its former name); json_payload=object (.json lines show a payload that is a JSON
+    /// object, array, number or boolean as that JSON, so `jq .payload.user` needs no fromjson;
+    /// default string, kcat's).
     ///
     /// A comma inside a value is written `\,`.
     ///

@@ -444,9 +444,19 @@ fn mount_and_serve(
         })
         .unwrap_or_default();
     let schemas = open_schemas(&request.schemas, &source)?;
+    let json_payload = request
+        .fuse_options
+        .iter()
+        .rev()
+        .find_map(|o| match o {
+            FuseOption::JsonPayload(shown) => Some(*shown),
+            _ => None,
+        })
+        .unwrap_or_default();
     let fs = Arc::new(
         TopicFs::new(Arc::clone(&source), options)
             .with_schemas(schemas)
+            .with_json_payload(json_payload)
             .with_isolation(stream_isolation(request))
             .with_groups(groups, reset)
             .with_internal_topics(request.fuse_options.contains(&FuseOption::ShowInternal))

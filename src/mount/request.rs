@@ -83,6 +83,10 @@ pub enum FuseOption {
     SchemasTopic(String),
     /// `schema_registry=URL`: same as `--schema-registry`.
     SchemaRegistry(String),
+    /// `json_payload=string|object`: `.json` lines show a payload that is a JSON object, array,
+    /// number or boolean as a string of its text (`string`, kcat's, the default) or as that
+    /// JSON value (`object`; see [`crate::view::render`]).
+    JsonPayload(crate::view::render::JsonPayload),
 }
 
 /// Kernel mount flags accepted by `-o`.
@@ -151,6 +155,8 @@ impl FromStr for FuseOption {
                     FuseOption::SchemasTopic(parse_schemas_topic(topic)?)
                 } else if let Some(url) = s.strip_prefix("schema_registry=") {
                     FuseOption::SchemaRegistry(url.to_string())
+                } else if let Some(shown) = s.strip_prefix("json_payload=") {
+                    FuseOption::JsonPayload(shown.parse().map_err(Error::Usage)?)
                 } else {
                     return Err(Error::Usage(format!(
                         "unknown mount option {s:?} (known: allow_other, allow_root, \
@@ -159,7 +165,7 @@ impl FromStr for FuseOption {
                          fsname=NAME, subtype=NAME, uid=USER, gid=GROUP, umask=MODE, \
                          file_mode=MODE, dir_mode=MODE, memory_budget=SIZE, background_threads=N, \
                          cache_dir=DIR|none, cache_size=SIZE, log_file=PATH, schemas=on|off, schemas_topic=NAME, \
-                         schema_registry=URL, {})",
+                         schema_registry=URL, json_payload=string|object, {})",
                         FLAGS.join(", ")
                     )));
                 }
@@ -446,6 +452,23 @@ mod tests {
         assert_eq!("noatime".parse::<FuseOption>().ok(), Some(FuseOption::Flag("noatime")));
         assert_eq!("no_passthrough".parse::<FuseOption>().ok(), Some(FuseOption::NoPassthrough));
         assert!("bogus".parse::<FuseOption>().unwrap_err().to_string().contains("allow_other"));
+    }
+
+    #[test]
+    fn json_payload_is_string_or_object() {
+        use crate::view::render::JsonPayload;
+        assert_eq!(
+            "json_payload=object".parse::<FuseOption>().ok(),
+            Some(FuseOption::JsonPayload(JsonPayload::Object))
+        );
+        assert_eq!(
+            "json_payload=string".parse::<FuseOption>().ok(),
+            Some(FuseOption::JsonPayload(JsonPayload::String))
+        );
+        for bad in ["json_payload=", "json_payload=json", "json_payload=Object"] {
+            let err = bad.parse::<FuseOption>().unwrap_err().to_string();
+            assert!(err.contains("string or object"), "{bad}: {err}");
+        }
     }
 
     #[test]

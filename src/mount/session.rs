@@ -178,6 +178,7 @@ pub(super) fn session_config(request: &MountRequest, data_dir: &Path) -> Result<
             | FuseOption::Schemas(_)
             | FuseOption::SchemasTopic(_)
             | FuseOption::SchemaRegistry(_)
+            | FuseOption::JsonPayload(_)
             | FuseOption::CacheSize(_)
             | FuseOption::LogFile(_) => {}
             FuseOption::AutoUnmount => auto_unmount = true,

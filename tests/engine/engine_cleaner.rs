@@ -12,6 +12,7 @@ use topicfs::format::{NewRecord, Offset};
 use topicfs::source::PartitionSource;
 use topicfs::storage::{LogConfig, LogDirs, SegmentMode};
 use topicfs::view::bykey::{KeyStream, latest_record};
+use topicfs::view::render::JsonShown;
 use topicfs::view::spec::Format;
 
 const T0: i64 = 1_767_225_600_000;
@@ -68,7 +69,8 @@ fn latest_and_by_key_agree_before_and_after_cleaning() {
     }
     let part: Arc<dyn PartitionSource> = log.clone();
     let latest = |k: &str| {
-        latest_record(part.as_ref(), Some(k.as_bytes()), Format::Json, None, None).unwrap()
+        latest_record(part.as_ref(), Some(k.as_bytes()), Format::Json, None, JsonShown::default())
+            .unwrap()
     };
     let before: Vec<_> = keys.iter().map(|k| latest(k)).collect();
     // The key indexes exist before the pass (built by the queries above).
@@ -80,7 +82,7 @@ fn latest_and_by_key_agree_before_and_after_cleaning() {
                 Some(k.clone().into_bytes()),
                 Format::Json,
                 None,
-                None,
+                JsonShown::default(),
             )
             .unwrap();
             offsets_of_json(&s.read_at(0, 1 << 20).unwrap())
@@ -99,7 +101,7 @@ fn latest_and_by_key_agree_before_and_after_cleaning() {
             Some(k.clone().into_bytes()),
             Format::Json,
             None,
-            None,
+            JsonShown::default(),
         )
         .unwrap();
         let got = offsets_of_json(&s.read_at(0, 1 << 20).unwrap());

@@ -17,6 +17,7 @@ use topicfs::source::PartitionSource;
 use topicfs::storage::key_index::KeyIndexStore;
 use topicfs::storage::{LogConfig, LogDirs, LogSegment, SegmentMode};
 use topicfs::view::bykey::{KeyStream, KeysReader, latest_record};
+use topicfs::view::render::JsonShown;
 use topicfs::view::spec::Format;
 use topicfs::view::txn::TxnTracker;
 
@@ -255,8 +256,14 @@ fn check(part: Arc<dyn PartitionSource>, visible: &[Seen], read_committed: bool)
     let mut counts = BTreeMap::new();
     for (k, key) in keys.iter().enumerate() {
         let expect: Vec<&Seen> = visible.iter().filter(|r| r.key == k).collect();
-        let stream =
-            KeyStream::open(Arc::clone(&part), key.clone(), Format::Json, tracker(), None).unwrap();
+        let stream = KeyStream::open(
+            Arc::clone(&part),
+            key.clone(),
+            Format::Json,
+            tracker(),
+            JsonShown::default(),
+        )
+        .unwrap();
         let size = stream.size().unwrap();
         let bytes = stream.read_at(0, size as usize + 10).unwrap();
         assert_eq!(bytes.len() as u64, size);
@@ -272,9 +279,14 @@ fn check(part: Arc<dyn PartitionSource>, visible: &[Seen], read_committed: bool)
             windows.extend(stream.read_at(windows.len() as u64, 13).unwrap());
         }
         assert_eq!(windows, bytes);
-        let latest =
-            latest_record(part.as_ref(), key.as_deref(), Format::Json, tracker().as_deref(), None)
-                .unwrap();
+        let latest = latest_record(
+            part.as_ref(),
+            key.as_deref(),
+            Format::Json,
+            tracker().as_deref(),
+            JsonShown::default(),
+        )
+        .unwrap();
         match expect.last() {
             Some(r) if !r.tombstone => assert_eq!(offsets_of_json(&latest.unwrap()), [r.offset]),
             _ => assert!(latest.is_none()),
@@ -356,9 +368,14 @@ fn a_key_stream_grows_with_appends_and_survives_a_roll() {
     };
     log.append(&[rec("a", "1"), rec("b", "2")]).unwrap();
     let part: Arc<dyn PartitionSource> = log.clone();
-    let stream =
-        KeyStream::open(Arc::clone(&part), Some(b"a".to_vec()), Format::Values, None, None)
-            .unwrap();
+    let stream = KeyStream::open(
+        Arc::clone(&part),
+        Some(b"a".to_vec()),
+        Format::Values,
+        None,
+        JsonShown::default(),
+    )
+    .unwrap();
     assert_eq!(stream.read_at(0, 100).unwrap(), b"1\n");
     log.append(&[rec("a", "3")]).unwrap();
     log.force_roll().unwrap();
@@ -457,7 +474,14 @@ fn sealed_key_indexes_past_the_memory_bound_are_dropped_and_loaded_again() {
     log.keys().set_store(Some(store.clone() as Arc<dyn KeyIndexStore>));
     let user1 = |log: &Arc<topicfs::storage::Log>| {
         let part: Arc<dyn PartitionSource> = log.clone();
-        let s = KeyStream::open(part, Some(b"user-1".to_vec()), Format::Json, None, None).unwrap();
+        let s = KeyStream::open(
+            part,
+            Some(b"user-1".to_vec()),
+            Format::Json,
+            None,
+            JsonShown::default(),
+        )
+        .unwrap();
         offsets_of_json(&s.read_at(0, 1 << 20).unwrap())
     };
     let expect: Vec<i64> = seen.iter().filter(|r| r.key == 1).map(|r| r.offset).collect();
@@ -512,7 +536,14 @@ fn a_damaged_or_stale_stored_index_is_detected_and_rebuilt() {
     };
     let user1 = |log: &Arc<topicfs::storage::Log>| {
         let part: Arc<dyn PartitionSource> = log.clone();
-        let s = KeyStream::open(part, Some(b"user-1".to_vec()), Format::Json, None, None).unwrap();
+        let s = KeyStream::open(
+            part,
+            Some(b"user-1".to_vec()),
+            Format::Json,
+            None,
+            JsonShown::default(),
+        )
+        .unwrap();
         offsets_of_json(&s.read_at(0, 1 << 20).unwrap())
     };
     let expect: Vec<i64> = seen.iter().filter(|r| r.key == 1).map(|r| r.offset).collect();
@@ -573,7 +604,14 @@ fn a_remount_loads_sealed_key_indexes_from_the_segment_cache() {
     let expect: Vec<i64> = seen.iter().filter(|r| r.key == 1).map(|r| r.offset).collect();
     let query = |log: &Arc<topicfs::storage::Log>| {
         let part: Arc<dyn PartitionSource> = log.clone();
-        let s = KeyStream::open(part, Some(b"user-1".to_vec()), Format::Json, None, None).unwrap();
+        let s = KeyStream::open(
+            part,
+            Some(b"user-1".to_vec()),
+            Format::Json,
+            None,
+            JsonShown::default(),
+        )
+        .unwrap();
         offsets_of_json(&s.read_at(0, 1 << 20).unwrap())
     };
     {

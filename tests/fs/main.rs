@@ -11,6 +11,7 @@ mod config_fs;
 mod filtered_fs;
 mod fs_ops;
 mod groups_fs;
+mod json_payload_fs;
 mod refusals_fs;
 mod rejected_writes_fs;
 mod semantics_fs;

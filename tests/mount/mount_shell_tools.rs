@@ -128,6 +128,33 @@ fn jq_reads_json_streams_and_append_json_round_trips() {
 }
 
 #[test]
+fn json_payload_object_lets_jq_read_payload_fields_and_jq_output_appends_back() {
+    let m = mounted_with_topic(&["-o", "json_payload=object"]);
+    sh(&format!("mkdir {}", m.path("copy").display()));
+    let a = m.path("t/0");
+    let values = "{\"user\":\"alice\",\"n\":1,\"address\":{\"city\":\"Oslo\"}}\nplain text\n[1,2]\n42\nnull\n";
+    fs::write(a.join("append"), values).unwrap();
+    let json = a.join("by-offset/0.json");
+    // No fromjson: the payload is the JSON value (text that is not JSON, and `null`, stay strings).
+    let users = "jq -r 'select(.payload|type==\"object\")|.payload.user'";
+    assert_eq!(sh(&format!("{users} {}", json.display())), "alice\n");
+    assert_eq!(
+        sh(&format!("jq -c .payload {}", json.display())),
+        "{\"user\":\"alice\",\"n\":1,\"address\":{\"city\":\"Oslo\"}}\n\"plain text\"\n[1,2]\n42\n\"null\"\n"
+    );
+    let rendered = fs::read(&json).unwrap();
+    assert_eq!(fs::metadata(&json).unwrap().len(), rendered.len() as u64, "the size is exact");
+    // The topic-level merged stream and a filtered view show it the same way.
+    let merged = m.path("t/by-time/0.json");
+    assert_eq!(sh(&format!("{users} {}", merged.display())), "alice\n");
+    let filtered = m.path("t/where/user=alice/0/by-offset/0.json");
+    assert_eq!(sh(&format!("jq -r .payload.address.city {}", filtered.display())), "Oslo\n");
+    // What jq prints appends back to the same values.
+    sh(&format!("jq -c . {} > {}", json.display(), m.path("copy/0/append.json").display()));
+    assert_eq!(fs::read_to_string(m.path("copy/0/by-offset/0")).unwrap(), values);
+}
+
+#[test]
 fn partial_line_is_appended_at_close() {
     let m = mounted_with_topic(&[]);
     let p = m.path("t/0");

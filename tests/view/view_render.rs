@@ -6,7 +6,7 @@ use topicfs::format::{
     BatchSpec, NO_TIMESTAMP, NewRecord, Offset, TimestampType, decode_batch, encode_batch,
 };
 use topicfs::view::envelope::{parse_envelope, split_envelope_lines, split_value_lines};
-use topicfs::view::render::{ByteCounter, Renderer, write_json_str};
+use topicfs::view::render::{ByteCounter, JsonPayload, Renderer, write_json_str};
 use topicfs::view::spec::Format;
 
 /// Renders `records` (one batch built from `spec`) in `format`.
@@ -134,7 +134,8 @@ fn malformed_envelopes_are_invalid_input_naming_the_line() {
         (r#"{"payload":"a""#, "malformed"),
         (r#"[1,2]"#, "not a JSON object"),
         (r#"{"value":"typo"}"#, "unknown field"),
-        (r#"{"payload":5}"#, "string or null"),
+        (r#"{"payload":5,"payload_encoding":"base64"}"#, "string or null"),
+        (r#"{"headers":["a",5]}"#, "string or null"),
         (r#"{"key":"***","key_encoding":"base64"}"#, "base64"),
         (r#"{"payload":"a","payload_encoding":"hex"}"#, "payload_encoding"),
         (r#"{"headers":["a"]}"#, "alternate"),
@@ -236,6 +237,136 @@ proptest! {
                 renderer.render(batch.info(), &r, &mut out);
                 renderer.render(batch.info(), &r, &mut counter);
                 prop_assert_eq!(counter.0, out.len() as u64);
+            }
+        }
+    }
+}
+
+/// Renders `records` in `.json` with payloads that are JSON shown as JSON.
+fn render_objects(records: &[NewRecord]) -> String {
+    let bytes = encode_batch(&BatchSpec::default(), records).unwrap();
+    let batch = decode_batch(&bytes).unwrap();
+    let renderer = Renderer::new(Format::Json, "t", 0).with_json_payload(JsonPayload::Object);
+    let mut out = Vec::new();
+    let mut counter = ByteCounter(0);
+    for r in batch.records() {
+        let r = r.unwrap();
+        renderer.render(batch.info(), &r, &mut out);
+        renderer.render(batch.info(), &r, &mut counter);
+    }
+    assert_eq!(counter.0, out.len() as u64, "the size path counts what is written");
+    String::from_utf8(out).unwrap()
+}
+
+/// What follows `"payload":` in a `.json` line.
+fn payload_of(line: &str) -> &str {
+    let at = line.find(r#""payload":"#).unwrap() + r#""payload":"#.len();
+    line[at..].strip_suffix('}').unwrap()
+}
+
+#[test]
+fn json_payload_object_shows_json_values_as_json_and_everything_else_as_before() {
+    let cases: [(&[u8], &str); 14] = [
+        (br#"{"user":"a","n":1}"#, r#"{"user":"a","n":1}"#),
+        (br#"{"a":{"b":[1,{"c":null}]},"d":"x\"y"}"#, r#"{"a":{"b":[1,{"c":null}]},"d":"x\"y"}"#),
+        (b"[1, 2,\n 3]\n", "[1,2,3]"),
+        (b" {\r\n  \"a b\" : \"c d\"\t}\n", r#"{"a b":"c d"}"#),
+        (b"-12.5e3", "-12.5e3"),
+        (b"42", "42"),
+        (b"true", "true"),
+        (b"false", "false"),
+        // A JSON string or null would read back as another value (or a tombstone): a string.
+        (br#""quoted""#, r#""\"quoted\"""#),
+        (b"null", r#""null""#),
+        (b"not json", r#""not json""#),
+        (br#"{"a":1"#, r#""{\"a\":1""#),
+        (b"{\"a\":\"line\nbreak\"}", r#""{\"a\":\"line\nbreak\"}""#),
+        (b"\xff{}", r#""/3t9","payload_encoding":"base64""#),
+    ];
+    for (value, expected) in cases {
+        let text = render_objects(&[record(Some(b"42"), Some(value), 1)]);
+        assert_eq!(text.matches('\n').count(), 1, "one line: {text}");
+        let line = text.trim_end();
+        assert_eq!(payload_of(line), expected, "{:?}", String::from_utf8_lossy(value));
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        // The key stays a string, even when it reads as JSON.
+        assert_eq!(v["key"], serde_json::json!("42"));
+        // And the line appends back to the same record.
+        let back = parse_envelope(line.as_bytes(), 1).unwrap();
+        let stored: &[u8] = if expected.starts_with('"') { value } else { expected.as_bytes() };
+        assert_eq!(back.value.as_deref(), Some(stored), "{line}");
+    }
+    let text = render_objects(&[record(None, None, 1)]);
+    assert_eq!(payload_of(text.trim_end()), "null", "a tombstone is null");
+}
+
+#[test]
+fn json_payload_object_is_only_for_json_renderers() {
+    let values = Renderer::new(Format::Values, "t", 0);
+    assert_eq!(values.clone().with_json_payload(JsonPayload::Object), values);
+    let json = Renderer::new(Format::Json, "t", 0);
+    assert_ne!(json.clone().with_json_payload(JsonPayload::Object), json);
+    assert_eq!("object".parse(), Ok(JsonPayload::Object));
+    assert_eq!("string".parse(), Ok(JsonPayload::String));
+    assert!("obj".parse::<JsonPayload>().unwrap_err().contains("string or object"));
+}
+
+/// A JSON value in compact form, as `jq -c` and most producers write it.
+fn arb_json() -> impl Strategy<Value = serde_json::Value> {
+    let leaf = prop_oneof![
+        Just(serde_json::Value::Null),
+        any::<bool>().prop_map(serde_json::Value::from),
+        any::<i64>().prop_map(serde_json::Value::from),
+        "\\PC{0,6}".prop_map(serde_json::Value::from),
+        Just(serde_json::Value::from("q\"\\\n\u{1}")),
+    ];
+    leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::from),
+            prop::collection::vec(("[a-z\"]{0,4}", inner), 0..4)
+                .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    /// With payloads as JSON, every line is one line of valid JSON whose payload is the value
+    /// itself when it is a JSON object, array, number or boolean (a string otherwise), and
+    /// appends back to the same records.
+    #[test]
+    fn json_payload_object_round_trips_through_the_append_envelope(
+        values in prop::collection::vec(
+            prop_oneof![arb_json().prop_map(|v| v.to_string().into_bytes()), arb_bytes()],
+            1..6,
+        )
+    ) {
+        let records: Vec<NewRecord> =
+            values.iter().map(|v| record(Some(b"k"), Some(v), 3)).collect();
+        let text = render_objects(&records);
+        let (parsed, rest) = split_envelope_lines(text.as_bytes(), 1).unwrap();
+        prop_assert!(rest.is_empty());
+        prop_assert_eq!(parsed.len(), records.len());
+        prop_assert_eq!(text.lines().count(), records.len());
+        for ((line, value), back) in text.lines().zip(&values).zip(&parsed) {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            let as_json = std::str::from_utf8(value)
+                .ok()
+                .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
+                .filter(|j| !j.is_string() && !j.is_null());
+            prop_assert_eq!(back.key.as_deref(), Some(&b"k"[..]));
+            prop_assert_eq!(back.timestamp, 3);
+            match as_json {
+                Some(j) => {
+                    prop_assert_eq!(&v["payload"], &j);
+                    // Appended back: the same JSON (whitespace outside strings aside).
+                    let stored: serde_json::Value =
+                        serde_json::from_slice(back.value.as_deref().unwrap()).unwrap();
+                    prop_assert_eq!(stored, j);
+                }
+                None => {
+                    prop_assert!(v["payload"].is_string());
+                    prop_assert_eq!(back.value.as_deref(), Some(&value[..]));
+                }
             }
         }
     }

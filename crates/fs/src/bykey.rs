@@ -86,8 +86,8 @@ impl SubtreeFile for KeyFile {
                 let key = spec.resolve(part.as_ref())?;
                 let tracker = fs.streams.tracker(part.as_ref());
                 let streams = fs.streams.key_streams();
-                let schemas = fs.streams.schemas().cloned();
-                let stream = streams.open(part, key, spec.format, tracker, schemas)?;
+                let shown = fs.streams.json_shown();
+                let stream = streams.open(part, key, spec.format, tracker, shown)?;
                 Ok(StreamRef::Key(stream))
             }
             KeyFile::Topic(topic, name) => {
@@ -111,8 +111,8 @@ impl SubtreeFile for KeyFile {
                     return Err(Error::NotFound(format!("no key of {topic} is named {name:?}")));
                 }
                 let tracker = |p: &dyn PartitionSource| fs.streams.tracker(p);
-                let schemas = fs.streams.schemas().cloned();
-                let stream = TopicKeyStream::open(parts, key, spec.format, &tracker, schemas)?;
+                let shown = fs.streams.json_shown();
+                let stream = TopicKeyStream::open(parts, key, spec.format, &tracker, shown)?;
                 Ok(StreamRef::TopicKey(Arc::new(stream)))
             }
             KeyFile::Latest(..) | KeyFile::Keys(_) => {
@@ -205,8 +205,8 @@ impl TopicFs {
         let part = self.partition(id)?;
         let key = spec.resolve(part.as_ref())?;
         let tracker = self.streams.tracker(part.as_ref());
-        let schemas = self.streams.schemas().cloned();
-        latest_record(part.as_ref(), key.as_deref(), spec.format, tracker.as_deref(), schemas)?
+        let shown = self.streams.json_shown();
+        latest_record(part.as_ref(), key.as_deref(), spec.format, tracker.as_deref(), shown)?
             .ok_or_else(|| {
                 Error::NotFound(format!("{}: no record, or the last is a tombstone", file.path()))
             })

@@ -303,11 +303,14 @@ impl TopicFs {
     /// [`topicfs_view::txn`]). Call before the first request.
     pub fn with_isolation(mut self, isolation: topicfs_view::txn::Isolation) -> TopicFs {
         let schemas = self.streams.schemas().cloned();
+        let payload = self.streams.json_payload();
         let txns = Arc::new(topicfs_view::txn::TxnTrackers::new(isolation));
         self.streams = StreamRegistry::with_trackers(Arc::clone(&txns))
             .with_budget(self.ahead.budget())
-            .with_schemas(schemas.clone());
-        self.topics = TopicViews::with_trackers(txns).with_schemas(schemas);
+            .with_schemas(schemas.clone())
+            .with_json_payload(payload);
+        self.topics =
+            TopicViews::with_trackers(txns).with_schemas(schemas).with_json_payload(payload);
         self
     }
 
@@ -350,6 +353,14 @@ impl TopicFs {
     pub fn with_schemas(mut self, schemas: Option<Arc<topicfs_view::schemas::Schemas>>) -> TopicFs {
         self.streams = std::mem::take(&mut self.streams).with_schemas(schemas.clone());
         self.topics = std::mem::take(&mut self.topics).with_schemas(schemas);
+        self
+    }
+
+    /// The same filesystem showing payloads that are JSON as `payload` says in every `.json`
+    /// stream (`-o json_payload=`; see [`topicfs_view::render`]). Call before the first request.
+    pub fn with_json_payload(mut self, payload: topicfs_view::render::JsonPayload) -> TopicFs {
+        self.streams = std::mem::take(&mut self.streams).with_json_payload(payload);
+        self.topics = std::mem::take(&mut self.topics).with_json_payload(payload);
         self
     }
 

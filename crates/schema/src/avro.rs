@@ -125,6 +125,27 @@ impl AvroCodec {
         Ok(value)
     }
 
+    /// [`AvroCodec::to_json`] as the text `serde_json::to_string` makes of it, written while
+    /// reading (no `Value` built), except for a body that does not decode or holds a map key
+    /// twice: those go through `to_json` (its error, its object).
+    pub fn to_json_text(&self, body: &[u8]) -> Result<String> {
+        let mut reader = decode::Reader {
+            codec: self,
+            buf: body,
+            pos: 0,
+            budget: body.len().saturating_add(ZERO_BYTE_VALUES),
+            path: String::new(),
+        };
+        let mut out = Vec::with_capacity(body.len().saturating_mul(2).saturating_add(16));
+        if reader.text(&self.root, 0, &mut out).is_some() && reader.pos == body.len() {
+            if let Ok(text) = String::from_utf8(out) {
+                return Ok(text);
+            }
+        }
+        let value = self.to_json(body)?;
+        serde_json::to_string(&value).map_err(|e| invalid(format!("Avro value as JSON: {e}")))
+    }
+
     /// Encodes `value` (in the JSON mapping of the module doc) to an Avro binary body; errors
     /// name the field path below `root`.
     pub fn from_json(&self, value: &Value, root: &str) -> Result<Vec<u8>> {

@@ -161,6 +161,18 @@ impl Codec {
         }
     }
 
+    /// [`Codec::to_json`] as JSON text (what `serde_json::to_string` makes of it): Avro bodies
+    /// are written as JSON while read, without building the value.
+    pub fn to_json_text(&self, body: &[u8]) -> Result<String> {
+        match self {
+            Codec::Avro(c) => c.to_json_text(body),
+            _ => self.to_json(body).and_then(|v| {
+                serde_json::to_string(&v)
+                    .map_err(|e| Error::InvalidInput(format!("value as JSON: {e}")))
+            }),
+        }
+    }
+
     /// Encodes `value` to a body, checking it against the schema; errors name the field path
     /// starting at `root` (e.g. `payload`).
     pub fn from_json(&self, value: &Value, root: &str) -> Result<Vec<u8>> {

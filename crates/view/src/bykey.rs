@@ -271,10 +271,10 @@ impl KeyStream {
         key: Option<Vec<u8>>,
         format: Format,
         txn: Option<Arc<TxnTracker>>,
-        schemas: Option<Arc<crate::schemas::Schemas>>,
+        shown: crate::render::JsonShown,
     ) -> Result<KeyStream> {
         key_index(part.as_ref())?;
-        let renderer = Renderer::new(format, part.topic(), part.partition()).with_schemas(schemas);
+        let renderer = Renderer::new(format, part.topic(), part.partition()).showing(&shown);
         let mut stream = KeyStream {
             part,
             key,
@@ -430,7 +430,7 @@ impl KeyStreamCache {
         key: Option<Vec<u8>>,
         format: Format,
         txn: Option<Arc<TxnTracker>>,
-        schemas: Option<Arc<crate::schemas::Schemas>>,
+        shown: crate::render::JsonShown,
     ) -> Result<Arc<KeyStream>> {
         let id: KeyStreamId =
             (part.topic().to_string(), part.partition(), key.clone(), format, txn.is_some());
@@ -442,7 +442,7 @@ impl KeyStreamCache {
                 return Ok(stream);
             }
         }
-        let stream = Arc::new(KeyStream::open(part, key, format, txn, schemas)?);
+        let stream = Arc::new(KeyStream::open(part, key, format, txn, shown)?);
         let mut streams = lock(&self.streams);
         streams.retain(|(i, _)| *i != id);
         streams.push_back((id, Arc::clone(&stream)));
@@ -460,11 +460,11 @@ pub fn latest_record(
     key: Option<&[u8]>,
     format: Format,
     txn: Option<&TxnTracker>,
-    schemas: Option<Arc<crate::schemas::Schemas>>,
+    shown: crate::render::JsonShown,
 ) -> Result<Option<Vec<u8>>> {
     let hits = key_index(part)?.key_hits(key, Offset(0))?;
     let snap = snapshot(part, txn)?;
-    let renderer = Renderer::new(format, part.topic(), part.partition()).with_schemas(schemas);
+    let renderer = Renderer::new(format, part.topic(), part.partition()).showing(&shown);
     let mut cached: Option<CachedBatch> = None;
     for hit in hits.hits.iter().rev() {
         if visible(hit, snap.as_ref(), false)? != Some(true) {
@@ -613,7 +613,7 @@ impl TopicKeyStream {
         key: Option<Vec<u8>>,
         format: Format,
         txn: &dyn Fn(&dyn PartitionSource) -> Option<Arc<TxnTracker>>,
-        schemas: Option<Arc<crate::schemas::Schemas>>,
+        shown: crate::render::JsonShown,
     ) -> Result<TopicKeyStream> {
         let count = u32::try_from(parts.len()).unwrap_or(u32::MAX);
         let placed =
@@ -637,8 +637,8 @@ impl TopicKeyStream {
         let only_placed = holders.iter().all(|(p, _)| Some(p.partition()) == placed);
         let mut streams = Vec::new();
         for (part, tracker) in holders {
-            let schemas = schemas.clone();
-            streams.push(Arc::new(KeyStream::open(part, key.clone(), format, tracker, schemas)?));
+            let shown = shown.clone();
+            streams.push(Arc::new(KeyStream::open(part, key.clone(), format, tracker, shown)?));
         }
         if only_placed && streams.len() == 1 {
             if let Some(one) = streams.pop() {

@@ -11,6 +11,7 @@
 //! | field | type | meaning |
 //! |---|---|---|
 //! | `key`, `payload` | string or `null` | key and value (missing: `null`) |
+//! | `key`, `payload` | object, array, number, `true` or `false` | the key or value is that JSON's text as written, without whitespace outside its strings (what `.json` shows with `-o json_payload=object`, [`crate::render::JsonPayload`]) |
 //! | `key_encoding`, `payload_encoding` | `"base64"` | the string is standard base64 (RFC 4648) |
 //! | `headers` | kcat's flat array `["name","value","name2",null]`, or an object `{"name":"value"}` whose values may also be arrays of values (object form: in name order) | record headers |
 //! | `headers_encoding` | `"base64"` | every non-null header value is base64 |
@@ -210,15 +211,33 @@ pub fn parse_envelope_with(
             e => bad(e.to_string()),
         })
     };
+    // A key or payload that is JSON but not a string: its text, as written in the line.
+    let json_text = |name: &str| -> Vec<u8> {
+        let mut text = Vec::new();
+        match raw_member(line, name) {
+            Some(raw) => crate::render::write_minified(&mut text, raw),
+            // Not reached: the line parsed, so its members are found.
+            None => text = object.get(name).map(Value::to_string).unwrap_or_default().into_bytes(),
+        }
+        text
+    };
+    let field = |name: &str, v: &Value, base64: bool| -> Result<Option<Vec<u8>>> {
+        match v {
+            Value::Object(_) | Value::Array(_) | Value::Number(_) | Value::Bool(_) if !base64 => {
+                Ok(Some(json_text(name)))
+            }
+            v => bytes(name, v, base64),
+        }
+    };
     let key = match (with_schema("key")?, object.get("key")) {
         (Some(encoded), _) => encoded,
         (None, None) => None,
-        (None, Some(v)) => bytes("key", v, base64_flag("key_encoding")?)?,
+        (None, Some(v)) => field("key", v, base64_flag("key_encoding")?)?,
     };
     let value = match (with_schema("payload")?, object.get("payload")) {
         (Some(encoded), _) => encoded,
         (None, None) => None,
-        (None, Some(v)) => bytes("payload", v, base64_flag("payload_encoding")?)?,
+        (None, Some(v)) => field("payload", v, base64_flag("payload_encoding")?)?,
     };
     let headers_b64 = base64_flag("headers_encoding")?;
     let mut headers = Vec::new();
@@ -264,6 +283,99 @@ pub fn parse_envelope_with(
         Some(other) => return Err(bad(format!("ts must be an integer, not {other}"))),
     };
     Ok(NewRecord { timestamp, key, value, headers })
+}
+
+/// The text of the last member named `name` of the JSON object `line` (which serde_json
+/// parsed), as written; `None` if it has none.
+fn raw_member<'a>(line: &'a [u8], name: &str) -> Option<&'a [u8]> {
+    let mut i = skip_whitespace(line, 0);
+    if line.get(i) != Some(&b'{') {
+        return None;
+    }
+    i += 1;
+    let mut found = None;
+    loop {
+        i = skip_whitespace(line, i);
+        match line.get(i)? {
+            b'}' => return found,
+            b',' => {
+                i += 1;
+                continue;
+            }
+            b'"' => {}
+            _ => return None,
+        }
+        let name_end = string_end(line, i)?;
+        let member: String = serde_json::from_slice(line.get(i..name_end)?).ok()?;
+        i = skip_whitespace(line, name_end);
+        if line.get(i) != Some(&b':') {
+            return None;
+        }
+        i = skip_whitespace(line, i + 1);
+        let end = value_end(line, i)?;
+        if member == name {
+            found = Some(line.get(i..end)?);
+        }
+        i = end;
+    }
+}
+
+fn skip_whitespace(line: &[u8], mut i: usize) -> usize {
+    while line.get(i).is_some_and(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r')) {
+        i += 1;
+    }
+    i
+}
+
+/// The position right after the JSON string starting (with its quote) at `start`.
+fn string_end(line: &[u8], start: usize) -> Option<usize> {
+    let mut i = start + 1;
+    loop {
+        i += memchr::memchr2(b'"', b'\\', line.get(i..)?)?;
+        if line.get(i) == Some(&b'\\') {
+            i += 2;
+        } else {
+            return Some(i + 1);
+        }
+    }
+}
+
+/// The position right after the JSON value starting at `start`.
+fn value_end(line: &[u8], start: usize) -> Option<usize> {
+    match line.get(start)? {
+        b'"' => string_end(line, start),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut i = start;
+            loop {
+                match line.get(i)? {
+                    b'"' => {
+                        i = string_end(line, i)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth = depth.checked_sub(1)?;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+        }
+        _ => {
+            let mut i = start;
+            while line
+                .get(i)
+                .is_some_and(|b| !matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
+            {
+                i += 1;
+            }
+            Some(i)
+        }
+    }
 }
 
 /// A lower bound of the size of the record an `append.json` line can become, learned from its
@@ -410,6 +522,21 @@ mod tests {
         ) {
             prop_assert_eq!(find_newline(&bytes), bytes.iter().position(|&b| b == b'\n'));
         }
+    }
+
+    #[test]
+    fn json_keys_and_payloads_are_stored_as_their_text_without_whitespace() {
+        let line = br#"{"key" : [1, 2.50],"payload":{"a" : "x y", "n":1e2},"pay\u006coad":{"b":"}"} , "ts":5}"#;
+        let r = parse_envelope(line, 1).unwrap();
+        assert_eq!(r.key.as_deref(), Some(&b"[1,2.50]"[..]));
+        // The last of two members named alike, as serde_json reads the line.
+        assert_eq!(r.value.as_deref(), Some(&br#"{"b":"}"}"#[..]));
+        let r = parse_envelope(br#"{"payload":true,"key":-0}"#, 1).unwrap();
+        assert_eq!((r.key.as_deref(), r.value.as_deref()), (Some(&b"-0"[..]), Some(&b"true"[..])));
+        let r = parse_envelope(br#"{"payload":{"x":[{"y":"\"]"}]}}"#, 1).unwrap();
+        assert_eq!(r.value.as_deref(), Some(&br#"{"x":[{"y":"\"]"}]}"#[..]));
+        let err = parse_envelope(br#"{"payload":{},"payload_encoding":"base64"}"#, 1).unwrap_err();
+        assert!(err.to_string().contains("string or null"), "{err}");
     }
 
     fn bound_of(line: &str) -> usize {

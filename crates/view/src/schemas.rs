@@ -136,10 +136,7 @@ impl Schemas {
             Ok(codec) => codec,
             Err(error) => return Decoded::Failed { id: Some(id), error },
         };
-        match codec.to_json(framed.body).and_then(|v| {
-            serde_json::to_string(&v)
-                .map_err(|e| Error::InvalidInput(format!("schema id {id}: {e}")))
-        }) {
+        match codec.to_json_text(framed.body) {
             Ok(json) => Decoded::Json { id, json },
             Err(e) => Decoded::Failed { id: Some(id), error: format!("schema id {id}: {e}") },
         }

@@ -2,7 +2,9 @@
 //! format, kept in the segment cache ([`crate::render_index::RENDER_SUMMARY`]) so that a remount knows a
 //! stream's size without rendering the segment again.
 //!
-//! One payload per span holds one [`FormatSummary`] per (format, isolation) rendered so far:
+//! One payload per span holds one [`FormatSummary`] per (format, isolation) rendered so far,
+//! where `.json` with payloads shown as JSON ([`JsonPayload::Object`]) is a format of its own
+//! (tag 3: its sizes are not `.json`'s):
 //!
 //! ```text
 //! version u8 = 1 | count u16 | count × (format u8 | committed u8 | aborted digest u64
@@ -19,6 +21,7 @@
 //! summary is used only with an equal digest and a stable offset at or past the span's end.
 //! Decoding checks every length and order; a payload that fails is ignored (and replaced).
 
+use crate::render::JsonPayload;
 use crate::spec::Format;
 use topicfs_format::Offset;
 use topicfs_source::CursorHint;
@@ -36,7 +39,9 @@ pub(super) struct SpanCheckpoint {
 /// What rendering one span in one format (and isolation) gave.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct FormatSummary {
-    pub(super) format: Format,
+    /// The format, and how `.json` shows payloads that are JSON ([`JsonPayload::String`] for
+    /// the other formats).
+    pub(super) format: (Format, JsonPayload),
     pub(super) committed: bool,
     pub(super) digest: u64,
     pub(super) rendered: u64,
@@ -44,19 +49,21 @@ pub(super) struct FormatSummary {
     pub(super) checkpoints: Vec<SpanCheckpoint>,
 }
 
-fn format_tag(f: Format) -> u8 {
+fn format_tag(f: (Format, JsonPayload)) -> u8 {
     match f {
-        Format::Values => 0,
-        Format::Json => 1,
-        Format::Raw => 2,
+        (Format::Values, _) => 0,
+        (Format::Json, JsonPayload::String) => 1,
+        (Format::Raw, _) => 2,
+        (Format::Json, JsonPayload::Object) => 3,
     }
 }
 
-fn format_of(tag: u8) -> Option<Format> {
+fn format_of(tag: u8) -> Option<(Format, JsonPayload)> {
     match tag {
-        0 => Some(Format::Values),
-        1 => Some(Format::Json),
-        2 => Some(Format::Raw),
+        0 => Some((Format::Values, JsonPayload::String)),
+        1 => Some((Format::Json, JsonPayload::String)),
+        2 => Some((Format::Raw, JsonPayload::String)),
+        3 => Some((Format::Json, JsonPayload::Object)),
         _ => None,
     }
 }
@@ -148,7 +155,7 @@ mod tests {
     fn sample() -> Vec<FormatSummary> {
         vec![
             FormatSummary {
-                format: Format::Json,
+                format: (Format::Json, JsonPayload::String),
                 committed: true,
                 digest: 99,
                 rendered: 5000,
@@ -167,7 +174,7 @@ mod tests {
                 ],
             },
             FormatSummary {
-                format: Format::Raw,
+                format: (Format::Raw, JsonPayload::String),
                 committed: false,
                 digest: 0,
                 rendered: 7,
@@ -188,7 +195,13 @@ mod tests {
         assert!(m.contains(&replaced));
         let mut other = s[1].clone();
         other.committed = true;
-        assert_eq!(merged(s, other).len(), 3);
+        assert_eq!(merged(s.clone(), other).len(), 3);
+        // `.json` with payloads as JSON is summarized apart from `.json`.
+        let mut object = s[0].clone();
+        object.format = (Format::Json, JsonPayload::Object);
+        let m = merged(s, object.clone());
+        assert_eq!(m.len(), 3);
+        assert_eq!(decode(&encode(&m)), Some(m));
     }
 
     #[test]

@@ -268,3 +268,133 @@ fn float_json(shortest: Option<f64>, raw: f64) -> Value {
         None => Value::String("-Infinity".into()),
     }
 }
+
+/// The JSON text writer: the same reading as [`Reader::value`] (the same checks, budget and
+/// depth), writing what `serde_json::to_string` writes of that value straight into `out`
+/// instead of building it. `None` when the Value reader must answer instead: on any error
+/// (it says which, with the field path) and for a map holding a key twice or a record whose
+/// field names repeat (its object keeps one).
+impl Reader<'_, '_> {
+    pub(super) fn text(&mut self, schema: &Schema, depth: usize, out: &mut Vec<u8>) -> Option<()> {
+        self.spend().ok()?;
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        let codec = self.codec;
+        match codec.resolve(schema).ok()? {
+            Schema::Union(u) => self.union_text(u.variants(), depth, out),
+            Schema::Array(a) => self.array_text(&a.items, depth, out),
+            Schema::Map(m) => self.map_text(&m.types, depth, out),
+            Schema::Record(r) => self.record_text(r, depth, out),
+            leaf => self.leaf_text(leaf, out),
+        }
+    }
+
+    #[inline(never)]
+    fn leaf_text(&mut self, schema: &Schema, out: &mut Vec<u8>) -> Option<()> {
+        match schema {
+            Schema::Null => out.extend_from_slice(b"null"),
+            Schema::Boolean => match self.array::<1>().ok()? {
+                [0] => out.extend_from_slice(b"false"),
+                [1] => out.extend_from_slice(b"true"),
+                _ => return None,
+            },
+            Schema::Int => {
+                out.extend_from_slice(itoa::Buffer::new().format(self.int().ok()?).as_bytes())
+            }
+            Schema::Long => {
+                out.extend_from_slice(itoa::Buffer::new().format(self.long().ok()?).as_bytes())
+            }
+            Schema::String => {
+                let n = self.length().ok()?;
+                let text = std::str::from_utf8(self.take(n).ok()?).ok()?;
+                serde_json::to_writer(&mut *out, text).ok()?;
+            }
+            // Floats, bytes, fixed and enums: read as the Value reader does, written by serde_json.
+            other => serde_json::to_writer(&mut *out, &self.leaf(other).ok()?).ok()?,
+        }
+        Some(())
+    }
+
+    #[inline(never)]
+    fn union_text(&mut self, branches: &[Schema], depth: usize, out: &mut Vec<u8>) -> Option<()> {
+        let i = self.long().ok()?;
+        let branch = usize::try_from(i).ok().and_then(|i| branches.get(i))?;
+        if matches!(self.codec.resolve(branch).ok()?, Schema::Null) {
+            // The Value reader reads the null and shows the union as `null`.
+            return self.text(branch, depth + 1, out);
+        }
+        out.push(b'{');
+        serde_json::to_writer(&mut *out, &branch_name(branch)).ok()?;
+        out.push(b':');
+        self.text(branch, depth + 1, out)?;
+        out.push(b'}');
+        Some(())
+    }
+
+    #[inline(never)]
+    fn array_text(&mut self, item: &Schema, depth: usize, out: &mut Vec<u8>) -> Option<()> {
+        out.push(b'[');
+        let mut first = true;
+        loop {
+            let count = self.block_count().ok()?;
+            if count == 0 {
+                break;
+            }
+            for _ in 0..count {
+                if !std::mem::take(&mut first) {
+                    out.push(b',');
+                }
+                self.text(item, depth + 1, out)?;
+            }
+        }
+        out.push(b']');
+        Some(())
+    }
+
+    #[inline(never)]
+    fn map_text(&mut self, values: &Schema, depth: usize, out: &mut Vec<u8>) -> Option<()> {
+        out.push(b'{');
+        let mut keys = std::collections::HashSet::new();
+        loop {
+            let count = self.block_count().ok()?;
+            if count == 0 {
+                break;
+            }
+            for _ in 0..count {
+                self.spend().ok()?;
+                let n = self.length().ok()?;
+                let key = std::str::from_utf8(self.take(n).ok()?).ok()?.to_string();
+                if !keys.is_empty() {
+                    out.push(b',');
+                }
+                serde_json::to_writer(&mut *out, &key).ok()?;
+                if !keys.insert(key) {
+                    return None;
+                }
+                out.push(b':');
+                self.text(values, depth + 1, out)?;
+            }
+        }
+        out.push(b'}');
+        Some(())
+    }
+
+    #[inline(never)]
+    fn record_text(&mut self, r: &RecordSchema, depth: usize, out: &mut Vec<u8>) -> Option<()> {
+        if r.lookup.len() != r.fields.len() {
+            return None;
+        }
+        out.push(b'{');
+        for (i, field) in r.fields.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            serde_json::to_writer(&mut *out, &field.name).ok()?;
+            out.push(b':');
+            self.text(&field.schema, depth + 1, out)?;
+        }
+        out.push(b'}');
+        Some(())
+    }
+}

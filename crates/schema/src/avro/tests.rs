@@ -397,9 +397,11 @@ proptest::proptest! {
     #[test]
     fn arbitrary_bodies_never_panic_and_what_decodes_round_trips(body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
         let c = codec(EVERYTHING);
+        proptest::prop_assert_eq!(text_of(&c, &body), c.to_json_text(&body).ok());
         if let Ok(v) = c.to_json(&body) {
             let again = c.from_json(&v, "payload").unwrap();
             proptest::prop_assert_eq!(c.to_json(&again).unwrap(), v);
+            proptest::prop_assert_eq!(text_of(&c, &again), c.to_json_text(&again).ok());
         }
     }
 
@@ -431,6 +433,7 @@ proptest::proptest! {
             let i = at.index(body.len());
             body[i] = byte;
         }
+        proptest::prop_assert_eq!(text_of(&c, &body), c.to_json_text(&body).ok());
         match c.to_json(&body) {
             Ok(v) => {
                 if !flipped {
@@ -441,6 +444,35 @@ proptest::proptest! {
             }
             Err(e) => proptest::prop_assert!(flipped, "{e}"),
         }
+    }
+}
+
+/// What `to_json_text` must be: `serde_json::to_string` of the value (`None`: an error).
+fn text_of(c: &AvroCodec, body: &[u8]) -> Option<String> {
+    c.to_json(body).ok().map(|v| serde_json::to_string(&v).unwrap())
+}
+
+#[test]
+fn json_text_is_serde_jsons_text_of_the_value_maps_with_a_key_twice_included() {
+    let c = codec(EVERYTHING);
+    let inner = json!({"b": true, "i": -5, "l": 1i64 << 50, "f": 0.5, "d": "NaN", "by": "\u{0}\u{ff}", "s": "é\"\n",
+        "e": "C", "fx": "abc", "a": [null, {"int": 3}, {"p.E": "B"}], "m": {"k": ["x", ""], "j": []}, "next": null});
+    let body = c.from_json(&inner, "payload").unwrap();
+    assert_eq!(c.to_json_text(&body).ok(), text_of(&c, &body));
+    assert_eq!(c.to_json_text(&body).unwrap(), serde_json::to_string(&inner).unwrap());
+    // A map of two entries with the same key: the object keeps one, and so does the text.
+    let m = codec(r#"{"type":"map","values":"int"}"#);
+    let mut twice = long(2);
+    for (k, v) in [("a", 1), ("a", 2)] {
+        twice.extend(long(1));
+        twice.extend_from_slice(k.as_bytes());
+        twice.extend(long(v));
+    }
+    twice.push(0);
+    assert_eq!(m.to_json_text(&twice).unwrap(), r#"{"a":2}"#);
+    assert_eq!(m.to_json_text(&twice).ok(), text_of(&m, &twice));
+    for cut in 0..body.len() {
+        assert!(c.to_json_text(&body[..cut]).is_err(), "{cut}");
     }
 }
 

@@ -71,7 +71,7 @@ impl RenderIndex {
         let (committed, digest) = self.txn_key(snap, span)?;
         let summaries =
             part.span_store()?.load(span, RENDER_SUMMARY).and_then(|b| summary::decode(&b))?;
-        let format = self.renderer.format();
+        let format = self.renderer.rendering();
         summaries.into_iter().find(|s| {
             s.format == format
                 && s.committed == committed
@@ -95,7 +95,7 @@ impl RenderIndex {
             return false;
         }
         let Some((committed, digest)) = self.txn_key(snap, span) else { return false };
-        let format = self.renderer.format();
+        let format = self.renderer.rendering();
         let found = summary::decode(payload).and_then(|all| {
             all.into_iter().find(|s| {
                 s.format == format
@@ -189,7 +189,7 @@ impl RenderIndex {
             })
             .collect();
         let new = FormatSummary {
-            format: self.renderer.format(),
+            format: self.renderer.rendering(),
             committed,
             digest,
             rendered: f.position - p.position,
@@ -247,7 +247,7 @@ impl RenderIndex {
                 })
                 .collect();
             let new = FormatSummary {
-                format: self.renderer.format(),
+                format: self.renderer.rendering(),
                 committed,
                 digest,
                 rendered: c.position - p.position,

@@ -31,6 +31,8 @@ pub struct StreamRegistry {
     key_streams: crate::bykey::KeyStreamCache,
     /// JSON streams show keys and values in the wire format decoded ([`crate::schemas`]).
     schemas: Option<Arc<crate::schemas::Schemas>>,
+    /// How JSON streams show payloads that are JSON (`-o json_payload=`).
+    json_payload: crate::render::JsonPayload,
     /// Streams hold only the records this filter keeps (`where/<filter>/`), with its text.
     filter: Option<(Arc<str>, Arc<crate::filter::Filter>)>,
     /// How the filter served each partition (see [`crate::filter::FilterStats`]).
@@ -72,6 +74,22 @@ impl StreamRegistry {
         self
     }
 
+    /// The same registry showing payloads that are JSON as `payload` says in JSON streams.
+    pub fn with_json_payload(mut self, payload: crate::render::JsonPayload) -> StreamRegistry {
+        self.json_payload = payload;
+        self
+    }
+
+    /// How JSON streams show payloads that are JSON.
+    pub fn json_payload(&self) -> crate::render::JsonPayload {
+        self.json_payload
+    }
+
+    /// What JSON streams show beyond the records' bytes (schemas, payloads as JSON).
+    pub fn json_shown(&self) -> crate::render::JsonShown {
+        crate::render::JsonShown { schemas: self.schemas.clone(), payload: self.json_payload }
+    }
+
     /// The same registry opening streams of only the records `filter` (written `text`) keeps:
     /// a rendering of its own per (partition, format), never kept in the segment cache. A
     /// filtered stream has no raw form (a batch holds records the filter does not keep).
@@ -87,6 +105,7 @@ impl StreamRegistry {
             txns: Arc::clone(&self.txns),
             budget: self.budget.clone(),
             schemas: self.schemas.clone(),
+            json_payload: self.json_payload,
             ..StreamRegistry::default()
         }
         .with_filter(text, filter)
@@ -130,7 +149,11 @@ impl StreamRegistry {
             Some(start) => RenderIndex::new_at(part, format, start)?,
             None => RenderIndex::new(part, format)?,
         };
-        index.renderer = index.renderer.clone().with_schemas(self.schemas.clone());
+        index.renderer = index
+            .renderer
+            .clone()
+            .with_schemas(self.schemas.clone())
+            .with_json_payload(self.json_payload);
         if let (Some((_, filter)), Some((text, stats))) =
             (&self.filter, self.filter_stats(part.topic(), part.partition()))
         {

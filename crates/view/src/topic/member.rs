@@ -38,7 +38,7 @@ impl Member {
     pub(super) fn resolve(
         part: Arc<dyn PartitionSource>,
         txns: &TxnTrackers,
-        schemas: Option<&Arc<crate::schemas::Schemas>>,
+        shown: &crate::render::JsonShown,
         spec: &StreamSpec,
         now: Timestamp,
         known_start: Option<Offset>,
@@ -54,8 +54,7 @@ impl Member {
         };
         let resolved = spec.resolve_from(view.as_ref(), now, known_start)?;
         let start = MemberCursor { from: view.seek(resolved.start)?, next: resolved.start };
-        let renderer = Renderer::new(spec.format, part.topic(), part.partition())
-            .with_schemas(schemas.cloned());
+        let renderer = Renderer::new(spec.format, part.topic(), part.partition()).showing(shown);
         Ok(Member { part, view, txn, renderer, resolved, start, rewrites })
     }
 

@@ -206,8 +206,9 @@ pub struct TopicViews {
     rotations: Mutex<HashMap<String, Arc<KeylessRotation>>>,
     /// The isolation level of every stream opened, and the partitions' trackers.
     txns: Arc<TxnTrackers>,
-    /// JSON streams show keys and values in the wire format decoded ([`crate::schemas`]).
-    schemas: Option<Arc<crate::schemas::Schemas>>,
+    /// What JSON streams show beyond the records' bytes: keys and values in the wire format
+    /// decoded ([`crate::schemas`]), payloads that are JSON as JSON.
+    shown: crate::render::JsonShown,
 }
 
 impl std::fmt::Debug for TopicViews {
@@ -236,7 +237,13 @@ impl TopicViews {
 
     /// The same views decoding keys and values with `schemas` in JSON streams.
     pub fn with_schemas(mut self, schemas: Option<Arc<crate::schemas::Schemas>>) -> TopicViews {
-        self.schemas = schemas;
+        self.shown.schemas = schemas;
+        self
+    }
+
+    /// The same views showing payloads that are JSON as `payload` says in JSON streams.
+    pub fn with_json_payload(mut self, payload: crate::render::JsonPayload) -> TopicViews {
+        self.shown.payload = payload;
         self
     }
 
@@ -281,8 +288,7 @@ impl TopicViews {
         let mut members = Vec::new();
         for part in parts {
             let known = starts.get(&part.partition()).copied();
-            let schemas = self.schemas.as_ref();
-            members.push(Member::resolve(part, &self.txns, schemas, spec, now, known)?);
+            members.push(Member::resolve(part, &self.txns, &self.shown, spec, now, known)?);
         }
         let key = MergeKey {
             topic: topic.to_string(),
@@ -299,9 +305,9 @@ impl TopicViews {
             None => {
                 indexes.retain(|_, w| w.strong_count() > 0);
                 let txns = Arc::clone(&self.txns);
-                let schemas = self.schemas.clone();
+                let shown = self.shown.clone();
                 let index =
-                    Arc::new(MergeIndex::new(source, txns, schemas, topic, *spec, now, members));
+                    Arc::new(MergeIndex::new(source, txns, shown, topic, *spec, now, members));
                 indexes.insert(key, Arc::downgrade(&index));
                 index
             }
