@@ -4,14 +4,18 @@ against, in the same run, `jq -c 'select(...)'` over the mount's unfiltered stre
 of every Kafka tool do today) and `grep -F` of the filter's literal through the mount (the
 inexact shortcut), alternating repetitions and printing medians and ratios.
 
-    scripts/bench --where [--records N] [--reps N] [--work DIR]
+    scripts/bench --where [--where-records N] [--reps N] [--work DIR]
 
-The data: N records (default 1,000,000) of about 130 bytes of JSON each (100,000 distinct
-users, a nested object, an array, 1 % values that are not JSON), each with a key and a header,
-appended through a read-write mount (one partition), then read through a read-only mount.
-Rows: a rare equality (about N/100,000 matches), a common one (1 %), a numeric range, a
-substring, a key and a header. There is no field index yet, so no indexed rows. The daemon's
-peak RSS (VmHWM) is printed at the end.
+The data (the issue's): N records (default 10,000,000; `--where-records` or `--records` for
+quick runs) of about 130 bytes of JSON each (100,000 distinct users: half the records go to
+1,000 frequent users, half to the 99,000 others, so a rare user has N/200,000 records (tens at
+10 M); a nested object, an array, 1 % values that are not JSON), each with a key (50,000
+distinct) and a `trace` header (1,000 distinct), written straight into the mount's
+`append.json` in 4 MiB writes (no file of envelopes on disk) in one partition, then read
+through a read-only mount. Rows: a rare equality, a common one (1 %), a numeric range (2 %), a
+substring, a key and a header. Each row kind is a function of ROW_KINDS (the unindexed scan;
+others, such as indexed reads, add theirs). The daemon's peak RSS (VmHWM) is printed at the
+end.
 """
 
 import argparse
@@ -57,32 +61,53 @@ def vm_hwm_mib(pid):
     return float("nan")
 
 
-def generate(path, n):
-    items = ["pen", "cup", "hat", "mug", "box"]
-    cities = ["Oslo", "Lima", "Pune", "Kyiv", "Rome"]
-    with open(path, "w") as f:
+ITEMS = ["pen", "cup", "hat", "mug", "box"]
+CITIES = ["Oslo", "Lima", "Pune", "Kyiv", "Rome"]
+
+
+def user_of(i):
+    """Half the records go to the 1,000 frequent users, half to the 99,000 others."""
+    h = (i // 2) * 7919
+    return h % 1000 if i % 2 == 0 else 1000 + h % 99000
+
+
+def value_of(i):
+    """Record `i`'s value: about 130 bytes of compact JSON; 1 in 101 not JSON (not 100: a
+    rare user's records are 198,000 apart, so 1 in 100 would make all of some users' not JSON)."""
+    if i % 101 == 37:
+        return f"plain text record {i} that is not json"
+    return (
+        f'{{"id":{i},"user":"user-{user_of(i)}","item":"{ITEMS[i % 5]}","qty":{i % 100},'
+        f'"bucket":{i % 100},"address":{{"city":"{CITIES[i % 5]}","zip":"{i % 9000 + 1000}"}},'
+        f'"tags":["t{i % 13}","x"],"ok":true}}'
+    )
+
+
+def envelope(i):
+    """Record `i` as an `append.json` line: its key, a `trace` header and the value."""
+    payload = value_of(i).replace('"', '\\"')
+    return (f'{{"key":"k-{i % 50000}","headers":["trace","tr-{i % 1000}"],'
+            f'"payload":"{payload}"}}\n')
+
+
+def write_records(path, n, chunk=4 << 20):
+    """Appends records 0..n to the append file `path` in writes of about `chunk` bytes."""
+    with open(path, "ab", buffering=0) as f:
+        parts, size = [], 0
         for i in range(n):
-            if i % 100 == 37:
-                payload = f"plain text record {i} that is not json"
-            else:
-                payload = json.dumps(
-                    {
-                        "id": i,
-                        "user": f"user-{(i * 7919) % 100000}",
-                        "item": items[i % 5],
-                        "qty": i % 100,
-                        "bucket": i % 100,
-                        "address": {"city": cities[i % 5], "zip": f"{i % 9000 + 1000}"},
-                        "tags": [f"t{i % 13}", "x"],
-                    },
-                    separators=(",", ":"),
-                )
-            env = {"key": f"k-{i % 50000}", "headers": ["trace", f"tr-{i % 1000}"], "payload": payload}
-            f.write(json.dumps(env, separators=(",", ":")) + "\n")
+            line = envelope(i)
+            parts.append(line)
+            size += len(line)
+            if size >= chunk:
+                f.write("".join(parts).encode())
+                parts, size = [], 0
+        if parts:
+            f.write("".join(parts).encode())
 
 
+# name, filter, jq over value lines (-R, fromjson?) or over `.json` when it starts with
+# '.json:', and the literal `grep -F` looks for (None: no literal pins the row).
 ROWS = [
-    # name, filter, jq over value lines (-R, fromjson?), or over .json when it starts with '.json:'
     ("rare equality", "user=user-4242", 'select(.user=="user-4242")', '"user":"user-4242"'),
     ("common equality (1 %)", "bucket=42", "select(.bucket==42)", '"bucket":42,'),
     ("numeric range (2 %)", "qty>97", "select(.qty>97)", None),
@@ -92,60 +117,96 @@ ROWS = [
 ]
 
 
+class Ctx:
+    """What every row reads: the read-only mount and its unfiltered stream."""
+
+    def __init__(self, mnt, reps):
+        self.mnt, self.reps = mnt, reps
+        self.base = f"{mnt}/orders/0/by-offset/0"
+
+
+def where_cmd(ctx, row):
+    """`cat` of the filtered stream of `row` (the `.json` one for the `.json:` rows)."""
+    _, flt, jq, _ = row
+    suffix = ".json" if jq.startswith(".json:") else ""
+    return f"cat '{ctx.mnt}/orders/where/{flt}/0/by-offset/0{suffix}'"
+
+
+def jq_cmd(ctx, row):
+    """The `jq` pipeline a user runs over the unfiltered stream for the same records."""
+    jq = row[2]
+    if jq.startswith(".json:"):
+        return f"jq -c '{jq[6:]}' {ctx.base}.json"
+    return f"jq -cR 'fromjson? | {jq}' {ctx.base}"
+
+
+def grep_cmd(ctx, row):
+    """`grep -F` of the row's literal through the mount (inexact), or None."""
+    literal = row[3]
+    if literal is None:
+        return None
+    suffix = ".json" if row[2].startswith(".json:") else ""
+    return f"grep -F '{literal}' {ctx.base}{suffix} || true"
+
+
+def unindexed_row(ctx, row):
+    """The filtered stream as a scan answers it, against `jq` and `grep -F`, alternated."""
+    name = row[0]
+    where_t, jq_t, grep_t, matches = [], [], [], None
+    grep = grep_cmd(ctx, row)
+    for _ in range(ctx.reps):
+        t, n = timed(where_cmd(ctx, row))
+        where_t.append(t)
+        t, m = timed(jq_cmd(ctx, row))
+        jq_t.append(t)
+        if n != m:
+            sys.exit(f"{name}: where/ gave {n} records, jq {m}")
+        matches = n
+        if grep:
+            grep_t.append(timed(grep)[0])
+    w, j = statistics.median(where_t), statistics.median(jq_t)
+    g = statistics.median(grep_t) if grep_t else float("nan")
+    print(f"{name:<24} {'scan':<8} {w:>9.3f} {j:>8.3f} {g:>8.3f} {j / w:>9.1f} {g / w:>10.2f} "
+          f"{matches:>8}", flush=True)
+
+
+# Row kinds, each a function of (ctx, row) printing its line; run in this order for every row.
+ROW_KINDS = [unindexed_row]
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--topicfs", required=True)
     p.add_argument("--work", default="/var/tmp/topicfs-bench")
-    p.add_argument("--records", type=int, default=1_000_000)
+    p.add_argument("--where-records", "--records", dest="records", type=int, default=10_000_000)
     p.add_argument("--reps", type=int, default=3)
     a = p.parse_args()
     work = os.path.join(a.work, "where")
-    data, mnt, src = (os.path.join(work, x) for x in ("data", "mnt", "records.jsonl"))
+    data, mnt = (os.path.join(work, x) for x in ("data", "mnt"))
     sh(f"rm -rf {work}")
     os.makedirs(data)
     t0 = time.perf_counter()
-    generate(src, a.records)
     mount(a.topicfs, data, mnt)
     try:
         os.mkdir(os.path.join(mnt, "orders"))
-        sh(f"cat {src} > {mnt}/orders/0/append.json")
+        write_records(os.path.join(mnt, "orders/0/append.json"), a.records)
+        info = open(os.path.join(mnt, "orders/0/info")).read()
     finally:
         unmount(a.topicfs, mnt)
-    print(f"# {a.records} records in {time.perf_counter() - t0:.1f} s; "
-          f"{os.path.getsize(src) / 1e6:.0f} MB of envelopes", flush=True)
+    size = next((ln.split()[-1] for ln in info.splitlines() if ln.startswith("size_bytes")), "?")
+    print(f"# {a.records} records appended in {time.perf_counter() - t0:.1f} s; "
+          f"partition size_bytes {size}", flush=True)
     mount(a.topicfs, data, mnt, "--read-only")
     try:
         pid = daemon_pid(mnt)
-        base = f"{mnt}/orders/0/by-offset/0"
+        ctx = Ctx(mnt, a.reps)
         # Warm the page cache and the mount's render indexes for both.
-        sh(f"cat {base} {base}.json > /dev/null")
-        print(f"{'row':<24} {'where (s)':>9} {'jq (s)':>8} {'grep (s)':>8} "
+        sh(f"cat {ctx.base} {ctx.base}.json > /dev/null")
+        print(f"{'row':<24} {'kind':<8} {'where (s)':>9} {'jq (s)':>8} {'grep (s)':>8} "
               f"{'jq/where':>9} {'grep/where':>10} {'matches':>8}")
-        for name, flt, jq, literal in ROWS:
-            where_t, jq_t, grep_t = [], [], []
-            matches = None
-            stream = f"'{mnt}/orders/where/{flt}/0/by-offset/0'"
-            if jq.startswith(".json:"):
-                jq_cmd = f"jq -c '{jq[6:]}' {base}.json"
-                stream += ".json"
-            else:
-                jq_cmd = f"jq -cR 'fromjson? | {jq}' {base}"
-            grep_cmd = f"grep -F '{literal}' {base}{'.json' if jq.startswith('.json:') else ''}" if literal else None
-            for _ in range(a.reps):
-                t, n = timed(f"cat {stream}")
-                where_t.append(t)
-                t, m = timed(jq_cmd)
-                jq_t.append(t)
-                if n != m:
-                    sys.exit(f"{name}: where/ gave {n} records, jq {m}")
-                matches = n
-                if grep_cmd:
-                    t, _ = timed(grep_cmd + " || true")
-                    grep_t.append(t)
-            w, j = statistics.median(where_t), statistics.median(jq_t)
-            g = statistics.median(grep_t) if grep_t else float("nan")
-            print(f"{name:<24} {w:>9.3f} {j:>8.3f} {g:>8.3f} {j / w:>9.1f} {g / w:>10.2f} {matches:>8}",
-                  flush=True)
+        for row in ROWS:
+            for kind in ROW_KINDS:
+                kind(ctx, row)
         if pid:
             print(f"# daemon peak RSS (VmHWM): {vm_hwm_mib(pid):.0f} MiB")
     finally:

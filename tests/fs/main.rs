@@ -9,6 +9,7 @@ mod background_fs;
 mod cache_fs;
 mod config_fs;
 mod filtered_fs;
+mod filtered_topic_fs;
 mod fs_ops;
 mod groups_fs;
 mod json_payload_fs;

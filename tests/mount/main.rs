@@ -11,6 +11,7 @@ mod bykey_mount;
 mod cache_mount;
 mod config_mount;
 mod filtered_mount;
+mod filtered_topic_mount;
 mod groups;
 mod inspect_memory;
 mod memory_bounds;

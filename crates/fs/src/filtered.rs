@@ -1,7 +1,9 @@
 //! Filtered views: `<topic>/where/<filter>/` is the topic seen through a filter (issue 46,
 //! [`topicfs_view::filter`] for the grammar): its partitions with `info`, `by-offset/` and
 //! `by-time/`, whose streams hold only the records the filter keeps, each with its original
-//! offset, timestamp, key and headers (in `.json`). The filter is evaluated in the daemon over
+//! offset, timestamp, key and headers (in `.json`); the topic-level merged `by-time/`
+//! (the unfiltered merge with the rejected records left out, [`TopicFilter`]) and an `info`
+//! summing how the filter served each partition. The filter is evaluated in the daemon over
 //! the partition's records (a byte-level check first, then a parse of the candidates), so no
 //! record it rejects crosses FUSE; on a cluster mount it runs over what Fetch returns.
 //!
@@ -20,6 +22,7 @@ use topicfs_source::sync::lock;
 use topicfs_view::filter::Filter;
 use topicfs_view::spec::{Format, StreamSpec};
 use topicfs_view::stream::StreamRegistry;
+use topicfs_view::topic::{self as topic_view, TopicFilter};
 
 use super::attr::{AttrReply, DYNAMIC_TTL, OpenRequest, Opened, STABLE_TTL};
 use super::handle::{Handle, StreamRef};
@@ -72,10 +75,18 @@ impl SubtreeDir for WhereDir {
                 parse_filter(topic, name)?;
                 Some(dir(WhereDir::Filter(topic.clone(), name.to_string())))
             }
-            WhereDir::Filter(topic, filter) => parse_partition(name).map(|partition| {
-                let id = PartitionId { topic: topic.clone(), partition };
-                dir(WhereDir::Partition(id, filter.clone()))
-            }),
+            WhereDir::Filter(topic, filter) => match name {
+                INFO => Some(file(WhereFile::TopicInfo(topic.clone(), filter.clone()))),
+                BY_TIME => Some(dir(WhereDir::TopicByTime(topic.clone(), filter.clone()))),
+                _ => parse_partition(name).map(|partition| {
+                    let id = PartitionId { topic: topic.clone(), partition };
+                    dir(WhereDir::Partition(id, filter.clone()))
+                }),
+            },
+            WhereDir::TopicByTime(topic, filter) => {
+                topic_view::parse_topic_by_time(name)?;
+                Some(file(WhereFile::TopicStream(topic.clone(), filter.clone(), name.to_string())))
+            }
             WhereDir::Partition(id, filter) => match name {
                 INFO => Some(file(WhereFile::Info(id.clone(), filter.clone()))),
                 BY_OFFSET => {
@@ -105,15 +116,28 @@ impl SubtreeDir for WhereDir {
                 fs.source.partitions(topic)?;
                 Vec::new()
             }
-            WhereDir::Filter(topic, filter) => fs
-                .source
-                .partitions(topic)?
-                .into_iter()
-                .map(|partition| {
-                    let id = PartitionId { topic: topic.clone(), partition };
-                    (partition.to_string(), dir(WhereDir::Partition(id, filter.clone())))
-                })
-                .collect(),
+            WhereDir::Filter(topic, filter) => {
+                let (t, f) = (|| topic.clone(), || filter.clone());
+                let mut names = vec![
+                    (INFO.to_string(), file(WhereFile::TopicInfo(t(), f()))),
+                    (BY_TIME.to_string(), dir(WhereDir::TopicByTime(t(), f()))),
+                ];
+                names.extend(fs.source.partitions(topic)?.into_iter().map(|partition| {
+                    let id = PartitionId { topic: t(), partition };
+                    (partition.to_string(), dir(WhereDir::Partition(id, f())))
+                }));
+                names
+            }
+            WhereDir::TopicByTime(topic, filter) => {
+                topic_view::topic_by_time_names(fs.source.as_ref(), topic)?
+                    .into_iter()
+                    .map(|name| {
+                        let node =
+                            WhereFile::TopicStream(topic.clone(), filter.clone(), name.clone());
+                        (name, file(node))
+                    })
+                    .collect()
+            }
             WhereDir::Partition(id, filter) => {
                 fs.partition(id)?;
                 let (i, f) = (|| id.clone(), || filter.clone());
@@ -145,7 +169,7 @@ impl SubtreeDir for WhereDir {
     fn attr(&self, fs: &TopicFs) -> Result<DirAttr> {
         let mtime = match self {
             WhereDir::All(topic) => fs.topic_mtime(topic)?,
-            WhereDir::Filter(topic, filter) => {
+            WhereDir::Filter(topic, filter) | WhereDir::TopicByTime(topic, filter) => {
                 parse_filter(topic, filter)?;
                 fs.topic_mtime(topic)?
             }
@@ -160,14 +184,17 @@ impl SubtreeDir for WhereDir {
 impl SubtreeFile for WhereFile {
     fn is_stream(&self) -> bool {
         match self {
-            WhereFile::Stream(..) => true,
-            WhereFile::Info(..) => false,
+            WhereFile::Stream(..) | WhereFile::TopicStream(..) => true,
+            WhereFile::Info(..) | WhereFile::TopicInfo(..) => false,
         }
     }
 
     fn mtime(&self, fs: &TopicFs) -> Result<SystemTime> {
         match self {
             WhereFile::Stream(id, ..) | WhereFile::Info(id, _) => fs.partition(id)?.last_modified(),
+            WhereFile::TopicInfo(topic, _) | WhereFile::TopicStream(topic, ..) => {
+                fs.topic_mtime(topic)
+            }
         }
     }
 
@@ -179,7 +206,16 @@ impl SubtreeFile for WhereFile {
                 let partition = fs.partition(id)?;
                 registry.open(partition, &spec, now_ms()).map(StreamRef::Partition)
             }
-            WhereFile::Info(..) => Err(Error::NotFound(format!("{} is not a stream", self.path()))),
+            WhereFile::TopicStream(topic, filter, name) => {
+                let spec = topic_view::parse_topic_by_time(name)?;
+                let filter = Some(fs.topic_filter(topic, filter)?);
+                let source = Arc::clone(&fs.source);
+                let stream = fs.topics.open_filtered(source, topic, &spec, now_ms(), filter)?;
+                Ok(StreamRef::Topic(stream))
+            }
+            WhereFile::Info(..) | WhereFile::TopicInfo(..) => {
+                Err(Error::NotFound(format!("{} is not a stream", self.path())))
+            }
         }
     }
 
@@ -189,9 +225,14 @@ impl SubtreeFile for WhereFile {
 
     fn attr(&self, fs: &TopicFs, ino: u64, node: &Node) -> Result<AttrReply> {
         match self {
-            WhereFile::Stream(..) => fs.stream_file_attr(ino, node),
+            WhereFile::Stream(..) | WhereFile::TopicStream(..) => fs.stream_file_attr(ino, node),
             WhereFile::Info(id, filter) => {
                 let size = fs.filtered_info(id, filter)?.len() as u64;
+                let mtime = self.mtime(fs)?;
+                Ok(fs.file_reply(ino, size, fs.read_only_perm(), mtime, DYNAMIC_TTL))
+            }
+            WhereFile::TopicInfo(topic, filter) => {
+                let size = fs.filtered_topic_info(topic, filter)?.len() as u64;
                 let mtime = self.mtime(fs)?;
                 Ok(fs.file_reply(ino, size, fs.read_only_perm(), mtime, DYNAMIC_TTL))
             }
@@ -200,10 +241,17 @@ impl SubtreeFile for WhereFile {
 
     fn open(&self, fs: &TopicFs, ino: u64, node: &Node, request: OpenRequest) -> Result<Opened> {
         match self {
-            WhereFile::Stream(..) => fs.open_stream_file(ino, node, request).map(direct),
+            WhereFile::Stream(..) | WhereFile::TopicStream(..) => {
+                fs.open_stream_file(ino, node, request).map(direct)
+            }
             WhereFile::Info(id, filter) => {
                 fs.refuse_write(request, "writing a filtered view's info")?;
                 let text = fs.filtered_info(id, filter)?;
+                Ok(direct(fs.handles.insert(Handle::Text(text.into_bytes()))))
+            }
+            WhereFile::TopicInfo(topic, filter) => {
+                fs.refuse_write(request, "writing a filtered view's info")?;
+                let text = fs.filtered_topic_info(topic, filter)?;
                 Ok(direct(fs.handles.insert(Handle::Text(text.into_bytes()))))
             }
         }
@@ -246,6 +294,65 @@ impl TopicFs {
         out.push_str("answered_by: scan\n");
         out.push_str(&format!("records_examined: {examined}\n"));
         out.push_str(&format!("records_matched: {matched}\n"));
+        Ok(out)
+    }
+}
+
+// ---- the topic level: `where/<filter>/info` and `where/<filter>/by-time/` ---------------------
+
+/// The lines a filtered partition's `info` adds after the partition's own (from `filter:` on).
+const FILTER_LINE: &str = "filter: ";
+
+impl TopicFs {
+    /// The filter of `<topic>/where/<text>/by-time/` streams: each partition counts into the
+    /// stats its own filtered streams count into (the filter's registry's).
+    fn topic_filter(&self, topic: &str, text: &str) -> Result<TopicFilter> {
+        let registry = self.filter_registry(topic, text)?;
+        let filter = Arc::new(parse_filter(topic, text)?);
+        let stats = Arc::new(move |topic: &str, partition: u32| {
+            registry.filter_stats(topic, partition).map(|(_, stats)| stats).unwrap_or_default()
+        });
+        Ok(TopicFilter { text: Arc::from(text), filter, stats })
+    }
+
+    /// The text of `<topic>/where/<filter>/info`: the topic's `info`, the filter, how it was
+    /// answered (every partition's answer, distinct, joined by `,`) and the records examined and
+    /// matched summed over the partitions; then, per partition `p`, the lines its own filtered
+    /// `info` adds after `filter:` (`answered_by`, `records_examined`, `records_matched`, ...)
+    /// prefixed `partition.<p>.`, so the two never disagree.
+    fn filtered_topic_info(&self, topic: &str, text: &str) -> Result<String> {
+        parse_filter(topic, text)?;
+        let _ = self.source.state_bounds(topic);
+        let mut summaries = Vec::new();
+        let mut per_partition = String::new();
+        let (mut answers, mut examined, mut matched) = (Vec::new(), 0u64, 0u64);
+        for p in self.source.partitions(topic)? {
+            summaries.push((p, self.source.partition(topic, p)?.summary()?));
+            let id = PartitionId { topic: topic.to_string(), partition: p };
+            let own = self.filtered_info(&id, text)?;
+            let Some(at) = own.find(&format!("\n{FILTER_LINE}")) else { continue };
+            for line in own.get(at + 1..).unwrap_or_default().lines().skip(1) {
+                let Some((key, value)) = line.split_once(": ") else { continue };
+                let count = || value.parse::<u64>().unwrap_or(0);
+                match key {
+                    "answered_by" if !answers.iter().any(|a| a == value) => {
+                        answers.push(value.to_string());
+                    }
+                    "records_examined" => examined = examined.saturating_add(count()),
+                    "records_matched" => matched = matched.saturating_add(count()),
+                    _ => {}
+                }
+                per_partition.push_str(&format!("partition.{p}.{line}\n"));
+            }
+        }
+        let mut out = info::topic_info(topic, &summaries);
+        out.push_str(&format!("{FILTER_LINE}{text}\n"));
+        answers.sort_unstable();
+        let answered_by = if answers.is_empty() { "none".to_string() } else { answers.join(",") };
+        out.push_str(&format!("answered_by: {answered_by}\n"));
+        out.push_str(&format!("records_examined: {examined}\n"));
+        out.push_str(&format!("records_matched: {matched}\n"));
+        out.push_str(&per_partition);
         Ok(out)
     }
 }

@@ -46,6 +46,9 @@
 //! /<topic>/schemas/<subject>/<n>|latest|versions  File Schemas (SchemaFile)
 //! /<topic>/where/                     Dir Where.All             (filtered.rs)
 //! /<topic>/where/<filter>/            Dir Where.Filter
+//! /<topic>/where/<filter>/info        File Where.TopicInfo
+//! /<topic>/where/<filter>/by-time/    Dir Where.TopicByTime
+//! /<topic>/where/<filter>/by-time/<spec>  File Where.TopicStream
 //! /<topic>/where/<filter>/<p>/        Dir Where.Partition
 //! /<topic>/where/<filter>/<p>/info    File Where.Info
 //! /<topic>/where/<filter>/<p>/by-offset/, by-time/  Dir Where.Streams
@@ -264,7 +267,9 @@ impl DirNode {
             | DirNode::Groups(_)
             | DirNode::Keys(KeyDir::Topic(_))
             | DirNode::Schemas(_)
-            | DirNode::Where(WhereDir::All(_) | WhereDir::Filter(..)) => None,
+            | DirNode::Where(WhereDir::All(_) | WhereDir::Filter(..) | WhereDir::TopicByTime(..)) => {
+                None
+            }
             DirNode::Partition(id)
             | DirNode::ByOffsetDir(id)
             | DirNode::ByTimeDir(id)
@@ -312,7 +317,8 @@ impl FileNode {
             | FileNode::TopicAppendJson(_)
             | FileNode::Groups(_)
             | FileNode::Keys(KeyFile::Topic(..))
-            | FileNode::Schemas(_) => None,
+            | FileNode::Schemas(_)
+            | FileNode::Where(WhereFile::TopicInfo(..) | WhereFile::TopicStream(..)) => None,
             FileNode::PartitionInfo(id)
             | FileNode::Stream(id, ..)
             | FileNode::Append(id)
@@ -439,8 +445,11 @@ impl InspectFile {
 pub enum WhereDir {
     /// `<topic>/where/`: nothing listed; any filter can be looked up.
     All(String),
-    /// `<topic>/where/<filter>/` (topic, filter): the topic's partitions through the filter.
+    /// `<topic>/where/<filter>/` (topic, filter): the topic's partitions through the filter,
+    /// its `info` and its merged `by-time/`.
     Filter(String, String),
+    /// `<topic>/where/<filter>/by-time/` (topic, filter): merged streams of every partition.
+    TopicByTime(String, String),
     /// `<topic>/where/<filter>/<p>/`.
     Partition(PartitionId, String),
     /// `<topic>/where/<filter>/<p>/by-offset/` or `by-time/`.
@@ -455,6 +464,12 @@ pub enum WhereFile {
     /// `<topic>/where/<filter>/<p>/by-offset/<spec>` or `by-time/<spec>`: a stream of the
     /// records the filter keeps.
     Stream(PartitionId, String, StreamDir, String),
+    /// `<topic>/where/<filter>/info` (topic, filter): the topic and how the filter served each
+    /// partition.
+    TopicInfo(String, String),
+    /// `<topic>/where/<filter>/by-time/<spec>` (topic, filter, name): the merged stream of the
+    /// records the filter keeps.
+    TopicStream(String, String, String),
 }
 
 impl WhereDir {
@@ -463,6 +478,9 @@ impl WhereDir {
         match self {
             WhereDir::All(topic) => DirNode::Topic(topic.clone()),
             WhereDir::Filter(topic, _) => DirNode::Where(WhereDir::All(topic.clone())),
+            WhereDir::TopicByTime(topic, filter) => {
+                DirNode::Where(WhereDir::Filter(topic.clone(), filter.clone()))
+            }
             WhereDir::Partition(id, filter) => {
                 DirNode::Where(WhereDir::Filter(id.topic.clone(), filter.clone()))
             }
@@ -477,6 +495,7 @@ impl WhereDir {
         match self {
             WhereDir::All(topic) => format!("{topic}/{WHERE}"),
             WhereDir::Filter(topic, filter) => format!("{topic}/{WHERE}/{filter}"),
+            WhereDir::TopicByTime(topic, filter) => format!("{topic}/{WHERE}/{filter}/{BY_TIME}"),
             WhereDir::Partition(id, filter) => {
                 format!("{}/{WHERE}/{filter}/{}", id.topic, id.partition)
             }
@@ -497,6 +516,12 @@ impl WhereFile {
             WhereFile::Stream(id, filter, dir, _) => {
                 DirNode::Where(WhereDir::Streams(id.clone(), filter.clone(), *dir))
             }
+            WhereFile::TopicInfo(topic, filter) => {
+                DirNode::Where(WhereDir::Filter(topic.clone(), filter.clone()))
+            }
+            WhereFile::TopicStream(topic, filter, _) => {
+                DirNode::Where(WhereDir::TopicByTime(topic.clone(), filter.clone()))
+            }
         }
     }
 
@@ -508,6 +533,10 @@ impl WhereFile {
             }
             WhereFile::Stream(id, filter, dir, name) => {
                 format!("{}/{WHERE}/{filter}/{}/{}/{name}", id.topic, id.partition, dir.dir_name())
+            }
+            WhereFile::TopicInfo(topic, filter) => format!("{topic}/{WHERE}/{filter}/{INFO}"),
+            WhereFile::TopicStream(topic, filter, name) => {
+                format!("{topic}/{WHERE}/{filter}/{BY_TIME}/{name}")
             }
         }
     }

@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use super::member::{Member, MergeCheckpoint};
+use super::member::{Member, MemberRendering, MergeCheckpoint};
 use super::walk::MergeWalk;
 use super::{MAX_MERGE_CHECKPOINTS, MERGE_CHECKPOINT_INTERVAL};
 use crate::checkpoints::SparseCheckpoints;
@@ -63,8 +63,8 @@ pub struct MergeIndex {
     pub(super) source: Arc<dyn TopicSource>,
     /// The mount's isolation and trackers, for partitions joining later.
     txns: Arc<TxnTrackers>,
-    /// What the mount's JSON streams show, for partitions joining later.
-    shown: crate::render::JsonShown,
+    /// The mount's schemas and the stream's filter, for partitions joining later.
+    rendering: MemberRendering,
     pub(super) topic: Arc<str>,
     pub(super) spec: StreamSpec,
     /// The anchor of relative times, for partitions joining later.
@@ -76,7 +76,7 @@ impl MergeIndex {
     pub(super) fn new(
         source: Arc<dyn TopicSource>,
         txns: Arc<TxnTrackers>,
-        shown: crate::render::JsonShown,
+        rendering: MemberRendering,
         topic: &str,
         spec: StreamSpec,
         now: Timestamp,
@@ -96,7 +96,7 @@ impl MergeIndex {
             stale: false,
         };
         let topic = Arc::from(topic);
-        MergeIndex { source, txns, shown, topic, spec, now, state: Mutex::new(state) }
+        MergeIndex { source, txns, rendering, topic, spec, now, state: Mutex::new(state) }
     }
 
     /// Whether a cleaner pass ended in one of the partitions since the index last checked
@@ -211,7 +211,7 @@ impl MergeIndex {
             st.members.push(Member::resolve(
                 part,
                 &self.txns,
-                &self.shown,
+                &self.rendering,
                 &self.spec,
                 self.now,
                 None,

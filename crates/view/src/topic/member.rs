@@ -5,12 +5,54 @@
 
 use std::sync::Arc;
 
+use crate::filter::{Filter, FilterStats};
 use crate::render::Renderer;
 use crate::spec::{Bound, Resolved, StreamSpec};
 use crate::txn::{CommittedPartition, TxnTracker, TxnTrackers};
 use topicfs_format::{Offset, Timestamp};
 use topicfs_source::error::Result;
 use topicfs_source::{OffsetQuery, PartitionSource, ReadCursor};
+
+/// How a merged stream's members render: the mount's schemas, and the filter of a filtered
+/// merged stream (`where/<filter>/by-time/`).
+#[derive(Clone, Default)]
+pub(super) struct MemberRendering {
+    /// What the mount's JSON streams show (schemas, payloads that are JSON).
+    pub(super) shown: crate::render::JsonShown,
+    pub(super) filter: Option<TopicFilter>,
+}
+
+impl MemberRendering {
+    /// The renderer of `topic`-`partition` in `format`: a filtered one renders only the
+    /// records the filter keeps, counting into the partition's own stats.
+    fn renderer(&self, format: crate::spec::Format, topic: &str, partition: u32) -> Renderer {
+        let renderer = Renderer::new(format, topic, partition).showing(&self.shown);
+        match &self.filter {
+            Some(f) => renderer.with_filter(
+                Arc::clone(&f.text),
+                Arc::clone(&f.filter),
+                (f.stats)(topic, partition),
+            ),
+            None => renderer,
+        }
+    }
+}
+
+/// Where a partition's filter counts go: the same stats its own filtered streams count into.
+pub type StatsOf = Arc<dyn Fn(&str, u32) -> Arc<FilterStats> + Send + Sync>;
+
+/// The filter of a merged stream of `where/<filter>/by-time/`: every member renders only the
+/// records it keeps. A rejected record still takes its place in the merge (with no bytes), so
+/// the stream is exactly the unfiltered merge with the rejected records left out.
+#[derive(Clone)]
+pub struct TopicFilter {
+    /// The filter as written (merge indexes of different filters are never shared).
+    pub text: Arc<str>,
+    /// The filter parsed.
+    pub filter: Arc<Filter>,
+    /// Each partition's stats (see [`crate::filter::FilterStats`]).
+    pub stats: StatsOf,
+}
 
 /// One partition of a merged stream.
 #[derive(Clone)]
@@ -38,7 +80,7 @@ impl Member {
     pub(super) fn resolve(
         part: Arc<dyn PartitionSource>,
         txns: &TxnTrackers,
-        shown: &crate::render::JsonShown,
+        rendering: &MemberRendering,
         spec: &StreamSpec,
         now: Timestamp,
         known_start: Option<Offset>,
@@ -54,7 +96,7 @@ impl Member {
         };
         let resolved = spec.resolve_from(view.as_ref(), now, known_start)?;
         let start = MemberCursor { from: view.seek(resolved.start)?, next: resolved.start };
-        let renderer = Renderer::new(spec.format, part.topic(), part.partition()).showing(shown);
+        let renderer = rendering.renderer(spec.format, part.topic(), part.partition());
         Ok(Member { part, view, txn, renderer, resolved, start, rewrites })
     }
 

@@ -7,6 +7,9 @@
 //! * `by-time/<spec>` and `by-time/<spec>.json` ([`TopicStream`]): the records of all
 //!   partitions from that time, merged in timestamp order, with exact sizes like the partition
 //!   streams of [`crate::stream`].
+//! * `where/<filter>/by-time/<spec>` ([`TopicViews::open_filtered`]): the same merged stream
+//!   holding only the records a filter keeps; rejected records keep their place in the merge
+//!   (rendered as nothing), so it is exactly the unfiltered stream with them left out.
 //! * `append` and `append.json` ([`TopicAppender`]): records routed to partitions as Kafka's
 //!   default partitioner routes them (see [`topicfs_format::partitioner`]).
 //!
@@ -105,7 +108,7 @@ mod walk;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
-use self::member::Member;
+use self::member::{Member, MemberRendering};
 use crate::spec::{Format, Resolved, Selector, SpecError, StreamSpec, TimePoint};
 use crate::txn::{Isolation, TxnTrackers};
 use topicfs_format::Timestamp;
@@ -116,7 +119,7 @@ use topicfs_source::sync::lock;
 
 pub use self::append::{TopicAppender, route};
 pub use self::index::MergeIndex;
-pub use self::member::{MemberCursor, MergeCheckpoint};
+pub use self::member::{MemberCursor, MergeCheckpoint, StatsOf, TopicFilter};
 pub use self::stream::TopicStream;
 
 /// Rendered bytes between two checkpoints of a fresh merge index.
@@ -190,12 +193,15 @@ pub fn topic_by_time_names(source: &dyn TopicSource, topic: &str) -> Result<Vec<
 
 // ---- the registry -----------------------------------------------------------------------------
 
-/// Identity of a merge index: the same topic, format and per-partition resolution share one.
+/// Identity of a merge index: the same topic, format, per-partition resolution and filter share
+/// one.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct MergeKey {
     topic: String,
     format: Format,
     members: Vec<(u32, Resolved)>,
+    /// The filter's text (`where/<filter>/by-time/`), if any.
+    filter: Option<Arc<str>>,
 }
 
 /// One per mount: merge indexes of topic-level streams (shared while a stream uses them), the
@@ -262,6 +268,20 @@ impl TopicViews {
         spec: &StreamSpec,
         now: Timestamp,
     ) -> Result<Arc<TopicStream>> {
+        self.open_filtered(source, topic, spec, now, None)
+    }
+
+    /// Opens `<topic>/where/<filter>/by-time/<spec>` (with `filter`; without, as
+    /// [`TopicViews::open_stream`]): the merged stream of `<topic>/by-time/<spec>` holding only
+    /// the records the filter keeps, in the same order (see [`TopicFilter`]).
+    pub fn open_filtered(
+        &self,
+        source: Arc<dyn TopicSource>,
+        topic: &str,
+        spec: &StreamSpec,
+        now: Timestamp,
+        filter: Option<TopicFilter>,
+    ) -> Result<Arc<TopicStream>> {
         if spec.format == Format::Raw {
             return Err(Error::Unsupported("a topic-level .raw stream"));
         }
@@ -285,15 +305,17 @@ impl TopicViews {
                 }
             }
         }
+        let rendering = MemberRendering { shown: self.shown.clone(), filter };
         let mut members = Vec::new();
         for part in parts {
             let known = starts.get(&part.partition()).copied();
-            members.push(Member::resolve(part, &self.txns, &self.shown, spec, now, known)?);
+            members.push(Member::resolve(part, &self.txns, &rendering, spec, now, known)?);
         }
         let key = MergeKey {
             topic: topic.to_string(),
             format: spec.format,
             members: members.iter().map(|m| (m.part.partition(), m.resolved)).collect(),
+            filter: rendering.filter.as_ref().map(|f| Arc::clone(&f.text)),
         };
         // An index made before a cleaner pass may count records it removed: a new one (asked
         // outside the mount-wide lock: it waits for the index's own).
@@ -305,9 +327,8 @@ impl TopicViews {
             None => {
                 indexes.retain(|_, w| w.strong_count() > 0);
                 let txns = Arc::clone(&self.txns);
-                let shown = self.shown.clone();
                 let index =
-                    Arc::new(MergeIndex::new(source, txns, shown, topic, *spec, now, members));
+                    Arc::new(MergeIndex::new(source, txns, rendering, topic, *spec, now, members));
                 indexes.insert(key, Arc::downgrade(&index));
                 index
             }
