@@ -359,5 +359,29 @@ impl FieldIndexBuilder {
     }
 }
 
+/// The indexes of several fields of one segment, kept as one payload: each index's length
+/// (`u32`, big-endian), then its bytes.
+pub fn encode_set<'a>(indexes: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for index in indexes {
+        out.extend_from_slice(&u32::try_from(index.len()).unwrap_or(u32::MAX).to_be_bytes());
+        out.extend_from_slice(index);
+    }
+    out
+}
+
+/// The indexes of an [`encode_set`] payload (each still to be decoded); the ones before any
+/// damage in the framing.
+pub fn split_set(mut b: &[u8]) -> Vec<&[u8]> {
+    let mut out = Vec::new();
+    while let Some((len, rest)) = b.split_first_chunk::<4>() {
+        let len = u32::from_be_bytes(*len) as usize;
+        let Some(index) = rest.get(..len) else { break };
+        out.push(index);
+        b = rest.get(len..).unwrap_or_default();
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests;

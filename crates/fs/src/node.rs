@@ -73,6 +73,8 @@ pub const MOUNT_INFO: &str = "@info";
 pub const MOUNT_LOG: &str = "@log";
 /// Name of a topic's settings file (see [`super::config`]).
 pub const CONFIG: &str = "config";
+/// `<topic>/indexes`.
+pub const INDEXES: &str = "indexes";
 /// Name of a partition's check report (see [`topicfs_view::inspect`]).
 pub const CHECK: &str = "check";
 /// Name of the by-offset directory.
@@ -312,7 +314,8 @@ impl FileNode {
             | FileNode::TopicAppendJson(_)
             | FileNode::Groups(_)
             | FileNode::Keys(KeyFile::Topic(..))
-            | FileNode::Schemas(_) => None,
+            | FileNode::Schemas(_)
+            | FileNode::Where(WhereFile::Indexes(_)) => None,
             FileNode::PartitionInfo(id)
             | FileNode::Stream(id, ..)
             | FileNode::Append(id)
@@ -455,6 +458,8 @@ pub enum WhereFile {
     /// `<topic>/where/<filter>/<p>/by-offset/<spec>` or `by-time/<spec>`: a stream of the
     /// records the filter keeps.
     Stream(PartitionId, String, StreamDir, String),
+    /// `<topic>/indexes`: the topic's field indexes; a line written declares or drops one.
+    Indexes(String),
 }
 
 impl WhereDir {
@@ -497,6 +502,7 @@ impl WhereFile {
             WhereFile::Stream(id, filter, dir, _) => {
                 DirNode::Where(WhereDir::Streams(id.clone(), filter.clone(), *dir))
             }
+            WhereFile::Indexes(topic) => DirNode::Topic(topic.clone()),
         }
     }
 
@@ -509,6 +515,7 @@ impl WhereFile {
             WhereFile::Stream(id, filter, dir, name) => {
                 format!("{}/{WHERE}/{filter}/{}/{}/{name}", id.topic, id.partition, dir.dir_name())
             }
+            WhereFile::Indexes(topic) => format!("{topic}/{INDEXES}"),
         }
     }
 }
@@ -672,7 +679,7 @@ pub enum Needs {
 
 /// The fixed-name children of a topic directory (besides its partitions), in listing order,
 /// with what each needs to exist: the one list lookups and listings both read.
-pub fn topic_children(topic: &str) -> [(&'static str, Node, Needs); 10] {
+pub fn topic_children(topic: &str) -> [(&'static str, Node, Needs); 11] {
     let t = || topic.to_string();
     [
         (INFO, Node::File(FileNode::TopicInfo(t())), Needs::Nothing),
@@ -685,6 +692,7 @@ pub fn topic_children(topic: &str) -> [(&'static str, Node, Needs); 10] {
         (BY_KEY, Node::Dir(DirNode::Keys(KeyDir::Topic(t()))), Needs::KeyIndex),
         (SCHEMAS, Node::Dir(DirNode::Schemas(SchemaDir::Subjects(t()))), Needs::Schemas),
         (WHERE, Node::Dir(DirNode::Where(WhereDir::All(t()))), Needs::Nothing),
+        (INDEXES, Node::File(FileNode::Where(WhereFile::Indexes(t()))), Needs::Nothing),
     ]
 }
 
