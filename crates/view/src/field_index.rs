@@ -150,6 +150,9 @@ impl FieldIndexes {
     /// Parses a field as a filter writes it (`user`, `address.city`, `@header.h`): only JSON
     /// fields and headers are indexed.
     pub fn parse_field(text: &str) -> Result<Field, String> {
+        if text.contains(['=', '<', '>', '!', '~', ',', '/']) {
+            return Err(format!("{text:?} is not a field (write = < > ! ~ , / as %XX)"));
+        }
         let filter = Filter::parse(&format!("{text}=x")).map_err(|e| e.to_string())?;
         let field = filter.conditions().first().map(|c| c.field.clone());
         match field {
@@ -337,8 +340,7 @@ impl FieldIndexes {
             p.spans = spans.clone();
             p.enumerated = true;
             p.known.retain(|_, (span, _)| spans.contains(span));
-            let declared = state.declared.get(&key.0).cloned().unwrap_or_default();
-            declared
+            state.declared.get(&key.0).cloned().unwrap_or_default()
         };
         for span in &spans {
             // Not in memory (never built, or dropped past the memory bound).
@@ -364,7 +366,7 @@ impl FieldIndexes {
                     let fits = index.field == d.text.as_bytes()
                         && index.base == span.base
                         && index.end == span.end.next_offset;
-                    fits.then(|| (index, b.len() as u64))
+                    fits.then_some((index, b.len() as u64))
                 });
                 match found {
                     Some((index, len)) => self.insert(&key, d, span, index, len),
@@ -599,15 +601,6 @@ impl FieldIndexes {
             out.retain(|o| other.binary_search(o).is_ok());
         }
         Some(SpanGate { candidates: Some(Arc::new(out)), ..scan })
-    }
-
-    /// Whether a job should run for `part` (a span without an index was met).
-    pub fn needs_job(&self, part: &dyn PartitionSource) -> bool {
-        let state = lock(&self.state);
-        state
-            .parts
-            .get(&(part.topic().to_string(), part.partition()))
-            .is_none_or(|p| p.dirty && !p.busy)
     }
 }
 
