@@ -97,7 +97,13 @@ struct State {
     memory: usize,
     tick: u64,
     jobs: usize,
+    /// Candidates computed, by (filter text, topic, partition, span base), with their span:
+    /// each walk entering a span finds them here (cleared past [`CANDIDATE_LISTS`]).
+    candidates: HashMap<(String, String, u32, i64), (SealedSpan, Option<Arc<Vec<u32>>>)>,
 }
+
+/// Most candidate lists kept.
+const CANDIDATE_LISTS: usize = 256;
 
 /// One field's state over a topic's partitions (a line of `indexes`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -197,6 +203,7 @@ impl FieldIndexes {
             keep
         });
         state.memory = state.memory.saturating_sub(freed);
+        state.candidates.clear();
         Ok(true)
     }
 
@@ -543,6 +550,7 @@ impl FieldIndexes {
     pub(crate) fn gate(
         &self,
         part: &dyn PartitionSource,
+        text: &str,
         filter: &Filter,
         at: Offset,
     ) -> Option<SpanGate> {
@@ -577,19 +585,29 @@ impl FieldIndexes {
             }
             return Some(scan);
         }
+        let ckey = (text.to_string(), key.0.clone(), key.1, span.base.0);
+        if let Some((s, c)) = state.candidates.get(&ckey) {
+            if *s == span {
+                return Some(SpanGate { candidates: c.clone(), ..scan });
+            }
+        }
         let declared = state.declared.get(&key.0).cloned().unwrap_or_default();
         state.tick += 1;
         let tick = state.tick;
         let mut lists: Vec<Vec<u32>> = Vec::new();
+        let mut records = 0;
+        let mut complete = true;
         for c in filter.conditions() {
             let Some(d) = declared.iter().find(|d| d.field == c.field) else { continue };
             let hkey = (key.0.clone(), key.1, d.text.clone(), span.base.0);
             match state.held.get_mut(&hkey) {
                 Some(h) if h.span == span => {
                     h.used = tick;
+                    records = h.index.records;
                     lists.push(candidates(c, &h.index));
                 }
                 _ => {
+                    complete = false;
                     if let Some(p) = state.parts.get_mut(&key) {
                         p.dirty = true;
                     }
@@ -600,7 +618,16 @@ impl FieldIndexes {
         for other in lists {
             out.retain(|o| other.binary_search(o).is_ok());
         }
-        Some(SpanGate { candidates: Some(Arc::new(out)), ..scan })
+        // Most of the span a candidate: reading it all is as fast.
+        let few = (out.len() as u64).saturating_mul(2) <= records;
+        let candidates = few.then(|| Arc::new(out));
+        if complete {
+            if state.candidates.len() >= CANDIDATE_LISTS {
+                state.candidates.clear();
+            }
+            state.candidates.insert(ckey, (span, candidates.clone()));
+        }
+        Some(SpanGate { candidates, ..scan })
     }
 }
 

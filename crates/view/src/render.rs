@@ -226,7 +226,7 @@ impl Renderer {
         at: topicfs_format::Offset,
     ) -> Option<crate::field_index::SpanGate> {
         let f = self.filter.as_ref()?;
-        f.indexes.as_ref()?.gate(part, &f.filter, at)
+        f.indexes.as_ref()?.gate(part, &f.text, &f.filter, at)
     }
 
     /// Whether this renderer renders only the records a filter keeps.
