@@ -99,8 +99,11 @@ struct State {
     jobs: usize,
     /// Candidates computed, by (filter text, topic, partition, span base), with their span:
     /// each walk entering a span finds them here (cleared past [`CANDIDATE_LISTS`]).
-    candidates: HashMap<(String, String, u32, i64), (SealedSpan, Option<Arc<Vec<u32>>>)>,
+    candidates: HashMap<(String, String, u32, i64), Candidates>,
 }
+
+/// The candidates of a filter in one span (`None`: the span is read whole).
+type Candidates = (SealedSpan, Option<Arc<Vec<u32>>>);
 
 /// Most candidate lists kept.
 const CANDIDATE_LISTS: usize = 256;

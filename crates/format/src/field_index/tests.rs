@@ -1,7 +1,10 @@
 use super::*;
 use proptest::prelude::*;
 
-fn sample() -> (Vec<u8>, Vec<(i64, ValueKind, Vec<u8>)>) {
+/// (offset, kind, bytes) of a value given to a builder.
+type Given = (i64, ValueKind, Vec<u8>);
+
+fn sample() -> (Vec<u8>, Vec<Given>) {
     let values = vec![
         (100, ValueKind::String, b"alice".to_vec()),
         (101, ValueKind::Number, b"3".to_vec()),
