@@ -123,6 +123,8 @@ class Ctx:
     def __init__(self, mnt, reps):
         self.mnt, self.reps = mnt, reps
         self.base = f"{mnt}/orders/0/by-offset/0"
+        # Row name: (median seconds, records) of the unindexed read, for the indexed rows.
+        self.unindexed = {}
 
 
 def where_cmd(ctx, row):
@@ -168,6 +170,7 @@ def unindexed_row(ctx, row):
     g = statistics.median(grep_t) if grep_t else float("nan")
     print(f"{name:<24} {'scan':<8} {w:>9.3f} {j:>8.3f} {g:>8.3f} {j / w:>9.1f} {g / w:>10.2f} "
           f"{matches:>8}", flush=True)
+    ctx.unindexed[name] = (w, matches)
 
 
 # Row kinds, each a function of (ctx, row) printing its line; run in this order for every row.
@@ -180,13 +183,16 @@ def main():
     p.add_argument("--work", default="/var/tmp/topicfs-bench")
     p.add_argument("--where-records", "--records", dest="records", type=int, default=10_000_000)
     p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--segment-bytes", type=int, default=64 << 20,
+                   help="segment.bytes of the written log (field indexes cover sealed segments)")
+    p.add_argument("--no-indexed", action="store_true", help="skip the indexed rows")
     a = p.parse_args()
     work = os.path.join(a.work, "where")
     data, mnt = (os.path.join(work, x) for x in ("data", "mnt"))
     sh(f"rm -rf {work}")
     os.makedirs(data)
     t0 = time.perf_counter()
-    mount(a.topicfs, data, mnt)
+    mount(a.topicfs, data, mnt, "--segment-bytes", str(a.segment_bytes))
     try:
         os.mkdir(os.path.join(mnt, "orders"))
         write_records(os.path.join(mnt, "orders/0/append.json"), a.records)
@@ -196,10 +202,12 @@ def main():
     size = next((ln.split()[-1] for ln in info.splitlines() if ln.startswith("size_bytes")), "?")
     print(f"# {a.records} records appended in {time.perf_counter() - t0:.1f} s; "
           f"partition size_bytes {size}", flush=True)
-    mount(a.topicfs, data, mnt, "--read-only")
+    # No cache dir: nothing is kept per segment, so no field index is built (the first filtered
+    # read of a field on a mount that keeps them starts its index): these rows scan.
+    mount(a.topicfs, data, mnt, "--read-only", "--cache-dir", "none")
+    ctx = Ctx(mnt, a.reps)
     try:
         pid = daemon_pid(mnt)
-        ctx = Ctx(mnt, a.reps)
         # Warm the page cache and the mount's render indexes for both.
         sh(f"cat {ctx.base} {ctx.base}.json > /dev/null")
         print(f"{'row':<24} {'kind':<8} {'where (s)':>9} {'jq (s)':>8} {'grep (s)':>8} "
@@ -207,6 +215,55 @@ def main():
         for row in ROWS:
             for kind in ROW_KINDS:
                 kind(ctx, row)
+        if pid:
+            print(f"# daemon peak RSS (VmHWM): {vm_hwm_mib(pid):.0f} MiB")
+    finally:
+        unmount(a.topicfs, mnt)
+    if not a.no_indexed:
+        indexed_rows(a, data, mnt, os.path.join(work, "cache"), ctx.unindexed)
+
+
+def indexed_rows(a, data, mnt, cache, unindexed):
+    """The same reads with field indexes: declared through `orders/indexes` (`echo FIELD >`, so a
+    read-write mount: a read-only one refuses writes in the kernel, and its first filtered read of
+    a field declares it instead), timed once every field is `ready`."""
+    fields = ["user", "bucket", "qty", "address.zip", "@header.trace"]
+    os.makedirs(cache, exist_ok=True)
+    mount(a.topicfs, data, mnt, "--cache-dir", cache)
+    try:
+        pid = daemon_pid(mnt)
+        t0 = time.perf_counter()
+        with open(f"{mnt}/orders/indexes", "w") as f:
+            f.write("".join(x + "\n" for x in fields))
+        while True:
+            with open(f"{mnt}/orders/indexes") as f:
+                lines = f.read().splitlines()
+            if len(lines) == len(fields) and all(" ready " in l for l in lines):
+                break
+            time.sleep(0.02)
+        build = time.perf_counter() - t0
+        size = lambda root, pred: sum(os.path.getsize(os.path.join(d, n))
+                                      for d, _, ns in os.walk(root) for n in ns if pred(n))
+        index_bytes = size(cache, lambda n: "fields" in n) + size(data, lambda n: "fields" in n)
+        log_bytes = size(data, lambda n: n.endswith(".log"))
+        print(f"# indexes of {len(fields)} fields built in {build:.2f} s: {index_bytes / 1e6:.1f} MB "
+              f"on disk, {100 * index_bytes / max(log_bytes, 1):.1f} % of {log_bytes / 1e6:.0f} MB of log")
+        for l in lines:
+            print(f"#   {l}")
+        print(f"{'row (indexed)':<24} {'where (s)':>9} {'unindexed':>9} {'speedup':>8} {'matches':>8}")
+        for name, flt, jq, _ in ROWS:
+            stream = f"'{mnt}/orders/where/{flt}/0/by-offset/0{'.json' if jq.startswith('.json:') else ''}'"
+            times = []
+            for _ in range(a.reps):
+                t, n = timed(f"cat {stream}")
+                times.append(t)
+                if name in unindexed and n != unindexed[name][1]:
+                    sys.exit(f"{name}: indexed where/ gave {n} records, unindexed {unindexed[name][1]}")
+            w = statistics.median(times)
+            u = unindexed.get(name, (float("nan"), 0))[0]
+            info = open(f"{mnt}/orders/where/{flt}/0/info").read()
+            how = next((l.split(": ", 1)[1] for l in info.splitlines() if l.startswith("answered_by")), "?")
+            print(f"{name:<24} {w:>9.3f} {u:>9.3f} {u / w:>8.1f} {n:>8}  {how}", flush=True)
         if pid:
             print(f"# daemon peak RSS (VmHWM): {vm_hwm_mib(pid):.0f} MiB")
     finally:

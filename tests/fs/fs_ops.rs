@@ -105,6 +105,7 @@ fn tree_lists_topics_partitions_and_partition_files() {
             "append.json",
             "by-key",
             "where",
+            "indexes",
             "0"
         ]
     );
@@ -242,6 +243,7 @@ fn mkdir_creates_topics_and_only_the_next_partition() {
             "append.json",
             "by-key",
             "where",
+            "indexes",
             "0",
             "1"
         ]

@@ -8,6 +8,7 @@ mod common;
 mod background_fs;
 mod cache_fs;
 mod config_fs;
+mod field_index_fs;
 mod filtered_fs;
 mod filtered_topic_fs;
 mod fs_ops;

@@ -447,6 +447,7 @@ fn mkdir_refusals_have_their_errno() {
             "append.json",
             "by-key",
             "where",
+            "indexes",
             "0"
         ]
     );

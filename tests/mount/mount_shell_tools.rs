@@ -21,7 +21,7 @@ fn ls_shows_topics_partitions_and_partition_files() {
     assert_eq!(sh(&format!("ls {}", m.mnt().display())), "t\n");
     assert_eq!(
         sh(&format!("ls {}", m.path("t").display())),
-        "0\n1\nappend\nappend.json\nby-key\nby-time\nconfig\ngroups\ninfo\noffsets\nwhere\n"
+        "0\n1\nappend\nappend.json\nby-key\nby-time\nconfig\ngroups\nindexes\ninfo\noffsets\nwhere\n"
     );
     assert_eq!(
         sh(&format!("ls {}", m.path("t/0").display())),

@@ -15,6 +15,7 @@ pub mod checkpoint;
 pub mod compression;
 pub mod control;
 pub mod dump;
+pub mod field_index;
 pub mod file_name;
 pub mod groups;
 pub mod index_entry;

@@ -19,6 +19,7 @@ use std::time::SystemTime;
 
 use topicfs_source::error::{Error, Result};
 use topicfs_source::sync::lock;
+use topicfs_view::field_index::FieldIndexes;
 use topicfs_view::filter::Filter;
 use topicfs_view::spec::{Format, StreamSpec};
 use topicfs_view::stream::StreamRegistry;
@@ -185,16 +186,16 @@ impl SubtreeFile for WhereFile {
     fn is_stream(&self) -> bool {
         match self {
             WhereFile::Stream(..) | WhereFile::TopicStream(..) => true,
-            WhereFile::Info(..) | WhereFile::TopicInfo(..) => false,
+            WhereFile::Info(..) | WhereFile::TopicInfo(..) | WhereFile::Indexes(_) => false,
         }
     }
 
     fn mtime(&self, fs: &TopicFs) -> Result<SystemTime> {
         match self {
             WhereFile::Stream(id, ..) | WhereFile::Info(id, _) => fs.partition(id)?.last_modified(),
-            WhereFile::TopicInfo(topic, _) | WhereFile::TopicStream(topic, ..) => {
-                fs.topic_mtime(topic)
-            }
+            WhereFile::TopicInfo(topic, _)
+            | WhereFile::TopicStream(topic, ..)
+            | WhereFile::Indexes(topic) => fs.topic_mtime(topic),
         }
     }
 
@@ -213,14 +214,14 @@ impl SubtreeFile for WhereFile {
                 let stream = fs.topics.open_filtered(source, topic, &spec, now_ms(), filter)?;
                 Ok(StreamRef::Topic(stream))
             }
-            WhereFile::Info(..) | WhereFile::TopicInfo(..) => {
+            WhereFile::Info(..) | WhereFile::TopicInfo(..) | WhereFile::Indexes(_) => {
                 Err(Error::NotFound(format!("{} is not a stream", self.path())))
             }
         }
     }
 
     fn is_writable(&self) -> bool {
-        false
+        matches!(self, WhereFile::Indexes(_))
     }
 
     fn attr(&self, fs: &TopicFs, ino: u64, node: &Node) -> Result<AttrReply> {
@@ -235,6 +236,11 @@ impl SubtreeFile for WhereFile {
                 let size = fs.filtered_topic_info(topic, filter)?.len() as u64;
                 let mtime = self.mtime(fs)?;
                 Ok(fs.file_reply(ino, size, fs.read_only_perm(), mtime, DYNAMIC_TTL))
+            }
+            WhereFile::Indexes(topic) => {
+                let size = fs.indexes_text(topic)?.len() as u64;
+                let perm = fs.options.file_mode & 0o666;
+                Ok(fs.file_reply(ino, size, perm, self.mtime(fs)?, DYNAMIC_TTL))
             }
         }
     }
@@ -254,11 +260,79 @@ impl SubtreeFile for WhereFile {
                 let text = fs.filtered_topic_info(topic, filter)?;
                 Ok(direct(fs.handles.insert(Handle::Text(text.into_bytes()))))
             }
+            WhereFile::Indexes(topic) => {
+                let text = fs.indexes_text(topic)?.into_bytes();
+                Ok(direct(fs.handles.insert(Handle::Indexes { topic: topic.clone(), text })))
+            }
         }
     }
 }
 
 impl TopicFs {
+    /// The mount's field indexes, made at first use on its executor with its schemas.
+    pub fn field_indexes(&self) -> &Arc<FieldIndexes> {
+        self.field_indexes.get_or_init(|| {
+            Arc::new(FieldIndexes::new(self.executor().clone(), self.schemas().cloned()))
+        })
+    }
+
+    /// The text of `<topic>/indexes`: a line per declared field, `FIELD STATE DONE/TOTAL
+    /// segments BYTES bytes` (STATE `building` or `ready`), over the topic's partitions.
+    /// Reading it starts the builds of segments sealed since.
+    pub(super) fn indexes_text(&self, topic: &str) -> Result<String> {
+        let parts: Vec<_> = self
+            .source
+            .partitions(topic)?
+            .into_iter()
+            .map(|p| self.partition(&PartitionId { topic: topic.to_string(), partition: p }))
+            .collect::<Result<_>>()?;
+        let indexes = self.field_indexes();
+        let supported = parts.iter().all(|p| FieldIndexes::supported(p.as_ref()));
+        for p in &parts {
+            indexes.ensure(Arc::clone(p));
+        }
+        let mut out = String::new();
+        for s in indexes.status(topic, &parts) {
+            if !supported {
+                out.push_str(&format!(
+                    "{} unsupported (this mount keeps nothing per segment: filtered reads scan)\n",
+                    s.field
+                ));
+                continue;
+            }
+            let state = if s.ready { "ready" } else { "building" };
+            out.push_str(&format!(
+                "{} {state} {}/{} segments {} bytes\n",
+                s.field, s.done, s.total, s.bytes
+            ));
+        }
+        Ok(out)
+    }
+
+    /// A write to `<topic>/indexes`: each line `FIELD` declares an index (and starts its
+    /// builds), `-FIELD` drops it. A field that is not a JSON field or `@header.NAME` is
+    /// `EINVAL` (logged).
+    pub(super) fn indexes_write(&self, topic: &str, data: &[u8]) -> Result<()> {
+        let text = std::str::from_utf8(data)
+            .map_err(|_| Error::InvalidInput(format!("{topic}/indexes: not UTF-8")))?;
+        let indexes = self.field_indexes();
+        for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            let done = match line.strip_prefix('-') {
+                Some(field) => indexes.drop_field(topic, field).map(|_| ()),
+                None => indexes.declare(topic, line),
+            };
+            if let Err(why) = done {
+                log::warn!("{topic}/indexes: {line:?} refused: {why}");
+                return Err(Error::InvalidInput(format!("{topic}/indexes: {line:?}: {why}")));
+            }
+        }
+        for p in self.source.partitions(topic)? {
+            let part = self.partition(&PartitionId { topic: topic.to_string(), partition: p })?;
+            indexes.ensure(part);
+        }
+        Ok(())
+    }
+
     /// The registry `filter` is read through: kept for the [`FILTERS_KEPT`] filters used last.
     pub(super) fn filter_registry(&self, topic: &str, text: &str) -> Result<Arc<StreamRegistry>> {
         let mut kept = lock(&self.filters.kept);
@@ -269,7 +343,8 @@ impl TopicFs {
             return Ok(registry);
         }
         let filter = parse_filter(topic, text)?;
-        let registry = Arc::new(self.streams.filtered(text, filter));
+        let indexes = Some(Arc::clone(self.field_indexes()));
+        let registry = Arc::new(self.streams.filtered(text, filter).with_field_indexes(indexes));
         kept.push_back((text.to_string(), Arc::clone(&registry)));
         if kept.len() > FILTERS_KEPT {
             kept.pop_front();
@@ -290,8 +365,17 @@ impl TopicFs {
             .map(|(_, stats)| stats.get())
             .unwrap_or_default();
         out.push_str(&format!("filter: {text}\n"));
-        // No field index yet: every filtered read scans the partition's records.
-        out.push_str("answered_by: scan\n");
+        let filter = parse_filter(&id.topic, text)?;
+        let (fields, done) = self.field_indexes().coverage(partition.as_ref(), &filter);
+        if fields.is_empty() || done == 0 {
+            out.push_str("answered_by: scan\n");
+        } else {
+            let segments = summary.segment_count.unwrap_or(done);
+            let fields = fields.join(", ");
+            out.push_str(&format!(
+                "answered_by: index ({fields}, {done} of {segments} segments)\n"
+            ));
+        }
         out.push_str(&format!("records_examined: {examined}\n"));
         out.push_str(&format!("records_matched: {matched}\n"));
         Ok(out)

@@ -52,6 +52,9 @@ pub enum Handle {
     Keys(KeysReader),
     /// A topic's `config` file ([`super::config`]).
     Config(super::config::ConfigHandle),
+    /// A topic's `indexes` file: its text rendered at `open`; each line written declares or
+    /// drops a field index ([`super::filtered`]).
+    Indexes { topic: String, text: Vec<u8> },
 }
 
 impl std::fmt::Debug for Handle {
@@ -72,6 +75,7 @@ impl std::fmt::Debug for Handle {
             Handle::Group { file, .. } => write!(f, "Group({file:?})"),
             Handle::Keys(_) => write!(f, "Keys"),
             Handle::Config(handle) => write!(f, "Config({})", handle.topic),
+            Handle::Indexes { topic, .. } => write!(f, "Indexes({topic})"),
         }
     }
 }

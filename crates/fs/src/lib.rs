@@ -142,6 +142,8 @@ struct Pin {
 pub struct TopicFs {
     source: Arc<dyn TopicSource>,
     streams: StreamRegistry,
+    /// The mount's field indexes, made at first use ([`TopicFs::field_indexes`]).
+    field_indexes: std::sync::OnceLock<Arc<topicfs_view::field_index::FieldIndexes>>,
     /// Render workers of read-ahead and the memory budget shared by read-ahead windows and the
     /// renderings streams keep (see [`topicfs_view::budget`]).
     ahead: AheadPool,
@@ -230,6 +232,7 @@ impl TopicFs {
         TopicFs {
             source,
             streams,
+            field_indexes: std::sync::OnceLock::new(),
             ahead,
             topics,
             filters: filtered::FilterRegistries::default(),

@@ -76,6 +76,8 @@ pub const MOUNT_INFO: &str = "@info";
 pub const MOUNT_LOG: &str = "@log";
 /// Name of a topic's settings file (see [`super::config`]).
 pub const CONFIG: &str = "config";
+/// `<topic>/indexes`.
+pub const INDEXES: &str = "indexes";
 /// Name of a partition's check report (see [`topicfs_view::inspect`]).
 pub const CHECK: &str = "check";
 /// Name of the by-offset directory.
@@ -318,7 +320,9 @@ impl FileNode {
             | FileNode::Groups(_)
             | FileNode::Keys(KeyFile::Topic(..))
             | FileNode::Schemas(_)
-            | FileNode::Where(WhereFile::TopicInfo(..) | WhereFile::TopicStream(..)) => None,
+            | FileNode::Where(
+                WhereFile::TopicInfo(..) | WhereFile::TopicStream(..) | WhereFile::Indexes(_),
+            ) => None,
             FileNode::PartitionInfo(id)
             | FileNode::Stream(id, ..)
             | FileNode::Append(id)
@@ -470,6 +474,8 @@ pub enum WhereFile {
     /// `<topic>/where/<filter>/by-time/<spec>` (topic, filter, name): the merged stream of the
     /// records the filter keeps.
     TopicStream(String, String, String),
+    /// `<topic>/indexes`: the topic's field indexes; a line written declares or drops one.
+    Indexes(String),
 }
 
 impl WhereDir {
@@ -522,6 +528,7 @@ impl WhereFile {
             WhereFile::TopicStream(topic, filter, _) => {
                 DirNode::Where(WhereDir::TopicByTime(topic.clone(), filter.clone()))
             }
+            WhereFile::Indexes(topic) => DirNode::Topic(topic.clone()),
         }
     }
 
@@ -538,6 +545,7 @@ impl WhereFile {
             WhereFile::TopicStream(topic, filter, name) => {
                 format!("{topic}/{WHERE}/{filter}/{BY_TIME}/{name}")
             }
+            WhereFile::Indexes(topic) => format!("{topic}/{INDEXES}"),
         }
     }
 }
@@ -701,7 +709,7 @@ pub enum Needs {
 
 /// The fixed-name children of a topic directory (besides its partitions), in listing order,
 /// with what each needs to exist: the one list lookups and listings both read.
-pub fn topic_children(topic: &str) -> [(&'static str, Node, Needs); 10] {
+pub fn topic_children(topic: &str) -> [(&'static str, Node, Needs); 11] {
     let t = || topic.to_string();
     [
         (INFO, Node::File(FileNode::TopicInfo(t())), Needs::Nothing),
@@ -714,6 +722,7 @@ pub fn topic_children(topic: &str) -> [(&'static str, Node, Needs); 10] {
         (BY_KEY, Node::Dir(DirNode::Keys(KeyDir::Topic(t()))), Needs::KeyIndex),
         (SCHEMAS, Node::Dir(DirNode::Schemas(SchemaDir::Subjects(t()))), Needs::Schemas),
         (WHERE, Node::Dir(DirNode::Where(WhereDir::All(t()))), Needs::Nothing),
+        (INDEXES, Node::File(FileNode::Where(WhereFile::Indexes(t()))), Needs::Nothing),
     ]
 }
 

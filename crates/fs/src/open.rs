@@ -148,6 +148,7 @@ impl TopicFs {
         match &*self.handles.get(fh)? {
             Handle::Text(text)
             | Handle::Group { text, .. }
+            | Handle::Indexes { text, .. }
             | Handle::Config(super::config::ConfigHandle { text, .. }) => {
                 let start = usize::try_from(offset).unwrap_or(usize::MAX).min(text.len());
                 let end = start.saturating_add(size).min(text.len());
@@ -210,6 +211,7 @@ impl TopicFs {
             | Handle::Inspection(_)
             | Handle::Segment { .. }
             | Handle::Group { .. }
+            | Handle::Indexes { .. }
             | Handle::Keys(_)
             | Handle::Dir { .. } => Ok(()),
         }

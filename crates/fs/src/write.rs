@@ -34,6 +34,11 @@ impl TopicFs {
                 self.group_write(file, data)?;
                 Ok(u32::try_from(data.len()).unwrap_or(u32::MAX))
             }
+            // Not the data dir's: declaring an index works on a read-only mount too.
+            Handle::Indexes { topic, .. } => {
+                self.indexes_write(topic, data)?;
+                Ok(u32::try_from(data.len()).unwrap_or(u32::MAX))
+            }
             Handle::Config(handle) => {
                 self.check_writable()?;
                 self.config_write(handle, data)?;

@@ -334,7 +334,7 @@ impl Filter {
 
 impl Condition {
     /// The condition over bytes (`@key`, `@value`, a header's value); `None` is null.
-    fn holds_for_bytes(&self, bytes: Option<&[u8]>) -> bool {
+    pub(crate) fn holds_for_bytes(&self, bytes: Option<&[u8]>) -> bool {
         let Some(bytes) = bytes else {
             let null = self.value.json == Some(Value::Null);
             return match self.op {
@@ -359,7 +359,7 @@ impl Condition {
     }
 
     /// The condition over a JSON field's value.
-    fn holds_for_json(&self, field: &Value) -> bool {
+    pub(crate) fn holds_for_json(&self, field: &Value) -> bool {
         if let Some(literal) = &self.value.json {
             return match self.op {
                 Op::Eq => field == literal,
@@ -715,6 +715,6 @@ fn pattern_text(rest: &str) -> Vec<u8> {
     out
 }
 
-mod extract;
+pub(crate) mod extract;
 #[cfg(test)]
 mod tests;

@@ -46,6 +46,7 @@ pub mod budget;
 pub mod bykey;
 pub mod checkpoints;
 pub mod envelope;
+pub mod field_index;
 pub mod filter;
 pub mod groups;
 pub mod inspect;

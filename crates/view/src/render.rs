@@ -178,6 +178,8 @@ struct FilterRef {
     text: Arc<str>,
     filter: Arc<Filter>,
     stats: Arc<FilterStats>,
+    /// The mount's field indexes, which let walks skip batches without candidates.
+    indexes: Option<Arc<crate::field_index::FieldIndexes>>,
 }
 
 impl PartialEq for FilterRef {
@@ -312,8 +314,31 @@ impl Renderer {
         filter: Arc<Filter>,
         stats: Arc<FilterStats>,
     ) -> Renderer {
-        self.filter = Some(FilterRef { text, filter, stats });
+        self.filter = Some(FilterRef { text, filter, stats, indexes: None });
         self
+    }
+
+    /// The same filtered renderer letting walks skip the batches `indexes` say hold no match
+    /// (see [`crate::field_index`]); nothing without a filter.
+    pub fn with_field_indexes(
+        mut self,
+        indexes: Option<Arc<crate::field_index::FieldIndexes>>,
+    ) -> Renderer {
+        if let Some(f) = &mut self.filter {
+            f.indexes = indexes;
+        }
+        self
+    }
+
+    /// What the field indexes know of the span of `part` holding offset `at`, for a filtered
+    /// renderer with indexes.
+    pub(crate) fn span_gate(
+        &self,
+        part: &dyn topicfs_source::PartitionSource,
+        at: topicfs_format::Offset,
+    ) -> Option<crate::field_index::SpanGate> {
+        let f = self.filter.as_ref()?;
+        f.indexes.as_ref()?.gate(part, &f.text, &f.filter, at)
     }
 
     /// Whether this renderer renders only the records a filter keeps.

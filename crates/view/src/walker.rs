@@ -88,6 +88,9 @@ pub(super) struct Walker<'a> {
     /// `read_committed`: batches at or past its stable offset end the walk; aborted batches
     /// render nothing in the record formats.
     pub(super) txn: Option<TxnSnapshot>,
+    /// What the field indexes say of the span the last batch looked at lies in (a filtered
+    /// renderer with indexes; see [`crate::field_index`]).
+    gate: std::cell::RefCell<Option<crate::field_index::SpanGate>>,
 }
 
 impl<'a> Walker<'a> {
@@ -113,6 +116,7 @@ impl<'a> Walker<'a> {
             read_size: READ_CHUNK,
             batch_hint: 0,
             txn,
+            gate: std::cell::RefCell::new(None),
         }
     }
 
@@ -255,13 +259,33 @@ impl<'a> Walker<'a> {
         info.is_control || self.txn.as_ref().is_some_and(|t| t.is_aborted(info))
     }
 
+    /// Whether a field index says the batch `info` holds no record the filter keeps: it
+    /// renders nothing, and is not decoded (see [`crate::field_index`]).
+    fn skips(&self, info: &BatchInfo) -> bool {
+        if !self.renderer.is_filtered() || info.magic < 2 {
+            return false;
+        }
+        let mut gate = self.gate.borrow_mut();
+        let at = info.base_offset;
+        if gate.as_ref().is_none_or(|g| at < g.lo || at >= g.hi) {
+            *gate = self.renderer.span_gate(self.part, at);
+        }
+        gate.as_ref().is_some_and(|g| !g.may_hold(at, info.last_offset))
+    }
+
+    /// Whether the field indexes rule out the record at `offset` of the batch last passed to
+    /// [`Walker::skips`]: it renders nothing, and the filter is not evaluated.
+    fn rejects(&self, offset: Offset) -> bool {
+        self.gate.borrow().as_ref().is_some_and(|g| g.rejects(offset))
+    }
+
     /// Rendered bytes of `step`: the whole batch for raw; for the record formats its records
     /// (below `below`, when given), nothing for a control batch.
     pub(super) fn count_batch(&self, step: &Step, below: Option<Offset>) -> Result<u64> {
         if self.renderer.format() == Format::Raw {
             return Ok(u64::from(step.info.size));
         }
-        if self.hides(&step.info) {
+        if self.hides(&step.info) || self.skips(&step.info) {
             return Ok(0);
         }
         let counted = self.decode(step).and_then(|batch| {
@@ -304,7 +328,7 @@ impl<'a> Walker<'a> {
         let mut counter = ByteCounter(0);
         for record in records {
             let record = record?;
-            if below.is_none_or(|b| record.offset() < b) {
+            if below.is_none_or(|b| record.offset() < b) && !self.rejects(record.offset()) {
                 record.render(self.renderer, info, &mut counter);
             }
         }
@@ -351,7 +375,9 @@ impl<'a> Walker<'a> {
             let cut = start.saturating_add(size) > to;
             return Ok(Rendered { bytes: size, ends_stream: false, cut });
         }
-        if self.hides(&step.info) {
+        if self.hides(&step.info)
+            || (end.is_none_or(|e| step.info.last_offset < e) && self.skips(&step.info))
+        {
             return whole(0);
         }
         // A damaged batch renders nothing (as `count_batch` counts it): a read whose window
@@ -444,7 +470,9 @@ impl<'a> Walker<'a> {
                 }
                 return Ok(Rendered { bytes: pos - start, ends_stream, cut: !ends_stream });
             }
-            let n = if pos >= from {
+            let n = if self.rejects(record.offset()) {
+                0
+            } else if pos >= from {
                 // Inside the window or past it: render straight into `out`.
                 let before = out.len();
                 record.render(self.renderer, info, out);

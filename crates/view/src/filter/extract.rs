@@ -13,7 +13,7 @@ use serde_json::Value;
 
 /// The value at `path` in the JSON text `text`: `Err` when the text is not JSON, `Ok(None)`
 /// when it is but has no such field.
-pub(super) fn field(text: &[u8], path: &[String]) -> Result<Option<Value>, serde_json::Error> {
+pub(crate) fn field(text: &[u8], path: &[String]) -> Result<Option<Value>, serde_json::Error> {
     let mut de = serde_json::Deserializer::from_slice(text);
     let found = Path(path).deserialize(&mut de)?;
     de.end()?;

@@ -37,6 +37,9 @@ pub struct StreamRegistry {
     filter: Option<(Arc<str>, Arc<crate::filter::Filter>)>,
     /// How the filter served each partition (see [`crate::filter::FilterStats`]).
     filter_stats: Mutex<HashMap<(String, u32), Arc<crate::filter::FilterStats>>>,
+    /// The mount's field indexes: filtered streams skip the batches they rule out, and their
+    /// opens start the builds of the fields they read ([`crate::field_index`]).
+    field_indexes: Option<Arc<crate::field_index::FieldIndexes>>,
 }
 
 impl StreamRegistry {
@@ -90,6 +93,20 @@ impl StreamRegistry {
         crate::render::JsonShown { schemas: self.schemas.clone(), payload: self.json_payload }
     }
 
+    /// The same registry with the mount's field indexes (see the field).
+    pub fn with_field_indexes(
+        mut self,
+        indexes: Option<Arc<crate::field_index::FieldIndexes>>,
+    ) -> StreamRegistry {
+        self.field_indexes = indexes;
+        self
+    }
+
+    /// The mount's field indexes, if any.
+    pub fn field_indexes(&self) -> Option<&Arc<crate::field_index::FieldIndexes>> {
+        self.field_indexes.as_ref()
+    }
+
     /// The same registry opening streams of only the records `filter` (written `text`) keeps:
     /// a rendering of its own per (partition, format), never kept in the segment cache. A
     /// filtered stream has no raw form (a batch holds records the filter does not keep).
@@ -106,6 +123,7 @@ impl StreamRegistry {
             budget: self.budget.clone(),
             schemas: self.schemas.clone(),
             json_payload: self.json_payload,
+            field_indexes: self.field_indexes.clone(),
             ..StreamRegistry::default()
         }
         .with_filter(text, filter)
@@ -158,7 +176,9 @@ impl StreamRegistry {
             (&self.filter, self.filter_stats(part.topic(), part.partition()))
         {
             let renderer = index.renderer.clone();
-            index.renderer = renderer.with_filter(text, Arc::clone(filter), stats);
+            index.renderer = renderer
+                .with_filter(text, Arc::clone(filter), stats)
+                .with_field_indexes(self.field_indexes.clone());
         }
         index.txn = self.tracker(tracked);
         Ok(index)
@@ -197,6 +217,9 @@ impl StreamRegistry {
         spec: &StreamSpec,
         now: Timestamp,
     ) -> Result<Arc<Stream>> {
+        if let (Some(indexes), Some((_, filter))) = (&self.field_indexes, &self.filter) {
+            indexes.on_filtered_read(Arc::clone(&part), filter);
+        }
         let view = self.view(Arc::clone(&part));
         let resolved = spec.resolve(view.as_ref(), now)?;
         let open = || {
