@@ -218,7 +218,8 @@ pub struct MountArgs {
     /// background_threads=N (as --memory-budget, --background-threads; -o wins; render_threads=N
     /// is its former name); json_payload=object (.json lines show a payload that is a JSON
     /// object, array, number or boolean as that JSON, so `jq .payload.user` needs no fromjson;
-    /// default string, kcat's).
+    /// default string, kcat's); index=TOPIC/FIELD (repeatable: declares a field index at mount,
+    /// as `echo FIELD > MNT/TOPIC/indexes` does, also on a read-only mount).
     ///
     /// A comma inside a value is written `\,`.
     ///

@@ -466,6 +466,15 @@ fn mount_and_serve(
             .with_memory_release(memory::return_freed_memory)
             .with_recent_log(recent),
     );
+    for option in &request.fuse_options {
+        if let FuseOption::Index { topic, field } = option {
+            // As a write of `FIELD` to `TOPIC/indexes`; a topic not there yet keeps the
+            // declaration for when it is.
+            if let Err(e) = fs.indexes_write(topic, format!("{field}\n").as_bytes()) {
+                log::warn!("-o index={topic}/{field}: {e}");
+            }
+        }
+    }
     let config = session_config(request, &data_dir)?;
     let mut adapter = FuseAdapter::new(Arc::clone(&fs));
     if request.fuse_options.contains(&FuseOption::NoPassthrough) {

@@ -87,6 +87,10 @@ pub enum FuseOption {
     /// number or boolean as a string of its text (`string`, kcat's, the default) or as that
     /// JSON value (`object`; see [`crate::view::render`]).
     JsonPayload(crate::view::render::JsonPayload),
+    /// `index=TOPIC/FIELD` (repeatable): declares a field index at mount, as writing `FIELD` to
+    /// `TOPIC/indexes` does (the way to declare one on a read-only mount, whose files the
+    /// kernel keeps from being written).
+    Index { topic: String, field: String },
 }
 
 /// Kernel mount flags accepted by `-o`.
@@ -157,6 +161,14 @@ impl FromStr for FuseOption {
                     FuseOption::SchemaRegistry(url.to_string())
                 } else if let Some(shown) = s.strip_prefix("json_payload=") {
                     FuseOption::JsonPayload(shown.parse().map_err(Error::Usage)?)
+                } else if let Some(spec) = s.strip_prefix("index=") {
+                    let Some((topic, field)) = spec.split_once('/').filter(|(t, _)| !t.is_empty())
+                    else {
+                        return Err(Error::Usage(format!("index={spec}: TOPIC/FIELD")));
+                    };
+                    crate::view::field_index::FieldIndexes::parse_field(field)
+                        .map_err(|why| Error::Usage(format!("index={spec}: {why}")))?;
+                    FuseOption::Index { topic: topic.to_string(), field: field.to_string() }
                 } else {
                     return Err(Error::Usage(format!(
                         "unknown mount option {s:?} (known: allow_other, allow_root, \
@@ -165,7 +177,7 @@ impl FromStr for FuseOption {
                          fsname=NAME, subtype=NAME, uid=USER, gid=GROUP, umask=MODE, \
                          file_mode=MODE, dir_mode=MODE, memory_budget=SIZE, background_threads=N, \
                          cache_dir=DIR|none, cache_size=SIZE, log_file=PATH, schemas=on|off, schemas_topic=NAME, \
-                         schema_registry=URL, json_payload=string|object, {})",
+                         schema_registry=URL, json_payload=string|object, index=TOPIC/FIELD, {})",
                         FLAGS.join(", ")
                     )));
                 }
@@ -452,6 +464,22 @@ mod tests {
         assert_eq!("noatime".parse::<FuseOption>().ok(), Some(FuseOption::Flag("noatime")));
         assert_eq!("no_passthrough".parse::<FuseOption>().ok(), Some(FuseOption::NoPassthrough));
         assert!("bogus".parse::<FuseOption>().unwrap_err().to_string().contains("allow_other"));
+    }
+
+    #[test]
+    fn index_is_a_topic_and_a_field() {
+        assert_eq!(
+            "index=orders/address.city".parse::<FuseOption>().ok(),
+            Some(FuseOption::Index { topic: "orders".into(), field: "address.city".into() })
+        );
+        assert_eq!(
+            "index=t/@header.trace".parse::<FuseOption>().ok(),
+            Some(FuseOption::Index { topic: "t".into(), field: "@header.trace".into() })
+        );
+        for bad in ["index=", "index=orders", "index=/user", "index=orders/", "index=orders/@key"] {
+            let e = bad.parse::<FuseOption>().unwrap_err().to_string();
+            assert!(e.contains("index="), "{bad}: {e}");
+        }
     }
 
     #[test]

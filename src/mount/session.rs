@@ -179,6 +179,7 @@ pub(super) fn session_config(request: &MountRequest, data_dir: &Path) -> Result<
             | FuseOption::SchemasTopic(_)
             | FuseOption::SchemaRegistry(_)
             | FuseOption::JsonPayload(_)
+            | FuseOption::Index { .. }
             | FuseOption::CacheSize(_)
             | FuseOption::LogFile(_) => {}
             FuseOption::AutoUnmount => auto_unmount = true,

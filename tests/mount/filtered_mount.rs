@@ -151,3 +151,38 @@ fn echo_a_field_into_indexes_builds_its_index_and_the_filtered_stream_is_still_w
     assert!(info.contains("answered_by: scan"), "{info}");
     m.unmount();
 }
+
+#[test]
+fn a_read_only_mount_declares_indexes_with_o_index_and_its_kernel_refuses_writes_to_indexes() {
+    let m = MountGuard::foreground(&["--segment-bytes", "65536"]);
+    fs::create_dir(m.path("orders")).unwrap();
+    fs::write(m.path("orders/0/append"), orders(4000)).unwrap();
+    let dirs = m.unmount();
+    // Read-only, as a broker's disk is mounted: the index is declared by the mount option.
+    let m = MountGuard::foreground_on(dirs, &["--read-only", "-o", "index=orders/user"]);
+    let indexes = m.path("orders/indexes");
+    let mut listed = String::new();
+    for _ in 0..600 {
+        listed = fs::read_to_string(&indexes).unwrap();
+        if listed.starts_with("user ready ") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(listed.starts_with("user ready "), "{listed}");
+    let json = m.path("orders/0/by-offset/0.json");
+    let want = sh(&format!(
+        "jq -c '. as $r | .payload | fromjson? | select(.user==\"user-42\") | $r' {}",
+        json.display()
+    ));
+    let got =
+        sh(&format!("cat '{}'", m.path("orders/where/user=user-42/0/by-offset/0.json").display()));
+    assert!(!want.is_empty());
+    assert_eq!(got, want);
+    let info = fs::read_to_string(m.path("orders/where/user=user-42/0/info")).unwrap();
+    assert!(info.contains("answered_by: index (user, "), "{info}");
+    // The kernel keeps a read-only mount's files from being written: `indexes` too.
+    let out = sh_output(&format!("echo -user > '{}'", indexes.display()));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Read-only file system"), "{out:?}");
+    m.unmount();
+}

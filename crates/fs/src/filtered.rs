@@ -312,7 +312,7 @@ impl TopicFs {
     /// A write to `<topic>/indexes`: each line `FIELD` declares an index (and starts its
     /// builds), `-FIELD` drops it. A field that is not a JSON field or `@header.NAME` is
     /// `EINVAL` (logged).
-    pub(super) fn indexes_write(&self, topic: &str, data: &[u8]) -> Result<()> {
+    pub fn indexes_write(&self, topic: &str, data: &[u8]) -> Result<()> {
         let text = std::str::from_utf8(data)
             .map_err(|_| Error::InvalidInput(format!("{topic}/indexes: not UTF-8")))?;
         let indexes = self.field_indexes();
